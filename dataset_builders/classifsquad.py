@@ -1,0 +1,411 @@
+"""ClassifSQuAD (Liu et al. 2018, Section 2): (question, answer1, answer2) -> is answer1 correct?
+
+From SQuAD v1.1: tokenize and lowercase, drop questions with out-of-vocabulary tokens,
+take each question's longest in-vocabulary answer and drop it when shorter than
+`min_answer_tokens`, then pair every kept answer with the answers of the other questions
+of the same article (or paragraph), skipping pairs where one answer contains the other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import datasets
+import numpy as np
+import pyarrow as pa
+
+from dataset_builders.squad import Article, load_squad
+from mtl.errors import UserError
+from mtl.text import Tokenizer, load_vectors, resolve_vectors_path
+from mtl.tracking import Tracker
+
+LABEL_NAMES = ["answer2", "answer1"]  # label 1: answer1 is the correct answer
+DROP_REASONS = ("question_oov", "answer_oov", "answer_too_short", "duplicate_question", "no_negatives")
+SAMPLE_ROWS = 20
+
+
+@dataclass
+class BuildConfig:
+    squad: str | None = None  # folder with the v1.1 JSON files, or a Hub id; None: MTL_DATA_DIR or Hub
+    vectors: str | None = None  # GloVe file; None: MTL_VECTORS, MTL_DATA_DIR/glove, or download
+    out: str = "data/classifsquad"
+    scope: Literal["article", "paragraph"] = "article"
+    seed: int = 1234
+    max_oov: int = 0
+    min_answer_tokens: int = 5
+    max_negatives_per_question: int | None = None
+    lowercase: bool = True
+    overwrite: bool = False
+    wandb: Literal["auto", "online", "offline", "disabled"] = "auto"
+    wandb_project: str = "mtl"
+    wandb_dir: str = "runs"
+
+    def __post_init__(self) -> None:
+        if self.max_oov < 0:
+            raise UserError(f"max_oov={self.max_oov} must be 0 or more")
+        if self.min_answer_tokens < 1:
+            raise UserError(f"min_answer_tokens={self.min_answer_tokens} must be 1 or more")
+        if self.max_negatives_per_question is not None and self.max_negatives_per_question < 1:
+            raise UserError(
+                f"max_negatives_per_question={self.max_negatives_per_question} must be 1 or more "
+                "(or none for no cap)"
+            )
+
+
+# ---- filters: pure functions over tokens -------------------------------------------------
+
+
+def count_oov(tokens: Sequence[str], vocabulary: Set[str]) -> int:
+    return sum(token not in vocabulary for token in tokens)
+
+
+def pick_answer(answers: Sequence[Sequence[str]], vocabulary: Set[str], max_oov: int) -> int | None:
+    """Index of the longest answer with at most `max_oov` unknown tokens (first on ties)."""
+    best = None
+    for i, tokens in enumerate(answers):
+        if count_oov(tokens, vocabulary) <= max_oov and (best is None or len(tokens) > len(answers[best])):
+            best = i
+    return best
+
+
+def contains(a: Sequence[str], b: Sequence[str]) -> bool:
+    """True when either token sequence occurs contiguously inside the other."""
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    return f" {' '.join(short)} " in f" {' '.join(long)} "
+
+
+def negative_candidates(answer: tuple[str, ...], pool: Sequence[tuple[str, ...]]) -> tuple[list[int], int]:
+    """Indices in `pool` usable as wrong answers for `answer`, and how many overlapped it.
+
+    `answer` itself (and any equal answer) is never a candidate and is not counted.
+    """
+    kept, overlapping = [], 0
+    for i, other in enumerate(pool):
+        if other == answer:
+            continue
+        if contains(answer, other):
+            overlapping += 1
+        else:
+            kept.append(i)
+    return kept, overlapping
+
+
+# ---- one split ---------------------------------------------------------------------------
+
+
+@dataclass
+class Candidate:
+    """A question that passed the vocabulary and length filters, with its chosen answer."""
+
+    scope: tuple[int, ...]
+    title: str
+    question_id: str
+    question: str
+    answer: str
+    question_tokens: tuple[str, ...]
+    answer_tokens: tuple[str, ...]
+
+
+@dataclass
+class SplitResult:
+    columns: dict[str, list]
+    stats: dict[str, object] = field(default_factory=dict)
+
+
+def select_questions(
+    articles: Sequence[Article],
+    tokens_of: Mapping[str, Sequence[str]],
+    vocabulary: Set[str],
+    config: BuildConfig,
+    dropped: Counter,
+) -> list[Candidate]:
+    """Apply the question and answer filters; count each drop under its reason."""
+    entries = [
+        ((a,) if config.scope == "article" else (a, p), article.title, question)
+        for a, article in enumerate(articles)
+        for p, paragraph in enumerate(article.paragraphs)
+        for question in paragraph.questions
+    ]
+    candidates = []
+    for scope, title, question in entries:
+        tokens = tokens_of[question.text]
+        if count_oov(tokens, vocabulary) > config.max_oov:
+            dropped["question_oov"] += 1
+            continue
+        answers = [tokens_of[answer] for answer in question.answers]
+        best = pick_answer(answers, vocabulary, config.max_oov)
+        if best is None:
+            dropped["answer_oov"] += 1
+        elif len(answers[best]) < config.min_answer_tokens:
+            dropped["answer_too_short"] += 1
+        else:
+            candidates.append(
+                Candidate(
+                    scope,
+                    title,
+                    question.id,
+                    question.text.strip(),
+                    question.answers[best].strip(),
+                    tuple(tokens),
+                    tuple(answers[best]),
+                )
+            )
+    return candidates
+
+
+def pair_within_scopes(
+    candidates: Sequence[Candidate], config: BuildConfig, rng: np.random.Generator, dropped: Counter
+) -> tuple[dict[str, list], Counter]:
+    """Pair each question's answer with the other answers of its scope, correct side at random."""
+    columns: dict[str, list] = {
+        name: [] for name in ("question", "answer1", "answer2", "label", "title", "question_id")
+    }
+    skipped: Counter = Counter()
+    by_scope: dict[tuple[int, ...], list[Candidate]] = {}
+    for candidate in candidates:
+        by_scope.setdefault(candidate.scope, []).append(candidate)
+
+    for members in by_scope.values():
+        questions: dict[tuple[str, ...], Candidate] = {}
+        for candidate in members:
+            if candidate.question_tokens in questions:
+                dropped["duplicate_question"] += 1
+            else:
+                questions[candidate.question_tokens] = candidate
+        pool: dict[tuple[str, ...], str] = {}
+        for candidate in questions.values():
+            pool.setdefault(candidate.answer_tokens, candidate.answer)
+        pool_tokens, pool_texts = list(pool), list(pool.values())
+        sharing = Counter(candidate.answer_tokens for candidate in questions.values())
+
+        for candidate in questions.values():
+            negatives, overlapping = negative_candidates(candidate.answer_tokens, pool_tokens)
+            skipped["substring"] += overlapping
+            skipped["equal_answer"] += sharing[candidate.answer_tokens] - 1
+            cap = config.max_negatives_per_question
+            if cap is not None and len(negatives) > cap:
+                skipped["over_cap"] += len(negatives) - cap
+                negatives = sorted(rng.choice(negatives, size=cap, replace=False).tolist())
+            if not negatives:
+                dropped["no_negatives"] += 1
+                continue
+            correct_first = rng.integers(0, 2, size=len(negatives))
+            for index, first in zip(negatives, correct_first, strict=True):
+                wrong = pool_texts[index]
+                columns["question"].append(candidate.question)
+                columns["answer1"].append(candidate.answer if first else wrong)
+                columns["answer2"].append(wrong if first else candidate.answer)
+                columns["label"].append(int(first))
+                columns["title"].append(candidate.title)
+                columns["question_id"].append(candidate.question_id)
+    return columns, +skipped
+
+
+def build_split(
+    articles: Sequence[Article],
+    tokens_of: Mapping[str, Sequence[str]],
+    vocabulary: Set[str],
+    config: BuildConfig,
+    rng: np.random.Generator,
+) -> SplitResult:
+    dropped: Counter = Counter({reason: 0 for reason in DROP_REASONS})
+    candidates = select_questions(articles, tokens_of, vocabulary, config, dropped)
+    columns, skipped = pair_within_scopes(candidates, config, rng, dropped)
+    labels = columns["label"]
+    stats = {
+        "articles": len(articles),
+        "questions": sum(len(p.questions) for a in articles for p in a.paragraphs),
+        "examples": len(labels),
+        "unique_questions": len(set(columns["question_id"])),
+        "label_answer1_fraction": round(sum(labels) / len(labels), 6) if labels else None,
+        "dropped_questions": dict(dropped),
+        "skipped_pairs": {
+            reason: skipped.get(reason, 0) for reason in ("equal_answer", "substring", "over_cap")
+        },
+    }
+    return SplitResult(columns, stats)
+
+
+# ---- the whole build ---------------------------------------------------------------------
+
+
+def build(config: BuildConfig) -> dict[str, object]:
+    """Build both splits, write `config.out` atomically, log the build to W&B, return stats."""
+    out = Path(config.out).expanduser()
+    if out.exists() and not config.overwrite:
+        raise UserError(f"output folder {out} already exists: pass overwrite=true or choose another out=")
+    started = time.perf_counter()
+    squad = load_squad(config.squad)
+    vectors_path = resolve_vectors_path(config.vectors)
+    tokenizer = Tokenizer(lowercase=config.lowercase)
+
+    texts = [text for articles in squad.values() for text in squad_texts(articles)]
+    tokens_of = dict(zip(texts, tokenizer.tokenize(texts), strict=True))
+    words = {token for tokens in tokens_of.values() for token in tokens}
+    vocabulary = frozenset(load_vectors(vectors_path, words).words)
+    splits, stats = {}, {}
+    for index, (split, articles) in enumerate(squad.items()):
+        rng = np.random.default_rng([config.seed, index])
+        result = build_split(articles, tokens_of, vocabulary, config, rng)
+        if not result.stats["examples"]:
+            raise UserError(
+                f"the filters left the {split} split empty ({result.stats['dropped_questions']}): "
+                "loosen max_oov or min_answer_tokens, or check the vectors file"
+            )
+        splits[split], stats[split] = result.columns, result.stats
+
+    summary = {
+        "config": {
+            k: v for k, v in asdict(config).items() if not k.startswith(("wandb", "overwrite", "out"))
+        },
+        "vectors": {"file": vectors_path.name, "vocabulary_in_squad": len(vocabulary)},
+        **tokenizer.description,
+        "splits": stats,
+    }
+    write_dataset(out, splits, summary, config.overwrite)
+    seconds = time.perf_counter() - started
+    _track(config, out, splits, summary, seconds)
+    return {**summary, "seconds": round(seconds, 2), "out": str(out)}
+
+
+def squad_texts(articles: Sequence[Article]) -> list[str]:
+    """Every question and answer text, in file order."""
+    return [
+        text
+        for article in articles
+        for paragraph in article.paragraphs
+        for question in paragraph.questions
+        for text in (question.text, *question.answers)
+    ]
+
+
+def to_dataset_dict(splits: dict[str, dict[str, list]]) -> datasets.DatasetDict:
+    features = datasets.Features(
+        {
+            "question": datasets.Value("string"),
+            "answer1": datasets.Value("string"),
+            "answer2": datasets.Value("string"),
+            "label": datasets.ClassLabel(names=LABEL_NAMES),
+            "title": datasets.Value("string"),
+            "question_id": datasets.Value("string"),
+        }
+    )
+    # Building the Arrow table directly skips `from_dict`'s per-example encoding (labels are ints).
+    return datasets.DatasetDict(
+        {
+            split: datasets.Dataset(
+                pa.Table.from_pydict(columns, schema=features.arrow_schema),
+                info=datasets.DatasetInfo(features=features),
+            )
+            for split, columns in splits.items()
+        }
+    )
+
+
+def write_dataset(out: Path, splits: dict[str, dict[str, list]], summary: dict, overwrite: bool) -> None:
+    """Write into a hidden sibling folder, then swap it in, so `out` is never half-written."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        to_dataset_dict(splits).save_to_disk(str(partial))
+        (partial / "stats.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        (partial / "README.md").write_text(dataset_card(summary))
+        if out.exists() and overwrite:
+            retired = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, retired)
+            os.replace(partial, out)
+            shutil.rmtree(retired)
+        else:
+            os.replace(partial, out)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def dataset_card(summary: dict) -> str:
+    config, splits = summary["config"], summary["splits"]
+    rows = [
+        ("examples", "examples"),
+        ("unique questions", "unique_questions"),
+        ("label 1 (answer1 correct) fraction", "label_answer1_fraction"),
+        ("SQuAD questions", "questions"),
+        *((f"dropped: {reason.replace('_', ' ')}", ("dropped_questions", reason)) for reason in DROP_REASONS),
+        *(
+            (f"pairs skipped: {reason.replace('_', ' ')}", ("skipped_pairs", reason))
+            for reason in ("equal_answer", "substring", "over_cap")
+        ),
+    ]
+
+    def cell(stats: dict, key: str | tuple[str, str]) -> object:
+        return stats[key[0]][key[1]] if isinstance(key, tuple) else stats[key]
+
+    table = [f"| | {' | '.join(splits)} |", f"|---|{'---|' * len(splits)}"]
+    table += [
+        f"| {label} | {' | '.join(str(cell(s, key)) for s in splits.values())} |" for label, key in rows
+    ]
+    return "\n".join(
+        [
+            "# ClassifSQuAD",
+            "",
+            "Triples (question, answer1, answer2) derived from SQuAD v1.1 following Liu et al. (2018),",
+            "*Task-universal sentence embeddings from learning natural language inference*, Section 2.",
+            "`label` is 1 when answer1 is the correct answer to the question, 0 when answer2 is.",
+            "Wrong answers are answers to other questions of the same "
+            f"{config['scope']}; pairs where one answer contains the other are skipped.",
+            "",
+            f"- vectors: `{summary['vectors']['file']}` ({summary['vectors']['vocabulary_in_squad']} SQuAD words in vocabulary)",
+            f"- tokenizer: {summary['tokenizer']}, lowercase={summary['lowercase']}",
+            f"- max_oov={config['max_oov']}, min_answer_tokens={config['min_answer_tokens']}, "
+            f"max_negatives_per_question={config['max_negatives_per_question']}, seed={config['seed']}",
+            "",
+            *table,
+            "",
+            "Source: SQuAD v1.1 (Rajpurkar et al., 2016), CC BY-SA 4.0; this derivative is under the same license.",
+            "",
+        ]
+    )
+
+
+def _track(config: BuildConfig, out: Path, splits: dict, summary: dict, seconds: float) -> None:
+    tracker = Tracker.start(
+        job_type="build-dataset",
+        config=asdict(config),
+        project=config.wandb_project,
+        directory=config.wandb_dir,
+        mode=config.wandb,
+    )
+    if not tracker.active:
+        return
+    flat = {
+        f"{split}/{key}": value
+        for split, stats in summary["splits"].items()
+        for key, value in _flatten(stats).items()
+    }
+    tracker.summary({**flat, "build/seconds": seconds})
+    columns = ["split", "question", "answer1", "answer2", "label"]
+    rows = [
+        [split, *(cols[name][i] for name in ("question", "answer1", "answer2", "label"))]
+        for split, cols in splits.items()
+        for i in range(min(SAMPLE_ROWS, len(cols["label"])))
+    ]
+    tracker.table("samples", columns, rows)
+    tracker.log_artifact("classifsquad", "dataset", out, metadata=summary, reference=True)
+    tracker.finish()
+
+
+def _flatten(stats: dict, prefix: str = "") -> dict[str, object]:
+    flat = {}
+    for key, value in stats.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}/"))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

@@ -1,0 +1,155 @@
+"""SQuAD v1.1 as articles -> paragraphs -> questions, from the Hub or the official JSON files."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtl.errors import UserError
+from mtl.paths import data_dir
+
+HUB_ID = "rajpurkar/squad"
+# Our split name -> (official file name, Hub split name).
+SPLITS = {"train": ("train-v1.1.json", "train"), "validation": ("dev-v1.1.json", "validation")}
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    text: str
+    answers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    questions: tuple[Question, ...]
+
+
+@dataclass(frozen=True)
+class Article:
+    title: str
+    paragraphs: tuple[Paragraph, ...]
+
+
+def load_squad(source: str | None) -> dict[str, list[Article]]:
+    """Both splits of SQuAD v1.1: `source` is a local folder, the Hub id, or None.
+
+    None means `$MTL_DATA_DIR/squad` when MTL_DATA_DIR is set, else the Hub.
+    """
+    if source is None:
+        local = data_dir()
+        source = str(local / "squad") if local is not None else HUB_ID
+    folder = Path(source).expanduser()
+    if folder.exists() or not _looks_like_hub_id(source):
+        return {split: read_squad_json(folder / name) for split, (name, _) in SPLITS.items()}
+    return _load_from_hub(source)
+
+
+def _looks_like_hub_id(source: str) -> bool:
+    return source.count("/") == 1 and not source.startswith((".", "/", "~"))
+
+
+def read_squad_json(path: Path) -> list[Article]:
+    if not path.is_file():
+        raise UserError(
+            f"SQuAD file {path} does not exist: point squad=PATH at a folder holding "
+            f"{' and '.join(name for name, _ in SPLITS.values())}"
+        )
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"SQuAD file {path} is not valid JSON: {error}") from None
+    return parse_squad(document, path.name)
+
+
+def parse_squad(document: Any, name: str) -> list[Article]:
+    """Validate the official layout, naming the first offending field by its JSON path."""
+    articles = []
+    for a, article in enumerate(_list(document, "data", name, "")):
+        where = f"data[{a}]"
+        title = _text(article, "title", name, where)
+        paragraphs = []
+        for p, paragraph in enumerate(_list(article, "paragraphs", name, where)):
+            questions = []
+            for q, qa in enumerate(_list(paragraph, "qas", name, f"{where}.paragraphs[{p}]")):
+                at = f"{where}.paragraphs[{p}].qas[{q}]"
+                answers = _list(qa, "answers", name, at)
+                if not answers:
+                    raise UserError(f"{name}: {at} has no answers (SQuAD v2.0? use v1.1)")
+                questions.append(
+                    Question(
+                        id=_text(qa, "id", name, at),
+                        text=_text(qa, "question", name, at),
+                        answers=tuple(
+                            _text(answer, "text", name, f"{at}.answers[{i}]")
+                            for i, answer in enumerate(answers)
+                        ),
+                    )
+                )
+            paragraphs.append(Paragraph(tuple(questions)))
+        articles.append(Article(title, tuple(paragraphs)))
+    return articles
+
+
+def _list(container: Any, key: str, name: str, where: str) -> list:
+    if not isinstance(container, dict) or key not in container:
+        raise UserError(f"{name}: {where or 'top level'} has no {key!r} field: is this SQuAD v1.1?")
+    value = container[key]
+    if not isinstance(value, list):
+        raise UserError(f"{name}: {where}.{key} must be a list, found {type(value).__name__}")
+    return value
+
+
+def _text(container: Any, key: str, name: str, where: str) -> str:
+    if not isinstance(container, dict) or key not in container:
+        raise UserError(f"{name}: {where} has no {key!r} field: is this SQuAD v1.1?")
+    value = container[key]
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(f"{name}: {where}.{key} must be a non-empty string, found {value!r}")
+    return value
+
+
+def _load_from_hub(hub_id: str) -> dict[str, list[Article]]:
+    import datasets
+
+    try:
+        loaded = datasets.load_dataset(hub_id)
+    except Exception as error:  # the Hub raises many types; all mean the same to the user
+        raise UserError(
+            f"could not load {hub_id!r} from the Hugging Face Hub ({type(error).__name__}): "
+            "point squad=PATH at a folder with train-v1.1.json and dev-v1.1.json, or set MTL_DATA_DIR"
+        ) from None
+    return {split: _group_rows(loaded[hub_split]) for split, (_, hub_split) in SPLITS.items()}
+
+
+def _group_rows(rows: Any) -> list[Article]:
+    """Rebuild articles (consecutive titles) and paragraphs (consecutive contexts) from flat rows."""
+    articles: list[Article] = []
+    title = context = None
+    paragraphs: list[Paragraph] = []
+    questions: list[Question] = []
+
+    def close_paragraph() -> None:
+        if questions:
+            paragraphs.append(Paragraph(tuple(questions)))
+            questions.clear()
+
+    def close_article() -> None:
+        close_paragraph()
+        if paragraphs:
+            articles.append(Article(title, tuple(paragraphs)))
+            paragraphs.clear()
+
+    for row in rows:
+        if row["title"] != title:
+            close_article()
+            title, context = row["title"], None
+        if row["context"] != context:
+            close_paragraph()
+            context = row["context"]
+        questions.append(Question(row["id"], row["question"], tuple(row["answers"]["text"])))
+    close_article()
+    return articles

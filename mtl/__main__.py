@@ -1,0 +1,3 @@
+from mtl.cli import main
+
+raise SystemExit(main())

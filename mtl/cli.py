@@ -1,0 +1,59 @@
+"""The commands behind the justfile: `python -m mtl COMMAND key=value ...`."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+from mtl.config import apply_overrides
+from mtl.errors import UserError
+
+
+def build_classifsquad(args: Sequence[str]) -> None:
+    from dataset_builders.classifsquad import BuildConfig, build
+
+    config = apply_overrides(BuildConfig(), args)
+    summary = build(config)
+    print(format_build_summary(summary))
+
+
+def format_build_summary(summary: dict) -> str:
+    lines = [
+        f"ClassifSQuAD written to {summary['out']} in {summary['seconds']:.1f} s "
+        f"(vectors {summary['vectors']['file']}, scope {summary['config']['scope']})"
+    ]
+    for split, stats in summary["splits"].items():
+        dropped = ", ".join(f"{k} {v}" for k, v in stats["dropped_questions"].items())
+        skipped = ", ".join(f"{k} {v}" for k, v in stats["skipped_pairs"].items())
+        lines.append(
+            f"  {split}: {stats['examples']:,} examples from {stats['unique_questions']:,} of "
+            f"{stats['questions']:,} questions, label 1 fraction {stats['label_answer1_fraction']:.3f}"
+        )
+        lines.append(f"    dropped questions: {dropped}")
+        lines.append(f"    skipped pairs: {skipped}")
+    return "\n".join(lines)
+
+
+COMMANDS: dict[str, Callable[[Sequence[str]], None]] = {
+    "build-classifsquad": build_classifsquad,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS:
+        print(f"usage: mtl {{{','.join(COMMANDS)}}} [key=value ...]", file=sys.stderr)
+        return 2
+    try:
+        COMMANDS[argv[0]](argv[1:])
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

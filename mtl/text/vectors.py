@@ -1,0 +1,207 @@
+"""GloVe-format word vectors: read .txt/.txt.gz/.zip, restrict to a vocabulary, cache.
+
+The text format is one word per line followed by `dim` numbers separated by single
+spaces. Some words of glove.840B contain spaces, so the *last* `dim` fields are the vector
+and everything before them is the word. Duplicate words keep their first vector.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import urllib.request
+import zipfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from mtl.errors import UserError
+from mtl.paths import cache_dir, data_dir
+
+GLOVE_840B_URL = "https://nlp.stanford.edu/data/glove.840B.300d.zip"
+_DIM_PROBE_LINES = 100
+_CACHE_FORMAT = 1
+
+
+@dataclass
+class WordVectors:
+    """Row `i` of `matrix` (float32, shape (V, D)) is the vector of `words[i]`."""
+
+    words: list[str]
+    matrix: np.ndarray
+    source: str
+
+    def __post_init__(self) -> None:
+        self.index = {word: i for i, word in enumerate(self.words)}
+
+    @property
+    def dim(self) -> int:
+        return self.matrix.shape[1]
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __contains__(self, word: object) -> bool:
+        return word in self.index
+
+
+def resolve_vectors_path(vectors: str | None) -> Path:
+    """`vectors=PATH`, else `MTL_VECTORS`, else GloVe in `MTL_DATA_DIR/glove`, else download."""
+    chosen = vectors or os.environ.get("MTL_VECTORS")
+    if chosen:
+        path = Path(chosen).expanduser()
+        if not path.is_file():
+            raise UserError(f"vectors file {path} does not exist: pass vectors=PATH to a GloVe file")
+        return path
+    if (local := data_dir()) is not None and (local / "glove").is_dir():
+        candidates = sorted(p for p in (local / "glove").iterdir() if _is_vectors_file(p))
+        preferred = [p for p in candidates if p.name.startswith("glove.840B.300d")]
+        if preferred or len(candidates) == 1:
+            return (preferred or candidates)[0]
+    return download_glove_840b()
+
+
+def download_glove_840b(url: str = GLOVE_840B_URL) -> Path:
+    """The paper's vectors (2.0 GB zip), downloaded once into the user cache."""
+    target = cache_dir() / "glove" / url.rsplit("/", 1)[-1]
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".part")
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response, open(partial, "wb") as out:
+            total = int(response.headers.get("Content-Length") or 0) or None
+            with tqdm(total=total, unit="B", unit_scale=True, desc=f"download {target.name}") as bar:
+                while chunk := response.read(1 << 20):
+                    out.write(chunk)
+                    bar.update(len(chunk))
+    except OSError as error:
+        raise UserError(
+            f"could not download GloVe vectors from {url} ({error}): download them yourself "
+            "and pass vectors=PATH or set MTL_VECTORS"
+        ) from None
+    os.replace(partial, target)
+    return target
+
+
+def load_vectors(
+    path: str | Path, vocabulary: Iterable[str] | None = None, use_cache: bool = True
+) -> WordVectors:
+    """Vectors of `path`, restricted to `vocabulary` when given (words in file order).
+
+    A restricted load is cached under the user cache dir, keyed by the file's identity
+    (resolved path, size, modification time) and the vocabulary, so a second load only
+    reads one small .npz file.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise UserError(f"vectors file {path} does not exist: pass vectors=PATH to a GloVe file")
+    wanted = None if vocabulary is None else set(vocabulary)
+    cache_file = _cache_file(path, wanted) if use_cache and wanted is not None else None
+    if cache_file is not None and cache_file.is_file():
+        with np.load(cache_file, allow_pickle=False) as cached:
+            return WordVectors(cached["words"].tolist(), cached["matrix"], str(path))
+    vectors = _read(path, wanted)
+    if cache_file is not None:
+        _write_cache(cache_file, vectors)
+    return vectors
+
+
+def _read(path: Path, wanted: set[str] | None) -> WordVectors:
+    wanted_bytes = None if wanted is None else {word.encode("utf-8") for word in wanted}
+    words: list[str] = []
+    rows: list[np.ndarray] = []
+    seen: set[bytes] = set()
+    with _open_lines(path) as lines:
+        lines = iter(lines)
+        head = [line for _, line in zip(range(_DIM_PROBE_LINES), lines, strict=False)]
+        dim = _infer_dim(path, head)
+        numbered = enumerate(_chain(head, lines), start=1)
+        for number, raw in tqdm(numbered, desc=f"read {path.name}", unit=" lines", mininterval=1):
+            line = raw.rstrip()
+            if not line:
+                continue
+            spaces = line.count(b" ")
+            if spaces == dim:
+                word = line[: line.index(b" ")]
+            elif spaces > dim:
+                word = line.rsplit(b" ", dim)[0]
+            else:
+                raise _malformed(path, number, f"expected a word and {dim} numbers")
+            if word in seen or (wanted_bytes is not None and word not in wanted_bytes):
+                continue
+            seen.add(word)
+            try:
+                rows.append(np.array(line.rsplit(b" ", dim)[1:], dtype=np.float32))
+                words.append(word.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError) as error:
+                raise _malformed(path, number, str(error)) from None
+    if not words and wanted is None:
+        raise UserError(f"vectors file {path} holds no vectors: is it a GloVe text file?")
+    matrix = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
+    return WordVectors(words, matrix, str(path))
+
+
+def _infer_dim(path: Path, head: list[bytes]) -> int:
+    """The smallest field count among the first lines (a word with spaces adds fields)."""
+    counts = [len(line.split(b" ")) - 1 for line in (raw.rstrip() for raw in head) if line]
+    if not counts or min(counts) < 1:
+        raise UserError(f"vectors file {path} is empty or not in GloVe text format (word v1 v2 …)")
+    return min(counts)
+
+
+def _chain(head: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:
+    yield from head
+    yield from rest
+
+
+def _malformed(path: Path, number: int, reason: str) -> UserError:
+    return UserError(f"malformed line {number} in vectors file {path}: {reason}")
+
+
+@contextmanager
+def _open_lines(path: Path) -> Iterator[BinaryIO]:
+    try:
+        if path.suffix == ".zip":
+            with zipfile.ZipFile(path) as archive:
+                members = [m for m in archive.namelist() if not m.endswith("/")]
+                if len(members) != 1:
+                    raise UserError(f"zip file {path} must hold exactly one vectors file, found {members}")
+                with archive.open(members[0]) as raw:
+                    yield io.BufferedReader(raw, buffer_size=1 << 20)
+        elif path.suffix == ".gz":
+            with gzip.open(path, "rb") as handle:
+                yield handle
+        else:
+            with open(path, "rb", buffering=1 << 20) as handle:
+                yield handle
+    except (zipfile.BadZipFile, gzip.BadGzipFile, EOFError, OSError) as error:
+        raise UserError(f"cannot read vectors file {path}: {error}") from None
+
+
+def _is_vectors_file(path: Path) -> bool:
+    return path.is_file() and path.name.endswith((".txt", ".txt.gz", ".zip", ".vec", ".vec.gz"))
+
+
+def _cache_file(path: Path, wanted: set[str]) -> Path:
+    stat = path.resolve().stat()
+    digest = hashlib.sha256()
+    digest.update(f"{_CACHE_FORMAT}\0{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+    for word in sorted(wanted):
+        digest.update(word.encode("utf-8") + b"\0")
+    return cache_dir() / "vectors" / f"{path.name}.{digest.hexdigest()[:24]}.npz"
+
+
+def _write_cache(cache_file: Path, vectors: WordVectors) -> None:
+    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    partial = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.part")
+    with open(partial, "wb") as handle:
+        np.savez(handle, words=np.array(vectors.words, dtype=str), matrix=vectors.matrix)
+    os.replace(partial, cache_file)

@@ -1,0 +1,137 @@
+"""Weights & Biases behind a small API that works offline, never prompts, never crashes a job.
+
+Mode `auto` is online when an API key is configured (WANDB_API_KEY or a netrc entry)
+and offline otherwise; offline runs land in `<dir>/wandb/` and can be uploaded later
+with `wandb sync` or browsed with `wandb leet`.
+"""
+
+from __future__ import annotations
+
+import netrc
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+WANDB_MODES = ("auto", "online", "offline", "disabled")
+
+
+def resolve_mode(requested: str) -> str:
+    if os.environ.get("WANDB_MODE") and requested == "auto":
+        requested = os.environ["WANDB_MODE"]
+    if requested == "auto":
+        return "online" if _has_api_key() else "offline"
+    return "offline" if requested == "dryrun" else requested
+
+
+def _has_api_key() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1].rstrip("/")
+    try:
+        return netrc.netrc().authenticators(host) is not None
+    except (FileNotFoundError, netrc.NetrcParseError, OSError):
+        return False
+
+
+class Tracker:
+    """One W&B run; every call is a no-op when disabled and a warning when W&B fails."""
+
+    def __init__(self, run: Any = None):
+        self.run = run
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        job_type: str,
+        config: dict[str, Any],
+        project: str,
+        directory: str | Path,
+        mode: str = "auto",
+        name: str | None = None,
+        run_id: str | None = None,
+    ) -> Tracker:
+        mode = resolve_mode(mode)
+        if mode == "disabled":
+            return cls(None)
+        os.environ.setdefault("WANDB_SILENT", "true")
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tracker = cls(None)
+        tracker.run = tracker._call(
+            lambda: _wandb().init(
+                project=project,
+                job_type=job_type,
+                config=config,
+                dir=str(directory),
+                mode=mode,
+                name=name,
+                id=run_id,
+                resume="allow" if run_id else None,
+                settings=_wandb().Settings(silent=True, console="off"),
+            )
+        )
+        return tracker
+
+    @property
+    def active(self) -> bool:
+        return self.run is not None
+
+    @property
+    def run_dir(self) -> str | None:
+        return getattr(self.run, "dir", None)
+
+    def log(self, values: dict[str, Any]) -> None:
+        self._when_active(lambda: self.run.log(values))
+
+    def define_metric(self, name: str, **kwargs: Any) -> None:
+        self._when_active(lambda: self.run.define_metric(name, **kwargs))
+
+    def summary(self, values: dict[str, Any]) -> None:
+        self._when_active(lambda: self.run.summary.update(values))
+
+    def table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        self._when_active(lambda: self.run.log({key: _wandb().Table(columns=list(columns), data=list(rows))}))
+
+    def log_artifact(
+        self, name: str, kind: str, path: Path, metadata: dict[str, Any], reference: bool = False
+    ) -> None:
+        """Log `path` (file or folder) as an artifact; `reference` records checksums only."""
+
+        def log() -> None:
+            artifact = _wandb().Artifact(name, type=kind, metadata=metadata)
+            if reference:
+                artifact.add_reference(Path(path).resolve().as_uri())
+            elif Path(path).is_dir():
+                artifact.add_dir(str(path))
+            else:
+                artifact.add_file(str(path))
+            self.run.log_artifact(artifact)
+
+        self._when_active(log)
+
+    def use_artifact(self, name: str) -> None:
+        self._when_active(lambda: self.run.use_artifact(name))
+
+    def finish(self, exit_code: int = 0) -> None:
+        self._when_active(lambda: self.run.finish(exit_code=exit_code))
+        self.run = None
+
+    def _when_active(self, action: Callable[[], Any]) -> None:
+        if self.run is not None:
+            self._call(action)
+
+    def _call(self, action: Callable[[], Any]) -> Any:
+        try:
+            return action()
+        except Exception as error:  # tracking must never stop the job it observes
+            warnings.warn(f"W&B call failed, continuing without it: {error}", stacklevel=3)
+            return None
+
+
+def _wandb() -> Any:
+    import wandb
+
+    return wandb
