@@ -34,8 +34,16 @@ def format_build_summary(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def bench_build(args: Sequence[str]) -> None:
+    from mtl.bench import build as bench
+
+    config = apply_overrides(bench.BenchBuildConfig(), args)
+    print(bench.report(bench.run(config), config))
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], None]] = {
     "build-classifsquad": build_classifsquad,
+    "bench-build": bench_build,
 }
 
 

@@ -13,6 +13,7 @@ import io
 import os
 import urllib.request
 import zipfile
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -150,11 +151,12 @@ def _read(path: Path, wanted: set[str] | None) -> WordVectors:
 
 
 def _infer_dim(path: Path, head: list[bytes]) -> int:
-    """The smallest field count among the first lines (a word with spaces adds fields)."""
-    counts = [len(line.split(b" ")) - 1 for line in (raw.rstrip() for raw in head) if line]
-    if not counts or min(counts) < 1:
+    """The most common field count among the first lines (rare words with spaces add fields)."""
+    counts = Counter(len(line.split(b" ")) - 1 for line in (raw.rstrip() for raw in head) if line)
+    dim = max(counts, key=lambda count: (counts[count], -count)) if counts else 0
+    if dim < 1:
         raise UserError(f"vectors file {path} is empty or not in GloVe text format (word v1 v2 …)")
-    return min(counts)
+    return dim
 
 
 def _chain(head: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:

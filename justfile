@@ -1,0 +1,24 @@
+# mtl: multitask sentence encoders on SNLI + ClassifSQuAD. Options are key=value.
+set positional-arguments := true
+
+python := env("PYTHON", "python3")
+
+# list the recipes
+default:
+    @just --list
+
+# SQuAD v1.1 -> ClassifSQuAD triples on disk (e.g. scope=paragraph out=data/cs)
+build-classifsquad *args:
+    {{python}} -m mtl build-classifsquad "$@"
+
+# wall time of a full build, vector cache cold and warm (e.g. runs=5)
+bench-build *args:
+    {{python}} -m mtl bench-build "$@"
+
+# the test suite (pytest arguments pass through)
+test *args:
+    {{python}} -m pytest "$@"
+
+# ruff lint and format check
+lint:
+    ruff check . && ruff format --check .

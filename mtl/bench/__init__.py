@@ -1,0 +1,1 @@
+"""Benchmarks behind `just bench-*`: timings printed as medians of repeated runs."""

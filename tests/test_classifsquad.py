@@ -1,0 +1,266 @@
+from collections import Counter
+
+import datasets
+import numpy as np
+import pytest
+
+from dataset_builders import classifsquad
+from dataset_builders.classifsquad import (
+    BuildConfig,
+    build,
+    build_split,
+    contains,
+    count_oov,
+    negative_candidates,
+    pick_answer,
+    squad_texts,
+)
+from dataset_builders.squad import Article, Paragraph, Question, load_squad
+from mtl.config import apply_overrides
+from mtl.errors import UserError
+from mtl.text import Tokenizer
+
+from .conftest import FIXTURES, write_glove
+
+VOCAB = frozenset("what who when did the a cat dog sat on mat ran in park at home big red was ? .".split())
+
+
+# ---- pure filters ------------------------------------------------------------------------
+
+
+def test_count_oov():
+    assert count_oov(["the", "cat", "zebra", "zebra"], VOCAB) == 2
+    assert count_oov([], VOCAB) == 0
+
+
+def test_pick_answer_takes_the_longest_in_vocabulary_answer():
+    answers = [["the", "cat"], ["the", "big", "zebra"], ["the", "big", "cat"], ["a", "big", "cat"]]
+    assert pick_answer(answers, VOCAB, max_oov=0) == 2  # first of the two longest in-vocabulary
+    assert pick_answer(answers, VOCAB, max_oov=1) == 1
+    assert pick_answer([["zebra"]], VOCAB, max_oov=0) is None
+
+
+def test_contains_works_on_whole_tokens():
+    assert contains(["the", "cat"], ["the", "cat", "sat"])
+    assert contains(["cat", "sat", "on"], ["sat"])
+    assert not contains(["cat"], ["concatenate"])
+    assert not contains(["the", "cat"], ["cat", "the"])
+
+
+def test_negative_candidates_skip_equal_and_overlapping_answers():
+    pool = [("the", "cat", "sat"), ("the", "cat"), ("a", "dog"), ("the", "cat", "sat", "on")]
+    assert negative_candidates(("the", "cat", "sat"), pool) == ([2], 2)
+
+
+# ---- one split ---------------------------------------------------------------------------
+
+
+def q(qid, text, *answers):
+    return Question(qid, text, answers)
+
+
+ARTICLES = [
+    Article(
+        "First",
+        (
+            Paragraph(
+                (
+                    q("1", "Who sat on the mat?", "the big red cat sat", "cat"),
+                    q("2", "What ran in the park?", "a big red dog ran"),
+                    q("3", "who sat on the mat ?", "a cat sat on a mat"),  # duplicate of 1 once tokenized
+                )
+            ),
+            Paragraph(
+                (
+                    q("4", "When was the cat at home?", "the cat was at home ."),
+                    q("5", "What zebra ran?", "the dog ran in the park"),  # question out of vocabulary
+                    q("6", "What sat?", "the cat"),  # answer too short
+                    q("7", "What was big?", "the big red zebra dog"),  # answer out of vocabulary
+                    q("8", "What was red?", "the big red cat sat on"),  # contains answer of 1
+                )
+            ),
+        ),
+    ),
+    Article("Second", (Paragraph((q("9", "Who ran?", "the dog ran in the park"),)),)),
+]
+
+
+def run_split(seed=0, **overrides):
+    config = BuildConfig(**{"min_answer_tokens": 4, **overrides})
+    tokenizer = Tokenizer()
+    texts = squad_texts(ARTICLES)
+    tokens_of = dict(zip(texts, tokenizer.tokenize(texts), strict=True))
+    return build_split(ARTICLES, tokens_of, VOCAB, config, np.random.default_rng(seed))
+
+
+def pairs(result):
+    columns = result.columns
+    return sorted(
+        (qid, a1 if label == 0 else a2)  # (question, wrong answer)
+        for qid, a1, a2, label in zip(
+            columns["question_id"], columns["answer1"], columns["answer2"], columns["label"], strict=True
+        )
+    )
+
+
+def test_article_scope_pairs_across_paragraphs_with_every_filter_counted():
+    result = run_split(scope="article")
+    assert result.stats["dropped_questions"] == {
+        "question_oov": 1,
+        "answer_oov": 1,
+        "answer_too_short": 1,
+        "duplicate_question": 1,
+        "no_negatives": 1,  # question 9 is alone in its article
+    }
+    assert result.stats["skipped_pairs"] == {"equal_answer": 0, "substring": 2, "over_cap": 0}
+    assert pairs(result) == [
+        ("1", "a big red dog ran"),
+        ("1", "the cat was at home ."),
+        ("2", "the big red cat sat"),
+        ("2", "the big red cat sat on"),
+        ("2", "the cat was at home ."),
+        ("4", "a big red dog ran"),
+        ("4", "the big red cat sat"),
+        ("4", "the big red cat sat on"),
+        ("8", "a big red dog ran"),
+        ("8", "the cat was at home ."),
+    ]
+    assert result.stats["unique_questions"] == 4
+    assert result.stats["examples"] == 10
+
+
+def test_paragraph_scope_pairs_only_within_a_paragraph():
+    result = run_split(scope="paragraph")
+    assert pairs(result) == [
+        ("1", "a big red dog ran"),
+        ("2", "the big red cat sat"),
+        ("4", "the big red cat sat on"),
+        ("8", "the cat was at home ."),
+    ]
+
+
+def test_correct_answer_side_is_seeded_and_labels_match_the_side():
+    first, again, other = run_split(seed=5), run_split(seed=5), run_split(seed=6)
+    assert first.columns == again.columns
+    assert pairs(first) == pairs(other)
+    assert first.columns["label"] != other.columns["label"]
+    answer_of = {
+        "1": "the big red cat sat",
+        "2": "a big red dog ran",
+        "4": "the cat was at home .",
+        "8": "the big red cat sat on",
+    }
+    for qid, a1, a2, label in zip(
+        *(first.columns[k] for k in ("question_id", "answer1", "answer2", "label")), strict=True
+    ):
+        assert (a1 if label == 1 else a2) == answer_of[qid]
+
+
+def test_cap_on_negatives_per_question():
+    result = run_split(max_negatives_per_question=1)
+    assert Counter(result.columns["question_id"]) == {"1": 1, "2": 1, "4": 1, "8": 1}
+    assert result.stats["skipped_pairs"]["over_cap"] == 6
+
+
+def test_identical_answers_are_not_paired():
+    articles = [
+        Article(
+            "A",
+            (
+                Paragraph(
+                    (
+                        q("1", "Who ran?", "the dog ran in the park"),
+                        q("2", "What ran?", "the dog ran in the park"),
+                        q("3", "Who sat?", "a cat sat on a mat"),
+                    )
+                ),
+            ),
+        )
+    ]
+    texts = squad_texts(articles)
+    tokens_of = dict(zip(texts, Tokenizer().tokenize(texts), strict=True))
+    result = build_split(articles, tokens_of, VOCAB, BuildConfig(), np.random.default_rng(0))
+    assert result.stats["skipped_pairs"]["equal_answer"] == 2
+    assert Counter(result.columns["question_id"]) == {"1": 1, "2": 1, "3": 1}
+
+
+def test_config_rules():
+    with pytest.raises(UserError, match="max_oov=-1 must be 0 or more"):
+        apply_overrides(BuildConfig(), ["max_oov=-1"])
+    with pytest.raises(UserError, match="min_answer_tokens=0 must be 1 or more"):
+        apply_overrides(BuildConfig(), ["min_answer_tokens=0"])
+    with pytest.raises(UserError, match="scope='sentence' is not valid: choose one of article, paragraph"):
+        apply_overrides(BuildConfig(), ["scope=sentence"])
+
+
+# ---- the whole build, on the tiny SQuAD fixture -------------------------------------------
+
+
+@pytest.fixture
+def tiny_vectors(tmp_path):
+    """Vectors for every fixture word except 'notre', so some questions are out of vocabulary."""
+    texts = [
+        t for articles in load_squad(str(FIXTURES / "squad_tiny")).values() for t in squad_texts(articles)
+    ]
+    words = sorted({w for tokens in Tokenizer().tokenize(texts) for w in tokens} - {"notre"})
+    return write_glove(tmp_path / "tiny.txt", words)
+
+
+def tiny_config(tmp_path, tiny_vectors, **overrides):
+    return BuildConfig(
+        squad=str(FIXTURES / "squad_tiny"),
+        vectors=str(tiny_vectors),
+        out=str(tmp_path / "out"),
+        wandb="disabled",
+        **overrides,
+    )
+
+
+def test_build_writes_dataset_stats_and_card(tmp_path, tiny_vectors):
+    summary = build(tiny_config(tmp_path, tiny_vectors))
+    loaded = datasets.load_from_disk(str(tmp_path / "out"))
+    assert set(loaded) == {"train", "validation"}
+    train = loaded["train"]
+    assert train.column_names == ["question", "answer1", "answer2", "label", "title", "question_id"]
+    assert train.features["label"].names == ["answer2", "answer1"]
+    assert len(train) == summary["splits"]["train"]["examples"] > 0
+    assert summary["splits"]["train"]["dropped_questions"]["question_oov"] > 0
+    assert (tmp_path / "out" / "stats.json").is_file()
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "| examples |" in card and "tiny.txt" in card
+    assert not list(tmp_path.glob(".out.*"))
+
+
+def test_existing_output_is_refused_unless_overwrite(tmp_path, tiny_vectors):
+    (tmp_path / "out").mkdir()
+    with pytest.raises(UserError, match=r"output folder .*out already exists: pass overwrite=true"):
+        build(tiny_config(tmp_path, tiny_vectors))
+    build(tiny_config(tmp_path, tiny_vectors, overwrite=True))
+    assert (tmp_path / "out" / "stats.json").is_file()
+
+
+def test_interrupted_write_leaves_no_output(tmp_path, tiny_vectors, monkeypatch):
+    def crash(self, path, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(datasets.DatasetDict, "save_to_disk", crash)
+    with pytest.raises(KeyboardInterrupt):
+        build(tiny_config(tmp_path, tiny_vectors))
+    assert list(tmp_path.iterdir()) == [tiny_vectors]
+
+
+def test_interrupted_overwrite_keeps_the_previous_output(tmp_path, tiny_vectors, monkeypatch):
+    build(tiny_config(tmp_path, tiny_vectors))
+    before = (tmp_path / "out" / "stats.json").read_text()
+    monkeypatch.setattr(classifsquad, "dataset_card", lambda summary: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        build(tiny_config(tmp_path, tiny_vectors, overwrite=True, seed=9))
+    assert (tmp_path / "out" / "stats.json").read_text() == before
+
+
+def test_filters_that_empty_a_split_are_an_error(tmp_path, tiny_vectors):
+    with pytest.raises(
+        UserError, match="the filters left the train split empty .* loosen max_oov or min_answer_tokens"
+    ):
+        build(tiny_config(tmp_path, tiny_vectors, min_answer_tokens=500))
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,91 @@
+import json
+
+import pytest
+
+from mtl.cli import main
+
+from .conftest import FIXTURES, write_glove
+from .wandb_file import by_kind, run_files
+
+
+@pytest.fixture
+def vectors(tmp_path):
+    from dataset_builders.classifsquad import squad_texts
+    from dataset_builders.squad import load_squad
+    from mtl.text import Tokenizer
+
+    texts = [t for split in load_squad(str(FIXTURES / "squad_tiny")).values() for t in squad_texts(split)]
+    return write_glove(tmp_path / "tiny.txt", sorted({w for ts in Tokenizer().tokenize(texts) for w in ts}))
+
+
+def test_build_command_prints_a_summary(tmp_path, vectors, capsys):
+    code = main(
+        [
+            "build-classifsquad",
+            f"squad={FIXTURES / 'squad_tiny'}",
+            f"vectors={vectors}",
+            f"out={tmp_path / 'out'}",
+            "scope=paragraph",
+            "wandb=disabled",
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert f"ClassifSQuAD written to {tmp_path / 'out'}" in printed
+    assert "scope paragraph" in printed
+    assert "dropped questions: question_oov 0, answer_oov 0, answer_too_short" in printed
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["scop=article"], "error: unknown key 'scop': did you mean 'scope'?"),
+        (["squad=/nonexistent/squad"], "error: SQuAD file /nonexistent/squad/train-v1.1.json does not exist"),
+        (["vectors=/nonexistent/glove.zip"], "error: vectors file /nonexistent/glove.zip does not exist"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
+    code = main(["build-classifsquad", f"out={tmp_path / 'out'}", f"squad={FIXTURES / 'squad_tiny'}", *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(message)
+    assert err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_command_shows_usage(capsys):
+    assert main(["build-everything"]) == 2
+    assert "usage: mtl {build-classifsquad" in capsys.readouterr().err
+
+
+def test_build_is_recorded_in_an_offline_wandb_run(tmp_path, vectors):
+    assert (
+        main(
+            [
+                "build-classifsquad",
+                f"squad={FIXTURES / 'squad_tiny'}",
+                f"vectors={vectors}",
+                f"out={tmp_path / 'out'}",
+                "wandb=offline",
+                f"wandb_dir={tmp_path / 'runs'}",
+            ]
+        )
+        == 0
+    )
+    (run_file,) = run_files(tmp_path / "runs")
+    records = by_kind(run_file)
+    (run,) = records["run"]
+    assert run.job_type == "build-dataset"
+    config = {item.key: json.loads(item.value_json) for item in run.config.update}
+    assert config["scope"] == "article" and config["min_answer_tokens"] == 5
+    summary = {
+        "/".join(item.nested_key) or item.key: json.loads(item.value_json)
+        for record in records["summary"]
+        for item in record.update
+    }
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert summary["train/examples"] == stats["splits"]["train"]["examples"]
+    assert summary["validation/dropped_questions/answer_too_short"] > 0
+    artifacts = {(a.name, a.type) for a in records["artifact"]}
+    assert ("classifsquad", "dataset") in artifacts
+    assert any(kind == "run_table" and name.endswith("samples") for name, kind in artifacts)

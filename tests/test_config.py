@@ -1,0 +1,73 @@
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+
+from mtl.config import apply_overrides
+from mtl.errors import UserError
+
+
+@dataclass
+class Optim:
+    lr: float = 0.1
+    name: Literal["sgd", "adam"] = "sgd"
+
+
+@dataclass
+class Schedule:
+    steps_nli: int = 1000
+    steps_squad: int = 500
+
+    def __post_init__(self):
+        if self.steps_nli == 0 and self.steps_squad == 0:
+            raise UserError(f"steps_nli={self.steps_nli} and steps_squad={self.steps_squad} cannot both be 0")
+
+
+@dataclass
+class Config:
+    optim: Optim = field(default_factory=Optim)
+    schedule: Schedule = field(default_factory=Schedule)
+    seed: int = 1
+    out: str | None = None
+    overwrite: bool = False
+
+
+def test_flat_and_dotted_keys_are_typed():
+    config = apply_overrides(Config(), ["lr=0.5", "schedule.steps_squad=7", "overwrite=true", "out=none"])
+    assert config.optim.lr == 0.5
+    assert config.schedule.steps_squad == 7
+    assert config.overwrite is True
+    assert config.out is None
+
+
+def test_defaults_are_not_mutated():
+    default = Config()
+    apply_overrides(default, ["lr=0.5"])
+    assert default.optim.lr == 0.1
+
+
+def test_unknown_key_suggests_the_closest():
+    with pytest.raises(UserError, match="unknown key 'step_nli': did you mean 'steps_nli'"):
+        apply_overrides(Config(), ["step_nli=3"])
+
+
+def test_unknown_key_without_close_match_lists_valid_keys():
+    with pytest.raises(UserError, match="valid keys: .*steps_squad"):
+        apply_overrides(Config(), ["zzzzzz=3"])
+
+
+def test_wrong_types_and_choices_are_named():
+    with pytest.raises(UserError, match=r"seed='x' is not an integer"):
+        apply_overrides(Config(), ["seed=x"])
+    with pytest.raises(UserError, match=r"name='sgdd' is not valid: choose one of sgd, adam"):
+        apply_overrides(Config(), ["name=sgdd"])
+    with pytest.raises(UserError, match=r"overwrite='maybe' is not a boolean"):
+        apply_overrides(Config(), ["overwrite=maybe"])
+    with pytest.raises(UserError, match="not of the form key=value"):
+        apply_overrides(Config(), ["seed"])
+
+
+def test_rules_between_fields_run_after_overrides():
+    with pytest.raises(UserError, match="steps_nli=0 and steps_squad=0 cannot both be 0"):
+        apply_overrides(Config(), ["steps_nli=0", "steps_squad=0"])
+    assert apply_overrides(Config(), ["steps_nli=0"]).schedule.steps_nli == 0

@@ -1,0 +1,126 @@
+import gzip
+import zipfile
+
+import numpy as np
+import pytest
+
+from mtl.errors import UserError
+from mtl.paths import cache_dir
+from mtl.text import load_vectors, resolve_vectors_path
+from mtl.text import vectors as vectors_module
+
+GLOVE = "the 0.1 0.2 0.3\n. . . 1.0 2.0 3.0\nat&t 4 5 6\nthe 9 9 9\ndog -1e-2 0 1.5\n"
+
+
+@pytest.fixture
+def glove_txt(tmp_path):
+    path = tmp_path / "glove.test.3d.txt"
+    path.write_text(GLOVE, encoding="utf-8")
+    return path
+
+
+def test_words_with_spaces_take_the_last_dim_fields(glove_txt):
+    vectors = load_vectors(glove_txt)
+    assert vectors.dim == 3
+    assert vectors.words == ["the", ". . .", "at&t", "dog"]
+    np.testing.assert_allclose(vectors.matrix[vectors.index[". . ."]], [1.0, 2.0, 3.0])
+
+
+def test_duplicate_words_keep_the_first_vector(glove_txt):
+    vectors = load_vectors(glove_txt)
+    np.testing.assert_allclose(vectors.matrix[vectors.index["the"]], [0.1, 0.2, 0.3])
+
+
+def test_restriction_keeps_file_order(glove_txt):
+    vectors = load_vectors(glove_txt, ["dog", "the", "cat"])
+    assert vectors.words == ["the", "dog"]
+    assert vectors.matrix.dtype == np.float32
+    assert "cat" not in vectors
+
+
+@pytest.mark.parametrize("kind", ["gz", "zip"])
+def test_compressed_files_read_the_same(tmp_path, glove_txt, kind):
+    if kind == "gz":
+        path = tmp_path / "glove.txt.gz"
+        path.write_bytes(gzip.compress(GLOVE.encode()))
+    else:
+        path = tmp_path / "glove.zip"
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("glove.txt", GLOVE)
+    expected, actual = load_vectors(glove_txt), load_vectors(path)
+    assert actual.words == expected.words
+    np.testing.assert_array_equal(actual.matrix, expected.matrix)
+
+
+def test_malformed_lines_are_named_by_number(tmp_path):
+    short = tmp_path / "short.txt"
+    short.write_text("a 1 2 3\nb 1 2 3\nc 1 2\n")
+    with pytest.raises(
+        UserError, match=r"malformed line 3 in vectors file .*short.txt: expected a word and 3"
+    ):
+        load_vectors(short)
+    not_numbers = tmp_path / "nan.txt"
+    not_numbers.write_text("a 1 2 3\nb 1 x 3\n")
+    with pytest.raises(UserError, match=r"malformed line 2 in vectors file .*nan.txt"):
+        load_vectors(not_numbers, ["b"])
+
+
+def test_unreadable_files_fail_clearly(tmp_path):
+    with pytest.raises(UserError, match="does not exist: pass vectors=PATH"):
+        load_vectors(tmp_path / "missing.txt")
+    bad_zip = tmp_path / "bad.zip"
+    bad_zip.write_bytes(b"not a zip")
+    with pytest.raises(UserError, match=r"cannot read vectors file .*bad.zip"):
+        load_vectors(bad_zip)
+    two = tmp_path / "two.zip"
+    with zipfile.ZipFile(two, "w") as archive:
+        archive.writestr("a.txt", GLOVE)
+        archive.writestr("b.txt", GLOVE)
+    with pytest.raises(UserError, match="must hold exactly one vectors file"):
+        load_vectors(two)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(UserError, match="empty or not in GloVe text format"):
+        load_vectors(empty)
+
+
+def test_second_restricted_load_comes_from_the_cache(glove_txt, monkeypatch):
+    first = load_vectors(glove_txt, ["the", "dog"])
+
+    def fail(*args):
+        raise AssertionError("the vectors file was read again")
+
+    monkeypatch.setattr(vectors_module, "_read", fail)
+    second = load_vectors(glove_txt, ["dog", "the"])
+    assert second.words == first.words
+    np.testing.assert_array_equal(second.matrix, first.matrix)
+    with pytest.raises(AssertionError, match="read again"):
+        load_vectors(glove_txt, ["dog"])  # another vocabulary is another cache entry
+
+
+def test_cache_notices_a_changed_file(glove_txt):
+    load_vectors(glove_txt, ["dog"])
+    glove_txt.write_text("dog 7 7 7\n")
+    np.testing.assert_allclose(load_vectors(glove_txt, ["dog"]).matrix, [[7, 7, 7]])
+
+
+def test_path_resolution_order(tmp_path, glove_txt, monkeypatch):
+    monkeypatch.setenv("MTL_VECTORS", str(glove_txt))
+    assert resolve_vectors_path(None) == glove_txt
+    assert resolve_vectors_path(str(glove_txt)) == glove_txt
+    monkeypatch.delenv("MTL_VECTORS")
+    (tmp_path / "data" / "glove").mkdir(parents=True)
+    local = tmp_path / "data" / "glove" / "glove.6B.50d.zip"
+    local.write_bytes(b"")
+    monkeypatch.setenv("MTL_DATA_DIR", str(tmp_path / "data"))
+    assert resolve_vectors_path(None) == local
+    with pytest.raises(UserError, match="does not exist"):
+        resolve_vectors_path(str(tmp_path / "nope.txt"))
+
+
+def test_unreachable_download_says_how_to_point_at_a_file():
+    with pytest.raises(
+        UserError, match="could not download GloVe vectors .* pass vectors=PATH or set MTL_VECTORS"
+    ):
+        vectors_module.download_glove_840b("http://127.0.0.1:9/glove.840B.300d.zip")
+    assert not (cache_dir() / "glove" / "glove.840B.300d.zip").exists()
