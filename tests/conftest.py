@@ -1,4 +1,5 @@
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -14,6 +15,10 @@ def pytest_configure(config):
     os.environ.pop("MTL_VECTORS", None)
     os.environ.pop("WANDB_API_KEY", None)
     os.environ["WANDB_MODE"] = "disabled"
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(os.environ["MTL_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture
