@@ -22,3 +22,7 @@ test *args:
 # ruff lint and format check
 lint:
     ruff check . && ruff format --check .
+
+# multitask training (e.g. steps_nli=1000 steps_squad=500, preset=cpu-small, resume=runs/<run>)
+train-multitask *args:
+    {{python}} -m mtl train-multitask "$@"

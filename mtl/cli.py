@@ -41,9 +41,31 @@ def bench_build(args: Sequence[str]) -> None:
     print(bench.report(bench.run(config), config))
 
 
+def train_multitask(args: Sequence[str]) -> None:
+    from mtl.train import run
+
+    resume = [a.partition("=")[2] for a in args if a.startswith("resume=")]
+    rest = [a for a in args if not a.startswith("resume=")]
+    if resume:
+        run_dir, summary = run.resume(resume[-1], overrides=rest)
+    else:
+        run_dir, summary = run.start(run.config_from_args(args), command=args)
+    print(format_train_summary(run_dir, summary))
+
+
+def format_train_summary(run_dir, summary: dict) -> str:
+    results = ", ".join(f"{k.removeprefix('best/')} {v:.4f}" for k, v in summary.items()
+                        if k.startswith("best/") and k.endswith("/acc"))
+    steps = ", ".join(f"{k.removeprefix('steps/')} {v}" for k, v in summary.items() if k.startswith("steps/"))
+    return (f"run {run_dir}: stopped by {summary['stop_reason']} after {summary['global_step']} steps ({steps})\n"
+            f"  best checkpoint (step {summary['best/step']}): {results}\n"
+            f"  trainable parameters {summary['params/trainable']:,}; encoder exported to {run_dir / 'encoder.pt'}")
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], None]] = {
     "build-classifsquad": build_classifsquad,
     "bench-build": bench_build,
+    "train-multitask": train_multitask,
 }
 
 

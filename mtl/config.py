@@ -128,3 +128,16 @@ def parse_value(key: str, raw: str, annotation: Any) -> Any:
     if annotation is str:
         return raw
     raise TypeError(f"config field {key!r} has unsupported type {annotation!r}")
+
+
+def from_dict(cls: type, values: dict[str, Any]) -> Any:
+    """Rebuild a (nested) config dataclass from `to_dict` output, e.g. a saved run's config."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for field in dataclasses.fields(cls):
+        if field.name not in values:
+            continue
+        value = values[field.name]
+        kind = hints[field.name]
+        kwargs[field.name] = from_dict(kind, value) if dataclasses.is_dataclass(kind) else value
+    return cls(**kwargs)

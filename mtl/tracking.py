@@ -38,8 +38,8 @@ def _has_api_key() -> bool:
 class Tracker:
     """One W&B run; every call is a no-op when disabled and a warning when W&B fails."""
 
-    def __init__(self, run: Any = None):
-        self.run = run
+    def __init__(self, run: Any = None, mode: str = "disabled"):
+        self.run, self.mode = run, mode
 
     @classmethod
     def start(
@@ -59,7 +59,7 @@ class Tracker:
         os.environ.setdefault("WANDB_SILENT", "true")
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        tracker = cls(None)
+        tracker = cls(None, mode)
         tracker.run = tracker._call(
             lambda: _wandb().init(
                 project=project,
@@ -113,7 +113,9 @@ class Tracker:
         self._when_active(log)
 
     def use_artifact(self, name: str) -> None:
-        self._when_active(lambda: self.run.use_artifact(name))
+        """Declare an input artifact (W&B can only look artifacts up online)."""
+        if self.mode == "online":
+            self._when_active(lambda: self.run.use_artifact(name))
 
     def finish(self, exit_code: int = 0) -> None:
         self._when_active(lambda: self.run.finish(exit_code=exit_code))

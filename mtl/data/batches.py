@@ -1,0 +1,101 @@
+"""Sentences as token ids, and each task's seeded, resumable walk through its examples."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mtl.text.tokenizer import Tokenizer
+from mtl.text.vocab import Vocabulary
+
+
+class SentenceTable:
+    """Distinct sentences, tokenized once, stored as one flat id array with offsets."""
+
+    def __init__(self, texts: Sequence[str], tokenizer: Tokenizer):
+        self.texts = list(dict.fromkeys(texts))
+        self.row = {text: i for i, text in enumerate(self.texts)}
+        self.tokens = tokenizer.tokenize(self.texts)
+        self.ids: np.ndarray | None = None
+
+    def rows(self, texts: Sequence[str]) -> np.ndarray:
+        return np.fromiter((self.row[t] for t in texts), dtype=np.int64, count=len(texts))
+
+    def index_with(self, vocabulary: Vocabulary) -> None:
+        # An empty sentence becomes one unknown token so every sentence has length >= 1.
+        pieces = [vocabulary.ids(tokens) if tokens else np.array([1]) for tokens in self.tokens]
+        self.lengths = np.array([len(p) for p in pieces], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
+        self.ids = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+
+    def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Padded token ids (n, T) and lengths (n,) for sentence `rows`."""
+        lengths = self.lengths[rows]
+        tokens = np.zeros((len(rows), int(lengths.max())), dtype=np.int64)
+        for i, (row, length) in enumerate(zip(rows, lengths, strict=True)):
+            start = self.offsets[row]
+            tokens[i, :length] = self.ids[start : start + length]
+        return torch.from_numpy(tokens), torch.from_numpy(lengths)
+
+
+@dataclass
+class TaskExamples:
+    """Examples of one task: `sentences[i]` holds the table rows of example i's sentences."""
+
+    sentences: np.ndarray  # (N, k) rows into a SentenceTable
+    labels: np.ndarray  # (N,)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+class TaskStream:
+    """The batches of one task, epoch after epoch, in an order fixed by (seed, epoch).
+
+    Within an epoch examples are shuffled, grouped into windows of `window` batches, sorted
+    by length inside each window (less padding), cut into batches, and the batches are
+    shuffled. Its whole state is (epoch, position), so resuming is exact.
+    """
+
+    def __init__(
+        self, examples: TaskExamples, lengths: np.ndarray, batch_size: int, seed: Sequence[int], window: int = 50
+    ):
+        self.examples, self.batch_size, self.seed, self.window = examples, batch_size, list(seed), window
+        self.example_lengths = lengths  # (N,) sort key: total tokens of an example
+        self.epoch, self.position = 0, 0
+        self._batches: list[np.ndarray] | None = None
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch, self.position, self._batches = state["epoch"], state["position"], None
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return -(-len(self.examples) // self.batch_size)
+
+    def next(self) -> tuple[np.ndarray, bool]:
+        """Indices of the next batch, and whether it ended an epoch."""
+        if self._batches is None:
+            self._batches = self.epoch_batches(self.epoch)
+        batch = self._batches[self.position]
+        self.position += 1
+        if self.position == len(self._batches):
+            self.epoch, self.position, self._batches = self.epoch + 1, 0, None
+            return batch, True
+        return batch, False
+
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        rng = np.random.default_rng([*self.seed, epoch])
+        order = rng.permutation(len(self.examples))
+        span = self.batch_size * self.window
+        batches = []
+        for start in range(0, len(order), span):
+            chunk = order[start : start + span]
+            chunk = chunk[np.argsort(self.example_lengths[chunk], kind="stable")]
+            batches += [chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
+        return [batches[i] for i in rng.permutation(len(batches))]

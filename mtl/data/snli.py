@@ -1,0 +1,112 @@
+"""SNLI pairs from the Hub, the official .jsonl files, or `s1/s2/labels.<split>` files."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from mtl.errors import UserError
+from mtl.paths import data_dir
+
+HUB_ID = "stanfordnlp/snli"
+LABELS = ("entailment", "neutral", "contradiction")  # the Hub's label ids 0, 1, 2
+HUB_SPLITS = {"dev": "validation"}
+
+
+@dataclass
+class NLIPairs:
+    premises: list[str]
+    hypotheses: list[str]
+    labels: list[int]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def head(self, count: int | None) -> NLIPairs:
+        if count is None:
+            return self
+        return NLIPairs(self.premises[:count], self.hypotheses[:count], self.labels[:count])
+
+
+def load_snli(source: str | None, split: str) -> NLIPairs:
+    """`split` of SNLI; `source` None means `$MTL_DATA_DIR/snli`, else the Hub."""
+    if source is None:
+        source = str(data_dir() / "snli") if data_dir() is not None else HUB_ID
+    folder = Path(source).expanduser()
+    if folder.is_dir():
+        if (folder / f"snli_1.0_{split}.jsonl").is_file():
+            return _read_jsonl(folder / f"snli_1.0_{split}.jsonl")
+        if (folder / f"s1.{split}").is_file():
+            return _read_line_files(folder, split)
+        raise UserError(
+            f"SNLI split {split!r} not found in {folder} (looked for snli_1.0_{split}.jsonl and s1.{split}); "
+            f"available: {', '.join(_available_splits(folder)) or 'none'}: set nli_*_split= or snli=PATH"
+        )
+    if source.count("/") != 1 or source.startswith((".", "/", "~")):
+        raise UserError(f"SNLI folder {folder} does not exist: point snli=PATH at it or set MTL_DATA_DIR")
+    return _load_from_hub(source, HUB_SPLITS.get(split, split))
+
+
+def _available_splits(folder: Path) -> list[str]:
+    names = {p.name.removeprefix("snli_1.0_").removesuffix(".jsonl") for p in folder.glob("snli_1.0_*.jsonl")}
+    names |= {p.name.removeprefix("s1.") for p in folder.glob("s1.*")}
+    return sorted(names)
+
+
+def _read_line_files(folder: Path, split: str) -> NLIPairs:
+    columns = []
+    for prefix in ("s1", "s2", "labels"):
+        path = folder / f"{prefix}.{split}"
+        if not path.is_file():
+            raise UserError(f"SNLI file {path} is missing: s1, s2 and labels files go together")
+        columns.append(path.read_text(encoding="utf-8").rstrip("\n").split("\n"))
+    premises, hypotheses, names = columns
+    if not len(premises) == len(hypotheses) == len(names):
+        raise UserError(
+            f"SNLI files in {folder} for split {split!r} differ in length: "
+            f"s1 {len(premises)}, s2 {len(hypotheses)}, labels {len(names)} lines"
+        )
+    labels = [_label(name.strip(), folder / f"labels.{split}", i + 1) for i, name in enumerate(names)]
+    return _keep_labelled(premises, hypotheses, labels)
+
+
+def _read_jsonl(path: Path) -> NLIPairs:
+    premises, hypotheses, labels = [], [], []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                row = json.loads(line)
+                premise, hypothesis, gold = row["sentence1"], row["sentence2"], row["gold_label"]
+            except (json.JSONDecodeError, KeyError, TypeError) as error:
+                raise UserError(f"line {number} of SNLI file {path} is not an SNLI record: {error}") from None
+            premises.append(premise)
+            hypotheses.append(hypothesis)
+            labels.append(_label(gold, path, number))
+    return _keep_labelled(premises, hypotheses, labels)
+
+
+def _label(name: str, path: Path, number: int) -> int:
+    if name == "-":
+        return -1  # annotators did not agree; SNLI's own convention, dropped below
+    if name not in LABELS:
+        raise UserError(f"line {number} of SNLI file {path} has label {name!r}: expected one of {', '.join(LABELS)}")
+    return LABELS.index(name)
+
+
+def _keep_labelled(premises: list[str], hypotheses: list[str], labels: list[int]) -> NLIPairs:
+    keep = [i for i, label in enumerate(labels) if label >= 0]
+    return NLIPairs([premises[i] for i in keep], [hypotheses[i] for i in keep], [labels[i] for i in keep])
+
+
+def _load_from_hub(hub_id: str, split: str) -> NLIPairs:
+    import datasets
+
+    try:
+        rows = datasets.load_dataset(hub_id, split=split)
+    except Exception as error:  # the Hub raises many types; all mean the same to the user
+        raise UserError(
+            f"could not load {hub_id!r} split {split!r} from the Hugging Face Hub ({type(error).__name__}): "
+            "point snli=PATH at a folder with snli_1.0_<split>.jsonl or s1/s2/labels.<split> files, or set MTL_DATA_DIR"
+        ) from None
+    return _keep_labelled(list(rows["premise"]), list(rows["hypothesis"]), list(rows["label"]))

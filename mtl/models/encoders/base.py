@@ -1,0 +1,94 @@
+"""The encoder contract, pooling over real positions, and the name -> builder registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+
+from mtl.errors import UserError
+
+Pooling = Literal["max", "mean", "max+mean"]
+
+
+@dataclass
+class EncoderConfig:
+    encoder: Literal["bilstm", "bilstm2", "transformer", "decomposable"] = "bilstm"
+    hidden: int = 2048  # per direction (BiLSTMs), model width (transformer, decomposable)
+    pooling: Pooling = "max"
+    transformer_layers: int = 4
+    transformer_heads: int = 4
+    transformer_ffn: int = 1024
+    encoder_dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.hidden < 1:
+            raise UserError(f"hidden={self.hidden} must be 1 or more")
+        if self.encoder == "transformer" and self.hidden % self.transformer_heads:
+            raise UserError(
+                f"transformer_heads={self.transformer_heads} must divide hidden={self.hidden} (the model width)"
+            )
+
+
+class Encoder(nn.Module):
+    """`forward(tokens (B, T), lengths (B,)) -> (B, output_dim)` sentence embeddings.
+
+    Pair models (decomposable attention) also score two sentences against each other with
+    `compare(a, a_lengths, b, b_lengths) -> (B, pair_dim)`; heads use that when `pair_model`.
+    """
+
+    output_dim: int
+    pair_model: bool = False
+    pair_dim: int = 0
+
+    def __init__(self, embedding: nn.Embedding):
+        super().__init__()
+        self.embedding = embedding
+
+    def compare(self, a: torch.Tensor, a_lengths: torch.Tensor, b: torch.Tensor, b_lengths: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} is not a pair model")
+
+
+EncoderBuilder = Callable[[nn.Embedding, EncoderConfig], Encoder]
+ENCODERS: dict[str, EncoderBuilder] = {}
+
+
+def register(name: str) -> Callable[[EncoderBuilder], EncoderBuilder]:
+    def add(builder: EncoderBuilder) -> EncoderBuilder:
+        ENCODERS[name] = builder
+        return builder
+
+    return add
+
+
+def build_encoder(embedding: nn.Embedding, config: EncoderConfig) -> Encoder:
+    if config.encoder not in ENCODERS:
+        raise UserError(f"unknown encoder {config.encoder!r}: choose one of {', '.join(sorted(ENCODERS))}")
+    return ENCODERS[config.encoder](embedding, config)
+
+
+def frozen_embedding(matrix: torch.Tensor) -> nn.Embedding:
+    return nn.Embedding.from_pretrained(matrix, freeze=True, padding_idx=0)
+
+
+def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """(B, T) True at real positions."""
+    return torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]
+
+
+def pooled_dim(width: int, pooling: Pooling) -> int:
+    return 2 * width if pooling == "max+mean" else width
+
+
+def pool(states: torch.Tensor, mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
+    """Pool (B, T, D) states over real positions only -> (B, D), or (B, 2D) for max+mean."""
+    parts = []
+    if pooling in ("max", "max+mean"):
+        parts.append(states.masked_fill(~mask[:, :, None], float("-inf")).amax(dim=1))
+    if pooling in ("mean", "max+mean"):
+        summed = (states * mask[:, :, None]).sum(dim=1)
+        parts.append(summed / mask.sum(dim=1, keepdim=True).clamp(min=1))
+    return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]

@@ -1,0 +1,92 @@
+"""Task heads: each task's feature recipe over the encoder's output, then an MLP.
+
+Siamese encoders (Liu et al. 2018, Figure 1): NLI uses [u, v, |u-v|, u*v]; ClassifSQuAD
+uses [q, a1, a2, |q-a1|, q*a1, |q-a2|, q*a2]. Pair models score (premise, hypothesis),
+and (question, answer1), (question, answer2), with their `compare`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from mtl.models.encoders.base import Encoder
+
+Sentences = Sequence[tuple[torch.Tensor, torch.Tensor]]  # (tokens (B, T), lengths (B,)) per sentence
+
+
+def nli_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return torch.cat([u, v, (u - v).abs(), u * v], dim=-1)
+
+
+def squad_features(q: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
+    return torch.cat([q, a1, a2, (q - a1).abs(), q * a1, (q - a2).abs(), q * a2], dim=-1)
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    sentences: int
+    classes: int
+    siamese: Callable[..., torch.Tensor]  # sentence embeddings -> features
+    siamese_width: int  # features per embedding dimension
+    pairs: tuple[tuple[int, int], ...]  # for pair models: which sentences to compare
+
+    def input_dim(self, encoder: Encoder) -> int:
+        if encoder.pair_model:
+            return len(self.pairs) * encoder.pair_dim
+        return self.siamese_width * encoder.output_dim
+
+
+TASKS = {
+    "nli": Task("nli", sentences=2, classes=3, siamese=nli_features, siamese_width=4, pairs=((0, 1),)),
+    "squad": Task("squad", sentences=3, classes=2, siamese=squad_features, siamese_width=7, pairs=((0, 1), (0, 2))),
+}
+
+
+def mlp(inputs: int, hidden: int, layers: int, outputs: int, dropout: float) -> nn.Sequential:
+    modules: list[nn.Module] = []
+    for _ in range(layers):
+        modules += [nn.Dropout(dropout), nn.Linear(inputs, hidden), nn.ReLU()]
+        inputs = hidden
+    return nn.Sequential(*modules, nn.Dropout(dropout), nn.Linear(inputs, outputs))
+
+
+class TaskHead(nn.Module):
+    def __init__(self, task: Task, encoder: Encoder, hidden: int, layers: int, dropout: float):
+        super().__init__()
+        self.task = task
+        self.classifier = mlp(task.input_dim(encoder), hidden, layers, task.classes, dropout)
+
+    def forward(self, encoder: Encoder, sentences: Sentences) -> torch.Tensor:
+        if encoder.pair_model:
+            compared = [encoder.compare(*sentences[i], *sentences[j]) for i, j in self.task.pairs]
+            return self.classifier(torch.cat(compared, dim=-1))
+        return self.classifier(self.task.siamese(*encode_together(encoder, sentences)))
+
+
+def encode_together(encoder: Encoder, sentences: Sentences) -> list[torch.Tensor]:
+    """Encode all sentences of a batch in one encoder call, then split per position."""
+    width = max(tokens.shape[1] for tokens, _ in sentences)
+    tokens = torch.cat([nn.functional.pad(t, (0, width - t.shape[1])) for t, _ in sentences])
+    lengths = torch.cat([lengths for _, lengths in sentences])
+    return list(encoder(tokens, lengths).split(sentences[0][0].shape[0]))
+
+
+class MultitaskModel(nn.Module):
+    """One shared encoder and a head per task."""
+
+    def __init__(self, encoder: Encoder, tasks: Sequence[str], hidden: int, layers: int, dropout: float):
+        super().__init__()
+        self.encoder = encoder
+        self.heads = nn.ModuleDict({name: TaskHead(TASKS[name], encoder, hidden, layers, dropout) for name in tasks})
+
+    def forward(self, task: str, sentences: Sentences) -> torch.Tensor:
+        return self.heads[task](self.encoder, sentences)
+
+    def trainable_parameters(self, task: str | None = None) -> int:
+        modules = [self.encoder, *(self.heads.values() if task is None else [self.heads[task]])]
+        return sum(p.numel() for m in modules for p in m.parameters() if p.requires_grad)

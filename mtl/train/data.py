@@ -1,0 +1,85 @@
+"""Everything training reads, tokenized once: sentences, vocabulary, embeddings, examples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from mtl.data.batches import SentenceTable, TaskExamples
+from mtl.data.classifsquad import load_classifsquad
+from mtl.data.snli import load_snli
+from mtl.text import Tokenizer, load_vectors, resolve_vectors_path
+from mtl.text.vocab import Vocabulary, embedding_matrix
+from mtl.train.config import TrainConfig
+
+SQUAD_SPLITS = {"train": "train", "dev": "validation"}
+
+
+@dataclass
+class TrainingData:
+    table: SentenceTable
+    vocabulary: Vocabulary
+    embeddings: np.ndarray  # (V, E) frozen
+    examples: dict[str, dict[str, TaskExamples]]  # task -> split (train, dev, test) -> examples
+    vectors_path: Path
+
+    def example_lengths(self, task: str, split: str) -> np.ndarray:
+        rows = self.examples[task][split].sentences
+        return self.table.lengths[rows].sum(axis=1)
+
+
+def prepare(config: TrainConfig, progress: bool = True) -> TrainingData:
+    data = config.data
+    texts: dict[str, dict[str, tuple[list[list[str]], list[int]]]] = {}
+    steps = tqdm(total=len(config.tasks) + 2, desc="prepare data", disable=not progress)
+    if "nli" in config.tasks:
+        texts["nli"] = {}
+        for split, name in (("train", data.nli_train_split), ("dev", data.nli_dev_split), ("test", data.nli_test_split)):
+            pairs = load_snli(data.snli, name).head(data.max_nli_train if split == "train" else data.max_eval)
+            texts["nli"][split] = ([pairs.premises, pairs.hypotheses], pairs.labels)
+        steps.update()
+    if "squad" in config.tasks:
+        folder = ensure_classifsquad(config)
+        texts["squad"] = {}
+        for split, name in SQUAD_SPLITS.items():
+            triples = load_classifsquad(folder, name).head(data.max_squad_train if split == "train" else data.max_eval)
+            texts["squad"][split] = ([triples.questions, triples.answers1, triples.answers2], triples.labels)
+        steps.update()
+
+    tokenizer = Tokenizer(lowercase=data.lowercase)
+    table = SentenceTable([t for splits in texts.values() for cols, _ in splits.values() for c in cols for t in c], tokenizer)
+    train_rows = {row for splits in texts.values() for column in splits["train"][0] for row in table.rows(column)}
+    vectors_path = resolve_vectors_path(data.vectors)
+    vectors = load_vectors(vectors_path, {w for tokens in table.tokens for w in tokens})
+    steps.update()
+    vocabulary = Vocabulary.build(
+        (table.tokens[row] for row in sorted(train_rows)),
+        (tokens for row, tokens in enumerate(table.tokens) if row not in train_rows),
+        vectors,
+    )
+    table.index_with(vocabulary)
+    examples = {
+        task: {
+            split: TaskExamples(np.stack([table.rows(c) for c in columns], axis=1), np.asarray(labels, dtype=np.int64))
+            for split, (columns, labels) in splits.items()
+        }
+        for task, splits in texts.items()
+    }
+    steps.update()
+    steps.close()
+    return TrainingData(table, vocabulary, embedding_matrix(vocabulary, vectors, config.run.seed), examples, vectors_path)
+
+
+def ensure_classifsquad(config: TrainConfig) -> Path:
+    """The ClassifSQuAD folder, built with the builder's defaults when it does not exist yet."""
+    folder = Path(config.data.classifsquad).expanduser()
+    if not folder.exists():
+        from dataset_builders.classifsquad import BuildConfig, build
+
+        print(f"ClassifSQuAD not found at {folder}: building it first")
+        build(BuildConfig(out=str(folder), vectors=config.data.vectors, wandb=config.run.wandb,
+                          wandb_project=config.run.wandb_project))
+    return folder

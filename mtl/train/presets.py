@@ -1,0 +1,31 @@
+"""Presets: `experiments/<name>.toml`, a flat table of key = value overrides."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+
+from mtl.errors import UserError
+
+
+def preset_dir() -> Path:
+    return Path(str(resources.files("experiments")))
+
+
+def preset_names() -> list[str]:
+    return sorted(path.stem for path in preset_dir().glob("*.toml"))
+
+
+def preset_overrides(name: str) -> list[str]:
+    path = preset_dir() / f"{name}.toml"
+    if not path.is_file():
+        raise UserError(f"unknown preset {name!r}: choose one of {', '.join(preset_names())}")
+    values = tomllib.loads(path.read_text())
+    return [f"{key}={_text(value)}" for key, value in values.items()]
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,376 @@
+"""The multitask training loop: scheduler -> task step -> log, evaluate, checkpoint, resume."""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import signal
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from mtl.config import from_dict
+from mtl.data.batches import TaskStream
+from mtl.device import resolve_device
+from mtl.errors import UserError
+from mtl.models.encoders import build_encoder
+from mtl.models.encoders.base import frozen_embedding
+from mtl.models.heads import MultitaskModel
+from mtl.tracking import Tracker
+from mtl.train import checkpoint
+from mtl.train.config import TrainConfig
+from mtl.train.data import TrainingData, prepare
+from mtl.train.evaluate import accuracy
+from mtl.train.runlog import RunLog
+from mtl.train.scheduler import Scheduler
+
+TASK_INDEX = {"nli": 0, "squad": 1}
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, run_dir: Path, data: TrainingData | None = None, progress: bool = True):
+        self.config, self.run_dir, self.progress = config, Path(run_dir), progress
+        self.device = resolve_device(config.run.device)
+        torch.manual_seed(config.run.seed)
+        self.data = data or prepare(config, progress=progress)
+        self.model = self._build_model().to(self.device)
+        self.task_parameters = {
+            task: [p for m in (self.model.encoder, self.model.heads[task]) for p in m.parameters() if p.requires_grad]
+            for task in config.tasks
+        }
+        self.optimizers = self._build_optimizers()
+        schedule, seed = config.schedule, config.run.seed
+        self.streams = {
+            task: TaskStream(self.data.examples[task]["train"], self.data.example_lengths(task, "train"),
+                             schedule.batch_sizes[task], seed=[seed, TASK_INDEX[task]])
+            for task in config.tasks
+        }
+        sizes = {task: len(self.data.examples[task]["train"]) for task in config.tasks}
+        self.scheduler = Scheduler(schedule.steps, schedule.schedule, sizes, schedule.temperature, seed)
+        self.state: dict[str, Any] = {
+            "global_step": 0,
+            "task_steps": dict.fromkeys(config.tasks, 0),
+            "block": {"index": 0, "start_step": 0, "examples": 0},
+            "last_dev": {},
+            "best": None,  # {"step", "<task>/dev/acc"...}
+            "wandb_id": secrets.token_hex(4),
+            "metrics_bytes": 0,
+            "finished": False,
+        }
+        self._interrupted = False
+
+    # ---- construction --------------------------------------------------------------------
+
+    def _build_model(self) -> MultitaskModel:
+        embedding = frozen_embedding(torch.from_numpy(self.data.embeddings))
+        head = self.config.head
+        return MultitaskModel(build_encoder(embedding, self.config.model), self.config.tasks,
+                              head.head_hidden, head.head_layers, head.dropout)
+
+    def _build_optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        optim = self.config.optim
+
+        def make(parameters: list[nn.Parameter]) -> torch.optim.Optimizer:
+            if optim.optim == "adam":
+                return torch.optim.Adam(parameters, lr=optim.lr)
+            return torch.optim.SGD(parameters, lr=optim.lr)
+
+        if optim.optimizer_per_task:
+            return {task: make(params) for task, params in self.task_parameters.items()}
+        shared = make([p for p in self.model.parameters() if p.requires_grad])
+        return dict.fromkeys(self.config.tasks, shared)
+
+    def parameter_counts(self) -> dict[str, int]:
+        counts = {"params/trainable": self.model.trainable_parameters(),
+                  "params/encoder": sum(p.numel() for p in self.model.encoder.parameters() if p.requires_grad),
+                  "params/frozen_embeddings": self.model.encoder.embedding.weight.numel()}
+        counts.update({f"params/{task}_head": sum(p.numel() for p in head.parameters())
+                       for task, head in self.model.heads.items()})
+        return counts
+
+    # ---- run folder, logging -------------------------------------------------------------
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+    def _open_logs(self, resume: bool) -> None:
+        run = self.config.run
+        self.tracker = Tracker.start(
+            job_type="train", config={**_config_dict(self.config), **self.parameter_counts()},
+            project=run.wandb_project, directory=self.run_dir, mode=run.wandb, name=self.run_dir.name,
+            run_id=self.state["wandb_id"],
+        )
+        self.tracker.define_metric("global_step")
+        for task in self.config.tasks:
+            self.tracker.define_metric(f"{task}/step")
+            self.tracker.define_metric(f"{task}/*", step_metric=f"{task}/step")
+        self.tracker.define_metric("phase/*", step_metric="global_step")
+        if "squad" in self.config.tasks:
+            self.tracker.use_artifact("classifsquad:latest")
+        self.log = RunLog(self.run_dir / "metrics.jsonl", self.tracker,
+                          resume_at_byte=self.state["metrics_bytes"] if resume else None)
+
+    # ---- the loop --------------------------------------------------------------------------
+
+    def fit(self, resume: bool = False, stop_after_step: int | None = None) -> dict[str, Any]:
+        """Train until the main task's lr falls under `min_lr` or `max_steps`; return the summary.
+
+        `stop_after_step` ends the process-equivalent of a kill right after that step's
+        checkpoint (tests use it to check that resuming is exact).
+        """
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._open_logs(resume)
+        counts = self.parameter_counts()
+        if not resume:
+            print(f"trainable parameters: {counts['params/trainable']:,} "
+                  f"(encoder {counts['params/encoder']:,}; frozen embeddings excluded: "
+                  f"{counts['params/frozen_embeddings']:,})")
+            self.log.log({"global_step": 0, **counts})
+        self.tracker.summary(counts)
+        previous_handler = self._catch_interrupts()
+        try:
+            stopped = self._loop(stop_after_step)
+        except Diverged as error:
+            self.tracker.finish(exit_code=1)
+            raise UserError(str(error)) from None
+        finally:
+            if previous_handler is not None:
+                signal.signal(signal.SIGINT, previous_handler)
+        if stopped == "interrupted":
+            self.log.close()
+            self.tracker.finish(exit_code=130)
+            raise KeyboardInterrupt(f"stopped at step {self.state['global_step']}: resume with "
+                                    f"`just train-multitask resume={self.run_dir}`")
+        if stopped == "killed":
+            self.log.close()
+            self.tracker.finish()
+            return {}
+        return self._finish(stopped)
+
+    def _loop(self, stop_after_step: int | None) -> str:
+        optim, state = self.config.optim, self.state
+        bar = tqdm(initial=state["global_step"], total=optim.max_steps, desc="train", unit="step",
+                   disable=not self.progress, dynamic_ncols=True)
+        block_clock = time.perf_counter()
+        while True:
+            if self._interrupted:
+                self._save_latest()
+                return "interrupted"
+            step = state["global_step"]
+            if optim.max_steps is not None and step >= optim.max_steps:
+                return "max_steps"
+            if self.optimizers[self.config.main_task].param_groups[0]["lr"] < optim.min_lr:
+                return "min_lr"
+            task = self.scheduler.task_at(step)
+            if step == state["block"]["start_step"]:
+                block_clock = time.perf_counter()
+                self.log.log({"global_step": step, "phase/event": "block_start", "phase/task": task,
+                              "phase/block": state["block"]["index"]})
+            record = self._train_step(task)
+            bar.update()
+            bar.set_postfix_str(f"{task} loss {record[f'{task}/train/loss']:.3f}", refresh=False)
+            state["block"]["examples"] += self.config.schedule.batch_sizes[task]
+            if self.scheduler.block_ends_after(step):
+                self._end_block(task, time.perf_counter() - block_clock)
+            if self._evaluation_due(step):
+                self._evaluate_and_checkpoint()
+            elif (step + 1) % self.config.run.checkpoint_every == 0:
+                self._save_latest()
+            if stop_after_step is not None and step + 1 >= stop_after_step:
+                self._save_latest()
+                return "killed"
+
+    def _train_step(self, task: str) -> dict[str, Any]:
+        started = time.perf_counter()
+        rows, epoch_done = self.streams[task].next()
+        examples = self.data.examples[task]["train"]
+        sentence_rows = examples.sentences[rows]
+        sentences = [tuple(t.to(self.device) for t in self.data.table.batch(sentence_rows[:, k]))
+                     for k in range(sentence_rows.shape[1])]
+        labels = torch.from_numpy(examples.labels[rows]).to(self.device)
+
+        self.model.train()
+        self.model.zero_grad(set_to_none=True)
+        logits = self.model(task, sentences)
+        # Mean over the batch, then clip at 5: what InferSent's train_nli.py does by hand.
+        loss = nn.functional.cross_entropy(logits, labels)
+        state = self.state
+        if not torch.isfinite(loss):
+            raise Diverged(
+                f"the {task} loss became {loss.item()} at step {state['global_step'] + 1} ({task} step "
+                f"{state['task_steps'][task] + 1}); the last good checkpoint is kept in {self.checkpoint_dir}: "
+                "lower lr= or max_grad_norm= and start again"
+            )
+        loss.backward()
+        max_norm = self.config.optim.max_grad_norm or math.inf
+        grad_norm = nn.utils.clip_grad_norm_(self.task_parameters[task], max_norm)
+        optimizer = self.optimizers[task]
+        optimizer.step()
+
+        state["global_step"] += 1
+        state["task_steps"][task] += 1
+        seconds = time.perf_counter() - started
+        record = {
+            "global_step": state["global_step"],
+            f"{task}/step": state["task_steps"][task],
+            f"{task}/epoch": self.streams[task].epoch,
+            f"{task}/train/loss": loss.item(),
+            f"{task}/train/acc": (logits.argmax(dim=-1) == labels).float().mean().item(),
+            f"{task}/lr": optimizer.param_groups[0]["lr"],
+            f"{task}/grad_norm": grad_norm.item(),
+            f"{task}/examples_per_s": len(rows) / seconds,
+        }
+        self.log.log(record)
+        if epoch_done:
+            self._end_epoch(task)
+        return record
+
+    def _end_epoch(self, task: str) -> None:
+        """InferSent's decay after each pass over the data, per task's own optimizer."""
+        if self.config.optim.optimizer_per_task or task == self.config.main_task:
+            self._scale_lr(task, self.config.optim.lr_decay)
+        self.log.log({"global_step": self.state["global_step"], "phase/event": "epoch_end", "phase/task": task,
+                      "phase/epoch": self.streams[task].epoch})
+
+    def _scale_lr(self, task: str, factor: float) -> None:
+        if self.config.optim.optim == "sgd":
+            for group in self.optimizers[task].param_groups:
+                group["lr"] *= factor
+
+    def _end_block(self, task: str, seconds: float) -> None:
+        block = self.state["block"]
+        self.log.log({
+            "global_step": self.state["global_step"], "phase/event": "block_end", "phase/task": task,
+            "phase/block": block["index"], "phase/steps": self.state["global_step"] - block["start_step"],
+            "phase/examples": block["examples"], "phase/seconds": seconds,
+        })
+        self.state["block"] = {"index": block["index"] + 1, "start_step": self.state["global_step"], "examples": 0}
+
+    def _evaluation_due(self, step: int) -> bool:
+        every = self.config.run.eval_every
+        return (step + 1) % every == 0 if every else self.scheduler.is_cycle_end(step)
+
+    # ---- evaluation, checkpoints -----------------------------------------------------------
+
+    def evaluate(self, split: str = "dev") -> dict[str, float]:
+        results = {}
+        for task in self.config.tasks:
+            if split in self.data.examples[task]:
+                results[f"{task}/{split}/acc"] = accuracy(self.model, task, self.data.examples[task][split],
+                                                          self.data.table, self.config.run.eval_batch, self.device)
+        return results
+
+    def _evaluate_and_checkpoint(self) -> None:
+        started = time.perf_counter()
+        results = self.evaluate("dev")
+        state, main = self.state, self.config.main_task
+        self.log.log({"global_step": state["global_step"],
+                      **{f"{task}/step": n for task, n in state["task_steps"].items()},
+                      **results, "phase/event": "evaluation", "phase/eval_seconds": time.perf_counter() - started})
+        for task in self.config.tasks:
+            previous = state["last_dev"].get(task)
+            dropped = previous is not None and results[f"{task}/dev/acc"] < previous
+            if dropped and (self.config.optim.optimizer_per_task or task == main):
+                self._scale_lr(task, 1.0 / self.config.optim.lr_shrink)
+            state["last_dev"][task] = results[f"{task}/dev/acc"]
+        if state["best"] is None or results[f"{main}/dev/acc"] > state["best"][f"{main}/dev/acc"]:
+            state["best"] = {"step": state["global_step"], **results}
+            self.log.log({"global_step": state["global_step"], "phase/event": "checkpoint", "phase/best": True})
+            checkpoint.save({"model": self.model.state_dict(), "best": state["best"],
+                             "config": _config_dict(self.config)}, self.checkpoint_dir / "best.pt")
+            self.tracker.log_artifact(f"{self.run_dir.name}-best", "checkpoint", self.checkpoint_dir / "best.pt",
+                                      metadata=state["best"], reference=True)
+        self._save_latest()
+
+    def _save_latest(self) -> None:
+        self.log.log({"global_step": self.state["global_step"], "phase/event": "checkpoint", "phase/best": False})
+        self.state["metrics_bytes"] = self.log.position
+        checkpoint.save({
+            "model": self.model.state_dict(),
+            "optimizers": {task: opt.state_dict() for task, opt in self.optimizers.items()},
+            "streams": {task: stream.state_dict() for task, stream in self.streams.items()},
+            "state": self.state,
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "config": _config_dict(self.config),
+        }, self.checkpoint_dir / "latest.pt")
+
+    def restore(self) -> None:
+        saved = checkpoint.load(self.checkpoint_dir / "latest.pt", self.device)
+        self.model.load_state_dict(saved["model"])
+        for task, optimizer in self.optimizers.items():
+            optimizer.load_state_dict(saved["optimizers"][task])
+        for task, stream in self.streams.items():
+            stream.load_state_dict(saved["streams"][task])
+        self.state = saved["state"]
+        torch.set_rng_state(saved["torch_rng"])
+        if saved["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(saved["cuda_rng"])
+
+    # ---- the end ---------------------------------------------------------------------------
+
+    def _finish(self, reason: str) -> dict[str, Any]:
+        state = self.state
+        if state["global_step"] == 0 or not self._evaluation_due(state["global_step"] - 1):
+            self._evaluate_and_checkpoint()
+        best = checkpoint.load(self.checkpoint_dir / "best.pt", self.device)
+        self.model.load_state_dict(best["model"])
+        results = {f"best/{key}": value for key, value in best["best"].items()}
+        results.update({f"best/{k}": v for k, v in self.evaluate("test").items()})
+        self.export_encoder(self.run_dir / "encoder.pt")
+        summary = {"stop_reason": reason, "global_step": state["global_step"], **state["task_steps"],
+                   **results, **self.parameter_counts()}
+        summary = {("steps/" + k if k in TASK_INDEX else k): v for k, v in summary.items()}
+        state["finished"] = True
+        self.log.log({"global_step": state["global_step"], "phase/event": "finished", **results})
+        self.tracker.summary(summary)
+        self.tracker.log_artifact(f"{self.run_dir.name}-encoder", "encoder", self.run_dir / "encoder.pt",
+                                  metadata=results)
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        self.log.close()
+        self.tracker.finish()
+        return summary
+
+    def export_encoder(self, path: Path) -> None:
+        """What `load_encoder` needs: config, vocabulary and encoder weights (embeddings included)."""
+        checkpoint.save({"format": 1, "config": _config_dict(self.config),
+                         "vocabulary": self.data.vocabulary.words,
+                         "vectors": str(self.data.vectors_path),
+                         "encoder": self.model.encoder.state_dict()}, path)
+
+    def _catch_interrupts(self):
+        """First Ctrl-C: finish the step, checkpoint, stop. Second: stop at once."""
+
+        def handler(signum, frame):
+            if self._interrupted:
+                raise KeyboardInterrupt
+            self._interrupted = True
+            print("\ninterrupt: saving a checkpoint after this step (Ctrl-C again to stop at once)", file=sys.stderr)
+
+        try:
+            return signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not the main thread
+            return None
+
+
+class Diverged(Exception):
+    pass
+
+
+def _config_dict(config: TrainConfig) -> dict[str, Any]:
+    return asdict(config)
+
+
+def load_config(run_dir: Path) -> TrainConfig:
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        raise UserError(f"{run_dir} is not a run folder (no config.json): pass resume=runs/<run>")
+    return from_dict(TrainConfig, json.loads(path.read_text())["config"])
