@@ -54,12 +54,17 @@ def train_multitask(args: Sequence[str]) -> None:
 
 
 def format_train_summary(run_dir, summary: dict) -> str:
-    results = ", ".join(f"{k.removeprefix('best/')} {v:.4f}" for k, v in summary.items()
-                        if k.startswith("best/") and k.endswith("/acc"))
+    results = ", ".join(
+        f"{k.removeprefix('best/')} {v:.4f}"
+        for k, v in summary.items()
+        if k.startswith("best/") and k.endswith("/acc")
+    )
     steps = ", ".join(f"{k.removeprefix('steps/')} {v}" for k, v in summary.items() if k.startswith("steps/"))
-    return (f"run {run_dir}: stopped by {summary['stop_reason']} after {summary['global_step']} steps ({steps})\n"
-            f"  best checkpoint (step {summary['best/step']}): {results}\n"
-            f"  trainable parameters {summary['params/trainable']:,}; encoder exported to {run_dir / 'encoder.pt'}")
+    return (
+        f"run {run_dir}: stopped by {summary['stop_reason']} after {summary['global_step']} steps ({steps})\n"
+        f"  best checkpoint (step {summary['best/step']}): {results}\n"
+        f"  trainable parameters {summary['params/trainable']:,}; encoder exported to {run_dir / 'encoder.pt'}"
+    )
 
 
 COMMANDS: dict[str, Callable[[Sequence[str]], None]] = {

@@ -61,7 +61,12 @@ class TaskStream:
     """
 
     def __init__(
-        self, examples: TaskExamples, lengths: np.ndarray, batch_size: int, seed: Sequence[int], window: int = 50
+        self,
+        examples: TaskExamples,
+        lengths: np.ndarray,
+        batch_size: int,
+        seed: Sequence[int],
+        window: int = 50,
     ):
         self.examples, self.batch_size, self.seed, self.window = examples, batch_size, list(seed), window
         self.example_lengths = lengths  # (N,) sort key: total tokens of an example

@@ -21,7 +21,9 @@ class Triples:
     def head(self, count: int | None) -> Triples:
         if count is None:
             return self
-        return Triples(self.questions[:count], self.answers1[:count], self.answers2[:count], self.labels[:count])
+        return Triples(
+            self.questions[:count], self.answers1[:count], self.answers2[:count], self.labels[:count]
+        )
 
 
 def load_classifsquad(folder: str | Path, split: str) -> Triples:
@@ -29,7 +31,9 @@ def load_classifsquad(folder: str | Path, split: str) -> Triples:
 
     folder = Path(folder).expanduser()
     if not (folder / "dataset_dict.json").is_file():
-        raise UserError(f"{folder} is not a ClassifSQuAD folder: run `just build-classifsquad out={folder}` first")
+        raise UserError(
+            f"{folder} is not a ClassifSQuAD folder: run `just build-classifsquad out={folder}` first"
+        )
     dataset = datasets.load_from_disk(str(folder))
     if split not in dataset:
         raise UserError(f"ClassifSQuAD in {folder} has no split {split!r}: it has {', '.join(dataset)}")

@@ -90,7 +90,9 @@ def _label(name: str, path: Path, number: int) -> int:
     if name == "-":
         return -1  # annotators did not agree; SNLI's own convention, dropped below
     if name not in LABELS:
-        raise UserError(f"line {number} of SNLI file {path} has label {name!r}: expected one of {', '.join(LABELS)}")
+        raise UserError(
+            f"line {number} of SNLI file {path} has label {name!r}: expected one of {', '.join(LABELS)}"
+        )
     return LABELS.index(name)
 
 

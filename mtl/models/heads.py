@@ -43,7 +43,9 @@ class Task:
 
 TASKS = {
     "nli": Task("nli", sentences=2, classes=3, siamese=nli_features, siamese_width=4, pairs=((0, 1),)),
-    "squad": Task("squad", sentences=3, classes=2, siamese=squad_features, siamese_width=7, pairs=((0, 1), (0, 2))),
+    "squad": Task(
+        "squad", sentences=3, classes=2, siamese=squad_features, siamese_width=7, pairs=((0, 1), (0, 2))
+    ),
 }
 
 
@@ -82,7 +84,9 @@ class MultitaskModel(nn.Module):
     def __init__(self, encoder: Encoder, tasks: Sequence[str], hidden: int, layers: int, dropout: float):
         super().__init__()
         self.encoder = encoder
-        self.heads = nn.ModuleDict({name: TaskHead(TASKS[name], encoder, hidden, layers, dropout) for name in tasks})
+        self.heads = nn.ModuleDict(
+            {name: TaskHead(TASKS[name], encoder, hidden, layers, dropout) for name in tasks}
+        )
 
     def forward(self, task: str, sentences: Sentences) -> torch.Tensor:
         return self.heads[task](self.encoder, sentences)

@@ -37,7 +37,9 @@ class HeadConfig:
 
     def __post_init__(self) -> None:
         if self.head_hidden < 1 or self.head_layers < 0:
-            raise UserError(f"head_hidden={self.head_hidden} must be >= 1 and head_layers={self.head_layers} >= 0")
+            raise UserError(
+                f"head_hidden={self.head_hidden} must be >= 1 and head_layers={self.head_layers} >= 0"
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise UserError(f"dropout={self.dropout} must be in [0, 1)")
 
@@ -54,7 +56,9 @@ class ScheduleConfig:
     def __post_init__(self) -> None:
         assert self.schedule in SCHEDULES
         if self.steps_nli < 0 or self.steps_squad < 0:
-            raise UserError(f"steps_nli={self.steps_nli} and steps_squad={self.steps_squad} must not be negative")
+            raise UserError(
+                f"steps_nli={self.steps_nli} and steps_squad={self.steps_squad} must not be negative"
+            )
         if self.steps_nli == 0 and self.steps_squad == 0:
             raise UserError("steps_nli=0 and steps_squad=0: at least one task must train")
         for name in ("batch_nli", "batch_squad"):

@@ -33,11 +33,21 @@ class TrainingData:
 
 def prepare(config: TrainConfig, progress: bool = True) -> TrainingData:
     data = config.data
+    vectors_path = resolve_vectors_path(data.vectors)
+    with tqdm(total=len(config.tasks) + 2, desc="prepare data", disable=not progress) as steps:
+        return _prepare(config, vectors_path, steps)
+
+
+def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm) -> TrainingData:
+    data = config.data
     texts: dict[str, dict[str, tuple[list[list[str]], list[int]]]] = {}
-    steps = tqdm(total=len(config.tasks) + 2, desc="prepare data", disable=not progress)
     if "nli" in config.tasks:
         texts["nli"] = {}
-        for split, name in (("train", data.nli_train_split), ("dev", data.nli_dev_split), ("test", data.nli_test_split)):
+        for split, name in (
+            ("train", data.nli_train_split),
+            ("dev", data.nli_dev_split),
+            ("test", data.nli_test_split),
+        ):
             pairs = load_snli(data.snli, name).head(data.max_nli_train if split == "train" else data.max_eval)
             texts["nli"][split] = ([pairs.premises, pairs.hypotheses], pairs.labels)
         steps.update()
@@ -45,14 +55,19 @@ def prepare(config: TrainConfig, progress: bool = True) -> TrainingData:
         folder = ensure_classifsquad(config)
         texts["squad"] = {}
         for split, name in SQUAD_SPLITS.items():
-            triples = load_classifsquad(folder, name).head(data.max_squad_train if split == "train" else data.max_eval)
+            triples = load_classifsquad(folder, name).head(
+                data.max_squad_train if split == "train" else data.max_eval
+            )
             texts["squad"][split] = ([triples.questions, triples.answers1, triples.answers2], triples.labels)
         steps.update()
 
     tokenizer = Tokenizer(lowercase=data.lowercase)
-    table = SentenceTable([t for splits in texts.values() for cols, _ in splits.values() for c in cols for t in c], tokenizer)
-    train_rows = {row for splits in texts.values() for column in splits["train"][0] for row in table.rows(column)}
-    vectors_path = resolve_vectors_path(data.vectors)
+    table = SentenceTable(
+        [t for splits in texts.values() for cols, _ in splits.values() for c in cols for t in c], tokenizer
+    )
+    train_rows = {
+        row for splits in texts.values() for column in splits["train"][0] for row in table.rows(column)
+    }
     vectors = load_vectors(vectors_path, {w for tokens in table.tokens for w in tokens})
     steps.update()
     vocabulary = Vocabulary.build(
@@ -63,14 +78,17 @@ def prepare(config: TrainConfig, progress: bool = True) -> TrainingData:
     table.index_with(vocabulary)
     examples = {
         task: {
-            split: TaskExamples(np.stack([table.rows(c) for c in columns], axis=1), np.asarray(labels, dtype=np.int64))
+            split: TaskExamples(
+                np.stack([table.rows(c) for c in columns], axis=1), np.asarray(labels, dtype=np.int64)
+            )
             for split, (columns, labels) in splits.items()
         }
         for task, splits in texts.items()
     }
     steps.update()
-    steps.close()
-    return TrainingData(table, vocabulary, embedding_matrix(vocabulary, vectors, config.run.seed), examples, vectors_path)
+    return TrainingData(
+        table, vocabulary, embedding_matrix(vocabulary, vectors, config.run.seed), examples, vectors_path
+    )
 
 
 def ensure_classifsquad(config: TrainConfig) -> Path:
@@ -80,6 +98,12 @@ def ensure_classifsquad(config: TrainConfig) -> Path:
         from dataset_builders.classifsquad import BuildConfig, build
 
         print(f"ClassifSQuAD not found at {folder}: building it first")
-        build(BuildConfig(out=str(folder), vectors=config.data.vectors, wandb=config.run.wandb,
-                          wandb_project=config.run.wandb_project))
+        build(
+            BuildConfig(
+                out=str(folder),
+                vectors=config.data.vectors,
+                wandb=config.run.wandb,
+                wandb_project=config.run.wandb_project,
+            )
+        )
     return folder

@@ -11,7 +11,12 @@ from mtl.models.heads import MultitaskModel
 
 @torch.inference_mode()
 def accuracy(
-    model: MultitaskModel, task: str, examples: TaskExamples, table: SentenceTable, batch_size: int, device: torch.device
+    model: MultitaskModel,
+    task: str,
+    examples: TaskExamples,
+    table: SentenceTable,
+    batch_size: int,
+    device: torch.device,
 ) -> float:
     was_training = model.training
     model.eval()
@@ -25,7 +30,9 @@ def accuracy(
     return float((predictions == examples.labels).mean())
 
 
-def embed_rows(encoder, table: SentenceTable, rows: np.ndarray, batch_size: int, device: torch.device) -> torch.Tensor:
+def embed_rows(
+    encoder, table: SentenceTable, rows: np.ndarray, batch_size: int, device: torch.device
+) -> torch.Tensor:
     """Embeddings (len(rows), D) of table rows, batched by length."""
     order = np.argsort(table.lengths[rows], kind="stable")
     out = None

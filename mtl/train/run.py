@@ -28,32 +28,50 @@ def config_from_args(args: Sequence[str]) -> TrainConfig:
     return config
 
 
-def start(config: TrainConfig, command: Sequence[str] = (), stop_after_step: int | None = None,
-          progress: bool = True) -> tuple[Path, dict[str, Any]]:
+def start(
+    config: TrainConfig,
+    command: Sequence[str] = (),
+    stop_after_step: int | None = None,
+    progress: bool = True,
+) -> tuple[Path, dict[str, Any]]:
     run_dir = Path(config.run.out or f"runs/{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}").expanduser()
     if run_dir.exists() and any(run_dir.iterdir()):
         raise UserError(f"run folder {run_dir} already exists: choose another out= or resume={run_dir}")
     trainer = Trainer(config, run_dir, progress=progress)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(
-        {"config": _config_dict(config), "command": shlex.join(["just", "train-multitask", *command]),
-         "python": sys.version.split()[0]}, indent=2) + "\n")
+    (run_dir / "config.json").write_text(
+        json.dumps(
+            {
+                "config": _config_dict(config),
+                "command": shlex.join(["just", "train-multitask", *command]),
+                "python": sys.version.split()[0],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return run_dir, trainer.fit(stop_after_step=stop_after_step)
 
 
-def resume(run_dir: str | Path, stop_after_step: int | None = None, progress: bool = True,
-           overrides: Sequence[str] = ()) -> tuple[Path, dict[str, Any]]:
+def resume(
+    run_dir: str | Path,
+    stop_after_step: int | None = None,
+    progress: bool = True,
+    overrides: Sequence[str] = (),
+) -> tuple[Path, dict[str, Any]]:
     run_dir = Path(run_dir).expanduser()
     config = load_config(run_dir)
     allowed = ("device=", "wandb=", "run.device=", "run.wandb=")
     if extra := [a for a in overrides if not a.startswith(allowed)]:
-        raise UserError(f"resume continues the saved config: only device= and wandb= may change, not {extra[0]!r}")
+        raise UserError(
+            f"resume continues the saved config: only device= and wandb= may change, not {extra[0]!r}"
+        )
     config = apply_overrides(config, overrides)
     if not (run_dir / "checkpoints" / "latest.pt").is_file():
         raise UserError(f"{run_dir} has no checkpoint yet (checkpoints/latest.pt): start it again instead")
+    if (run_dir / "summary.json").is_file():
+        raise UserError(f"{run_dir} has already finished: see {run_dir / 'summary.json'}")
     trainer = Trainer(config, run_dir, progress=progress)
     trainer.restore()
-    if trainer.state["finished"]:
-        raise UserError(f"{run_dir} has already finished: see {run_dir / 'summary.json'}")
     print(f"resuming {run_dir} at step {trainer.state['global_step']}")
     return run_dir, trainer.fit(resume=True, stop_after_step=stop_after_step)

@@ -27,7 +27,9 @@ class RunLog:
     def log(self, record: dict[str, Any]) -> None:
         self._file.write(json.dumps(record, default=_jsonable) + "\n")
         self._file.flush()
-        self.tracker.log({k: v for k, v in record.items() if not (isinstance(v, float) and not math.isfinite(v))})
+        self.tracker.log(
+            {k: v for k, v in record.items() if not (isinstance(v, float) and not math.isfinite(v))}
+        )
 
     def close(self) -> None:
         self._file.close()

@@ -35,21 +35,32 @@ TASK_INDEX = {"nli": 0, "squad": 1}
 
 
 class Trainer:
-    def __init__(self, config: TrainConfig, run_dir: Path, data: TrainingData | None = None, progress: bool = True):
+    def __init__(
+        self, config: TrainConfig, run_dir: Path, data: TrainingData | None = None, progress: bool = True
+    ):
         self.config, self.run_dir, self.progress = config, Path(run_dir), progress
         self.device = resolve_device(config.run.device)
         torch.manual_seed(config.run.seed)
         self.data = data or prepare(config, progress=progress)
         self.model = self._build_model().to(self.device)
         self.task_parameters = {
-            task: [p for m in (self.model.encoder, self.model.heads[task]) for p in m.parameters() if p.requires_grad]
+            task: [
+                p
+                for m in (self.model.encoder, self.model.heads[task])
+                for p in m.parameters()
+                if p.requires_grad
+            ]
             for task in config.tasks
         }
         self.optimizers = self._build_optimizers()
         schedule, seed = config.schedule, config.run.seed
         self.streams = {
-            task: TaskStream(self.data.examples[task]["train"], self.data.example_lengths(task, "train"),
-                             schedule.batch_sizes[task], seed=[seed, TASK_INDEX[task]])
+            task: TaskStream(
+                self.data.examples[task]["train"],
+                self.data.example_lengths(task, "train"),
+                schedule.batch_sizes[task],
+                seed=[seed, TASK_INDEX[task]],
+            )
             for task in config.tasks
         }
         sizes = {task: len(self.data.examples[task]["train"]) for task in config.tasks}
@@ -62,7 +73,6 @@ class Trainer:
             "best": None,  # {"step", "<task>/dev/acc"...}
             "wandb_id": secrets.token_hex(4),
             "metrics_bytes": 0,
-            "finished": False,
         }
         self._interrupted = False
 
@@ -71,8 +81,13 @@ class Trainer:
     def _build_model(self) -> MultitaskModel:
         embedding = frozen_embedding(torch.from_numpy(self.data.embeddings))
         head = self.config.head
-        return MultitaskModel(build_encoder(embedding, self.config.model), self.config.tasks,
-                              head.head_hidden, head.head_layers, head.dropout)
+        return MultitaskModel(
+            build_encoder(embedding, self.config.model),
+            self.config.tasks,
+            head.head_hidden,
+            head.head_layers,
+            head.dropout,
+        )
 
     def _build_optimizers(self) -> dict[str, torch.optim.Optimizer]:
         optim = self.config.optim
@@ -88,11 +103,17 @@ class Trainer:
         return dict.fromkeys(self.config.tasks, shared)
 
     def parameter_counts(self) -> dict[str, int]:
-        counts = {"params/trainable": self.model.trainable_parameters(),
-                  "params/encoder": sum(p.numel() for p in self.model.encoder.parameters() if p.requires_grad),
-                  "params/frozen_embeddings": self.model.encoder.embedding.weight.numel()}
-        counts.update({f"params/{task}_head": sum(p.numel() for p in head.parameters())
-                       for task, head in self.model.heads.items()})
+        counts = {
+            "params/trainable": self.model.trainable_parameters(),
+            "params/encoder": sum(p.numel() for p in self.model.encoder.parameters() if p.requires_grad),
+            "params/frozen_embeddings": self.model.encoder.embedding.weight.numel(),
+        }
+        counts.update(
+            {
+                f"params/{task}_head": sum(p.numel() for p in head.parameters())
+                for task, head in self.model.heads.items()
+            }
+        )
         return counts
 
     # ---- run folder, logging -------------------------------------------------------------
@@ -104,8 +125,12 @@ class Trainer:
     def _open_logs(self, resume: bool) -> None:
         run = self.config.run
         self.tracker = Tracker.start(
-            job_type="train", config={**_config_dict(self.config), **self.parameter_counts()},
-            project=run.wandb_project, directory=self.run_dir, mode=run.wandb, name=self.run_dir.name,
+            job_type="train",
+            config={**_config_dict(self.config), **self.parameter_counts()},
+            project=run.wandb_project,
+            directory=self.run_dir,
+            mode=run.wandb,
+            name=self.run_dir.name,
             run_id=self.state["wandb_id"],
         )
         self.tracker.define_metric("global_step")
@@ -115,24 +140,29 @@ class Trainer:
         self.tracker.define_metric("phase/*", step_metric="global_step")
         if "squad" in self.config.tasks:
             self.tracker.use_artifact("classifsquad:latest")
-        self.log = RunLog(self.run_dir / "metrics.jsonl", self.tracker,
-                          resume_at_byte=self.state["metrics_bytes"] if resume else None)
+        self.log = RunLog(
+            self.run_dir / "metrics.jsonl",
+            self.tracker,
+            resume_at_byte=self.state["metrics_bytes"] if resume else None,
+        )
 
     # ---- the loop --------------------------------------------------------------------------
 
     def fit(self, resume: bool = False, stop_after_step: int | None = None) -> dict[str, Any]:
         """Train until the main task's lr falls under `min_lr` or `max_steps`; return the summary.
 
-        `stop_after_step` ends the process-equivalent of a kill right after that step's
-        checkpoint (tests use it to check that resuming is exact).
+        `stop_after_step` stops like a kill right after that step, saving nothing more, so
+        tests can check that resuming from the last checkpoint is exact.
         """
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._open_logs(resume)
         counts = self.parameter_counts()
         if not resume:
-            print(f"trainable parameters: {counts['params/trainable']:,} "
-                  f"(encoder {counts['params/encoder']:,}; frozen embeddings excluded: "
-                  f"{counts['params/frozen_embeddings']:,})")
+            print(
+                f"trainable parameters: {counts['params/trainable']:,} "
+                f"(encoder {counts['params/encoder']:,}; frozen embeddings excluded: "
+                f"{counts['params/frozen_embeddings']:,})"
+            )
             self.log.log({"global_step": 0, **counts})
         self.tracker.summary(counts)
         previous_handler = self._catch_interrupts()
@@ -147,8 +177,10 @@ class Trainer:
         if stopped == "interrupted":
             self.log.close()
             self.tracker.finish(exit_code=130)
-            raise KeyboardInterrupt(f"stopped at step {self.state['global_step']}: resume with "
-                                    f"`just train-multitask resume={self.run_dir}`")
+            raise KeyboardInterrupt(
+                f"stopped at step {self.state['global_step']}: resume with "
+                f"`just train-multitask resume={self.run_dir}`"
+            )
         if stopped == "killed":
             self.log.close()
             self.tracker.finish()
@@ -157,8 +189,18 @@ class Trainer:
 
     def _loop(self, stop_after_step: int | None) -> str:
         optim, state = self.config.optim, self.state
-        bar = tqdm(initial=state["global_step"], total=optim.max_steps, desc="train", unit="step",
-                   disable=not self.progress, dynamic_ncols=True)
+        with tqdm(
+            initial=state["global_step"],
+            total=optim.max_steps,
+            desc="train",
+            unit="step",
+            disable=not self.progress,
+            dynamic_ncols=True,
+        ) as bar:
+            return self._steps(bar, stop_after_step)
+
+    def _steps(self, bar: tqdm, stop_after_step: int | None) -> str:
+        optim, state = self.config.optim, self.state
         block_clock = time.perf_counter()
         while True:
             if self._interrupted:
@@ -172,8 +214,14 @@ class Trainer:
             task = self.scheduler.task_at(step)
             if step == state["block"]["start_step"]:
                 block_clock = time.perf_counter()
-                self.log.log({"global_step": step, "phase/event": "block_start", "phase/task": task,
-                              "phase/block": state["block"]["index"]})
+                self.log.log(
+                    {
+                        "global_step": step,
+                        "phase/event": "block_start",
+                        "phase/task": task,
+                        "phase/block": state["block"]["index"],
+                    }
+                )
             record = self._train_step(task)
             bar.update()
             bar.set_postfix_str(f"{task} loss {record[f'{task}/train/loss']:.3f}", refresh=False)
@@ -185,7 +233,6 @@ class Trainer:
             elif (step + 1) % self.config.run.checkpoint_every == 0:
                 self._save_latest()
             if stop_after_step is not None and step + 1 >= stop_after_step:
-                self._save_latest()
                 return "killed"
 
     def _train_step(self, task: str) -> dict[str, Any]:
@@ -193,8 +240,10 @@ class Trainer:
         rows, epoch_done = self.streams[task].next()
         examples = self.data.examples[task]["train"]
         sentence_rows = examples.sentences[rows]
-        sentences = [tuple(t.to(self.device) for t in self.data.table.batch(sentence_rows[:, k]))
-                     for k in range(sentence_rows.shape[1])]
+        sentences = [
+            tuple(t.to(self.device) for t in self.data.table.batch(sentence_rows[:, k]))
+            for k in range(sentence_rows.shape[1])
+        ]
         labels = torch.from_numpy(examples.labels[rows]).to(self.device)
 
         self.model.train()
@@ -237,8 +286,14 @@ class Trainer:
         """InferSent's decay after each pass over the data, per task's own optimizer."""
         if self.config.optim.optimizer_per_task or task == self.config.main_task:
             self._scale_lr(task, self.config.optim.lr_decay)
-        self.log.log({"global_step": self.state["global_step"], "phase/event": "epoch_end", "phase/task": task,
-                      "phase/epoch": self.streams[task].epoch})
+        self.log.log(
+            {
+                "global_step": self.state["global_step"],
+                "phase/event": "epoch_end",
+                "phase/task": task,
+                "phase/epoch": self.streams[task].epoch,
+            }
+        )
 
     def _scale_lr(self, task: str, factor: float) -> None:
         if self.config.optim.optim == "sgd":
@@ -247,12 +302,22 @@ class Trainer:
 
     def _end_block(self, task: str, seconds: float) -> None:
         block = self.state["block"]
-        self.log.log({
-            "global_step": self.state["global_step"], "phase/event": "block_end", "phase/task": task,
-            "phase/block": block["index"], "phase/steps": self.state["global_step"] - block["start_step"],
-            "phase/examples": block["examples"], "phase/seconds": seconds,
-        })
-        self.state["block"] = {"index": block["index"] + 1, "start_step": self.state["global_step"], "examples": 0}
+        self.log.log(
+            {
+                "global_step": self.state["global_step"],
+                "phase/event": "block_end",
+                "phase/task": task,
+                "phase/block": block["index"],
+                "phase/steps": self.state["global_step"] - block["start_step"],
+                "phase/examples": block["examples"],
+                "phase/seconds": seconds,
+            }
+        )
+        self.state["block"] = {
+            "index": block["index"] + 1,
+            "start_step": self.state["global_step"],
+            "examples": 0,
+        }
 
     def _evaluation_due(self, step: int) -> bool:
         every = self.config.run.eval_every
@@ -264,17 +329,29 @@ class Trainer:
         results = {}
         for task in self.config.tasks:
             if split in self.data.examples[task]:
-                results[f"{task}/{split}/acc"] = accuracy(self.model, task, self.data.examples[task][split],
-                                                          self.data.table, self.config.run.eval_batch, self.device)
+                results[f"{task}/{split}/acc"] = accuracy(
+                    self.model,
+                    task,
+                    self.data.examples[task][split],
+                    self.data.table,
+                    self.config.run.eval_batch,
+                    self.device,
+                )
         return results
 
     def _evaluate_and_checkpoint(self) -> None:
         started = time.perf_counter()
         results = self.evaluate("dev")
         state, main = self.state, self.config.main_task
-        self.log.log({"global_step": state["global_step"],
-                      **{f"{task}/step": n for task, n in state["task_steps"].items()},
-                      **results, "phase/event": "evaluation", "phase/eval_seconds": time.perf_counter() - started})
+        self.log.log(
+            {
+                "global_step": state["global_step"],
+                **{f"{task}/step": n for task, n in state["task_steps"].items()},
+                **results,
+                "phase/event": "evaluation",
+                "phase/eval_seconds": time.perf_counter() - started,
+            }
+        )
         for task in self.config.tasks:
             previous = state["last_dev"].get(task)
             dropped = previous is not None and results[f"{task}/dev/acc"] < previous
@@ -283,25 +360,43 @@ class Trainer:
             state["last_dev"][task] = results[f"{task}/dev/acc"]
         if state["best"] is None or results[f"{main}/dev/acc"] > state["best"][f"{main}/dev/acc"]:
             state["best"] = {"step": state["global_step"], **results}
-            self.log.log({"global_step": state["global_step"], "phase/event": "checkpoint", "phase/best": True})
-            checkpoint.save({"model": self.model.state_dict(), "best": state["best"],
-                             "config": _config_dict(self.config)}, self.checkpoint_dir / "best.pt")
-            self.tracker.log_artifact(f"{self.run_dir.name}-best", "checkpoint", self.checkpoint_dir / "best.pt",
-                                      metadata=state["best"], reference=True)
+            self.log.log(
+                {"global_step": state["global_step"], "phase/event": "checkpoint", "phase/best": True}
+            )
+            checkpoint.save(
+                {
+                    "model": self.model.state_dict(),
+                    "best": state["best"],
+                    "config": _config_dict(self.config),
+                },
+                self.checkpoint_dir / "best.pt",
+            )
+            self.tracker.log_artifact(
+                f"{self.run_dir.name}-best",
+                "checkpoint",
+                self.checkpoint_dir / "best.pt",
+                metadata=state["best"],
+                reference=True,
+            )
         self._save_latest()
 
     def _save_latest(self) -> None:
-        self.log.log({"global_step": self.state["global_step"], "phase/event": "checkpoint", "phase/best": False})
+        self.log.log(
+            {"global_step": self.state["global_step"], "phase/event": "checkpoint", "phase/best": False}
+        )
         self.state["metrics_bytes"] = self.log.position
-        checkpoint.save({
-            "model": self.model.state_dict(),
-            "optimizers": {task: opt.state_dict() for task, opt in self.optimizers.items()},
-            "streams": {task: stream.state_dict() for task, stream in self.streams.items()},
-            "state": self.state,
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-            "config": _config_dict(self.config),
-        }, self.checkpoint_dir / "latest.pt")
+        checkpoint.save(
+            {
+                "model": self.model.state_dict(),
+                "optimizers": {task: opt.state_dict() for task, opt in self.optimizers.items()},
+                "streams": {task: stream.state_dict() for task, stream in self.streams.items()},
+                "state": self.state,
+                "torch_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                "config": _config_dict(self.config),
+            },
+            self.checkpoint_dir / "latest.pt",
+        )
 
     def restore(self) -> None:
         saved = checkpoint.load(self.checkpoint_dir / "latest.pt", self.device)
@@ -326,14 +421,19 @@ class Trainer:
         results = {f"best/{key}": value for key, value in best["best"].items()}
         results.update({f"best/{k}": v for k, v in self.evaluate("test").items()})
         self.export_encoder(self.run_dir / "encoder.pt")
-        summary = {"stop_reason": reason, "global_step": state["global_step"], **state["task_steps"],
-                   **results, **self.parameter_counts()}
+        summary = {
+            "stop_reason": reason,
+            "global_step": state["global_step"],
+            **state["task_steps"],
+            **results,
+            **self.parameter_counts(),
+        }
         summary = {("steps/" + k if k in TASK_INDEX else k): v for k, v in summary.items()}
-        state["finished"] = True
         self.log.log({"global_step": state["global_step"], "phase/event": "finished", **results})
         self.tracker.summary(summary)
-        self.tracker.log_artifact(f"{self.run_dir.name}-encoder", "encoder", self.run_dir / "encoder.pt",
-                                  metadata=results)
+        self.tracker.log_artifact(
+            f"{self.run_dir.name}-encoder", "encoder", self.run_dir / "encoder.pt", metadata=results
+        )
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         self.log.close()
         self.tracker.finish()
@@ -341,10 +441,16 @@ class Trainer:
 
     def export_encoder(self, path: Path) -> None:
         """What `load_encoder` needs: config, vocabulary and encoder weights (embeddings included)."""
-        checkpoint.save({"format": 1, "config": _config_dict(self.config),
-                         "vocabulary": self.data.vocabulary.words,
-                         "vectors": str(self.data.vectors_path),
-                         "encoder": self.model.encoder.state_dict()}, path)
+        checkpoint.save(
+            {
+                "format": 1,
+                "config": _config_dict(self.config),
+                "vocabulary": self.data.vocabulary.words,
+                "vectors": str(self.data.vectors_path),
+                "encoder": self.model.encoder.state_dict(),
+            },
+            path,
+        )
 
     def _catch_interrupts(self):
         """First Ctrl-C: finish the step, checkpoint, stop. Second: stop at once."""
@@ -353,7 +459,10 @@ class Trainer:
             if self._interrupted:
                 raise KeyboardInterrupt
             self._interrupted = True
-            print("\ninterrupt: saving a checkpoint after this step (Ctrl-C again to stop at once)", file=sys.stderr)
+            print(
+                "\ninterrupt: saving a checkpoint after this step (Ctrl-C again to stop at once)",
+                file=sys.stderr,
+            )
 
         try:
             return signal.signal(signal.SIGINT, handler)

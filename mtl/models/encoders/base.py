@@ -48,7 +48,9 @@ class Encoder(nn.Module):
         super().__init__()
         self.embedding = embedding
 
-    def compare(self, a: torch.Tensor, a_lengths: torch.Tensor, b: torch.Tensor, b_lengths: torch.Tensor) -> torch.Tensor:
+    def compare(
+        self, a: torch.Tensor, a_lengths: torch.Tensor, b: torch.Tensor, b_lengths: torch.Tensor
+    ) -> torch.Tensor:
         raise NotImplementedError(f"{type(self).__name__} is not a pair model")
 
 

@@ -10,10 +10,16 @@ from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, length_mas
 
 
 class BiLSTMEncoder(Encoder):
-    def __init__(self, embedding: nn.Embedding, hidden: int, layers: int, pooling: Pooling, dropout: float = 0.0):
+    def __init__(
+        self, embedding: nn.Embedding, hidden: int, layers: int, pooling: Pooling, dropout: float = 0.0
+    ):
         super().__init__(embedding)
         self.lstm = nn.LSTM(
-            embedding.embedding_dim, hidden, num_layers=layers, bidirectional=True, batch_first=True,
+            embedding.embedding_dim,
+            hidden,
+            num_layers=layers,
+            bidirectional=True,
+            batch_first=True,
             dropout=dropout if layers > 1 else 0.0,
         )
         self.pooling = pooling
@@ -21,7 +27,9 @@ class BiLSTMEncoder(Encoder):
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         # Packing keeps padding out of the recurrence, so a sentence encodes the same in any batch.
-        packed = pack_padded_sequence(self.embedding(tokens), lengths.cpu(), batch_first=True, enforce_sorted=False)
+        packed = pack_padded_sequence(
+            self.embedding(tokens), lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
         states, _ = pad_packed_sequence(self.lstm(packed)[0], batch_first=True)  # (B, T, 2H)
         return pool(states, length_mask(lengths, states.shape[1]), self.pooling)
 

@@ -10,4 +10,6 @@ from mtl.models.encoders.bilstm import BiLSTMEncoder
 
 @register("bilstm2")
 def build(embedding: nn.Embedding, config: EncoderConfig) -> BiLSTMEncoder:
-    return BiLSTMEncoder(embedding, config.hidden, layers=2, pooling=config.pooling, dropout=config.encoder_dropout)
+    return BiLSTMEncoder(
+        embedding, config.hidden, layers=2, pooling=config.pooling, dropout=config.encoder_dropout
+    )

@@ -16,8 +16,12 @@ MAX_DISTANCE = 10  # Parikh et al.: distance-sensitive bias, distances beyond 10
 
 def feed_forward(inputs: int, hidden: int, dropout: float) -> nn.Sequential:
     return nn.Sequential(
-        nn.Dropout(dropout), nn.Linear(inputs, hidden), nn.ReLU(),
-        nn.Dropout(dropout), nn.Linear(hidden, hidden), nn.ReLU(),
+        nn.Dropout(dropout),
+        nn.Linear(inputs, hidden),
+        nn.ReLU(),
+        nn.Dropout(dropout),
+        nn.Linear(hidden, hidden),
+        nn.ReLU(),
     )
 
 
@@ -56,12 +60,16 @@ class DecomposableAttention(Encoder):
         states, mask = self.token_states(tokens, lengths)
         return pool(states, mask, self.pooling)
 
-    def compare(self, a: torch.Tensor, a_lengths: torch.Tensor, b: torch.Tensor, b_lengths: torch.Tensor) -> torch.Tensor:
+    def compare(
+        self, a: torch.Tensor, a_lengths: torch.Tensor, b: torch.Tensor, b_lengths: torch.Tensor
+    ) -> torch.Tensor:
         a_bar, a_mask = self.token_states(a, a_lengths)  # (B, Ta, 2H)
         b_bar, b_mask = self.token_states(b, b_lengths)  # (B, Tb, 2H)
         scores = self.attend(a_bar) @ self.attend(b_bar).transpose(1, 2)  # (B, Ta, Tb)
         beta = masked_softmax(scores, b_mask[:, None, :], dim=2) @ b_bar  # b aligned to each a_i
-        alpha = masked_softmax(scores, a_mask[:, :, None], dim=1).transpose(1, 2) @ a_bar  # a aligned to each b_j
+        alpha = (
+            masked_softmax(scores, a_mask[:, :, None], dim=1).transpose(1, 2) @ a_bar
+        )  # a aligned to each b_j
         v1 = (self.compare_net(torch.cat([a_bar, beta], dim=-1)) * a_mask[:, :, None]).sum(dim=1)  # (B, H)
         v2 = (self.compare_net(torch.cat([b_bar, alpha], dim=-1)) * b_mask[:, :, None]).sum(dim=1)
         return torch.cat([v1, v2], dim=-1)

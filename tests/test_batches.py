@@ -1,0 +1,53 @@
+import numpy as np
+import torch
+
+from mtl.data.batches import SentenceTable, TaskExamples, TaskStream
+from mtl.text import Tokenizer
+from mtl.text.vocab import Vocabulary
+
+
+def stream(size=103, batch=10, seed=(1, 0)):
+    examples = TaskExamples(np.arange(size)[:, None], np.zeros(size, dtype=np.int64))
+    lengths = np.random.default_rng(0).integers(1, 30, size)
+    return TaskStream(examples, lengths, batch, seed=seed, window=3)
+
+
+def take(s, count):
+    return [s.next() for _ in range(count)]
+
+
+def test_each_epoch_visits_every_example_once_in_a_new_order():
+    s = stream()
+    epoch0 = take(s, s.batches_per_epoch)
+    assert [done for _, done in epoch0][-1] is True and not any(done for _, done in epoch0[:-1])
+    assert sorted(np.concatenate([b for b, _ in epoch0]).tolist()) == list(range(103))
+    assert max(len(b) for b, _ in epoch0) == 10
+    epoch1 = take(s, s.batches_per_epoch)
+    assert s.epoch == 2
+    assert not all(np.array_equal(a, b) for (a, _), (b, _) in zip(epoch0, epoch1, strict=True))
+
+
+def test_state_round_trip_continues_the_same_batches():
+    s = stream()
+    take(s, 13)
+    state = s.state_dict()
+    expected = take(s, 20)
+    restored = stream()
+    restored.load_state_dict(state)
+    assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(expected, take(restored, 20), strict=True))
+
+
+def test_batches_group_similar_lengths():
+    s = stream(size=600, batch=20)
+    lengths = s.example_lengths
+    spread = np.mean([np.ptp(lengths[b]) for b, _ in take(s, s.batches_per_epoch)])
+    assert spread < np.ptp(lengths) / 3
+
+
+def test_sentence_table_pads_and_counts_lengths():
+    table = SentenceTable(["a b c", "b", "a b c", "", "z z"], Tokenizer())
+    table.index_with(Vocabulary(["a", "b", "c"]))
+    tokens, lengths = table.batch(table.rows(["a b c", "b", "", "z z"]))
+    assert tokens.tolist() == [[2, 3, 4], [3, 0, 0], [1, 0, 0], [1, 1, 0]]
+    assert lengths.tolist() == [3, 1, 1, 2]
+    assert tokens.dtype == torch.int64

@@ -1,0 +1,104 @@
+import pytest
+import torch
+
+from mtl.config import apply_overrides
+from mtl.errors import UserError
+from mtl.models.encoders import ENCODERS, EncoderConfig, build_encoder
+from mtl.models.encoders.base import frozen_embedding
+from mtl.models.heads import TASKS, MultitaskModel
+from mtl.train.config import TrainConfig
+
+SMALL = {
+    "bilstm": EncoderConfig(encoder="bilstm", hidden=16),
+    "bilstm2": EncoderConfig(encoder="bilstm2", hidden=16),
+    "transformer": EncoderConfig(
+        encoder="transformer", hidden=16, transformer_heads=4, transformer_ffn=32, transformer_layers=2
+    ),
+    "decomposable": EncoderConfig(encoder="decomposable", hidden=16),
+}
+
+
+@pytest.fixture
+def embedding():
+    torch.manual_seed(0)
+    return frozen_embedding(torch.randn(50, 12))
+
+
+def test_every_registered_encoder_is_tested():
+    assert set(ENCODERS) == set(SMALL)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.parametrize("pooling", ["max", "mean", "max+mean"])
+def test_padding_never_changes_an_embedding(embedding, name, pooling):
+    torch.manual_seed(1)
+    encoder = build_encoder(embedding, EncoderConfig(**{**SMALL[name].__dict__, "pooling": pooling})).eval()
+    sentence = torch.tensor([[5, 9, 3, 7]])
+    alone = encoder(sentence, torch.tensor([4]))
+    batch = torch.tensor(
+        [[5, 9, 3, 7, 0, 0, 0, 0, 0], [1, 2, 3, 4, 5, 6, 7, 8, 9], [8, 8, 0, 0, 0, 0, 0, 0, 0]]
+    )
+    together = encoder(batch, torch.tensor([4, 9, 2]))
+    assert alone.shape == (1, encoder.output_dim)
+    torch.testing.assert_close(together[0:1], alone, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(together[1], together[0])
+
+
+def test_pair_model_comparison_ignores_padding(embedding):
+    encoder = build_encoder(embedding, SMALL["decomposable"]).eval()
+    a, b = torch.tensor([[4, 5, 6]]), torch.tensor([[7, 8]])
+    alone = encoder.compare(a, torch.tensor([3]), b, torch.tensor([2]))
+    padded = encoder.compare(
+        torch.tensor([[4, 5, 6, 0, 0]]), torch.tensor([3]), torch.tensor([[7, 8, 0]]), torch.tensor([2])
+    )
+    torch.testing.assert_close(padded, alone, rtol=1e-5, atol=1e-6)
+    assert alone.shape == (1, encoder.pair_dim)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_head_inputs_follow_the_feature_recipes(embedding, name):
+    model = MultitaskModel(
+        build_encoder(embedding, SMALL[name]), ["nli", "squad"], hidden=8, layers=2, dropout=0.0
+    )
+    encoder = model.encoder
+    first = {task: model.heads[task].classifier[1].in_features for task in ("nli", "squad")}
+    if encoder.pair_model:
+        assert first == {"nli": encoder.pair_dim, "squad": 2 * encoder.pair_dim}
+    else:
+        assert first == {"nli": 4 * encoder.output_dim, "squad": 7 * encoder.output_dim}
+    tokens, lengths = torch.tensor([[1, 2, 3], [4, 5, 0]]), torch.tensor([3, 2])
+    assert model("nli", [(tokens, lengths)] * 2).shape == (2, TASKS["nli"].classes)
+    assert model("squad", [(tokens, lengths)] * 3).shape == (2, TASKS["squad"].classes)
+
+
+def test_siamese_features_are_the_papers():
+    u, v, w = torch.tensor([[1.0, -2.0]]), torch.tensor([[3.0, 1.0]]), torch.tensor([[0.5, 0.5]])
+    assert TASKS["nli"].siamese(u, v).tolist() == [[1, -2, 3, 1, 2, 3, 3, -2]]
+    assert TASKS["squad"].siamese(u, v, w).tolist() == [
+        [1, -2, 3, 1, 0.5, 0.5, 2, 3, 3, -2, 0.5, 2.5, 0.5, -1]
+    ]
+
+
+# Liu et al. (2018) Table 1, trainable parameters with glove.840B.300d (frozen, excluded).
+PAPER = [
+    ("bilstm", 2048, ["nli"], 47e6),
+    ("bilstm2", 1024, ["nli"], 40e6),
+    ("bilstm", 2048, ["nli", "squad"], 62e6),
+]
+
+
+@pytest.mark.parametrize(("name", "hidden", "tasks", "reported"), PAPER)
+def test_paper_sizes_match_table_1(name, hidden, tasks, reported):
+    embedding = frozen_embedding(torch.zeros(10, 300))
+    encoder = build_encoder(embedding, EncoderConfig(encoder=name, hidden=hidden))
+    model = MultitaskModel(encoder, tasks, hidden=512, layers=1, dropout=0.0)
+    assert abs(model.trainable_parameters() - reported) / reported < 0.01
+
+
+def test_unknown_encoder_and_impossible_shapes_are_named():
+    with pytest.raises(
+        UserError, match="encoder='lstm' is not valid: choose one of bilstm, bilstm2, transformer"
+    ):
+        apply_overrides(TrainConfig(), ["encoder=lstm"])
+    with pytest.raises(UserError, match="transformer_heads=4 must divide hidden=50"):
+        apply_overrides(TrainConfig(), ["encoder=transformer", "hidden=50"])

@@ -1,0 +1,285 @@
+import json
+import re
+from pathlib import Path
+
+import datasets
+import pytest
+import torch
+
+from dataset_builders.classifsquad import BuildConfig, build, squad_texts
+from dataset_builders.squad import load_squad
+from mtl.cli import main
+from mtl.errors import UserError
+from mtl.text import Tokenizer
+from mtl.train import run
+from mtl.train.presets import preset_names, preset_overrides
+from mtl.train.runlog import read_metrics
+
+from .conftest import FIXTURES, write_glove
+from .wandb_file import by_kind, run_files
+
+TIMING = ("examples_per_s", "seconds")
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory):
+    """GloVe-format vectors for the fixture words, and a tiny ClassifSQuAD built from squad_tiny."""
+    root = tmp_path_factory.mktemp("tiny-data")
+    texts = [t for split in load_squad(str(FIXTURES / "squad_tiny")).values() for t in squad_texts(split)]
+    for split in ("train", "dev", "test"):
+        for prefix in ("s1", "s2"):
+            texts += (FIXTURES / "snli_tiny" / f"{prefix}.{split}").read_text().splitlines()
+    words = sorted({w for tokens in Tokenizer().tokenize(texts) for w in tokens})
+    vectors = write_glove(
+        root / "tiny.8d.txt", words[::2] + ["unused"], dim=8
+    )  # half the words lack a vector
+    build(
+        BuildConfig(
+            squad=str(FIXTURES / "squad_tiny"),
+            vectors=str(vectors),
+            out=str(root / "classifsquad"),
+            max_oov=100,
+            max_negatives_per_question=4,
+            wandb="disabled",
+        )
+    )
+    return {"vectors": vectors, "classifsquad": root / "classifsquad"}
+
+
+def args_for(tiny_data, out: Path, *extra: str) -> list[str]:
+    return [
+        f"snli={FIXTURES / 'snli_tiny'}",
+        f"classifsquad={tiny_data['classifsquad']}",
+        f"vectors={tiny_data['vectors']}",
+        f"out={out}",
+        "hidden=8",
+        "head_hidden=16",
+        "steps_nli=3",
+        "steps_squad=2",
+        "batch_nli=8",
+        "batch_squad=4",
+        "max_steps=10",
+        "checkpoint_every=3",
+        "wandb=disabled",
+        "transformer_heads=2",
+        "transformer_ffn=16",
+        *extra,
+    ]
+
+
+def start(tiny_data, out, *extra, stop_after_step=None):
+    config = run.config_from_args(args_for(tiny_data, out, *extra))
+    return run.start(config, stop_after_step=stop_after_step, progress=False)
+
+
+def error_lines(stderr: str) -> list[str]:
+    """The lines our CLI printed as errors (progress bars share stderr)."""
+    return [line for line in re.split(r"[\r\n]", stderr) if "error:" in line]
+
+
+def without_timing(records):
+    return [{k: v for k, v in r.items() if not k.endswith(TIMING)} for r in records]
+
+
+@pytest.mark.parametrize("encoder", ["bilstm", "bilstm2", "transformer", "decomposable"])
+def test_two_cycles_of_every_encoder(tiny_data, tmp_path, encoder):
+    run_dir, summary = start(tiny_data, tmp_path / "run", f"encoder={encoder}")
+    assert summary["global_step"] == 10 and summary["stop_reason"] == "max_steps"
+    assert summary["steps/nli"] == 6 and summary["steps/squad"] == 4
+    assert 0.0 <= summary["best/nli/test/acc"] <= 1.0
+    for name in (
+        "config.json",
+        "metrics.jsonl",
+        "summary.json",
+        "encoder.pt",
+        "checkpoints/latest.pt",
+        "checkpoints/best.pt",
+    ):
+        assert (run_dir / name).is_file(), name
+    records = read_metrics(run_dir / "metrics.jsonl")
+    evaluations = [r for r in records if r.get("phase/event") == "evaluation"]
+    assert [r["global_step"] for r in evaluations] == [5, 10]
+    assert all(0 <= r["squad/dev/acc"] <= 1 for r in evaluations)
+
+
+def test_training_learns_the_tiny_nli_train_set(tiny_data, tmp_path):
+    # 200 pairs, 10 epochs: the model must fit its training data well beyond chance.
+    start(
+        tiny_data,
+        tmp_path / "run",
+        "steps_squad=0",
+        "max_steps=250",
+        "eval_every=250",
+        "optim=adam",
+        "lr=0.01",
+        "hidden=32",
+        "head_hidden=32",
+    )
+    records = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    accuracy = [r["nli/train/acc"] for r in records if "nli/train/acc" in r]
+    assert sum(accuracy[:25]) / 25 < 0.45
+    assert sum(accuracy[-25:]) / 25 > 0.55
+
+
+def test_each_task_keeps_its_batch_size_and_its_place_in_its_data(tiny_data, tmp_path):
+    run_dir, _ = start(tiny_data, tmp_path / "run")
+    ends = [r for r in read_metrics(run_dir / "metrics.jsonl") if r.get("phase/event") == "block_end"]
+    assert [(r["phase/task"], r["phase/steps"], r["phase/examples"]) for r in ends] == [
+        ("nli", 3, 24),
+        ("squad", 2, 8),
+        ("nli", 3, 24),
+        ("squad", 2, 8),
+    ]
+    assert [r["phase/block"] for r in ends] == [0, 1, 2, 3]
+    saved = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)
+    # 200 NLI pairs / 8 = 25 batches an epoch: 6 steps in, the second block went on from the first.
+    assert saved["streams"]["nli"] == {"epoch": 0, "position": 6}
+    squad_batches = -(-len(datasets.load_from_disk(str(tiny_data["classifsquad"]))["train"]) // 4)
+    squad = saved["streams"]["squad"]
+    assert squad["epoch"] * squad_batches + squad["position"] == 4
+
+
+def test_single_task_runs(tiny_data, tmp_path):
+    _, nli_only = start(tiny_data, tmp_path / "nli", "steps_squad=0", "max_steps=4")
+    assert nli_only["steps/nli"] == 4 and "steps/squad" not in nli_only
+    assert "params/squad_head" not in nli_only
+    _, squad_only = start(tiny_data, tmp_path / "squad", "steps_nli=0", "max_steps=4")
+    assert squad_only["steps/squad"] == 4 and "best/squad/dev/acc" in squad_only
+
+
+def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_data, tmp_path):
+    extra = ("dropout=0.2", "max_steps=17", "checkpoint_every=4")  # dropout: the RNG state must resume too
+    straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)
+    # Killed after step 7: steps 6 and 7 were trained and logged, but the last checkpoint is from
+    # the evaluation that ends the first cycle, at step 5.
+    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, stop_after_step=7)
+    saved = torch.load(cut_dir / "checkpoints" / "latest.pt", weights_only=False)
+    assert saved["state"]["global_step"] == 5
+    assert max(r["global_step"] for r in read_metrics(cut_dir / "metrics.jsonl")) == 7
+    _, resumed = run.resume(cut_dir, progress=False)
+    assert resumed == straight
+    for name, key in (("encoder.pt", "encoder"), ("checkpoints/best.pt", "model")):
+        a = torch.load(straight_dir / name, weights_only=False)[key]
+        b = torch.load(cut_dir / name, weights_only=False)[key]
+        assert a.keys() == b.keys()
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+    assert without_timing(read_metrics(cut_dir / "metrics.jsonl")) == without_timing(
+        read_metrics(straight_dir / "metrics.jsonl")
+    )
+
+
+def test_resume_crosses_block_and_epoch_boundaries(tiny_data, tmp_path):
+    extra = ("max_steps=70", "checkpoint_every=6", "eval_every=20", "steps_nli=7", "steps_squad=5")
+    straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)
+    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, stop_after_step=33)  # NLI epoch 1 ends at 25
+    _, resumed = run.resume(cut_dir, progress=False)
+    assert resumed == straight
+    assert without_timing(read_metrics(cut_dir / "metrics.jsonl")) == without_timing(
+        read_metrics(straight_dir / "metrics.jsonl")
+    )
+
+
+def test_offline_wandb_run_holds_task_curves_and_phases(tiny_data, tmp_path):
+    run_dir, summary = start(tiny_data, tmp_path / "run", "wandb=offline")
+    (run_file,) = run_files(tmp_path)
+    records = by_kind(run_file)
+    (header,) = records["run"]
+    assert header.job_type == "train"
+    history = [
+        {"/".join(i.nested_key) or i.key: json.loads(i.value_json) for i in h.item}
+        for h in records["history"]
+    ]
+    keys = set().union(*history)
+    for key in (
+        "nli/train/loss",
+        "squad/train/loss",
+        "nli/train/acc",
+        "nli/lr",
+        "squad/grad_norm",
+        "nli/examples_per_s",
+        "nli/step",
+        "squad/step",
+        "nli/dev/acc",
+        "squad/dev/acc",
+    ):
+        assert key in keys, key
+    events = [h["phase/event"] for h in history if "phase/event" in h]
+    assert events.count("block_start") == 4 and events.count("block_end") == 4
+    assert "evaluation" in events and "checkpoint" in events
+    summary_items = {
+        "/".join(i.nested_key) or i.key: json.loads(i.value_json)
+        for s in records["summary"]
+        for i in s.update
+    }
+    assert summary_items["best/nli/dev/acc"] == summary["best/nli/dev/acc"]
+    assert summary_items["params/trainable"] == summary["params/trainable"]
+    artifacts = {(a.type, a.name) for a in records["artifact"]}
+    assert ("encoder", f"{run_dir.name}-encoder") in artifacts
+    assert ("checkpoint", f"{run_dir.name}-best") in artifacts
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_data, tmp_path, capsys):
+    code = main(
+        [
+            "train-multitask",
+            *args_for(
+                tiny_data,
+                tmp_path / "run",
+                "lr=1e30",
+                "max_grad_norm=0",
+                "checkpoint_every=1",
+                "max_steps=50",
+                "steps_squad=0",
+            ),
+        ]
+    )
+    (err,) = error_lines(capsys.readouterr().err)
+    assert code == 2
+    assert err.startswith("error: the nli loss became nan at step ")
+    assert "last good checkpoint is kept in" in err
+    step = int(err.split("at step ")[1].split()[0])
+    saved = torch.load(tmp_path / "run" / "checkpoints" / "latest.pt", weights_only=False)
+    assert saved["state"]["global_step"] == step - 1
+    assert all(torch.isfinite(v).all() for v in saved["model"].values() if v.is_floating_point())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["steps_nli=0", "steps_squad=0"], "steps_nli=0 and steps_squad=0: at least one task must train"),
+        (["batch_squad=0"], "batch_squad=0 must be 1 or more"),
+        (["step_nli=5"], "unknown key 'step_nli': did you mean 'steps_nli'?"),
+        (["schedule=random"], "schedule='random' is not valid: choose one of blocks, round_robin"),
+        (["preset=nope"], "unknown preset 'nope': choose one of cpu-small"),
+        (["nli_train_split=train_big"], "SNLI split 'train_big' not found in .*available: dev, test, train"),
+        (["snli=/nonexistent/snli"], "SNLI folder /nonexistent/snli does not exist: point snli=PATH"),
+        (
+            ["classifsquad=/nonexistent/cs", "vectors=/nonexistent/v.txt"],
+            "vectors file /nonexistent/v.txt does not",
+        ),
+    ],
+)
+def test_bad_settings_fail_with_one_line(tiny_data, tmp_path, capsys, args, message):
+    code = main(["train-multitask", *args_for(tiny_data, tmp_path / "run"), *args])
+    (err,) = error_lines(capsys.readouterr().err)
+    assert code == 2
+    assert re.match(f"error: {message}", err), err
+
+
+def test_resume_refuses_changes_and_finished_runs(tiny_data, tmp_path):
+    run_dir, _ = start(tiny_data, tmp_path / "run", "max_steps=3")
+    with pytest.raises(UserError, match="already finished"):
+        run.resume(run_dir, progress=False)
+    with pytest.raises(UserError, match="only device= and wandb= may change, not 'lr=1'"):
+        run.resume(run_dir, overrides=["lr=1"], progress=False)
+    with pytest.raises(UserError, match="run folder .* already exists: choose another out= or resume="):
+        start(tiny_data, run_dir)
+    with pytest.raises(UserError, match="is not a run folder"):
+        run.resume(tmp_path, progress=False)
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_every_preset_validates(name):
+    config = run.config_from_args([f"preset={name}", "steps_nli=7"])
+    assert config.run.name == name and config.schedule.steps_nli == 7
+    assert preset_overrides(name)
