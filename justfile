@@ -26,3 +26,7 @@ lint:
 # multitask training (e.g. steps_nli=1000 steps_squad=500, preset=cpu-small, resume=runs/<run>)
 train-multitask *args:
     {{python}} -m mtl train-multitask "$@"
+
+# ms per NLI/SQuAD step of every encoder vs a bare nn.LSTM floor (e.g. only="bilstm 512" steps=10)
+bench-train *args:
+    {{python}} -m mtl bench-train "$@"

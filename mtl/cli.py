@@ -41,6 +41,13 @@ def bench_build(args: Sequence[str]) -> None:
     print(bench.report(bench.run(config), config))
 
 
+def bench_train(args: Sequence[str]) -> None:
+    from mtl.bench import train as bench
+
+    config = apply_overrides(bench.BenchTrainConfig(), args)
+    print(bench.report(bench.run(config)))
+
+
 def train_multitask(args: Sequence[str]) -> None:
     from mtl.train import run
 
@@ -71,6 +78,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], None]] = {
     "build-classifsquad": build_classifsquad,
     "bench-build": bench_build,
     "train-multitask": train_multitask,
+    "bench-train": bench_train,
 }
 
 

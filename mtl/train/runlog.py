@@ -43,3 +43,15 @@ def _jsonable(value: Any) -> Any:
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
+
+
+class NullLog:
+    """A RunLog that keeps nothing (benchmarks time steps without writing)."""
+
+    position = 0
+
+    def log(self, record: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
