@@ -30,3 +30,7 @@ train-multitask *args:
 # ms per NLI/SQuAD step of every encoder vs a bare nn.LSTM floor (e.g. only="bilstm 512" steps=10)
 bench-train *args:
     {{python}} -m mtl bench-train "$@"
+
+# SentEval-style transfer evaluation (e.g. run=runs/<run> tasks=MR,CR mode=fast, or baseline=glove-bow)
+transfer *args:
+    {{python}} -m mtl transfer "$@"

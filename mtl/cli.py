@@ -48,6 +48,15 @@ def bench_train(args: Sequence[str]) -> None:
     print(bench.report(bench.run(config)))
 
 
+def transfer(args: Sequence[str]) -> None:
+    from mtl.eval.transfer import suite
+
+    config = apply_overrides(suite.TransferConfig(), args)
+    out, report = suite.run(config)
+    print(suite.markdown(report))
+    print(f"written to {out / 'transfer.json'} and {out / 'transfer.md'}")
+
+
 def train_multitask(args: Sequence[str]) -> None:
     from mtl.train import run
 
@@ -79,6 +88,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], None]] = {
     "bench-build": bench_build,
     "train-multitask": train_multitask,
     "bench-train": bench_train,
+    "transfer": transfer,
 }
 
 

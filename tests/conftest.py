@@ -6,6 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dataset_builders.classifsquad import BuildConfig, build, squad_texts
+from dataset_builders.squad import load_squad
+from mtl.text import Tokenizer
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -39,3 +43,27 @@ def write_glove(path: Path, words, dim: int = 4, seed: int = 0) -> Path:
     lines = [f"{word} {' '.join(f'{x:.5f}' for x in rng.normal(size=dim))}" for word in words]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory):
+    """GloVe-format vectors for the fixture words, and a tiny ClassifSQuAD built from squad_tiny."""
+    root = tmp_path_factory.mktemp("tiny-data")
+    texts = [t for split in load_squad(str(FIXTURES / "squad_tiny")).values() for t in squad_texts(split)]
+    for split in ("train", "dev", "test"):
+        for prefix in ("s1", "s2"):
+            texts += (FIXTURES / "snli_tiny" / f"{prefix}.{split}").read_text().splitlines()
+    words = sorted({w for tokens in Tokenizer().tokenize(texts) for w in tokens})
+    # Half the words lack a vector; "unused" has one but appears in no training sentence.
+    vectors = write_glove(root / "tiny.8d.txt", words[::2] + ["unused"], dim=8)
+    build(
+        BuildConfig(
+            squad=str(FIXTURES / "squad_tiny"),
+            vectors=str(vectors),
+            out=str(root / "classifsquad"),
+            max_oov=100,
+            max_negatives_per_question=4,
+            wandb="disabled",
+        )
+    )
+    return {"vectors": vectors, "classifsquad": root / "classifsquad"}

@@ -6,44 +6,16 @@ import datasets
 import pytest
 import torch
 
-from dataset_builders.classifsquad import BuildConfig, build, squad_texts
-from dataset_builders.squad import load_squad
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.text import Tokenizer
 from mtl.train import run
 from mtl.train.presets import preset_names, preset_overrides
 from mtl.train.runlog import read_metrics
 
-from .conftest import FIXTURES, write_glove
+from .conftest import FIXTURES
 from .wandb_file import by_kind, run_files
 
 TIMING = ("examples_per_s", "seconds")
-
-
-@pytest.fixture(scope="session")
-def tiny_data(tmp_path_factory):
-    """GloVe-format vectors for the fixture words, and a tiny ClassifSQuAD built from squad_tiny."""
-    root = tmp_path_factory.mktemp("tiny-data")
-    texts = [t for split in load_squad(str(FIXTURES / "squad_tiny")).values() for t in squad_texts(split)]
-    for split in ("train", "dev", "test"):
-        for prefix in ("s1", "s2"):
-            texts += (FIXTURES / "snli_tiny" / f"{prefix}.{split}").read_text().splitlines()
-    words = sorted({w for tokens in Tokenizer().tokenize(texts) for w in tokens})
-    vectors = write_glove(
-        root / "tiny.8d.txt", words[::2] + ["unused"], dim=8
-    )  # half the words lack a vector
-    build(
-        BuildConfig(
-            squad=str(FIXTURES / "squad_tiny"),
-            vectors=str(vectors),
-            out=str(root / "classifsquad"),
-            max_oov=100,
-            max_negatives_per_question=4,
-            wandb="disabled",
-        )
-    )
-    return {"vectors": vectors, "classifsquad": root / "classifsquad"}
 
 
 def args_for(tiny_data, out: Path, *extra: str) -> list[str]:

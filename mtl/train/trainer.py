@@ -367,7 +367,7 @@ class Trainer:
                 {
                     "model": self.model.state_dict(),
                     "best": state["best"],
-                    "config": _config_dict(self.config),
+                    **self._encoder_metadata(),
                 },
                 self.checkpoint_dir / "best.pt",
             )
@@ -393,9 +393,16 @@ class Trainer:
                 "state": self.state,
                 "torch_rng": torch.get_rng_state(),
                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-                "config": _config_dict(self.config),
+                **self._encoder_metadata(),
             },
             self.checkpoint_dir / "latest.pt",
+        )
+        self.tracker.log_artifact(
+            f"{self.run_dir.name}-latest",
+            "checkpoint",
+            self.checkpoint_dir / "latest.pt",
+            metadata={"global_step": self.state["global_step"]},
+            reference=True,
         )
 
     def restore(self) -> None:
@@ -442,15 +449,15 @@ class Trainer:
     def export_encoder(self, path: Path) -> None:
         """What `load_encoder` needs: config, vocabulary and encoder weights (embeddings included)."""
         checkpoint.save(
-            {
-                "format": 1,
-                "config": _config_dict(self.config),
-                "vocabulary": self.data.vocabulary.words,
-                "vectors": str(self.data.vectors_path),
-                "encoder": self.model.encoder.state_dict(),
-            },
-            path,
+            {"format": 1, **self._encoder_metadata(), "encoder": self.model.encoder.state_dict()}, path
         )
+
+    def _encoder_metadata(self) -> dict[str, Any]:
+        return {
+            "config": _config_dict(self.config),
+            "vocabulary": self.data.vocabulary.words,
+            "vectors": str(self.data.vectors_path),
+        }
 
     def _catch_interrupts(self):
         """First Ctrl-C: finish the step, checkpoint, stop. Second: stop at once."""

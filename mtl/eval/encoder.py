@@ -1,0 +1,176 @@
+"""Sentence embeddings out of a run: `load_encoder(run).encode(sentences)`, plus baselines.
+
+Words the encoder never saw in training take their GloVe vector when the vectors file has
+one (vocabulary expansion, as Skip-Thought does with a learned map; frozen GloVe inputs
+make it a plain lookup here), else the unknown vector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from mtl.config import from_dict
+from mtl.device import resolve_device
+from mtl.errors import UserError
+from mtl.models.encoders import build_encoder
+from mtl.models.encoders.base import Encoder, EncoderConfig, frozen_embedding
+from mtl.text import Tokenizer, load_vectors
+from mtl.text.vocab import UNK, Vocabulary
+from mtl.train.checkpoint import load
+from mtl.train.config import TrainConfig
+
+
+class SentenceEncoder:
+    """A trained (or baseline) encoder with its tokenizer and vocabulary."""
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        vocabulary: Vocabulary,
+        tokenizer: Tokenizer,
+        vectors: str | None,
+        device: torch.device,
+        name: str,
+    ):
+        self.encoder = encoder.to(device).eval()
+        self.vocabulary, self.tokenizer, self.vectors, self.device, self.name = (
+            vocabulary,
+            tokenizer,
+            vectors,
+            device,
+            name,
+        )
+
+    @property
+    def dim(self) -> int:
+        return self.encoder.output_dim
+
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 128,
+        pooling: str | None = None,
+        progress: bool = True,
+    ) -> np.ndarray:
+        """(N, D) float32 embeddings in input order; batches are formed by length."""
+        tokens = self.tokenizer.tokenize(list(sentences))
+        self.expand_vocabulary({word for words in tokens for word in words})
+        ids = [
+            self.vocabulary.ids(words) if words else np.array([self.vocabulary.index[UNK]])
+            for words in tokens
+        ]
+        lengths = np.array([len(i) for i in ids])
+        order = np.argsort(-lengths, kind="stable")
+        out = np.zeros((len(ids), pooled_width(self.encoder, pooling)), dtype=np.float32)
+        saved_pooling = getattr(self.encoder, "pooling", None)
+        if pooling is not None:
+            self.encoder.pooling = pooling
+        try:
+            with torch.inference_mode():
+                for start in tqdm(
+                    range(0, len(ids), batch_size),
+                    desc=f"encode ({self.name})",
+                    disable=not progress,
+                    unit="batch",
+                ):
+                    chosen = order[start : start + batch_size]
+                    batch = np.zeros((len(chosen), lengths[chosen].max()), dtype=np.int64)
+                    for row, index in enumerate(chosen):
+                        batch[row, : lengths[index]] = ids[index]
+                    embedded = self.encoder(
+                        torch.from_numpy(batch).to(self.device),
+                        torch.from_numpy(lengths[chosen]).to(self.device),
+                    )
+                    out[chosen] = embedded.float().cpu().numpy()
+        finally:
+            if pooling is not None:
+                self.encoder.pooling = saved_pooling
+        return out
+
+    def expand_vocabulary(self, words: set[str]) -> int:
+        """Add the words that have a GloVe vector; return how many were added."""
+        unseen = {w for w in words if w not in self.vocabulary.index}
+        if not unseen or not self.vectors or not Path(self.vectors).is_file():
+            return 0
+        found = load_vectors(self.vectors, unseen)
+        if not len(found):
+            return 0
+        old = self.encoder.embedding.weight
+        matrix = torch.cat([old, torch.from_numpy(found.matrix).to(old.device, old.dtype)])
+        self.encoder.embedding = frozen_embedding(matrix)
+        self.vocabulary = Vocabulary(self.vocabulary.words[2:] + found.words)
+        return len(found)
+
+
+def pooled_width(encoder: Encoder, pooling: str | None) -> int:
+    if pooling is None:
+        return encoder.output_dim
+    base = encoder.output_dim // (2 if encoder.pooling == "max+mean" else 1)
+    return 2 * base if pooling == "max+mean" else base
+
+
+def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
+    """From a run folder (its encoder.pt) or a checkpoint file (encoder.pt, best.pt, latest.pt)."""
+    path = Path(path).expanduser()
+    file = path / "encoder.pt" if path.is_dir() else path
+    if path.is_dir() and not file.is_file() and (path / "checkpoints" / "best.pt").is_file():
+        file = path / "checkpoints" / "best.pt"
+    if not file.is_file():
+        raise UserError(
+            f"{path} holds no encoder (encoder.pt or checkpoints/best.pt): train it first, or finish it "
+            f"with `just train-multitask resume={path}`"
+        )
+    saved = load(file, "cpu")
+    if "vocabulary" not in saved:
+        raise UserError(f"{file} holds no vocabulary: it is not an encoder or checkpoint written by mtl")
+    config = from_dict(TrainConfig, saved["config"])
+    state = saved.get("encoder") or {
+        k.removeprefix("encoder."): v for k, v in saved["model"].items() if k.startswith("encoder.")
+    }
+    encoder = build_encoder(frozen_embedding(state["embedding.weight"]), config.model)
+    encoder.load_state_dict(state)
+    return SentenceEncoder(
+        encoder,
+        Vocabulary(saved["vocabulary"]),
+        Tokenizer(config.data.lowercase),
+        saved.get("vectors"),
+        resolve_device(device),
+        name=path.name,
+    )
+
+
+class BagOfVectors(Encoder):
+    """The average of a sentence's word vectors (words without one are left out)."""
+
+    def __init__(self, embedding):
+        super().__init__(embedding)
+        self.pooling = "mean"
+        self.output_dim = embedding.embedding_dim
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        known = tokens > 1  # neither padding nor the unknown word
+        summed = (self.embedding(tokens) * known[:, :, None]).sum(dim=1)
+        return summed / known.sum(dim=1, keepdim=True).clamp(min=1)
+
+
+def baseline_encoder(
+    name: str, vectors: str, hidden: int = 2048, seed: int = 1234, device: str = "auto"
+) -> SentenceEncoder:
+    """`glove-bow` (average of GloVe vectors) or `random-bilstm` (untrained BiLSTM-max, 000_ Table 4)."""
+    dim = load_vectors(vectors, ["the"]).dim
+    torch.manual_seed(seed)
+    embedding = frozen_embedding(torch.zeros(2, dim))
+    if name == "glove-bow":
+        encoder: Encoder = BagOfVectors(embedding)
+    elif name == "random-bilstm":
+        encoder = build_encoder(embedding, EncoderConfig(encoder="bilstm", hidden=hidden, pooling="max"))
+    else:
+        raise UserError(f"unknown baseline {name!r}: choose one of glove-bow, random-bilstm")
+    return SentenceEncoder(
+        encoder, Vocabulary([]), Tokenizer(lowercase=True), vectors, resolve_device(device), name
+    )

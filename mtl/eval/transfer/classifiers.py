@@ -1,0 +1,180 @@
+"""SentEval's evaluation protocols (Conneau & Kiela 2018) over fixed sentence embeddings.
+
+Classification: logistic regression (scikit-learn) with the L2 penalty C chosen from a
+grid, by inner cross-validation on each training fold (k-fold tasks, TREC, MRPC) or on the
+dev set (SST, SICK-E). Relatedness (SICK-R, STS-B): a softmax over the integer scores
+fitted to the Tai et al. (2015) target distribution, early-stopped on dev Pearson.
+STS: cosine similarity against the gold scores.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.stats import pearsonr, spearmanr
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import f1_score
+from sklearn.model_selection import StratifiedKFold
+
+
+@dataclass(frozen=True)
+class Protocol:
+    folds: int = 10
+    inner_folds: int = 10
+    penalties: tuple[float, ...] = tuple(2.0**t for t in range(-2, 4))  # SentEval's LogReg grid
+    max_iter: int = 500
+    relatedness_epochs: int = 100
+    tenacity: int = 5
+    seed: int = 1111
+
+    @classmethod
+    def fast(cls) -> Protocol:
+        """SentEval's prototyping settings: 5 folds, fewer penalties and epochs."""
+        return cls(
+            folds=5, inner_folds=3, penalties=(0.5, 2.0, 8.0), max_iter=200, relatedness_epochs=20, tenacity=3
+        )
+
+
+def _fit(x: np.ndarray, y: np.ndarray, penalty: float, protocol: Protocol) -> LogisticRegression:
+    model = LogisticRegression(C=penalty, max_iter=protocol.max_iter, random_state=protocol.seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return model.fit(x, y)
+
+
+def best_penalty_by_cv(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> float:
+    folds = StratifiedKFold(protocol.inner_folds, shuffle=True, random_state=protocol.seed)
+    scores = {
+        c: np.mean([_fit(x[tr], y[tr], c, protocol).score(x[te], y[te]) for tr, te in folds.split(x, y)])
+        for c in protocol.penalties
+    }
+    return max(protocol.penalties, key=lambda c: scores[c])  # first of the best on ties
+
+
+def cross_validated_accuracy(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> float:
+    """Mean test accuracy over `folds` outer folds, C tuned inside each training fold."""
+    folds = StratifiedKFold(protocol.folds, shuffle=True, random_state=protocol.seed)
+    accuracies = []
+    for train, test in folds.split(x, y):
+        penalty = best_penalty_by_cv(x[train], y[train], protocol)
+        accuracies.append(_fit(x[train], y[train], penalty, protocol).score(x[test], y[test]))
+    return float(np.mean(accuracies))
+
+
+def train_test_accuracy(x_train, y_train, x_test, y_test, protocol: Protocol) -> dict[str, float]:
+    """C by cross-validation on train, then accuracy (and F1 of class 1) on test."""
+    penalty = best_penalty_by_cv(x_train, y_train, protocol)
+    predicted = _fit(x_train, y_train, penalty, protocol).predict(x_test)
+    return {
+        "acc": float((predicted == y_test).mean()),
+        "f1": float(f1_score(y_test, predicted, average="binary"))
+        if len(np.unique(y_train)) == 2
+        else float("nan"),
+    }
+
+
+def dev_tuned_accuracy(
+    x_train, y_train, x_dev, y_dev, x_test, y_test, protocol: Protocol
+) -> dict[str, float]:
+    scores = {c: _fit(x_train, y_train, c, protocol).score(x_dev, y_dev) for c in protocol.penalties}
+    penalty = max(protocol.penalties, key=lambda c: scores[c])
+    return {
+        "acc": float(_fit(x_train, y_train, penalty, protocol).score(x_test, y_test)),
+        "dev_acc": scores[penalty],
+    }
+
+
+def score_distribution(scores: np.ndarray, low: float, high: float) -> np.ndarray:
+    """Tai et al. (2015): y between integers i and i+1 puts mass i+1-y on i and y-i on i+1."""
+    classes = int(round(high - low)) + 1
+    shifted = np.clip(np.asarray(scores, dtype=np.float64) - low, 0, classes - 1)
+    floor = np.minimum(np.floor(shifted).astype(int), classes - 2)
+    target = np.zeros((len(shifted), classes))
+    target[np.arange(len(shifted)), floor] = floor + 1 - shifted
+    target[np.arange(len(shifted)), floor + 1] = shifted - floor
+    return target
+
+
+def relatedness(
+    x_train, y_train, x_dev, y_dev, x_test, y_test, score_range: tuple[float, float], protocol: Protocol
+) -> dict[str, float]:
+    """Pearson and Spearman on test of the expected score, early-stopped on dev Pearson."""
+    low, high = score_range
+    target = torch.from_numpy(score_distribution(y_train, low, high)).float()
+    torch.manual_seed(protocol.seed)
+    model = torch.nn.Linear(x_train.shape[1], target.shape[1])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    values = torch.arange(target.shape[1], dtype=torch.float32) + low
+    xs = {
+        name: torch.from_numpy(np.asarray(x, dtype=np.float32))
+        for name, x in (("train", x_train), ("dev", x_dev), ("test", x_test))
+    }
+
+    def predict(x: torch.Tensor) -> np.ndarray:
+        with torch.no_grad():
+            return (model(x).softmax(dim=-1) @ values).numpy()
+
+    generator = torch.Generator().manual_seed(protocol.seed)
+    best, best_state, patience = -np.inf, None, protocol.tenacity
+    for _ in range(protocol.relatedness_epochs):
+        for batch in torch.randperm(len(target), generator=generator).split(64):
+            optimizer.zero_grad()
+            log_probs = model(xs["train"][batch]).log_softmax(dim=-1)
+            torch.nn.functional.kl_div(log_probs, target[batch], reduction="batchmean").backward()
+            optimizer.step()
+        dev = pearsonr(predict(xs["dev"]), y_dev).statistic
+        if dev > best:
+            best, best_state, patience = (
+                dev,
+                {k: v.clone() for k, v in model.state_dict().items()},
+                protocol.tenacity,
+            )
+        else:
+            patience -= 1
+            if patience == 0:
+                break
+    model.load_state_dict(best_state)
+    predicted = predict(xs["test"])
+    return {
+        "pearson": float(pearsonr(predicted, y_test).statistic),
+        "spearman": float(spearmanr(predicted, y_test).statistic),
+        "dev_pearson": float(best),
+    }
+
+
+def cosine(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1)
+    return (u * v).sum(axis=1) / np.maximum(norms, 1e-12)
+
+
+def sts_scores(subsets: dict[str, tuple[np.ndarray, np.ndarray, Sequence[float]]]) -> dict[str, float]:
+    """Per-subset Pearson/Spearman of cosine vs gold, their mean and their size-weighted mean."""
+    results, sizes = {}, {}
+    for name, (u, v, gold) in subsets.items():
+        similarity = cosine(u, v)
+        results[f"{name}/pearson"] = float(pearsonr(similarity, gold).statistic)
+        results[f"{name}/spearman"] = float(spearmanr(similarity, gold).statistic)
+        sizes[name] = len(gold)
+    total = sum(sizes.values())
+    for metric in ("pearson", "spearman"):
+        values = [results[f"{name}/{metric}"] for name in subsets]
+        results[f"all/{metric}"] = float(np.mean(values))
+        results[f"all/{metric}_weighted"] = float(
+            sum(results[f"{n}/{metric}"] * sizes[n] for n in subsets) / total
+        )
+    return results
+
+
+def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """[u, v, |u-v|, u*v], the inference-task features of SentEval (paper Section 4)."""
+    return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
+
+
+def relatedness_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """[|u-v|, u*v], what SentEval's relatedness evaluation feeds its classifier."""
+    return np.concatenate([np.abs(u - v), u * v], axis=1)

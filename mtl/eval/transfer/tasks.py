@@ -1,0 +1,228 @@
+"""Readers for the SentEval transfer tasks, in the layout SentEval's download script makes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mtl.errors import UserError
+
+
+@dataclass
+class Split:
+    sentences: list[list[str]]  # one list per sentence position: [texts] or [texts_a, texts_b]
+    labels: list  # class ids, or scores for relatedness and STS
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+@dataclass
+class TransferTask:
+    name: str
+    kind: (
+        str  # "cv" (k-fold), "trec" (CV on train, test on test), "dev" (train/dev/test), "relatedness", "sts"
+    )
+    splits: dict[str, Split] = field(default_factory=dict)  # train/dev/test, or one per STS subset
+    score_range: tuple[float, float] | None = None
+
+
+def _lines(path: Path, encoding: str = "utf-8") -> list[str]:
+    if not path.is_file():
+        raise UserError(
+            f"transfer data file {path} is missing: point data=PATH at SentEval's downstream folder"
+        )
+    return path.read_text(encoding=encoding, errors="replace").splitlines()
+
+
+def _malformed(path: Path, number: int, expected: str) -> UserError:
+    return UserError(f"line {number} of transfer data file {path} is malformed: expected {expected}")
+
+
+def _binary(folder: Path, positive: str, negative: str, name: str) -> TransferTask:
+    texts, labels = [], []
+    for label, file in ((1, positive), (0, negative)):
+        # Every line is an example, blank ones too (a few in CR and MPQA), as in SentEval.
+        lines = [line.strip() for line in _lines(folder / file, "latin-1")]
+        texts += lines
+        labels += [label] * len(lines)
+    return TransferTask(name, "cv", {"all": Split([texts], labels)})
+
+
+def read_mr(root: Path) -> TransferTask:
+    return _binary(root / "MR", "rt-polarity.pos", "rt-polarity.neg", "MR")
+
+
+def read_cr(root: Path) -> TransferTask:
+    return _binary(root / "CR", "custrev.pos", "custrev.neg", "CR")
+
+
+def read_subj(root: Path) -> TransferTask:
+    return _binary(root / "SUBJ", "subj.objective", "subj.subjective", "SUBJ")
+
+
+def read_mpqa(root: Path) -> TransferTask:
+    return _binary(root / "MPQA", "mpqa.pos", "mpqa.neg", "MPQA")
+
+
+def _sst(root: Path, fine: bool) -> TransferTask:
+    folder = root / "SST" / ("fine" if fine else "binary")
+    splits = {}
+    for split in ("train", "dev", "test"):
+        path = folder / f"sentiment-{split}"
+        texts, labels = [], []
+        for number, line in enumerate(_lines(path), start=1):
+            if not line.strip():
+                continue
+            if fine:
+                label, _, text = line.partition(" ")
+            else:
+                text, _, label = line.rpartition("\t")
+            if not label.strip().isdigit():
+                raise _malformed(path, number, "a sentence and a class number")
+            texts.append(text.strip())
+            labels.append(int(label))
+        splits[split] = Split([texts], labels)
+    return TransferTask("SST5" if fine else "SST2", "dev", splits)
+
+
+def read_sst2(root: Path) -> TransferTask:
+    return _sst(root, fine=False)
+
+
+def read_sst5(root: Path) -> TransferTask:
+    return _sst(root, fine=True)
+
+
+def read_trec(root: Path) -> TransferTask:
+    splits, classes = {}, {}
+    for split, file in (("train", "train_5500.label"), ("test", "TREC_10.label")):
+        path = root / "TREC" / file
+        texts, labels = [], []
+        for number, line in enumerate(_lines(path, "latin-1"), start=1):
+            if not line.strip():
+                continue
+            target, _, text = line.partition(" ")
+            if ":" not in target or not text:
+                raise _malformed(path, number, "COARSE:fine question")
+            labels.append(classes.setdefault(target.split(":")[0], len(classes)))
+            texts.append(text.strip())
+        splits[split] = Split([texts], labels)
+    return TransferTask("TREC", "trec", splits)
+
+
+def read_mrpc(root: Path) -> TransferTask:
+    splits = {}
+    for split in ("train", "test"):
+        path = root / "MRPC" / f"msr_paraphrase_{split}.txt"
+        rows = _tsv(path, columns=5)
+        splits[split] = Split([[r[3] for r in rows], [r[4] for r in rows]], [int(r[0]) for r in rows])
+    return TransferTask("MRPC", "trec", splits)
+
+
+def _tsv(path: Path, columns: int, header: bool = True) -> list[list[str]]:
+    lines = _lines(path, "utf-8-sig")[1 if header else 0 :]
+    rows = []
+    for number, line in enumerate(lines, start=2 if header else 1):
+        if not line.strip():
+            continue
+        row = line.split("\t")
+        if len(row) < columns:
+            raise _malformed(path, number, f"{columns} tab-separated fields")
+        rows.append(row)
+    return rows
+
+
+SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+SICK_LABELS = {"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2}
+
+
+def _sick_rows(root: Path) -> dict[str, list[list[str]]]:
+    return {split: _tsv(root / "SICK" / file, columns=5) for split, file in SICK_FILES.items()}
+
+
+def read_sick_e(root: Path) -> TransferTask:
+    splits = {}
+    for split, rows in _sick_rows(root).items():
+        splits[split] = Split(
+            [[r[1] for r in rows], [r[2] for r in rows]], [SICK_LABELS[r[4].strip()] for r in rows]
+        )
+    return TransferTask("SICK-E", "dev", splits)
+
+
+def read_sick_r(root: Path) -> TransferTask:
+    splits = {
+        split: Split([[r[1] for r in rows], [r[2] for r in rows]], [float(r[3]) for r in rows])
+        for split, rows in _sick_rows(root).items()
+    }
+    return TransferTask("SICK-R", "relatedness", splits, score_range=(1.0, 5.0))
+
+
+def read_stsb(root: Path) -> TransferTask:
+    splits = {}
+    for split in ("train", "dev", "test"):
+        path = root / "STS" / "STSBenchmark" / f"sts-{split}.csv"
+        rows = []
+        for number, line in enumerate(_lines(path), start=1):
+            fields = line.split("\t")
+            if len(fields) < 7:
+                raise _malformed(
+                    path, number, "7 tab-separated fields (genre, file, year, id, score, s1, s2)"
+                )
+            rows.append(fields)
+        splits[split] = Split([[r[5] for r in rows], [r[6] for r in rows]], [float(r[4]) for r in rows])
+    return TransferTask("STS-B", "relatedness", splits, score_range=(0.0, 5.0))
+
+
+def _read_sts(year: int) -> Callable[[Path], TransferTask]:
+    def read(root: Path) -> TransferTask:
+        folder = root / "STS" / f"STS{year % 100}-en-test"
+        if not folder.is_dir():
+            raise UserError(
+                f"transfer data folder {folder} is missing: point data=PATH at SentEval's downstream folder"
+            )
+        splits = {}
+        # Subsets whose inputs are absent (STS13 SMT, under licence) are skipped, as SentEval does.
+        for inputs in sorted(folder.glob("STS.input.*.txt")):
+            subset = inputs.name.removeprefix("STS.input.").removesuffix(".txt")
+            gold = _lines(folder / f"STS.gs.{subset}.txt")
+            pairs = _lines(inputs)
+            if len(gold) != len(pairs):
+                raise UserError(f"{inputs} has {len(pairs)} lines but its gold file has {len(gold)}")
+            a, b, scores = [], [], []
+            for number, (pair, score) in enumerate(zip(pairs, gold, strict=True), start=1):
+                if not score.strip():
+                    continue  # unscored pairs are not part of the evaluation
+                fields = pair.split("\t")
+                if len(fields) < 2:
+                    raise _malformed(inputs, number, "two tab-separated sentences")
+                a.append(fields[0])
+                b.append(fields[1])
+                scores.append(float(score))
+            splits[subset] = Split([a, b], scores)
+        return TransferTask(f"STS{year % 100}", "sts", splits)
+
+    return read
+
+
+READERS: dict[str, Callable[[Path], TransferTask]] = {
+    "MR": read_mr,
+    "CR": read_cr,
+    "SUBJ": read_subj,
+    "MPQA": read_mpqa,
+    "SST2": read_sst2,
+    "SST5": read_sst5,
+    "TREC": read_trec,
+    "MRPC": read_mrpc,
+    "SICK-E": read_sick_e,
+    "SICK-R": read_sick_r,
+    "STS-B": read_stsb,
+    **{f"STS{year % 100}": _read_sts(year) for year in range(2012, 2017)},
+}
+
+
+def read_task(name: str, root: Path) -> TransferTask:
+    if name not in READERS:
+        raise UserError(f"unknown transfer task {name!r}: choose from {', '.join(READERS)}")
+    return READERS[name](root)

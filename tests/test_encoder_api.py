@@ -1,0 +1,126 @@
+import json
+
+import numpy as np
+import pytest
+
+from mtl import load_encoder
+from mtl.cli import main
+from mtl.errors import UserError
+from mtl.eval.encoder import baseline_encoder
+from mtl.text import load_vectors
+from mtl.train import run
+
+from .conftest import FIXTURES
+
+SENTENCES = [
+    "A man is playing a guitar .",
+    "Two dogs run through the snow in a very large park today .",
+    "unused",
+    "",
+    "The crowd watched the band play on the stage .",
+]
+
+
+@pytest.fixture(scope="module")
+def trained_run(tiny_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("encoder-run") / "run"
+    args = [
+        f"snli={FIXTURES / 'snli_tiny'}",
+        f"classifsquad={tiny_data['classifsquad']}",
+        f"vectors={tiny_data['vectors']}",
+        f"out={out}",
+        "hidden=8",
+        "head_hidden=16",
+        "steps_nli=3",
+        "steps_squad=2",
+        "batch_nli=8",
+        "batch_squad=4",
+        "max_steps=10",
+        "wandb=disabled",
+        "pooling=max+mean",
+    ]
+    run.start(run.config_from_args(args), progress=False)
+    return out
+
+
+def test_encode_keeps_input_order_and_ignores_batch_size(trained_run):
+    encoder = load_encoder(trained_run)
+    embeddings = encoder.encode(SENTENCES, batch_size=2, progress=False)
+    assert embeddings.shape == (len(SENTENCES), encoder.dim) == (5, 32)
+    assert embeddings.dtype == np.float32
+    reversed_ = encoder.encode(SENTENCES[::-1], batch_size=64, progress=False)
+    np.testing.assert_allclose(reversed_[::-1], embeddings, rtol=1e-5, atol=1e-6)
+    one_by_one = np.concatenate([encoder.encode([s], batch_size=1, progress=False) for s in SENTENCES])
+    np.testing.assert_allclose(one_by_one, embeddings, rtol=1e-5, atol=1e-6)
+
+
+def test_saved_encoder_and_best_checkpoint_give_the_same_embeddings(trained_run):
+    from_export = load_encoder(trained_run / "encoder.pt").encode(SENTENCES, progress=False)
+    from_checkpoint = load_encoder(trained_run / "checkpoints" / "best.pt").encode(SENTENCES, progress=False)
+    np.testing.assert_array_equal(from_export, from_checkpoint)
+
+
+def test_pooling_can_be_chosen_at_encode_time(trained_run):
+    encoder = load_encoder(trained_run)
+    both = encoder.encode(SENTENCES, pooling="max+mean", progress=False)
+    only_max = encoder.encode(SENTENCES, pooling="max", progress=False)
+    np.testing.assert_allclose(only_max, both[:, :16], rtol=1e-5, atol=1e-6)
+    assert encoder.encode(SENTENCES, pooling="mean", progress=False).shape == (5, 16)
+    assert encoder.dim == 32  # the trained pooling is back
+
+
+def test_unseen_words_take_their_glove_vector(trained_run, tiny_data):
+    encoder = load_encoder(trained_run)
+    assert "unused" not in encoder.vocabulary.index
+    encoder.encode(["unused"], progress=False)
+    row = encoder.vocabulary.index["unused"]
+    expected = load_vectors(tiny_data["vectors"], ["unused"]).matrix[0]
+    np.testing.assert_allclose(encoder.encoder.embedding.weight[row].numpy(), expected)
+    unknown = load_encoder(trained_run)
+    unknown.vectors = None  # no vectors file: the word stays unknown
+    assert not np.allclose(
+        unknown.encode(["unused"], progress=False), encoder.encode(["unused"], progress=False)
+    )
+
+
+def test_glove_bag_of_vectors_baseline(tiny_data):
+    bow = baseline_encoder("glove-bow", str(tiny_data["vectors"]), device="cpu")
+    vectors = load_vectors(tiny_data["vectors"])
+    words = ["a", "man", "is", "playing", "a", "guitar", "."]
+    expected = np.mean([vectors.matrix[vectors.index[w]] for w in words if w in vectors], axis=0)
+    np.testing.assert_allclose(
+        bow.encode(["A man is playing a guitar ."], progress=False)[0], expected, rtol=1e-5
+    )
+    random = baseline_encoder("random-bilstm", str(tiny_data["vectors"]), hidden=6, device="cpu")
+    assert random.encode(SENTENCES, progress=False).shape == (5, 12)
+
+
+def test_a_folder_without_an_encoder_is_an_error(tmp_path):
+    with pytest.raises(UserError, match="holds no encoder"):
+        load_encoder(tmp_path)
+
+
+def test_transfer_command_on_real_data(shared_data, tiny_data, tmp_path, capsys):
+    out = tmp_path / "baseline"
+    code = main(
+        [
+            "transfer",
+            "baseline=glove-bow",
+            "tasks=MR,SICK-E,SICK-R,STS14",
+            "mode=fast",
+            f"out={out}",
+            "wandb=offline",
+        ]
+    )
+    assert code == 0
+    report = json.loads((out / "transfer.json").read_text())
+    assert set(report["results"]) == {"MR", "SICK-E", "SICK-R", "STS14"}
+    assert report["dim"] == 50
+    assert 0.6 < report["results"]["MR"]["acc"] < 0.85
+    assert 0.2 < report["results"]["STS14"]["all/pearson"] < 0.8
+    assert "| glove-bow | 50 |" in (out / "transfer.md").read_text()
+    assert "| glove-bow | 50 |" in capsys.readouterr().out
+    assert main(["transfer", "tasks=MR"]) == 2
+    assert "give exactly one of run=runs/<run> and baseline=" in capsys.readouterr().err
+    assert main(["transfer", "baseline=glove-bow", "tasks=MR,XYZ"]) == 2
+    assert "unknown transfer task 'XYZ'" in capsys.readouterr().err
