@@ -34,3 +34,7 @@ bench-train *args:
 # SentEval-style transfer evaluation (e.g. run=runs/<run> tasks=MR,CR mode=fast, or baseline=glove-bow)
 transfer *args:
     {{python}} -m mtl transfer "$@"
+
+# wall time of the transfer suite, fast and standard, GloVe baseline and a 1024-d encoder
+bench-transfer *args:
+    {{python}} -m mtl bench-transfer "$@"

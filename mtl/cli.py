@@ -48,6 +48,13 @@ def bench_train(args: Sequence[str]) -> None:
     print(bench.report(bench.run(config)))
 
 
+def bench_transfer(args: Sequence[str]) -> None:
+    from mtl.bench import transfer as bench
+
+    config = apply_overrides(bench.BenchTransferConfig(), args)
+    print(bench.report(bench.run(config)))
+
+
 def transfer(args: Sequence[str]) -> None:
     from mtl.eval.transfer import suite
 
@@ -89,6 +96,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], None]] = {
     "train-multitask": train_multitask,
     "bench-train": bench_train,
     "transfer": transfer,
+    "bench-transfer": bench_transfer,
 }
 
 
