@@ -110,8 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        print(f"interrupted{': ' + str(interrupt) if str(interrupt) else ''}", file=sys.stderr)
         return 130
     return 0
 
