@@ -38,6 +38,28 @@ def seed() -> int:
     return 1234
 
 
+def args_for(tiny_data, out: Path, *extra: str) -> list[str]:
+    """Training arguments for a tiny, fast run on the fixtures."""
+    return [
+        f"snli={FIXTURES / 'snli_tiny'}",
+        f"classifsquad={tiny_data['classifsquad']}",
+        f"vectors={tiny_data['vectors']}",
+        f"out={out}",
+        "hidden=8",
+        "head_hidden=16",
+        "steps_nli=3",
+        "steps_squad=2",
+        "batch_nli=8",
+        "batch_squad=4",
+        "max_steps=10",
+        "checkpoint_every=3",
+        "wandb=disabled",
+        "transformer_heads=2",
+        "transformer_ffn=16",
+        *extra,
+    ]
+
+
 def write_glove(path: Path, words, dim: int = 4, seed: int = 0) -> Path:
     rng = np.random.default_rng(seed)
     lines = [f"{word} {' '.join(f'{x:.5f}' for x in rng.normal(size=dim))}" for word in words]

@@ -10,7 +10,7 @@ from mtl.eval.encoder import baseline_encoder
 from mtl.text import load_vectors
 from mtl.train import run
 
-from .conftest import FIXTURES
+from .conftest import args_for
 
 SENTENCES = [
     "A man is playing a guitar .",
@@ -24,21 +24,7 @@ SENTENCES = [
 @pytest.fixture(scope="module")
 def trained_run(tiny_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("encoder-run") / "run"
-    args = [
-        f"snli={FIXTURES / 'snli_tiny'}",
-        f"classifsquad={tiny_data['classifsquad']}",
-        f"vectors={tiny_data['vectors']}",
-        f"out={out}",
-        "hidden=8",
-        "head_hidden=16",
-        "steps_nli=3",
-        "steps_squad=2",
-        "batch_nli=8",
-        "batch_squad=4",
-        "max_steps=10",
-        "wandb=disabled",
-        "pooling=max+mean",
-    ]
+    args = args_for(tiny_data, out, "pooling=max+mean")
     run.start(run.config_from_args(args), progress=False)
     return out
 

@@ -1,6 +1,5 @@
 import json
 import re
-from pathlib import Path
 
 import datasets
 import pytest
@@ -12,31 +11,10 @@ from mtl.train import run
 from mtl.train.presets import preset_names, preset_overrides
 from mtl.train.runlog import read_metrics
 
-from .conftest import FIXTURES
+from .conftest import args_for
 from .wandb_file import by_kind, run_files
 
 TIMING = ("examples_per_s", "seconds")
-
-
-def args_for(tiny_data, out: Path, *extra: str) -> list[str]:
-    return [
-        f"snli={FIXTURES / 'snli_tiny'}",
-        f"classifsquad={tiny_data['classifsquad']}",
-        f"vectors={tiny_data['vectors']}",
-        f"out={out}",
-        "hidden=8",
-        "head_hidden=16",
-        "steps_nli=3",
-        "steps_squad=2",
-        "batch_nli=8",
-        "batch_squad=4",
-        "max_steps=10",
-        "checkpoint_every=3",
-        "wandb=disabled",
-        "transformer_heads=2",
-        "transformer_ffn=16",
-        *extra,
-    ]
 
 
 def start(tiny_data, out, *extra, stop_after_step=None):

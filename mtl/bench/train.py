@@ -108,11 +108,7 @@ def _lstm_floor(trainer: Trainer, task: str, batches: list, warmup: int) -> floa
     """Median seconds of a bare nn.LSTM forward+backward over the same sentences, padded."""
     encoder = trainer.model.encoder
     lstm = torch.nn.LSTM(
-        encoder.lstm.input_size,
-        encoder.lstm.hidden_size,
-        num_layers=encoder.lstm.num_layers,
-        bidirectional=True,
-        batch_first=True,
+        encoder.input_size, encoder.hidden, num_layers=encoder.layers, bidirectional=True, batch_first=True
     )
     examples, table = trainer.data.examples[task]["train"], trainer.data.table
     times = []
