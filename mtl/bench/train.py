@@ -139,8 +139,8 @@ def report(rows: list[dict]) -> str:
         "",
     ]
     for row in rows:
-        hidden = int(row["setting"].split()[1])
-        if row["setting"].startswith("bilstm ") and hidden in ORIGINAL_MS:
+        hidden = int(row["setting"].split()[1]) if row["setting"].startswith("bilstm ") else None
+        if hidden in ORIGINAL_MS:
             speedup = ORIGINAL_MS[hidden] / row["nli_ms"]
             ratio = row["nli_ms"] / row["nli_floor_ms"]
             ok = speedup >= SPEEDUP_TARGET and (hidden != 512 or ratio <= FLOOR_TARGET)
