@@ -79,10 +79,6 @@ class Tracker:
     def active(self) -> bool:
         return self.run is not None
 
-    @property
-    def run_dir(self) -> str | None:
-        return getattr(self.run, "dir", None)
-
     def log(self, values: dict[str, Any]) -> None:
         self._when_active(lambda: self.run.log(values))
 

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mtl.config import apply_overrides
+from mtl.config import apply_overrides, to_dict
 from mtl.errors import UserError
 from mtl.train.config import TrainConfig
 from mtl.train.presets import preset_overrides
-from mtl.train.trainer import Trainer, _config_dict, load_config
+from mtl.train.trainer import Trainer, load_config
 
 
 def config_from_args(args: Sequence[str]) -> TrainConfig:
@@ -42,7 +42,7 @@ def start(
     (run_dir / "config.json").write_text(
         json.dumps(
             {
-                "config": _config_dict(config),
+                "config": to_dict(config),
                 "command": shlex.join(["just", "train-multitask", *command]),
                 "python": sys.version.split()[0],
             },

@@ -8,7 +8,6 @@ import secrets
 import signal
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from mtl.config import from_dict
+from mtl.config import from_dict, to_dict
 from mtl.data.batches import TaskStream
 from mtl.device import resolve_device
 from mtl.errors import UserError
@@ -126,7 +125,7 @@ class Trainer:
         run = self.config.run
         self.tracker = Tracker.start(
             job_type="train",
-            config={**_config_dict(self.config), **self.parameter_counts()},
+            config={**to_dict(self.config), **self.parameter_counts()},
             project=run.wandb_project,
             directory=self.run_dir,
             mode=run.wandb,
@@ -454,7 +453,7 @@ class Trainer:
 
     def _encoder_metadata(self) -> dict[str, Any]:
         return {
-            "config": _config_dict(self.config),
+            "config": to_dict(self.config),
             "vocabulary": self.data.vocabulary.words,
             "vectors": str(self.data.vectors_path),
         }
@@ -479,10 +478,6 @@ class Trainer:
 
 class Diverged(Exception):
     pass
-
-
-def _config_dict(config: TrainConfig) -> dict[str, Any]:
-    return asdict(config)
 
 
 def load_config(run_dir: Path) -> TrainConfig:
