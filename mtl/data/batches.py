@@ -40,6 +40,12 @@ class SentenceTable:
             tokens[i, :length] = self.ids[start : start + length]
         return torch.from_numpy(tokens), torch.from_numpy(lengths)
 
+    def batch_columns(
+        self, rows: np.ndarray, device: torch.device
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """For (B, k) example rows: one padded (tokens, lengths) pair per sentence position, on `device`."""
+        return [tuple(t.to(device) for t in self.batch(rows[:, k])) for k in range(rows.shape[1])]
+
 
 @dataclass
 class TaskExamples:

@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 
 
-@dataclass
-class Triples:
-    questions: list[str]
-    answers1: list[str]
-    answers2: list[str]
-    labels: list[int]
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def head(self, count: int | None) -> Triples:
-        if count is None:
-            return self
-        return Triples(
-            self.questions[:count], self.answers1[:count], self.answers2[:count], self.labels[:count]
-        )
-
-
-def load_classifsquad(folder: str | Path, split: str) -> Triples:
+def load_classifsquad(folder: str | Path, split: str) -> LabelledTexts:
     import datasets
 
     folder = Path(folder).expanduser()
@@ -38,4 +20,4 @@ def load_classifsquad(folder: str | Path, split: str) -> Triples:
     if split not in dataset:
         raise UserError(f"ClassifSQuAD in {folder} has no split {split!r}: it has {', '.join(dataset)}")
     columns = dataset[split].select_columns(["question", "answer1", "answer2", "label"]).to_dict()
-    return Triples(columns["question"], columns["answer1"], columns["answer2"], columns["label"])
+    return LabelledTexts([columns["question"], columns["answer1"], columns["answer2"]], columns["label"])

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
+from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.paths import data_dir
 
@@ -14,22 +14,7 @@ LABELS = ("entailment", "neutral", "contradiction")  # the Hub's label ids 0, 1,
 HUB_SPLITS = {"dev": "validation"}
 
 
-@dataclass
-class NLIPairs:
-    premises: list[str]
-    hypotheses: list[str]
-    labels: list[int]
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def head(self, count: int | None) -> NLIPairs:
-        if count is None:
-            return self
-        return NLIPairs(self.premises[:count], self.hypotheses[:count], self.labels[:count])
-
-
-def load_snli(source: str | None, split: str) -> NLIPairs:
+def load_snli(source: str | None, split: str) -> LabelledTexts:
     """`split` of SNLI; `source` None means `$MTL_DATA_DIR/snli`, else the Hub."""
     if source is None:
         source = str(data_dir() / "snli") if data_dir() is not None else HUB_ID
@@ -54,7 +39,7 @@ def _available_splits(folder: Path) -> list[str]:
     return sorted(names)
 
 
-def _read_line_files(folder: Path, split: str) -> NLIPairs:
+def _read_line_files(folder: Path, split: str) -> LabelledTexts:
     columns = []
     for prefix in ("s1", "s2", "labels"):
         path = folder / f"{prefix}.{split}"
@@ -71,7 +56,7 @@ def _read_line_files(folder: Path, split: str) -> NLIPairs:
     return _keep_labelled(premises, hypotheses, labels)
 
 
-def _read_jsonl(path: Path) -> NLIPairs:
+def _read_jsonl(path: Path) -> LabelledTexts:
     premises, hypotheses, labels = [], [], []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
@@ -96,12 +81,14 @@ def _label(name: str, path: Path, number: int) -> int:
     return LABELS.index(name)
 
 
-def _keep_labelled(premises: list[str], hypotheses: list[str], labels: list[int]) -> NLIPairs:
+def _keep_labelled(premises: list[str], hypotheses: list[str], labels: list[int]) -> LabelledTexts:
     keep = [i for i, label in enumerate(labels) if label >= 0]
-    return NLIPairs([premises[i] for i in keep], [hypotheses[i] for i in keep], [labels[i] for i in keep])
+    return LabelledTexts(
+        [[premises[i] for i in keep], [hypotheses[i] for i in keep]], [labels[i] for i in keep]
+    )
 
 
-def _load_from_hub(hub_id: str, split: str) -> NLIPairs:
+def _load_from_hub(hub_id: str, split: str) -> LabelledTexts:
     import datasets
 
     try:

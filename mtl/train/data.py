@@ -11,6 +11,7 @@ from tqdm.auto import tqdm
 from mtl.data.batches import SentenceTable, TaskExamples
 from mtl.data.classifsquad import load_classifsquad
 from mtl.data.snli import load_snli
+from mtl.data.texts import LabelledTexts
 from mtl.text import Tokenizer, load_vectors, resolve_vectors_path
 from mtl.text.vocab import Vocabulary, embedding_matrix
 from mtl.train.config import TrainConfig
@@ -40,51 +41,51 @@ def prepare(config: TrainConfig, progress: bool = True) -> TrainingData:
 
 def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm) -> TrainingData:
     data = config.data
-    texts: dict[str, dict[str, tuple[list[list[str]], list[int]]]] = {}
+    splits: dict[str, dict[str, LabelledTexts]] = {}
     if "nli" in config.tasks:
-        texts["nli"] = {}
-        for split, name in (
-            ("train", data.nli_train_split),
-            ("dev", data.nli_dev_split),
-            ("test", data.nli_test_split),
-        ):
-            pairs = load_snli(data.snli, name).head(data.max_nli_train if split == "train" else data.max_eval)
-            texts["nli"][split] = ([pairs.premises, pairs.hypotheses], pairs.labels)
+        names = {"train": data.nli_train_split, "dev": data.nli_dev_split, "test": data.nli_test_split}
+        splits["nli"] = {
+            split: load_snli(data.snli, name).head(data.max_nli_train if split == "train" else data.max_eval)
+            for split, name in names.items()
+        }
         steps.update()
     if "squad" in config.tasks:
         folder = ensure_classifsquad(config)
-        texts["squad"] = {}
-        for split, name in SQUAD_SPLITS.items():
-            triples = load_classifsquad(folder, name).head(
+        splits["squad"] = {
+            split: load_classifsquad(folder, name).head(
                 data.max_squad_train if split == "train" else data.max_eval
             )
-            texts["squad"][split] = ([triples.questions, triples.answers1, triples.answers2], triples.labels)
+            for split, name in SQUAD_SPLITS.items()
+        }
         steps.update()
 
-    tokenizer = Tokenizer(lowercase=data.lowercase)
-    table = SentenceTable(
-        [t for splits in texts.values() for cols, _ in splits.values() for c in cols for t in c], tokenizer
-    )
-    train_rows = {
-        row for splits in texts.values() for column in splits["train"][0] for row in table.rows(column)
-    }
-    vectors = load_vectors(vectors_path, {w for tokens in table.tokens for w in tokens})
-    steps.update()
-    vocabulary = Vocabulary.build(
-        (table.tokens[row] for row in sorted(train_rows)),
-        (tokens for row, tokens in enumerate(table.tokens) if row not in train_rows),
-        vectors,
-    )
-    table.index_with(vocabulary)
+    texts = [
+        text for by_split in splits.values() for part in by_split.values() for c in part.columns for text in c
+    ]
+    table = SentenceTable(texts, Tokenizer(lowercase=data.lowercase))
     examples = {
         task: {
             split: TaskExamples(
-                np.stack([table.rows(c) for c in columns], axis=1), np.asarray(labels, dtype=np.int64)
+                np.stack([table.rows(c) for c in part.columns], axis=1),
+                np.asarray(part.labels, dtype=np.int64),
             )
-            for split, (columns, labels) in splits.items()
+            for split, part in by_split.items()
         }
-        for task, splits in texts.items()
+        for task, by_split in splits.items()
     }
+    train_rows = np.unique(
+        np.concatenate([by_split["train"].sentences.ravel() for by_split in examples.values()])
+    )
+    vectors = load_vectors(vectors_path, {w for tokens in table.tokens for w in tokens})
+    steps.update()
+    in_training = np.zeros(len(table.texts), dtype=bool)
+    in_training[train_rows] = True
+    vocabulary = Vocabulary.build(
+        (table.tokens[row] for row in train_rows),
+        (tokens for row, tokens in enumerate(table.tokens) if not in_training[row]),
+        vectors,
+    )
+    table.index_with(vocabulary)
     steps.update()
     return TrainingData(
         table, vocabulary, embedding_matrix(vocabulary, vectors, config.run.seed), examples, vectors_path

@@ -63,6 +63,5 @@ def _pair_predictions(model, task, examples, table, batch_size, device) -> np.nd
     predictions = []
     for start in range(0, len(examples), batch_size):
         rows = examples.sentences[start : start + batch_size]
-        sentences = [tuple(t.to(device) for t in table.batch(rows[:, k])) for k in range(rows.shape[1])]
-        predictions.append(model(task, sentences).argmax(dim=-1).cpu())
+        predictions.append(model(task, table.batch_columns(rows, device)).argmax(dim=-1).cpu())
     return torch.cat(predictions).numpy()

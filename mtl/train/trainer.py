@@ -238,11 +238,7 @@ class Trainer:
         started = time.perf_counter()
         rows, epoch_done = self.streams[task].next()
         examples = self.data.examples[task]["train"]
-        sentence_rows = examples.sentences[rows]
-        sentences = [
-            tuple(t.to(self.device) for t in self.data.table.batch(sentence_rows[:, k]))
-            for k in range(sentence_rows.shape[1])
-        ]
+        sentences = self.data.table.batch_columns(examples.sentences[rows], self.device)
         labels = torch.from_numpy(examples.labels[rows]).to(self.device)
 
         self.model.train()
