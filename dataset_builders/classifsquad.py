@@ -23,6 +23,9 @@ import numpy as np
 import pyarrow as pa
 
 from dataset_builders.squad import Article, load_squad
+from mtl.atomic import check_output_dir, fsync_dir, fsync_tree
+from mtl.config import AtLeast0, AtLeast1
+from mtl.data.classifsquad import describe_folder, is_build
 from mtl.errors import UserError
 from mtl.text import Tokenizer, load_vectors, resolve_vectors_path
 from mtl.tracking import Tracker
@@ -36,28 +39,19 @@ SAMPLE_ROWS = 20
 class BuildConfig:
     squad: str | None = None  # folder with the v1.1 JSON files, or a Hub id; None: MTL_DATA_DIR or Hub
     vectors: str | None = None  # GloVe file; None: MTL_VECTORS, MTL_DATA_DIR/glove, or download
-    out: str = "data/classifsquad"
-    scope: Literal["article", "paragraph"] = "article"
-    seed: int = 1234
-    max_oov: int = 0
-    min_answer_tokens: int = 5
-    max_negatives_per_question: int | None = None
-    lowercase: bool = True
-    overwrite: bool = False
-    wandb: Literal["auto", "online", "offline", "disabled"] = "auto"
-    wandb_project: str = "mtl"
-    wandb_dir: str = "runs"
-
-    def __post_init__(self) -> None:
-        if self.max_oov < 0:
-            raise UserError(f"max_oov={self.max_oov} must be 0 or more")
-        if self.min_answer_tokens < 1:
-            raise UserError(f"min_answer_tokens={self.min_answer_tokens} must be 1 or more")
-        if self.max_negatives_per_question is not None and self.max_negatives_per_question < 1:
-            raise UserError(
-                f"max_negatives_per_question={self.max_negatives_per_question} must be 1 or more "
-                "(or none for no cap)"
-            )
+    out: str = "data/classifsquad"  # output folder
+    scope: Literal["article", "paragraph"] = "article"  # pair answers within an article or a paragraph
+    seed: AtLeast0 = 1234  # which side the correct answer goes, which negatives a cap keeps
+    max_oov: AtLeast0 = 0  # unknown words allowed in a question or answer
+    min_answer_tokens: AtLeast1 = 5  # shortest answer kept
+    max_negatives_per_question: AtLeast1 | None = None  # cap on pairs per question; none: no cap
+    lowercase: bool = True  # lowercase tokens
+    overwrite: bool = False  # replace an existing build at out= (never a folder that is not one)
+    wandb: Literal["auto", "online", "offline", "disabled"] = (
+        "auto"  # auto: online with an API key, else offline
+    )
+    wandb_project: str = "mtl"  # W&B project
+    wandb_dir: str = "runs"  # where W&B runs land
 
 
 # ---- filters: pure functions over tokens -------------------------------------------------
@@ -239,9 +233,8 @@ def build_split(
 
 def build(config: BuildConfig) -> dict[str, object]:
     """Build both splits, write `config.out` atomically, log the build to W&B, return stats."""
-    out = Path(config.out).expanduser()
-    if out.exists() and not config.overwrite:
-        raise UserError(f"output folder {out} already exists: pass overwrite=true or choose another out=")
+    out = check_output_dir(Path(config.out), "out")
+    check_replaceable(out, config.overwrite)
     started = time.perf_counter()
     squad = load_squad(config.squad)
     vectors_path = resolve_vectors_path(config.vectors)
@@ -310,24 +303,64 @@ def to_dataset_dict(splits: dict[str, dict[str, list]]) -> datasets.DatasetDict:
     )
 
 
+def check_replaceable(out: Path, overwrite: bool) -> None:
+    """`out` may be written when it does not exist, is empty, or is a build and `overwrite` is set."""
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    if not is_build(out):
+        raise UserError(
+            f"output folder {out} exists and is not a ClassifSQuAD build ({describe_folder(out)}): "
+            "choose another out= (overwrite=true only replaces an earlier build)"
+        )
+    if not overwrite:
+        raise UserError(
+            f"output folder {out} already holds a build: pass overwrite=true or choose another out="
+        )
+
+
 def write_dataset(out: Path, splits: dict[str, dict[str, list]], summary: dict, overwrite: bool) -> None:
-    """Write into a hidden sibling folder, then swap it in, so `out` is never half-written."""
+    """Write into a hidden sibling folder, sync it, then swap it in, so `out` is never half-written."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_abandoned(out)
     partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     try:
         to_dataset_dict(splits).save_to_disk(str(partial))
         (partial / "stats.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
         (partial / "README.md").write_text(dataset_card(summary))
-        if out.exists() and overwrite:
+        fsync_tree(partial)
+        if out.exists():
             retired = out.with_name(f".{out.name}.old-{os.getpid()}")
             os.replace(out, retired)
             os.replace(partial, out)
             shutil.rmtree(retired)
         else:
             os.replace(partial, out)
+        fsync_dir(out.parent)
+    except OSError as error:
+        raise UserError(f"could not write ClassifSQuAD to {out}: {error.strerror or error}") from None
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+
+
+def remove_abandoned(out: Path) -> None:
+    """Hidden folders that an interrupted build of `out` left behind (their process is gone)."""
+    for leftover in out.parent.glob(f".{out.name}.*-*"):
+        kind, _, pid = leftover.name.removeprefix(f".{out.name}.").partition("-")
+        if kind in ("partial", "old") and pid.isdigit() and not _process_alive(int(pid)):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # a leftover of an earlier process that had our pid
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def dataset_card(summary: dict) -> str:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from mtl.config import apply_overrides
+from mtl.config import apply_overrides, describe_keys
 from mtl.errors import UserError
 
 
@@ -90,30 +93,128 @@ def format_train_summary(run_dir, summary: dict) -> str:
     )
 
 
-COMMANDS: dict[str, Callable[[Sequence[str]], None]] = {
-    "build-classifsquad": build_classifsquad,
-    "bench-build": bench_build,
-    "train-multitask": train_multitask,
-    "bench-train": bench_train,
-    "transfer": transfer,
-    "bench-transfer": bench_transfer,
+@dataclass(frozen=True)
+class Command:
+    run: Callable[[Sequence[str]], None]
+    summary: str
+    config: Callable[[], Any]  # the config whose keys the command takes
+    extra_keys: tuple[tuple[str, str, str], ...] = ()
+
+
+def _build_config() -> Any:
+    from dataset_builders.classifsquad import BuildConfig
+
+    return BuildConfig()
+
+
+def _train_config() -> Any:
+    from mtl.train.config import TrainConfig
+
+    return TrainConfig()
+
+
+def _transfer_config() -> Any:
+    from mtl.eval.transfer.suite import TransferConfig
+
+    return TransferConfig()
+
+
+def _bench_config(module: str) -> Callable[[], Any]:
+    def make() -> Any:
+        import importlib
+
+        bench = importlib.import_module(f"mtl.bench.{module}")
+        return next(
+            value
+            for name, value in vars(bench).items()
+            if name.startswith("Bench") and name.endswith("Config")
+        )()
+
+    return make
+
+
+COMMANDS: dict[str, Command] = {
+    "build-classifsquad": Command(
+        build_classifsquad, "SQuAD v1.1 -> ClassifSQuAD triples on disk", _build_config
+    ),
+    "bench-build": Command(
+        bench_build, "wall time of a full build, vector cache cold and warm", _bench_config("build")
+    ),
+    "train-multitask": Command(
+        train_multitask,
+        "multitask training of a shared sentence encoder on SNLI and ClassifSQuAD",
+        _train_config,
+        (
+            (
+                "preset",
+                "none",
+                "a preset in experiments/ (cpu-small, paper-blstm2048-nli, ...); keys override it",
+            ),
+            ("resume", "none", "continue runs/<run> where its last checkpoint left it"),
+        ),
+    ),
+    "bench-train": Command(bench_train, "ms per training step of every encoder", _bench_config("train")),
+    "transfer": Command(transfer, "SentEval-style transfer evaluation of an encoder", _transfer_config),
+    "bench-transfer": Command(bench_transfer, "wall time of the transfer suite", _bench_config("transfer")),
 }
+
+HELP = ("--help", "-h", "help")
+
+
+def usage() -> str:
+    lines = ["usage: mtl COMMAND [key=value ...]   (mtl COMMAND --help lists its keys)", ""]
+    lines += [f"  {name:<20} {command.summary}" for name, command in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def command_help(name: str) -> str:
+    command = COMMANDS[name]
+    rows = [*command.extra_keys, *describe_keys(command.config())]
+    width = max(len(f"{key}={default}") for key, default, _ in rows)
+    lines = [f"usage: just {name} [key=value ...]", f"{command.summary}.", "", "keys (default, meaning):"]
+    lines += [f"  {f'{key}={default}':<{width}}  {text}".rstrip() for key, default, text in rows]
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] and argv[0] in HELP:
+        if argv[1:2] and argv[1] in COMMANDS:
+            print(command_help(argv[1]))
+            return 0
+        print(usage())
+        return 0
     if not argv or argv[0] not in COMMANDS:
-        print(f"usage: mtl {{{','.join(COMMANDS)}}} [key=value ...]", file=sys.stderr)
+        print(usage(), file=sys.stderr)
         return 2
+    if any(arg in HELP for arg in argv[1:]):
+        print(command_help(argv[0]))
+        return 0
+    previous = _stop_on_sigterm()
     try:
-        COMMANDS[argv[0]](argv[1:])
+        COMMANDS[argv[0]].run(argv[1:])
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interrupt:
         print(f"interrupted{': ' + str(interrupt) if str(interrupt) else ''}", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _stop_on_sigterm():
+    """SIGTERM unwinds like Ctrl-C, so temporary files are removed and runs checkpoint."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt("terminated")
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        return None
 
 
 if __name__ == "__main__":

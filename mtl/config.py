@@ -2,18 +2,53 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
+import inspect
+import io
+import math
+import textwrap
+import tokenize
 import types
 import typing
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from mtl.errors import UserError
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 _NONE = {"none", "null", ""}
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """Bounds of a numeric config field, checked for every config however it was made."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False  # True: the value must be above `low`, not equal to it
+    high_open: bool = False
+
+    def admits(self, value: float) -> bool:
+        above = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        below = self.high is None or (value < self.high if self.high_open else value <= self.high)
+        return above and below
+
+    def describe(self) -> str:
+        if self.high is None:
+            if self.low_open:
+                return "positive" if self.low == 0 else f"above {self.low}"
+            return f"{self.low:g} or more"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"in {left}{self.low:g}, {self.high:g}{right}"
+
+
+AtLeast0 = Annotated[int, Range(0)]
+AtLeast1 = Annotated[int, Range(1)]
+PositiveFloat = Annotated[float, Range(0, low_open=True)]
+NonNegativeFloat = Annotated[float, Range(0)]
 
 
 def apply_overrides(config: Any, args: Sequence[str]) -> Any:
@@ -46,6 +81,42 @@ def apply_overrides(config: Any, args: Sequence[str]) -> Any:
         setattr(owner, field.name, parse_value(key, raw, _field_type(type(owner), field.name)))
 
     return _revalidate(config)
+
+
+def check_fields(config: Any, prefix: str = "") -> None:
+    """Every float finite, every `Range` respected, in `config` and its nested configs."""
+    hints = typing.get_type_hints(type(config), include_extras=True)
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            check_fields(value, f"{prefix}{field.name}.")
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        key = f"{field.name}={value}"
+        if not math.isfinite(value):
+            raise UserError(f"{key} must be a finite number")
+        bounds = _range_of(hints[field.name])
+        if bounds is not None and not bounds.admits(value):
+            optional = " (or none)" if _is_optional(hints[field.name]) else ""
+            raise UserError(f"{key} must be {bounds.describe()}{optional}")
+
+
+def _range_of(annotation: Any) -> Range | None:
+    for option in _options(annotation):
+        if typing.get_origin(option) is Annotated:
+            return next((m for m in option.__metadata__ if isinstance(m, Range)), None)
+    return None
+
+
+def _options(annotation: Any) -> tuple[Any, ...]:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return typing.get_args(annotation)
+    return (annotation,)
+
+
+def _is_optional(annotation: Any) -> bool:
+    return type(None) in _options(annotation)
 
 
 def to_dict(config: Any) -> dict[str, Any]:
@@ -84,7 +155,9 @@ def _revalidate(config: Any) -> Any:
             continue
         value = getattr(config, field.name)
         values[field.name] = _revalidate(value) if dataclasses.is_dataclass(value) else value
-    return type(config)(**values)
+    rebuilt = type(config)(**values)
+    check_fields(rebuilt)
+    return rebuilt
 
 
 def _unknown_key_message(key: str, valid: list[str]) -> str:
@@ -94,7 +167,7 @@ def _unknown_key_message(key: str, valid: list[str]) -> str:
 
 
 def _field_type(cls: type, name: str) -> Any:
-    return typing.get_type_hints(cls)[name]
+    return typing.get_type_hints(cls)[name]  # Annotated stripped: bounds are checked after parsing
 
 
 def parse_value(key: str, raw: str, annotation: Any) -> Any:
@@ -121,23 +194,99 @@ def parse_value(key: str, raw: str, annotation: Any) -> Any:
         raise UserError(f"{key}={raw!r} is not a boolean: use true or false")
     if annotation in (int, float):
         try:
-            return annotation(raw)
+            value = annotation(raw)
         except ValueError:
             kind = "an integer" if annotation is int else "a number"
             raise UserError(f"{key}={raw!r} is not {kind}") from None
+        if not math.isfinite(value):
+            raise UserError(f"{key}={raw} must be a finite number")
+        return value
     if annotation is str:
         return raw
     raise TypeError(f"config field {key!r} has unsupported type {annotation!r}")
 
 
-def from_dict(cls: type, values: dict[str, Any]) -> Any:
-    """Rebuild a (nested) config dataclass from `to_dict` output, e.g. a saved run's config."""
+def from_dict(cls: type, values: Any, source: str = "config") -> Any:
+    """Rebuild a (nested) config dataclass from `to_dict` output, e.g. a saved run's config.
+
+    Unknown keys, wrong types and out-of-range values are one-line errors naming `source`.
+    """
+    try:
+        config = _from_dict(cls, values, "")
+        check_fields(config)
+        return config
+    except UserError as error:
+        raise UserError(f"{source}: {error}") from None
+
+
+def _from_dict(cls: type, values: Any, prefix: str) -> Any:
+    if not isinstance(values, dict):
+        raise UserError(f"{prefix.rstrip('.') or 'the config'} must be a table of keys, found {values!r:.40}")
     hints = typing.get_type_hints(cls)
+    fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
+    if unknown := [key for key in values if key not in fields]:
+        raise UserError(_unknown_key_message(f"{prefix}{unknown[0]}", [f"{prefix}{name}" for name in fields]))
     kwargs = {}
-    for field in dataclasses.fields(cls):
-        if field.name not in values:
-            continue
-        value = values[field.name]
-        kind = hints[field.name]
-        kwargs[field.name] = from_dict(kind, value) if dataclasses.is_dataclass(kind) else value
+    for name, value in values.items():
+        kind = hints[name]
+        if dataclasses.is_dataclass(kind):
+            kwargs[name] = _from_dict(kind, value, f"{prefix}{name}.")
+        else:
+            kwargs[name] = _checked_value(f"{prefix}{name}", value, kind)
     return cls(**kwargs)
+
+
+def _checked_value(key: str, value: Any, annotation: Any) -> Any:
+    """`value` as read from JSON, checked against `annotation`."""
+    options = _options(annotation)
+    if value is None:
+        if type(None) in options:
+            return None
+        raise UserError(f"{key} is null but must be set")
+    (kind,) = [option for option in options if option is not type(None)]
+    if typing.get_origin(kind) is Literal:
+        if value not in typing.get_args(kind):
+            raise UserError(
+                f"{key}={value!r} is not valid: choose one of {', '.join(map(str, typing.get_args(kind)))}"
+            )
+        return value
+    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise UserError(f"{key}={value!r} must be of type {kind.__name__}")
+
+
+def field_help(cls: type) -> dict[str, str]:
+    """The `# comment` written on each field's line(s) in the source of `cls` (empty where none)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    comments: dict[int, str] = {}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            comments[token.start[0]] = token.string.lstrip("#").strip()
+    (body,) = ast.parse(source).body
+    found = {}
+    for statement in body.body:
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+            lines = range(statement.lineno, statement.end_lineno + 1)
+            found[statement.target.id] = " ".join(comments[n] for n in lines if n in comments)
+    return found
+
+
+def describe_keys(config: Any) -> list[tuple[str, str, str]]:
+    """(key, default, help) for every leaf key of `config`; the short name where it is unique."""
+    rows = []
+    leaves = list(_paths(config))
+    counts: dict[str, int] = {}
+    for path, _, _ in leaves:
+        counts[path.rsplit(".", 1)[-1]] = counts.get(path.rsplit(".", 1)[-1], 0) + 1
+    for path, owner_path, field in leaves:
+        name = path.rsplit(".", 1)[-1]
+        owner = _resolve(config, owner_path)
+        value = getattr(owner, field.name)
+        shown = "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        rows.append((name if counts[name] == 1 else path, shown, field_help(type(owner)).get(field.name, "")))
+    return rows

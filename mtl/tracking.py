@@ -57,20 +57,21 @@ class Tracker:
         if mode == "disabled":
             return cls(None)
         os.environ.setdefault("WANDB_SILENT", "true")
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         tracker = cls(None, mode)
         tracker.run = tracker._call(
-            lambda: _wandb().init(
-                project=project,
-                job_type=job_type,
-                config=config,
-                dir=str(directory),
-                mode=mode,
-                name=name,
-                id=run_id,
-                resume="allow" if run_id else None,
-                settings=_wandb().Settings(silent=True, console="off"),
+            lambda: (
+                Path(directory).mkdir(parents=True, exist_ok=True)
+                or _wandb().init(
+                    project=project,
+                    job_type=job_type,
+                    config=config,
+                    dir=str(directory),
+                    mode=mode,
+                    name=name,
+                    id=run_id,
+                    resume="allow" if run_id else None,
+                    settings=_wandb().Settings(silent=True, console="off"),
+                )
             )
         )
         return tracker
@@ -114,8 +115,12 @@ class Tracker:
             self._when_active(lambda: self.run.use_artifact(name))
 
     def finish(self, exit_code: int = 0) -> None:
-        self._when_active(lambda: self.run.finish(exit_code=exit_code))
+        """End the run and wait until W&B's writer has flushed it (its service process exits)."""
+        if self.run is None:
+            return
+        self._call(lambda: self.run.finish(exit_code=exit_code))
         self.run = None
+        self._call(lambda: _wandb().teardown())
 
     def _when_active(self, action: Callable[[], Any]) -> None:
         if self.run is not None:

@@ -1,3 +1,5 @@
+import json
+import shutil
 from collections import Counter
 
 import datasets
@@ -231,12 +233,37 @@ def test_build_writes_dataset_stats_and_card(tmp_path, tiny_vectors):
     assert not list(tmp_path.glob(".out.*"))
 
 
-def test_existing_output_is_refused_unless_overwrite(tmp_path, tiny_vectors):
-    (tmp_path / "out").mkdir()
-    with pytest.raises(UserError, match=r"output folder .*out already exists: pass overwrite=true"):
+def test_an_existing_build_is_replaced_only_with_overwrite(tmp_path, tiny_vectors):
+    (tmp_path / "out").mkdir()  # an empty folder is fine to build into
+    build(tiny_config(tmp_path, tiny_vectors))
+    with pytest.raises(UserError, match=r"output folder .*out already holds a build: pass overwrite=true"):
+        build(tiny_config(tmp_path, tiny_vectors, seed=9))
+    build(tiny_config(tmp_path, tiny_vectors, overwrite=True, seed=9))
+    assert json.loads((tmp_path / "out" / "stats.json").read_text())["config"]["seed"] == 9
+
+
+@pytest.mark.parametrize("extra", ["train-v1.1.json", "notes.txt"])
+def test_overwrite_never_deletes_a_folder_that_is_not_a_build(tmp_path, tiny_vectors, extra):
+    # The trap of issue 8: classifsquad=<the SQuAD folder> -> "build it" -> overwrite=true deleted SQuAD.
+    squad_copy = tmp_path / "out"
+    shutil.copytree(FIXTURES / "squad_tiny", squad_copy)
+    if extra == "notes.txt":  # a real build with a file of the user's in it is not replaced either
+        shutil.rmtree(squad_copy)
         build(tiny_config(tmp_path, tiny_vectors))
-    build(tiny_config(tmp_path, tiny_vectors, overwrite=True))
-    assert (tmp_path / "out" / "stats.json").is_file()
+        (squad_copy / extra).write_text("mine")
+    before = sorted(p.name for p in squad_copy.iterdir())
+    with pytest.raises(
+        UserError, match=r"output folder .*out exists and is not a ClassifSQuAD build \(it holds"
+    ):
+        build(tiny_config(tmp_path, tiny_vectors, overwrite=True))
+    assert sorted(p.name for p in squad_copy.iterdir()) == before
+
+
+def test_a_build_killed_midway_leaves_a_folder_the_next_build_removes(tmp_path, tiny_vectors):
+    leftover = tmp_path / ".out.partial-999999999"  # no such process
+    (leftover / "train").mkdir(parents=True)
+    build(tiny_config(tmp_path, tiny_vectors))
+    assert not leftover.exists() and (tmp_path / "out" / "stats.json").is_file()
 
 
 def test_interrupted_write_leaves_no_output(tmp_path, tiny_vectors, monkeypatch):

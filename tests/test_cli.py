@@ -1,8 +1,10 @@
 import json
+import re
 
 import pytest
 
-from mtl.cli import main
+from mtl.cli import COMMANDS, main
+from mtl.config import describe_keys
 
 from .conftest import FIXTURES, write_glove
 from .wandb_file import by_kind, run_files
@@ -55,7 +57,29 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
 
 def test_unknown_command_shows_usage(capsys):
     assert main(["build-everything"]) == 2
-    assert "usage: mtl {build-classifsquad" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("usage: mtl COMMAND [key=value ...]")
+    assert all(f"  {name} " in err for name in COMMANDS)
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+@pytest.mark.parametrize("form", ["--help", "help", "-h"])
+def test_help_lists_every_key_with_its_default(name, form, capsys):
+    argv = [form, name] if form == "help" else [name, "lr=1", form]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: just {name} [key=value ...]")
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith("  ") and "=" in line]
+    keys = {key for key, _, _ in describe_keys(COMMANDS[name].config())}
+    assert {row.partition("=")[0] for row in rows} >= keys
+
+
+def test_help_explains_the_keys(capsys):
+    main(["train-multitask", "--help"])
+    out = capsys.readouterr().out
+    assert re.search(r"^  adam_patience=2 +Adam: stop at this many evaluations", out, re.MULTILINE)
+    assert re.search(r"^  max_grad_norm=5.0 +clip the gradient norm", out, re.MULTILINE)
+    assert re.search(r"^  resume=none +continue runs/<run>", out, re.MULTILINE)
 
 
 def test_build_is_recorded_in_an_offline_wandb_run(tmp_path, vectors):

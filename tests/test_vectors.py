@@ -56,7 +56,8 @@ def test_malformed_lines_are_named_by_number(tmp_path):
     short = tmp_path / "short.txt"
     short.write_text("a 1 2 3\nb 1 2 3\nc 1 2\n")
     with pytest.raises(
-        UserError, match=r"malformed line 3 in vectors file .*short.txt: expected a word and 3"
+        UserError,
+        match=r"malformed line 3 in vectors file .*short.txt: 2 numbers, but the file's vectors have 3",
     ):
         load_vectors(short)
     not_numbers = tmp_path / "nan.txt"
@@ -124,3 +125,51 @@ def test_unreachable_download_says_how_to_point_at_a_file():
     ):
         vectors_module.download_glove_840b("http://127.0.0.1:9/glove.840B.300d.zip")
     assert not (cache_dir() / "glove" / "glove.840B.300d.zip").exists()
+
+
+def test_a_line_with_one_number_too_many_is_an_error_not_another_word(tmp_path):
+    # Issue 8: one GloVe line with 51 numbers silently became the word "the 0.418" and dropped 81%.
+    path = tmp_path / "long.txt"
+    path.write_text("a 1 2 3\nthe 0.4 1 2 3\nb 1 2 3\n")
+    with pytest.raises(
+        UserError, match=r"malformed line 2 in vectors file .*long.txt: 4 numbers, but .* have 3"
+    ):
+        load_vectors(path, ["a", "b"])
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN"])
+def test_non_finite_values_are_refused_with_the_line_number(tmp_path, value):
+    path = tmp_path / "nan.txt"
+    path.write_text(f"a 1 2 3\nb 1 {value} 3\n")
+    with pytest.raises(UserError, match=r"malformed line 2 in vectors file .*nan.txt: .*not finite"):
+        load_vectors(path, ["b"])
+
+
+def test_a_damaged_cache_entry_is_read_again_and_replaced(glove_txt):
+    first = load_vectors(glove_txt, ["the", "dog"])
+    entry = vectors_module._cache_file(glove_txt, {"the", "dog"})
+    entry.write_bytes(entry.read_bytes()[:40])
+    with pytest.warns(UserWarning, match="vector cache entry .* is damaged"):
+        again = load_vectors(glove_txt, ["the", "dog"])
+    np.testing.assert_array_equal(again.matrix, first.matrix)
+    np.testing.assert_array_equal(load_vectors(glove_txt, ["the", "dog"]).matrix, first.matrix)  # replaced
+    assert not list(entry.parent.glob("*.part"))
+
+
+def test_an_unwritable_cache_warns_and_goes_on(glove_txt, tmp_path, monkeypatch):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("MTL_CACHE_DIR", str(blocked / "cache"))
+    with pytest.warns(UserWarning, match="could not cache vectors .* continuing without the cache"):
+        vectors = load_vectors(glove_txt, ["dog"])
+    assert vectors.words == ["dog"]
+
+
+def test_a_full_disk_while_caching_leaves_no_part_file(glove_txt, monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", full)
+    with pytest.warns(UserWarning, match="No space left on device"):
+        assert load_vectors(glove_txt, ["dog"]).words == ["dog"]
+    assert not list((cache_dir() / "vectors").glob("*.part"))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from mtl.config import AtLeast1
 from mtl.errors import UserError
 
 TARGET_WARM_SECONDS = 30.0
@@ -24,14 +25,10 @@ TARGET_WARM_SECONDS = 30.0
 
 @dataclass
 class BenchBuildConfig:
-    runs: int = 3
-    scope: Literal["article", "paragraph"] = "article"
-    squad: str | None = None
-    vectors: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.runs < 1:
-            raise UserError(f"runs={self.runs} must be 1 or more")
+    runs: AtLeast1 = 3  # builds per cache state
+    scope: Literal["article", "paragraph"] = "article"  # as build-classifsquad
+    squad: str | None = None  # as build-classifsquad
+    vectors: str | None = None  # as build-classifsquad
 
 
 def run(config: BenchBuildConfig) -> dict[str, list[float]]:

@@ -13,11 +13,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import torch
 
-from mtl.config import apply_overrides
-from mtl.errors import UserError
+from mtl.config import AtLeast0, Range, apply_overrides
 from mtl.train.config import TrainConfig
 from mtl.train.data import prepare
 from mtl.train.runlog import NullLog
@@ -43,17 +43,13 @@ SETTINGS = [
 
 @dataclass
 class BenchTrainConfig:
-    steps: int = 8  # timed steps per task and setting, after `warmup`
-    warmup: int = 2
+    steps: Annotated[int, Range(3)] = 8  # timed steps per task and setting, after `warmup`
+    warmup: AtLeast0 = 2  # untimed steps first
     only: str = ""  # comma-separated label prefixes, e.g. "bilstm 512"
-    nli_train_split: str = "train_small"
-    classifsquad: str = "data/classifsquad"
-    vectors: str | None = None
-    threads: int = 0  # torch threads; 0 keeps torch's default
-
-    def __post_init__(self) -> None:
-        if self.steps < 3:
-            raise UserError(f"steps={self.steps} must be 3 or more for a median")
+    nli_train_split: str = "train_small"  # SNLI split the batches come from
+    classifsquad: str = "data/classifsquad"  # ClassifSQuAD build the batches come from
+    vectors: str | None = None  # GloVe file; None: the usual search
+    threads: AtLeast0 = 0  # torch threads; 0 keeps torch's default
 
 
 def run(bench: BenchTrainConfig) -> list[dict]:

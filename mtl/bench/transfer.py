@@ -19,9 +19,9 @@ TARGET_FAST_1024_SECONDS = 600.0
 @dataclass
 class BenchTransferConfig:
     run: str | None = None  # a trained run with 1024-d embeddings; None: random BiLSTM-max 512
-    modes: str = "fast,standard"
-    tasks: str = "all"
-    vectors: str | None = None
+    modes: str = "fast,standard"  # protocols to time
+    tasks: str = "all"  # as transfer
+    vectors: str | None = None  # GloVe file; None: the usual search
 
     def __post_init__(self) -> None:
         if bad := [m for m in self.modes.split(",") if m not in ("fast", "standard")]:

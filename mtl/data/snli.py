@@ -14,23 +14,41 @@ LABELS = ("entailment", "neutral", "contradiction")  # the Hub's label ids 0, 1,
 HUB_SPLITS = {"dev": "validation"}
 
 
-def load_snli(source: str | None, split: str) -> LabelledTexts:
-    """`split` of SNLI; `source` None means `$MTL_DATA_DIR/snli`, else the Hub."""
+def resolve_snli_source(source: str | None) -> str:
+    """An absolute folder or a Hub id; `source` None means `$MTL_DATA_DIR/snli`, else the Hub."""
     if source is None:
         source = str(data_dir() / "snli") if data_dir() is not None else HUB_ID
     folder = Path(source).expanduser()
     if folder.is_dir():
-        if (folder / f"snli_1.0_{split}.jsonl").is_file():
-            return _read_jsonl(folder / f"snli_1.0_{split}.jsonl")
-        if (folder / f"s1.{split}").is_file():
-            return _read_line_files(folder, split)
-        raise UserError(
-            f"SNLI split {split!r} not found in {folder} (looked for snli_1.0_{split}.jsonl and s1.{split}); "
-            f"available: {', '.join(_available_splits(folder)) or 'none'}: set nli_*_split= or snli=PATH"
-        )
+        return str(folder.resolve())
     if source.count("/") != 1 or source.startswith((".", "/", "~")):
         raise UserError(f"SNLI folder {folder} does not exist: point snli=PATH at it or set MTL_DATA_DIR")
-    return _load_from_hub(source, HUB_SPLITS.get(split, split))
+    return source
+
+
+def load_snli(source: str | None, split: str) -> LabelledTexts:
+    """`split` of SNLI from a folder or the Hub (see `resolve_snli_source`); never empty."""
+    source = resolve_snli_source(source)
+    folder = Path(source)
+    if not folder.is_dir():
+        return _nonempty(_load_from_hub(source, HUB_SPLITS.get(split, split)), f"{source} split {split!r}")
+    if (folder / f"snli_1.0_{split}.jsonl").is_file():
+        path = folder / f"snli_1.0_{split}.jsonl"
+        return _nonempty(_read_jsonl(path), f"file {path}")
+    if (folder / f"s1.{split}").is_file():
+        return _nonempty(_read_line_files(folder, split), f"files {folder}/{{s1,s2,labels}}.{split}")
+    raise UserError(
+        f"SNLI split {split!r} not found in {folder} (looked for snli_1.0_{split}.jsonl and s1.{split}); "
+        f"available: {', '.join(_available_splits(folder)) or 'none'}: set nli_*_split= or snli=PATH"
+    )
+
+
+def _nonempty(pairs: LabelledTexts, where: str) -> LabelledTexts:
+    if not len(pairs):
+        raise UserError(
+            f"SNLI {where} holds no labelled pair (pairs labelled '-' are dropped): point snli=PATH at SNLI"
+        )
+    return pairs
 
 
 def _available_splits(folder: Path) -> list[str]:
@@ -45,7 +63,7 @@ def _read_line_files(folder: Path, split: str) -> LabelledTexts:
         path = folder / f"{prefix}.{split}"
         if not path.is_file():
             raise UserError(f"SNLI file {path} is missing: s1, s2 and labels files go together")
-        columns.append(path.read_text(encoding="utf-8").rstrip("\n").split("\n"))
+        columns.append(_decode(path).rstrip("\n").split("\n"))
     premises, hypotheses, names = columns
     if not len(premises) == len(hypotheses) == len(names):
         raise UserError(
@@ -56,18 +74,34 @@ def _read_line_files(folder: Path, split: str) -> LabelledTexts:
     return _keep_labelled(premises, hypotheses, labels)
 
 
+def _decode(path: Path) -> str:
+    """The text of `path`; bytes that are not UTF-8 are an error naming the line."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise UserError(
+            f"line {line} of SNLI file {path} is not UTF-8 ({error.reason}): re-save the file as UTF-8"
+        ) from None
+
+
 def _read_jsonl(path: Path) -> LabelledTexts:
     premises, hypotheses, labels = [], [], []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            try:
-                row = json.loads(line)
-                premise, hypothesis, gold = row["sentence1"], row["sentence2"], row["gold_label"]
-            except (json.JSONDecodeError, KeyError, TypeError) as error:
-                raise UserError(f"line {number} of SNLI file {path} is not an SNLI record: {error}") from None
-            premises.append(premise)
-            hypotheses.append(hypothesis)
-            labels.append(_label(gold, path, number))
+    for number, line in enumerate(_decode(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            premise, hypothesis, gold = row["sentence1"], row["sentence2"], row["gold_label"]
+        except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as error:
+            reason = "nested too deeply" if isinstance(error, RecursionError) else error
+            raise UserError(f"line {number} of SNLI file {path} is not an SNLI record: {reason}") from None
+        if not isinstance(premise, str) or not isinstance(hypothesis, str) or not isinstance(gold, str):
+            raise UserError(f"line {number} of SNLI file {path} is not an SNLI record: texts must be strings")
+        premises.append(premise)
+        hypotheses.append(hypothesis)
+        labels.append(_label(gold, path, number))
     return _keep_labelled(premises, hypotheses, labels)
 
 

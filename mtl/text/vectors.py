@@ -12,10 +12,11 @@ import hashlib
 import io
 import os
 import urllib.request
+import warnings
 import zipfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -28,7 +29,7 @@ from mtl.paths import cache_dir, data_dir
 
 GLOVE_840B_URL = "https://nlp.stanford.edu/data/glove.840B.300d.zip"
 _DIM_PROBE_LINES = 100
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2  # 2: entries read with field-count and finiteness checks
 
 
 @dataclass
@@ -106,9 +107,8 @@ def load_vectors(
         raise UserError(f"vectors file {path} does not exist: pass vectors=PATH to a GloVe file")
     wanted = None if vocabulary is None else set(vocabulary)
     cache_file = _cache_file(path, wanted) if use_cache and wanted is not None else None
-    if cache_file is not None and cache_file.is_file():
-        with np.load(cache_file, allow_pickle=False) as cached:
-            return WordVectors(cached["words"].tolist(), cached["matrix"], str(path))
+    if cache_file is not None and (cached := _read_cache(cache_file, path)) is not None:
+        return cached
     vectors = _read(path, wanted)
     if cache_file is not None:
         _write_cache(cache_file, vectors)
@@ -134,16 +134,21 @@ def _read(path: Path, wanted: set[str] | None) -> WordVectors:
                 word = line[: line.index(b" ")]
             elif spaces > dim:
                 word = line.rsplit(b" ", dim)[0]
+                if _all_numbers(word.split(b" ")[1:]):
+                    raise _malformed(path, number, f"{spaces} numbers, but the file's vectors have {dim}")
             else:
-                raise _malformed(path, number, f"expected a word and {dim} numbers")
+                raise _malformed(path, number, f"{spaces} numbers, but the file's vectors have {dim}")
             if word in seen or (wanted_bytes is not None and word not in wanted_bytes):
                 continue
             seen.add(word)
             try:
-                rows.append(np.array(line.rsplit(b" ", dim)[1:], dtype=np.float32))
+                row = np.array(line.rsplit(b" ", dim)[1:], dtype=np.float32)
                 words.append(word.decode("utf-8"))
             except (ValueError, UnicodeDecodeError) as error:
                 raise _malformed(path, number, str(error)) from None
+            if not np.isfinite(row).all():
+                raise _malformed(path, number, "the vector holds a value that is not finite (nan or inf)")
+            rows.append(row)
     if not words and wanted is None:
         raise UserError(f"vectors file {path} holds no vectors: is it a GloVe text file?")
     matrix = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
@@ -157,6 +162,18 @@ def _infer_dim(path: Path, head: list[bytes]) -> int:
     if dim < 1:
         raise UserError(f"vectors file {path} is empty or not in GloVe text format (word v1 v2 …)")
     return dim
+
+
+def _all_numbers(fields: list[bytes]) -> bool:
+    """Whether every field parses as a number: then a line has too many numbers, not a word with spaces.
+
+    glove.840B has a few hundred words with spaces ("at name@domain.com", ". . ."), none of
+    whose later parts are numbers.
+    """
+    try:
+        return bool(fields) and all(float(field) is not None for field in fields)
+    except ValueError:
+        return False
 
 
 def _chain(head: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:
@@ -201,9 +218,39 @@ def _cache_file(path: Path, wanted: set[str]) -> Path:
     return cache_dir() / "vectors" / f"{path.name}.{digest.hexdigest()[:24]}.npz"
 
 
+def _read_cache(cache_file: Path, path: Path) -> WordVectors | None:
+    """The cached vectors, or None when there are none or the entry is damaged (it is then re-read)."""
+    if not cache_file.is_file():
+        return None
+    try:
+        with np.load(cache_file, allow_pickle=False) as cached:
+            words, matrix = cached["words"].tolist(), cached["matrix"]
+        if len(words) != len(matrix) or not np.isfinite(matrix).all():
+            raise ValueError("words and vectors disagree")
+    except Exception as error:  # a damaged .npz raises zipfile, pickle, value and key errors
+        warnings.warn(
+            f"vector cache entry {cache_file} is damaged ({error}): reading {path} again", stacklevel=3
+        )
+        return None
+    return WordVectors(words, matrix, str(path))
+
+
 def _write_cache(cache_file: Path, vectors: WordVectors) -> None:
-    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    """Best effort: an unwritable cache folder or a full disk costs a re-read next time, nothing more."""
     partial = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.part")
-    with open(partial, "wb") as handle:
-        np.savez(handle, words=np.array(vectors.words, dtype=str), matrix=vectors.matrix)
-    os.replace(partial, cache_file)
+    try:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(partial, "wb") as handle:
+            np.savez(handle, words=np.array(vectors.words, dtype=str), matrix=vectors.matrix)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, cache_file)
+    except OSError as error:
+        warnings.warn(
+            f"could not cache vectors in {cache_file.parent} ({error.strerror or error}): continuing without "
+            "the cache (set MTL_CACHE_DIR to a writable folder)",
+            stacklevel=3,
+        )
+    finally:
+        with suppress(OSError):
+            partial.unlink(missing_ok=True)

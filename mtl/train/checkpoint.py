@@ -1,20 +1,104 @@
-"""Checkpoints written atomically: a crash mid-write never replaces the last good one."""
+"""Checkpoints that are written atomically and verified when read.
+
+Each file carries a SHA-256 of its contents (tensors byte for byte, everything else by
+value) under `checksum`, so flipped bytes are detected instead of resumed from. The file
+stays a plain `torch.save` dict: `torch.load(path)["model"]` still works without mtl.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from mtl.atomic import atomic_path, fsync_dir
+from mtl.errors import UserError
 
-def save(state: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    torch.save(state, partial)
-    os.replace(partial, path)
+CHECKSUM = "checksum"
+
+
+def save(state: dict[str, Any], path: Path, keep_previous: bool = False) -> None:
+    """Write `state` to `path`; with `keep_previous` the file it replaces stays as `previous-<name>`."""
+    path = Path(path)
+    state = {**state, CHECKSUM: digest(state)}
+    with atomic_path(path, "checkpoint") as partial:
+        torch.save(state, partial)
+        if keep_previous and path.exists():
+            os.replace(path, previous_of(path))
+            fsync_dir(path.parent)
+
+
+def previous_of(path: Path) -> Path:
+    return path.with_name(f"previous-{path.name}")
 
 
 def load(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:
-    return torch.load(path, map_location=device, weights_only=False)
+    """The state saved at `path`; a damaged file is a `DamagedCheckpoint` (a one-line UserError)."""
+    path = Path(path)
+    try:
+        state = torch.load(path, map_location=device, weights_only=False)
+    except FileNotFoundError:
+        raise DamagedCheckpoint(f"checkpoint {path} does not exist") from None
+    except Exception as error:  # truncated zip, bad pickle, empty file: all mean "damaged"
+        raise DamagedCheckpoint(
+            f"checkpoint {path} is damaged (truncated or corrupted: {_reason(error)})"
+        ) from None
+    if not isinstance(state, dict):
+        raise DamagedCheckpoint(
+            f"checkpoint {path} is not an mtl checkpoint (it holds a {type(state).__name__})"
+        )
+    expected = state.pop(CHECKSUM, None)
+    if expected is not None and digest(state) != expected:
+        raise DamagedCheckpoint(f"checkpoint {path} is damaged (its checksum does not match its contents)")
+    return state
+
+
+def load_with_fallback(path: Path, device: torch.device | str = "cpu") -> tuple[dict[str, Any], Path]:
+    """`path`, or the checkpoint it replaced when `path` is damaged or missing."""
+    try:
+        return load(path, device), path
+    except DamagedCheckpoint as error:
+        previous = previous_of(path)
+        if not previous.is_file():
+            raise
+        warnings.warn(f"{error}; using the one before it, {previous}", stacklevel=2)
+        return load(previous, device), previous
+
+
+def digest(value: Any) -> str:
+    hasher = hashlib.sha256()
+    _feed(hasher, value)
+    return hasher.hexdigest()
+
+
+def _feed(hasher: Any, value: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach().cpu().contiguous()
+        hasher.update(f"T{tensor.dtype}{tuple(tensor.shape)}".encode())
+        hasher.update(tensor.reshape(-1).view(torch.uint8).numpy())
+    elif isinstance(value, dict):
+        hasher.update(b"{")
+        for key, item in value.items():
+            _feed(hasher, key)
+            _feed(hasher, item)
+        hasher.update(b"}")
+    elif isinstance(value, list | tuple):
+        hasher.update(b"[")
+        for item in value:
+            _feed(hasher, item)
+        hasher.update(b"]")
+    else:
+        hasher.update(f"{type(value).__name__}:{value!r};".encode())
+
+
+def _reason(error: Exception) -> str:
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return text[:160]
+
+
+class DamagedCheckpoint(UserError):
+    pass

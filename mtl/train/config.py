@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
+from mtl.config import AtLeast0, AtLeast1, NonNegativeFloat, PositiveFloat, Range
 from mtl.errors import UserError
 from mtl.models.encoders.base import EncoderConfig
 from mtl.train.scheduler import SCHEDULES
@@ -13,59 +14,39 @@ from mtl.train.scheduler import SCHEDULES
 @dataclass
 class DataConfig:
     snli: str | None = None  # folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
-    nli_train_split: str = "train"
-    nli_dev_split: str = "dev"
-    nli_test_split: str = "test"
+    nli_train_split: str = "train"  # SNLI split to train on (train_small: the shared slice)
+    nli_dev_split: str = "dev"  # SNLI split that picks the best checkpoint
+    nli_test_split: str = "test"  # SNLI split tested once, at the end
     classifsquad: str = "data/classifsquad"  # the builder's output; built there when missing
     vectors: str | None = None  # GloVe file; None: MTL_VECTORS, $MTL_DATA_DIR/glove, or download
-    lowercase: bool = True
-    max_nli_train: int | None = None  # first N training pairs only (quick runs)
-    max_squad_train: int | None = None
-    max_eval: int | None = None  # first N dev/test examples per task only (quick runs)
-
-    def __post_init__(self) -> None:
-        for name in ("max_nli_train", "max_squad_train", "max_eval"):
-            if (value := getattr(self, name)) is not None and value < 1:
-                raise UserError(f"{name}={value} must be 1 or more (or none)")
+    lowercase: bool = True  # lowercase tokens (GloVe 6B is uncased)
+    max_nli_train: AtLeast1 | None = None  # first N training pairs only (quick runs)
+    max_squad_train: AtLeast1 | None = None  # first N training triples only (quick runs)
+    max_eval: AtLeast1 | None = None  # first N dev/test examples per task only (quick runs)
 
 
 @dataclass
 class HeadConfig:
-    head_hidden: int = 512
-    head_layers: int = 2  # hidden layers of each task's MLP
-    dropout: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.head_hidden < 1 or self.head_layers < 0:
-            raise UserError(
-                f"head_hidden={self.head_hidden} must be >= 1 and head_layers={self.head_layers} >= 0"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise UserError(f"dropout={self.dropout} must be in [0, 1)")
+    head_hidden: AtLeast1 = 512  # width of each hidden layer of the task MLPs
+    head_layers: AtLeast0 = 2  # hidden layers of each task's MLP
+    dropout: Annotated[float, Range(0, 1, high_open=True)] = 0.0  # in the task MLPs
 
 
 @dataclass
 class ScheduleConfig:
-    schedule: Literal["blocks", "round_robin", "proportional", "temperature"] = "blocks"
-    steps_nli: int = 1000
-    steps_squad: int = 500
-    temperature: float = 2.0
-    batch_nli: int = 64
-    batch_squad: int = 128
+    schedule: Literal["blocks", "round_robin", "proportional", "temperature"] = (
+        "blocks"  # which task each step trains
+    )
+    steps_nli: AtLeast0 = 1000  # NLI steps per block (0: no NLI)
+    steps_squad: AtLeast0 = 500  # ClassifSQuAD steps per block (0: no ClassifSQuAD)
+    temperature: PositiveFloat = 2.0  # schedule=temperature: sample tasks by size**(1/T)
+    batch_nli: AtLeast1 = 64  # NLI pairs per step
+    batch_squad: AtLeast1 = 128  # ClassifSQuAD triples per step
 
     def __post_init__(self) -> None:
         assert self.schedule in SCHEDULES
-        if self.steps_nli < 0 or self.steps_squad < 0:
-            raise UserError(
-                f"steps_nli={self.steps_nli} and steps_squad={self.steps_squad} must not be negative"
-            )
         if self.steps_nli == 0 and self.steps_squad == 0:
             raise UserError("steps_nli=0 and steps_squad=0: at least one task must train")
-        for name in ("batch_nli", "batch_squad"):
-            if getattr(self, name) < 1:
-                raise UserError(f"{name}={getattr(self, name)} must be 1 or more")
-        if self.temperature <= 0:
-            raise UserError(f"temperature={self.temperature} must be positive")
 
     @property
     def steps(self) -> dict[str, int]:
@@ -78,41 +59,30 @@ class ScheduleConfig:
 
 @dataclass
 class OptimConfig:
-    optim: Literal["sgd", "adam"] = "sgd"
-    lr: float = 0.1  # InferSent, Conneau et al. 2017, Section 3.3
-    lr_decay: float = 0.99  # after each pass over a task's training data
-    lr_shrink: float = 5.0  # divide when the task's dev accuracy drops
-    min_lr: float = 1e-5  # stop when the main task's lr falls below
-    max_grad_norm: float = 5.0  # 0 turns clipping off
+    optim: Literal["sgd", "adam"] = "sgd"  # sgd: InferSent's schedule; adam: stops by adam_patience
+    lr: PositiveFloat = 0.1  # InferSent, Conneau et al. 2017, Section 3.3
+    lr_decay: Annotated[float, Range(0, 1, low_open=True)] = 0.99  # SGD: after each pass over a task's data
+    lr_shrink: Annotated[float, Range(1)] = 5.0  # SGD: divide when dev accuracy is not above the best
+    min_lr: NonNegativeFloat = 1e-5  # SGD: stop when the main task's lr falls below
+    adam_patience: AtLeast1 = 2  # Adam: stop at this many evaluations not above the best (InferSent: 2)
+    max_grad_norm: NonNegativeFloat = 5.0  # clip the gradient norm; 0 turns clipping off
     optimizer_per_task: bool = True  # as the original code; false: one shared optimizer
-    max_steps: int | None = None  # optimizer steps over all tasks
-
-    def __post_init__(self) -> None:
-        if self.lr <= 0 or self.min_lr < 0:
-            raise UserError(f"lr={self.lr} must be positive and min_lr={self.min_lr} not negative")
-        if not 0 < self.lr_decay <= 1 or self.lr_shrink < 1:
-            raise UserError(f"lr_decay={self.lr_decay} must be in (0, 1] and lr_shrink={self.lr_shrink} >= 1")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise UserError(f"max_steps={self.max_steps} must be 1 or more (or none)")
+    max_steps: AtLeast1 | None = None  # optimizer steps over all tasks
 
 
 @dataclass
 class RunConfig:
-    name: str = "multitask"
+    name: str = "multitask"  # run name (a preset's name by default)
     out: str | None = None  # run folder; None: runs/<name>-<time>
-    seed: int = 1234
+    seed: AtLeast0 = 1234  # model initialization, data order, dropout
     device: str = "auto"  # auto: cuda when available
-    eval_every: int | None = None  # steps; None: at the end of every cycle of the schedule
-    checkpoint_every: int = 500
-    eval_batch: int = 256
-    wandb: Literal["auto", "online", "offline", "disabled"] = "auto"
-    wandb_project: str = "mtl"
-
-    def __post_init__(self) -> None:
-        if self.eval_every is not None and self.eval_every < 1:
-            raise UserError(f"eval_every={self.eval_every} must be 1 or more (or none)")
-        if self.checkpoint_every < 1:
-            raise UserError(f"checkpoint_every={self.checkpoint_every} must be 1 or more")
+    eval_every: AtLeast1 | None = None  # steps; None: at the end of every cycle of the schedule
+    checkpoint_every: AtLeast1 = 500  # steps between checkpoints (a kill loses at most this many)
+    eval_batch: AtLeast1 = 256  # sentences per batch when evaluating
+    wandb: Literal["auto", "online", "offline", "disabled"] = (
+        "auto"  # auto: online with an API key, else offline
+    )
+    wandb_project: str = "mtl"  # W&B project
 
 
 @dataclass

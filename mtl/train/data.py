@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from mtl.data.batches import SentenceTable, TaskExamples
-from mtl.data.classifsquad import load_classifsquad
-from mtl.data.snli import load_snli
+from mtl.data.classifsquad import describe_folder, load_classifsquad
+from mtl.data.snli import load_snli, resolve_snli_source
 from mtl.data.texts import LabelledTexts
-from mtl.text import Tokenizer, load_vectors, resolve_vectors_path
+from mtl.errors import UserError
+from mtl.text import Tokenizer, WordVectors, load_vectors, resolve_vectors_path
+from mtl.text.coverage import Coverage
 from mtl.text.vocab import Vocabulary, embedding_matrix
 from mtl.train.config import TrainConfig
 
@@ -26,37 +31,57 @@ class TrainingData:
     embeddings: np.ndarray  # (V, E) frozen
     examples: dict[str, dict[str, TaskExamples]]  # task -> split (train, dev, test) -> examples
     vectors_path: Path
+    fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)  # input -> source, sha256
 
     def example_lengths(self, task: str, split: str) -> np.ndarray:
         rows = self.examples[task][split].sentences
         return self.table.lengths[rows].sum(axis=1)
 
 
-def prepare(config: TrainConfig, progress: bool = True) -> TrainingData:
+def resolve_inputs(config: TrainConfig) -> TrainConfig:
+    """A copy of `config` whose data sources are absolute paths (or a Hub id), found once at the start.
+
+    The run records these, so resuming reads the same files whatever MTL_DATA_DIR or
+    MTL_VECTORS say then.
+    """
+    config = copy.deepcopy(config)
+    data = config.data
+    if "nli" in config.tasks:
+        data.snli = resolve_snli_source(data.snli)
+    data.classifsquad = str(Path(data.classifsquad).expanduser().resolve())
+    data.vectors = str(resolve_vectors_path(data.vectors).resolve())
+    return config
+
+
+def prepare(config: TrainConfig, progress: bool = True, build_missing: bool = True) -> TrainingData:
+    """Load, tokenize and index every input; `build_missing` builds ClassifSQuAD when it is absent."""
     data = config.data
     vectors_path = resolve_vectors_path(data.vectors)
     with tqdm(total=len(config.tasks) + 2, desc="prepare data", disable=not progress) as steps:
-        return _prepare(config, vectors_path, steps)
+        return _prepare(config, vectors_path, steps, build_missing)
 
 
-def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm) -> TrainingData:
+def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm, build_missing: bool) -> TrainingData:
     data = config.data
     splits: dict[str, dict[str, LabelledTexts]] = {}
+    fingerprints: dict[str, dict[str, Any]] = {}
     if "nli" in config.tasks:
         names = {"train": data.nli_train_split, "dev": data.nli_dev_split, "test": data.nli_test_split}
         splits["nli"] = {
             split: load_snli(data.snli, name).head(data.max_nli_train if split == "train" else data.max_eval)
             for split, name in names.items()
         }
+        fingerprints["snli"] = {"source": str(data.snli), "sha256": texts_digest(splits["nli"])}
         steps.update()
     if "squad" in config.tasks:
-        folder = ensure_classifsquad(config)
+        folder = ensure_classifsquad(config, build_missing)
         splits["squad"] = {
             split: load_classifsquad(folder, name).head(
                 data.max_squad_train if split == "train" else data.max_eval
             )
             for split, name in SQUAD_SPLITS.items()
         }
+        fingerprints["classifsquad"] = {"source": str(folder), "sha256": texts_digest(splits["squad"])}
         steps.update()
 
     texts = [
@@ -77,6 +102,10 @@ def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm) -> TrainingDa
         np.concatenate([by_split["train"].sentences.ravel() for by_split in examples.values()])
     )
     vectors = load_vectors(vectors_path, {w for tokens in table.tokens for w in tokens})
+    fingerprints["vectors"] = {"source": str(vectors_path), "sha256": vectors_digest(vectors)}
+    coverage = Coverage.of(
+        table.tokens, vectors.__contains__, "the training and evaluation data", vectors_path.name
+    )
     steps.update()
     in_training = np.zeros(len(table.texts), dtype=bool)
     in_training[train_rows] = True
@@ -86,16 +115,67 @@ def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm) -> TrainingDa
         vectors,
     )
     table.index_with(vocabulary)
+    fingerprints["vocabulary"] = {"words": len(vocabulary), "sha256": _digest("\n".join(vocabulary.words))}
     steps.update()
+    steps.write(coverage.line())
+    if warning := coverage.warning():
+        steps.write(warning)
     return TrainingData(
-        table, vocabulary, embedding_matrix(vocabulary, vectors, config.run.seed), examples, vectors_path
+        table,
+        vocabulary,
+        embedding_matrix(vocabulary, vectors, config.run.seed),
+        examples,
+        vectors_path,
+        fingerprints,
     )
 
 
-def ensure_classifsquad(config: TrainConfig) -> Path:
-    """The ClassifSQuAD folder, built with the builder's defaults when it does not exist yet."""
+def texts_digest(splits: dict[str, LabelledTexts]) -> str:
+    """SHA-256 of every text and label of a task's splits: what the run trains and evaluates on."""
+    hasher = hashlib.sha256()
+    for split, part in sorted(splits.items()):
+        hasher.update(f"{split}\0{len(part)}\0".encode())
+        for column in part.columns:
+            hasher.update("\x1e".join(column).encode("utf-8", "surrogatepass") + b"\0")
+        hasher.update(np.asarray(part.labels, dtype=np.int64).tobytes())
+    return hasher.hexdigest()
+
+
+def vectors_digest(vectors: WordVectors) -> str:
+    hasher = hashlib.sha256("\n".join(vectors.words).encode("utf-8"))
+    hasher.update(np.ascontiguousarray(vectors.matrix, dtype=np.float32).tobytes())
+    return hasher.hexdigest()
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def changed_inputs(recorded: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]]) -> list[str]:
+    """The inputs whose fingerprint differs between a run's start and now, as phrases for a message."""
+    names = {"snli": "the SNLI data", "classifsquad": "ClassifSQuAD", "vectors": "the word vectors"}
+    changed = []
+    for key, then in recorded.items():
+        now = current.get(key)
+        if now is not None and now.get("sha256") != then.get("sha256"):
+            where = f" ({then['source']})" if "source" in then else ""
+            changed.append(f"{names.get(key, key)}{where}")
+    return changed
+
+
+def ensure_classifsquad(config: TrainConfig, build_missing: bool = True) -> Path:
+    """The ClassifSQuAD folder, built with the builder's defaults when it does not exist yet.
+
+    A folder that exists and is not a build is refused, never built into.
+    """
     folder = Path(config.data.classifsquad).expanduser()
-    if not folder.exists():
+    empty = folder.is_dir() and not any(folder.iterdir())
+    if folder.exists() and not empty and not (folder / "dataset_dict.json").is_file():
+        raise UserError(
+            f"classifsquad={folder} is not a ClassifSQuAD build ({describe_folder(folder)}): point it at the "
+            "output of `just build-classifsquad`, or at a folder that does not exist yet to build it there"
+        )
+    if (empty or not folder.exists()) and build_missing:
         from dataset_builders.classifsquad import BuildConfig, build
 
         print(f"ClassifSQuAD not found at {folder}: building it first")

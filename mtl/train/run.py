@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mtl import atomic
+from mtl.atomic import check_output_dir
 from mtl.config import apply_overrides, to_dict
 from mtl.errors import UserError
 from mtl.train.config import TrainConfig
+from mtl.train.data import changed_inputs, resolve_inputs
 from mtl.train.presets import preset_overrides
-from mtl.train.trainer import Trainer, load_config
+from mtl.train.trainer import Trainer, load_config, read_run_record
 
 
 def config_from_args(args: Sequence[str]) -> TrainConfig:
@@ -35,21 +39,22 @@ def start(
     progress: bool = True,
 ) -> tuple[Path, dict[str, Any]]:
     run_dir = Path(config.run.out or f"runs/{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}").expanduser()
+    check_output_dir(run_dir, "out")
     if run_dir.exists() and any(run_dir.iterdir()):
-        raise UserError(f"run folder {run_dir} already exists: choose another out= or resume={run_dir}")
+        if not never_checkpointed(run_dir):
+            raise UserError(f"run folder {run_dir} already exists: choose another out= or resume={run_dir}")
+        print(f"{run_dir} stopped before its first checkpoint: starting it again")
+        clear_run_folder(run_dir)
+    config = resolve_inputs(config)
     trainer = Trainer(config, run_dir, progress=progress)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(
-        json.dumps(
-            {
-                "config": to_dict(config),
-                "command": shlex.join(["just", "train-multitask", *command]),
-                "python": sys.version.split()[0],
-            },
-            indent=2,
-        )
-        + "\n"
-    )
+    record = {
+        "config": to_dict(config),
+        "command": shlex.join(["just", "train-multitask", *command]),
+        "inputs": trainer.data.fingerprints,
+        "python": sys.version.split()[0],
+    }
+    atomic.write_text(run_dir / "config.json", json.dumps(record, indent=2) + "\n", "run config")
     return run_dir, trainer.fit(stop_after_step=stop_after_step)
 
 
@@ -59,6 +64,7 @@ def resume(
     progress: bool = True,
     overrides: Sequence[str] = (),
 ) -> tuple[Path, dict[str, Any]]:
+    """Continue `run_dir` with its recorded config and inputs, refusing inputs that changed since."""
     run_dir = Path(run_dir).expanduser()
     config = load_config(run_dir)
     allowed = ("device=", "wandb=", "run.device=", "run.wandb=")
@@ -67,11 +73,41 @@ def resume(
             f"resume continues the saved config: only device= and wandb= may change, not {extra[0]!r}"
         )
     config = apply_overrides(config, overrides)
-    if not (run_dir / "checkpoints" / "latest.pt").is_file():
-        raise UserError(f"{run_dir} has no checkpoint yet (checkpoints/latest.pt): start it again instead")
     if (run_dir / "summary.json").is_file():
         raise UserError(f"{run_dir} has already finished: see {run_dir / 'summary.json'}")
-    trainer = Trainer(config, run_dir, progress=progress)
+    record = read_run_record(run_dir)
+    if never_checkpointed(run_dir):
+        print(f"{run_dir} has no checkpoint yet: starting it again from step 0 with its saved config")
+        command = shlex.split(record.get("command", ""))[2:]
+        clear_run_folder(run_dir)
+        config.run.out = str(run_dir)
+        return start(config, command, stop_after_step, progress)
+    trainer = Trainer(config, run_dir, progress=progress, build_missing=False)
+    if changed := changed_inputs(record.get("inputs", {}), trainer.data.fingerprints):
+        raise UserError(
+            f"cannot resume {run_dir}: {' and '.join(changed)} changed since the run started; restore "
+            "the original files, or start a new run"
+        )
     trainer.restore()
     print(f"resuming {run_dir} at step {trainer.state['global_step']}")
     return run_dir, trainer.fit(resume=True, stop_after_step=stop_after_step)
+
+
+RUN_FILES = ("config.json", "metrics.jsonl", "checkpoints", "wandb")
+
+
+def never_checkpointed(run_dir: Path) -> bool:
+    """A run folder that a crash, kill or NaN stopped before its first checkpoint: safe to start again."""
+    names = {entry.name for entry in run_dir.iterdir()}
+    checkpoints = run_dir / "checkpoints"
+    saved = checkpoints.is_dir() and any(p.suffix == ".pt" for p in checkpoints.iterdir())
+    return "config.json" in names and names <= set(RUN_FILES) and not saved
+
+
+def clear_run_folder(run_dir: Path) -> None:
+    for name in RUN_FILES:
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()

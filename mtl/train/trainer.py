@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import secrets
@@ -15,6 +16,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from mtl import atomic
 from mtl.config import from_dict, to_dict
 from mtl.data.batches import TaskStream
 from mtl.device import resolve_device
@@ -35,12 +37,17 @@ TASK_INDEX = {"nli": 0, "squad": 1}
 
 class Trainer:
     def __init__(
-        self, config: TrainConfig, run_dir: Path, data: TrainingData | None = None, progress: bool = True
+        self,
+        config: TrainConfig,
+        run_dir: Path,
+        data: TrainingData | None = None,
+        progress: bool = True,
+        build_missing: bool = True,
     ):
         self.config, self.run_dir, self.progress = config, Path(run_dir), progress
         self.device = resolve_device(config.run.device)
         torch.manual_seed(config.run.seed)
-        self.data = data or prepare(config, progress=progress)
+        self.data = data or prepare(config, progress=progress, build_missing=build_missing)
         self.model = self._build_model().to(self.device)
         self.task_parameters = {
             task: [
@@ -68,7 +75,8 @@ class Trainer:
             "global_step": 0,
             "task_steps": dict.fromkeys(config.tasks, 0),
             "block": {"index": 0, "start_step": 0, "examples": 0},
-            "last_dev": {},
+            "best_dev": {},  # task -> its best dev accuracy so far
+            "stalls": 0,  # evaluations whose main-task dev accuracy was not above the best (Adam's stop)
             "best": None,  # {"step", "<task>/dev/acc"...}
             "wandb_id": secrets.token_hex(4),
             "metrics_bytes": 0,
@@ -125,7 +133,7 @@ class Trainer:
         run = self.config.run
         self.tracker = Tracker.start(
             job_type="train",
-            config={**to_dict(self.config), **self.parameter_counts()},
+            config={**to_dict(self.config), **self.parameter_counts(), "inputs": self.data.fingerprints},
             project=run.wandb_project,
             directory=self.run_dir,
             mode=run.wandb,
@@ -164,15 +172,19 @@ class Trainer:
             )
             self.log.log({"global_step": 0, **counts})
         self.tracker.summary(counts)
-        previous_handler = self._catch_interrupts()
+        previous_handlers = self._catch_interrupts()
         try:
             stopped = self._loop(stop_after_step)
         except Diverged as error:
             self.tracker.finish(exit_code=1)
             raise UserError(str(error)) from None
+        except BaseException:
+            self.log.close()
+            self.tracker.finish(exit_code=1)
+            raise
         finally:
-            if previous_handler is not None:
-                signal.signal(signal.SIGINT, previous_handler)
+            for signum, handler in previous_handlers.items():
+                signal.signal(signum, handler)
         if stopped == "interrupted":
             self.log.close()
             self.tracker.finish(exit_code=130)
@@ -210,6 +222,8 @@ class Trainer:
                 return "max_steps"
             if self.optimizers[self.config.main_task].param_groups[0]["lr"] < optim.min_lr:
                 return "min_lr"
+            if optim.optim == "adam" and state["stalls"] >= optim.adam_patience:
+                return "adam_patience"
             task = self.scheduler.task_at(step)
             if step == state["block"]["start_step"]:
                 block_clock = time.perf_counter()
@@ -248,10 +262,16 @@ class Trainer:
         loss = nn.functional.cross_entropy(logits, labels)
         state = self.state
         if not torch.isfinite(loss):
+            latest = self.checkpoint_dir / "latest.pt"
+            kept = (
+                f"the last good checkpoint (step {checkpoint.load(latest)['state']['global_step']}) is kept "
+                f"in {latest}"
+                if latest.is_file()
+                else "no checkpoint was written yet"
+            )
             raise Diverged(
                 f"the {task} loss became {loss.item()} at step {state['global_step'] + 1} ({task} step "
-                f"{state['task_steps'][task] + 1}); the last good checkpoint is kept in {self.checkpoint_dir}: "
-                "lower lr= or max_grad_norm= and start again"
+                f"{state['task_steps'][task] + 1}); {kept}: lower lr= or max_grad_norm= and start again"
             )
         loss.backward()
         max_norm = self.config.optim.max_grad_norm or math.inf
@@ -347,12 +367,17 @@ class Trainer:
                 "phase/eval_seconds": time.perf_counter() - started,
             }
         )
+        # InferSent's train_nli.py: when dev accuracy is not above the best so far, SGD divides
+        # the lr by lr_shrink and Adam counts towards its stop (the 2nd such evaluation ends it).
         for task in self.config.tasks:
-            previous = state["last_dev"].get(task)
-            dropped = previous is not None and results[f"{task}/dev/acc"] < previous
-            if dropped and (self.config.optim.optimizer_per_task or task == main):
+            best = state["best_dev"].get(task)
+            improved = best is None or results[f"{task}/dev/acc"] > best
+            if improved:
+                state["best_dev"][task] = results[f"{task}/dev/acc"]
+            elif self.config.optim.optimizer_per_task or task == main:
                 self._scale_lr(task, 1.0 / self.config.optim.lr_shrink)
-            state["last_dev"][task] = results[f"{task}/dev/acc"]
+            if not improved and task == main:
+                state["stalls"] += 1
         if state["best"] is None or results[f"{main}/dev/acc"] > state["best"][f"{main}/dev/acc"]:
             state["best"] = {"step": state["global_step"], **results}
             self.log.log(
@@ -391,6 +416,7 @@ class Trainer:
                 **self._encoder_metadata(),
             },
             self.checkpoint_dir / "latest.pt",
+            keep_previous=True,
         )
         self.tracker.log_artifact(
             f"{self.run_dir.name}-latest",
@@ -401,13 +427,19 @@ class Trainer:
         )
 
     def restore(self) -> None:
-        saved = checkpoint.load(self.checkpoint_dir / "latest.pt", self.device)
+        """Continue from checkpoints/latest.pt (or the one before it, when it is damaged)."""
+        saved, _ = checkpoint.load_with_fallback(self.checkpoint_dir / "latest.pt")
+        if saved["vocabulary"] != self.data.vocabulary.words:
+            raise UserError(
+                f"the vocabulary built from the inputs of {self.run_dir} differs from the one it was "
+                "trained with: resume needs the same SNLI, ClassifSQuAD and vectors; start a new run instead"
+            )
         self.model.load_state_dict(saved["model"])
         for task, optimizer in self.optimizers.items():
             optimizer.load_state_dict(saved["optimizers"][task])
         for task, stream in self.streams.items():
             stream.load_state_dict(saved["streams"][task])
-        self.state = saved["state"]
+        self.state = {**self.state, **saved["state"]}
         torch.set_rng_state(saved["torch_rng"])
         if saved["cuda_rng"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(saved["cuda_rng"])
@@ -436,7 +468,7 @@ class Trainer:
         self.tracker.log_artifact(
             f"{self.run_dir.name}-encoder", "encoder", self.run_dir / "encoder.pt", metadata=results
         )
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        atomic.write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         self.log.close()
         self.tracker.finish()
         return summary
@@ -454,30 +486,47 @@ class Trainer:
             "vectors": str(self.data.vectors_path),
         }
 
-    def _catch_interrupts(self):
-        """First Ctrl-C: finish the step, checkpoint, stop. Second: stop at once."""
+    def _catch_interrupts(self) -> dict[int, Any]:
+        """First Ctrl-C or SIGTERM: finish the step, checkpoint, stop. Second: stop at once."""
 
         def handler(signum, frame):
             if self._interrupted:
                 raise KeyboardInterrupt
             self._interrupted = True
-            print(
-                "\ninterrupt: saving a checkpoint after this step (Ctrl-C again to stop at once)",
-                file=sys.stderr,
-            )
+            with contextlib.suppress(OSError):  # the terminal or pipe is gone; the checkpoint matters more
+                print(
+                    "\ninterrupt: saving a checkpoint after this step (Ctrl-C again to stop at once)",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
-        try:
-            return signal.signal(signal.SIGINT, handler)
-        except ValueError:  # not the main thread
-            return None
+        previous = {}
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread
+                previous[signum] = signal.signal(signum, handler)
+        return previous
 
 
 class Diverged(Exception):
     pass
 
 
-def load_config(run_dir: Path) -> TrainConfig:
+def read_run_record(run_dir: Path) -> dict[str, Any]:
+    """The run's config.json: its config, the command that started it, its inputs' fingerprints."""
     path = Path(run_dir) / "config.json"
     if not path.is_file():
         raise UserError(f"{run_dir} is not a run folder (no config.json): pass resume=runs/<run>")
-    return from_dict(TrainConfig, json.loads(path.read_text())["config"])
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise UserError(f"{path} cannot be read ({reason}): restore it, or start a new run") from None
+    if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
+        raise UserError(f"{path} has no 'config' table: restore it, or start a new run")
+    return record
+
+
+def load_config(run_dir: Path) -> TrainConfig:
+    return from_dict(
+        TrainConfig, read_run_record(run_dir)["config"], source=str(Path(run_dir) / "config.json")
+    )

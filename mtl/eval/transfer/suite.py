@@ -11,6 +11,7 @@ from typing import Literal
 
 import numpy as np
 
+from mtl.config import AtLeast1
 from mtl.errors import UserError
 from mtl.eval.encoder import SentenceEncoder, baseline_encoder, load_encoder
 from mtl.eval.transfer import classifiers as protocol_fns
@@ -44,18 +45,20 @@ COLUMNS = [
 @dataclass
 class TransferConfig:
     run: str | None = None  # run folder or checkpoint
-    baseline: Literal["glove-bow", "random-bilstm"] | None = None
+    baseline: Literal["glove-bow", "random-bilstm"] | None = None  # instead of run=: a reference encoder
     tasks: str = "all"  # comma-separated, e.g. MR,CR,STS14
-    mode: Literal["standard", "fast"] = "standard"
+    mode: Literal["standard", "fast"] = "standard"  # fast: 5 folds, a smaller grid
     pooling: Literal["max", "mean", "max+mean"] | None = None  # None: the encoder's own
     data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
     vectors: str | None = None  # for baselines and vocabulary expansion; None: the run's, or the usual search
-    batch_size: int = 128
-    random_hidden: int = 2048  # random-bilstm width per direction (000_ Table 4: 4096-d embeddings)
-    out: str | None = None  # where transfer.json/md go; None: the run folder, or runs/baseline-<name>
-    device: str = "auto"
-    wandb: Literal["auto", "online", "offline", "disabled"] = "auto"
-    wandb_project: str = "mtl"
+    batch_size: AtLeast1 = 128  # sentences per encoding batch
+    random_hidden: AtLeast1 = 2048  # random-bilstm width per direction (000_ Table 4: 4096-d embeddings)
+    out: str | None = None  # where the reports go; None: the run folder, or runs/baseline-<name>
+    device: str = "auto"  # auto: cuda when available
+    wandb: Literal["auto", "online", "offline", "disabled"] = (
+        "auto"  # auto: online with an API key, else offline
+    )
+    wandb_project: str = "mtl"  # W&B project
 
     def __post_init__(self) -> None:
         for name in self.task_names:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
 from torch import nn
 
+from mtl.config import AtLeast1, Range, check_fields
 from mtl.errors import UserError
 
 Pooling = Literal["max", "mean", "max+mean"]
@@ -16,17 +17,16 @@ Pooling = Literal["max", "mean", "max+mean"]
 
 @dataclass
 class EncoderConfig:
-    encoder: Literal["bilstm", "bilstm2", "transformer", "decomposable"] = "bilstm"
-    hidden: int = 2048  # per direction (BiLSTMs), model width (transformer, decomposable)
-    pooling: Pooling = "max"
-    transformer_layers: int = 4
-    transformer_heads: int = 4
-    transformer_ffn: int = 1024
-    encoder_dropout: float = 0.0
+    encoder: Literal["bilstm", "bilstm2", "transformer", "decomposable"] = "bilstm"  # the shared encoder
+    hidden: AtLeast1 = 2048  # per direction (BiLSTMs), model width (transformer, decomposable)
+    pooling: Pooling = "max"  # over real positions only
+    transformer_layers: AtLeast1 = 4  # encoder=transformer: layers
+    transformer_heads: AtLeast1 = 4  # encoder=transformer: attention heads (divide hidden)
+    transformer_ffn: AtLeast1 = 1024  # encoder=transformer: feed-forward width
+    encoder_dropout: Annotated[float, Range(0, 1, high_open=True)] = 0.0  # inside the encoder
 
     def __post_init__(self) -> None:
-        if self.hidden < 1:
-            raise UserError(f"hidden={self.hidden} must be 1 or more")
+        check_fields(self)  # before the rule below divides by transformer_heads
         if self.encoder == "transformer" and self.hidden % self.transformer_heads:
             raise UserError(
                 f"transformer_heads={self.transformer_heads} must divide hidden={self.hidden} (the model width)"

@@ -1,0 +1,82 @@
+"""Writes that never leave a half-written file looking complete: temporary path, fsync, rename.
+
+A crash or power loss leaves either the previous file or the new one, never an empty or
+truncated file under the final name; the temporary file is removed when the write fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from mtl.errors import UserError
+
+
+@contextmanager
+def atomic_path(path: Path, what: str = "file") -> Iterator[Path]:
+    """A temporary sibling of `path` to write to; on success it is synced and renamed to `path`."""
+    path = Path(path)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        yield partial
+        fsync_file(partial)
+        os.replace(partial, path)
+        fsync_dir(path.parent)
+    except OSError as error:
+        raise UserError(f"could not write {what} {path}: {error.strerror or error}") from None
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def write_text(path: Path, text: str, what: str = "file") -> None:
+    with atomic_path(path, what) as partial:
+        partial.write_text(text, encoding="utf-8")
+
+
+def fsync_file(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename inside `folder` durable (a no-op where directories cannot be opened)."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def fsync_tree(folder: Path) -> None:
+    """fsync every file under `folder`, then the folders themselves, before `folder` is renamed."""
+    for root, _, files in os.walk(folder):
+        for name in files:
+            fsync_file(Path(root) / name)
+        fsync_dir(Path(root))
+
+
+def check_output_dir(path: Path, key: str) -> Path:
+    """Refuse, before any work starts, an output folder that is a file or cannot be written.
+
+    The nearest existing ancestor must be a writable folder (so the folder can be made).
+    """
+    path = Path(path).expanduser()
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "" if probe == path else f" ({probe} is a file)"
+        raise UserError(f"{key}={path} is not a folder{where}: choose another {key}=")
+    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
+        raise UserError(f"{key}={path} cannot be written ({probe} is read-only): choose another {key}=")
+    return path
