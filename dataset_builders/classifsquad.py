@@ -28,6 +28,7 @@ from mtl.config import AtLeast0, AtLeast1
 from mtl.data.classifsquad import describe_folder, is_build
 from mtl.errors import UserError
 from mtl.text import Tokenizer, load_vectors, resolve_vectors_path
+from mtl.text.coverage import Coverage
 from mtl.tracking import Tracker
 
 LABEL_NAMES = ["answer2", "answer1"]  # label 1: answer1 is the correct answer
@@ -244,6 +245,9 @@ def build(config: BuildConfig) -> dict[str, object]:
     tokens_of = dict(zip(texts, tokenizer.tokenize(texts), strict=True))
     words = {token for tokens in tokens_of.values() for token in tokens}
     vocabulary = frozenset(load_vectors(vectors_path, words).words)
+    Coverage.of(
+        tokens_of.values(), vocabulary.__contains__, "SQuAD's questions and answers", vectors_path.name
+    ).report()
     splits, stats = {}, {}
     for index, (split, articles) in enumerate(squad.items()):
         rng = np.random.default_rng([config.seed, index])

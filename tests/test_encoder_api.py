@@ -99,12 +99,12 @@ def test_transfer_command_on_real_data(shared_data, tiny_data, tmp_path, capsys)
         ]
     )
     assert code == 0
-    report = json.loads((out / "transfer.json").read_text())
+    report = json.loads((out / "transfer-fast.json").read_text())
     assert set(report["results"]) == {"MR", "SICK-E", "SICK-R", "STS14"}
     assert report["dim"] == 50
     assert 0.6 < report["results"]["MR"]["acc"] < 0.85
     assert 0.2 < report["results"]["STS14"]["all/pearson"] < 0.8
-    assert "| glove-bow | 50 |" in (out / "transfer.md").read_text()
+    assert "| glove-bow | 50 |" in (out / "transfer-fast.md").read_text()
     assert "| glove-bow | 50 |" in capsys.readouterr().out
     assert main(["transfer", "tasks=MR"]) == 2
     assert "give exactly one of run=runs/<run> and baseline=" in capsys.readouterr().err

@@ -7,6 +7,7 @@ make it a plain lookup here), else the unknown vector.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from mtl.errors import UserError
 from mtl.models.encoders import build_encoder
 from mtl.models.encoders.base import Encoder, EncoderConfig, frozen_embedding
 from mtl.text import Tokenizer, load_vectors
+from mtl.text.coverage import Coverage
 from mtl.text.vocab import UNK, Vocabulary
 from mtl.train.checkpoint import load
 from mtl.train.config import TrainConfig
@@ -38,6 +40,7 @@ class SentenceEncoder:
         name: str,
     ):
         self.encoder = encoder.to(device).eval()
+        self.token_counts: Counter[str] = Counter()  # every token encoded so far
         self.vocabulary, self.tokenizer, self.vectors, self.device, self.name = (
             vocabulary,
             tokenizer,
@@ -60,6 +63,7 @@ class SentenceEncoder:
         """(N, D) float32 embeddings in input order; batches are formed by length."""
         tokens = self.tokenizer.tokenize(list(sentences))
         self.expand_vocabulary({word for words in tokens for word in words})
+        self.token_counts.update(word for words in tokens for word in words)
         ids = [
             self.vocabulary.ids(words) if words else np.array([self.vocabulary.index[UNK]])
             for words in tokens
@@ -91,6 +95,19 @@ class SentenceEncoder:
             if pooling is not None:
                 self.encoder.pooling = saved_pooling
         return out
+
+    @property
+    def coverage(self) -> Coverage | None:
+        """How many of the tokens encoded so far the vocabulary (trained words and vectors) knows."""
+        if not self.token_counts:
+            return None
+        source = Path(self.vectors).name if self.vectors else "the encoder's vocabulary"
+        return Coverage.of(
+            [self.token_counts.elements()],
+            self.vocabulary.index.__contains__,
+            "the encoded sentences",
+            source,
+        )
 
     def expand_vocabulary(self, words: set[str]) -> int:
         """Add the words that have a GloVe vector; return how many were added."""

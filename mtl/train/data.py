@@ -32,6 +32,7 @@ class TrainingData:
     examples: dict[str, dict[str, TaskExamples]]  # task -> split (train, dev, test) -> examples
     vectors_path: Path
     fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)  # input -> source, sha256
+    coverage: Coverage | None = None
 
     def example_lengths(self, task: str, split: str) -> np.ndarray:
         rows = self.examples[task][split].sentences
@@ -58,7 +59,9 @@ def prepare(config: TrainConfig, progress: bool = True, build_missing: bool = Tr
     data = config.data
     vectors_path = resolve_vectors_path(data.vectors)
     with tqdm(total=len(config.tasks) + 2, desc="prepare data", disable=not progress) as steps:
-        return _prepare(config, vectors_path, steps, build_missing)
+        prepared = _prepare(config, vectors_path, steps, build_missing)
+    prepared.coverage.report()
+    return prepared
 
 
 def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm, build_missing: bool) -> TrainingData:
@@ -117,9 +120,6 @@ def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm, build_missing
     table.index_with(vocabulary)
     fingerprints["vocabulary"] = {"words": len(vocabulary), "sha256": _digest("\n".join(vocabulary.words))}
     steps.update()
-    steps.write(coverage.line())
-    if warning := coverage.warning():
-        steps.write(warning)
     return TrainingData(
         table,
         vocabulary,
@@ -127,6 +127,7 @@ def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm, build_missing
         examples,
         vectors_path,
         fingerprints,
+        coverage,
     )
 
 

@@ -21,7 +21,12 @@ def preset_overrides(name: str) -> list[str]:
     path = preset_dir() / f"{name}.toml"
     if not path.is_file():
         raise UserError(f"unknown preset {name!r}: choose one of {', '.join(preset_names())}")
-    values = tomllib.loads(path.read_text())
+    try:
+        values = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"preset file {path} is not valid TOML ({error}): fix or remove it") from None
+    if nested := [key for key, value in values.items() if isinstance(value, dict | list)]:
+        raise UserError(f"preset file {path}: {nested[0]!r} must be a plain key = value, not a table or list")
     return [f"{key}={_text(value)}" for key, value in values.items()]
 
 

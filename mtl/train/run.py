@@ -17,7 +17,7 @@ from mtl.config import apply_overrides, to_dict
 from mtl.errors import UserError
 from mtl.train.config import TrainConfig
 from mtl.train.data import changed_inputs, resolve_inputs
-from mtl.train.presets import preset_overrides
+from mtl.train.presets import preset_dir, preset_overrides
 from mtl.train.trainer import Trainer, load_config, read_run_record
 
 
@@ -25,7 +25,13 @@ def config_from_args(args: Sequence[str]) -> TrainConfig:
     """`preset=NAME` first (wherever it stands), then every other key=value over it."""
     presets = [a.partition("=")[2] for a in args if a.startswith("preset=")]
     rest = [a for a in args if not a.startswith("preset=")]
-    base = apply_overrides(TrainConfig(), preset_overrides(presets[-1])) if presets else TrainConfig()
+    base = TrainConfig()
+    if presets:
+        values = preset_overrides(presets[-1])
+        try:
+            base = apply_overrides(base, values)
+        except UserError as error:
+            raise UserError(f"preset file {preset_dir() / presets[-1]}.toml: {error}") from None
     config = apply_overrides(base, rest)
     if presets and not any(a.startswith(("name=", "run.name=")) for a in rest):
         config.run.name = presets[-1]

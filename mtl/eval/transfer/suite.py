@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
+from mtl import atomic
+from mtl.atomic import check_output_dir
 from mtl.config import AtLeast1
 from mtl.errors import UserError
 from mtl.eval.encoder import SentenceEncoder, baseline_encoder, load_encoder
@@ -61,6 +63,8 @@ class TransferConfig:
     wandb_project: str = "mtl"  # W&B project
 
     def __post_init__(self) -> None:
+        if not self.task_names:
+            raise UserError(f"tasks={self.tasks!r} names no task: give all or a list such as MR,CR,STS14")
         for name in self.task_names:
             if name not in READERS:
                 raise UserError(f"unknown transfer task {name!r}: choose from {', '.join(READERS)}")
@@ -146,16 +150,45 @@ def evaluate_task(
     return protocol_fns.sts_scores({s: (*columns(s), labels(s)) for s in task.splits})
 
 
+def output_folder(config: TransferConfig) -> Path:
+    """The run folder of `run=` (also when it names a checkpoint inside it), or runs/baseline-<name>."""
+    if config.out:
+        return Path(config.out).expanduser()
+    if config.baseline:
+        return Path(f"runs/baseline-{config.baseline}")
+    source = Path(config.run).expanduser()
+    if source.is_dir():
+        return source
+    return next((p for p in source.parents if (p / "config.json").is_file()), source.parent)
+
+
+def report_name(config: TransferConfig) -> str:
+    """One report per protocol and pooling, so runs with other settings never overwrite it."""
+    parts = [] if config.mode == "standard" else [config.mode]
+    parts += [f"pool-{config.pooling}"] if config.pooling else []
+    return "-".join(["transfer", *parts])
+
+
 def run(config: TransferConfig) -> tuple[Path, dict]:
     if (config.run is None) == (config.baseline is None):
         raise UserError("give exactly one of run=runs/<run> and baseline=glove-bow|random-bilstm")
     root = data_root(config)
+    out = check_output_dir(output_folder(config), "out")
+    tasks = {name: read_task(name, root) for name in config.task_names}  # every task's data, before any work
     encoder = make_encoder(config)
     protocol = Protocol.fast() if config.mode == "fast" else Protocol()
-    out = Path(
-        config.out
-        or (config.run if config.run and Path(config.run).is_dir() else f"runs/baseline-{config.baseline}")
-    ).expanduser()
+    name = report_name(config)
+    report = {
+        "encoder": encoder.name,
+        "source": str(config.run or config.baseline),
+        "vectors": encoder.vectors,
+        "dim": encoder.dim if config.pooling is None else None,
+        "pooling": config.pooling,
+        "mode": config.mode,
+        "seconds": 0.0,
+        "results": {},
+    }
+    report["results"] = _earlier_results(out / f"{name}.json", report)
     tracker = Tracker.start(
         job_type="transfer-eval",
         config={**asdict(config), "dim": encoder.dim},
@@ -168,40 +201,47 @@ def run(config: TransferConfig) -> tuple[Path, dict]:
         tracker.use_artifact(f"{Path(config.run).name}-encoder:latest")
     results: dict[str, dict[str, float]] = {}
     started = time.perf_counter()
-    for name in config.task_names:
+    for task_name, task in tasks.items():
         task_started = time.perf_counter()
-        task = read_task(name, root)
-        results[name] = {
+        results[task_name] = {
             **evaluate_task(task, encoder, protocol, config.batch_size, config.pooling),
             "seconds": round(time.perf_counter() - task_started, 1),
         }
+        report["results"][task_name] = results[task_name]
+        report["seconds"] = round(time.perf_counter() - started, 1)
+        _write(out, name, report)  # each result is kept as soon as it exists
         print(
-            f"  {name:<7} {headline(name, results[name]):>10}  ({results[name]['seconds']:.0f} s)", flush=True
+            f"  {task_name:<7} {headline(task_name, results[task_name]):>10}  "
+            f"({results[task_name]['seconds']:.0f} s)",
+            flush=True,
         )
-    report = {
-        "encoder": encoder.name,
-        "dim": encoder.dim if config.pooling is None else None,
-        "pooling": config.pooling,
-        "mode": config.mode,
-        "seconds": round(time.perf_counter() - started, 1),
-        "results": results,
-    }
-    _write(out, report)
+    if encoder.coverage is not None:
+        encoder.coverage.report()
+    keys = sorted({k for r in results.values() for k in r})
     tracker.table(
         "transfer",
-        ["task", "headline", *sorted({k for r in results.values() for k in r})],
-        [
-            [t, headline(t, r), *(r.get(k) for k in sorted({k for r in results.values() for k in r}))]
-            for t, r in results.items()
-        ],
+        ["task", "headline", *keys],
+        [[t, headline(t, r), *(r.get(k) for k in keys)] for t, r in results.items()],
     )
     tracker.summary({f"transfer/{t}/{k}": v for t, r in results.items() for k, v in r.items()})
     tracker.finish()
     return out, report
 
 
+def _earlier_results(path: Path, report: dict) -> dict[str, dict[str, float]]:
+    """Results of tasks not re-run this time, from an earlier report of the same encoder and settings."""
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    same = all(earlier.get(key) == report[key] for key in ("encoder", "source", "vectors", "mode", "pooling"))
+    return dict(earlier.get("results", {})) if same and isinstance(earlier.get("results"), dict) else {}
+
+
 def headline(task: str, result: dict[str, float]) -> str:
     """The number Table 2 shows: accuracy in %, Pearson for relatedness, Pearson/Spearman for STS."""
+    if any(value is None for value in result.values()):
+        return "n/a"  # a score that was not finite (e.g. a constant prediction's correlation)
     if "all/pearson" in result:
         return f"{result['all/pearson']:.2f}/{result['all/spearman']:.2f}".replace("0.", ".")
     if "pearson" in result:
@@ -228,12 +268,19 @@ def markdown(report: dict) -> str:
     )
 
 
-def _write(out: Path, report: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in (
-        ("transfer.json", json.dumps(report, indent=2) + "\n"),
-        ("transfer.md", markdown(report)),
-    ):
-        partial = out / f".{name}.partial"
-        partial.write_text(text)
-        os.replace(partial, out / name)
+def _write(out: Path, name: str, report: dict) -> None:
+    report = {**report, "results": {t: report["results"][t] for t in COLUMNS if t in report["results"]}}
+    text = json.dumps(finite_or_null(report), indent=2, allow_nan=False) + "\n"
+    atomic.write_text(out / f"{name}.json", text, "transfer report")
+    atomic.write_text(out / f"{name}.md", markdown(report), "transfer report")
+
+
+def finite_or_null(value: Any) -> Any:
+    """NaN and infinities as null: strict JSON parsers reject them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_null(item) for item in value]
+    return value

@@ -225,4 +225,17 @@ READERS: dict[str, Callable[[Path], TransferTask]] = {
 def read_task(name: str, root: Path) -> TransferTask:
     if name not in READERS:
         raise UserError(f"unknown transfer task {name!r}: choose from {', '.join(READERS)}")
-    return READERS[name](root)
+    try:
+        task = READERS[name](root)
+    except UserError:
+        raise
+    except (OSError, ValueError, IndexError, KeyError) as error:  # a damaged or partial SentEval folder
+        raise UserError(
+            f"transfer data of {name} in {root} cannot be read ({type(error).__name__}: {error}): "
+            "re-download SentEval's data or point data=PATH at a complete copy"
+        ) from None
+    if not all(len(split) for split in task.splits.values()):
+        raise UserError(
+            f"transfer data of {name} in {root} has an empty split: point data=PATH at a complete copy"
+        )
+    return task
