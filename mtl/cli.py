@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mtl.config import apply_overrides, describe_keys
+from mtl.console import say
 from mtl.errors import UserError
 
 
@@ -194,10 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         COMMANDS[argv[0]].run(argv[1:])
     except UserError as error:
-        print(f"error: {error}", file=sys.stderr)
+        say(f"error: {error}")
         return 2
     except KeyboardInterrupt as interrupt:
-        print(f"interrupted{': ' + str(interrupt) if str(interrupt) else ''}", file=sys.stderr)
+        say(f"interrupted{': ' + str(interrupt) if str(interrupt) else ''}")
         return 130
     finally:
         if previous is not None:

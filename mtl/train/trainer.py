@@ -7,7 +7,6 @@ import json
 import math
 import secrets
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from tqdm.auto import tqdm
 
 from mtl import atomic
 from mtl.config import from_dict, to_dict
+from mtl.console import say
 from mtl.data.batches import TaskStream
 from mtl.device import resolve_device
 from mtl.errors import UserError
@@ -493,12 +493,7 @@ class Trainer:
             if self._interrupted:
                 raise KeyboardInterrupt
             self._interrupted = True
-            with contextlib.suppress(OSError):  # the terminal or pipe is gone; the checkpoint matters more
-                print(
-                    "\ninterrupt: saving a checkpoint after this step (Ctrl-C again to stop at once)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            say("\ninterrupt: saving a checkpoint after this step (Ctrl-C again to stop at once)")
 
         previous = {}
         for signum in (signal.SIGINT, signal.SIGTERM):
