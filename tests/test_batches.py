@@ -51,3 +51,14 @@ def test_sentence_table_pads_and_counts_lengths():
     assert tokens.tolist() == [[2, 3, 4], [3, 0, 0], [1, 0, 0], [1, 1, 0]]
     assert lengths.tolist() == [3, 1, 1, 2]
     assert tokens.dtype == torch.int64
+
+
+def test_without_buckets_batches_are_a_plain_shuffle():
+    examples = TaskExamples(np.zeros((400, 1), dtype=np.int64), np.zeros(400, dtype=np.int64))
+    lengths = np.arange(400)
+    bucketed = TaskStream(examples, lengths, 20, seed=[1], window=50).epoch_batches(0)
+    plain = TaskStream(examples, lengths, 20, seed=[1], window=1).epoch_batches(0)
+    spread = [lengths[b].max() - lengths[b].min() for b in plain]
+    assert max(lengths[b].max() - lengths[b].min() for b in bucketed) == 19  # sorted runs of 20
+    assert np.median(spread) > 200  # random lengths of 0..399 in each batch
+    assert sorted(np.concatenate(plain).tolist()) == list(range(400))

@@ -102,3 +102,32 @@ def test_unknown_encoder_and_impossible_shapes_are_named():
         apply_overrides(TrainConfig(), ["encoder=lstm"])
     with pytest.raises(UserError, match="transformer_heads=4 must divide hidden=50"):
         apply_overrides(TrainConfig(), ["encoder=transformer", "hidden=50"])
+
+
+@pytest.mark.parametrize("name", ["bilstm", "bilstm2"])
+def test_dense_and_packed_bilstm_kernels_are_one_function(embedding, name):
+    # CPU runs the dense kernel, CUDA the packed (cuDNN) one: same parameters, same outputs and gradients.
+    torch.manual_seed(2)
+    encoder = build_encoder(embedding, SMALL[name])
+    tokens = torch.tensor([[5, 9, 3, 7, 2, 4], [8, 8, 0, 0, 0, 0], [1, 2, 3, 0, 0, 0], [6, 0, 0, 0, 0, 0]])
+    lengths = torch.tensor([6, 2, 3, 1])
+    results = {}
+    for kernel in ("dense", "packed"):
+        encoder.kernel = kernel
+        encoder.zero_grad()
+        output = encoder(tokens, lengths)
+        (output * torch.arange(output.shape[1])).sum().backward()
+        results[kernel] = (output.detach(), [p.grad.clone() for p in encoder.parameters() if p.requires_grad])
+    torch.testing.assert_close(results["dense"][0], results["packed"][0], rtol=1e-5, atol=1e-6)
+    for dense, packed in zip(results["dense"][1], results["packed"][1], strict=True):
+        torch.testing.assert_close(dense, packed, rtol=1e-5, atol=1e-6)
+
+
+def test_auto_kernel_is_dense_on_cpu(embedding, monkeypatch):
+    from mtl.models.encoders import bilstm
+
+    calls = []
+    monkeypatch.setattr(bilstm, "packed_bidirectional", lambda *a: calls.append("packed"))
+    encoder = build_encoder(embedding, SMALL["bilstm"])
+    encoder(torch.tensor([[5, 9]]), torch.tensor([2]))
+    assert encoder.kernel == "auto" and calls == []

@@ -1,4 +1,5 @@
 import json
+import math
 import re
 
 import datasets
@@ -64,6 +65,7 @@ def test_training_learns_the_tiny_nli_train_set(tiny_data, tmp_path):
         "lr=0.01",
         "hidden=32",
         "head_hidden=32",
+        "precision=fp32",
     )
     records = read_metrics(tmp_path / "run" / "metrics.jsonl")
     accuracy = [r["nli/train/acc"] for r in records if "nli/train/acc" in r]
@@ -233,3 +235,29 @@ def test_every_preset_validates(name):
     config = run.config_from_args([f"preset={name}", "steps_nli=7"])
     assert config.run.name == name and config.schedule.steps_nli == 7
     assert preset_overrides(name)
+
+
+@pytest.mark.parametrize("bucket", ["true", "false"])
+def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, bucket):
+    extra = ("precision=bf16", f"bucket={bucket}", "dropout=0.2", "max_steps=12", "checkpoint_every=4")
+    straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)
+    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, stop_after_step=7)
+    _, resumed = run.resume(cut_dir, progress=False)
+    assert resumed == straight
+    a = torch.load(straight_dir / "encoder.pt", weights_only=False)["encoder"]
+    b = torch.load(cut_dir / "encoder.pt", weights_only=False)["encoder"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    recorded = json.loads((straight_dir / "config.json").read_text())["config"]
+    assert recorded["run"]["precision"] == "bf16" and recorded["schedule"]["bucket"] == (bucket == "true")
+    losses = [
+        r["nli/train/loss"] for r in read_metrics(straight_dir / "metrics.jsonl") if "nli/train/loss" in r
+    ]
+    assert all(math.isfinite(loss) for loss in losses)
+
+
+def test_auto_precision_is_recorded_as_what_it_resolved_to(tiny_data, tmp_path):
+    from mtl.precision import resolve_precision
+
+    run_dir, _ = start(tiny_data, tmp_path / "run", "max_steps=2")
+    recorded = json.loads((run_dir / "config.json").read_text())["config"]["run"]["precision"]
+    assert recorded == resolve_precision("auto", torch.device("cpu")) and recorded in ("bf16", "fp32")

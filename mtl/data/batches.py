@@ -44,7 +44,14 @@ class SentenceTable:
         self, rows: np.ndarray, device: torch.device
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """For (B, k) example rows: one padded (tokens, lengths) pair per sentence position, on `device`."""
-        return [tuple(t.to(device) for t in self.batch(rows[:, k])) for k in range(rows.shape[1])]
+        return [tuple(to_device(t, device) for t in self.batch(rows[:, k])) for k in range(rows.shape[1])]
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A copy on `device`; to a GPU from pinned memory, without waiting for the copy."""
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
 
 
 @dataclass

@@ -42,6 +42,9 @@ class ScheduleConfig:
     temperature: PositiveFloat = 2.0  # schedule=temperature: sample tasks by size**(1/T)
     batch_nli: AtLeast1 = 64  # NLI pairs per step
     batch_squad: AtLeast1 = 128  # ClassifSQuAD triples per step
+    bucket: bool = (
+        True  # batches of similar lengths (sorted windows of 50 batches, shuffled); false: plain shuffle
+    )
 
     def __post_init__(self) -> None:
         assert self.schedule in SCHEDULES
@@ -83,6 +86,7 @@ class RunConfig:
         "auto"  # auto: online with an API key, else offline
     )
     wandb_project: str = "mtl"  # W&B project
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # autocast; auto: bf16 where supported
 
 
 @dataclass

@@ -42,7 +42,7 @@ def embed_rows(
         embedded = encoder(tokens.to(device), lengths.to(device))
         if out is None:
             out = torch.empty(len(rows), embedded.shape[1], device=device)
-        out[torch.from_numpy(chosen).to(device)] = embedded
+        out[torch.from_numpy(chosen).to(device)] = embedded.float()
     return out
 
 

@@ -14,7 +14,9 @@ from typing import Any
 from mtl import atomic
 from mtl.atomic import check_output_dir
 from mtl.config import apply_overrides, to_dict
+from mtl.device import resolve_device
 from mtl.errors import UserError
+from mtl.precision import resolve_precision
 from mtl.train.config import TrainConfig
 from mtl.train.data import changed_inputs, resolve_inputs
 from mtl.train.presets import preset_dir, preset_overrides
@@ -52,6 +54,7 @@ def start(
         print(f"{run_dir} stopped before its first checkpoint: starting it again")
         clear_run_folder(run_dir)
     config = resolve_inputs(config)
+    config.run.precision = resolve_precision(config.run.precision, resolve_device(config.run.device))
     trainer = Trainer(config, run_dir, progress=progress)
     run_dir.mkdir(parents=True, exist_ok=True)
     record = {

@@ -18,12 +18,13 @@ from tqdm.auto import tqdm
 from mtl import atomic
 from mtl.config import from_dict, to_dict
 from mtl.console import say
-from mtl.data.batches import TaskStream
+from mtl.data.batches import TaskStream, to_device
 from mtl.device import resolve_device
 from mtl.errors import UserError
 from mtl.models.encoders import build_encoder
 from mtl.models.encoders.base import frozen_embedding
 from mtl.models.heads import MultitaskModel
+from mtl.precision import autocast, grad_scaler, resolve_precision
 from mtl.tracking import Tracker
 from mtl.train import checkpoint
 from mtl.train.config import TrainConfig
@@ -33,6 +34,7 @@ from mtl.train.runlog import RunLog
 from mtl.train.scheduler import Scheduler
 
 TASK_INDEX = {"nli": 0, "squad": 1}
+BUCKET_WINDOW = 50  # batches sorted together: long enough to group lengths, short enough to stay random
 
 
 class Trainer:
@@ -59,6 +61,8 @@ class Trainer:
             for task in config.tasks
         }
         self.optimizers = self._build_optimizers()
+        self.precision = resolve_precision(config.run.precision, self.device)
+        self.scaler = grad_scaler(self.precision, self.device)
         schedule, seed = config.schedule, config.run.seed
         self.streams = {
             task: TaskStream(
@@ -66,6 +70,9 @@ class Trainer:
                 self.data.example_lengths(task, "train"),
                 schedule.batch_sizes[task],
                 seed=[seed, TASK_INDEX[task]],
+                window=BUCKET_WINDOW
+                if schedule.bucket
+                else 1,  # one batch a window: no sorting across batches
             )
             for task in config.tasks
         }
@@ -253,13 +260,14 @@ class Trainer:
         rows, epoch_done = self.streams[task].next()
         examples = self.data.examples[task]["train"]
         sentences = self.data.table.batch_columns(examples.sentences[rows], self.device)
-        labels = torch.from_numpy(examples.labels[rows]).to(self.device)
+        labels = to_device(torch.from_numpy(examples.labels[rows]), self.device)
 
         self.model.train()
         self.model.zero_grad(set_to_none=True)
-        logits = self.model(task, sentences)
+        with autocast(self.precision, self.device):
+            logits = self.model(task, sentences)
         # Mean over the batch, then clip at 5: what InferSent's train_nli.py does by hand.
-        loss = nn.functional.cross_entropy(logits, labels)
+        loss = nn.functional.cross_entropy(logits.float(), labels)
         state = self.state
         if not torch.isfinite(loss):
             latest = self.checkpoint_dir / "latest.pt"
@@ -273,11 +281,13 @@ class Trainer:
                 f"the {task} loss became {loss.item()} at step {state['global_step'] + 1} ({task} step "
                 f"{state['task_steps'][task] + 1}); {kept}: lower lr= or max_grad_norm= and start again"
             )
-        loss.backward()
+        optimizer = self.optimizers[task]
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(optimizer)
         max_norm = self.config.optim.max_grad_norm or math.inf
         grad_norm = nn.utils.clip_grad_norm_(self.task_parameters[task], max_norm)
-        optimizer = self.optimizers[task]
-        optimizer.step()
+        self.scaler.step(optimizer)
+        self.scaler.update()
 
         state["global_step"] += 1
         state["task_steps"][task] += 1
@@ -343,7 +353,9 @@ class Trainer:
     def evaluate(self, split: str = "dev") -> dict[str, float]:
         results = {}
         for task in self.config.tasks:
-            if split in self.data.examples[task]:
+            if split not in self.data.examples[task]:
+                continue
+            with autocast(self.precision, self.device):
                 results[f"{task}/{split}/acc"] = accuracy(
                     self.model,
                     task,
@@ -411,6 +423,7 @@ class Trainer:
                 "optimizers": {task: opt.state_dict() for task, opt in self.optimizers.items()},
                 "streams": {task: stream.state_dict() for task, stream in self.streams.items()},
                 "state": self.state,
+                "scaler": self.scaler.state_dict(),
                 "torch_rng": torch.get_rng_state(),
                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
                 **self._encoder_metadata(),
@@ -440,6 +453,8 @@ class Trainer:
         for task, stream in self.streams.items():
             stream.load_state_dict(saved["streams"][task])
         self.state = {**self.state, **saved["state"]}
+        if saved.get("scaler"):
+            self.scaler.load_state_dict(saved["scaler"])
         torch.set_rng_state(saved["torch_rng"])
         if saved["cuda_rng"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(saved["cuda_rng"])

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, length_mask, pool, pooled_dim, register
 
@@ -15,10 +18,20 @@ def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tens
     return x.gather(1, index[:, :, None].expand_as(x))
 
 
+Kernel = Literal["auto", "dense", "packed"]
+
+
 class BiLSTMEncoder(Encoder):
-    """Each direction is its own LSTM over right-padded input, the backward one over each
-    sequence reversed within its length: padding never reaches a real position, and CPU
-    kernels run dense batches instead of packed sequences (a third faster here)."""
+    """A BiLSTM whose two directions have their own parameters, run by one of two kernels.
+
+    `dense` (CPU): each direction is its own LSTM over right-padded input, the backward one
+    over each sequence reversed within its length, so padding never reaches a real
+    position and CPU kernels run dense batches (a third faster than packed sequences here).
+    `packed` (CUDA): both directions in one bidirectional call over packed sequences, which
+    cuDNN runs fastest. Same parameters, same function: a checkpoint moves between them.
+    """
+
+    kernel: Kernel = "auto"  # auto: packed on CUDA, dense elsewhere
 
     def __init__(
         self, embedding: nn.Embedding, hidden: int, layers: int, pooling: Pooling, dropout: float = 0.0
@@ -34,15 +47,49 @@ class BiLSTMEncoder(Encoder):
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         states = self.embedding(tokens)  # (B, T, E)
+        packed = self.kernel == "packed" or (self.kernel == "auto" and tokens.is_cuda)
+        layer = packed_bidirectional if packed else dense_bidirectional
         for depth, (forward, backward) in enumerate(
             zip(self.forward_layers, self.backward_layers, strict=True)
         ):
             if depth:
                 states = self.between_layers(states)
-            ahead = forward(states)[0]  # (B, T, H)
-            behind = reverse_within_lengths(backward(reverse_within_lengths(states, lengths))[0], lengths)
-            states = torch.cat([ahead, behind], dim=-1)  # (B, T, 2H)
+            states = layer(states, lengths, forward, backward)  # (B, T, 2H)
         return pool(states, length_mask(lengths, states.shape[1]), self.pooling)
+
+
+def dense_bidirectional(
+    states: torch.Tensor, lengths: torch.Tensor, forward: nn.LSTM, backward: nn.LSTM
+) -> torch.Tensor:
+    ahead = forward(states)[0]  # (B, T, H)
+    behind = reverse_within_lengths(backward(reverse_within_lengths(states, lengths))[0], lengths)
+    return torch.cat([ahead, behind], dim=-1)  # (B, T, 2H)
+
+
+def packed_bidirectional(
+    states: torch.Tensor, lengths: torch.Tensor, forward: nn.LSTM, backward: nn.LSTM
+) -> torch.Tensor:
+    """One bidirectional LSTM call over packed sequences with the two directions' weights.
+
+    The weights go in the order `nn.LSTM(bidirectional=True)` keeps them (forward layer's
+    w_ih, w_hh, b_ih, b_hh, then the reverse ones), so cuDNN runs both directions at once.
+    """
+    # pack_padded_sequence needs the lengths on the CPU: the one host sync of this kernel.
+    packed = pack_padded_sequence(states, lengths.cpu(), batch_first=True, enforce_sorted=False)
+    zeros = states.new_zeros(2, states.shape[0], forward.hidden_size)
+    output, _, _ = torch._VF.lstm(
+        packed.data,
+        packed.batch_sizes,
+        (zeros, zeros),
+        [*forward._flat_weights, *backward._flat_weights],
+        True,  # has_biases
+        1,  # num_layers
+        0.0,  # dropout
+        forward.training,
+        True,  # bidirectional
+    )
+    result = PackedSequence(output, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+    return pad_packed_sequence(result, batch_first=True, total_length=states.shape[1])[0]  # (B, T, 2H)
 
 
 @register("bilstm")

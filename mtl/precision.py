@@ -1,0 +1,42 @@
+"""Mixed precision from config: `auto` picks bf16 where the device computes it natively."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from mtl.errors import UserError
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def bf16_supported(device: torch.device) -> bool:
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        try:  # oneDNN's check for native bf16 (AVX512-BF16 or AMX)
+            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        except (AttributeError, RuntimeError):
+            return False
+    return False
+
+
+def resolve_precision(name: str, device: torch.device) -> str:
+    """`fp32`, `bf16` or `fp16` for `device`; `auto` is bf16 where supported, else fp32."""
+    if name == "auto":
+        return "bf16" if bf16_supported(device) else "fp32"
+    if name == "bf16" and device.type == "cuda" and not bf16_supported(device):
+        raise UserError("precision=bf16 but this GPU has no bf16: use precision=fp16 or fp32")
+    return name
+
+
+def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=DTYPES[precision])
+
+
+def grad_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
+    """Loss scaling for fp16 on CUDA, where small gradients would underflow; a no-op otherwise."""
+    return torch.amp.GradScaler(device.type, enabled=precision == "fp16" and device.type == "cuda")
