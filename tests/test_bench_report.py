@@ -1,25 +1,37 @@
 from mtl.bench import train
 
 
-def test_train_report_covers_every_setting_and_states_the_targets():
-    rows = []
-    for label, overrides in train.SETTINGS:
-        row = {
-            "setting": label,
-            "params": 1,
-            "nli_ms": 150.0,
-            "nli_pairs_s": 1.0,
-            "squad_ms": 600.0,
-            "squad_pairs_s": 1.0,
-        }
-        if "encoder=bilstm" in overrides[0]:
-            row.update(nli_floor_ms=125.0, squad_floor_ms=500.0)
-        rows.append(row)
-    rows[1]["nli_ms"] = 5000.0  # bilstm 2048: 1.56x faster than 7.8 s, under the 1.8x target
-    report = train.report(rows)
+def row(setting, task, mode, reference, fp32, bf16, floor):
+    return {
+        "setting": setting,
+        "task": task,
+        "mode": mode,
+        "ms": {
+            "reference": (reference, reference - 1, reference + 1),
+            "mtl fp32": (fp32, fp32, fp32),
+            "mtl bf16": (bf16, bf16, bf16),
+            "floor": (floor, floor, floor),
+        },
+        "tokens_per_example": 20.0,
+    }
+
+
+def test_train_report_compares_mtl_bucketed_with_the_reference_on_random_batches():
+    results = {
+        "inputs": "random 300-d vectors",
+        "threads": 1,
+        "precisions": ["fp32", "bf16"],
+        "rows": [
+            row("bilstm 512", "nli", "random", 870.0, 800.0, 600.0, 700.0),
+            row("bilstm 512", "nli", "bucketed", 700.0, 500.0, 340.0, 450.0),
+        ],
+    }
+    report = train.report(results)
+    assert report.startswith("inputs: random 300-d vectors; 1 threads;")
     assert (
-        "BiLSTM-max 512 NLI step: 150 ms = 1.20x the LSTM floor, 3.8x faster than the original's 570 ms (meets"
+        "bilstm 512 nli step, mtl fp32 bucketed: 500 ms = 1.74x faster than the reference on random batches (870 ms); 1.11x the bucketed floor"
         in report
     )
-    assert "BiLSTM-max 2048 NLI step: 5000 ms" in report and "(MISSES targets" in report
-    assert report.count("\n") == len(rows) + 3
+    assert "bilstm 512 nli step, mtl bf16 bucketed: 340 ms = 2.56x faster" in report
+    assert "bilstm 512 nli random: mtl fp32 is 1.09x faster than the reference on the same batches" in report
+    assert "reference     870 (869-871)" in report

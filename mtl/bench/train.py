@@ -1,9 +1,20 @@
-"""`just bench-train`: milliseconds per NLI and SQuAD step for every encoder, next to the floor.
+"""`just bench-train`: a training step of mtl next to the 2018 code's, measured side by side.
 
-The floor is a bare `torch.nn.LSTM` (same layers, width and input size) running forward and
-backward over the very same padded batches: what any BiLSTM step must at least cost.
-Steps run on the real data (SNLI, ClassifSQuAD, the configured vectors) through the
-trainer's own step, with nothing logged.
+At the paper's input size (300-d vectors: the configured file when it has 300 dimensions,
+else random 300-d vectors for the data's vocabulary, which cost the same), on real SNLI
+and ClassifSQuAD batches, every contender steps on the very same batches, interleaved
+(the order rotates every batch), so machine noise falls on all of them alike:
+
+- `reference`: the step as InferSent and Liu et al.'s code take it: a bidirectional
+  `nn.LSTM` over packed sequences, each sentence position (premise, hypothesis) encoded
+  apart, max pooling, the task MLP, SGD, in fp32;
+- `mtl fp32`, `mtl bf16`: the trainer's own step (`Trainer.train_batch`) at each precision;
+- `floor`: a bare bidirectional `nn.LSTM` forward and backward over each position padded to
+  its own longest sentence: what any BiLSTM step must at least cost.
+
+Both batching modes are timed: `random` batches (a plain shuffle, as the 2018 code draws
+them) and `bucketed` ones (mtl's default). The headline compares mtl as it trains
+(bucketed, each precision) with the reference as the 2018 code trained (random batches).
 """
 
 from __future__ import annotations
@@ -15,44 +26,67 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from mtl.config import AtLeast0, Range, apply_overrides
+from mtl.data.batches import TaskStream
+from mtl.models.heads import TASKS, mlp
+from mtl.precision import bf16_supported
 from mtl.train.config import TrainConfig
-from mtl.train.data import prepare
+from mtl.train.data import TrainingData, prepare
 from mtl.train.runlog import NullLog
-from mtl.train.trainer import Trainer
+from mtl.train.trainer import BUCKET_WINDOW, TASK_INDEX, Trainer
 
-ORIGINAL_MS = {512: 570.0, 2048: 7800.0}  # the original implementation's NLI step here (issue #3)
-SPEEDUP_TARGET, FLOOR_TARGET = 1.8, 1.3
+INPUT_DIM = 300  # glove.840B.300d, the paper's vectors
 
-# (label, overrides): the paper's sizes (Table 1) and the cpu-small preset's.
+# (label, overrides): the BiLSTM rows of Table 1, and the cpu-small preset's size.
 SETTINGS = [
-    ("bilstm 512 (cpu-small)", ["encoder=bilstm", "hidden=512"]),
-    ("bilstm 2048 (paper)", ["encoder=bilstm", "hidden=2048"]),
-    ("bilstm2 1024 (paper)", ["encoder=bilstm2", "hidden=1024"]),
-    ("bilstm2 256", ["encoder=bilstm2", "hidden=256"]),
-    ("transformer 512x4 (paper)", ["encoder=transformer", "hidden=512", "transformer_heads=8"]),
-    (
-        "transformer 128x2",
-        ["encoder=transformer", "hidden=128", "transformer_layers=2", "transformer_ffn=256"],
-    ),
-    ("decomposable 200 (paper)", ["encoder=decomposable", "hidden=200"]),
+    ("bilstm 512", ["encoder=bilstm", "hidden=512"]),
+    ("bilstm 2048", ["encoder=bilstm", "hidden=2048"]),
+    ("bilstm2 1024", ["encoder=bilstm2", "hidden=1024"]),
 ]
+MODES = {"random": 1, "bucketed": BUCKET_WINDOW}  # batches per sorted window
 
 
 @dataclass
 class BenchTrainConfig:
-    steps: Annotated[int, Range(3)] = 8  # timed steps per task and setting, after `warmup`
-    warmup: AtLeast0 = 2  # untimed steps first
+    steps: Annotated[int, Range(3)] = 5  # timed steps per contender, task, setting and batching mode
+    warmup: AtLeast0 = 1  # untimed steps first
     only: str = ""  # comma-separated label prefixes, e.g. "bilstm 512"
+    tasks: str = "nli,squad"  # which tasks' steps to time
+    precisions: str = "fp32,bf16"  # mtl's precisions to time (bf16 only where the CPU has it)
     nli_train_split: str = "train_small"  # SNLI split the batches come from
     classifsquad: str = "data/classifsquad"  # ClassifSQuAD build the batches come from
-    vectors: str | None = None  # GloVe file; None: the usual search
-    threads: AtLeast0 = 0  # torch threads; 0 keeps torch's default
+    vectors: str | None = None  # GloVe file; None: the usual search (random 300-d when it is not 300-d)
+    threads: AtLeast0 = 1  # torch threads; 0 keeps torch's default
 
 
-def run(bench: BenchTrainConfig) -> list[dict]:
+class ReferenceModel(nn.Module):
+    """The 2018 code's Siamese BiLSTM-max: packed sequences, positions encoded apart."""
+
+    def __init__(self, embedding: nn.Embedding, hidden: int, layers: int, task: str, head_hidden: int):
+        super().__init__()
+        self.embedding, self.task = embedding, TASKS[task]
+        self.lstm = nn.LSTM(embedding.embedding_dim, hidden, num_layers=layers, bidirectional=True)
+        self.classifier = mlp(self.task.siamese_width * 2 * hidden, head_hidden, 1, self.task.classes, 0.0)
+
+    def encode(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        # InferSent's BLSTMEncoder: sort by length, pack, run, unpack, unsort, max over time.
+        order = torch.argsort(lengths, descending=True)
+        embedded = self.embedding(tokens[order]).transpose(0, 1)  # (T, B, E)
+        packed = pack_padded_sequence(embedded, lengths[order])
+        output = pad_packed_sequence(self.lstm(packed)[0])[0]  # (T, B, 2H)
+        output = output[:, torch.argsort(order)]
+        return output.max(dim=0)[0]
+
+    def forward(self, sentences) -> torch.Tensor:
+        return self.classifier(self.task.siamese(*(self.encode(t, n) for t, n in sentences)))
+
+
+def run(bench: BenchTrainConfig) -> dict:
     if bench.threads:
         torch.set_num_threads(bench.threads)
     base = apply_overrides(
@@ -60,90 +94,149 @@ def run(bench: BenchTrainConfig) -> list[dict]:
         [
             f"nli_train_split={bench.nli_train_split}",
             f"classifsquad={bench.classifsquad}",
+            *([f"vectors={bench.vectors}"] if bench.vectors else []),
             "wandb=disabled",
-            "head_layers=1",
+            "head_layers=1",  # the paper presets' heads
             "batch_nli=64",
             "batch_squad=128",
             "device=cpu",
-            *([f"vectors={bench.vectors}"] if bench.vectors else []),
+            "optim=sgd",
+            "steps_squad=0" if bench.tasks.strip() == "nli" else "steps_squad=500",
         ],
     )
     data = prepare(base, progress=False)
+    inputs = with_300d_inputs(data)
+    precisions = [
+        p for p in bench.precisions.split(",") if p == "fp32" or bf16_supported(torch.device("cpu"))
+    ]
     chosen = [
         s
         for s in SETTINGS
         if not bench.only or any(s[0].startswith(p.strip()) for p in bench.only.split(","))
     ]
-    rows = []
+    results = {"inputs": inputs, "threads": torch.get_num_threads(), "precisions": precisions, "rows": []}
     with tempfile.TemporaryDirectory() as scratch:
         for label, overrides in chosen:
-            config = apply_overrides(base, overrides)
+            config = apply_overrides(base, [*overrides, "precision=fp32"])
             trainer = Trainer(config, Path(scratch) / "run", data=data, progress=False)
             trainer.log = NullLog()
-            row = {"setting": label, "params": trainer.model.trainable_parameters()}
-            for task in ("nli", "squad"):
-                batches = [trainer.streams[task].next()[0] for _ in range(bench.warmup + bench.steps)]
-                trainer.streams[task].load_state_dict({"epoch": 0, "position": 0})
-                times = [_time(lambda t=task, tr=trainer: tr._train_step(t)) for _ in batches]
-                row[f"{task}_ms"] = 1000 * statistics.median(times[bench.warmup :])
-                row[f"{task}_pairs_s"] = config.schedule.batch_sizes[task] / (row[f"{task}_ms"] / 1000)
-                if config.model.encoder.startswith("bilstm"):
-                    row[f"{task}_floor_ms"] = 1000 * _lstm_floor(trainer, task, batches, bench.warmup)
-            rows.append(row)
-            print(format_row(row), flush=True)
-    return rows
+            for task in [t.strip() for t in bench.tasks.split(",") if t.strip() in config.tasks]:
+                for mode, window in MODES.items():
+                    row = time_contenders(trainer, task, mode, window, precisions, bench)
+                    row.update(setting=label, params=trainer.model.trainable_parameters(task))
+                    results["rows"].append(row)
+                    print(format_row(row), flush=True)
+    return results
 
 
-def _time(action) -> float:
-    started = time.perf_counter()
-    action()
-    return time.perf_counter() - started
+def with_300d_inputs(data: TrainingData) -> str:
+    """Make the frozen embeddings 300-d (the paper's size) and say where they came from."""
+    dim = data.embeddings.shape[1]
+    if dim == INPUT_DIM:
+        return f"{data.vectors_path.name} ({INPUT_DIM}-d)"
+    rng = np.random.default_rng(0)
+    data.embeddings = rng.normal(0, 0.4, size=(data.embeddings.shape[0], INPUT_DIM)).astype(np.float32)
+    data.embeddings[0] = 0.0
+    return (
+        f"random {INPUT_DIM}-d vectors for the data's {data.embeddings.shape[0]:,} words "
+        f"({data.vectors_path.name} has {dim}-d vectors)"
+    )
 
 
-def _lstm_floor(trainer: Trainer, task: str, batches: list, warmup: int) -> float:
-    """Median seconds of a bare nn.LSTM forward+backward over the same sentences, padded."""
+def time_contenders(
+    trainer: Trainer, task: str, mode: str, window: int, precisions: list[str], bench
+) -> dict:
+    examples = trainer.data.examples[task]["train"]
+    stream = TaskStream(
+        examples,
+        trainer.data.example_lengths(task, "train"),
+        trainer.config.schedule.batch_sizes[task],
+        seed=[trainer.config.run.seed, TASK_INDEX[task]],
+        window=window,
+    )
+    batches = [stream.next()[0] for _ in range(bench.warmup + bench.steps)]
     encoder = trainer.model.encoder
-    lstm = torch.nn.LSTM(
+    reference = ReferenceModel(
+        encoder.embedding, encoder.hidden, encoder.layers, task, trainer.config.head.head_hidden
+    )
+    reference_optimizer = torch.optim.SGD([p for p in reference.parameters() if p.requires_grad], lr=0.1)
+    floor = nn.LSTM(
         encoder.input_size, encoder.hidden, num_layers=encoder.layers, bidirectional=True, batch_first=True
     )
-    examples, table = trainer.data.examples[task]["train"], trainer.data.table
-    times = []
-    for rows in batches:
-        sentence_rows = examples.sentences[rows].T.reshape(-1)
-        tokens, _ = table.batch(sentence_rows)
-        inputs = encoder.embedding(tokens)
-        times.append(_time(lambda x=inputs: lstm(x)[0].sum().backward()))
-    return statistics.median(times[warmup:])
+
+    def reference_step(rows: np.ndarray) -> None:
+        sentences = trainer.data.table.batch_columns(examples.sentences[rows], torch.device("cpu"))
+        labels = torch.from_numpy(examples.labels[rows])
+        reference_optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(reference(sentences), labels)
+        loss.backward()
+        nn.utils.clip_grad_norm_(reference.parameters(), 5.0)
+        reference_optimizer.step()
+
+    def floor_step(rows: np.ndarray) -> None:
+        total = 0
+        for tokens, _ in trainer.data.table.batch_columns(examples.sentences[rows], torch.device("cpu")):
+            total = total + floor(encoder.embedding(tokens))[0].sum()
+        total.backward()
+
+    def mtl_step(precision: str):
+        def step(rows: np.ndarray) -> None:
+            trainer.precision = precision
+            trainer.train_batch(task, rows)
+
+        return step
+
+    contenders = {
+        "reference": reference_step,
+        **{f"mtl {p}": mtl_step(p) for p in precisions},
+        "floor": floor_step,
+    }
+    names = list(contenders)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for i, rows in enumerate(batches):
+        for name in names[i % len(names) :] + names[: i % len(names)]:  # rotate who goes first
+            started = time.perf_counter()
+            contenders[name](rows)
+            if i >= bench.warmup:
+                times[name].append(1000 * (time.perf_counter() - started))
+    padded = [trainer.data.table.lengths[examples.sentences[rows]].max(axis=0).sum() for rows in batches]
+    return {
+        "task": task,
+        "mode": mode,
+        "ms": {name: (statistics.median(t), min(t), max(t)) for name, t in times.items()},
+        "tokens_per_example": float(np.mean(padded)),
+    }
 
 
 def format_row(row: dict) -> str:
-    def cell(key: str) -> str:
-        return f"{row[key]:9.0f}" if key in row else f"{'-':>9}"
-
-    return (
-        f"{row['setting']:<27}{row['params']:>12,} | NLI {cell('nli_ms')} ms floor {cell('nli_floor_ms')} ms "
-        f"{row['nli_pairs_s']:7.0f} pairs/s | SQuAD {cell('squad_ms')} ms floor {cell('squad_floor_ms')} ms "
-        f"{row['squad_pairs_s']:7.0f} triples/s"
+    cells = "  ".join(
+        f"{name} {median:7.0f} ({low:.0f}-{high:.0f})" for name, (median, low, high) in row["ms"].items()
     )
+    return f"{row['setting']:<13} {row['task']:<5} {row['mode']:<8} | {cells}"
 
 
-def report(rows: list[dict]) -> str:
+def report(results: dict) -> str:
     lines = [
-        f"{'setting':<27}{'trainable':>12} | median ms per step (batch 64 NLI pairs, 128 SQuAD triples), "
-        f"{torch.get_num_threads()} threads",
-        *map(format_row, rows),
+        f"inputs: {results['inputs']}; {results['threads']} threads; median ms per step (min-max) over the same "
+        "batches, interleaved (batch 64 NLI pairs, 128 SQuAD triples)",
+        *map(format_row, results["rows"]),
         "",
     ]
-    for row in rows:
-        hidden = int(row["setting"].split()[1]) if row["setting"].startswith("bilstm ") else None
-        if hidden in ORIGINAL_MS:
-            speedup = ORIGINAL_MS[hidden] / row["nli_ms"]
-            ratio = row["nli_ms"] / row["nli_floor_ms"]
-            ok = speedup >= SPEEDUP_TARGET and (hidden != 512 or ratio <= FLOOR_TARGET)
+    by_key = {(r["setting"], r["task"], r["mode"]): r for r in results["rows"]}
+    for (setting, task, mode), row in by_key.items():
+        if mode != "bucketed" or (setting, task, "random") not in by_key:
+            continue
+        reference = by_key[(setting, task, "random")]["ms"]["reference"][0]
+        for precision in results["precisions"]:
+            ms = row["ms"][f"mtl {precision}"][0]
             lines.append(
-                f"BiLSTM-max {hidden} NLI step: {row['nli_ms']:.0f} ms = {ratio:.2f}x the LSTM floor, "
-                f"{speedup:.1f}x faster than the original's {ORIGINAL_MS[hidden]:.0f} ms "
-                f"({'meets' if ok else 'MISSES'} targets: >= {SPEEDUP_TARGET}x faster"
-                f"{f', <= {FLOOR_TARGET}x floor' if hidden == 512 else ''})"
+                f"{setting} {task} step, mtl {precision} bucketed: {ms:.0f} ms = {reference / ms:.2f}x faster "
+                f"than the reference on random batches ({reference:.0f} ms); {ms / row['ms']['floor'][0]:.2f}x "
+                f"the bucketed floor"
             )
+    for (setting, task, mode), row in by_key.items():
+        same = row["ms"]["reference"][0] / row["ms"]["mtl fp32"][0]
+        lines.append(
+            f"{setting} {task} {mode}: mtl fp32 is {same:.2f}x faster than the reference on the same batches"
+        )
     return "\n".join(lines)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
@@ -256,8 +257,16 @@ class Trainer:
                 return "killed"
 
     def _train_step(self, task: str) -> dict[str, Any]:
-        started = time.perf_counter()
         rows, epoch_done = self.streams[task].next()
+        record = self.train_batch(task, rows)
+        self.log.log(record)
+        if epoch_done:
+            self._end_epoch(task)
+        return record
+
+    def train_batch(self, task: str, rows: np.ndarray) -> dict[str, Any]:
+        """One optimizer step of `task` on the training examples `rows`; returns its metrics."""
+        started = time.perf_counter()
         examples = self.data.examples[task]["train"]
         sentences = self.data.table.batch_columns(examples.sentences[rows], self.device)
         labels = to_device(torch.from_numpy(examples.labels[rows]), self.device)
@@ -302,9 +311,6 @@ class Trainer:
             f"{task}/grad_norm": grad_norm.item(),
             f"{task}/examples_per_s": len(rows) / seconds,
         }
-        self.log.log(record)
-        if epoch_done:
-            self._end_epoch(task)
         return record
 
     def _end_epoch(self, task: str) -> None:
