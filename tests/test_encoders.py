@@ -123,11 +123,20 @@ def test_dense_and_packed_bilstm_kernels_are_one_function(embedding, name):
         torch.testing.assert_close(dense, packed, rtol=1e-5, atol=1e-6)
 
 
-def test_auto_kernel_is_dense_on_cpu(embedding, monkeypatch):
+def test_auto_kernel_on_cpu_packs_only_narrow_batches_that_are_mostly_padding(embedding, monkeypatch):
     from mtl.models.encoders import bilstm
 
     calls = []
-    monkeypatch.setattr(bilstm, "packed_bidirectional", lambda *a: calls.append("packed"))
+    real = bilstm.packed_bidirectional
+    monkeypatch.setattr(bilstm, "packed_bidirectional", lambda *a: calls.append(1) or real(*a))
     encoder = build_encoder(embedding, SMALL["bilstm"])
-    encoder(torch.tensor([[5, 9]]), torch.tensor([2]))
-    assert encoder.kernel == "auto" and calls == []
+    assert encoder.kernel == "auto"
+    encoder(torch.tensor([[5, 9], [3, 4]]), torch.tensor([2, 2]))  # no padding: dense
+    assert calls == []
+    encoder(torch.tensor([[5, 9, 3, 7, 2], [8, 0, 0, 0, 0]]), torch.tensor([5, 1]))  # 60% real: dense
+    assert calls == []
+    encoder(torch.tensor([[5, 9, 3, 7, 2], [8, 0, 0, 0, 0], [8, 0, 0, 0, 0]]), torch.tensor([5, 1, 1]))
+    assert calls == [1]  # 7 of 15 positions real: packed
+    wide = build_encoder(embedding, EncoderConfig(encoder="bilstm", hidden=1024))
+    wide(torch.tensor([[5, 9, 3, 7, 2], [8, 0, 0, 0, 0], [8, 0, 0, 0, 0]]), torch.tensor([5, 1, 1]))
+    assert calls == [1]  # wide LSTMs stay dense on the CPU
