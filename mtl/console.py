@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
+from typing import TextIO
 
 
 def say(message: str) -> None:
@@ -24,3 +26,39 @@ def say(message: str) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             os.dup2(devnull, stream.fileno())
+
+
+class Unbreakable(io.TextIOBase):
+    """A text stream that drops its writes once the pipe it wraps has broken.
+
+    Progress bars write to it, so a Ctrl-C that kills `| tee log` cannot turn a bar's
+    refresh into an exception before the run has checkpointed.
+    """
+
+    def __init__(self, stream: TextIO):
+        self.stream, self.broken = stream, False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                self.stream.write(text)
+            except OSError:
+                self.broken = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self.stream.flush()
+            except OSError:
+                self.broken = True
+
+    def isatty(self) -> bool:
+        return not self.broken and self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+
+def progress_stream() -> Unbreakable:
+    return Unbreakable(sys.stderr)

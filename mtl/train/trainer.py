@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from mtl import atomic
 from mtl.config import from_dict, to_dict
-from mtl.console import say
+from mtl.console import progress_stream, say
 from mtl.data.batches import TaskStream, to_device
 from mtl.device import resolve_device
 from mtl.errors import UserError
@@ -215,6 +215,7 @@ class Trainer:
             unit="step",
             disable=not self.progress,
             dynamic_ncols=True,
+            file=progress_stream(),
         ) as bar:
             return self._steps(bar, stop_after_step)
 
