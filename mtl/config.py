@@ -83,13 +83,13 @@ def apply_overrides(config: Any, args: Sequence[str]) -> Any:
     return _revalidate(config)
 
 
-def check_fields(config: Any, prefix: str = "") -> None:
+def check_fields(config: Any) -> None:
     """Every float finite, every `Range` respected, in `config` and its nested configs."""
     hints = typing.get_type_hints(type(config), include_extras=True)
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if dataclasses.is_dataclass(value):
-            check_fields(value, f"{prefix}{field.name}.")
+            check_fields(value)
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue

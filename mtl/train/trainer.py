@@ -164,7 +164,7 @@ class Trainer:
     # ---- the loop --------------------------------------------------------------------------
 
     def fit(self, resume: bool = False, stop_after_step: int | None = None) -> dict[str, Any]:
-        """Train until the main task's lr falls under `min_lr` or `max_steps`; return the summary.
+        """Train until `max_steps`, SGD's main-task lr under `min_lr`, or Adam's patience; return the summary.
 
         `stop_after_step` stops like a kill right after that step, saving nothing more, so
         tests can check that resuming from the last checkpoint is exact.
@@ -184,6 +184,7 @@ class Trainer:
         try:
             stopped = self._loop(stop_after_step)
         except Diverged as error:
+            self.log.close()
             self.tracker.finish(exit_code=1)
             raise UserError(str(error)) from None
         except BaseException:
