@@ -171,9 +171,11 @@ def _all_numbers(fields: list[bytes]) -> bool:
     whose later parts are numbers.
     """
     try:
-        return bool(fields) and all(float(field) is not None for field in fields)
+        for field in fields:
+            float(field)
     except ValueError:
         return False
+    return bool(fields)
 
 
 def _chain(head: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:
