@@ -267,7 +267,7 @@ def build(config: BuildConfig) -> dict[str, object]:
         **tokenizer.description,
         "splits": stats,
     }
-    write_dataset(out, splits, summary, config.overwrite)
+    write_dataset(out, splits, summary)
     seconds = time.perf_counter() - started
     _track(config, out, splits, summary, seconds)
     return {**summary, "seconds": round(seconds, 2), "out": str(out)}
@@ -322,7 +322,7 @@ def check_replaceable(out: Path, overwrite: bool) -> None:
         )
 
 
-def write_dataset(out: Path, splits: dict[str, dict[str, list]], summary: dict, overwrite: bool) -> None:
+def write_dataset(out: Path, splits: dict[str, dict[str, list]], summary: dict) -> None:
     """Write into a hidden sibling folder, sync it, then swap it in, so `out` is never half-written."""
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(out)

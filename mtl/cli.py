@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -102,49 +103,30 @@ class Command:
     extra_keys: tuple[tuple[str, str, str], ...] = ()
 
 
-def _build_config() -> Any:
-    from dataset_builders.classifsquad import BuildConfig
+def _config(module: str, name: str) -> Callable[[], Any]:
+    """A factory of the config class `module.name`, imported only when a command needs it."""
 
-    return BuildConfig()
-
-
-def _train_config() -> Any:
-    from mtl.train.config import TrainConfig
-
-    return TrainConfig()
-
-
-def _transfer_config() -> Any:
-    from mtl.eval.transfer.suite import TransferConfig
-
-    return TransferConfig()
-
-
-def _bench_config(module: str) -> Callable[[], Any]:
     def make() -> Any:
-        import importlib
-
-        bench = importlib.import_module(f"mtl.bench.{module}")
-        return next(
-            value
-            for name, value in vars(bench).items()
-            if name.startswith("Bench") and name.endswith("Config")
-        )()
+        return getattr(importlib.import_module(module), name)()
 
     return make
 
 
 COMMANDS: dict[str, Command] = {
     "build-classifsquad": Command(
-        build_classifsquad, "SQuAD v1.1 -> ClassifSQuAD triples on disk", _build_config
+        build_classifsquad,
+        "SQuAD v1.1 -> ClassifSQuAD triples on disk",
+        _config("dataset_builders.classifsquad", "BuildConfig"),
     ),
     "bench-build": Command(
-        bench_build, "wall time of a full build, vector cache cold and warm", _bench_config("build")
+        bench_build,
+        "wall time of a full build, vector cache cold and warm",
+        _config("mtl.bench.build", "BenchBuildConfig"),
     ),
     "train-multitask": Command(
         train_multitask,
         "multitask training of a shared sentence encoder on SNLI and ClassifSQuAD",
-        _train_config,
+        _config("mtl.train.config", "TrainConfig"),
         (
             (
                 "preset",
@@ -154,9 +136,21 @@ COMMANDS: dict[str, Command] = {
             ("resume", "none", "continue runs/<run> where its last checkpoint left it"),
         ),
     ),
-    "bench-train": Command(bench_train, "ms per training step of every encoder", _bench_config("train")),
-    "transfer": Command(transfer, "SentEval-style transfer evaluation of an encoder", _transfer_config),
-    "bench-transfer": Command(bench_transfer, "wall time of the transfer suite", _bench_config("transfer")),
+    "bench-train": Command(
+        bench_train,
+        "a training step of mtl next to the 2018 code's and a bare-LSTM floor, at 300-d",
+        _config("mtl.bench.train", "BenchTrainConfig"),
+    ),
+    "transfer": Command(
+        transfer,
+        "SentEval-style transfer evaluation of an encoder",
+        _config("mtl.eval.transfer.suite", "TransferConfig"),
+    ),
+    "bench-transfer": Command(
+        bench_transfer,
+        "wall time of the transfer suite",
+        _config("mtl.bench.transfer", "BenchTransferConfig"),
+    ),
 }
 
 HELP = ("--help", "-h", "help")

@@ -58,22 +58,22 @@ class Tracker:
             return cls(None)
         os.environ.setdefault("WANDB_SILENT", "true")
         tracker = cls(None, mode)
-        tracker.run = tracker._call(
-            lambda: (
-                Path(directory).mkdir(parents=True, exist_ok=True)
-                or _wandb().init(
-                    project=project,
-                    job_type=job_type,
-                    config=config,
-                    dir=str(directory),
-                    mode=mode,
-                    name=name,
-                    id=run_id,
-                    resume="allow" if run_id else None,
-                    settings=_wandb().Settings(silent=True, console="off"),
-                )
+
+        def init() -> Any:
+            Path(directory).mkdir(parents=True, exist_ok=True)  # inside the guard: may fail like W&B
+            return _wandb().init(
+                project=project,
+                job_type=job_type,
+                config=config,
+                dir=str(directory),
+                mode=mode,
+                name=name,
+                id=run_id,
+                resume="allow" if run_id else None,
+                settings=_wandb().Settings(silent=True, console="off"),
             )
-        )
+
+        tracker.run = tracker._call(init)
         return tracker
 
     @property

@@ -90,6 +90,7 @@ class Trainer:
             "metrics_bytes": 0,
         }
         self._interrupted = False
+        self.checkpointed_step: int | None = None  # global step of checkpoints/latest.pt
 
     # ---- construction --------------------------------------------------------------------
 
@@ -183,13 +184,11 @@ class Trainer:
         previous_handlers = self._catch_interrupts()
         try:
             stopped = self._loop(stop_after_step)
-        except Diverged as error:
+        except BaseException as error:
             self.log.close()
             self.tracker.finish(exit_code=1)
-            raise UserError(str(error)) from None
-        except BaseException:
-            self.log.close()
-            self.tracker.finish(exit_code=1)
+            if isinstance(error, Diverged):
+                raise UserError(str(error)) from None
             raise
         finally:
             for signum, handler in previous_handlers.items():
@@ -281,11 +280,10 @@ class Trainer:
         loss = nn.functional.cross_entropy(logits.float(), labels)
         state = self.state
         if not torch.isfinite(loss):
-            latest = self.checkpoint_dir / "latest.pt"
             kept = (
-                f"the last good checkpoint (step {checkpoint.load(latest)['state']['global_step']}) is kept "
-                f"in {latest}"
-                if latest.is_file()
+                f"the last good checkpoint (step {self.checkpointed_step}) is kept in "
+                f"{self.checkpoint_dir / 'latest.pt'}"
+                if self.checkpointed_step is not None
                 else "no checkpoint was written yet"
             )
             raise Diverged(
@@ -439,6 +437,7 @@ class Trainer:
             self.checkpoint_dir / "latest.pt",
             keep_previous=True,
         )
+        self.checkpointed_step = self.state["global_step"]
         self.tracker.log_artifact(
             f"{self.run_dir.name}-latest",
             "checkpoint",
@@ -461,6 +460,7 @@ class Trainer:
         for task, stream in self.streams.items():
             stream.load_state_dict(saved["streams"][task])
         self.state = {**self.state, **saved["state"]}
+        self.checkpointed_step = self.state["global_step"]
         if saved.get("scaler"):
             self.scaler.load_state_dict(saved["scaler"])
         torch.set_rng_state(saved["torch_rng"])
