@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -70,14 +71,20 @@ def transfer(args: Sequence[str]) -> None:
 
 
 def train_multitask(args: Sequence[str]) -> None:
+    import torch.distributed
+
     from mtl.train import run
 
+    if int(os.environ.get("RANK", "0")) > 0:  # under torchrun, rank 0 speaks for all
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the process's lifetime)
     resume = [a.partition("=")[2] for a in args if a.startswith("resume=")]
     rest = [a for a in args if not a.startswith("resume=")]
     if resume:
         run_dir, summary = run.resume(resume[-1], overrides=rest)
     else:
         run_dir, summary = run.start(run.config_from_args(args), command=args)
+    if torch.distributed.is_initialized():  # after a failure a dead peer could make this hang: exit instead
+        torch.distributed.destroy_process_group()
     print(format_train_summary(run_dir, summary))
 
 

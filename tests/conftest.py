@@ -1,7 +1,9 @@
+import contextlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -36,6 +38,37 @@ def shared_data() -> Path:
 @pytest.fixture
 def seed() -> int:
     return 1234
+
+
+class Killed(Exception):
+    """Stands for `kill -9` between two steps: nothing more is saved."""
+
+
+def start_run(tiny_data, out: Path, *extra: str, killed_after: int | None = None):
+    """Train in `out` (run folder, summary); with `killed_after`, the process dies once that step is done."""
+    from mtl.train import run
+
+    config = run.config_from_args(args_for(tiny_data, out, *extra))
+    if killed_after is None:
+        return run.start(config, progress=False)
+    with killed_after_step(killed_after), pytest.raises(Killed):
+        run.start(config, progress=False)
+    return Path(out), None
+
+
+@contextlib.contextmanager
+def killed_after_step(step: int):
+    from mtl.train.trainer import Trainer
+
+    train_batch = Trainer.train_batch
+
+    def dies_at_its_step(trainer, task, rows):
+        if trainer.state.global_step >= step:
+            raise Killed(f"killed after step {step}")
+        return train_batch(trainer, task, rows)
+
+    with mock.patch.object(Trainer, "train_batch", dies_at_its_step):
+        yield
 
 
 def args_for(tiny_data, out: Path, *extra: str) -> list[str]:

@@ -12,15 +12,14 @@ from mtl.train import run
 from mtl.train.presets import preset_names, preset_overrides
 from mtl.train.runlog import read_metrics
 
-from .conftest import args_for
+from .conftest import args_for, start_run
 from .wandb_file import by_kind, run_files
 
 TIMING = ("examples_per_s", "seconds")
 
 
-def start(tiny_data, out, *extra, stop_after_step=None):
-    config = run.config_from_args(args_for(tiny_data, out, *extra))
-    return run.start(config, stop_after_step=stop_after_step, progress=False)
+def start(tiny_data, out, *extra, killed_after=None):
+    return start_run(tiny_data, out, *extra, killed_after=killed_after)
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -104,7 +103,7 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_data, tmp_path)
     straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)
     # Killed after step 7: steps 6 and 7 were trained and logged, but the last checkpoint is from
     # the evaluation that ends the first cycle, at step 5.
-    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, stop_after_step=7)
+    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, killed_after=7)
     saved = torch.load(cut_dir / "checkpoints" / "latest.pt", weights_only=False)
     assert saved["state"]["global_step"] == 5
     assert max(r["global_step"] for r in read_metrics(cut_dir / "metrics.jsonl")) == 7
@@ -123,7 +122,7 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_data, tmp_path)
 def test_resume_crosses_block_and_epoch_boundaries(tiny_data, tmp_path):
     extra = ("max_steps=70", "checkpoint_every=6", "eval_every=20", "steps_nli=7", "steps_squad=5")
     straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)
-    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, stop_after_step=33)  # NLI epoch 1 ends at 25
+    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, killed_after=33)  # NLI epoch 1 ends at 25
     _, resumed = run.resume(cut_dir, progress=False)
     assert resumed == straight
     assert without_timing(read_metrics(cut_dir / "metrics.jsonl")) == without_timing(
@@ -241,7 +240,7 @@ def test_every_preset_validates(name):
 def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, bucket):
     extra = ("precision=bf16", f"bucket={bucket}", "dropout=0.2", "max_steps=12", "checkpoint_every=4")
     straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)
-    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, stop_after_step=7)
+    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, killed_after=7)
     _, resumed = run.resume(cut_dir, progress=False)
     assert resumed == straight
     a = torch.load(straight_dir / "encoder.pt", weights_only=False)["encoder"]

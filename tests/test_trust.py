@@ -20,14 +20,13 @@ from mtl.errors import UserError
 from mtl.train import checkpoint, run
 from mtl.train.runlog import read_metrics
 
-from .conftest import FIXTURES, args_for
+from .conftest import FIXTURES, Killed, args_for, killed_after_step, start_run
 
 TIMING = ("examples_per_s", "seconds")
 
 
-def start(tiny_data, out, *extra, stop_after_step=None):
-    config = run.config_from_args(args_for(tiny_data, out, *extra))
-    return run.start(config, stop_after_step=stop_after_step, progress=False)
+def start(tiny_data, out, *extra, killed_after=None):
+    return start_run(tiny_data, out, *extra, killed_after=killed_after)
 
 
 def one_error_line(capsys) -> str:
@@ -70,7 +69,7 @@ def weights(path: Path, key: str) -> dict:
 
 def test_resume_refuses_a_rebuilt_classifsquad(tiny_data, tmp_path):
     folder = copy_classifsquad(tiny_data, tmp_path)
-    run_dir, _ = start(tiny_data, tmp_path / "run", f"classifsquad={folder}", stop_after_step=7)
+    run_dir, _ = start(tiny_data, tmp_path / "run", f"classifsquad={folder}", killed_after=7)
     rebuild(folder, tiny_data, seed=99)
     with pytest.raises(UserError, match=rf"cannot resume .*: ClassifSQuAD \({folder}\).* changed since"):
         run.resume(run_dir, progress=False)
@@ -79,7 +78,7 @@ def test_resume_refuses_a_rebuilt_classifsquad(tiny_data, tmp_path):
 def test_resume_refuses_edited_snli(tiny_data, tmp_path):
     snli = tmp_path / "snli"
     shutil.copytree(FIXTURES / "snli_tiny", snli)
-    run_dir, _ = start(tiny_data, tmp_path / "run", f"snli={snli}", stop_after_step=7)
+    run_dir, _ = start(tiny_data, tmp_path / "run", f"snli={snli}", killed_after=7)
     labels = (snli / "labels.train").read_text().splitlines()
     flipped = "neutral" if labels[0] != "neutral" else "entailment"
     (snli / "labels.train").write_text("\n".join([flipped, *labels[1:]]) + "\n")
@@ -91,7 +90,7 @@ def test_resume_refuses_changed_vectors(tiny_data, tmp_path):
     vectors = tmp_path / "vectors.txt"
     lines = tiny_data["vectors"].read_text().splitlines()
     vectors.write_text("\n".join(lines) + "\n")
-    run_dir, _ = start(tiny_data, tmp_path / "run", f"vectors={vectors}", stop_after_step=7)
+    run_dir, _ = start(tiny_data, tmp_path / "run", f"vectors={vectors}", killed_after=7)
     changed = [line.rsplit(" ", 1)[0] + " 0.5" for line in lines]  # every vector's last value differs
     vectors.write_text("\n".join(changed) + "\n")
     with pytest.raises(UserError, match=r"cannot resume .*: the word vectors \(.*vectors.txt\) changed"):
@@ -107,7 +106,9 @@ def test_resume_reads_the_recorded_inputs_whatever_the_environment_says(tiny_dat
     args = [a for a in args_for(tiny_data, tmp_path / "x") if not a.startswith(("snli=", "vectors=", "out="))]
     extra = ("dropout=0.2", "max_steps=12")
     config = run.config_from_args([*args, *extra, f"out={tmp_path / 'cut'}"])
-    cut_dir, _ = run.start(config, stop_after_step=7, progress=False)
+    with killed_after_step(7), pytest.raises(Killed):
+        run.start(config, progress=False)
+    cut_dir = tmp_path / "cut"
     recorded = json.loads((cut_dir / "config.json").read_text())
     assert recorded["config"]["data"]["snli"] == str((data_dir / "snli").resolve())
     assert recorded["config"]["data"]["vectors"] == str(tiny_data["vectors"].resolve())
@@ -209,7 +210,7 @@ def test_a_run_that_died_before_its_first_checkpoint_starts_again(tiny_data, tmp
 
 def test_resume_of_a_run_without_checkpoint_starts_it_again(tiny_data, tmp_path):
     run_dir, _ = start(
-        tiny_data, tmp_path / "run", "checkpoint_every=1000", "eval_every=1000", stop_after_step=3
+        tiny_data, tmp_path / "run", "checkpoint_every=1000", "eval_every=1000", killed_after=3
     )
     assert not (run_dir / "checkpoints").exists()
     _, resumed = run.resume(run_dir, progress=False)
@@ -224,7 +225,7 @@ def test_resume_of_a_run_without_checkpoint_starts_it_again(tiny_data, tmp_path)
 def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tiny_data, tmp_path, damage):
     extra = ("dropout=0.2", "max_steps=17", "checkpoint_every=4")
     straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)
-    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, stop_after_step=9)
+    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, killed_after=9)
     latest = cut_dir / "checkpoints" / "latest.pt"
     assert checkpoint.load(latest)["state"]["global_step"] == 8
     assert checkpoint.load(checkpoint.previous_of(latest))["state"]["global_step"] == 5
@@ -244,7 +245,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tiny_data, tmp
 
 
 def test_a_damaged_checkpoint_without_a_previous_one_is_one_line(tiny_data, tmp_path, capsys):
-    run_dir, _ = start(tiny_data, tmp_path / "run", stop_after_step=6)
+    run_dir, _ = start(tiny_data, tmp_path / "run", killed_after=6)
     latest = run_dir / "checkpoints" / "latest.pt"
     checkpoint.previous_of(latest).unlink(missing_ok=True)
     latest.write_bytes(latest.read_bytes()[:100])
@@ -267,7 +268,7 @@ def test_a_truncated_encoder_is_one_line(tiny_data, tmp_path, capsys):
 def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_last_checkpoint(
     tiny_data, tmp_path, capsys, monkeypatch
 ):
-    run_dir, _ = start(tiny_data, tmp_path / "run", stop_after_step=6)
+    run_dir, _ = start(tiny_data, tmp_path / "run", killed_after=6)
     before = (run_dir / "checkpoints" / "latest.pt").read_bytes()
     real_save = torch.save
 
@@ -364,7 +365,7 @@ def test_a_deeply_nested_snli_jsonl_line_is_one_line(tiny_data, tmp_path, capsys
     ],
 )
 def test_a_damaged_or_hand_edited_config_json_is_one_line(tiny_data, tmp_path, capsys, edit, message):
-    run_dir, _ = start(tiny_data, tmp_path / "run", stop_after_step=6)
+    run_dir, _ = start(tiny_data, tmp_path / "run", killed_after=6)
     path = run_dir / "config.json"
     path.write_text(edit(path.read_text()))
     assert main(["train-multitask", f"resume={run_dir}"]) == 2
@@ -437,19 +438,20 @@ def test_adam_stops_at_its_second_evaluation_not_above_the_best(tiny_data, tmp_p
     assert stalls == 2 and evaluations[-1] <= max(evaluations[:-1])
 
 
-def test_sgd_divides_the_lr_when_dev_accuracy_is_not_above_the_best(tiny_data, tmp_path, monkeypatch):
-    from mtl.train.trainer import Trainer
+def test_sgd_divides_the_lr_when_dev_accuracy_is_not_above_the_best():
+    from mtl.train.config import OptimConfig
+    from mtl.train.lr_policy import LrPolicy
+    from mtl.train.state import TrainState
 
-    config = run.config_from_args(args_for(tiny_data, tmp_path / "run", "steps_squad=0"))
-    trainer = Trainer(run.resolve_inputs(config), tmp_path / "run", progress=False)
-    trainer.run_dir.mkdir()
-    trainer._open_logs(resume=False)
+    optimizers = {"nli": torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)}
+    policy = LrPolicy(OptimConfig(), optimizers, "nli")
+    state = TrainState.for_tasks(["nli"])
     lrs = []
     for acc in (0.5, 0.6, 0.55, 0.58, 0.61):  # the last value rule would not shrink at 0.58
-        monkeypatch.setattr(trainer, "evaluate", lambda split="dev", acc=acc: {"nli/dev/acc": acc})
-        trainer._evaluate_and_checkpoint()
-        lrs.append(trainer.optimizers["nli"].param_groups[0]["lr"])
+        policy.after_evaluation(state, {"nli/dev/acc": acc})
+        lrs.append(policy.lr("nli"))
     assert lrs == pytest.approx([0.1, 0.1, 0.02, 0.004, 0.004])
+    assert state.best_dev == {"nli": 0.61} and state.stalls == 2
 
 
 # ---- 13. Ctrl-C while the output is piped -------------------------------------------------------

@@ -64,6 +64,9 @@ class TaskExamples:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def subset(self, indices: np.ndarray) -> TaskExamples:
+        return TaskExamples(self.sentences[indices], self.labels[indices])
+
 
 class TaskStream:
     """The batches of one task, epoch after epoch, in an order fixed by (seed, epoch).

@@ -1,4 +1,4 @@
-"""Accuracy of a task on a split; Siamese models encode each distinct sentence once."""
+"""Correct predictions of a task on examples; Siamese models encode each distinct sentence once."""
 
 from __future__ import annotations
 
@@ -10,14 +10,17 @@ from mtl.models.heads import MultitaskModel
 
 
 @torch.inference_mode()
-def accuracy(
+def correct_predictions(
     model: MultitaskModel,
     task: str,
     examples: TaskExamples,
     table: SentenceTable,
     batch_size: int,
     device: torch.device,
-) -> float:
+) -> int:
+    """How many of `examples` the model classifies right (a count, so ranks' shares add up)."""
+    if len(examples) == 0:
+        return 0
     was_training = model.training
     model.eval()
     try:
@@ -27,7 +30,7 @@ def accuracy(
             predictions = _siamese_predictions(model, task, examples, table, batch_size, device)
     finally:
         model.train(was_training)
-    return float((predictions == examples.labels).mean())
+    return int((predictions == examples.labels).sum())
 
 
 def embed_rows(

@@ -13,8 +13,8 @@ from typing import Any
 
 from mtl import atomic
 from mtl.atomic import check_output_dir
-from mtl.config import apply_overrides, to_dict
-from mtl.device import resolve_device
+from mtl.config import apply_overrides, from_dict, to_dict
+from mtl.distributed import Distributed
 from mtl.errors import UserError
 from mtl.precision import resolve_precision
 from mtl.train.config import TrainConfig
@@ -43,9 +43,30 @@ def config_from_args(args: Sequence[str]) -> TrainConfig:
 def start(
     config: TrainConfig,
     command: Sequence[str] = (),
-    stop_after_step: int | None = None,
     progress: bool = True,
+    dist: Distributed | None = None,
 ) -> tuple[Path, dict[str, Any]]:
+    """Train `config` in a new run folder (under torchrun, on every rank; rank 0 writes the folder)."""
+    dist = dist or Distributed.from_environment(config.run.device)
+    run_dir = dist.main_first(lambda: new_run_folder(config), others_too=False)
+    config = resolve_inputs(config)
+    config.run.precision = resolve_precision(config.run.precision, dist.device(config.run.device))
+    trainer = Trainer(config, run_dir, progress=progress, dist=dist)
+    if dist.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        record = {
+            "config": to_dict(config),
+            "command": shlex.join(["just", "train-multitask", *command]),
+            "inputs": trainer.data.fingerprints,
+            "world_size": dist.world_size,
+            "python": sys.version.split()[0],
+        }
+        atomic.write_text(run_dir / "config.json", json.dumps(record, indent=2) + "\n", "run config")
+    return run_dir, trainer.fit()
+
+
+def new_run_folder(config: TrainConfig) -> Path:
+    """The folder `config` asks for (runs/<name>-<time> by default), checked to be free."""
     run_dir = Path(config.run.out or f"runs/{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}").expanduser()
     check_output_dir(run_dir, "out")
     if run_dir.exists() and any(run_dir.iterdir()):
@@ -53,53 +74,57 @@ def start(
             raise UserError(f"run folder {run_dir} already exists: choose another out= or resume={run_dir}")
         print(f"{run_dir} stopped before its first checkpoint: starting it again")
         clear_run_folder(run_dir)
-    config = resolve_inputs(config)
-    config.run.precision = resolve_precision(config.run.precision, resolve_device(config.run.device))
-    trainer = Trainer(config, run_dir, progress=progress)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    record = {
-        "config": to_dict(config),
-        "command": shlex.join(["just", "train-multitask", *command]),
-        "inputs": trainer.data.fingerprints,
-        "python": sys.version.split()[0],
-    }
-    atomic.write_text(run_dir / "config.json", json.dumps(record, indent=2) + "\n", "run config")
-    return run_dir, trainer.fit(stop_after_step=stop_after_step)
+    return run_dir
 
 
 def resume(
     run_dir: str | Path,
-    stop_after_step: int | None = None,
     progress: bool = True,
     overrides: Sequence[str] = (),
+    dist: Distributed | None = None,
 ) -> tuple[Path, dict[str, Any]]:
-    """Continue `run_dir` with its recorded config and inputs, refusing inputs that changed since."""
+    """Continue `run_dir` with its recorded config and inputs, refusing inputs that changed since.
+
+    The number of processes may differ from the run's start: batches are global.
+    """
     run_dir = Path(run_dir).expanduser()
-    config = load_config(run_dir)
     allowed = ("device=", "wandb=", "run.device=", "run.wandb=")
     if extra := [a for a in overrides if not a.startswith(allowed)]:
         raise UserError(
             f"resume continues the saved config: only device= and wandb= may change, not {extra[0]!r}"
         )
-    config = apply_overrides(config, overrides)
-    if (run_dir / "summary.json").is_file():
-        raise UserError(f"{run_dir} has already finished: see {run_dir / 'summary.json'}")
-    record = read_run_record(run_dir)
-    if never_checkpointed(run_dir):
-        print(f"{run_dir} has no checkpoint yet: starting it again from step 0 with its saved config")
-        command = shlex.split(record.get("command", ""))[2:]
-        clear_run_folder(run_dir)
+    device = next((a.partition("=")[2] for a in overrides if "device=" in a), "auto")
+    dist = dist or Distributed.from_environment(device)
+    record, restart = dist.main_first(lambda: resumable_record(run_dir), others_too=False)
+    config = apply_overrides(
+        from_dict(TrainConfig, record["config"], str(run_dir / "config.json")), overrides
+    )
+    if restart:
         config.run.out = str(run_dir)
-        return start(config, command, stop_after_step, progress)
-    trainer = Trainer(config, run_dir, progress=progress, build_missing=False)
+        return start(config, shlex.split(record.get("command", ""))[2:], progress, dist)
+    trainer = Trainer(config, run_dir, progress=progress, build_missing=False, dist=dist)
     if changed := changed_inputs(record.get("inputs", {}), trainer.data.fingerprints):
         raise UserError(
             f"cannot resume {run_dir}: {' and '.join(changed)} changed since the run started; restore "
             "the original files, or start a new run"
         )
     trainer.restore()
-    print(f"resuming {run_dir} at step {trainer.state['global_step']}")
-    return run_dir, trainer.fit(resume=True, stop_after_step=stop_after_step)
+    if dist.is_main:
+        print(f"resuming {run_dir} at step {trainer.state.global_step}")
+    return run_dir, trainer.fit(resume=True)
+
+
+def resumable_record(run_dir: Path) -> tuple[dict[str, Any], bool]:
+    """The run's record, and whether it must start again (it stopped before its first checkpoint)."""
+    record = read_run_record(run_dir)
+    load_config(run_dir)  # a config.json that no longer validates is refused here, with its path
+    if (run_dir / "summary.json").is_file():
+        raise UserError(f"{run_dir} has already finished: see {run_dir / 'summary.json'}")
+    if not never_checkpointed(run_dir):
+        return record, False
+    print(f"{run_dir} has no checkpoint yet: starting it again from step 0 with its saved config")
+    clear_run_folder(run_dir)
+    return record, True
 
 
 RUN_FILES = ("config.json", "metrics.jsonl", "checkpoints", "wandb")

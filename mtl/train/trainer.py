@@ -1,11 +1,15 @@
-"""The multitask training loop: scheduler -> task step -> log, evaluate, checkpoint, resume."""
+"""The multitask training loop: scheduler -> task step -> log, evaluate, checkpoint, resume.
+
+Under `torchrun` every rank runs this same loop over the same schedule; each step's global
+batch is split over the ranks and DistributedDataParallel averages their gradients, so a
+run's results do not depend on how many processes it has.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import math
-import secrets
 import signal
 import time
 from pathlib import Path
@@ -14,25 +18,28 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from mtl import atomic
 from mtl.config import from_dict, to_dict
 from mtl.console import progress_stream, say
 from mtl.data.batches import TaskStream, to_device
-from mtl.device import resolve_device
+from mtl.distributed import Distributed
 from mtl.errors import UserError
 from mtl.models.encoders import build_encoder
 from mtl.models.encoders.base import frozen_embedding
 from mtl.models.heads import MultitaskModel
 from mtl.precision import autocast, grad_scaler, resolve_precision
 from mtl.tracking import Tracker
-from mtl.train import checkpoint
+from mtl.train.checkpointer import Checkpointer
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData, prepare
-from mtl.train.evaluate import accuracy
-from mtl.train.runlog import RunLog
+from mtl.train.evaluate import correct_predictions
+from mtl.train.lr_policy import LrPolicy
+from mtl.train.runlog import NullLog, RunLog
 from mtl.train.scheduler import Scheduler
+from mtl.train.state import StopReason, TrainState
 
 TASK_INDEX = {"nli": 0, "squad": 1}
 BUCKET_WINDOW = 50  # batches sorted together: long enough to group lengths, short enough to stay random
@@ -46,12 +53,18 @@ class Trainer:
         data: TrainingData | None = None,
         progress: bool = True,
         build_missing: bool = True,
+        dist: Distributed | None = None,
     ):
-        self.config, self.run_dir, self.progress = config, Path(run_dir), progress
-        self.device = resolve_device(config.run.device)
+        self.config, self.run_dir = config, Path(run_dir)
+        self.dist = dist or Distributed()
+        self.progress = progress and self.dist.is_main
+        self.device = self.dist.device(config.run.device)
         torch.manual_seed(config.run.seed)
-        self.data = data or prepare(config, progress=progress, build_missing=build_missing)
+        self.data = data or self.dist.main_first(
+            lambda: prepare(config, progress=self.progress, build_missing=build_missing)
+        )
         self.model = self._build_model().to(self.device)
+        self.network = self._wrap_for_ranks(self.model)  # what training steps call
         self.task_parameters = {
             task: [
                 p
@@ -62,6 +75,7 @@ class Trainer:
             for task in config.tasks
         }
         self.optimizers = self._build_optimizers()
+        self.lr_policy = LrPolicy(config.optim, self.optimizers, config.main_task)
         self.precision = resolve_precision(config.run.precision, self.device)
         self.scaler = grad_scaler(self.precision, self.device)
         schedule, seed = config.schedule, config.run.seed
@@ -79,18 +93,12 @@ class Trainer:
         }
         sizes = {task: len(self.data.examples[task]["train"]) for task in config.tasks}
         self.scheduler = Scheduler(schedule.steps, schedule.schedule, sizes, schedule.temperature, seed)
-        self.state: dict[str, Any] = {
-            "global_step": 0,
-            "task_steps": dict.fromkeys(config.tasks, 0),
-            "block": {"index": 0, "start_step": 0, "examples": 0},
-            "best_dev": {},  # task -> its best dev accuracy so far
-            "stalls": 0,  # evaluations whose main-task dev accuracy was not above the best (Adam's stop)
-            "best": None,  # {"step", "<task>/dev/acc"...}
-            "wandb_id": secrets.token_hex(4),
-            "metrics_bytes": 0,
-        }
-        self._interrupted = False
-        self.checkpointed_step: int | None = None  # global step of checkpoints/latest.pt
+        self.state = TrainState.for_tasks(config.tasks)
+        self.state.wandb_id = self.dist.broadcast(self.state.wandb_id)
+        self.checkpointer = Checkpointer(self.run_dir, self._encoder_metadata(), self.dist)
+        self.tracker = Tracker(None)
+        self.log: RunLog | NullLog = NullLog()
+        self._interrupted = False  # set by Ctrl-C or SIGTERM in this process
 
     # ---- construction --------------------------------------------------------------------
 
@@ -103,6 +111,17 @@ class Trainer:
             head.head_hidden,
             head.head_layers,
             head.dropout,
+        )
+
+    def _wrap_for_ranks(self, model: MultitaskModel) -> nn.Module:
+        """DDP over several ranks (it also copies rank 0's initial weights to the others)."""
+        if not self.dist.active:
+            return model
+        return DistributedDataParallel(
+            model,
+            device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            # A step trains one task: the other tasks' heads get no gradient.
+            find_unused_parameters=len(self.config.tasks) > 1,
         )
 
     def _build_optimizers(self) -> dict[str, torch.optim.Optimizer]:
@@ -132,22 +151,25 @@ class Trainer:
         )
         return counts
 
-    # ---- run folder, logging -------------------------------------------------------------
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.run_dir / "checkpoints"
+    # ---- logging (rank 0 only) -------------------------------------------------------------
 
     def _open_logs(self, resume: bool) -> None:
+        if not self.dist.is_main:
+            return
         run = self.config.run
         self.tracker = Tracker.start(
             job_type="train",
-            config={**to_dict(self.config), **self.parameter_counts(), "inputs": self.data.fingerprints},
+            config={
+                **to_dict(self.config),
+                **self.parameter_counts(),
+                "inputs": self.data.fingerprints,
+                "world_size": self.dist.world_size,
+            },
             project=run.wandb_project,
             directory=self.run_dir,
             mode=run.wandb,
             name=self.run_dir.name,
-            run_id=self.state["wandb_id"],
+            run_id=self.state.wandb_id,
         )
         self.tracker.define_metric("global_step")
         for task in self.config.tasks:
@@ -156,24 +178,26 @@ class Trainer:
         self.tracker.define_metric("phase/*", step_metric="global_step")
         if "squad" in self.config.tasks:
             self.tracker.use_artifact("classifsquad:latest")
+        self.checkpointer.tracker = self.tracker
         self.log = RunLog(
             self.run_dir / "metrics.jsonl",
             self.tracker,
-            resume_at_byte=self.state["metrics_bytes"] if resume else None,
+            resume_at_byte=self.state.metrics_bytes if resume else None,
         )
+
+    def _close_logs(self, exit_code: int = 0) -> None:
+        self.log.close()
+        self.tracker.finish(exit_code=exit_code)
 
     # ---- the loop --------------------------------------------------------------------------
 
-    def fit(self, resume: bool = False, stop_after_step: int | None = None) -> dict[str, Any]:
-        """Train until `max_steps`, SGD's main-task lr under `min_lr`, or Adam's patience; return the summary.
-
-        `stop_after_step` stops like a kill right after that step, saving nothing more, so
-        tests can check that resuming from the last checkpoint is exact.
-        """
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+    def fit(self, resume: bool = False) -> dict[str, Any]:
+        """Train until a `StopReason`; return the summary. An interrupt checkpoints, then raises KeyboardInterrupt."""
+        if self.dist.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         self._open_logs(resume)
         counts = self.parameter_counts()
-        if not resume:
+        if not resume and self.dist.is_main:
             print(
                 f"trainable parameters: {counts['params/trainable']:,} "
                 f"(encoder {counts['params/encoder']:,}; frozen embeddings excluded: "
@@ -183,113 +207,94 @@ class Trainer:
         self.tracker.summary(counts)
         previous_handlers = self._catch_interrupts()
         try:
-            stopped = self._loop(stop_after_step)
+            with tqdm(
+                initial=self.state.global_step,
+                total=self.config.optim.max_steps,
+                desc="train",
+                unit="step",
+                disable=not self.progress,
+                dynamic_ncols=True,
+                file=progress_stream(),
+            ) as bar:
+                reason = self._loop(bar)
         except BaseException as error:
-            self.log.close()
-            self.tracker.finish(exit_code=1)
+            self._close_logs(exit_code=1)
             if isinstance(error, Diverged):
                 raise UserError(str(error)) from None
             raise
         finally:
             for signum, handler in previous_handlers.items():
                 signal.signal(signum, handler)
-        if stopped == "interrupted":
-            self.log.close()
-            self.tracker.finish(exit_code=130)
+        if reason is StopReason.INTERRUPTED:
+            self._close_logs(exit_code=130)
             raise KeyboardInterrupt(
-                f"stopped at step {self.state['global_step']}: resume with "
+                f"stopped at step {self.state.global_step}: resume with "
                 f"`just train-multitask resume={self.run_dir}`"
             )
-        if stopped == "killed":
-            self.log.close()
-            self.tracker.finish()
-            return {}
-        return self._finish(stopped)
+        return self._finish(reason)
 
-    def _loop(self, stop_after_step: int | None) -> str:
-        optim, state = self.config.optim, self.state
-        with tqdm(
-            initial=state["global_step"],
-            total=optim.max_steps,
-            desc="train",
-            unit="step",
-            disable=not self.progress,
-            dynamic_ncols=True,
-            file=progress_stream(),
-        ) as bar:
-            return self._steps(bar, stop_after_step)
-
-    def _steps(self, bar: tqdm, stop_after_step: int | None) -> str:
-        optim, state = self.config.optim, self.state
+    def _loop(self, bar: tqdm) -> StopReason:
+        state = self.state
         block_clock = time.perf_counter()
         while True:
-            if self._interrupted:
+            if self.dist.any(self._interrupted, self.device):  # every rank stops after the same step
                 self._save_latest()
-                return "interrupted"
-            step = state["global_step"]
-            if optim.max_steps is not None and step >= optim.max_steps:
-                return "max_steps"
-            if self.optimizers[self.config.main_task].param_groups[0]["lr"] < optim.min_lr:
-                return "min_lr"
-            if optim.optim == "adam" and state["stalls"] >= optim.adam_patience:
-                return "adam_patience"
+                return StopReason.INTERRUPTED
+            if reason := self.lr_policy.stop_reason(state):
+                return reason
+            step = state.global_step
             task = self.scheduler.task_at(step)
-            if step == state["block"]["start_step"]:
+            if step == state.block.start_step:
                 block_clock = time.perf_counter()
                 self.log.log(
                     {
                         "global_step": step,
                         "phase/event": "block_start",
                         "phase/task": task,
-                        "phase/block": state["block"]["index"],
+                        "phase/block": state.block.index,
                     }
                 )
-            record = self._train_step(task)
+            rows, epoch_done = self.streams[task].next()
+            record = self.train_batch(task, rows)
+            self.log.log(record)
             bar.update()
             bar.set_postfix_str(f"{task} loss {record[f'{task}/train/loss']:.3f}", refresh=False)
-            state["block"]["examples"] += self.config.schedule.batch_sizes[task]
+            if epoch_done:
+                self._end_epoch(task)
+            state.block.examples += len(rows)
             if self.scheduler.block_ends_after(step):
                 self._end_block(task, time.perf_counter() - block_clock)
             if self._evaluation_due(step):
                 self._evaluate_and_checkpoint()
             elif (step + 1) % self.config.run.checkpoint_every == 0:
                 self._save_latest()
-            if stop_after_step is not None and step + 1 >= stop_after_step:
-                return "killed"
-
-    def _train_step(self, task: str) -> dict[str, Any]:
-        rows, epoch_done = self.streams[task].next()
-        record = self.train_batch(task, rows)
-        self.log.log(record)
-        if epoch_done:
-            self._end_epoch(task)
-        return record
 
     def train_batch(self, task: str, rows: np.ndarray) -> dict[str, Any]:
-        """One optimizer step of `task` on the training examples `rows`; returns its metrics."""
+        """One optimizer step of `task` on the training examples `rows` (the global batch); returns its metrics."""
         started = time.perf_counter()
+        state = self.state
+        # Dropout masks from (seed, step, rank), as fairseq does: resuming needs no RNG state and
+        # works with any number of ranks.
+        torch.manual_seed(step_seed(self.config.run.seed, state.global_step, self.dist.rank))
+        mine, weights = self._share_of(rows)
         examples = self.data.examples[task]["train"]
-        sentences = self.data.table.batch_columns(examples.sentences[rows], self.device)
-        labels = to_device(torch.from_numpy(examples.labels[rows]), self.device)
+        sentences = self.data.table.batch_columns(examples.sentences[mine], self.device)
+        labels = to_device(torch.from_numpy(examples.labels[mine]), self.device)
+        weights = to_device(torch.from_numpy(weights), self.device)
 
         self.model.train()
         self.model.zero_grad(set_to_none=True)
         with autocast(self.precision, self.device):
-            logits = self.model(task, sentences)
-        # Mean over the batch, then clip at 5: what InferSent's train_nli.py does by hand.
-        loss = nn.functional.cross_entropy(logits.float(), labels)
-        state = self.state
-        if not torch.isfinite(loss):
-            kept = (
-                f"the last good checkpoint (step {self.checkpointed_step}) is kept in "
-                f"{self.checkpoint_dir / 'latest.pt'}"
-                if self.checkpointed_step is not None
-                else "no checkpoint was written yet"
-            )
-            raise Diverged(
-                f"the {task} loss became {loss.item()} at step {state['global_step'] + 1} ({task} step "
-                f"{state['task_steps'][task] + 1}); {kept}: lower lr= or max_grad_norm= and start again"
-            )
+            logits = self.network(task, sentences)
+        losses = nn.functional.cross_entropy(logits.float(), labels, reduction="none") * weights
+        correct = ((logits.argmax(dim=-1) == labels).float() * weights).sum()
+        # DDP averages gradients over ranks; scaled so, this is the mean over the global batch
+        # (InferSent's train_nli.py: mean loss, then clip at 5).
+        loss = losses.sum() * (self.dist.world_size / len(rows))
+        loss_sum, correct_sum = self.dist.sum([losses.sum().item(), correct.item()], self.device)
+        mean_loss = loss_sum / len(rows)
+        if not math.isfinite(mean_loss):
+            raise self._diverged(task, mean_loss)
         optimizer = self.optimizers[task]
         self.scaler.scale(loss).backward()
         self.scaler.unscale_(optimizer)
@@ -298,57 +303,65 @@ class Trainer:
         self.scaler.step(optimizer)
         self.scaler.update()
 
-        state["global_step"] += 1
-        state["task_steps"][task] += 1
+        state.global_step += 1
+        state.task_steps[task] += 1
         seconds = time.perf_counter() - started
-        record = {
-            "global_step": state["global_step"],
-            f"{task}/step": state["task_steps"][task],
+        return {
+            "global_step": state.global_step,
+            f"{task}/step": state.task_steps[task],
             f"{task}/epoch": self.streams[task].epoch,
-            f"{task}/train/loss": loss.item(),
-            f"{task}/train/acc": (logits.argmax(dim=-1) == labels).float().mean().item(),
-            f"{task}/lr": optimizer.param_groups[0]["lr"],
+            f"{task}/train/loss": mean_loss,
+            f"{task}/train/acc": correct_sum / len(rows),
+            f"{task}/lr": self.lr_policy.lr(task),
             f"{task}/grad_norm": grad_norm.item(),
             f"{task}/examples_per_s": len(rows) / seconds,
         }
-        return record
+
+    def _share_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's rows of a global batch, with loss weights: a rank left without rows (the last,
+        short batch of an epoch) still runs one row at weight 0, as DDP needs every rank in a step."""
+        mine = rows[self.dist.part(len(rows))]
+        if len(mine) == 0:
+            return rows[:1], np.zeros(1, dtype=np.float32)
+        return mine, np.ones(len(mine), dtype=np.float32)
+
+    def _diverged(self, task: str, loss: float) -> Diverged:
+        step = self.checkpointer.latest_step
+        kept = (
+            f"the last good checkpoint (step {step}) is kept in {self.checkpointer.folder / 'latest.pt'}"
+            if step is not None
+            else "no checkpoint was written yet"
+        )
+        return Diverged(
+            f"the {task} loss became {loss} at step {self.state.global_step + 1} ({task} step "
+            f"{self.state.task_steps[task] + 1}); {kept}: lower lr= or max_grad_norm= and start again"
+        )
 
     def _end_epoch(self, task: str) -> None:
-        """InferSent's decay after each pass over the data, per task's own optimizer."""
-        if self.config.optim.optimizer_per_task or task == self.config.main_task:
-            self._scale_lr(task, self.config.optim.lr_decay)
+        self.lr_policy.after_epoch(task)
         self.log.log(
             {
-                "global_step": self.state["global_step"],
+                "global_step": self.state.global_step,
                 "phase/event": "epoch_end",
                 "phase/task": task,
                 "phase/epoch": self.streams[task].epoch,
             }
         )
 
-    def _scale_lr(self, task: str, factor: float) -> None:
-        if self.config.optim.optim == "sgd":
-            for group in self.optimizers[task].param_groups:
-                group["lr"] *= factor
-
     def _end_block(self, task: str, seconds: float) -> None:
-        block = self.state["block"]
+        state, block = self.state, self.state.block
         self.log.log(
             {
-                "global_step": self.state["global_step"],
+                "global_step": state.global_step,
                 "phase/event": "block_end",
                 "phase/task": task,
-                "phase/block": block["index"],
-                "phase/steps": self.state["global_step"] - block["start_step"],
-                "phase/examples": block["examples"],
+                "phase/block": block.index,
+                "phase/steps": state.global_step - block.start_step,
+                "phase/examples": block.examples,
                 "phase/seconds": seconds,
             }
         )
-        self.state["block"] = {
-            "index": block["index"] + 1,
-            "start_step": self.state["global_step"],
-            "examples": 0,
-        }
+        block.index, block.start_step, block.examples = block.index + 1, state.global_step, 0
 
     def _evaluation_due(self, step: int) -> bool:
         every = self.config.run.eval_every
@@ -357,19 +370,22 @@ class Trainer:
     # ---- evaluation, checkpoints -----------------------------------------------------------
 
     def evaluate(self, split: str = "dev") -> dict[str, float]:
+        """Accuracy of each task on `split`; each rank classifies its share of the examples."""
         results = {}
         for task in self.config.tasks:
             if split not in self.data.examples[task]:
                 continue
+            examples = self.data.examples[task][split]
             with autocast(self.precision, self.device):
-                results[f"{task}/{split}/acc"] = accuracy(
+                correct = correct_predictions(
                     self.model,
                     task,
-                    self.data.examples[task][split],
+                    examples.subset(self.dist.part(len(examples))),
                     self.data.table,
                     self.config.run.eval_batch,
                     self.device,
                 )
+            results[f"{task}/{split}/acc"] = self.dist.sum([correct], self.device)[0] / len(examples)
         return results
 
     def _evaluate_and_checkpoint(self) -> None:
@@ -378,129 +394,76 @@ class Trainer:
         state, main = self.state, self.config.main_task
         self.log.log(
             {
-                "global_step": state["global_step"],
-                **{f"{task}/step": n for task, n in state["task_steps"].items()},
+                "global_step": state.global_step,
+                **{f"{task}/step": n for task, n in state.task_steps.items()},
                 **results,
                 "phase/event": "evaluation",
                 "phase/eval_seconds": time.perf_counter() - started,
             }
         )
-        # InferSent's train_nli.py: when dev accuracy is not above the best so far, SGD divides
-        # the lr by lr_shrink and Adam counts towards its stop (the 2nd such evaluation ends it).
-        for task in self.config.tasks:
-            best = state["best_dev"].get(task)
-            improved = best is None or results[f"{task}/dev/acc"] > best
-            if improved:
-                state["best_dev"][task] = results[f"{task}/dev/acc"]
-            elif self.config.optim.optimizer_per_task or task == main:
-                self._scale_lr(task, 1.0 / self.config.optim.lr_shrink)
-            if not improved and task == main:
-                state["stalls"] += 1
-        if state["best"] is None or results[f"{main}/dev/acc"] > state["best"][f"{main}/dev/acc"]:
-            state["best"] = {"step": state["global_step"], **results}
-            self.log.log(
-                {"global_step": state["global_step"], "phase/event": "checkpoint", "phase/best": True}
-            )
-            checkpoint.save(
-                {
-                    "model": self.model.state_dict(),
-                    "best": state["best"],
-                    **self._encoder_metadata(),
-                },
-                self.checkpoint_dir / "best.pt",
-            )
-            self.tracker.log_artifact(
-                f"{self.run_dir.name}-best",
-                "checkpoint",
-                self.checkpoint_dir / "best.pt",
-                metadata=state["best"],
-                reference=True,
-            )
+        self.lr_policy.after_evaluation(state, results)
+        if state.best is None or results[f"{main}/dev/acc"] > state.best[f"{main}/dev/acc"]:
+            state.best = {"step": state.global_step, **results}
+            self.log.log({"global_step": state.global_step, "phase/event": "checkpoint", "phase/best": True})
+            self.checkpointer.save_best(self.model.state_dict(), state.best)
         self._save_latest()
 
     def _save_latest(self) -> None:
         self.log.log(
-            {"global_step": self.state["global_step"], "phase/event": "checkpoint", "phase/best": False}
+            {"global_step": self.state.global_step, "phase/event": "checkpoint", "phase/best": False}
         )
-        self.state["metrics_bytes"] = self.log.position
-        checkpoint.save(
+        self.state.metrics_bytes = self.log.position
+        self.checkpointer.save_latest(
             {
                 "model": self.model.state_dict(),
                 "optimizers": {task: opt.state_dict() for task, opt in self.optimizers.items()},
                 "streams": {task: stream.state_dict() for task, stream in self.streams.items()},
-                "state": self.state,
+                "state": self.state.to_dict(),
                 "scaler": self.scaler.state_dict(),
-                "torch_rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-                **self._encoder_metadata(),
+                "world_size": self.dist.world_size,
             },
-            self.checkpoint_dir / "latest.pt",
-            keep_previous=True,
-        )
-        self.checkpointed_step = self.state["global_step"]
-        self.tracker.log_artifact(
-            f"{self.run_dir.name}-latest",
-            "checkpoint",
-            self.checkpoint_dir / "latest.pt",
-            metadata={"global_step": self.state["global_step"]},
-            reference=True,
+            self.state.global_step,
         )
 
     def restore(self) -> None:
         """Continue from checkpoints/latest.pt (or the one before it, when it is damaged)."""
-        saved, _ = checkpoint.load_with_fallback(self.checkpoint_dir / "latest.pt")
-        if saved["vocabulary"] != self.data.vocabulary.words:
-            raise UserError(
-                f"the vocabulary built from the inputs of {self.run_dir} differs from the one it was "
-                "trained with: resume needs the same SNLI, ClassifSQuAD and vectors; start a new run instead"
-            )
+        saved = self.checkpointer.load_latest()
         self.model.load_state_dict(saved["model"])
         for task, optimizer in self.optimizers.items():
             optimizer.load_state_dict(saved["optimizers"][task])
         for task, stream in self.streams.items():
             stream.load_state_dict(saved["streams"][task])
-        self.state = {**self.state, **saved["state"]}
-        self.checkpointed_step = self.state["global_step"]
+        self.state = TrainState.from_dict(saved["state"])
         if saved.get("scaler"):
             self.scaler.load_state_dict(saved["scaler"])
-        torch.set_rng_state(saved["torch_rng"])
-        if saved["cuda_rng"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(saved["cuda_rng"])
 
     # ---- the end ---------------------------------------------------------------------------
 
-    def _finish(self, reason: str) -> dict[str, Any]:
+    def _finish(self, reason: StopReason) -> dict[str, Any]:
         state = self.state
-        if state["global_step"] == 0 or not self._evaluation_due(state["global_step"] - 1):
+        if state.global_step == 0 or not self._evaluation_due(state.global_step - 1):
             self._evaluate_and_checkpoint()
-        best = checkpoint.load(self.checkpoint_dir / "best.pt", self.device)
+        best = self.checkpointer.load_best()
         self.model.load_state_dict(best["model"])
         results = {f"best/{key}": value for key, value in best["best"].items()}
         results.update({f"best/{k}": v for k, v in self.evaluate("test").items()})
-        self.export_encoder(self.run_dir / "encoder.pt")
+        self.checkpointer.export_encoder(
+            self.model.encoder.state_dict(), self.run_dir / "encoder.pt", results
+        )
         summary = {
-            "stop_reason": reason,
-            "global_step": state["global_step"],
-            **state["task_steps"],
+            "stop_reason": reason.value,
+            "global_step": state.global_step,
+            **state.task_steps,
             **results,
             **self.parameter_counts(),
         }
         summary = {("steps/" + k if k in TASK_INDEX else k): v for k, v in summary.items()}
-        self.log.log({"global_step": state["global_step"], "phase/event": "finished", **results})
+        self.log.log({"global_step": state.global_step, "phase/event": "finished", **results})
         self.tracker.summary(summary)
-        self.tracker.log_artifact(
-            f"{self.run_dir.name}-encoder", "encoder", self.run_dir / "encoder.pt", metadata=results
-        )
-        atomic.write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-        self.log.close()
-        self.tracker.finish()
+        if self.dist.is_main:
+            atomic.write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+        self._close_logs()
         return summary
-
-    def export_encoder(self, path: Path) -> None:
-        """What `load_encoder` needs: config, vocabulary and encoder weights (embeddings included)."""
-        checkpoint.save(
-            {"format": 1, **self._encoder_metadata(), "encoder": self.model.encoder.state_dict()}, path
-        )
 
     def _encoder_metadata(self) -> dict[str, Any]:
         return {
@@ -523,6 +486,10 @@ class Trainer:
             with contextlib.suppress(ValueError):  # not the main thread
                 previous[signum] = signal.signal(signum, handler)
         return previous
+
+
+def step_seed(seed: int, step: int, rank: int) -> int:
+    return int(np.random.SeedSequence([seed, step, rank]).generate_state(1)[0])
 
 
 class Diverged(Exception):

@@ -1,0 +1,115 @@
+"""Training over several processes started by `torchrun` (one per GPU, or per CPU share).
+
+`torchrun` sets RANK, WORLD_SIZE and LOCAL_RANK; without them everything here is a single
+process and every call is local. Rank 0 is the main process: it alone writes the run
+folder, checkpoints and W&B. Collectives use NCCL on GPUs and gloo on CPUs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Callable
+from typing import TypeVar
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from mtl.device import resolve_device
+from mtl.errors import UserError
+
+T = TypeVar("T")
+TIMEOUT = datetime.timedelta(minutes=30)  # a ClassifSQuAD build on rank 0 can keep the others waiting
+
+
+class Distributed:
+    def __init__(self, rank: int = 0, world_size: int = 1, local_rank: int = 0):
+        self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
+
+    @classmethod
+    def from_environment(cls, device: str = "auto") -> Distributed:
+        """The process group `torchrun` described, joined once; a single process without it."""
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        if world_size == 1:
+            return cls()
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if not dist.is_initialized():
+            on_gpu = resolve_device(device).type == "cuda"
+            if on_gpu:
+                torch.cuda.set_device(local_rank)
+            dist.init_process_group("nccl" if on_gpu else "gloo", timeout=TIMEOUT)
+        return cls(dist.get_rank(), dist.get_world_size(), local_rank)
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def device(self, name: str) -> torch.device:
+        """The config's device; `auto` or `cuda` is this process's own GPU under torchrun."""
+        device = resolve_device(name)
+        if self.active and device.type == "cuda" and device.index is None:
+            return torch.device("cuda", self.local_rank)
+        return device
+
+    def part(self, count: int) -> np.ndarray:
+        """This rank's share of `count` items: contiguous, sizes differing by at most one."""
+        return np.array_split(np.arange(count), self.world_size)[self.rank]
+
+    def sum(self, values: list[float], device: torch.device) -> list[float]:
+        """Element-wise sums of `values` over ranks (float64, so counts stay exact)."""
+        if not self.active:
+            return list(values)
+        tensor = torch.tensor(values, dtype=torch.float64, device=self._collective_device(device))
+        dist.all_reduce(tensor)
+        return tensor.tolist()
+
+    def any(self, flag: bool, device: torch.device) -> bool:
+        """Whether `flag` is set on any rank: every rank gets the same answer, so all act alike."""
+        return self.sum([float(flag)], device)[0] > 0 if self.active else flag
+
+    def broadcast(self, value: T) -> T:
+        """Rank 0's `value` on every rank (any picklable object)."""
+        if not self.active:
+            return value
+        holder = [value if self.is_main else None]
+        dist.broadcast_object_list(holder, src=0)
+        return holder[0]
+
+    def main_first(self, work: Callable[[], T], others_too: bool = True) -> T:
+        """Run `work` on rank 0, then (with `others_too`) on the other ranks; rank 0's result otherwise.
+
+        A failure on rank 0 stops every rank with its message instead of leaving them
+        waiting at the next collective.
+        """
+        if not self.active:
+            return work()
+        result, failure = None, None
+        if self.is_main:
+            try:
+                result = work()
+            except BaseException as error:
+                failure = error
+        message = self.broadcast(None if failure is None else f"{failure}")
+        if failure is not None:
+            raise failure
+        if message is not None:
+            raise UserError(f"rank 0 stopped: {message}")
+        if not others_too:
+            return self.broadcast(result)
+        return result if self.is_main else work()
+
+    def barrier(self) -> None:
+        if self.active:
+            dist.barrier()
+
+    def close(self) -> None:
+        if self.active and dist.is_initialized():
+            dist.destroy_process_group()
+
+    def _collective_device(self, device: torch.device) -> torch.device:
+        return device if dist.get_backend() == "nccl" else torch.device("cpu")

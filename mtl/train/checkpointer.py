@@ -1,0 +1,70 @@
+"""A run's checkpoints: `latest.pt` to resume from, `best.pt` by dev accuracy, the exported encoder.
+
+Only rank 0 reads and writes the files; the other ranks get what it read, so a run on
+several machines needs its folder on rank 0's machine only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mtl.distributed import Distributed
+from mtl.errors import UserError
+from mtl.tracking import Tracker
+from mtl.train import checkpoint
+
+
+class Checkpointer:
+    def __init__(self, run_dir: Path, metadata: dict[str, Any], dist: Distributed):
+        """`metadata`: what every checkpoint carries so it can be used alone (config, vocabulary)."""
+        self.run_dir, self.metadata, self.dist = Path(run_dir), metadata, dist
+        self.tracker = Tracker(None)
+        self.latest_step: int | None = None  # global step of latest.pt, once there is one
+
+    @property
+    def folder(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+    def save_latest(self, contents: dict[str, Any], step: int) -> None:
+        if self.dist.is_main:
+            checkpoint.save({**contents, **self.metadata}, self.folder / "latest.pt", keep_previous=True)
+            self.tracker.log_artifact(
+                f"{self.run_dir.name}-latest",
+                "checkpoint",
+                self.folder / "latest.pt",
+                metadata={"global_step": step},
+                reference=True,
+            )
+        self.latest_step = step
+
+    def save_best(self, model_state: dict[str, Any], best: dict[str, float]) -> None:
+        if not self.dist.is_main:
+            return
+        checkpoint.save({"model": model_state, "best": best, **self.metadata}, self.folder / "best.pt")
+        self.tracker.log_artifact(
+            f"{self.run_dir.name}-best", "checkpoint", self.folder / "best.pt", metadata=best, reference=True
+        )
+
+    def load_latest(self) -> dict[str, Any]:
+        """latest.pt (or the one before it, when it is damaged), checked against this run's vocabulary."""
+        saved = self.dist.main_first(
+            lambda: checkpoint.load_with_fallback(self.folder / "latest.pt")[0], others_too=False
+        )
+        if saved["vocabulary"] != self.metadata["vocabulary"]:
+            raise UserError(
+                f"the vocabulary built from the inputs of {self.run_dir} differs from the one it was "
+                "trained with: resume needs the same SNLI, ClassifSQuAD and vectors; start a new run instead"
+            )
+        self.latest_step = saved["state"]["global_step"]
+        return saved
+
+    def load_best(self) -> dict[str, Any]:
+        return self.dist.main_first(lambda: checkpoint.load(self.folder / "best.pt"), others_too=False)
+
+    def export_encoder(self, encoder_state: dict[str, Any], path: Path, results: dict[str, Any]) -> None:
+        """What `load_encoder` needs: config, vocabulary and encoder weights (embeddings included)."""
+        if not self.dist.is_main:
+            return
+        checkpoint.save({"format": 1, **self.metadata, "encoder": encoder_state}, path)
+        self.tracker.log_artifact(f"{self.run_dir.name}-encoder", "encoder", path, metadata=results)

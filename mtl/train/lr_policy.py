@@ -1,0 +1,58 @@
+"""InferSent's learning-rate policy (Conneau et al. 2017, train_nli.py), per task's optimizer.
+
+SGD: multiply the lr by `lr_decay` after each pass over a task's data, divide it by
+`lr_shrink` when dev accuracy is not above the best so far, stop when the main task's lr
+falls under `min_lr`. Adam keeps its lr and stops at the `adam_patience`-th evaluation not
+above the best.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mtl.train.config import OptimConfig
+from mtl.train.state import StopReason, TrainState
+
+
+class LrPolicy:
+    def __init__(self, config: OptimConfig, optimizers: dict[str, torch.optim.Optimizer], main_task: str):
+        self.config, self.optimizers, self.main_task = config, optimizers, main_task
+
+    def after_epoch(self, task: str) -> None:
+        if self._owns_lr(task):
+            self._scale(task, self.config.lr_decay)
+
+    def after_evaluation(self, state: TrainState, results: dict[str, float]) -> None:
+        """Record each task's best dev accuracy; shrink the lr (SGD) or count a stall (Adam)."""
+        for task in self.optimizers:
+            accuracy = results[f"{task}/dev/acc"]
+            best = state.best_dev.get(task)
+            if best is None or accuracy > best:
+                state.best_dev[task] = accuracy
+                continue
+            if self._owns_lr(task):
+                self._scale(task, 1.0 / self.config.lr_shrink)
+            if task == self.main_task:
+                state.stalls += 1
+
+    def stop_reason(self, state: TrainState) -> StopReason | None:
+        config = self.config
+        if config.max_steps is not None and state.global_step >= config.max_steps:
+            return StopReason.MAX_STEPS
+        if self.lr(self.main_task) < config.min_lr:
+            return StopReason.MIN_LR
+        if config.optim == "adam" and state.stalls >= config.adam_patience:
+            return StopReason.ADAM_PATIENCE
+        return None
+
+    def lr(self, task: str) -> float:
+        return self.optimizers[task].param_groups[0]["lr"]
+
+    def _owns_lr(self, task: str) -> bool:
+        """A shared optimizer follows the main task only."""
+        return self.config.optimizer_per_task or task == self.main_task
+
+    def _scale(self, task: str, factor: float) -> None:
+        if self.config.optim == "sgd":
+            for group in self.optimizers[task].param_groups:
+                group["lr"] *= factor

@@ -1,0 +1,48 @@
+"""Where a training run stands: everything besides weights and optimizers that a resume needs."""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class StopReason(enum.Enum):
+    MAX_STEPS = "max_steps"  # optim.max_steps reached
+    MIN_LR = "min_lr"  # SGD: the main task's lr fell under optim.min_lr
+    ADAM_PATIENCE = "adam_patience"  # Adam: too many evaluations not above the best
+    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM on any process: checkpointed, resumable
+
+
+@dataclass
+class Block:
+    """The block of one task's steps under way (phase records are per block)."""
+
+    index: int = 0
+    start_step: int = 0
+    examples: int = 0
+
+
+@dataclass
+class TrainState:
+    global_step: int = 0
+    task_steps: dict[str, int] = field(default_factory=dict)
+    block: Block = field(default_factory=Block)
+    best_dev: dict[str, float] = field(default_factory=dict)  # task -> its best dev accuracy so far
+    stalls: int = 0  # evaluations whose main-task dev accuracy was not above the best (Adam's stop)
+    best: dict[str, float] | None = None  # {"step", "<task>/dev/acc", ...} of the best checkpoint
+    wandb_id: str = field(default_factory=lambda: secrets.token_hex(4))
+    metrics_bytes: int = 0  # length of metrics.jsonl when the checkpoint was written
+
+    @classmethod
+    def for_tasks(cls, tasks: list[str]) -> TrainState:
+        return cls(task_steps=dict.fromkeys(tasks, 0))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values, so checkpoints stay loadable without mtl."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainState:
+        return cls(**{**values, "block": Block(**values["block"])})
