@@ -27,9 +27,17 @@ lint:
 train-multitask *args:
     {{python}} -m mtl train-multitask "$@"
 
+# multitask training over N processes of this machine with torchrun (e.g. just train-distributed 4 steps_nli=1000)
+train-distributed nproc *args:
+    n="$1"; shift; {{python}} -m torch.distributed.run --standalone --nproc-per-node="$n" -m mtl train-multitask "$@"
+
 # a training step of mtl vs the 2018 code's and a bare-LSTM floor, 300-d (e.g. only="bilstm 512" tasks=nli)
 bench-train *args:
     {{python}} -m mtl bench-train "$@"
+
+# training examples/s with 1 and 2 torchrun processes, 1 thread each (e.g. processes=1,2,4 threads=1)
+bench-ranks *args:
+    {{python}} -m mtl bench-ranks "$@"
 
 # SentEval-style transfer evaluation (e.g. run=runs/<run> tasks=MR,CR mode=fast, or baseline=glove-bow)
 transfer *args:

@@ -54,6 +54,13 @@ def bench_train(args: Sequence[str]) -> None:
     print(bench.report(bench.run(config)))
 
 
+def bench_ranks(args: Sequence[str]) -> None:
+    from mtl.bench import ranks as bench
+
+    config = apply_overrides(bench.BenchRanksConfig(), args)
+    print(bench.report(bench.run(config), config.threads))
+
+
 def bench_transfer(args: Sequence[str]) -> None:
     from mtl.bench import transfer as bench
 
@@ -147,6 +154,11 @@ COMMANDS: dict[str, Command] = {
         bench_train,
         "a training step of mtl next to the 2018 code's and a bare-LSTM floor, at 300-d",
         _config("mtl.bench.train", "BenchTrainConfig"),
+    ),
+    "bench-ranks": Command(
+        bench_ranks,
+        "training throughput with 1, 2, ... torchrun processes, side by side",
+        _config("mtl.bench.ranks", "BenchRanksConfig"),
     ),
     "transfer": Command(
         transfer,

@@ -227,6 +227,8 @@ class Trainer:
                 signal.signal(signum, handler)
         if reason is StopReason.INTERRUPTED:
             self._close_logs(exit_code=130)
+            # torchrun stops every rank once one exits: the others wait until rank 0's files are complete.
+            self.dist.barrier()
             raise KeyboardInterrupt(
                 f"stopped at step {self.state.global_step}: resume with "
                 f"`just train-multitask resume={self.run_dir}`"

@@ -1,0 +1,143 @@
+"""Training under torchrun: 2 gloo processes on CPU equal 1 process with the same global batches."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from mtl.train import run
+from mtl.train.runlog import read_metrics
+
+from .conftest import args_for
+
+# Of 200 NLI pairs batch_nli=7 leaves a last batch of 4 per epoch (2 per rank); of 12 ClassifSQuAD
+# triples batch_squad=11 leaves a last batch of 1 (rank 1 gets none and steps at weight 0).
+SETTINGS = ("batch_nli=7", "batch_squad=11", "precision=fp32", "eval_every=100", "checkpoint_every=10")
+STEPS = 300
+
+
+@pytest.fixture(scope="module")
+def one_process(tiny_data, tmp_path_factory):
+    """The reference: the same run in one process."""
+    out = tmp_path_factory.mktemp("one") / "run"
+    config = run.config_from_args(args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}"))
+    return run.start(config, progress=False)
+
+
+def torchrun(nproc: int, *args: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [*command, "-m", "mtl", "train-multitask", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finished(process: subprocess.Popen) -> tuple[int, str]:
+    out, err = process.communicate(timeout=300)
+    return process.returncode, out + err
+
+
+def assert_same_training(a: Path, b: Path) -> None:
+    first, second = (torch.load(d / "encoder.pt", weights_only=False)["encoder"] for d in (a, b))
+    assert first.keys() == second.keys()
+    for key in first:
+        torch.testing.assert_close(first[key], second[key], rtol=1e-4, atol=1e-5, msg=key)
+    summaries = [json.loads((d / "summary.json").read_text()) for d in (a, b)]
+    for key, value in summaries[0].items():
+        if key.endswith("/acc"):
+            assert summaries[1][key] == pytest.approx(value, abs=1e-9), key
+
+
+def rank_pid(launcher: subprocess.Popen, rank: int) -> int:
+    """The pid of the worker of `rank` started by `launcher`."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                environment = (proc / "environ").read_bytes().split(b"\0")
+            except (OSError, IndexError, ValueError):
+                continue
+            if parent == launcher.pid and f"RANK={rank}".encode() in environment:
+                return int(proc.name)
+        time.sleep(0.05)
+    raise AssertionError(f"no rank {rank} worker appeared")
+
+
+def wait_for_checkpoint(run_dir: Path, at_least: int, launcher: subprocess.Popen) -> None:
+    metrics = run_dir / "metrics.jsonl"
+    while launcher.poll() is None:
+        if metrics.is_file():
+            events = [r for r in read_metrics_safely(metrics) if r.get("phase/event") == "checkpoint"]
+            if events and events[-1]["global_step"] >= at_least:
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"the run ended before its checkpoint at step {at_least}: {finished(launcher)[1]}")
+
+
+def read_metrics_safely(path: Path) -> list[dict]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines[:-1]]  # the last line may still be being written
+
+
+def test_two_processes_train_like_one_with_the_same_global_batches(tiny_data, tmp_path, one_process):
+    reference_dir, _ = one_process
+    out = tmp_path / "two"
+    code, output = finished(
+        torchrun(2, *args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}", "wandb=offline"))
+    )
+    assert code == 0, output
+    assert_same_training(reference_dir, out)
+    assert json.loads((out / "config.json").read_text())["world_size"] == 2
+    steps = [
+        r["global_step"]
+        for r in read_metrics(out / "metrics.jsonl")
+        if "nli/train/loss" in r or "squad/train/loss" in r
+    ]
+    assert steps == list(range(1, STEPS + 1))  # rank 0 alone writes the log
+    assert len(list((out / "wandb").glob("offline-run-*"))) == 1
+    assert output.count("stopped by max_steps") == 1  # rank 0 alone reports
+
+
+def test_a_killed_rank_stops_the_run_and_one_process_resumes_it_exactly(tiny_data, tmp_path, one_process):
+    out = tmp_path / "killed"
+    launcher = torchrun(2, *args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}"))
+    wait_for_checkpoint(out, 20, launcher)
+    os.kill(rank_pid(launcher, 1), signal.SIGKILL)
+    code, output = finished(launcher)
+    assert code != 0 and not (out / "summary.json").exists(), output
+    _, summary = run.resume(out, progress=False)
+    assert summary["global_step"] == STEPS
+    assert_same_training(one_process[0], out)
+
+
+def test_sigterm_on_one_rank_checkpoints_once_and_two_processes_resume_exactly(
+    tiny_data, tmp_path, one_process
+):
+    out = tmp_path / "terminated"
+    launcher = torchrun(2, *args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}"))
+    wait_for_checkpoint(out, 20, launcher)
+    os.kill(rank_pid(launcher, 1), signal.SIGTERM)
+    code, output = finished(launcher)
+    assert code != 0 and "resume with" in output, output
+    records = read_metrics(out / "metrics.jsonl")
+    last_step = max(r["global_step"] for r in records)
+    saved = torch.load(out / "checkpoints" / "latest.pt", weights_only=False)
+    assert saved["state"]["global_step"] == last_step < STEPS  # both ranks stopped after the same step
+    final = [r for r in records if r["global_step"] == last_step and r.get("phase/event") == "checkpoint"]
+    assert len(final) == 1
+    code, output = finished(torchrun(2, f"resume={out}"))
+    assert code == 0, output
+    assert_same_training(one_process[0], out)
