@@ -64,7 +64,7 @@ class Trainer:
             lambda: prepare(config, progress=self.progress, build_missing=build_missing)
         )
         self.model = self._build_model().to(self.device)
-        self.network = self._wrap_for_ranks(self.model)  # what training steps call
+        self.networks = {task: self._task_network(task) for task in config.tasks}  # what steps call
         self.task_parameters = {
             task: [
                 p
@@ -113,15 +113,21 @@ class Trainer:
             head.dropout,
         )
 
-    def _wrap_for_ranks(self, model: MultitaskModel) -> nn.Module:
-        """DDP over several ranks (it also copies rank 0's initial weights to the others)."""
+    def _task_network(self, task: str) -> nn.Module:
+        """The encoder and `task`'s head; over several ranks, wrapped in DDP.
+
+        One DDP per task, sharing the encoder: a step then all-reduces the gradients of the
+        parameters it trains only, not zeros for the other task's head (a DDP of the whole
+        model would, with `find_unused_parameters`). A DDP ignores backward passes of the
+        other's forward.
+        """
+        network = TaskNetwork(self.model, task)
         if not self.dist.active:
-            return model
+            return network
         return DistributedDataParallel(
-            model,
+            network,
             device_ids=[self.device.index] if self.device.type == "cuda" else None,
-            # A step trains one task: the other tasks' heads get no gradient.
-            find_unused_parameters=len(self.config.tasks) > 1,
+            find_unused_parameters=self.model.encoder.pair_model,  # a pair model may skip its pooling
         )
 
     def _build_optimizers(self) -> dict[str, torch.optim.Optimizer]:
@@ -287,7 +293,7 @@ class Trainer:
         self.model.train()
         self.model.zero_grad(set_to_none=True)
         with autocast(self.precision, self.device):
-            logits = self.network(task, sentences)
+            logits = self.networks[task](sentences)
         losses = nn.functional.cross_entropy(logits.float(), labels, reduction="none") * weights
         correct = ((logits.argmax(dim=-1) == labels).float() * weights).sum()
         # DDP averages gradients over ranks; scaled so, this is the mean over the global batch
@@ -488,6 +494,17 @@ class Trainer:
             with contextlib.suppress(ValueError):  # not the main thread
                 previous[signum] = signal.signal(signum, handler)
         return previous
+
+
+class TaskNetwork(nn.Module):
+    """One task's path through the multitask model: its encoder and its head."""
+
+    def __init__(self, model: MultitaskModel, task: str):
+        super().__init__()
+        self.encoder, self.head = model.encoder, model.heads[task]
+
+    def forward(self, sentences: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        return self.head(self.encoder, sentences)
 
 
 def step_seed(seed: int, step: int, rank: int) -> int:
