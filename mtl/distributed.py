@@ -2,7 +2,7 @@
 
 `torchrun` sets RANK, WORLD_SIZE and LOCAL_RANK; without them everything here is a single
 process and every call is local. Rank 0 is the main process: it alone writes the run
-folder, checkpoints and W&B. Collectives use NCCL on GPUs and gloo on CPUs.
+folder, checkpoints and W&B. Collectives use NCCL for CUDA tensors and gloo for CPU ones.
 """
 
 from __future__ import annotations
@@ -28,17 +28,20 @@ class Distributed:
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
 
     @classmethod
-    def from_environment(cls, device: str = "auto") -> Distributed:
+    def from_environment(cls) -> Distributed:
         """The process group `torchrun` described, joined once; a single process without it."""
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         if world_size == 1:
             return cls()
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         if not dist.is_initialized():
-            on_gpu = resolve_device(device).type == "cuda"
-            if on_gpu:
+            # gloo for CPU tensors (also on GPU machines: counts, objects, device=cpu runs),
+            # NCCL for CUDA ones.
+            backend = "gloo"
+            if torch.cuda.is_available():
                 torch.cuda.set_device(local_rank)
-            dist.init_process_group("nccl" if on_gpu else "gloo", timeout=TIMEOUT)
+                backend = "cpu:gloo,cuda:nccl"
+            dist.init_process_group(backend, timeout=TIMEOUT)
         return cls(dist.get_rank(), dist.get_world_size(), local_rank)
 
     @property
@@ -60,17 +63,17 @@ class Distributed:
         """This rank's share of `count` items: contiguous, sizes differing by at most one."""
         return np.array_split(np.arange(count), self.world_size)[self.rank]
 
-    def sum(self, values: list[float], device: torch.device) -> list[float]:
-        """Element-wise sums of `values` over ranks (float64, so counts stay exact)."""
+    def sum(self, values: list[float]) -> list[float]:
+        """Element-wise sums of `values` over ranks (float64 on the CPU, so counts stay exact)."""
         if not self.active:
             return list(values)
-        tensor = torch.tensor(values, dtype=torch.float64, device=self._collective_device(device))
+        tensor = torch.tensor(values, dtype=torch.float64)
         dist.all_reduce(tensor)
         return tensor.tolist()
 
-    def any(self, flag: bool, device: torch.device) -> bool:
+    def any(self, flag: bool) -> bool:
         """Whether `flag` is set on any rank: every rank gets the same answer, so all act alike."""
-        return self.sum([float(flag)], device)[0] > 0 if self.active else flag
+        return self.sum([float(flag)])[0] > 0 if self.active else flag
 
     def broadcast(self, value: T) -> T:
         """Rank 0's `value` on every rank (any picklable object)."""
@@ -110,6 +113,3 @@ class Distributed:
     def close(self) -> None:
         if self.active and dist.is_initialized():
             dist.destroy_process_group()
-
-    def _collective_device(self, device: torch.device) -> torch.device:
-        return device if dist.get_backend() == "nccl" else torch.device("cpu")

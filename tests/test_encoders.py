@@ -140,3 +140,25 @@ def test_auto_kernel_on_cpu_packs_only_narrow_batches_that_are_mostly_padding(em
     wide = build_encoder(embedding, EncoderConfig(encoder="bilstm", hidden=1024))
     wide(torch.tensor([[5, 9, 3, 7, 2], [8, 0, 0, 0, 0], [8, 0, 0, 0, 0]]), torch.tensor([5, 1, 1]))
     assert calls == [1]  # wide LSTMs stay dense on the CPU
+
+
+@pytest.mark.parametrize("name", ["bilstm", "transformer"])
+def test_answers_encoded_in_one_call_score_as_encoded_apart(embedding, name):
+    import dataclasses
+
+    torch.manual_seed(2)
+    model = MultitaskModel(build_encoder(embedding, SMALL[name]), ["squad"], 16, 1, 0.0).eval()
+    sentences = [
+        (torch.randint(1, 50, (3, width)), torch.tensor(lengths))
+        for width, lengths in ((4, [4, 2, 3]), (7, [7, 1, 5]), (3, [2, 3, 3]))
+    ]
+    together = model("squad", sentences)  # the answers (positions 1 and 2) share one call
+    head = model.heads["squad"]
+    head.task = dataclasses.replace(head.task, calls=((0,), (1,), (2,)))
+    torch.testing.assert_close(model("squad", sentences), together, rtol=1e-5, atol=1e-6)
+
+
+def test_bucketing_key_counts_the_padding_of_each_call():
+    lengths = torch.tensor([[11, 30, 12], [9, 5, 6]]).numpy()
+    assert TASKS["squad"].padded_tokens(lengths).tolist() == [11 + 2 * 30, 9 + 2 * 6]
+    assert TASKS["nli"].padded_tokens(lengths[:, :2]).tolist() == [41, 14]

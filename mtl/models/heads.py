@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -34,6 +35,15 @@ class Task:
     siamese: Callable[..., torch.Tensor]  # sentence embeddings -> features
     siamese_width: int  # features per embedding dimension
     pairs: tuple[tuple[int, int], ...]  # for pair models: which sentences to compare
+    # Siamese encoders: positions encoded in one call. ClassifSQuAD's two answers have the same
+    # length distribution, so one call over 2B answers pads little and runs fewer, larger steps;
+    # a premise and its hypothesis (14 vs 8 tokens) are cheaper apart.
+    calls: tuple[tuple[int, ...], ...]
+
+    def padded_tokens(self, lengths: np.ndarray) -> np.ndarray:
+        """(N,) tokens an example costs once its positions are padded within their calls: the
+        key batches are bucketed by. `lengths`: (N, sentences)."""
+        return sum(len(call) * lengths[:, list(call)].max(axis=1) for call in self.calls)
 
     def input_dim(self, encoder: Encoder) -> int:
         if encoder.pair_model:
@@ -42,9 +52,23 @@ class Task:
 
 
 TASKS = {
-    "nli": Task("nli", sentences=2, classes=3, siamese=nli_features, siamese_width=4, pairs=((0, 1),)),
+    "nli": Task(
+        "nli",
+        sentences=2,
+        classes=3,
+        siamese=nli_features,
+        siamese_width=4,
+        pairs=((0, 1),),
+        calls=((0,), (1,)),
+    ),
     "squad": Task(
-        "squad", sentences=3, classes=2, siamese=squad_features, siamese_width=7, pairs=((0, 1), (0, 2))
+        "squad",
+        sentences=3,
+        classes=2,
+        siamese=squad_features,
+        siamese_width=7,
+        pairs=((0, 1), (0, 2)),
+        calls=((0,), (1, 2)),
     ),
 }
 
@@ -67,12 +91,17 @@ class TaskHead(nn.Module):
         if encoder.pair_model:
             compared = [encoder.compare(*sentences[i], *sentences[j]) for i, j in self.task.pairs]
             return self.classifier(torch.cat(compared, dim=-1))
-        # Each position (premise, hypothesis; question, answers) is its own encoder call,
-        # padded to its own longest sentence: one call padded to the longest of all costs
-        # ~20% more on the CPU (issue 7).
-        return self.classifier(
-            self.task.siamese(*(encoder(tokens, lengths) for tokens, lengths in sentences))
-        )
+        # Each call pads its positions to their own longest sentence: one call padded to the
+        # longest of all (premise and hypothesis together) costs ~20% more on the CPU (issue 7).
+        embeddings: list[torch.Tensor] = [torch.empty(0)] * len(sentences)
+        for call in self.task.calls:
+            parts = [sentences[i] for i in call]
+            width = max(tokens.shape[1] for tokens, _ in parts)
+            tokens = torch.cat([nn.functional.pad(t, (0, width - t.shape[1])) for t, _ in parts])  # (kB, T)
+            encoded = encoder(tokens, torch.cat([lengths for _, lengths in parts]))  # (kB, D)
+            for i, part in zip(call, encoded.chunk(len(call)), strict=True):
+                embeddings[i] = part
+        return self.classifier(self.task.siamese(*embeddings))
 
 
 class MultitaskModel(nn.Module):
@@ -91,3 +120,14 @@ class MultitaskModel(nn.Module):
     def trainable_parameters(self, task: str | None = None) -> int:
         modules = [self.encoder, *(self.heads.values() if task is None else [self.heads[task]])]
         return sum(p.numel() for m in modules for p in m.parameters() if p.requires_grad)
+
+    def parameter_counts(self) -> dict[str, int]:
+        """Trainable parameters in all, of the encoder and of each head; frozen embeddings apart."""
+        counts = {
+            "params/trainable": self.trainable_parameters(),
+            "params/encoder": sum(p.numel() for p in self.encoder.parameters() if p.requires_grad),
+            "params/frozen_embeddings": self.encoder.embedding.weight.numel(),
+        }
+        for task, head in self.heads.items():
+            counts[f"params/{task}_head"] = sum(p.numel() for p in head.parameters())
+        return counts

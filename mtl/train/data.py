@@ -16,6 +16,7 @@ from mtl.data.classifsquad import describe_folder, load_classifsquad
 from mtl.data.snli import load_snli, resolve_snli_source
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
+from mtl.models.heads import TASKS
 from mtl.text import Tokenizer, WordVectors, load_vectors, resolve_vectors_path
 from mtl.text.coverage import Coverage
 from mtl.text.vocab import Vocabulary, embedding_matrix
@@ -35,8 +36,9 @@ class TrainingData:
     coverage: Coverage | None = None
 
     def example_lengths(self, task: str, split: str) -> np.ndarray:
+        """(N,) tokens each example costs a step, padding within the task's encoder calls included."""
         rows = self.examples[task][split].sentences
-        return self.table.lengths[rows].sum(axis=1)
+        return TASKS[task].padded_tokens(self.table.lengths[rows])
 
 
 def resolve_inputs(config: TrainConfig) -> TrainConfig:

@@ -20,7 +20,8 @@ from mtl.precision import resolve_precision
 from mtl.train.config import TrainConfig
 from mtl.train.data import changed_inputs, resolve_inputs
 from mtl.train.presets import preset_dir, preset_overrides
-from mtl.train.trainer import Trainer, load_config, read_run_record
+from mtl.train.record import load_config, read_run_record
+from mtl.train.trainer import Trainer
 
 
 def config_from_args(args: Sequence[str]) -> TrainConfig:
@@ -47,7 +48,7 @@ def start(
     dist: Distributed | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """Train `config` in a new run folder (under torchrun, on every rank; rank 0 writes the folder)."""
-    dist = dist or Distributed.from_environment(config.run.device)
+    dist = dist or Distributed.from_environment()
     run_dir = dist.main_first(lambda: new_run_folder(config), others_too=False)
     config = resolve_inputs(config)
     config.run.precision = resolve_precision(config.run.precision, dist.device(config.run.device))
@@ -93,8 +94,7 @@ def resume(
         raise UserError(
             f"resume continues the saved config: only device= and wandb= may change, not {extra[0]!r}"
         )
-    device = next((a.partition("=")[2] for a in overrides if "device=" in a), "auto")
-    dist = dist or Distributed.from_environment(device)
+    dist = dist or Distributed.from_environment()
     record, restart = dist.main_first(lambda: resumable_record(run_dir), others_too=False)
     config = apply_overrides(
         from_dict(TrainConfig, record["config"], str(run_dir / "config.json")), overrides

@@ -7,10 +7,8 @@ run's results do not depend on how many processes it has.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -22,8 +20,8 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from mtl import atomic
-from mtl.config import from_dict, to_dict
-from mtl.console import progress_stream, say
+from mtl.config import to_dict
+from mtl.console import progress_stream
 from mtl.data.batches import TaskStream, to_device
 from mtl.distributed import Distributed
 from mtl.errors import UserError
@@ -36,6 +34,7 @@ from mtl.train.checkpointer import Checkpointer
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData, prepare
 from mtl.train.evaluate import correct_predictions
+from mtl.train.interrupts import StopRequests
 from mtl.train.lr_policy import LrPolicy
 from mtl.train.runlog import NullLog, RunLog
 from mtl.train.scheduler import Scheduler
@@ -98,7 +97,7 @@ class Trainer:
         self.checkpointer = Checkpointer(self.run_dir, self._encoder_metadata(), self.dist)
         self.tracker = Tracker(None)
         self.log: RunLog | NullLog = NullLog()
-        self._interrupted = False  # set by Ctrl-C or SIGTERM in this process
+        self.stop_requests = StopRequests()  # Ctrl-C or SIGTERM in this process
 
     # ---- construction --------------------------------------------------------------------
 
@@ -143,20 +142,6 @@ class Trainer:
         shared = make([p for p in self.model.parameters() if p.requires_grad])
         return dict.fromkeys(self.config.tasks, shared)
 
-    def parameter_counts(self) -> dict[str, int]:
-        counts = {
-            "params/trainable": self.model.trainable_parameters(),
-            "params/encoder": sum(p.numel() for p in self.model.encoder.parameters() if p.requires_grad),
-            "params/frozen_embeddings": self.model.encoder.embedding.weight.numel(),
-        }
-        counts.update(
-            {
-                f"params/{task}_head": sum(p.numel() for p in head.parameters())
-                for task, head in self.model.heads.items()
-            }
-        )
-        return counts
-
     # ---- logging (rank 0 only) -------------------------------------------------------------
 
     def _open_logs(self, resume: bool) -> None:
@@ -167,7 +152,7 @@ class Trainer:
             job_type="train",
             config={
                 **to_dict(self.config),
-                **self.parameter_counts(),
+                **self.model.parameter_counts(),
                 "inputs": self.data.fingerprints,
                 "world_size": self.dist.world_size,
             },
@@ -202,7 +187,7 @@ class Trainer:
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         self._open_logs(resume)
-        counts = self.parameter_counts()
+        counts = self.model.parameter_counts()
         if not resume and self.dist.is_main:
             print(
                 f"trainable parameters: {counts['params/trainable']:,} "
@@ -211,26 +196,25 @@ class Trainer:
             )
             self.log.log({"global_step": 0, **counts})
         self.tracker.summary(counts)
-        previous_handlers = self._catch_interrupts()
         try:
-            with tqdm(
-                initial=self.state.global_step,
-                total=self.config.optim.max_steps,
-                desc="train",
-                unit="step",
-                disable=not self.progress,
-                dynamic_ncols=True,
-                file=progress_stream(),
-            ) as bar:
+            with (
+                self.stop_requests,
+                tqdm(
+                    initial=self.state.global_step,
+                    total=self.config.optim.max_steps,
+                    desc="train",
+                    unit="step",
+                    disable=not self.progress,
+                    dynamic_ncols=True,
+                    file=progress_stream(),
+                ) as bar,
+            ):
                 reason = self._loop(bar)
         except BaseException as error:
             self._close_logs(exit_code=1)
             if isinstance(error, Diverged):
                 raise UserError(str(error)) from None
             raise
-        finally:
-            for signum, handler in previous_handlers.items():
-                signal.signal(signum, handler)
         if reason is StopReason.INTERRUPTED:
             self._close_logs(exit_code=130)
             # torchrun stops every rank once one exits: the others wait until rank 0's files are complete.
@@ -245,7 +229,7 @@ class Trainer:
         state = self.state
         block_clock = time.perf_counter()
         while True:
-            if self.dist.any(self._interrupted, self.device):  # every rank stops after the same step
+            if self.dist.any(self.stop_requests.requested):  # every rank stops after the same step
                 self._save_latest()
                 return StopReason.INTERRUPTED
             if reason := self.lr_policy.stop_reason(state):
@@ -299,7 +283,7 @@ class Trainer:
         # DDP averages gradients over ranks; scaled so, this is the mean over the global batch
         # (InferSent's train_nli.py: mean loss, then clip at 5).
         loss = losses.sum() * (self.dist.world_size / len(rows))
-        loss_sum, correct_sum = self.dist.sum([losses.sum().item(), correct.item()], self.device)
+        loss_sum, correct_sum = self.dist.sum([losses.sum().item(), correct.item()])
         mean_loss = loss_sum / len(rows)
         if not math.isfinite(mean_loss):
             raise self._diverged(task, mean_loss)
@@ -393,7 +377,7 @@ class Trainer:
                     self.config.run.eval_batch,
                     self.device,
                 )
-            results[f"{task}/{split}/acc"] = self.dist.sum([correct], self.device)[0] / len(examples)
+            results[f"{task}/{split}/acc"] = self.dist.sum([correct])[0] / len(examples)
         return results
 
     def _evaluate_and_checkpoint(self) -> None:
@@ -463,7 +447,7 @@ class Trainer:
             "global_step": state.global_step,
             **state.task_steps,
             **results,
-            **self.parameter_counts(),
+            **self.model.parameter_counts(),
         }
         summary = {("steps/" + k if k in TASK_INDEX else k): v for k, v in summary.items()}
         self.log.log({"global_step": state.global_step, "phase/event": "finished", **results})
@@ -479,21 +463,6 @@ class Trainer:
             "vocabulary": self.data.vocabulary.words,
             "vectors": str(self.data.vectors_path),
         }
-
-    def _catch_interrupts(self) -> dict[int, Any]:
-        """First Ctrl-C or SIGTERM: finish the step, checkpoint, stop. Second: stop at once."""
-
-        def handler(signum, frame):
-            if self._interrupted:
-                raise KeyboardInterrupt
-            self._interrupted = True
-            say("\ninterrupt: saving a checkpoint after this step (Ctrl-C again to stop at once)")
-
-        previous = {}
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ValueError):  # not the main thread
-                previous[signum] = signal.signal(signum, handler)
-        return previous
 
 
 class TaskNetwork(nn.Module):
@@ -513,24 +482,3 @@ def step_seed(seed: int, step: int, rank: int) -> int:
 
 class Diverged(Exception):
     pass
-
-
-def read_run_record(run_dir: Path) -> dict[str, Any]:
-    """The run's config.json: its config, the command that started it, its inputs' fingerprints."""
-    path = Path(run_dir) / "config.json"
-    if not path.is_file():
-        raise UserError(f"{run_dir} is not a run folder (no config.json): pass resume=runs/<run>")
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
-        reason = "nested too deeply" if isinstance(error, RecursionError) else error
-        raise UserError(f"{path} cannot be read ({reason}): restore it, or start a new run") from None
-    if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
-        raise UserError(f"{path} has no 'config' table: restore it, or start a new run")
-    return record
-
-
-def load_config(run_dir: Path) -> TrainConfig:
-    return from_dict(
-        TrainConfig, read_run_record(run_dir)["config"], source=str(Path(run_dir) / "config.json")
-    )

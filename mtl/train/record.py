@@ -1,0 +1,32 @@
+"""A run folder's record, `config.json`: its config, the command that started it, its inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mtl.config import from_dict
+from mtl.errors import UserError
+from mtl.train.config import TrainConfig
+
+
+def read_run_record(run_dir: Path) -> dict[str, Any]:
+    """The run's config.json: its config, the command that started it, its inputs' fingerprints."""
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        raise UserError(f"{run_dir} is not a run folder (no config.json): pass resume=runs/<run>")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise UserError(f"{path} cannot be read ({reason}): restore it, or start a new run") from None
+    if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
+        raise UserError(f"{path} has no 'config' table: restore it, or start a new run")
+    return record
+
+
+def load_config(run_dir: Path) -> TrainConfig:
+    return from_dict(
+        TrainConfig, read_run_record(run_dir)["config"], source=str(Path(run_dir) / "config.json")
+    )
