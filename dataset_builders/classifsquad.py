@@ -8,7 +8,6 @@ of the same article (or paragraph), skipping pairs where one answer contains the
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -23,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataset_builders.squad import Article, load_squad
+from mtl import jsonfile
 from mtl.atomic import check_output_dir, fsync_dir, fsync_tree
 from mtl.config import AtLeast0, AtLeast1
 from mtl.data.classifsquad import describe_folder, is_build
@@ -330,7 +330,7 @@ def write_dataset(out: Path, splits: dict[str, dict[str, list]], summary: dict) 
     shutil.rmtree(partial, ignore_errors=True)
     try:
         to_dataset_dict(splits).save_to_disk(str(partial))
-        (partial / "stats.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        (partial / "stats.json").write_text(jsonfile.dumps(summary, indent=2, sort_keys=True) + "\n")
         (partial / "README.md").write_text(dataset_card(summary))
         fsync_tree(partial)
         if out.exists():

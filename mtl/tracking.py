@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mtl import wandb_file
+
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 
 
@@ -40,6 +42,7 @@ class Tracker:
 
     def __init__(self, run: Any = None, mode: str = "disabled"):
         self.run, self.mode = run, mode
+        self.directory = Path(".")
 
     @classmethod
     def start(
@@ -52,7 +55,12 @@ class Tracker:
         mode: str = "auto",
         name: str | None = None,
         run_id: str | None = None,
+        resume: bool = False,
+        group: str | None = None,
+        tags: Sequence[str] = (),
+        notes: str | None = None,
     ) -> Tracker:
+        """A W&B run; `resume` continues the run `run_id` (marked resumed only then)."""
         mode = resolve_mode(mode)
         if mode == "disabled":
             return cls(None)
@@ -69,19 +77,39 @@ class Tracker:
                 mode=mode,
                 name=name,
                 id=run_id,
-                resume="allow" if run_id else None,
+                resume="allow" if resume else None,
+                group=group,
+                tags=list(tags) or None,
+                notes=notes,
                 settings=_wandb().Settings(silent=True, console="off"),
             )
 
         tracker.run = tracker._call(init)
+        tracker.directory = Path(directory)
         return tracker
+
+    def last_history_step(self) -> int | None:
+        """The last step W&B already holds for this run: a resumed run logs only what follows."""
+        if self.run is None:
+            return None
+        if self.mode == "online":
+            starting = getattr(self.run, "starting_step", 0) or 0
+            return starting - 1 if starting else None
+        return wandb_file.last_history_step(wandb_file.run_files(self.directory, self.run.id))
 
     @property
     def active(self) -> bool:
         return self.run is not None
 
-    def log(self, values: dict[str, Any]) -> None:
-        self._when_active(lambda: self.run.log(values))
+    def log(self, values: dict[str, Any], step: int | None = None) -> None:
+        self._when_active(lambda: self.run.log(values, step=step))
+
+    def mark_preempting(self) -> None:
+        """A stop to be resumed (Ctrl-C, SIGTERM): W&B shows it preempted, not failed."""
+        self._when_active(lambda: self.run.mark_preempting())
+
+    def alert(self, title: str, text: str) -> None:
+        self._when_active(lambda: self.run.alert(title=title, text=text))
 
     def define_metric(self, name: str, **kwargs: Any) -> None:
         self._when_active(lambda: self.run.define_metric(name, **kwargs))
@@ -89,8 +117,12 @@ class Tracker:
     def summary(self, values: dict[str, Any]) -> None:
         self._when_active(lambda: self.run.summary.update(values))
 
-    def table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        self._when_active(lambda: self.run.log({key: _wandb().Table(columns=list(columns), data=list(rows))}))
+    def table(
+        self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], step: int | None = None
+    ) -> None:
+        self._when_active(
+            lambda: self.run.log({key: _wandb().Table(columns=list(columns), data=list(rows))}, step=step)
+        )
 
     def log_artifact(
         self, name: str, kind: str, path: Path, metadata: dict[str, Any], reference: bool = False

@@ -5,9 +5,9 @@ import pytest
 
 from mtl.cli import COMMANDS, main
 from mtl.config import describe_keys
+from mtl.wandb_file import by_kind, run_files
 
 from .conftest import FIXTURES, write_glove
-from .wandb_file import by_kind, run_files
 
 
 @pytest.fixture

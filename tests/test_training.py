@@ -13,7 +13,6 @@ from mtl.train.presets import preset_names, preset_overrides
 from mtl.train.runlog import read_metrics
 
 from .conftest import args_for, start_run
-from .wandb_file import by_kind, run_files
 
 TIMING = ("examples_per_s", "seconds")
 
@@ -128,45 +127,6 @@ def test_resume_crosses_block_and_epoch_boundaries(tiny_data, tmp_path):
     assert without_timing(read_metrics(cut_dir / "metrics.jsonl")) == without_timing(
         read_metrics(straight_dir / "metrics.jsonl")
     )
-
-
-def test_offline_wandb_run_holds_task_curves_and_phases(tiny_data, tmp_path):
-    run_dir, summary = start(tiny_data, tmp_path / "run", "wandb=offline")
-    (run_file,) = run_files(tmp_path)
-    records = by_kind(run_file)
-    (header,) = records["run"]
-    assert header.job_type == "train"
-    history = [
-        {"/".join(i.nested_key) or i.key: json.loads(i.value_json) for i in h.item}
-        for h in records["history"]
-    ]
-    keys = set().union(*history)
-    for key in (
-        "nli/train/loss",
-        "squad/train/loss",
-        "nli/train/acc",
-        "nli/lr",
-        "squad/grad_norm",
-        "nli/examples_per_s",
-        "nli/step",
-        "squad/step",
-        "nli/dev/acc",
-        "squad/dev/acc",
-    ):
-        assert key in keys, key
-    events = [h["phase/event"] for h in history if "phase/event" in h]
-    assert events.count("block_start") == 4 and events.count("block_end") == 4
-    assert "evaluation" in events and "checkpoint" in events
-    summary_items = {
-        "/".join(i.nested_key) or i.key: json.loads(i.value_json)
-        for s in records["summary"]
-        for i in s.update
-    }
-    assert summary_items["best/nli/dev/acc"] == summary["best/nli/dev/acc"]
-    assert summary_items["params/trainable"] == summary["params/trainable"]
-    artifacts = {(a.type, a.name) for a in records["artifact"]}
-    assert ("encoder", f"{run_dir.name}-encoder") in artifacts
-    assert ("checkpoint", f"{run_dir.name}-best") in artifacts
 
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_data, tmp_path, capsys):

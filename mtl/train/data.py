@@ -35,6 +35,18 @@ class TrainingData:
     fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)  # input -> source, sha256
     coverage: Coverage | None = None
 
+    def statistics(self) -> dict[str, Any]:
+        """Dataset sizes and vocabulary coverage, for the run's config."""
+        stats: dict[str, Any] = {
+            f"{task}_{split}_examples": len(examples)
+            for task, by_split in self.examples.items()
+            for split, examples in by_split.items()
+        }
+        stats["vocabulary_words"] = len(self.vocabulary)
+        if self.coverage is not None:
+            stats["vectors_token_coverage"] = self.coverage.token_share
+        return stats
+
     def example_lengths(self, task: str, split: str) -> np.ndarray:
         """(N,) tokens each example costs a step, padding within the task's encoder calls included."""
         rows = self.examples[task][split].sentences

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import sys
@@ -11,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mtl import atomic
+from mtl import atomic, jsonfile
 from mtl.atomic import check_output_dir
 from mtl.config import apply_overrides, from_dict, to_dict
 from mtl.distributed import Distributed
@@ -52,17 +51,18 @@ def start(
     run_dir = dist.main_first(lambda: new_run_folder(config), others_too=False)
     config = resolve_inputs(config)
     config.run.precision = resolve_precision(config.run.precision, dist.device(config.run.device))
-    trainer = Trainer(config, run_dir, progress=progress, dist=dist)
+    command_line = shlex.join(["just", "train-multitask", *command])
+    trainer = Trainer(config, run_dir, progress=progress, dist=dist, command=command_line)
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         record = {
             "config": to_dict(config),
-            "command": shlex.join(["just", "train-multitask", *command]),
+            "command": command_line,
             "inputs": trainer.data.fingerprints,
             "world_size": dist.world_size,
             "python": sys.version.split()[0],
         }
-        atomic.write_text(run_dir / "config.json", json.dumps(record, indent=2) + "\n", "run config")
+        atomic.write_text(run_dir / "config.json", jsonfile.dumps(record, indent=2) + "\n", "run config")
     return run_dir, trainer.fit()
 
 
@@ -102,7 +102,9 @@ def resume(
     if restart:
         config.run.out = str(run_dir)
         return start(config, shlex.split(record.get("command", ""))[2:], progress, dist)
-    trainer = Trainer(config, run_dir, progress=progress, build_missing=False, dist=dist)
+    trainer = Trainer(
+        config, run_dir, progress=progress, build_missing=False, dist=dist, command=record.get("command", "")
+    )
     if changed := changed_inputs(record.get("inputs", {}), trainer.data.fingerprints):
         raise UserError(
             f"cannot resume {run_dir}: {' and '.join(changed)} changed since the run started; restore "

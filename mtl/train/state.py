@@ -7,6 +7,8 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mtl.train.phases import Phases
+
 
 class StopReason(enum.Enum):
     MAX_STEPS = "max_steps"  # optim.max_steps reached
@@ -34,6 +36,7 @@ class TrainState:
     best: dict[str, float] | None = None  # {"step", "<task>/dev/acc", ...} of the best checkpoint
     wandb_id: str = field(default_factory=lambda: secrets.token_hex(4))
     metrics_bytes: int = 0  # length of metrics.jsonl when the checkpoint was written
+    phases: Phases = field(default_factory=Phases)  # finished blocks and the loss recovery in each
 
     @classmethod
     def for_tasks(cls, tasks: list[str]) -> TrainState:
@@ -45,4 +48,5 @@ class TrainState:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainState:
-        return cls(**{**values, "block": Block(**values["block"])})
+        phases = Phases(**values["phases"]) if "phases" in values else Phases()
+        return cls(**{**values, "block": Block(**values["block"]), "phases": phases})

@@ -7,8 +7,8 @@ run's results do not depend on how many processes it has.
 
 from __future__ import annotations
 
-import json
 import math
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from mtl import atomic
+from mtl import atomic, jsonfile
 from mtl.config import to_dict
 from mtl.console import progress_stream
 from mtl.data.batches import TaskStream, to_device
@@ -36,6 +36,7 @@ from mtl.train.data import TrainingData, prepare
 from mtl.train.evaluate import correct_predictions
 from mtl.train.interrupts import StopRequests
 from mtl.train.lr_policy import LrPolicy
+from mtl.train.phases import COLUMNS
 from mtl.train.runlog import NullLog, RunLog
 from mtl.train.scheduler import Scheduler
 from mtl.train.state import StopReason, TrainState
@@ -53,6 +54,7 @@ class Trainer:
         progress: bool = True,
         build_missing: bool = True,
         dist: Distributed | None = None,
+        command: str = "",
     ):
         self.config, self.run_dir = config, Path(run_dir)
         self.dist = dist or Distributed()
@@ -97,6 +99,7 @@ class Trainer:
         self.checkpointer = Checkpointer(self.run_dir, self._encoder_metadata(), self.dist)
         self.tracker = Tracker(None)
         self.log: RunLog | NullLog = NullLog()
+        self.command = command  # the command line, as the W&B run's notes
         self.stop_requests = StopRequests()  # Ctrl-C or SIGTERM in this process
 
     # ---- construction --------------------------------------------------------------------
@@ -147,26 +150,33 @@ class Trainer:
     def _open_logs(self, resume: bool) -> None:
         if not self.dist.is_main:
             return
-        run = self.config.run
+        run, config = self.config.run, self.config
         self.tracker = Tracker.start(
             job_type="train",
             config={
-                **to_dict(self.config),
+                **to_dict(config),
                 **self.model.parameter_counts(),
+                "data": {**to_dict(config.data), **self.data.statistics()},
                 "inputs": self.data.fingerprints,
                 "world_size": self.dist.world_size,
+                "git_commit": git_commit(),
             },
             project=run.wandb_project,
             directory=self.run_dir,
             mode=run.wandb,
             name=self.run_dir.name,
             run_id=self.state.wandb_id,
+            resume=resume,
+            group=run.group or run.name,
+            tags=[config.model.encoder, config.schedule.schedule, *config.tasks],
+            notes=self.command,
         )
         self.tracker.define_metric("global_step")
-        for task in self.config.tasks:
+        self.tracker.define_metric("phase/task_id", step_metric="global_step")
+        for task in config.tasks:
             self.tracker.define_metric(f"{task}/step")
             self.tracker.define_metric(f"{task}/*", step_metric=f"{task}/step")
-        self.tracker.define_metric("phase/*", step_metric="global_step")
+            self.tracker.define_metric(f"{task}/dev/acc", step_metric=f"{task}/step", summary="max")
         if "squad" in self.config.tasks:
             self.tracker.use_artifact("classifsquad:latest")
         self.checkpointer.tracker = self.tracker
@@ -194,8 +204,7 @@ class Trainer:
                 f"(encoder {counts['params/encoder']:,}; frozen embeddings excluded: "
                 f"{counts['params/frozen_embeddings']:,})"
             )
-            self.log.log({"global_step": 0, **counts})
-        self.tracker.summary(counts)
+            self.log.log({"global_step": 0, **counts}, history=False)  # in the W&B config
         try:
             with (
                 self.stop_requests,
@@ -211,11 +220,14 @@ class Trainer:
             ):
                 reason = self._loop(bar)
         except BaseException as error:
+            if isinstance(error, Diverged):
+                self.tracker.alert("mtl run diverged", str(error))
             self._close_logs(exit_code=1)
             if isinstance(error, Diverged):
                 raise UserError(str(error)) from None
             raise
         if reason is StopReason.INTERRUPTED:
+            self.tracker.mark_preempting()  # resumable: W&B shows it preempted, not failed
             self._close_logs(exit_code=130)
             # torchrun stops every rank once one exits: the others wait until rank 0's files are complete.
             self.dist.barrier()
@@ -244,10 +256,12 @@ class Trainer:
                         "phase/event": "block_start",
                         "phase/task": task,
                         "phase/block": state.block.index,
-                    }
+                    },
+                    history=False,
                 )
             rows, epoch_done = self.streams[task].next()
             record = self.train_batch(task, rows)
+            state.phases.step(record[f"{task}/train/loss"])
             self.log.log(record)
             bar.update()
             bar.set_postfix_str(f"{task} loss {record[f'{task}/train/loss']:.3f}", refresh=False)
@@ -301,12 +315,12 @@ class Trainer:
         return {
             "global_step": state.global_step,
             f"{task}/step": state.task_steps[task],
-            f"{task}/epoch": self.streams[task].epoch,
             f"{task}/train/loss": mean_loss,
             f"{task}/train/acc": correct_sum / len(rows),
             f"{task}/lr": self.lr_policy.lr(task),
             f"{task}/grad_norm": grad_norm.item(),
             f"{task}/examples_per_s": len(rows) / seconds,
+            "phase/task_id": TASK_INDEX[task],  # which block a step is in, on any chart
         }
 
     def _share_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -337,21 +351,22 @@ class Trainer:
                 "phase/event": "epoch_end",
                 "phase/task": task,
                 "phase/epoch": self.streams[task].epoch,
-            }
+            },
+            history=False,
         )
 
     def _end_block(self, task: str, seconds: float) -> None:
         state, block = self.state, self.state.block
+        row = state.phases.end_block(
+            task, block.index, block.start_step, state.global_step, block.examples, seconds
+        )
         self.log.log(
             {
                 "global_step": state.global_step,
                 "phase/event": "block_end",
-                "phase/task": task,
-                "phase/block": block.index,
-                "phase/steps": state.global_step - block.start_step,
-                "phase/examples": block.examples,
-                "phase/seconds": seconds,
-            }
+                **{f"phase/{key}": value for key, value in row.items()},
+            },
+            history=False,  # the phases table holds them
         )
         block.index, block.start_step, block.examples = block.index + 1, state.global_step, 0
 
@@ -396,13 +411,17 @@ class Trainer:
         self.lr_policy.after_evaluation(state, results)
         if state.best is None or results[f"{main}/dev/acc"] > state.best[f"{main}/dev/acc"]:
             state.best = {"step": state.global_step, **results}
-            self.log.log({"global_step": state.global_step, "phase/event": "checkpoint", "phase/best": True})
+            self.log.log(
+                {"global_step": state.global_step, "phase/event": "checkpoint", "phase/best": True},
+                history=False,
+            )
             self.checkpointer.save_best(self.model.state_dict(), state.best)
         self._save_latest()
 
     def _save_latest(self) -> None:
         self.log.log(
-            {"global_step": self.state.global_step, "phase/event": "checkpoint", "phase/best": False}
+            {"global_step": self.state.global_step, "phase/event": "checkpoint", "phase/best": False},
+            history=False,
         )
         self.state.metrics_bytes = self.log.position
         self.checkpointer.save_latest(
@@ -447,13 +466,20 @@ class Trainer:
             "global_step": state.global_step,
             **state.task_steps,
             **results,
+            **state.phases.summary(),
             **self.model.parameter_counts(),
         }
         summary = {("steps/" + k if k in TASK_INDEX else k): v for k, v in summary.items()}
-        self.log.log({"global_step": state.global_step, "phase/event": "finished", **results})
-        self.tracker.summary(summary)
+        self.log.log({"global_step": state.global_step, "phase/event": "finished", **results}, history=False)
+        self.tracker.table(
+            "phases",
+            COLUMNS,
+            [[row[c] for c in COLUMNS] for row in state.phases.rows],
+            step=state.global_step,
+        )
+        self.tracker.summary({k: v for k, v in summary.items() if not k.startswith("params/")})  # in config
         if self.dist.is_main:
-            atomic.write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+            atomic.write_text(self.run_dir / "summary.json", jsonfile.dumps(summary, indent=2) + "\n")
         self._close_logs()
         return summary
 
@@ -474,6 +500,21 @@ class TaskNetwork(nn.Module):
 
     def forward(self, sentences: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
         return self.head(self.encoder, sentences)
+
+
+def git_commit() -> str | None:
+    """The commit of the mtl checkout that runs, when it is one."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def step_seed(seed: int, step: int, rank: int) -> int:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
-from mtl import atomic
+from mtl import atomic, jsonfile
 from mtl.atomic import check_output_dir
 from mtl.config import AtLeast1
 from mtl.errors import UserError
@@ -270,17 +269,6 @@ def markdown(report: dict) -> str:
 
 def _write(out: Path, name: str, report: dict) -> None:
     report = {**report, "results": {t: report["results"][t] for t in COLUMNS if t in report["results"]}}
-    text = json.dumps(finite_or_null(report), indent=2, allow_nan=False) + "\n"
+    text = jsonfile.dumps(report, indent=2) + "\n"
     atomic.write_text(out / f"{name}.json", text, "transfer report")
     atomic.write_text(out / f"{name}.md", markdown(report), "transfer report")
-
-
-def finite_or_null(value: Any) -> Any:
-    """NaN and infinities as null: strict JSON parsers reject them."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: finite_or_null(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_or_null(item) for item in value]
-    return value

@@ -1,4 +1,7 @@
-"""Read back the records of an offline W&B run file (`run-<id>.wandb`), for tests.
+"""Read back the records of an offline W&B run file (`run-<id>.wandb`).
+
+A resumed offline run continues in a new file: what the earlier files hold tells it which
+history rows W&B already has.
 
 The file is a LevelDB-style log: a 7-byte file header (":W&B", magic, version), then
 32 KiB blocks of records, each with a 7-byte header (crc32c, length, type) and a chunk of
@@ -9,19 +12,30 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-
-from wandb.proto import wandb_internal_pb2
+from typing import Any
 
 BLOCK = 32768
 HEADER = 7
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 
 
-def run_files(directory: Path) -> list[Path]:
-    return sorted(Path(directory).glob("**/wandb/offline-run-*/run-*.wandb"))
+def run_files(directory: Path, run_id: str = "*") -> list[Path]:
+    """The run files under `directory`, oldest first (folder names start with the start time)."""
+    return sorted(Path(directory).glob(f"**/wandb/offline-run-*/run-{run_id}.wandb"))
 
 
-def records(path: Path) -> Iterator[wandb_internal_pb2.Record]:
+def last_history_step(files: list[Path]) -> int | None:
+    """The highest `_step` of the history rows in `files` (None when they hold none)."""
+    steps = [
+        record.history.step.num
+        for path in files
+        for record in records(path)
+        if record.WhichOneof("record_type") == "history"
+    ]
+    return max(steps, default=None)
+
+
+def records(path: Path) -> Iterator[Any]:
     data = Path(path).read_bytes()
     assert data[:4] == b":W&B", f"{path} is not a W&B run file"
     position, pending = HEADER, b""
@@ -46,7 +60,9 @@ def records(path: Path) -> Iterator[wandb_internal_pb2.Record]:
             break
 
 
-def _parse(chunk: bytes) -> wandb_internal_pb2.Record:
+def _parse(chunk: bytes) -> Any:
+    from wandb.proto import wandb_internal_pb2  # only when a file is read: W&B is slow to import
+
     record = wandb_internal_pb2.Record()
     record.ParseFromString(chunk)
     return record
