@@ -31,6 +31,14 @@ train-multitask *args:
 train-distributed nproc *args:
     n="$1"; shift; {{python}} -m torch.distributed.run --standalone --nproc-per-node="$n" -m mtl train-multitask "$@"
 
+# a grid of runs in one W&B group (e.g. just sweep fig2 preset=cpu-small, or steps_nli=250,500 parallel=2)
+sweep *args:
+    {{python}} -m mtl sweep "$@"
+
+# one HTML page of plots and results from run folders (e.g. just report runs/sweeps/fig2, or group=fig2)
+report *args:
+    {{python}} -m mtl report "$@"
+
 # a training step of mtl vs the 2018 code's and a bare-LSTM floor, 300-d (e.g. only="bilstm 512" tasks=nli)
 bench-train *args:
     {{python}} -m mtl bench-train "$@"

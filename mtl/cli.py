@@ -54,6 +54,24 @@ def bench_train(args: Sequence[str]) -> None:
     print(bench.report(bench.run(config)))
 
 
+def sweep(args: Sequence[str]) -> None:
+    from mtl import sweep as sweeps
+
+    spec = sweeps.parse(list(args))
+    outcomes = sweeps.run(spec)
+    print(sweeps.summary(spec, outcomes))
+    if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
+        raise UserError(f"{len(failed)} of the sweep's runs failed ({', '.join(failed)}): see their logs")
+
+
+def report(args: Sequence[str]) -> None:
+    from mtl import report as reports
+
+    config = apply_overrides(reports.ReportConfig(), [a for a in args if "=" in a])
+    out = reports.run([a for a in args if "=" not in a], config)
+    print(f"report written to {out}")
+
+
 def bench_ranks(args: Sequence[str]) -> None:
     from mtl.bench import ranks as bench
 
@@ -149,6 +167,21 @@ COMMANDS: dict[str, Command] = {
             ),
             ("resume", "none", "continue runs/<run> where its last checkpoint left it"),
         ),
+    ),
+    "sweep": Command(
+        sweep,
+        "a grid of training runs in one W&B group (a named sweep such as fig2, or key=v1,v2 axes)",
+        _config("mtl.sweep", "SweepConfig"),
+        (
+            ("NAME", "none", "a sweep in experiments/sweeps/ (fig2); its keys come first"),
+            ("KEY", "none", "any train-multitask key; comma-separated values make an axis of the grid"),
+        ),
+    ),
+    "report": Command(
+        report,
+        "one HTML page of plots and results from run folders, a sweep folder or a W&B group",
+        _config("mtl.report", "ReportConfig"),
+        (("PATH", "none", "run folders (runs/<run>) or a sweep folder (runs/sweeps/<sweep>)"),),
     ),
     "bench-train": Command(
         bench_train,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import os
 import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -34,7 +35,8 @@ class TrainState:
     best_dev: dict[str, float] = field(default_factory=dict)  # task -> its best dev accuracy so far
     stalls: int = 0  # evaluations whose main-task dev accuracy was not above the best (Adam's stop)
     best: dict[str, float] | None = None  # {"step", "<task>/dev/acc", ...} of the best checkpoint
-    wandb_id: str = field(default_factory=lambda: secrets.token_hex(4))
+    # A W&B sweep agent names the run it starts; otherwise a fresh id.
+    wandb_id: str = field(default_factory=lambda: os.environ.get("WANDB_RUN_ID") or secrets.token_hex(4))
     metrics_bytes: int = 0  # length of metrics.jsonl when the checkpoint was written
     phases: Phases = field(default_factory=Phases)  # finished blocks and the loss recovery in each
 

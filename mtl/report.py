@@ -1,0 +1,333 @@
+"""`just report`: one self-contained HTML page (plots embedded) from run folders, no account needed.
+
+    just report runs/sweeps/fig2                  # a sweep folder: all its runs
+    just report runs/a runs/b out=report.html
+    just report group=fig2                        # every run under runs/ in that W&B group
+
+Per run: each task's training loss (raw and smoothed) and dev accuracy against the task's
+own step, with the task's blocks shaded; for all runs: the loss recovery after each block
+switch, Figure 2 (best dev accuracy against the NLI steps per block) when the runs differ
+in it, and a table of their dev, test and transfer results side by side.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtl import atomic
+from mtl.errors import UserError
+from mtl.train.phases import WINDOW
+from mtl.train.runlog import read_metrics
+
+TASK_NAMES = {"nli": "SNLI", "squad": "ClassifSQuAD"}
+
+
+@dataclass
+class ReportConfig:
+    group: str | None = None  # every run under `runs` whose W&B group is this (e.g. fig2)
+    runs: str = "runs"  # where group= looks for run folders
+    out: str | None = (
+        None  # the HTML file; None: report.html in the sweep folder, else runs/report-<time>.html
+    )
+
+
+@dataclass
+class Run:
+    """What a run folder holds: config, metrics, summary, transfer results."""
+
+    folder: Path
+    config: dict[str, Any]
+    records: list[dict[str, Any]]
+    summary: dict[str, Any]
+    transfer: dict[str, str]  # task -> its headline score
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    @property
+    def tasks(self) -> list[str]:
+        steps = self.config["schedule"]
+        return [task for task in ("nli", "squad") if steps[f"steps_{task}"] > 0]
+
+    @classmethod
+    def read(cls, folder: Path) -> Run:
+        record_path = folder / "config.json"
+        if not record_path.is_file() or not (folder / "metrics.jsonl").is_file():
+            raise UserError(
+                f"{folder} is not a run folder (no config.json and metrics.jsonl): pass runs/<run>"
+            )
+        try:
+            config = json.loads(record_path.read_text(encoding="utf-8"))["config"]
+            records = read_metrics(folder / "metrics.jsonl")
+            summary_path = folder / "summary.json"
+            summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise UserError(f"{folder} cannot be read ({error}): is it a complete run folder?") from None
+        return cls(folder, config, records, summary, _transfer_results(folder))
+
+
+def _transfer_results(folder: Path) -> dict[str, str]:
+    """Task -> the number Table 2 shows, from the run's standard transfer report."""
+    from mtl.eval.transfer.suite import headline
+
+    path = folder / "transfer.json"
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))["results"] if path.is_file() else {}
+        return {task: headline(task, values) for task, values in results.items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) -> list[Path]:
+    """Run folders from `paths` (a sweep folder stands for its runs) and from `group`."""
+    folders: list[Path] = []
+    for text in paths:
+        path = Path(text).expanduser()
+        if (path / "sweep.json").is_file():
+            members = json.loads((path / "sweep.json").read_text(encoding="utf-8"))["members"]
+            folders += [Path(p) for p in members.values() if (Path(p) / "metrics.jsonl").is_file()]
+        elif path.is_dir():
+            folders.append(path)
+        else:
+            raise UserError(f"{path} is not a folder: pass run folders (runs/<run>) or a sweep folder")
+    if group:
+        for record in sorted(root.glob("**/config.json")):
+            try:
+                run = json.loads(record.read_text(encoding="utf-8"))["config"]["run"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if (run.get("group") or run.get("name")) == group:
+                folders.append(record.parent)
+    if not folders:
+        raise UserError("no runs to report: pass run folders, a sweep folder, or group=NAME")
+    return list(dict.fromkeys(folders))
+
+
+def build(runs: list[Run]) -> str:
+    """The HTML page."""
+    figures: list[tuple[str, str]] = [
+        (f"{run.name}: training loss and dev accuracy per task", _curves(run)) for run in runs
+    ]
+    if any(_recovery_rows(run) for run in runs):
+        figures.append(("Loss recovery after each block switch", _recovery(runs)))
+    if len({_steps_nli(run) for run in runs if run.summary}) > 1:
+        figures.append(("Figure 2: best dev accuracy against NLI steps per block", _figure2(runs)))
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8"><title>mtl report</title>',
+        f"<style>{STYLE}</style></head><body>",
+        "<h1>mtl report</h1>",
+        f"<p>{len(runs)} run(s), written {html.escape(time.strftime('%Y-%m-%d %H:%M'))}.</p>",
+        "<h2>Results</h2>",
+        _results_table(runs),
+    ]
+    for title, image in figures:
+        parts += [
+            f"<h2>{html.escape(title)}</h2>",
+            f'<img src="data:image/png;base64,{image}" alt="{html.escape(title)}">',
+        ]
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}"
+    "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+    "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}img{max-width:100%}"
+)
+
+
+def _results_table(runs: list[Run]) -> str:
+    transfer_tasks = sorted({task for run in runs for task in run.transfer})
+    columns = [
+        "run",
+        "encoder",
+        "steps_nli / steps_squad",
+        "steps",
+        "stopped by",
+        "SNLI dev",
+        "SNLI test",
+        "ClassifSQuAD dev",
+        *transfer_tasks,
+    ]
+    rows = []
+    for run in runs:
+        model, schedule, s = run.config["model"], run.config["schedule"], run.summary
+        rows.append(
+            [
+                run.name,
+                f"{model['encoder']} {model['hidden']}",
+                f"{schedule['steps_nli']} / {schedule['steps_squad']}",
+                str(s.get("global_step", _last_step(run))),
+                s.get("stop_reason", "not finished"),
+                _percent(s.get("best/nli/dev/acc")),
+                _percent(s.get("best/nli/test/acc")),
+                _percent(s.get("best/squad/dev/acc")),
+                *(run.transfer.get(task, "–") for task in transfer_tasks),
+            ]
+        )
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _percent(value: Any) -> str:
+    return f"{100 * value:.2f}" if isinstance(value, int | float) else "–"
+
+
+def _last_step(run: Run) -> int:
+    return max((r["global_step"] for r in run.records), default=0)
+
+
+def _steps_nli(run: Run) -> int:
+    return run.config["schedule"]["steps_nli"]
+
+
+def _smoothed(values: list[float]) -> list[float]:
+    return [statistics.fmean(values[max(0, i - WINDOW + 1) : i + 1]) for i in range(len(values))]
+
+
+def _curves(run: Run) -> str:
+    plt = _pyplot()
+    tasks = run.tasks
+    figure, axes = plt.subplots(2, len(tasks), figsize=(5.5 * len(tasks), 6), squeeze=False)
+    for column, task in enumerate(tasks):
+        steps = [r[f"{task}/step"] for r in run.records if f"{task}/train/loss" in r]
+        losses = [r[f"{task}/train/loss"] for r in run.records if f"{task}/train/loss" in r]
+        loss_axis, dev_axis = axes[0][column], axes[1][column]
+        loss_axis.plot(steps, losses, color="#9ecae1", linewidth=0.8, label="loss")
+        loss_axis.plot(steps, _smoothed(losses), color="#08519c", linewidth=1.6, label=f"mean of {WINDOW}")
+        evaluations = [r for r in run.records if f"{task}/dev/acc" in r]
+        dev_axis.plot(
+            [r[f"{task}/step"] for r in evaluations],
+            [100 * r[f"{task}/dev/acc"] for r in evaluations],
+            marker="o",
+            color="#a63603",
+        )
+        for axis in (loss_axis, dev_axis):
+            _shade_blocks(axis, _task_blocks(run, task))
+            axis.xaxis.set_major_locator(_integer_ticks())
+            axis.grid(alpha=0.3)
+        loss_axis.set_title(f"{TASK_NAMES[task]}: training loss")
+        loss_axis.legend(loc="upper right", fontsize=8)
+        dev_axis.set_title(f"{TASK_NAMES[task]}: dev accuracy (%)")
+        dev_axis.set_xlabel(f"{task} step (its blocks shaded)")
+    figure.tight_layout()
+    return _png(figure)
+
+
+def _task_blocks(run: Run, task: str) -> list[tuple[int, int]]:
+    """The task's blocks as ranges of its own steps."""
+    blocks, done = [], 0
+    for record in run.records:
+        if record.get("phase/event") == "block_end" and record.get("phase/task") == task:
+            steps = record["phase/steps"]
+            blocks.append((done, done + steps))
+            done += steps
+    return blocks
+
+
+def _shade_blocks(axis: Any, blocks: list[tuple[int, int]]) -> None:
+    for index, (start, end) in enumerate(blocks):
+        if index % 2:
+            axis.axvspan(start, end, color="#eeeeee", zorder=0)
+        if index:
+            axis.axvline(start, color="#999999", linewidth=0.6, linestyle="--", zorder=0)
+
+
+def _recovery_rows(run: Run) -> list[dict[str, Any]]:
+    return [r for r in run.records if r.get("phase/event") == "block_end" and r.get("phase/jump") is not None]
+
+
+def _recovery(runs: list[Run]) -> str:
+    plt = _pyplot()
+    figure, (jumps, recoveries) = plt.subplots(1, 2, figsize=(11, 4))
+    for run in runs:
+        for task in run.tasks:
+            rows = [r for r in _recovery_rows(run) if r["phase/task"] == task]
+            if not rows:
+                continue
+            label = f"{run.name} {TASK_NAMES[task]}"
+            blocks = [r["phase/block"] for r in rows]
+            jumps.plot(blocks, [r["phase/jump"] for r in rows], marker="o", label=label)
+            recovered = [(r["phase/block"], r["phase/recovery_steps"]) for r in rows]
+            recoveries.plot(
+                [b for b, s in recovered if s is not None],
+                [s for _, s in recovered if s is not None],
+                marker="o",
+                label=label,
+            )
+    jumps.set_title("loss jump after a switch (smoothed)", fontsize=10)
+    recoveries.set_title("steps until the loss is back (recovered blocks)", fontsize=10)
+    for axis in (jumps, recoveries):
+        axis.xaxis.set_major_locator(_integer_ticks())
+        axis.set_xlabel("block")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    return _png(figure)
+
+
+def _figure2(runs: list[Run]) -> str:
+    plt = _pyplot()
+    finished = sorted((run for run in runs if run.summary), key=_steps_nli)
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for axis, task in zip(axes, ("nli", "squad"), strict=True):
+        points = [(_steps_nli(r), r.summary.get(f"best/{task}/dev/acc")) for r in finished]
+        points = [(x, 100 * y) for x, y in points if isinstance(y, int | float)]
+        axis.plot([x for x, _ in points], [y for _, y in points], marker="o", color="#08519c")
+        for x, y in points:
+            axis.annotate(
+                f"{y:.1f}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8
+            )
+        axis.set_xscale("log", base=2)
+        axis.set_xticks([x for x, _ in points], [str(x) for x, _ in points])
+        axis.set_title(f"{TASK_NAMES[task]} dev accuracy (%) of the best checkpoint")
+        axis.set_xlabel("NLI steps per block of ClassifSQuAD steps")
+        axis.grid(alpha=0.3)
+    figure.tight_layout()
+    return _png(figure)
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _integer_ticks() -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
+def _png(figure: Any) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    _pyplot().close(figure)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def run(paths: list[str], config: ReportConfig) -> Path:
+    folders = find_runs(paths, config.group, Path(config.runs).expanduser())
+    runs = [Run.read(folder) for folder in folders]
+    if config.out:
+        out = Path(config.out).expanduser()
+    elif len(paths) == 1 and (Path(paths[0]) / "sweep.json").is_file():
+        out = Path(paths[0]) / "report.html"
+    else:
+        out = Path("runs") / f"report-{time.strftime('%Y%m%d-%H%M%S')}.html"
+    atomic.write_text(out, build(runs), "report")
+    return out

@@ -1,0 +1,230 @@
+"""`just sweep`: a grid of training runs in one W&B group, one after another or `parallel=N` at once.
+
+    just sweep fig2 preset=cpu-small max_steps=600       # experiments/sweeps/fig2.toml, CPU-sized
+    just sweep steps_nli=250,500,1000 steps_squad=500 preset=cpu-small sweep=nli-ratio
+
+A key with comma-separated values is an axis of the grid; a named sweep's file gives its
+axes as lists and its fixed keys as plain values, and later keys override it. Each member
+trains in `<out>/<member>` (out: runs/sweeps/<sweep>) as its own `train-multitask` process.
+Running the sweep again skips finished members, resumes interrupted ones and starts the rest.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtl import atomic, jsonfile
+from mtl.errors import UserError
+from mtl.train.presets import preset_dir
+
+SWEEP_KEYS = ("sweep", "out", "parallel")  # the sweep's own keys; the rest go to every member
+
+
+@dataclass
+class SweepConfig:
+    """The sweep's own keys (for --help); every other key goes to train-multitask."""
+
+    sweep: str = "sweep"  # the sweep's name and W&B group (a named sweep: its name)
+    out: str | None = None  # folder of the members' runs; None: runs/sweeps/<sweep>
+    parallel: int = 1  # runs at once (each then gets cores/parallel threads)
+
+
+@dataclass
+class Member:
+    name: str
+    overrides: list[str]  # key=value for train-multitask
+    run_dir: Path
+
+    def status(self) -> str:
+        if (self.run_dir / "summary.json").is_file():
+            return "finished"
+        checkpoints = self.run_dir / "checkpoints"
+        if checkpoints.is_dir() and any(checkpoints.glob("*.pt")):
+            return "interrupted"
+        return "new"
+
+    def command(self) -> list[str]:
+        train = [sys.executable, "-m", "mtl", "train-multitask"]
+        if self.status() == "interrupted":
+            return [*train, f"resume={self.run_dir}"]
+        return [*train, *self.overrides]
+
+
+@dataclass
+class Sweep:
+    name: str
+    axes: dict[str, list[str]]
+    fixed: list[str]
+    out: Path
+    parallel: int = 1
+
+    def members(self) -> list[Member]:
+        members = []
+        for values in itertools.product(*self.axes.values()):
+            chosen = dict(zip(self.axes, values, strict=True))
+            name = "-".join(f"{key}{value}" for key, value in chosen.items()) or self.name
+            run_dir = self.out / name
+            overrides = [
+                *self.fixed,
+                *(f"{key}={value}" for key, value in chosen.items()),
+                f"name={name}",
+                f"group={self.name}",
+                f"out={run_dir}",
+            ]
+            members.append(Member(name, overrides, run_dir))
+        return members
+
+
+def sweep_dir() -> Path:
+    return preset_dir() / "sweeps"
+
+
+def sweep_names() -> list[str]:
+    return sorted(path.stem for path in sweep_dir().glob("*.toml"))
+
+
+def parse(args: list[str]) -> Sweep:
+    """A named sweep (its file first, then `args`) or a sweep made of `args` alone."""
+    named = [a for a in args if "=" not in a]
+    if len(named) > 1:
+        raise UserError(f"one sweep at a time, not {' and '.join(named)}")
+    pairs: list[tuple[str, str]] = []
+    if named:
+        pairs += _sweep_file(named[0])
+    pairs += [tuple(a.split("=", 1)) for a in args if "=" in a]  # type: ignore[misc]
+    settings: dict[str, str] = {}
+    axes: dict[str, list[str]] = {}
+    fixed: dict[str, str] = {}
+    for key, value in pairs:
+        if key in SWEEP_KEYS:
+            settings[key] = value
+        elif "," in value:
+            axes[key] = [v.strip() for v in value.split(",") if v.strip()]
+            fixed.pop(key, None)
+        else:
+            fixed[key] = value
+            axes.pop(key, None)
+    if not axes:
+        raise UserError("a sweep needs an axis: a key with several values, e.g. steps_nli=250,500,1000")
+    if taken := [key for key in ("name", "group", "resume") if key in fixed or key in axes]:
+        raise UserError(f"{taken[0]}= is set by the sweep for each member: leave it out")
+    name = settings.get("sweep") or (named[0] if named else "sweep")
+    try:
+        parallel = int(settings.get("parallel", "1"))
+    except ValueError:
+        parallel = 0
+    if parallel < 1:
+        raise UserError(
+            f"parallel={settings['parallel']!r}: give the number of runs at once, e.g. parallel=2"
+        )
+    out = Path(settings.get("out") or Path("runs") / "sweeps" / name).expanduser()
+    return Sweep(name, axes, [f"{k}={v}" for k, v in fixed.items()], out, parallel)
+
+
+def _sweep_file(name: str) -> list[tuple[str, str]]:
+    path = sweep_dir() / f"{name}.toml"
+    if not path.is_file():
+        choices = ", ".join(sweep_names()) or "none"
+        raise UserError(f"unknown sweep {name!r}: choose one of {choices}, or give key=v1,v2 axes")
+    try:
+        values = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"sweep file {path} is not valid TOML ({error}): fix it") from None
+    return [
+        (key, ",".join(_text(v) for v in value) if isinstance(value, list) else _text(value))
+        for key, value in values.items()
+    ]
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def run(sweep: Sweep) -> dict[str, str]:
+    """Train every member that has not finished; return each member's outcome."""
+    from mtl.train.run import config_from_args
+
+    members = sweep.members()
+    for member in members:  # a wrong key or value stops the sweep before any run starts
+        config_from_args(member.overrides)
+    sweep.out.mkdir(parents=True, exist_ok=True)
+    record = {
+        "sweep": sweep.name,
+        "axes": sweep.axes,
+        "fixed": sweep.fixed,
+        "members": {m.name: str(m.run_dir) for m in members},
+    }
+    atomic.write_text(sweep.out / "sweep.json", jsonfile.dumps(record, indent=2) + "\n", "sweep record")
+    outcomes = {m.name: "finished (before)" for m in members if m.status() == "finished"}
+    waiting = [m for m in members if m.status() != "finished"]
+    print(
+        f"sweep {sweep.name}: {len(members)} runs in {sweep.out}, {len(outcomes)} finished before, "
+        f"{len(waiting)} to train, {sweep.parallel} at a time"
+    )
+    running: dict[str, tuple[subprocess.Popen, Any]] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < sweep.parallel:
+                member = waiting.pop(0)
+                running[member.name] = _launch(member, sweep)
+            time.sleep(0.2)
+            for name, (process, log) in list(running.items()):
+                if process.poll() is None:
+                    continue
+                if log is not None:
+                    log.close()
+                outcomes[name] = (
+                    "finished" if process.returncode == 0 else f"failed (exit {process.returncode})"
+                )
+                print(f"  {name}: {outcomes[name]}", flush=True)
+                del running[name]
+    except KeyboardInterrupt:
+        for process, _ in running.values():
+            process.wait()  # each member got the Ctrl-C too: it checkpoints and stops
+        raise KeyboardInterrupt(
+            f"sweep stopped: run `just sweep {sweep.name} ...` again to resume it"
+        ) from None
+    return outcomes
+
+
+def _launch(member: Member, sweep: Sweep) -> tuple[subprocess.Popen, Any]:
+    env = dict(os.environ)
+    if sweep.parallel > 1:
+        # Runs side by side share the cores rather than each taking all of them.
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // sweep.parallel)))
+        logs = sweep.out / "logs"
+        logs.mkdir(exist_ok=True)
+        log = open(logs / f"{member.name}.log", "w", encoding="utf-8")  # noqa: SIM115  (closed when it ends)
+        print(f"  {member.name}: {member.status()} -> training (log: {logs / member.name}.log)", flush=True)
+        return subprocess.Popen(member.command(), env=env, stdout=log, stderr=subprocess.STDOUT), log
+    print(f"  {member.name}: {member.status()} -> training", flush=True)
+    return subprocess.Popen(member.command(), env=env), None
+
+
+def summary(sweep: Sweep, outcomes: dict[str, str]) -> str:
+    lines = [f"sweep {sweep.name} ({sweep.out}):"]
+    for member in sweep.members():
+        results = ""
+        path = member.run_dir / "summary.json"
+        if path.is_file():
+            values = json.loads(path.read_text(encoding="utf-8"))
+            results = ", ".join(
+                f"{key.removeprefix('best/')} {value:.4f}"
+                for key, value in values.items()
+                if key.startswith("best/") and key.endswith("dev/acc") and value is not None
+            )
+        lines.append(
+            f"  {member.name}: {outcomes.get(member.name, 'not run')}{'; ' + results if results else ''}"
+        )
+    return "\n".join(lines)

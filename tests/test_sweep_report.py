@@ -1,0 +1,78 @@
+"""`just sweep` trains a grid of runs, resumably; `just report` turns run folders into one HTML page."""
+
+import base64
+import json
+from html.parser import HTMLParser
+
+import pytest
+
+from mtl.cli import main
+
+from .conftest import args_for
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tiny_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep") / "tiny"
+    args = [a for a in args_for(tiny_data, out) if not a.startswith("out=")]
+    assert main(["sweep", *args, "steps_nli=2,4", "steps_squad=2", "sweep=tiny", f"out={out}"]) == 0
+    return out, args
+
+
+def test_a_sweep_trains_each_member_in_its_group_and_skips_finished_ones(sweep_dir, capsys):
+    out, args = sweep_dir
+    record = json.loads((out / "sweep.json").read_text())
+    assert record["axes"] == {"steps_nli": ["2", "4"]}
+    for name in record["members"]:
+        config = json.loads((out / name / "config.json").read_text())["config"]
+        assert config["run"]["group"] == "tiny" and config["run"]["name"] == name
+        assert (out / name / "summary.json").is_file()
+    finished = {name: (out / name / "summary.json").stat().st_mtime_ns for name in record["members"]}
+    capsys.readouterr()
+    assert main(["sweep", *args, "steps_nli=2,4", "steps_squad=2", "sweep=tiny", f"out={out}"]) == 0
+    assert "2 finished before, 0 to train" in capsys.readouterr().out
+    assert finished == {name: (out / name / "summary.json").stat().st_mtime_ns for name in finished}
+
+
+def test_a_sweep_refuses_a_wrong_key_before_any_run_starts(tiny_data, tmp_path, capsys):
+    args = [a for a in args_for(tiny_data, tmp_path) if not a.startswith("out=")]
+    assert main(["sweep", *args, "steps_nli=2,4", "lr_decya=0.5", f"out={tmp_path / 's'}"]) == 2
+    assert "lr_decya" in capsys.readouterr().err
+    assert not any((tmp_path / "s").glob("*/config.json"))
+
+
+class Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.images, self.cells = [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.images.append(dict(attrs))
+
+    def handle_data(self, data):
+        self.cells.append(data)
+
+
+def test_the_report_of_a_sweep_holds_one_image_per_plot_and_every_run(sweep_dir, tmp_path):
+    out, _ = sweep_dir
+    page_path = tmp_path / "report.html"
+    assert main(["report", str(out), f"out={page_path}"]) == 0
+    page = Page()
+    page.feed(page_path.read_text(encoding="utf-8"))
+    titles = [image["alt"] for image in page.images]
+    # Per run its curves, then the recovery after block switches, then Figure 2 (steps_nli differs).
+    assert len(titles) == 4 and titles[2].startswith("Loss recovery") and titles[3].startswith("Figure 2")
+    for image in page.images:
+        prefix = "data:image/png;base64,"
+        assert image["src"].startswith(prefix)
+        assert base64.b64decode(image["src"][len(prefix) :])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert {"steps_nli2", "steps_nli4"} <= set(page.cells)
+
+
+def test_report_finds_a_group_and_names_a_folder_that_is_not_a_run(sweep_dir, tmp_path, capsys):
+    out, _ = sweep_dir
+    assert main(["report", "group=tiny", f"runs={out.parent}", f"out={tmp_path / 'g.html'}"]) == 0
+    assert (tmp_path / "g.html").read_text().count("<img") == 4
+    assert main(["report", str(tmp_path)]) == 2
+    assert "is not a run folder" in capsys.readouterr().err
