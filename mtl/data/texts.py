@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass
 class LabelledTexts:
@@ -18,3 +20,16 @@ class LabelledTexts:
         if count is None:
             return self
         return LabelledTexts([column[:count] for column in self.columns], self.labels[:count])
+
+    def sample(self, count: int | None, seed: int) -> LabelledTexts:
+        """`count` examples drawn at random (seeded), in their original order; all when None.
+
+        Spread over the whole split: the first rows of ClassifSQuAD are a few questions of
+        one article.
+        """
+        if count is None or count >= len(self):
+            return self
+        chosen = np.sort(np.random.default_rng(seed).choice(len(self), size=count, replace=False))
+        return LabelledTexts(
+            [[column[i] for i in chosen] for column in self.columns], [self.labels[i] for i in chosen]
+        )

@@ -22,7 +22,7 @@ class DataConfig:
     lowercase: bool = True  # lowercase tokens (GloVe 6B is uncased)
     max_nli_train: AtLeast1 | None = None  # first N training pairs only (quick runs)
     max_squad_train: AtLeast1 | None = None  # first N training triples only (quick runs)
-    max_eval: AtLeast1 | None = None  # first N dev/test examples per task only (quick runs)
+    max_eval: AtLeast1 | None = None  # N dev/test examples per task, drawn at random (seeded; quick runs)
 
 
 @dataclass

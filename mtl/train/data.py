@@ -85,7 +85,7 @@ def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm, build_missing
     if "nli" in config.tasks:
         names = {"train": data.nli_train_split, "dev": data.nli_dev_split, "test": data.nli_test_split}
         splits["nli"] = {
-            split: load_snli(data.snli, name).head(data.max_nli_train if split == "train" else data.max_eval)
+            split: _subset(load_snli(data.snli, name), split, data.max_nli_train, data.max_eval, config)
             for split, name in names.items()
         }
         fingerprints["snli"] = {"source": str(data.snli), "sha256": texts_digest(splits["nli"])}
@@ -93,8 +93,8 @@ def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm, build_missing
     if "squad" in config.tasks:
         folder = ensure_classifsquad(config, build_missing)
         splits["squad"] = {
-            split: load_classifsquad(folder, name).head(
-                data.max_squad_train if split == "train" else data.max_eval
+            split: _subset(
+                load_classifsquad(folder, name), split, data.max_squad_train, data.max_eval, config
             )
             for split, name in SQUAD_SPLITS.items()
         }
@@ -143,6 +143,15 @@ def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm, build_missing
         fingerprints,
         coverage,
     )
+
+
+def _subset(
+    texts: LabelledTexts, split: str, max_train: int | None, max_eval: int | None, config: TrainConfig
+) -> LabelledTexts:
+    """The first `max_train` training examples; a seeded random `max_eval` of an evaluation split."""
+    if split == "train":
+        return texts.head(max_train)
+    return texts.sample(max_eval, config.run.seed)
 
 
 def texts_digest(splits: dict[str, LabelledTexts]) -> str:
