@@ -9,6 +9,7 @@ of the same article (or paragraph), skipping pairs where one answer contains the
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import time
 from collections import Counter
@@ -21,7 +22,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 
-from dataset_builders.squad import Article, load_squad
+from dataset_builders.squad import Article, load_squad, resolve_squad_source
 from mtl import jsonfile
 from mtl.atomic import check_output_dir, fsync_dir, fsync_tree
 from mtl.config import AtLeast0, AtLeast1
@@ -237,14 +238,32 @@ def build(config: BuildConfig) -> dict[str, object]:
     out = check_output_dir(Path(config.out), "out")
     check_replaceable(out, config.overwrite)
     started = time.perf_counter()
-    squad = load_squad(config.squad)
+    squad_source = resolve_squad_source(config.squad)
     vectors_path = resolve_vectors_path(config.vectors)
+    tracker = _start_tracking(config, out, squad_source, vectors_path)
+    try:
+        return _build(config, out, squad_source, vectors_path, tracker, started)
+    except BaseException:
+        tracker.finish(exit_code=1)
+        raise
+
+
+def _build(
+    config: BuildConfig, out: Path, squad_source: str, vectors_path: Path, tracker: Tracker, started: float
+) -> dict[str, object]:
+    squad = load_squad(squad_source)
+    tracker.log({"build/seconds": time.perf_counter() - started, "build/stage": 1}, step=1)
     tokenizer = Tokenizer(lowercase=config.lowercase)
 
     texts = [text for articles in squad.values() for text in squad_texts(articles)]
     tokens_of = dict(zip(texts, tokenizer.tokenize(texts), strict=True))
     words = {token for tokens in tokens_of.values() for token in tokens}
-    vocabulary = frozenset(load_vectors(vectors_path, words).words)
+    vectors = load_vectors(vectors_path, words)
+    vocabulary = frozenset(vectors.words)
+    tracker.config_update(
+        {"inputs": {"squad": squad_source, "vectors": str(vectors_path), "vectors_sha256": vectors.digest()}}
+    )
+    tracker.log({"build/seconds": time.perf_counter() - started, "build/stage": 2}, step=2)
     Coverage.of(
         tokens_of.values(), vocabulary.__contains__, "SQuAD's questions and answers", vectors_path.name
     ).report()
@@ -258,6 +277,14 @@ def build(config: BuildConfig) -> dict[str, object]:
                 "loosen max_oov or min_answer_tokens, or check the vectors file"
             )
         splits[split], stats[split] = result.columns, result.stats
+        tracker.log(
+            {
+                "build/seconds": time.perf_counter() - started,
+                "build/stage": 3 + index,
+                f"{split}/examples": result.stats["examples"],
+            },
+            step=3 + index,
+        )
 
     summary = {
         "config": {
@@ -269,7 +296,7 @@ def build(config: BuildConfig) -> dict[str, object]:
     }
     write_dataset(out, splits, summary)
     seconds = time.perf_counter() - started
-    _track(config, out, splits, summary, seconds)
+    _finish_tracking(tracker, config, out, splits, summary, seconds)
     return {**summary, "seconds": round(seconds, 2), "out": str(out)}
 
 
@@ -411,14 +438,23 @@ def dataset_card(summary: dict) -> str:
     )
 
 
-def _track(config: BuildConfig, out: Path, splits: dict, summary: dict, seconds: float) -> None:
-    tracker = Tracker.start(
+def _start_tracking(config: BuildConfig, out: Path, squad_source: str, vectors_path: Path) -> Tracker:
+    """The build's W&B run, started before the work so its runtime is the build's."""
+    return Tracker.start(
         job_type="build-dataset",
-        config=asdict(config),
+        config={**asdict(config), "inputs": {"squad": squad_source, "vectors": str(vectors_path)}},
         project=config.wandb_project,
         directory=config.wandb_dir,
         mode=config.wandb,
+        name=f"build-classifsquad-{out.name}",
+        notes=shlex.join(["just", "build-classifsquad", *changed_keys(config)]),
+        tags=["build", config.scope],
     )
+
+
+def _finish_tracking(
+    tracker: Tracker, config: BuildConfig, out: Path, splits: dict, summary: dict, seconds: float
+) -> None:
     if not tracker.active:
         return
     flat = {
@@ -428,14 +464,31 @@ def _track(config: BuildConfig, out: Path, splits: dict, summary: dict, seconds:
     }
     tracker.summary({**flat, "build/seconds": seconds})
     columns = ["split", "question", "answer1", "answer2", "label"]
-    rows = [
-        [split, *(cols[name][i] for name in ("question", "answer1", "answer2", "label"))]
-        for split, cols in splits.items()
-        for i in range(min(SAMPLE_ROWS, len(cols["label"])))
-    ]
-    tracker.table("samples", columns, rows)
+    tracker.table("samples", columns, sample_rows(splits, config.seed), step=3 + len(splits))
     tracker.log_artifact("classifsquad", "dataset", out, metadata=summary, reference=True)
     tracker.finish()
+
+
+def changed_keys(config: BuildConfig) -> list[str]:
+    """key=value for each setting that differs from its default: the command, near enough."""
+    defaults = asdict(BuildConfig())
+    return [f"{key}={value}" for key, value in asdict(config).items() if value != defaults[key]]
+
+
+def sample_rows(splits: dict, seed: int) -> list[list[object]]:
+    """One triple each of `SAMPLE_ROWS` questions per split, drawn at random (seeded)."""
+    rows = []
+    for index, (split, cols) in enumerate(splits.items()):
+        first_of = {}
+        for row, question_id in enumerate(cols["question_id"]):
+            first_of.setdefault(question_id, row)
+        questions = list(first_of)
+        rng = np.random.default_rng([seed, index])
+        chosen = rng.choice(len(questions), size=min(SAMPLE_ROWS, len(questions)), replace=False)
+        for q in sorted(chosen):
+            i = first_of[questions[q]]
+            rows.append([split, *(cols[name][i] for name in ("question", "answer1", "answer2", "label"))])
+    return rows
 
 
 def _flatten(stats: dict, prefix: str = "") -> dict[str, object]:

@@ -38,13 +38,19 @@ def load_squad(source: str | None) -> dict[str, list[Article]]:
 
     None means `$MTL_DATA_DIR/squad` when MTL_DATA_DIR is set, else the Hub.
     """
-    if source is None:
-        local = data_dir()
-        source = str(local / "squad") if local is not None else HUB_ID
+    source = resolve_squad_source(source)
     folder = Path(source).expanduser()
     if folder.exists() or not _looks_like_hub_id(source):
         return {split: read_squad_json(folder / name) for split, (name, _) in SPLITS.items()}
     return _load_from_hub(source)
+
+
+def resolve_squad_source(source: str | None) -> str:
+    """`source` itself, or for None `$MTL_DATA_DIR/squad` when MTL_DATA_DIR is set, else the Hub id."""
+    if source is not None:
+        return source
+    local = data_dir()
+    return str(local / "squad") if local is not None else HUB_ID
 
 
 def _looks_like_hub_id(source: str) -> bool:

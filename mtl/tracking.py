@@ -114,6 +114,9 @@ class Tracker:
     def define_metric(self, name: str, **kwargs: Any) -> None:
         self._when_active(lambda: self.run.define_metric(name, **kwargs))
 
+    def config_update(self, values: dict[str, Any]) -> None:
+        self._when_active(lambda: self.run.config.update(values, allow_val_change=True))
+
     def summary(self, values: dict[str, Any]) -> None:
         self._when_active(lambda: self.run.summary.update(values))
 

@@ -62,3 +62,15 @@ def test_without_buckets_batches_are_a_plain_shuffle():
     assert max(lengths[b].max() - lengths[b].min() for b in bucketed) == 19  # sorted runs of 20
     assert np.median(spread) > 200  # random lengths of 0..399 in each batch
     assert sorted(np.concatenate(plain).tolist()) == list(range(400))
+
+
+def test_max_eval_draws_a_seeded_sample_spread_over_the_split():
+    from mtl.data.texts import LabelledTexts
+
+    texts = LabelledTexts([[f"sentence {i}" for i in range(100)]], list(range(100)))
+    drawn = texts.sample(10, seed=1234)
+    assert drawn == texts.sample(10, seed=1234) and drawn != texts.sample(10, seed=1)
+    assert len(drawn) == 10 and drawn.labels == sorted(drawn.labels)  # in the split's order
+    assert drawn.labels != list(range(10)) and max(drawn.labels) >= 50  # not the first rows
+    assert drawn.columns[0] == [f"sentence {i}" for i in drawn.labels]
+    assert texts.sample(None, seed=1) is texts and texts.sample(500, seed=1) is texts

@@ -113,3 +113,32 @@ def test_build_is_recorded_in_an_offline_wandb_run(tmp_path, vectors):
     artifacts = {(a.name, a.type) for a in records["artifact"]}
     assert ("classifsquad", "dataset") in artifacts
     assert any(kind == "run_table" and name.endswith("samples") for name, kind in artifacts)
+    # Started before the work, named, with its resolved inputs and the vectors' fingerprint.
+    assert run.display_name == "build-classifsquad-out" and "scope" not in run.notes
+    updates = {
+        "/".join(item.nested_key) or item.key: json.loads(item.value_json)
+        for record in records.get("config", [])
+        for item in record.update
+    }
+    inputs = {**config["inputs"], **updates.get("inputs", {})}
+    assert inputs["squad"] == str(FIXTURES / "squad_tiny") and len(inputs["vectors_sha256"]) == 64
+    stages = [
+        json.loads(i.value_json)
+        for h in records["history"]
+        for i in h.item
+        if ("/".join(i.nested_key) or i.key) == "build/stage"
+    ]
+    assert stages == [1, 2, 3, 4]
+
+
+def test_the_build_samples_one_triple_of_randomly_drawn_questions():
+    from dataset_builders.classifsquad import SAMPLE_ROWS, sample_rows
+
+    ids = [f"q{i // 4}" for i in range(400)]  # 100 questions of 4 triples each
+    splits = {
+        "train": {"question_id": ids, "question": ids, "answer1": ids, "answer2": ids, "label": [1] * 400}
+    }
+    rows = sample_rows(splits, seed=3)
+    questions = [row[1] for row in rows]
+    assert len(questions) == len(set(questions)) == SAMPLE_ROWS
+    assert questions != [f"q{i}" for i in range(SAMPLE_ROWS)] and rows == sample_rows(splits, seed=3)

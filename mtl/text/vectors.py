@@ -47,6 +47,12 @@ class WordVectors:
     def dim(self) -> int:
         return self.matrix.shape[1]
 
+    def digest(self) -> str:
+        """SHA-256 of the words and their vectors as loaded: what a run or a build used."""
+        hasher = hashlib.sha256("\n".join(self.words).encode("utf-8"))
+        hasher.update(np.ascontiguousarray(self.matrix, dtype=np.float32).tobytes())
+        return hasher.hexdigest()
+
     def __len__(self) -> int:
         return len(self.words)
 

@@ -17,7 +17,7 @@ from mtl.data.snli import load_snli, resolve_snli_source
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import TASKS
-from mtl.text import Tokenizer, WordVectors, load_vectors, resolve_vectors_path
+from mtl.text import Tokenizer, load_vectors, resolve_vectors_path
 from mtl.text.coverage import Coverage
 from mtl.text.vocab import Vocabulary, embedding_matrix
 from mtl.train.config import TrainConfig
@@ -119,7 +119,7 @@ def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm, build_missing
         np.concatenate([by_split["train"].sentences.ravel() for by_split in examples.values()])
     )
     vectors = load_vectors(vectors_path, {w for tokens in table.tokens for w in tokens})
-    fingerprints["vectors"] = {"source": str(vectors_path), "sha256": vectors_digest(vectors)}
+    fingerprints["vectors"] = {"source": str(vectors_path), "sha256": vectors.digest()}
     coverage = Coverage.of(
         table.tokens, vectors.__contains__, "the training and evaluation data", vectors_path.name
     )
@@ -162,12 +162,6 @@ def texts_digest(splits: dict[str, LabelledTexts]) -> str:
         for column in part.columns:
             hasher.update("\x1e".join(column).encode("utf-8", "surrogatepass") + b"\0")
         hasher.update(np.asarray(part.labels, dtype=np.int64).tobytes())
-    return hasher.hexdigest()
-
-
-def vectors_digest(vectors: WordVectors) -> str:
-    hasher = hashlib.sha256("\n".join(vectors.words).encode("utf-8"))
-    hasher.update(np.ascontiguousarray(vectors.matrix, dtype=np.float32).tobytes())
     return hasher.hexdigest()
 
 
