@@ -289,6 +289,7 @@ def _figure2(runs: list[Run]) -> str:
             axis.annotate(
                 f"{y:.1f}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8
             )
+        axis.margins(x=0.08, y=0.2)  # room for the labels
         axis.set_xscale("log", base=2)
         axis.set_xticks([x for x, _ in points], [str(x) for x, _ in points])
         axis.set_title(f"{TASK_NAMES[task]} dev accuracy (%) of the best checkpoint")

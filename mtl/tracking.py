@@ -128,26 +128,42 @@ class Tracker:
         )
 
     def log_artifact(
-        self, name: str, kind: str, path: Path, metadata: dict[str, Any], reference: bool = False
+        self,
+        name: str,
+        kind: str,
+        path: Path,
+        metadata: dict[str, Any],
+        reference: bool = False,
+        aliases: Sequence[str] = (),
     ) -> None:
-        """Log `path` (file or folder) as an artifact; `reference` records checksums only."""
+        """Log `path` (file or folder) as a version of artifact `name`; `reference` records checksums only.
+
+        Files are copied when logged, so each version keeps the file of that moment even when
+        the path is written again later (checkpoints). W&B gives the newest version `latest`.
+        """
 
         def log() -> None:
-            artifact = _wandb().Artifact(name, type=kind, metadata=metadata)
-            if reference:
-                artifact.add_reference(Path(path).resolve().as_uri())
-            elif Path(path).is_dir():
-                artifact.add_dir(str(path))
-            else:
-                artifact.add_file(str(path))
-            self.run.log_artifact(artifact)
+            artifact = _artifact(name, kind, path, reference, metadata)
+            self.run.log_artifact(artifact, aliases=list(aliases) or None)
 
         self._when_active(log)
 
-    def use_artifact(self, name: str) -> None:
-        """Declare an input artifact (W&B can only look artifacts up online)."""
-        if self.mode == "online":
-            self._when_active(lambda: self.run.use_artifact(name))
+    def use_input(self, name: str, kind: str, path: Path, reference: bool = False) -> str | None:
+        """Declare `path` as this run's input, as the exact version W&B knows by its content digest.
+
+        Online, W&B links the run to the version with that digest (logging it when new); an
+        offline run cannot use artifacts, so the digest is kept in its config
+        (`input_artifacts`), which is what a later `wandb sync` shows. Returns the digest.
+        """
+
+        def use() -> str:
+            artifact = _artifact(name, kind, path, reference)
+            if self.mode == "online":
+                self.run.use_artifact(artifact)
+            self.run.config.update({"input_artifacts": {name: artifact.digest}}, allow_val_change=True)
+            return artifact.digest
+
+        return self._call(use) if self.run is not None else None
 
     def finish(self, exit_code: int = 0) -> None:
         """End the run and wait until W&B's writer has flushed it (its service process exits)."""
@@ -167,6 +183,17 @@ class Tracker:
         except Exception as error:  # tracking must never stop the job it observes
             warnings.warn(f"W&B call failed, continuing without it: {error}", stacklevel=3)
             return None
+
+
+def _artifact(name: str, kind: str, path: Path, reference: bool, metadata: dict | None = None) -> Any:
+    artifact = _wandb().Artifact(name, type=kind, metadata=metadata)
+    if reference:
+        artifact.add_reference(Path(path).resolve().as_uri())
+    elif Path(path).is_dir():
+        artifact.add_dir(str(path))
+    else:
+        artifact.add_file(str(path))
+    return artifact
 
 
 def _wandb() -> Any:

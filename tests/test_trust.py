@@ -495,21 +495,6 @@ def test_ctrl_c_with_piped_output_checkpoints_and_says_how_to_resume(tiny_data, 
 # ---- 5. transfer never destroys or mislabels results --------------------------------------------
 
 
-@pytest.fixture
-def senteval(tmp_path) -> Path:
-    """MR and CR in SentEval's layout, cut from the SNLI fixture (labels by sentence parity)."""
-    sentences = (FIXTURES / "snli_tiny" / "s1.train").read_text().splitlines()[:60]
-    root = tmp_path / "downstream"
-    for task, pos, neg in (
-        ("MR", "rt-polarity.pos", "rt-polarity.neg"),
-        ("CR", "custrev.pos", "custrev.neg"),
-    ):
-        (root / task).mkdir(parents=True)
-        (root / task / pos).write_text("\n".join(sentences[0::2]) + "\n", encoding="latin-1")
-        (root / task / neg).write_text("\n".join(sentences[1::2]) + "\n", encoding="latin-1")
-    return root
-
-
 def transfer(tiny_data, senteval, *args) -> int:
     return main(
         [

@@ -4,6 +4,9 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+from mtl.cli import main
 from mtl.train import run
 from mtl.wandb_file import by_kind, run_files
 
@@ -78,6 +81,54 @@ def test_offline_run_holds_curves_phases_and_metadata(tiny_data, tmp_path):
     assert "recovery/nli/median_jump" in final and "params/trainable" not in final
     metrics = {m.name: m for m in records["metric"]}
     assert metrics["nli/dev/acc"].step_metric == "nli/step" and metrics["nli/dev/acc"].summary.max
+
+    # Artifacts: the best checkpoints as versions of one model artifact (files copied when
+    # logged), the encoder, and the exact ClassifSQuAD build loaded, by its content digest.
+    logged = [(a.type, a.name, tuple(a.aliases)) for a in records["artifact"]]
+    assert {kind for kind, _, _ in logged} == {"model", "encoder", "run_table"}  # run_table: phases
+    assert all(name == "run-model" and "best" in aliases for kind, name, aliases in logged if kind == "model")
+    assert config["input_artifacts"]["classifsquad"] == folder_digest(tiny_data["classifsquad"])
+
+
+def folder_digest(path):
+    import wandb
+
+    artifact = wandb.Artifact("classifsquad", "dataset")
+    artifact.add_reference(path.resolve().as_uri())
+    return artifact.digest
+
+
+@pytest.mark.parametrize("setting", ["none", "all"])
+def test_wandb_checkpoints_chooses_which_checkpoints_are_uploaded(tiny_data, tmp_path, setting):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", "wandb=offline", f"wandb_checkpoints={setting}")
+    (run_file,) = run_files(run_dir)
+    models = [a for a in by_kind(run_file)["artifact"] if a.type == "model"]
+    if setting == "none":
+        assert models == []
+        return
+    # 10 steps, checkpoint_every=3, evaluations at 5 and 10: latest.pt at 3, 5, 6, 9 and 10.
+    assert len([a for a in models if "best" not in a.aliases]) == 5
+    assert 1 <= len([a for a in models if "best" in a.aliases]) <= 2
+
+
+def test_a_transfer_run_sits_in_its_own_folder_and_group_and_uses_the_exact_encoder(
+    tiny_data, senteval, tmp_path
+):
+    import wandb
+
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", "max_steps=3", "wandb=offline")
+    args = ["transfer", "mode=fast", "tasks=MR", f"data={senteval}", f"vectors={tiny_data['vectors']}"]
+    assert main([*args, f"run={run_dir}", "wandb=offline"]) == 0
+    files = {path.parents[2]: path for path in run_files(run_dir)}  # <dir>/wandb/offline-run-*/run-*.wandb
+    assert files.keys() == {run_dir, run_dir / "transfer"}  # the training run's folder keeps its own run
+    transfer_file = files[run_dir / "transfer"]
+    records = by_kind(transfer_file)
+    (header,) = records["run"]
+    assert header.job_type == "transfer-eval" and header.run_group == "multitask"
+    encoder = wandb.Artifact("x", "encoder")
+    encoder.add_file(str(run_dir / "encoder.pt"))
+    config = items([header.config, *records.get("config", [])])
+    assert config["input_artifacts"]["run-encoder"] == encoder.digest
 
 
 def test_a_resumed_run_holds_every_step_once_as_an_uninterrupted_one(tiny_data, tmp_path):

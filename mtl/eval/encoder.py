@@ -131,8 +131,8 @@ def pooled_width(encoder: Encoder, pooling: str | None) -> int:
     return 2 * base if pooling == "max+mean" else base
 
 
-def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
-    """From a run folder (its encoder.pt) or a checkpoint file (encoder.pt, best.pt, latest.pt)."""
+def encoder_file(path: str | Path) -> Path:
+    """The file `load_encoder` reads for `path`: a run folder's encoder.pt (or best checkpoint), or `path`."""
     path = Path(path).expanduser()
     file = path / "encoder.pt" if path.is_dir() else path
     if path.is_dir() and not file.is_file() and (path / "checkpoints" / "best.pt").is_file():
@@ -142,6 +142,12 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
             f"{path} holds no encoder (encoder.pt or checkpoints/best.pt): train it first, or finish it "
             f"with `just train-multitask resume={path}`"
         )
+    return file
+
+
+def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
+    """From a run folder (its encoder.pt) or a checkpoint file (encoder.pt, best.pt, latest.pt)."""
+    file = encoder_file(path)
     saved = load(file, "cpu")
     if "vocabulary" not in saved:
         raise UserError(f"{file} holds no vocabulary: it is not an encoder or checkpoint written by mtl")
@@ -157,7 +163,7 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
         Tokenizer(config.data.lowercase),
         saved.get("vectors"),
         resolve_device(device),
-        name=path.name,
+        name=Path(path).expanduser().name,
     )
 
 

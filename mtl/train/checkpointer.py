@@ -16,9 +16,13 @@ from mtl.train import checkpoint
 
 
 class Checkpointer:
-    def __init__(self, run_dir: Path, metadata: dict[str, Any], dist: Distributed):
-        """`metadata`: what every checkpoint carries so it can be used alone (config, vocabulary)."""
-        self.run_dir, self.metadata, self.dist = Path(run_dir), metadata, dist
+    def __init__(self, run_dir: Path, metadata: dict[str, Any], dist: Distributed, to_wandb: str = "best"):
+        """`metadata`: what every checkpoint carries so it can be used alone (config, vocabulary).
+
+        `to_wandb`: which checkpoints become versions of the run's `model` artifact: `none`,
+        `best` (each new best, alias `best`), or `all` (every checkpoint too).
+        """
+        self.run_dir, self.metadata, self.dist, self.to_wandb = Path(run_dir), metadata, dist, to_wandb
         self.tracker = Tracker(None)
         self.latest_step: int | None = None  # global step of latest.pt, once there is one
 
@@ -29,22 +33,24 @@ class Checkpointer:
     def save_latest(self, contents: dict[str, Any], step: int) -> None:
         if self.dist.is_main:
             checkpoint.save({**contents, **self.metadata}, self.folder / "latest.pt", keep_previous=True)
-            self.tracker.log_artifact(
-                f"{self.run_dir.name}-latest",
-                "checkpoint",
-                self.folder / "latest.pt",
-                metadata={"global_step": step},
-                reference=True,
-            )
+            if self.to_wandb == "all":
+                self.tracker.log_artifact(
+                    self.model_artifact, "model", self.folder / "latest.pt", metadata={"global_step": step}
+                )
         self.latest_step = step
 
     def save_best(self, model_state: dict[str, Any], best: dict[str, float]) -> None:
         if not self.dist.is_main:
             return
         checkpoint.save({"model": model_state, "best": best, **self.metadata}, self.folder / "best.pt")
-        self.tracker.log_artifact(
-            f"{self.run_dir.name}-best", "checkpoint", self.folder / "best.pt", metadata=best, reference=True
-        )
+        if self.to_wandb != "none":
+            self.tracker.log_artifact(
+                self.model_artifact, "model", self.folder / "best.pt", metadata=best, aliases=["best"]
+            )
+
+    @property
+    def model_artifact(self) -> str:
+        return f"{self.run_dir.name}-model"
 
     def load_latest(self) -> dict[str, Any]:
         """latest.pt (or the one before it, when it is damaged), checked against this run's vocabulary."""

@@ -86,6 +86,9 @@ class RunConfig:
         "auto"  # auto: online with an API key, else offline
     )
     wandb_project: str = "mtl"  # W&B project
+    wandb_checkpoints: Literal["none", "best", "all"] = (
+        "best"  # checkpoints uploaded as versions of the run's model artifact (250 MB each at paper size)
+    )
     group: str | None = None  # W&B group (a sweep's name); None: the run name (a preset's name)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # autocast; auto: bf16 where supported
 

@@ -96,7 +96,9 @@ class Trainer:
         self.scheduler = Scheduler(schedule.steps, schedule.schedule, sizes, schedule.temperature, seed)
         self.state = TrainState.for_tasks(config.tasks)
         self.state.wandb_id = self.dist.broadcast(self.state.wandb_id)
-        self.checkpointer = Checkpointer(self.run_dir, self._encoder_metadata(), self.dist)
+        self.checkpointer = Checkpointer(
+            self.run_dir, self._encoder_metadata(), self.dist, config.run.wandb_checkpoints
+        )
         self.tracker = Tracker(None)
         self.log: RunLog | NullLog = NullLog()
         self.command = command  # the command line, as the W&B run's notes
@@ -177,8 +179,8 @@ class Trainer:
             self.tracker.define_metric(f"{task}/step")
             self.tracker.define_metric(f"{task}/*", step_metric=f"{task}/step")
             self.tracker.define_metric(f"{task}/dev/acc", step_metric=f"{task}/step", summary="max")
-        if "squad" in self.config.tasks:
-            self.tracker.use_artifact("classifsquad:latest")
+        if "squad" in config.tasks:  # the exact build that was loaded, by its content digest
+            self.tracker.use_input("classifsquad", "dataset", Path(config.data.classifsquad), reference=True)
         self.checkpointer.tracker = self.tracker
         self.log = RunLog(
             self.run_dir / "metrics.jsonl",

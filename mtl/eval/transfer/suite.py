@@ -14,7 +14,7 @@ from mtl import atomic, jsonfile
 from mtl.atomic import check_output_dir
 from mtl.config import AtLeast1
 from mtl.errors import UserError
-from mtl.eval.encoder import SentenceEncoder, baseline_encoder, load_encoder
+from mtl.eval.encoder import SentenceEncoder, baseline_encoder, encoder_file, load_encoder
 from mtl.eval.transfer import classifiers as protocol_fns
 from mtl.eval.transfer.classifiers import Protocol, pair_features, relatedness_features
 from mtl.eval.transfer.tasks import READERS, TransferTask, read_task
@@ -192,12 +192,14 @@ def run(config: TransferConfig) -> tuple[Path, dict]:
         job_type="transfer-eval",
         config={**asdict(config), "dim": encoder.dim},
         project=config.wandb_project,
-        directory=out,
+        directory=out / "transfer",  # its own wandb/ folder: the training run's stays the training run's
         mode=config.wandb,
         name=f"transfer-{encoder.name}",
+        group=training_group(out) if config.run else "baselines",
+        tags=["transfer", config.mode],
     )
-    if config.run:
-        tracker.use_artifact(f"{Path(config.run).name}-encoder:latest")
+    if config.run:  # the exact encoder evaluated, by its content digest
+        tracker.use_input(f"{out.name}-encoder", "encoder", encoder_file(config.run))
     results: dict[str, dict[str, float]] = {}
     started = time.perf_counter()
     for task_name, task in tasks.items():
@@ -216,15 +218,23 @@ def run(config: TransferConfig) -> tuple[Path, dict]:
         )
     if encoder.coverage is not None:
         encoder.coverage.report()
-    keys = sorted({k for r in results.values() for k in r})
-    tracker.table(
+    tracker.table(  # one row per task and metric: tasks report different metrics
         "transfer",
-        ["task", "headline", *keys],
-        [[t, headline(t, r), *(r.get(k) for k in keys)] for t, r in results.items()],
+        ["task", "headline", "metric", "value"],
+        [[t, headline(t, r), k, v] for t, r in results.items() for k, v in r.items()],
     )
     tracker.summary({f"transfer/{t}/{k}": v for t, r in results.items() for k, v in r.items()})
     tracker.finish()
     return out, report
+
+
+def training_group(run_dir: Path) -> str | None:
+    """The W&B group of the training run in `run_dir`, so its transfer run sits beside it."""
+    try:
+        run = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))["config"]["run"]
+        return run.get("group") or run.get("name")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _earlier_results(path: Path, report: dict) -> dict[str, dict[str, float]]:
