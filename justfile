@@ -39,6 +39,10 @@ sweep *args:
 report *args:
     {{python}} -m mtl report "$@"
 
+# a saved W&B workspace with mtl's panels (online; e.g. group=fig2, or spec=workspace.json offline)
+dashboard *args:
+    {{python}} -m mtl dashboard "$@"
+
 # a training step of mtl vs the 2018 code's and a bare-LSTM floor, 300-d (e.g. only="bilstm 512" tasks=nli)
 bench-train *args:
     {{python}} -m mtl bench-train "$@"

@@ -72,6 +72,14 @@ def report(args: Sequence[str]) -> None:
     print(f"report written to {out}")
 
 
+def dashboard(args: Sequence[str]) -> None:
+    from mtl import dashboard as dashboards
+
+    config = apply_overrides(dashboards.DashboardConfig(), args)
+    where = dashboards.run(config)
+    print(f"workspace {'written to' if config.spec else 'saved:'} {where}")
+
+
 def bench_ranks(args: Sequence[str]) -> None:
     from mtl.bench import ranks as bench
 
@@ -182,6 +190,11 @@ COMMANDS: dict[str, Command] = {
         "one HTML page of plots and results from run folders, a sweep folder or a W&B group",
         _config("mtl.report", "ReportConfig"),
         (("PATH", "none", "run folders (runs/<run>) or a sweep folder (runs/sweeps/<sweep>)"),),
+    ),
+    "dashboard": Command(
+        dashboard,
+        "a saved W&B workspace with mtl's panels (online), or its JSON with spec=PATH",
+        _config("mtl.dashboard", "DashboardConfig"),
     ),
     "bench-train": Command(
         bench_train,

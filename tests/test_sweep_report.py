@@ -76,3 +76,28 @@ def test_report_finds_a_group_and_names_a_folder_that_is_not_a_run(sweep_dir, tm
     assert (tmp_path / "g.html").read_text().count("<img") == 4
     assert main(["report", str(tmp_path)]) == 2
     assert "is not a run folder" in capsys.readouterr().err
+
+
+def test_the_dashboard_spec_is_built_offline_with_every_section(tmp_path, capsys):
+    spec_path = tmp_path / "workspace.json"
+    assert main(["dashboard", "group=fig2", f"spec={spec_path}"]) == 0
+    spec = json.loads(spec_path.read_text())
+    sections = spec["spec"]["section"]["panel_bank_config"]["sections"]
+    assert [s["name"] for s in sections] == ["SNLI (nli)", "ClassifSQuAD (squad)", "Blocks", "Comparison"]
+    text = json.dumps(spec)
+    for key in (
+        "nli/train/loss",
+        "squad/dev/acc",
+        "phase/task_id",
+        "best/nli/dev/acc",
+        "recovery/nli/median_steps",
+    ):
+        assert key in text, key
+    assert "fig2" in text  # the runs shown: the group's
+
+
+def test_the_dashboard_says_it_needs_wandb_online(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc: no API key
+    assert main(["dashboard"]) == 2
+    assert "log in first" in capsys.readouterr().err
