@@ -2,20 +2,25 @@
 
 import base64
 import json
+import subprocess
+import sys
 from html.parser import HTMLParser
 
 import pytest
 
 from mtl.cli import main
+from mtl.wandb_file import run_files
 
 from .conftest import args_for
 
 
 @pytest.fixture(scope="module")
 def sweep_dir(tiny_data, tmp_path_factory):
+    """`just sweep fig2` at toy size: the named sweep's file, then tiny overrides, W&B offline."""
     out = tmp_path_factory.mktemp("sweep") / "tiny"
-    args = [a for a in args_for(tiny_data, out) if not a.startswith("out=")]
-    assert main(["sweep", *args, "steps_nli=2,4", "steps_squad=2", "sweep=tiny", f"out={out}"]) == 0
+    args = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "wandb="))]
+    args += ["steps_nli=2,4", "steps_squad=2", "wandb=offline", "sweep=tiny", f"out={out}"]
+    assert main(["sweep", "fig2", *args]) == 0
     return out, args
 
 
@@ -26,10 +31,22 @@ def test_a_sweep_trains_each_member_in_its_group_and_skips_finished_ones(sweep_d
     for name in record["members"]:
         config = json.loads((out / name / "config.json").read_text())["config"]
         assert config["run"]["group"] == "tiny" and config["run"]["name"] == name
+        assert (
+            config["schedule"]["steps_squad"] == 2 and config["head"]["head_layers"] == 1
+        )  # file, then keys
         assert (out / name / "summary.json").is_file()
+        (run_file,) = run_files(out / name)  # one W&B run per member, in the sweep's group
+        printed = subprocess.run(
+            [sys.executable, "-m", "wandb", "leet", "inspect", "--summary", "--json", str(run_file)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+        assert '"tiny"' in printed and "best/nli/dev/acc" in printed
     finished = {name: (out / name / "summary.json").stat().st_mtime_ns for name in record["members"]}
     capsys.readouterr()
-    assert main(["sweep", *args, "steps_nli=2,4", "steps_squad=2", "sweep=tiny", f"out={out}"]) == 0
+    assert main(["sweep", "fig2", *args]) == 0
     assert "2 finished before, 0 to train" in capsys.readouterr().out
     assert finished == {name: (out / name / "summary.json").stat().st_mtime_ns for name in finished}
 
