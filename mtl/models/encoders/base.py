@@ -17,8 +17,10 @@ Pooling = Literal["max", "mean", "max+mean"]
 
 @dataclass
 class EncoderConfig:
-    encoder: Literal["bilstm", "bilstm2", "transformer", "decomposable"] = "bilstm"  # the shared encoder
-    hidden: AtLeast1 = 2048  # per direction (BiLSTMs), model width (transformer, decomposable)
+    encoder: Literal["bilstm", "bilstm2", "lstm", "transformer", "decomposable"] = (
+        "bilstm"  # the shared encoder
+    )
+    hidden: AtLeast1 = 2048  # per direction (BiLSTMs, LSTM), model width (transformer, decomposable)
     pooling: Pooling = "max"  # over real positions only
     transformer_layers: AtLeast1 = 4  # encoder=transformer: layers
     transformer_heads: AtLeast1 = 4  # encoder=transformer: attention heads (divide hidden)

@@ -1,0 +1,35 @@
+"""A unidirectional LSTM with pooling over time (Liu et al. 2018, Table 1: "Multitask LSTM")."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, length_mask, pool, pooled_dim, register
+
+
+class LSTMEncoder(Encoder):
+    """Left to right only, so right padding never reaches a real position's state."""
+
+    def __init__(self, embedding: nn.Embedding, hidden: int, pooling: Pooling):
+        super().__init__(embedding)
+        self.lstm = nn.LSTM(embedding.embedding_dim, hidden, batch_first=True)
+        self.pooling = pooling
+        self.output_dim = pooled_dim(hidden, pooling)
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        states = self.embedding(tokens)  # (B, T, E)
+        if tokens.is_cuda:  # cuDNN over packed sequences skips the padding
+            packed = pack_padded_sequence(states, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            states = pad_packed_sequence(
+                self.lstm(packed)[0], batch_first=True, total_length=tokens.shape[1]
+            )[0]
+        else:
+            states = self.lstm(states)[0]  # (B, T, H)
+        return pool(states, length_mask(lengths, tokens.shape[1]), self.pooling)
+
+
+@register("lstm")
+def build(embedding: nn.Embedding, config: EncoderConfig) -> LSTMEncoder:
+    return LSTMEncoder(embedding, config.hidden, config.pooling)
