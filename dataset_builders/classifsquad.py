@@ -28,12 +28,20 @@ from mtl.atomic import check_output_dir, fsync_dir, fsync_tree
 from mtl.config import AtLeast0, AtLeast1
 from mtl.data.classifsquad import describe_folder, is_build
 from mtl.errors import UserError
-from mtl.text import Tokenizer, load_vectors, resolve_vectors_path
+from mtl.text import load_vectors, resolve_vectors_path
 from mtl.text.coverage import Coverage
+from mtl.text.tokenizer import make_tokenizer
 from mtl.tracking import Tracker
 
 LABEL_NAMES = ["answer2", "answer1"]  # label 1: answer1 is the correct answer
-DROP_REASONS = ("question_oov", "answer_oov", "answer_too_short", "duplicate_question", "no_negatives")
+DROP_REASONS = (
+    "question_oov",
+    "answer_oov",
+    "answer_too_short",
+    "duplicate_question",
+    "duplicate_answer",
+    "no_negatives",
+)
 SAMPLE_ROWS = 20
 
 
@@ -48,6 +56,10 @@ class BuildConfig:
     min_answer_tokens: AtLeast1 = 5  # shortest answer kept
     max_negatives_per_question: AtLeast1 | None = None  # cap on pairs per question; none: no cap
     lowercase: bool = True  # lowercase tokens
+    tokenizer: Literal["spacy", "treebank"] = (
+        "spacy"  # treebank: NLTK's, as the authors (pip install 'mtl[paper]')
+    )
+    rules: Literal["mtl", "original"] = "mtl"  # original: the authors' selection and pairing (README)
     overwrite: bool = False  # replace an existing build at out= (never a folder that is not one)
     wandb: Literal["auto", "online", "offline", "disabled"] = (
         "auto"  # auto: online with an API key, else offline
@@ -63,11 +75,21 @@ def count_oov(tokens: Sequence[str], vocabulary: Set[str]) -> int:
     return sum(token not in vocabulary for token in tokens)
 
 
-def pick_answer(answers: Sequence[Sequence[str]], vocabulary: Set[str], max_oov: int) -> int | None:
-    """Index of the longest answer with at most `max_oov` unknown tokens (first on ties)."""
+def pick_answer(
+    answers: Sequence[Sequence[str]], vocabulary: Set[str], max_oov: int, by_characters: bool = False
+) -> int | None:
+    """Index of the longest answer with at most `max_oov` unknown tokens (first on ties).
+
+    Longest in tokens, or with `by_characters` in characters of the space-joined tokens
+    (the authors' rule).
+    """
+
+    def size(tokens: Sequence[str]) -> int:
+        return len(" ".join(tokens)) if by_characters else len(tokens)
+
     best = None
     for i, tokens in enumerate(answers):
-        if count_oov(tokens, vocabulary) <= max_oov and (best is None or len(tokens) > len(answers[best])):
+        if count_oov(tokens, vocabulary) <= max_oov and (best is None or size(tokens) > size(answers[best])):
             best = i
     return best
 
@@ -78,7 +100,15 @@ def contains(a: Sequence[str], b: Sequence[str]) -> bool:
     return f" {' '.join(short)} " in f" {' '.join(long)} "
 
 
-def negative_candidates(answer: tuple[str, ...], pool: Sequence[tuple[str, ...]]) -> tuple[list[int], int]:
+def contains_text(a: Sequence[str], b: Sequence[str]) -> bool:
+    """The authors' test: either space-joined string inside the other ("cat" is in "concatenate")."""
+    first, second = " ".join(a), " ".join(b)
+    return first in second or second in first
+
+
+def negative_candidates(
+    answer: tuple[str, ...], pool: Sequence[tuple[str, ...]], overlap=contains
+) -> tuple[list[int], int]:
     """Indices in `pool` usable as wrong answers for `answer`, and how many overlapped it.
 
     `answer` itself (and any equal answer) is never a candidate and is not counted.
@@ -87,7 +117,7 @@ def negative_candidates(answer: tuple[str, ...], pool: Sequence[tuple[str, ...]]
     for i, other in enumerate(pool):
         if other == answer:
             continue
-        if contains(answer, other):
+        if overlap(answer, other):
             overlapping += 1
         else:
             kept.append(i)
@@ -137,7 +167,7 @@ def select_questions(
             dropped["question_oov"] += 1
             continue
         answers = [tokens_of[answer] for answer in question.answers]
-        best = pick_answer(answers, vocabulary, config.max_oov)
+        best = pick_answer(answers, vocabulary, config.max_oov, by_characters=config.rules == "original")
         if best is None:
             dropped["answer_oov"] += 1
         elif len(answers[best]) < config.min_answer_tokens:
@@ -170,12 +200,7 @@ def pair_within_scopes(
         by_scope.setdefault(candidate.scope, []).append(candidate)
 
     for members in by_scope.values():
-        questions: dict[tuple[str, ...], Candidate] = {}
-        for candidate in members:
-            if candidate.question_tokens in questions:
-                dropped["duplicate_question"] += 1
-            else:
-                questions[candidate.question_tokens] = candidate
+        questions = unique_questions(members, config.rules, dropped)
         pool: dict[tuple[str, ...], str] = {}
         for candidate in questions.values():
             pool.setdefault(candidate.answer_tokens, candidate.answer)
@@ -183,7 +208,8 @@ def pair_within_scopes(
         sharing = Counter(candidate.answer_tokens for candidate in questions.values())
 
         for candidate in questions.values():
-            negatives, overlapping = negative_candidates(candidate.answer_tokens, pool_tokens)
+            overlap = contains_text if config.rules == "original" else contains
+            negatives, overlapping = negative_candidates(candidate.answer_tokens, pool_tokens, overlap)
             skipped["substring"] += overlapping
             skipped["equal_answer"] += sharing[candidate.answer_tokens] - 1
             cap = config.max_negatives_per_question
@@ -203,6 +229,25 @@ def pair_within_scopes(
                 columns["title"].append(candidate.title)
                 columns["question_id"].append(candidate.question_id)
     return columns, +skipped
+
+
+def unique_questions(members: Sequence[Candidate], rules: str, dropped: Counter) -> dict[tuple, Candidate]:
+    """A scope's questions without repeats, in file order.
+
+    `mtl` drops a repeated question; `original` (the authors' code) also drops a question whose
+    chosen answer is already the answer of a kept one, instead of keeping it unpaired with it.
+    """
+    questions: dict[tuple[str, ...], Candidate] = {}
+    answers: set[tuple[str, ...]] = set()
+    for candidate in members:
+        if candidate.question_tokens in questions:
+            dropped["duplicate_question"] += 1
+        elif rules == "original" and candidate.answer_tokens in answers:
+            dropped["duplicate_answer"] += 1
+        else:
+            questions[candidate.question_tokens] = candidate
+            answers.add(candidate.answer_tokens)
+    return questions
 
 
 def build_split(
@@ -253,7 +298,7 @@ def _build(
 ) -> dict[str, object]:
     squad = load_squad(squad_source)
     tracker.log({"build/seconds": time.perf_counter() - started, "build/stage": 1}, step=1)
-    tokenizer = Tokenizer(lowercase=config.lowercase)
+    tokenizer = make_tokenizer(config.tokenizer, config.lowercase)
 
     texts = [text for articles in squad.values() for text in squad_texts(articles)]
     tokens_of = dict(zip(texts, tokenizer.tokenize(texts), strict=True))

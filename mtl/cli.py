@@ -17,8 +17,11 @@ from mtl.errors import UserError
 
 def build_classifsquad(args: Sequence[str]) -> None:
     from dataset_builders.classifsquad import BuildConfig, build
+    from mtl.train.presets import build_preset_dir, preset_overrides
 
-    config = apply_overrides(BuildConfig(), args)
+    presets = [a.partition("=")[2] for a in args if a.startswith("preset=")]
+    base = preset_overrides(presets[-1], build_preset_dir()) if presets else []
+    config = apply_overrides(BuildConfig(), [*base, *(a for a in args if not a.startswith("preset="))])
     summary = build(config)
     print(format_build_summary(summary))
 
@@ -157,6 +160,7 @@ COMMANDS: dict[str, Command] = {
         build_classifsquad,
         "SQuAD v1.1 -> ClassifSQuAD triples on disk",
         _config("dataset_builders.classifsquad", "BuildConfig"),
+        (("preset", "none", "a build preset in experiments/builds/ (classifsquad-paper); keys override it"),),
     ),
     "bench-build": Command(
         bench_build,

@@ -291,3 +291,31 @@ def test_filters_that_empty_a_split_are_an_error(tmp_path, tiny_vectors):
     ):
         build(tiny_config(tmp_path, tiny_vectors, min_answer_tokens=500))
     assert not (tmp_path / "out").exists()
+
+
+def test_original_rules_pick_by_characters_drop_repeated_answers_and_test_containment_on_strings():
+    from collections import Counter
+
+    from dataset_builders.classifsquad import (
+        Candidate,
+        contains,
+        contains_text,
+        pick_answer,
+        unique_questions,
+    )
+
+    vocabulary = {"a", "bb", "ccc", "cat", "concatenate"}
+    answers = [("a", "a", "a"), ("ccc", "bb")]
+    assert pick_answer(answers, vocabulary, 0) == 0  # 3 tokens beat 2
+    assert pick_answer(answers, vocabulary, 0, by_characters=True) == 1  # "ccc bb" beats "a a a"
+    assert contains_text(("cat",), ("concatenate",)) and not contains(("cat",), ("concatenate",))
+
+    def candidate(question, answer):
+        return Candidate((0,), "t", question, question, answer, (question,), (answer,))
+
+    members = [candidate("q1", "x"), candidate("q2", "x"), candidate("q1", "y"), candidate("q3", "y")]
+    dropped = Counter()
+    assert [c.question_id for c in unique_questions(members, "original", dropped).values()] == ["q1", "q3"]
+    assert dropped == {"duplicate_answer": 1, "duplicate_question": 1}
+    dropped = Counter()
+    assert len(unique_questions(members, "mtl", dropped)) == 3 and dropped == {"duplicate_question": 1}

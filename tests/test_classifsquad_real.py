@@ -13,7 +13,10 @@ from mtl.text import Tokenizer, load_vectors, resolve_vectors_path
 EXPECTED = {
     "article": {"train": (985_236, 15_468), "validation": (163_802, 2_524)},
     "paragraph": {"train": (20_060, 10_312), "validation": (3_529, 1_810)},
+    # preset=classifsquad-paper: exactly the authors' 830,942 / 142,218 from 13,997 / 2,300 questions.
+    "paper": {"train": (830_942, 13_997), "validation": (142_218, 2_300)},
 }
+PAPER = {"tokenizer": "treebank", "rules": "original"}
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +27,14 @@ def builds(tmp_path_factory):
         pytest.skip("MTL_DATA_DIR is not set: point it at ../shared/data to run tests on the real datasets")
     root = tmp_path_factory.mktemp("classifsquad")
     outputs = {}
-    for name, scope in [("article", "article"), ("article_again", "article"), ("paragraph", "paragraph")]:
-        build(BuildConfig(out=str(root / name), scope=scope, wandb="disabled"))
+    for name, settings in [
+        ("article", {}),
+        ("article_again", {}),
+        ("paragraph", {"scope": "paragraph"}),
+        ("paper", PAPER),
+        ("paper_again", PAPER),
+    ]:
+        build(BuildConfig(out=str(root / name), wandb="disabled", **settings))
         outputs[name] = root / name
     return outputs
 
@@ -38,8 +47,9 @@ def file_digests(folder: Path) -> dict[str, str]:
     }
 
 
-def test_same_seed_gives_byte_identical_output(builds):
-    assert file_digests(builds["article"]) == file_digests(builds["article_again"])
+@pytest.mark.parametrize("name", ["article", "paper"])
+def test_same_seed_gives_byte_identical_output(builds, name):
+    assert file_digests(builds[name]) == file_digests(builds[f"{name}_again"])
 
 
 @pytest.mark.parametrize("scope", ["article", "paragraph"])
@@ -71,3 +81,24 @@ def test_every_question_has_its_correct_answer_in_each_pair(builds):
         *(validation[k] for k in ("question_id", "answer1", "answer2", "label")), strict=True
     ):
         assert correct.setdefault(qid, a1 if label == 1 else a2) == (a1 if label == 1 else a2)
+
+
+def test_the_paper_preset_builds_the_authors_dataset(builds):
+    from mtl.text.tokenizer import make_tokenizer
+
+    tokenizer = make_tokenizer("treebank")
+    for split, dataset in datasets.load_from_disk(str(builds["paper"])).items():
+        columns = dataset.to_dict()
+        assert (len(columns["label"]), len(set(columns["question_id"]))) == EXPECTED["paper"][split]
+        answers = set(columns["answer1"]) | set(columns["answer2"])
+        joined = {a: " ".join(tokenizer(a)) for a in answers}
+        assert min(len(tokenizer(a)) for a in answers) >= 5
+        for a1, a2 in set(zip(columns["answer1"], columns["answer2"], strict=True)):
+            assert joined[a1] not in joined[a2] and joined[a2] not in joined[a1]
+        # Within an article no two questions share their chosen answer.
+        chosen = {}
+        for qid, title, a1, a2, label in zip(
+            *(columns[k] for k in ("question_id", "title", "answer1", "answer2", "label")), strict=True
+        ):
+            chosen[qid] = (title, joined[a1 if label == 1 else a2])
+        assert len(set(chosen.values())) == len(chosen)

@@ -142,3 +142,20 @@ def test_the_build_samples_one_triple_of_randomly_drawn_questions():
     questions = [row[1] for row in rows]
     assert len(questions) == len(set(questions)) == SAMPLE_ROWS
     assert questions != [f"q{i}" for i in range(SAMPLE_ROWS)] and rows == sample_rows(splits, seed=3)
+
+
+def test_build_presets_come_first_and_keys_override_them(tmp_path, vectors, capsys):
+    common = [f"squad={FIXTURES / 'squad_tiny'}", f"vectors={vectors}", "wandb=disabled"]
+    args = [
+        "build-classifsquad",
+        "preset=classifsquad-paper",
+        *common,
+        f"out={tmp_path / 'out'}",
+        "max_oov=3",
+    ]
+    assert main(args) == 0
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert stats["config"]["rules"] == "original" and stats["config"]["max_oov"] == 3
+    assert stats["tokenizer"].startswith("nltk")
+    assert main(["build-classifsquad", "preset=classifsquad-papr", *common, f"out={tmp_path / 'x'}"]) == 2
+    assert "choose one of classifsquad-paper" in capsys.readouterr().err

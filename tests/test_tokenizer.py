@@ -14,3 +14,22 @@ def test_batch_keeps_order_and_duplicates():
     tokenizer = Tokenizer()
     texts = ["b c", "a", "b c", ""]
     assert tokenizer.tokenize(texts) == [["b", "c"], ["a"], ["b", "c"], []]
+
+
+def test_treebank_tokenizer_follows_the_authors_conventions():
+    from mtl.text.tokenizer import make_tokenizer
+
+    tokenizer = make_tokenizer("treebank")
+    assert tokenizer('The "well-known" case: don\'t Split!') == [
+        "the",
+        '"',
+        "well-known",
+        '"',
+        "case",
+        ":",
+        "do",
+        "n't",
+        "split",
+        "!",
+    ]
+    assert tokenizer.description["lowercase"] is True

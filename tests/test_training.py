@@ -196,6 +196,16 @@ def test_every_preset_validates(name):
     assert preset_overrides(name)
 
 
+@pytest.mark.parametrize("name", ["paper-multitask-lstm2048", "paper-transformer", "paper-decomposable"])
+def test_table_1_presets_train_at_a_small_size(tiny_data, tmp_path, name):
+    # The preset first, then tiny sizes over it (args_for's hidden=8, ...): the preset's own
+    # choices (encoder, head, dropout, optimizer) are what runs.
+    _, summary = start(
+        tiny_data, tmp_path / "run", f"preset={name}", "max_steps=2", "hidden=8", "head_hidden=8"
+    )
+    assert summary["global_step"] == 2 and summary["stop_reason"] == "max_steps"
+
+
 @pytest.mark.parametrize("bucket", ["true", "false"])
 def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, bucket):
     extra = ("precision=bf16", f"bucket={bucket}", "dropout=0.2", "max_steps=12", "checkpoint_every=4")

@@ -19,6 +19,7 @@ from mtl.cli import COMMANDS, main
 from mtl.errors import UserError
 from mtl.train import checkpoint, run
 from mtl.train.runlog import read_metrics
+from mtl.wandb_file import by_kind, run_files
 
 from .conftest import FIXTURES, Killed, args_for, killed_after_step, start_run
 
@@ -473,7 +474,7 @@ def test_ctrl_c_with_piped_output_checkpoints_and_says_how_to_resume(tiny_data, 
         stderr=write_end if streams == "stdout and stderr" else subprocess.PIPE,
         process_group=reader.pid,
         text=True,
-        env={**os.environ, "WANDB_MODE": ""},
+        env={k: v for k, v in os.environ.items() if k != "WANDB_MODE"},  # wandb=offline below
     )
     os.close(read_end)
     os.close(write_end)
@@ -490,6 +491,9 @@ def test_ctrl_c_with_piped_output_checkpoints_and_says_how_to_resume(tiny_data, 
         assert f"resume with `just train-multitask resume={tmp_path / 'run'}`" in err
     saved = checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")
     assert saved["state"]["global_step"] > 0
+    (run_file,) = run_files(tmp_path / "run")  # W&B shows the run preempted (resumable), not failed
+    records = by_kind(run_file)
+    assert "preempting" in records and records["exit"][0].exit_code == 130
 
 
 # ---- 5. transfer never destroys or mislabels results --------------------------------------------

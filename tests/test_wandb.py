@@ -10,7 +10,7 @@ from mtl.cli import main
 from mtl.train import run
 from mtl.wandb_file import by_kind, run_files
 
-from .conftest import start_run
+from .conftest import args_for, start_run
 
 TIMING = ("examples_per_s", "_runtime", "_timestamp", "eval_seconds")
 
@@ -141,3 +141,13 @@ def test_a_resumed_run_holds_every_step_once_as_an_uninterrupted_one(tiny_data, 
     resumed = history(first) + history(second)
     assert [row["_step"] for row in resumed] == list(range(1, 18))
     assert without_timing(resumed) == without_timing(history(straight_file))
+
+
+def test_a_diverged_run_sends_an_alert(tiny_data, tmp_path):
+    args = ["lr=1e30", "max_grad_norm=0", "checkpoint_every=1", "max_steps=50", "steps_squad=0"]
+    assert main(["train-multitask", *args_for(tiny_data, tmp_path / "nan", *args, "wandb=offline")]) == 2
+    (run_file,) = run_files(tmp_path / "nan")
+    records = by_kind(run_file)
+    (alert,) = records["alert"]
+    assert alert.title == "mtl run diverged" and "loss became nan" in alert.text
+    assert records["exit"][0].exit_code == 1

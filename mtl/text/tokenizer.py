@@ -6,6 +6,8 @@ from collections.abc import Iterable, Sequence
 
 import spacy
 
+from mtl.errors import UserError
+
 
 class Tokenizer:
     """Batched spaCy tokenization; identical texts are tokenized once.
@@ -35,3 +37,52 @@ class Tokenizer:
         for doc in self._spacy.pipe(texts, batch_size=self.batch_size):
             words = [token.text for token in doc if not token.is_space]
             yield [word.lower() for word in words] if self.lowercase else words
+
+
+class TreebankTokenizer:
+    """Penn-Treebank conventions as the authors of Liu et al. (2018) tokenized ClassifSQuAD.
+
+    NLTK's word tokenizer on the lowercased text (hyphenated words stay whole, "don't" is
+    `do n't`), with its opening and closing quote tokens turned into `"` as their code did.
+    NLTK's `word_tokenize` also splits sentences first (with a model file); questions and
+    answers are single sentences, so this tokenizes each text whole.
+    """
+
+    def __init__(self, lowercase: bool = True):
+        try:
+            from nltk.tokenize import NLTKWordTokenizer
+        except ImportError:
+            raise UserError(
+                "tokenizer=treebank needs NLTK: pip install 'mtl[paper]' (or pip install nltk)"
+            ) from None
+        import nltk
+
+        self.lowercase = lowercase
+        self._tokenizer = NLTKWordTokenizer()
+        self._version = nltk.__version__
+
+    @property
+    def description(self) -> dict[str, object]:
+        return {"tokenizer": f"nltk.NLTKWordTokenizer {self._version}", "lowercase": self.lowercase}
+
+    def __call__(self, text: str) -> list[str]:
+        return self.tokenize([text])[0]
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+        unique = list(dict.fromkeys(texts))
+        tokens = {text: self._tokenize(text) for text in unique}
+        return [tokens[text] for text in texts]
+
+    def _tokenize(self, text: str) -> list[str]:
+        text = text.lower() if self.lowercase else text  # before tokenizing, as the authors did
+        return [QUOTES.get(token, token) for token in self._tokenizer.tokenize(text)]
+
+
+QUOTES = {"``": '"', "''": '"'}
+TOKENIZERS = {"spacy": Tokenizer, "treebank": TreebankTokenizer}
+
+
+def make_tokenizer(name: str, lowercase: bool = True) -> Tokenizer | TreebankTokenizer:
+    if name not in TOKENIZERS:
+        raise UserError(f"unknown tokenizer {name!r}: choose one of {', '.join(TOKENIZERS)}")
+    return TOKENIZERS[name](lowercase=lowercase)

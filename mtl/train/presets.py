@@ -13,14 +13,21 @@ def preset_dir() -> Path:
     return Path(str(resources.files("experiments")))
 
 
-def preset_names() -> list[str]:
-    return sorted(path.stem for path in preset_dir().glob("*.toml"))
+def preset_names(folder: Path | None = None) -> list[str]:
+    return sorted(path.stem for path in (folder or preset_dir()).glob("*.toml"))
 
 
-def preset_overrides(name: str) -> list[str]:
-    path = preset_dir() / f"{name}.toml"
+def build_preset_dir() -> Path:
+    """Presets of `just build-classifsquad`."""
+    return preset_dir() / "builds"
+
+
+def preset_overrides(name: str, folder: Path | None = None) -> list[str]:
+    """The key=value overrides of `<folder>/<name>.toml` (training presets by default)."""
+    folder = folder or preset_dir()
+    path = folder / f"{name}.toml"
     if not path.is_file():
-        raise UserError(f"unknown preset {name!r}: choose one of {', '.join(preset_names())}")
+        raise UserError(f"unknown preset {name!r}: choose one of {', '.join(preset_names(folder))}")
     try:
         values = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
