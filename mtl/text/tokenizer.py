@@ -9,7 +9,24 @@ import spacy
 from mtl.errors import UserError
 
 
-class Tokenizer:
+class _Tokenizer:
+    """Tokenizes a batch of texts, identical texts once; subclasses tokenize the distinct ones."""
+
+    lowercase: bool
+
+    def __call__(self, text: str) -> list[str]:
+        return self.tokenize([text])[0]
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+        unique = list(dict.fromkeys(texts))
+        tokens = dict(zip(unique, self._tokenize_unique(unique), strict=True))
+        return [tokens[text] for text in texts]
+
+    def _tokenize_unique(self, texts: Sequence[str]) -> Iterable[list[str]]:
+        raise NotImplementedError
+
+
+class Tokenizer(_Tokenizer):
     """Batched spaCy tokenization; identical texts are tokenized once.
 
     Lowercasing is applied to the tokens, after tokenization, so spaCy's case-sensitive
@@ -25,21 +42,13 @@ class Tokenizer:
     def description(self) -> dict[str, object]:
         return {"tokenizer": f"spacy.blank('en') {spacy.__version__}", "lowercase": self.lowercase}
 
-    def __call__(self, text: str) -> list[str]:
-        return self.tokenize([text])[0]
-
-    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
-        unique = list(dict.fromkeys(texts))
-        tokens = dict(zip(unique, self._tokenize_unique(unique), strict=True))
-        return [tokens[text] for text in texts]
-
-    def _tokenize_unique(self, texts: Iterable[str]) -> Iterable[list[str]]:
+    def _tokenize_unique(self, texts: Sequence[str]) -> Iterable[list[str]]:
         for doc in self._spacy.pipe(texts, batch_size=self.batch_size):
             words = [token.text for token in doc if not token.is_space]
             yield [word.lower() for word in words] if self.lowercase else words
 
 
-class TreebankTokenizer:
+class TreebankTokenizer(_Tokenizer):
     """Penn-Treebank conventions as the authors of Liu et al. (2018) tokenized ClassifSQuAD.
 
     NLTK's word tokenizer on the lowercased text (hyphenated words stay whole, "don't" is
@@ -65,17 +74,10 @@ class TreebankTokenizer:
     def description(self) -> dict[str, object]:
         return {"tokenizer": f"nltk.NLTKWordTokenizer {self._version}", "lowercase": self.lowercase}
 
-    def __call__(self, text: str) -> list[str]:
-        return self.tokenize([text])[0]
-
-    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
-        unique = list(dict.fromkeys(texts))
-        tokens = {text: self._tokenize(text) for text in unique}
-        return [tokens[text] for text in texts]
-
-    def _tokenize(self, text: str) -> list[str]:
-        text = text.lower() if self.lowercase else text  # before tokenizing, as the authors did
-        return [QUOTES.get(token, token) for token in self._tokenizer.tokenize(text)]
+    def _tokenize_unique(self, texts: Sequence[str]) -> Iterable[list[str]]:
+        for text in texts:
+            text = text.lower() if self.lowercase else text  # before tokenizing, as the authors did
+            yield [QUOTES.get(token, token) for token in self._tokenizer.tokenize(text)]
 
 
 QUOTES = {"``": '"', "''": '"'}
