@@ -112,6 +112,7 @@ def test_article_scope_pairs_across_paragraphs_with_every_filter_counted():
         "answer_oov": 1,
         "answer_too_short": 1,
         "duplicate_question": 1,
+        "duplicate_answer": 0,  # rules=original only
         "no_negatives": 1,  # question 9 is alone in its article
     }
     assert result.stats["skipped_pairs"] == {"equal_answer": 0, "substring": 2, "over_cap": 0}
