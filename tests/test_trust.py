@@ -359,8 +359,8 @@ def test_a_deeply_nested_snli_jsonl_line_is_one_line(tiny_data, tmp_path, capsys
             r"config.json: unknown key 'optim.lrr': did you mean",
         ),
         (
-            lambda text: text.replace('"encoder": "bilstm"', '"encoder": "lstm"'),
-            r"encoder='lstm' is not valid",
+            lambda text: text.replace('"encoder": "bilstm"', '"encoder": "gru"'),
+            r"encoder='gru' is not valid",
         ),
         (lambda text: "[1, 2]", r"config.json has no 'config' table"),
     ],
