@@ -230,3 +230,12 @@ def test_auto_precision_is_recorded_as_what_it_resolved_to(tiny_data, tmp_path):
     run_dir, _ = start(tiny_data, tmp_path / "run", "max_steps=2")
     recorded = json.loads((run_dir / "config.json").read_text())["config"]["run"]["precision"]
     assert recorded == resolve_precision("auto", torch.device("cpu")) and recorded in ("bf16", "fp32")
+
+
+def test_training_tokenizes_as_a_paper_build_when_asked(tiny_data, tmp_path):
+    from mtl.eval.encoder import load_encoder
+
+    run_dir, summary = start(tiny_data, tmp_path / "run", "tokenizer=treebank", "max_steps=2")
+    assert summary["global_step"] == 2
+    encoder = load_encoder(run_dir, device="cpu")
+    assert encoder.tokenizer("A well-known case") == ["a", "well-known", "case"]  # spaCy splits the hyphen

@@ -22,6 +22,7 @@ from mtl.models.encoders import build_encoder
 from mtl.models.encoders.base import Encoder, EncoderConfig, frozen_embedding
 from mtl.text import Tokenizer, load_vectors
 from mtl.text.coverage import Coverage
+from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vocab import UNK, Vocabulary
 from mtl.train.checkpoint import load
 from mtl.train.config import TrainConfig
@@ -160,7 +161,7 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
     return SentenceEncoder(
         encoder,
         Vocabulary(saved["vocabulary"]),
-        Tokenizer(config.data.lowercase),
+        make_tokenizer(config.data.tokenizer, config.data.lowercase),  # as the encoder was trained
         saved.get("vectors"),
         resolve_device(device),
         name=Path(path).expanduser().name,

@@ -20,6 +20,7 @@ class DataConfig:
     classifsquad: str = "data/classifsquad"  # the builder's output; built there when missing
     vectors: str | None = None  # GloVe file; None: MTL_VECTORS, $MTL_DATA_DIR/glove, or download
     lowercase: bool = True  # lowercase tokens (GloVe 6B is uncased)
+    tokenizer: Literal["spacy", "treebank"] = "spacy"  # treebank: as a classifsquad-paper build (mtl[paper])
     max_nli_train: AtLeast1 | None = None  # first N training pairs only (quick runs)
     max_squad_train: AtLeast1 | None = None  # first N training triples only (quick runs)
     max_eval: AtLeast1 | None = None  # N dev/test examples per task, drawn at random (seeded; quick runs)

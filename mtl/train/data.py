@@ -17,8 +17,9 @@ from mtl.data.snli import load_snli, resolve_snli_source
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import TASKS
-from mtl.text import Tokenizer, load_vectors, resolve_vectors_path
+from mtl.text import load_vectors, resolve_vectors_path
 from mtl.text.coverage import Coverage
+from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vocab import Vocabulary, embedding_matrix
 from mtl.train.config import TrainConfig
 
@@ -104,7 +105,7 @@ def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm, build_missing
     texts = [
         text for by_split in splits.values() for part in by_split.values() for c in part.columns for text in c
     ]
-    table = SentenceTable(texts, Tokenizer(lowercase=data.lowercase))
+    table = SentenceTable(texts, make_tokenizer(data.tokenizer, data.lowercase))
     examples = {
         task: {
             split: TaskExamples(

@@ -49,7 +49,7 @@ def start(
     """Train `config` in a new run folder (under torchrun, on every rank; rank 0 writes the folder)."""
     dist = dist or Distributed.from_environment()
     run_dir = dist.main_first(lambda: new_run_folder(config), others_too=False)
-    config = resolve_inputs(config)
+    config = dist.main_first(lambda: resolve_inputs(config))  # a download happens once, on rank 0
     config.run.precision = resolve_precision(config.run.precision, dist.device(config.run.device))
     command_line = shlex.join(["just", "train-multitask", *command])
     trainer = Trainer(config, run_dir, progress=progress, dist=dist, command=command_line)
