@@ -169,7 +169,17 @@ def test_answers_encoded_in_one_call_score_as_encoded_apart(embedding, name):
     torch.testing.assert_close(model("squad", sentences), together, rtol=1e-5, atol=1e-6)
 
 
-def test_bucketing_key_counts_the_padding_of_each_call():
-    lengths = torch.tensor([[11, 30, 12], [9, 5, 6]]).numpy()
-    assert TASKS["squad"].padded_tokens(lengths).tolist() == [11 + 2 * 30, 9 + 2 * 6]
-    assert TASKS["nli"].padded_tokens(lengths[:, :2]).tolist() == [41, 14]
+def test_bucketing_key_orders_by_the_longest_call_coarsely_then_the_others():
+    import numpy as np
+
+    # (premise, hypothesis): premises are the longer call, grouped in steps of 3 tokens.
+    lengths = np.array([[12, 9], [13, 4], [14, 2], [15, 1], [9, 30]])
+    order = np.argsort(TASKS["nli"].bucket_key(lengths), kind="stable").tolist()
+    assert order == [4, 2, 1, 0, 3]  # 9 | 12, 13, 14 by hypothesis (2, 4, 9) | 15
+    # ClassifSQuAD: the answers (one call, by their longer) before the question.
+    squad = np.array([[11, 30, 12], [9, 5, 31], [20, 29, 3]])
+    assert np.argsort(TASKS["squad"].bucket_key(squad), kind="stable").tolist() == [
+        2,
+        1,
+        0,
+    ]  # 29 | 30, 31 by q

@@ -85,7 +85,7 @@ class TaskStream:
         window: int = 50,
     ):
         self.examples, self.batch_size, self.seed, self.window = examples, batch_size, list(seed), window
-        self.example_lengths = lengths  # (N,) sort key: the tokens an example costs a step
+        self.example_lengths = lengths  # (N,) sort key: similar keys, similar padded lengths
         self.epoch, self.position = 0, 0
         self._batches: list[np.ndarray] | None = None
 

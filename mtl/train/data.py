@@ -49,9 +49,9 @@ class TrainingData:
         return stats
 
     def example_lengths(self, task: str, split: str) -> np.ndarray:
-        """(N,) tokens each example costs a step, padding within the task's encoder calls included."""
+        """(N,) the key length bucketing sorts the task's examples by (`Task.bucket_key`)."""
         rows = self.examples[task][split].sentences
-        return TASKS[task].padded_tokens(self.table.lengths[rows])
+        return TASKS[task].bucket_key(self.table.lengths[rows])
 
 
 def resolve_inputs(config: TrainConfig) -> TrainConfig:
