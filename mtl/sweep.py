@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -189,9 +190,11 @@ def run(sweep: Sweep) -> dict[str, str]:
                 )
                 print(f"  {name}: {outcomes[name]}", flush=True)
                 del running[name]
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: each running member checkpoints and stops
         for process, _ in running.values():
-            process.wait()  # each member got the Ctrl-C too: it checkpoints and stops
+            process.send_signal(signal.SIGINT)  # once: members run in their own sessions
+        for process, _ in running.values():
+            process.wait()
         raise KeyboardInterrupt(
             f"sweep stopped: run `just sweep {sweep.name} ...` again to resume it"
         ) from None
@@ -205,11 +208,15 @@ def _launch(member: Member, sweep: Sweep) -> tuple[subprocess.Popen, Any]:
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // sweep.parallel)))
         logs = sweep.out / "logs"
         logs.mkdir(exist_ok=True)
-        log = open(logs / f"{member.name}.log", "w", encoding="utf-8")  # noqa: SIM115  (closed when it ends)
+        log = open(logs / f"{member.name}.log", "a", encoding="utf-8")  # noqa: SIM115  (a resumed run appends)
         print(f"  {member.name}: {member.status()} -> training (log: {logs / member.name}.log)", flush=True)
-        return subprocess.Popen(member.command(), env=env, stdout=log, stderr=subprocess.STDOUT), log
+        process = subprocess.Popen(
+            member.command(), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        return process, log
     print(f"  {member.name}: {member.status()} -> training", flush=True)
-    return subprocess.Popen(member.command(), env=env), None
+    # Its own session: a terminal's Ctrl-C reaches the sweep only, which passes on one SIGINT.
+    return subprocess.Popen(member.command(), env=env, start_new_session=True), None
 
 
 def summary(sweep: Sweep, outcomes: dict[str, str]) -> str:

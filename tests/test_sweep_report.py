@@ -116,3 +116,32 @@ def test_the_dashboard_says_it_needs_wandb_online(tmp_path, capsys, monkeypatch)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc: no API key
     assert main(["dashboard"]) == 2
     assert "log in first" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_a_sweep_with_its_running_member_checkpointed_for_the_next_run(tiny_data, tmp_path):
+    import os
+    import signal
+    import time
+
+    from mtl.sweep import parse
+
+    out = tmp_path / "sweep"
+    args = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
+    args += ["steps_nli=2,3", "max_steps=100000", "checkpoint_every=100000", "sweep=long", f"out={out}"]
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "mtl", "sweep", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    metrics = out / "steps_nli2" / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (metrics.is_file() and metrics.read_text().count("\n") > 5):
+        assert time.monotonic() < deadline and sweep.poll() is None, "the first member did not start"
+        time.sleep(0.2)
+    os.kill(sweep.pid, signal.SIGINT)
+    _, err = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130 and "again to resume it" in err, err
+    first, second = parse(args).members()
+    assert first.status() == "interrupted" and first.command()[-1] == f"resume={first.run_dir}"
+    assert second.status() == "new"
