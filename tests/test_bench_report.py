@@ -25,6 +25,7 @@ def test_train_report_compares_mtl_bucketed_with_the_reference_on_random_batches
             row("bilstm 512", "nli", "random", 870.0, 800.0, 600.0, 700.0),
             row("bilstm 512", "nli", "bucketed", 700.0, 500.0, 340.0, 450.0),
         ],
+        "fill": {("nli", "random"): 0.553, ("nli", "bucketed"): 0.811},
     }
     report = train.report(results)
     assert report.startswith("inputs: random 300-d vectors; 1 threads;")
@@ -35,3 +36,17 @@ def test_train_report_compares_mtl_bucketed_with_the_reference_on_random_batches
     assert "bilstm 512 nli step, mtl bf16 bucketed: 340 ms = 2.56x faster" in report
     assert "bilstm 512 nli random: mtl fp32 is 1.09x faster than the reference on the same batches" in report
     assert "reference     870 (869-871)" in report
+    assert "padded encoder calls over an epoch: nli random 55%, nli bucketed 81%" in report
+
+
+def test_padding_fill_counts_real_tokens_within_each_call(tiny_data):
+    from mtl.train.data import prepare
+    from mtl.train.run import config_from_args
+
+    from .conftest import args_for
+
+    data = prepare(
+        config_from_args(args_for(tiny_data, tiny_data["vectors"].parent / "unused")), progress=False
+    )
+    random, bucketed = (train.padding_fill(data, "nli", 8, window, 1234) for window in (1, 50))
+    assert 0 < random < bucketed <= 1
