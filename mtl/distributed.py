@@ -109,7 +109,3 @@ class Distributed:
     def barrier(self) -> None:
         if self.active:
             dist.barrier()
-
-    def close(self) -> None:
-        if self.active and dist.is_initialized():
-            dist.destroy_process_group()

@@ -2,6 +2,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -69,6 +70,14 @@ def killed_after_step(step: int):
 
     with mock.patch.object(Trainer, "train_batch", dies_at_its_step):
         yield
+
+
+def wait_until_training(metrics: Path, process, lines: int = 5) -> None:
+    """Wait (at most 2 minutes) until `process` has logged more than `lines` records to `metrics`."""
+    deadline = time.monotonic() + 120
+    while not (metrics.is_file() and metrics.read_text().count("\n") > lines):
+        assert time.monotonic() < deadline and process.poll() is None, f"training did not start: {metrics}"
+        time.sleep(0.2)
 
 
 def args_for(tiny_data, out: Path, *extra: str) -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 from mtl.cli import main
 from mtl.wandb_file import run_files
 
-from .conftest import args_for
+from .conftest import args_for, wait_until_training
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +121,6 @@ def test_the_dashboard_says_it_needs_wandb_online(tmp_path, capsys, monkeypatch)
 def test_ctrl_c_stops_a_sweep_with_its_running_member_checkpointed_for_the_next_run(tiny_data, tmp_path):
     import os
     import signal
-    import time
 
     from mtl.sweep import parse
 
@@ -134,11 +133,7 @@ def test_ctrl_c_stops_a_sweep_with_its_running_member_checkpointed_for_the_next_
         stderr=subprocess.PIPE,
         text=True,
     )
-    metrics = out / "steps_nli2" / "metrics.jsonl"
-    deadline = time.monotonic() + 120
-    while not (metrics.is_file() and metrics.read_text().count("\n") > 5):
-        assert time.monotonic() < deadline and sweep.poll() is None, "the first member did not start"
-        time.sleep(0.2)
+    wait_until_training(out / "steps_nli2" / "metrics.jsonl", sweep)  # the first member
     os.kill(sweep.pid, signal.SIGINT)
     _, err = sweep.communicate(timeout=120)
     assert sweep.returncode == 130 and "again to resume it" in err, err

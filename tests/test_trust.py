@@ -7,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import typing
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from mtl.train import checkpoint, run
 from mtl.train.runlog import read_metrics
 from mtl.wandb_file import by_kind, run_files
 
-from .conftest import FIXTURES, Killed, args_for, killed_after_step, start_run
+from .conftest import FIXTURES, Killed, args_for, killed_after_step, start_run, wait_until_training
 
 TIMING = ("examples_per_s", "seconds")
 
@@ -478,11 +477,7 @@ def test_ctrl_c_with_piped_output_checkpoints_and_says_how_to_resume(tiny_data, 
     )
     os.close(read_end)
     os.close(write_end)
-    metrics = tmp_path / "run" / "metrics.jsonl"
-    deadline = time.monotonic() + 120
-    while not (metrics.is_file() and metrics.read_text().count("\n") > 5):
-        assert time.monotonic() < deadline and trainer.poll() is None, "training did not start"
-        time.sleep(0.2)
+    wait_until_training(tmp_path / "run" / "metrics.jsonl", trainer)
     os.killpg(reader.pid, signal.SIGINT)
     _, err = trainer.communicate(timeout=120)
     reader.wait(timeout=10)

@@ -145,7 +145,7 @@ def padding_fill(data: TrainingData, task: str, batch_size: int, window: int, se
     lengths = data.table.lengths[examples.sentences]  # (N, sentences)
     stream = TaskStream(
         examples,
-        data.example_lengths(task, "train"),
+        data.bucket_keys(task, "train"),
         batch_size,
         seed=[seed, TASK_INDEX[task]],
         window=window,
@@ -178,7 +178,7 @@ def time_contenders(
     examples = trainer.data.examples[task]["train"]
     stream = TaskStream(
         examples,
-        trainer.data.example_lengths(task, "train"),
+        trainer.data.bucket_keys(task, "train"),
         trainer.config.schedule.batch_sizes[task],
         seed=[trainer.config.run.seed, TASK_INDEX[task]],
         window=window,

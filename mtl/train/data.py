@@ -48,7 +48,7 @@ class TrainingData:
             stats["vectors_token_coverage"] = self.coverage.token_share
         return stats
 
-    def example_lengths(self, task: str, split: str) -> np.ndarray:
+    def bucket_keys(self, task: str, split: str) -> np.ndarray:
         """(N,) the key length bucketing sorts the task's examples by (`Task.bucket_key`)."""
         rows = self.examples[task][split].sentences
         return TASKS[task].bucket_key(self.table.lengths[rows])

@@ -83,7 +83,7 @@ class Trainer:
         self.streams = {
             task: TaskStream(
                 self.data.examples[task]["train"],
-                self.data.example_lengths(task, "train"),
+                self.data.bucket_keys(task, "train"),
                 schedule.batch_sizes[task],
                 seed=[seed, TASK_INDEX[task]],
                 window=BUCKET_WINDOW
@@ -299,7 +299,7 @@ class Trainer:
         # DDP averages gradients over ranks; scaled so, this is the mean over the global batch
         # (InferSent's train_nli.py: mean loss, then clip at 5).
         loss = losses.sum() * (self.dist.world_size / len(rows))
-        loss_sum, correct_sum = self.dist.sum([losses.sum().item(), correct.item()])
+        loss_sum, correct_sum = self.dist.sum(torch.stack([losses.sum(), correct]).tolist())  # one sync
         mean_loss = loss_sum / len(rows)
         if not math.isfinite(mean_loss):
             raise self._diverged(task, mean_loss)
