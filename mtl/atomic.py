@@ -7,7 +7,8 @@ truncated file under the final name; the temporary file is removed when the writ
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,6 +35,27 @@ def atomic_path(path: Path, what: str = "file") -> Iterator[Path]:
 def write_text(path: Path, text: str, what: str = "file") -> None:
     with atomic_path(path, what) as partial:
         partial.write_text(text, encoding="utf-8")
+
+
+def write_folder(path: Path, fill: Callable[[Path], None], what: str = "folder") -> None:
+    """`fill(temporary folder)`, then the folder replaces `path` whole (an older one is removed after)."""
+    path = Path(path)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    old = path.with_name(f".{path.name}.{os.getpid()}.old")
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        fill(partial)
+        fsync_tree(partial)
+        if path.exists():
+            os.replace(path, old)
+        os.replace(partial, path)
+        fsync_dir(path.parent)
+    except OSError as error:
+        raise UserError(f"could not write {what} {path}: {error.strerror or error}") from None
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def fsync_file(path: Path) -> None:

@@ -8,6 +8,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
+import torch
 
 from dataset_builders.classifsquad import BuildConfig, build, squad_texts
 from dataset_builders.squad import load_squad
@@ -131,6 +132,37 @@ def tiny_data(tmp_path_factory):
         )
     )
     return {"vectors": vectors, "classifsquad": root / "classifsquad"}
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> Path:
+    """A random 2-layer BERT (16-d) with a WordPiece tokenizer of a few hundred tokens, saved as a
+    Hugging Face model folder: `encoder=hf` end to end in seconds."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    texts = []
+    for split in ("train", "dev", "test"):
+        for prefix in ("s1", "s2"):
+            texts += (FIXTURES / "snli_tiny" / f"{prefix}.{split}").read_text().splitlines()
+    words = sorted({w.lower() for tokens in Tokenizer().tokenize(texts) for w in tokens if w.isalpha()})
+    characters = sorted({c for text in texts for c in text.lower() if not c.isspace()})
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *characters]
+    vocabulary += [f"##{c}" for c in characters if c.isalpha()] + words[:300]
+    vocabulary = list(dict.fromkeys(vocabulary))
+    (folder / "vocab.txt").write_text("\n".join(vocabulary) + "\n", encoding="utf-8")
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True).save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(vocabulary),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+    )
+    BertModel(config).save_pretrained(folder)
+    return folder
 
 
 @pytest.fixture

@@ -141,3 +141,13 @@ def test_sigterm_on_one_rank_checkpoints_once_and_two_processes_resume_exactly(
     code, output = finished(torchrun(2, f"resume={out}"))
     assert code == 0, output
     assert_same_training(one_process[0], out)
+
+
+def test_an_hf_encoder_trains_over_two_processes(tiny_data, tiny_bert, tmp_path):
+    """Every trainable parameter of a pretrained model gets a gradient, or DDP would stall."""
+    out = tmp_path / "run"
+    extra = ("encoder=hf", f"hf_model={tiny_bert}", "max_steps=6", "accumulate=2")
+    code, output = finished(torchrun(2, *args_for(tiny_data, out, *extra)))
+    assert code == 0, output[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["global_step"] == 6 and (out / "encoder" / "model.safetensors").is_file()

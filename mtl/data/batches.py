@@ -15,10 +15,11 @@ from mtl.text.vocab import Vocabulary
 class SentenceTable:
     """Distinct sentences, tokenized once, stored as one flat id array with offsets."""
 
-    def __init__(self, texts: Sequence[str], tokenizer: Tokenizer):
+    def __init__(self, texts: Sequence[str], tokenizer: Tokenizer | None = None):
+        """`tokenizer`: words for a vocabulary (`index_with`); None when ids come whole (`set_ids`)."""
         self.texts = list(dict.fromkeys(texts))
         self.row = {text: i for i, text in enumerate(self.texts)}
-        self.tokens = tokenizer.tokenize(self.texts)
+        self.tokens = tokenizer.tokenize(self.texts) if tokenizer else []
         self.ids: np.ndarray | None = None
 
     def rows(self, texts: Sequence[str]) -> np.ndarray:
@@ -26,7 +27,10 @@ class SentenceTable:
 
     def index_with(self, vocabulary: Vocabulary) -> None:
         # An empty sentence becomes one unknown token so every sentence has length >= 1.
-        pieces = [vocabulary.ids(tokens) if tokens else np.array([1]) for tokens in self.tokens]
+        self.set_ids([vocabulary.ids(tokens) if tokens else np.array([1]) for tokens in self.tokens])
+
+    def set_ids(self, pieces: Sequence[np.ndarray]) -> None:
+        """Each sentence's ids, in the order of `texts` (a subword tokenizer's, special tokens included)."""
         self.lengths = np.array([len(p) for p in pieces], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
         self.ids = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)

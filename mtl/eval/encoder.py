@@ -20,8 +20,10 @@ from mtl.device import resolve_device
 from mtl.errors import UserError
 from mtl.models.encoders import build_encoder
 from mtl.models.encoders.base import Encoder, EncoderConfig, frozen_embedding
+from mtl.models.encoders.hf import HFEncoder
 from mtl.text import Tokenizer, load_vectors
 from mtl.text.coverage import Coverage
+from mtl.text.subwords import SubwordTokenizer
 from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vocab import UNK, Vocabulary
 from mtl.train.checkpoint import load
@@ -62,13 +64,7 @@ class SentenceEncoder:
         progress: bool = True,
     ) -> np.ndarray:
         """(N, D) float32 embeddings in input order; batches are formed by length."""
-        tokens = self.tokenizer.tokenize(list(sentences))
-        self.expand_vocabulary({word for words in tokens for word in words})
-        self.token_counts.update(word for words in tokens for word in words)
-        ids = [
-            self.vocabulary.ids(words) if words else np.array([self.vocabulary.index[UNK]])
-            for words in tokens
-        ]
+        ids = self.token_ids(sentences)
         lengths = np.array([len(i) for i in ids])
         order = np.argsort(-lengths, kind="stable")
         out = np.zeros((len(ids), pooled_width(self.encoder, pooling)), dtype=np.float32)
@@ -97,6 +93,16 @@ class SentenceEncoder:
                 self.encoder.pooling = saved_pooling
         return out
 
+    def token_ids(self, sentences: Sequence[str]) -> list[np.ndarray]:
+        """Each sentence's ids; words new to the vocabulary take their GloVe vector when there is one."""
+        tokens = self.tokenizer.tokenize(list(sentences))
+        self.expand_vocabulary({word for words in tokens for word in words})
+        self.token_counts.update(word for words in tokens for word in words)
+        return [
+            self.vocabulary.ids(words) if words else np.array([self.vocabulary.index[UNK]])
+            for words in tokens
+        ]
+
     @property
     def coverage(self) -> Coverage | None:
         """How many of the tokens encoded so far the vocabulary (trained words and vectors) knows."""
@@ -123,6 +129,32 @@ class SentenceEncoder:
         self.encoder.embedding = frozen_embedding(matrix)
         self.vocabulary = Vocabulary(self.vocabulary.words[2:] + found.words)
         return len(found)
+
+
+class PretrainedSentenceEncoder(SentenceEncoder):
+    """encoder=hf: the model's own subword tokenizer, so every word has ids (no vocabulary to expand)."""
+
+    def __init__(self, encoder: HFEncoder, subwords: SubwordTokenizer, device: torch.device, name: str):
+        super().__init__(encoder, Vocabulary([]), Tokenizer(), None, device, name)
+        self.subwords = subwords
+
+    def token_ids(self, sentences: Sequence[str]) -> list[np.ndarray]:
+        return self.subwords.ids(list(sentences))
+
+    @property
+    def coverage(self) -> Coverage | None:
+        return None
+
+
+def pretrained_encoder(
+    config: EncoderConfig, device: str | torch.device, name: str, state: dict | None = None
+) -> PretrainedSentenceEncoder:
+    """An encoder=hf model from `config.hf_model`, with `state` (fine-tuned weights) loaded when given."""
+    encoder = build_encoder(None, config)
+    if state is not None:
+        encoder.load_state_dict(state)
+    subwords = SubwordTokenizer(config.hf_model, config.max_seq_length)
+    return PretrainedSentenceEncoder(encoder, subwords, resolve_device(device), name)
 
 
 def pooled_width(encoder: Encoder, pooling: str | None) -> int:
@@ -153,9 +185,13 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
     if "vocabulary" not in saved:
         raise UserError(f"{file} holds no vocabulary: it is not an encoder or checkpoint written by mtl")
     config = from_dict(TrainConfig, saved["config"])
-    state = saved.get("encoder") or {
-        k.removeprefix("encoder."): v for k, v in saved["model"].items() if k.startswith("encoder.")
-    }
+    name = Path(path).expanduser().name
+    if config.model.encoder == "hf":
+        if "pretrained" in saved:  # encoder.pt names the fine-tuned model's Hugging Face folder
+            config.model.hf_model = str(file.parent / saved["pretrained"])
+            return pretrained_encoder(config.model, device, name)
+        return pretrained_encoder(config.model, device, name, _encoder_state(saved))
+    state = _encoder_state(saved)
     encoder = build_encoder(frozen_embedding(state["embedding.weight"]), config.model)
     encoder.load_state_dict(state)
     return SentenceEncoder(
@@ -164,8 +200,15 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
         make_tokenizer(config.data.tokenizer, config.data.lowercase),  # as the encoder was trained
         saved.get("vectors"),
         resolve_device(device),
-        name=Path(path).expanduser().name,
+        name=name,
     )
+
+
+def _encoder_state(saved: dict) -> dict[str, torch.Tensor]:
+    """The encoder's weights out of an exported encoder or a training checkpoint."""
+    return saved.get("encoder") or {
+        k.removeprefix("encoder."): v for k, v in saved["model"].items() if k.startswith("encoder.")
+    }
 
 
 class BagOfVectors(Encoder):

@@ -133,11 +133,11 @@ class MultitaskModel(nn.Module):
         return sum(p.numel() for m in modules for p in m.parameters() if p.requires_grad)
 
     def parameter_counts(self) -> dict[str, int]:
-        """Trainable parameters in all, of the encoder and of each head; frozen embeddings apart."""
+        """Trainable parameters in all, of the encoder and of each head; frozen ones (GloVe) apart."""
         counts = {
             "params/trainable": self.trainable_parameters(),
             "params/encoder": sum(p.numel() for p in self.encoder.parameters() if p.requires_grad),
-            "params/frozen_embeddings": self.encoder.embedding.weight.numel(),
+            "params/frozen": sum(p.numel() for p in self.encoder.parameters() if not p.requires_grad),
         }
         for task, head in self.heads.items():
             counts[f"params/{task}_head"] = sum(p.numel() for p in head.parameters())

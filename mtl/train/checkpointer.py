@@ -6,9 +6,11 @@ several machines needs its folder on rank 0's machine only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mtl import atomic
 from mtl.distributed import Distributed
 from mtl.errors import UserError
 from mtl.tracking import Tracker
@@ -68,9 +70,26 @@ class Checkpointer:
     def load_best(self) -> dict[str, Any]:
         return self.dist.main_first(lambda: checkpoint.load(self.folder / "best.pt"), others_too=False)
 
-    def export_encoder(self, encoder_state: dict[str, Any], path: Path, results: dict[str, Any]) -> None:
-        """What `load_encoder` needs: config, vocabulary and encoder weights (embeddings included)."""
+    def export_encoder(
+        self,
+        encoder_state: dict[str, Any],
+        path: Path,
+        results: dict[str, Any],
+        pretrained: Callable[[Path], None] | None = None,
+    ) -> None:
+        """What `load_encoder` needs: config, vocabulary and encoder weights (embeddings included).
+
+        `pretrained` (encoder=hf) writes the weights in Hugging Face format into a folder
+        beside `path` (`encoder/` for `encoder.pt`), which `path` then names instead of
+        holding them; the W&B encoder artifact is that folder.
+        """
         if not self.dist.is_main:
             return
-        checkpoint.save({"format": 1, **self.metadata, "encoder": encoder_state}, path)
-        self.tracker.log_artifact(f"{self.run_dir.name}-encoder", "encoder", path, metadata=results)
+        artifact = path
+        if pretrained is None:
+            checkpoint.save({"format": 1, **self.metadata, "encoder": encoder_state}, path)
+        else:
+            artifact = path.with_suffix("")
+            atomic.write_folder(artifact, pretrained, "Hugging Face model folder")
+            checkpoint.save({"format": 1, **self.metadata, "pretrained": artifact.name}, path)
+        self.tracker.log_artifact(f"{self.run_dir.name}-encoder", "encoder", artifact, metadata=results)

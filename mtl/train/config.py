@@ -63,15 +63,25 @@ class ScheduleConfig:
 
 @dataclass
 class OptimConfig:
-    optim: Literal["sgd", "adam"] = "sgd"  # sgd: InferSent's schedule; adam: stops by adam_patience
-    lr: PositiveFloat = 0.1  # InferSent, Conneau et al. 2017, Section 3.3
+    optim: Literal["auto", "sgd", "adam", "adamw"] = (
+        "auto"  # auto: adamw for encoder=hf (SBERT), else sgd (InferSent); adam: stops by adam_patience
+    )
+    lr: PositiveFloat | None = None  # None: 0.1 for sgd (InferSent, Section 3.3), 1e-3 for adam and adamw
+    hf_lr: PositiveFloat = 2e-5  # adamw: lr of the pretrained backbone (encoder=hf); lr= is the heads'
+    warmup_steps: AtLeast0 | None = (
+        None  # adamw: linear warmup, then linear decay to 0; None: 10% of max_steps
+    )
+    weight_decay: NonNegativeFloat = 0.01  # adamw: not on biases and LayerNorm, as SBERT
     lr_decay: Annotated[float, Range(0, 1, low_open=True)] = 0.99  # SGD: after each pass over a task's data
     lr_shrink: Annotated[float, Range(1)] = 5.0  # SGD: divide when dev accuracy is not above the best
     min_lr: NonNegativeFloat = 1e-5  # SGD: stop when the main task's lr falls below
     adam_patience: AtLeast1 = 2  # Adam: stop at this many evaluations not above the best (InferSent: 2)
-    max_grad_norm: NonNegativeFloat = 5.0  # clip the gradient norm; 0 turns clipping off
+    max_grad_norm: NonNegativeFloat | None = None  # clip the gradient norm; 0: off; None: 1 for adamw, else 5
     optimizer_per_task: bool = True  # as the original code; false: one shared optimizer
-    max_steps: AtLeast1 | None = None  # optimizer steps over all tasks
+    max_steps: AtLeast1 | None = (
+        None  # optimizer steps over all tasks; None with adamw: one epoch of the main task
+    )
+    accumulate: AtLeast1 = 1  # micro-batches per step: a step's batch in parts that fit memory, one update
 
 
 @dataclass

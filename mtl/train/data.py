@@ -16,9 +16,11 @@ from mtl.data.classifsquad import describe_folder, load_classifsquad
 from mtl.data.snli import load_snli, resolve_snli_source
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
+from mtl.hf import resolve_model_source
 from mtl.models.heads import TASKS
 from mtl.text import load_vectors, resolve_vectors_path
 from mtl.text.coverage import Coverage
+from mtl.text.subwords import SubwordTokenizer
 from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vocab import Vocabulary, embedding_matrix
 from mtl.train.config import TrainConfig
@@ -28,13 +30,17 @@ SQUAD_SPLITS = {"train": "train", "dev": "validation"}
 
 @dataclass
 class TrainingData:
+    """The word-vector encoders' inputs (vocabulary, embeddings, vectors_path), or for encoder=hf
+    the model's own tokenizer (`subwords`)."""
+
     table: SentenceTable
-    vocabulary: Vocabulary
-    embeddings: np.ndarray  # (V, E) frozen
+    vocabulary: Vocabulary | None
+    embeddings: np.ndarray | None  # (V, E) frozen
     examples: dict[str, dict[str, TaskExamples]]  # task -> split (train, dev, test) -> examples
-    vectors_path: Path
+    vectors_path: Path | None
     fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)  # input -> source, sha256
     coverage: Coverage | None = None
+    subwords: SubwordTokenizer | None = None
 
     def statistics(self) -> dict[str, Any]:
         """Dataset sizes and vocabulary coverage, for the run's config."""
@@ -43,7 +49,10 @@ class TrainingData:
             for task, by_split in self.examples.items()
             for split, examples in by_split.items()
         }
-        stats["vocabulary_words"] = len(self.vocabulary)
+        if self.vocabulary is not None:
+            stats["vocabulary_words"] = len(self.vocabulary)
+        if self.subwords is not None:
+            stats["truncated_sentences"] = self.subwords.truncated
         if self.coverage is not None:
             stats["vectors_token_coverage"] = self.coverage.token_share
         return stats
@@ -65,21 +74,36 @@ def resolve_inputs(config: TrainConfig) -> TrainConfig:
     if "nli" in config.tasks:
         data.snli = resolve_snli_source(data.snli)
     data.classifsquad = str(Path(data.classifsquad).expanduser().resolve())
-    data.vectors = str(resolve_vectors_path(data.vectors).resolve())
+    if config.model.encoder == "hf":
+        config.model.hf_model = resolve_model_source(config.model.hf_model)
+    else:
+        data.vectors = str(resolve_vectors_path(data.vectors).resolve())
     return config
 
 
 def prepare(config: TrainConfig, progress: bool = True, build_missing: bool = True) -> TrainingData:
     """Load, tokenize and index every input; `build_missing` builds ClassifSQuAD when it is absent."""
-    data = config.data
-    vectors_path = resolve_vectors_path(data.vectors)
     with tqdm(total=len(config.tasks) + 2, desc="prepare data", disable=not progress) as steps:
-        prepared = _prepare(config, vectors_path, steps, build_missing)
-    prepared.coverage.report()
+        splits, fingerprints = _load_texts(config, steps, build_missing)
+        if config.model.encoder == "hf":
+            prepared = _with_subwords(config, splits, fingerprints, steps)
+        else:
+            prepared = _with_vectors(config, splits, fingerprints, steps)
+    if prepared.coverage is not None:
+        prepared.coverage.report()
+    if prepared.subwords is not None and progress:
+        sentences = len(prepared.table.texts)
+        print(
+            f"{config.model.hf_model}: {prepared.subwords.truncated:,} of {sentences:,} sentences cut to "
+            f"max_seq_length={config.model.max_seq_length} subword tokens"
+        )
     return prepared
 
 
-def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm, build_missing: bool) -> TrainingData:
+def _load_texts(
+    config: TrainConfig, steps: tqdm, build_missing: bool
+) -> tuple[dict[str, dict[str, LabelledTexts]], dict[str, dict[str, Any]]]:
+    """Each task's splits as texts and labels, and their fingerprints."""
     data = config.data
     splits: dict[str, dict[str, LabelledTexts]] = {}
     fingerprints: dict[str, dict[str, Any]] = {}
@@ -101,12 +125,17 @@ def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm, build_missing
         }
         fingerprints["classifsquad"] = {"source": str(folder), "sha256": texts_digest(splits["squad"])}
         steps.update()
+    return splits, fingerprints
 
-    texts = [
-        text for by_split in splits.values() for part in by_split.values() for c in part.columns for text in c
-    ]
-    table = SentenceTable(texts, make_tokenizer(data.tokenizer, data.lowercase))
-    examples = {
+
+def _all_texts(splits: dict[str, dict[str, LabelledTexts]]) -> list[str]:
+    return [t for by_split in splits.values() for part in by_split.values() for c in part.columns for t in c]
+
+
+def _examples(
+    table: SentenceTable, splits: dict[str, dict[str, LabelledTexts]]
+) -> dict[str, dict[str, TaskExamples]]:
+    return {
         task: {
             split: TaskExamples(
                 np.stack([table.rows(c) for c in part.columns], axis=1),
@@ -116,6 +145,34 @@ def _prepare(config: TrainConfig, vectors_path: Path, steps: tqdm, build_missing
         }
         for task, by_split in splits.items()
     }
+
+
+def _with_subwords(
+    config: TrainConfig,
+    splits: dict[str, dict[str, LabelledTexts]],
+    fingerprints: dict[str, dict[str, Any]],
+    steps: tqdm,
+) -> TrainingData:
+    """encoder=hf: the model's tokenizer gives the ids; no vocabulary or vectors."""
+    subwords = SubwordTokenizer(config.model.hf_model, config.model.max_seq_length)
+    table = SentenceTable(_all_texts(splits))
+    table.set_ids(subwords.ids(table.texts))
+    fingerprints["tokenizer"] = {"source": str(config.model.hf_model), "sha256": subwords.digest()}
+    steps.update(2)
+    return TrainingData(table, None, None, _examples(table, splits), None, fingerprints, subwords=subwords)
+
+
+def _with_vectors(
+    config: TrainConfig,
+    splits: dict[str, dict[str, LabelledTexts]],
+    fingerprints: dict[str, dict[str, Any]],
+    steps: tqdm,
+) -> TrainingData:
+    """Word-vector encoders: words, a vocabulary from the training data, frozen GloVe rows."""
+    data = config.data
+    vectors_path = resolve_vectors_path(data.vectors)
+    table = SentenceTable(_all_texts(splits), make_tokenizer(data.tokenizer, data.lowercase))
+    examples = _examples(table, splits)
     train_rows = np.unique(
         np.concatenate([by_split["train"].sentences.ravel() for by_split in examples.values()])
     )
@@ -172,7 +229,12 @@ def _digest(text: str) -> str:
 
 def changed_inputs(recorded: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]]) -> list[str]:
     """The inputs whose fingerprint differs between a run's start and now, as phrases for a message."""
-    names = {"snli": "the SNLI data", "classifsquad": "ClassifSQuAD", "vectors": "the word vectors"}
+    names = {
+        "snli": "the SNLI data",
+        "classifsquad": "ClassifSQuAD",
+        "vectors": "the word vectors",
+        "tokenizer": "the tokenizer",
+    }
     changed = []
     for key, then in recorded.items():
         now = current.get(key)

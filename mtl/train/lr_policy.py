@@ -3,7 +3,9 @@
 SGD: multiply the lr by `lr_decay` after each pass over a task's data, divide it by
 `lr_shrink` when dev accuracy is not above the best so far, stop when the main task's lr
 falls under `min_lr`. Adam keeps its lr and stops at the `adam_patience`-th evaluation not
-above the best.
+above the best. AdamW (SBERT, for pretrained encoders) warms up linearly over `warmup_steps`,
+then decays linearly to 0 at `max_steps`, where the run stops; its lr is a function of the
+global step, so resuming needs no scheduler state.
 """
 
 from __future__ import annotations
@@ -17,6 +19,15 @@ from mtl.train.state import StopReason, TrainState
 class LrPolicy:
     def __init__(self, config: OptimConfig, optimizers: dict[str, torch.optim.Optimizer], main_task: str):
         self.config, self.optimizers, self.main_task = config, optimizers, main_task
+
+    def before_step(self, step: int) -> None:
+        """Set this step's lr (AdamW's warmup and decay; the other policies change it elsewhere)."""
+        if self.config.optim != "adamw":
+            return
+        factor = warmup_then_decay(step, self.config.warmup_steps or 0, self.config.max_steps or 1)
+        for optimizer in {id(o): o for o in self.optimizers.values()}.values():
+            for group in optimizer.param_groups:
+                group["lr"] = group["base_lr"] * factor
 
     def after_epoch(self, task: str) -> None:
         if self._owns_lr(task):
@@ -39,7 +50,7 @@ class LrPolicy:
         config = self.config
         if config.max_steps is not None and state.global_step >= config.max_steps:
             return StopReason.MAX_STEPS
-        if self.lr(self.main_task) < config.min_lr:
+        if config.optim == "sgd" and self.lr(self.main_task) < config.min_lr:
             return StopReason.MIN_LR
         if config.optim == "adam" and state.stalls >= config.adam_patience:
             return StopReason.ADAM_PATIENCE
@@ -56,3 +67,10 @@ class LrPolicy:
         if self.config.optim == "sgd":
             for group in self.optimizers[task].param_groups:
                 group["lr"] *= factor
+
+
+def warmup_then_decay(step: int, warmup: int, total: int) -> float:
+    """The lr factor at optimizer step `step` (from 0), as transformers' get_linear_schedule_with_warmup."""
+    if step < warmup:
+        return step / max(1, warmup)
+    return max(0.0, (total - step) / max(1, total - warmup))

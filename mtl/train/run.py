@@ -56,7 +56,7 @@ def start(
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         record = {
-            "config": to_dict(config),
+            "config": to_dict(trainer.config),  # defaults that depend on the encoder, made concrete
             "command": command_line,
             "inputs": trainer.data.fingerprints,
             "world_size": dist.world_size,

@@ -7,9 +7,11 @@ run's results do not depend on how many processes it has.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +29,14 @@ from mtl.distributed import Distributed
 from mtl.errors import UserError
 from mtl.models.encoders import build_encoder
 from mtl.models.encoders.base import frozen_embedding
+from mtl.models.encoders.hf import HFEncoder, save_sentence_transformer
 from mtl.models.heads import MultitaskModel
 from mtl.precision import autocast, grad_scaler, resolve_precision
 from mtl.tracking import Tracker
 from mtl.train.checkpointer import Checkpointer
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData, prepare
+from mtl.train.defaults import resolve_defaults
 from mtl.train.evaluate import correct_predictions
 from mtl.train.interrupts import StopRequests
 from mtl.train.lr_policy import LrPolicy
@@ -56,7 +60,7 @@ class Trainer:
         dist: Distributed | None = None,
         command: str = "",
     ):
-        self.config, self.run_dir = config, Path(run_dir)
+        self.run_dir = Path(run_dir)
         self.dist = dist or Distributed()
         self.progress = progress and self.dist.is_main
         self.device = self.dist.device(config.run.device)
@@ -64,6 +68,8 @@ class Trainer:
         self.data = data or self.dist.main_first(
             lambda: prepare(config, progress=self.progress, build_missing=build_missing)
         )
+        sizes = {task: len(self.data.examples[task]["train"]) for task in config.tasks}
+        self.config = config = resolve_defaults(config, sizes)
         self.model = self._build_model().to(self.device)
         self.networks = {task: self._task_network(task) for task in config.tasks}  # what steps call
         self.task_parameters = {
@@ -92,7 +98,6 @@ class Trainer:
             )
             for task in config.tasks
         }
-        sizes = {task: len(self.data.examples[task]["train"]) for task in config.tasks}
         self.scheduler = Scheduler(schedule.steps, schedule.schedule, sizes, schedule.temperature, seed)
         self.state = TrainState.for_tasks(config.tasks)
         self.state.wandb_id = self.dist.broadcast(self.state.wandb_id)
@@ -107,7 +112,8 @@ class Trainer:
     # ---- construction --------------------------------------------------------------------
 
     def _build_model(self) -> MultitaskModel:
-        embedding = frozen_embedding(torch.from_numpy(self.data.embeddings))
+        vectors = self.data.embeddings
+        embedding = None if vectors is None else frozen_embedding(torch.from_numpy(vectors))
         head = self.config.head
         return MultitaskModel(
             build_encoder(embedding, self.config.model),
@@ -136,16 +142,37 @@ class Trainer:
 
     def _build_optimizers(self) -> dict[str, torch.optim.Optimizer]:
         optim = self.config.optim
-
-        def make(parameters: list[nn.Parameter]) -> torch.optim.Optimizer:
-            if optim.optim == "adam":
-                return torch.optim.Adam(parameters, lr=optim.lr)
-            return torch.optim.SGD(parameters, lr=optim.lr)
-
         if optim.optimizer_per_task:
-            return {task: make(params) for task, params in self.task_parameters.items()}
-        shared = make([p for p in self.model.parameters() if p.requires_grad])
+            return {task: self._optimizer(params) for task, params in self.task_parameters.items()}
+        shared = self._optimizer([p for p in self.model.parameters() if p.requires_grad])
         return dict.fromkeys(self.config.tasks, shared)
+
+    def _optimizer(self, parameters: list[nn.Parameter]) -> torch.optim.Optimizer:
+        optim = self.config.optim
+        if optim.optim == "sgd":
+            return torch.optim.SGD(parameters, lr=optim.lr)
+        if optim.optim == "adam":
+            return torch.optim.Adam(parameters, lr=optim.lr)
+        # SBERT: AdamW, no weight decay on biases and LayerNorm (the 1-d parameters); a pretrained
+        # backbone has its own lr (hf_lr), the new heads theirs (lr). Groups keep their base lr for
+        # the warmup-and-decay schedule (LrPolicy).
+        pretrained = (
+            {id(p) for p in self.model.encoder.parameters()} if self.config.model.encoder == "hf" else set()
+        )
+        groups: dict[tuple[bool, bool], list[nn.Parameter]] = {}
+        for p in parameters:
+            groups.setdefault((id(p) in pretrained, p.ndim > 1), []).append(p)
+        return torch.optim.AdamW(
+            [
+                {
+                    "params": params,
+                    "lr": (base := optim.hf_lr if in_backbone else optim.lr),
+                    "base_lr": base,
+                    "weight_decay": optim.weight_decay if decays else 0.0,
+                }
+                for (in_backbone, decays), params in sorted(groups.items(), reverse=True)  # backbone first
+            ]
+        )
 
     # ---- logging (rank 0 only) -------------------------------------------------------------
 
@@ -203,8 +230,7 @@ class Trainer:
         if not resume and self.dist.is_main:
             print(
                 f"trainable parameters: {counts['params/trainable']:,} "
-                f"(encoder {counts['params/encoder']:,}; frozen embeddings excluded: "
-                f"{counts['params/frozen_embeddings']:,})"
+                f"(encoder {counts['params/encoder']:,}; frozen, excluded: {counts['params/frozen']:,})"
             )
             self.log.log({"global_step": 0, **counts}, history=False)  # in the W&B config
         try:
@@ -286,25 +312,33 @@ class Trainer:
         torch.manual_seed(step_seed(self.config.run.seed, state.global_step, self.dist.rank))
         mine, weights = self._share_of(rows)
         examples = self.data.examples[task]["train"]
-        sentences = self.data.table.batch_columns(examples.sentences[mine], self.device)
-        labels = to_device(torch.from_numpy(examples.labels[mine]), self.device)
-        weights = to_device(torch.from_numpy(weights), self.device)
-
+        network = self.networks[task]
         self.model.train()
         self.model.zero_grad(set_to_none=True)
-        with autocast(self.precision, self.device):
-            logits = self.networks[task](sentences)
-        losses = nn.functional.cross_entropy(logits.float(), labels, reduction="none") * weights
-        correct = ((logits.argmax(dim=-1) == labels).float() * weights).sum()
-        # DDP averages gradients over ranks; scaled so, this is the mean over the global batch
-        # (InferSent's train_nli.py: mean loss, then clip at 5).
-        loss = losses.sum() * (self.dist.world_size / len(rows))
-        loss_sum, correct_sum = self.dist.sum(torch.stack([losses.sum(), correct]).tolist())  # one sync
+        # accumulate=k: k micro-batches, gradients summed, one update; DDP all-reduces after the last.
+        parts = np.array_split(np.arange(len(mine)), min(self.config.optim.accumulate, len(mine)))
+        totals = torch.zeros(2, device=self.device)  # loss sum, correct
+        for i, part in enumerate(parts):
+            syncs = i == len(parts) - 1 or not self.dist.active
+            with contextlib.nullcontext() if syncs else network.no_sync():
+                chosen = mine[part]
+                sentences = self.data.table.batch_columns(examples.sentences[chosen], self.device)
+                labels = to_device(torch.from_numpy(examples.labels[chosen]), self.device)
+                weight = to_device(torch.from_numpy(weights[part]), self.device)
+                with autocast(self.precision, self.device):
+                    logits = network(sentences)
+                losses = nn.functional.cross_entropy(logits.float(), labels, reduction="none") * weight
+                correct = ((logits.argmax(dim=-1) == labels).float() * weight).sum()
+                # DDP averages gradients over ranks; scaled so, this is the mean over the global batch
+                # (InferSent's train_nli.py: mean loss, then clip at 5).
+                self.scaler.scale(losses.sum() * (self.dist.world_size / len(rows))).backward()
+                totals += torch.stack([losses.sum().detach(), correct])
+        loss_sum, correct_sum = self.dist.sum(totals.tolist())  # one sync
         mean_loss = loss_sum / len(rows)
         if not math.isfinite(mean_loss):
             raise self._diverged(task, mean_loss)
         optimizer = self.optimizers[task]
-        self.scaler.scale(loss).backward()
+        self.lr_policy.before_step(state.global_step)
         self.scaler.unscale_(optimizer)
         max_norm = self.config.optim.max_grad_norm or math.inf
         grad_norm = nn.utils.clip_grad_norm_(self.task_parameters[task], max_norm)
@@ -461,7 +495,7 @@ class Trainer:
         results = {f"best/{key}": value for key, value in best["best"].items()}
         results.update({f"best/{k}": v for k, v in self.evaluate("test").items()})
         self.checkpointer.export_encoder(
-            self.model.encoder.state_dict(), self.run_dir / "encoder.pt", results
+            self.model.encoder.state_dict(), self.run_dir / "encoder.pt", results, self._pretrained_writer()
         )
         summary = {
             "stop_reason": reason.value,
@@ -486,11 +520,21 @@ class Trainer:
         return summary
 
     def _encoder_metadata(self) -> dict[str, Any]:
+        data = self.data
         return {
             "config": to_dict(self.config),
-            "vocabulary": self.data.vocabulary.words,
-            "vectors": str(self.data.vectors_path),
+            "vocabulary": data.vocabulary.words if data.vocabulary is not None else None,
+            "vectors": str(data.vectors_path) if data.vectors_path is not None else None,
         }
+
+    def _pretrained_writer(self) -> Callable[[Path], None] | None:
+        """encoder=hf: what writes the fine-tuned model and its tokenizer in Hugging Face format."""
+        encoder, subwords = self.model.encoder, self.data.subwords
+        if not isinstance(encoder, HFEncoder) or subwords is None:
+            return None
+        return lambda folder: save_sentence_transformer(
+            encoder, subwords.tokenizer, folder, self.config.model.max_seq_length
+        )
 
 
 class TaskNetwork(nn.Module):

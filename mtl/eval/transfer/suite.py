@@ -14,10 +14,11 @@ from mtl import atomic, jsonfile
 from mtl.atomic import check_output_dir
 from mtl.config import AtLeast1
 from mtl.errors import UserError
-from mtl.eval.encoder import SentenceEncoder, baseline_encoder, encoder_file, load_encoder
+from mtl.eval.encoder import SentenceEncoder, baseline_encoder, encoder_file, load_encoder, pretrained_encoder
 from mtl.eval.transfer import classifiers as protocol_fns
 from mtl.eval.transfer.classifiers import Protocol, pair_features, relatedness_features
 from mtl.eval.transfer.tasks import READERS, TransferTask, read_task
+from mtl.models.encoders.base import EncoderConfig
 from mtl.paths import data_dir
 from mtl.text.vectors import resolve_vectors_path
 from mtl.tracking import Tracker
@@ -46,10 +47,14 @@ COLUMNS = [
 @dataclass
 class TransferConfig:
     run: str | None = None  # run folder or checkpoint
-    baseline: Literal["glove-bow", "random-bilstm"] | None = None  # instead of run=: a reference encoder
+    baseline: Literal["glove-bow", "random-bilstm", "hf"] | None = (
+        None  # instead of run=: a reference encoder; hf: hf_model= as it comes, before fine-tuning
+    )
+    hf_model: str | None = None  # baseline=hf: Hub id or local folder of a transformers model
+    max_seq_length: AtLeast1 = 128  # baseline=hf: subword tokens per sentence; longer ones are cut
     tasks: str = "all"  # comma-separated, e.g. MR,CR,STS14
     mode: Literal["standard", "fast"] = "standard"  # fast: 5 folds, a smaller grid
-    pooling: Literal["max", "mean", "max+mean"] | None = None  # None: the encoder's own
+    pooling: Literal["max", "mean", "max+mean", "cls"] | None = None  # None: the encoder's own (hf: mean)
     data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
     vectors: str | None = None  # for baselines and vocabulary expansion; None: the run's, or the usual search
     batch_size: AtLeast1 = 128  # sentences per encoding batch
@@ -75,6 +80,13 @@ class TransferConfig:
         return [t.strip() for t in self.tasks.split(",") if t.strip()]
 
 
+def baseline_name(config: TransferConfig) -> str:
+    """`glove-bow`, `random-bilstm`, or `hf-<model folder or id>` (e.g. hf-all-MiniLM-L6-v2)."""
+    if config.baseline == "hf":
+        return "hf-" + Path(str(config.hf_model).rstrip("/")).name
+    return str(config.baseline)
+
+
 def data_root(config: TransferConfig) -> Path:
     if config.data:
         return Path(config.data).expanduser()
@@ -86,6 +98,9 @@ def data_root(config: TransferConfig) -> Path:
 
 
 def make_encoder(config: TransferConfig) -> SentenceEncoder:
+    if config.baseline == "hf":
+        model = EncoderConfig(encoder="hf", hf_model=config.hf_model, max_seq_length=config.max_seq_length)
+        return pretrained_encoder(model, config.device, baseline_name(config))
     if config.baseline:
         return baseline_encoder(
             config.baseline,
@@ -154,7 +169,7 @@ def output_folder(config: TransferConfig) -> Path:
     if config.out:
         return Path(config.out).expanduser()
     if config.baseline:
-        return Path(f"runs/baseline-{config.baseline}")
+        return Path(f"runs/baseline-{baseline_name(config)}")
     source = Path(config.run).expanduser()
     if source.is_dir():
         return source
@@ -170,7 +185,9 @@ def report_name(config: TransferConfig) -> str:
 
 def run(config: TransferConfig) -> tuple[Path, dict]:
     if (config.run is None) == (config.baseline is None):
-        raise UserError("give exactly one of run=runs/<run> and baseline=glove-bow|random-bilstm")
+        raise UserError("give exactly one of run=runs/<run> and baseline=glove-bow|random-bilstm|hf")
+    if config.baseline == "hf" and not config.hf_model:
+        raise UserError("baseline=hf needs hf_model=: a Hub id or a local model folder")
     root = data_root(config)
     out = check_output_dir(output_folder(config), "out")
     tasks = {name: read_task(name, root) for name in config.task_names}  # every task's data, before any work
@@ -179,7 +196,7 @@ def run(config: TransferConfig) -> tuple[Path, dict]:
     name = report_name(config)
     report = {
         "encoder": encoder.name,
-        "source": str(config.run or config.baseline),
+        "source": str(config.run or (config.hf_model if config.baseline == "hf" else config.baseline)),
         "vectors": encoder.vectors,
         "dim": encoder.dim if config.pooling is None else None,
         "pooling": config.pooling,

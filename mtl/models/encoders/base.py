@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Literal
@@ -9,23 +10,33 @@ from typing import Annotated, Literal
 import torch
 from torch import nn
 
-from mtl.config import AtLeast1, Range, check_fields
+from mtl.config import AtLeast0, AtLeast1, Range, check_fields
 from mtl.errors import UserError
 
-Pooling = Literal["max", "mean", "max+mean"]
+Pooling = Literal["max", "mean", "max+mean", "cls"]
 
 
 @dataclass
 class EncoderConfig:
-    encoder: Literal["bilstm", "bilstm2", "lstm", "transformer", "decomposable"] = (
-        "bilstm"  # the shared encoder
+    encoder: Literal["bilstm", "bilstm2", "lstm", "transformer", "decomposable", "hf"] = (
+        "bilstm"  # the shared encoder; hf: a pretrained transformers model (hf_model=)
     )
     hidden: AtLeast1 = 2048  # per direction (BiLSTMs, LSTM), model width (transformer, decomposable)
-    pooling: Pooling = "max"  # over real positions only
+    pooling: Literal["auto", "max", "mean", "max+mean", "cls"] = (
+        "auto"  # over real positions only; auto: mean for encoder=hf, else max; cls: encoder=hf only
+    )
     transformer_layers: AtLeast1 = 4  # encoder=transformer: layers
     transformer_heads: AtLeast1 = 4  # encoder=transformer: attention heads (divide hidden)
     transformer_ffn: AtLeast1 = 1024  # encoder=transformer: feed-forward width
-    encoder_dropout: Annotated[float, Range(0, 1, high_open=True)] = 0.0  # inside the encoder
+    encoder_dropout: Annotated[float, Range(0, 1, high_open=True)] = (
+        0.0  # inside the encoder (not hf: its own)
+    )
+    hf_model: str | None = None  # encoder=hf: Hub id or local folder (AutoModel + AutoTokenizer)
+    max_seq_length: AtLeast1 = (
+        128  # encoder=hf: subword tokens per sentence, special ones included; cut beyond
+    )
+    hf_freeze_embeddings: bool = False  # encoder=hf: keep the pretrained embedding layer fixed
+    hf_freeze_layers: AtLeast0 = 0  # encoder=hf: keep the first N transformer layers fixed
 
     def __post_init__(self) -> None:
         check_fields(self)  # before the rule below divides by transformer_heads
@@ -33,6 +44,16 @@ class EncoderConfig:
             raise UserError(
                 f"transformer_heads={self.transformer_heads} must divide hidden={self.hidden} (the model width)"
             )
+        if self.pooling == "cls" and self.encoder != "hf":
+            raise UserError(
+                f"pooling=cls needs encoder=hf ({self.encoder} has no [CLS] token): use max or mean"
+            )
+
+    def resolved(self) -> EncoderConfig:
+        """A copy with `pooling=auto` made concrete for this encoder."""
+        if self.pooling != "auto":
+            return self
+        return dataclasses.replace(self, pooling="mean" if self.encoder == "hf" else "max")
 
 
 class Encoder(nn.Module):
@@ -46,9 +67,9 @@ class Encoder(nn.Module):
     pair_model: bool = False
     pair_dim: int = 0
 
-    def __init__(self, embedding: nn.Embedding):
+    def __init__(self, embedding: nn.Embedding | None):
         super().__init__()
-        self.embedding = embedding
+        self.embedding = embedding  # None for models with their own (encoder=hf)
 
     def compare(
         self, a: torch.Tensor, a_lengths: torch.Tensor, b: torch.Tensor, b_lengths: torch.Tensor
@@ -56,7 +77,7 @@ class Encoder(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} is not a pair model")
 
 
-EncoderBuilder = Callable[[nn.Embedding, EncoderConfig], Encoder]
+EncoderBuilder = Callable[[nn.Embedding | None, EncoderConfig], Encoder]
 ENCODERS: dict[str, EncoderBuilder] = {}
 
 
@@ -68,10 +89,11 @@ def register(name: str) -> Callable[[EncoderBuilder], EncoderBuilder]:
     return add
 
 
-def build_encoder(embedding: nn.Embedding, config: EncoderConfig) -> Encoder:
+def build_encoder(embedding: nn.Embedding | None, config: EncoderConfig) -> Encoder:
+    """`embedding`: frozen word vectors; None for encoder=hf, which brings its own."""
     if config.encoder not in ENCODERS:
         raise UserError(f"unknown encoder {config.encoder!r}: choose one of {', '.join(sorted(ENCODERS))}")
-    return ENCODERS[config.encoder](embedding, config)
+    return ENCODERS[config.encoder](embedding, config.resolved())
 
 
 def frozen_embedding(matrix: torch.Tensor) -> nn.Embedding:
@@ -88,7 +110,11 @@ def pooled_dim(width: int, pooling: Pooling) -> int:
 
 
 def pool(states: torch.Tensor, mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
-    """Pool (B, T, D) states over real positions only -> (B, D), or (B, 2D) for max+mean."""
+    """Pool (B, T, D) states over real positions only -> (B, D), or (B, 2D) for max+mean.
+
+    `cls`: the first position's state (a pretrained model's [CLS] token)."""
+    if pooling == "cls":
+        return states[:, 0]
     parts = []
     if pooling in ("max", "max+mean"):
         parts.append(states.masked_fill(~mask[:, :, None], float("-inf")).amax(dim=1))

@@ -1,0 +1,95 @@
+"""A pretrained transformers model as the shared encoder, fine-tuned as SBERT does (Reimers & Gurevych 2019).
+
+Inputs are the model's own subword ids with its special tokens (`mtl.text.subwords`);
+sentence embeddings pool its last hidden states over real tokens (mean by default).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from mtl.errors import UserError
+from mtl.hf import load_pretrained
+from mtl.models.encoders.base import Encoder, EncoderConfig, length_mask, pool, pooled_dim, register
+
+
+class HFEncoder(Encoder):
+    def __init__(self, config: EncoderConfig):
+        super().__init__(None)
+        from transformers import AutoModel
+
+        self.backbone = load_pretrained(AutoModel.from_pretrained, config.hf_model, "model")
+        if getattr(self.backbone, "pooler", None) is not None:
+            # BERT's next-sentence pooler is not in the sentence embedding: parameters without a
+            # gradient would stall DistributedDataParallel, and sentence-transformers drops it too.
+            self.backbone.pooler = None
+        self.pad_id = self.backbone.config.pad_token_id or 0
+        self.pooling = config.pooling
+        self.width = self.backbone.config.hidden_size
+        self.output_dim = pooled_dim(self.width, config.pooling)
+        self.freeze(config.hf_freeze_embeddings, config.hf_freeze_layers)
+
+    def freeze(self, embeddings: bool, layers: int) -> None:
+        blocks = transformer_layers(self.backbone)
+        if layers > len(blocks):
+            raise UserError(f"hf_freeze_layers={layers}: the model has {len(blocks)} layers")
+        frozen = [*blocks[:layers], *([self.backbone.get_input_embeddings()] if embeddings else [])]
+        if embeddings and hasattr(self.backbone, "embeddings"):  # positions and their LayerNorm too
+            frozen.append(self.backbone.embeddings)
+        for module in frozen:
+            module.requires_grad_(False)
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        mask = length_mask(lengths, tokens.shape[1])  # (B, T)
+        states = self.backbone(
+            input_ids=tokens.masked_fill(~mask, self.pad_id), attention_mask=mask.long()
+        ).last_hidden_state  # (B, T, W)
+        return pool(states, mask, self.pooling)
+
+
+def transformer_layers(backbone: nn.Module) -> nn.ModuleList:
+    """The model's stack of layers (BERT's encoder.layer, DistilBERT's transformer.layer, ...)."""
+    count = backbone.config.num_hidden_layers
+    for module in backbone.modules():
+        if isinstance(module, nn.ModuleList) and len(module) == count:
+            return module
+    raise UserError(f"cannot find the {count} layers of {type(backbone).__name__}: use hf_freeze_layers=0")
+
+
+def save_sentence_transformer(encoder: HFEncoder, tokenizer, folder: Path, max_seq_length: int) -> None:
+    """The backbone and tokenizer in Hugging Face format, plus the files that let sentence-transformers
+    load the folder with the same pooling."""
+    encoder.backbone.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    # sentence-transformers concatenates cls, max, mean in this order, as `pool` does max+mean.
+    pooling_config = {
+        "word_embedding_dimension": encoder.width,
+        "pooling_mode_cls_token": encoder.pooling == "cls",
+        "pooling_mode_max_tokens": encoder.pooling in ("max", "max+mean"),
+        "pooling_mode_mean_tokens": encoder.pooling in ("mean", "max+mean"),
+    }
+    (folder / "1_Pooling").mkdir(exist_ok=True)
+    _write_json(folder / "1_Pooling" / "config.json", pooling_config)
+    _write_json(
+        folder / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False}
+    )
+    _write_json(
+        folder / "modules.json",
+        [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        ],
+    )
+
+
+def _write_json(path: Path, value: object) -> None:
+    path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
+
+
+@register("hf")
+def build(embedding: nn.Embedding | None, config: EncoderConfig) -> HFEncoder:
+    return HFEncoder(config)

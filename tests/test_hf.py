@@ -1,0 +1,185 @@
+"""encoder=hf: a pretrained transformers model as the shared encoder, on a tiny random BERT."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from mtl.errors import UserError
+from mtl.eval.encoder import load_encoder, pretrained_encoder
+from mtl.models.encoders.base import EncoderConfig
+from mtl.train.lr_policy import warmup_then_decay
+from tests.conftest import args_for, start_run
+
+SENTENCES = ["A man plays a guitar.", "Two dogs run in the park near a small red house.", "A woman sleeps."]
+
+
+def hf_args(tiny_bert, *extra):
+    return ("encoder=hf", f"hf_model={tiny_bert}", "max_seq_length=16", *extra)
+
+
+def test_a_run_fine_tunes_and_exports_a_hugging_face_folder(tiny_data, tiny_bert, tmp_path):
+    run_dir, summary = start_run(tiny_data, tmp_path / "run", *hf_args(tiny_bert))
+    assert summary["global_step"] == 10
+    record = json.loads((run_dir / "config.json").read_text())
+    optim = record["config"]["optim"]
+    assert (optim["optim"], optim["lr"], optim["hf_lr"], optim["warmup_steps"], optim["max_grad_norm"]) == (
+        "adamw",
+        1e-3,
+        2e-5,
+        1,
+        1.0,
+    )
+    assert record["config"]["model"]["pooling"] == "mean"
+    assert "tokenizer" in record["inputs"] and "vectors" not in record["inputs"]
+    folder = run_dir / "encoder"
+    assert {"model.safetensors", "config.json", "tokenizer.json", "modules.json"} <= {
+        p.name for p in folder.iterdir()
+    }
+    pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+    assert pooling["pooling_mode_mean_tokens"] and not pooling["pooling_mode_max_tokens"]
+
+    # The folder alone, through transformers: mean of the last states over real tokens.
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
+    batch = tokenizer(SENTENCES, padding=True, truncation=True, max_length=16, return_tensors="pt")
+    with torch.no_grad():
+        states = model(**batch).last_hidden_state
+    mask = batch["attention_mask"][:, :, None].float()
+    expected = ((states * mask).sum(1) / mask.sum(1)).numpy()
+    encoded = load_encoder(run_dir, device="cpu").encode(SENTENCES, batch_size=2, progress=False)
+    np.testing.assert_allclose(encoded, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_killed_hf_run_resumes_exactly(tiny_data, tiny_bert, tmp_path):
+    from mtl.train import run
+
+    extra = (*hf_args(tiny_bert), "max_steps=12", "checkpoint_every=4", "hf_freeze_layers=1")
+    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)  # dropout and warmup mid-way
+    _, resumed = run.resume(cut_dir, progress=False)
+    assert resumed == straight
+    a = torch.load(straight_dir / "checkpoints" / "best.pt", weights_only=False)["model"]
+    b = torch.load(cut_dir / "checkpoints" / "best.pt", weights_only=False)["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_freezing_keeps_the_embeddings_and_first_layers_pretrained(tiny_data, tiny_bert, tmp_path):
+    from transformers import AutoModel
+
+    run_dir, summary = start_run(
+        tiny_data, tmp_path / "run", *hf_args(tiny_bert, "hf_freeze_embeddings=true", "hf_freeze_layers=1")
+    )
+    before = AutoModel.from_pretrained(tiny_bert).state_dict()
+    after = AutoModel.from_pretrained(run_dir / "encoder").state_dict()
+    frozen = [k for k in before if k.startswith(("embeddings.", "encoder.layer.0."))]
+    trained = [k for k in before if k.startswith("encoder.layer.1.")]
+    assert frozen and trained
+    assert all(torch.equal(before[k], after[k]) for k in frozen)
+    assert all(not torch.equal(before[k], after[k]) for k in trained if k.endswith("weight"))
+    assert summary["params/frozen"] == sum(before[k].numel() for k in frozen)
+
+
+def test_warmup_then_linear_decay_as_transformers_schedules_it():
+    from transformers import get_linear_schedule_with_warmup
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    reference = get_linear_schedule_with_warmup(optimizer, num_warmup_steps=3, num_training_steps=10)
+    factors = []
+    for _ in range(12):
+        factors.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        reference.step()
+    assert factors == pytest.approx([warmup_then_decay(step, 3, 10) for step in range(12)])
+    assert factors[:4] == pytest.approx([0, 1 / 3, 2 / 3, 1]) and factors[10:] == [0, 0]
+
+
+def test_the_backbone_and_the_heads_have_their_own_lr(tiny_data, tiny_bert, tmp_path):
+    from mtl.train.runlog import read_metrics
+
+    extra = hf_args(tiny_bert, "lr=0.004", "hf_lr=0.0001", "warmup_steps=4", "max_steps=8")
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", *extra)
+    records = read_metrics(run_dir / "metrics.jsonl")
+    lrs = [r.get("nli/lr", r.get("squad/lr")) for r in records if "nli/lr" in r or "squad/lr" in r]
+    # The logged lr is the backbone's: 1e-4 x warmup (0, 1/4, 2/4, 3/4), then decay (1, 3/4, 2/4, 1/4).
+    assert lrs == pytest.approx([1e-4 * f for f in (0, 0.25, 0.5, 0.75, 1, 0.75, 0.5, 0.25)])
+    saved = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)
+    groups = saved["optimizers"]["nli"]["param_groups"]
+    assert sorted({g["base_lr"] for g in groups}) == [1e-4, 0.004]
+    assert {g["weight_decay"] for g in groups} == {0.0, 0.01}
+
+
+def test_an_hf_encoder_ignores_padding(tiny_bert):
+    config = EncoderConfig(encoder="hf", hf_model=str(tiny_bert), max_seq_length=32)
+    encoder = pretrained_encoder(config, "cpu", "tiny")
+    together = encoder.encode(SENTENCES, batch_size=3, progress=False)  # padded to the longest
+    alone = np.concatenate([encoder.encode([s], progress=False) for s in SENTENCES])
+    np.testing.assert_allclose(together, alone, rtol=1e-5, atol=1e-6)
+    for pooling, width in (("cls", 16), ("max", 16), ("max+mean", 32)):
+        assert encoder.encode(SENTENCES, pooling=pooling, progress=False).shape[1] == width
+
+
+def test_long_sentences_are_cut_and_counted(tiny_data, tiny_bert, tmp_path):
+    from mtl.train.data import prepare
+    from mtl.train.run import config_from_args
+
+    config = config_from_args(args_for(tiny_data, tmp_path / "run", *hf_args(tiny_bert, "max_seq_length=6")))
+    data = prepare(config, progress=False)
+    lengths = data.table.lengths
+    assert lengths.max() == 6 and data.vocabulary is None and data.embeddings is None
+    uncut = prepare(
+        config_from_args(args_for(tiny_data, tmp_path / "run", *hf_args(tiny_bert))), progress=False
+    )
+    assert data.statistics()["truncated_sentences"] == (uncut.table.lengths > 6).sum() > 0
+    # Cut by the tokenizer's rules: the end token stays.
+    sep = data.subwords.tokenizer.sep_token_id
+    assert all(data.table.ids[data.table.offsets[row + 1] - 1] == sep for row in range(len(lengths)))
+
+
+def test_accumulated_micro_batches_make_the_same_step(tiny_data, tmp_path):
+    whole_dir, whole = start_run(tiny_data, tmp_path / "whole", "precision=fp32", "max_steps=6")
+    parts_dir, parts = start_run(
+        tiny_data, tmp_path / "parts", "precision=fp32", "max_steps=6", "accumulate=3"
+    )
+    a = torch.load(whole_dir / "encoder.pt", weights_only=False)["encoder"]
+    b = torch.load(parts_dir / "encoder.pt", weights_only=False)["encoder"]
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5)
+    assert whole["best/nli/dev/acc"] == parts["best/nli/dev/acc"]
+
+
+def test_a_hub_id_missing_offline_is_one_clear_error(monkeypatch, tmp_path):
+    from mtl.hf import load_pretrained
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(UserError, match="not in the local Hugging Face cache.*pass a local model folder"):
+        load_pretrained(lambda name: pytest.fail("must not try the Hub"), "someone/some-model", "model")
+    with pytest.raises(UserError, match="no such folder"):
+        load_pretrained(lambda name: None, str(tmp_path / "missing"), "model")
+    with pytest.raises(UserError, match="holds no usable model"):
+        from transformers import AutoModel
+
+        (tmp_path / "empty").mkdir()
+        load_pretrained(AutoModel.from_pretrained, str(tmp_path / "empty"), "model")
+
+
+def test_baseline_hf_scores_the_model_as_it_comes(tiny_bert, senteval, tmp_path):
+    from mtl.eval.transfer.suite import TransferConfig, run
+
+    out, report = run(
+        TransferConfig(
+            baseline="hf",
+            hf_model=str(tiny_bert),
+            tasks="MR,CR",
+            mode="fast",
+            data=str(senteval),
+            out=str(tmp_path / "baseline"),
+            wandb="disabled",
+            device="cpu",
+        )
+    )
+    assert set(report["results"]) == {"MR", "CR"} and report["source"] == str(tiny_bert)
+    assert (out / "transfer-fast.json").is_file()
