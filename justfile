@@ -51,7 +51,11 @@ bench-train *args:
 bench-ranks *args:
     {{python}} -m mtl bench-ranks "$@"
 
-# SentEval-style transfer evaluation (e.g. run=runs/<run> tasks=MR,CR mode=fast, or baseline=glove-bow)
+# training steps/s of a pretrained transformer, fp32 and bf16 (e.g. hf_model=../shared/data/models/all-MiniLM-L6-v2)
+bench-hf *args:
+    {{python}} -m mtl bench-hf "$@"
+
+# SentEval-style transfer evaluation (e.g. run=runs/<run> tasks=MR,CR mode=fast, baseline=glove-bow, or baseline=hf hf_model=...)
 transfer *args:
     {{python}} -m mtl transfer "$@"
 

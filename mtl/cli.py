@@ -90,6 +90,13 @@ def bench_ranks(args: Sequence[str]) -> None:
     print(bench.report(bench.run(config), config.threads))
 
 
+def bench_hf(args: Sequence[str]) -> None:
+    from mtl.bench import hf as bench
+
+    config = apply_overrides(bench.BenchHFConfig(), args)
+    print(bench.report(bench.run(config), config))
+
+
 def bench_transfer(args: Sequence[str]) -> None:
     from mtl.bench import transfer as bench
 
@@ -209,6 +216,11 @@ COMMANDS: dict[str, Command] = {
         bench_ranks,
         "training throughput with 1, 2, ... torchrun processes, side by side",
         _config("mtl.bench.ranks", "BenchRanksConfig"),
+    ),
+    "bench-hf": Command(
+        bench_hf,
+        "training steps per second of a pretrained transformer (encoder=hf), fp32 and bf16",
+        _config("mtl.bench.hf", "BenchHFConfig"),
     ),
     "transfer": Command(
         transfer,

@@ -51,6 +51,11 @@ def test_a_run_fine_tunes_and_exports_a_hugging_face_folder(tiny_data, tiny_bert
     expected = ((states * mask).sum(1) / mask.sum(1)).numpy()
     encoded = load_encoder(run_dir, device="cpu").encode(SENTENCES, batch_size=2, progress=False)
     np.testing.assert_allclose(encoded, expected, rtol=1e-4, atol=1e-5)
+    # The best checkpoint holds the same encoder (encoder.pt is exported from it).
+    from_checkpoint = load_encoder(run_dir / "checkpoints" / "best.pt", device="cpu")
+    np.testing.assert_allclose(
+        from_checkpoint.encode(SENTENCES, progress=False), encoded, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_a_killed_hf_run_resumes_exactly(tiny_data, tiny_bert, tmp_path):
@@ -183,3 +188,57 @@ def test_baseline_hf_scores_the_model_as_it_comes(tiny_bert, senteval, tmp_path)
     )
     assert set(report["results"]) == {"MR", "CR"} and report["source"] == str(tiny_bert)
     assert (out / "transfer-fast.json").is_file()
+
+
+def test_the_cpu_preset_trains_a_tiny_model(tiny_data, tiny_bert, tmp_path):
+    _, summary = start_run(
+        tiny_data,
+        tmp_path / "run",
+        "preset=cpu-small-hf",
+        f"hf_model={tiny_bert}",
+        "nli_train_split=train",
+        "max_steps=3",
+        "max_eval=20",
+    )
+    assert (
+        summary["global_step"] == 3 and summary["params/nli_head"] == 4 * 16 * 3 + 3
+    )  # a softmax classifier
+
+
+def test_minilm_embeds_as_it_was_trained_and_fine_tunes(shared_data, tmp_path):
+    """The real all-MiniLM-L6-v2: mean pooling as sentence-transformers computes it, and two NLI steps."""
+    from transformers import AutoModel, AutoTokenizer
+
+    model_dir = shared_data / "models" / "all-MiniLM-L6-v2"
+    encoder = pretrained_encoder(EncoderConfig(encoder="hf", hf_model=str(model_dir)), "cpu", "minilm")
+    sentences = ["A man is playing a guitar.", "A person plays the guitar.", "The stock market fell sharply."]
+    ours = encoder.encode(sentences, progress=False)
+    tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir).eval()
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        states = model(**batch).last_hidden_state
+    mask = batch["attention_mask"][:, :, None].float()
+    np.testing.assert_allclose(ours, ((states * mask).sum(1) / mask.sum(1)).numpy(), rtol=1e-4, atol=1e-5)
+    unit = ours / np.linalg.norm(ours, axis=1, keepdims=True)
+    assert unit[0] @ unit[1] > 0.8 > 0.2 > unit[0] @ unit[2]
+
+    from mtl.train import run
+
+    config = run.config_from_args(
+        [
+            "encoder=hf",
+            f"hf_model={model_dir}",
+            f"snli={shared_data / 'snli'}",
+            "nli_train_split=train_small",
+            "steps_squad=0",
+            "max_steps=2",
+            "max_eval=16",
+            "batch_nli=8",
+            "wandb=disabled",
+            f"out={tmp_path / 'run'}",
+        ]
+    )
+    _, summary = run.start(config, progress=False)
+    assert (
+        summary["global_step"] == 2 and summary["params/encoder"] == 22_713_216 - 384 * 384 - 384
+    )  # no pooler

@@ -1,0 +1,103 @@
+"""`just bench-hf`: training steps per second of a pretrained transformer (encoder=hf), fp32 and bf16.
+
+One NLI step and one ClassifSQuAD step at the default batch sizes (64 pairs, 128 triples),
+as the trainer runs them (bucketed batches, forward, backward, clipping, AdamW). The data
+is tokenized once; precisions alternate step by step so machine noise falls on both alike.
+Reported: the median over `steps` timed steps per task and precision, after one untimed
+step of each.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from mtl.config import AtLeast1
+from mtl.train.config import TrainConfig
+from mtl.train.data import prepare, resolve_inputs
+from mtl.train.run import config_from_args
+from mtl.train.trainer import Trainer
+
+PRECISIONS = ("fp32", "bf16")
+
+
+@dataclass
+class BenchHFConfig:
+    hf_model: str = "sentence-transformers/all-MiniLM-L6-v2"  # Hub id or local folder
+    steps: AtLeast1 = 5  # timed steps per task and precision
+    batch_nli: AtLeast1 = 64  # NLI pairs per step (the training default)
+    batch_squad: AtLeast1 = 128  # ClassifSQuAD triples per step (the training default)
+    classifsquad: str = "data/classifsquad"  # a ClassifSQuAD build (just build-classifsquad)
+    max_seq_length: AtLeast1 = 128  # subword tokens per sentence
+    threads: AtLeast1 | None = None  # torch threads; None: torch's default
+    device: str = "cpu"  # cpu or cuda
+
+
+def run(config: BenchHFConfig) -> dict[str, dict[str, list[float]]]:
+    """Seconds of each timed step, by task and precision."""
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    train = _train_config(config)
+    data = prepare(train, progress=True)
+    seconds: dict[str, dict[str, list[float]]] = {t: {p: [] for p in PRECISIONS} for t in ("nli", "squad")}
+    with tempfile.TemporaryDirectory(prefix="mtl-bench-hf-") as scratch:
+        trainers = {}
+        for precision in PRECISIONS:
+            train.run.precision = precision
+            trainers[precision] = Trainer(train, Path(scratch) / precision, data=data, progress=False)
+        for task in seconds:
+            for step in range(config.steps + 1):
+                for precision, trainer in trainers.items():
+                    rows, _ = trainer.streams[task].next()
+                    started = time.perf_counter()
+                    trainer.train_batch(task, rows)
+                    if trainer.device.type == "cuda":
+                        torch.cuda.synchronize()
+                    if step > 0:  # the first step of each warms up
+                        seconds[task][precision].append(time.perf_counter() - started)
+            print(f"{task}: {_line(seconds[task])}", flush=True)
+    return seconds
+
+
+def _train_config(config: BenchHFConfig) -> TrainConfig:
+    train = config_from_args(
+        [
+            "preset=cpu-small-hf",
+            f"hf_model={config.hf_model}",
+            f"max_seq_length={config.max_seq_length}",
+            f"batch_nli={config.batch_nli}",
+            f"batch_squad={config.batch_squad}",
+            f"classifsquad={config.classifsquad}",
+            f"device={config.device}",
+            "max_eval=10",
+            "max_squad_train=20000",  # less to tokenize; the steps are what is timed
+            "wandb=disabled",
+        ]
+    )
+    return resolve_inputs(train)
+
+
+def _line(by_precision: dict[str, list[float]]) -> str:
+    return ", ".join(
+        f"{p} {1 / statistics.median(s):.2f} steps/s" for p, s in by_precision.items() if s
+    )
+
+
+def report(seconds: dict[str, dict[str, list[float]]], config: BenchHFConfig) -> str:
+    batches = {"nli": config.batch_nli, "squad": config.batch_squad}
+    lines = [
+        f"{config.hf_model}: median of {config.steps} training steps (forward, backward, AdamW) on "
+        f"{torch.get_num_threads()} thread(s), {config.device}",
+        "",
+        "| step | batch | fp32 steps/s | bf16 steps/s | bf16 / fp32 |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for task, by_precision in seconds.items():
+        fp32, bf16 = (statistics.median(by_precision[p]) for p in PRECISIONS)
+        lines.append(f"| {task} | {batches[task]} | {1 / fp32:.2f} | {1 / bf16:.2f} | {fp32 / bf16:.2f}x |")
+    return "\n".join(lines)
