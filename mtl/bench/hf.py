@@ -83,9 +83,7 @@ def _train_config(config: BenchHFConfig) -> TrainConfig:
 
 
 def _line(by_precision: dict[str, list[float]]) -> str:
-    return ", ".join(
-        f"{p} {1 / statistics.median(s):.2f} steps/s" for p, s in by_precision.items() if s
-    )
+    return ", ".join(f"{p} {1 / statistics.median(s):.2f} steps/s" for p, s in by_precision.items() if s)
 
 
 def report(seconds: dict[str, dict[str, list[float]]], config: BenchHFConfig) -> str:
