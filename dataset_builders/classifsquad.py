@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from dataset_builders.squad import Article, load_squad, resolve_squad_source
 from mtl import jsonfile
-from mtl.atomic import check_output_dir, fsync_dir, fsync_tree
+from mtl.atomic import check_output_dir, write_folder
 from mtl.config import AtLeast0, AtLeast1
 from mtl.data.classifsquad import describe_folder, is_build
 from mtl.errors import UserError
@@ -398,25 +398,13 @@ def write_dataset(out: Path, splits: dict[str, dict[str, list]], summary: dict) 
     """Write into a hidden sibling folder, sync it, then swap it in, so `out` is never half-written."""
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(out)
-    partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
+
+    def fill(partial: Path) -> None:
         to_dataset_dict(splits).save_to_disk(str(partial))
         (partial / "stats.json").write_text(jsonfile.dumps(summary, indent=2, sort_keys=True) + "\n")
         (partial / "README.md").write_text(dataset_card(summary))
-        fsync_tree(partial)
-        if out.exists():
-            retired = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, retired)
-            os.replace(partial, out)
-            shutil.rmtree(retired)
-        else:
-            os.replace(partial, out)
-        fsync_dir(out.parent)
-    except OSError as error:
-        raise UserError(f"could not write ClassifSQuAD to {out}: {error.strerror or error}") from None
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+
+    write_folder(out, fill, "ClassifSQuAD to")
 
 
 def remove_abandoned(out: Path) -> None:

@@ -38,24 +38,29 @@ def write_text(path: Path, text: str, what: str = "file") -> None:
 
 
 def write_folder(path: Path, fill: Callable[[Path], None], what: str = "folder") -> None:
-    """`fill(temporary folder)`, then the folder replaces `path` whole (an older one is removed after)."""
+    """`fill(temporary folder)`, then the folder replaces `path` whole (an older one is removed after).
+
+    The temporary names, `.<name>.partial-<pid>` and `.<name>.old-<pid>`, let a later writer
+    remove what a killed one left behind.
+    """
     path = Path(path)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    old = path.with_name(f".{path.name}.{os.getpid()}.old")
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    retired = path.with_name(f".{path.name}.old-{os.getpid()}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
+        partial.mkdir()
         fill(partial)
         fsync_tree(partial)
         if path.exists():
-            os.replace(path, old)
+            os.replace(path, retired)
         os.replace(partial, path)
         fsync_dir(path.parent)
     except OSError as error:
         raise UserError(f"could not write {what} {path}: {error.strerror or error}") from None
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(retired, ignore_errors=True)
 
 
 def fsync_file(path: Path) -> None:

@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mtl.config import apply_overrides, describe_keys
@@ -138,10 +139,13 @@ def format_train_summary(run_dir, summary: dict) -> str:
         if k.startswith("best/") and k.endswith("/acc")
     )
     steps = ", ".join(f"{k.removeprefix('steps/')} {v}" for k, v in summary.items() if k.startswith("steps/"))
+    exported = Path(run_dir) / "encoder.pt"
+    if (Path(run_dir) / "encoder").is_dir():  # encoder=hf
+        exported = f"{Path(run_dir) / 'encoder'} (Hugging Face and sentence-transformers format)"
     return (
         f"run {run_dir}: stopped by {summary['stop_reason']} after {summary['global_step']} steps ({steps})\n"
         f"  best checkpoint (step {summary['best/step']}): {results}\n"
-        f"  trainable parameters {summary['params/trainable']:,}; encoder exported to {run_dir / 'encoder.pt'}"
+        f"  trainable parameters {summary['params/trainable']:,}; encoder exported to {exported}"
     )
 
 
