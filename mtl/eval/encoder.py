@@ -37,7 +37,7 @@ class SentenceEncoder:
         self,
         encoder: Encoder,
         vocabulary: Vocabulary,
-        tokenizer: Tokenizer,
+        tokenizer: Tokenizer | None,  # None: token_ids is overridden (subwords)
         vectors: str | None,
         device: torch.device,
         name: str,
@@ -135,7 +135,7 @@ class PretrainedSentenceEncoder(SentenceEncoder):
     """encoder=hf: the model's own subword tokenizer, so every word has ids (no vocabulary to expand)."""
 
     def __init__(self, encoder: HFEncoder, subwords: SubwordTokenizer, device: torch.device, name: str):
-        super().__init__(encoder, Vocabulary([]), Tokenizer(), None, device, name)
+        super().__init__(encoder, Vocabulary([]), None, None, device, name)  # no words, no spaCy
         self.subwords = subwords
 
     def token_ids(self, sentences: Sequence[str]) -> list[np.ndarray]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -19,7 +18,6 @@ class SubwordTokenizer:
 
         self.tokenizer = load_pretrained(AutoTokenizer.from_pretrained, model, "tokenizer")
         self.max_seq_length = max_seq_length
-        self.pad_id = self.tokenizer.pad_token_id or 0
         self.truncated = 0  # sentences cut to max_seq_length so far
 
     def ids(self, texts: Sequence[str]) -> list[np.ndarray]:
@@ -44,6 +42,3 @@ class SubwordTokenizer:
         """SHA-256 of the vocabulary: resuming refuses a different tokenizer."""
         vocabulary = sorted(self.tokenizer.get_vocab().items(), key=lambda item: item[1])
         return hashlib.sha256("\n".join(token for token, _ in vocabulary).encode("utf-8")).hexdigest()
-
-    def describe(self) -> dict[str, Any]:
-        return {"class": type(self.tokenizer).__name__, "vocabulary": len(self.tokenizer)}
