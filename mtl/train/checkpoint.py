@@ -24,12 +24,24 @@ CHECKSUM = "checksum"
 def save(state: dict[str, Any], path: Path, keep_previous: bool = False) -> None:
     """Write `state` to `path`; with `keep_previous` the file it replaces stays as `previous-<name>`."""
     path = Path(path)
+    state = on_cpu(state)  # a GPU run's file loads on any machine, with or without map_location
     state = {**state, CHECKSUM: digest(state)}
     with atomic_path(path, "checkpoint") as partial:
         torch.save(state, partial)
         if keep_previous and path.exists():
             os.replace(path, previous_of(path))
             fsync_dir(path.parent)
+
+
+def on_cpu(value: Any) -> Any:
+    """`value` with every tensor in it (nested in dicts, lists, tuples) copied to the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {key: on_cpu(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(on_cpu(item) for item in value)
+    return value
 
 
 def previous_of(path: Path) -> Path:
