@@ -129,9 +129,10 @@ def test_dense_and_packed_bilstm_kernels_are_one_function(embedding, name):
         output = encoder(tokens, lengths)
         (output * torch.arange(output.shape[1])).sum().backward()
         results[kernel] = (output.detach(), [p.grad.clone() for p in encoder.parameters() if p.requires_grad])
-    torch.testing.assert_close(results["dense"][0], results["packed"][0], rtol=1e-5, atol=1e-6)
+    # Within float32 rounding: the two kernels sum in other orders (1e-6 apart on some CPUs).
+    torch.testing.assert_close(results["dense"][0], results["packed"][0], rtol=1e-4, atol=1e-5)
     for dense, packed in zip(results["dense"][1], results["packed"][1], strict=True):
-        torch.testing.assert_close(dense, packed, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(dense, packed, rtol=1e-4, atol=1e-5)
 
 
 def test_auto_kernel_on_cpu_packs_only_narrow_batches_that_are_mostly_padding(embedding, monkeypatch):
@@ -183,3 +184,22 @@ def test_bucketing_key_orders_by_the_longest_call_coarsely_then_the_others():
         1,
         0,
     ]  # 29 | 30, 31 by q
+
+
+@pytest.mark.parametrize("name", ["bilstm", "bilstm2"])
+def test_checkpoints_with_one_lstm_per_direction_still_load(embedding, name):
+    # Before one nn.LSTM held both directions, each had its own: forward_layers.N / backward_layers.N.
+    torch.manual_seed(3)
+    encoder = build_encoder(embedding, SMALL[name])
+    old = {}
+    for key, value in encoder.state_dict().items():
+        if key.startswith("lstms."):
+            index, parameter = key[len("lstms.") :].split(".", 1)
+            side = "backward_layers" if parameter.endswith("_reverse") else "forward_layers"
+            key = f"{side}.{index}.{parameter.removesuffix('_reverse')}"
+        old[key] = value.clone()
+    assert any(k.startswith("backward_layers.") for k in old) and not any(k.startswith("lstms.") for k in old)
+    loaded = build_encoder(embedding, SMALL[name])
+    loaded.load_state_dict(old)
+    tokens, lengths = torch.tensor([[5, 9, 3], [8, 8, 0]]), torch.tensor([3, 2])
+    torch.testing.assert_close(loaded(tokens, lengths), encoder(tokens, lengths), rtol=0, atol=0)

@@ -6,7 +6,7 @@ from typing import Literal
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, length_mask, pool, pooled_dim, register
 
@@ -23,14 +23,14 @@ PACKED_BELOW_FILL = 0.6  # CPU: share of real (not padding) positions under whic
 
 
 class BiLSTMEncoder(Encoder):
-    """A BiLSTM whose two directions have their own parameters, run by one of two kernels.
+    """A BiLSTM, one `nn.LSTM(bidirectional=True)` per layer, run by one of two kernels.
 
-    `dense`: each direction is its own LSTM over right-padded input, the backward one over
-    each sequence reversed within its length, so padding never reaches a real position;
-    the CPU runs it fastest when batches are mostly real tokens (bucketed batches).
-    `packed`: both directions in one bidirectional call over packed sequences, which cuDNN
-    runs fastest, and the CPU too when much of a batch would be padding. Same parameters,
-    same function: a checkpoint moves between them and between devices.
+    `packed`: the module over packed sequences, both directions in one call, which cuDNN runs
+    fastest (its weights stay in the one flat buffer cuDNN wants), and the CPU too when much
+    of a batch would be padding. `dense`: each direction on its own over right-padded input,
+    the backward one over each sequence reversed within its length, so padding never reaches
+    a real position; the CPU runs it fastest when batches are mostly real tokens (bucketed
+    batches). Same parameters, same function: a checkpoint moves between kernels and devices.
     """
 
     kernel: Kernel = "auto"  # auto: packed on CUDA; on CPU by how much of the batch is padding
@@ -40,12 +40,14 @@ class BiLSTMEncoder(Encoder):
     ):
         super().__init__(embedding)
         inputs = [embedding.embedding_dim] + [2 * hidden] * (layers - 1)
-        self.forward_layers = nn.ModuleList(nn.LSTM(size, hidden, batch_first=True) for size in inputs)
-        self.backward_layers = nn.ModuleList(nn.LSTM(size, hidden, batch_first=True) for size in inputs)
+        self.lstms = nn.ModuleList(
+            nn.LSTM(size, hidden, batch_first=True, bidirectional=True) for size in inputs
+        )
         self.between_layers = nn.Dropout(dropout)
         self.input_size, self.hidden, self.layers = embedding.embedding_dim, hidden, layers
         self.pooling = pooling
         self.output_dim = pooled_dim(2 * hidden, pooling)
+        self.register_load_state_dict_pre_hook(_from_one_lstm_per_direction)
 
     def _packs(self, tokens: torch.Tensor, lengths: torch.Tensor) -> bool:
         if self.kernel != "auto":
@@ -61,47 +63,51 @@ class BiLSTMEncoder(Encoder):
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         states = self.embedding(tokens)  # (B, T, E)
         layer = packed_bidirectional if self._packs(tokens, lengths) else dense_bidirectional
-        for depth, (forward, backward) in enumerate(
-            zip(self.forward_layers, self.backward_layers, strict=True)
-        ):
+        for depth, lstm in enumerate(self.lstms):
             if depth:
                 states = self.between_layers(states)
-            states = layer(states, lengths, forward, backward)  # (B, T, 2H)
+            states = layer(states, lengths, lstm)  # (B, T, 2H)
         return pool(states, length_mask(lengths, states.shape[1]), self.pooling)
 
 
-def dense_bidirectional(
-    states: torch.Tensor, lengths: torch.Tensor, forward: nn.LSTM, backward: nn.LSTM
-) -> torch.Tensor:
-    ahead = forward(states)[0]  # (B, T, H)
-    behind = reverse_within_lengths(backward(reverse_within_lengths(states, lengths))[0], lengths)
-    return torch.cat([ahead, behind], dim=-1)  # (B, T, 2H)
+def _from_one_lstm_per_direction(module, state_dict, prefix, *_) -> None:
+    """Checkpoints written before one module held both directions (forward_layers.N.weight_ih_l0,
+    backward_layers.N.weight_ih_l0) load under today's names (lstms.N.weight_ih_l0[_reverse])."""
+    for key in [k for k in state_dict if k.startswith(prefix)]:
+        name = key[len(prefix) :]
+        for old, suffix in (("forward_layers.", ""), ("backward_layers.", "_reverse")):
+            if name.startswith(old):
+                state_dict[f"{prefix}lstms.{name[len(old) :]}{suffix}"] = state_dict.pop(key)
 
 
-def packed_bidirectional(
-    states: torch.Tensor, lengths: torch.Tensor, forward: nn.LSTM, backward: nn.LSTM
-) -> torch.Tensor:
-    """One bidirectional LSTM call over packed sequences with the two directions' weights.
+def dense_bidirectional(states: torch.Tensor, lengths: torch.Tensor, lstm: nn.LSTM) -> torch.Tensor:
+    forward_weights, backward_weights = lstm._flat_weights[:4], lstm._flat_weights[4:]
+    ahead = one_direction(states, lstm, forward_weights)  # (B, T, H)
+    behind = one_direction(reverse_within_lengths(states, lengths), lstm, backward_weights)
+    return torch.cat([ahead, reverse_within_lengths(behind, lengths)], dim=-1)  # (B, T, 2H)
 
-    The weights go in the order `nn.LSTM(bidirectional=True)` keeps them (forward layer's
-    w_ih, w_hh, b_ih, b_hh, then the reverse ones), so cuDNN runs both directions at once.
-    """
-    # pack_padded_sequence needs the lengths on the CPU: the one host sync of this kernel.
-    packed = pack_padded_sequence(states, lengths.cpu(), batch_first=True, enforce_sorted=False)
-    zeros = states.new_zeros(2, states.shape[0], forward.hidden_size)
+
+def one_direction(states: torch.Tensor, lstm: nn.LSTM, weights: list[torch.Tensor]) -> torch.Tensor:
+    """Left to right over (B, T, E) with one direction's (w_ih, w_hh, b_ih, b_hh), as nn.LSTM runs."""
+    zeros = states.new_zeros(1, states.shape[0], lstm.hidden_size)
     output, _, _ = torch._VF.lstm(
-        packed.data,
-        packed.batch_sizes,
+        states,
         (zeros, zeros),
-        [*forward._flat_weights, *backward._flat_weights],
+        weights,
         True,  # has_biases
         1,  # num_layers
         0.0,  # dropout
-        forward.training,
-        True,  # bidirectional
+        lstm.training,
+        False,  # bidirectional
+        True,  # batch_first
     )
-    result = PackedSequence(output, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
-    return pad_packed_sequence(result, batch_first=True, total_length=states.shape[1])[0]  # (B, T, 2H)
+    return output
+
+
+def packed_bidirectional(states: torch.Tensor, lengths: torch.Tensor, lstm: nn.LSTM) -> torch.Tensor:
+    # pack_padded_sequence needs the lengths on the CPU: the one host sync of this kernel.
+    packed = pack_padded_sequence(states, lengths.cpu(), batch_first=True, enforce_sorted=False)
+    return pad_packed_sequence(lstm(packed)[0], batch_first=True, total_length=states.shape[1])[0]
 
 
 @register("bilstm")
