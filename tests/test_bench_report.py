@@ -20,6 +20,7 @@ def test_train_report_compares_mtl_bucketed_with_the_reference_on_random_batches
     results = {
         "inputs": "random 300-d vectors",
         "threads": 1,
+        "device": "cpu",
         "precisions": ["fp32", "bf16"],
         "rows": [
             row("bilstm 512", "nli", "random", 870.0, 800.0, 600.0, 700.0),
@@ -37,6 +38,26 @@ def test_train_report_compares_mtl_bucketed_with_the_reference_on_random_batches
     assert "bilstm 512 nli random: mtl fp32 is 1.09x faster than the reference on the same batches" in report
     assert "reference     870 (869-871)" in report
     assert "padded encoder calls over an epoch: nli random 55%, nli bucketed 81%" in report
+
+
+def test_train_report_names_the_gpu_and_shows_tenths_of_its_short_steps():
+    results = {
+        "inputs": "random 300-d vectors",
+        "threads": 16,
+        "device": "NVIDIA H100 80GB HBM3",
+        "precisions": ["fp32", "bf16"],
+        "rows": [
+            row("bilstm 2048", "nli", "random", 30.0, 25.0, 20.0, 15.0),
+            row("bilstm 2048", "nli", "bucketed", 28.0, 12.5, 10.0, 11.0),
+        ],
+        "fill": {("nli", "random"): 0.553, ("nli", "bucketed"): 0.811},
+    }
+    report = train.report(results)
+    assert report.startswith("inputs: random 300-d vectors; NVIDIA H100 80GB HBM3;")
+    assert (
+        "mtl fp32 bucketed: 12.5 ms = 2.40x faster than the reference on random batches (30.0 ms)" in report
+    )
+    assert "reference    30.0 (29.0-31.0)" in report
 
 
 def test_padding_fill_counts_real_tokens_within_each_call(tiny_data):

@@ -32,9 +32,10 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from mtl.config import AtLeast0, Range, apply_overrides
-from mtl.data.batches import TaskStream
+from mtl.data.batches import TaskStream, to_device
+from mtl.device import resolve_device
 from mtl.models.heads import TASKS, mlp
-from mtl.precision import bf16_supported
+from mtl.precision import bf16_supported, grad_scaler
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData, prepare
 from mtl.train.runlog import NullLog
@@ -62,6 +63,7 @@ class BenchTrainConfig:
     classifsquad: str = "data/classifsquad"  # ClassifSQuAD build the batches come from
     vectors: str | None = None  # GloVe file; None: the usual search (random 300-d when it is not 300-d)
     threads: AtLeast0 = 1  # torch threads; 0 keeps torch's default
+    device: str = "auto"  # auto: cuda when present (every contender there, cuDNN kernels), else cpu
 
 
 class ReferenceModel(nn.Module):
@@ -77,7 +79,7 @@ class ReferenceModel(nn.Module):
         # InferSent's BLSTMEncoder: sort by length, pack, run, unpack, unsort, max over time.
         order = torch.argsort(lengths, descending=True)
         embedded = self.embedding(tokens[order]).transpose(0, 1)  # (T, B, E)
-        packed = pack_padded_sequence(embedded, lengths[order])
+        packed = pack_padded_sequence(embedded, lengths[order].cpu())
         output = pad_packed_sequence(self.lstm(packed)[0])[0]  # (T, B, 2H)
         output = output[:, torch.argsort(order)]
         return output.max(dim=0)[0]
@@ -99,16 +101,15 @@ def run(bench: BenchTrainConfig) -> dict:
             "head_layers=1",  # InferSent's head, as the reference's
             "batch_nli=64",
             "batch_squad=128",
-            "device=cpu",
+            f"device={bench.device}",
             "optim=sgd",
             "steps_squad=0" if bench.tasks.strip() == "nli" else "steps_squad=500",
         ],
     )
+    device = resolve_device(bench.device)
     data = prepare(base, progress=False)
     inputs = with_300d_inputs(data)
-    precisions = [
-        p for p in bench.precisions.split(",") if p == "fp32" or bf16_supported(torch.device("cpu"))
-    ]
+    precisions = [p for p in bench.precisions.split(",") if supported(p, device)]
     chosen = [
         s
         for s in SETTINGS
@@ -117,6 +118,7 @@ def run(bench: BenchTrainConfig) -> dict:
     results = {
         "inputs": inputs,
         "threads": torch.get_num_threads(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "precisions": precisions,
         "rows": [],
         "fill": {
@@ -137,6 +139,12 @@ def run(bench: BenchTrainConfig) -> dict:
                     results["rows"].append(row)
                     print(format_row(row), flush=True)
     return results
+
+
+def supported(precision: str, device: torch.device) -> bool:
+    if precision == "bf16":
+        return bf16_supported(device)
+    return precision == "fp32" or (precision == "fp16" and device.type == "cuda")
 
 
 def padding_fill(data: TrainingData, task: str, batch_size: int, window: int, seed: int) -> float:
@@ -184,18 +192,18 @@ def time_contenders(
         window=window,
     )
     batches = [stream.next()[0] for _ in range(bench.warmup + bench.steps)]
-    encoder = trainer.model.encoder
+    encoder, device = trainer.model.encoder, trainer.device
     reference = ReferenceModel(
         encoder.embedding, encoder.hidden, encoder.layers, task, trainer.config.head.head_hidden
-    )
+    ).to(device)
     reference_optimizer = torch.optim.SGD([p for p in reference.parameters() if p.requires_grad], lr=0.1)
     floor = nn.LSTM(
         encoder.input_size, encoder.hidden, num_layers=encoder.layers, bidirectional=True, batch_first=True
-    )
+    ).to(device)
 
     def reference_step(rows: np.ndarray) -> None:
-        sentences = trainer.data.table.batch_columns(examples.sentences[rows], torch.device("cpu"))
-        labels = torch.from_numpy(examples.labels[rows])
+        sentences = trainer.data.table.batch_columns(examples.sentences[rows], device)
+        labels = to_device(torch.from_numpy(examples.labels[rows]), device)
         reference_optimizer.zero_grad()
         loss = nn.functional.cross_entropy(reference(sentences), labels)
         loss.backward()
@@ -204,17 +212,20 @@ def time_contenders(
 
     def floor_step(rows: np.ndarray) -> None:
         total = 0
-        for tokens, _ in trainer.data.table.batch_columns(examples.sentences[rows], torch.device("cpu")):
+        for tokens, _ in trainer.data.table.batch_columns(examples.sentences[rows], device):
             total = total + floor(encoder.embedding(tokens))[0].sum()
         total.backward()
 
     def mtl_step(precision: str):
         def step(rows: np.ndarray) -> None:
-            trainer.precision = precision
+            trainer.precision, trainer.scaler = precision, scalers[precision]
             trainer.train_batch(task, rows)
 
         return step
 
+    scalers = {p: grad_scaler(p, device) for p in precisions}
+    # A CUDA step only queues kernels: wait for them, so each contender is timed to its end.
+    finish = torch.cuda.synchronize if device.type == "cuda" else lambda: None
     contenders = {
         "reference": reference_step,
         **{f"mtl {p}": mtl_step(p) for p in precisions},
@@ -224,8 +235,10 @@ def time_contenders(
     times: dict[str, list[float]] = {name: [] for name in names}
     for i, rows in enumerate(batches):
         for name in names[i % len(names) :] + names[: i % len(names)]:  # rotate who goes first
+            finish()
             started = time.perf_counter()
             contenders[name](rows)
+            finish()
             if i >= bench.warmup:
                 times[name].append(1000 * (time.perf_counter() - started))
     padded = [trainer.data.table.lengths[examples.sentences[rows]].max(axis=0).sum() for rows in batches]
@@ -237,16 +250,26 @@ def time_contenders(
     }
 
 
+def milliseconds(value: float) -> str:
+    """Whole milliseconds for CPU steps, tenths for the few-millisecond steps of a GPU."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def where(results: dict) -> str:
+    return results["device"] if results["device"] != "cpu" else f"{results['threads']} threads"
+
+
 def format_row(row: dict) -> str:
     cells = "  ".join(
-        f"{name} {median:7.0f} ({low:.0f}-{high:.0f})" for name, (median, low, high) in row["ms"].items()
+        f"{name} {milliseconds(median):>7} ({milliseconds(low)}-{milliseconds(high)})"
+        for name, (median, low, high) in row["ms"].items()
     )
     return f"{row['setting']:<13} {row['task']:<5} {row['mode']:<8} | {cells}"
 
 
 def report(results: dict) -> str:
     lines = [
-        f"inputs: {results['inputs']}; {results['threads']} threads; median ms per step (min-max) over the same "
+        f"inputs: {results['inputs']}; {where(results)}; median ms per step (min-max) over the same "
         "batches, interleaved (batch 64 NLI pairs, 128 SQuAD triples)",
         *map(format_row, results["rows"]),
         "",
@@ -261,8 +284,9 @@ def report(results: dict) -> str:
         for precision in results["precisions"]:
             ms = row["ms"][f"mtl {precision}"][0]
             lines.append(
-                f"{setting} {task} step, mtl {precision} bucketed: {ms:.0f} ms = {reference / ms:.2f}x faster "
-                f"than the reference on random batches ({reference:.0f} ms); {ms / row['ms']['floor'][0]:.2f}x "
+                f"{setting} {task} step, mtl {precision} bucketed: {milliseconds(ms)} ms = {reference / ms:.2f}x "
+                f"faster than the reference on random batches ({milliseconds(reference)} ms); "
+                f"{ms / row['ms']['floor'][0]:.2f}x "
                 f"the bucketed floor"
             )
     for (setting, task, mode), row in by_key.items():
