@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import warnings
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -21,6 +22,15 @@ from mtl.errors import UserError
 
 T = TypeVar("T")
 TIMEOUT = datetime.timedelta(minutes=30)  # a ClassifSQuAD build on rank 0 can keep the others waiting
+
+
+def processes_per_node() -> int:
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
+def gpu_per_process() -> bool:
+    """Whether each process of this machine has a GPU of its own (the same answer on every rank)."""
+    return torch.cuda.is_available() and processes_per_node() <= torch.cuda.device_count()
 
 
 class Distributed:
@@ -38,7 +48,7 @@ class Distributed:
             # gloo for CPU tensors (also on GPU machines: counts, objects, device=cpu runs),
             # NCCL for CUDA ones.
             backend = "gloo"
-            if torch.cuda.is_available():
+            if gpu_per_process():
                 torch.cuda.set_device(local_rank)
                 backend = "cpu:gloo,cuda:nccl"
             dist.init_process_group(backend, timeout=TIMEOUT)
@@ -54,8 +64,22 @@ class Distributed:
 
     def device(self, name: str) -> torch.device:
         """The config's device; `auto` or `cuda` is this process's own GPU under torchrun."""
+        if self.active and name == "auto" and torch.cuda.is_available() and not gpu_per_process():
+            if self.is_main:
+                warnings.warn(
+                    f"{processes_per_node()} processes per node but {torch.cuda.device_count()} GPU(s): "
+                    "training on the CPU (device=auto); start one process per GPU to train on them",
+                    stacklevel=2,
+                )
+            name = "cpu"
         device = resolve_device(name)
         if self.active and device.type == "cuda" and device.index is None:
+            if not gpu_per_process():
+                raise UserError(
+                    f"device={name} with {processes_per_node()} processes on a machine with "
+                    f"{torch.cuda.device_count()} GPU(s): start at most that many (--nproc-per-node), "
+                    "or train on the CPU with device=cpu"
+                )
             return torch.device("cuda", self.local_rank)
         return device
 

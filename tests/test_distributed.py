@@ -18,7 +18,14 @@ from .conftest import args_for
 
 # Of 200 NLI pairs batch_nli=7 leaves a last batch of 4 per epoch (2 per rank); of 12 ClassifSQuAD
 # triples batch_squad=11 leaves a last batch of 1 (rank 1 gets none and steps at weight 0).
-SETTINGS = ("batch_nli=7", "batch_squad=11", "precision=fp32", "eval_every=100", "checkpoint_every=10")
+SETTINGS = (
+    "device=cpu",
+    "batch_nli=7",
+    "batch_squad=11",
+    "precision=fp32",
+    "eval_every=100",
+    "checkpoint_every=10",
+)
 STEPS = 300
 
 
