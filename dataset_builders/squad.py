@@ -46,23 +46,35 @@ def load_squad(source: str | None) -> dict[str, list[Article]]:
 
 
 def resolve_squad_source(source: str | None) -> str:
-    """`source` itself, or for None `$MTL_DATA_DIR/squad` when MTL_DATA_DIR is set, else the Hub id."""
-    if source is not None:
-        return source
-    local = data_dir()
-    return str(local / "squad") if local is not None else HUB_ID
+    """`source` itself, or for None `$MTL_DATA_DIR/squad` when MTL_DATA_DIR is set, else the Hub id.
+
+    A local folder must hold both files: said now, before other inputs are fetched.
+    """
+    if source is None:
+        local = data_dir()
+        source = str(local / "squad") if local is not None else HUB_ID
+    folder = Path(source).expanduser()
+    if folder.exists() or not _looks_like_hub_id(source):
+        for name, _ in SPLITS.values():
+            if not (folder / name).is_file():
+                raise _missing(folder / name)
+    return source
 
 
 def _looks_like_hub_id(source: str) -> bool:
     return source.count("/") == 1 and not source.startswith((".", "/", "~"))
 
 
+def _missing(path: Path) -> UserError:
+    return UserError(
+        f"SQuAD file {path} does not exist: point squad=PATH at a folder holding "
+        f"{' and '.join(name for name, _ in SPLITS.values())}"
+    )
+
+
 def read_squad_json(path: Path) -> list[Article]:
     if not path.is_file():
-        raise UserError(
-            f"SQuAD file {path} does not exist: point squad=PATH at a folder holding "
-            f"{' and '.join(name for name, _ in SPLITS.values())}"
-        )
+        raise _missing(path)
     try:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
