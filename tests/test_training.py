@@ -227,7 +227,7 @@ def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, bucket):
 def test_auto_precision_is_recorded_as_what_it_resolved_to(tiny_data, tmp_path):
     from mtl.precision import resolve_precision
 
-    run_dir, _ = start(tiny_data, tmp_path / "run", "max_steps=2")
+    run_dir, _ = start(tiny_data, tmp_path / "run", "max_steps=2", "device=cpu")
     recorded = json.loads((run_dir / "config.json").read_text())["config"]["run"]["precision"]
     assert recorded == resolve_precision("auto", torch.device("cpu")) and recorded in ("bf16", "fp32")
 

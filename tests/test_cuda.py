@@ -1,0 +1,86 @@
+"""The CUDA paths: cuDNN's packed BiLSTM, training in each precision, runs moving between devices.
+
+CI's machines have no GPU, so there these skip; on a machine with one they run with the rest.
+"""
+
+import copy
+import json
+
+import pytest
+import torch
+
+from mtl.models.encoders import EncoderConfig, build_encoder
+from mtl.models.encoders.base import frozen_embedding
+
+from .conftest import start_run
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+
+SENTENCES = ["A man is playing a guitar .", "The cat sleeps .", "Two dogs run on the beach"]
+
+
+@pytest.fixture
+def exact_float32():
+    """cuDNN and cuBLAS may compute fp32 in TF32 by default; the comparisons here need full fp32."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def outputs_and_gradients(encoder, tokens, lengths, kernel):
+    encoder.kernel = kernel
+    encoder.zero_grad()
+    output = encoder(tokens, lengths)
+    (output * torch.arange(output.shape[1], device=output.device)).sum().backward()
+    return output.detach().cpu(), [p.grad.cpu() for p in encoder.parameters() if p.requires_grad]
+
+
+@pytest.mark.parametrize("name", ["bilstm", "bilstm2"])
+def test_cudnn_runs_the_function_the_cpu_runs(name, exact_float32, monkeypatch):
+    from mtl.models.encoders import bilstm
+
+    torch.manual_seed(0)
+    encoder = build_encoder(frozen_embedding(torch.randn(50, 12)), EncoderConfig(encoder=name, hidden=16))
+    tokens = torch.tensor([[5, 9, 3, 7, 2, 4], [8, 8, 0, 0, 0, 0], [1, 2, 3, 0, 0, 0], [6, 0, 0, 0, 0, 0]])
+    lengths = torch.tensor([6, 2, 3, 1])
+    on_cpu = outputs_and_gradients(encoder, tokens, lengths, "dense")
+    on_gpu = copy.deepcopy(encoder).cuda()
+    packed_calls = []
+    real = bilstm.packed_bidirectional
+    monkeypatch.setattr(bilstm, "packed_bidirectional", lambda *a: packed_calls.append(1) or real(*a))
+    for kernel in ("auto", "packed"):
+        output, gradients = outputs_and_gradients(on_gpu, tokens.cuda(), lengths.cuda(), kernel)
+        named = lambda message: f"kernel={kernel}: {message}"  # noqa: E731, B023
+        torch.testing.assert_close(output, on_cpu[0], rtol=1e-4, atol=1e-5, msg=named)
+        for gpu_gradient, cpu_gradient in zip(gradients, on_cpu[1], strict=True):
+            torch.testing.assert_close(gpu_gradient, cpu_gradient, rtol=1e-4, atol=1e-5, msg=named)
+    assert len(packed_calls) == 2 * encoder.layers  # auto packs on CUDA, as packed does
+    # (The dense kernel is the CPU's; on CUDA its gradients differ from the CPU's by up to 2e-4.)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_a_run_trained_on_cuda_encodes_alike_on_the_cpu(tiny_data, tmp_path, precision, exact_float32):
+    from mtl.eval.encoder import load_encoder
+
+    run_dir, summary = start_run(tiny_data, tmp_path / "run", "device=cuda", f"precision={precision}")
+    recorded = json.loads((run_dir / "config.json").read_text())["config"]["run"]
+    assert recorded["precision"] == precision
+    assert summary["global_step"] == 10
+    checkpoint = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)
+    scale = checkpoint.get("scaler", {}).get("scale")
+    assert (scale is not None) == (precision == "fp16")  # loss scaling in fp16 alone
+    on_gpu = load_encoder(run_dir, device="cuda").encode(SENTENCES, progress=False)
+    on_cpu = load_encoder(run_dir, device="cpu").encode(SENTENCES, progress=False)
+    torch.testing.assert_close(torch.as_tensor(on_gpu), torch.as_tensor(on_cpu), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("first", "then"), [("cpu", "cuda"), ("cuda", "cpu")])
+def test_a_run_killed_on_one_device_resumes_on_the_other(tiny_data, tmp_path, first, then):
+    from mtl.train import run
+
+    cut_dir, _ = start_run(tiny_data, tmp_path / "run", f"device={first}", "precision=fp32", killed_after=7)
+    _, summary = run.resume(cut_dir, overrides=[f"device={then}"], progress=False)
+    assert summary["global_step"] == 10
+    weights = torch.load(cut_dir / "encoder.pt", weights_only=False)["encoder"]
+    assert all(t.device.type == "cpu" for t in weights.values())  # the export loads on any machine
