@@ -49,13 +49,14 @@ def test_cudnn_runs_the_function_the_cpu_runs(name, exact_float32, monkeypatch):
     packed_calls = []
     real = bilstm.packed_bidirectional
     monkeypatch.setattr(bilstm, "packed_bidirectional", lambda *a: packed_calls.append(1) or real(*a))
-    for kernel in ("auto", "packed"):
-        output, gradients = outputs_and_gradients(on_gpu, tokens.cuda(), lengths.cuda(), kernel)
-        named = lambda message: f"kernel={kernel}: {message}"  # noqa: E731, B023
+    # Lengths on the CPU, as batches keep them, or on the GPU.
+    for kernel, where in (("auto", "cpu"), ("packed", "cpu"), ("packed", "cuda")):
+        output, gradients = outputs_and_gradients(on_gpu, tokens.cuda(), lengths.to(where), kernel)
+        named = lambda message: f"kernel={kernel}, lengths on {where}: {message}"  # noqa: E731, B023
         torch.testing.assert_close(output, on_cpu[0], rtol=1e-4, atol=1e-5, msg=named)
         for gpu_gradient, cpu_gradient in zip(gradients, on_cpu[1], strict=True):
             torch.testing.assert_close(gpu_gradient, cpu_gradient, rtol=1e-4, atol=1e-5, msg=named)
-    assert len(packed_calls) == 2 * encoder.layers  # auto packs on CUDA, as packed does
+    assert len(packed_calls) == 3 * encoder.layers  # auto packs on CUDA, as packed does
     # (The dense kernel is the CPU's; on CUDA its gradients differ from the CPU's by up to 2e-4.)
 
 
@@ -84,3 +85,32 @@ def test_a_run_killed_on_one_device_resumes_on_the_other(tiny_data, tmp_path, fi
     assert summary["global_step"] == 10
     weights = torch.load(cut_dir / "encoder.pt", weights_only=False)["encoder"]
     assert all(t.device.type == "cpu" for t in weights.values())  # the export loads on any machine
+
+
+@pytest.mark.parametrize("encoder", ["bilstm", "lstm", "transformer"])
+def test_a_training_step_never_waits_for_the_gpu_before_its_metrics(tiny_data, tmp_path, encoder):
+    # Forward and backward only queue kernels: batches arrive from pinned memory without
+    # blocking and the lengths stay on the CPU; reading the loss is the step's one sync.
+    import numpy as np
+
+    from mtl.train import run
+    from mtl.train.data import prepare
+    from mtl.train.runlog import NullLog
+    from mtl.train.trainer import Trainer
+
+    from .conftest import args_for
+
+    config = run.config_from_args(args_for(tiny_data, tmp_path / "run", "device=cuda", f"encoder={encoder}"))
+    trainer = Trainer(config, tmp_path / "run", data=prepare(config, progress=False), progress=False)
+    trainer.log = NullLog()
+    for task in config.tasks:
+        examples = trainer.data.examples[task]["train"]
+        rows = np.arange(min(8, len(examples)))
+        trainer.train_batch(task, rows)  # cuDNN's first call picks its algorithms
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            sentences = trainer.data.table.batch_columns(examples.sentences[rows], trainer.device)
+            trainer.networks[task](sentences).float().logsumexp(dim=-1).sum().backward()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")

@@ -32,8 +32,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from mtl.config import AtLeast0, Range, apply_overrides
-from mtl.data.batches import TaskStream, to_device
-from mtl.device import resolve_device
+from mtl.data.batches import TaskStream
+from mtl.device import resolve_device, to_device
 from mtl.models.heads import TASKS, mlp
 from mtl.precision import bf16_supported, grad_scaler
 from mtl.train.config import TrainConfig
@@ -76,12 +76,13 @@ class ReferenceModel(nn.Module):
         self.classifier = mlp(self.task.siamese_width * 2 * hidden, head_hidden, 1, self.task.classes, 0.0)
 
     def encode(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        # InferSent's BLSTMEncoder: sort by length, pack, run, unpack, unsort, max over time.
-        order = torch.argsort(lengths, descending=True)
-        embedded = self.embedding(tokens[order]).transpose(0, 1)  # (T, B, E)
-        packed = pack_padded_sequence(embedded, lengths[order].cpu())
+        # InferSent's BLSTMEncoder: sort by length on the host, pack, run, unpack, unsort, max
+        # over time (the sort order copied to the GPU, as its code does).
+        order = torch.argsort(lengths.cpu(), descending=True)
+        embedded = self.embedding(tokens[order.to(tokens.device)]).transpose(0, 1)  # (T, B, E)
+        packed = pack_padded_sequence(embedded, lengths.cpu()[order])
         output = pad_packed_sequence(self.lstm(packed)[0])[0]  # (T, B, 2H)
-        output = output[:, torch.argsort(order)]
+        output = output[:, torch.argsort(order).to(tokens.device)]
         return output.max(dim=0)[0]
 
     def forward(self, sentences) -> torch.Tensor:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mtl.device import to_device
 from mtl.text.tokenizer import Tokenizer
 from mtl.text.vocab import Vocabulary
 
@@ -47,15 +48,13 @@ class SentenceTable:
     def batch_columns(
         self, rows: np.ndarray, device: torch.device
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """For (B, k) example rows: one padded (tokens, lengths) pair per sentence position, on `device`."""
-        return [tuple(to_device(t, device) for t in self.batch(rows[:, k])) for k in range(rows.shape[1])]
+        """For (B, k) example rows: one padded (tokens, lengths) pair per sentence position.
 
-
-def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A copy on `device`; to a GPU from pinned memory, without waiting for the copy."""
-    if device.type != "cuda":
-        return tensor.to(device)
-    return tensor.pin_memory().to(device, non_blocking=True)
+        Tokens go to `device`; lengths stay on the CPU, where packing sequences for cuDNN reads
+        them without waiting for the GPU (encoders move what they derive from them).
+        """
+        columns = (self.batch(rows[:, k]) for k in range(rows.shape[1]))
+        return [(to_device(tokens, device), lengths) for tokens, lengths in columns]
 
 
 @dataclass

@@ -16,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from mtl.config import from_dict
-from mtl.device import resolve_device
+from mtl.device import resolve_device, to_device
 from mtl.errors import UserError
 from mtl.models.encoders import build_encoder
 from mtl.models.encoders.base import Encoder, EncoderConfig, frozen_embedding
@@ -84,8 +84,7 @@ class SentenceEncoder:
                     for row, index in enumerate(chosen):
                         batch[row, : lengths[index]] = ids[index]
                     embedded = self.encoder(
-                        torch.from_numpy(batch).to(self.device),
-                        torch.from_numpy(lengths[chosen]).to(self.device),
+                        to_device(torch.from_numpy(batch), self.device), torch.from_numpy(lengths[chosen])
                     )
                     out[chosen] = embedded.float().cpu().numpy()
         finally:

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from mtl.data.batches import SentenceTable, TaskExamples
+from mtl.device import to_device
 from mtl.models.heads import MultitaskModel
 
 
@@ -42,7 +43,7 @@ def embed_rows(
     for start in range(0, len(rows), batch_size):
         chosen = order[start : start + batch_size]
         tokens, lengths = table.batch(rows[chosen])
-        embedded = encoder(tokens.to(device), lengths.to(device))
+        embedded = encoder(to_device(tokens, device), lengths)
         if out is None:
             out = torch.empty(len(rows), embedded.shape[1], device=device)
         out[torch.from_numpy(chosen).to(device)] = embedded.float()

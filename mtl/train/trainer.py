@@ -24,7 +24,8 @@ from tqdm.auto import tqdm
 from mtl import atomic, jsonfile
 from mtl.config import to_dict
 from mtl.console import progress_stream
-from mtl.data.batches import TaskStream, to_device
+from mtl.data.batches import TaskStream
+from mtl.device import to_device
 from mtl.distributed import Distributed
 from mtl.errors import UserError
 from mtl.models.encoders import build_encoder
@@ -83,7 +84,7 @@ class Trainer:
         }
         self.optimizers = self._build_optimizers()
         self.lr_policy = LrPolicy(config.optim, self.optimizers, config.main_task)
-        self.precision = resolve_precision(config.run.precision, self.device)
+        self.precision = resolve_precision(config.run.precision, self.device, config.model.encoder)
         self.scaler = grad_scaler(self.precision, self.device)
         schedule, seed = config.schedule, config.run.seed
         self.streams = {
@@ -136,7 +137,7 @@ class Trainer:
             return network
         return DistributedDataParallel(
             network,
-            device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            device_ids=None,  # inputs stay where they are: the lengths on the CPU, not copied to the GPU
             find_unused_parameters=self.model.encoder.pair_model,  # a pair model may skip its pooling
         )
 

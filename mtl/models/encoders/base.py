@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from mtl.config import AtLeast0, AtLeast1, Range, check_fields
+from mtl.device import to_device
 from mtl.errors import UserError
 
 Pooling = Literal["max", "mean", "max+mean", "cls"]
@@ -59,6 +60,9 @@ class EncoderConfig:
 class Encoder(nn.Module):
     """`forward(tokens (B, T), lengths (B,)) -> (B, output_dim)` sentence embeddings.
 
+    Tokens are on the encoder's device; lengths on the CPU (as batches keep them, so no step
+    waits for the GPU to read them back) or on that device.
+
     Pair models (decomposable attention) also score two sentences against each other with
     `compare(a, a_lengths, b, b_lengths) -> (B, pair_dim)`; heads use that when `pair_model`.
     """
@@ -100,9 +104,10 @@ def frozen_embedding(matrix: torch.Tensor) -> nn.Embedding:
     return nn.Embedding.from_pretrained(matrix, freeze=True, padding_idx=0)
 
 
-def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
-    """(B, T) True at real positions."""
-    return torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]
+def length_mask(lengths: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:
+    """(B, T) True at real positions, on `device`: made where `lengths` are (the CPU, as batches
+    keep them), then copied without blocking."""
+    return to_device(torch.arange(width, device=lengths.device)[None, :] < lengths[:, None], device)
 
 
 def pooled_dim(width: int, pooling: Pooling) -> int:

@@ -6,14 +6,16 @@ from typing import Literal
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from mtl.device import to_device
 from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, length_mask, pool, pooled_dim, register
+from mtl.models.encoders.packing import run_packed
 
 
 def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Reverse each (B, T, D) sequence over its first `length` steps; padding stays at the end."""
     steps = torch.arange(x.shape[1], device=x.device)[None, :]
+    lengths = to_device(lengths, x.device)
     index = torch.where(steps < lengths[:, None], lengths[:, None] - 1 - steps, steps)  # (B, T)
     return x.gather(1, index[:, :, None].expand_as(x))
 
@@ -67,7 +69,7 @@ class BiLSTMEncoder(Encoder):
             if depth:
                 states = self.between_layers(states)
             states = layer(states, lengths, lstm)  # (B, T, 2H)
-        return pool(states, length_mask(lengths, states.shape[1]), self.pooling)
+        return pool(states, length_mask(lengths, states.shape[1], states.device), self.pooling)
 
 
 def _from_one_lstm_per_direction(module, state_dict, prefix, *_) -> None:
@@ -105,9 +107,7 @@ def one_direction(states: torch.Tensor, lstm: nn.LSTM, weights: list[torch.Tenso
 
 
 def packed_bidirectional(states: torch.Tensor, lengths: torch.Tensor, lstm: nn.LSTM) -> torch.Tensor:
-    # pack_padded_sequence needs the lengths on the CPU: the one host sync of this kernel.
-    packed = pack_padded_sequence(states, lengths.cpu(), batch_first=True, enforce_sorted=False)
-    return pad_packed_sequence(lstm(packed)[0], batch_first=True, total_length=states.shape[1])[0]
+    return run_packed(lstm, states, lengths)
 
 
 @register("bilstm")

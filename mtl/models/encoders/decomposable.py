@@ -47,7 +47,7 @@ class DecomposableAttention(Encoder):
     def token_states(self, tokens: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Intra-attended token states (B, T, 2H) and the (B, T) mask of real positions."""
         width = tokens.shape[1]
-        mask = length_mask(lengths, width)
+        mask = length_mask(lengths, width, tokens.device)
         a = self.project(self.embedding(tokens))  # (B, T, H)
         f = self.intra(a)
         positions = torch.arange(width, device=tokens.device)

@@ -44,7 +44,7 @@ class HFEncoder(Encoder):
             module.requires_grad_(False)
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        mask = length_mask(lengths, tokens.shape[1])  # (B, T)
+        mask = length_mask(lengths, tokens.shape[1], tokens.device)  # (B, T)
         states = self.backbone(
             input_ids=tokens.masked_fill(~mask, self.pad_id), attention_mask=mask.long()
         ).last_hidden_state  # (B, T, W)

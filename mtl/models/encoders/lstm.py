@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, length_mask, pool, pooled_dim, register
+from mtl.models.encoders.packing import run_packed
 
 
 class LSTMEncoder(Encoder):
@@ -20,14 +20,11 @@ class LSTMEncoder(Encoder):
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         states = self.embedding(tokens)  # (B, T, E)
-        if tokens.is_cuda:  # cuDNN over packed sequences skips the padding
-            packed = pack_padded_sequence(states, lengths.cpu(), batch_first=True, enforce_sorted=False)
-            states = pad_packed_sequence(
-                self.lstm(packed)[0], batch_first=True, total_length=tokens.shape[1]
-            )[0]
-        else:
-            states = self.lstm(states)[0]  # (B, T, H)
-        return pool(states, length_mask(lengths, tokens.shape[1]), self.pooling)
+        # On CUDA, cuDNN over packed sequences skips the padding.
+        states = (
+            run_packed(self.lstm, states, lengths) if tokens.is_cuda else self.lstm(states)[0]
+        )  # (B, T, H)
+        return pool(states, length_mask(lengths, tokens.shape[1], tokens.device), self.pooling)
 
 
 @register("lstm")

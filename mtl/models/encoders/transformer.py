@@ -38,7 +38,7 @@ class TransformerEncoder(Encoder):
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         width = tokens.shape[1]
-        mask = length_mask(lengths, width)  # (B, T)
+        mask = length_mask(lengths, width, tokens.device)  # (B, T)
         states = self.project(self.embedding(tokens)) + self.positions[:width]  # (B, T, W)
         states = self.layers(states, src_key_padding_mask=~mask)
         return pool(states, mask, self.pooling)
