@@ -224,6 +224,19 @@ def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, bucket):
     assert all(math.isfinite(loss) for loss in losses)
 
 
+def test_auto_precision_keeps_lstms_in_fp32_on_cuda_only(monkeypatch):
+    from mtl import precision
+    from mtl.precision import resolve_precision
+
+    monkeypatch.setattr(precision, "bf16_supported", lambda device: True)  # a GPU with bf16
+    assert resolve_precision("auto", torch.device("cuda"), "transformer") == "bf16"
+    cpu = torch.device("cpu")
+    for encoder in ("bilstm", "bilstm2", "lstm"):
+        assert resolve_precision("auto", torch.device("cuda"), encoder) == "fp32"  # cuDNN: TF32 already
+        assert resolve_precision("auto", cpu, encoder) == resolve_precision("auto", cpu, "transformer")
+        assert resolve_precision("fp16", torch.device("cuda"), encoder) == "fp16"  # asked for: kept
+
+
 def test_auto_precision_is_recorded_as_what_it_resolved_to(tiny_data, tmp_path):
     from mtl.precision import resolve_precision
 

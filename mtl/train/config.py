@@ -101,7 +101,9 @@ class RunConfig:
         "best"  # checkpoints uploaded as versions of the run's model artifact (250 MB each at paper size)
     )
     group: str | None = None  # W&B group (a sweep's name); None: the run name (a preset's name)
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # autocast; auto: bf16 where supported
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = (
+        "auto"  # autocast; auto: bf16 where supported (LSTMs on CUDA: fp32, on TF32)
+    )
 
 
 @dataclass

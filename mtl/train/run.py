@@ -50,7 +50,9 @@ def start(
     dist = dist or Distributed.from_environment()
     run_dir = dist.main_first(lambda: new_run_folder(config), others_too=False)
     config = dist.main_first(lambda: resolve_inputs(config))  # a download happens once, on rank 0
-    config.run.precision = resolve_precision(config.run.precision, dist.device(config.run.device))
+    config.run.precision = resolve_precision(
+        config.run.precision, dist.device(config.run.device), config.model.encoder
+    )
     command_line = shlex.join(["just", "train-multitask", *command])
     trainer = Trainer(config, run_dir, progress=progress, dist=dist, command=command_line)
     if dist.is_main:
