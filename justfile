@@ -43,7 +43,7 @@ report *args:
 dashboard *args:
     {{python}} -m mtl dashboard "$@"
 
-# a training step of mtl vs the 2018 code's and a bare-LSTM floor, 300-d (e.g. only="bilstm 512" tasks=nli)
+# a training step of mtl vs the 2018 code's and a bare-LSTM floor, 300-d (e.g. only="bilstm 512" tasks=nli, device=cuda)
 bench-train *args:
     {{python}} -m mtl bench-train "$@"
 

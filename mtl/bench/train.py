@@ -12,9 +12,11 @@ and ClassifSQuAD batches, every contender steps on the very same batches, interl
 - `floor`: a bare bidirectional `nn.LSTM` forward and backward over each position padded to
   its own longest sentence: what any BiLSTM step must at least cost.
 
-Both batching modes are timed: `random` batches (a plain shuffle, as the 2018 code draws
-them) and `bucketed` ones (mtl's default). The headline compares mtl as it trains
-(bucketed, each precision) with the reference as the 2018 code trained (random batches).
+With `device=cuda` every contender runs on the GPU (cuDNN), each timed to the end of its
+kernels, and `precisions` may add fp16. Both batching modes are timed: `random` batches
+(a plain shuffle, as the 2018 code draws them) and `bucketed` ones (mtl's default). The
+headline compares mtl as it trains (bucketed, each precision) with the reference as the
+2018 code trained (random batches).
 """
 
 from __future__ import annotations
