@@ -16,19 +16,26 @@ def row(setting, task, mode, reference, fp32, bf16, floor):
     }
 
 
-def test_train_report_compares_mtl_bucketed_with_the_reference_on_random_batches():
-    results = {
+def results(device: str, threads: int, *rows: dict) -> dict:
+    return {
         "inputs": "random 300-d vectors",
-        "threads": 1,
-        "device": "cpu",
+        "threads": threads,
+        "device": device,
         "precisions": ["fp32", "bf16"],
-        "rows": [
-            row("bilstm 512", "nli", "random", 870.0, 800.0, 600.0, 700.0),
-            row("bilstm 512", "nli", "bucketed", 700.0, 500.0, 340.0, 450.0),
-        ],
+        "rows": list(rows),
         "fill": {("nli", "random"): 0.553, ("nli", "bucketed"): 0.811},
     }
-    report = train.report(results)
+
+
+def test_train_report_compares_mtl_bucketed_with_the_reference_on_random_batches():
+    report = train.report(
+        results(
+            "cpu",
+            1,
+            row("bilstm 512", "nli", "random", 870.0, 800.0, 600.0, 700.0),
+            row("bilstm 512", "nli", "bucketed", 700.0, 500.0, 340.0, 450.0),
+        )
+    )
     assert report.startswith("inputs: random 300-d vectors; 1 threads;")
     assert (
         "bilstm 512 nli step, mtl fp32 bucketed: 500 ms = 1.74x faster than the reference on random batches (870 ms); 1.11x the bucketed floor"
@@ -41,18 +48,14 @@ def test_train_report_compares_mtl_bucketed_with_the_reference_on_random_batches
 
 
 def test_train_report_names_the_gpu_and_shows_tenths_of_its_short_steps():
-    results = {
-        "inputs": "random 300-d vectors",
-        "threads": 16,
-        "device": "NVIDIA H100 80GB HBM3",
-        "precisions": ["fp32", "bf16"],
-        "rows": [
+    report = train.report(
+        results(
+            "NVIDIA H100 80GB HBM3",
+            16,
             row("bilstm 2048", "nli", "random", 30.0, 25.0, 20.0, 15.0),
             row("bilstm 2048", "nli", "bucketed", 28.0, 12.5, 10.0, 11.0),
-        ],
-        "fill": {("nli", "random"): 0.553, ("nli", "bucketed"): 0.811},
-    }
-    report = train.report(results)
+        )
+    )
     assert report.startswith("inputs: random 300-d vectors; NVIDIA H100 80GB HBM3;")
     assert (
         "mtl fp32 bucketed: 12.5 ms = 2.40x faster than the reference on random batches (30.0 ms)" in report
