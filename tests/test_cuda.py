@@ -47,8 +47,8 @@ def test_cudnn_runs_the_function_the_cpu_runs(name, exact_float32, monkeypatch):
     on_cpu = outputs_and_gradients(encoder, tokens, lengths, "dense")
     on_gpu = copy.deepcopy(encoder).cuda()
     packed_calls = []
-    real = bilstm.packed_bidirectional
-    monkeypatch.setattr(bilstm, "packed_bidirectional", lambda *a: packed_calls.append(1) or real(*a))
+    real = bilstm.run_packed
+    monkeypatch.setattr(bilstm, "run_packed", lambda *a: packed_calls.append(1) or real(*a))
     # Lengths on the CPU, as batches keep them, or on the GPU.
     for kernel, where in (("auto", "cpu"), ("packed", "cpu"), ("packed", "cuda")):
         output, gradients = outputs_and_gradients(on_gpu, tokens.cuda(), lengths.to(where), kernel)

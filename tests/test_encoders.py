@@ -139,8 +139,8 @@ def test_auto_kernel_on_cpu_packs_only_narrow_batches_that_are_mostly_padding(em
     from mtl.models.encoders import bilstm
 
     calls = []
-    real = bilstm.packed_bidirectional
-    monkeypatch.setattr(bilstm, "packed_bidirectional", lambda *a: calls.append(1) or real(*a))
+    real = bilstm.run_packed
+    monkeypatch.setattr(bilstm, "run_packed", lambda *a: calls.append(1) or real(*a))
     encoder = build_encoder(embedding, SMALL["bilstm"])
     assert encoder.kernel == "auto"
     encoder(torch.tensor([[5, 9], [3, 4]]), torch.tensor([2, 2]))  # no padding: dense

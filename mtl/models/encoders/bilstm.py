@@ -64,7 +64,7 @@ class BiLSTMEncoder(Encoder):
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         states = self.embedding(tokens)  # (B, T, E)
-        layer = packed_bidirectional if self._packs(tokens, lengths) else dense_bidirectional
+        layer = run_packed if self._packs(tokens, lengths) else dense_bidirectional
         for depth, lstm in enumerate(self.lstms):
             if depth:
                 states = self.between_layers(states)
@@ -104,10 +104,6 @@ def one_direction(states: torch.Tensor, lstm: nn.LSTM, weights: list[torch.Tenso
         True,  # batch_first
     )
     return output
-
-
-def packed_bidirectional(states: torch.Tensor, lengths: torch.Tensor, lstm: nn.LSTM) -> torch.Tensor:
-    return run_packed(lstm, states, lengths)
 
 
 @register("bilstm")

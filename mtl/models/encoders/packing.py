@@ -9,7 +9,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from mtl.device import to_device
 
 
-def run_packed(lstm: nn.LSTM, states: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+def run_packed(states: torch.Tensor, lengths: torch.Tensor, lstm: nn.LSTM) -> torch.Tensor:
     """`lstm` over the real positions of right-padded (B, T, E) `states`; (B, T, D), zeros at padding.
 
     The lengths are sorted on the CPU and the order copied without blocking: packing with
