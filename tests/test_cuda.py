@@ -89,8 +89,9 @@ def test_a_run_killed_on_one_device_resumes_on_the_other(tiny_data, tmp_path, fi
 
 @pytest.mark.parametrize("encoder", ["bilstm", "lstm", "transformer"])
 def test_a_training_step_never_waits_for_the_gpu_before_its_metrics(tiny_data, tmp_path, encoder):
-    # Forward and backward only queue kernels: batches arrive from pinned memory without
-    # blocking and the lengths stay on the CPU; reading the loss is the step's one sync.
+    # Forward, backward, clipping and the update only queue kernels: batches arrive from
+    # pinned memory without blocking and the lengths stay on the CPU; reading the metrics at
+    # the end is the step's one sync.
     import numpy as np
 
     from mtl.train import run
@@ -110,7 +111,8 @@ def test_a_training_step_never_waits_for_the_gpu_before_its_metrics(tiny_data, t
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
-            sentences = trainer.data.table.batch_columns(examples.sentences[rows], trainer.device)
-            trainer.networks[task](sentences).float().logsumexp(dim=-1).sum().backward()
+            totals = trainer.queue_step(task, rows)
         finally:
             torch.cuda.set_sync_debug_mode("default")
+        loss, correct, grad_norm = totals.tolist()
+        assert loss > 0 and 0 <= correct <= len(rows) and grad_norm > 0

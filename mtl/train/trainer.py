@@ -307,6 +307,33 @@ class Trainer:
     def train_batch(self, task: str, rows: np.ndarray) -> dict[str, Any]:
         """One optimizer step of `task` on the training examples `rows` (the global batch); returns its metrics."""
         started = time.perf_counter()
+        totals = self.queue_step(task, rows)
+        # The step's one wait for the GPU (InferSent's loop reads its loss every step too). A
+        # non-finite loss is caught after the update: the run stops without saving it.
+        loss_sum, correct_sum, grad_norm = totals.tolist()
+        loss_sum, correct_sum = self.dist.sum([loss_sum, correct_sum])
+        mean_loss = loss_sum / len(rows)
+        if not math.isfinite(mean_loss):
+            raise self._diverged(task, mean_loss)
+        state = self.state
+        state.global_step += 1
+        state.task_steps[task] += 1
+        seconds = time.perf_counter() - started
+        return {
+            "global_step": state.global_step,
+            f"{task}/step": state.task_steps[task],
+            f"{task}/train/loss": mean_loss,
+            f"{task}/train/acc": correct_sum / len(rows),
+            f"{task}/lr": self.lr_policy.lr(task),
+            f"{task}/grad_norm": grad_norm,
+            f"{task}/examples_per_s": len(rows) / seconds,
+            "phase/task_id": TASK_INDEX[task],  # which block a step is in, on any chart
+        }
+
+    def queue_step(self, task: str, rows: np.ndarray) -> torch.Tensor:
+        """Forward, backward and update of one step, queued without waiting for the GPU (except
+        fp16's gradient scaler, which reads whether the gradients overflowed); returns this rank's
+        (loss sum, correct, gradient norm) on the device."""
         state = self.state
         # Dropout masks from (seed, step, rank), as fairseq does: resuming needs no RNG state and
         # works with any number of ranks.
@@ -334,10 +361,6 @@ class Trainer:
                 # (InferSent's train_nli.py: mean loss, then clip at 5).
                 self.scaler.scale(losses.sum() * (self.dist.world_size / len(rows))).backward()
                 totals += torch.stack([losses.sum().detach(), correct])
-        loss_sum, correct_sum = self.dist.sum(totals.tolist())  # one sync
-        mean_loss = loss_sum / len(rows)
-        if not math.isfinite(mean_loss):
-            raise self._diverged(task, mean_loss)
         optimizer = self.optimizers[task]
         self.lr_policy.before_step(state.global_step)
         self.scaler.unscale_(optimizer)
@@ -345,20 +368,7 @@ class Trainer:
         grad_norm = nn.utils.clip_grad_norm_(self.task_parameters[task], max_norm)
         self.scaler.step(optimizer)
         self.scaler.update()
-
-        state.global_step += 1
-        state.task_steps[task] += 1
-        seconds = time.perf_counter() - started
-        return {
-            "global_step": state.global_step,
-            f"{task}/step": state.task_steps[task],
-            f"{task}/train/loss": mean_loss,
-            f"{task}/train/acc": correct_sum / len(rows),
-            f"{task}/lr": self.lr_policy.lr(task),
-            f"{task}/grad_norm": grad_norm.item(),
-            f"{task}/examples_per_s": len(rows) / seconds,
-            "phase/task_id": TASK_INDEX[task],  # which block a step is in, on any chart
-        }
+        return torch.cat([totals, grad_norm.float().reshape(1).to(totals.device)])
 
     def _share_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """This rank's rows of a global batch, with loss weights: a rank left without rows (the last,
