@@ -186,20 +186,48 @@ def test_bucketing_key_orders_by_the_longest_call_coarsely_then_the_others():
     ]  # 29 | 30, 31 by q
 
 
+def earlier_layout(state: dict[str, torch.Tensor], per_direction: bool) -> dict[str, torch.Tensor]:
+    """`state` under an earlier layout's names: one nn.LSTM per layer (lstms.N.weight_ih_l0[_reverse])
+    or per layer and direction (forward_layers.N.weight_ih_l0, backward_layers.N.weight_ih_l0)."""
+    import re
+
+    old = {}
+    for key, value in state.items():
+        if match := re.fullmatch(r"lstm\.(\w+?)_l(\d+)(_reverse)?", key):
+            name, layer, reverse = match.groups()
+            if per_direction:
+                key = f"{'backward' if reverse else 'forward'}_layers.{layer}.{name}_l0"
+            else:
+                key = f"lstms.{layer}.{name}_l0{reverse or ''}"
+        old[key] = value.clone()
+    return old
+
+
+@pytest.mark.parametrize("per_direction", [False, True], ids=["lstm-per-layer", "lstm-per-direction"])
 @pytest.mark.parametrize("name", ["bilstm", "bilstm2"])
-def test_checkpoints_with_one_lstm_per_direction_still_load(embedding, name):
-    # Before one nn.LSTM held both directions, each had its own: forward_layers.N / backward_layers.N.
+def test_checkpoints_of_earlier_layouts_still_load(embedding, name, per_direction):
     torch.manual_seed(3)
     encoder = build_encoder(embedding, SMALL[name])
-    old = {}
-    for key, value in encoder.state_dict().items():
-        if key.startswith("lstms."):
-            index, parameter = key[len("lstms.") :].split(".", 1)
-            side = "backward_layers" if parameter.endswith("_reverse") else "forward_layers"
-            key = f"{side}.{index}.{parameter.removesuffix('_reverse')}"
-        old[key] = value.clone()
-    assert any(k.startswith("backward_layers.") for k in old) and not any(k.startswith("lstms.") for k in old)
+    old = earlier_layout(encoder.state_dict(), per_direction)
+    assert not any(k.startswith("lstm.") for k in old)
+    assert (
+        sum(k.startswith(("lstms.", "forward_layers.", "backward_layers.")) for k in old)
+        == 8 * encoder.layers
+    )
     loaded = build_encoder(embedding, SMALL[name])
     loaded.load_state_dict(old)
     tokens, lengths = torch.tensor([[5, 9, 3], [8, 8, 0]]), torch.tensor([3, 2])
     torch.testing.assert_close(loaded(tokens, lengths), encoder(tokens, lengths), rtol=0, atol=0)
+
+
+def test_packing_by_one_gather_packs_as_pytorch_does():
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    from mtl.models.encoders.packing import packed_rows
+
+    lengths = torch.tensor([3, 6, 1, 3, 5])
+    states = torch.arange(5 * 7 * 2, dtype=torch.float32).view(5, 7, 2)  # padded to 7
+    expected = pack_padded_sequence(states, lengths, batch_first=True, enforce_sorted=False)
+    rows, batch_sizes = packed_rows(lengths, width=7)
+    torch.testing.assert_close(batch_sizes, expected.batch_sizes)
+    torch.testing.assert_close(states.view(35, 2)[rows], expected.data, rtol=0, atol=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import torch
@@ -25,14 +26,15 @@ PACKED_BELOW_FILL = 0.6  # CPU: share of real (not padding) positions under whic
 
 
 class BiLSTMEncoder(Encoder):
-    """A BiLSTM, one `nn.LSTM(bidirectional=True)` per layer, run by one of two kernels.
+    """A (stacked) BiLSTM, one `nn.LSTM(bidirectional=True)`, run by one of two kernels.
 
-    `packed`: the module over packed sequences, both directions in one call, which cuDNN runs
-    fastest (its weights stay in the one flat buffer cuDNN wants), and the CPU too when much
-    of a batch would be padding. `dense`: each direction on its own over right-padded input,
-    the backward one over each sequence reversed within its length, so padding never reaches
-    a real position; the CPU runs it fastest when batches are mostly real tokens (bucketed
-    batches). Same parameters, same function: a checkpoint moves between kernels and devices.
+    `packed`: the module over packed sequences, every layer and both directions in one call,
+    which cuDNN runs fastest (its weights stay in the one flat buffer cuDNN wants), and the
+    CPU too when much of a batch would be padding. `dense`: a layer and direction at a time
+    over right-padded input, the backward one over each sequence reversed within its length,
+    so padding never reaches a real position; the CPU runs it fastest when batches are mostly
+    real tokens (bucketed batches). Same parameters, same function: a checkpoint moves between
+    kernels and devices.
     """
 
     kernel: Kernel = "auto"  # auto: packed on CUDA; on CPU by how much of the batch is padding
@@ -41,15 +43,19 @@ class BiLSTMEncoder(Encoder):
         self, embedding: nn.Embedding, hidden: int, layers: int, pooling: Pooling, dropout: float = 0.0
     ):
         super().__init__(embedding)
-        inputs = [embedding.embedding_dim] + [2 * hidden] * (layers - 1)
-        self.lstms = nn.ModuleList(
-            nn.LSTM(size, hidden, batch_first=True, bidirectional=True) for size in inputs
+        self.lstm = nn.LSTM(
+            embedding.embedding_dim,
+            hidden,
+            num_layers=layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=dropout if layers > 1 else 0.0,  # on each layer's output but the last
         )
-        self.between_layers = nn.Dropout(dropout)
+        self.between_layers = nn.Dropout(dropout)  # the same, for the dense kernel
         self.input_size, self.hidden, self.layers = embedding.embedding_dim, hidden, layers
         self.pooling = pooling
         self.output_dim = pooled_dim(2 * hidden, pooling)
-        self.register_load_state_dict_pre_hook(_from_one_lstm_per_direction)
+        self.register_load_state_dict_pre_hook(_from_earlier_layouts)
 
     def _packs(self, tokens: torch.Tensor, lengths: torch.Tensor) -> bool:
         if self.kernel != "auto":
@@ -64,34 +70,53 @@ class BiLSTMEncoder(Encoder):
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         states = self.embedding(tokens)  # (B, T, E)
-        layer = run_packed if self._packs(tokens, lengths) else dense_bidirectional
-        for depth, lstm in enumerate(self.lstms):
-            if depth:
-                states = self.between_layers(states)
-            states = layer(states, lengths, lstm)  # (B, T, 2H)
+        if self._packs(tokens, lengths):
+            states = run_packed(states, lengths, self.lstm)  # (B, T, 2H)
+        else:
+            for layer in range(self.layers):
+                if layer:
+                    states = self.between_layers(states)
+                states = dense_bidirectional(states, lengths, self.lstm, layer)  # (B, T, 2H)
         return pool(states, length_mask(lengths, states.shape[1], states.device), self.pooling)
 
 
-def _from_one_lstm_per_direction(module, state_dict, prefix, *_) -> None:
-    """Checkpoints written before one module held both directions (forward_layers.N.weight_ih_l0,
-    backward_layers.N.weight_ih_l0) load under today's names (lstms.N.weight_ih_l0[_reverse])."""
+EARLIER_NAME = re.compile(
+    r"(?P<module>forward_layers|backward_layers|lstms)\.(?P<layer>\d+)\.(?P<name>\w+?)_l0(?P<reverse>_reverse)?"
+)
+
+
+def _from_earlier_layouts(module, state_dict, prefix, *_) -> None:
+    """Checkpoints of earlier layouts load under today's names (lstm.weight_ih_lN[_reverse]): one
+    nn.LSTM per layer (lstms.N.weight_ih_l0[_reverse]) or per layer and direction
+    (forward_layers.N.weight_ih_l0, backward_layers.N.weight_ih_l0)."""
     for key in [k for k in state_dict if k.startswith(prefix)]:
-        name = key[len(prefix) :]
-        for old, suffix in (("forward_layers.", ""), ("backward_layers.", "_reverse")):
-            if name.startswith(old):
-                state_dict[f"{prefix}lstms.{name[len(old) :]}{suffix}"] = state_dict.pop(key)
+        if old := EARLIER_NAME.fullmatch(key[len(prefix) :]):
+            reverse = "_reverse" if old["reverse"] or old["module"] == "backward_layers" else ""
+            state_dict[f"{prefix}lstm.{old['name']}_l{old['layer']}{reverse}"] = state_dict.pop(key)
 
 
-def dense_bidirectional(states: torch.Tensor, lengths: torch.Tensor, lstm: nn.LSTM) -> torch.Tensor:
-    forward_weights, backward_weights = lstm._flat_weights[:4], lstm._flat_weights[4:]
-    ahead = one_direction(states, lstm, forward_weights)  # (B, T, H)
-    behind = one_direction(reverse_within_lengths(states, lengths), lstm, backward_weights)
+def dense_bidirectional(
+    states: torch.Tensor, lengths: torch.Tensor, lstm: nn.LSTM, layer: int
+) -> torch.Tensor:
+    """Layer `layer` of `lstm` over right-padded (B, T, E) `states`, a direction at a time."""
+    ahead = one_direction(states, lstm, layer_weights(lstm, layer, ""))  # (B, T, H)
+    behind = one_direction(
+        reverse_within_lengths(states, lengths), lstm, layer_weights(lstm, layer, "_reverse")
+    )
     return torch.cat([ahead, reverse_within_lengths(behind, lengths)], dim=-1)  # (B, T, 2H)
+
+
+def layer_weights(lstm: nn.LSTM, layer: int, direction: str) -> list[torch.Tensor]:
+    """One layer and direction's (w_ih, w_hh, b_ih, b_hh) of `lstm`; `direction`: "" or "_reverse"."""
+    return [
+        getattr(lstm, f"{name}_l{layer}{direction}")
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    ]
 
 
 def one_direction(states: torch.Tensor, lstm: nn.LSTM, weights: list[torch.Tensor]) -> torch.Tensor:
     """Left to right over (B, T, E) with one direction's (w_ih, w_hh, b_ih, b_hh), as nn.LSTM runs."""
-    zeros = states.new_zeros(1, states.shape[0], lstm.hidden_size)
+    zeros = states.new_zeros(1, states.shape[0], lstm.hidden_size)  # (1 layer, B, H)
     output, _, _ = torch._VF.lstm(
         states,
         (zeros, zeros),
