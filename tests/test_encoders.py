@@ -170,6 +170,32 @@ def test_answers_encoded_in_one_call_score_as_encoded_apart(embedding, name):
     torch.testing.assert_close(model("squad", sentences), together, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("task", ["nli", "squad"])
+def test_packed_sequences_encode_a_whole_batch_in_one_call(embedding, task):
+    # Padding costs a packed BiLSTM nothing: every sentence of a batch shares one call (one
+    # cuDNN launch on a GPU), and scores as the dense kernel's call per position does.
+    torch.manual_seed(2)
+    model = MultitaskModel(build_encoder(embedding, SMALL["bilstm2"]), [task], 16, 1, 0.0).eval()
+    widths = {
+        "nli": ((6, [6, 2, 3]), (3, [1, 3, 2])),
+        "squad": ((4, [4, 2, 3]), (7, [7, 1, 5]), (3, [2, 3, 3])),
+    }
+    sentences = [(torch.randint(1, 50, (3, width)), torch.tensor(lengths)) for width, lengths in widths[task]]
+    calls = []
+    model.encoder.register_forward_hook(lambda module, inputs, output: calls.append(inputs[0].shape))
+    scores = {}
+    for kernel in ("dense", "packed"):
+        model.encoder.kernel = kernel
+        calls.clear()
+        scores[kernel] = model(task, sentences)
+        expected = [
+            (3 * len(call), max(sentences[i][0].shape[1] for i in call)) for call in TASKS[task].calls
+        ]
+        everything = [(3 * len(sentences), max(tokens.shape[1] for tokens, _ in sentences))]
+        assert calls == (expected if kernel == "dense" else everything)
+    torch.testing.assert_close(scores["packed"], scores["dense"], rtol=1e-4, atol=1e-5)
+
+
 def test_bucketing_key_orders_by_the_longest_call_coarsely_then_the_others():
     import numpy as np
 

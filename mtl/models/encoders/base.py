@@ -75,6 +75,11 @@ class Encoder(nn.Module):
         super().__init__()
         self.embedding = embedding  # None for models with their own (encoder=hf)
 
+    def skips_padding(self, tokens: torch.Tensor) -> bool:
+        """Whether a call on `tokens` costs nothing at padded positions (packed sequences), so
+        that sentences padded to one another's length may share a call."""
+        return False
+
     def compare(
         self, a: torch.Tensor, a_lengths: torch.Tensor, b: torch.Tensor, b_lengths: torch.Tensor
     ) -> torch.Tensor:

@@ -68,6 +68,9 @@ class BiLSTMEncoder(Encoder):
         # whatever the padding.
         return self.hidden < 1024 and int(lengths.sum()) < PACKED_BELOW_FILL * tokens.numel()
 
+    def skips_padding(self, tokens: torch.Tensor) -> bool:
+        return self.kernel == "packed" or (self.kernel == "auto" and tokens.is_cuda)
+
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         states = self.embedding(tokens)  # (B, T, E)
         if self._packs(tokens, lengths):

@@ -18,6 +18,9 @@ class LSTMEncoder(Encoder):
         self.pooling = pooling
         self.output_dim = pooled_dim(hidden, pooling)
 
+    def skips_padding(self, tokens: torch.Tensor) -> bool:
+        return tokens.is_cuda
+
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         states = self.embedding(tokens)  # (B, T, E)
         # On CUDA, cuDNN over packed sequences skips the padding.
