@@ -34,7 +34,7 @@ def packed_rows(lengths: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.
     sentence, then step 1 of those that have one, and so on.
     """
     longest_first = torch.argsort(lengths, descending=True, stable=True)
-    steps = torch.arange(int(lengths.max()) if len(lengths) else 0)
+    steps = torch.arange(int(lengths.max()))
     real = steps[:, None] < lengths[longest_first][None, :]  # (steps, B)
     step, sentence = real.nonzero(as_tuple=True)  # row-major: by step, then longest first
     return longest_first[sentence] * width + step, real.sum(dim=1)
