@@ -210,12 +210,12 @@ def time_contenders(
         sentences = trainer.data.table.batch_columns(examples.sentences[rows], device)
         labels = to_device(torch.from_numpy(examples.labels[rows]), device)
         logits = reference(sentences)
-        float((logits.argmax(dim=1) == labels).sum())
+        (logits.argmax(dim=1) == labels).sum().item()
         loss = nn.functional.cross_entropy(logits, labels)
-        float(loss)
+        loss.item()
         reference_optimizer.zero_grad()
         loss.backward()
-        float(nn.utils.clip_grad_norm_(reference.parameters(), 5.0))
+        nn.utils.clip_grad_norm_(reference.parameters(), 5.0).item()
         reference_optimizer.step()
 
     def floor_step(rows: np.ndarray) -> None:
