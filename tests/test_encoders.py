@@ -251,7 +251,7 @@ def test_packing_by_one_gather_packs_as_pytorch_does():
 
     from mtl.models.encoders.packing import packed_rows
 
-    lengths = torch.tensor([3, 6, 1, 3, 5])
+    lengths = torch.tensor([3, 6, 1, 4, 5])  # distinct: PyTorch's order among equal lengths is its own
     states = torch.arange(5 * 7 * 2, dtype=torch.float32).view(5, 7, 2)  # padded to 7
     expected = pack_padded_sequence(states, lengths, batch_first=True, enforce_sorted=False)
     rows, batch_sizes = packed_rows(lengths, width=7)
