@@ -7,10 +7,12 @@ and ClassifSQuAD batches, every contender steps on the very same batches, interl
 
 - `reference`: the step as InferSent and Liu et al.'s code take it: a bidirectional
   `nn.LSTM` over packed sequences, each sentence position (premise, hypothesis) encoded
-  apart, max pooling, the task MLP, SGD, in fp32;
+  apart, max pooling, the task MLP, SGD, in fp32, reading its metrics every step as
+  InferSent's `train_nli.py` does;
 - `mtl fp32`, `mtl bf16`: the trainer's own step (`Trainer.train_batch`) at each precision;
 - `floor`: a bare bidirectional `nn.LSTM` forward and backward over each position padded to
-  its own longest sentence: what any BiLSTM step must at least cost.
+  its own longest sentence: what any BiLSTM step must at least cost on the CPU (on a GPU,
+  mtl's packed sequences skip the padding this floor runs over).
 
 With `device=cuda` every contender runs on the GPU (cuDNN), each timed to the end of its
 kernels, and `precisions` may add fp16. Both batching modes are timed: `random` batches
