@@ -396,7 +396,6 @@ def check_replaceable(out: Path, overwrite: bool) -> None:
 
 def write_dataset(out: Path, splits: dict[str, dict[str, list]], summary: dict) -> None:
     """Write into a hidden sibling folder, sync it, then swap it in, so `out` is never half-written."""
-    out.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(out)
 
     def fill(partial: Path) -> None:

@@ -46,7 +46,7 @@ def embed_rows(
         embedded = encoder(to_device(tokens, device), lengths)
         if out is None:
             out = torch.empty(len(rows), embedded.shape[1], device=device)
-        out[torch.from_numpy(chosen).to(device)] = embedded.float()
+        out[to_device(torch.from_numpy(chosen), device)] = embedded.float()
     return out
 
 

@@ -25,7 +25,7 @@ class LSTMEncoder(Encoder):
         states = self.embedding(tokens)  # (B, T, E)
         # On CUDA, cuDNN over packed sequences skips the padding.
         states = (
-            run_packed(states, lengths, self.lstm) if tokens.is_cuda else self.lstm(states)[0]
+            run_packed(states, lengths, self.lstm) if self.skips_padding(tokens) else self.lstm(states)[0]
         )  # (B, T, H)
         return pool(states, length_mask(lengths, tokens.shape[1], tokens.device), self.pooling)
 
