@@ -1,5 +1,6 @@
 """Training under torchrun: 2 gloo processes on CPU equal 1 process with the same global batches."""
 
+import contextlib
 import json
 import os
 import signal
@@ -31,10 +32,22 @@ STEPS = 300
 
 @pytest.fixture(scope="module")
 def one_process(tiny_data, tmp_path_factory):
-    """The reference: the same run in one process."""
+    """The reference: the same run in one process, at one thread as each torchrun rank is."""
     out = tmp_path_factory.mktemp("one") / "run"
     config = run.config_from_args(args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}"))
-    return run.start(config, progress=False)
+    with one_thread():
+        return run.start(config, progress=False)
+
+
+@contextlib.contextmanager
+def one_thread():
+    """torch at one thread, as each torchrun rank runs (OMP_NUM_THREADS=1): float sums alike."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def torchrun(nproc: int, *args: str) -> subprocess.Popen:
@@ -125,7 +138,8 @@ def test_a_killed_rank_stops_the_run_and_one_process_resumes_it_exactly(tiny_dat
     os.kill(rank_pid(launcher, 1), signal.SIGKILL)
     code, output = finished(launcher)
     assert code != 0 and not (out / "summary.json").exists(), output
-    _, summary = run.resume(out, progress=False)
+    with one_thread():
+        _, summary = run.resume(out, progress=False)
     assert summary["global_step"] == STEPS
     assert_same_training(one_process[0], out)
 
