@@ -68,7 +68,7 @@ def test_a_run_trained_on_cuda_encodes_alike_on_the_cpu(tiny_data, tmp_path, pre
     recorded = json.loads((run_dir / "config.json").read_text())["config"]["run"]
     assert recorded["precision"] == precision
     assert summary["global_step"] == 10
-    checkpoint = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)
+    checkpoint = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
     scale = checkpoint.get("scaler", {}).get("scale")
     assert (scale is not None) == (precision == "fp16")  # loss scaling in fp16 alone
     on_gpu = load_encoder(run_dir, device="cuda").encode(SENTENCES, progress=False)
@@ -83,7 +83,7 @@ def test_a_run_killed_on_one_device_resumes_on_the_other(tiny_data, tmp_path, fi
     cut_dir, _ = start_run(tiny_data, tmp_path / "run", f"device={first}", "precision=fp32", killed_after=7)
     _, summary = run.resume(cut_dir, overrides=[f"device={then}"], progress=False)
     assert summary["global_step"] == 10
-    weights = torch.load(cut_dir / "encoder.pt", weights_only=False)["encoder"]
+    weights = torch.load(cut_dir / "encoder.pt", weights_only=True)["encoder"]
     assert all(t.device.type == "cpu" for t in weights.values())  # the export loads on any machine
 
 

@@ -68,7 +68,7 @@ def finished(process: subprocess.Popen) -> tuple[int, str]:
 
 
 def assert_same_training(a: Path, b: Path) -> None:
-    first, second = (torch.load(d / "encoder.pt", weights_only=False)["encoder"] for d in (a, b))
+    first, second = (torch.load(d / "encoder.pt", weights_only=True)["encoder"] for d in (a, b))
     assert first.keys() == second.keys()
     for key in first:
         torch.testing.assert_close(first[key], second[key], rtol=1e-4, atol=1e-5, msg=key)
@@ -155,7 +155,7 @@ def test_sigterm_on_one_rank_checkpoints_once_and_two_processes_resume_exactly(
     assert code != 0 and "resume with" in output, output
     records = read_metrics(out / "metrics.jsonl")
     last_step = max(r["global_step"] for r in records)
-    saved = torch.load(out / "checkpoints" / "latest.pt", weights_only=False)
+    saved = torch.load(out / "checkpoints" / "latest.pt", weights_only=True)
     assert saved["state"]["global_step"] == last_step < STEPS  # both ranks stopped after the same step
     final = [r for r in records if r["global_step"] == last_step and r.get("phase/event") == "checkpoint"]
     assert len(final) == 1

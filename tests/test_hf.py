@@ -66,8 +66,8 @@ def test_a_killed_hf_run_resumes_exactly(tiny_data, tiny_bert, tmp_path):
     cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)  # dropout and warmup mid-way
     _, resumed = run.resume(cut_dir, progress=False)
     assert resumed == straight
-    a = torch.load(straight_dir / "checkpoints" / "best.pt", weights_only=False)["model"]
-    b = torch.load(cut_dir / "checkpoints" / "best.pt", weights_only=False)["model"]
+    a = torch.load(straight_dir / "checkpoints" / "best.pt", weights_only=True)["model"]
+    b = torch.load(cut_dir / "checkpoints" / "best.pt", weights_only=True)["model"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -110,7 +110,7 @@ def test_the_backbone_and_the_heads_have_their_own_lr(tiny_data, tiny_bert, tmp_
     lrs = [r.get("nli/lr", r.get("squad/lr")) for r in records if "nli/lr" in r or "squad/lr" in r]
     # The logged lr is the backbone's: 1e-4 x warmup (0, 1/4, 2/4, 3/4), then decay (1, 3/4, 2/4, 1/4).
     assert lrs == pytest.approx([1e-4 * f for f in (0, 0.25, 0.5, 0.75, 1, 0.75, 0.5, 0.25)])
-    saved = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)
+    saved = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
     groups = saved["optimizers"]["nli"]["param_groups"]
     assert sorted({g["base_lr"] for g in groups}) == [1e-4, 0.004]
     assert {g["weight_decay"] for g in groups} == {0.0, 0.01}
@@ -148,8 +148,8 @@ def test_accumulated_micro_batches_make_the_same_step(tiny_data, tmp_path):
     parts_dir, parts = start_run(
         tiny_data, tmp_path / "parts", "precision=fp32", "max_steps=6", "accumulate=3"
     )
-    a = torch.load(whole_dir / "encoder.pt", weights_only=False)["encoder"]
-    b = torch.load(parts_dir / "encoder.pt", weights_only=False)["encoder"]
+    a = torch.load(whole_dir / "encoder.pt", weights_only=True)["encoder"]
+    b = torch.load(parts_dir / "encoder.pt", weights_only=True)["encoder"]
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5)
     assert whole["best/nli/dev/acc"] == parts["best/nli/dev/acc"]

@@ -81,7 +81,7 @@ def test_each_task_keeps_its_batch_size_and_its_place_in_its_data(tiny_data, tmp
         ("squad", 2, 8),
     ]
     assert [r["phase/block"] for r in ends] == [0, 1, 2, 3]
-    saved = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)
+    saved = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
     # 200 NLI pairs / 8 = 25 batches an epoch: 6 steps in, the second block went on from the first.
     assert saved["streams"]["nli"] == {"epoch": 0, "position": 6}
     squad_batches = -(-len(datasets.load_from_disk(str(tiny_data["classifsquad"]))["train"]) // 4)
@@ -103,14 +103,14 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_data, tmp_path)
     # Killed after step 7: steps 6 and 7 were trained and logged, but the last checkpoint is from
     # the evaluation that ends the first cycle, at step 5.
     cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, killed_after=7)
-    saved = torch.load(cut_dir / "checkpoints" / "latest.pt", weights_only=False)
+    saved = torch.load(cut_dir / "checkpoints" / "latest.pt", weights_only=True)
     assert saved["state"]["global_step"] == 5
     assert max(r["global_step"] for r in read_metrics(cut_dir / "metrics.jsonl")) == 7
     _, resumed = run.resume(cut_dir, progress=False)
     assert resumed == straight
     for name, key in (("encoder.pt", "encoder"), ("checkpoints/best.pt", "model")):
-        a = torch.load(straight_dir / name, weights_only=False)[key]
-        b = torch.load(cut_dir / name, weights_only=False)[key]
+        a = torch.load(straight_dir / name, weights_only=True)[key]
+        b = torch.load(cut_dir / name, weights_only=True)[key]
         assert a.keys() == b.keys()
         assert all(torch.equal(a[k], b[k]) for k in a), name
     assert without_timing(read_metrics(cut_dir / "metrics.jsonl")) == without_timing(
@@ -149,7 +149,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_data, tmp_path, 
     assert err.startswith("error: the nli loss became nan at step ")
     step = int(err.split("at step ")[1].split()[0])
     assert f"the last good checkpoint (step {step - 1}) is kept in" in err
-    saved = torch.load(tmp_path / "run" / "checkpoints" / "latest.pt", weights_only=False)
+    saved = torch.load(tmp_path / "run" / "checkpoints" / "latest.pt", weights_only=True)
     assert saved["state"]["global_step"] == step - 1
     assert all(torch.isfinite(v).all() for v in saved["model"].values() if v.is_floating_point())
 
@@ -213,8 +213,8 @@ def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, bucket):
     cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, killed_after=7)
     _, resumed = run.resume(cut_dir, progress=False)
     assert resumed == straight
-    a = torch.load(straight_dir / "encoder.pt", weights_only=False)["encoder"]
-    b = torch.load(cut_dir / "encoder.pt", weights_only=False)["encoder"]
+    a = torch.load(straight_dir / "encoder.pt", weights_only=True)["encoder"]
+    b = torch.load(cut_dir / "encoder.pt", weights_only=True)["encoder"]
     assert all(torch.equal(a[k], b[k]) for k in a)
     recorded = json.loads((straight_dir / "config.json").read_text())["config"]
     assert recorded["run"]["precision"] == "bf16" and recorded["schedule"]["bucket"] == (bucket == "true")

@@ -61,7 +61,7 @@ def rebuild(folder: Path, tiny_data, seed: int) -> None:
 
 
 def weights(path: Path, key: str) -> dict:
-    return torch.load(path, weights_only=False)[key]
+    return torch.load(path, weights_only=True)[key]
 
 
 # ---- 1. resume continues the same run, or refuses ------------------------------------------

@@ -181,13 +181,18 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
     """From a run folder (its encoder.pt) or a checkpoint file (encoder.pt, best.pt, latest.pt)."""
     file = encoder_file(path)
     saved = load(file, "cpu")
-    if "vocabulary" not in saved:
-        raise UserError(f"{file} holds no vocabulary: it is not an encoder or checkpoint written by mtl")
-    config = from_dict(TrainConfig, saved["config"])
+    if missing := [key for key in ("config", "vocabulary") if key not in saved]:
+        raise UserError(
+            f"{file} holds no {' and no '.join(missing)}: it is not an encoder or checkpoint written by mtl"
+        )
+    config = from_dict(TrainConfig, saved["config"], str(file))
     name = Path(path).expanduser().name
     if config.model.encoder == "hf":
         if "pretrained" in saved:  # encoder.pt names the fine-tuned model's Hugging Face folder
-            config.model.hf_model = str(file.parent / saved["pretrained"])
+            folder = saved["pretrained"]
+            if not isinstance(folder, str) or Path(folder).name != folder or folder in ("", ".", ".."):
+                raise UserError(f"{file} names {folder!r} as its model folder: expected a folder beside it")
+            config.model.hf_model = str(file.parent / folder)
             return pretrained_encoder(config.model, device, name)
         return pretrained_encoder(config.model, device, name, _encoder_state(saved))
     state = _encoder_state(saved)

@@ -3,12 +3,18 @@
 Each file carries a SHA-256 of its contents (tensors byte for byte, everything else by
 value) under `checksum`, so flipped bytes are detected instead of resumed from. The file
 stays a plain `torch.save` dict: `torch.load(path)["model"]` still works without mtl.
+
+Files are read with `weights_only=True`: tensors, dicts, lists, strings and numbers, which
+is all mtl has ever written. Encoders and run folders are shared between researchers, and a
+full unpickler runs whatever code a crafted file names, so such a file is refused instead.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import pickle
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -52,9 +58,17 @@ def load(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:
     """The state saved at `path`; a damaged file is a `DamagedCheckpoint` (a one-line UserError)."""
     path = Path(path)
     try:
-        state = torch.load(path, map_location=device, weights_only=False)
+        state = torch.load(path, map_location=device, weights_only=True)
     except FileNotFoundError:
         raise DamagedCheckpoint(f"checkpoint {path} does not exist") from None
+    except pickle.UnpicklingError as error:
+        if "Weights only load failed" not in str(error):
+            raise DamagedCheckpoint(f"checkpoint {path} is damaged ({_reason(error)})") from None
+        raise UnsafeCheckpoint(
+            f"{path} holds Python objects that loading would execute{_named_global(error)}, not only "
+            "tensors and plain values: mtl never writes such files and will not load it; use an encoder "
+            "or run folder from a source you trust"
+        ) from None
     except Exception as error:  # truncated zip, bad pickle, empty file: all mean "damaged"
         raise DamagedCheckpoint(
             f"checkpoint {path} is damaged (truncated or corrupted: {_reason(error)})"
@@ -107,6 +121,12 @@ def _feed(hasher: Any, value: Any) -> None:
         hasher.update(f"{type(value).__name__}:{value!r};".encode())
 
 
+def _named_global(error: Exception) -> str:
+    """` (posix.system)`: the callable a refused file asked for, when torch names it."""
+    found = re.search(r"GLOBAL ([\w.]+)", str(error))
+    return f" ({found.group(1)})" if found else ""
+
+
 def _reason(error: Exception) -> str:
     text = str(error).splitlines()[0] if str(error) else type(error).__name__
     return text[:160]
@@ -114,3 +134,7 @@ def _reason(error: Exception) -> str:
 
 class DamagedCheckpoint(UserError):
     pass
+
+
+class UnsafeCheckpoint(UserError):
+    """A file that needs a full unpickler: never loaded, and never taken for a damaged one to skip."""
