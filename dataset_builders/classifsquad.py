@@ -28,6 +28,7 @@ from mtl.atomic import check_output_dir, write_folder
 from mtl.config import AtLeast0, AtLeast1
 from mtl.data.classifsquad import describe_folder, is_build
 from mtl.errors import UserError
+from mtl.locks import FolderLock
 from mtl.text import load_vectors, resolve_vectors_path
 from mtl.text.coverage import Coverage
 from mtl.text.tokenizer import make_tokenizer
@@ -281,16 +282,17 @@ def build_split(
 def build(config: BuildConfig) -> dict[str, object]:
     """Build both splits, write `config.out` atomically, log the build to W&B, return stats."""
     out = check_output_dir(Path(config.out), "out")
-    check_replaceable(out, config.overwrite)
-    started = time.perf_counter()
-    squad_source = resolve_squad_source(config.squad)
-    vectors_path = resolve_vectors_path(config.vectors)
-    tracker = _start_tracking(config, out, squad_source, vectors_path)
-    try:
-        return _build(config, out, squad_source, vectors_path, tracker, started)
-    except BaseException:
-        tracker.finish(exit_code=1)
-        raise
+    with FolderLock(out, "ClassifSQuAD output", "out"):  # a second build of `out` waits its turn: refused
+        check_replaceable(out, config.overwrite)
+        started = time.perf_counter()
+        squad_source = resolve_squad_source(config.squad)
+        vectors_path = resolve_vectors_path(config.vectors)
+        tracker = _start_tracking(config, out, squad_source, vectors_path)
+        try:
+            return _build(config, out, squad_source, vectors_path, tracker, started)
+        except BaseException:
+            tracker.finish(exit_code=1)
+            raise
 
 
 def _build(

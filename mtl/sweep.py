@@ -11,6 +11,8 @@ Running the sweep again skips finished members, resumes interrupted ones and sta
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import itertools
 import json
 import os
@@ -24,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from mtl import atomic, jsonfile
+from mtl.atomic import check_output_dir
 from mtl.errors import UserError
+from mtl.locks import FolderLock
 from mtl.train.presets import preset_dir
 
 SWEEP_KEYS = ("sweep", "out", "parallel")  # the sweep's own keys; the rest go to every member
@@ -110,6 +114,10 @@ def parse(args: list[str]) -> Sweep:
             settings[key] = value
         elif "," in value:
             axes[key] = [v.strip() for v in value.split(",") if v.strip()]
+            if repeated := sorted({v for v in axes[key] if axes[key].count(v) > 1}):
+                raise UserError(
+                    f"{key}={value} names {repeated[0]} twice: each value makes one run folder, give it once"
+                )
             fixed.pop(key, None)
         else:
             fixed[key] = value
@@ -127,7 +135,7 @@ def parse(args: list[str]) -> Sweep:
         raise UserError(
             f"parallel={settings['parallel']!r}: give the number of runs at once, e.g. parallel=2"
         )
-    out = Path(settings.get("out") or Path("runs") / "sweeps" / name).expanduser()
+    out = check_output_dir(Path(settings.get("out") or Path("runs") / "sweeps" / name), "out")
     return Sweep(name, axes, [f"{k}={v}" for k, v in fixed.items()], out, parallel)
 
 
@@ -159,6 +167,34 @@ def run(sweep: Sweep) -> dict[str, str]:
     members = sweep.members()
     for member in members:  # a wrong key or value stops the sweep before any run starts
         config_from_args(member.overrides)
+    with FolderLock(sweep.out, "sweep folder", "out"):
+        check_same_fixed_keys(sweep, members)
+        return _run(sweep, members)
+
+
+def check_same_fixed_keys(sweep: Sweep, members: list[Member]) -> None:
+    """Refuse to reuse members that an earlier run of this sweep trained with other fixed keys.
+
+    A member's folder is named by its axis values only, so after a change of a fixed key
+    (`max_steps=600` -> `1200`) its old results would be reported as this sweep's.
+    """
+    path = sweep.out / "sweep.json"
+    if not path.is_file() or not any(m.run_dir.exists() for m in members):
+        return
+    try:
+        before = json.loads(path.read_text(encoding="utf-8"))
+        old = before["fixed"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        raise UserError(f"{path} is damaged: remove it or choose another out= for this sweep") from None
+    if sorted(old) != sorted(sweep.fixed):
+        changed = sorted(set(old) ^ set(sweep.fixed))
+        raise UserError(
+            f"sweep folder {sweep.out} was trained with other fixed keys ({', '.join(changed)}): "
+            "its runs would not be this sweep's; choose another out= or sweep="
+        )
+
+
+def _run(sweep: Sweep, members: list[Member]) -> dict[str, str]:
     sweep.out.mkdir(parents=True, exist_ok=True)
     record = {
         "sweep": sweep.name,
@@ -211,12 +247,44 @@ def _launch(member: Member, sweep: Sweep) -> tuple[subprocess.Popen, Any]:
         log = open(logs / f"{member.name}.log", "a", encoding="utf-8")  # noqa: SIM115  (a resumed run appends)
         print(f"  {member.name}: {member.status()} -> training (log: {logs / member.name}.log)", flush=True)
         process = subprocess.Popen(
-            member.command(), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            member.command(),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
         )
         return process, log
     print(f"  {member.name}: {member.status()} -> training", flush=True)
     # Its own session: a terminal's Ctrl-C reaches the sweep only, which passes on one SIGINT.
-    return subprocess.Popen(member.command(), env=env, start_new_session=True), None
+    return subprocess.Popen(
+        member.command(), env=env, start_new_session=True, preexec_fn=die_with_parent()
+    ), None
+
+
+def die_with_parent():
+    """Run in a member before it starts: SIGTERM it when the sweep dies, even by `kill -9`.
+
+    A member has its own session (so a terminal's Ctrl-C reaches the sweep alone), so it
+    would otherwise outlive a killed sweep and train on unsupervised. SIGTERM makes it
+    checkpoint and stop, as Ctrl-C would. Linux's parent-death signal; elsewhere nothing.
+    """
+    sweep_pid = os.getpid()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != sweep_pid:  # the sweep died before the signal was armed
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def summary(sweep: Sweep, outcomes: dict[str, str]) -> str:

@@ -231,7 +231,7 @@ def test_build_writes_dataset_stats_and_card(tmp_path, tiny_vectors):
     assert (tmp_path / "out" / "stats.json").is_file()
     card = (tmp_path / "out" / "README.md").read_text()
     assert "| examples |" in card and "tiny.txt" in card
-    assert not list(tmp_path.glob(".out.*"))
+    assert [p.name for p in tmp_path.glob(".out.*")] == [".out.lock"]  # no temporary folder, the lock file
 
 
 def test_an_existing_build_is_replaced_only_with_overwrite(tmp_path, tiny_vectors):
@@ -274,7 +274,7 @@ def test_interrupted_write_leaves_no_output(tmp_path, tiny_vectors, monkeypatch)
     monkeypatch.setattr(datasets.DatasetDict, "save_to_disk", crash)
     with pytest.raises(KeyboardInterrupt):
         build(tiny_config(tmp_path, tiny_vectors))
-    assert list(tmp_path.iterdir()) == [tiny_vectors]
+    assert sorted(tmp_path.iterdir()) == sorted([tiny_vectors, tmp_path / ".out.lock"])  # and the lock file
 
 
 def test_interrupted_overwrite_keeps_the_previous_output(tmp_path, tiny_vectors, monkeypatch):

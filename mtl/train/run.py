@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import sys
@@ -15,6 +16,7 @@ from mtl.atomic import check_output_dir
 from mtl.config import apply_overrides, from_dict, to_dict
 from mtl.distributed import Distributed
 from mtl.errors import UserError
+from mtl.locks import FolderLock
 from mtl.precision import resolve_precision
 from mtl.train.config import TrainConfig
 from mtl.train.data import changed_inputs, resolve_inputs
@@ -48,7 +50,15 @@ def start(
 ) -> tuple[Path, dict[str, Any]]:
     """Train `config` in a new run folder (under torchrun, on every rank; rank 0 writes the folder)."""
     dist = dist or Distributed.from_environment()
-    run_dir = dist.main_first(lambda: new_run_folder(config), others_too=False)
+    with contextlib.ExitStack() as held:  # rank 0 holds the folder's lock until training ends
+        run_dir = dist.main_first(lambda: new_run_folder(config, held), others_too=False)
+        return train_new(config, run_dir, command, progress, dist)
+
+
+def train_new(
+    config: TrainConfig, run_dir: Path, command: Sequence[str], progress: bool, dist: Distributed
+) -> tuple[Path, dict[str, Any]]:
+    """Train `config` from step 0 in `run_dir`, a folder this job holds and has emptied."""
     config = dist.main_first(lambda: resolve_inputs(config))  # a download happens once, on rank 0
     config.run.precision = resolve_precision(
         config.run.precision, dist.device(config.run.device), config.model.encoder
@@ -68,10 +78,17 @@ def start(
     return run_dir, trainer.fit()
 
 
-def new_run_folder(config: TrainConfig) -> Path:
-    """The folder `config` asks for (runs/<name>-<time> by default), checked to be free."""
+def new_run_folder(config: TrainConfig, held: contextlib.ExitStack) -> Path:
+    """The folder `config` asks for (runs/<name>-<time> by default), locked by `held` and free.
+
+    A folder whose run stopped before its first checkpoint is emptied and reused; anything
+    else already there is refused. Both are decided with the lock in hand, so a run that is
+    still starting is never taken for a dead one.
+    """
     run_dir = Path(config.run.out or f"runs/{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}").expanduser()
     check_output_dir(run_dir, "out")
+    held.enter_context(FolderLock(run_dir, "run folder", "out"))
+    remove_partial_files(run_dir)
     if run_dir.exists() and any(run_dir.iterdir()):
         if not never_checkpointed(run_dir):
             raise UserError(f"run folder {run_dir} already exists: choose another out= or resume={run_dir}")
@@ -97,13 +114,20 @@ def resume(
             f"resume continues the saved config: only device= and wandb= may change, not {extra[0]!r}"
         )
     dist = dist or Distributed.from_environment()
-    record, restart = dist.main_first(lambda: resumable_record(run_dir), others_too=False)
-    config = apply_overrides(
-        from_dict(TrainConfig, record["config"], str(run_dir / "config.json")), overrides
-    )
-    if restart:
-        config.run.out = str(run_dir)
-        return start(config, shlex.split(record.get("command", ""))[2:], progress, dist)
+    with contextlib.ExitStack() as held:  # rank 0 holds the folder's lock until training ends
+        record, restart = dist.main_first(lambda: resumable_record(run_dir, held), others_too=False)
+        config = apply_overrides(
+            from_dict(TrainConfig, record["config"], str(run_dir / "config.json")), overrides
+        )
+        if restart:
+            config.run.out = str(run_dir)
+            return train_new(config, run_dir, shlex.split(record.get("command", ""))[2:], progress, dist)
+        return continue_run(config, run_dir, record, progress, dist)
+
+
+def continue_run(
+    config: TrainConfig, run_dir: Path, record: dict[str, Any], progress: bool, dist: Distributed
+) -> tuple[Path, dict[str, Any]]:
     trainer = Trainer(
         config, run_dir, progress=progress, build_missing=False, dist=dist, command=record.get("command", "")
     )
@@ -118,8 +142,14 @@ def resume(
     return run_dir, trainer.fit(resume=True)
 
 
-def resumable_record(run_dir: Path) -> tuple[dict[str, Any], bool]:
-    """The run's record, and whether it must start again (it stopped before its first checkpoint)."""
+def resumable_record(run_dir: Path, held: contextlib.ExitStack) -> tuple[dict[str, Any], bool]:
+    """The run's record, and whether it must start again (it stopped before its first checkpoint).
+
+    The folder is locked by `held` first: a run still training is refused, not resumed twice.
+    """
+    read_run_record(run_dir)  # not a run folder: said before a lock file is made beside it
+    held.enter_context(FolderLock(run_dir, "run folder", "resume"))
+    remove_partial_files(run_dir)
     record = read_run_record(run_dir)
     load_config(run_dir)  # a config.json that no longer validates is refused here, with its path
     if (run_dir / "summary.json").is_file():
@@ -140,6 +170,14 @@ def never_checkpointed(run_dir: Path) -> bool:
     checkpoints = run_dir / "checkpoints"
     saved = checkpoints.is_dir() and any(p.suffix == ".pt" for p in checkpoints.iterdir())
     return "config.json" in names and names <= set(RUN_FILES) and not saved
+
+
+def remove_partial_files(run_dir: Path) -> None:
+    """The temporary files of writes a killed process never finished (the lock says it is gone)."""
+    for folder in (run_dir, run_dir / "checkpoints"):
+        if folder.is_dir():
+            for leftover in folder.glob(".*.partial"):
+                leftover.unlink(missing_ok=True)
 
 
 def clear_run_folder(run_dir: Path) -> None:

@@ -1,0 +1,208 @@
+"""Issue 19: one process per run folder, build output and sweep; a lock dies with its process."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dataset_builders.classifsquad import BuildConfig, build
+from mtl.cli import main
+from mtl.locks import FolderInUse, FolderLock, lock_file_of
+
+from .conftest import FIXTURES, args_for, start_run, wait_until_training
+
+
+def one_error_line(capsys) -> str:
+    lines = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if line.startswith("error:")]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def train(tiny_data, out, *extra) -> subprocess.Popen:
+    """A training process that runs until it is stopped, and checkpoints only when stopped."""
+    args = args_for(
+        tiny_data, out, "max_steps=100000", "checkpoint_every=100000", "eval_every=100000", *extra
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "mtl", "train-multitask", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_until_free(folder, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            FolderLock(folder, "folder", "out").acquire().release()
+            return
+        except FolderInUse:
+            assert time.monotonic() < deadline, f"{folder} stayed locked"
+            time.sleep(0.2)
+
+
+def process_alive(pid: int) -> bool:
+    """Running (not a zombie waiting for init to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_lock_is_refused_to_a_second_holder_and_names_the_first(tmp_path):
+    # flock conflicts between two opens of one file even in one process: a stand-in for two processes.
+    folder = tmp_path / "run"
+    with (
+        FolderLock(folder, "run folder", "out"),
+        pytest.raises(FolderInUse, match=rf"run folder .*run is in use by process {os.getpid()} on "),
+    ):
+        FolderLock(folder, "run folder", "out").acquire()
+    FolderLock(folder, "run folder", "out").acquire().release()  # free again
+    assert not folder.exists()  # the lock file is a sibling: nothing is written into the folder
+
+
+def test_the_lock_of_a_killed_process_is_free(tmp_path):
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from mtl.locks import FolderLock; "
+            f"FolderLock({str(tmp_path / 'run')!r}, 'run folder', 'out').acquire(); "
+            "print('locked', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "locked"
+    with pytest.raises(FolderInUse, match=f"in use by process {holder.pid} "):
+        FolderLock(tmp_path / "run", "run folder", "out").acquire()
+    holder.kill()  # kill -9: no clean-up runs
+    holder.wait(timeout=30)
+    FolderLock(tmp_path / "run", "run folder", "out").acquire().release()
+
+
+def test_a_second_training_of_a_running_folder_is_refused_and_deletes_nothing(tiny_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    first = train(tiny_data, out)
+    try:
+        wait_until_training(out / "metrics.jsonl", first)  # training, and no checkpoint yet
+        assert not any(out.glob("checkpoints/*.pt"))
+        before = sorted(p.name for p in out.iterdir())
+        assert main(["train-multitask", *args_for(tiny_data, out)]) == 2
+        assert f"run folder {out} is in use by process {first.pid} " in one_error_line(capsys)
+        assert main(["train-multitask", f"resume={out}"]) == 2
+        assert f"run folder {out} is in use by process {first.pid} " in one_error_line(capsys)
+        assert sorted(p.name for p in out.iterdir()) == before and first.poll() is None
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=120)
+    assert first.returncode == 130  # the first run checkpointed and stopped as usual
+    assert (out / "checkpoints" / "latest.pt").is_file()
+
+
+def test_two_trainings_started_together_into_one_folder_end_with_one_writer(tiny_data, tmp_path):
+    out = tmp_path / "run"
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, "max_steps=6")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outcomes = sorted((run.wait(timeout=300), run.stderr.read()) for run in runs)
+    assert [code for code, _ in outcomes] == [0, 2], outcomes
+    # Refused while the first trains, or (on a slow machine) after it finished: never both writing.
+    assert re.search(f"run folder {out} (is in use by process|already exists)", outcomes[1][1])
+    assert (out / "summary.json").is_file()
+
+
+def test_a_killed_checkpoint_write_leaves_nothing_the_next_run_keeps(tiny_data, tmp_path):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", killed_after=4)
+    leftovers = [run_dir / "checkpoints" / ".latest.pt.99999.partial", run_dir / ".config.json.99999.partial"]
+    for leftover in leftovers:
+        leftover.write_bytes(b"half a file")
+    start_run(tiny_data, tmp_path / "unused")  # another folder's partials are not this run's business
+    assert main(["train-multitask", f"resume={run_dir}"]) == 0
+    assert not any(leftover.exists() for leftover in leftovers)
+
+
+def test_a_run_that_died_before_its_first_checkpoint_restarts_over_a_partial_file(tiny_data, tmp_path):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", killed_after=1)
+    (run_dir / ".config.json.99999.partial").write_bytes(b"half a file")
+    _, summary = start_run(tiny_data, run_dir)
+    assert summary["global_step"] == 10
+
+
+def test_a_second_build_of_one_output_is_refused(tiny_data, tmp_path):
+    out = tmp_path / "classifsquad"
+    config = BuildConfig(
+        squad=str(FIXTURES / "squad_tiny"),
+        vectors=str(tiny_data["vectors"]),
+        out=str(out),
+        max_oov=100,
+        wandb="disabled",
+    )
+    with (
+        FolderLock(out, "ClassifSQuAD output", "out"),
+        pytest.raises(FolderInUse, match=f"ClassifSQuAD output {out} is in use by process {os.getpid()} "),
+    ):
+        build(config)
+    assert not out.exists()
+    build(config)
+    assert (out / "stats.json").is_file()
+
+
+def test_a_killed_sweep_takes_its_member_down_with_it_checkpointed(tiny_data, tmp_path):
+    out = tmp_path / "sweep"
+    args = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
+    args += ["steps_nli=2,3", "max_steps=100000", "checkpoint_every=100000", "eval_every=100000"]
+    args += ["sweep=long", f"out={out}"]
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "mtl", "sweep", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    member = out / "steps_nli2"
+    wait_until_training(member / "metrics.jsonl", sweep)
+    holder = lock_file_of(member).read_text()
+    member_pid = int(re.match(r"process (\d+) ", holder).group(1))
+    sweep.kill()  # kill -9: the sweep passes nothing on
+    sweep.wait(timeout=30)
+    wait_until_free(member)  # the member got its parent-death signal, checkpointed and ended
+    deadline = time.monotonic() + 60
+    while process_alive(member_pid):
+        assert time.monotonic() < deadline, f"member {member_pid} outlived its sweep"
+        time.sleep(0.2)
+    assert (member / "checkpoints" / "latest.pt").is_file()
+
+
+def test_a_sweep_refuses_an_axis_value_given_twice(tiny_data, tmp_path, capsys):
+    args = [a for a in args_for(tiny_data, tmp_path / "s") if not a.startswith("seed=")]
+    assert main(["sweep", *args, "seed=1,1"]) == 2
+    assert "seed=1,1 names 1 twice" in one_error_line(capsys)
+
+
+def test_a_sweep_rerun_with_other_fixed_keys_is_refused(tiny_data, tmp_path, capsys):
+    out = tmp_path / "s"
+    args = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
+    assert main(["sweep", *args, "steps_nli=2,3", "max_steps=4", f"out={out}"]) == 0
+    finished = (out / "steps_nli2" / "summary.json").read_text()
+    capsys.readouterr()
+    assert main(["sweep", *args, "steps_nli=2,3", "max_steps=6", f"out={out}"]) == 2
+    assert (
+        f"sweep folder {out} was trained with other fixed keys (max_steps=4, max_steps=6)"
+        in one_error_line(capsys)
+    )
+    assert (out / "steps_nli2" / "summary.json").read_text() == finished
+
+
+def test_a_sweep_into_a_file_is_one_line(tiny_data, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert main(["sweep", "steps_nli=2,3", f"out={tmp_path / 'file'}"]) == 2
+    assert f"out={tmp_path / 'file'} is not a folder" in one_error_line(capsys)
