@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mtl.console import say
 from mtl.errors import UserError
 from mtl.paths import data_dir
+from mtl.text.unicode import decode_utf8, invalid_unicode
 
 HUB_ID = "rajpurkar/squad"
 # Our split name -> (official file name, Hub split name).
@@ -76,16 +78,25 @@ def read_squad_json(path: Path) -> list[Article]:
     if not path.is_file():
         raise _missing(path)
     try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        document = json.loads(decode_utf8(path.read_bytes(), "SQuAD file", path))
+    except json.JSONDecodeError as error:
         raise UserError(f"SQuAD file {path} is not valid JSON: {error}") from None
+    except RecursionError:
+        raise UserError(
+            f"SQuAD file {path} is nested too deeply to be SQuAD v1.1: is it the right file?"
+        ) from None
     return parse_squad(document, path.name)
 
 
 def parse_squad(document: Any, name: str) -> list[Article]:
-    """Validate the official layout, naming the first offending field by its JSON path."""
+    """Validate the official layout, naming the first offending field by its JSON path.
+
+    Ids are made unique per question: a second, different question under an id already
+    used becomes `<id>-2` (and so on), with a warning, so it is counted as the question it is.
+    """
     articles = []
+    question_of_id: dict[str, str] = {}
+    renamed = 0
     for a, article in enumerate(_list(document, "data", name, "")):
         where = f"data[{a}]"
         title = _text(article, "title", name, where)
@@ -97,10 +108,14 @@ def parse_squad(document: Any, name: str) -> list[Article]:
                 answers = _list(qa, "answers", name, at)
                 if not answers:
                     raise UserError(f"{name}: {at} has no answers (SQuAD v2.0? use v1.1)")
+                question_id, text = _text(qa, "id", name, at), _text(qa, "question", name, at)
+                if question_of_id.setdefault(question_id, text) != text:
+                    question_id = _unused_id(question_id, text, question_of_id)
+                    renamed += 1
                 questions.append(
                     Question(
-                        id=_text(qa, "id", name, at),
-                        text=_text(qa, "question", name, at),
+                        id=question_id,
+                        text=text,
                         answers=tuple(
                             _text(answer, "text", name, f"{at}.answers[{i}]")
                             for i, answer in enumerate(answers)
@@ -109,7 +124,20 @@ def parse_squad(document: Any, name: str) -> list[Article]:
                 )
             paragraphs.append(Paragraph(tuple(questions)))
         articles.append(Article(title, tuple(paragraphs)))
+    if renamed:
+        say(
+            f"warning: {name}: {renamed} question(s) share an id with a different question; "
+            "each is counted under its id with a suffix (-2, -3, ...)"
+        )
     return articles
+
+
+def _unused_id(question_id: str, text: str, question_of_id: dict[str, str]) -> str:
+    """`<id>-N` for the first N whose id is free or already names this same question."""
+    n = 2
+    while question_of_id.setdefault(f"{question_id}-{n}", text) != text:
+        n += 1
+    return f"{question_id}-{n}"
 
 
 def _list(container: Any, key: str, name: str, where: str) -> list:
@@ -126,7 +154,9 @@ def _text(container: Any, key: str, name: str, where: str) -> str:
         raise UserError(f"{name}: {where} has no {key!r} field: is this SQuAD v1.1?")
     value = container[key]
     if not isinstance(value, str) or not value.strip():
-        raise UserError(f"{name}: {where}.{key} must be a non-empty string, found {value!r}")
+        raise UserError(f"{name}: {where}.{key} must be a non-empty string, found {value!r:.80}")
+    if bad := invalid_unicode(value):
+        raise UserError(f"{name}: {where}.{key} holds a lone surrogate ({bad}), which is not text: fix it")
     return value
 
 

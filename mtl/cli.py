@@ -21,8 +21,10 @@ def build_classifsquad(args: Sequence[str]) -> None:
     from mtl.train.presets import build_preset_dir, preset_overrides
 
     presets = [a.partition("=")[2] for a in args if a.startswith("preset=")]
-    base = preset_overrides(presets[-1], build_preset_dir()) if presets else []
-    config = apply_overrides(BuildConfig(), [*base, *(a for a in args if not a.startswith("preset="))])
+    base = apply_overrides(
+        BuildConfig(), preset_overrides(presets[-1], build_preset_dir()) if presets else []
+    )
+    config = apply_overrides(base, [a for a in args if not a.startswith("preset=")])  # they override it
     summary = build(config)
     print(format_build_summary(summary))
 

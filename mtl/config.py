@@ -55,8 +55,8 @@ def apply_overrides(config: Any, args: Sequence[str]) -> Any:
     """Return a copy of `config` with each `key=value` in `args` applied.
 
     A key is either a dotted path (`optim.lr`) or a leaf name that is unique across the
-    nested dataclasses (`lr`). Each changed dataclass is rebuilt so its `__post_init__`
-    checks run again.
+    nested dataclasses (`lr`); a key given twice is refused rather than the last one kept.
+    Each changed dataclass is rebuilt so its `__post_init__` checks run again.
     """
     config = _deep_copy(config)
     by_path = {path: (owner_path, field) for path, owner_path, field in _paths(config)}
@@ -64,6 +64,7 @@ def apply_overrides(config: Any, args: Sequence[str]) -> Any:
     for path in by_path:
         by_name.setdefault(path.rsplit(".", 1)[-1], []).append(path)
 
+    given: dict[str, str] = {}  # path -> the argument that set it
     for arg in args:
         key, sep, raw = arg.partition("=")
         if not sep or not key:
@@ -76,6 +77,9 @@ def apply_overrides(config: Any, args: Sequence[str]) -> Any:
             raise UserError(f"key {key!r} is ambiguous: use one of {', '.join(by_name[key])}")
         else:
             raise UserError(_unknown_key_message(key, [*by_path, *by_name]))
+        if path in given:
+            raise UserError(f"{given[path]} and {arg} set the same key: give it once")
+        given[path] = arg
         owner_path, field = by_path[path]
         owner = _resolve(config, owner_path)
         setattr(owner, field.name, parse_value(key, raw, _field_type(type(owner), field.name)))

@@ -5,11 +5,25 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mtl.errors import UserError
+
 
 def data_dir() -> Path | None:
-    """`MTL_DATA_DIR`: a local folder holding `squad/`, `snli/`, `glove/`, `senteval/`."""
+    """`MTL_DATA_DIR`: a local folder holding `squad/`, `snli/`, `glove/`, `senteval/`.
+
+    Set but missing is an error, not "unset": a typo would otherwise start the downloads
+    (2 GB of GloVe) that the variable exists to avoid.
+    """
     value = os.environ.get("MTL_DATA_DIR")
-    return Path(value).expanduser() if value else None
+    if not value:
+        return None
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise UserError(
+            f"MTL_DATA_DIR={value} is not a folder: point it at the local data (squad/, snli/, glove/, "
+            "senteval/), or unset it to download"
+        )
+    return folder
 
 
 def cache_dir() -> Path:

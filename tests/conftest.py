@@ -82,8 +82,9 @@ def wait_until_training(metrics: Path, process, lines: int = 5) -> None:
 
 
 def args_for(tiny_data, out: Path, *extra: str) -> list[str]:
-    """Training arguments for a tiny, fast run on the fixtures."""
-    return [
+    """Training arguments for a tiny, fast run on the fixtures; `extra` replaces a default it names."""
+    given = {arg.partition("=")[0] for arg in extra}
+    defaults = [
         f"snli={FIXTURES / 'snli_tiny'}",
         f"classifsquad={tiny_data['classifsquad']}",
         f"vectors={tiny_data['vectors']}",
@@ -99,8 +100,8 @@ def args_for(tiny_data, out: Path, *extra: str) -> list[str]:
         "wandb=disabled",
         "transformer_heads=2",
         "transformer_ffn=16",
-        *extra,
     ]
+    return [arg for arg in defaults if arg.partition("=")[0] not in given] + list(extra)
 
 
 def write_glove(path: Path, words, dim: int = 4, seed: int = 0) -> Path:

@@ -1,3 +1,4 @@
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -71,3 +72,11 @@ def test_rules_between_fields_run_after_overrides():
     with pytest.raises(UserError, match="steps_nli=0 and steps_squad=0 cannot both be 0"):
         apply_overrides(Config(), ["steps_nli=0", "steps_squad=0"])
     assert apply_overrides(Config(), ["steps_nli=0"]).schedule.steps_nli == 0
+
+
+@pytest.mark.parametrize(
+    "args", [["lr=0.5", "lr=0.1"], ["lr=0.5", "optim.lr=0.1"], ["steps_squad=7", "schedule.steps_squad=7"]]
+)
+def test_a_key_given_twice_is_refused_naming_both(args):
+    with pytest.raises(UserError, match=f"{re.escape(args[0])} and {re.escape(args[1])} set the same key"):
+        apply_overrides(Config(), args)

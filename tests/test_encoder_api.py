@@ -110,3 +110,51 @@ def test_transfer_command_on_real_data(shared_data, tiny_data, tmp_path, capsys)
     assert "give exactly one of run=runs/<run> and baseline=" in capsys.readouterr().err
     assert main(["transfer", "baseline=glove-bow", "tasks=MR,XYZ"]) == 2
     assert "unknown transfer task 'XYZ'" in capsys.readouterr().err
+
+
+def test_one_string_is_one_sentence(trained_run):
+    encoder = load_encoder(trained_run, device="cpu")
+    one = encoder.encode(SENTENCES[0], progress=False)
+    assert one.shape == (encoder.dim,)
+    np.testing.assert_allclose(one, encoder.encode(SENTENCES[:1], progress=False)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_numpy_strings_encode_as_strings(trained_run):
+    encoder = load_encoder(trained_run, device="cpu")
+    np.testing.assert_allclose(
+        encoder.encode(np.array(SENTENCES), progress=False),
+        encoder.encode(SENTENCES, progress=False),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
+@pytest.mark.parametrize(
+    "sentences, kwargs, message",
+    [
+        (None, {}, "encode\\(\\) takes a list of sentences \\(str\\), not NoneType"),
+        (b"a dog runs", {}, "not bytes"),
+        (["a dog", 3], {}, "sentence 1 is a int \\(3\\), not a str"),
+        (["a dog", b"runs"], {}, "sentence 1 is a bytes"),
+        (["a dog", "a \ud800 runs"], {}, "sentence 1 holds a lone surrogate \\(\\\\ud800 at character 2\\)"),
+        (SENTENCES, {"batch_size": 0}, "encode\\(batch_size=0\\): give a positive number"),
+        (SENTENCES, {"batch_size": -1}, "encode\\(batch_size=-1\\)"),
+        (
+            SENTENCES,
+            {"pooling": "maxx"},
+            "encode\\(pooling='maxx'\\) is not a pooling: choose one of max, mean",
+        ),
+    ],
+)
+def test_bad_arguments_to_encode_are_one_line(trained_run, sentences, kwargs, message):
+    encoder = load_encoder(trained_run, device="cpu")
+    with pytest.raises(UserError, match=message):
+        encoder.encode(sentences, progress=False, **kwargs)
+
+
+def test_a_moved_vectors_file_is_said_not_silently_skipped(trained_run, tiny_data, tmp_path):
+    encoder = load_encoder(trained_run, device="cpu")
+    encoder.vectors = str(tmp_path / "moved-away.txt")
+    with pytest.warns(UserWarning, match="moved-away.txt that run was trained with is not here: 1 words new"):
+        encoder.encode(["unused"], progress=False)
+    assert "unused" not in encoder.vocabulary.index

@@ -81,3 +81,35 @@ def test_hub_rows_regroup_into_articles_and_paragraphs():
     assert [a.title for a in articles] == ["A", "B"]
     assert [[q.id for q in p.questions] for p in articles[0].paragraphs] == [["1", "2"], ["3"]]
     assert articles[0].paragraphs[0].questions[1].answers == ("y", "z")
+
+
+def test_two_questions_under_one_id_are_counted_as_two(capsys):
+    document = squad()
+    qas = document["data"][0]["paragraphs"][0]["qas"]
+    qas.append({**qas[0], "question": "Who else?"})
+    qas.append(dict(qas[0]))  # the same question again keeps its id: the builder drops repeats
+    questions = parse_squad(document, "train.json")[0].paragraphs[0].questions
+    assert [q.id for q in questions] == ["q1", "q1-2", "q1"]
+    assert "train.json: 1 question(s) share an id with a different question" in capsys.readouterr().err
+
+
+def test_a_lone_surrogate_is_named_by_its_field(tmp_path):
+    path = tmp_path / "train-v1.1.json"
+    path.write_text(json.dumps(squad(question="Who\ud800?")), encoding="utf-8")  # json escapes it
+    with pytest.raises(
+        UserError, match=r"qas\[0\].question holds a lone surrogate \(\\ud800 at character 3\)"
+    ):
+        read_squad_json(path)
+
+
+def test_a_deeply_nested_file_is_one_line(tmp_path):
+    path = tmp_path / "train-v1.1.json"
+    path.write_text('{"data": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
+    with pytest.raises(UserError, match="nested too deeply to be SQuAD v1.1"):
+        read_squad_json(path)
+
+
+def test_a_byte_order_mark_is_read_past(tmp_path):
+    path = tmp_path / "train-v1.1.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(squad()).encode("utf-8"))
+    assert read_squad_json(path)[0].title == "T"

@@ -12,6 +12,12 @@ from mtl.text import vectors as vectors_module
 GLOVE = "the 0.1 0.2 0.3\n. . . 1.0 2.0 3.0\nat&t 4 5 6\nthe 9 9 9\ndog -1e-2 0 1.5\n"
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """Entries are keyed by content: each test starts from an empty cache, whatever others cached."""
+    monkeypatch.setenv("MTL_CACHE_DIR", str(tmp_path / "cache"))
+
+
 @pytest.fixture
 def glove_txt(tmp_path):
     path = tmp_path / "glove.test.3d.txt"
@@ -173,3 +179,60 @@ def test_a_full_disk_while_caching_leaves_no_part_file(glove_txt, monkeypatch):
     with pytest.warns(UserWarning, match="No space left on device"):
         assert load_vectors(glove_txt, ["dog"]).words == ["dog"]
     assert not list((cache_dir() / "vectors").glob("*.part"))
+
+
+def test_a_byte_order_mark_does_not_take_the_first_words_vector(tmp_path):
+    path = tmp_path / "bom.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + GLOVE.encode("utf-8"))
+    vectors = load_vectors(path, ["the", "dog"])
+    assert vectors.words == ["the", "dog"]
+    np.testing.assert_allclose(vectors.matrix[0], [0.1, 0.2, 0.3])
+
+
+def test_a_utf16_vectors_file_is_refused_by_name(tmp_path):
+    path = tmp_path / "wide.txt"
+    path.write_bytes(GLOVE.encode("utf-16"))
+    with pytest.raises(UserError, match=r"vectors file .*wide.txt is UTF-16: convert it to UTF-8"):
+        load_vectors(path)
+
+
+def test_the_cache_is_keyed_by_content_not_by_size_and_time(glove_txt):
+    import os
+
+    load_vectors(glove_txt, ["dog"])
+    stat = glove_txt.stat()
+    other = GLOVE.replace("dog -1e-2 0 1.5", "dog -7e-2 0 7.5")  # same length
+    assert len(other) == len(GLOVE)
+    glove_txt.write_text(other, encoding="utf-8")
+    os.utime(glove_txt, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # as `cp -p` or `touch -r` leave it
+    assert glove_txt.stat().st_size == stat.st_size and glove_txt.stat().st_mtime_ns == stat.st_mtime_ns
+    np.testing.assert_allclose(load_vectors(glove_txt, ["dog"]).matrix, [[-0.07, 0, 7.5]])
+
+
+def test_a_moved_copy_of_a_file_is_served_from_the_cache(glove_txt, tmp_path, monkeypatch):
+    load_vectors(glove_txt, ["dog"])
+    moved = tmp_path / "elsewhere.txt"
+    glove_txt.rename(moved)
+    monkeypatch.setattr(vectors_module, "_read", lambda *a: pytest.fail("read the file again"))
+    np.testing.assert_allclose(load_vectors(moved, ["dog"]).matrix, [[-0.01, 0, 1.5]])
+
+
+def test_mtl_data_dir_that_is_not_a_folder_is_named_not_downloaded_around(tmp_path, monkeypatch):
+    monkeypatch.setenv("MTL_DATA_DIR", str(tmp_path / "typo"))
+    monkeypatch.setattr(vectors_module, "download_glove_840b", lambda: pytest.fail("downloaded"))
+    with pytest.raises(UserError, match=r"MTL_DATA_DIR=.*typo is not a folder"):
+        resolve_vectors_path(None)
+
+
+@pytest.mark.parametrize("files", [[], ["glove.6B.50d.txt", "glove.6B.100d.txt"]])
+def test_mtl_data_dir_without_one_clear_vectors_file_asks_for_vectors(tmp_path, monkeypatch, files):
+    (tmp_path / "glove").mkdir()
+    for name in files:
+        (tmp_path / "glove" / name).write_text(GLOVE)
+    monkeypatch.setenv("MTL_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(vectors_module, "download_glove_840b", lambda: pytest.fail("downloaded"))
+    found = "2 vectors files \\(glove.6B.100d.txt, glove.6B.50d.txt\\)" if files else "none"
+    with pytest.raises(
+        UserError, match=f"should hold one GloVe file in glove/, found {found}: pass vectors="
+    ):
+        resolve_vectors_path(None)

@@ -8,6 +8,7 @@ from pathlib import Path
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.paths import data_dir
+from mtl.text.unicode import decode_utf8, invalid_unicode
 
 HUB_ID = "stanfordnlp/snli"
 LABELS = ("entailment", "neutral", "contradiction")  # the Hub's label ids 0, 1, 2
@@ -75,15 +76,7 @@ def _read_line_files(folder: Path, split: str) -> LabelledTexts:
 
 
 def _decode(path: Path) -> str:
-    """The text of `path`; bytes that are not UTF-8 are an error naming the line."""
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise UserError(
-            f"line {line} of SNLI file {path} is not UTF-8 ({error.reason}): re-save the file as UTF-8"
-        ) from None
+    return decode_utf8(path.read_bytes(), "SNLI file", path)
 
 
 def _read_jsonl(path: Path) -> LabelledTexts:
@@ -99,6 +92,10 @@ def _read_jsonl(path: Path) -> LabelledTexts:
             raise UserError(f"line {number} of SNLI file {path} is not an SNLI record: {reason}") from None
         if not isinstance(premise, str) or not isinstance(hypothesis, str) or not isinstance(gold, str):
             raise UserError(f"line {number} of SNLI file {path} is not an SNLI record: texts must be strings")
+        if bad := invalid_unicode(premise + hypothesis):
+            raise UserError(
+                f"line {number} of SNLI file {path} holds a lone surrogate ({bad}), which is not text: fix the line"
+            )
         premises.append(premise)
         hypotheses.append(hypothesis)
         labels.append(_label(gold, path, number))

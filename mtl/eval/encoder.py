@@ -7,8 +7,10 @@ make it a plain lookup here), else the unknown vector.
 
 from __future__ import annotations
 
+import typing
+import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +21,13 @@ from mtl.config import from_dict
 from mtl.device import resolve_device, to_device
 from mtl.errors import UserError
 from mtl.models.encoders import build_encoder
-from mtl.models.encoders.base import Encoder, EncoderConfig, frozen_embedding
+from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, frozen_embedding
 from mtl.models.encoders.hf import HFEncoder
 from mtl.text import Tokenizer, load_vectors
 from mtl.text.coverage import Coverage
 from mtl.text.subwords import SubwordTokenizer
 from mtl.text.tokenizer import make_tokenizer
+from mtl.text.unicode import invalid_unicode
 from mtl.text.vocab import UNK, Vocabulary
 from mtl.train.checkpoint import load
 from mtl.train.config import TrainConfig
@@ -44,6 +47,7 @@ class SentenceEncoder:
     ):
         self.encoder = encoder.to(device).eval()
         self.token_counts: Counter[str] = Counter()  # every token encoded so far
+        self.warned_missing_vectors = False
         self.vocabulary, self.tokenizer, self.vectors, self.device, self.name = (
             vocabulary,
             tokenizer,
@@ -58,12 +62,23 @@ class SentenceEncoder:
 
     def encode(
         self,
-        sentences: Sequence[str],
+        sentences: str | Sequence[str],
         batch_size: int = 128,
         pooling: str | None = None,
         progress: bool = True,
     ) -> np.ndarray:
-        """(N, D) float32 embeddings in input order; batches are formed by length."""
+        """(N, D) float32 embeddings in input order, batches formed by length; one string: (D,)."""
+        if isinstance(sentences, str):  # as sentence-transformers: one sentence, not its characters
+            return self.encode([sentences], batch_size, pooling, progress)[0]
+        sentences = checked_sentences(sentences)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size < 1:
+            raise UserError(
+                f"encode(batch_size={batch_size!r}): give a positive number of sentences per batch"
+            )
+        if pooling is not None and pooling not in typing.get_args(Pooling):
+            raise UserError(
+                f"encode(pooling={pooling!r}) is not a pooling: choose one of {', '.join(typing.get_args(Pooling))}"
+            )
         ids = self.token_ids(sentences)
         lengths = np.array([len(i) for i in ids])
         order = np.argsort(-lengths, kind="stable")
@@ -118,7 +133,17 @@ class SentenceEncoder:
     def expand_vocabulary(self, words: set[str]) -> int:
         """Add the words that have a GloVe vector; return how many were added."""
         unseen = {w for w in words if w not in self.vocabulary.index}
-        if not unseen or not self.vectors or not Path(self.vectors).is_file():
+        if not unseen or not self.vectors:
+            return 0
+        if not Path(self.vectors).is_file():
+            if not self.warned_missing_vectors:
+                warnings.warn(
+                    f"the vectors file {self.vectors} that {self.name} was trained with is not here: "
+                    f"{len(unseen):,} words new to its vocabulary get the unknown vector (scores drop); "
+                    "point at the same file (transfer: vectors=PATH; encode(): encoder.vectors = PATH)",
+                    stacklevel=3,
+                )
+                self.warned_missing_vectors = True
             return 0
         found = load_vectors(self.vectors, unseen)
         if not len(found):
@@ -154,6 +179,24 @@ def pretrained_encoder(
         encoder.load_state_dict(state)
     subwords = SubwordTokenizer(config.hf_model, config.max_seq_length)
     return PretrainedSentenceEncoder(encoder, subwords, resolve_device(device), name)
+
+
+def checked_sentences(sentences: object) -> list[str]:
+    """`sentences` as a list of str (numpy strings included), or a one-line error naming the bad one."""
+    if isinstance(sentences, bytes) or not isinstance(sentences, Iterable):
+        raise UserError(f"encode() takes a list of sentences (str), not {type(sentences).__name__}")
+    texts = []
+    for position, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):  # np.str_ is a str
+            raise UserError(
+                f"encode(): sentence {position} is a {type(sentence).__name__} ({sentence!r:.40}), not a str"
+            )
+        if bad := invalid_unicode(sentence):
+            raise UserError(
+                f"encode(): sentence {position} holds a lone surrogate ({bad}), which is not text"
+            )
+        texts.append(str(sentence))
+    return texts
 
 
 def pooled_width(encoder: Encoder, pooling: str | None) -> int:

@@ -7,6 +7,7 @@ and everything before them is the word. Duplicate words keep their first vector.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import hashlib
 import io
@@ -29,7 +30,7 @@ from mtl.paths import cache_dir, data_dir
 
 GLOVE_840B_URL = "https://nlp.stanford.edu/data/glove.840B.300d.zip"
 _DIM_PROBE_LINES = 100
-_CACHE_FORMAT = 2  # 2: entries read with field-count and finiteness checks
+_CACHE_FORMAT = 3  # 2: entries read with field-count and finiteness checks; 3: keyed by content
 
 
 @dataclass
@@ -68,11 +69,20 @@ def resolve_vectors_path(vectors: str | None) -> Path:
         if not path.is_file():
             raise UserError(f"vectors file {path} does not exist: pass vectors=PATH to a GloVe file")
         return path
-    if (local := data_dir()) is not None and (local / "glove").is_dir():
-        candidates = sorted(p for p in (local / "glove").iterdir() if _is_vectors_file(p))
+    if (local := data_dir()) is not None:
+        folder = local / "glove"
+        candidates = sorted(p for p in folder.iterdir() if _is_vectors_file(p)) if folder.is_dir() else []
         preferred = [p for p in candidates if p.name.startswith("glove.840B.300d")]
         if preferred or len(candidates) == 1:
             return (preferred or candidates)[0]
+        found = (
+            f"{len(candidates)} vectors files ({', '.join(p.name for p in candidates)})"
+            if candidates
+            else "none"
+        )
+        raise UserError(
+            f"MTL_DATA_DIR={local} should hold one GloVe file in glove/, found {found}: pass vectors=PATH"
+        )
     return download_glove_840b()
 
 
@@ -104,9 +114,8 @@ def load_vectors(
 ) -> WordVectors:
     """Vectors of `path`, restricted to `vocabulary` when given (words in file order).
 
-    A restricted load is cached under the user cache dir, keyed by the file's identity
-    (resolved path, size, modification time) and the vocabulary, so a second load only
-    reads one small .npz file.
+    A restricted load is cached under the user cache dir, keyed by the file's contents
+    (`content_digest`) and the vocabulary, so a second load only reads one small .npz file.
     """
     path = Path(path).expanduser()
     if not path.is_file():
@@ -129,6 +138,8 @@ def _read(path: Path, wanted: set[str] | None) -> WordVectors:
     with _open_lines(path) as lines:
         lines = iter(lines)
         head = [line for _, line in zip(range(_DIM_PROBE_LINES), lines, strict=False)]
+        if head:
+            head[0] = _without_byte_order_mark(path, head[0])
         dim = _infer_dim(path, head)
         numbered = enumerate(_chain(head, lines), start=1)
         for number, raw in tqdm(numbered, desc=f"read {path.name}", unit=" lines", mininterval=1):
@@ -159,6 +170,15 @@ def _read(path: Path, wanted: set[str] | None) -> WordVectors:
         raise UserError(f"vectors file {path} holds no vectors: is it a GloVe text file?")
     matrix = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
     return WordVectors(words, matrix, str(path))
+
+
+def _without_byte_order_mark(path: Path, first: bytes) -> bytes:
+    """The first line without a UTF-8 BOM (Windows editors add one; it would glue itself to "the")."""
+    if first.startswith(codecs.BOM_UTF8):
+        return first[len(codecs.BOM_UTF8) :]
+    if first.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise UserError(f"vectors file {path} is UTF-16: convert it to UTF-8 (GloVe's encoding)")
+    return first
 
 
 def _infer_dim(path: Path, head: list[bytes]) -> int:
@@ -217,13 +237,51 @@ def _is_vectors_file(path: Path) -> bool:
     return path.is_file() and path.name.endswith((".txt", ".txt.gz", ".zip", ".vec", ".vec.gz"))
 
 
+def content_digest(path: Path) -> str:
+    """SHA-256 of the file's bytes, computed once and remembered in the cache with its identity.
+
+    The identity is the resolved path, size, modification and change time and inode:
+    a file replaced by another of the same size and modification time (which `cp -p`,
+    `touch -r` or an archive keep) still has a new change time, so it is hashed again.
+    """
+    resolved = path.resolve()
+    stat = resolved.stat()
+    identity = f"{resolved}\0{stat.st_size}\0{stat.st_mtime_ns}\0{stat.st_ctime_ns}\0{stat.st_ino}"
+    memo = cache_dir() / "vectors" / "digests" / hashlib.sha256(identity.encode()).hexdigest()[:32]
+    with suppress(OSError, UnicodeDecodeError):
+        remembered = memo.read_text(encoding="utf-8").strip()
+        if len(remembered) == 64 and all(c in "0123456789abcdef" for c in remembered):
+            return remembered
+    hasher = hashlib.sha256()
+    with (
+        open(resolved, "rb") as handle,
+        tqdm(
+            total=stat.st_size,
+            unit="B",
+            unit_scale=True,
+            desc=f"fingerprint {path.name}",
+            mininterval=1,
+            disable=stat.st_size < 1 << 26,  # under 64 MB it takes well under a second
+        ) as bar,
+    ):
+        while chunk := handle.read(1 << 22):
+            hasher.update(chunk)
+            bar.update(len(chunk))
+    digest = hasher.hexdigest()
+    with suppress(OSError):  # best effort, as the cache itself
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        partial = memo.with_name(f"{memo.name}.{os.getpid()}.part")
+        partial.write_text(digest + "\n", encoding="utf-8")
+        os.replace(partial, memo)
+    return digest
+
+
 def _cache_file(path: Path, wanted: set[str]) -> Path:
-    stat = path.resolve().stat()
     digest = hashlib.sha256()
-    digest.update(f"{_CACHE_FORMAT}\0{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+    digest.update(f"{_CACHE_FORMAT}\0{content_digest(path)}".encode())
     for word in sorted(wanted):
         digest.update(word.encode("utf-8") + b"\0")
-    return cache_dir() / "vectors" / f"{path.name}.{digest.hexdigest()[:24]}.npz"
+    return cache_dir() / "vectors" / f"{digest.hexdigest()[:32]}.npz"  # no file name: a moved copy hits
 
 
 def _read_cache(cache_file: Path, path: Path) -> WordVectors | None:
