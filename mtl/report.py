@@ -70,7 +70,7 @@ class Run:
             records = read_metrics(folder / "metrics.jsonl")
             summary_path = folder / "summary.json"
             summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
-        except (OSError, ValueError, KeyError, TypeError) as error:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
             raise UserError(f"{folder} cannot be read ({error}): is it a complete run folder?") from None
         return cls(folder, config, records, summary, _transfer_results(folder))
 
@@ -93,8 +93,7 @@ def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) ->
     for text in paths:
         path = Path(text).expanduser()
         if (path / "sweep.json").is_file():
-            members = json.loads((path / "sweep.json").read_text(encoding="utf-8"))["members"]
-            folders += [Path(p) for p in members.values() if (Path(p) / "metrics.jsonl").is_file()]
+            folders += _sweep_members(path / "sweep.json")
         elif path.is_dir():
             folders.append(path)
         else:
@@ -110,6 +109,18 @@ def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) ->
     if not folders:
         raise UserError("no runs to report: pass run folders, a sweep folder, or group=NAME")
     return list(dict.fromkeys(folders))
+
+
+def _sweep_members(record: Path) -> list[Path]:
+    """The run folders a sweep's record lists that have started training."""
+    try:
+        members = json.loads(record.read_text(encoding="utf-8"))["members"]
+        folders = [Path(p) for p in members.values()]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+        raise UserError(
+            f"{record} is damaged ({type(error).__name__}): pass the sweep's run folders themselves"
+        ) from None
+    return [folder for folder in folders if (folder / "metrics.jsonl").is_file()]
 
 
 def build(runs: list[Run]) -> str:
@@ -168,7 +179,7 @@ def _results_table(runs: list[Run]) -> str:
                 f"{model['encoder']} {model['hidden']}",
                 f"{schedule['steps_nli']} / {schedule['steps_squad']}",
                 str(s.get("global_step", _last_step(run))),
-                s.get("stop_reason", "not finished"),
+                s.get("stop_reason") or _unfinished_state(run),
                 _percent(s.get("best/nli/dev/acc")),
                 _percent(s.get("best/nli/test/acc")),
                 _percent(s.get("best/squad/dev/acc")),
@@ -182,6 +193,12 @@ def _results_table(runs: list[Run]) -> str:
 
 def _percent(value: Any) -> str:
     return f"{100 * value:.2f}" if isinstance(value, int | float) else "–"
+
+
+def _unfinished_state(run: Run) -> str:
+    """How a run without a summary stands: `diverged` (its loss became NaN or inf), else not finished."""
+    events = [r.get("phase/event") for r in run.records if "phase/event" in r]
+    return "diverged" if events and events[-1] == "diverged" else "not finished"
 
 
 def _last_step(run: Run) -> int:

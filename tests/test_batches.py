@@ -74,3 +74,11 @@ def test_max_eval_draws_a_seeded_sample_spread_over_the_split():
     assert drawn.labels != list(range(10)) and max(drawn.labels) >= 50  # not the first rows
     assert drawn.columns[0] == [f"sentence {i}" for i in drawn.labels]
     assert texts.sample(None, seed=1) is texts and texts.sample(500, seed=1) is texts
+
+
+def test_long_sentences_are_cut_at_read_time_and_counted():
+    texts = ["a dog runs .", " ".join(["word"] * 20_000), "x" * 100_000]
+    table = SentenceTable(texts, Tokenizer(), max_tokens=6)
+    assert [len(t) for t in table.tokens] == [4, 6, 1]
+    assert table.truncated == 2  # the 20,000 words, and the one 100,000-character word
+    assert table.tokens[0] == ["a", "dog", "runs", "."]

@@ -158,3 +158,16 @@ def test_a_moved_vectors_file_is_said_not_silently_skipped(trained_run, tiny_dat
     with pytest.warns(UserWarning, match="moved-away.txt that run was trained with is not here: 1 words new"):
         encoder.encode(["unused"], progress=False)
     assert "unused" not in encoder.vocabulary.index
+
+
+def test_a_very_long_sentence_is_cut_to_the_encoders_max_tokens(trained_run):
+    encoder = load_encoder(trained_run, device="cpu")
+    assert encoder.max_tokens == 512  # recorded in the run's config
+    words = ("the crowd watched the band play on the stage . " * 3000).split()
+    np.testing.assert_allclose(
+        encoder.encode(" ".join(words), progress=False),
+        encoder.encode(" ".join(words[:512]), progress=False),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    assert encoder.truncated == 1

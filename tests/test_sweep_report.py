@@ -140,3 +140,10 @@ def test_ctrl_c_stops_a_sweep_with_its_running_member_checkpointed_for_the_next_
     first, second = parse(args).members()
     assert first.status() == "interrupted" and first.command()[-1] == f"resume={first.run_dir}"
     assert second.status() == "new"
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"members": 3}', "[1, 2]", '{"sweep": "x"}'])
+def test_report_of_a_damaged_sweep_record_is_one_line(tmp_path, capsys, text):
+    (tmp_path / "sweep.json").write_text(text)
+    assert main(["report", str(tmp_path)]) == 2
+    assert f"error: {tmp_path / 'sweep.json'} is damaged" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 import json
 import math
 import re
+import shutil
 
 import datasets
 import pytest
@@ -12,7 +13,7 @@ from mtl.train import run
 from mtl.train.presets import preset_names, preset_overrides
 from mtl.train.runlog import read_metrics
 
-from .conftest import args_for, start_run
+from .conftest import FIXTURES, args_for, start_run
 
 TIMING = ("examples_per_s", "seconds")
 
@@ -152,6 +153,8 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_data, tmp_path, 
     saved = torch.load(tmp_path / "run" / "checkpoints" / "latest.pt", weights_only=True)
     assert saved["state"]["global_step"] == step - 1
     assert all(torch.isfinite(v).all() for v in saved["model"].values() if v.is_floating_point())
+    assert main(["report", str(tmp_path / "run"), f"out={tmp_path / 'report.html'}"]) == 0
+    assert "<td>diverged</td>" in (tmp_path / "report.html").read_text()  # not "not finished"
 
 
 @pytest.mark.parametrize(
@@ -252,3 +255,22 @@ def test_training_tokenizes_as_a_paper_build_when_asked(tiny_data, tmp_path):
     assert summary["global_step"] == 2
     encoder = load_encoder(run_dir, device="cpu")
     assert encoder.tokenizer("A well-known case") == ["a", "well-known", "case"]  # spaCy splits the hyphen
+
+
+def test_a_20000_word_sentence_is_cut_to_max_tokens_at_read_time(tiny_data, tmp_path):
+    from mtl.train.data import prepare, resolve_inputs
+
+    snli = tmp_path / "snli"
+    shutil.copytree(FIXTURES / "snli_tiny", snli)
+    lines = (snli / "s1.train").read_text().splitlines()
+    lines[0] = " ".join(["dog"] * 20_000)  # a step would walk 20,000 positions, minutes on a CPU
+    (snli / "s1.train").write_text("\n".join(lines) + "\n")
+    config = run.config_from_args(args_for(tiny_data, tmp_path / "run", f"snli={snli}", "max_tokens=200"))
+    data = prepare(resolve_inputs(config), progress=False)
+    assert data.table.lengths.max() == 200 and data.table.truncated == 1  # the fixtures stay under 200
+    assert data.statistics()["truncated_sentences"] == 1
+
+
+def test_a_transformer_refuses_more_tokens_than_its_positions(tiny_data, tmp_path):
+    with pytest.raises(UserError, match="max_tokens=2000 is more than encoder=transformer's 1024 positions"):
+        run.config_from_args(args_for(tiny_data, tmp_path / "run", "encoder=transformer", "max_tokens=2000"))

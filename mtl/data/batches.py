@@ -16,11 +16,18 @@ from mtl.text.vocab import Vocabulary
 class SentenceTable:
     """Distinct sentences, tokenized once, stored as one flat id array with offsets."""
 
-    def __init__(self, texts: Sequence[str], tokenizer: Tokenizer | None = None):
-        """`tokenizer`: words for a vocabulary (`index_with`); None when ids come whole (`set_ids`)."""
+    def __init__(
+        self, texts: Sequence[str], tokenizer: Tokenizer | None = None, max_tokens: int | None = None
+    ):
+        """`tokenizer`: words for a vocabulary (`index_with`); None when ids come whole (`set_ids`).
+
+        `max_tokens`: sentences longer than that are cut to it (`truncated` counts them).
+        """
         self.texts = list(dict.fromkeys(texts))
         self.row = {text: i for i, text in enumerate(self.texts)}
-        self.tokens = tokenizer.tokenize(self.texts) if tokenizer else []
+        self.tokens, self.truncated = (
+            tokenize_at_most(tokenizer, self.texts, max_tokens) if tokenizer else ([], 0)
+        )
         self.ids: np.ndarray | None = None
 
     def rows(self, texts: Sequence[str]) -> np.ndarray:
@@ -55,6 +62,28 @@ class SentenceTable:
         """
         columns = (self.batch(rows[:, k]) for k in range(rows.shape[1]))
         return [(to_device(tokens, device), lengths) for tokens, lengths in columns]
+
+
+CHARACTERS_PER_TOKEN = 64  # a text is cut to this many characters per allowed token before tokenizing
+
+
+def tokenize_at_most(
+    tokenizer: Tokenizer, texts: Sequence[str], max_tokens: int | None
+) -> tuple[list[list[str]], int]:
+    """Each text's tokens, at most `max_tokens` of them, and how many texts were cut.
+
+    One 5 MB line would otherwise take the tokenizer minutes and make a step that never ends
+    (a recurrent encoder walks every position). The text is cut by characters first, far
+    beyond any real sentence of `max_tokens` words, so the tokenizer's time stays bounded too.
+    """
+    if max_tokens is None:
+        return tokenizer.tokenize(texts), 0
+    limit = max_tokens * CHARACTERS_PER_TOKEN
+    tokens = tokenizer.tokenize([text[:limit] for text in texts])
+    truncated = sum(
+        len(words) > max_tokens or len(text) > limit for words, text in zip(tokens, texts, strict=True)
+    )
+    return [words[:max_tokens] for words in tokens], truncated
 
 
 @dataclass

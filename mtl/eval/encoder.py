@@ -18,6 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from mtl.config import from_dict
+from mtl.data.batches import tokenize_at_most
 from mtl.device import resolve_device, to_device
 from mtl.errors import UserError
 from mtl.models.encoders import build_encoder
@@ -30,7 +31,7 @@ from mtl.text.tokenizer import make_tokenizer
 from mtl.text.unicode import invalid_unicode
 from mtl.text.vocab import UNK, Vocabulary
 from mtl.train.checkpoint import load
-from mtl.train.config import TrainConfig
+from mtl.train.config import DataConfig, TrainConfig
 
 
 class SentenceEncoder:
@@ -48,6 +49,8 @@ class SentenceEncoder:
         self.encoder = encoder.to(device).eval()
         self.token_counts: Counter[str] = Counter()  # every token encoded so far
         self.warned_missing_vectors = False
+        self.max_tokens = DataConfig.max_tokens  # load_encoder: the limit the encoder was trained with
+        self.truncated = 0  # sentences cut to max_tokens so far
         self.vocabulary, self.tokenizer, self.vectors, self.device, self.name = (
             vocabulary,
             tokenizer,
@@ -108,8 +111,10 @@ class SentenceEncoder:
         return out
 
     def token_ids(self, sentences: Sequence[str]) -> list[np.ndarray]:
-        """Each sentence's ids; words new to the vocabulary take their GloVe vector when there is one."""
-        tokens = self.tokenizer.tokenize(list(sentences))
+        """Each sentence's ids, at most `max_tokens` of them; words new to the vocabulary take their
+        GloVe vector when there is one."""
+        tokens, truncated = tokenize_at_most(self.tokenizer, list(sentences), self.max_tokens)
+        self.truncated += truncated
         self.expand_vocabulary({word for words in tokens for word in words})
         self.token_counts.update(word for words in tokens for word in words)
         return [
@@ -241,7 +246,7 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
     state = _encoder_state(saved)
     encoder = build_encoder(frozen_embedding(state["embedding.weight"]), config.model)
     encoder.load_state_dict(state)
-    return SentenceEncoder(
+    loaded = SentenceEncoder(
         encoder,
         Vocabulary(saved["vocabulary"]),
         make_tokenizer(config.data.tokenizer, config.data.lowercase),  # as the encoder was trained
@@ -249,6 +254,8 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
         resolve_device(device),
         name=name,
     )
+    loaded.max_tokens = config.data.max_tokens
+    return loaded
 
 
 def _encoder_state(saved: dict) -> dict[str, torch.Tensor]:

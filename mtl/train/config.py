@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from mtl.config import AtLeast0, AtLeast1, NonNegativeFloat, PositiveFloat, Range
 from mtl.errors import UserError
 from mtl.models.encoders.base import EncoderConfig
+from mtl.models.encoders.transformer import MAX_POSITIONS
 from mtl.train.scheduler import SCHEDULES
 
 
@@ -24,6 +25,9 @@ class DataConfig:
     max_nli_train: AtLeast1 | None = None  # first N training pairs only (quick runs)
     max_squad_train: AtLeast1 | None = None  # first N training triples only (quick runs)
     max_eval: AtLeast1 | None = None  # N dev/test examples per task, drawn at random (seeded; quick runs)
+    max_tokens: AtLeast1 = (
+        512  # words per sentence (word encoders); longer ones are cut at read time, counted
+    )
 
 
 @dataclass
@@ -114,6 +118,13 @@ class TrainConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     run: RunConfig = field(default_factory=RunConfig)
+
+    def __post_init__(self) -> None:
+        if self.model.encoder == "transformer" and self.data.max_tokens > MAX_POSITIONS:
+            raise UserError(
+                f"max_tokens={self.data.max_tokens} is more than encoder=transformer's {MAX_POSITIONS} "
+                f"positions: give max_tokens={MAX_POSITIONS} or less"
+            )
 
     @property
     def tasks(self) -> list[str]:

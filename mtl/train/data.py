@@ -51,8 +51,7 @@ class TrainingData:
         }
         if self.vocabulary is not None:
             stats["vocabulary_words"] = len(self.vocabulary)
-        if self.subwords is not None:
-            stats["truncated_sentences"] = self.subwords.truncated
+        stats["truncated_sentences"] = self.subwords.truncated if self.subwords else self.table.truncated
         if self.coverage is not None:
             stats["vectors_token_coverage"] = self.coverage.token_share
         return stats
@@ -91,6 +90,11 @@ def prepare(config: TrainConfig, progress: bool = True, build_missing: bool = Tr
             prepared = _with_vectors(config, splits, fingerprints, steps)
     if prepared.coverage is not None:
         prepared.coverage.report()
+    if prepared.table.truncated and progress:
+        print(
+            f"{prepared.table.truncated:,} of {len(prepared.table.texts):,} sentences cut to "
+            f"max_tokens={config.data.max_tokens} words"
+        )
     if prepared.subwords is not None and progress:
         sentences = len(prepared.table.texts)
         print(
@@ -171,7 +175,7 @@ def _with_vectors(
     """Word-vector encoders: words, a vocabulary from the training data, frozen GloVe rows."""
     data = config.data
     vectors_path = resolve_vectors_path(data.vectors)
-    table = SentenceTable(_all_texts(splits), make_tokenizer(data.tokenizer, data.lowercase))
+    table = SentenceTable(_all_texts(splits), make_tokenizer(data.tokenizer, data.lowercase), data.max_tokens)
     examples = _examples(table, splits)
     train_rows = np.unique(
         np.concatenate([by_split["train"].sentences.ravel() for by_split in examples.values()])

@@ -251,6 +251,15 @@ class Trainer:
         except BaseException as error:
             if isinstance(error, Diverged):
                 self.tracker.alert("mtl run diverged", str(error))
+                # The run folder says so too (`just report`); a resume cuts this line off again.
+                self.log.log(
+                    {
+                        "global_step": self.state.global_step,
+                        "phase/event": "diverged",
+                        "phase/why": str(error),
+                    },
+                    history=False,
+                )
             self._close_logs(exit_code=1)
             if isinstance(error, Diverged):
                 raise UserError(str(error)) from None
