@@ -28,8 +28,8 @@ train-multitask *args:
     {{python}} -m mtl train-multitask "$@"
 
 # multitask training over N processes of this machine with torchrun (e.g. just train-distributed 4 steps_nli=1000)
-train-distributed nproc *args:
-    n="$1"; shift; {{python}} -m torch.distributed.run --standalone --nproc-per-node="$n" -m mtl train-multitask "$@"
+train-distributed *args:
+    {{python}} -m mtl train-distributed "$@"
 
 # a grid of runs in one W&B group (e.g. just sweep fig2 preset=cpu-small, or steps_nli=250,500 parallel=2)
 sweep *args:

@@ -193,6 +193,12 @@ COMMANDS: dict[str, Command] = {
             ("resume", "none", "continue runs/<run> where its last checkpoint left it"),
         ),
     ),
+    "train-distributed": Command(
+        lambda args: importlib.import_module("mtl.launch").train_distributed(args),
+        "train-multitask over N processes of this machine with torchrun (N first, then its keys)",
+        _config("mtl.train.config", "TrainConfig"),
+        (("N", "none", "the number of processes (one per GPU, or per share of the CPU cores)"),),
+    ),
     "sweep": Command(
         sweep,
         "a grid of training runs in one W&B group (a named sweep such as fig2, or key=v1,v2 axes)",
@@ -276,15 +282,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         COMMANDS[argv[0]].run(argv[1:])
     except UserError as error:
-        say(f"error: {error}")
+        if not getattr(error, "quiet", False):
+            say(f"error: {error}")
         return 2
     except KeyboardInterrupt as interrupt:
         say(f"interrupted{': ' + str(interrupt) if str(interrupt) else ''}")
         return 130
+    except RuntimeError as error:
+        from mtl.distributed import lost_a_peer
+
+        if not lost_a_peer(error):
+            raise
+        rank = os.environ.get("RANK", "?")
+        say(f"error: rank {rank} lost contact with another process of the job ({_first_line(error)})")
+        return 2
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return text.split("] ", 1)[-1].split(". ")[0][:120]  # without gloo's source location and advice
 
 
 def _stop_on_sigterm():

@@ -21,6 +21,13 @@ def resolve_device(name: str) -> torch.device:
         device = torch.device(name)
     except RuntimeError:
         raise UserError(f"device={name!r} is not a device: use auto, cpu, cuda or cuda:N") from None
+    if device.type not in ("cpu", "cuda"):
+        raise UserError(f"device={name!r} is not one mtl trains on: use auto, cpu, cuda or cuda:N")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"device={name!r} but CUDA is not available here: use device=cpu or device=auto")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise UserError(
+            f"device={name!r} but this machine has {torch.cuda.device_count()} GPU(s): use cuda:0 to "
+            f"cuda:{torch.cuda.device_count() - 1}, or device=cuda"
+        )
     return device

@@ -125,7 +125,7 @@ class Distributed:
         if failure is not None:
             raise failure
         if message is not None:
-            raise UserError(f"rank 0 stopped: {message}")
+            raise RankZeroStopped(f"rank 0 stopped: {message}")
         if not others_too:
             return self.broadcast(result)
         return result if self.is_main else work()
@@ -133,3 +133,27 @@ class Distributed:
     def barrier(self) -> None:
         if self.active:
             dist.barrier()
+
+
+PEER_LOST = (
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Broken pipe",
+    "NCCL communicator was aborted",
+)
+
+
+def lost_a_peer(error: BaseException) -> bool:
+    """Whether `error` is a collective failing because another process of the job died.
+
+    gloo raises a plain RuntimeError naming the socket error; NCCL a DistBackendError.
+    """
+    if os.environ.get("WORLD_SIZE", "1") == "1" or not isinstance(error, RuntimeError):
+        return False
+    return isinstance(error, dist.DistError) or any(text in str(error) for text in PEER_LOST)
+
+
+class RankZeroStopped(UserError):
+    """Rank 0's own error, which rank 0 prints: the other ranks stop without saying it again."""
+
+    quiet = True

@@ -37,6 +37,11 @@ def resolve_precision(name: str, device: torch.device, encoder: str | None = Non
         return "bf16" if bf16_supported(device) else "fp32"
     if name == "bf16" and device.type == "cuda" and not bf16_supported(device):
         raise UserError("precision=bf16 but this GPU has no bf16: use precision=fp16 or fp32")
+    if name == "fp16" and device.type == "cpu" and encoder in RECURRENT:
+        raise UserError(
+            f"precision=fp16 with encoder={encoder} on the CPU: PyTorch's CPU LSTM has no fp16 kernel; "
+            "use precision=bf16 or fp32 (fp16 is for GPUs)"
+        )
     return name
 
 

@@ -62,6 +62,18 @@ def torchrun(nproc: int, *args: str) -> subprocess.Popen:
     )
 
 
+def train_distributed(nproc: int | str, *args: str) -> subprocess.Popen:
+    """`just train-distributed N ...`: mtl's launcher, which runs torchrun in its own process."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "mtl", "train-distributed", str(nproc), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def finished(process: subprocess.Popen) -> tuple[int, str]:
     out, err = process.communicate(timeout=300)
     return process.returncode, out + err
@@ -133,11 +145,15 @@ def test_two_processes_train_like_one_with_the_same_global_batches(tiny_data, tm
 
 def test_a_killed_rank_stops_the_run_and_one_process_resumes_it_exactly(tiny_data, tmp_path, one_process):
     out = tmp_path / "killed"
-    launcher = torchrun(2, *args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}"))
+    launcher = train_distributed(2, *args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}"))
     wait_for_checkpoint(out, 20, launcher)
-    os.kill(rank_pid(launcher, 1), signal.SIGKILL)
+    killed = rank_pid(launcher, 1)
+    os.kill(killed, signal.SIGKILL)
     code, output = finished(launcher)
-    assert code != 0 and not (out / "summary.json").exists(), output
+    assert code == 2 and not (out / "summary.json").exists(), output
+    assert "Traceback" not in output, output
+    assert f"error: rank 1 (pid {killed}) was killed by SIGKILL, so every rank stopped" in output
+    assert f"with `just train-distributed 2 resume={out}`" in output
     with one_thread():
         _, summary = run.resume(out, progress=False)
     assert summary["global_step"] == STEPS
@@ -172,3 +188,19 @@ def test_an_hf_encoder_trains_over_two_processes(tiny_data, tiny_bert, tmp_path)
     assert code == 0, output[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == 6 and (out / "encoder" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["0"], "train-distributed takes the number of processes first, not '0'"),
+        (["abc"], "train-distributed takes the number of processes first, not 'abc'"),
+        (["2", "hidden=abc"], "hidden='abc' is not an integer"),
+        (["2", "resume=/nowhere/run"], "/nowhere/run is not a run folder"),
+    ],
+)
+def test_train_distributed_says_a_bad_argument_once_before_any_rank_starts(args, message):
+    code, output = finished(train_distributed(*args))
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and message in errors[0], output
+    assert "Traceback" not in output

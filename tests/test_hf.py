@@ -16,7 +16,9 @@ SENTENCES = ["A man plays a guitar.", "Two dogs run in the park near a small red
 
 
 def hf_args(tiny_bert, *extra):
-    return ("encoder=hf", f"hf_model={tiny_bert}", "max_seq_length=16", *extra)
+    defaults = ("encoder=hf", f"hf_model={tiny_bert}", "max_seq_length=16")
+    given = {arg.partition("=")[0] for arg in extra}
+    return (*(a for a in defaults if a.partition("=")[0] not in given), *extra)
 
 
 def test_a_run_fine_tunes_and_exports_a_hugging_face_folder(tiny_data, tiny_bert, tmp_path):

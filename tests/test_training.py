@@ -174,7 +174,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_data, tmp_path, 
     ],
 )
 def test_bad_settings_fail_with_one_line(tiny_data, tmp_path, capsys, args, message):
-    code = main(["train-multitask", *args_for(tiny_data, tmp_path / "run"), *args])
+    code = main(["train-multitask", *args_for(tiny_data, tmp_path / "run", *args)])
     (err,) = error_lines(capsys.readouterr().err)
     assert code == 2
     assert re.match(f"error: {message}", err), err

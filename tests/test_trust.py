@@ -103,9 +103,13 @@ def test_resume_reads_the_recorded_inputs_whatever_the_environment_says(tiny_dat
     shutil.copytree(FIXTURES / "snli_tiny", data_dir / "snli")
     monkeypatch.setenv("MTL_DATA_DIR", str(data_dir))
     monkeypatch.setenv("MTL_VECTORS", str(tiny_data["vectors"]))
-    args = [a for a in args_for(tiny_data, tmp_path / "x") if not a.startswith(("snli=", "vectors=", "out="))]
     extra = ("dropout=0.2", "max_steps=12")
-    config = run.config_from_args([*args, *extra, f"out={tmp_path / 'cut'}"])
+    args = [
+        a
+        for a in args_for(tiny_data, tmp_path / "x", *extra)
+        if not a.startswith(("snli=", "vectors=", "out="))
+    ]
+    config = run.config_from_args([*args, f"out={tmp_path / 'cut'}"])
     with killed_after_step(7), pytest.raises(Killed):
         run.start(config, progress=False)
     cut_dir = tmp_path / "cut"
@@ -118,7 +122,7 @@ def test_resume_reads_the_recorded_inputs_whatever_the_environment_says(tiny_dat
     monkeypatch.setenv("MTL_VECTORS", str(tmp_path / "elsewhere.txt"))
     _, resumed = run.resume(cut_dir, progress=False)
     monkeypatch.setenv("MTL_DATA_DIR", str(data_dir))
-    straight_config = run.config_from_args([*args, *extra, f"out={tmp_path / 'straight'}"])
+    straight_config = run.config_from_args([*args, f"out={tmp_path / 'straight'}"])
     monkeypatch.setenv("MTL_VECTORS", str(tiny_data["vectors"]))
     _, straight = run.start(straight_config, progress=False)
     assert resumed == straight

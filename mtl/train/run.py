@@ -108,11 +108,7 @@ def resume(
     The number of processes may differ from the run's start: batches are global.
     """
     run_dir = Path(run_dir).expanduser()
-    allowed = ("device=", "wandb=", "run.device=", "run.wandb=")
-    if extra := [a for a in overrides if not a.startswith(allowed)]:
-        raise UserError(
-            f"resume continues the saved config: only device= and wandb= may change, not {extra[0]!r}"
-        )
+    check_resume_overrides(overrides)
     dist = dist or Distributed.from_environment()
     with contextlib.ExitStack() as held:  # rank 0 holds the folder's lock until training ends
         record, restart = dist.main_first(lambda: resumable_record(run_dir, held), others_too=False)
@@ -123,6 +119,25 @@ def resume(
             config.run.out = str(run_dir)
             return train_new(config, run_dir, shlex.split(record.get("command", ""))[2:], progress, dist)
         return continue_run(config, run_dir, record, progress, dist)
+
+
+def check_resume_overrides(overrides: Sequence[str]) -> None:
+    allowed = ("device=", "wandb=", "run.device=", "run.wandb=")
+    if extra := [a for a in overrides if not a.startswith(allowed)]:
+        raise UserError(
+            f"resume continues the saved config: only device= and wandb= may change, not {extra[0]!r}"
+        )
+
+
+def check_command(args: Sequence[str]) -> None:
+    """What `train-multitask args` would refuse before training, said once by a launcher of many ranks."""
+    resumed = [a.partition("=")[2] for a in args if a.startswith("resume=")]
+    if not resumed:
+        config_from_args(args)
+        return
+    check_resume_overrides([a for a in args if not a.startswith("resume=")])
+    run_dir = Path(resumed[-1]).expanduser()
+    from_dict(TrainConfig, read_run_record(run_dir)["config"], str(run_dir / "config.json"))
 
 
 def continue_run(

@@ -32,6 +32,7 @@ from mtl.models.encoders import build_encoder
 from mtl.models.encoders.base import frozen_embedding
 from mtl.models.encoders.hf import HFEncoder, save_sentence_transformer
 from mtl.models.heads import MultitaskModel
+from mtl.models.memory import check_fits
 from mtl.precision import autocast, grad_scaler, resolve_precision
 from mtl.tracking import Tracker
 from mtl.train.checkpointer import Checkpointer
@@ -113,16 +114,24 @@ class Trainer:
     # ---- construction --------------------------------------------------------------------
 
     def _build_model(self) -> MultitaskModel:
-        vectors = self.data.embeddings
-        embedding = None if vectors is None else frozen_embedding(torch.from_numpy(vectors))
-        head = self.config.head
-        return MultitaskModel(
-            build_encoder(embedding, self.config.model),
-            self.config.tasks,
-            head.head_hidden,
-            head.head_layers,
-            head.dropout,
-        )
+        vectors, model, head = self.data.embeddings, self.config.model, self.config.head
+
+        def build(embedding: nn.Embedding | None) -> MultitaskModel:
+            return MultitaskModel(
+                build_encoder(embedding, model),
+                self.config.tasks,
+                head.head_hidden,
+                head.head_layers,
+                head.dropout,
+            )
+
+        if vectors is not None:  # (encoder=hf: the pretrained model's size is what it is)
+            check_fits(
+                lambda: build(frozen_embedding(torch.empty(vectors.shape, device="meta"))),
+                self.device,
+                f"hidden={model.hidden} (encoder={model.encoder}, head_hidden={head.head_hidden})",
+            )
+        return build(None if vectors is None else frozen_embedding(torch.from_numpy(vectors)))
 
     def _task_network(self, task: str) -> nn.Module:
         """The encoder and `task`'s head; over several ranks, wrapped in DDP.
