@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mtl.errors import UserError
+from mtl.paths import resolved
 
 
 @contextmanager
@@ -96,6 +97,7 @@ def check_output_dir(path: Path, key: str) -> Path:
     The nearest existing ancestor must be a writable folder (so the folder can be made).
     """
     path = Path(path).expanduser()
+    resolved(path, key)
     probe = path
     while not probe.exists():
         if probe.parent == probe:

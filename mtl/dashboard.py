@@ -133,6 +133,13 @@ def run(config: DashboardConfig) -> str:
         )
     import wandb
 
-    entity = config.entity or wandb.Api().default_entity
-    saved = workspace(config, entity).save()
+    try:
+        entity = config.entity or wandb.Api(timeout=30).default_entity
+        saved = workspace(config, entity).save()
+    except Exception as error:  # wandb raises its own errors, requests' and pydantic's: all mean "not saved"
+        reason = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
+        raise UserError(
+            f"could not save the workspace on W&B ({reason}): check the network and WANDB_API_KEY, "
+            "or write its JSON offline with spec=PATH"
+        ) from None
     return saved.url

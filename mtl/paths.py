@@ -32,3 +32,15 @@ def cache_dir() -> Path:
         return Path(value).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base).expanduser() / "mtl"
+
+
+def resolved(path: str | Path, key: str) -> Path:
+    """`path` absolute, its symlinks followed; a symlink loop is a one-line error naming `key`."""
+    path = Path(path).expanduser()
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as error:  # Python < 3.13 raises RuntimeError for a loop
+        reason = "a symlink loop" if isinstance(error, RuntimeError) or error.errno == 40 else error.strerror
+        raise UserError(
+            f"{key}={path} cannot be followed ({reason}): fix the link or choose another {key}="
+        ) from None

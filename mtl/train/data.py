@@ -18,6 +18,7 @@ from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.hf import resolve_model_source
 from mtl.models.heads import TASKS
+from mtl.paths import resolved
 from mtl.text import load_vectors, resolve_vectors_path
 from mtl.text.coverage import Coverage
 from mtl.text.subwords import SubwordTokenizer
@@ -72,11 +73,11 @@ def resolve_inputs(config: TrainConfig) -> TrainConfig:
     data = config.data
     if "nli" in config.tasks:
         data.snli = resolve_snli_source(data.snli)
-    data.classifsquad = str(Path(data.classifsquad).expanduser().resolve())
+    data.classifsquad = str(resolved(data.classifsquad, "classifsquad"))
     if config.model.encoder == "hf":
         config.model.hf_model = resolve_model_source(config.model.hf_model)
     else:
-        data.vectors = str(resolve_vectors_path(data.vectors).resolve())
+        data.vectors = str(resolved(resolve_vectors_path(data.vectors), "vectors"))
     return config
 
 
