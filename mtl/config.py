@@ -20,6 +20,7 @@ from mtl.errors import UserError
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 _NONE = {"none", "null", ""}
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +101,11 @@ def check_fields(config: Any) -> None:
         key = f"{field.name}={value}"
         if not math.isfinite(value):
             raise UserError(f"{key} must be a finite number")
+        # What consumes the value: torch and numpy hold integers in 64 bits and train in float32.
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            raise UserError(f"{key} is too large: it must fit in 64 bits (below 2**63)")
+        if isinstance(value, float) and abs(value) > FLOAT32_MAX:
+            raise UserError(f"{key} is too large: it must fit in float32 (at most {FLOAT32_MAX:.3g})")
         bounds = _range_of(hints[field.name])
         if bounds is not None and not bounds.admits(value):
             optional = " (or none)" if _is_optional(hints[field.name]) else ""

@@ -80,3 +80,18 @@ def test_rules_between_fields_run_after_overrides():
 def test_a_key_given_twice_is_refused_naming_both(args):
     with pytest.raises(UserError, match=f"{re.escape(args[0])} and {re.escape(args[1])} set the same key"):
         apply_overrides(Config(), args)
+
+
+@pytest.mark.parametrize(
+    "arg, message",
+    [
+        (
+            "steps_squad=100000000000000000000",
+            "steps_squad=100000000000000000000 is too large: it must fit in 64 bits",
+        ),
+        ("lr=1e308", "lr=1e\\+308 is too large: it must fit in float32"),
+    ],
+)
+def test_numbers_beyond_what_torch_and_numpy_hold_are_refused(arg, message):
+    with pytest.raises(UserError, match=message):
+        apply_overrides(Config(), [arg])

@@ -31,7 +31,9 @@ class Scheduler:
         if kind in ("proportional", "temperature"):
             sizes = sizes or {}
             power = 1.0 if kind == "proportional" else 1.0 / temperature
-            weights = np.array([float(sizes[task]) ** power for task in self.tasks])
+            # size**power in log space: a small temperature would overflow the powers themselves.
+            logs = power * np.log([float(sizes[task]) for task in self.tasks])
+            weights = np.exp(logs - logs.max())
             self.probabilities = weights / weights.sum()
 
     def task_at(self, step: int) -> str:
