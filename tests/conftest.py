@@ -160,7 +160,7 @@ def tiny_bert(tmp_path_factory) -> Path:
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=32,
-        max_position_embeddings=64,
+        max_position_embeddings=128,  # mtl's default max_seq_length
     )
     BertModel(config).save_pretrained(folder)
     return folder

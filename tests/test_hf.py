@@ -244,3 +244,16 @@ def test_minilm_embeds_as_it_was_trained_and_fine_tunes(shared_data, tmp_path):
     assert (
         summary["global_step"] == 2 and summary["params/encoder"] == 22_713_216 - 384 * 384 - 384
     )  # no pooler
+
+
+def test_max_seq_length_beyond_the_models_positions_is_one_line(tiny_data, tiny_bert, tmp_path):
+    from mtl.train.data import prepare
+    from mtl.train.run import config_from_args
+
+    config = config_from_args(
+        args_for(tiny_data, tmp_path / "run", *hf_args(tiny_bert, "max_seq_length=1000"))
+    )
+    with pytest.raises(
+        UserError, match=r"max_seq_length=1000 is more than the 128 positions of .*: give max_seq_length=128"
+    ):
+        prepare(config, progress=False)

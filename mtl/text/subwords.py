@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mtl.errors import UserError
 from mtl.hf import load_pretrained
 
 CHUNK = 10_000  # sentences per call of the fast tokenizer: bounded memory, same result
@@ -17,6 +18,12 @@ class SubwordTokenizer:
         from transformers import AutoTokenizer
 
         self.tokenizer = load_pretrained(AutoTokenizer.from_pretrained, model, "tokenizer")
+        limit = positions(model, self.tokenizer)
+        if limit is not None and max_seq_length > limit:
+            raise UserError(
+                f"max_seq_length={max_seq_length} is more than the {limit} positions of {model}: "
+                f"give max_seq_length={limit} or less"
+            )
         self.max_seq_length = max_seq_length
         self.truncated = 0  # sentences cut to max_seq_length so far
 
@@ -42,3 +49,14 @@ class SubwordTokenizer:
         """SHA-256 of the vocabulary: resuming refuses a different tokenizer."""
         vocabulary = sorted(self.tokenizer.get_vocab().items(), key=lambda item: item[1])
         return hashlib.sha256("\n".join(token for token, _ in vocabulary).encode("utf-8")).hexdigest()
+
+
+def positions(model: str, tokenizer) -> int | None:
+    """The longest input `model` takes: its position table, or its tokenizer's limit when smaller
+    (RoBERTa's table has 514 rows for 512 tokens); None when neither says."""
+    from transformers import AutoConfig
+
+    config = load_pretrained(AutoConfig.from_pretrained, model, "config")
+    limits = [getattr(config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
+    known = [int(limit) for limit in limits if isinstance(limit, int) and 0 < limit < 1_000_000]
+    return min(known) if known else None
