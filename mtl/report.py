@@ -83,7 +83,7 @@ def _transfer_results(folder: Path) -> dict[str, str]:
     try:
         results = json.loads(path.read_text(encoding="utf-8"))["results"] if path.is_file() else {}
         return {task: headline(task, values) for task, values in results.items()}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return {}
 
 
@@ -102,7 +102,7 @@ def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) ->
         for record in sorted(root.glob("**/config.json")):
             try:
                 run = json.loads(record.read_text(encoding="utf-8"))["config"]["run"]
-            except (OSError, ValueError, KeyError, TypeError):
+            except (OSError, ValueError, KeyError, TypeError, RecursionError):
                 continue
             if (run.get("group") or run.get("name")) == group:
                 folders.append(record.parent)

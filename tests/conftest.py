@@ -1,5 +1,6 @@
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -71,6 +72,13 @@ def killed_after_step(step: int):
 
     with mock.patch.object(Trainer, "train_batch", dies_at_its_step):
         yield
+
+
+def one_error_line(capsys) -> str:
+    """The one `error:` line a command printed (a second one, or none, fails the test)."""
+    lines = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if line.startswith("error:")]
+    assert len(lines) == 1, lines
+    return lines[0]
 
 
 def wait_until_training(metrics: Path, process, lines: int = 5) -> None:

@@ -1,7 +1,6 @@
 """Issue 19: an encoder or checkpoint received from someone else never runs code when loaded."""
 
 import os
-import re
 
 import pytest
 import torch
@@ -10,7 +9,7 @@ from mtl.cli import main
 from mtl.errors import UserError
 from mtl.train import checkpoint
 
-from .conftest import start_run
+from .conftest import one_error_line, start_run
 
 
 class Payload:
@@ -26,12 +25,6 @@ class Payload:
 def craft(path, marker, base: dict) -> None:
     """Replace the mtl file at `path` by one that keeps its contents and adds a payload."""
     torch.save({**base, "extra": Payload(marker)}, path)
-
-
-def one_error_line(capsys) -> str:
-    lines = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if line.startswith("error:")]
-    assert len(lines) == 1, lines
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,7 @@ from mtl.device import resolve_device
 from mtl.errors import UserError
 from mtl.models.memory import check_fits
 
-from .conftest import args_for
-
-
-def one_error_line(capsys) -> str:
-    lines = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if line.startswith("error:")]
-    assert len(lines) == 1, lines
-    return lines[0]
+from .conftest import args_for, one_error_line
 
 
 @pytest.mark.parametrize("encoder", ["bilstm", "bilstm2", "lstm", "transformer", "decomposable"])

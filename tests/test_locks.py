@@ -13,13 +13,7 @@ from dataset_builders.classifsquad import BuildConfig, build
 from mtl.cli import main
 from mtl.locks import FolderInUse, FolderLock, lock_file_of
 
-from .conftest import FIXTURES, args_for, start_run, wait_until_training
-
-
-def one_error_line(capsys) -> str:
-    lines = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if line.startswith("error:")]
-    assert len(lines) == 1, lines
-    return lines[0]
+from .conftest import FIXTURES, args_for, one_error_line, start_run, wait_until_training
 
 
 def train(tiny_data, out, *extra) -> subprocess.Popen:

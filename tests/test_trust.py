@@ -20,19 +20,21 @@ from mtl.train import checkpoint, run
 from mtl.train.runlog import read_metrics
 from mtl.wandb_file import by_kind, run_files
 
-from .conftest import FIXTURES, Killed, args_for, killed_after_step, start_run, wait_until_training
+from .conftest import (
+    FIXTURES,
+    Killed,
+    args_for,
+    killed_after_step,
+    one_error_line,
+    start_run,
+    wait_until_training,
+)
 
 TIMING = ("examples_per_s", "seconds")
 
 
 def start(tiny_data, out, *extra, killed_after=None):
     return start_run(tiny_data, out, *extra, killed_after=killed_after)
-
-
-def one_error_line(capsys) -> str:
-    lines = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if line.startswith("error:")]
-    assert len(lines) == 1, lines
-    return lines[0]
 
 
 def train_cli(tiny_data, out, *extra) -> int:
