@@ -204,3 +204,15 @@ def test_train_distributed_says_a_bad_argument_once_before_any_rank_starts(args,
     errors = [line for line in output.splitlines() if line.startswith("error:")]
     assert code == 2 and len(errors) == 1 and message in errors[0], output
     assert "Traceback" not in output
+
+
+def test_a_job_into_a_locked_run_folder_is_refused_once_by_rank_0(tiny_data, tmp_path):
+    from mtl.locks import FolderLock
+
+    out = tmp_path / "run"
+    with FolderLock(out, "run folder", "out"):  # a run that is still training there
+        code, output = finished(train_distributed(2, *args_for(tiny_data, out, *SETTINGS)))
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1, output
+    assert f"run folder {out} is in use by process {os.getpid()} " in errors[0]
+    assert not out.exists()

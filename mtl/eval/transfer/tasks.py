@@ -28,7 +28,7 @@ class TransferTask:
     score_range: tuple[float, float] | None = None
 
 
-def _lines(path: Path, encoding: str = "utf-8") -> list[str]:
+def _lines(path: Path, encoding: str = "utf-8-sig") -> list[str]:  # -sig: a byte-order mark dropped
     if not path.is_file():
         raise UserError(
             f"transfer data file {path} is missing: point data=PATH at SentEval's downstream folder"
