@@ -200,3 +200,13 @@ def test_a_sweep_into_a_file_is_one_line(tiny_data, tmp_path, capsys):
     (tmp_path / "file").write_text("")
     assert main(["sweep", "steps_nli=2,3", f"out={tmp_path / 'file'}"]) == 2
     assert f"out={tmp_path / 'file'} is not a folder" in one_error_line(capsys)
+
+
+def test_a_second_transfer_of_the_same_report_is_refused(tiny_data, senteval, tmp_path, capsys):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", "max_steps=3")
+    args = ["transfer", f"run={run_dir}", "tasks=MR", f"data={senteval}", "wandb=disabled"]
+    with FolderLock(run_dir / "transfer-fast", "transfer report", "out"):  # another transfer writing it
+        assert main([*args, "mode=fast"]) == 2
+        assert f"transfer report {run_dir / 'transfer-fast'} is in use by process" in one_error_line(capsys)
+        assert main([*args, "mode=standard"]) == 0  # another protocol's report is another file
+    assert main([*args, "mode=fast"]) == 0 and (run_dir / "transfer-fast.json").is_file()

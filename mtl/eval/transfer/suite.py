@@ -18,6 +18,7 @@ from mtl.eval.encoder import SentenceEncoder, baseline_encoder, encoder_file, lo
 from mtl.eval.transfer import classifiers as protocol_fns
 from mtl.eval.transfer.classifiers import Protocol, pair_features, relatedness_features
 from mtl.eval.transfer.tasks import READERS, TransferTask, read_task
+from mtl.locks import FolderLock
 from mtl.models.encoders.base import EncoderConfig
 from mtl.paths import data_dir
 from mtl.text.vectors import resolve_vectors_path
@@ -194,6 +195,16 @@ def run(config: TransferConfig) -> tuple[Path, dict]:
     encoder = make_encoder(config)
     protocol = Protocol.fast() if config.mode == "fast" else Protocol()
     name = report_name(config)
+    # One writer per report: a second transfer of the same encoder and protocol would merge
+    # its results into the same files.
+    with FolderLock(out / name, "transfer report", "out"):
+        return out, _evaluate_all(config, out, name, tasks, encoder, protocol)
+
+
+def _evaluate_all(
+    config: TransferConfig, out: Path, name: str, tasks: dict, encoder: SentenceEncoder, protocol: Protocol
+) -> dict:
+    """Every task, each result written as soon as it exists; the report."""
     report = {
         "encoder": encoder.name,
         "source": str(config.run or (config.hf_model if config.baseline == "hf" else config.baseline)),
@@ -242,7 +253,7 @@ def run(config: TransferConfig) -> tuple[Path, dict]:
     )
     tracker.summary({f"transfer/{t}/{k}": v for t, r in results.items() for k, v in r.items()})
     tracker.finish()
-    return out, report
+    return report
 
 
 def training_group(run_dir: Path) -> str | None:
