@@ -1,3 +1,3 @@
-from mtl.cli import main
+from mtl.cli import run_as_process
 
-raise SystemExit(main())
+run_as_process()

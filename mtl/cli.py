@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
@@ -290,16 +291,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except RuntimeError as error:
         from mtl.distributed import lost_a_peer
+        from mtl.launch import LOST_A_PEER
 
         if not lost_a_peer(error):
             raise
         rank = os.environ.get("RANK", "?")
         say(f"error: rank {rank} lost contact with another process of the job ({_first_line(error)})")
-        return 2
+        return LOST_A_PEER
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def run_as_process() -> None:
+    """The process's entry point (`python -m mtl`, the `mtl` script): `main()`, then exit.
+
+    A torchrun rank that fails leaves with `os._exit`: at the interpreter's teardown its live
+    gloo threads abort the process (SIGABRT), which turned its one-line error into a crash the
+    launcher then reported; and destroying the process group could wait on a dead peer.
+    """
+    code = main()
+    if code != 0 and "torch.distributed" in sys.modules:
+        import torch.distributed
+
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            os._exit(code)
+    raise SystemExit(code)
 
 
 def _first_line(error: BaseException) -> str:
@@ -320,4 +341,4 @@ def _stop_on_sigterm():
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_as_process()

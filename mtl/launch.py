@@ -13,7 +13,9 @@ from collections.abc import Sequence
 
 from mtl.errors import UserError
 
-QUIET_EXIT_CODES = {2, 130}  # a rank that printed its own one-line error, or was interrupted and checkpointed
+PRINTED_ITS_ERROR = 2  # a rank's own one-line error (UserError)
+LOST_A_PEER = 3  # a rank whose collective failed because another process died (mtl.cli)
+INTERRUPTED = 130  # Ctrl-C or SIGTERM: every rank checkpointed, rank 0 printed the resume command
 
 
 def train_distributed(args: Sequence[str]) -> None:
@@ -39,14 +41,32 @@ def run_torchrun(processes: int, command: list[str], args: list[str]) -> None:
     try:
         torchrun.run(torchrun.parse_args(["--standalone", f"--nproc-per-node={processes}", *command]))
     except ChildFailedError as error:
-        rank, failure = error.get_first_failure()
-        raise JobFailed(
-            failure.exitcode, describe_failure(rank, failure.pid, failure.exitcode, processes, args)
-        ) from None
-    except KeyboardInterrupt:
-        raise KeyboardInterrupt(
-            f"every rank checkpointed: resume with `{resume_command(processes, args)}`"
-        ) from None
+        if {failure.exitcode for failure in error.failures.values()} == {INTERRUPTED}:
+            raise KeyboardInterrupt(f"every rank checkpointed: {resume_command(processes, args)}") from None
+        cause = root_cause({rank: (f.exitcode, f.timestamp) for rank, f in error.failures.items()})
+        if cause is None:
+            raise JobFailed("", quiet=True) from None
+        failure = error.failures[cause]
+        raise JobFailed(describe_failure(cause, failure.pid, failure.exitcode, processes, args)) from None
+    except KeyboardInterrupt:  # the launcher's own Ctrl-C: torchrun has stopped the ranks
+        raise KeyboardInterrupt(f"stopped: {resume_command(processes, args)}") from None
+
+
+def root_cause(failures: dict[int, tuple[int, float]]) -> int | None:
+    """The rank whose failure stopped the job, from rank -> (exit code, time); None when a rank
+    already said why (its own one-line error).
+
+    The others are collateral: a rank that lost its peer, or that torchrun stopped with
+    SIGTERM once the first one failed (gloo may also abort a rank whose peer is gone).
+    """
+    causes = {rank: failure for rank, failure in failures.items() if failure[0] not in COLLATERAL}
+    if any(code == PRINTED_ITS_ERROR for code, _ in causes.values()):
+        return None
+    candidates = causes or failures
+    return min(candidates, key=lambda rank: candidates[rank][1])
+
+
+COLLATERAL = {LOST_A_PEER, INTERRUPTED, -signal.SIGTERM}
 
 
 def describe_failure(rank: int, pid: int, exitcode: int, processes: int, args: list[str]) -> str:
@@ -57,10 +77,7 @@ def describe_failure(rank: int, pid: int, exitcode: int, processes: int, args: l
             how = f"was killed by signal {-exitcode}"
     else:
         how = f"exited with code {exitcode}"
-    return (
-        f"rank {rank} (pid {pid}) {how}, so every rank stopped: the run continues from its last checkpoint "
-        f"with `{resume_command(processes, args)}`"
-    )
+    return f"rank {rank} (pid {pid}) {how}, so every rank stopped: {resume_command(processes, args)}"
 
 
 def resume_command(processes: int, args: list[str]) -> str:
@@ -68,12 +85,12 @@ def resume_command(processes: int, args: list[str]) -> str:
         a for a in args if a.startswith(("out=", "run.out="))
     ]
     target = resumed[-1].partition("=")[2] if resumed else "runs/<run>"
-    return f"just train-distributed {processes} resume={target}"
+    return f"the run continues from its last checkpoint with `just train-distributed {processes} resume={target}`"
 
 
 class JobFailed(UserError):
-    """A rank failed; `quiet` when that rank has already printed its own one-line error."""
+    """A rank failed; `quiet` when a rank has already printed why."""
 
-    def __init__(self, exitcode: int, message: str):
+    def __init__(self, message: str, quiet: bool = False):
         super().__init__(message)
-        self.quiet = exitcode in QUIET_EXIT_CODES
+        self.quiet = quiet

@@ -216,3 +216,20 @@ def test_a_job_into_a_locked_run_folder_is_refused_once_by_rank_0(tiny_data, tmp
     assert code == 2 and len(errors) == 1, output
     assert f"run folder {out} is in use by process {os.getpid()} " in errors[0]
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "failures, cause",
+    [
+        ({0: (-9, 2.0), 1: (3, 3.0)}, 0),  # killed; the other lost its peer
+        ({0: (-15, 3.0), 1: (-9, 2.0)}, 1),  # killed; torchrun then stopped the other
+        ({0: (130, 1.0), 1: (-9, 2.0)}, 1),  # the other took torchrun's SIGTERM for a Ctrl-C
+        ({0: (2, 2.0), 1: (-6, 1.0)}, None),  # rank 0 said its error; gloo aborted the other at exit
+        ({0: (1, 2.0), 1: (1, 1.0)}, 1),  # two crashes: the first
+        ({0: (3, 2.0), 1: (3, 1.0)}, 1),  # only collateral: the first of them
+    ],
+)
+def test_the_launcher_names_the_rank_whose_failure_stopped_the_job(failures, cause):
+    from mtl.launch import root_cause
+
+    assert root_cause(failures) == cause
