@@ -186,12 +186,16 @@ def check_same_fixed_keys(sweep: Sweep, members: list[Member]) -> None:
         old = before["fixed"]
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         raise UserError(f"{path} is damaged: remove it or choose another out= for this sweep") from None
-    if sorted(old) != sorted(sweep.fixed):
-        changed = sorted(set(old) ^ set(sweep.fixed))
+    if changed := sorted(_result_keys(old) ^ _result_keys(sweep.fixed)):
         raise UserError(
             f"sweep folder {sweep.out} was trained with other fixed keys ({', '.join(changed)}): "
             "its runs would not be this sweep's; choose another out= or sweep="
         )
+
+
+def _result_keys(fixed: list[str]) -> set[str]:
+    """The fixed keys that can change a run's results: not where it runs or logs (as resume)."""
+    return {arg for arg in fixed if not arg.startswith(("device=", "wandb=", "run.device=", "run.wandb="))}
 
 
 def _run(sweep: Sweep, members: list[Member]) -> dict[str, str]:

@@ -194,6 +194,9 @@ def test_a_sweep_rerun_with_other_fixed_keys_is_refused(tiny_data, tmp_path, cap
         in one_error_line(capsys)
     )
     assert (out / "steps_nli2" / "summary.json").read_text() == finished
+    assert (
+        main(["sweep", *args, "steps_nli=2,3", "max_steps=4", f"out={out}", "device=cpu"]) == 0
+    )  # same runs
 
 
 def test_a_sweep_into_a_file_is_one_line(tiny_data, tmp_path, capsys):
