@@ -9,12 +9,12 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from mtl.config import apply_overrides, describe_keys
 from mtl.console import say
 from mtl.errors import UserError
+from mtl.runs import RunFolder
 
 
 def build_classifsquad(args: Sequence[str]) -> None:
@@ -142,9 +142,10 @@ def format_train_summary(run_dir, summary: dict) -> str:
         if k.startswith("best/") and k.endswith("/acc")
     )
     steps = ", ".join(f"{k.removeprefix('steps/')} {v}" for k, v in summary.items() if k.startswith("steps/"))
-    exported = Path(run_dir) / "encoder.pt"
-    if (Path(run_dir) / "encoder").is_dir():  # encoder=hf
-        exported = f"{Path(run_dir) / 'encoder'} (Hugging Face and sentence-transformers format)"
+    run = RunFolder(run_dir)
+    exported = run.encoder
+    if run.pretrained_encoder.is_dir():  # encoder=hf
+        exported = f"{run.pretrained_encoder} (Hugging Face and sentence-transformers format)"
     return (
         f"run {run_dir}: stopped by {summary['stop_reason']} after {summary['global_step']} steps ({steps})\n"
         f"  best checkpoint (step {summary['best/step']}): {results}\n"

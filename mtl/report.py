@@ -24,6 +24,7 @@ from typing import Any
 
 from mtl import atomic
 from mtl.errors import UserError
+from mtl.runs import RunFolder
 from mtl.train.phases import WINDOW
 from mtl.train.runlog import read_metrics
 
@@ -60,15 +61,16 @@ class Run:
 
     @classmethod
     def read(cls, folder: Path) -> Run:
-        record_path = folder / "config.json"
-        if not record_path.is_file() or not (folder / "metrics.jsonl").is_file():
+        run = RunFolder(folder)
+        record_path = run.record
+        if not record_path.is_file() or not run.metrics.is_file():
             raise UserError(
                 f"{folder} is not a run folder (no config.json and metrics.jsonl): pass runs/<run>"
             )
         try:
             config = json.loads(record_path.read_text(encoding="utf-8"))["config"]
-            records = read_metrics(folder / "metrics.jsonl")
-            summary_path = folder / "summary.json"
+            records = read_metrics(run.metrics)
+            summary_path = run.summary
             summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
             raise UserError(f"{folder} cannot be read ({error}): is it a complete run folder?") from None
@@ -120,7 +122,7 @@ def _sweep_members(record: Path) -> list[Path]:
         raise UserError(
             f"{record} is damaged ({type(error).__name__}): pass the sweep's run folders themselves"
         ) from None
-    return [folder for folder in folders if (folder / "metrics.jsonl").is_file()]
+    return [folder for folder in folders if RunFolder(folder).metrics.is_file()]
 
 
 def build(runs: list[Run]) -> str:

@@ -29,6 +29,7 @@ from mtl import atomic, jsonfile
 from mtl.atomic import check_output_dir
 from mtl.errors import UserError
 from mtl.locks import FolderLock
+from mtl.runs import RunFolder, RunStatus
 from mtl.train.presets import preset_dir
 
 SWEEP_KEYS = ("sweep", "out", "parallel")  # the sweep's own keys; the rest go to every member
@@ -50,12 +51,9 @@ class Member:
     run_dir: Path
 
     def status(self) -> str:
-        if (self.run_dir / "summary.json").is_file():
-            return "finished"
-        checkpoints = self.run_dir / "checkpoints"
-        if checkpoints.is_dir() and any(checkpoints.glob("*.pt")):
-            return "interrupted"
-        return "new"
+        """`finished`, `interrupted` (resumed by the next run of the sweep), or `new`."""
+        status = RunFolder(self.run_dir).status()
+        return status.value if status in (RunStatus.FINISHED, RunStatus.INTERRUPTED) else "new"
 
     def command(self) -> list[str]:
         train = [sys.executable, "-m", "mtl", "train-multitask"]
@@ -295,7 +293,7 @@ def summary(sweep: Sweep, outcomes: dict[str, str]) -> str:
     lines = [f"sweep {sweep.name} ({sweep.out}):"]
     for member in sweep.members():
         results = ""
-        path = member.run_dir / "summary.json"
+        path = RunFolder(member.run_dir).summary
         if path.is_file():
             values = json.loads(path.read_text(encoding="utf-8"))
             results = ", ".join(

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from mtl.config import AtLeast0, AtLeast1
 from mtl.errors import UserError
+from mtl.runs import RunFolder
 from mtl.train.runlog import read_metrics
 
 
@@ -76,7 +77,7 @@ def _train(config: BenchRanksConfig, processes: int, out: Path) -> None:
 
 
 def _rates(run_dir: Path, warmup: int) -> dict[str, list[float]]:
-    records = read_metrics(run_dir / "metrics.jsonl")
+    records = read_metrics(RunFolder(run_dir).metrics)
     rates: dict[str, list[float]] = {}
     for task in ("nli", "squad"):
         values = [r[f"{task}/examples_per_s"] for r in records if f"{task}/examples_per_s" in r]

@@ -24,6 +24,7 @@ from mtl.errors import UserError
 from mtl.models.encoders import build_encoder
 from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, frozen_embedding
 from mtl.models.encoders.hf import HFEncoder
+from mtl.runs import RunFolder
 from mtl.text import Tokenizer, load_vectors
 from mtl.text.coverage import Coverage
 from mtl.text.subwords import SubwordTokenizer
@@ -214,9 +215,10 @@ def pooled_width(encoder: Encoder, pooling: str | None) -> int:
 def encoder_file(path: str | Path) -> Path:
     """The file `load_encoder` reads for `path`: a run folder's encoder.pt (or best checkpoint), or `path`."""
     path = Path(path).expanduser()
-    file = path / "encoder.pt" if path.is_dir() else path
-    if path.is_dir() and not file.is_file() and (path / "checkpoints" / "best.pt").is_file():
-        file = path / "checkpoints" / "best.pt"
+    run = RunFolder(path)
+    file = run.encoder if path.is_dir() else path
+    if path.is_dir() and not file.is_file() and run.best.is_file():
+        file = run.best
     if not file.is_file():
         raise UserError(
             f"{path} holds no encoder (encoder.pt or checkpoints/best.pt): train it first, or finish it "

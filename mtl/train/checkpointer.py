@@ -13,6 +13,7 @@ from typing import Any
 from mtl import atomic
 from mtl.distributed import Distributed
 from mtl.errors import UserError
+from mtl.runs import RunFolder
 from mtl.tracking import Tracker
 from mtl.train import checkpoint
 
@@ -30,24 +31,27 @@ class Checkpointer:
 
     @property
     def folder(self) -> Path:
-        return self.run_dir / "checkpoints"
+        return RunFolder(self.run_dir).checkpoints
 
     def save_latest(self, contents: dict[str, Any], step: int) -> None:
         if self.dist.is_main:
-            checkpoint.save({**contents, **self.metadata}, self.folder / "latest.pt", keep_previous=True)
+            checkpoint.save({**contents, **self.metadata}, RunFolder(self.run_dir).latest, keep_previous=True)
             if self.to_wandb == "all":
                 self.tracker.log_artifact(
-                    self.model_artifact, "model", self.folder / "latest.pt", metadata={"global_step": step}
+                    self.model_artifact,
+                    "model",
+                    RunFolder(self.run_dir).latest,
+                    metadata={"global_step": step},
                 )
         self.latest_step = step
 
     def save_best(self, model_state: dict[str, Any], best: dict[str, float]) -> None:
         if not self.dist.is_main:
             return
-        checkpoint.save({"model": model_state, "best": best, **self.metadata}, self.folder / "best.pt")
+        checkpoint.save({"model": model_state, "best": best, **self.metadata}, RunFolder(self.run_dir).best)
         if self.to_wandb != "none":
             self.tracker.log_artifact(
-                self.model_artifact, "model", self.folder / "best.pt", metadata=best, aliases=["best"]
+                self.model_artifact, "model", RunFolder(self.run_dir).best, metadata=best, aliases=["best"]
             )
 
     @property
@@ -57,7 +61,7 @@ class Checkpointer:
     def load_latest(self) -> dict[str, Any]:
         """latest.pt (or the one before it, when it is damaged), checked against this run's vocabulary."""
         saved = self.dist.main_first(
-            lambda: checkpoint.load_with_fallback(self.folder / "latest.pt")[0], others_too=False
+            lambda: checkpoint.load_with_fallback(RunFolder(self.run_dir).latest)[0], others_too=False
         )
         if saved["vocabulary"] != self.metadata["vocabulary"]:
             raise UserError(
@@ -68,7 +72,7 @@ class Checkpointer:
         return saved
 
     def load_best(self) -> dict[str, Any]:
-        return self.dist.main_first(lambda: checkpoint.load(self.folder / "best.pt"), others_too=False)
+        return self.dist.main_first(lambda: checkpoint.load(RunFolder(self.run_dir).best), others_too=False)
 
     def export_encoder(
         self,

@@ -8,12 +8,13 @@ from typing import Any
 
 from mtl.config import from_dict
 from mtl.errors import UserError
+from mtl.runs import RunFolder
 from mtl.train.config import TrainConfig
 
 
 def read_run_record(run_dir: Path) -> dict[str, Any]:
     """The run's config.json: its config, the command that started it, its inputs' fingerprints."""
-    path = Path(run_dir) / "config.json"
+    path = RunFolder(run_dir).record
     if not path.is_file():
         raise UserError(f"{run_dir} is not a run folder (no config.json): pass resume=runs/<run>")
     try:
@@ -27,6 +28,4 @@ def read_run_record(run_dir: Path) -> dict[str, Any]:
 
 
 def load_config(run_dir: Path) -> TrainConfig:
-    return from_dict(
-        TrainConfig, read_run_record(run_dir)["config"], source=str(Path(run_dir) / "config.json")
-    )
+    return from_dict(TrainConfig, read_run_record(run_dir)["config"], source=str(RunFolder(run_dir).record))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -16,8 +15,8 @@ from mtl.atomic import check_output_dir
 from mtl.config import apply_overrides, from_dict, to_dict
 from mtl.distributed import Distributed
 from mtl.errors import UserError
-from mtl.locks import FolderLock
 from mtl.precision import resolve_precision
+from mtl.runs import RunFolder, RunStatus
 from mtl.train.config import TrainConfig
 from mtl.train.data import changed_inputs, resolve_inputs
 from mtl.train.presets import preset_dir, preset_overrides
@@ -87,13 +86,15 @@ def new_run_folder(config: TrainConfig, held: contextlib.ExitStack) -> Path:
     """
     run_dir = Path(config.run.out or f"runs/{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}").expanduser()
     check_output_dir(run_dir, "out")
-    held.enter_context(FolderLock(run_dir, "run folder", "out"))
-    remove_partial_files(run_dir)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not never_checkpointed(run_dir):
-            raise UserError(f"run folder {run_dir} already exists: choose another out= or resume={run_dir}")
+    folder = RunFolder(run_dir)
+    held.enter_context(folder.lock("out"))
+    folder.remove_partial_files()
+    status = folder.status()
+    if status is RunStatus.NEVER_CHECKPOINTED:
         print(f"{run_dir} stopped before its first checkpoint: starting it again")
-        clear_run_folder(run_dir)
+        folder.clear()
+    elif status is not RunStatus.EMPTY:
+        raise UserError(f"run folder {run_dir} already exists: choose another out= or resume={run_dir}")
     return run_dir
 
 
@@ -162,43 +163,17 @@ def resumable_record(run_dir: Path, held: contextlib.ExitStack) -> tuple[dict[st
 
     The folder is locked by `held` first: a run still training is refused, not resumed twice.
     """
+    folder = RunFolder(run_dir)
     read_run_record(run_dir)  # not a run folder: said before a lock file is made beside it
-    held.enter_context(FolderLock(run_dir, "run folder", "resume"))
-    remove_partial_files(run_dir)
+    held.enter_context(folder.lock("resume"))
+    folder.remove_partial_files()
     record = read_run_record(run_dir)
     load_config(run_dir)  # a config.json that no longer validates is refused here, with its path
-    if (run_dir / "summary.json").is_file():
-        raise UserError(f"{run_dir} has already finished: see {run_dir / 'summary.json'}")
-    if not never_checkpointed(run_dir):
+    status = folder.status()
+    if status is RunStatus.FINISHED:
+        raise UserError(f"{run_dir} has already finished: see {folder.summary}")
+    if status is not RunStatus.NEVER_CHECKPOINTED:
         return record, False
     print(f"{run_dir} has no checkpoint yet: starting it again from step 0 with its saved config")
-    clear_run_folder(run_dir)
+    folder.clear()
     return record, True
-
-
-RUN_FILES = ("config.json", "metrics.jsonl", "checkpoints", "wandb")
-
-
-def never_checkpointed(run_dir: Path) -> bool:
-    """A run folder that a crash, kill or NaN stopped before its first checkpoint: safe to start again."""
-    names = {entry.name for entry in run_dir.iterdir()}
-    checkpoints = run_dir / "checkpoints"
-    saved = checkpoints.is_dir() and any(p.suffix == ".pt" for p in checkpoints.iterdir())
-    return "config.json" in names and names <= set(RUN_FILES) and not saved
-
-
-def remove_partial_files(run_dir: Path) -> None:
-    """The temporary files of writes a killed process never finished (the lock says it is gone)."""
-    for folder in (run_dir, run_dir / "checkpoints"):
-        if folder.is_dir():
-            for leftover in folder.glob(".*.partial"):
-                leftover.unlink(missing_ok=True)
-
-
-def clear_run_folder(run_dir: Path) -> None:
-    for name in RUN_FILES:
-        path = run_dir / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()

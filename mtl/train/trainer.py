@@ -34,6 +34,7 @@ from mtl.models.encoders.hf import HFEncoder, save_sentence_transformer
 from mtl.models.heads import MultitaskModel
 from mtl.models.memory import check_fits
 from mtl.precision import autocast, grad_scaler, resolve_precision
+from mtl.runs import RunFolder
 from mtl.tracking import Tracker
 from mtl.train.checkpointer import Checkpointer
 from mtl.train.config import TrainConfig
@@ -220,7 +221,7 @@ class Trainer:
             self.tracker.use_input("classifsquad", "dataset", Path(config.data.classifsquad), reference=True)
         self.checkpointer.tracker = self.tracker
         self.log = RunLog(
-            self.run_dir / "metrics.jsonl",
+            RunFolder(self.run_dir).metrics,
             self.tracker,
             resume_at_byte=self.state.metrics_bytes if resume else None,
         )
@@ -524,7 +525,10 @@ class Trainer:
         results = {f"best/{key}": value for key, value in best["best"].items()}
         results.update({f"best/{k}": v for k, v in self.evaluate("test").items()})
         self.checkpointer.export_encoder(
-            self.model.encoder.state_dict(), self.run_dir / "encoder.pt", results, self._pretrained_writer()
+            self.model.encoder.state_dict(),
+            RunFolder(self.run_dir).encoder,
+            results,
+            self._pretrained_writer(),
         )
         summary = {
             "stop_reason": reason.value,
@@ -544,7 +548,7 @@ class Trainer:
         )
         self.tracker.summary({k: v for k, v in summary.items() if not k.startswith("params/")})  # in config
         if self.dist.is_main:
-            atomic.write_text(self.run_dir / "summary.json", jsonfile.dumps(summary, indent=2) + "\n")
+            atomic.write_text(RunFolder(self.run_dir).summary, jsonfile.dumps(summary, indent=2) + "\n")
         self._close_logs()
         return summary
 

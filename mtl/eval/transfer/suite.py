@@ -21,6 +21,7 @@ from mtl.eval.transfer.tasks import READERS, TransferTask, read_task
 from mtl.locks import FolderLock
 from mtl.models.encoders.base import EncoderConfig
 from mtl.paths import data_dir
+from mtl.runs import RunFolder
 from mtl.text.vectors import resolve_vectors_path
 from mtl.tracking import Tracker
 
@@ -174,7 +175,7 @@ def output_folder(config: TransferConfig) -> Path:
     source = Path(config.run).expanduser()
     if source.is_dir():
         return source
-    return next((p for p in source.parents if (p / "config.json").is_file()), source.parent)
+    return next((p for p in source.parents if RunFolder(p).record.is_file()), source.parent)
 
 
 def report_name(config: TransferConfig) -> str:
@@ -259,7 +260,7 @@ def _evaluate_all(
 def training_group(run_dir: Path) -> str | None:
     """The W&B group of the training run in `run_dir`, so its transfer run sits beside it."""
     try:
-        run = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))["config"]["run"]
+        run = json.loads(RunFolder(run_dir).record.read_text(encoding="utf-8"))["config"]["run"]
         return run.get("group") or run.get("name")
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -1,0 +1,37 @@
+"""mtl/runs.py: where a run folder's run stands, read from its files alone."""
+
+import pytest
+
+from mtl.runs import RunFolder, RunStatus
+
+from .conftest import start_run
+
+
+def test_a_run_folder_goes_from_empty_to_finished(tiny_data, tmp_path):
+    folder = RunFolder(tmp_path / "run")
+    assert folder.status() is RunStatus.EMPTY
+    start_run(tiny_data, folder.path, killed_after=1)
+    assert folder.status() is RunStatus.NEVER_CHECKPOINTED
+    start_run(tiny_data, folder.path, killed_after=4)  # restarted (it had no checkpoint), then killed
+    assert folder.status() is RunStatus.INTERRUPTED and folder.latest.is_file()
+    start_run(tiny_data, tmp_path / "done", "max_steps=3")
+    done = RunFolder(tmp_path / "done")
+    assert done.status() is RunStatus.FINISHED and done.encoder.is_file() and done.best.is_file()
+
+
+@pytest.mark.parametrize("names", [["notes.txt"], ["config.json", "notes.txt"], ["metrics.jsonl"]])
+def test_a_folder_that_a_run_did_not_write_is_not_a_run(tmp_path, names):
+    for name in names:
+        (tmp_path / name).write_text("")
+    assert RunFolder(tmp_path).status() is RunStatus.NOT_A_RUN
+
+
+def test_clearing_removes_what_a_run_wrote_and_nothing_else(tmp_path):
+    folder = RunFolder(tmp_path / "run")
+    (folder.checkpoints).mkdir(parents=True)
+    folder.record.write_text("{}")
+    (folder.path / ".config.json.99.partial").write_text("")
+    folder.remove_partial_files()
+    assert folder.status() is RunStatus.NEVER_CHECKPOINTED
+    folder.clear()
+    assert folder.status() is RunStatus.EMPTY
