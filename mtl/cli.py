@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mtl import metrics
 from mtl.config import apply_overrides, describe_keys
 from mtl.console import say
 from mtl.errors import UserError
@@ -137,18 +138,18 @@ def train_multitask(args: Sequence[str]) -> None:
 
 def format_train_summary(run_dir, summary: dict) -> str:
     results = ", ".join(
-        f"{k.removeprefix('best/')} {v:.4f}"
-        for k, v in summary.items()
-        if k.startswith("best/") and k.endswith("/acc")
+        f"{metrics.without_prefix(k)} {v:.4f}" for k, v in summary.items() if metrics.is_best_accuracy(k)
     )
-    steps = ", ".join(f"{k.removeprefix('steps/')} {v}" for k, v in summary.items() if k.startswith("steps/"))
+    steps = ", ".join(
+        f"{metrics.without_prefix(k)} {v}" for k, v in summary.items() if k.startswith(metrics.steps(""))
+    )
     run = RunFolder(run_dir)
     exported = run.encoder
     if run.pretrained_encoder.is_dir():  # encoder=hf
         exported = f"{run.pretrained_encoder} (Hugging Face and sentence-transformers format)"
     return (
         f"run {run_dir}: stopped by {summary['stop_reason']} after {summary['global_step']} steps ({steps})\n"
-        f"  best checkpoint (step {summary['best/step']}): {results}\n"
+        f"  best checkpoint (step {summary[metrics.best('step')]}): {results}\n"
         f"  trainable parameters {summary['params/trainable']:,}; encoder exported to {exported}"
     )
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mtl import atomic
+from mtl import atomic, metrics
 from mtl.errors import UserError
 from mtl.tracking import resolve_mode
 
@@ -41,20 +41,37 @@ def workspace(config: DashboardConfig, entity: str) -> Any:
             panels=[
                 panels.LinePlot(
                     title=f"{title} training loss",
-                    x=f"{task}/step",
-                    y=[f"{task}/train/loss"],
+                    x=metrics.of_task(task, "step"),
+                    y=[metrics.train(task, "loss")],
                     smoothing_factor=0.9,
                     smoothing_show_original=True,
                 ),
-                panels.LinePlot(title=f"{title} dev accuracy", x=f"{task}/step", y=[f"{task}/dev/acc"]),
                 panels.LinePlot(
-                    title=f"{title} training accuracy", x=f"{task}/step", y=[f"{task}/train/acc"]
+                    title=f"{title} dev accuracy",
+                    x=metrics.of_task(task, "step"),
+                    y=[metrics.accuracy(task, "dev")],
                 ),
                 panels.LinePlot(
-                    title=f"{title} learning rate", x=f"{task}/step", y=[f"{task}/lr"], log_y=True
+                    title=f"{title} training accuracy",
+                    x=metrics.of_task(task, "step"),
+                    y=[metrics.train(task, "acc")],
                 ),
-                panels.LinePlot(title=f"{title} gradient norm", x=f"{task}/step", y=[f"{task}/grad_norm"]),
-                panels.LinePlot(title=f"{title} examples/s", x=f"{task}/step", y=[f"{task}/examples_per_s"]),
+                panels.LinePlot(
+                    title=f"{title} learning rate",
+                    x=metrics.of_task(task, "step"),
+                    y=[metrics.of_task(task, "lr")],
+                    log_y=True,
+                ),
+                panels.LinePlot(
+                    title=f"{title} gradient norm",
+                    x=metrics.of_task(task, "step"),
+                    y=[metrics.of_task(task, "grad_norm")],
+                ),
+                panels.LinePlot(
+                    title=f"{title} examples/s",
+                    x=metrics.of_task(task, "step"),
+                    y=[metrics.of_task(task, "examples_per_s")],
+                ),
             ],
         )
         for task, title in TASKS.items()
@@ -66,8 +83,8 @@ def workspace(config: DashboardConfig, entity: str) -> Any:
             panels=[
                 panels.LinePlot(
                     title="training losses and the block under way (phase/task_id: 0 NLI, 1 ClassifSQuAD)",
-                    x="global_step",
-                    y=["nli/train/loss", "squad/train/loss", "phase/task_id"],
+                    x=metrics.GLOBAL_STEP,
+                    y=[metrics.train("nli", "loss"), metrics.train("squad", "loss"), metrics.TASK_ID],
                     smoothing_factor=0.9,
                 ),
                 panels.MediaBrowser(title="phases: loss jump and recovery per block", media_keys=["phases"]),
@@ -83,21 +100,21 @@ def workspace(config: DashboardConfig, entity: str) -> Any:
                 panels.ScatterPlot(
                     title="Figure 2: SNLI dev accuracy against NLI steps per block",
                     x=steps_nli,
-                    y=panels.SummaryMetric("best/nli/dev/acc"),
+                    y=panels.SummaryMetric(metrics.best(metrics.accuracy("nli", "dev"))),
                     log_x=True,
                 ),
                 panels.ScatterPlot(
                     title="Figure 2: ClassifSQuAD dev accuracy against NLI steps per block",
                     x=steps_nli,
-                    y=panels.SummaryMetric("best/squad/dev/acc"),
+                    y=panels.SummaryMetric(metrics.best(metrics.accuracy("squad", "dev"))),
                     log_x=True,
                 ),
                 panels.BarPlot(
                     title="best dev and test accuracy",
                     metrics=[
-                        panels.SummaryMetric("best/nli/dev/acc"),
-                        panels.SummaryMetric("best/nli/test/acc"),
-                        panels.SummaryMetric("best/squad/dev/acc"),
+                        panels.SummaryMetric(metrics.best(metrics.accuracy("nli", "dev"))),
+                        panels.SummaryMetric(metrics.best(metrics.accuracy("nli", "test"))),
+                        panels.SummaryMetric(metrics.best(metrics.accuracy("squad", "dev"))),
                     ],
                 ),
                 panels.BarPlot(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mtl import atomic
+from mtl import atomic, metrics
 from mtl.errors import UserError
 from mtl.runs import RunFolder
 from mtl.train.phases import WINDOW
@@ -180,11 +180,11 @@ def _results_table(runs: list[Run]) -> str:
                 run.name,
                 f"{model['encoder']} {model['hidden']}",
                 f"{schedule['steps_nli']} / {schedule['steps_squad']}",
-                str(s.get("global_step", _last_step(run))),
+                str(s.get(metrics.GLOBAL_STEP, _last_step(run))),
                 s.get("stop_reason") or _unfinished_state(run),
-                _percent(s.get("best/nli/dev/acc")),
-                _percent(s.get("best/nli/test/acc")),
-                _percent(s.get("best/squad/dev/acc")),
+                _percent(s.get(metrics.best(metrics.accuracy("nli", "dev")))),
+                _percent(s.get(metrics.best(metrics.accuracy("nli", "test")))),
+                _percent(s.get(metrics.best(metrics.accuracy("squad", "dev")))),
                 *(run.transfer.get(task, "–") for task in transfer_tasks),
             ]
         )
@@ -199,12 +199,12 @@ def _percent(value: Any) -> str:
 
 def _unfinished_state(run: Run) -> str:
     """How a run without a summary stands: `diverged` (its loss became NaN or inf), else not finished."""
-    events = [r.get("phase/event") for r in run.records if "phase/event" in r]
+    events = [r.get(metrics.EVENT) for r in run.records if metrics.EVENT in r]
     return "diverged" if events and events[-1] == "diverged" else "not finished"
 
 
 def _last_step(run: Run) -> int:
-    return max((r["global_step"] for r in run.records), default=0)
+    return max((r[metrics.GLOBAL_STEP] for r in run.records), default=0)
 
 
 def _steps_nli(run: Run) -> int:
@@ -220,15 +220,15 @@ def _curves(run: Run) -> str:
     tasks = run.tasks
     figure, axes = plt.subplots(2, len(tasks), figsize=(5.5 * len(tasks), 6), squeeze=False)
     for column, task in enumerate(tasks):
-        steps = [r[f"{task}/step"] for r in run.records if f"{task}/train/loss" in r]
-        losses = [r[f"{task}/train/loss"] for r in run.records if f"{task}/train/loss" in r]
+        steps = [r[metrics.of_task(task, "step")] for r in run.records if metrics.train(task, "loss") in r]
+        losses = [r[metrics.train(task, "loss")] for r in run.records if metrics.train(task, "loss") in r]
         loss_axis, dev_axis = axes[0][column], axes[1][column]
         loss_axis.plot(steps, losses, color="#9ecae1", linewidth=0.8, label="loss")
         loss_axis.plot(steps, _smoothed(losses), color="#08519c", linewidth=1.6, label=f"mean of {WINDOW}")
-        evaluations = [r for r in run.records if f"{task}/dev/acc" in r]
+        evaluations = [r for r in run.records if metrics.accuracy(task, "dev") in r]
         dev_axis.plot(
-            [r[f"{task}/step"] for r in evaluations],
-            [100 * r[f"{task}/dev/acc"] for r in evaluations],
+            [r[metrics.of_task(task, "step")] for r in evaluations],
+            [100 * r[metrics.accuracy(task, "dev")] for r in evaluations],
             marker="o",
             color="#a63603",
         )
@@ -248,8 +248,8 @@ def _task_blocks(run: Run, task: str) -> list[tuple[int, int]]:
     """The task's blocks as ranges of its own steps."""
     blocks, done = [], 0
     for record in run.records:
-        if record.get("phase/event") == "block_end" and record.get("phase/task") == task:
-            steps = record["phase/steps"]
+        if record.get(metrics.EVENT) == "block_end" and record.get(metrics.phase("task")) == task:
+            steps = record[metrics.phase("steps")]
             blocks.append((done, done + steps))
             done += steps
     return blocks
@@ -264,7 +264,11 @@ def _shade_blocks(axis: Any, blocks: list[tuple[int, int]]) -> None:
 
 
 def _recovery_rows(run: Run) -> list[dict[str, Any]]:
-    return [r for r in run.records if r.get("phase/event") == "block_end" and r.get("phase/jump") is not None]
+    return [
+        r
+        for r in run.records
+        if r.get(metrics.EVENT) == "block_end" and r.get(metrics.phase("jump")) is not None
+    ]
 
 
 def _recovery(runs: list[Run]) -> str:
@@ -272,13 +276,13 @@ def _recovery(runs: list[Run]) -> str:
     figure, (jumps, recoveries) = plt.subplots(1, 2, figsize=(11, 4))
     for run in runs:
         for task in run.tasks:
-            rows = [r for r in _recovery_rows(run) if r["phase/task"] == task]
+            rows = [r for r in _recovery_rows(run) if r[metrics.phase("task")] == task]
             if not rows:
                 continue
             label = f"{run.name} {TASK_NAMES[task]}"
-            blocks = [r["phase/block"] for r in rows]
-            jumps.plot(blocks, [r["phase/jump"] for r in rows], marker="o", label=label)
-            recovered = [(r["phase/block"], r["phase/recovery_steps"]) for r in rows]
+            blocks = [r[metrics.phase("block")] for r in rows]
+            jumps.plot(blocks, [r[metrics.phase("jump")] for r in rows], marker="o", label=label)
+            recovered = [(r[metrics.phase("block")], r[metrics.phase("recovery_steps")]) for r in rows]
             recoveries.plot(
                 [b for b, s in recovered if s is not None],
                 [s for _, s in recovered if s is not None],
@@ -301,7 +305,9 @@ def _figure2(runs: list[Run]) -> str:
     finished = sorted((run for run in runs if run.summary), key=_steps_nli)
     figure, axes = plt.subplots(1, 2, figsize=(11, 4))
     for axis, task in zip(axes, ("nli", "squad"), strict=True):
-        points = [(_steps_nli(r), r.summary.get(f"best/{task}/dev/acc")) for r in finished]
+        points = [
+            (_steps_nli(r), r.summary.get(metrics.best(metrics.accuracy(task, "dev")))) for r in finished
+        ]
         points = [(x, 100 * y) for x, y in points if isinstance(y, int | float)]
         axis.plot([x for x, _ in points], [y for _, y in points], marker="o", color="#08519c")
         for x, y in points:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mtl import atomic, jsonfile
+from mtl import atomic, jsonfile, metrics
 from mtl.atomic import check_output_dir
 from mtl.errors import UserError
 from mtl.locks import FolderLock
@@ -297,9 +297,9 @@ def summary(sweep: Sweep, outcomes: dict[str, str]) -> str:
         if path.is_file():
             values = json.loads(path.read_text(encoding="utf-8"))
             results = ", ".join(
-                f"{key.removeprefix('best/')} {value:.4f}"
+                f"{metrics.without_prefix(key)} {value:.4f}"
                 for key, value in values.items()
-                if key.startswith("best/") and key.endswith("dev/acc") and value is not None
+                if metrics.is_best_accuracy(key) and "/dev/" in key and value is not None
             )
         lines.append(
             f"  {member.name}: {outcomes.get(member.name, 'not run')}{'; ' + results if results else ''}"

@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mtl import metrics
 from mtl.config import AtLeast0, AtLeast1
 from mtl.errors import UserError
 from mtl.runs import RunFolder
@@ -80,7 +81,11 @@ def _rates(run_dir: Path, warmup: int) -> dict[str, list[float]]:
     records = read_metrics(RunFolder(run_dir).metrics)
     rates: dict[str, list[float]] = {}
     for task in ("nli", "squad"):
-        values = [r[f"{task}/examples_per_s"] for r in records if f"{task}/examples_per_s" in r]
+        values = [
+            r[metrics.of_task(task, "examples_per_s")]
+            for r in records
+            if metrics.of_task(task, "examples_per_s") in r
+        ]
         rates[task] = values[warmup:]
     return rates
 

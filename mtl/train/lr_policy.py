@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from mtl import metrics
 from mtl.train.config import OptimConfig
 from mtl.train.state import StopReason, TrainState
 
@@ -36,7 +37,7 @@ class LrPolicy:
     def after_evaluation(self, state: TrainState, results: dict[str, float]) -> None:
         """Record each task's best dev accuracy; shrink the lr (SGD) or count a stall (Adam)."""
         for task in self.optimizers:
-            accuracy = results[f"{task}/dev/acc"]
+            accuracy = results[metrics.accuracy(task, "dev")]
             best = state.best_dev.get(task)
             if best is None or accuracy > best:
                 state.best_dev[task] = accuracy

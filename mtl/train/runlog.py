@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from mtl import jsonfile
+from mtl import jsonfile, metrics
 from mtl.tracking import Tracker
 
 
@@ -44,7 +44,7 @@ class RunLog:
             self._to_history(record)
 
     def _to_history(self, record: dict[str, Any]) -> None:
-        step = record["global_step"]
+        step = record[metrics.GLOBAL_STEP]
         if self._held_by_wandb is not None and step <= self._held_by_wandb:
             return
         numbers = {key: value for key, value in record.items() if _chartable(value)}

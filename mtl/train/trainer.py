@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from mtl import atomic, jsonfile
+from mtl import atomic, jsonfile, metrics
 from mtl.config import to_dict
 from mtl.console import progress_stream
 from mtl.data.batches import TaskStream
@@ -211,12 +211,14 @@ class Trainer:
             tags=[config.model.encoder, config.schedule.schedule, *config.tasks],
             notes=self.command,
         )
-        self.tracker.define_metric("global_step")
-        self.tracker.define_metric("phase/task_id", step_metric="global_step")
+        self.tracker.define_metric(metrics.GLOBAL_STEP)
+        self.tracker.define_metric(metrics.TASK_ID, step_metric=metrics.GLOBAL_STEP)
         for task in config.tasks:
-            self.tracker.define_metric(f"{task}/step")
-            self.tracker.define_metric(f"{task}/*", step_metric=f"{task}/step")
-            self.tracker.define_metric(f"{task}/dev/acc", step_metric=f"{task}/step", summary="max")
+            self.tracker.define_metric(metrics.of_task(task, "step"))
+            self.tracker.define_metric(metrics.of_task(task, "*"), step_metric=metrics.of_task(task, "step"))
+            self.tracker.define_metric(
+                metrics.accuracy(task, "dev"), step_metric=metrics.of_task(task, "step"), summary="max"
+            )
         if "squad" in config.tasks:  # the exact build that was loaded, by its content digest
             self.tracker.use_input("classifsquad", "dataset", Path(config.data.classifsquad), reference=True)
         self.checkpointer.tracker = self.tracker
@@ -243,7 +245,7 @@ class Trainer:
                 f"trainable parameters: {counts['params/trainable']:,} "
                 f"(encoder {counts['params/encoder']:,}; frozen, excluded: {counts['params/frozen']:,})"
             )
-            self.log.log({"global_step": 0, **counts}, history=False)  # in the W&B config
+            self.log.log({metrics.GLOBAL_STEP: 0, **counts}, history=False)  # in the W&B config
         try:
             with (
                 self.stop_requests,
@@ -264,9 +266,9 @@ class Trainer:
                 # The run folder says so too (`just report`); a resume cuts this line off again.
                 self.log.log(
                     {
-                        "global_step": self.state.global_step,
-                        "phase/event": "diverged",
-                        "phase/why": str(error),
+                        metrics.GLOBAL_STEP: self.state.global_step,
+                        metrics.EVENT: "diverged",
+                        metrics.phase("why"): str(error),
                     },
                     history=False,
                 )
@@ -300,19 +302,19 @@ class Trainer:
                 block_clock = time.perf_counter()
                 self.log.log(
                     {
-                        "global_step": step,
-                        "phase/event": "block_start",
-                        "phase/task": task,
-                        "phase/block": state.block.index,
+                        metrics.GLOBAL_STEP: step,
+                        metrics.EVENT: "block_start",
+                        metrics.phase("task"): task,
+                        metrics.phase("block"): state.block.index,
                     },
                     history=False,
                 )
             rows, epoch_done = self.streams[task].next()
             record = self.train_batch(task, rows)
-            state.phases.step(record[f"{task}/train/loss"])
+            state.phases.step(record[metrics.train(task, "loss")])
             self.log.log(record)
             bar.update()
-            bar.set_postfix_str(f"{task} loss {record[f'{task}/train/loss']:.3f}", refresh=False)
+            bar.set_postfix_str(f"{task} loss {record[metrics.train(task, 'loss')]:.3f}", refresh=False)
             if epoch_done:
                 self._end_epoch(task)
             state.block.examples += len(rows)
@@ -339,14 +341,14 @@ class Trainer:
         state.task_steps[task] += 1
         seconds = time.perf_counter() - started
         return {
-            "global_step": state.global_step,
-            f"{task}/step": state.task_steps[task],
-            f"{task}/train/loss": mean_loss,
-            f"{task}/train/acc": correct_sum / len(rows),
-            f"{task}/lr": self.lr_policy.lr(task),
-            f"{task}/grad_norm": grad_norm,
-            f"{task}/examples_per_s": len(rows) / seconds,
-            "phase/task_id": TASK_INDEX[task],  # which block a step is in, on any chart
+            metrics.GLOBAL_STEP: state.global_step,
+            metrics.of_task(task, "step"): state.task_steps[task],
+            metrics.train(task, "loss"): mean_loss,
+            metrics.train(task, "acc"): correct_sum / len(rows),
+            metrics.of_task(task, "lr"): self.lr_policy.lr(task),
+            metrics.of_task(task, "grad_norm"): grad_norm,
+            metrics.of_task(task, "examples_per_s"): len(rows) / seconds,
+            metrics.TASK_ID: TASK_INDEX[task],  # which block a step is in, on any chart
         }
 
     def queue_step(self, task: str, rows: np.ndarray) -> torch.Tensor:
@@ -413,10 +415,10 @@ class Trainer:
         self.lr_policy.after_epoch(task)
         self.log.log(
             {
-                "global_step": self.state.global_step,
-                "phase/event": "epoch_end",
-                "phase/task": task,
-                "phase/epoch": self.streams[task].epoch,
+                metrics.GLOBAL_STEP: self.state.global_step,
+                metrics.EVENT: "epoch_end",
+                metrics.phase("task"): task,
+                metrics.phase("epoch"): self.streams[task].epoch,
             },
             history=False,
         )
@@ -428,9 +430,9 @@ class Trainer:
         )
         self.log.log(
             {
-                "global_step": state.global_step,
-                "phase/event": "block_end",
-                **{f"phase/{key}": value for key, value in row.items()},
+                metrics.GLOBAL_STEP: state.global_step,
+                metrics.EVENT: "block_end",
+                **{metrics.phase(key): value for key, value in row.items()},
             },
             history=False,  # the phases table holds them
         )
@@ -458,7 +460,7 @@ class Trainer:
                     self.config.run.eval_batch,
                     self.device,
                 )
-            results[f"{task}/{split}/acc"] = self.dist.sum([correct])[0] / len(examples)
+            results[metrics.accuracy(task, split)] = self.dist.sum([correct])[0] / len(examples)
         return results
 
     def _evaluate_and_checkpoint(self) -> None:
@@ -467,18 +469,25 @@ class Trainer:
         state, main = self.state, self.config.main_task
         self.log.log(
             {
-                "global_step": state.global_step,
-                **{f"{task}/step": n for task, n in state.task_steps.items()},
+                metrics.GLOBAL_STEP: state.global_step,
+                **{metrics.of_task(task, "step"): n for task, n in state.task_steps.items()},
                 **results,
-                "phase/event": "evaluation",
-                "phase/eval_seconds": time.perf_counter() - started,
+                metrics.EVENT: "evaluation",
+                metrics.phase("eval_seconds"): time.perf_counter() - started,
             }
         )
         self.lr_policy.after_evaluation(state, results)
-        if state.best is None or results[f"{main}/dev/acc"] > state.best[f"{main}/dev/acc"]:
+        if (
+            state.best is None
+            or results[metrics.accuracy(main, "dev")] > state.best[metrics.accuracy(main, "dev")]
+        ):
             state.best = {"step": state.global_step, **results}
             self.log.log(
-                {"global_step": state.global_step, "phase/event": "checkpoint", "phase/best": True},
+                {
+                    metrics.GLOBAL_STEP: state.global_step,
+                    metrics.EVENT: "checkpoint",
+                    metrics.phase("best"): True,
+                },
                 history=False,
             )
             self.checkpointer.save_best(self.model.state_dict(), state.best)
@@ -486,7 +495,11 @@ class Trainer:
 
     def _save_latest(self) -> None:
         self.log.log(
-            {"global_step": self.state.global_step, "phase/event": "checkpoint", "phase/best": False},
+            {
+                metrics.GLOBAL_STEP: self.state.global_step,
+                metrics.EVENT: "checkpoint",
+                metrics.phase("best"): False,
+            },
             history=False,
         )
         self.state.metrics_bytes = self.log.position
@@ -522,8 +535,8 @@ class Trainer:
             self._evaluate_and_checkpoint()
         best = self.checkpointer.load_best()
         self.model.load_state_dict(best["model"])
-        results = {f"best/{key}": value for key, value in best["best"].items()}
-        results.update({f"best/{k}": v for k, v in self.evaluate("test").items()})
+        results = {metrics.best(key): value for key, value in best["best"].items()}
+        results.update({metrics.best(k): v for k, v in self.evaluate("test").items()})
         self.checkpointer.export_encoder(
             self.model.encoder.state_dict(),
             RunFolder(self.run_dir).encoder,
@@ -532,14 +545,16 @@ class Trainer:
         )
         summary = {
             "stop_reason": reason.value,
-            "global_step": state.global_step,
+            metrics.GLOBAL_STEP: state.global_step,
             **state.task_steps,
             **results,
             **state.phases.summary(),
             **self.model.parameter_counts(),
         }
-        summary = {("steps/" + k if k in TASK_INDEX else k): v for k, v in summary.items()}
-        self.log.log({"global_step": state.global_step, "phase/event": "finished", **results}, history=False)
+        summary = {(metrics.steps(k) if k in TASK_INDEX else k): v for k, v in summary.items()}
+        self.log.log(
+            {metrics.GLOBAL_STEP: state.global_step, metrics.EVENT: "finished", **results}, history=False
+        )
         self.tracker.table(
             "phases",
             COLUMNS,

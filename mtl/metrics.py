@@ -1,0 +1,56 @@
+"""Every metric name mtl writes, in one place: the trainer writes them, and the report, dashboard,
+sweep summary, CLI summary, lr policy and benches read them.
+
+    <task>/train/loss, <task>/train/acc      each step of a task
+    <task>/lr, <task>/grad_norm, <task>/examples_per_s
+    <task>/step                              the task's own step count (x axis of its charts)
+    <task>/<split>/acc                       evaluations (dev, test)
+    best/<key>                               the best checkpoint's values (best/step, best/nli/dev/acc)
+    steps/<task>                             a finished run's steps per task (summary.json)
+    phase/<key>                              block, epoch, evaluation and checkpoint events
+"""
+
+from __future__ import annotations
+
+GLOBAL_STEP = "global_step"
+EVENT = "phase/event"  # block_start, block_end, epoch_end, evaluation, checkpoint, diverged, finished
+TASK_ID = "phase/task_id"  # the task of the block under way, on any chart
+
+
+def train(task: str, name: str) -> str:
+    """A training step's value: `nli/train/loss`, `nli/train/acc`."""
+    return f"{task}/train/{name}"
+
+
+def accuracy(task: str, split: str) -> str:
+    """An evaluation's accuracy: `nli/dev/acc`, `squad/test/acc`."""
+    return f"{task}/{split}/acc"
+
+
+def of_task(task: str, name: str) -> str:
+    """A per-task value that belongs to no split: `nli/step`, `nli/lr`, `nli/grad_norm`."""
+    return f"{task}/{name}"
+
+
+def best(key: str) -> str:
+    """The best checkpoint's value of `key` (`best/step`, `best/nli/dev/acc`)."""
+    return f"best/{key}"
+
+
+def is_best_accuracy(key: str) -> bool:
+    return key.startswith("best/") and key.endswith("/acc")
+
+
+def steps(task: str) -> str:
+    """A finished run's step count of `task` (`steps/nli`)."""
+    return f"steps/{task}"
+
+
+def phase(name: str) -> str:
+    """An event record's field (`phase/task`, `phase/block`, `phase/eval_seconds`)."""
+    return f"phase/{name}"
+
+
+def without_prefix(key: str) -> str:
+    """`nli/dev/acc` for `best/nli/dev/acc`, `nli` for `steps/nli`: how summaries print a key."""
+    return key.split("/", 1)[1] if key.startswith(("best/", "steps/")) else key
