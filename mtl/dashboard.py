@@ -29,6 +29,17 @@ class DashboardConfig:
     spec: str | None = None  # write the workspace's JSON here instead of saving it (works offline)
 
 
+def task_curves(task: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(what, metric, plot options) of a task's section, after its smoothed training loss."""
+    return [
+        ("dev accuracy", metrics.accuracy(task, "dev"), {}),
+        ("training accuracy", metrics.train(task, "acc"), {}),
+        ("learning rate", metrics.of_task(task, "lr"), {"log_y": True}),
+        ("gradient norm", metrics.of_task(task, "grad_norm"), {}),
+        ("examples/s", metrics.of_task(task, "examples_per_s"), {}),
+    ]
+
+
 def workspace(config: DashboardConfig, entity: str) -> Any:
     import wandb_workspaces.expr as expr
     import wandb_workspaces.reports.v2 as panels
@@ -46,31 +57,11 @@ def workspace(config: DashboardConfig, entity: str) -> Any:
                     smoothing_factor=0.9,
                     smoothing_show_original=True,
                 ),
-                panels.LinePlot(
-                    title=f"{title} dev accuracy",
-                    x=metrics.of_task(task, "step"),
-                    y=[metrics.accuracy(task, "dev")],
-                ),
-                panels.LinePlot(
-                    title=f"{title} training accuracy",
-                    x=metrics.of_task(task, "step"),
-                    y=[metrics.train(task, "acc")],
-                ),
-                panels.LinePlot(
-                    title=f"{title} learning rate",
-                    x=metrics.of_task(task, "step"),
-                    y=[metrics.of_task(task, "lr")],
-                    log_y=True,
-                ),
-                panels.LinePlot(
-                    title=f"{title} gradient norm",
-                    x=metrics.of_task(task, "step"),
-                    y=[metrics.of_task(task, "grad_norm")],
-                ),
-                panels.LinePlot(
-                    title=f"{title} examples/s",
-                    x=metrics.of_task(task, "step"),
-                    y=[metrics.of_task(task, "examples_per_s")],
+                *(
+                    panels.LinePlot(
+                        title=f"{title} {what}", x=metrics.of_task(task, "step"), y=[name], **style
+                    )
+                    for what, name, style in task_curves(task)
                 ),
             ],
         )

@@ -112,6 +112,14 @@ def args_for(tiny_data, out: Path, *extra: str) -> list[str]:
     return [arg for arg in defaults if arg.partition("=")[0] not in given] + list(extra)
 
 
+def long_sweep_args(tiny_data, out: Path) -> list[str]:
+    """A two-member sweep whose members train until stopped: no evaluation (SGD's min_lr stop would
+    end a member after ~28 steps) and no checkpoint until then."""
+    args = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
+    args += ["steps_nli=2,3", "max_steps=100000", "checkpoint_every=100000", "eval_every=100000"]
+    return [*args, "sweep=long", f"out={out}"]
+
+
 def write_glove(path: Path, words, dim: int = 4, seed: int = 0) -> Path:
     rng = np.random.default_rng(seed)
     lines = [f"{word} {' '.join(f'{x:.5f}' for x in rng.normal(size=dim))}" for word in words]

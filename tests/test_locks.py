@@ -13,7 +13,7 @@ from dataset_builders.classifsquad import BuildConfig, build
 from mtl.cli import main
 from mtl.locks import FolderInUse, FolderLock, lock_file_of
 
-from .conftest import FIXTURES, args_for, one_error_line, start_run, wait_until_training
+from .conftest import FIXTURES, args_for, long_sweep_args, one_error_line, start_run, wait_until_training
 
 
 def train(tiny_data, out, *extra) -> subprocess.Popen:
@@ -156,11 +156,10 @@ def test_a_second_build_of_one_output_is_refused(tiny_data, tmp_path):
 
 def test_a_killed_sweep_takes_its_member_down_with_it_checkpointed(tiny_data, tmp_path):
     out = tmp_path / "sweep"
-    args = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
-    args += ["steps_nli=2,3", "max_steps=100000", "checkpoint_every=100000", "eval_every=100000"]
-    args += ["sweep=long", f"out={out}"]
     sweep = subprocess.Popen(
-        [sys.executable, "-m", "mtl", "sweep", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, "-m", "mtl", "sweep", *long_sweep_args(tiny_data, out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     member = out / "steps_nli2"
     wait_until_training(member / "metrics.jsonl", sweep)

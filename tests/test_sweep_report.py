@@ -11,7 +11,7 @@ import pytest
 from mtl.cli import main
 from mtl.wandb_file import run_files
 
-from .conftest import args_for, wait_until_training
+from .conftest import args_for, long_sweep_args, wait_until_training
 
 
 @pytest.fixture(scope="module")
@@ -125,10 +125,7 @@ def test_ctrl_c_stops_a_sweep_with_its_running_member_checkpointed_for_the_next_
     from mtl.sweep import parse
 
     out = tmp_path / "sweep"
-    args = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
-    # No evaluation: SGD's min_lr stop would otherwise end a member after ~28 steps, before the Ctrl-C.
-    args += ["steps_nli=2,3", "max_steps=100000", "checkpoint_every=100000", "eval_every=100000"]
-    args += ["sweep=long", f"out={out}"]
+    args = long_sweep_args(tiny_data, out)
     sweep = subprocess.Popen(
         [sys.executable, "-m", "mtl", "sweep", *args],
         stdout=subprocess.PIPE,
