@@ -63,10 +63,6 @@ class FolderLock:
             os.close(self._descriptor)  # closing the descriptor drops the flock
             self._descriptor = None
 
-    @property
-    def held(self) -> bool:
-        return self._descriptor is not None
-
     def __enter__(self) -> FolderLock:
         return self.acquire()
 

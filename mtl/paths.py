@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -40,7 +41,11 @@ def resolved(path: str | Path, key: str) -> Path:
     try:
         return path.resolve()
     except (RuntimeError, OSError) as error:  # Python < 3.13 raises RuntimeError for a loop
-        reason = "a symlink loop" if isinstance(error, RuntimeError) or error.errno == 40 else error.strerror
+        reason = (
+            "a symlink loop"
+            if isinstance(error, RuntimeError) or error.errno == errno.ELOOP
+            else error.strerror
+        )
         raise UserError(
             f"{key}={path} cannot be followed ({reason}): fix the link or choose another {key}="
         ) from None

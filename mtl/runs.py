@@ -39,10 +39,6 @@ class RunFolder:
         object.__setattr__(self, "path", Path(self.path).expanduser())
 
     @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
     def record(self) -> Path:
         return self.path / "config.json"
 

@@ -46,11 +46,12 @@ class SentenceEncoder:
         vectors: str | None,
         device: torch.device,
         name: str,
+        max_tokens: int = DataConfig.max_tokens,  # the limit the encoder was trained with
     ):
         self.encoder = encoder.to(device).eval()
         self.token_counts: Counter[str] = Counter()  # every token encoded so far
         self.warned_missing_vectors = False
-        self.max_tokens = DataConfig.max_tokens  # load_encoder: the limit the encoder was trained with
+        self.max_tokens = max_tokens
         self.truncated = 0  # sentences cut to max_tokens so far
         self.vocabulary, self.tokenizer, self.vectors, self.device, self.name = (
             vocabulary,
@@ -248,16 +249,15 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
     state = _encoder_state(saved)
     encoder = build_encoder(frozen_embedding(state["embedding.weight"]), config.model)
     encoder.load_state_dict(state)
-    loaded = SentenceEncoder(
+    return SentenceEncoder(
         encoder,
         Vocabulary(saved["vocabulary"]),
         make_tokenizer(config.data.tokenizer, config.data.lowercase),  # as the encoder was trained
         saved.get("vectors"),
         resolve_device(device),
         name=name,
+        max_tokens=config.data.max_tokens,
     )
-    loaded.max_tokens = config.data.max_tokens
-    return loaded
 
 
 def _encoder_state(saved: dict) -> dict[str, torch.Tensor]:

@@ -39,9 +39,11 @@ def device_memory(device: torch.device) -> int | None:
         return None
 
 
-def _size(count: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if count < 1024 or unit == "TiB":
-            return f"{count:,.0f} {unit}" if unit == "B" else f"{count:,.1f} {unit}"
-        count /= 1024
-    raise AssertionError("unreachable")
+def _size(count: float) -> str:
+    """`23.5 GiB`: bytes in the largest binary unit (up to TiB) that keeps the number at least 1."""
+    unit = "B"
+    for larger in ("KiB", "MiB", "GiB", "TiB"):
+        if count < 1024:
+            break
+        count, unit = count / 1024, larger
+    return f"{count:,.0f} B" if unit == "B" else f"{count:,.1f} {unit}"

@@ -26,21 +26,18 @@ class Checkpointer:
         `best` (each new best, alias `best`), or `all` (every checkpoint too).
         """
         self.run_dir, self.metadata, self.dist, self.to_wandb = Path(run_dir), metadata, dist, to_wandb
+        self.files = RunFolder(self.run_dir)
         self.tracker = Tracker(None)
         self.latest_step: int | None = None  # global step of latest.pt, once there is one
 
-    @property
-    def folder(self) -> Path:
-        return RunFolder(self.run_dir).checkpoints
-
     def save_latest(self, contents: dict[str, Any], step: int) -> None:
         if self.dist.is_main:
-            checkpoint.save({**contents, **self.metadata}, RunFolder(self.run_dir).latest, keep_previous=True)
+            checkpoint.save({**contents, **self.metadata}, self.files.latest, keep_previous=True)
             if self.to_wandb == "all":
                 self.tracker.log_artifact(
                     self.model_artifact,
                     "model",
-                    RunFolder(self.run_dir).latest,
+                    self.files.latest,
                     metadata={"global_step": step},
                 )
         self.latest_step = step
@@ -48,10 +45,10 @@ class Checkpointer:
     def save_best(self, model_state: dict[str, Any], best: dict[str, float]) -> None:
         if not self.dist.is_main:
             return
-        checkpoint.save({"model": model_state, "best": best, **self.metadata}, RunFolder(self.run_dir).best)
+        checkpoint.save({"model": model_state, "best": best, **self.metadata}, self.files.best)
         if self.to_wandb != "none":
             self.tracker.log_artifact(
-                self.model_artifact, "model", RunFolder(self.run_dir).best, metadata=best, aliases=["best"]
+                self.model_artifact, "model", self.files.best, metadata=best, aliases=["best"]
             )
 
     @property
@@ -61,7 +58,7 @@ class Checkpointer:
     def load_latest(self) -> dict[str, Any]:
         """latest.pt (or the one before it, when it is damaged), checked against this run's vocabulary."""
         saved = self.dist.main_first(
-            lambda: checkpoint.load_with_fallback(RunFolder(self.run_dir).latest)[0], others_too=False
+            lambda: checkpoint.load_with_fallback(self.files.latest)[0], others_too=False
         )
         if saved["vocabulary"] != self.metadata["vocabulary"]:
             raise UserError(
@@ -72,7 +69,7 @@ class Checkpointer:
         return saved
 
     def load_best(self) -> dict[str, Any]:
-        return self.dist.main_first(lambda: checkpoint.load(RunFolder(self.run_dir).best), others_too=False)
+        return self.dist.main_first(lambda: checkpoint.load(self.files.best), others_too=False)
 
     def export_encoder(
         self,

@@ -64,6 +64,7 @@ class Trainer:
         command: str = "",
     ):
         self.run_dir = Path(run_dir)
+        self.files = RunFolder(self.run_dir)
         self.dist = dist or Distributed()
         self.progress = progress and self.dist.is_main
         self.device = self.dist.device(config.run.device)
@@ -223,7 +224,7 @@ class Trainer:
             self.tracker.use_input("classifsquad", "dataset", Path(config.data.classifsquad), reference=True)
         self.checkpointer.tracker = self.tracker
         self.log = RunLog(
-            RunFolder(self.run_dir).metrics,
+            self.files.metrics,
             self.tracker,
             resume_at_byte=self.state.metrics_bytes if resume else None,
         )
@@ -402,7 +403,7 @@ class Trainer:
     def _diverged(self, task: str, loss: float) -> Diverged:
         step = self.checkpointer.latest_step
         kept = (
-            f"the last good checkpoint (step {step}) is kept in {self.checkpointer.folder / 'latest.pt'}"
+            f"the last good checkpoint (step {step}) is kept in {self.files.latest}"
             if step is not None
             else "no checkpoint was written yet"
         )
@@ -539,7 +540,7 @@ class Trainer:
         results.update({metrics.best(k): v for k, v in self.evaluate("test").items()})
         self.checkpointer.export_encoder(
             self.model.encoder.state_dict(),
-            RunFolder(self.run_dir).encoder,
+            self.files.encoder,
             results,
             self._pretrained_writer(),
         )
@@ -563,7 +564,7 @@ class Trainer:
         )
         self.tracker.summary({k: v for k, v in summary.items() if not k.startswith("params/")})  # in config
         if self.dist.is_main:
-            atomic.write_text(RunFolder(self.run_dir).summary, jsonfile.dumps(summary, indent=2) + "\n")
+            atomic.write_text(self.files.summary, jsonfile.dumps(summary, indent=2) + "\n")
         self._close_logs()
         return summary
 
