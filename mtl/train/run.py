@@ -20,7 +20,7 @@ from mtl.runs import RunFolder, RunStatus
 from mtl.train.config import TrainConfig
 from mtl.train.data import changed_inputs, resolve_inputs
 from mtl.train.presets import preset_dir, preset_overrides
-from mtl.train.record import load_config, read_run_record
+from mtl.train.record import read_run_record
 from mtl.train.trainer import Trainer
 
 
@@ -167,8 +167,8 @@ def resumable_record(run_dir: Path, held: contextlib.ExitStack) -> tuple[dict[st
     read_run_record(run_dir)  # not a run folder: said before a lock file is made beside it
     held.enter_context(folder.lock("resume"))
     folder.remove_partial_files()
-    record = read_run_record(run_dir)
-    load_config(run_dir)  # a config.json that no longer validates is refused here, with its path
+    record = read_run_record(run_dir)  # again: read under the lock
+    from_dict(TrainConfig, record["config"], str(folder.record))  # one that no longer validates: refused
     status = folder.status()
     if status is RunStatus.FINISHED:
         raise UserError(f"{run_dir} has already finished: see {folder.summary}")
