@@ -9,7 +9,7 @@ import pytest
 from dataset_builders.classifsquad import BuildConfig, build, contains
 from mtl.text import Tokenizer, load_vectors, resolve_vectors_path
 
-# Measured with spaCy 3.8 and glove.6B.50d (see README); the paper's 840B vectors give 745k/128k.
+# Measured with spaCy 3.8 and glove.6B.50d (see RESULTS.md); the paper's 840B vectors give 745k/128k.
 EXPECTED = {
     "article": {"train": (985_236, 15_468), "validation": (163_802, 2_524)},
     "paragraph": {"train": (20_060, 10_312), "validation": (3_529, 1_810)},
