@@ -23,7 +23,7 @@ test *args:
 lint:
     ruff check . && ruff format --check .
 
-# multitask training (e.g. steps_nli=1000 steps_squad=500, preset=cpu-small, resume=runs/<run>)
+# multitask training (e.g. steps_nli=1000 steps_squad=500, tasks=nli,squad,experiments/tasks/sick.toml, preset=cpu-small, resume=runs/<run>)
 train-multitask *args:
     {{python}} -m mtl train-multitask "$@"
 

@@ -18,15 +18,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import datasets
 import numpy as np
-import pyarrow as pa
 
 from dataset_builders.squad import Article, load_squad, resolve_squad_source
 from mtl import jsonfile
 from mtl.atomic import check_output_dir, write_folder
 from mtl.config import AtLeast0, AtLeast1
-from mtl.data.classifsquad import describe_folder, is_build
+from mtl.data.classifsquad import COLUMNS, SENTENCES, describe_folder, is_build, to_dataset_dict
 from mtl.errors import UserError
 from mtl.locks import FolderLock
 from mtl.text import load_vectors, resolve_vectors_path
@@ -34,7 +32,6 @@ from mtl.text.coverage import Coverage
 from mtl.text.tokenizer import make_tokenizer
 from mtl.tracking import Tracker
 
-LABEL_NAMES = ["answer2", "answer1"]  # label 1: answer1 is the correct answer
 DROP_REASONS = (
     "question_oov",
     "answer_oov",
@@ -192,9 +189,7 @@ def pair_within_scopes(
     candidates: Sequence[Candidate], config: BuildConfig, rng: np.random.Generator, dropped: Counter
 ) -> tuple[dict[str, list], Counter]:
     """Pair each question's answer with the other answers of its scope, correct side at random."""
-    columns: dict[str, list] = {
-        name: [] for name in ("question", "answer1", "answer2", "label", "title", "question_id")
-    }
+    columns: dict[str, list] = {name: [] for name in COLUMNS}
     skipped: Counter = Counter()
     by_scope: dict[tuple[int, ...], list[Candidate]] = {}
     for candidate in candidates:
@@ -358,29 +353,6 @@ def squad_texts(articles: Sequence[Article]) -> list[str]:
     ]
 
 
-def to_dataset_dict(splits: dict[str, dict[str, list]]) -> datasets.DatasetDict:
-    features = datasets.Features(
-        {
-            "question": datasets.Value("string"),
-            "answer1": datasets.Value("string"),
-            "answer2": datasets.Value("string"),
-            "label": datasets.ClassLabel(names=LABEL_NAMES),
-            "title": datasets.Value("string"),
-            "question_id": datasets.Value("string"),
-        }
-    )
-    # Building the Arrow table directly skips `from_dict`'s per-example encoding (labels are ints).
-    return datasets.DatasetDict(
-        {
-            split: datasets.Dataset(
-                pa.Table.from_pydict(columns, schema=features.arrow_schema),
-                info=datasets.DatasetInfo(features=features),
-            )
-            for split, columns in splits.items()
-        }
-    )
-
-
 def check_replaceable(out: Path, overwrite: bool) -> None:
     """`out` may be written when it does not exist, is empty, or is a build and `overwrite` is set."""
     if not out.exists() or (out.is_dir() and not any(out.iterdir())):
@@ -497,7 +469,7 @@ def _finish_tracking(
         for key, value in _flatten(stats).items()
     }
     tracker.summary({**flat, "build/seconds": seconds})
-    columns = ["split", "question", "answer1", "answer2", "label"]
+    columns = ["split", *SENTENCES, "label"]
     tracker.table("samples", columns, sample_rows(splits, config.seed), step=3 + len(splits))
     tracker.log_artifact("classifsquad", "dataset", out, metadata=summary, reference=True)
     tracker.finish()
@@ -521,7 +493,7 @@ def sample_rows(splits: dict, seed: int) -> list[list[object]]:
         chosen = rng.choice(len(questions), size=min(SAMPLE_ROWS, len(questions)), replace=False)
         for q in sorted(chosen):
             i = first_of[questions[q]]
-            rows.append([split, *(cols[name][i] for name in ("question", "answer1", "answer2", "label"))])
+            rows.append([split, *(cols[name][i] for name in (*SENTENCES, "label"))])
     return rows
 
 

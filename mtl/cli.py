@@ -138,7 +138,7 @@ def train_multitask(args: Sequence[str]) -> None:
 
 def format_train_summary(run_dir, summary: dict) -> str:
     results = ", ".join(
-        f"{metrics.without_prefix(k)} {v:.4f}" for k, v in summary.items() if metrics.is_best_accuracy(k)
+        f"{metrics.without_prefix(k)} {v:.4f}" for k, v in summary.items() if metrics.is_best_evaluation(k)
     )
     steps = ", ".join(
         f"{metrics.without_prefix(k)} {v}" for k, v in summary.items() if k.startswith(metrics.steps(""))
@@ -171,6 +171,24 @@ def _config(module: str, name: str) -> Callable[[], Any]:
     return make
 
 
+def _task_keys() -> tuple[tuple[str, str, str], ...]:
+    from mtl.tasks import DEFAULT_TASKS, KINDS
+    from mtl.train.config import legacy_keys
+
+    old = ", ".join(f"{key}=" for key in legacy_keys() if "." not in key)
+    return (
+        (
+            "tasks",
+            ",".join(DEFAULT_TASKS),
+            f"the run's tasks, in order (the first picks the best checkpoint): {', '.join(KINDS)}, "
+            "or task files (./my-task.toml); each has the keys <task>.<key>= below",
+        ),
+        ("", "", f"old keys still accepted: {old}"),
+    )
+
+
+TASK_KEYS = _task_keys()
+
 COMMANDS: dict[str, Command] = {
     "build-classifsquad": Command(
         build_classifsquad,
@@ -185,7 +203,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "train-multitask": Command(
         train_multitask,
-        "multitask training of a shared sentence encoder on SNLI and ClassifSQuAD",
+        "multitask training of a shared sentence encoder (SNLI and ClassifSQuAD by default; tasks=)",
         _config("mtl.train.config", "TrainConfig"),
         (
             (
@@ -194,13 +212,14 @@ COMMANDS: dict[str, Command] = {
                 "a preset in experiments/ (cpu-small, paper-blstm2048-nli, ...); keys override it",
             ),
             ("resume", "none", "continue runs/<run> where its last checkpoint left it"),
+            *TASK_KEYS,
         ),
     ),
     "train-distributed": Command(
         lambda args: importlib.import_module("mtl.launch").train_distributed(args),
         "train-multitask over N processes of this machine with torchrun (N first, then its keys)",
         _config("mtl.train.config", "TrainConfig"),
-        (("N", "none", "the number of processes (one per GPU, or per share of the CPU cores)"),),
+        (("N", "none", "the number of processes (one per GPU, or per share of the CPU cores)"), *TASK_KEYS),
     ),
     "sweep": Command(
         sweep,
@@ -260,10 +279,15 @@ def usage() -> str:
 
 def command_help(name: str) -> str:
     command = COMMANDS[name]
-    rows = [*command.extra_keys, *describe_keys(command.config())]
+    rows = [
+        *command.extra_keys,
+        *(row for row in describe_keys(command.config()) if not row[0].endswith(".kind")),
+    ]
     width = max(len(f"{key}={default}") for key, default, _ in rows)
     lines = [f"usage: just {name} [key=value ...]", f"{command.summary}.", "", "keys (default, meaning):"]
-    lines += [f"  {f'{key}={default}':<{width}}  {text}".rstrip() for key, default, text in rows]
+    lines += [
+        f"  {f'{key}={default}' if key else '':<{width}}  {text}".rstrip() for key, default, text in rows
+    ]
     return "\n".join(lines)
 
 

@@ -52,15 +52,16 @@ PositiveFloat = Annotated[float, Range(0, low_open=True)]
 NonNegativeFloat = Annotated[float, Range(0)]
 
 
-def apply_overrides(config: Any, args: Sequence[str]) -> Any:
+def apply_overrides(config: Any, args: Sequence[str], aliases: Sequence[str] = ()) -> Any:
     """Return a copy of `config` with each `key=value` in `args` applied.
 
     A key is either a dotted path (`optim.lr`) or a leaf name that is unique across the
     nested dataclasses (`lr`); a key given twice is refused rather than the last one kept.
-    Each changed dataclass is rebuilt so its `__post_init__` checks run again.
+    Each changed dataclass is rebuilt so its `__post_init__` checks run again. `aliases`: other
+    keys the caller accepts, suggested for a misspelt one too.
     """
     config = _deep_copy(config)
-    by_path = {path: (owner_path, field) for path, owner_path, field in _paths(config)}
+    by_path = {path: (owner, field) for path, owner, field in _paths(config)}
     by_name: dict[str, list[str]] = {}
     for path in by_path:
         by_name.setdefault(path.rsplit(".", 1)[-1], []).append(path)
@@ -77,28 +78,32 @@ def apply_overrides(config: Any, args: Sequence[str]) -> Any:
         elif key in by_name:
             raise UserError(f"key {key!r} is ambiguous: use one of {', '.join(by_name[key])}")
         else:
-            raise UserError(_unknown_key_message(key, [*by_path, *by_name]))
+            raise UserError(_unknown_key_message(key, [*by_path, *by_name, *aliases]))
         if path in given:
             raise UserError(f"{given[path]} and {arg} set the same key: give it once")
         given[path] = arg
-        owner_path, field = by_path[path]
-        owner = _resolve(config, owner_path)
+        owner, field = by_path[path]
         setattr(owner, field.name, parse_value(key, raw, _field_type(type(owner), field.name)))
 
     return _revalidate(config)
 
 
-def check_fields(config: Any) -> None:
-    """Every float finite, every `Range` respected, in `config` and its nested configs."""
+def check_fields(config: Any, prefix: str = "") -> None:
+    """Every float finite, every `Range` respected, in `config` and its nested configs; `prefix`
+    names a table entry's keys (`nli.`)."""
     hints = typing.get_type_hints(type(config), include_extras=True)
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if dataclasses.is_dataclass(value):
             check_fields(value)
             continue
+        if _is_table(field):
+            for name, entry in value.items():
+                check_fields(entry, f"{prefix}{name}.")
+            continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue
-        key = f"{field.name}={value}"
+        key = f"{prefix}{field.name}={value}"
         if not math.isfinite(value):
             raise UserError(f"{key} must be a finite number")
         # What consumes the value: torch and numpy hold integers in 64 bits and train in float32.
@@ -133,40 +138,56 @@ def to_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
-def _paths(config: Any, prefix: str = "") -> Iterator[tuple[str, str, dataclasses.Field]]:
+def table(entry_class: Any, **kwargs: Any) -> Any:
+    """A field holding named configs (`{name: dataclass}`), their keys flattened to `<name>.<key>`.
+
+    `entry_class(name, values)` says which dataclass an entry read back from a dict is.
+    """
+    return dataclasses.field(metadata={"entry_class": entry_class}, **kwargs)
+
+
+def _is_table(field: dataclasses.Field) -> bool:
+    return "entry_class" in field.metadata
+
+
+def _paths(config: Any, prefix: str = "") -> Iterator[tuple[str, Any, dataclasses.Field]]:
+    """(key path, the dataclass holding it, its field) for every leaf key of `config`."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if dataclasses.is_dataclass(value):
             yield from _paths(value, f"{prefix}{field.name}.")
+        elif _is_table(field):
+            for name, entry in value.items():
+                yield from _paths(entry, f"{prefix}{name}.")
         else:
-            yield f"{prefix}{field.name}", prefix.rstrip("."), field
-
-
-def _resolve(config: Any, owner_path: str) -> Any:
-    for name in filter(None, owner_path.split(".")):
-        config = getattr(config, name)
-    return config
+            yield f"{prefix}{field.name}", config, field
 
 
 def _deep_copy(config: Any) -> Any:
-    changes = {
-        f.name: _deep_copy(getattr(config, f.name))
-        for f in dataclasses.fields(config)
-        if dataclasses.is_dataclass(getattr(config, f.name))
-    }
+    changes = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            changes[field.name] = _deep_copy(value)
+        elif _is_table(field):
+            changes[field.name] = {name: _deep_copy(entry) for name, entry in value.items()}
     return dataclasses.replace(config, **changes)
 
 
-def _revalidate(config: Any) -> Any:
+def _revalidate(config: Any, prefix: str = "") -> Any:
     """Rebuild bottom-up so every `__post_init__` sees the final values."""
     values = {}
     for field in dataclasses.fields(config):
         if not field.init:
             continue
         value = getattr(config, field.name)
-        values[field.name] = _revalidate(value) if dataclasses.is_dataclass(value) else value
+        if dataclasses.is_dataclass(value):
+            value = _revalidate(value)
+        elif _is_table(field):
+            value = {name: _revalidate(entry, f"{prefix}{name}.") for name, entry in value.items()}
+        values[field.name] = value
     rebuilt = type(config)(**values)
-    check_fields(rebuilt)
+    check_fields(rebuilt, prefix)
     return rebuilt
 
 
@@ -239,7 +260,15 @@ def _from_dict(cls: type, values: Any, prefix: str) -> Any:
     kwargs = {}
     for name, value in values.items():
         kind = hints[name]
-        if dataclasses.is_dataclass(kind):
+        if _is_table(fields[name]):
+            if not isinstance(value, dict):
+                raise UserError(f"{prefix}{name} must be a table of named entries, found {value!r:.40}")
+            entry_class = fields[name].metadata["entry_class"]
+            kwargs[name] = {
+                key: _from_dict(entry_class(key, entry), entry, f"{prefix}{key}.")
+                for key, entry in value.items()
+            }
+        elif dataclasses.is_dataclass(kind):
             kwargs[name] = _from_dict(kind, value, f"{prefix}{name}.")
         else:
             kwargs[name] = _checked_value(f"{prefix}{name}", value, kind)
@@ -268,7 +297,16 @@ def _checked_value(key: str, value: Any, annotation: Any) -> Any:
 
 
 def field_help(cls: type) -> dict[str, str]:
-    """The `# comment` written on each field's line(s) in the source of `cls` (empty where none)."""
+    """The `# comment` written on each field's line(s) in the source of `cls` or the dataclass it extends."""
+    found: dict[str, str] = {}
+    for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):
+        found.update(
+            {name: text for name, text in _own_field_help(klass).items() if text or name not in found}
+        )
+    return found
+
+
+def _own_field_help(cls: type) -> dict[str, str]:
     try:
         source = textwrap.dedent(inspect.getsource(cls))
     except (OSError, TypeError):
@@ -289,14 +327,20 @@ def field_help(cls: type) -> dict[str, str]:
 def describe_keys(config: Any) -> list[tuple[str, str, str]]:
     """(key, default, help) for every leaf key of `config`; the short name where it is unique."""
     rows = []
+    entries = {
+        name
+        for field in dataclasses.fields(config)
+        if _is_table(field)
+        for name in getattr(config, field.name)
+    }
     leaves = list(_paths(config))
     counts: dict[str, int] = {}
     for path, _, _ in leaves:
         counts[path.rsplit(".", 1)[-1]] = counts.get(path.rsplit(".", 1)[-1], 0) + 1
-    for path, owner_path, field in leaves:
+    for path, owner, field in leaves:
         name = path.rsplit(".", 1)[-1]
-        owner = _resolve(config, owner_path)
         value = getattr(owner, field.name)
         shown = "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-        rows.append((name if counts[name] == 1 else path, shown, field_help(type(owner)).get(field.name, "")))
+        short = counts[name] == 1 and path.split(".", 1)[0] not in entries  # a table's keys: always in full
+        rows.append((name if short else path, shown, field_help(type(owner)).get(field.name, "")))
     return rows

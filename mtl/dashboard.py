@@ -1,10 +1,11 @@
 """`just dashboard`: a saved W&B workspace with mtl's panels, for online users (`wandb-workspaces`).
 
-Sections: one per task (its curves against its own step), the blocks (both tasks' losses
-and `phase/task_id` against the global step, so block boundaries overlay the curves), and
-the comparison of runs (Figure 2 as a scatter of best dev accuracy against NLI steps per
-block, the recovery after switches, bars of the best results per run). With `group=` the
-workspace shows that group's runs only (a sweep), grouped by it.
+Sections: one per task of `tasks=` (its curves against its own step), the blocks (the
+tasks' losses and `phase/task_id` against the global step, so block boundaries overlay the
+curves), and the comparison of runs (Figure 2 as a scatter of each task's best dev metric
+against the first task's steps per block, the recovery after switches, bars of the best
+results per run). With `group=` the workspace shows that group's runs only (a sweep),
+grouped by it.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from mtl import atomic, metrics
+from mtl.config import to_dict
 from mtl.errors import UserError
+from mtl.tasks import DEFAULT_TASKS, kind_of, named_config, task_title
 from mtl.tracking import resolve_mode
-
-TASKS = {"nli": "SNLI", "squad": "ClassifSQuAD"}
 
 
 @dataclass
@@ -27,13 +28,22 @@ class DashboardConfig:
     group: str | None = None  # only this group's runs (a sweep, e.g. fig2); None: all runs
     name: str = "mtl"  # the saved workspace's name
     spec: str | None = None  # write the workspace's JSON here instead of saving it (works offline)
+    tasks: str = ",".join(DEFAULT_TASKS)  # the runs' tasks (names or task files), as train-multitask's tasks=
+
+    def task_metrics(self) -> dict[str, tuple[str, str]]:
+        """task -> (its title, the metric that picks its best), in order."""
+        found = {}
+        for entry in filter(None, (part.strip() for part in self.tasks.split(","))):
+            name, task = named_config(entry)
+            found[name] = (task_title(name, to_dict(task)), kind_of(task.kind).metric)
+        return found
 
 
-def task_curves(task: str) -> list[tuple[str, str, dict[str, Any]]]:
+def task_curves(task: str, metric: str) -> list[tuple[str, str, dict[str, Any]]]:
     """(what, metric, plot options) of a task's section, after its smoothed training loss."""
     return [
-        ("dev accuracy", metrics.accuracy(task, "dev"), {}),
-        ("training accuracy", metrics.train(task, "acc"), {}),
+        (f"dev {metric}", metrics.evaluation(task, "dev", metric), {}),
+        (f"training {metric}", metrics.train(task, metric), {}),
         ("learning rate", metrics.of_task(task, "lr"), {"log_y": True}),
         ("gradient norm", metrics.of_task(task, "grad_norm"), {}),
         ("examples/s", metrics.of_task(task, "examples_per_s"), {}),
@@ -45,6 +55,8 @@ def workspace(config: DashboardConfig, entity: str) -> Any:
     import wandb_workspaces.reports.v2 as panels
     import wandb_workspaces.workspaces as ws
 
+    tasks = config.task_metrics()
+    first = next(iter(tasks))
     sections = [
         ws.Section(
             name=f"{title} ({task})",
@@ -61,59 +73,57 @@ def workspace(config: DashboardConfig, entity: str) -> Any:
                     panels.LinePlot(
                         title=f"{title} {what}", x=metrics.of_task(task, "step"), y=[name], **style
                     )
-                    for what, name, style in task_curves(task)
+                    for what, name, style in task_curves(task, metric)
                 ),
             ],
         )
-        for task, title in TASKS.items()
+        for task, (title, metric) in tasks.items()
     ]
+    block_ids = ", ".join(f"{i} {title}" for i, (title, _) in enumerate(tasks.values()))
     sections.append(
         ws.Section(
             name="Blocks",
             is_open=True,
             panels=[
                 panels.LinePlot(
-                    title="training losses and the block under way (phase/task_id: 0 NLI, 1 ClassifSQuAD)",
+                    title=f"training losses and the block under way (phase/task_id: {block_ids})",
                     x=metrics.GLOBAL_STEP,
-                    y=[metrics.train("nli", "loss"), metrics.train("squad", "loss"), metrics.TASK_ID],
+                    y=[*(metrics.train(task, "loss") for task in tasks), metrics.TASK_ID],
                     smoothing_factor=0.9,
                 ),
                 panels.MediaBrowser(title="phases: loss jump and recovery per block", media_keys=["phases"]),
             ],
         )
     )
-    steps_nli = panels.Config("schedule.steps_nli")
+    block_steps = panels.Config(f"tasks.{first}.steps")
+    best_dev = {
+        task: metrics.best(metrics.evaluation(task, "dev", metric)) for task, (_, metric) in tasks.items()
+    }
     sections.append(
         ws.Section(
             name="Comparison",
             is_open=True,
             panels=[
-                panels.ScatterPlot(
-                    title="Figure 2: SNLI dev accuracy against NLI steps per block",
-                    x=steps_nli,
-                    y=panels.SummaryMetric(metrics.best(metrics.accuracy("nli", "dev"))),
-                    log_x=True,
-                ),
-                panels.ScatterPlot(
-                    title="Figure 2: ClassifSQuAD dev accuracy against NLI steps per block",
-                    x=steps_nli,
-                    y=panels.SummaryMetric(metrics.best(metrics.accuracy("squad", "dev"))),
-                    log_x=True,
+                *(
+                    panels.ScatterPlot(
+                        title=f"Figure 2: {title} dev {metric} against {tasks[first][0]} steps per block",
+                        x=block_steps,
+                        y=panels.SummaryMetric(best_dev[task]),
+                        log_x=True,
+                    )
+                    for task, (title, metric) in tasks.items()
                 ),
                 panels.BarPlot(
-                    title="best dev and test accuracy",
+                    title="best dev and test results",
                     metrics=[
-                        panels.SummaryMetric(metrics.best(metrics.accuracy("nli", "dev"))),
-                        panels.SummaryMetric(metrics.best(metrics.accuracy("nli", "test"))),
-                        panels.SummaryMetric(metrics.best(metrics.accuracy("squad", "dev"))),
+                        panels.SummaryMetric(metrics.best(metrics.evaluation(task, split, metric)))
+                        for task, (_, metric) in tasks.items()
+                        for split in ("dev", "test")
                     ],
                 ),
                 panels.BarPlot(
                     title="median steps to recover after a block switch",
-                    metrics=[
-                        panels.SummaryMetric("recovery/nli/median_steps"),
-                        panels.SummaryMetric("recovery/squad/median_steps"),
-                    ],
+                    metrics=[panels.SummaryMetric(f"recovery/{task}/median_steps") for task in tasks],
                 ),
             ],
         )

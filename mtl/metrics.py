@@ -1,10 +1,10 @@
 """Every metric name mtl writes, in one place: the trainer writes them, and the report, dashboard,
 sweep summary, CLI summary, lr policy and benches read them.
 
-    <task>/train/loss, <task>/train/acc      each step of a task
+    <task>/train/loss, <task>/train/<metric>  each step of a task (the task's metric: acc)
     <task>/lr, <task>/grad_norm, <task>/examples_per_s
     <task>/step                              the task's own step count (x axis of its charts)
-    <task>/<split>/acc                       evaluations (dev, test)
+    <task>/<split>/<metric>                  evaluations (dev, test)
     best/<key>                               the best checkpoint's values (best/step, best/nli/dev/acc)
     steps/<task>                             a finished run's steps per task (summary.json)
     phase/<key>                              block, epoch, evaluation and checkpoint events
@@ -22,9 +22,14 @@ def train(task: str, name: str) -> str:
     return f"{task}/train/{name}"
 
 
+def evaluation(task: str, split: str, metric: str) -> str:
+    """An evaluation's value of a task's metric: `nli/dev/acc`, `squad/test/acc`."""
+    return f"{task}/{split}/{metric}"
+
+
 def accuracy(task: str, split: str) -> str:
     """An evaluation's accuracy: `nli/dev/acc`, `squad/test/acc`."""
-    return f"{task}/{split}/acc"
+    return evaluation(task, split, "acc")
 
 
 def of_task(task: str, name: str) -> str:
@@ -37,8 +42,9 @@ def best(key: str) -> str:
     return f"best/{key}"
 
 
-def is_best_accuracy(key: str) -> bool:
-    return key.startswith("best/") and key.endswith("/acc")
+def is_best_evaluation(key: str) -> bool:
+    """`best/<task>/<split>/<metric>`: an evaluation of the best checkpoint (not `best/step`)."""
+    return key.startswith("best/") and key.count("/") == 3
 
 
 def steps(task: str) -> str:

@@ -7,6 +7,7 @@ import contextlib
 import torch
 
 from mtl.errors import UserError
+from mtl.models.encoders import traits
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -22,22 +23,20 @@ def bf16_supported(device: torch.device) -> bool:
     return False
 
 
-RECURRENT = frozenset({"bilstm", "bilstm2", "lstm"})
-
-
 def resolve_precision(name: str, device: torch.device, encoder: str | None = None) -> str:
     """`fp32`, `bf16` or `fp16` for `device`; `auto` is bf16 where supported, else fp32.
 
     Except the LSTMs on CUDA: cuDNN runs their fp32 on TF32 tensor cores already, and bf16
     measured 1.0x down to 0.69x fp32's speed there (an H100, the paper's batch sizes).
     """
+    recurrent = encoder is not None and traits(encoder).recurrent
     if name == "auto":
-        if device.type == "cuda" and encoder in RECURRENT:
+        if device.type == "cuda" and recurrent:
             return "fp32"
         return "bf16" if bf16_supported(device) else "fp32"
     if name == "bf16" and device.type == "cuda" and not bf16_supported(device):
         raise UserError("precision=bf16 but this GPU has no bf16: use precision=fp16 or fp32")
-    if name == "fp16" and device.type == "cpu" and encoder in RECURRENT:
+    if name == "fp16" and device.type == "cpu" and recurrent:
         raise UserError(
             f"precision=fp16 with encoder={encoder} on the CPU: PyTorch's CPU LSTM has no fp16 kernel; "
             "use precision=bf16 or fp32 (fp16 is for GPUs)"

@@ -6,7 +6,7 @@
 
 Per run: each task's training loss (raw and smoothed) and dev accuracy against the task's
 own step, with the task's blocks shaded; for all runs: the loss recovery after each block
-switch, Figure 2 (best dev accuracy against the NLI steps per block) when the runs differ
+switch, Figure 2 (best dev accuracy against one task's steps per block) when the runs differ
 in it, and a table of their dev, test and transfer results side by side.
 """
 
@@ -25,10 +25,10 @@ from typing import Any
 from mtl import atomic, metrics
 from mtl.errors import UserError
 from mtl.runs import RunFolder
+from mtl.tasks import task_title
+from mtl.train.config import upgrade
 from mtl.train.phases import WINDOW
 from mtl.train.runlog import read_metrics
-
-TASK_NAMES = {"nli": "SNLI", "squad": "ClassifSQuAD"}
 
 
 @dataclass
@@ -56,8 +56,20 @@ class Run:
 
     @property
     def tasks(self) -> list[str]:
-        steps = self.config["schedule"]
-        return [task for task in ("nli", "squad") if steps[f"steps_{task}"] > 0]
+        return list(self.config["tasks"])
+
+    def title(self, task: str) -> str:
+        """The task's dataset name (`SNLI`), or the task's name."""
+        return task_title(task, self.config["tasks"][task])
+
+    def block_steps(self, task: str) -> int | None:
+        entry = self.config["tasks"].get(task)
+        return entry.get("steps") if isinstance(entry, dict) else None
+
+    def dev_metric(self, task: str) -> str | None:
+        """The key of the task's dev metric (`nli/dev/acc`), as its records hold it."""
+        prefix = f"{task}/dev/"
+        return next((k for r in self.records for k in r if k.startswith(prefix)), None)
 
     @classmethod
     def read(cls, folder: Path) -> Run:
@@ -68,7 +80,7 @@ class Run:
                 f"{folder} is not a run folder (no config.json and metrics.jsonl): pass runs/<run>"
             )
         try:
-            config = json.loads(record_path.read_text(encoding="utf-8"))["config"]
+            config = upgrade(json.loads(record_path.read_text(encoding="utf-8"))["config"])
             records = read_metrics(run.metrics)
             summary_path = run.summary
             summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
@@ -132,8 +144,9 @@ def build(runs: list[Run]) -> str:
     ]
     if any(_recovery_rows(run) for run in runs):
         figures.append(("Loss recovery after each block switch", _recovery(runs)))
-    if len({_steps_nli(run) for run in runs if run.summary}) > 1:
-        figures.append(("Figure 2: best dev accuracy against NLI steps per block", _figure2(runs)))
+    if (axis := _swept_task(runs)) is not None:
+        title = f"Figure 2: best dev accuracy against {runs[0].title(axis)} steps per block"
+        figures.append((title, _figure2(runs, axis)))
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8"><title>mtl report</title>',
@@ -161,36 +174,46 @@ STYLE = (
 
 def _results_table(runs: list[Run]) -> str:
     transfer_tasks = sorted({task for run in runs for task in run.transfer})
+    tasks = list(dict.fromkeys(task for run in runs for task in run.tasks))
+    titles = {task: next(run.title(task) for run in runs if task in run.tasks) for task in tasks}
+    evaluations = [
+        (task, split)
+        for task in tasks
+        for split in ("dev", "test")
+        if any(_best(run, task, split) is not None for run in runs)
+    ]
     columns = [
         "run",
         "encoder",
-        "steps_nli / steps_squad",
+        "steps per block",
         "steps",
         "stopped by",
-        "SNLI dev",
-        "SNLI test",
-        "ClassifSQuAD dev",
+        *(f"{titles[task]} {split}" for task, split in evaluations),
         *transfer_tasks,
     ]
     rows = []
     for run in runs:
-        model, schedule, s = run.config["model"], run.config["schedule"], run.summary
+        model, s = run.config["model"], run.summary
         rows.append(
             [
                 run.name,
                 f"{model['encoder']} {model['hidden']}",
-                f"{schedule['steps_nli']} / {schedule['steps_squad']}",
+                " / ".join(f"{task} {run.block_steps(task)}" for task in run.tasks),
                 str(s.get(metrics.GLOBAL_STEP, _last_step(run))),
                 s.get("stop_reason") or _unfinished_state(run),
-                _percent(s.get(metrics.best(metrics.accuracy("nli", "dev")))),
-                _percent(s.get(metrics.best(metrics.accuracy("nli", "test")))),
-                _percent(s.get(metrics.best(metrics.accuracy("squad", "dev")))),
+                *(_percent(_best(run, task, split)) for task, split in evaluations),
                 *(run.transfer.get(task, "–") for task in transfer_tasks),
             ]
         )
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _best(run: Run, task: str, split: str) -> Any:
+    """The best checkpoint's value of the task's metric on `split`, from the summary."""
+    prefix = metrics.best(f"{task}/{split}/")
+    return next((v for k, v in run.summary.items() if k.startswith(prefix)), None)
 
 
 def _percent(value: Any) -> str:
@@ -207,8 +230,16 @@ def _last_step(run: Run) -> int:
     return max((r[metrics.GLOBAL_STEP] for r in run.records), default=0)
 
 
-def _steps_nli(run: Run) -> int:
-    return run.config["schedule"]["steps_nli"]
+def _swept_task(runs: list[Run]) -> str | None:
+    """The task whose steps per block differ between the finished runs (Figure 2's axis), if one does."""
+    finished = [run for run in runs if run.summary]
+    for task in dict.fromkeys(task for run in finished for task in run.tasks):
+        if (
+            all(task in run.tasks for run in finished)
+            and len({run.block_steps(task) for run in finished}) > 1
+        ):
+            return task
+    return None
 
 
 def _smoothed(values: list[float]) -> list[float]:
@@ -225,10 +256,11 @@ def _curves(run: Run) -> str:
         loss_axis, dev_axis = axes[0][column], axes[1][column]
         loss_axis.plot(steps, losses, color="#9ecae1", linewidth=0.8, label="loss")
         loss_axis.plot(steps, _smoothed(losses), color="#08519c", linewidth=1.6, label=f"mean of {WINDOW}")
-        evaluations = [r for r in run.records if metrics.accuracy(task, "dev") in r]
+        dev = run.dev_metric(task)
+        evaluations = [r for r in run.records if dev in r]
         dev_axis.plot(
             [r[metrics.of_task(task, "step")] for r in evaluations],
-            [100 * r[metrics.accuracy(task, "dev")] for r in evaluations],
+            [100 * r[dev] for r in evaluations],
             marker="o",
             color="#a63603",
         )
@@ -236,9 +268,9 @@ def _curves(run: Run) -> str:
             _shade_blocks(axis, _task_blocks(run, task))
             axis.xaxis.set_major_locator(_integer_ticks())
             axis.grid(alpha=0.3)
-        loss_axis.set_title(f"{TASK_NAMES[task]}: training loss")
+        loss_axis.set_title(f"{run.title(task)}: training loss")
         loss_axis.legend(loc="upper right", fontsize=8)
-        dev_axis.set_title(f"{TASK_NAMES[task]}: dev accuracy (%)")
+        dev_axis.set_title(f"{run.title(task)}: dev {(dev or '/acc').rsplit('/', 1)[1]} (%)")
         dev_axis.set_xlabel(f"{task} step (its blocks shaded)")
     figure.tight_layout()
     return _png(figure)
@@ -279,7 +311,7 @@ def _recovery(runs: list[Run]) -> str:
             rows = [r for r in _recovery_rows(run) if r[metrics.phase("task")] == task]
             if not rows:
                 continue
-            label = f"{run.name} {TASK_NAMES[task]}"
+            label = f"{run.name} {run.title(task)}"
             blocks = [r[metrics.phase("block")] for r in rows]
             jumps.plot(blocks, [r[metrics.phase("jump")] for r in rows], marker="o", label=label)
             recovered = [(r[metrics.phase("block")], r[metrics.phase("recovery_steps")]) for r in rows]
@@ -300,14 +332,14 @@ def _recovery(runs: list[Run]) -> str:
     return _png(figure)
 
 
-def _figure2(runs: list[Run]) -> str:
+def _figure2(runs: list[Run], swept: str) -> str:
+    """Each task's best dev metric against the swept task's steps per block (Liu et al. 2018, Figure 2)."""
     plt = _pyplot()
-    finished = sorted((run for run in runs if run.summary), key=_steps_nli)
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for axis, task in zip(axes, ("nli", "squad"), strict=True):
-        points = [
-            (_steps_nli(r), r.summary.get(metrics.best(metrics.accuracy(task, "dev")))) for r in finished
-        ]
+    finished = sorted((run for run in runs if run.summary), key=lambda run: run.block_steps(swept))
+    tasks = [task for task in finished[0].tasks if all(task in run.tasks for run in finished)]
+    figure, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4), squeeze=False)
+    for axis, task in zip(axes[0], tasks, strict=True):
+        points = [(r.block_steps(swept), _best(r, task, "dev")) for r in finished]
         points = [(x, 100 * y) for x, y in points if isinstance(y, int | float)]
         axis.plot([x for x, _ in points], [y for _, y in points], marker="o", color="#08519c")
         for x, y in points:
@@ -317,8 +349,11 @@ def _figure2(runs: list[Run]) -> str:
         axis.margins(x=0.08, y=0.2)  # room for the labels
         axis.set_xscale("log", base=2)
         axis.set_xticks([x for x, _ in points], [str(x) for x, _ in points])
-        axis.set_title(f"{TASK_NAMES[task]} dev accuracy (%) of the best checkpoint")
-        axis.set_xlabel("NLI steps per block of ClassifSQuAD steps")
+        axis.set_title(f"{finished[0].title(task)} dev (%) of the best checkpoint")
+        others = " and ".join(finished[0].title(t) for t in finished[0].tasks if t != swept)
+        axis.set_xlabel(
+            f"{finished[0].title(swept)} steps per block" + (f" of {others} steps" if others else "")
+        )
         axis.grid(alpha=0.3)
     figure.tight_layout()
     return _png(figure)

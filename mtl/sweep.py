@@ -299,7 +299,7 @@ def summary(sweep: Sweep, outcomes: dict[str, str]) -> str:
             results = ", ".join(
                 f"{metrics.without_prefix(key)} {value:.4f}"
                 for key, value in values.items()
-                if metrics.is_best_accuracy(key) and "/dev/" in key and value is not None
+                if metrics.is_best_evaluation(key) and "/dev/" in key and value is not None
             )
         lines.append(
             f"  {member.name}: {outcomes.get(member.name, 'not run')}{'; ' + results if results else ''}"

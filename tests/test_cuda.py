@@ -96,14 +96,12 @@ def test_a_training_step_never_waits_for_the_gpu_before_its_metrics(tiny_data, t
 
     from mtl.train import run
     from mtl.train.data import prepare
-    from mtl.train.runlog import NullLog
     from mtl.train.trainer import Trainer
 
     from .conftest import args_for
 
     config = run.config_from_args(args_for(tiny_data, tmp_path / "run", "device=cuda", f"encoder={encoder}"))
     trainer = Trainer(config, tmp_path / "run", data=prepare(config, progress=False), progress=False)
-    trainer.log = NullLog()
     for task in config.tasks:
         examples = trainer.data.examples[task]["train"]
         rows = np.arange(min(8, len(examples)))
@@ -111,7 +109,7 @@ def test_a_training_step_never_waits_for_the_gpu_before_its_metrics(tiny_data, t
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
-            totals = trainer.queue_step(task, rows)
+            totals = trainer.step.queue(task, rows, trainer.state.global_step)
         finally:
             torch.cuda.set_sync_debug_mode("default")
         loss, correct, grad_norm = totals.tolist()

@@ -5,7 +5,8 @@ from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.models.encoders import ENCODERS, EncoderConfig, build_encoder
 from mtl.models.encoders.base import frozen_embedding
-from mtl.models.heads import TASKS, MultitaskModel
+from mtl.models.heads import MultitaskModel, TaskHead
+from mtl.tasks import KINDS as TASKS
 from mtl.train.config import TrainConfig
 
 SMALL = {
@@ -56,11 +57,21 @@ def test_pair_model_comparison_ignores_padding(embedding):
     assert alone.shape == (1, encoder.pair_dim)
 
 
+def multitask_model(encoder, tasks, hidden: int, layers: int) -> MultitaskModel:
+    """The shared encoder and the built-in tasks' heads, as a run builds them."""
+    return MultitaskModel(
+        encoder, {task: TaskHead(TASKS[task].recipe, encoder, hidden, layers, dropout=0.0) for task in tasks}
+    )
+
+
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_head_inputs_follow_the_feature_recipes(embedding, name):
-    model = MultitaskModel(
-        build_encoder(embedding, SMALL[name]), ["nli", "squad"], hidden=8, layers=2, dropout=0.0
-    )
+    encoder = build_encoder(embedding, SMALL[name])
+    heads = {
+        task: TaskHead(TASKS[task].recipe, encoder, hidden=8, layers=2, dropout=0.0)
+        for task in ("nli", "squad")
+    }
+    model = MultitaskModel(encoder, heads)
     encoder = model.encoder
     first = {task: model.heads[task].classifier[1].in_features for task in ("nli", "squad")}
     if encoder.pair_model:
@@ -68,14 +79,14 @@ def test_head_inputs_follow_the_feature_recipes(embedding, name):
     else:
         assert first == {"nli": 4 * encoder.output_dim, "squad": 7 * encoder.output_dim}
     tokens, lengths = torch.tensor([[1, 2, 3], [4, 5, 0]]), torch.tensor([3, 2])
-    assert model("nli", [(tokens, lengths)] * 2).shape == (2, TASKS["nli"].classes)
-    assert model("squad", [(tokens, lengths)] * 3).shape == (2, TASKS["squad"].classes)
+    assert model("nli", [(tokens, lengths)] * 2).shape == (2, TASKS["nli"].recipe.outputs)
+    assert model("squad", [(tokens, lengths)] * 3).shape == (2, TASKS["squad"].recipe.outputs)
 
 
 def test_siamese_features_are_the_papers():
     u, v, w = torch.tensor([[1.0, -2.0]]), torch.tensor([[3.0, 1.0]]), torch.tensor([[0.5, 0.5]])
-    assert TASKS["nli"].siamese(u, v).tolist() == [[1, -2, 3, 1, 2, 3, 3, -2]]
-    assert TASKS["squad"].siamese(u, v, w).tolist() == [
+    assert TASKS["nli"].recipe.features(u, v).tolist() == [[1, -2, 3, 1, 2, 3, 3, -2]]
+    assert TASKS["squad"].recipe.features(u, v, w).tolist() == [
         [1, -2, 3, 1, 0.5, 0.5, 2, 3, 3, -2, 0.5, 2.5, 0.5, -1]
     ]
 
@@ -99,7 +110,7 @@ def test_every_table_1_preset_has_its_parameter_count_at_300d(preset):
     config = config_from_args([f"preset={preset}"])
     head = config.head
     encoder = build_encoder(frozen_embedding(torch.zeros(10, 300)), config.model)
-    model = MultitaskModel(encoder, config.tasks, head.head_hidden, head.head_layers, head.dropout)
+    model = multitask_model(encoder, config.tasks, head.head_hidden, head.head_layers)
     ours, paper = TABLE_1[preset]
     assert model.trainable_parameters() == ours
     assert abs(ours - paper) / paper < 0.025 or preset == "paper-transformer"
@@ -159,14 +170,14 @@ def test_answers_encoded_in_one_call_score_as_encoded_apart(embedding, name):
     import dataclasses
 
     torch.manual_seed(2)
-    model = MultitaskModel(build_encoder(embedding, SMALL[name]), ["squad"], 16, 1, 0.0).eval()
+    model = multitask_model(build_encoder(embedding, SMALL[name]), ["squad"], 16, 1).eval()
     sentences = [
         (torch.randint(1, 50, (3, width)), torch.tensor(lengths))
         for width, lengths in ((4, [4, 2, 3]), (7, [7, 1, 5]), (3, [2, 3, 3]))
     ]
     together = model("squad", sentences)  # the answers (positions 1 and 2) share one call
     head = model.heads["squad"]
-    head.task = dataclasses.replace(head.task, calls=((0,), (1,), (2,)))
+    head.recipe = dataclasses.replace(head.recipe, calls=((0,), (1,), (2,)))
     torch.testing.assert_close(model("squad", sentences), together, rtol=1e-5, atol=1e-6)
 
 
@@ -175,7 +186,7 @@ def test_packed_sequences_encode_a_whole_batch_in_one_call(embedding, task):
     # Padding costs a packed BiLSTM nothing: every sentence of a batch shares one call (one
     # cuDNN launch on a GPU), and scores as the dense kernel's call per position does.
     torch.manual_seed(2)
-    model = MultitaskModel(build_encoder(embedding, SMALL["bilstm2"]), [task], 16, 1, 0.0).eval()
+    model = multitask_model(build_encoder(embedding, SMALL["bilstm2"]), [task], 16, 1).eval()
     widths = {
         "nli": ((6, [6, 2, 3]), (3, [1, 3, 2])),
         "squad": ((4, [4, 2, 3]), (7, [7, 1, 5]), (3, [2, 3, 3])),
@@ -189,7 +200,7 @@ def test_packed_sequences_encode_a_whole_batch_in_one_call(embedding, task):
         calls.clear()
         scores[kernel] = model(task, sentences)
         expected = [
-            (3 * len(call), max(sentences[i][0].shape[1] for i in call)) for call in TASKS[task].calls
+            (3 * len(call), max(sentences[i][0].shape[1] for i in call)) for call in TASKS[task].recipe.calls
         ]
         everything = [(3 * len(sentences), max(tokens.shape[1] for tokens, _ in sentences))]
         assert calls == (expected if kernel == "dense" else everything)
@@ -201,11 +212,11 @@ def test_bucketing_key_orders_by_the_longest_call_coarsely_then_the_others():
 
     # (premise, hypothesis): premises are the longer call, grouped in steps of 3 tokens.
     lengths = np.array([[12, 9], [13, 4], [14, 2], [15, 1], [9, 30]])
-    order = np.argsort(TASKS["nli"].bucket_key(lengths), kind="stable").tolist()
+    order = np.argsort(TASKS["nli"].recipe.bucket_key(lengths), kind="stable").tolist()
     assert order == [4, 2, 1, 0, 3]  # 9 | 12, 13, 14 by hypothesis (2, 4, 9) | 15
     # ClassifSQuAD: the answers (one call, by their longer) before the question.
     squad = np.array([[11, 30, 12], [9, 5, 31], [20, 29, 3]])
-    assert np.argsort(TASKS["squad"].bucket_key(squad), kind="stable").tolist() == [
+    assert np.argsort(TASKS["squad"].recipe.bucket_key(squad), kind="stable").tolist() == [
         2,
         1,
         0,

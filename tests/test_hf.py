@@ -9,7 +9,7 @@ import torch
 from mtl.errors import UserError
 from mtl.eval.encoder import load_encoder, pretrained_encoder
 from mtl.models.encoders.base import EncoderConfig
-from mtl.train.lr_policy import warmup_then_decay
+from mtl.train.lr_schedules import warmup_then_decay
 from tests.conftest import args_for, start_run
 
 SENTENCES = ["A man plays a guitar.", "Two dogs run in the park near a small red house.", "A woman sleeps."]

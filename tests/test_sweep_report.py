@@ -31,7 +31,7 @@ def test_a_sweep_trains_each_member_in_its_group_and_skips_finished_ones(sweep_d
     for name in record["members"]:
         config = json.loads((out / name / "config.json").read_text())["config"]
         assert config["run"]["group"] == "tiny" and config["run"]["name"] == name
-        assert config["schedule"]["steps_squad"] == 2  # the sweep file says 500: later keys win
+        assert config["tasks"]["squad"]["steps"] == 2  # the sweep file says 500: later keys win
         assert (out / name / "summary.json").is_file()
         (run_file,) = run_files(out / name)  # one W&B run per member, in the sweep's group
         printed = subprocess.run(

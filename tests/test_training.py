@@ -160,8 +160,8 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_data, tmp_path, 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["steps_nli=0", "steps_squad=0"], "steps_nli=0 and steps_squad=0: at least one task must train"),
-        (["batch_squad=0"], "batch_squad=0 must be 1 or more"),
+        (["steps_nli=0", "steps_squad=0"], r"every task was left out \(steps_<task>=0\): at least one"),
+        (["batch_squad=0"], "squad.batch=0 must be 1 or more"),
         (["step_nli=5"], "unknown key 'step_nli': did you mean 'steps_nli'?"),
         (["schedule=random"], "schedule='random' is not valid: choose one of blocks, round_robin"),
         (["preset=nope"], "unknown preset 'nope': choose one of cpu-small"),
@@ -194,8 +194,8 @@ def test_resume_refuses_changes_and_finished_runs(tiny_data, tmp_path):
 
 @pytest.mark.parametrize("name", preset_names())
 def test_every_preset_validates(name):
-    config = run.config_from_args([f"preset={name}", "steps_nli=7"])
-    assert config.run.name == name and config.schedule.steps_nli == 7
+    config = run.config_from_args([f"preset={name}", "nli.steps=7"])
+    assert config.run.name == name and config.tasks["nli"].steps == 7
     assert preset_overrides(name)
 
 
@@ -258,7 +258,8 @@ def test_training_tokenizes_as_a_paper_build_when_asked(tiny_data, tmp_path):
 
 
 def test_a_20000_word_sentence_is_cut_to_max_tokens_at_read_time(tiny_data, tmp_path):
-    from mtl.train.data import prepare, resolve_inputs
+    from mtl.train.data import prepare
+    from mtl.train.resolve import resolve_inputs
 
     snli = tmp_path / "snli"
     shutil.copytree(FIXTURES / "snli_tiny", snli)

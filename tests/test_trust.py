@@ -73,7 +73,9 @@ def test_resume_refuses_a_rebuilt_classifsquad(tiny_data, tmp_path):
     folder = copy_classifsquad(tiny_data, tmp_path)
     run_dir, _ = start(tiny_data, tmp_path / "run", f"classifsquad={folder}", killed_after=7)
     rebuild(folder, tiny_data, seed=99)
-    with pytest.raises(UserError, match=rf"cannot resume .*: ClassifSQuAD \({folder}\).* changed since"):
+    with pytest.raises(
+        UserError, match=rf"cannot resume .*: the ClassifSQuAD data \({folder}\).* changed since"
+    ):
         run.resume(run_dir, progress=False)
 
 
@@ -116,7 +118,7 @@ def test_resume_reads_the_recorded_inputs_whatever_the_environment_says(tiny_dat
         run.start(config, progress=False)
     cut_dir = tmp_path / "cut"
     recorded = json.loads((cut_dir / "config.json").read_text())
-    assert recorded["config"]["data"]["snli"] == str((data_dir / "snli").resolve())
+    assert recorded["config"]["tasks"]["nli"]["source"] == str((data_dir / "snli").resolve())
     assert recorded["config"]["data"]["vectors"] == str(tiny_data["vectors"].resolve())
     assert set(recorded["inputs"]) == {"snli", "classifsquad", "vectors", "vocabulary"}
 
@@ -139,7 +141,8 @@ def test_training_refuses_a_classifsquad_folder_that_is_not_a_build(tiny_data, t
     assert train_cli(tiny_data, tmp_path / "run", f"classifsquad={squad}") == 2
     error = one_error_line(capsys)
     assert re.match(
-        rf"error: classifsquad={squad} is not a ClassifSQuAD build \(it holds dev-v1.1.json", error
+        rf"error: {squad} is not a ClassifSQuAD build \(it holds dev-v1.1.json.*\): point squad.source= at",
+        error,
     )
     assert "overwrite" not in error
     assert sorted(p.name for p in squad.iterdir()) == sorted(
@@ -159,9 +162,9 @@ def test_training_refuses_a_classifsquad_folder_that_is_not_a_build(tiny_data, t
         ("lr=inf", "lr=inf must be a finite number"),
         ("seed=-1", "seed=-1 must be 0 or more"),
         ("eval_batch=0", "eval_batch=0 must be 1 or more"),
-        ("batch_nli=0", "batch_nli=0 must be 1 or more"),
+        ("batch_nli=0", "nli.batch=0 must be 1 or more"),
         ("dropout=1", r"dropout=1.0 must be in \[0, 1\)"),
-        ("adam_patience=0", "adam_patience=0 must be 1 or more"),
+        ("adam_patience=0", "patience=0 must be 1 or more"),
     ],
 )
 def test_senseless_training_settings_are_refused(tiny_data, tmp_path, capsys, arg, message):
@@ -178,19 +181,13 @@ def test_every_float_key_of_every_command_refuses_non_finite_values(command):
     floats = [
         path
         for path, owner, field in _paths(config)
-        if float in typing.get_args(typing.get_type_hints(type(_owner(config, owner)))[field.name])
-        or typing.get_type_hints(type(_owner(config, owner)))[field.name] is float
+        if float in typing.get_args(typing.get_type_hints(type(owner))[field.name])
+        or typing.get_type_hints(type(owner))[field.name] is float
     ]
     for path in floats:
         for value in ("nan", "inf", "-inf"):
             with pytest.raises(UserError, match="must be a finite number"):
                 apply_overrides(config, [f"{path}={value}"])
-
-
-def _owner(config, owner_path):
-    for name in filter(None, owner_path.split(".")):
-        config = getattr(config, name)
-    return config
 
 
 @pytest.mark.parametrize(
@@ -383,7 +380,7 @@ def test_a_damaged_or_hand_edited_config_json_is_one_line(tiny_data, tmp_path, c
     [
         ("hidden = [1\n", r"preset file .*broken.toml is not valid TOML"),
         ("hiden = 8\n", r"preset file .*broken.toml: unknown key 'hiden': did you mean 'hidden'\?"),
-        ("[model]\nhidden = 8\n", r"preset file .*broken.toml: 'model' must be a plain key = value"),
+        ("[nli]\nsteps = [8]\n", r"preset file .*broken.toml: 'nli' must hold plain key = value pairs"),
     ],
 )
 def test_a_broken_preset_names_its_file(tiny_data, tmp_path, capsys, monkeypatch, text, message):
@@ -433,7 +430,7 @@ def test_adam_stops_at_its_second_evaluation_not_above_the_best(tiny_data, tmp_p
         "eval_every=5",
         "steps_squad=0",
     )
-    assert summary["stop_reason"] == "adam_patience"
+    assert summary["stop_reason"] == "patience"
     evaluations = [
         r["nli/dev/acc"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "nli/dev/acc" in r
     ]
@@ -446,16 +443,17 @@ def test_adam_stops_at_its_second_evaluation_not_above_the_best(tiny_data, tmp_p
 
 def test_sgd_divides_the_lr_when_dev_accuracy_is_not_above_the_best():
     from mtl.train.config import OptimConfig
-    from mtl.train.lr_policy import LrPolicy
+    from mtl.train.lr_schedules import build_lr_schedule
     from mtl.train.state import TrainState
 
     optimizers = {"nli": torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)}
-    policy = LrPolicy(OptimConfig(optim="sgd"), optimizers, "nli")
+    schedule = build_lr_schedule(OptimConfig(optim="sgd", lr_schedule="infersent"), optimizers, "nli")
     state = TrainState.for_tasks(["nli"])
     lrs = []
     for acc in (0.5, 0.6, 0.55, 0.58, 0.61):  # the last value rule would not shrink at 0.58
-        policy.after_evaluation(state, {"nli/dev/acc": acc})
-        lrs.append(policy.lr("nli"))
+        for task, improved in state.record_evaluation({"nli": acc}, "nli").items():
+            schedule.after_evaluation(task, improved)
+        lrs.append(schedule.lr("nli"))
     assert lrs == pytest.approx([0.1, 0.1, 0.02, 0.004, 0.004])
     assert state.best_dev == {"nli": 0.61} and state.stalls == 2
 

@@ -19,7 +19,8 @@ import torch
 
 from mtl.config import AtLeast1
 from mtl.train.config import TrainConfig
-from mtl.train.data import prepare, resolve_inputs
+from mtl.train.data import prepare
+from mtl.train.resolve import resolve_inputs
 from mtl.train.run import config_from_args
 from mtl.train.trainer import Trainer
 
@@ -44,7 +45,7 @@ def run(config: BenchHFConfig) -> dict[str, dict[str, list[float]]]:
         torch.set_num_threads(config.threads)
     train = _train_config(config)
     data = prepare(train, progress=True)
-    seconds: dict[str, dict[str, list[float]]] = {t: {p: [] for p in PRECISIONS} for t in ("nli", "squad")}
+    seconds: dict[str, dict[str, list[float]]] = {t: {p: [] for p in PRECISIONS} for t in train.tasks}
     with tempfile.TemporaryDirectory(prefix="mtl-bench-hf-") as scratch:
         trainers = {}
         for precision in PRECISIONS:
@@ -53,7 +54,7 @@ def run(config: BenchHFConfig) -> dict[str, dict[str, list[float]]]:
         for task in seconds:
             for step in range(config.steps + 1):
                 for precision, trainer in trainers.items():
-                    rows, _ = trainer.streams[task].next()
+                    rows, _ = trainer.setup.streams[task].next()
                     started = time.perf_counter()
                     trainer.train_batch(task, rows)
                     if trainer.device.type == "cuda":
@@ -87,7 +88,7 @@ def _line(by_precision: dict[str, list[float]]) -> str:
 
 
 def report(seconds: dict[str, dict[str, list[float]]], config: BenchHFConfig) -> str:
-    batches = {"nli": config.batch_nli, "squad": config.batch_squad}
+    batches = dict(zip(seconds, (config.batch_nli, config.batch_squad), strict=True))  # the preset's order
     lines = [
         f"{config.hf_model}: median of {config.steps} training steps (forward, backward, AdamW) on "
         f"{torch.get_num_threads()} thread(s), {config.device}",

@@ -9,6 +9,7 @@ step's wall time on rank 0, all-reduce included), after `warmup` steps of each t
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -44,14 +45,14 @@ def run(config: BenchRanksConfig) -> dict[int, dict[str, list[float]]]:
     counts = [int(n) for n in config.processes.split(",") if n.strip()]
     if not counts or min(counts) < 1:
         raise UserError(f"processes={config.processes!r}: give process counts such as 1,2")
-    rates: dict[int, dict[str, list[float]]] = {n: {"nli": [], "squad": []} for n in counts}
+    rates: dict[int, dict[str, list[float]]] = {n: {} for n in counts}
     with tempfile.TemporaryDirectory(prefix="mtl-bench-ranks-") as scratch:
         for repeat in range(config.repeats):
             for n in counts:
                 out = Path(scratch) / f"{n}-{repeat}"
                 _train(config, n, out)
                 for task, values in _rates(out, config.warmup).items():
-                    rates[n][task] += values
+                    rates[n].setdefault(task, []).extend(values)
                 print(f"{n} process(es), run {repeat + 1}: {_line(rates[n])}", flush=True)
     return rates
 
@@ -79,8 +80,9 @@ def _train(config: BenchRanksConfig, processes: int, out: Path) -> None:
 
 def _rates(run_dir: Path, warmup: int) -> dict[str, list[float]]:
     records = read_metrics(RunFolder(run_dir).metrics)
+    tasks = json.loads(RunFolder(run_dir).record.read_text(encoding="utf-8"))["config"]["tasks"]
     rates: dict[str, list[float]] = {}
-    for task in ("nli", "squad"):
+    for task in tasks:
         values = [
             r[metrics.of_task(task, "examples_per_s")]
             for r in records
@@ -105,7 +107,7 @@ def report(rates: dict[int, dict[str, list[float]]], threads: int) -> str:
         speedups = ", ".join(
             f"{task} {statistics.median(values) / statistics.median(rates[one][task]):.2f}x"
             for task, values in by_task.items()
-            if values and rates[one][task]
+            if values and rates[one].get(task)
         )
         lines.append(f"  {n} process(es): {_line(by_task)}; vs {one}: {speedups}")
     return "\n".join(lines)

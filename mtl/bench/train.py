@@ -38,12 +38,14 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from mtl.config import AtLeast0, Range, apply_overrides
 from mtl.data.batches import TaskStream
 from mtl.device import resolve_device, to_device
-from mtl.models.heads import TASKS, mlp
+from mtl.models.heads import HeadRecipe, mlp
 from mtl.precision import bf16_supported, grad_scaler
-from mtl.train.config import TrainConfig
+from mtl.tasks import DEFAULT_TASKS, seed_indices
+from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import TrainingData, prepare
-from mtl.train.runlog import NullLog
-from mtl.train.trainer import BUCKET_WINDOW, TASK_INDEX, Trainer
+from mtl.train.resolve import resolve_inputs
+from mtl.train.setup import BUCKET_WINDOW
+from mtl.train.trainer import Trainer
 
 INPUT_DIM = 300  # glove.840B.300d, the paper's vectors
 
@@ -61,7 +63,7 @@ class BenchTrainConfig:
     steps: Annotated[int, Range(3)] = 5  # timed steps per contender, task, setting and batching mode
     warmup: AtLeast0 = 1  # untimed steps first
     only: str = ""  # comma-separated label prefixes, e.g. "bilstm 512"
-    tasks: str = "nli,squad"  # which tasks' steps to time
+    tasks: str = ",".join(DEFAULT_TASKS)  # which tasks' steps to time
     precisions: str = "fp32,bf16"  # mtl's precisions to time (bf16 only where the CPU has it)
     nli_train_split: str = "train_small"  # SNLI split the batches come from
     classifsquad: str = "data/classifsquad"  # ClassifSQuAD build the batches come from
@@ -73,11 +75,13 @@ class BenchTrainConfig:
 class ReferenceModel(nn.Module):
     """The 2018 code's Siamese BiLSTM-max: packed sequences, positions encoded apart."""
 
-    def __init__(self, embedding: nn.Embedding, hidden: int, layers: int, task: str, head_hidden: int):
+    def __init__(
+        self, embedding: nn.Embedding, hidden: int, layers: int, recipe: HeadRecipe, head_hidden: int
+    ):
         super().__init__()
-        self.embedding, self.task = embedding, TASKS[task]
+        self.embedding, self.recipe = embedding, recipe
         self.lstm = nn.LSTM(embedding.embedding_dim, hidden, num_layers=layers, bidirectional=True)
-        self.classifier = mlp(self.task.siamese_width * 2 * hidden, head_hidden, 1, self.task.classes, 0.0)
+        self.classifier = mlp(recipe.width * 2 * hidden, head_hidden, 1, recipe.outputs, 0.0)
 
     def encode(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         # InferSent's BLSTMEncoder: sort by length on the host, pack, run, unpack, unsort, max
@@ -90,28 +94,28 @@ class ReferenceModel(nn.Module):
         return output.max(dim=0)[0]
 
     def forward(self, sentences) -> torch.Tensor:
-        return self.classifier(self.task.siamese(*(self.encode(t, n) for t, n in sentences)))
+        return self.classifier(self.recipe.features(*(self.encode(t, n) for t, n in sentences)))
 
 
 def run(bench: BenchTrainConfig) -> dict:
     if bench.threads:
         torch.set_num_threads(bench.threads)
-    base = apply_overrides(
+    base = with_overrides(
         TrainConfig(),
         [
+            f"tasks={bench.tasks}",
+            # The paper's two tasks, by their keys (ignored for a task not in tasks=).
             f"nli_train_split={bench.nli_train_split}",
             f"classifsquad={bench.classifsquad}",
             *([f"vectors={bench.vectors}"] if bench.vectors else []),
             "wandb=disabled",
             "head_layers=1",  # InferSent's head, as the reference's
-            "batch_nli=64",
-            "batch_squad=128",
             f"device={bench.device}",
             "optim=sgd",
-            "steps_squad=0" if bench.tasks.strip() == "nli" else "steps_squad=500",
         ],
     )
     device = resolve_device(bench.device)
+    base = resolve_inputs(base)
     data = prepare(base, progress=False)
     inputs = with_300d_inputs(data)
     precisions = [p for p in bench.precisions.split(",") if supported(p, device)]
@@ -127,7 +131,7 @@ def run(bench: BenchTrainConfig) -> dict:
         "precisions": precisions,
         "rows": [],
         "fill": {
-            (task, mode): padding_fill(data, task, base.schedule.batch_sizes[task], window, base.run.seed)
+            (task, mode): padding_fill(data, task, base.tasks[task].batch, window, base.run.seed)
             for task in [t.strip() for t in bench.tasks.split(",") if t.strip() in base.tasks]
             for mode, window in MODES.items()
         },
@@ -136,7 +140,6 @@ def run(bench: BenchTrainConfig) -> dict:
         for label, overrides in chosen:
             config = apply_overrides(base, [*overrides, "precision=fp32"])
             trainer = Trainer(config, Path(scratch) / "run", data=data, progress=False)
-            trainer.log = NullLog()
             for task in [t.strip() for t in bench.tasks.split(",") if t.strip() in config.tasks]:
                 for mode, window in MODES.items():
                     row = time_contenders(trainer, task, mode, window, precisions, bench)
@@ -160,12 +163,12 @@ def padding_fill(data: TrainingData, task: str, batch_size: int, window: int, se
         examples,
         data.bucket_keys(task, "train"),
         batch_size,
-        seed=[seed, TASK_INDEX[task]],
+        seed=[seed, seed_indices({task: data.tasks[task].config})[task]],
         window=window,
     )
     real = padded = 0
     for rows in stream.epoch_batches(0):
-        for call in TASKS[task].calls:
+        for call in data.tasks[task].recipe.calls:
             columns = lengths[rows][:, list(call)]
             real, padded = real + columns.sum(), padded + columns.max() * columns.size
     return float(real / padded)
@@ -192,14 +195,18 @@ def time_contenders(
     stream = TaskStream(
         examples,
         trainer.data.bucket_keys(task, "train"),
-        trainer.config.schedule.batch_sizes[task],
-        seed=[trainer.config.run.seed, TASK_INDEX[task]],
+        trainer.config.tasks[task].batch,
+        seed=[trainer.config.run.seed, seed_indices(trainer.config.tasks)[task]],
         window=window,
     )
     batches = [stream.next()[0] for _ in range(bench.warmup + bench.steps)]
     encoder, device = trainer.model.encoder, trainer.device
     reference = ReferenceModel(
-        encoder.embedding, encoder.hidden, encoder.layers, task, trainer.config.head.head_hidden
+        encoder.embedding,
+        encoder.hidden,
+        encoder.layers,
+        trainer.data.tasks[task].recipe,
+        trainer.config.head.head_hidden,
     ).to(device)
     reference_optimizer = torch.optim.SGD([p for p in reference.parameters() if p.requires_grad], lr=0.1)
     floor = nn.LSTM(
@@ -228,7 +235,7 @@ def time_contenders(
 
     def mtl_step(precision: str):
         def step(rows: np.ndarray) -> None:
-            trainer.precision, trainer.scaler = precision, scalers[precision]
+            trainer.config.run.precision, trainer.setup.scaler = precision, scalers[precision]
             trainer.train_batch(task, rows)
 
         return step

@@ -1,15 +1,45 @@
-"""ClassifSQuAD triples from the builder's output folder, and how to recognize such a folder."""
+"""The ClassifSQuAD folder format, written by `dataset_builders.classifsquad` and read for training.
+
+A `datasets.DatasetDict` saved to disk (one folder per split, `dataset_dict.json`), plus the
+build's `stats.json` and dataset card `README.md`.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import datasets
+import pyarrow as pa
+
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 
 BUILD_FILES = ("dataset_dict.json", "stats.json", "README.md")  # besides one folder per split
-COLUMNS = ("question", "answer1", "answer2", "label")
+SENTENCES = ("question", "answer1", "answer2")  # an example's sentence positions, in order
+COLUMNS = (*SENTENCES, "label", "title", "question_id")
+LABEL_NAMES = ["answer2", "answer1"]  # label 1: answer1 is the correct answer
+SPLIT_NAMES = {"train": "train", "dev": "validation"}  # a run's split -> the build's (SQuAD's) name
+
+
+def to_dataset_dict(splits: dict[str, dict[str, list]]) -> datasets.DatasetDict:
+    """The build's splits (`{split: {column: values}}`, every column of COLUMNS) as saved to disk."""
+    features = datasets.Features(
+        {
+            name: datasets.ClassLabel(names=LABEL_NAMES) if name == "label" else datasets.Value("string")
+            for name in COLUMNS
+        }
+    )
+    # Building the Arrow table directly skips `from_dict`'s per-example encoding (labels are ints).
+    return datasets.DatasetDict(
+        {
+            split: datasets.Dataset(
+                pa.Table.from_pydict(columns, schema=features.arrow_schema),
+                info=datasets.DatasetInfo(features=features),
+            )
+            for split, columns in splits.items()
+        }
+    )
 
 
 def is_build(folder: Path) -> bool:
@@ -33,24 +63,22 @@ def describe_folder(folder: Path) -> str:
 
 
 def load_classifsquad(folder: str | Path, split: str) -> LabelledTexts:
-    import datasets
-
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise UserError(
             f"ClassifSQuAD folder {folder} does not exist: build it with "
-            f"`just build-classifsquad out={folder}` or point classifsquad= at a build"
+            f"`just build-classifsquad out={folder}` or point squad.source= at a build"
         )
     if not (folder / "dataset_dict.json").is_file():
         raise UserError(
-            f"{folder} is not a ClassifSQuAD build ({describe_folder(folder)}): point classifsquad= at the "
+            f"{folder} is not a ClassifSQuAD build ({describe_folder(folder)}): point squad.source= at the "
             "output of `just build-classifsquad` (default data/classifsquad), not at SQuAD itself"
         )
     try:
         dataset = datasets.load_from_disk(str(folder))
         if split not in dataset:
             raise UserError(f"ClassifSQuAD in {folder} has no split {split!r}: it has {', '.join(dataset)}")
-        columns = dataset[split].select_columns(list(COLUMNS)).to_dict()
+        columns = dataset[split].select_columns([*SENTENCES, "label"]).to_dict()
     except UserError:
         raise
     except Exception as error:  # datasets and pyarrow raise many types for a damaged folder
@@ -59,4 +87,4 @@ def load_classifsquad(folder: str | Path, split: str) -> LabelledTexts:
             f"ClassifSQuAD folder {folder} is damaged ({reason}): rebuild it with "
             f"`just build-classifsquad out={folder} overwrite=true`"
         ) from None
-    return LabelledTexts([columns["question"], columns["answer1"], columns["answer2"]], columns["label"])
+    return LabelledTexts([columns[name] for name in SENTENCES], columns["label"])

@@ -17,11 +17,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from mtl.config import from_dict
 from mtl.data.batches import tokenize_at_most
 from mtl.device import resolve_device, to_device
 from mtl.errors import UserError
-from mtl.models.encoders import build_encoder
+from mtl.models.encoders import build_encoder, traits
 from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, frozen_embedding
 from mtl.models.encoders.hf import HFEncoder
 from mtl.runs import RunFolder
@@ -32,7 +31,7 @@ from mtl.text.tokenizer import make_tokenizer
 from mtl.text.unicode import invalid_unicode
 from mtl.text.vocab import UNK, Vocabulary
 from mtl.train.checkpoint import load
-from mtl.train.config import DataConfig, TrainConfig
+from mtl.train.config import DataConfig, recorded_config
 
 
 class SentenceEncoder:
@@ -236,9 +235,9 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
         raise UserError(
             f"{file} holds no {' and no '.join(missing)}: it is not an encoder or checkpoint written by mtl"
         )
-    config = from_dict(TrainConfig, saved["config"], str(file))
+    config = recorded_config(saved["config"], str(file), tasks_needed=False)
     name = Path(path).expanduser().name
-    if config.model.encoder == "hf":
+    if traits(config.model.encoder).pretrained:
         if "pretrained" in saved:  # encoder.pt names the fine-tuned model's Hugging Face folder
             folder = saved["pretrained"]
             if not isinstance(folder, str) or Path(folder).name != folder or folder in ("", ".", ".."):

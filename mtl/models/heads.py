@@ -1,8 +1,8 @@
-"""Task heads: each task's feature recipe over the encoder's output, then an MLP.
+"""Task heads: a task's feature recipe over the shared encoder's output, then an MLP.
 
-Siamese encoders (Liu et al. 2018, Figure 1): NLI uses [u, v, |u-v|, u*v]; ClassifSQuAD
-uses [q, a1, a2, |q-a1|, q*a1, |q-a2|, q*a2]. Pair models score (premise, hypothesis),
-and (question, answer1), (question, answer2), with their `compare`.
+Siamese encoders embed each sentence alone and the recipe combines the embeddings (Liu et
+al. 2018, Figure 1); pair models score the recipe's sentence pairs with their `compare`.
+The recipes themselves belong to the tasks (`mtl/tasks/`).
 """
 
 from __future__ import annotations
@@ -20,21 +20,14 @@ BUCKET_STEP = 3  # tokens: how coarsely bucketing groups the longest call's leng
 Sentences = Sequence[tuple[torch.Tensor, torch.Tensor]]  # (tokens (B, T), lengths (B,)) per sentence
 
 
-def nli_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return torch.cat([u, v, (u - v).abs(), u * v], dim=-1)
-
-
-def squad_features(q: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
-    return torch.cat([q, a1, a2, (q - a1).abs(), q * a1, (q - a2).abs(), q * a2], dim=-1)
-
-
 @dataclass(frozen=True)
-class Task:
-    name: str
-    sentences: int
-    classes: int
-    siamese: Callable[..., torch.Tensor]  # sentence embeddings -> features
-    siamese_width: int  # features per embedding dimension
+class HeadRecipe:
+    """How a classification head reads the shared encoder for one task's examples."""
+
+    sentences: int  # sentence positions per example
+    outputs: int  # classes
+    features: Callable[..., torch.Tensor]  # Siamese encoders: the sentences' embeddings -> features
+    width: int  # features per embedding dimension
     pairs: tuple[tuple[int, int], ...]  # for pair models: which sentences to compare
     # Siamese encoders: positions encoded in one call. ClassifSQuAD's two answers have the same
     # length distribution, so one call over 2B answers pads little and runs fewer, larger steps;
@@ -59,29 +52,7 @@ class Task:
     def input_dim(self, encoder: Encoder) -> int:
         if encoder.pair_model:
             return len(self.pairs) * encoder.pair_dim
-        return self.siamese_width * encoder.output_dim
-
-
-TASKS = {
-    "nli": Task(
-        "nli",
-        sentences=2,
-        classes=3,
-        siamese=nli_features,
-        siamese_width=4,
-        pairs=((0, 1),),
-        calls=((0,), (1,)),
-    ),
-    "squad": Task(
-        "squad",
-        sentences=3,
-        classes=2,
-        siamese=squad_features,
-        siamese_width=7,
-        pairs=((0, 1), (0, 2)),
-        calls=((0,), (1, 2)),
-    ),
-}
+        return self.width * encoder.output_dim
 
 
 def mlp(inputs: int, hidden: int, layers: int, outputs: int, dropout: float) -> nn.Sequential:
@@ -93,19 +64,21 @@ def mlp(inputs: int, hidden: int, layers: int, outputs: int, dropout: float) -> 
 
 
 class TaskHead(nn.Module):
-    def __init__(self, task: Task, encoder: Encoder, hidden: int, layers: int, dropout: float):
+    """A task's features over the shared encoder's embeddings, then an MLP."""
+
+    def __init__(self, recipe: HeadRecipe, encoder: Encoder, hidden: int, layers: int, dropout: float):
         super().__init__()
-        self.task = task
-        self.classifier = mlp(task.input_dim(encoder), hidden, layers, task.classes, dropout)
+        self.recipe = recipe
+        self.classifier = mlp(recipe.input_dim(encoder), hidden, layers, recipe.outputs, dropout)
 
     def forward(self, encoder: Encoder, sentences: Sentences) -> torch.Tensor:
         if encoder.pair_model:
-            compared = [encoder.compare(*sentences[i], *sentences[j]) for i, j in self.task.pairs]
+            compared = [encoder.compare(*sentences[i], *sentences[j]) for i, j in self.recipe.pairs]
             return self.classifier(torch.cat(compared, dim=-1))
         # Each call pads its positions to their own longest sentence: one call padded to the
         # longest of all (premise and hypothesis together) costs ~20% more on the CPU (issue 7).
         # Packed sequences skip padding: there one call for all saves launching the others.
-        calls = self.task.calls
+        calls = self.recipe.calls
         if encoder.skips_padding(sentences[0][0]):
             calls = (tuple(range(len(sentences))),)
         embeddings: list[torch.Tensor] = [torch.empty(0)] * len(sentences)
@@ -116,18 +89,16 @@ class TaskHead(nn.Module):
             encoded = encoder(tokens, torch.cat([lengths for _, lengths in parts]))  # (kB, D)
             for i, part in zip(call, encoded.chunk(len(call)), strict=True):
                 embeddings[i] = part
-        return self.classifier(self.task.siamese(*embeddings))
+        return self.classifier(self.recipe.features(*embeddings))
 
 
 class MultitaskModel(nn.Module):
-    """One shared encoder and a head per task."""
+    """One shared encoder and a head per task (each task builds its own)."""
 
-    def __init__(self, encoder: Encoder, tasks: Sequence[str], hidden: int, layers: int, dropout: float):
+    def __init__(self, encoder: Encoder, heads: dict[str, nn.Module]):
         super().__init__()
         self.encoder = encoder
-        self.heads = nn.ModuleDict(
-            {name: TaskHead(TASKS[name], encoder, hidden, layers, dropout) for name in tasks}
-        )
+        self.heads = nn.ModuleDict(heads)
 
     def forward(self, task: str, sentences: Sentences) -> torch.Tensor:
         return self.heads[task](self.encoder, sentences)

@@ -10,12 +10,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from torch import nn
+
 from mtl import atomic
+from mtl.config import to_dict
 from mtl.distributed import Distributed
 from mtl.errors import UserError
+from mtl.models.encoders import traits
+from mtl.models.encoders.hf import save_sentence_transformer
 from mtl.runs import RunFolder
 from mtl.tracking import Tracker
 from mtl.train import checkpoint
+from mtl.train.config import TrainConfig
+from mtl.train.data import TrainingData
 
 
 class Checkpointer:
@@ -63,7 +70,7 @@ class Checkpointer:
         if saved["vocabulary"] != self.metadata["vocabulary"]:
             raise UserError(
                 f"the vocabulary built from the inputs of {self.run_dir} differs from the one it was "
-                "trained with: resume needs the same SNLI, ClassifSQuAD and vectors; start a new run instead"
+                "trained with: resume needs the same task data and vectors; start a new run instead"
             )
         self.latest_step = saved["state"]["global_step"]
         return saved
@@ -94,3 +101,22 @@ class Checkpointer:
             atomic.write_folder(artifact, pretrained, "Hugging Face model folder")
             checkpoint.save({"format": 1, **self.metadata, "pretrained": artifact.name}, path)
         self.tracker.log_artifact(f"{self.run_dir.name}-encoder", "encoder", artifact, metadata=results)
+
+
+def encoder_metadata(config: TrainConfig, data: TrainingData) -> dict[str, Any]:
+    """What every checkpoint carries so it can be used alone: the config, vocabulary and vectors."""
+    return {
+        "config": to_dict(config),
+        "vocabulary": data.vocabulary.words if data.vocabulary is not None else None,
+        "vectors": str(data.vectors_path) if data.vectors_path is not None else None,
+    }
+
+
+def pretrained_exporter(
+    config: TrainConfig, data: TrainingData, encoder: nn.Module
+) -> Callable[[Path], None] | None:
+    """A pretrained encoder's writer of its fine-tuned model and tokenizer in Hugging Face format."""
+    if not traits(config.model.encoder).pretrained or data.subwords is None:
+        return None
+    tokenizer, length = data.subwords.tokenizer, config.model.max_seq_length
+    return lambda folder: save_sentence_transformer(encoder, tokenizer, folder, length)

@@ -1,29 +1,43 @@
-"""Configuration of a multitask training run: one dataclass per component."""
+"""Configuration of a multitask training run: one dataclass per component, one entry per task.
+
+The run's tasks are the table `tasks` (`tasks=nli,squad,./my-task.toml` on the command
+line), each with its own keys under its name (`nli.steps=`, `squad.batch=`). The keys of
+the two-task config that came before (`steps_nli=`, `batch_squad=`, `max_nli_train=`, ...)
+stay valid: each task declares its old keys, and runs recorded with them are read through
+`upgrade`.
+"""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from mtl.config import AtLeast0, AtLeast1, NonNegativeFloat, PositiveFloat, Range
+from mtl import tasks as task_kinds
+from mtl.config import (
+    AtLeast0,
+    AtLeast1,
+    NonNegativeFloat,
+    PositiveFloat,
+    Range,
+    apply_overrides,
+    from_dict,
+    table,
+    to_dict,
+)
 from mtl.errors import UserError
 from mtl.models.encoders.base import EncoderConfig
 from mtl.models.encoders.transformer import MAX_POSITIONS
+from mtl.tasks import TaskConfig
 from mtl.train.scheduler import SCHEDULES
 
 
 @dataclass
 class DataConfig:
-    snli: str | None = None  # folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
-    nli_train_split: str = "train"  # SNLI split to train on (train_small: the shared slice)
-    nli_dev_split: str = "dev"  # SNLI split that picks the best checkpoint
-    nli_test_split: str = "test"  # SNLI split tested once, at the end
-    classifsquad: str = "data/classifsquad"  # the builder's output; built there when missing
     vectors: str | None = None  # GloVe file; None: MTL_VECTORS, $MTL_DATA_DIR/glove, or download
     lowercase: bool = True  # lowercase tokens (GloVe 6B is uncased)
     tokenizer: Literal["spacy", "treebank"] = "spacy"  # treebank: as a classifsquad-paper build (mtl[paper])
-    max_nli_train: AtLeast1 | None = None  # first N training pairs only (quick runs)
-    max_squad_train: AtLeast1 | None = None  # first N training triples only (quick runs)
     max_eval: AtLeast1 | None = None  # N dev/test examples per task, drawn at random (seeded; quick runs)
     max_tokens: AtLeast1 = (
         512  # words per sentence (word encoders); longer ones are cut at read time, counted
@@ -40,52 +54,55 @@ class HeadConfig:
 @dataclass
 class ScheduleConfig:
     schedule: Literal["blocks", "round_robin", "proportional", "temperature"] = (
-        "blocks"  # which task each step trains
+        "blocks"  # which task each step trains; blocks: <task>.steps of each task in turn
     )
-    steps_nli: AtLeast0 = 1000  # NLI steps per block (0: no NLI)
-    steps_squad: AtLeast0 = 500  # ClassifSQuAD steps per block (0: no ClassifSQuAD)
     temperature: PositiveFloat = 2.0  # schedule=temperature: sample tasks by size**(1/T)
-    batch_nli: AtLeast1 = 64  # NLI pairs per step
-    batch_squad: AtLeast1 = 128  # ClassifSQuAD triples per step
     bucket: bool = (
         True  # batches of similar lengths (sorted windows of 50 batches, shuffled); false: plain shuffle
     )
 
     def __post_init__(self) -> None:
         assert self.schedule in SCHEDULES
-        if self.steps_nli == 0 and self.steps_squad == 0:
-            raise UserError("steps_nli=0 and steps_squad=0: at least one task must train")
-
-    @property
-    def steps(self) -> dict[str, int]:
-        return {"nli": self.steps_nli, "squad": self.steps_squad}
-
-    @property
-    def batch_sizes(self) -> dict[str, int]:
-        return {"nli": self.batch_nli, "squad": self.batch_squad}
 
 
 @dataclass
 class OptimConfig:
     optim: Literal["auto", "sgd", "adam", "adamw"] = (
-        "auto"  # auto: adamw for encoder=hf (SBERT), else sgd (InferSent); adam: stops by adam_patience
+        "auto"  # auto: adamw for a pretrained encoder (SBERT), else sgd (InferSent)
     )
     lr: PositiveFloat | None = None  # None: 0.1 for sgd (InferSent, Section 3.3), 1e-3 for adam and adamw
     hf_lr: PositiveFloat = 2e-5  # adamw: lr of the pretrained backbone (encoder=hf); lr= is the heads'
+    lr_schedule: Literal["auto", "infersent", "constant", "linear", "cosine"] = (
+        "auto"  # auto: infersent for sgd, constant for adam, linear (warmup, decay to 0) for adamw
+    )
     warmup_steps: AtLeast0 | None = (
-        None  # adamw: linear warmup, then linear decay to 0; None: 10% of max_steps
+        None  # constant, linear, cosine: linear warmup first; None: 10% of max_steps (linear, cosine), else 0
     )
     weight_decay: NonNegativeFloat = 0.01  # adamw: not on biases and LayerNorm, as SBERT
-    lr_decay: Annotated[float, Range(0, 1, low_open=True)] = 0.99  # SGD: after each pass over a task's data
-    lr_shrink: Annotated[float, Range(1)] = 5.0  # SGD: divide when dev accuracy is not above the best
-    min_lr: NonNegativeFloat = 1e-5  # SGD: stop when the main task's lr falls below
-    adam_patience: AtLeast1 = 2  # Adam: stop at this many evaluations not above the best (InferSent: 2)
+    lr_decay: Annotated[float, Range(0, 1, low_open=True)] = (
+        0.99  # lr_schedule=infersent: after each pass over a task's data
+    )
+    lr_shrink: Annotated[float, Range(1)] = (
+        5.0  # lr_schedule=infersent: divide when dev accuracy is not above the best
+    )
+    stop: Literal["auto", "min_lr", "patience", "max_steps"] = (
+        "auto"  # auto: min_lr for sgd, patience for adam, max_steps for adamw (max_steps= always stops)
+    )
+    min_lr: NonNegativeFloat = 1e-5  # stop=min_lr: stop when the main task's lr falls below
+    patience: AtLeast1 = 2  # stop=patience: stop at this many evaluations not above the best (InferSent: 2)
     max_grad_norm: NonNegativeFloat | None = None  # clip the gradient norm; 0: off; None: 1 for adamw, else 5
     optimizer_per_task: bool = True  # as the original code; false: one shared optimizer
     max_steps: AtLeast1 | None = (
-        None  # optimizer steps over all tasks; None with adamw: one epoch of the main task
+        None  # optimizer steps over all tasks; None with a linear or cosine schedule: one epoch of the main task
     )
     accumulate: AtLeast1 = 1  # micro-batches per step: a step's batch in parts that fit memory, one update
+
+    def __post_init__(self) -> None:
+        if self.lr_schedule == "infersent" and self.warmup_steps:
+            raise UserError(
+                f"warmup_steps={self.warmup_steps} with lr_schedule=infersent: warm up with "
+                "lr_schedule=constant, linear or cosine"
+            )
 
 
 @dataclass
@@ -112,6 +129,9 @@ class RunConfig:
 
 @dataclass
 class TrainConfig:
+    tasks: dict[str, TaskConfig] = table(
+        task_kinds.config_class_for, default_factory=task_kinds.default_tasks
+    )
     data: DataConfig = field(default_factory=DataConfig)
     model: EncoderConfig = field(default_factory=EncoderConfig)
     head: HeadConfig = field(default_factory=HeadConfig)
@@ -120,6 +140,8 @@ class TrainConfig:
     run: RunConfig = field(default_factory=RunConfig)
 
     def __post_init__(self) -> None:
+        if not self.tasks:
+            raise UserError("tasks= is empty: name at least one task")
         if self.model.encoder == "transformer" and self.data.max_tokens > MAX_POSITIONS:
             raise UserError(
                 f"max_tokens={self.data.max_tokens} is more than encoder=transformer's {MAX_POSITIONS} "
@@ -127,10 +149,130 @@ class TrainConfig:
             )
 
     @property
-    def tasks(self) -> list[str]:
-        return [task for task, steps in self.schedule.steps.items() if steps > 0]
-
-    @property
     def main_task(self) -> str:
-        """The task whose dev accuracy picks the best checkpoint and whose lr ends the run."""
-        return "nli" if "nli" in self.tasks else "squad"
+        """The first task: its dev metric picks the best checkpoint and its lr ends the run."""
+        return next(iter(self.tasks))
+
+
+RENAMED = {"adam_patience": "patience"}  # keys renamed since; the old name stays an alias
+
+
+def with_overrides(config: TrainConfig, args: Sequence[str]) -> TrainConfig:
+    """`config` with `key=value` arguments applied: `tasks=` first, then every other key.
+
+    A task's old key (`steps_squad=`) sets its new one; `steps_<task>=0` meant "without that
+    task" and still does, and a positive one brings a task back unless `tasks=` is given.
+    """
+    config = copy.deepcopy(config)
+    listed = [arg for arg in args if arg.partition("=")[0] == "tasks"]
+    if len(listed) > 1:
+        raise UserError(f"{listed[0]} and {listed[1]} set the same key: give it once")
+    if listed:
+        config.tasks = _task_list(listed[0].partition("=")[2], config.tasks)
+    legacy = legacy_keys()
+    pairs = [arg.partition("=")[::2] for arg in args if arg.partition("=")[0] != "tasks"]
+    for key, value in pairs:  # first what adds or leaves out a task, wherever it stands
+        if key in legacy and legacy[key][1] == "steps":
+            name = legacy[key][0]
+            if value.strip() == "0":
+                config.tasks.pop(name, None)
+            elif name not in config.tasks and not listed:  # tasks= given: that list is the run's
+                config.tasks[name] = task_kinds.named_config(name)[1]
+    rest = []
+    for key, value in pairs:
+        if key in legacy:
+            name, task_key = legacy[key]
+            if name in config.tasks and not (task_key == "steps" and value.strip() == "0"):
+                rest.append(f"{name}.{task_key}={value}")
+            # else: a key of a task the run leaves out, which (as before) has no effect
+        else:
+            leaf = key.rsplit(".", 1)[-1]
+            rest.append(f"{key.removesuffix(leaf)}{RENAMED.get(leaf, leaf)}={value}")
+    if not config.tasks:
+        raise UserError("every task was left out (steps_<task>=0): at least one task must train")
+    _check_task_keys(rest, config)
+    return apply_overrides(config, rest, aliases=[*legacy, *RENAMED])
+
+
+def _task_list(text: str, known: dict[str, TaskConfig]) -> dict[str, TaskConfig]:
+    tasks: dict[str, TaskConfig] = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        name, default = task_kinds.named_config(entry)
+        if name in tasks:
+            raise UserError(f"tasks={text}: {name} is listed twice")
+        tasks[name] = known.get(name, default) if not entry.endswith(".toml") else default
+    if not tasks:
+        raise UserError("tasks= is empty: name at least one task (e.g. tasks=nli)")
+    return tasks
+
+
+def _check_task_keys(args: Sequence[str], config: TrainConfig) -> None:
+    """A key under a task the run does not have says so (rather than "unknown key")."""
+    for arg in args:
+        key = arg.partition("=")[0]
+        head = key.split(".", 1)[0]
+        if "." in key and head in task_kinds.KINDS and head not in config.tasks:
+            raise UserError(
+                f"{arg}: {head} is not one of this run's tasks ({', '.join(config.tasks)}): add it to tasks="
+            )
+
+
+def legacy_keys() -> dict[str, tuple[str, str]]:
+    """Every old key of a registered task, dotted and short: `schedule.steps_nli` and `steps_nli`."""
+    keys = {}
+    for name, kind in task_kinds.KINDS.items():
+        for old, new in kind.legacy_keys.items():
+            keys[old] = keys[old.rsplit(".", 1)[-1]] = (name, new)
+    return keys
+
+
+def upgrade(values: dict[str, Any]) -> dict[str, Any]:
+    """A recorded config (config.json, a checkpoint, encoder.pt) in today's layout.
+
+    Before tasks were plugins a run's tasks were those of the two with steps above 0, and
+    their keys lived in `data` and `schedule`; the optimizer alone implied the lr schedule
+    and the stopping rule.
+    """
+    values = copy.deepcopy(values)
+    if "tasks" not in values:
+        tasks = {}
+        for name, kind in task_kinds.KINDS.items():
+            found = {}
+            for old, new in kind.legacy_keys.items():
+                group, _, key = old.partition(".")
+                if key in values.get(group, {}):
+                    found[new] = values[group].pop(key)
+            if found and found.get("steps", 0) > 0:
+                tasks[name] = {"kind": name, **found}
+        values = {"tasks": tasks, **values}
+    optim = values.get("optim", {})
+    if "adam_patience" in optim:
+        optim["patience"] = optim.pop("adam_patience")
+    implied = {
+        "sgd": ("infersent", "min_lr"),
+        "adam": ("constant", "patience"),
+        "adamw": ("linear", "max_steps"),
+    }
+    if optim.get("optim") in implied and "lr_schedule" not in optim:
+        optim["lr_schedule"], optim["stop"] = implied[optim["optim"]]
+        optim["warmup_steps"] = optim.get("warmup_steps") or 0
+    return values
+
+
+def recorded_config(values: Any, source: str, tasks_needed: bool = True) -> TrainConfig:
+    """The TrainConfig a run recorded (in any earlier layout); a one-line error naming `source`.
+
+    Without `tasks_needed` (loading an encoder), tasks of a kind this process has not
+    registered (another user's plugin) are dropped rather than refused.
+    """
+    if not isinstance(values, dict):
+        raise UserError(f"{source}: the config must be a table of keys, found {values!r:.40}")
+    values = upgrade(values)
+    if not tasks_needed and isinstance(values.get("tasks"), dict):
+        known = {
+            k: v
+            for k, v in values["tasks"].items()
+            if isinstance(v, dict) and v.get("kind") in task_kinds.KINDS
+        }
+        values["tasks"] = known or to_dict(TrainConfig())["tasks"]
+    return from_dict(TrainConfig, values, source)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,13 +11,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from mtl.data.batches import SentenceTable, TaskExamples
-from mtl.data.classifsquad import describe_folder, load_classifsquad
-from mtl.data.snli import load_snli, resolve_snli_source
 from mtl.data.texts import LabelledTexts
-from mtl.errors import UserError
-from mtl.hf import resolve_model_source
-from mtl.models.heads import TASKS
-from mtl.paths import resolved
+from mtl.models.encoders import traits
+from mtl.tasks import Task, build_task
 from mtl.text import load_vectors, resolve_vectors_path
 from mtl.text.coverage import Coverage
 from mtl.text.subwords import SubwordTokenizer
@@ -26,14 +21,13 @@ from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vocab import Vocabulary, embedding_matrix
 from mtl.train.config import TrainConfig
 
-SQUAD_SPLITS = {"train": "train", "dev": "validation"}
-
 
 @dataclass
 class TrainingData:
     """The word-vector encoders' inputs (vocabulary, embeddings, vectors_path), or for encoder=hf
     the model's own tokenizer (`subwords`)."""
 
+    tasks: dict[str, Task]  # the run's tasks, in their order
     table: SentenceTable
     vocabulary: Vocabulary | None
     embeddings: np.ndarray | None  # (V, E) frozen
@@ -57,38 +51,25 @@ class TrainingData:
             stats["vectors_token_coverage"] = self.coverage.token_share
         return stats
 
+    def input_titles(self) -> dict[str, str]:
+        """Each task's input fingerprint key -> how a message names it."""
+        return {task.input_name: f"the {task.title} data" for task in self.tasks.values()}
+
     def bucket_keys(self, task: str, split: str) -> np.ndarray:
         """(N,) the key length bucketing sorts the task's examples by (`Task.bucket_key`)."""
         rows = self.examples[task][split].sentences
-        return TASKS[task].bucket_key(self.table.lengths[rows])
+        return self.tasks[task].bucket_key(self.table.lengths[rows])
 
 
-def resolve_inputs(config: TrainConfig) -> TrainConfig:
-    """A copy of `config` whose data sources are absolute paths (or a Hub id), found once at the start.
-
-    The run records these, so resuming reads the same files whatever MTL_DATA_DIR or
-    MTL_VECTORS say then.
-    """
-    config = copy.deepcopy(config)
-    data = config.data
-    if "nli" in config.tasks:
-        data.snli = resolve_snli_source(data.snli)
-    data.classifsquad = str(resolved(data.classifsquad, "classifsquad"))
-    if config.model.encoder == "hf":
-        config.model.hf_model = resolve_model_source(config.model.hf_model)
-    else:
-        data.vectors = str(resolved(resolve_vectors_path(data.vectors), "vectors"))
-    return config
-
-
-def prepare(config: TrainConfig, progress: bool = True, build_missing: bool = True) -> TrainingData:
-    """Load, tokenize and index every input; `build_missing` builds ClassifSQuAD when it is absent."""
-    with tqdm(total=len(config.tasks) + 2, desc="prepare data", disable=not progress) as steps:
-        splits, fingerprints = _load_texts(config, steps, build_missing)
-        if config.model.encoder == "hf":
-            prepared = _with_subwords(config, splits, fingerprints, steps)
+def prepare(config: TrainConfig, progress: bool = True) -> TrainingData:
+    """Load, tokenize and index every task's data (never builds any: a missing build is an error)."""
+    tasks = {name: build_task(name, task) for name, task in config.tasks.items()}
+    with tqdm(total=len(tasks) + 2, desc="prepare data", disable=not progress) as steps:
+        splits, fingerprints = _load_texts(config, tasks, steps)
+        if traits(config.model.encoder).subwords:
+            prepared = _with_subwords(config, tasks, splits, fingerprints, steps)
         else:
-            prepared = _with_vectors(config, splits, fingerprints, steps)
+            prepared = _with_vectors(config, tasks, splits, fingerprints, steps)
     if prepared.coverage is not None:
         prepared.coverage.report()
     if prepared.table.truncated and progress:
@@ -106,29 +87,17 @@ def prepare(config: TrainConfig, progress: bool = True, build_missing: bool = Tr
 
 
 def _load_texts(
-    config: TrainConfig, steps: tqdm, build_missing: bool
+    config: TrainConfig, tasks: dict[str, Task], steps: tqdm
 ) -> tuple[dict[str, dict[str, LabelledTexts]], dict[str, dict[str, Any]]]:
     """Each task's splits as texts and labels, and their fingerprints."""
-    data = config.data
     splits: dict[str, dict[str, LabelledTexts]] = {}
     fingerprints: dict[str, dict[str, Any]] = {}
-    if "nli" in config.tasks:
-        names = {"train": data.nli_train_split, "dev": data.nli_dev_split, "test": data.nli_test_split}
-        splits["nli"] = {
-            split: _subset(load_snli(data.snli, name), split, data.max_nli_train, data.max_eval, config)
-            for split, name in names.items()
+    for name, task in tasks.items():
+        splits[name] = task.splits(config.run.seed, config.data.max_eval)
+        fingerprints[task.input_name] = {
+            "source": task.source,
+            "sha256": texts_digest(splits[name]),
         }
-        fingerprints["snli"] = {"source": str(data.snli), "sha256": texts_digest(splits["nli"])}
-        steps.update()
-    if "squad" in config.tasks:
-        folder = ensure_classifsquad(config, build_missing)
-        splits["squad"] = {
-            split: _subset(
-                load_classifsquad(folder, name), split, data.max_squad_train, data.max_eval, config
-            )
-            for split, name in SQUAD_SPLITS.items()
-        }
-        fingerprints["classifsquad"] = {"source": str(folder), "sha256": texts_digest(splits["squad"])}
         steps.update()
     return splits, fingerprints
 
@@ -138,13 +107,13 @@ def _all_texts(splits: dict[str, dict[str, LabelledTexts]]) -> list[str]:
 
 
 def _examples(
-    table: SentenceTable, splits: dict[str, dict[str, LabelledTexts]]
+    table: SentenceTable, tasks: dict[str, Task], splits: dict[str, dict[str, LabelledTexts]]
 ) -> dict[str, dict[str, TaskExamples]]:
     return {
         task: {
             split: TaskExamples(
                 np.stack([table.rows(c) for c in part.columns], axis=1),
-                np.asarray(part.labels, dtype=np.int64),
+                np.asarray(part.labels, dtype=tasks[task].label_dtype),
             )
             for split, part in by_split.items()
         }
@@ -154,6 +123,7 @@ def _examples(
 
 def _with_subwords(
     config: TrainConfig,
+    tasks: dict[str, Task],
     splits: dict[str, dict[str, LabelledTexts]],
     fingerprints: dict[str, dict[str, Any]],
     steps: tqdm,
@@ -164,11 +134,14 @@ def _with_subwords(
     table.set_ids(subwords.ids(table.texts))
     fingerprints["tokenizer"] = {"source": str(config.model.hf_model), "sha256": subwords.digest()}
     steps.update(2)
-    return TrainingData(table, None, None, _examples(table, splits), None, fingerprints, subwords=subwords)
+    return TrainingData(
+        tasks, table, None, None, _examples(table, tasks, splits), None, fingerprints, subwords=subwords
+    )
 
 
 def _with_vectors(
     config: TrainConfig,
+    tasks: dict[str, Task],
     splits: dict[str, dict[str, LabelledTexts]],
     fingerprints: dict[str, dict[str, Any]],
     steps: tqdm,
@@ -177,7 +150,7 @@ def _with_vectors(
     data = config.data
     vectors_path = resolve_vectors_path(data.vectors)
     table = SentenceTable(_all_texts(splits), make_tokenizer(data.tokenizer, data.lowercase), data.max_tokens)
-    examples = _examples(table, splits)
+    examples = _examples(table, tasks, splits)
     train_rows = np.unique(
         np.concatenate([by_split["train"].sentences.ravel() for by_split in examples.values()])
     )
@@ -198,6 +171,7 @@ def _with_vectors(
     fingerprints["vocabulary"] = {"words": len(vocabulary), "sha256": _digest("\n".join(vocabulary.words))}
     steps.update()
     return TrainingData(
+        tasks,
         table,
         vocabulary,
         embedding_matrix(vocabulary, vectors, config.run.seed),
@@ -206,15 +180,6 @@ def _with_vectors(
         fingerprints,
         coverage,
     )
-
-
-def _subset(
-    texts: LabelledTexts, split: str, max_train: int | None, max_eval: int | None, config: TrainConfig
-) -> LabelledTexts:
-    """The first `max_train` training examples; a seeded random `max_eval` of an evaluation split."""
-    if split == "train":
-        return texts.head(max_train)
-    return texts.sample(max_eval, config.run.seed)
 
 
 def texts_digest(splits: dict[str, LabelledTexts]) -> str:
@@ -232,45 +197,16 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def changed_inputs(recorded: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]]) -> list[str]:
-    """The inputs whose fingerprint differs between a run's start and now, as phrases for a message."""
-    names = {
-        "snli": "the SNLI data",
-        "classifsquad": "ClassifSQuAD",
-        "vectors": "the word vectors",
-        "tokenizer": "the tokenizer",
-    }
+def changed_inputs(
+    recorded: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]], titles: dict[str, str]
+) -> list[str]:
+    """The inputs whose fingerprint differs between a run's start and now, as phrases for a message;
+    `titles`: input -> its phrase (`the SNLI data`)."""
+    names = {"vectors": "the word vectors", "tokenizer": "the tokenizer", **titles}
     changed = []
     for key, then in recorded.items():
         now = current.get(key)
         if now is not None and now.get("sha256") != then.get("sha256"):
             where = f" ({then['source']})" if "source" in then else ""
-            changed.append(f"{names.get(key, key)}{where}")
+            changed.append(f"{names.get(key, f'the data of {key}')}{where}")
     return changed
-
-
-def ensure_classifsquad(config: TrainConfig, build_missing: bool = True) -> Path:
-    """The ClassifSQuAD folder, built with the builder's defaults when it does not exist yet.
-
-    A folder that exists and is not a build is refused, never built into.
-    """
-    folder = Path(config.data.classifsquad).expanduser()
-    empty = folder.is_dir() and not any(folder.iterdir())
-    if folder.exists() and not empty and not (folder / "dataset_dict.json").is_file():
-        raise UserError(
-            f"classifsquad={folder} is not a ClassifSQuAD build ({describe_folder(folder)}): point it at the "
-            "output of `just build-classifsquad`, or at a folder that does not exist yet to build it there"
-        )
-    if (empty or not folder.exists()) and build_missing:
-        from dataset_builders.classifsquad import BuildConfig, build
-
-        print(f"ClassifSQuAD not found at {folder}: building it first")
-        build(
-            BuildConfig(
-                out=str(folder),
-                vectors=config.data.vectors,
-                wandb=config.run.wandb,
-                wandb_project=config.run.wandb_project,
-            )
-        )
-    return folder

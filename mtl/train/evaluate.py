@@ -1,37 +1,65 @@
-"""Correct predictions of a task on examples; Siamese models encode each distinct sentence once."""
+"""A task's metric summed over examples; Siamese heads encode each distinct sentence once."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from mtl import metrics
 from mtl.data.batches import SentenceTable, TaskExamples
 from mtl.device import to_device
-from mtl.models.heads import MultitaskModel
+from mtl.distributed import Distributed
+from mtl.models.heads import MultitaskModel, TaskHead
+from mtl.precision import autocast
+from mtl.tasks import Task
+
+
+def evaluate_tasks(
+    model: MultitaskModel, data, split: str, run, dist: Distributed, device: torch.device
+) -> dict[str, float]:
+    """Each task's metric on `split` (where it has one); each rank scores its share of the examples.
+
+    `data`: the run's TrainingData; `run`: its RunConfig (precision, eval_batch).
+    """
+    results = {}
+    for name, task in data.tasks.items():
+        if split not in data.examples[name]:
+            continue
+        examples = data.examples[name][split]
+        share = examples.subset(dist.part(len(examples)))
+        with autocast(run.precision, device):
+            total = metric_sum(model, task, share, data.table, run.eval_batch, device)
+        results[metrics.evaluation(name, split, task.metric)] = dist.sum([total])[0] / len(examples)
+    return results
 
 
 @torch.inference_mode()
-def correct_predictions(
+def metric_sum(
     model: MultitaskModel,
-    task: str,
+    task: Task,
     examples: TaskExamples,
     table: SentenceTable,
     batch_size: int,
     device: torch.device,
-) -> int:
-    """How many of `examples` the model classifies right (a count, so ranks' shares add up)."""
+) -> float:
+    """The sum of `task`'s metric over `examples` (a sum, so ranks' shares add up; accuracy: correct ones)."""
     if len(examples) == 0:
-        return 0
+        return 0.0
     was_training = model.training
     model.eval()
     try:
-        if model.encoder.pair_model:
-            predictions = _pair_predictions(model, task, examples, table, batch_size, device)
+        head = model.heads[task.name]
+        if isinstance(head, TaskHead) and not model.encoder.pair_model:
+            outputs = _siamese_outputs(model.encoder, head, examples, table, batch_size, device)
         else:
-            predictions = _siamese_predictions(model, task, examples, table, batch_size, device)
+            outputs = _batched_outputs(model, task.name, examples, table, batch_size, device)
+        total = 0.0
+        for start in range(0, len(examples), 4096):
+            labels = torch.from_numpy(examples.labels[start : start + 4096]).to(device)
+            total += task.scores(outputs[start : start + 4096], labels).sum().item()
+        return total
     finally:
         model.train(was_training)
-    return int((predictions == examples.labels).sum())
 
 
 def embed_rows(
@@ -50,22 +78,21 @@ def embed_rows(
     return out
 
 
-def _siamese_predictions(model, task, examples, table, batch_size, device) -> np.ndarray:
+def _siamese_outputs(encoder, head: TaskHead, examples, table, batch_size, device) -> torch.Tensor:
     rows, inverse = np.unique(examples.sentences, return_inverse=True)
     inverse = torch.from_numpy(inverse.reshape(examples.sentences.shape)).to(device)
-    embedded = embed_rows(model.encoder, table, rows, batch_size, device)
-    head = model.heads[task]
-    predictions = []
+    embedded = embed_rows(encoder, table, rows, batch_size, device)
+    outputs = []
     for start in range(0, len(examples), 4096):
         columns = inverse[start : start + 4096]
-        features = head.task.siamese(*(embedded[columns[:, k]] for k in range(columns.shape[1])))
-        predictions.append(head.classifier(features).argmax(dim=-1).cpu())
-    return torch.cat(predictions).numpy()
+        features = head.recipe.features(*(embedded[columns[:, k]] for k in range(columns.shape[1])))
+        outputs.append(head.classifier(features))
+    return torch.cat(outputs)
 
 
-def _pair_predictions(model, task, examples, table, batch_size, device) -> np.ndarray:
-    predictions = []
+def _batched_outputs(model, task: str, examples, table, batch_size, device) -> torch.Tensor:
+    outputs = []
     for start in range(0, len(examples), batch_size):
         rows = examples.sentences[start : start + batch_size]
-        predictions.append(model(task, table.batch_columns(rows, device)).argmax(dim=-1).cpu())
-    return torch.cat(predictions).numpy()
+        outputs.append(model(task, table.batch_columns(rows, device)))
+    return torch.cat(outputs)

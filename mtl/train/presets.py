@@ -1,4 +1,4 @@
-"""Presets: `experiments/<name>.toml`, a flat table of key = value overrides."""
+"""Presets: `experiments/<name>.toml`, key = value overrides; a table `[task]` holds a task's keys."""
 
 from __future__ import annotations
 
@@ -32,9 +32,17 @@ def preset_overrides(name: str, folder: Path | None = None) -> list[str]:
         values = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise UserError(f"preset file {path} is not valid TOML ({error}): fix or remove it") from None
-    if nested := [key for key, value in values.items() if isinstance(value, dict | list)]:
-        raise UserError(f"preset file {path}: {nested[0]!r} must be a plain key = value, not a table or list")
-    return [f"{key}={_text(value)}" for key, value in values.items()]
+    overrides = []
+    for key, value in values.items():
+        # `[nli]` then `steps = 1000` is `nli.steps=1000`: the keys of one task, one level deep.
+        inner = value.items() if isinstance(value, dict) else [("", value)]
+        for name, leaf in inner:
+            if isinstance(leaf, dict | list):
+                raise UserError(
+                    f"preset file {path}: {key!r} must hold plain key = value pairs, not tables or lists"
+                )
+            overrides.append(f"{key}.{name}={_text(leaf)}" if name else f"{key}={_text(leaf)}")
+    return overrides
 
 
 def _text(value: object) -> str:

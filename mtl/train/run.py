@@ -12,15 +12,15 @@ from typing import Any
 
 from mtl import atomic, jsonfile
 from mtl.atomic import check_output_dir
-from mtl.config import apply_overrides, from_dict, to_dict
+from mtl.config import to_dict
 from mtl.distributed import Distributed
 from mtl.errors import UserError
-from mtl.precision import resolve_precision
 from mtl.runs import RunFolder, RunStatus
-from mtl.train.config import TrainConfig
-from mtl.train.data import changed_inputs, resolve_inputs
+from mtl.train.config import TrainConfig, recorded_config, with_overrides
+from mtl.train.data import changed_inputs
 from mtl.train.presets import preset_dir, preset_overrides
 from mtl.train.record import read_run_record
+from mtl.train.resolve import resolve_inputs
 from mtl.train.trainer import Trainer
 
 
@@ -32,10 +32,10 @@ def config_from_args(args: Sequence[str]) -> TrainConfig:
     if presets:
         values = preset_overrides(presets[-1])
         try:
-            base = apply_overrides(base, values)
+            base = with_overrides(base, values)
         except UserError as error:
             raise UserError(f"preset file {preset_dir() / presets[-1]}.toml: {error}") from None
-    config = apply_overrides(base, rest)
+    config = with_overrides(base, rest)
     if presets and not any(a.startswith(("name=", "run.name=")) for a in rest):
         config.run.name = presets[-1]
     return config
@@ -59,15 +59,12 @@ def train_new(
 ) -> tuple[Path, dict[str, Any]]:
     """Train `config` from step 0 in `run_dir`, a folder this job holds and has emptied."""
     config = dist.main_first(lambda: resolve_inputs(config))  # a download happens once, on rank 0
-    config.run.precision = resolve_precision(
-        config.run.precision, dist.device(config.run.device), config.model.encoder
-    )
     command_line = shlex.join(["just", "train-multitask", *command])
     trainer = Trainer(config, run_dir, progress=progress, dist=dist, command=command_line)
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         record = {
-            "config": to_dict(trainer.config),  # defaults that depend on the encoder, made concrete
+            "config": to_dict(trainer.config),  # every auto and None setting made concrete
             "command": command_line,
             "inputs": trainer.data.fingerprints,
             "world_size": dist.world_size,
@@ -113,9 +110,7 @@ def resume(
     dist = dist or Distributed.from_environment()
     with contextlib.ExitStack() as held:  # rank 0 holds the folder's lock until training ends
         record, restart = dist.main_first(lambda: resumable_record(run_dir, held), others_too=False)
-        config = apply_overrides(
-            from_dict(TrainConfig, record["config"], str(run_dir / "config.json")), overrides
-        )
+        config = with_overrides(recorded_config(record["config"], str(run_dir / "config.json")), overrides)
         if restart:
             config.run.out = str(run_dir)
             return train_new(config, run_dir, shlex.split(record.get("command", ""))[2:], progress, dist)
@@ -138,16 +133,16 @@ def check_command(args: Sequence[str]) -> None:
         return
     check_resume_overrides([a for a in args if not a.startswith("resume=")])
     run_dir = Path(resumed[-1]).expanduser()
-    from_dict(TrainConfig, read_run_record(run_dir)["config"], str(run_dir / "config.json"))
+    recorded_config(read_run_record(run_dir)["config"], str(run_dir / "config.json"))
 
 
 def continue_run(
     config: TrainConfig, run_dir: Path, record: dict[str, Any], progress: bool, dist: Distributed
 ) -> tuple[Path, dict[str, Any]]:
-    trainer = Trainer(
-        config, run_dir, progress=progress, build_missing=False, dist=dist, command=record.get("command", "")
-    )
-    if changed := changed_inputs(record.get("inputs", {}), trainer.data.fingerprints):
+    trainer = Trainer(config, run_dir, progress=progress, dist=dist, command=record.get("command", ""))
+    if changed := changed_inputs(
+        record.get("inputs", {}), trainer.data.fingerprints, trainer.data.input_titles()
+    ):
         raise UserError(
             f"cannot resume {run_dir}: {' and '.join(changed)} changed since the run started; restore "
             "the original files, or start a new run"
@@ -168,7 +163,7 @@ def resumable_record(run_dir: Path, held: contextlib.ExitStack) -> tuple[dict[st
     held.enter_context(folder.lock("resume"))
     folder.remove_partial_files()
     record = read_run_record(run_dir)  # again: read under the lock
-    from_dict(TrainConfig, record["config"], str(folder.record))  # one that no longer validates: refused
+    recorded_config(record["config"], str(folder.record))  # one that no longer validates: refused
     status = folder.status()
     if status is RunStatus.FINISHED:
         raise UserError(f"{run_dir} has already finished: see {folder.summary}")

@@ -45,7 +45,7 @@ class EncoderConfig:
             raise UserError(
                 f"transformer_heads={self.transformer_heads} must divide hidden={self.hidden} (the model width)"
             )
-        if self.pooling == "cls" and self.encoder != "hf":
+        if self.pooling == "cls" and not traits(self.encoder).pretrained:
             raise UserError(
                 f"pooling=cls needs encoder=hf ({self.encoder} has no [CLS] token): use max or mean"
             )
@@ -54,7 +54,7 @@ class EncoderConfig:
         """A copy with `pooling=auto` made concrete for this encoder."""
         if self.pooling != "auto":
             return self
-        return dataclasses.replace(self, pooling="mean" if self.encoder == "hf" else "max")
+        return dataclasses.replace(self, pooling=traits(self.encoder).default_pooling)
 
 
 class Encoder(nn.Module):
@@ -86,16 +86,35 @@ class Encoder(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} is not a pair model")
 
 
+@dataclass(frozen=True)
+class EncoderTraits:
+    """What the code around an encoder needs to know of it, declared where it is registered."""
+
+    subwords: bool = False  # reads its own model's subword ids (no word vectors, no vocabulary)
+    recurrent: bool = False  # an RNN: cuDNN runs its fp32 on TF32, and the CPU has no fp16 kernel
+    pretrained: bool = False  # a pretrained backbone: SBERT's AdamW recipe, and exported in HF format
+    default_pooling: Pooling = "max"  # what pooling=auto means
+
+
 EncoderBuilder = Callable[[nn.Embedding | None, EncoderConfig], Encoder]
 ENCODERS: dict[str, EncoderBuilder] = {}
+TRAITS: dict[str, EncoderTraits] = {}
 
 
-def register(name: str) -> Callable[[EncoderBuilder], EncoderBuilder]:
+def register(
+    name: str, declared: EncoderTraits = EncoderTraits()
+) -> Callable[[EncoderBuilder], EncoderBuilder]:
     def add(builder: EncoderBuilder) -> EncoderBuilder:
-        ENCODERS[name] = builder
+        ENCODERS[name], TRAITS[name] = builder, declared
         return builder
 
     return add
+
+
+def traits(name: str) -> EncoderTraits:
+    if name not in TRAITS:
+        raise UserError(f"unknown encoder {name!r}: choose one of {', '.join(sorted(ENCODERS))}")
+    return TRAITS[name]
 
 
 def build_encoder(embedding: nn.Embedding | None, config: EncoderConfig) -> Encoder:

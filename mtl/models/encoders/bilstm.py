@@ -9,7 +9,16 @@ import torch
 from torch import nn
 
 from mtl.device import to_device
-from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, length_mask, pool, pooled_dim, register
+from mtl.models.encoders.base import (
+    Encoder,
+    EncoderConfig,
+    EncoderTraits,
+    Pooling,
+    length_mask,
+    pool,
+    pooled_dim,
+    register,
+)
 from mtl.models.encoders.packing import run_packed
 
 
@@ -134,6 +143,6 @@ def one_direction(states: torch.Tensor, lstm: nn.LSTM, weights: list[torch.Tenso
     return output
 
 
-@register("bilstm")
+@register("bilstm", EncoderTraits(recurrent=True))
 def build(embedding: nn.Embedding, config: EncoderConfig) -> BiLSTMEncoder:
     return BiLSTMEncoder(embedding, config.hidden, layers=1, pooling=config.pooling)

@@ -14,7 +14,15 @@ from torch import nn
 
 from mtl.errors import UserError
 from mtl.hf import load_pretrained
-from mtl.models.encoders.base import Encoder, EncoderConfig, length_mask, pool, pooled_dim, register
+from mtl.models.encoders.base import (
+    Encoder,
+    EncoderConfig,
+    EncoderTraits,
+    length_mask,
+    pool,
+    pooled_dim,
+    register,
+)
 
 
 class HFEncoder(Encoder):
@@ -90,6 +98,6 @@ def _write_json(path: Path, value: object) -> None:
     path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
 
 
-@register("hf")
+@register("hf", EncoderTraits(subwords=True, pretrained=True, default_pooling="mean"))
 def build(embedding: nn.Embedding | None, config: EncoderConfig) -> HFEncoder:
     return HFEncoder(config)

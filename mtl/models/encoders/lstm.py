@@ -5,7 +5,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, length_mask, pool, pooled_dim, register
+from mtl.models.encoders.base import (
+    Encoder,
+    EncoderConfig,
+    EncoderTraits,
+    Pooling,
+    length_mask,
+    pool,
+    pooled_dim,
+    register,
+)
 from mtl.models.encoders.packing import run_packed
 
 
@@ -30,6 +39,6 @@ class LSTMEncoder(Encoder):
         return pool(states, length_mask(lengths, tokens.shape[1], tokens.device), self.pooling)
 
 
-@register("lstm")
+@register("lstm", EncoderTraits(recurrent=True))
 def build(embedding: nn.Embedding, config: EncoderConfig) -> LSTMEncoder:
     return LSTMEncoder(embedding, config.hidden, config.pooling)

@@ -1,0 +1,149 @@
+"""The task contract: what a run needs from a task, and the registry of task kinds.
+
+A task owns everything about itself: where its data comes from and its splits, the
+sentence positions of an example, its head (a feature recipe over the shared encoder's
+embeddings, or a module of its own), its loss, the metric that picks the best checkpoint,
+and the keys a user sets under its name (`<task>.steps=`, `<task>.batch=`, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from mtl.config import AtLeast1
+from mtl.data.texts import LabelledTexts
+from mtl.errors import UserError
+from mtl.models.heads import HeadRecipe, TaskHead
+
+SPLITS = ("train", "dev", "test")  # dev picks the best checkpoint; test is scored once, at the end
+
+
+@dataclass
+class TaskConfig:
+    """The keys every task has, set as `<task>.<key>=`; a task kind adds its own."""
+
+    kind: str = ""  # the registered task code that reads this task's data
+    steps: AtLeast1 = 100  # steps per block of schedule=blocks (leave a task out with tasks=)
+    batch: AtLeast1 = 64  # examples per step
+    max_train: AtLeast1 | None = None  # first N training examples only (quick runs)
+
+
+class Task:
+    """One task of a run, as named in `tasks=`: its data, head, loss and metrics.
+
+    The default is classification over a fixed number of sentences with a Siamese feature
+    recipe (`recipe`): cross-entropy, and accuracy picking the best checkpoint. A task with
+    another objective overrides `head`, `losses` and `scores`.
+    """
+
+    kind: ClassVar[str]  # the name it is registered under
+    config_class: ClassVar[type[TaskConfig]] = TaskConfig
+    display: ClassVar[str] = ""  # the dataset's name in reports ("SNLI"); the task's name when empty
+    fixed_index: ClassVar[int | None] = None  # seeds its data order; fixed for the built-in tasks
+    # Keys of the single-purpose config before tasks were plugins (`steps_nli`,
+    # `schedule.steps_nli`): the old dotted path -> this task's key. They stay valid aliases.
+    legacy_keys: ClassVar[dict[str, str]] = {}
+    recipe: ClassVar[HeadRecipe]
+    metric: ClassVar[str] = "acc"  # the dev metric that picks the best checkpoint (higher is better)
+    label_dtype: ClassVar[type] = np.int64
+
+    def __init__(self, name: str, config: TaskConfig):
+        self.name, self.config = name, config
+
+    @property
+    def title(self) -> str:
+        return self.display or self.name
+
+    @property
+    def input_name(self) -> str:
+        """The key of this task's data in a run's recorded input fingerprints."""
+        return self.name
+
+    @property
+    def source(self) -> str:
+        """Where the task's data comes from, as a run records it beside the data's fingerprint."""
+        return str(getattr(self.config, "source", None) or f"task {self.kind}")
+
+    def input_artifact(self) -> Path | None:
+        """A local dataset folder to record as a W&B input (by reference and digest), when there is one."""
+        return None
+
+    def resolve_inputs(self) -> TaskConfig:
+        """This task's config with its data sources made absolute (a run records them)."""
+        return self.config
+
+    def splits(self, seed: int, max_eval: int | None) -> dict[str, LabelledTexts]:
+        """train, dev (and test where the data has one), cut as the config asks."""
+        found = {}
+        for split in SPLITS:
+            texts = self.load(split)
+            if texts is None:
+                continue
+            found[split] = (
+                texts.head(self.config.max_train) if split == "train" else texts.sample(max_eval, seed)
+            )
+        return found
+
+    def load(self, split: str) -> LabelledTexts | None:
+        """The whole `split` (one of SPLITS) as text columns and labels; None where it has none."""
+        raise NotImplementedError
+
+    def head(self, encoder: nn.Module, hidden: int, layers: int, dropout: float) -> nn.Module:
+        """The module that maps the encoder's work on a batch's sentences to this task's outputs."""
+        return TaskHead(self.recipe, encoder, hidden, layers, dropout)
+
+    def losses(self, outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """(B,) per-example training loss."""
+        return nn.functional.cross_entropy(outputs.float(), labels, reduction="none")
+
+    def scores(self, outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """(B,) per-example value of `metric` (their mean is the metric): here, 1 when right."""
+        return (outputs.argmax(dim=-1) == labels).float()
+
+    def bucket_key(self, lengths: np.ndarray) -> np.ndarray:
+        """(N,) what length bucketing sorts examples by; `lengths`: (N, sentences)."""
+        return self.recipe.bucket_key(lengths)
+
+
+KINDS: dict[str, type[Task]] = {}
+
+
+def register(cls: type[Task]) -> type[Task]:
+    """Make a task kind available to `tasks=` under `cls.kind` (a test or a plugin may add its own)."""
+    KINDS[cls.kind] = cls
+    return cls
+
+
+def kind_of(name: str) -> type[Task]:
+    if name not in KINDS:
+        raise UserError(
+            f"unknown task {name!r}: choose one of {', '.join(KINDS)}, or give a task file (.toml)"
+        )
+    return KINDS[name]
+
+
+def config_class_for(name: str, values: dict[str, Any]) -> type[TaskConfig]:
+    """The config class of the task entry `name` read back from a run's record."""
+    kind = values.get("kind") if isinstance(values, dict) else None
+    return kind_of(kind if isinstance(kind, str) and kind else name).config_class
+
+
+def seed_indices(tasks: dict[str, TaskConfig]) -> dict[str, int]:
+    """The number that seeds each task's data order: fixed for the built-in tasks (so runs keep
+    their data order across versions), a stable number from its name for any other."""
+    indices = {}
+    for name, config in tasks.items():
+        fixed = kind_of(config.kind).fixed_index
+        indices[name] = fixed if fixed is not None and name == config.kind else _stable_index(name)
+    return indices
+
+
+def _stable_index(name: str) -> int:
+    return 1000 + int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")

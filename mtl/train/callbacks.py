@@ -1,0 +1,165 @@
+"""Side work around the training loop, out of it (as HF's `TrainerCallback`): the run log
+(metrics.jsonl and W&B) and the progress bar. The loop hands them records; they never
+change what is trained."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from mtl import metrics
+from mtl.config import to_dict
+from mtl.console import progress_stream
+from mtl.tracking import Tracker
+from mtl.train.config import TrainConfig
+from mtl.train.data import TrainingData
+from mtl.train.phases import COLUMNS
+from mtl.train.runlog import NullLog, RunLog
+
+
+class Callback:
+    """Every hook is optional."""
+
+    def on_step(self, task: str, record: dict[str, Any]) -> None:
+        """A step of `task` ended; `record` is its row of metrics."""
+
+    def on_event(self, record: dict[str, Any]) -> None:
+        """A block, epoch, evaluation, checkpoint, divergence or the end; `record[metrics.EVENT]` says which."""
+
+    def on_finish(self, summary: dict[str, Any], phases: list[dict[str, Any]]) -> None:
+        """The run finished: its summary and the rows of its phases table (one per block)."""
+
+    def close(self, exit_code: int) -> None:
+        """The run stops: 0 finished, 1 failed, 130 interrupted (resumable)."""
+
+
+class Callbacks(Callback):
+    def __init__(self, *callbacks: Callback):
+        self.callbacks = list(callbacks)
+
+    def on_step(self, task: str, record: dict[str, Any]) -> None:
+        for callback in self.callbacks:
+            callback.on_step(task, record)
+
+    def on_event(self, record: dict[str, Any]) -> None:
+        for callback in self.callbacks:
+            callback.on_event(record)
+
+    def on_finish(self, summary: dict[str, Any], phases: list[dict[str, Any]]) -> None:
+        for callback in self.callbacks:
+            callback.on_finish(summary, phases)
+
+    def close(self, exit_code: int) -> None:
+        for callback in self.callbacks:
+            callback.close(exit_code)
+
+
+class MetricsLog(Callback):
+    """Every record into `metrics.jsonl`; numbers of steps and evaluations to W&B's history.
+
+    Event records stay out of W&B's history (the phases table holds the blocks), except
+    evaluations, which are charted.
+    """
+
+    def __init__(self, log: RunLog | NullLog, tracker: Tracker):
+        self.log, self.tracker = log, tracker
+
+    def on_step(self, task: str, record: dict[str, Any]) -> None:
+        self.log.log(record)
+
+    def on_event(self, record: dict[str, Any]) -> None:
+        self.log.log(record, history=record.get(metrics.EVENT) == "evaluation")
+
+    def on_finish(self, summary: dict[str, Any], phases: list[dict[str, Any]]) -> None:
+        step = summary[metrics.GLOBAL_STEP]
+        self.tracker.table("phases", COLUMNS, [[row[c] for c in COLUMNS] for row in phases], step=step)
+        self.tracker.summary({k: v for k, v in summary.items() if not k.startswith("params/")})  # in config
+
+    def close(self, exit_code: int) -> None:
+        if exit_code == 130:
+            self.tracker.mark_preempting()  # resumable: W&B shows it preempted, not failed
+        self.log.close()
+        self.tracker.finish(exit_code=exit_code)
+
+
+class ProgressBar(Callback):
+    def __init__(self, start: int, total: int | None, enabled: bool):
+        self.bar = tqdm(
+            initial=start,
+            total=total,
+            desc="train",
+            unit="step",
+            disable=not enabled,
+            dynamic_ncols=True,
+            file=progress_stream(),
+        )
+
+    def on_step(self, task: str, record: dict[str, Any]) -> None:
+        self.bar.update()
+        self.bar.set_postfix_str(f"{task} loss {record[metrics.train(task, 'loss')]:.3f}", refresh=False)
+
+    def close(self, exit_code: int) -> None:
+        self.bar.close()
+
+
+def start_tracking(
+    config: TrainConfig,
+    data: TrainingData,
+    run_dir: Path,
+    wandb_id: str,
+    resume: bool,
+    details: dict[str, Any],
+    command: str,
+) -> Tracker:
+    """The W&B run of a training run, with mtl's metric schema (each task's values against its own
+    step) and the task data it read as inputs."""
+    run = config.run
+    tracker = Tracker.start(
+        job_type="train",
+        config={
+            **to_dict(config),
+            **details,
+            "data": {**to_dict(config.data), **data.statistics()},
+            "inputs": data.fingerprints,
+            "git_commit": git_commit(),
+        },
+        project=run.wandb_project,
+        directory=run_dir,
+        mode=run.wandb,
+        name=run_dir.name,
+        run_id=wandb_id,
+        resume=resume,
+        group=run.group or run.name,
+        tags=[config.model.encoder, config.schedule.schedule, *config.tasks],
+        notes=command,
+    )
+    tracker.define_metric(metrics.GLOBAL_STEP)
+    tracker.define_metric(metrics.TASK_ID, step_metric=metrics.GLOBAL_STEP)
+    for name, task in data.tasks.items():
+        task_step = metrics.of_task(name, "step")
+        tracker.define_metric(task_step)
+        tracker.define_metric(metrics.of_task(name, "*"), step_metric=task_step)
+        tracker.define_metric(
+            metrics.evaluation(name, "dev", task.metric), step_metric=task_step, summary="max"
+        )
+        if (folder := task.input_artifact()) is not None:
+            tracker.use_input(task.input_name, "dataset", folder, reference=True)
+    return tracker
+
+
+def git_commit() -> str | None:
+    """The commit of the mtl checkout that runs, when it is one."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None

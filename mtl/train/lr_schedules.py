@@ -1,0 +1,108 @@
+"""Learning-rate schedules, one per entry of `lr_schedule=`, over each task's optimizer.
+
+`infersent` (Conneau et al. 2017, train_nli.py): multiply the lr by `lr_decay` after each
+pass over a task's data, divide it by `lr_shrink` when dev accuracy is not above the best.
+`constant`, `linear` and `cosine` are functions of the global step (a linear warmup over
+`warmup_steps`, then flat, linear decay to 0 at `max_steps` as SBERT, or a half cosine to 0),
+so resuming needs no schedule state.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mtl.train.config import OptimConfig
+
+
+class LrSchedule:
+    def __init__(self, config: OptimConfig, optimizers: dict[str, torch.optim.Optimizer], main_task: str):
+        self.config, self.optimizers, self.main_task = config, optimizers, main_task
+
+    def before_step(self, step: int) -> None:
+        """Set the lr of optimizer step `step` (from 0)."""
+
+    def after_epoch(self, task: str) -> None:
+        """`task` has seen its training data once more."""
+
+    def after_evaluation(self, task: str, improved: bool) -> None:
+        """An evaluation ended; `improved`: `task`'s dev metric is above its best so far."""
+
+    def lr(self, task: str) -> float:
+        return self.optimizers[task].param_groups[0]["lr"]
+
+    def _distinct_optimizers(self) -> list[torch.optim.Optimizer]:
+        return list({id(o): o for o in self.optimizers.values()}.values())
+
+
+class InferSent(LrSchedule):
+    def after_epoch(self, task: str) -> None:
+        if self._owns_lr(task):
+            self._scale(task, self.config.lr_decay)
+
+    def after_evaluation(self, task: str, improved: bool) -> None:
+        if not improved and self._owns_lr(task):
+            self._scale(task, 1.0 / self.config.lr_shrink)
+
+    def _owns_lr(self, task: str) -> bool:
+        """A shared optimizer follows the main task only."""
+        return self.config.optimizer_per_task or task == self.main_task
+
+    def _scale(self, task: str, factor: float) -> None:
+        for group in self.optimizers[task].param_groups:
+            group["lr"] *= factor
+
+
+class ByStep(LrSchedule):
+    """An lr factor that is a function of the step alone, times each group's `base_lr`."""
+
+    def before_step(self, step: int) -> None:
+        if not self.config.warmup_steps and isinstance(self, Constant):
+            return  # flat from the start: nothing to set (and runs from before base_lr had none)
+        factor = self.factor(step, self.config.warmup_steps or 0, self.config.max_steps or 1)
+        for optimizer in self._distinct_optimizers():
+            for group in optimizer.param_groups:
+                group["lr"] = group["base_lr"] * factor
+
+    def factor(self, step: int, warmup: int, total: int) -> float:
+        raise NotImplementedError
+
+
+class Constant(ByStep):
+    def factor(self, step: int, warmup: int, total: int) -> float:
+        return min(1.0, step / warmup) if step < warmup else 1.0
+
+
+class Linear(ByStep):
+    def factor(self, step: int, warmup: int, total: int) -> float:
+        return warmup_then_decay(step, warmup, total)
+
+
+class Cosine(ByStep):
+    def factor(self, step: int, warmup: int, total: int) -> float:
+        if step < warmup:
+            return step / max(1, warmup)
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+SCHEDULES: dict[str, type[LrSchedule]] = {
+    "infersent": InferSent,
+    "constant": Constant,
+    "linear": Linear,
+    "cosine": Cosine,
+}
+
+
+def build_lr_schedule(
+    config: OptimConfig, optimizers: dict[str, torch.optim.Optimizer], main_task: str
+) -> LrSchedule:
+    return SCHEDULES[config.lr_schedule](config, optimizers, main_task)
+
+
+def warmup_then_decay(step: int, warmup: int, total: int) -> float:
+    """The lr factor at optimizer step `step` (from 0), as transformers' get_linear_schedule_with_warmup."""
+    if step < warmup:
+        return step / max(1, warmup)
+    return max(0.0, (total - step) / max(1, total - warmup))

@@ -1,0 +1,48 @@
+"""Optimizers: InferSent's SGD, Adam, and SBERT's AdamW (no decay on biases and LayerNorm)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from mtl.train.config import OptimConfig
+
+
+def build_optimizer(
+    config: OptimConfig, parameters: list[nn.Parameter], pretrained: set[int]
+) -> torch.optim.Optimizer:
+    """One optimizer over `parameters`; `pretrained`: ids of a pretrained backbone's parameters.
+
+    Every parameter group keeps its `base_lr`, which step-driven lr schedules scale.
+    """
+    if config.optim == "sgd":
+        return torch.optim.SGD([{"params": parameters, "base_lr": config.lr}], lr=config.lr)
+    if config.optim == "adam":
+        return torch.optim.Adam([{"params": parameters, "base_lr": config.lr}], lr=config.lr)
+    # SBERT: AdamW, no weight decay on biases and LayerNorm (the 1-d parameters); a pretrained
+    # backbone has its own lr (hf_lr), the new heads theirs (lr).
+    groups: dict[tuple[bool, bool], list[nn.Parameter]] = {}
+    for p in parameters:
+        groups.setdefault((id(p) in pretrained, p.ndim > 1), []).append(p)
+    return torch.optim.AdamW(
+        [
+            {
+                "params": params,
+                "lr": (base := config.hf_lr if in_backbone else config.lr),
+                "base_lr": base,
+                "weight_decay": config.weight_decay if decays else 0.0,
+            }
+            for (in_backbone, decays), params in sorted(groups.items(), reverse=True)  # backbone first
+        ]
+    )
+
+
+def build_optimizers(
+    config: OptimConfig, task_parameters: dict[str, list[nn.Parameter]], pretrained: set[int]
+) -> dict[str, torch.optim.Optimizer]:
+    """An optimizer per task (as the original code), or one shared by all (`optimizer_per_task=false`)."""
+    if config.optimizer_per_task:
+        return {task: build_optimizer(config, params, pretrained) for task, params in task_parameters.items()}
+    everything = list({id(p): p for params in task_parameters.values() for p in params}.values())
+    shared = build_optimizer(config, everything, pretrained)
+    return dict.fromkeys(task_parameters, shared)

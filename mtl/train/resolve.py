@@ -1,0 +1,86 @@
+"""Every `auto`/None setting of a run made concrete, once, before it trains; the run records the result.
+
+So resuming never depends on how defaults were chosen, on MTL_DATA_DIR or MTL_VECTORS, or
+on the machine it resumes on. Inputs are resolved first (they are loaded before the rest
+is known); the other settings need the device and the training data's sizes.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+
+from mtl.hf import resolve_model_source
+from mtl.models.encoders import traits
+from mtl.paths import resolved
+from mtl.precision import resolve_precision
+from mtl.tasks import build_task
+from mtl.text import resolve_vectors_path
+from mtl.train.config import TrainConfig
+from mtl.train.scheduler import Scheduler
+
+DEFAULT_LR = {"sgd": 0.1, "adam": 1e-3, "adamw": 1e-3}
+DEFAULT_MAX_GRAD_NORM = {"sgd": 5.0, "adam": 5.0, "adamw": 1.0}  # InferSent clips at 5, SBERT at 1
+# InferSent's SGD decays by epoch and shrinks on a stall (train_nli.py); SBERT's AdamW warms up
+# and decays linearly to 0 at the end of its one epoch.
+DEFAULT_SCHEDULE = {
+    "sgd": ("infersent", "min_lr"),
+    "adam": ("constant", "patience"),
+    "adamw": ("linear", "max_steps"),
+}
+WARMUP_SHARE = 0.1  # SBERT's training scripts: 10% of the planned steps
+
+
+def resolve_inputs(config: TrainConfig) -> TrainConfig:
+    """A copy whose data sources are absolute paths (or Hub ids), found once at the start."""
+    config = copy.deepcopy(config)
+    config.tasks = {name: build_task(name, task).resolve_inputs() for name, task in config.tasks.items()}
+    if traits(config.model.encoder).subwords:
+        config.model.hf_model = resolve_model_source(config.model.hf_model)
+    else:
+        config.data.vectors = str(resolved(resolve_vectors_path(config.data.vectors), "vectors"))
+    return config
+
+
+def resolve_settings(config: TrainConfig, device: torch.device, train_sizes: dict[str, int]) -> TrainConfig:
+    """A copy with the encoder's, optimizer's and precision's `auto`/None made concrete;
+    `train_sizes`: training examples per task."""
+    config = copy.deepcopy(config)
+    config.model = config.model.resolved()
+    config.run.precision = resolve_precision(config.run.precision, device, config.model.encoder)
+    optim = config.optim
+    if optim.optim == "auto":
+        optim.optim = "adamw" if traits(config.model.encoder).pretrained else "sgd"
+    schedule, stop = DEFAULT_SCHEDULE[optim.optim]
+    optim.lr_schedule = schedule if optim.lr_schedule == "auto" else optim.lr_schedule
+    optim.stop = stop if optim.stop == "auto" else optim.stop
+    if optim.lr is None:
+        optim.lr = DEFAULT_LR[optim.optim]
+    if optim.max_grad_norm is None:
+        optim.max_grad_norm = DEFAULT_MAX_GRAD_NORM[optim.optim]
+    decays_to_zero = optim.lr_schedule in ("linear", "cosine")
+    if optim.max_steps is None and (decays_to_zero or optim.stop == "max_steps"):
+        optim.max_steps = steps_for_one_epoch(config, train_sizes)
+    if optim.warmup_steps is None:
+        optim.warmup_steps = math.ceil(WARMUP_SHARE * optim.max_steps) if decays_to_zero else 0
+    return config
+
+
+def steps_for_one_epoch(config: TrainConfig, train_sizes: dict[str, int]) -> int:
+    """Global steps until the main task has seen its training data once (SBERT trains one epoch)."""
+    main = config.main_task
+    needed = math.ceil(train_sizes[main] / config.tasks[main].batch)
+    scheduler = Scheduler(
+        {name: task.steps for name, task in config.tasks.items()},
+        config.schedule.schedule,
+        train_sizes,
+        config.schedule.temperature,
+        config.run.seed,
+    )
+    step = done = 0
+    while done < needed:
+        done += scheduler.task_at(step) == main
+        step += 1
+    return step

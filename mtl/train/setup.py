@@ -1,0 +1,145 @@
+"""What a run trains with, built from its config and data: the model, one network and one
+optimizer per task, each task's data stream, the schedule of tasks, the gradient scaler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from mtl.data.batches import TaskStream
+from mtl.distributed import Distributed
+from mtl.models.encoders import build_encoder, traits
+from mtl.models.encoders.base import frozen_embedding
+from mtl.models.heads import MultitaskModel
+from mtl.models.memory import check_fits
+from mtl.precision import grad_scaler
+from mtl.tasks import seed_indices
+from mtl.train.config import TrainConfig
+from mtl.train.data import TrainingData
+from mtl.train.optimizers import build_optimizers
+from mtl.train.scheduler import Scheduler
+
+BUCKET_WINDOW = 50  # batches sorted together: long enough to group lengths, short enough to stay random
+
+
+@dataclass
+class Setup:
+    model: MultitaskModel
+    networks: dict[
+        str, nn.Module
+    ]  # what a step of each task calls: the encoder and its head (DDP over ranks)
+    parameters: dict[str, list[nn.Parameter]]  # what a step of each task trains
+    optimizers: dict[str, torch.optim.Optimizer]
+    streams: dict[str, TaskStream]
+    scheduler: Scheduler
+    scaler: torch.amp.GradScaler
+
+    def state_dict(self) -> dict[str, Any]:
+        """What of it a checkpoint holds (plain values, so it loads with `weights_only`)."""
+        return {
+            "model": self.model.state_dict(),
+            "optimizers": {task: opt.state_dict() for task, opt in self.optimizers.items()},
+            "streams": {task: stream.state_dict() for task, stream in self.streams.items()},
+            "scaler": self.scaler.state_dict(),
+        }
+
+    def load_state_dict(self, saved: dict[str, Any]) -> None:
+        self.model.load_state_dict(saved["model"])
+        for task, optimizer in self.optimizers.items():
+            optimizer.load_state_dict(saved["optimizers"][task])
+        for task, stream in self.streams.items():
+            stream.load_state_dict(saved["streams"][task])
+        if saved.get("scaler"):
+            self.scaler.load_state_dict(saved["scaler"])
+
+
+def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, device: torch.device) -> Setup:
+    """`config` resolved (`resolve_settings`); the model's initial weights come from the torch seed."""
+    model = build_model(config, data, device).to(device)
+    parameters = {
+        task: [p for m in (model.encoder, model.heads[task]) for p in m.parameters() if p.requires_grad]
+        for task in config.tasks
+    }
+    pretrained = (
+        {id(p) for p in model.encoder.parameters()} if traits(config.model.encoder).pretrained else set()
+    )
+    sizes = {task: len(data.examples[task]["train"]) for task in config.tasks}
+    seeds = seed_indices(config.tasks)
+    return Setup(
+        model=model,
+        networks={task: task_network(model, task, dist) for task in config.tasks},
+        parameters=parameters,
+        optimizers=build_optimizers(config.optim, parameters, pretrained),
+        streams={
+            task: TaskStream(
+                data.examples[task]["train"],
+                data.bucket_keys(task, "train"),
+                config.tasks[task].batch,
+                seed=[config.run.seed, seeds[task]],
+                window=BUCKET_WINDOW if config.schedule.bucket else 1,  # 1: no sorting across batches
+            )
+            for task in config.tasks
+        },
+        scheduler=Scheduler(
+            {task: settings.steps for task, settings in config.tasks.items()},
+            config.schedule.schedule,
+            sizes,
+            config.schedule.temperature,
+            config.run.seed,
+        ),
+        scaler=grad_scaler(config.run.precision, device),
+    )
+
+
+def build_model(config: TrainConfig, data: TrainingData, device: torch.device) -> MultitaskModel:
+    """The shared encoder and each task's head, checked first to fit `device`'s memory."""
+    vectors, head = data.embeddings, config.head
+
+    def build(embedding: nn.Embedding | None) -> MultitaskModel:
+        encoder = build_encoder(embedding, config.model)
+        heads = {
+            name: task.head(encoder, head.head_hidden, head.head_layers, head.dropout)
+            for name, task in data.tasks.items()
+        }
+        return MultitaskModel(encoder, heads)
+
+    if vectors is not None:  # (a pretrained encoder's size is what it is)
+        check_fits(
+            lambda: build(frozen_embedding(torch.empty(vectors.shape, device="meta"))),
+            device,
+            f"hidden={config.model.hidden} (encoder={config.model.encoder}, head_hidden={head.head_hidden})",
+        )
+    return build(None if vectors is None else frozen_embedding(torch.from_numpy(vectors)))
+
+
+def task_network(model: MultitaskModel, task: str, dist: Distributed) -> nn.Module:
+    """The encoder and `task`'s head; over several ranks, wrapped in DDP.
+
+    One DDP per task, sharing the encoder: a step then all-reduces the gradients of the
+    parameters it trains only, not zeros for the other tasks' heads (a DDP of the whole
+    model would, with `find_unused_parameters`). A DDP ignores backward passes of another's
+    forward.
+    """
+    network = TaskNetwork(model, task)
+    if not dist.active:
+        return network
+    return DistributedDataParallel(
+        network,
+        device_ids=None,  # inputs stay where they are: the lengths on the CPU, not copied to the GPU
+        find_unused_parameters=model.encoder.pair_model,  # a pair model may skip its pooling
+    )
+
+
+class TaskNetwork(nn.Module):
+    """One task's path through the multitask model: its encoder and its head."""
+
+    def __init__(self, model: MultitaskModel, task: str):
+        super().__init__()
+        self.encoder, self.head = model.encoder, model.heads[task]
+
+    def forward(self, sentences: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        return self.head(self.encoder, sentences)

@@ -1,0 +1,120 @@
+"""One optimizer step of one task: this rank's share of the global batch, in micro-batches,
+under autocast, the task's own loss, backward, clipping and the update."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from mtl.device import to_device
+from mtl.distributed import Distributed
+from mtl.precision import autocast
+from mtl.train.config import TrainConfig
+from mtl.train.data import TrainingData
+from mtl.train.setup import Setup
+from mtl.train.state import TrainState
+
+
+@dataclass
+class StepResult:
+    """A finished step, summed over every rank."""
+
+    examples: int  # the global batch
+    loss: float  # mean over the global batch
+    score: float  # mean of the task's metric (accuracy) over the global batch
+    grad_norm: float
+    seconds: float
+
+
+class TaskStep:
+    def __init__(
+        self, config: TrainConfig, data: TrainingData, setup: Setup, dist: Distributed, device: torch.device
+    ):
+        self.config, self.data, self.setup, self.dist, self.device = config, data, setup, dist, device
+
+    def __call__(self, task: str, rows: np.ndarray, global_step: int) -> StepResult:
+        """Train `task` on its training examples `rows` (the global batch) at `global_step`."""
+        started = time.perf_counter()
+        totals = self.queue(task, rows, global_step)
+        # The step's one wait for the GPU (InferSent's loop reads its loss every step too).
+        loss_sum, score_sum, grad_norm = totals.tolist()
+        loss_sum, score_sum = self.dist.sum([loss_sum, score_sum])
+        return StepResult(
+            len(rows), loss_sum / len(rows), score_sum / len(rows), grad_norm, time.perf_counter() - started
+        )
+
+    def queue(self, task: str, rows: np.ndarray, global_step: int) -> torch.Tensor:
+        """Forward, backward and update, queued without waiting for the GPU (except fp16's
+        gradient scaler, which reads whether the gradients overflowed); returns this rank's
+        (loss sum, metric sum, gradient norm) on the device."""
+        setup, definition = self.setup, self.data.tasks[task]
+        # Dropout masks from (seed, step, rank), as fairseq does: resuming needs no RNG state and
+        # works with any number of ranks.
+        torch.manual_seed(step_seed(self.config.run.seed, global_step, self.dist.rank))
+        mine, weights = self._share_of(rows)
+        examples = self.data.examples[task]["train"]
+        network = setup.networks[task]
+        setup.model.train()
+        setup.model.zero_grad(set_to_none=True)
+        # accumulate=k: k micro-batches, gradients summed, one update; DDP all-reduces after the last.
+        parts = np.array_split(np.arange(len(mine)), min(self.config.optim.accumulate, len(mine)))
+        totals = torch.zeros(2, device=self.device)  # loss sum, metric sum
+        for i, part in enumerate(parts):
+            syncs = i == len(parts) - 1 or not self.dist.active
+            with contextlib.nullcontext() if syncs else network.no_sync():
+                chosen = mine[part]
+                sentences = self.data.table.batch_columns(examples.sentences[chosen], self.device)
+                labels = to_device(torch.from_numpy(examples.labels[chosen]), self.device)
+                weight = to_device(torch.from_numpy(weights[part]), self.device)
+                with autocast(self.config.run.precision, self.device):
+                    outputs = network(sentences)
+                losses = definition.losses(outputs, labels) * weight
+                score = (definition.scores(outputs, labels) * weight).sum()
+                # DDP averages gradients over ranks; scaled so, this is the mean over the global batch
+                # (InferSent's train_nli.py: mean loss, then clip at 5).
+                setup.scaler.scale(losses.sum() * (self.dist.world_size / len(rows))).backward()
+                totals += torch.stack([losses.sum().detach(), score.detach()])
+        optimizer = setup.optimizers[task]
+        setup.scaler.unscale_(optimizer)
+        max_norm = self.config.optim.max_grad_norm or math.inf
+        grad_norm = nn.utils.clip_grad_norm_(setup.parameters[task], max_norm)
+        setup.scaler.step(optimizer)
+        setup.scaler.update()
+        return torch.cat([totals, grad_norm.float().reshape(1).to(totals.device)])
+
+    def _share_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's rows of a global batch, with loss weights: a rank left without rows (the last,
+        short batch of an epoch) still runs one row at weight 0, as DDP needs every rank in a step."""
+        mine = rows[self.dist.part(len(rows))]
+        if len(mine) == 0:
+            return rows[:1], np.zeros(1, dtype=np.float32)
+        return mine, np.ones(len(mine), dtype=np.float32)
+
+
+def step_seed(seed: int, step: int, rank: int) -> int:
+    return int(np.random.SeedSequence([seed, step, rank]).generate_state(1)[0])
+
+
+class Diverged(Exception):
+    """A step's loss became inf or nan: the run stops without saving that step."""
+
+    @classmethod
+    def at(
+        cls, task: str, loss: float, state: TrainState, latest: Path | None, latest_step: int | None
+    ) -> Diverged:
+        kept = (
+            f"the last good checkpoint (step {latest_step}) is kept in {latest}"
+            if latest
+            else "no checkpoint was written yet"
+        )
+        return cls(
+            f"the {task} loss became {loss} at step {state.global_step + 1} ({task} step "
+            f"{state.task_steps[task] + 1}); {kept}: lower lr= or max_grad_norm= and start again"
+        )
