@@ -72,15 +72,20 @@ def steps_for_one_epoch(config: TrainConfig, train_sizes: dict[str, int]) -> int
     """Global steps until the main task has seen its training data once (SBERT trains one epoch)."""
     main = config.main_task
     needed = math.ceil(train_sizes[main] / config.tasks[main].batch)
-    scheduler = Scheduler(
+    scheduler = task_scheduler(config, train_sizes)
+    step = done = 0
+    while done < needed:
+        done += scheduler.task_at(step) == main
+        step += 1
+    return step
+
+
+def task_scheduler(config: TrainConfig, train_sizes: dict[str, int]) -> Scheduler:
+    """Which task each global step of `config` trains; `train_sizes` weigh the sampling schedules."""
+    return Scheduler(
         {name: task.steps for name, task in config.tasks.items()},
         config.schedule.schedule,
         train_sizes,
         config.schedule.temperature,
         config.run.seed,
     )
-    step = done = 0
-    while done < needed:
-        done += scheduler.task_at(step) == main
-        step += 1
-    return step

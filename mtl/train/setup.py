@@ -21,6 +21,7 @@ from mtl.tasks import seed_indices
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.optimizers import build_optimizers
+from mtl.train.resolve import task_scheduler
 from mtl.train.scheduler import Scheduler
 
 BUCKET_WINDOW = 50  # batches sorted together: long enough to group lengths, short enough to stay random
@@ -84,13 +85,7 @@ def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, devi
             )
             for task in config.tasks
         },
-        scheduler=Scheduler(
-            {task: settings.steps for task, settings in config.tasks.items()},
-            config.schedule.schedule,
-            sizes,
-            config.schedule.temperature,
-            config.run.seed,
-        ),
+        scheduler=task_scheduler(config, sizes),
         scaler=grad_scaler(config.run.precision, device),
     )
 
