@@ -160,6 +160,7 @@ class Command:
     summary: str
     config: Callable[[], Any]  # the config whose keys the command takes
     extra_keys: tuple[tuple[str, str, str], ...] = ()
+    task_keys: bool = False  # takes tasks= (its rows are built when help is asked: they import the tasks)
 
 
 def _config(module: str, name: str) -> Callable[[], Any]:
@@ -187,8 +188,6 @@ def _task_keys() -> tuple[tuple[str, str, str], ...]:
     )
 
 
-TASK_KEYS = _task_keys()
-
 COMMANDS: dict[str, Command] = {
     "build-classifsquad": Command(
         build_classifsquad,
@@ -212,14 +211,15 @@ COMMANDS: dict[str, Command] = {
                 "a preset in experiments/ (cpu-small, paper-blstm2048-nli, ...); keys override it",
             ),
             ("resume", "none", "continue runs/<run> where its last checkpoint left it"),
-            *TASK_KEYS,
         ),
+        task_keys=True,
     ),
     "train-distributed": Command(
         lambda args: importlib.import_module("mtl.launch").train_distributed(args),
         "train-multitask over N processes of this machine with torchrun (N first, then its keys)",
         _config("mtl.train.config", "TrainConfig"),
-        (("N", "none", "the number of processes (one per GPU, or per share of the CPU cores)"), *TASK_KEYS),
+        (("N", "none", "the number of processes (one per GPU, or per share of the CPU cores)"),),
+        task_keys=True,
     ),
     "sweep": Command(
         sweep,
@@ -281,6 +281,7 @@ def command_help(name: str) -> str:
     command = COMMANDS[name]
     rows = [
         *command.extra_keys,
+        *(_task_keys() if command.task_keys else ()),
         *(row for row in describe_keys(command.config()) if not row[0].endswith(".kind")),
     ]
     width = max(len(f"{key}={default}") for key, default, _ in rows)

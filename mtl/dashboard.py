@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from mtl import atomic, metrics
-from mtl.config import to_dict
 from mtl.errors import UserError
-from mtl.tasks import DEFAULT_TASKS, kind_of, named_config, task_title
+from mtl.tasks import DEFAULT_TASKS, kind_of, named_config, title_of
 from mtl.tracking import resolve_mode
 
 
@@ -35,7 +34,7 @@ class DashboardConfig:
         found = {}
         for entry in filter(None, (part.strip() for part in self.tasks.split(","))):
             name, task = named_config(entry)
-            found[name] = (task_title(name, to_dict(task)), kind_of(task.kind).metric)
+            found[name] = (title_of(name, task.kind, getattr(task, "display", "")), kind_of(task.kind).metric)
         return found
 
 

@@ -13,7 +13,17 @@ from pathlib import Path
 from mtl import config as configs
 from mtl.errors import UserError
 from mtl.tasks import nli, pairs, squad  # noqa: F401  (register the built-in kinds)
-from mtl.tasks.base import KINDS, SPLITS, Task, TaskConfig, config_class_for, kind_of, register, seed_indices
+from mtl.tasks.base import (
+    KINDS,
+    SPLITS,
+    Task,
+    TaskConfig,
+    config_class_for,
+    kind_of,
+    register,
+    seed_indices,
+    title_of,
+)
 
 DEFAULT_TASKS = ("nli", "squad")  # Liu et al. 2018: SNLI and ClassifSQuAD
 
@@ -31,18 +41,16 @@ __all__ = [
     "register",
     "seed_indices",
     "task_title",
+    "title_of",
 ]
 
 
 def task_title(name: str, recorded: object) -> str:
-    """How reports name a task recorded as `recorded` (its config as a dict): its dataset's name."""
-    if isinstance(recorded, dict):
-        if isinstance(recorded.get("display"), str) and recorded["display"]:
-            return recorded["display"]
-        kind = KINDS.get(recorded.get("kind", ""))
-        if kind is not None and kind.display and name == kind.kind:
-            return kind.display
-    return name
+    """How reports name a task recorded as `recorded` (its config as a dict): see `title_of`."""
+    if not isinstance(recorded, dict):
+        return name
+    display = recorded.get("display")
+    return title_of(name, str(recorded.get("kind", "")), display if isinstance(display, str) else "")
 
 
 def build_task(name: str, config: TaskConfig) -> Task:

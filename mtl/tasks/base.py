@@ -59,7 +59,7 @@ class Task:
 
     @property
     def title(self) -> str:
-        return self.display or self.name
+        return title_of(self.name, self.kind, getattr(self.config, "display", ""))
 
     @property
     def input_name(self) -> str:
@@ -133,6 +133,15 @@ def config_class_for(name: str, values: dict[str, Any]) -> type[TaskConfig]:
     """The config class of the task entry `name` read back from a run's record."""
     kind = values.get("kind") if isinstance(values, dict) else None
     return kind_of(kind if isinstance(kind, str) and kind else name).config_class
+
+
+def title_of(name: str, kind: str, display: str = "") -> str:
+    """How reports name a task: the `display` its config gives, else its kind's dataset name when
+    the task is that kind under its own name (`nli`: SNLI), else the task's name."""
+    if display:
+        return display
+    registered = KINDS.get(kind)
+    return registered.display if registered is not None and registered.display and name == kind else name
 
 
 def seed_indices(tasks: dict[str, TaskConfig]) -> dict[str, int]:

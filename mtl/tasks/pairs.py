@@ -58,10 +58,6 @@ class Pairs(Task):
             )
         self.recipe = pair_recipe(classes=len(self.config.class_names))
 
-    @property
-    def title(self) -> str:
-        return self.config.display or self.name
-
     def resolve_inputs(self) -> PairsConfig:
         expanded = os.path.expanduser(os.path.expandvars(self.config.source))
         if Path(expanded).is_dir():

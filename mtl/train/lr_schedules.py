@@ -58,8 +58,6 @@ class ByStep(LrSchedule):
     """An lr factor that is a function of the step alone, times each group's `base_lr`."""
 
     def before_step(self, step: int) -> None:
-        if not self.config.warmup_steps and isinstance(self, Constant):
-            return  # flat from the start: nothing to set (and runs from before base_lr had none)
         factor = self.factor(step, self.config.warmup_steps or 0, self.config.max_steps or 1)
         for optimizer in self._distinct_optimizers():
             for group in optimizer.param_groups:
@@ -70,6 +68,10 @@ class ByStep(LrSchedule):
 
 
 class Constant(ByStep):
+    def before_step(self, step: int) -> None:
+        if self.config.warmup_steps:  # else flat from the start: nothing to set (and runs from before
+            super().before_step(step)  # base_lr existed had none)
+
     def factor(self, step: int, warmup: int, total: int) -> float:
         return min(1.0, step / warmup) if step < warmup else 1.0
 

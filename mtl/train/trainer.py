@@ -56,6 +56,7 @@ class Trainer:
         self.setup = build_setup(config, self.data, self.dist, self.device)
         self.model = self.setup.model
         self.step = TaskStep(config, self.data, self.setup, self.dist, self.device)
+        self.task_ids = {task: i for i, task in enumerate(config.tasks)}  # their place in tasks=
         self.lr_schedule = build_lr_schedule(config.optim, self.setup.optimizers, config.main_task)
         self.state = TrainState.for_tasks(list(config.tasks))
         self.state.wandb_id = self.dist.broadcast(self.state.wandb_id)
@@ -166,7 +167,7 @@ class Trainer:
             metrics.of_task(task, "lr"): self.lr_schedule.lr(task),
             metrics.of_task(task, "grad_norm"): result.grad_norm,
             metrics.of_task(task, "examples_per_s"): result.examples / result.seconds,
-            metrics.TASK_ID: list(self.config.tasks).index(task),  # which block a step is in, on any chart
+            metrics.TASK_ID: self.task_ids[task],  # which block a step is in, on any chart
         }
         self.callbacks.on_step(task, record)
         return record
