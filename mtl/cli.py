@@ -16,6 +16,7 @@ from mtl.config import apply_overrides, describe_keys
 from mtl.console import say
 from mtl.errors import UserError
 from mtl.runs import RunFolder
+from mtl.train.interrupts import PARENT_DIED
 
 
 def build_classifsquad(args: Sequence[str]) -> None:
@@ -306,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(arg in HELP for arg in argv[1:]):
         print(command_help(argv[0]))
         return 0
-    previous = _stop_on_sigterm()
+    previous = _stop_on_signals()
     try:
         COMMANDS[argv[0]].run(argv[1:])
     except UserError as error:
@@ -326,8 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"error: rank {rank} lost contact with another process of the job ({_first_line(error)})")
         return LOST_A_PEER
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 0
 
 
@@ -355,16 +356,25 @@ def _first_line(error: BaseException) -> str:
     return text.split("] ", 1)[-1].split(". ")[0][:120]  # without gloo's source location and advice
 
 
-def _stop_on_sigterm():
-    """SIGTERM unwinds like Ctrl-C, so temporary files are removed and runs checkpoint."""
+def _stop_on_signals() -> dict[int, Any]:
+    """SIGTERM and a dead sweep's PARENT_DIED unwind like Ctrl-C, so temporary files are removed
+    and runs checkpoint; PARENT_DIED only once (it may come several times, see interrupts)."""
+    unwinding = False
 
     def handler(signum, frame):
-        raise KeyboardInterrupt("terminated")
+        nonlocal unwinding
+        if signum == PARENT_DIED and unwinding:
+            return
+        unwinding = True
+        raise KeyboardInterrupt(
+            "terminated" if signum == signal.SIGTERM else "the sweep that started this run ended"
+        )
 
-    try:
-        return signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        return None
+    previous = {}
+    for signum in (signal.SIGTERM, PARENT_DIED):
+        with contextlib.suppress(ValueError):  # not the main thread
+            previous[signum] = signal.signal(signum, handler)
+    return previous
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from mtl.atomic import check_output_dir
 from mtl.errors import UserError
 from mtl.locks import FolderLock
 from mtl.runs import RunFolder, RunStatus
+from mtl.train.interrupts import PARENT_DIED
 from mtl.train.presets import preset_dir
 
 SWEEP_KEYS = ("sweep", "out", "parallel")  # the sweep's own keys; the rest go to every member
@@ -265,10 +266,10 @@ def _launch(member: Member, sweep: Sweep) -> tuple[subprocess.Popen, Any]:
 
 
 def die_with_parent():
-    """Run in a member before it starts: SIGTERM it when the sweep dies, even by `kill -9`.
+    """Run in a member before it starts: signal it when the sweep dies, even by `kill -9`.
 
     A member has its own session (so a terminal's Ctrl-C reaches the sweep alone), so it
-    would otherwise outlive a killed sweep and train on unsupervised. SIGTERM makes it
+    would otherwise outlive a killed sweep and train on unsupervised. PARENT_DIED makes it
     checkpoint and stop, as Ctrl-C would. Linux's parent-death signal; elsewhere nothing.
     """
     sweep_pid = os.getpid()
@@ -279,9 +280,9 @@ def die_with_parent():
         return None
 
     def arm() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        prctl(PR_SET_PDEATHSIG, PARENT_DIED)
         if os.getppid() != sweep_pid:  # the sweep died before the signal was armed
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), PARENT_DIED)
 
     return arm
 

@@ -12,6 +12,7 @@ import pytest
 from dataset_builders.classifsquad import BuildConfig, build
 from mtl.cli import main
 from mtl.locks import FolderInUse, FolderLock, lock_file_of
+from mtl.train.interrupts import PARENT_DIED, StopRequests
 
 from .conftest import FIXTURES, args_for, long_sweep_args, one_error_line, start_run, wait_until_training
 
@@ -212,3 +213,15 @@ def test_a_second_transfer_of_the_same_report_is_refused(tiny_data, senteval, tm
         assert f"transfer report {run_dir / 'transfer-fast'} is in use by process" in one_error_line(capsys)
         assert main([*args, "mode=standard"]) == 0  # another protocol's report is another file
     assert main([*args, "mode=fast"]) == 0 and (run_dir / "transfer-fast.json").is_file()
+
+
+def test_a_repeated_parent_death_signal_still_stops_after_the_step():
+    """Linux sends the parent-death signal once per exiting thread of a killed sweep: a repeat
+    must not act as a second Ctrl-C, which stops at once without a checkpoint."""
+    with StopRequests() as stop_requests:
+        signal.raise_signal(PARENT_DIED)
+        signal.raise_signal(PARENT_DIED)
+        assert stop_requests.requested
+    with StopRequests(), pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGTERM)  # a person's second SIGTERM still stops at once
