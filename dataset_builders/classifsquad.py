@@ -20,7 +20,7 @@ from typing import Literal
 
 import numpy as np
 
-from dataset_builders.squad import Article, load_squad, resolve_squad_source
+from mtl.data.squad import Article, load_squad, resolve_squad_source
 from mtl import jsonfile
 from mtl.atomic import check_output_dir, write_folder
 from mtl.config import AtLeast0, AtLeast1

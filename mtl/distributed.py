@@ -107,6 +107,14 @@ class Distributed:
         dist.broadcast_object_list(holder, src=0)
         return holder[0]
 
+    def gather_objects(self, value: T) -> list[T]:
+        """Every rank's `value` (any picklable object), in rank order, on every rank."""
+        if not self.active:
+            return [value]
+        every: list = [None] * self.world_size
+        dist.all_gather_object(every, value)
+        return every
+
     def main_first(self, work: Callable[[], T], others_too: bool = True) -> T:
         """Run `work` on rank 0, then (with `others_too`) on the other ranks; rank 0's result otherwise.
 
@@ -157,3 +165,32 @@ class RankZeroStopped(UserError):
     """Rank 0's own error, which rank 0 prints: the other ranks stop without saying it again."""
 
     quiet = True
+
+
+def gather_batch(local: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Every rank's rows of `local` (the ranks' shares of one batch, in rank order), and where
+    this rank's rows start among them; gradients flow back to the rank each row came from.
+
+    What in-batch objectives (Quick-Thoughts, ranking) score each example against: with it
+    the candidates, so the loss, are those of the whole batch at any number of processes.
+    In one process, and outside training (evaluation gives each rank whole batches of its
+    own, so no rank waits on another's), it is `local` itself.
+    """
+    if not torch.is_grad_enabled() or not dist.is_initialized() or dist.get_world_size() == 1:
+        return local, 0
+    import torch.distributed.nn.functional as differentiable
+
+    sizes = torch.tensor([len(local)], device=local.device)
+    every_size = [torch.zeros_like(sizes) for _ in range(dist.get_world_size())]
+    dist.all_gather(every_size, sizes)
+    counts = [int(size) for size in every_size]
+    padded = _pad_rows(local, max(counts))  # all_gather needs equal shapes; shares differ by one at most
+    parts = differentiable.all_gather(padded)
+    rank = dist.get_rank()
+    return torch.cat([part[:count] for part, count in zip(parts, counts, strict=True)]), sum(counts[:rank])
+
+
+def _pad_rows(tensor: torch.Tensor, rows: int) -> torch.Tensor:
+    if len(tensor) == rows:
+        return tensor
+    return torch.cat([tensor, tensor.new_zeros(rows - len(tensor), *tensor.shape[1:])])

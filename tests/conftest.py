@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from dataset_builders.classifsquad import BuildConfig, build, squad_texts
-from dataset_builders.squad import load_squad
+from mtl.data.squad import load_squad
 from mtl.text import Tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"

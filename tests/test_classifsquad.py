@@ -17,8 +17,8 @@ from dataset_builders.classifsquad import (
     pick_answer,
     squad_texts,
 )
-from dataset_builders.squad import Article, Paragraph, Question, load_squad
 from mtl.config import apply_overrides
+from mtl.data.squad import Article, Paragraph, Question, load_squad
 from mtl.errors import UserError
 from mtl.text import Tokenizer
 

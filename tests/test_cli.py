@@ -13,7 +13,7 @@ from .conftest import FIXTURES, write_glove
 @pytest.fixture
 def vectors(tmp_path):
     from dataset_builders.classifsquad import squad_texts
-    from dataset_builders.squad import load_squad
+    from mtl.data.squad import load_squad
     from mtl.text import Tokenizer
 
     texts = [t for split in load_squad(str(FIXTURES / "squad_tiny")).values() for t in squad_texts(split)]

@@ -17,6 +17,8 @@ SMALL = {
     ),
     "decomposable": EncoderConfig(encoder="decomposable", hidden=16),
     "lstm": EncoderConfig(encoder="lstm", hidden=16),
+    "gru": EncoderConfig(encoder="gru", hidden=16),
+    "bigru": EncoderConfig(encoder="gru", hidden=16, bidirectional=True),
 }
 
 
@@ -27,7 +29,7 @@ def embedding():
 
 
 def test_every_registered_encoder_is_tested():
-    assert set(ENCODERS) == {*SMALL, "hf"}  # hf needs a model folder: tests/test_hf.py
+    assert set(ENCODERS) == {config.encoder for config in SMALL.values()} | {"hf"}  # hf needs a model folder: tests/test_hf.py
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
@@ -119,9 +121,9 @@ def test_every_table_1_preset_has_its_parameter_count_at_300d(preset):
 
 def test_unknown_encoder_and_impossible_shapes_are_named():
     with pytest.raises(
-        UserError, match="encoder='gru' is not valid: choose one of bilstm, bilstm2, lstm, transformer"
+        UserError, match="encoder='cnn' is not valid: choose one of bilstm, bilstm2, lstm, gru, transformer"
     ):
-        apply_overrides(TrainConfig(), ["encoder=gru"])
+        apply_overrides(TrainConfig(), ["encoder=cnn"])
     with pytest.raises(UserError, match="transformer_heads=4 must divide hidden=50"):
         apply_overrides(TrainConfig(), ["encoder=transformer", "hidden=50"])
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from dataset_builders.squad import _group_rows, load_squad, parse_squad, read_squad_json
+from mtl.data.squad import _group_rows, load_squad, parse_squad, read_squad_json
 from mtl.errors import UserError
 
 from .conftest import FIXTURES

@@ -105,7 +105,9 @@ class TaskStream:
 
     Within an epoch examples are shuffled, grouped into windows of `window` batches, sorted
     by length inside each window (less padding), cut into batches, and the batches are
-    shuffled. Its whole state is (epoch, position), so resuming is exact.
+    shuffled. `contiguous`: each batch is instead a run of consecutive examples (a corpus's
+    sentences in order, as Quick-Thoughts builds its batches), the runs shuffled. Its whole
+    state is (epoch, position), so resuming is exact.
     """
 
     def __init__(
@@ -115,8 +117,10 @@ class TaskStream:
         batch_size: int,
         seed: Sequence[int],
         window: int = 50,
+        contiguous: bool = False,
     ):
         self.examples, self.batch_size, self.seed, self.window = examples, batch_size, list(seed), window
+        self.contiguous = contiguous
         self.example_lengths = lengths  # (N,) sort key: similar keys, similar padded lengths
         self.epoch, self.position = 0, 0
         self._batches: list[np.ndarray] | None = None
@@ -144,6 +148,9 @@ class TaskStream:
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         rng = np.random.default_rng([*self.seed, epoch])
+        if self.contiguous:
+            runs = contiguous_batches(len(self.examples), self.batch_size)
+            return [runs[i] for i in rng.permutation(len(runs))]
         order = rng.permutation(len(self.examples))
         span = self.batch_size * self.window
         batches = []
@@ -152,3 +159,8 @@ class TaskStream:
             chunk = chunk[np.argsort(self.example_lengths[chunk], kind="stable")]
             batches += [chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
         return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def contiguous_batches(count: int, batch_size: int) -> list[np.ndarray]:
+    """Runs of `batch_size` consecutive indices of `count` items (the last one shorter)."""
+    return [np.arange(start, min(start + batch_size, count)) for start in range(0, count, batch_size)]

@@ -22,6 +22,7 @@ from mtl.device import resolve_device, to_device
 from mtl.errors import UserError
 from mtl.models.encoders import build_encoder, traits
 from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, frozen_embedding
+from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.encoders.hf import HFEncoder
 from mtl.runs import RunFolder
 from mtl.text import Tokenizer, load_vectors
@@ -154,9 +155,14 @@ class SentenceEncoder:
         found = load_vectors(self.vectors, unseen)
         if not len(found):
             return 0
-        old = self.encoder.embedding.weight
-        matrix = torch.cat([old, torch.from_numpy(found.matrix).to(old.device, old.dtype)])
-        self.encoder.embedding = frozen_embedding(matrix)
+        old = self.encoder.embedding
+        matrix = torch.cat(
+            [old.weight, torch.from_numpy(found.matrix).to(old.weight.device, old.weight.dtype)]
+        )
+        expanded = frozen_embedding(matrix)
+        for module in self.encoder.modules():  # concatenated encoders share the word vectors
+            if isinstance(module, Encoder) and module.embedding is old:
+                module.embedding = expanded
         self.vocabulary = Vocabulary(self.vocabulary.words[2:] + found.words)
         return len(found)
 
@@ -246,8 +252,15 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
             return pretrained_encoder(config.model, device, name)
         return pretrained_encoder(config.model, device, name, _encoder_state(saved))
     state = _encoder_state(saved)
-    encoder = build_encoder(frozen_embedding(state["embedding.weight"]), config.model)
+    embedding = frozen_embedding(state["embedding.weight"])
+    encoder = build_encoder(embedding, config.model)
     encoder.load_state_dict(state)
+    if parts := _part_states(saved):
+        encoders = [encoder]
+        for part_state in parts.values():
+            encoders.append(build_encoder(embedding, config.model))
+            encoders[-1].load_state_dict({**part_state, "embedding.weight": embedding.weight})
+        encoder = ConcatEncoder(encoders)
     return SentenceEncoder(
         encoder,
         Vocabulary(saved["vocabulary"]),
@@ -257,6 +270,22 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
         name=name,
         max_tokens=config.data.max_tokens,
     )
+
+
+def _part_states(saved: dict) -> dict[str, dict[str, torch.Tensor]]:
+    """The weights of the encoders a task adds to the sentence embedding (Quick-Thoughts' g), by
+    their path in the model: an exported encoder holds them, a checkpoint names them."""
+    if "parts" in saved:
+        return saved["parts"]
+    model = saved.get("model", {})
+    return {
+        path: {
+            key.removeprefix(f"{path}."): value
+            for key, value in model.items()
+            if key.startswith(f"{path}.") and key != f"{path}.embedding.weight"
+        }
+        for path in saved.get("embedding_parts", [])
+    }
 
 
 def _encoder_state(saved: dict) -> dict[str, torch.Tensor]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -53,6 +54,14 @@ class HeadRecipe:
         if encoder.pair_model:
             return len(self.pairs) * encoder.pair_dim
         return self.width * encoder.output_dim
+
+
+class InBatchScores(NamedTuple):
+    """An in-batch head's output: (b, B) scores of this rank's b examples against the batch's B
+    candidates, and where this rank's examples start among the batch's (`gather_batch`)."""
+
+    logits: torch.Tensor
+    offset: int
 
 
 def mlp(inputs: int, hidden: int, layers: int, outputs: int, dropout: float) -> nn.Sequential:
@@ -115,5 +124,5 @@ class MultitaskModel(nn.Module):
             "params/frozen": sum(p.numel() for p in self.encoder.parameters() if not p.requires_grad),
         }
         for task, head in self.heads.items():
-            counts[f"params/{task}_head"] = sum(p.numel() for p in head.parameters())
+            counts[f"params/{task}_head"] = sum(p.numel() for p in head.parameters() if p.requires_grad)
         return counts

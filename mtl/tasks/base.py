@@ -53,6 +53,19 @@ class Task:
     recipe: ClassVar[HeadRecipe]
     metric: ClassVar[str] = "acc"  # the dev metric that picks the best checkpoint (higher is better)
     label_dtype: ClassVar[type] = np.int64
+    # "contiguous": a batch is a run of consecutive examples (sentences of a corpus in order),
+    # the runs visited in a seeded order; "shuffled": examples drawn at random, bucketed by length.
+    batching: ClassVar[str] = "shuffled"
+    # The loss scores each example against the whole batch (in-batch candidates): a step is one
+    # micro-batch, the ranks' rows are gathered (`gather_batch`), and evaluation scores whole
+    # batches of the training size, so the metric means the same at any number of processes.
+    in_batch: ClassVar[bool] = False
+    # The metric is of the whole split (a correlation), not a mean over examples: evaluation
+    # gathers every example's output and calls `corpus_metrics`.
+    corpus_metric: ClassVar[bool] = False
+    # Encoders in this task's head (their names in it) that the sentence embedding concatenates
+    # after the shared one: Quick-Thoughts' output encoder g makes it [f(s); g(s)].
+    embedding_parts: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, name: str, config: TaskConfig):
         self.name, self.config = name, config
@@ -106,6 +119,10 @@ class Task:
     def scores(self, outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """(B,) per-example value of `metric` (their mean is the metric): here, 1 when right."""
         return (outputs.argmax(dim=-1) == labels).float()
+
+    def corpus_metrics(self, outputs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        """Metrics of a whole split's outputs, `metric` first (tasks with `corpus_metric`)."""
+        raise NotImplementedError
 
     def bucket_key(self, lengths: np.ndarray) -> np.ndarray:
         """(N,) what length bucketing sorts examples by; `lengths`: (N, sentences)."""

@@ -59,48 +59,14 @@ class Pairs(Task):
         self.recipe = pair_recipe(classes=len(self.config.class_names))
 
     def resolve_inputs(self) -> PairsConfig:
-        expanded = os.path.expanduser(os.path.expandvars(self.config.source))
-        if Path(expanded).is_dir():
-            return replace(self.config, source=str(Path(expanded).resolve()))
-        if "$" in expanded or expanded.count("/") != 1 or expanded.startswith((".", "/", "~")):
-            raise UserError(
-                f"{self.name}.source={self.config.source}: no such folder ({expanded}); point it at the "
-                "folder of the task's files (or set the variable it names), or give a Hub dataset id"
-            )
-        return replace(self.config, source=expanded)
+        return replace(self.config, source=resolve_folder(self.name, self.config.source))
 
     def load(self, split: str) -> LabelledTexts | None:
         name = {"train": self.config.train, "dev": self.config.dev, "test": self.config.test}[split]
         if not name:
             return None
-        rows = self._rows(name)
+        rows = read_rows(self.name, self.config.source, name, self.config.format)
         return self._labelled(rows, f"{self.config.source}/{name}")
-
-    def _rows(self, name: str) -> list[dict]:
-        folder = Path(self.config.source)
-        if not folder.is_dir():
-            import datasets
-
-            try:
-                return list(datasets.load_dataset(self.config.source, split=name))
-            except Exception as error:  # the Hub and datasets raise many types
-                raise UserError(
-                    f"{self.name}: cannot load {self.config.source} split {name!r} ({error})"
-                ) from None
-        path = folder / name
-        if not path.is_file():
-            raise UserError(f"{self.name}: {path} does not exist: fix {self.name}.train/dev/test= or source=")
-        text = decode_utf8(path.read_bytes(), f"{self.name} file", path)
-        if self.config.format == "jsonl":
-            try:
-                return [json.loads(line) for line in text.splitlines() if line.strip()]
-            except json.JSONDecodeError as error:
-                raise UserError(
-                    f"{path} is not JSON lines ({error}): fix it or set {self.name}.format="
-                ) from None
-        delimiter = "\t" if self.config.format == "tsv" else ","
-        quoting = csv.QUOTE_NONE if self.config.format == "tsv" else csv.QUOTE_MINIMAL
-        return list(csv.DictReader(text.splitlines(), delimiter=delimiter, quoting=quoting))
 
     def _labelled(self, rows: list[dict], where: str) -> LabelledTexts:
         config = self.config
@@ -124,3 +90,48 @@ class Pairs(Task):
                 f"values of its {config.label!r} column"
             )
         return LabelledTexts([first, second], labels)
+
+
+def resolve_folder(task: str, source: str) -> str:
+    """A task file's `source`: an absolute folder ($VARS and ~ expanded), or a Hub dataset id."""
+    expanded = os.path.expanduser(os.path.expandvars(source))
+    if Path(expanded).is_dir():
+        return str(Path(expanded).resolve())
+    if "$" in expanded or expanded.count("/") != 1 or expanded.startswith((".", "/", "~")):
+        raise UserError(
+            f"{task}.source={source}: no such folder ({expanded}); point it at the "
+            "folder of the task's files (or set the variable it names), or give a Hub dataset id"
+        )
+    return expanded
+
+
+def read_rows(task: str, source: str, name: str, format: str, header: bool = True) -> list[dict]:
+    """The rows of file `name` in folder `source` (or split `name` of Hub dataset `source`) as
+    dicts by column; without a `header` line, a tsv or csv file's columns are named 0, 1, 2, ..."""
+    folder = Path(source)
+    if not folder.is_dir():
+        import datasets
+
+        try:
+            return list(datasets.load_dataset(source, split=name))
+        except Exception as error:  # the Hub and datasets raise many types
+            raise UserError(f"{task}: cannot load {source} split {name!r} ({error})") from None
+    path = folder / name
+    if not path.is_file():
+        raise UserError(f"{task}: {path} does not exist: fix {task}.train/dev/test= or source=")
+    text = decode_utf8(path.read_bytes(), f"{task} file", path)
+    if format == "jsonl":
+        try:
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as error:
+            raise UserError(f"{path} is not JSON lines ({error}): fix it or set {task}.format=") from None
+    delimiter = "\t" if format == "tsv" else ","
+    quoting = csv.QUOTE_NONE if format == "tsv" else csv.QUOTE_MINIMAL
+    lines = text.splitlines()
+    if header:
+        return list(csv.DictReader(lines, delimiter=delimiter, quoting=quoting))
+    return [
+        {str(i): value for i, value in enumerate(row)}
+        for row in csv.reader(lines, delimiter=delimiter, quoting=quoting)
+        if row
+    ]

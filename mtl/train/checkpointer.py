@@ -84,18 +84,22 @@ class Checkpointer:
         path: Path,
         results: dict[str, Any],
         pretrained: Callable[[Path], None] | None = None,
+        parts: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         """What `load_encoder` needs: config, vocabulary and encoder weights (embeddings included).
 
         `pretrained` (encoder=hf) writes the weights in Hugging Face format into a folder
         beside `path` (`encoder/` for `encoder.pt`), which `path` then names instead of
-        holding them; the W&B encoder artifact is that folder.
+        holding them; the W&B encoder artifact is that folder. `parts`: the weights of encoders
+        a task adds to the sentence embedding (`Task.embedding_parts`), by their path in the model.
         """
         if not self.dist.is_main:
             return
         artifact = path
         if pretrained is None:
-            checkpoint.save({"format": 1, **self.metadata, "encoder": encoder_state}, path)
+            checkpoint.save(
+                {"format": 1, **self.metadata, "encoder": encoder_state, "parts": parts or {}}, path
+            )
         else:
             artifact = path.with_suffix("")
             atomic.write_folder(artifact, pretrained, "Hugging Face model folder")
@@ -109,7 +113,14 @@ def encoder_metadata(config: TrainConfig, data: TrainingData) -> dict[str, Any]:
         "config": to_dict(config),
         "vocabulary": data.vocabulary.words if data.vocabulary is not None else None,
         "vectors": str(data.vectors_path) if data.vectors_path is not None else None,
+        "embedding_parts": embedding_parts(data),
     }
+
+
+def embedding_parts(data: TrainingData) -> list[str]:
+    """Where in the model the encoders are that the sentence embedding concatenates after the
+    shared one (`Task.embedding_parts`): `heads.qt.output_encoder`."""
+    return [f"heads.{name}.{part}" for name, task in data.tasks.items() for part in task.embedding_parts]
 
 
 def pretrained_exporter(

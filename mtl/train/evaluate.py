@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from mtl import metrics
-from mtl.data.batches import SentenceTable, TaskExamples
+from mtl.data.batches import SentenceTable, TaskExamples, contiguous_batches
 from mtl.device import to_device
 from mtl.distributed import Distributed
 from mtl.models.heads import MultitaskModel, TaskHead
@@ -26,11 +26,33 @@ def evaluate_tasks(
         if split not in data.examples[name]:
             continue
         examples = data.examples[name][split]
-        share = examples.subset(dist.part(len(examples)))
+        if task.corpus_metric:
+            values = _corpus_metrics(model, task, examples, data.table, run, dist, device)
+            results.update({metrics.evaluation(name, split, key): v for key, v in values.items()})
+            continue
+        if task.in_batch:  # whole batches of the training size, dealt to the ranks in turn
+            batches = contiguous_batches(len(examples), task.config.batch)[dist.rank :: dist.world_size]
+            share = examples.subset(np.concatenate(batches)) if batches else examples.subset(np.arange(0))
+        else:
+            share = examples.subset(dist.part(len(examples)))
         with autocast(run.precision, device):
             total = metric_sum(model, task, share, data.table, run.eval_batch, device)
         results[metrics.evaluation(name, split, task.metric)] = dist.sum([total])[0] / len(examples)
     return results
+
+
+def _corpus_metrics(model, task: Task, examples, table, run, dist: Distributed, device) -> dict[str, float]:
+    """`task.corpus_metrics` of the whole split: each rank's outputs, gathered on every rank."""
+    share = examples.subset(dist.part(len(examples)))
+    with torch.inference_mode(), autocast(run.precision, device):
+        was_training = model.training
+        model.eval()
+        try:
+            outputs = _batched_outputs(model, task.name, share, table, run.eval_batch, device)
+        finally:
+            model.train(was_training)
+    every = dist.gather_objects(outputs.float().cpu().numpy())
+    return task.corpus_metrics(np.concatenate(every), examples.labels)
 
 
 @torch.inference_mode()
@@ -49,6 +71,8 @@ def metric_sum(
     model.eval()
     try:
         head = model.heads[task.name]
+        if task.in_batch:
+            return _in_batch_sum(model, task, examples, table, device)
         if isinstance(head, TaskHead) and not model.encoder.pair_model:
             outputs = _siamese_outputs(model.encoder, head, examples, table, batch_size, device)
         else:
@@ -60,6 +84,16 @@ def metric_sum(
         return total
     finally:
         model.train(was_training)
+
+
+def _in_batch_sum(model, task: Task, examples: TaskExamples, table, device) -> float:
+    """Each batch of `task.config.batch` consecutive examples scored against itself, as in training."""
+    total = 0.0
+    for rows in contiguous_batches(len(examples), task.config.batch):
+        outputs = model(task.name, table.batch_columns(examples.sentences[rows], device))
+        labels = torch.from_numpy(examples.labels[rows]).to(device)
+        total += task.scores(outputs, labels).sum().item()
+    return total
 
 
 def embed_rows(

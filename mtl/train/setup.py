@@ -82,6 +82,7 @@ def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, devi
                 config.tasks[task].batch,
                 seed=[config.run.seed, seeds[task]],
                 window=BUCKET_WINDOW if config.schedule.bucket else 1,  # 1: no sorting across batches
+                contiguous=data.tasks[task].batching == "contiguous",
             )
             for task in config.tasks
         },

@@ -64,7 +64,9 @@ class TaskStep:
         setup.model.train()
         setup.model.zero_grad(set_to_none=True)
         # accumulate=k: k micro-batches, gradients summed, one update; DDP all-reduces after the last.
-        parts = np.array_split(np.arange(len(mine)), min(self.config.optim.accumulate, len(mine)))
+        # An in-batch task scores each example against the whole batch: one micro-batch.
+        micro_batches = 1 if definition.in_batch else min(self.config.optim.accumulate, len(mine))
+        parts = np.array_split(np.arange(len(mine)), micro_batches)
         totals = torch.zeros(2, device=self.device)  # loss sum, metric sum
         for i, part in enumerate(parts):
             syncs = i == len(parts) - 1 or not self.dist.active

@@ -21,7 +21,7 @@ from mtl.distributed import Distributed
 from mtl.errors import UserError
 from mtl.runs import RunFolder
 from mtl.train.callbacks import Callbacks, MetricsLog, ProgressBar, start_tracking
-from mtl.train.checkpointer import Checkpointer, encoder_metadata, pretrained_exporter
+from mtl.train.checkpointer import Checkpointer, embedding_parts, encoder_metadata, pretrained_exporter
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData, prepare
 from mtl.train.evaluate import evaluate_tasks
@@ -228,8 +228,16 @@ class Trainer:
         results = {metrics.best(key): value for key, value in best["best"].items()}
         results.update({metrics.best(k): v for k, v in self.evaluate("test").items()})
         exporter = pretrained_exporter(self.config, self.data, self.model.encoder)
+        parts = {
+            path: {
+                k: v
+                for k, v in self.model.get_submodule(path).state_dict().items()
+                if k != "embedding.weight"
+            }
+            for path in embedding_parts(self.data)
+        }
         self.checkpointer.export_encoder(
-            self.model.encoder.state_dict(), self.files.encoder, results, exporter
+            self.model.encoder.state_dict(), self.files.encoder, results, exporter, parts
         )
         summary = {
             "stop_reason": reason.value,

@@ -14,18 +14,19 @@ from mtl.config import AtLeast0, AtLeast1, Range, check_fields
 from mtl.device import to_device
 from mtl.errors import UserError
 
-Pooling = Literal["max", "mean", "max+mean", "cls"]
+Pooling = Literal["max", "mean", "max+mean", "cls", "last"]
 
 
 @dataclass
 class EncoderConfig:
-    encoder: Literal["bilstm", "bilstm2", "lstm", "transformer", "decomposable", "hf"] = (
+    encoder: Literal["bilstm", "bilstm2", "lstm", "gru", "transformer", "decomposable", "hf"] = (
         "bilstm"  # the shared encoder; hf: a pretrained transformers model (hf_model=)
     )
-    hidden: AtLeast1 = 2048  # per direction (BiLSTMs, LSTM), model width (transformer, decomposable)
-    pooling: Literal["auto", "max", "mean", "max+mean", "cls"] = (
-        "auto"  # over real positions only; auto: mean for encoder=hf, else max; cls: encoder=hf only
+    hidden: AtLeast1 = 2048  # per direction (BiLSTMs, LSTM, GRU), model width (transformer, decomposable)
+    pooling: Literal["auto", "max", "mean", "max+mean", "cls", "last"] = (
+        "auto"  # over real positions; auto: mean for encoder=hf, else max; cls: hf only; last: RNNs' final state
     )
+    bidirectional: bool = False  # encoder=gru: also right to left (BiGRU)
     transformer_layers: AtLeast1 = 4  # encoder=transformer: layers
     transformer_heads: AtLeast1 = 4  # encoder=transformer: attention heads (divide hidden)
     transformer_ffn: AtLeast1 = 1024  # encoder=transformer: feed-forward width
@@ -48,6 +49,11 @@ class EncoderConfig:
         if self.pooling == "cls" and not traits(self.encoder).pretrained:
             raise UserError(
                 f"pooling=cls needs encoder=hf ({self.encoder} has no [CLS] token): use max or mean"
+            )
+        if self.pooling == "last" and not traits(self.encoder).recurrent:
+            raise UserError(
+                f"pooling=last needs a recurrent encoder (gru, lstm, bilstm; {self.encoder} has no final "
+                "state): use max or mean"
             )
 
     def resolved(self) -> EncoderConfig:
@@ -138,12 +144,21 @@ def pooled_dim(width: int, pooling: Pooling) -> int:
     return 2 * width if pooling == "max+mean" else width
 
 
-def pool(states: torch.Tensor, mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
+def pool(states: torch.Tensor, mask: torch.Tensor, pooling: Pooling, directions: int = 1) -> torch.Tensor:
     """Pool (B, T, D) states over real positions only -> (B, D), or (B, 2D) for max+mean.
 
-    `cls`: the first position's state (a pretrained model's [CLS] token)."""
+    `cls`: the first position's state (a pretrained model's [CLS] token). `last`: a recurrent
+    network's final states: left to right at the last real word, right to left (the second
+    half of D when `directions` is 2) at the first."""
     if pooling == "cls":
         return states[:, 0]
+    if pooling == "last":
+        last = (mask.sum(dim=1) - 1).clamp(min=0)  # (B,)
+        forward = states[torch.arange(len(states), device=states.device), last]
+        if directions == 1:
+            return forward
+        width = states.shape[-1] // 2
+        return torch.cat([forward[:, :width], states[:, 0, width:]], dim=-1)
     parts = []
     if pooling in ("max", "max+mean"):
         parts.append(states.masked_fill(~mask[:, :, None], float("-inf")).amax(dim=1))

@@ -89,7 +89,7 @@ class BiLSTMEncoder(Encoder):
                 if layer:
                     states = self.between_layers(states)
                 states = dense_bidirectional(states, lengths, self.lstm, layer)  # (B, T, 2H)
-        return pool(states, length_mask(lengths, states.shape[1], states.device), self.pooling)
+        return pool(states, length_mask(lengths, states.shape[1], states.device), self.pooling, directions=2)
 
 
 EARLIER_NAME = re.compile(

@@ -1,4 +1,4 @@
-"""SQuAD v1.1 as articles -> paragraphs -> questions, from the Hub or the official JSON files."""
+"""SQuAD v1.1 as articles -> paragraphs (passage, questions), from the Hub or the official JSON files."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ class Question:
 @dataclass(frozen=True)
 class Paragraph:
     questions: tuple[Question, ...]
+    context: str = ""  # the passage (Quick-Thoughts and Skip-Thought read its sentences in order)
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,8 @@ def parse_squad(document: Any, name: str) -> list[Article]:
                         ),
                     )
                 )
-            paragraphs.append(Paragraph(tuple(questions)))
+            context = paragraph.get("context") if isinstance(paragraph, dict) else None
+            paragraphs.append(Paragraph(tuple(questions), context if isinstance(context, str) else ""))
         articles.append(Article(title, tuple(paragraphs)))
     if renamed:
         say(
@@ -182,7 +184,7 @@ def _group_rows(rows: Any) -> list[Article]:
 
     def close_paragraph() -> None:
         if questions:
-            paragraphs.append(Paragraph(tuple(questions)))
+            paragraphs.append(Paragraph(tuple(questions), context or ""))
             questions.clear()
 
     def close_article() -> None:

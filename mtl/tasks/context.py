@@ -1,0 +1,73 @@
+"""What the context objectives (Quick-Thoughts, Skip-Thought) share: an ordered corpus as a task's splits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from mtl.data.corpus import Document, read_corpus, resolve_corpus
+from mtl.data.texts import LabelledTexts
+from mtl.errors import UserError
+from mtl.tasks.base import TaskConfig
+
+DEV_SHARE = 100  # a file or Hub corpus without a dev file keeps its last 1/100 documents for dev
+
+
+@dataclass
+class CorpusConfig(TaskConfig):
+    corpus: str = "squad"  # squad (SQuAD v1.1's passages), a text file (a sentence per line), or a Hub id
+    dev: str = ""  # a text file for dev; empty: squad's dev passages, else the corpus's last 1% documents
+    text_column: str = "text"  # a Hub corpus's column of text
+
+
+class CorpusTask:
+    """Mixin: a task whose examples come from an ordered corpus (documents of sentences)."""
+
+    name: str
+    config: CorpusConfig
+
+    def resolve_inputs(self) -> CorpusConfig:
+        dev = str(resolve_corpus(self.config.dev)) if self.config.dev else ""
+        return replace(self.config, corpus=resolve_corpus(self.config.corpus), dev=dev)
+
+    @property
+    def source(self) -> str:
+        return self.config.corpus
+
+    def documents(self, split: str) -> list[Document] | None:
+        """train and dev documents (no test: a context objective is judged by its transfer)."""
+        if split == "test":
+            return None
+        config = self.config
+        if config.corpus.startswith("squad:"):
+            documents = read_corpus(config.corpus, split, config.text_column)
+        elif split == "dev" and config.dev:
+            documents = read_corpus(config.dev, split, config.text_column)
+        else:
+            documents = read_corpus(config.corpus, split, config.text_column)
+            if not config.dev:
+                held_out = max(1, len(documents) // DEV_SHARE)
+                if len(documents) < 2 and sum(map(len, documents)) > 1:  # one stream: hold out its tail
+                    sentences = documents[0]
+                    cut = len(sentences) - max(1, len(sentences) // DEV_SHARE)
+                    documents = [sentences[:cut]] if split == "train" else [sentences[cut:]]
+                else:
+                    documents = documents[:-held_out] if split == "train" else documents[-held_out:]
+        documents = [document for document in documents if len(document) > 1]  # no context to learn from
+        if not documents:
+            raise UserError(
+                f"{self.name}: the {split} part of corpus {config.corpus} holds no document of two or more "
+                "sentences: a context objective needs neighbouring sentences"
+            )
+        return documents
+
+    def splits(self, seed: int, max_eval: int | None) -> dict[str, LabelledTexts]:
+        """As `Task.splits`, but dev is cut to its first examples: a corpus keeps its order."""
+        found = {}
+        for split in ("train", "dev"):
+            texts = self.load(split)
+            if texts is not None:
+                found[split] = texts.head(self.config.max_train if split == "train" else max_eval)
+        return found
+
+    def load(self, split: str) -> LabelledTexts | None:
+        raise NotImplementedError

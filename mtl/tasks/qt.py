@@ -1,0 +1,141 @@
+"""`qt`: Quick-Thoughts (Logeswaran & Lee 2018, Sections 3 and 4.3).
+
+Over a corpus in order, an input encoder f (the run's shared encoder) embeds each sentence
+and an output encoder g (same architecture, its own parameters) every candidate; scores are
+inner products, and each sentence classifies which candidates of its batch (contiguous
+sentences) are its neighbours within the context window. The sentence embedding is
+[f(s); g(s)] (`embedding_parts`).
+
+Where the paper and the authors' code (lajanugen/S2V, `s2v_model.py`) differ, this follows
+the code: the sentence's own score is set to 0, not removed (`tf.matrix_set_diag(scores,
+0)`), so it stays a candidate with a fixed logit; the target is the uniform distribution
+over the window's neighbours (soft-target cross-entropy); `context=3` is its context_size=1.
+Unlike the code, neighbours across a document boundary are not targets (BookCorpus was one
+stream; SQuAD's passages are not).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from mtl.config import AtLeast1
+from mtl.data.texts import LabelledTexts
+from mtl.distributed import gather_batch
+from mtl.errors import UserError
+from mtl.models.encoders.base import Encoder
+from mtl.models.heads import InBatchScores
+from mtl.tasks.base import Task, register
+from mtl.tasks.context import CorpusConfig, CorpusTask
+
+
+@dataclass
+class QTConfig(CorpusConfig):
+    kind: str = "qt"
+    steps: AtLeast1 = 1000
+    batch: AtLeast1 = 400  # contiguous sentences per step: each one's candidates (the paper: 400)
+    context: AtLeast1 = 3  # sentences in the window, the sentence included (3: the previous and the next)
+
+
+def neighbour_labels(documents: list[list[str]], radius: int) -> list[int]:
+    """Per sentence: how many sentences of its document come before and after it, each at most
+    `radius`, as one number (before * (radius + 1) + after); its batch decides the rest."""
+    labels = []
+    for document in documents:
+        for i in range(len(document)):
+            labels.append(min(i, radius) * (radius + 1) + min(len(document) - 1 - i, radius))
+    return labels
+
+
+def neighbour_targets(labels: torch.Tensor, offset: int, candidates: int, radius: int) -> torch.Tensor:
+    """(b, candidates) 1 where a candidate is in the sentence's window: `labels` from
+    `neighbour_labels` for the b sentences at positions offset, offset+1, ... of the batch."""
+    before, after = labels // (radius + 1), labels % (radius + 1)
+    position = offset + torch.arange(len(labels), device=labels.device)
+    targets = torch.zeros(len(labels), candidates, device=labels.device)
+    for distance in range(1, radius + 1):
+        for sign, allowed in ((-1, before), (1, after)):
+            column = position + sign * distance
+            valid = (allowed >= distance) & (column >= 0) & (column < candidates)
+            rows = torch.nonzero(valid).flatten()
+            targets[rows, column[rows]] = 1.0
+    return targets
+
+
+def fresh_copy(encoder: Encoder) -> Encoder:
+    """An encoder of the same architecture with its own parameters (its frozen word vectors shared):
+    re-initialized when it trains from scratch, the same pretrained weights otherwise."""
+    embedding = encoder.embedding
+    twin = copy.deepcopy(encoder, memo={} if embedding is None else {id(embedding): embedding})
+    if embedding is not None:
+        for module in twin.modules():
+            if module is not embedding and module is not twin and hasattr(module, "reset_parameters"):
+                module.reset_parameters()
+    return twin
+
+
+class QuickThoughtsHead(nn.Module):
+    def __init__(self, encoder: Encoder):
+        super().__init__()
+        self.output_encoder = fresh_copy(encoder)  # g; the shared encoder is f
+
+    def forward(self, encoder: Encoder, sentences) -> InBatchScores:
+        tokens, lengths = sentences[0]
+        inputs = encoder(tokens, lengths).float()  # f(s): (b, D)
+        candidates, offset = gather_batch(self.output_encoder(tokens, lengths).float())  # g(s'): (B, D)
+        logits = inputs @ candidates.T
+        own = offset + torch.arange(len(inputs), device=logits.device)
+        is_own = torch.zeros_like(logits, dtype=torch.bool)
+        is_own[torch.arange(len(inputs), device=logits.device), own] = True
+        return InBatchScores(logits.masked_fill(is_own, 0.0), offset)  # as S2V: logit 0, not removed
+
+
+@register
+class QuickThoughts(CorpusTask, Task):
+    kind = "qt"
+    config_class = QTConfig
+    display = "Quick-Thoughts"
+    batching = "contiguous"
+    in_batch = True
+    metric = "recall_at_1"  # the top-scored candidate is a neighbour
+    embedding_parts = ("output_encoder",)
+    config: QTConfig
+
+    def __init__(self, name: str, config: QTConfig):
+        super().__init__(name, config)
+        if config.context < 3 or config.context % 2 == 0:
+            raise UserError(
+                f"{name}.context={config.context}: the window holds the sentence and as many neighbours "
+                "on each side, an odd number from 3 (3: the previous and the next sentence)"
+            )
+        self.radius = (config.context - 1) // 2
+
+    def load(self, split: str) -> LabelledTexts | None:
+        documents = self.documents(split)
+        if documents is None:
+            return None
+        sentences = [sentence for document in documents for sentence in document]
+        return LabelledTexts([sentences], neighbour_labels(documents, self.radius))
+
+    def head(self, encoder: nn.Module, hidden: int, layers: int, dropout: float) -> nn.Module:
+        if encoder.pair_model:
+            raise UserError(
+                f"{self.name}: Quick-Thoughts embeds sentences alone; encoder=decomposable cannot"
+            )
+        return QuickThoughtsHead(encoder)
+
+    def losses(self, outputs: InBatchScores, labels: torch.Tensor) -> torch.Tensor:
+        targets = neighbour_targets(labels, outputs.offset, outputs.logits.shape[1], self.radius)
+        targets = targets / targets.sum(dim=1, keepdim=True).clamp(min=1)
+        return -(targets * torch.log_softmax(outputs.logits, dim=1)).sum(dim=1)
+
+    def scores(self, outputs: InBatchScores, labels: torch.Tensor) -> torch.Tensor:
+        targets = neighbour_targets(labels, outputs.offset, outputs.logits.shape[1], self.radius)
+        return targets.gather(1, outputs.logits.argmax(dim=1, keepdim=True)).squeeze(1)
+
+    def bucket_key(self, lengths: np.ndarray) -> np.ndarray:
+        return lengths[:, 0]

@@ -1,0 +1,117 @@
+"""`mnrl`: in-batch ranking (sentence-transformers' MultipleNegativesRankingLoss; Henderson et
+al. 2017), by default over SNLI: each premise ranks its entailed hypothesis above every other
+positive of the batch and every hard negative (the contradicted hypotheses).
+
+Examples are (anchor, positive, negative) triples, or (anchor, positive) pairs with
+`hard_negatives=false`; the loss is the cross-entropy of `scale` times the cosine similarity
+of the anchor with the batch's positives then negatives, the target being its own positive,
+as in sentence-transformers. Ranks gather the candidates, so the loss is that of the whole
+batch at any number of processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from torch import nn
+
+from mtl.config import AtLeast1
+from mtl.data.snli import LABELS, load_snli, resolve_snli_source
+from mtl.data.texts import LabelledTexts
+from mtl.distributed import gather_batch
+from mtl.errors import UserError
+from mtl.models.heads import InBatchScores
+from mtl.tasks.base import Task, TaskConfig, register
+
+ENTAILMENT, CONTRADICTION = LABELS.index("entailment"), LABELS.index("contradiction")
+
+
+@dataclass
+class RankingConfig(TaskConfig):
+    kind: str = "mnrl"
+    steps: AtLeast1 = 1000
+    batch: AtLeast1 = 64  # anchors per step: each one's candidates are the batch's positives (and negatives)
+    source: str | None = None  # SNLI folder or Hub id, as nli.source
+    hard_negatives: bool = True  # the premise's contradicted hypothesis as a further candidate
+    scale: float = 20.0  # cosine similarities are multiplied by this (sentence-transformers' default)
+
+
+def snli_triples(pairs: LabelledTexts, hard_negatives: bool) -> LabelledTexts:
+    """(premise, entailed, contradicted) for each entailed hypothesis of a premise that also has a
+    contradicted one (the k-th entailment with the k-th contradiction, cycling); without
+    `hard_negatives`, (premise, entailed) for every entailed hypothesis."""
+    entailed: dict[str, list[str]] = {}
+    contradicted: dict[str, list[str]] = {}
+    for premise, hypothesis, label in zip(*pairs.columns, pairs.labels, strict=True):
+        if label == ENTAILMENT:
+            entailed.setdefault(premise, []).append(hypothesis)
+        elif label == CONTRADICTION:
+            contradicted.setdefault(premise, []).append(hypothesis)
+    columns: list[list[str]] = [[], [], []] if hard_negatives else [[], []]
+    for premise, positives in entailed.items():
+        negatives = contradicted.get(premise, [])
+        if hard_negatives and not negatives:
+            continue
+        for k, positive in enumerate(positives):
+            columns[0].append(premise)
+            columns[1].append(positive)
+            if hard_negatives:
+                columns[2].append(negatives[k % len(negatives)])
+    return LabelledTexts(columns, [0] * len(columns[0]))
+
+
+class RankingHead(nn.Module):
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, encoder, sentences) -> InBatchScores:
+        anchors, *others = [
+            nn.functional.normalize(encoder(tokens, lengths).float(), dim=-1) for tokens, lengths in sentences
+        ]
+        gathered = [gather_batch(candidates) for candidates in others]  # positives, then negatives
+        offset = gathered[0][1]
+        candidates = torch.cat([candidates for candidates, _ in gathered])
+        return InBatchScores(self.scale * anchors @ candidates.T, offset)
+
+
+@register
+class Ranking(Task):
+    kind = "mnrl"
+    config_class = RankingConfig
+    display = "SNLI ranking"
+    in_batch = True
+    metric = "recall_at_1"  # the anchor's own positive scores highest of the batch's candidates
+    config: RankingConfig
+
+    def resolve_inputs(self) -> RankingConfig:
+        return replace(self.config, source=resolve_snli_source(self.config.source))
+
+    def load(self, split: str) -> LabelledTexts:
+        triples = snli_triples(load_snli(self.config.source, split), self.config.hard_negatives)
+        if not len(triples):
+            raise UserError(
+                f"{self.name}: SNLI {split} at {self.config.source} has no premise with both an entailed and a "
+                "contradicted hypothesis: set hard_negatives=false, or check the source"
+            )
+        return triples
+
+    def head(self, encoder: nn.Module, hidden: int, layers: int, dropout: float) -> nn.Module:
+        if encoder.pair_model:
+            raise UserError(f"{self.name}: ranking embeds sentences alone; encoder=decomposable cannot")
+        return RankingHead(self.config.scale)
+
+    def losses(self, outputs: InBatchScores, labels: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(outputs.logits, self._own(outputs, labels), reduction="none")
+
+    def scores(self, outputs: InBatchScores, labels: torch.Tensor) -> torch.Tensor:
+        return (outputs.logits.argmax(dim=1) == self._own(outputs, labels)).float()
+
+    @staticmethod
+    def _own(outputs: InBatchScores, labels: torch.Tensor) -> torch.Tensor:
+        return outputs.offset + torch.arange(len(labels), device=outputs.logits.device)
+
+    def bucket_key(self, lengths: np.ndarray) -> np.ndarray:
+        return lengths.max(axis=1)

@@ -1,0 +1,116 @@
+"""`sts`: sentence-pair similarity regression (STS Benchmark, SICK-R) from files with named columns.
+
+The head is sentence-transformers' CosineSimilarityLoss: the cosine of the two embeddings
+regressed (mean squared error) onto the gold score scaled to [0, 1] by `low` and `high`.
+Its metrics are of the whole split: Pearson's r (which picks the best checkpoint) and
+Spearman's rho of the cosines against the gold scores, as SentEval reports STS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+import torch
+from scipy import stats
+from torch import nn
+
+from mtl.data.texts import LabelledTexts
+from mtl.errors import UserError
+from mtl.tasks.base import Task, TaskConfig, register
+from mtl.tasks.pairs import read_rows, resolve_folder
+
+
+@dataclass
+class STSConfig(TaskConfig):
+    kind: str = "sts"
+    source: str = ""  # a folder holding the split files ($VARS and ~ expanded), or a Hub dataset id
+    format: Literal["jsonl", "tsv", "csv"] = "tsv"  # of the split files (a Hub dataset has its own)
+    header: bool = True  # a tsv/csv file's first line names its columns; false: columns are 0, 1, 2, ...
+    train: str = "train.tsv"
+    dev: str = "dev.tsv"
+    test: str = ""  # empty: none
+    first: str = "sentence1"
+    second: str = "sentence2"
+    score: str = "score"  # column of the gold similarity
+    low: float = 0.0  # the gold scale's lowest score (STS-B 0, SICK 1)
+    high: float = 5.0  # and highest (both 5)
+    display: str = ""
+
+
+class CosineHead(nn.Module):
+    def forward(self, encoder, sentences) -> torch.Tensor:
+        first, second = (encoder(tokens, lengths).float() for tokens, lengths in sentences)
+        return nn.functional.cosine_similarity(first, second, dim=-1)
+
+
+@register
+class STS(Task):
+    kind = "sts"
+    config_class = STSConfig
+    label_dtype = np.float32
+    corpus_metric = True
+    metric = "pearson"
+    config: STSConfig
+
+    def __init__(self, name: str, config: STSConfig):
+        super().__init__(name, config)
+        if not config.high > config.low:
+            raise UserError(f"{name}.low={config.low} and high={config.high}: high must be above low")
+
+    def resolve_inputs(self) -> STSConfig:
+        return replace(self.config, source=resolve_folder(self.name, self.config.source))
+
+    def load(self, split: str) -> LabelledTexts | None:
+        config = self.config
+        name = {"train": config.train, "dev": config.dev, "test": config.test}[split]
+        if not name:
+            return None
+        where = f"{config.source}/{name}"
+        rows = read_rows(self.name, config.source, name, config.format, config.header)
+        if rows and (missing := [c for c in (config.first, config.second, config.score) if c not in rows[0]]):
+            raise UserError(
+                f"{where} has no column {missing[0]!r} (it has {', '.join(map(str, rows[0]))}): "
+                f"set {self.name}.first=, second= and score= to its columns"
+            )
+        first, second, scores = [], [], []
+        for number, row in enumerate(rows, 1):
+            try:
+                score = float(row[config.score])
+            except (TypeError, ValueError):
+                raise UserError(
+                    f"{where}: row {number} has score {row[config.score]!r}, not a number: fix it or set {self.name}.score="
+                ) from None
+            first.append(str(row[config.first]))
+            second.append(str(row[config.second]))
+            scores.append((score - config.low) / (config.high - config.low))
+        if not scores:
+            raise UserError(f"{where} holds no rows")
+        return LabelledTexts([first, second], scores)
+
+    def head(self, encoder: nn.Module, hidden: int, layers: int, dropout: float) -> nn.Module:
+        if encoder.pair_model:
+            raise UserError(
+                f"{self.name}: cosine similarity embeds sentences alone; encoder=decomposable cannot"
+            )
+        return CosineHead()
+
+    def losses(self, outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return (outputs - labels) ** 2
+
+    def scores(self, outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Per example, what a training step logs: minus the squared error (a step's Pearson over
+        a batch would be noise)."""
+        return -((outputs - labels) ** 2)
+
+    def corpus_metrics(self, outputs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        if np.std(outputs) == 0 or np.std(labels) == 0:
+            return {"pearson": 0.0, "spearman": 0.0}  # undefined: a constant says nothing of the order
+        return {
+            "pearson": float(stats.pearsonr(outputs, labels)[0]),
+            "spearman": float(stats.spearmanr(outputs, labels)[0]),
+        }
+
+    def bucket_key(self, lengths: np.ndarray) -> np.ndarray:
+        return lengths.max(axis=1)

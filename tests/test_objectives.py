@@ -1,0 +1,293 @@
+"""Issue 21: the seeds' other objectives as tasks: qt (Quick-Thoughts), mnrl (in-batch ranking),
+sts (similarity regression), the GRU encoder, and several NLI sources in one run."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from mtl import load_encoder
+from mtl.data.texts import LabelledTexts
+from mtl.errors import UserError
+from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
+from mtl.models.heads import InBatchScores
+from mtl.tasks import build_task, named_config
+from mtl.tasks.qt import neighbour_labels, neighbour_targets
+from mtl.tasks.ranking import snli_triples
+from mtl.train import run
+from mtl.train.runlog import read_metrics
+
+from .conftest import FIXTURES, args_for, start_run
+
+CORPUS = FIXTURES / "corpus_tiny.txt"
+QT = ("tasks=nli,qt", f"qt.corpus={CORPUS}", f"qt.dev={CORPUS}", "qt.batch=6", "qt.steps=2")
+MNRL = ("tasks=nli,mnrl", f"mnrl.source={FIXTURES / 'snli_tiny'}", "mnrl.batch=6", "mnrl.steps=2")
+
+
+def task(name, *keys):
+    from mtl.config import apply_overrides
+
+    entry, config = named_config(name)
+    return build_task(entry, apply_overrides(config, list(keys)))
+
+
+# ---- Quick-Thoughts: targets and loss by hand --------------------------------------------------
+
+
+def test_qt_targets_for_a_batch_of_6_sentences_with_context_3():
+    # Two documents of 3 sentences: a b c | d e f. Each sentence's targets are its previous and
+    # next sentence of the same document; c and d are neighbours in the batch but not in a document.
+    labels = torch.tensor(neighbour_labels([["a", "b", "c"], ["d", "e", "f"]], radius=1))
+    expected = torch.tensor(
+        [
+            [0, 1, 0, 0, 0, 0],  # a: b
+            [1, 0, 1, 0, 0, 0],  # b: a, c
+            [0, 1, 0, 0, 0, 0],  # c: b
+            [0, 0, 0, 0, 1, 0],  # d: e
+            [0, 0, 0, 1, 0, 1],  # e: d, f
+            [0, 0, 0, 0, 1, 0],  # f: e
+        ],
+        dtype=torch.float32,
+    )
+    assert torch.equal(neighbour_targets(labels, 0, 6, radius=1), expected)
+    # A rank holding the batch's rows 3..5 (offset 3) sees the same rows of the same matrix.
+    assert torch.equal(neighbour_targets(labels[3:], 3, 6, radius=1), expected[3:])
+    # context=5: two on each side, within the document.
+    wide = neighbour_targets(torch.tensor(neighbour_labels([["a", "b", "c", "d"]], radius=2)), 0, 4, radius=2)
+    assert wide.tolist() == [[0, 1, 1, 0], [1, 0, 1, 1], [1, 1, 0, 1], [0, 1, 1, 0]]
+
+
+def test_qt_loss_and_recall_are_the_authors_soft_target_cross_entropy():
+    qt = task("qt", "context=3")
+    labels = torch.tensor(neighbour_labels([["a", "b", "c"], ["d", "e", "f"]], radius=1))
+    logits = torch.randn(6, 6, generator=torch.Generator().manual_seed(0))
+    logits.fill_diagonal_(0.0)  # S2V: the sentence's own score is 0, kept as a candidate
+    losses = qt.losses(InBatchScores(logits, 0), labels)
+    for row, targets in enumerate([[1], [0, 2], [1], [4], [3, 5], [4]]):
+        log_p = torch.log_softmax(logits[row], dim=0)
+        assert losses[row].item() == pytest.approx(
+            -sum(log_p[t].item() for t in targets) / len(targets), rel=1e-5
+        )
+    recall = qt.scores(InBatchScores(logits, 0), labels)
+    best = logits.argmax(dim=1).tolist()
+    assert recall.tolist() == [
+        float(b in t) for b, t in zip(best, [[1], [0, 2], [1], [4], [3, 5], [4]], strict=True)
+    ]
+
+
+def test_qt_head_scores_f_against_g_with_its_own_score_zeroed():
+    qt = task("qt")
+    torch.manual_seed(0)
+    encoder = build_encoder(
+        frozen_embedding(torch.randn(30, 4)), EncoderConfig(encoder="gru", hidden=5, pooling="last")
+    )
+    head = qt.head(encoder, 0, 0, 0.0)
+    tokens, lengths = torch.tensor([[2, 3, 0], [4, 5, 6], [7, 0, 0]]), torch.tensor([2, 3, 1])
+    out = head(encoder, [(tokens, lengths)])
+    f, g = encoder(tokens, lengths), head.output_encoder(tokens, lengths)
+    expected = f @ g.T
+    expected.fill_diagonal_(0.0)
+    torch.testing.assert_close(out.logits, expected)
+    assert out.offset == 0
+    assert head.output_encoder.embedding is encoder.embedding  # the frozen vectors are shared
+    assert not torch.equal(head.output_encoder.gru.weight_ih_l0, encoder.gru.weight_ih_l0)  # own parameters
+
+
+def test_qt_context_must_be_an_odd_window():
+    with pytest.raises(UserError, match=r"qt.context=4: the window holds the sentence"):
+        task("qt", "context=4")
+
+
+# ---- in-batch ranking and STS -------------------------------------------------------------------
+
+
+def test_mnrl_loss_is_cross_entropy_of_scaled_cosines_against_the_own_positive():
+    mnrl = task("mnrl", "scale=20")
+    torch.manual_seed(0)
+    anchors, positives, negatives = torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4)
+    embeddings = iter([anchors, positives, negatives])
+
+    def encoder(tokens, lengths):
+        return next(embeddings)
+
+    encoder.pair_model = False
+    head = mnrl.head(encoder, 0, 0, 0.0)
+    out = head(encoder, [(None, None)] * 3)
+    losses = mnrl.losses(out, torch.zeros(3, dtype=torch.long))
+    candidates = torch.cat([positives, negatives])
+    for row in range(3):
+        cosines = torch.nn.functional.cosine_similarity(anchors[row][None], candidates)
+        expected = -torch.log_softmax(20 * cosines, dim=0)[row]
+        assert losses[row].item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_snli_triples_pair_each_entailment_with_a_contradiction_of_its_premise():
+    pairs = LabelledTexts(
+        [["p", "p", "p", "p", "q", "q"], ["e1", "n", "c1", "e2", "e", "n"]], [0, 1, 2, 0, 0, 1]
+    )
+    triples = snli_triples(pairs, hard_negatives=True)
+    assert triples.columns == [["p", "p"], ["e1", "e2"], ["c1", "c1"]]  # q has no contradiction
+    assert snli_triples(pairs, hard_negatives=False).columns == [["p", "p", "q"], ["e1", "e2", "e"]]
+
+
+def test_sts_regresses_the_cosine_onto_the_scaled_score_and_reports_pearson_and_spearman():
+    sts = task("sts", "low=1", "high=5")
+    outputs, labels = torch.tensor([0.2, 0.9, 0.5]), torch.tensor([0.0, 1.0, 0.25])
+    torch.testing.assert_close(sts.losses(outputs, labels), (outputs - labels) ** 2)
+    values = sts.corpus_metrics(outputs.numpy(), labels.numpy())
+    assert values["pearson"] == pytest.approx(stats.pearsonr(outputs, labels)[0])
+    assert values["spearman"] == pytest.approx(1.0)
+
+
+# ---- the GRU encoder -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_gru_last_state_is_the_final_hidden_state_of_each_sentence_alone(bidirectional):
+    torch.manual_seed(0)
+    embedding = frozen_embedding(torch.randn(20, 5))
+    config = EncoderConfig(encoder="gru", hidden=3, bidirectional=bidirectional, pooling="last")
+    encoder = build_encoder(embedding, config)
+    tokens, lengths = torch.tensor([[2, 3, 4, 0, 0], [5, 6, 7, 8, 9]]), torch.tensor([3, 5])
+    batch = encoder(tokens, lengths)
+    for row, length in enumerate(lengths.tolist()):
+        _, final = encoder.gru(embedding(tokens[row : row + 1, :length]))
+        torch.testing.assert_close(batch[row], final[:, 0].reshape(-1))  # padding changes nothing
+    assert encoder.output_dim == 3 * (2 if bidirectional else 1)
+
+
+def test_last_state_pooling_needs_a_recurrent_encoder():
+    with pytest.raises(UserError, match="pooling=last needs a recurrent encoder"):
+        EncoderConfig(encoder="transformer", hidden=8, transformer_heads=2, pooling="last")
+
+
+# ---- end to end ------------------------------------------------------------------------------------
+
+
+def test_a_qt_run_encodes_sentences_as_f_then_g(tiny_data, tmp_path):
+    run_dir, summary = start_run(
+        tiny_data, tmp_path / "qt", *QT, "encoder=gru", "pooling=last", "max_steps=10"
+    )
+    assert summary["steps/qt"] == 4 and 0.0 <= summary["best/qt/dev/recall_at_1"] <= 1.0
+    encoder = load_encoder(run_dir, device="cpu")
+    assert encoder.dim == 2 * 8  # [f; g], hidden=8 each
+    saved = torch.load(run_dir / "encoder.pt", weights_only=True)
+    assert list(saved["parts"]) == ["heads.qt.output_encoder"]
+    sentence = ["a man plays a guitar ."]
+    embedded = encoder.encode(sentence, progress=False)
+    f, g = encoder.encoder.parts
+    ids = encoder.token_ids(sentence)[0]
+    tokens, lengths = torch.from_numpy(ids)[None], torch.tensor([len(ids)])
+    with torch.inference_mode():
+        expected = torch.cat([f(tokens, lengths), g(tokens, lengths)], dim=-1)
+    np.testing.assert_allclose(embedded, expected.numpy(), rtol=1e-5, atol=1e-6)
+    # A checkpoint names g too, so it loads as the same [f; g].
+    best = load_encoder(run_dir / "checkpoints" / "best.pt", device="cpu")
+    np.testing.assert_allclose(best.encode(sentence, progress=False), embedded, rtol=1e-5, atol=1e-6)
+
+
+def test_a_qt_corpus_from_squad_passages_trains_with_nli_and_classifsquad(tiny_data, tmp_path, shared_data):
+    _, summary = start_run(
+        tiny_data,
+        tmp_path / "run",
+        "tasks=nli,squad,qt",
+        "qt.corpus=squad",
+        "qt.max_train=400",
+        "max_eval=300",
+        "qt.batch=50",
+        "qt.steps=2",
+        "max_steps=14",
+    )
+    assert [summary[f"steps/{t}"] for t in ("nli", "squad", "qt")] == [6, 4, 4]
+    assert 0.0 < summary["best/qt/dev/recall_at_1"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [QT + ("encoder=gru",), MNRL, ("tasks=nli,sts", f"sts.source={FIXTURES / 'sts_tiny'}", "sts.steps=2")],
+    ids=["qt", "mnrl", "sts"],
+)
+def test_a_run_of_each_new_task_resumes_exactly(tiny_data, tmp_path, keys):
+    _, straight = start_run(tiny_data, tmp_path / "straight", *keys, "max_steps=12", "eval_every=5")
+    killed, _ = start_run(
+        tiny_data, tmp_path / "killed", *keys, "max_steps=12", "eval_every=5", killed_after=7
+    )
+    _, resumed = run.resume(killed, progress=False)
+    for key, value in straight.items():
+        if key.startswith("best/"):
+            assert resumed[key] == value, key
+    first, second = (torch.load(d / "encoder.pt", weights_only=True) for d in (tmp_path / "straight", killed))
+    for key in first["encoder"]:
+        assert torch.equal(first["encoder"][key], second["encoder"][key]), key
+    losses = [
+        [
+            {k: v for k, v in r.items() if k == "global_step" or "/train/" in k or k.endswith("/grad_norm")}
+            for r in read_metrics(d / "metrics.jsonl")
+            if any(k.endswith("/train/loss") for k in r)
+        ]
+        for d in (tmp_path / "straight", killed)
+    ]
+    assert len(losses[0]) == 12 and losses[0] == losses[1]
+
+
+def test_two_nli_sources_and_a_file_defined_sick_e_train_in_one_run(tiny_data, tmp_path, shared_data):
+    mnli = tmp_path / "mnli.toml"
+    mnli.write_text(
+        'kind = "pairs"\ndisplay = "MultiNLI"\n'
+        f'source = "{FIXTURES / "mnli_tiny"}"\ntrain = "train.jsonl"\ndev = "dev_matched.jsonl"\n'
+        'first = "sentence1"\nsecond = "sentence2"\nlabel = "gold_label"\n'
+        'labels = "entailment,neutral,contradiction"\nsteps = 2\nbatch = 4\n'
+    )
+    run_dir, summary = start_run(
+        tiny_data,
+        tmp_path / "run",
+        "tasks=nli,experiments/tasks/sick.toml," + str(mnli),
+        "sick.steps=2",
+        "max_steps=14",
+    )
+    assert [summary[f"steps/{t}"] for t in ("nli", "sick", "mnli")] == [6, 4, 4]
+    for key in ("best/nli/dev/acc", "best/sick/dev/acc", "best/mnli/dev/acc", "best/sick/test/acc"):
+        assert 0.0 <= summary[key] <= 1.0, key
+    recorded = json.loads((run_dir / "config.json").read_text())["config"]["tasks"]
+    assert recorded["mnli"]["display"] == "MultiNLI" and recorded["sick"]["display"] == "SICK-E"
+    assert not math.isnan(summary["best/mnli/dev/acc"])
+
+
+# ---- 1 process = 2 processes: in-batch candidates gathered over ranks ----------------------------
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        # 7 contiguous sentences per batch: rank 0 holds 4, rank 1 holds 3, and neighbours straddle them.
+        (*QT[:3], "qt.batch=7", "qt.steps=3", "encoder=gru"),
+        (*MNRL[:2], "mnrl.batch=5", "mnrl.steps=3"),
+    ],
+    ids=["qt", "mnrl"],
+)
+def test_two_processes_give_in_batch_tasks_the_loss_of_one(tiny_data, tmp_path, keys):
+    from .test_distributed import assert_same_training, finished, one_thread, torchrun
+
+    settings = (*keys, "device=cpu", "precision=fp32", "batch_nli=6", "max_steps=24", "eval_every=12")
+    with one_thread():
+        start_run(tiny_data, tmp_path / "one", *settings)
+    code, output = finished(torchrun(2, *args_for(tiny_data, tmp_path / "two", *settings, "wandb=disabled")))
+    assert code == 0, output
+    assert_same_training(tmp_path / "one", tmp_path / "two")
+    task_name = keys[0].split(",")[1]
+    losses = [
+        [
+            r[f"{task_name}/train/loss"]
+            for r in read_metrics(d / "metrics.jsonl")
+            if f"{task_name}/train/loss" in r
+        ]
+        for d in (tmp_path / "one", tmp_path / "two")
+    ]
+    assert len(losses[0]) == 12
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+    summaries = [json.loads((d / "summary.json").read_text()) for d in (tmp_path / "one", tmp_path / "two")]
+    key = f"best/{task_name}/dev/recall_at_1"
+    assert summaries[1][key] == pytest.approx(summaries[0][key], abs=1e-9)
