@@ -29,7 +29,9 @@ def embedding():
 
 
 def test_every_registered_encoder_is_tested():
-    assert set(ENCODERS) == {config.encoder for config in SMALL.values()} | {"hf"}  # hf needs a model folder: tests/test_hf.py
+    assert set(ENCODERS) == {config.encoder for config in SMALL.values()} | {
+        "hf"
+    }  # hf needs a model folder: tests/test_hf.py
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))

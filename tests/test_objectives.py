@@ -24,6 +24,14 @@ from .conftest import FIXTURES, args_for, start_run
 
 CORPUS = FIXTURES / "corpus_tiny.txt"
 QT = ("tasks=nli,qt", f"qt.corpus={CORPUS}", f"qt.dev={CORPUS}", "qt.batch=6", "qt.steps=2")
+SKIPTHOUGHT = (
+    "tasks=skipthought",
+    f"skipthought.corpus={CORPUS}",
+    f"skipthought.dev={CORPUS}",
+    "skipthought.batch=8",
+    "skipthought.vocab=50",
+    "encoder=gru",
+)
 MNRL = ("tasks=nli,mnrl", f"mnrl.source={FIXTURES / 'snli_tiny'}", "mnrl.batch=6", "mnrl.steps=2")
 
 
@@ -142,6 +150,51 @@ def test_sts_regresses_the_cosine_onto_the_scaled_score_and_reports_pearson_and_
     assert values["spearman"] == pytest.approx(1.0)
 
 
+def test_skipthought_loss_is_each_neighbours_token_cross_entropy_by_hand():
+    st = task("skipthought")
+    st.word_classes = torch.tensor(
+        [0, 0, 1, 2, 3, 0, 4, 5]
+    )  # ids 0, 1 (padding, unknown) and 5: unknown class
+    torch.manual_seed(0)
+    vectors = torch.randn(8, 3)
+    vectors[0] = 0.0  # the padding row, as a run's embedding matrix has it
+    encoder = build_encoder(frozen_embedding(vectors), EncoderConfig(encoder="gru", hidden=4, pooling="last"))
+    head = st.head(encoder, 0, 0, 0.0)
+    sentence = (torch.tensor([[2, 3]]), torch.tensor([2]))
+    previous = (torch.tensor([[4, 5, 6]]), torch.tensor([3]))
+    following = (torch.tensor([[7, 0, 0]]), torch.tensor([1]))  # padded: its padding is no target
+    out = head(encoder, [sentence, previous, following])
+    thought = encoder(*sentence)[0]
+    expected = 0.0
+    for decoder, (target, length) in zip(head.decoders, (previous, following), strict=True):
+        state = torch.zeros(1, 1, 4)
+        word = torch.zeros(3)  # before the first word: the padding row's zeros
+        for t in range(int(length)):
+            _, state = decoder(torch.cat([word, thought])[None, None], state)
+            log_p = torch.log_softmax(head.vocabulary(state[0, 0]), dim=0)
+            expected -= log_p[st.word_classes[target[0, t]]].item()
+            word = encoder.embedding(target[0, t])
+    assert out[0, 0].item() == pytest.approx(expected, rel=1e-5)
+    assert out[0, 1].item() == 4  # 3 + 1 words predicted
+    assert st.losses(out, None)[0].item() == pytest.approx(expected / 4, rel=1e-5)
+    assert st.corpus_metrics(out.detach().numpy(), None)["ppl"] == pytest.approx(
+        math.exp(expected / 4), rel=1e-5
+    )
+
+
+def test_skipthought_keeps_the_checkpoint_of_lowest_perplexity(tiny_data, tmp_path):
+    run_dir, summary = start_run(
+        tiny_data, tmp_path / "st", *SKIPTHOUGHT, "max_steps=30", "eval_every=5", "lr=1"
+    )
+    dev = [
+        r["skipthought/dev/ppl"]
+        for r in read_metrics(run_dir / "metrics.jsonl")
+        if "skipthought/dev/ppl" in r
+    ]
+    assert len(dev) == 6 and summary["best/skipthought/dev/ppl"] == min(dev)
+    assert load_encoder(run_dir, device="cpu").dim == 8  # the encoder's state alone
+
+
 # ---- the GRU encoder -----------------------------------------------------------------------------
 
 
@@ -207,8 +260,13 @@ def test_a_qt_corpus_from_squad_passages_trains_with_nli_and_classifsquad(tiny_d
 
 @pytest.mark.parametrize(
     "keys",
-    [QT + ("encoder=gru",), MNRL, ("tasks=nli,sts", f"sts.source={FIXTURES / 'sts_tiny'}", "sts.steps=2")],
-    ids=["qt", "mnrl", "sts"],
+    [
+        QT + ("encoder=gru",),
+        MNRL,
+        ("tasks=nli,sts", f"sts.source={FIXTURES / 'sts_tiny'}", "sts.steps=2"),
+        SKIPTHOUGHT,
+    ],
+    ids=["qt", "mnrl", "sts", "skipthought"],
 )
 def test_a_run_of_each_new_task_resumes_exactly(tiny_data, tmp_path, keys):
     _, straight = start_run(tiny_data, tmp_path / "straight", *keys, "max_steps=12", "eval_every=5")

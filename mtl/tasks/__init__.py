@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mtl import config as configs
 from mtl.errors import UserError
-from mtl.tasks import nli, pairs, qt, ranking, squad, sts  # noqa: F401  (register the built-in kinds)
+from mtl.tasks import nli, pairs, qt, ranking, skipthought, squad, sts  # noqa: F401  (register the built-in kinds)
 from mtl.tasks.base import (
     KINDS,
     SPLITS,

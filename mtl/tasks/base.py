@@ -51,7 +51,8 @@ class Task:
     # `schedule.steps_nli`): the old dotted path -> this task's key. They stay valid aliases.
     legacy_keys: ClassVar[dict[str, str]] = {}
     recipe: ClassVar[HeadRecipe]
-    metric: ClassVar[str] = "acc"  # the dev metric that picks the best checkpoint (higher is better)
+    metric: ClassVar[str] = "acc"  # the dev metric that picks the best checkpoint
+    higher_is_better: ClassVar[bool] = True  # of `metric` (perplexity: False)
     label_dtype: ClassVar[type] = np.int64
     # "contiguous": a batch is a run of consecutive examples (sentences of a corpus in order),
     # the runs visited in a seeded order; "shuffled": examples drawn at random, bucketed by length.
@@ -107,6 +108,11 @@ class Task:
     def load(self, split: str) -> LabelledTexts | None:
         """The whole `split` (one of SPLITS) as text columns and labels; None where it has none."""
         raise NotImplementedError
+
+    def bind(self, table: Any, examples: dict[str, Any]) -> None:
+        """Called once the run's sentences are indexed (`table`: the SentenceTable; `examples`:
+        this task's TaskExamples by split), before the head is built: a task whose head depends
+        on the data (Skip-Thought's output vocabulary) reads it here."""
 
     def head(self, encoder: nn.Module, hidden: int, layers: int, dropout: float) -> nn.Module:
         """The module that maps the encoder's work on a batch's sentences to this task's outputs."""

@@ -70,6 +70,8 @@ def prepare(config: TrainConfig, progress: bool = True) -> TrainingData:
             prepared = _with_subwords(config, tasks, splits, fingerprints, steps)
         else:
             prepared = _with_vectors(config, tasks, splits, fingerprints, steps)
+    for name, task in tasks.items():
+        task.bind(prepared.table, prepared.examples[name])
     if prepared.coverage is not None:
         prepared.coverage.report()
     if prepared.table.truncated and progress:

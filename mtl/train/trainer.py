@@ -197,11 +197,17 @@ class Trainer:
         record.update({metrics.of_task(task, "step"): n for task, n in state.task_steps.items()})
         record.update({**results, metrics.EVENT: "evaluation"})
         self.callbacks.on_event({**record, metrics.phase("eval_seconds"): time.perf_counter() - started})
-        dev = {name: results[metrics.evaluation(name, "dev", task.metric)] for name, task in tasks.items()}
+        # Signed so that higher is better for every task (a perplexity counts negated).
+        dev = {
+            name: results[metrics.evaluation(name, "dev", task.metric)] * (1 if task.higher_is_better else -1)
+            for name, task in tasks.items()
+        }
         for name, improved in state.record_evaluation(dev, self.config.main_task).items():
             self.lr_schedule.after_evaluation(name, improved)
-        main = metrics.evaluation(self.config.main_task, "dev", tasks[self.config.main_task].metric)
-        if state.best is None or results[main] > state.best[main]:
+        main_task = tasks[self.config.main_task]
+        main = metrics.evaluation(self.config.main_task, "dev", main_task.metric)
+        sign = 1 if main_task.higher_is_better else -1
+        if state.best is None or sign * results[main] > sign * state.best[main]:
             state.best = {"step": state.global_step, **results}
             self._event("checkpoint", best=True)
             self.checkpointer.save_best(self.model.state_dict(), state.best)
