@@ -59,6 +59,10 @@ bench-hf *args:
 transfer *args:
     {{python}} -m mtl transfer "$@"
 
+# transfer each run of a sweep over objectives, then a table and a page (e.g. after just sweep objectives max_minutes=20)
+compare-objectives *args:
+    {{python}} -m mtl compare-objectives "$@"
+
 # wall time of the transfer suite, fast and standard, GloVe baseline and a 1024-d encoder
 bench-transfer *args:
     {{python}} -m mtl bench-transfer "$@"

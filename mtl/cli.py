@@ -60,7 +60,12 @@ def bench_train(args: Sequence[str]) -> None:
     from mtl.bench import train as bench
 
     config = apply_overrides(bench.BenchTrainConfig(), args)
-    print(bench.report(bench.run(config)))
+    if config.only != "objectives":
+        print(bench.report(bench.run(config)))
+    if config.objectives:
+        from mtl.bench import objectives
+
+        objectives.run(config)
 
 
 def sweep(args: Sequence[str]) -> None:
@@ -108,6 +113,12 @@ def bench_transfer(args: Sequence[str]) -> None:
 
     config = apply_overrides(bench.BenchTransferConfig(), args)
     print(bench.report(bench.run(config)))
+
+
+def compare_objectives(args: Sequence[str]) -> None:
+    from mtl.compare import CompareConfig, compare
+
+    print(f"written to {compare(apply_overrides(CompareConfig(), args))}")
 
 
 def transfer(args: Sequence[str]) -> None:
@@ -261,6 +272,11 @@ COMMANDS: dict[str, Command] = {
         transfer,
         "SentEval-style transfer evaluation of an encoder",
         _config("mtl.eval.transfer.suite", "TransferConfig"),
+    ),
+    "compare-objectives": Command(
+        compare_objectives,
+        "transfer each run of a sweep over objectives; a table and a page of score against time",
+        _config("mtl.compare", "CompareConfig"),
     ),
     "bench-transfer": Command(
         bench_transfer,

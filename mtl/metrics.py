@@ -47,6 +47,11 @@ def is_best_evaluation(key: str) -> bool:
     return key.startswith("best/") and key.count("/") == 3
 
 
+def examples(task: str) -> str:
+    """A finished run's count of training examples of `task` (`examples/nli`)."""
+    return f"examples/{task}"
+
+
 def steps(task: str) -> str:
     """A finished run's step count of `task` (`steps/nli`)."""
     return f"steps/{task}"

@@ -247,7 +247,7 @@ def _smoothed(values: list[float]) -> list[float]:
 
 
 def _curves(run: Run) -> str:
-    plt = _pyplot()
+    plt = pyplot()
     tasks = run.tasks
     figure, axes = plt.subplots(2, len(tasks), figsize=(5.5 * len(tasks), 6), squeeze=False)
     for column, task in enumerate(tasks):
@@ -273,7 +273,7 @@ def _curves(run: Run) -> str:
         dev_axis.set_title(f"{run.title(task)}: dev {(dev or '/acc').rsplit('/', 1)[1]} (%)")
         dev_axis.set_xlabel(f"{task} step (its blocks shaded)")
     figure.tight_layout()
-    return _png(figure)
+    return png_base64(figure)
 
 
 def _task_blocks(run: Run, task: str) -> list[tuple[int, int]]:
@@ -304,7 +304,7 @@ def _recovery_rows(run: Run) -> list[dict[str, Any]]:
 
 
 def _recovery(runs: list[Run]) -> str:
-    plt = _pyplot()
+    plt = pyplot()
     figure, (jumps, recoveries) = plt.subplots(1, 2, figsize=(11, 4))
     for run in runs:
         for task in run.tasks:
@@ -329,12 +329,12 @@ def _recovery(runs: list[Run]) -> str:
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
     figure.tight_layout()
-    return _png(figure)
+    return png_base64(figure)
 
 
 def _figure2(runs: list[Run], swept: str) -> str:
     """Each task's best dev metric against the swept task's steps per block (Liu et al. 2018, Figure 2)."""
-    plt = _pyplot()
+    plt = pyplot()
     finished = sorted((run for run in runs if run.summary), key=lambda run: run.block_steps(swept))
     tasks = [task for task in finished[0].tasks if all(task in run.tasks for run in finished)]
     figure, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4), squeeze=False)
@@ -356,10 +356,10 @@ def _figure2(runs: list[Run], swept: str) -> str:
         )
         axis.grid(alpha=0.3)
     figure.tight_layout()
-    return _png(figure)
+    return png_base64(figure)
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed
@@ -374,10 +374,10 @@ def _integer_ticks() -> Any:
     return MaxNLocator(integer=True)
 
 
-def _png(figure: Any) -> str:
+def png_base64(figure: Any) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
-    _pyplot().close(figure)
+    pyplot().close(figure)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 

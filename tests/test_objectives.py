@@ -291,14 +291,25 @@ def test_a_run_of_each_new_task_resumes_exactly(tiny_data, tmp_path, keys):
     assert len(losses[0]) == 12 and losses[0] == losses[1]
 
 
-def test_two_nli_sources_and_a_file_defined_sick_e_train_in_one_run(tiny_data, tmp_path, shared_data):
-    mnli = tmp_path / "mnli.toml"
-    mnli.write_text(
-        'kind = "pairs"\ndisplay = "MultiNLI"\n'
-        f'source = "{FIXTURES / "mnli_tiny"}"\ntrain = "train.jsonl"\ndev = "dev_matched.jsonl"\n'
-        'first = "sentence1"\nsecond = "sentence2"\nlabel = "gold_label"\n'
-        'labels = "entailment,neutral,contradiction"\nsteps = 2\nbatch = 4\n'
+def mnli_task_file(folder, kind: str) -> str:
+    """A MultiNLI-format fixture as a second NLI task: of the nli kind, or as file-defined pairs."""
+    path = folder / "mnli.toml"
+    if kind == "nli":
+        keys = 'train_split = "train"\ndev_split = "dev_matched"\ntest_split = ""\n'
+    else:
+        keys = (
+            'train = "train.jsonl"\ndev = "dev_matched.jsonl"\nfirst = "sentence1"\nsecond = "sentence2"\n'
+            'label = "gold_label"\nlabels = "entailment,neutral,contradiction"\n'
+        )
+    path.write_text(
+        f'kind = "{kind}"\ndisplay = "MultiNLI"\nsource = "{FIXTURES / "mnli_tiny"}"\n{keys}steps = 2\nbatch = 4\n'
     )
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", ["nli", "pairs"])
+def test_two_nli_sources_and_a_file_defined_sick_e_train_in_one_run(tiny_data, tmp_path, shared_data, kind):
+    mnli = mnli_task_file(tmp_path, kind)
     run_dir, summary = start_run(
         tiny_data,
         tmp_path / "run",
@@ -309,8 +320,11 @@ def test_two_nli_sources_and_a_file_defined_sick_e_train_in_one_run(tiny_data, t
     assert [summary[f"steps/{t}"] for t in ("nli", "sick", "mnli")] == [6, 4, 4]
     for key in ("best/nli/dev/acc", "best/sick/dev/acc", "best/mnli/dev/acc", "best/sick/test/acc"):
         assert 0.0 <= summary[key] <= 1.0, key
-    recorded = json.loads((run_dir / "config.json").read_text())["config"]["tasks"]
-    assert recorded["mnli"]["display"] == "MultiNLI" and recorded["sick"]["display"] == "SICK-E"
+    recorded = json.loads((run_dir / "config.json").read_text())
+    assert recorded["config"]["tasks"]["mnli"]["display"] == "MultiNLI"
+    assert recorded["config"]["tasks"]["sick"]["display"] == "SICK-E"
+    assert "best/mnli/test/acc" not in summary  # MultiNLI has no labelled test split
+    assert {"snli", "mnli", "sick"} <= set(recorded["inputs"])  # each NLI source fingerprinted apart
     assert not math.isnan(summary["best/mnli/dev/acc"])
 
 
@@ -349,3 +363,39 @@ def test_two_processes_give_in_batch_tasks_the_loss_of_one(tiny_data, tmp_path, 
     summaries = [json.loads((d / "summary.json").read_text()) for d in (tmp_path / "one", tmp_path / "two")]
     key = f"best/{task_name}/dev/recall_at_1"
     assert summaries[1][key] == pytest.approx(summaries[0][key], abs=1e-9)
+
+
+# ---- equal time budgets and the comparison of objectives -----------------------------------------
+
+
+def test_max_minutes_stops_after_that_much_training_time(tiny_data, tmp_path, monkeypatch):
+    import types
+
+    from mtl.train import step
+
+    clock = iter(float(t) for t in range(0, 10_000, 3))  # every step takes 3 "seconds"
+    monkeypatch.setattr(step, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    _, summary = start_run(tiny_data, tmp_path / "run", "max_steps=1000", "max_minutes=0.5")
+    assert summary["stop_reason"] == "max_minutes"
+    assert summary["global_step"] == 10 and summary["train_seconds"] == 30.0  # 10 steps of 3 s
+    assert summary["examples/nli"] == 6 * 8 and summary["examples/squad"] == 4 * 4
+
+
+def test_compare_objectives_transfers_each_member_and_writes_a_table_and_a_page(
+    tiny_data, senteval, tmp_path
+):
+    from mtl.compare import CompareConfig, compare
+
+    out = tmp_path / "sweep"
+    start_run(tiny_data, out / "tasksnli", "tasks=nli", "max_steps=4")
+    start_run(tiny_data, out / "tasksqt", *QT[1:], "tasks=qt", "max_steps=4")
+    page = compare(CompareConfig(out=str(out), transfer_tasks="MR,CR", data=str(senteval), device="cpu"))
+    table = (out / "comparison.md").read_text()
+    assert "| nli |" in table and "| qt |" in table and table.count("\n") == 4
+    for member in ("tasksnli", "tasksqt"):
+        assert (out / member / "transfer-fast.json").is_file()
+    text = page.read_text()
+    assert text.startswith("<!doctype html>") and 'src="data:image/png;base64,' in text
+    modified = (out / "tasksqt" / "transfer-fast.json").stat().st_mtime_ns
+    compare(CompareConfig(out=str(out), transfer_tasks="MR,CR", data=str(senteval), device="cpu"))
+    assert (out / "tasksqt" / "transfer-fast.json").stat().st_mtime_ns == modified  # not transferred again

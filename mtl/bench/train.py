@@ -70,6 +70,10 @@ class BenchTrainConfig:
     vectors: str | None = None  # GloVe file; None: the usual search (random 300-d when it is not 300-d)
     threads: AtLeast0 = 1  # torch threads; 0 keeps torch's default
     device: str = "auto"  # auto: cuda when present (every contender there, cuDNN kernels), else cpu
+    objectives: str = (
+        ""  # also time these tasks' steps alone (qt,skipthought,mnrl,sts); only=objectives: just them
+    )
+    objective_hidden: AtLeast0 = 256  # the BiGRU's width per direction for objectives=
 
 
 class ReferenceModel(nn.Module):

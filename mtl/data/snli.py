@@ -33,9 +33,10 @@ def load_snli(source: str | None, split: str) -> LabelledTexts:
     folder = Path(source)
     if not folder.is_dir():
         return _nonempty(_load_from_hub(source, HUB_SPLITS.get(split, split)), f"{source} split {split!r}")
-    if (folder / f"snli_1.0_{split}.jsonl").is_file():
-        path = folder / f"snli_1.0_{split}.jsonl"
-        return _nonempty(_read_jsonl(path), f"file {path}")
+    # SNLI's and MultiNLI's own file names, or a plain <split>.jsonl, in the same layout.
+    for name in (f"snli_1.0_{split}.jsonl", f"multinli_1.0_{split}.jsonl", f"{split}.jsonl"):
+        if (folder / name).is_file():
+            return _nonempty(_read_jsonl(folder / name), f"file {folder / name}")
     if (folder / f"s1.{split}").is_file():
         return _nonempty(_read_line_files(folder, split), f"files {folder}/{{s1,s2,labels}}.{split}")
     raise UserError(
@@ -53,7 +54,7 @@ def _nonempty(pairs: LabelledTexts, where: str) -> LabelledTexts:
 
 
 def _available_splits(folder: Path) -> list[str]:
-    names = {p.name.removeprefix("snli_1.0_").removesuffix(".jsonl") for p in folder.glob("snli_1.0_*.jsonl")}
+    names = {p.name.removeprefix("snli_1.0_").removeprefix("multinli_1.0_").removesuffix(".jsonl") for p in folder.glob("*.jsonl")}
     names |= {p.name.removeprefix("s1.") for p in folder.glob("s1.*")}
     return sorted(names)
 

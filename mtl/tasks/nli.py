@@ -42,7 +42,8 @@ class NLIConfig(TaskConfig):
     source: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
     train_split: str = "train"  # SNLI split to train on (train_small: the shared slice)
     dev_split: str = "dev"  # SNLI split that picks the best checkpoint
-    test_split: str = "test"  # SNLI split tested once, at the end
+    test_split: str = "test"  # SNLI split tested once, at the end; empty: none (MultiNLI's test is unlabelled)
+    display: str = ""  # the dataset's name in reports (a task file's: MultiNLI); empty: SNLI for nli
 
 
 @register
@@ -65,17 +66,18 @@ class NLI(Task):
 
     @property
     def input_name(self) -> str:
-        return "snli"
+        """`snli` for the built-in task (as runs recorded it); another NLI task's own name."""
+        return "snli" if self.name == self.kind else self.name
 
     def resolve_inputs(self) -> NLIConfig:
         from dataclasses import replace
 
         return replace(self.config, source=resolve_snli_source(self.config.source))
 
-    def load(self, split: str) -> LabelledTexts:
+    def load(self, split: str) -> LabelledTexts | None:
         names = {
             "train": self.config.train_split,
             "dev": self.config.dev_split,
             "test": self.config.test_split,
         }
-        return load_snli(self.config.source, names[split])
+        return load_snli(self.config.source, names[split]) if names[split] else None

@@ -34,6 +34,9 @@ class RankingConfig(TaskConfig):
     steps: AtLeast1 = 1000
     batch: AtLeast1 = 64  # anchors per step: each one's candidates are the batch's positives (and negatives)
     source: str | None = None  # SNLI folder or Hub id, as nli.source
+    train_split: str = "train"  # SNLI split to train on (train_small: the shared slice)
+    dev_split: str = "dev"
+    test_split: str = "test"
     hard_negatives: bool = True  # the premise's contradicted hypothesis as a further candidate
     scale: float = 20.0  # cosine similarities are multiplied by this (sentence-transformers' default)
 
@@ -90,7 +93,12 @@ class Ranking(Task):
         return replace(self.config, source=resolve_snli_source(self.config.source))
 
     def load(self, split: str) -> LabelledTexts:
-        triples = snli_triples(load_snli(self.config.source, split), self.config.hard_negatives)
+        name = {
+            "train": self.config.train_split,
+            "dev": self.config.dev_split,
+            "test": self.config.test_split,
+        }[split]
+        triples = snli_triples(load_snli(self.config.source, name), self.config.hard_negatives)
         if not len(triples):
             raise UserError(
                 f"{self.name}: SNLI {split} at {self.config.source} has no premise with both an entailed and a "

@@ -95,6 +95,9 @@ class OptimConfig:
     max_steps: AtLeast1 | None = (
         None  # optimizer steps over all tasks; None with a linear or cosine schedule: one epoch of the main task
     )
+    max_minutes: NonNegativeFloat | None = (
+        None  # stop once training steps (evaluation not counted) took this long: equal time budgets
+    )
     accumulate: AtLeast1 = 1  # micro-batches per step: a step's batch in parts that fit memory, one update
 
     def __post_init__(self) -> None:
@@ -195,8 +198,9 @@ def with_overrides(config: TrainConfig, args: Sequence[str]) -> TrainConfig:
 
 
 def _task_list(text: str, known: dict[str, TaskConfig]) -> dict[str, TaskConfig]:
+    """`tasks=a,b` (or `a+b`, which a sweep axis of task sets needs: `tasks=qt,nli+qt`)."""
     tasks: dict[str, TaskConfig] = {}
-    for entry in filter(None, (part.strip() for part in text.split(","))):
+    for entry in filter(None, (part.strip() for part in text.replace("+", ",").split(","))):
         name, default = task_kinds.named_config(entry)
         if name in tasks:
             raise UserError(f"tasks={text}: {name} is listed twice")

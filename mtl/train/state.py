@@ -13,6 +13,7 @@ from mtl.train.phases import Phases
 
 class StopReason(enum.Enum):
     MAX_STEPS = "max_steps"  # optim.max_steps reached
+    MAX_MINUTES = "max_minutes"  # optim.max_minutes of training steps spent
     MIN_LR = "min_lr"  # stop=min_lr: the main task's lr fell under optim.min_lr
     PATIENCE = "patience"  # stop=patience: too many evaluations not above the best
     INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM on any process: checkpointed, resumable
@@ -39,6 +40,8 @@ class TrainState:
     wandb_id: str = field(default_factory=lambda: os.environ.get("WANDB_RUN_ID") or secrets.token_hex(4))
     metrics_bytes: int = 0  # length of metrics.jsonl when the checkpoint was written
     phases: Phases = field(default_factory=Phases)  # finished blocks and the loss recovery in each
+    train_seconds: float = 0.0  # spent in training steps (evaluation and checkpoints not counted)
+    task_examples: dict[str, int] = field(default_factory=dict)  # training examples seen per task
 
     @classmethod
     def for_tasks(cls, tasks: list[str]) -> TrainState:

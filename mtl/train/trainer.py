@@ -158,6 +158,8 @@ class Trainer:
             )
         state.global_step += 1
         state.task_steps[task] += 1
+        state.train_seconds += result.seconds
+        state.task_examples[task] = state.task_examples.get(task, 0) + result.examples
         state.phases.step(result.loss)
         record = {
             metrics.GLOBAL_STEP: state.global_step,
@@ -249,6 +251,8 @@ class Trainer:
             "stop_reason": reason.value,
             metrics.GLOBAL_STEP: state.global_step,
             **{metrics.steps(task): n for task, n in state.task_steps.items()},
+            **{metrics.examples(task): n for task, n in state.task_examples.items()},
+            "train_seconds": state.train_seconds,
             **results,
             **state.phases.summary(),
             **self.model.parameter_counts(),
