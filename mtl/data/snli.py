@@ -54,7 +54,10 @@ def _nonempty(pairs: LabelledTexts, where: str) -> LabelledTexts:
 
 
 def _available_splits(folder: Path) -> list[str]:
-    names = {p.name.removeprefix("snli_1.0_").removeprefix("multinli_1.0_").removesuffix(".jsonl") for p in folder.glob("*.jsonl")}
+    names = {
+        p.name.removeprefix("snli_1.0_").removeprefix("multinli_1.0_").removesuffix(".jsonl")
+        for p in folder.glob("*.jsonl")
+    }
     names |= {p.name.removeprefix("s1.") for p in folder.glob("s1.*")}
     return sorted(names)
 

@@ -42,7 +42,9 @@ class NLIConfig(TaskConfig):
     source: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
     train_split: str = "train"  # SNLI split to train on (train_small: the shared slice)
     dev_split: str = "dev"  # SNLI split that picks the best checkpoint
-    test_split: str = "test"  # SNLI split tested once, at the end; empty: none (MultiNLI's test is unlabelled)
+    test_split: str = (
+        "test"  # SNLI split tested once, at the end; empty: none (MultiNLI's test is unlabelled)
+    )
     display: str = ""  # the dataset's name in reports (a task file's: MultiNLI); empty: SNLI for nli
 
 
