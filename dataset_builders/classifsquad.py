@@ -20,11 +20,11 @@ from typing import Literal
 
 import numpy as np
 
-from mtl.data.squad import Article, load_squad, resolve_squad_source
 from mtl import jsonfile
 from mtl.atomic import check_output_dir, write_folder
 from mtl.config import AtLeast0, AtLeast1
 from mtl.data.classifsquad import COLUMNS, SENTENCES, describe_folder, is_build, to_dataset_dict
+from mtl.data.squad import Article, load_squad, resolve_squad_source
 from mtl.errors import UserError
 from mtl.locks import FolderLock
 from mtl.text import load_vectors, resolve_vectors_path
