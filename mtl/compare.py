@@ -114,6 +114,7 @@ def page(members: list[Member], config: CompareConfig) -> str:
             axis.annotate(m.name, (x, m.mean), textcoords="offset points", xytext=(5, 4), fontsize=9)
     by_time.set_xlabel("minutes of training steps")
     by_examples.set_xlabel("training examples seen (all tasks)")
+    by_examples.xaxis.set_major_formatter(lambda value, _: f"{value / 1000:,.0f}k")
     for axis in (by_time, by_examples):
         axis.set_ylabel(f"mean transfer score ({config.transfer_tasks})")
         axis.grid(alpha=0.3)

@@ -195,3 +195,8 @@ def senteval(tmp_path) -> Path:
         (root / task / pos).write_text("\n".join(sentences[0::2]) + "\n", encoding="latin-1")
         (root / task / neg).write_text("\n".join(sentences[1::2]) + "\n", encoding="latin-1")
     return root
+
+
+def deterministic_summary(summary: dict) -> dict:
+    """A run's summary without what the clock decides (`train_seconds`): what a resume must equal."""
+    return {key: value for key, value in summary.items() if key != "train_seconds"}

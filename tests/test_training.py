@@ -13,7 +13,7 @@ from mtl.train import run
 from mtl.train.presets import preset_names, preset_overrides
 from mtl.train.runlog import read_metrics
 
-from .conftest import FIXTURES, args_for, start_run
+from .conftest import FIXTURES, args_for, deterministic_summary, start_run
 
 TIMING = ("examples_per_s", "seconds")
 
@@ -108,7 +108,7 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_data, tmp_path)
     assert saved["state"]["global_step"] == 5
     assert max(r["global_step"] for r in read_metrics(cut_dir / "metrics.jsonl")) == 7
     _, resumed = run.resume(cut_dir, progress=False)
-    assert resumed == straight
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
     for name, key in (("encoder.pt", "encoder"), ("checkpoints/best.pt", "model")):
         a = torch.load(straight_dir / name, weights_only=True)[key]
         b = torch.load(cut_dir / name, weights_only=True)[key]
@@ -124,7 +124,7 @@ def test_resume_crosses_block_and_epoch_boundaries(tiny_data, tmp_path):
     straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)
     cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, killed_after=33)  # NLI epoch 1 ends at 25
     _, resumed = run.resume(cut_dir, progress=False)
-    assert resumed == straight
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
     assert without_timing(read_metrics(cut_dir / "metrics.jsonl")) == without_timing(
         read_metrics(straight_dir / "metrics.jsonl")
     )
@@ -215,7 +215,7 @@ def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, bucket):
     straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)
     cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, killed_after=7)
     _, resumed = run.resume(cut_dir, progress=False)
-    assert resumed == straight
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
     a = torch.load(straight_dir / "encoder.pt", weights_only=True)["encoder"]
     b = torch.load(cut_dir / "encoder.pt", weights_only=True)["encoder"]
     assert all(torch.equal(a[k], b[k]) for k in a)

@@ -24,6 +24,7 @@ from .conftest import (
     FIXTURES,
     Killed,
     args_for,
+    deterministic_summary,
     killed_after_step,
     one_error_line,
     start_run,
@@ -129,7 +130,7 @@ def test_resume_reads_the_recorded_inputs_whatever_the_environment_says(tiny_dat
     straight_config = run.config_from_args([*args, f"out={tmp_path / 'straight'}"])
     monkeypatch.setenv("MTL_VECTORS", str(tiny_data["vectors"]))
     _, straight = run.start(straight_config, progress=False)
-    assert resumed == straight
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
 
 
 # ---- 2. ClassifSQuAD: the trainer never offers to build into a folder that is not a build ----
@@ -218,7 +219,7 @@ def test_resume_of_a_run_without_checkpoint_starts_it_again(tiny_data, tmp_path)
     assert not (run_dir / "checkpoints").exists()
     _, resumed = run.resume(run_dir, progress=False)
     _, straight = start(tiny_data, tmp_path / "straight", "checkpoint_every=1000", "eval_every=1000")
-    assert resumed == straight
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
 
 
 # ---- 7. damaged checkpoints ---------------------------------------------------------------
@@ -242,7 +243,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tiny_data, tmp
     latest.write_bytes(bytes(data))
     with pytest.warns(UserWarning, match=r"checkpoint .*latest.pt is damaged .*using the one before it"):
         _, resumed = run.resume(cut_dir, progress=False)
-    assert resumed == straight
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
     a, b = weights(straight_dir / "encoder.pt", "encoder"), weights(cut_dir / "encoder.pt", "encoder")
     assert all(torch.equal(a[k], b[k]) for k in a)
 
@@ -361,8 +362,8 @@ def test_a_deeply_nested_snli_jsonl_line_is_one_line(tiny_data, tmp_path, capsys
             r"config.json: unknown key 'optim.lrr': did you mean",
         ),
         (
-            lambda text: text.replace('"encoder": "bilstm"', '"encoder": "gru"'),
-            r"encoder='gru' is not valid",
+            lambda text: text.replace('"encoder": "bilstm"', '"encoder": "cnn"'),
+            r"encoder='cnn' is not valid",
         ),
         (lambda text: "[1, 2]", r"config.json has no 'config' table"),
     ],
