@@ -19,7 +19,10 @@ SMALL = {
     "lstm": EncoderConfig(encoder="lstm", hidden=16),
     "gru": EncoderConfig(encoder="gru", hidden=16),
     "bigru": EncoderConfig(encoder="gru", hidden=16, bidirectional=True),
+    "innerattention": EncoderConfig(encoder="innerattention", hidden=16),
+    "hconvnet": EncoderConfig(encoder="hconvnet", hidden=16),
 }
+OWN_POOLING = {"innerattention", "hconvnet"}  # the architecture is the pooling
 
 
 @pytest.fixture
@@ -34,11 +37,24 @@ def test_every_registered_encoder_is_tested():
     }  # hf needs a model folder: tests/test_hf.py
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
-@pytest.mark.parametrize("pooling", ["max", "mean", "max+mean"])
+def pooling_cases() -> list[tuple[str, str]]:
+    """Every encoder with every pooling it takes (the ones pooling their own way: as built;
+    `bottleneck`: max pooling, then a bottleneck)."""
+    cases = []
+    for name in sorted(SMALL):
+        for pooling in ["max", "mean", "max+mean", "sum", "selfattn", "last", "bottleneck"]:
+            own = name in OWN_POOLING and pooling != "max"
+            stateless = pooling == "last" and name in ("transformer", "decomposable")
+            if not own and not stateless and not (pooling == "bottleneck" and name == "decomposable"):
+                cases.append((name, pooling))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "pooling"), pooling_cases())
 def test_padding_never_changes_an_embedding(embedding, name, pooling):
     torch.manual_seed(1)
-    encoder = build_encoder(embedding, EncoderConfig(**{**SMALL[name].__dict__, "pooling": pooling})).eval()
+    keys = {"bottleneck": 6, "pooling": "max"} if pooling == "bottleneck" else {"pooling": pooling}
+    encoder = build_encoder(embedding, EncoderConfig(**{**SMALL[name].__dict__, **keys})).eval()
     sentence = torch.tensor([[5, 9, 3, 7]])
     alone = encoder(sentence, torch.tensor([4]))
     batch = torch.tensor(
@@ -272,3 +288,75 @@ def test_packing_by_one_gather_packs_as_pytorch_does():
     rows, batch_sizes = packed_rows(lengths, width=7)
     torch.testing.assert_close(batch_sizes, expected.batch_sizes)
     torch.testing.assert_close(states.view(35, 2)[rows], expected.data, rtol=0, atol=0)
+
+
+def test_self_attentive_pooling_is_lin_et_als_formula_by_hand():
+    from mtl.models.encoders.base import SelfAttentivePooling
+
+    torch.manual_seed(3)
+    attention = SelfAttentivePooling(width=4, da=5, r=3)
+    states = torch.randn(2, 6, 4)
+    mask = torch.tensor([[True] * 6, [True] * 3 + [False] * 3])
+    pooled = attention(states, mask)
+    assert pooled.shape == (2, 3 * 4)
+    for b, length in enumerate([6, 3]):
+        h = states[b, :length]  # (T, D)
+        a = torch.softmax(attention.w2.weight @ torch.tanh(attention.w1.weight @ h.T), dim=1)  # (r, T)
+        torch.testing.assert_close(pooled[b], (a @ h).flatten())
+
+
+def test_sum_pooling_adds_the_real_positions():
+    from mtl.models.encoders.base import pool
+
+    states = torch.tensor([[[1.0, 2.0], [3.0, -1.0], [100.0, 100.0]]])
+    assert pool(states, torch.tensor([[True, True, False]]), "sum").tolist() == [[4.0, 1.0]]
+
+
+@pytest.mark.parametrize("name", ["bilstm", "lstm", "transformer", "gru"])
+def test_selfattn_widens_the_embedding_r_times(embedding, name):
+    config = EncoderConfig(
+        **{**SMALL[name].__dict__, "pooling": "selfattn", "selfattn_da": 7, "selfattn_r": 3}
+    )
+    encoder = build_encoder(embedding, config)
+    assert encoder.output_dim == 3 * encoder.state_width
+    assert sum(p.numel() for p in encoder.attention.parameters()) == 7 * encoder.state_width + 3 * 7
+
+
+@pytest.mark.parametrize("name", ["bilstm", "lstm", "transformer", "bigru", "hconvnet", "innerattention"])
+def test_a_bottleneck_gives_n_dimensional_embeddings_and_the_head_4n_features(embedding, name):
+    encoder = build_encoder(embedding, EncoderConfig(**{**SMALL[name].__dict__, "bottleneck": 5}))
+    assert encoder.output_dim == 5
+    model = multitask_model(encoder, ["nli"], hidden=8, layers=1)
+    assert model.heads["nli"].classifier[1].in_features == 4 * 5
+    tokens, lengths = torch.tensor([[1, 2, 3], [4, 5, 0]]), torch.tensor([3, 2])
+    assert encoder(tokens, lengths).shape == (2, 5)
+
+
+def test_a_bottleneck_is_refused_where_it_would_never_be_trained():
+    with pytest.raises(
+        UserError, match="bottleneck=64 needs a Siamese word-vector encoder: encoder=decomposable"
+    ):
+        apply_overrides(TrainConfig(), ["encoder=decomposable", "bottleneck=64"])
+    with pytest.raises(UserError, match="pooling=mean does not apply to encoder=hconvnet"):
+        apply_overrides(TrainConfig(), ["encoder=hconvnet", "pooling=mean"])
+
+
+# InferSent (Conneau et al. 2017) at enc_lstm_dim 2048 over 300-d GloVe, counted from its code
+# (models.py): ConvNetEncoder's four Conv1d(…, 4096, kernel_size=3) layers: 300·4096·3 + 4096,
+# then 3 × (4096·4096·3 + 4096); InnerAttentionMILAEncoder: a BiLSTM (2 × 4·2048·(300 + 2048 + 2)),
+# proj_key and proj_lstm (4096·4096 each, no bias) and its query table. InferSent's table holds
+# 2 queries of 4096 (its views 2-4 reuse the second); mtl gives each of the 4 views its own.
+INFERSENT_300D = {
+    "hconvnet": (300 * 4096 * 3 + 4096 + 3 * (4096 * 4096 * 3 + 4096), 8 * 2048),
+    "innerattention": (2 * 4 * 2048 * (300 + 2048 + 2) + 2 * 4096 * 4096 + 4 * 4096, 8 * 2048),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INFERSENT_300D))
+def test_infersents_encoders_have_its_parameter_counts_at_300d(name):
+    encoder = build_encoder(frozen_embedding(torch.zeros(10, 300)), EncoderConfig(encoder=name, hidden=2048))
+    parameters, dim = INFERSENT_300D[name]
+    assert sum(p.numel() for p in encoder.parameters() if p.requires_grad) == parameters
+    assert encoder.output_dim == dim
+    if name == "innerattention":
+        assert parameters - 2 * 4096 == 72_065_024  # InferSent's own module, with its 2 queries

@@ -31,7 +31,9 @@ def without_timing(records):
     return [{k: v for k, v in r.items() if not k.endswith(TIMING)} for r in records]
 
 
-@pytest.mark.parametrize("encoder", ["bilstm", "bilstm2", "lstm", "transformer", "decomposable"])
+@pytest.mark.parametrize(
+    "encoder", ["bilstm", "bilstm2", "lstm", "transformer", "decomposable", "innerattention", "hconvnet"]
+)
 def test_two_cycles_of_every_encoder(tiny_data, tmp_path, encoder):
     run_dir, summary = start(tiny_data, tmp_path / "run", f"encoder={encoder}")
     assert summary["global_step"] == 10 and summary["stop_reason"] == "max_steps"

@@ -21,7 +21,7 @@ from mtl.data.batches import tokenize_at_most
 from mtl.device import resolve_device, to_device
 from mtl.errors import UserError
 from mtl.models.encoders import build_encoder, traits
-from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, frozen_embedding
+from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, frozen_embedding, pooled_dim
 from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.encoders.hf import HFEncoder
 from mtl.runs import RunFolder
@@ -212,10 +212,23 @@ def checked_sentences(sentences: object) -> list[str]:
 
 
 def pooled_width(encoder: Encoder, pooling: str | None) -> int:
-    if pooling is None:
+    """The embedding width of `encoder` with its pooling replaced by `pooling` (None: its own)."""
+    if pooling is None or pooling == encoder.pooling:
         return encoder.output_dim
-    base = encoder.output_dim // (2 if encoder.pooling == "max+mean" else 1)
-    return 2 * base if pooling == "max+mean" else base
+    if isinstance(encoder, ConcatEncoder):
+        return sum(pooled_width(part, pooling) for part in encoder.parts)
+    if encoder.fixed_pooling:
+        raise UserError(
+            f"encode(pooling={pooling!r}): {type(encoder).__name__} pools its own way; leave pooling unset"
+        )
+    if pooling == "selfattn" and encoder.attention is None:
+        raise UserError(
+            "encode(pooling='selfattn'): this encoder was trained with another pooling, so it has no "
+            "attention; just transfer ... pooling=selfattn trains one per transfer task"
+        )
+    if pooling == "selfattn":
+        return encoder.attention.output_dim
+    return pooled_dim(encoder.state_width, pooling)
 
 
 def encoder_file(path: str | Path) -> Path:
@@ -297,6 +310,8 @@ def _encoder_state(saved: dict) -> dict[str, torch.Tensor]:
 
 class BagOfVectors(Encoder):
     """The average of a sentence's word vectors (words without one are left out)."""
+
+    fixed_pooling = True
 
     def __init__(self, embedding):
         super().__init__(embedding)

@@ -56,7 +56,9 @@ class TransferConfig:
     max_seq_length: AtLeast1 = 128  # baseline=hf: subword tokens per sentence; longer ones are cut
     tasks: str = "all"  # comma-separated, e.g. MR,CR,STS14
     mode: Literal["standard", "fast"] = "standard"  # fast: 5 folds, a smaller grid
-    pooling: Literal["max", "mean", "max+mean", "cls"] | None = None  # None: the encoder's own (hf: mean)
+    pooling: Literal["max", "mean", "max+mean", "sum", "cls"] | None = (
+        None  # None: the encoder's own (hf: mean)
+    )
     data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
     vectors: str | None = None  # for baselines and vocabulary expansion; None: the run's, or the usual search
     batch_size: AtLeast1 = 128  # sentences per encoding batch

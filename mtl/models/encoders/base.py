@@ -14,18 +14,24 @@ from mtl.config import AtLeast0, AtLeast1, Range, check_fields
 from mtl.device import to_device
 from mtl.errors import UserError
 
-Pooling = Literal["max", "mean", "max+mean", "cls", "last"]
+Pooling = Literal["max", "mean", "max+mean", "sum", "selfattn", "cls", "last"]
 
 
 @dataclass
 class EncoderConfig:
-    encoder: Literal["bilstm", "bilstm2", "lstm", "gru", "transformer", "decomposable", "hf"] = (
-        "bilstm"  # the shared encoder; hf: a pretrained transformers model (hf_model=)
-    )
+    encoder: Literal[
+        "bilstm", "bilstm2", "lstm", "gru", "transformer", "decomposable", "innerattention", "hconvnet", "hf"
+    ] = "bilstm"  # the shared encoder; hf: a pretrained transformers model (hf_model=)
     hidden: AtLeast1 = 2048  # per direction (BiLSTMs, LSTM, GRU), model width (transformer, decomposable)
-    pooling: Literal["auto", "max", "mean", "max+mean", "cls", "last"] = (
-        "auto"  # over real positions; auto: mean for encoder=hf, else max; cls: hf only; last: RNNs' final state
+    pooling: Literal["auto", "max", "mean", "max+mean", "sum", "selfattn", "cls", "last"] = (
+        "auto"  # over real positions; auto: mean for encoder=hf, else max; cls: hf only; last: RNNs' final state;
+        # selfattn: Lin et al. (2017) structured self-attention, selfattn_r views of the states
     )
+    selfattn_da: AtLeast1 = 128  # pooling=selfattn: width of the attention's hidden layer (Liu et al.: 128)
+    selfattn_r: AtLeast1 = (
+        3  # pooling=selfattn: attention views, each a weighted sum of the states (Liu et al.: 3)
+    )
+    bottleneck: AtLeast0 = 0  # a linear layer from the pooled embedding to this many dimensions; 0: none
     bidirectional: bool = False  # encoder=gru: also right to left (BiGRU)
     transformer_layers: AtLeast1 = 4  # encoder=transformer: layers
     transformer_heads: AtLeast1 = 4  # encoder=transformer: attention heads (divide hidden)
@@ -49,6 +55,26 @@ class EncoderConfig:
         if self.pooling == "cls" and not traits(self.encoder).pretrained:
             raise UserError(
                 f"pooling=cls needs encoder=hf ({self.encoder} has no [CLS] token): use max or mean"
+            )
+        own = traits(self.encoder).own_pooling
+        if own and self.pooling not in ("auto", "max"):
+            raise UserError(
+                f"pooling={self.pooling} does not apply to encoder={self.encoder}: its pooling is part of the "
+                f"architecture ({own}); leave pooling=auto"
+            )
+        if traits(self.encoder).pretrained and self.pooling in ("sum", "selfattn"):
+            raise UserError(
+                f"pooling={self.pooling} is not exported to encoder=hf's sentence-transformers folder: "
+                "use mean, max, max+mean or cls"
+            )
+        if self.bottleneck and (self.encoder == "decomposable" or traits(self.encoder).pretrained):
+            raise UserError(
+                f"bottleneck={self.bottleneck} needs a Siamese word-vector encoder: encoder={self.encoder} "
+                + (
+                    "compares token states, so the bottleneck would never be trained"
+                    if self.encoder == "decomposable"
+                    else "exports its backbone without it"
+                )
             )
         if self.pooling == "last" and not traits(self.encoder).recurrent:
             raise UserError(
@@ -76,10 +102,34 @@ class Encoder(nn.Module):
     output_dim: int
     pair_model: bool = False
     pair_dim: int = 0
+    state_width: int = 0  # D of the (B, T, D) states that `pooling` pools
+    fixed_pooling: bool = False  # the architecture pools its own way: encode(pooling=) cannot change it
 
     def __init__(self, embedding: nn.Embedding | None):
         super().__init__()
         self.embedding = embedding  # None for models with their own (encoder=hf)
+        self.attention: SelfAttentivePooling | None = None  # pooling=selfattn's parameters
+
+    def set_pooling(self, state_width: int, pooling: Pooling) -> None:
+        """Pool (B, T, state_width) states with `pooling`; selfattn gets its parameters from
+        `attend_with` (build_encoder calls it)."""
+        self.pooling, self.state_width = pooling, state_width
+        self.output_dim = pooled_dim(state_width, pooling)
+
+    def attend_with(self, da: int, r: int) -> None:
+        self.attention = SelfAttentivePooling(self.state_width, da, r)
+        self.output_dim = self.attention.output_dim
+
+    def pool_states(self, states: torch.Tensor, mask: torch.Tensor, directions: int = 1) -> torch.Tensor:
+        """(B, T, D) states over real positions -> (B, output_dim)."""
+        if self.pooling == "selfattn":
+            if self.attention is None:
+                raise UserError(
+                    "pooling=selfattn needs attention trained with the encoder: this one was trained with "
+                    "another pooling (just transfer ... pooling=selfattn trains one per transfer task)"
+                )
+            return self.attention(states, mask)
+        return pool(states, mask, self.pooling, directions)
 
     def skips_padding(self, tokens: torch.Tensor) -> bool:
         """Whether a call on `tokens` costs nothing at padded positions (packed sequences), so
@@ -100,6 +150,7 @@ class EncoderTraits:
     recurrent: bool = False  # an RNN: cuDNN runs its fp32 on TF32, and the CPU has no fp16 kernel
     pretrained: bool = False  # a pretrained backbone: SBERT's AdamW recipe, and exported in HF format
     default_pooling: Pooling = "max"  # what pooling=auto means
+    own_pooling: str = ""  # the architecture pools its own way (inner attention, per-layer max): no pooling=
 
 
 EncoderBuilder = Callable[[nn.Embedding | None, EncoderConfig], Encoder]
@@ -127,7 +178,59 @@ def build_encoder(embedding: nn.Embedding | None, config: EncoderConfig) -> Enco
     """`embedding`: frozen word vectors; None for encoder=hf, which brings its own."""
     if config.encoder not in ENCODERS:
         raise UserError(f"unknown encoder {config.encoder!r}: choose one of {', '.join(sorted(ENCODERS))}")
-    return ENCODERS[config.encoder](embedding, config.resolved())
+    config = config.resolved()
+    encoder = ENCODERS[config.encoder](embedding, config)
+    if config.pooling == "selfattn":
+        encoder.attend_with(config.selfattn_da, config.selfattn_r)
+    if config.bottleneck:
+        encoder = Bottleneck(encoder, config.bottleneck)
+    return encoder
+
+
+class SelfAttentivePooling(nn.Module):
+    """Structured self-attention over a sentence's states (Lin et al. 2017, Section 2; Liu et al.
+    2018, Section 5.1): A = softmax(W2 tanh(W1 Hᵀ)) over real positions, embedding AH flattened,
+    r·D wide. Lin et al.'s penalty on AAᵀ is not part of Liu et al.'s description and not applied."""
+
+    def __init__(self, width: int, da: int, r: int):
+        super().__init__()
+        self.w1 = nn.Linear(width, da, bias=False)  # W1 ∈ R^{da × D}
+        self.w2 = nn.Linear(da, r, bias=False)  # W2 ∈ R^{r × da}
+        self.output_dim = r * width
+
+    def forward(self, states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        scores = self.w2(torch.tanh(self.w1(states)))  # (B, T, r)
+        weights = scores.masked_fill(~mask[:, :, None], float("-inf")).softmax(dim=1)  # over T
+        return (weights.transpose(1, 2) @ states).flatten(1)  # (B, r, D) -> (B, r·D)
+
+
+class Bottleneck(Encoder):
+    """A linear layer after the encoder's pooling, so that encoders of any width give N-d
+    embeddings (Liu et al. 2018, Section 6; the authors' `bottle_dim`)."""
+
+    def __init__(self, inner: Encoder, dim: int):
+        super().__init__(inner.embedding)
+        self.inner = inner
+        self.project = nn.Linear(inner.output_dim, dim)
+        self.output_dim, self.state_width = dim, inner.state_width
+
+    @property
+    def pooling(self) -> str:
+        return self.inner.pooling
+
+    @pooling.setter
+    def pooling(self, value: str) -> None:
+        if value != self.inner.pooling:
+            raise UserError(
+                f"pooling={value}: this encoder has a bottleneck trained on pooling={self.inner.pooling} "
+                "embeddings, so its pooling cannot change"
+            )
+
+    def skips_padding(self, tokens: torch.Tensor) -> bool:
+        return self.inner.skips_padding(tokens)
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return self.project(self.inner(tokens, lengths))  # (B, N)
 
 
 def frozen_embedding(matrix: torch.Tensor) -> nn.Embedding:
@@ -141,6 +244,7 @@ def length_mask(lengths: torch.Tensor, width: int, device: torch.device) -> torc
 
 
 def pooled_dim(width: int, pooling: Pooling) -> int:
+    """Width of `pool`'s output (selfattn: see SelfAttentivePooling.output_dim)."""
     return 2 * width if pooling == "max+mean" else width
 
 
@@ -162,6 +266,8 @@ def pool(states: torch.Tensor, mask: torch.Tensor, pooling: Pooling, directions:
     parts = []
     if pooling in ("max", "max+mean"):
         parts.append(states.masked_fill(~mask[:, :, None], float("-inf")).amax(dim=1))
+    if pooling == "sum":  # Liu et al. 2018, Table 2: "Decomposable Att (Sum)"
+        return (states * mask[:, :, None]).sum(dim=1)
     if pooling in ("mean", "max+mean"):
         summed = (states * mask[:, :, None]).sum(dim=1)
         parts.append(summed / mask.sum(dim=1, keepdim=True).clamp(min=1))

@@ -15,8 +15,6 @@ from mtl.models.encoders.base import (
     EncoderTraits,
     Pooling,
     length_mask,
-    pool,
-    pooled_dim,
     register,
 )
 from mtl.models.encoders.packing import run_packed
@@ -62,8 +60,7 @@ class BiLSTMEncoder(Encoder):
         )
         self.between_layers = nn.Dropout(dropout)  # the same, for the dense kernel
         self.input_size, self.hidden, self.layers = embedding.embedding_dim, hidden, layers
-        self.pooling = pooling
-        self.output_dim = pooled_dim(2 * hidden, pooling)
+        self.set_pooling(2 * hidden, pooling)
         self.register_load_state_dict_pre_hook(_from_earlier_layouts)
 
     def _packs(self, tokens: torch.Tensor, lengths: torch.Tensor) -> bool:
@@ -80,16 +77,20 @@ class BiLSTMEncoder(Encoder):
     def skips_padding(self, tokens: torch.Tensor) -> bool:
         return self.kernel == "packed" or (self.kernel == "auto" and tokens.is_cuda)
 
-    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def token_states(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """(B, T, 2H) states of the last layer, both directions; padded positions are not read."""
         states = self.embedding(tokens)  # (B, T, E)
         if self._packs(tokens, lengths):
-            states = run_packed(states, lengths, self.lstm)  # (B, T, 2H)
-        else:
-            for layer in range(self.layers):
-                if layer:
-                    states = self.between_layers(states)
-                states = dense_bidirectional(states, lengths, self.lstm, layer)  # (B, T, 2H)
-        return pool(states, length_mask(lengths, states.shape[1], states.device), self.pooling, directions=2)
+            return run_packed(states, lengths, self.lstm)  # (B, T, 2H)
+        for layer in range(self.layers):
+            if layer:
+                states = self.between_layers(states)
+            states = dense_bidirectional(states, lengths, self.lstm, layer)  # (B, T, 2H)
+        return states
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        states = self.token_states(tokens, lengths)  # (B, T, 2H)
+        return self.pool_states(states, length_mask(lengths, states.shape[1], states.device), directions=2)
 
 
 EARLIER_NAME = re.compile(

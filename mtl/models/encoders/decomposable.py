@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mtl.models.encoders.base import Encoder, EncoderConfig, length_mask, pool, pooled_dim, register
+from mtl.models.encoders.base import Encoder, EncoderConfig, length_mask, register
 
 MAX_DISTANCE = 10  # Parikh et al.: distance-sensitive bias, distances beyond 10 share one bucket
 
@@ -40,8 +40,7 @@ class DecomposableAttention(Encoder):
         self.distance_bias = nn.Embedding(2 * MAX_DISTANCE + 1, 1)
         self.attend = feed_forward(2 * hidden, hidden, dropout)
         self.compare_net = feed_forward(4 * hidden, hidden, dropout)
-        self.pooling = config.pooling
-        self.output_dim = pooled_dim(2 * hidden, config.pooling)
+        self.set_pooling(2 * hidden, config.pooling)
         self.pair_dim = 2 * hidden
 
     def token_states(self, tokens: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,7 +57,7 @@ class DecomposableAttention(Encoder):
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         states, mask = self.token_states(tokens, lengths)
-        return pool(states, mask, self.pooling)
+        return self.pool_states(states, mask)
 
     def compare(
         self, a: torch.Tensor, a_lengths: torch.Tensor, b: torch.Tensor, b_lengths: torch.Tensor

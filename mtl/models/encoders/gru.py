@@ -17,8 +17,6 @@ from mtl.models.encoders.base import (
     EncoderTraits,
     Pooling,
     length_mask,
-    pool,
-    pooled_dim,
     register,
 )
 from mtl.models.encoders.packing import run_packed
@@ -29,8 +27,7 @@ class GRUEncoder(Encoder):
         super().__init__(embedding)
         self.gru = nn.GRU(embedding.embedding_dim, hidden, batch_first=True, bidirectional=bidirectional)
         self.directions = 2 if bidirectional else 1
-        self.pooling = pooling
-        self.output_dim = pooled_dim(self.directions * hidden, pooling)
+        self.set_pooling(self.directions * hidden, pooling)
 
     def skips_padding(self, tokens: torch.Tensor) -> bool:
         return tokens.is_cuda
@@ -45,7 +42,7 @@ class GRUEncoder(Encoder):
         else:
             states = self.gru(states)[0]  # (B, T, directions * H)
         mask = length_mask(lengths, tokens.shape[1], tokens.device)
-        return pool(states, mask, self.pooling, self.directions)
+        return self.pool_states(states, mask, self.directions)
 
 
 @register("gru", EncoderTraits(recurrent=True))

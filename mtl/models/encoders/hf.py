@@ -19,8 +19,6 @@ from mtl.models.encoders.base import (
     EncoderConfig,
     EncoderTraits,
     length_mask,
-    pool,
-    pooled_dim,
     register,
 )
 
@@ -36,9 +34,8 @@ class HFEncoder(Encoder):
             # gradient would stall DistributedDataParallel, and sentence-transformers drops it too.
             self.backbone.pooler = None
         self.pad_id = self.backbone.config.pad_token_id or 0
-        self.pooling = config.pooling
         self.width = self.backbone.config.hidden_size
-        self.output_dim = pooled_dim(self.width, config.pooling)
+        self.set_pooling(self.width, config.pooling)
         self.freeze(config.hf_freeze_embeddings, config.hf_freeze_layers)
 
     def freeze(self, embeddings: bool, layers: int) -> None:
@@ -56,7 +53,7 @@ class HFEncoder(Encoder):
         states = self.backbone(
             input_ids=tokens.masked_fill(~mask, self.pad_id), attention_mask=mask.long()
         ).last_hidden_state  # (B, T, W)
-        return pool(states, mask, self.pooling)
+        return self.pool_states(states, mask)
 
 
 def transformer_layers(backbone: nn.Module) -> nn.ModuleList:

@@ -11,8 +11,6 @@ from mtl.models.encoders.base import (
     EncoderTraits,
     Pooling,
     length_mask,
-    pool,
-    pooled_dim,
     register,
 )
 from mtl.models.encoders.packing import run_packed
@@ -24,8 +22,7 @@ class LSTMEncoder(Encoder):
     def __init__(self, embedding: nn.Embedding, hidden: int, pooling: Pooling):
         super().__init__(embedding)
         self.lstm = nn.LSTM(embedding.embedding_dim, hidden, batch_first=True)
-        self.pooling = pooling
-        self.output_dim = pooled_dim(hidden, pooling)
+        self.set_pooling(hidden, pooling)
 
     def skips_padding(self, tokens: torch.Tensor) -> bool:
         return tokens.is_cuda
@@ -36,7 +33,7 @@ class LSTMEncoder(Encoder):
         states = (
             run_packed(states, lengths, self.lstm) if self.skips_padding(tokens) else self.lstm(states)[0]
         )  # (B, T, H)
-        return pool(states, length_mask(lengths, tokens.shape[1], tokens.device), self.pooling)
+        return self.pool_states(states, length_mask(lengths, tokens.shape[1], tokens.device))
 
 
 @register("lstm", EncoderTraits(recurrent=True))

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from mtl.models.encoders.base import Encoder, EncoderConfig, length_mask, pool, pooled_dim, register
+from mtl.models.encoders.base import Encoder, EncoderConfig, length_mask, register
 
 MAX_POSITIONS = 1024
 
@@ -33,15 +33,14 @@ class TransformerEncoder(Encoder):
         )
         self.layers = nn.TransformerEncoder(layer, config.transformer_layers, enable_nested_tensor=False)
         self.register_buffer("positions", sinusoidal_positions(MAX_POSITIONS, width), persistent=False)
-        self.pooling = config.pooling
-        self.output_dim = pooled_dim(width, config.pooling)
+        self.set_pooling(width, config.pooling)
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         width = tokens.shape[1]
         mask = length_mask(lengths, width, tokens.device)  # (B, T)
         states = self.project(self.embedding(tokens)) + self.positions[:width]  # (B, T, W)
         states = self.layers(states, src_key_padding_mask=~mask)
-        return pool(states, mask, self.pooling)
+        return self.pool_states(states, mask)
 
 
 @register("transformer")

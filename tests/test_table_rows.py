@@ -1,0 +1,86 @@
+"""Issue 22: the papers' table rows: InferSent's inner-attention and hierarchical ConvNet,
+Liu et al.'s self-attention and sum pooling, and the bottleneck; each trains, resumes exactly,
+encodes and transfers."""
+
+import numpy as np
+import pytest
+import torch
+
+from mtl import load_encoder
+from mtl.train import run
+from mtl.train.runlog import read_metrics
+
+from .conftest import start_run
+
+ROWS = {
+    "innerattention": ("encoder=innerattention",),
+    "hconvnet": ("encoder=hconvnet",),
+    "selfattn": ("pooling=selfattn", "selfattn_da=5", "selfattn_r=3"),
+    "bottleneck": ("encoder=bilstm", "bottleneck=6"),
+    "decomposable-sum": ("encoder=decomposable", "pooling=sum"),
+}
+HIDDEN = 8  # the tiny runs' hidden size (conftest)
+DIMS = {
+    "innerattention": 4 * 2 * HIDDEN,
+    "hconvnet": 4 * 2 * HIDDEN,
+    "selfattn": 3 * 2 * HIDDEN,
+    "bottleneck": 6,
+    "decomposable-sum": 2 * HIDDEN,
+}
+
+
+@pytest.mark.parametrize("row", sorted(ROWS))
+def test_each_row_trains_resumes_exactly_and_encodes_at_its_width(tiny_data, tmp_path, row):
+    keys = (*ROWS[row], "max_steps=12", "eval_every=5", "dropout=0.1")
+    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *keys)
+    killed, _ = start_run(tiny_data, tmp_path / "killed", *keys, killed_after=7)
+    _, resumed = run.resume(killed, progress=False)
+    assert {k: v for k, v in resumed.items() if k.startswith("best/")} == {
+        k: v for k, v in straight.items() if k.startswith("best/")
+    }
+    first, second = (
+        torch.load(d / "encoder.pt", weights_only=True)["encoder"] for d in (straight_dir, killed)
+    )
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+    losses = [
+        [r["global_step"] for r in read_metrics(d / "metrics.jsonl") if "nli/train/loss" in r]
+        for d in (straight_dir, killed)
+    ]
+    assert losses[0] == losses[1]
+
+    encoder = load_encoder(straight_dir, device="cpu")
+    sentences = ["a man plays a guitar .", "two dogs run", "a woman is outside in the sun today"]
+    together = encoder.encode(sentences, progress=False)
+    assert together.shape == (3, DIMS[row]) and encoder.dim == DIMS[row]
+    alone = np.stack([encoder.encode(s, progress=False) for s in sentences])  # padding changes nothing
+    np.testing.assert_allclose(together, alone, rtol=1e-5, atol=1e-6)
+
+
+def test_a_selfattn_run_transfers_and_may_be_pooled_otherwise(tiny_data, senteval, tmp_path):
+    from mtl.eval.transfer.suite import TransferConfig
+    from mtl.eval.transfer.suite import run as transfer
+
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", *ROWS["selfattn"], "max_steps=6")
+    out, report = transfer(
+        TransferConfig(
+            run=str(run_dir), tasks="MR,CR", mode="fast", data=str(senteval), wandb="disabled", device="cpu"
+        )
+    )
+    assert set(report["results"]) == {"MR", "CR"} and report["dim"] == DIMS["selfattn"]
+    encoder = load_encoder(run_dir, device="cpu")
+    assert encoder.encode(["a dog"], pooling="max", progress=False).shape == (1, 2 * HIDDEN)
+
+
+def test_pooling_a_bottleneck_or_an_architectures_own_way_otherwise_is_one_line(tiny_data, tmp_path):
+    from mtl.errors import UserError
+
+    for row, message in (
+        ("bottleneck", "has a bottleneck trained on pooling=max embeddings"),
+        ("hconvnet", "HConvNetEncoder pools its own way"),
+    ):
+        run_dir, _ = start_run(tiny_data, tmp_path / row, *ROWS[row], "max_steps=2")
+        with pytest.raises(UserError, match=message):
+            load_encoder(run_dir, device="cpu").encode(["a dog"], pooling="mean", progress=False)
+    run_dir, _ = start_run(tiny_data, tmp_path / "max", "max_steps=2")
+    with pytest.raises(UserError, match="trained with another pooling, so it has no attention"):
+        load_encoder(run_dir, device="cpu").encode(["a dog"], pooling="selfattn", progress=False)
