@@ -12,6 +12,13 @@ from mtl.eval.transfer.classifiers import (
     sts_scores,
     train_test_accuracy,
 )
+from mtl.eval.transfer.senteval_classifier import (
+    SentEvalClassifier,
+    SentEvalParams,
+    inner_kfold,
+    kfold_train_test,
+    split,
+)
 
 FAST = Protocol.fast()
 
@@ -80,3 +87,55 @@ def test_relatedness_recovers_a_linear_score():
         Protocol(relatedness_epochs=60),
     )
     assert result["pearson"] > 0.9 and result["spearman"] > 0.85
+    # SICK-R's third number in Skip-Thought and Quick-Thoughts: the test MSE of the expected score.
+    assert 0 < result["mse"] < np.var(scores[500:])  # better than predicting the mean
+
+
+# ---- SentEval's own classifier (mode=senteval) ----------------------------------------------------
+
+
+def test_senteval_configurations_are_the_papers():
+    # Conneau & Kiela (2018), Section 4: "to be comparable to the results published in the
+    # literature" and the prototyping set (with kfold 5, as SentEval's README sets it).
+    default, prototyping = SentEvalParams.default(), SentEvalParams.prototyping()
+    assert (default.nhid, default.optim, default.batch_size, default.tenacity, default.epoch_size) == (
+        0,
+        "adam",
+        64,
+        5,
+        4,
+    )
+    assert default.kfold == 10 and default.seed == 1111
+    assert (prototyping.optim, prototyping.batch_size, prototyping.tenacity, prototyping.epoch_size) == (
+        "rmsprop",
+        128,
+        3,
+        2,
+    )
+    assert prototyping.kfold == 5 and prototyping.nhid == 0
+    assert Protocol.named("senteval").senteval == default and Protocol.named("fast").senteval is None
+
+
+@pytest.mark.parametrize("nhid", [0, 20])
+def test_senteval_classifier_learns_separable_data_and_not_noise(nhid):
+    # Enough examples for SentEval's early stopping (misses counted over a whole fit) to let it learn.
+    params = SentEvalParams.prototyping(kfold=3, jobs=1, nhid=nhid)
+    x, y = separable(1500)
+    assert inner_kfold(x, y, params)["acc"] == pytest.approx(1.0, abs=0.03)
+    noise = np.random.default_rng(1).integers(0, 2, 1500)
+    assert inner_kfold(x, noise, params)["acc"] == pytest.approx(0.5, abs=0.06)
+    result = kfold_train_test(x[:1000], y[:1000], x[1000:], y[1000:], params)
+    assert result["acc"] > 0.97 and result["f1"] > 0.97
+    tuned = split(x[:1000], y[:1000], x[1000:1200], y[1000:1200], x[1200:], y[1200:], params)
+    assert tuned["acc"] > 0.97 and tuned["dev_acc"] > 0.97
+
+
+def test_senteval_stops_after_tenacity_plus_one_misses_in_all_not_in_a_row(monkeypatch):
+    # SentEval's fit() counts validation misses without resetting the count on an improvement.
+    scripted = iter([0.5, 0.6, 0.55, 0.7, 0.65, 0.8, 0.9])
+    classifier = SentEvalClassifier(6, 2, 0.0, SentEvalParams(tenacity=1, epoch_size=1))
+    monkeypatch.setattr(classifier, "score", lambda x, y: next(scripted))
+    x, y = separable(20)
+    best = classifier.fit(x, y, validation=(x, y))
+    assert best == 0.7  # the 0.65 was the second miss: it stopped there, before 0.8
+    assert next(scripted) == 0.8

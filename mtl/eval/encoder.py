@@ -21,7 +21,7 @@ from mtl.data.batches import tokenize_at_most
 from mtl.device import resolve_device, to_device
 from mtl.errors import UserError
 from mtl.models.encoders import build_encoder, traits
-from mtl.models.encoders.base import Encoder, EncoderConfig, Pooling, frozen_embedding, pooled_dim
+from mtl.models.encoders.base import Bottleneck, Encoder, EncoderConfig, Pooling, frozen_embedding, pooled_dim
 from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.encoders.hf import HFEncoder
 from mtl.runs import RunFolder
@@ -85,9 +85,30 @@ class SentenceEncoder:
                 f"encode(pooling={pooling!r}) is not a pooling: choose one of {', '.join(typing.get_args(Pooling))}"
             )
         ids = self.token_ids(sentences)
+        out = np.zeros((len(ids), pooled_width(self.encoder, pooling)), dtype=np.float32)
+        for chosen, embedded in self._encoded(ids, batch_size, pooling, progress):
+            out[chosen] = embedded.float().cpu().numpy()
+        return out
+
+    def token_states(self, sentences: Sequence[str], batch_size: int = 128) -> list[np.ndarray]:
+        """Each sentence's (T_i, D) states before pooling, in input order: what a pooling trained
+        after the fact (transfer's pooling=selfattn) reads."""
+        if self.encoder.fixed_pooling or isinstance(self.encoder, Bottleneck):
+            raise UserError(
+                f"{type(self.encoder).__name__} has no token states to pool otherwise: it pools its own way"
+            )
+        ids = self.token_ids(checked_sentences(sentences))
+        states: list[np.ndarray] = [np.empty(0)] * len(ids)
+        for chosen, padded in self._encoded(ids, batch_size, "none", progress=False):
+            padded = padded.float().cpu().numpy()  # (B, T, D)
+            for row, index in enumerate(chosen):
+                states[index] = padded[row, : len(ids[index])].copy()
+        return states
+
+    def _encoded(self, ids: list[np.ndarray], batch_size: int, pooling: str | None, progress: bool):
+        """(positions in `ids`, the encoder's output) per batch of similar lengths, longest first."""
         lengths = np.array([len(i) for i in ids])
         order = np.argsort(-lengths, kind="stable")
-        out = np.zeros((len(ids), pooled_width(self.encoder, pooling)), dtype=np.float32)
         saved_pooling = getattr(self.encoder, "pooling", None)
         if pooling is not None:
             self.encoder.pooling = pooling
@@ -103,14 +124,15 @@ class SentenceEncoder:
                     batch = np.zeros((len(chosen), lengths[chosen].max()), dtype=np.int64)
                     for row, index in enumerate(chosen):
                         batch[row, : lengths[index]] = ids[index]
-                    embedded = self.encoder(
-                        to_device(torch.from_numpy(batch), self.device), torch.from_numpy(lengths[chosen])
+                    yield (
+                        chosen,
+                        self.encoder(
+                            to_device(torch.from_numpy(batch), self.device), torch.from_numpy(lengths[chosen])
+                        ),
                     )
-                    out[chosen] = embedded.float().cpu().numpy()
         finally:
             if pooling is not None:
                 self.encoder.pooling = saved_pooling
-        return out
 
     def token_ids(self, sentences: Sequence[str]) -> list[np.ndarray]:
         """Each sentence's ids, at most `max_tokens` of them; words new to the vocabulary take their

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from mtl.errors import UserError
 from mtl.models.encoders.base import Encoder
 
 BUCKET_STEP = 3  # tokens: how coarsely bucketing groups the longest call's lengths
@@ -77,6 +78,11 @@ class TaskHead(nn.Module):
 
     def __init__(self, recipe: HeadRecipe, encoder: Encoder, hidden: int, layers: int, dropout: float):
         super().__init__()
+        if encoder.pair_model and not recipe.pairs:
+            raise UserError(
+                f"a task of one sentence per example cannot train {type(encoder).__name__}, which only "
+                "compares two sentences: choose a Siamese encoder (bilstm, lstm, gru, transformer, ...)"
+            )
         self.recipe = recipe
         self.classifier = mlp(recipe.input_dim(encoder), hidden, layers, recipe.outputs, dropout)
 

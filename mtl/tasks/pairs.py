@@ -1,9 +1,12 @@
-"""`pairs`: sentence-pair classification from files with named columns, defined without code.
+"""`pairs`: sentence-pair (or single-sentence) classification from files with named columns,
+defined without code.
 
 The kind of MultiNLI, Quora Question Pairs or SICK-E: a folder of jsonl, tsv or csv files
 (or a Hugging Face Hub dataset id), one sentence column each for the pair, a label column
 whose values `labels` lists in class order. A task file (`tasks=./my-task.toml`) sets these
-keys; the task is named by the file's stem. The head is NLI's: [u, v, |u-v|, u*v].
+keys; the task is named by the file's stem. The head is NLI's: [u, v, |u-v|, u*v]. With no
+`second` column it classifies one sentence from u alone (SST: InferSent's encoder trained on
+another supervised task, Conneau et al. 2017, Table 4).
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+import torch
+
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
+from mtl.models.heads import HeadRecipe
 from mtl.tasks.base import Task, TaskConfig, register
 from mtl.tasks.nli import pair_recipe
 from mtl.text.unicode import decode_utf8
@@ -27,11 +33,12 @@ class PairsConfig(TaskConfig):
     kind: str = "pairs"
     source: str = ""  # a folder holding the split files ($VARS and ~ expanded), or a Hub dataset id
     format: Literal["jsonl", "tsv", "csv"] = "jsonl"  # of the split files (a Hub dataset has its own)
+    header: bool = True  # tsv/csv: the first line names the columns; false: they are named 0, 1, 2, ...
     train: str = "train.jsonl"  # training file in source (a Hub id: the split's name)
     dev: str = "dev.jsonl"  # file that picks the best checkpoint
     test: str = ""  # file scored once at the end; empty: none
     first: str = "sentence1"  # column of the first sentence
-    second: str = "sentence2"  # column of the second sentence
+    second: str = "sentence2"  # column of the second sentence; empty: one sentence per example (SST)
     label: str = "label"  # column of the class
     labels: str = (
         ""  # the label column's values in class order, comma-separated; rows with others are skipped
@@ -56,7 +63,8 @@ class Pairs(Task):
                 f"{name}.labels={self.config.labels!r}: a pair task needs the values of its label column, "
                 "at least two, comma-separated in class order (e.g. labels=entailment,neutral,contradiction)"
             )
-        self.recipe = pair_recipe(classes=len(self.config.class_names))
+        classes = len(self.config.class_names)
+        self.recipe = pair_recipe(classes) if self.config.second else single_recipe(classes)
 
     def resolve_inputs(self) -> PairsConfig:
         return replace(self.config, source=resolve_folder(self.name, self.config.source))
@@ -65,12 +73,13 @@ class Pairs(Task):
         name = {"train": self.config.train, "dev": self.config.dev, "test": self.config.test}[split]
         if not name:
             return None
-        rows = read_rows(self.name, self.config.source, name, self.config.format)
+        rows = read_rows(self.name, self.config.source, name, self.config.format, self.config.header)
         return self._labelled(rows, f"{self.config.source}/{name}")
 
     def _labelled(self, rows: list[dict], where: str) -> LabelledTexts:
         config = self.config
-        if rows and (missing := [c for c in (config.first, config.second, config.label) if c not in rows[0]]):
+        columns = [c for c in (config.first, config.second, config.label) if c]
+        if rows and (missing := [c for c in columns if c not in rows[0]]):
             raise UserError(
                 f"{where} has no column {missing[0]!r} (it has {', '.join(map(str, rows[0]))}): "
                 f"set {self.name}.first=, second= and label= to its columns"
@@ -82,14 +91,23 @@ class Pairs(Task):
             if label is None:
                 continue  # unlabelled (SNLI's '-') or a class this task does not train
             first.append(str(row[config.first]))
-            second.append(str(row[config.second]))
+            second.append(str(row[config.second]) if config.second else "")
             labels.append(label)
         if not labels:
             raise UserError(
                 f"{where} holds no row labelled one of {config.labels}: set {self.name}.labels= to the "
                 f"values of its {config.label!r} column"
             )
-        return LabelledTexts([first, second], labels)
+        return LabelledTexts([first, second] if config.second else [first], labels)
+
+
+def single_recipe(classes: int) -> HeadRecipe:
+    """One sentence per example: the classifier reads its embedding u."""
+    return HeadRecipe(sentences=1, outputs=classes, features=alone, width=1, pairs=(), calls=((0,),))
+
+
+def alone(u: torch.Tensor) -> torch.Tensor:
+    return u
 
 
 def resolve_folder(task: str, source: str) -> str:

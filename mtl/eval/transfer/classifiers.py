@@ -2,13 +2,14 @@
 
 Classification: logistic regression (scikit-learn) with the L2 penalty C chosen from a
 grid, by inner cross-validation on each training fold (k-fold tasks, TREC, MRPC) or on the
-dev set (SST, SICK-E). Relatedness (SICK-R, STS-B): a softmax over the integer scores
+dev set (SST, SICK-E); or SentEval's own PyTorch classifier (senteval_classifier.py). Relatedness (SICK-R, STS-B): a softmax over the integer scores
 fitted to the Tai et al. (2015) target distribution, early-stopped on dev Pearson.
 STS: cosine similarity against the gold scores.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
+from mtl.eval.transfer.senteval_classifier import SentEvalParams
+
 
 @dataclass(frozen=True)
 class Protocol:
@@ -33,6 +36,16 @@ class Protocol:
     tenacity: int = 5
     seed: int = 1111
     jobs: int = 2  # outer folds fitted in parallel processes
+    senteval: SentEvalParams | None = None  # classification by SentEval's PyTorch classifier instead
+
+    @classmethod
+    def named(cls, mode: str, senteval: SentEvalParams | None = None) -> Protocol:
+        """standard, fast, or SentEval's classifier under its default or prototyping settings (`senteval`)."""
+        if mode == "fast":
+            return cls.fast()
+        if mode == "senteval-prototyping":
+            return dataclasses.replace(cls.fast(), senteval=senteval or SentEvalParams.prototyping())
+        return cls(senteval=senteval or SentEvalParams.default()) if mode == "senteval" else cls()
 
     @classmethod
     def fast(cls) -> Protocol:
@@ -157,6 +170,9 @@ def relatedness(
     return {
         "pearson": float(pearsonr(predicted, y_test).statistic),
         "spearman": float(spearmanr(predicted, y_test).statistic),
+        "mse": float(
+            np.mean((predicted - np.asarray(y_test)) ** 2)
+        ),  # as Skip-Thought and Quick-Thoughts report
         "dev_pearson": float(best),
     }
 

@@ -6,17 +6,19 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 
 from mtl import atomic, jsonfile
 from mtl.atomic import check_output_dir
-from mtl.config import AtLeast1
+from mtl.config import AtLeast0, AtLeast1, Range
 from mtl.errors import UserError
 from mtl.eval.encoder import SentenceEncoder, baseline_encoder, encoder_file, load_encoder, pretrained_encoder
 from mtl.eval.transfer import classifiers as protocol_fns
+from mtl.eval.transfer import selfattn, senteval_classifier
 from mtl.eval.transfer.classifiers import Protocol, pair_features, relatedness_features
+from mtl.eval.transfer.senteval_classifier import OPTIMIZERS, SentEvalParams, valid_optimizer
 from mtl.eval.transfer.tasks import READERS, TransferTask, read_task
 from mtl.locks import FolderLock
 from mtl.models.encoders.base import EncoderConfig
@@ -44,6 +46,8 @@ COLUMNS = [
     "STS15",
     "STS16",
 ]
+# What pooling=selfattn can train attention for: the classification tasks.
+SELFATTN_TASKS = ["MR", "CR", "MPQA", "SUBJ", "SST2", "SST5", "SICK-E", "TREC", "MRPC"]
 
 
 @dataclass
@@ -55,10 +59,32 @@ class TransferConfig:
     hf_model: str | None = None  # baseline=hf: Hub id or local folder of a transformers model
     max_seq_length: AtLeast1 = 128  # baseline=hf: subword tokens per sentence; longer ones are cut
     tasks: str = "all"  # comma-separated, e.g. MR,CR,STS14
-    mode: Literal["standard", "fast"] = "standard"  # fast: 5 folds, a smaller grid
-    pooling: Literal["max", "mean", "max+mean", "sum", "cls"] | None = (
-        None  # None: the encoder's own (hf: mean)
+    mode: Literal["standard", "fast", "senteval", "senteval-prototyping"] = (
+        "standard"  # fast: 5 folds, a smaller grid; senteval(-prototyping): SentEval's classifier and settings
     )
+    classifier: Literal["logreg", "mlp"] = "logreg"  # senteval modes: nhid=0, or an MLP of nhid sigmoid units
+    nhid: AtLeast1 = 50  # classifier=mlp: hidden units
+    dropout: Annotated[float, Range(0, 1, high_open=True)] = 0.0  # classifier=mlp: dropout
+    optim: str | None = (
+        None  # senteval modes: SentEval's optimizer string (adam, rmsprop, "sgd,lr=0.1"); None: the mode's
+    )
+    classifier_batch: AtLeast1 | None = (
+        None  # senteval modes: the classifier's batch size; None: the mode's (64, 128)
+    )
+    tenacity: AtLeast0 | None = (
+        None  # senteval modes: validation misses before stopping; None: the mode's (5, 3)
+    )
+    epoch_size: AtLeast1 | None = (
+        None  # senteval modes: passes over the data per epoch; None: the mode's (4, 2)
+    )
+    max_epoch: AtLeast1 = 200  # senteval modes: at most this many passes
+    kfold: Annotated[int, Range(2, 100)] | None = None  # senteval modes: folds; None: the mode's (10, 5)
+    seed: int = 1111  # senteval modes: SentEval's seed
+    pooling: Literal["max", "mean", "max+mean", "sum", "cls", "selfattn"] | None = (
+        None  # None: the encoder's own (hf: mean); selfattn: attention trained per task on the token states
+    )
+    selfattn_da: AtLeast1 = 128  # pooling=selfattn: the attention's hidden width (Liu et al.: 128)
+    selfattn_r: AtLeast1 = 3  # pooling=selfattn: attention views (Liu et al.: 3)
     data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
     vectors: str | None = None  # for baselines and vocabulary expansion; None: the run's, or the usual search
     batch_size: AtLeast1 = 128  # sentences per encoding batch
@@ -71,6 +97,35 @@ class TransferConfig:
     wandb_project: str = "mtl"  # W&B project
 
     def __post_init__(self) -> None:
+        senteval_keys = {
+            "classifier": self.classifier != "logreg",
+            "optim": self.optim is not None,
+            "classifier_batch": self.classifier_batch is not None,
+            "tenacity": self.tenacity is not None,
+            "epoch_size": self.epoch_size is not None,
+            "kfold": self.kfold is not None,
+        }
+        if not self.mode.startswith("senteval") and any(senteval_keys.values()):
+            given = next(key for key, set_ in senteval_keys.items() if set_)
+            raise UserError(
+                f"{given}= sets SentEval's classifier: add mode=senteval or mode=senteval-prototyping "
+                f"(mode={self.mode} fits scikit-learn's logistic regression)"
+            )
+        if self.optim is not None and not valid_optimizer(self.optim):
+            raise UserError(
+                f"optim={self.optim!r} is not SentEval's optimizer string: one of {', '.join(OPTIMIZERS)}, "
+                "then optional settings (e.g. adam, or sgd,lr=0.1)"
+            )
+        if self.pooling == "selfattn" and self.mode.startswith("senteval"):
+            raise UserError(
+                f"pooling=selfattn trains attention and its own classifier per task: use mode=standard or "
+                f"fast, not mode={self.mode}"
+            )
+        if self.pooling == "selfattn" and (scored := [t for t in self.task_names if t not in SELFATTN_TASKS]):
+            raise UserError(
+                f"pooling=selfattn trains attention per classification task; {', '.join(scored)} "
+                f"take no classifier of that kind: choose among {', '.join(SELFATTN_TASKS)}"
+            )
         if not self.task_names:
             raise UserError(f"tasks={self.tasks!r} names no task: give all or a list such as MR,CR,STS14")
         for name in self.task_names:
@@ -79,6 +134,8 @@ class TransferConfig:
 
     @property
     def task_names(self) -> list[str]:
+        if self.tasks.strip().lower() == "all" and self.pooling == "selfattn":
+            return [c for c in COLUMNS if c in SELFATTN_TASKS]
         if self.tasks.strip().lower() == "all":
             return [c for c in COLUMNS if c in READERS]
         return [t.strip() for t in self.tasks.split(",") if t.strip()]
@@ -119,13 +176,28 @@ def make_encoder(config: TransferConfig) -> SentenceEncoder:
 
 
 def evaluate_task(
-    task: TransferTask, encoder: SentenceEncoder, protocol: Protocol, batch_size: int, pooling: str | None
+    task: TransferTask,
+    encoder: SentenceEncoder,
+    protocol: Protocol,
+    batch_size: int,
+    pooling: str | None,
+    attention: tuple[int, int] = (128, 3),  # pooling=selfattn: (d_a, r)
 ) -> dict[str, float]:
     texts = list(
         dict.fromkeys(t for split in task.splits.values() for column in split.sentences for t in column)
     )
-    embedded = encoder.encode(texts, batch_size=batch_size, pooling=pooling, progress=False)
     row = {text: i for i, text in enumerate(texts)}
+    if pooling == "selfattn":
+        states = encoder.token_states(texts, batch_size=batch_size)
+        return selfattn.evaluate(
+            task,
+            lambda split: [
+                selfattn.States([states[row[t]] for t in column]) for column in task.splits[split].sentences
+            ],
+            protocol,
+            *attention,
+        )
+    embedded = encoder.encode(texts, batch_size=batch_size, pooling=pooling, progress=False)
 
     def columns(split: str) -> list[np.ndarray]:
         return [embedded[[row[t] for t in column]] for column in task.splits[split].sentences]
@@ -137,11 +209,19 @@ def evaluate_task(
     def labels(split: str) -> np.ndarray:
         return np.asarray(task.splits[split].labels)
 
+    senteval = protocol.senteval
+    if task.kind == "cv" and senteval:
+        return senteval_classifier.inner_kfold(features("all"), labels("all"), senteval)
     if task.kind == "cv":
         return {"acc": protocol_fns.cross_validated_accuracy(features("all"), labels("all"), protocol)}
     if task.kind == "trec":
-        return protocol_fns.train_test_accuracy(
-            features("train"), labels("train"), features("test"), labels("test"), protocol
+        train_test = senteval_classifier.kfold_train_test if senteval else protocol_fns.train_test_accuracy
+        return train_test(
+            features("train"), labels("train"), features("test"), labels("test"), senteval or protocol
+        )
+    if task.kind == "dev" and senteval:
+        return senteval_classifier.split(
+            *(part for s in ("train", "dev", "test") for part in (features(s), labels(s))), senteval
         )
     if task.kind == "dev":
         return protocol_fns.dev_tuned_accuracy(
@@ -180,9 +260,36 @@ def output_folder(config: TransferConfig) -> Path:
     return next((p for p in source.parents if RunFolder(p).record.is_file()), source.parent)
 
 
+def senteval_params(config: TransferConfig) -> SentEvalParams | None:
+    """SentEval's classifier settings: the mode's, then the keys given."""
+    if not config.mode.startswith("senteval"):
+        return None
+    given = {
+        "nhid": config.nhid if config.classifier == "mlp" else 0,
+        "dropout": config.dropout,
+        "max_epoch": config.max_epoch,
+        "seed": config.seed,
+        **{
+            name: value
+            for name, value in (
+                ("optim", config.optim),
+                ("batch_size", config.classifier_batch),
+                ("tenacity", config.tenacity),
+                ("epoch_size", config.epoch_size),
+                ("kfold", config.kfold),
+            )
+            if value is not None
+        },
+    }
+    if config.mode == "senteval":
+        return SentEvalParams.default(**given)
+    return SentEvalParams.prototyping(**given)
+
+
 def report_name(config: TransferConfig) -> str:
     """One report per protocol and pooling, so runs with other settings never overwrite it."""
     parts = [] if config.mode == "standard" else [config.mode]
+    parts += ["mlp"] if config.classifier == "mlp" else []
     parts += [f"pool-{config.pooling}"] if config.pooling else []
     return "-".join(["transfer", *parts])
 
@@ -196,7 +303,7 @@ def run(config: TransferConfig) -> tuple[Path, dict]:
     out = check_output_dir(output_folder(config), "out")
     tasks = {name: read_task(name, root) for name in config.task_names}  # every task's data, before any work
     encoder = make_encoder(config)
-    protocol = Protocol.fast() if config.mode == "fast" else Protocol()
+    protocol = Protocol.named(config.mode, senteval_params(config))
     name = report_name(config)
     # One writer per report: a second transfer of the same encoder and protocol would merge
     # its results into the same files.
@@ -215,6 +322,7 @@ def _evaluate_all(
         "dim": encoder.dim if config.pooling is None else None,
         "pooling": config.pooling,
         "mode": config.mode,
+        **({"classifier": asdict(protocol.senteval)} if protocol.senteval else {}),
         "seconds": 0.0,
         "results": {},
     }
@@ -236,7 +344,14 @@ def _evaluate_all(
     for task_name, task in tasks.items():
         task_started = time.perf_counter()
         results[task_name] = {
-            **evaluate_task(task, encoder, protocol, config.batch_size, config.pooling),
+            **evaluate_task(
+                task,
+                encoder,
+                protocol,
+                config.batch_size,
+                config.pooling,
+                (config.selfattn_da, config.selfattn_r),
+            ),
             "seconds": round(time.perf_counter() - task_started, 1),
         }
         report["results"][task_name] = results[task_name]

@@ -121,7 +121,10 @@ class Encoder(nn.Module):
         self.output_dim = self.attention.output_dim
 
     def pool_states(self, states: torch.Tensor, mask: torch.Tensor, directions: int = 1) -> torch.Tensor:
-        """(B, T, D) states over real positions -> (B, output_dim)."""
+        """(B, T, D) states over real positions -> (B, output_dim); pooling "none" (token_states):
+        the states themselves, zero at padded positions."""
+        if self.pooling == "none":
+            return states * mask[:, :, None]
         if self.pooling == "selfattn":
             if self.attention is None:
                 raise UserError(

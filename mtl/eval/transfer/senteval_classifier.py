@@ -1,0 +1,208 @@
+"""SentEval's PyTorch classifier and its validation schemes (Conneau & Kiela 2018, Section 4;
+senteval/tools/classifier.py and validation.py), for `just transfer mode=senteval`.
+
+A linear layer (nhid=0: SentEval's logistic regression) or one hidden layer with dropout and a
+sigmoid (nhid>0: its MLP), trained with `optim` in batches of `batch_size`, an "epoch" being
+`epoch_size` passes over the training data; the best epoch on the validation data is kept and
+training stops once the validation accuracy has failed to improve `tenacity` + 1 times (not
+necessarily in a row: SentEval never resets that count). The L2 penalty (weight decay) is chosen
+from 1e-5 ... 1e-2 as SentEval's PyTorch path does. Losses are averaged over the batch, as
+SentEval's `CrossEntropyLoss` does on any PyTorch since 0.4 (its `size_average = False` is set
+after construction, which no longer changes the reduction).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from joblib import Parallel, delayed
+from sklearn.metrics import f1_score
+from sklearn.model_selection import StratifiedKFold
+
+PENALTIES = tuple(10.0**t for t in range(-5, -1))  # SentEval's l2reg grid for its PyTorch classifier
+
+
+@dataclass(frozen=True)
+class SentEvalParams:
+    """SentEval's `params['classifier']` plus its `kfold` and `seed`."""
+
+    nhid: int = 0
+    optim: str = "adam"  # "adam", "rmsprop", "sgd,lr=0.1", ... as SentEval's get_optimizer reads it
+    batch_size: int = 64
+    tenacity: int = 5
+    epoch_size: int = 4
+    max_epoch: int = 200
+    dropout: float = 0.0
+    kfold: int = 10
+    seed: int = 1111
+    jobs: int = 2  # outer folds fitted in parallel processes
+
+    @classmethod
+    def default(cls, **overrides) -> SentEvalParams:
+        """SentEval's default configuration (paper, Section 4: "to be comparable to the results
+        published in the literature")."""
+        return cls(**overrides)
+
+    @classmethod
+    def prototyping(cls, **overrides) -> SentEvalParams:
+        """SentEval's prototyping configuration: faster, slightly worse."""
+        return cls(
+            **{"optim": "rmsprop", "batch_size": 128, "tenacity": 3, "epoch_size": 2, "kfold": 5, **overrides}
+        )
+
+
+OPTIMIZERS = {
+    "adam": torch.optim.Adam,
+    "rmsprop": torch.optim.RMSprop,
+    "sgd": torch.optim.SGD,
+    "adagrad": torch.optim.Adagrad,
+    "adadelta": torch.optim.Adadelta,
+    "adamax": torch.optim.Adamax,
+}
+
+
+def valid_optimizer(spec: str) -> bool:
+    name, *settings = spec.split(",")
+    try:
+        return name in OPTIMIZERS and all(float(s.split("=", 1)[1]) >= 0 for s in settings)
+    except (IndexError, ValueError):
+        return False
+
+
+def optimizer(spec: str, parameters, weight_decay: float) -> torch.optim.Optimizer:
+    """SentEval's optimizer strings: a name, then optional `,key=value` settings."""
+    name, *settings = spec.split(",")
+    options = {key: float(value) for key, value in (s.split("=", 1) for s in settings)}
+    if name == "sgd":
+        options.setdefault("lr", 0.1)
+    return OPTIMIZERS[name](parameters, weight_decay=weight_decay, **options)
+
+
+class SentEvalClassifier:
+    def __init__(self, inputs: int, classes: int, l2reg: float, params: SentEvalParams):
+        torch.manual_seed(params.seed)
+        self.random = np.random.RandomState(params.seed)
+        self.params = params
+        if params.nhid == 0:
+            self.model = torch.nn.Sequential(torch.nn.Linear(inputs, classes))
+        else:
+            self.model = torch.nn.Sequential(
+                torch.nn.Linear(inputs, params.nhid),
+                torch.nn.Dropout(params.dropout),
+                torch.nn.Sigmoid(),
+                torch.nn.Linear(params.nhid, classes),
+            )
+        self.optimizer = optimizer(params.optim, self.model.parameters(), l2reg)
+
+    def fit(self, x, y, validation: tuple | None = None, validation_split: float = 0.0) -> float:
+        """Train until the validation accuracy stops improving; keep the best epoch. Returns it."""
+        x, y = torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.long)
+        if validation is None:  # SentEval: a random share of the training data
+            order = self.random.permutation(len(x))
+            held = order[: int(validation_split * len(x))]
+            kept = order[int(validation_split * len(x)) :]
+            validation, x, y = (x[held], y[held]), x[kept], y[kept]
+        best, best_model, misses, epoch = -1.0, copy.deepcopy(self.model), 0, 0
+        while epoch <= self.params.max_epoch:
+            self.model.train()
+            for _ in range(self.params.epoch_size):
+                order = torch.from_numpy(self.random.permutation(len(x)))
+                for batch in order.split(self.params.batch_size):
+                    loss = torch.nn.functional.cross_entropy(self.model(x[batch]), y[batch])
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+            epoch += self.params.epoch_size
+            accuracy = self.score(*validation)
+            if accuracy > best:
+                best, best_model = accuracy, copy.deepcopy(self.model)
+            else:
+                if misses >= self.params.tenacity:
+                    break
+                misses += 1
+        self.model = best_model
+        return best
+
+    def predict(self, x) -> np.ndarray:
+        self.model.eval()
+        with torch.no_grad():
+            return self.model(torch.as_tensor(x, dtype=torch.float32)).argmax(dim=1).numpy()
+
+    def score(self, x, y) -> float:
+        return float((self.predict(x) == np.asarray(y)).mean())
+
+
+def _classifier(x, y, l2reg: float, params: SentEvalParams) -> SentEvalClassifier:
+    return SentEvalClassifier(x.shape[1], int(np.max(y)) + 1, l2reg, params)
+
+
+def _inner_fold(x, y, train, test, params: SentEvalParams) -> tuple[float, float]:
+    """One outer fold of SentEval's InnerKFoldClassifier: (best inner accuracy, test accuracy)."""
+    torch.set_num_threads(1)
+    x_train, y_train = x[train], y[train]
+    inner = StratifiedKFold(params.kfold, shuffle=True, random_state=params.seed)
+    scores = []
+    for l2reg in PENALTIES:
+        fold_scores = []
+        for a, b in inner.split(x_train, y_train):
+            model = _classifier(x, y, l2reg, params)
+            model.fit(x_train[a], y_train[a], validation=(x_train[b], y_train[b]))
+            fold_scores.append(model.score(x_train[b], y_train[b]))
+        scores.append(np.mean(fold_scores))
+    model = _classifier(x, y, PENALTIES[int(np.argmax(scores))], params)
+    model.fit(x_train, y_train, validation_split=0.05)
+    return float(np.max(scores)), model.score(x[test], y[test])
+
+
+def inner_kfold(x: np.ndarray, y: np.ndarray, params: SentEvalParams) -> dict[str, float]:
+    """MR, CR, SUBJ, MPQA: k outer folds, the penalty chosen by k inner folds of each training fold."""
+    folds = StratifiedKFold(params.kfold, shuffle=True, random_state=params.seed)
+    results = Parallel(n_jobs=params.jobs)(
+        delayed(_inner_fold)(x, y, train, test, params) for train, test in folds.split(x, y)
+    )
+    return {
+        "acc": float(np.mean([r[1] for r in results])),
+        "dev_acc": float(np.mean([r[0] for r in results])),
+    }
+
+
+def _scan_penalty(x, y, l2reg: float, params: SentEvalParams) -> float:
+    torch.set_num_threads(1)
+    folds = StratifiedKFold(params.kfold, shuffle=True, random_state=params.seed)
+    scores = []
+    for a, b in folds.split(x, y):
+        model = _classifier(x, y, l2reg, params)
+        model.fit(x[a], y[a], validation=(x[b], y[b]))
+        scores.append(model.score(x[b], y[b]))
+    return float(np.mean(scores))
+
+
+def kfold_train_test(x_train, y_train, x_test, y_test, params: SentEvalParams) -> dict[str, float]:
+    """TREC, MRPC: the penalty by k folds of train, then trained on train (5% held out) and tested."""
+    scores = Parallel(n_jobs=params.jobs)(
+        delayed(_scan_penalty)(x_train, y_train, l2reg, params) for l2reg in PENALTIES
+    )
+    model = _classifier(x_train, y_train, PENALTIES[int(np.argmax(scores))], params)
+    model.fit(x_train, y_train, validation_split=0.05)
+    predicted = model.predict(x_test)
+    binary = len(np.unique(y_train)) == 2
+    return {
+        "acc": float((predicted == y_test).mean()),
+        "f1": float(f1_score(y_test, predicted, average="binary")) if binary else float("nan"),
+        "dev_acc": float(np.max(scores)),
+    }
+
+
+def split(x_train, y_train, x_dev, y_dev, x_test, y_test, params: SentEvalParams) -> dict[str, float]:
+    """SST, SICK-E: the penalty by dev accuracy, early stopping on dev."""
+    scores = []
+    for l2reg in PENALTIES:
+        model = _classifier(x_train, y_train, l2reg, params)
+        model.fit(x_train, y_train, validation=(x_dev, y_dev))
+        scores.append(model.score(x_dev, y_dev))
+    model = _classifier(x_train, y_train, PENALTIES[int(np.argmax(scores))], params)
+    model.fit(x_train, y_train, validation=(x_dev, y_dev))
+    return {"acc": model.score(x_test, y_test), "dev_acc": float(np.max(scores))}
