@@ -127,7 +127,8 @@ def transfer(args: Sequence[str]) -> None:
     config = apply_overrides(suite.TransferConfig(), args)
     out, report = suite.run(config)
     print(suite.markdown(report))
-    print(f"written to {out / 'transfer.json'} and {out / 'transfer.md'}")
+    name = suite.report_name(config)  # transfer-fast, transfer-senteval-mlp, ...: the report's own name
+    print(f"written to {out / f'{name}.json'} and {out / f'{name}.md'}")
 
 
 def train_multitask(args: Sequence[str]) -> None:

@@ -41,8 +41,20 @@ def preset_overrides(name: str, folder: Path | None = None) -> list[str]:
                 raise UserError(
                     f"preset file {path}: {key!r} must hold plain key = value pairs, not tables or lists"
                 )
+            if key == "tasks":
+                leaf = _tasks_beside(str(leaf), folder)
             overrides.append(f"{key}.{name}={_text(leaf)}" if name else f"{key}={_text(leaf)}")
     return overrides
+
+
+def _tasks_beside(tasks: str, folder: Path) -> str:
+    """A preset's task files are named relative to the preset's folder (`tasks/sst.toml`), so the
+    preset runs from any directory."""
+    entries = [entry.strip() for entry in tasks.replace("+", ",").split(",")]
+    return ",".join(
+        str(folder / entry) if entry.endswith(".toml") and (folder / entry).is_file() else entry
+        for entry in entries
+    )
 
 
 def _text(value: object) -> str:
