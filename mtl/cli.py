@@ -145,6 +145,9 @@ def train_multitask(args: Sequence[str]) -> None:
     else:
         run_dir, summary = run.start(run.config_from_args(args), command=args)
     if torch.distributed.is_initialized():  # after a failure a dead peer could make this hang: exit instead
+        # Every rank arrives before any tears down: a rank still in gloo when its peer's process
+        # exits aborts (SIGABRT), which failed a resumed 2-rank run that had finished its training.
+        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
     print(format_train_summary(run_dir, summary))
 

@@ -36,6 +36,13 @@ def resolve_precision(name: str, device: torch.device, encoder: str | None = Non
         return "bf16" if bf16_supported(device) else "fp32"
     if name == "bf16" and device.type == "cuda" and not bf16_supported(device):
         raise UserError("precision=bf16 but this GPU has no bf16: use precision=fp16 or fp32")
+    if name == "bf16" and device.type == "cpu" and recurrent and not bf16_supported(device):
+        # oneDNN's LSTM fails to build its bf16 kernel without native bf16 (found on an AVX2-only
+        # AMD EPYC); a GRU stays fp32 under autocast, so bf16 would change nothing for it.
+        raise UserError(
+            f"precision=bf16 with encoder={encoder} on this CPU: it has no native bf16 (AVX512-BF16 or "
+            "AMX), which PyTorch's CPU LSTM needs in bf16; use precision=fp32 (or auto)"
+        )
     if name == "fp16" and device.type == "cpu" and recurrent:
         raise UserError(
             f"precision=fp16 with encoder={encoder} on the CPU: PyTorch's CPU LSTM has no fp16 kernel; "

@@ -181,3 +181,17 @@ def test_transfer_trains_self_attention_per_task_on_the_frozen_states(tiny_data,
     assert all(0 <= r["acc"] <= 1 and 0 <= r["dev_acc"] <= 1 for r in report["results"].values())
     states = load_encoder(run_dir, device="cpu").token_states(["a man plays a guitar .", "a dog"])
     assert [s.shape for s in states] == [(6, HIDDEN), (2, HIDDEN)]
+
+
+@pytest.mark.parametrize("row", ["innerattention", "hconvnet", "bottleneck"])
+def test_infersents_encoders_and_a_bottleneck_transfer(tiny_data, senteval, tmp_path, row):
+    from mtl.eval.transfer.suite import TransferConfig
+    from mtl.eval.transfer.suite import run as transfer
+
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", *ROWS[row], "max_steps=2")
+    _, report = transfer(
+        TransferConfig(
+            run=str(run_dir), tasks="MR", mode="fast", data=str(senteval), wandb="disabled", device="cpu"
+        )
+    )
+    assert report["dim"] == DIMS[row] and 0 <= report["results"]["MR"]["acc"] <= 1

@@ -196,9 +196,17 @@ def test_resume_refuses_changes_and_finished_runs(tiny_data, tmp_path):
 
 @pytest.mark.parametrize("name", preset_names())
 def test_every_preset_validates(name):
-    config = run.config_from_args([f"preset={name}", "nli.steps=7"])
-    assert config.run.name == name and config.tasks["nli"].steps == 7
+    config = run.config_from_args([f"preset={name}"])
+    main_task = next(iter(config.tasks))
+    config = run.config_from_args([f"preset={name}", f"{main_task}.steps=7"])
+    assert config.run.name == name and config.tasks[main_task].steps == 7
     assert preset_overrides(name)
+
+
+def test_a_presets_task_file_is_found_beside_it_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = run.config_from_args(["preset=infersent-sst"])
+    assert list(config.tasks) == ["sst"] and config.tasks["sst"].display == "SST-2"
 
 
 @pytest.mark.parametrize("name", ["paper-multitask-lstm2048", "paper-transformer", "paper-decomposable"])
@@ -211,9 +219,22 @@ def test_table_1_presets_train_at_a_small_size(tiny_data, tmp_path, name):
     assert summary["global_step"] == 2 and summary["stop_reason"] == "max_steps"
 
 
-@pytest.mark.parametrize("bucket", ["true", "false"])
-def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, bucket):
-    extra = ("precision=bf16", f"bucket={bucket}", "dropout=0.2", "max_steps=12", "checkpoint_every=4")
+@pytest.mark.parametrize(
+    ("encoder", "bucket"), [("transformer", "true"), ("bilstm", "true"), ("bilstm", "false")]
+)
+def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, encoder, bucket):
+    from mtl.precision import bf16_supported
+
+    if encoder == "bilstm" and not bf16_supported(torch.device("cpu")):
+        pytest.skip("this CPU has no native bf16 (AVX512-BF16 or AMX), which a bf16 LSTM needs")
+    extra = (
+        f"encoder={encoder}",
+        "precision=bf16",
+        f"bucket={bucket}",
+        "dropout=0.2",
+        "max_steps=12",
+        "checkpoint_every=4",
+    )
     straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)
     cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, killed_after=7)
     _, resumed = run.resume(cut_dir, progress=False)
