@@ -399,3 +399,23 @@ def test_compare_objectives_transfers_each_member_and_writes_a_table_and_a_page(
     modified = (out / "tasksqt" / "transfer-fast.json").stat().st_mtime_ns
     compare(CompareConfig(out=str(out), transfer_tasks="MR,CR", data=str(senteval), device="cpu"))
     assert (out / "tasksqt" / "transfer-fast.json").stat().st_mtime_ns == modified  # not transferred again
+
+
+def test_a_skipthought_run_encodes_with_its_encoder_and_transfers(tiny_data, senteval, tmp_path):
+    from mtl.eval.transfer.suite import TransferConfig
+    from mtl.eval.transfer.suite import run as transfer
+
+    run_dir, _ = start_run(tiny_data, tmp_path / "st", *SKIPTHOUGHT, "pooling=last", "max_steps=4")
+    encoder = load_encoder(run_dir, device="cpu")
+    assert encoder.dim == 8  # the GRU's final state alone: the decoders are not part of the embedding
+    sentence = ["a man plays a guitar ."]
+    ids = encoder.token_ids(sentence)[0]
+    with torch.inference_mode():
+        state = encoder.encoder(torch.from_numpy(ids)[None], torch.tensor([len(ids)]))
+    np.testing.assert_allclose(encoder.encode(sentence, progress=False), state.numpy(), rtol=1e-5, atol=1e-6)
+    _, report = transfer(
+        TransferConfig(
+            run=str(run_dir), tasks="MR", mode="fast", data=str(senteval), wandb="disabled", device="cpu"
+        )
+    )
+    assert report["dim"] == 8 and 0 <= report["results"]["MR"]["acc"] <= 1
