@@ -2,8 +2,9 @@
 
 Classification: logistic regression (scikit-learn) with the L2 penalty C chosen from a
 grid, by inner cross-validation on each training fold (k-fold tasks, TREC, MRPC) or on the
-dev set (SST, SICK-E); or SentEval's own PyTorch classifier (senteval_classifier.py). Relatedness (SICK-R, STS-B): a softmax over the integer scores
-fitted to the Tai et al. (2015) target distribution, early-stopped on dev Pearson.
+dev set (SST, SICK-E); or SentEval's own PyTorch classifier (senteval_classifier.py).
+Relatedness (SICK-R, STS-B): a softmax over the integer scores fitted to the Tai et al.
+(2015) target distribution, early-stopped on dev Pearson; MSE as Skip-Thought reports it.
 STS: cosine similarity against the gold scores.
 """
 
@@ -170,9 +171,7 @@ def relatedness(
     return {
         "pearson": float(pearsonr(predicted, y_test).statistic),
         "spearman": float(spearmanr(predicted, y_test).statistic),
-        "mse": float(
-            np.mean((predicted - np.asarray(y_test)) ** 2)
-        ),  # as Skip-Thought and Quick-Thoughts report
+        "mse": float(np.mean((predicted - np.asarray(y_test)) ** 2)),
         "dev_pearson": float(best),
     }
 

@@ -23,7 +23,7 @@ from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold, train_test_split
 
 from mtl.eval.transfer.classifiers import Protocol
-from mtl.models.encoders.base import SelfAttentivePooling
+from mtl.models.encoders.base import SelfAttentivePooling, length_mask
 
 BATCH = 64
 LEARNING_RATE = 1e-3
@@ -43,8 +43,9 @@ class States:
         padded = np.zeros((len(chosen), width, chosen[0].shape[1]), dtype=np.float32)
         for row, states in enumerate(chosen):
             padded[row, : len(states)] = states
-        lengths = torch.tensor([len(r) for r in chosen])
-        return torch.from_numpy(padded), torch.arange(width)[None, :] < lengths[:, None]
+        return torch.from_numpy(padded), length_mask(
+            torch.tensor([len(r) for r in chosen]), width, torch.device("cpu")
+        )
 
 
 class AttentionClassifier(torch.nn.Module):

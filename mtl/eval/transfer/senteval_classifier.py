@@ -13,6 +13,7 @@ after construction, which no longer changes the reduction).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass
 
@@ -139,22 +140,34 @@ def _classifier(x, y, l2reg: float, params: SentEvalParams) -> SentEvalClassifie
     return SentEvalClassifier(x.shape[1], int(np.max(y)) + 1, l2reg, params)
 
 
+@contextlib.contextmanager
+def one_thread():
+    """One torch thread per fitting process (two run side by side); the caller's count is restored,
+    as jobs=1 fits in the caller's own process."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _inner_fold(x, y, train, test, params: SentEvalParams) -> tuple[float, float]:
     """One outer fold of SentEval's InnerKFoldClassifier: (best inner accuracy, test accuracy)."""
-    torch.set_num_threads(1)
-    x_train, y_train = x[train], y[train]
-    inner = StratifiedKFold(params.kfold, shuffle=True, random_state=params.seed)
-    scores = []
-    for l2reg in PENALTIES:
-        fold_scores = []
-        for a, b in inner.split(x_train, y_train):
-            model = _classifier(x, y, l2reg, params)
-            model.fit(x_train[a], y_train[a], validation=(x_train[b], y_train[b]))
-            fold_scores.append(model.score(x_train[b], y_train[b]))
-        scores.append(np.mean(fold_scores))
-    model = _classifier(x, y, PENALTIES[int(np.argmax(scores))], params)
-    model.fit(x_train, y_train, validation_split=0.05)
-    return float(np.max(scores)), model.score(x[test], y[test])
+    with one_thread():
+        x_train, y_train = x[train], y[train]
+        inner = StratifiedKFold(params.kfold, shuffle=True, random_state=params.seed)
+        scores = []
+        for l2reg in PENALTIES:
+            fold_scores = []
+            for a, b in inner.split(x_train, y_train):
+                model = _classifier(x, y, l2reg, params)
+                model.fit(x_train[a], y_train[a], validation=(x_train[b], y_train[b]))
+                fold_scores.append(model.score(x_train[b], y_train[b]))
+            scores.append(np.mean(fold_scores))
+        model = _classifier(x, y, PENALTIES[int(np.argmax(scores))], params)
+        model.fit(x_train, y_train, validation_split=0.05)
+        return float(np.max(scores)), model.score(x[test], y[test])
 
 
 def inner_kfold(x: np.ndarray, y: np.ndarray, params: SentEvalParams) -> dict[str, float]:
@@ -170,14 +183,14 @@ def inner_kfold(x: np.ndarray, y: np.ndarray, params: SentEvalParams) -> dict[st
 
 
 def _scan_penalty(x, y, l2reg: float, params: SentEvalParams) -> float:
-    torch.set_num_threads(1)
-    folds = StratifiedKFold(params.kfold, shuffle=True, random_state=params.seed)
-    scores = []
-    for a, b in folds.split(x, y):
-        model = _classifier(x, y, l2reg, params)
-        model.fit(x[a], y[a], validation=(x[b], y[b]))
-        scores.append(model.score(x[b], y[b]))
-    return float(np.mean(scores))
+    with one_thread():
+        folds = StratifiedKFold(params.kfold, shuffle=True, random_state=params.seed)
+        scores = []
+        for a, b in folds.split(x, y):
+            model = _classifier(x, y, l2reg, params)
+            model.fit(x[a], y[a], validation=(x[b], y[b]))
+            scores.append(model.score(x[b], y[b]))
+        return float(np.mean(scores))
 
 
 def kfold_train_test(x_train, y_train, x_test, y_test, params: SentEvalParams) -> dict[str, float]:

@@ -125,12 +125,7 @@ class Encoder(nn.Module):
         the states themselves, zero at padded positions."""
         if self.pooling == "none":
             return states * mask[:, :, None]
-        if self.pooling == "selfattn":
-            if self.attention is None:
-                raise UserError(
-                    "pooling=selfattn needs attention trained with the encoder: this one was trained with "
-                    "another pooling (just transfer ... pooling=selfattn trains one per transfer task)"
-                )
+        if self.pooling == "selfattn":  # build_encoder attached it; encode() refuses encoders without
             return self.attention(states, mask)
         return pool(states, mask, self.pooling, directions)
 
