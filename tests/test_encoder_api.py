@@ -2,6 +2,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from mtl import load_encoder
 from mtl.cli import main
@@ -171,3 +172,80 @@ def test_a_very_long_sentence_is_cut_to_the_encoders_max_tokens(trained_run):
         atol=1e-6,
     )
     assert encoder.truncated == 1
+
+
+def test_encode_takes_sentence_transformers_options(trained_run):
+    encoder = load_encoder(trained_run, device="cpu")
+    plain = encoder.encode(SENTENCES)
+    assert isinstance(plain, np.ndarray) and plain.dtype == np.float32
+    as_tensor = encoder.encode(SENTENCES, convert_to_tensor=True)
+    assert isinstance(as_tensor, torch.Tensor) and as_tensor.shape == (5, 32)
+    np.testing.assert_array_equal(as_tensor.numpy(), plain)
+    rows = encoder.encode(SENTENCES, convert_to_numpy=False)
+    assert isinstance(rows, list) and len(rows) == 5 and rows[0].shape == (32,)
+    normalized = encoder.encode(SENTENCES, normalize_embeddings=True, device="cpu")
+    np.testing.assert_allclose(np.linalg.norm(normalized, axis=1), 1, rtol=1e-5)
+    np.testing.assert_allclose(normalized, plain / np.linalg.norm(plain, axis=1, keepdims=True), rtol=1e-5)
+    truncated = encoder.encode(SENTENCES, truncate_dim=8, normalize_embeddings=True)
+    np.testing.assert_allclose(
+        truncated, plain[:, :8] / np.linalg.norm(plain[:, :8], axis=1, keepdims=True), rtol=1e-5
+    )
+    tokens = encoder.encode(SENTENCES[:2], output_value="token_embeddings")
+    assert [t.shape for t in tokens] == [(7, 16), (13, 16)]  # before pooling: one row per token
+    one = encoder.encode(SENTENCES[0], 4, False, "sentence_embedding", "float32", True, True)  # by position
+    assert isinstance(one, torch.Tensor) and one.shape == (32,)
+
+
+@pytest.mark.parametrize("precision", ["int8", "uint8", "binary", "ubinary"])
+def test_quantized_embeddings_are_sentence_transformers_own(precision):
+    from sentence_transformers.util.quantization import quantize_embeddings
+
+    from mtl.eval.embeddings import quantized
+
+    embeddings = np.random.default_rng(0).normal(size=(300, 37)).astype(np.float32)
+    embeddings[:, 5] = 0.25  # a constant dimension
+    np.testing.assert_array_equal(quantized(embeddings, precision), quantize_embeddings(embeddings, precision))
+
+
+def test_one_sentence_cannot_calibrate_int8(trained_run):
+    with pytest.raises(UserError, match="calibrates each dimension's range on the sentences encoded together"):
+        load_encoder(trained_run, device="cpu").encode("A dog runs .", precision="int8")
+
+
+def test_encode_shows_no_bar_unless_asked(trained_run, capsys):
+    encoder = load_encoder(trained_run, device="cpu")
+    encoder.encode(SENTENCES)
+    assert "encode run" not in capsys.readouterr().err
+    encoder.encode(SENTENCES, show_progress_bar=True)
+    assert "encode run: 100%" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"precision": "float16"}, "encode\\(precision='float16'\\): choose one of float32, int8"),
+        ({"truncate_dim": 33}, "encode\\(truncate_dim=33\\): give a number of dimensions from 1 to 32"),
+        ({"output_value": "logits"}, "encode\\(output_value='logits'\\): choose sentence_embedding"),
+        ({"device": "tpu"}, "device='tpu' is not a device"),
+    ],
+)
+def test_bad_sentence_transformers_options_are_one_line(trained_run, kwargs, message):
+    with pytest.raises(UserError, match=message):
+        load_encoder(trained_run, device="cpu").encode(SENTENCES, **kwargs)
+
+
+def test_vocabulary_expansion_reads_the_vectors_file_once(trained_run, monkeypatch):
+    from mtl.text import vectors
+
+    reads = []
+    real_read = vectors._read
+    monkeypatch.setattr(vectors, "_read", lambda path, wanted: reads.append(path) or real_read(path, wanted))
+    vectors._open_store.cache_clear()  # a new process: only the store on disk is left
+    first = load_encoder(trained_run, device="cpu")
+    first.encode(["unused"])
+    vectors._open_store.cache_clear()
+    second = load_encoder(trained_run, device="cpu")
+    second.encode(["unused", "snow"])
+    assert len(reads) <= 1  # converted once (or earlier in this session's cache), then only looked up
+    assert isinstance(vectors.vector_store(first.vectors).matrix, np.memmap)
+    np.testing.assert_array_equal(second.encode(["unused"]), first.encode(["unused"]))

@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from mtl.data.batches import tokenize_at_most
 from mtl.device import resolve_device, to_device
 from mtl.errors import UserError
+from mtl.eval.embeddings import checked_options, finished
 from mtl.models.encoders import build_encoder, traits
 from mtl.models.encoders.base import Bottleneck, Encoder, EncoderConfig, Pooling, frozen_embedding, pooled_dim
 from mtl.models.encoders.concat import ConcatEncoder
@@ -30,6 +31,7 @@ from mtl.text.coverage import Coverage
 from mtl.text.subwords import SubwordTokenizer
 from mtl.text.tokenizer import make_tokenizer
 from mtl.text.unicode import invalid_unicode
+from mtl.text.vectors import lookup
 from mtl.text.vocab import UNK, Vocabulary
 from mtl.train.checkpoint import load
 from mtl.train.config import DataConfig, recorded_config
@@ -69,12 +71,28 @@ class SentenceEncoder:
         self,
         sentences: str | Sequence[str],
         batch_size: int = 128,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: str | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
+        *,
         pooling: str | None = None,
-        progress: bool = True,
-    ) -> np.ndarray:
-        """(N, D) float32 embeddings in input order, batches formed by length; one string: (D,)."""
+        progress: bool | None = None,
+    ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
+        """(N, D) float32 embeddings in input order; one string: (D,). The arguments mean what they
+        mean in `SentenceTransformer.encode`, positions included, so code written for it runs on
+        mtl's encoders; `pooling` (mtl's own) replaces the trained pooling for this call. No bar
+        unless asked (`show_progress_bar=True`; `progress` is its older name)."""
         if isinstance(sentences, str):  # as sentence-transformers: one sentence, not its characters
-            return self.encode([sentences], batch_size, pooling, progress)[0]
+            many = self.encode(
+                [sentences], batch_size, show_progress_bar, output_value, precision, convert_to_numpy,
+                convert_to_tensor, device, normalize_embeddings, truncate_dim, pooling=pooling, progress=progress,
+            )  # fmt: skip
+            return many[0]
         sentences = checked_sentences(sentences)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size < 1:
             raise UserError(
@@ -84,13 +102,35 @@ class SentenceEncoder:
             raise UserError(
                 f"encode(pooling={pooling!r}) is not a pooling: choose one of {', '.join(typing.get_args(Pooling))}"
             )
+        if device is not None:
+            self.to(device)
+        show = bool(progress if show_progress_bar is None else show_progress_bar)
+        if output_value == "token_embeddings":
+            return [torch.from_numpy(states) for states in self.token_states(sentences, batch_size, show)]
+        width = pooled_width(self.encoder, pooling)
+        checked_options(precision, truncate_dim, width, output_value)
         ids = self.token_ids(sentences)
-        out = np.zeros((len(ids), pooled_width(self.encoder, pooling)), dtype=np.float32)
-        for chosen, embedded in self._encoded(ids, batch_size, pooling, progress):
-            out[chosen] = embedded.float().cpu().numpy()
-        return out
+        out = torch.zeros((len(ids), width), dtype=torch.float32, device=self.device)
+        for chosen, embedded in self._encoded(ids, batch_size, pooling, show):
+            out[torch.from_numpy(chosen).to(self.device)] = embedded.float()  # stays on the device: one copy
+        return finished(
+            out,
+            normalize=normalize_embeddings,
+            truncate_dim=truncate_dim,
+            precision=precision,
+            to_numpy=convert_to_numpy,
+            to_tensor=convert_to_tensor,
+        )
 
-    def token_states(self, sentences: Sequence[str], batch_size: int = 128) -> list[np.ndarray]:
+    def to(self, device: str | torch.device) -> SentenceEncoder:
+        """Move the encoder to `device` (cpu, cuda, cuda:N; auto picks CUDA when there is one)."""
+        self.device = resolve_device(str(device))
+        self.encoder.to(self.device)
+        return self
+
+    def token_states(
+        self, sentences: Sequence[str], batch_size: int = 128, progress: bool = False
+    ) -> list[np.ndarray]:
         """Each sentence's (T_i, D) states before pooling, in input order: what a pooling trained
         after the fact (transfer's pooling=selfattn) reads."""
         if self.encoder.fixed_pooling or isinstance(self.encoder, Bottleneck):
@@ -99,7 +139,7 @@ class SentenceEncoder:
             )
         ids = self.token_ids(checked_sentences(sentences))
         states: list[np.ndarray] = [np.empty(0)] * len(ids)
-        for chosen, padded in self._encoded(ids, batch_size, "none", progress=False):
+        for chosen, padded in self._encoded(ids, batch_size, "none", progress):
             padded = padded.float().cpu().numpy()  # (B, T, D)
             for row, index in enumerate(chosen):
                 states[index] = padded[row, : len(ids[index])].copy()
@@ -113,13 +153,13 @@ class SentenceEncoder:
         if pooling is not None:
             self.encoder.pooling = pooling
         try:
-            with torch.inference_mode():
-                for start in tqdm(
-                    range(0, len(ids), batch_size),
-                    desc=f"encode ({self.name})",
-                    disable=not progress,
-                    unit="batch",
-                ):
+            with (
+                torch.inference_mode(),
+                tqdm(
+                    total=len(ids), desc=f"encode {self.name}", disable=not progress, unit=" sentences"
+                ) as bar,
+            ):
+                for start in range(0, len(ids), batch_size):
                     chosen = order[start : start + batch_size]
                     batch = np.zeros((len(chosen), lengths[chosen].max()), dtype=np.int64)
                     for row, index in enumerate(chosen):
@@ -130,6 +170,7 @@ class SentenceEncoder:
                             to_device(torch.from_numpy(batch), self.device), torch.from_numpy(lengths[chosen])
                         ),
                     )
+                    bar.update(len(chosen))
         finally:
             if pooling is not None:
                 self.encoder.pooling = saved_pooling
@@ -174,7 +215,7 @@ class SentenceEncoder:
                 )
                 self.warned_missing_vectors = True
             return 0
-        found = load_vectors(self.vectors, unseen)
+        found = lookup(self.vectors, unseen)  # the file's memory-mapped store: no re-read
         if not len(found):
             return 0
         old = self.encoder.embedding

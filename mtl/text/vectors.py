@@ -1,5 +1,9 @@
 """GloVe-format word vectors: read .txt/.txt.gz/.zip, restrict to a vocabulary, cache.
 
+Two caches: a restricted load (a run's or build's vocabulary) is kept as one small .npz;
+the whole file is converted once into a memory-mapped store (words + float32 matrix), so
+looking up words an encoder meets later (vocabulary expansion) never reads the text again.
+
 The text format is one word per line followed by `dim` numbers separated by single
 spaces. Some words of glove.840B contain spaces, so the *last* `dim` fields are the vector
 and everything before them is the word. Duplicate words keep their first vector.
@@ -8,10 +12,12 @@ and everything before them is the word. Duplicate words keep their first vector.
 from __future__ import annotations
 
 import codecs
+import functools
 import gzip
 import hashlib
 import io
 import os
+import shutil
 import urllib.request
 import warnings
 import zipfile
@@ -31,6 +37,7 @@ from mtl.paths import cache_dir, data_dir
 GLOVE_840B_URL = "https://nlp.stanford.edu/data/glove.840B.300d.zip"
 _DIM_PROBE_LINES = 100
 _CACHE_FORMAT = 3  # 2: entries read with field-count and finiteness checks; 3: keyed by content
+_STORE_FORMAT = 1
 
 
 @dataclass
@@ -128,6 +135,62 @@ def load_vectors(
     if cache_file is not None:
         _write_cache(cache_file, vectors)
     return vectors
+
+
+def vector_store(path: str | Path) -> WordVectors:
+    """Every vector of `path`, its matrix memory-mapped from the cache (converted on first use).
+
+    The store is keyed by the file's contents (`content_digest`, remembered per file identity),
+    so a copy elsewhere finds it and a changed file gets a new one. One per process and file.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise UserError(f"vectors file {path} does not exist: pass vectors=PATH to a GloVe file")
+    return _open_store(content_digest(path), str(path))
+
+
+@functools.lru_cache(maxsize=4)
+def _open_store(digest: str, path: str) -> WordVectors:
+    folder = cache_dir() / "vectors" / "stores" / f"{_STORE_FORMAT}-{digest[:32]}"
+    if not (folder / "matrix.npy").is_file():
+        _write_store(folder, _read(Path(path), None))
+    try:
+        words = (folder / "words.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        matrix = np.load(folder / "matrix.npy", mmap_mode="r", allow_pickle=False)
+        if len(words) != len(matrix):
+            raise ValueError(f"{len(words)} words but {len(matrix)} vectors")
+    except (OSError, ValueError) as error:
+        warnings.warn(f"vector store {folder} is damaged ({error}): converting {path} again", stacklevel=3)
+        shutil.rmtree(folder, ignore_errors=True)
+        _write_store(folder, vectors := _read(Path(path), None))
+        return vectors
+    return WordVectors(words, matrix, path)
+
+
+def _write_store(folder: Path, vectors: WordVectors) -> None:
+    """Write the store beside its final place, then rename it there: a crash leaves no half store."""
+    partial = folder.with_name(f"{folder.name}.{os.getpid()}.part")
+    try:
+        partial.mkdir(parents=True, exist_ok=True)
+        (partial / "words.txt").write_text("".join(f"{word}\n" for word in vectors.words), encoding="utf-8")
+        np.save(partial / "matrix.npy", np.ascontiguousarray(vectors.matrix, dtype=np.float32))
+        os.replace(partial, folder)
+    except OSError as error:
+        if not (folder / "matrix.npy").is_file():  # another process won the race: theirs is as good
+            warnings.warn(
+                f"could not store vectors in {folder.parent} ({error.strerror or error}): every lookup "
+                "reads the file again (set MTL_CACHE_DIR to a writable folder)",
+                stacklevel=4,
+            )
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def lookup(path: str | Path, words: Iterable[str]) -> WordVectors:
+    """The vectors `path` has for `words` (in file order), out of its store: no read of the file."""
+    store = vector_store(path)
+    rows = sorted(store.index[word] for word in set(words) if word in store.index)
+    return WordVectors([store.words[row] for row in rows], np.array(store.matrix[rows]), store.source)
 
 
 def _read(path: Path, wanted: set[str] | None) -> WordVectors:
