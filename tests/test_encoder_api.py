@@ -204,11 +204,15 @@ def test_quantized_embeddings_are_sentence_transformers_own(precision):
 
     embeddings = np.random.default_rng(0).normal(size=(300, 37)).astype(np.float32)
     embeddings[:, 5] = 0.25  # a constant dimension
-    np.testing.assert_array_equal(quantized(embeddings, precision), quantize_embeddings(embeddings, precision))
+    np.testing.assert_array_equal(
+        quantized(embeddings, precision), quantize_embeddings(embeddings, precision)
+    )
 
 
 def test_one_sentence_cannot_calibrate_int8(trained_run):
-    with pytest.raises(UserError, match="calibrates each dimension's range on the sentences encoded together"):
+    with pytest.raises(
+        UserError, match="calibrates each dimension's range on the sentences encoded together"
+    ):
         load_encoder(trained_run, device="cpu").encode("A dog runs .", precision="int8")
 
 
