@@ -16,6 +16,7 @@ from mtl import atomic
 from mtl.config import to_dict
 from mtl.distributed import Distributed
 from mtl.errors import UserError
+from mtl.export import unsupported, write_sentence_transformer
 from mtl.models.encoders import traits
 from mtl.models.encoders.hf import save_sentence_transformer
 from mtl.runs import RunFolder
@@ -85,6 +86,7 @@ class Checkpointer:
         results: dict[str, Any],
         pretrained: Callable[[Path], None] | None = None,
         parts: dict[str, dict[str, Any]] | None = None,
+        portable: Callable[[Path], None] | None = None,
     ) -> None:
         """What `load_encoder` needs: config, vocabulary and encoder weights (embeddings included).
 
@@ -92,6 +94,8 @@ class Checkpointer:
         beside `path` (`encoder/` for `encoder.pt`), which `path` then names instead of
         holding them; the W&B encoder artifact is that folder. `parts`: the weights of encoders
         a task adds to the sentence embedding (`Task.embedding_parts`), by their path in the model.
+        `portable`: the writer of the same folder in sentence-transformers format for an encoder
+        whose weights `path` holds (`mtl.export`).
         """
         if not self.dist.is_main:
             return
@@ -100,6 +104,8 @@ class Checkpointer:
             checkpoint.save(
                 {"format": 1, **self.metadata, "encoder": encoder_state, "parts": parts or {}}, path
             )
+            if portable is not None:
+                atomic.write_folder(path.with_suffix(""), portable, "sentence-transformers folder")
         else:
             artifact = path.with_suffix("")
             atomic.write_folder(artifact, pretrained, "Hugging Face model folder")
@@ -124,10 +130,24 @@ def embedding_parts(data: TrainingData) -> list[str]:
 
 
 def pretrained_exporter(
-    config: TrainConfig, data: TrainingData, encoder: nn.Module
+    config: TrainConfig, data: TrainingData, encoder: nn.Module, name: str
 ) -> Callable[[Path], None] | None:
     """A pretrained encoder's writer of its fine-tuned model and tokenizer in Hugging Face format."""
     if not traits(config.model.encoder).pretrained or data.subwords is None:
         return None
     tokenizer, length = data.subwords.tokenizer, config.model.max_seq_length
-    return lambda folder: save_sentence_transformer(encoder, tokenizer, folder, length)
+    return lambda folder: save_sentence_transformer(encoder, tokenizer, folder, length, name)
+
+
+def sentence_transformer_exporter(
+    config: TrainConfig, data: TrainingData, encoder: nn.Module, name: str
+) -> Callable[[Path], None] | str:
+    """The writer of a GloVe encoder's sentence-transformers folder, or why it has none."""
+    if traits(config.model.encoder).pretrained or data.vocabulary is None:
+        return "it is a pretrained model (its folder is the export)"
+    if parts := embedding_parts(data):
+        return f"its embedding concatenates encoders sentence-transformers cannot chain ({', '.join(parts)})"
+    if reason := unsupported(encoder):
+        return reason
+    words, lowercase = data.vocabulary.words, config.data.lowercase
+    return lambda folder: write_sentence_transformer(encoder, words, lowercase, folder, name)

@@ -21,7 +21,13 @@ from mtl.distributed import Distributed
 from mtl.errors import UserError
 from mtl.runs import RunFolder
 from mtl.train.callbacks import Callbacks, MetricsLog, ProgressBar, start_tracking
-from mtl.train.checkpointer import Checkpointer, embedding_parts, encoder_metadata, pretrained_exporter
+from mtl.train.checkpointer import (
+    Checkpointer,
+    embedding_parts,
+    encoder_metadata,
+    pretrained_exporter,
+    sentence_transformer_exporter,
+)
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData, prepare
 from mtl.train.evaluate import evaluate_tasks
@@ -235,7 +241,10 @@ class Trainer:
         self.model.load_state_dict(best["model"])
         results = {metrics.best(key): value for key, value in best["best"].items()}
         results.update({metrics.best(k): v for k, v in self.evaluate("test").items()})
-        exporter = pretrained_exporter(self.config, self.data, self.model.encoder)
+        exporter = pretrained_exporter(self.config, self.data, self.model.encoder, self.run_dir.name)
+        portable = sentence_transformer_exporter(
+            self.config, self.data, self.model.encoder, self.run_dir.name
+        )
         parts = {
             path: {
                 k: v
@@ -245,7 +254,12 @@ class Trainer:
             for path in embedding_parts(self.data)
         }
         self.checkpointer.export_encoder(
-            self.model.encoder.state_dict(), self.files.encoder, results, exporter, parts
+            self.model.encoder.state_dict(),
+            self.files.encoder,
+            results,
+            exporter,
+            parts,
+            None if isinstance(portable, str) else portable,
         )
         summary = {
             "stop_reason": reason.value,
@@ -256,6 +270,8 @@ class Trainer:
             **results,
             **state.phases.summary(),
             **self.model.parameter_counts(),
+            # encoder/ loads in sentence-transformers, or why it does not exist
+            "sentence_transformers": portable if isinstance(portable, str) else "encoder",
         }
         self.callbacks.on_event(
             {metrics.GLOBAL_STEP: state.global_step, metrics.EVENT: "finished", **results}

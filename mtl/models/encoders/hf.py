@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from mtl.errors import UserError
+from mtl.export import write_card
 from mtl.hf import load_pretrained
 from mtl.models.encoders.base import (
     Encoder,
@@ -65,7 +66,9 @@ def transformer_layers(backbone: nn.Module) -> nn.ModuleList:
     raise UserError(f"cannot find the {count} layers of {type(backbone).__name__}: use hf_freeze_layers=0")
 
 
-def save_sentence_transformer(encoder: HFEncoder, tokenizer, folder: Path, max_seq_length: int) -> None:
+def save_sentence_transformer(
+    encoder: HFEncoder, tokenizer, folder: Path, max_seq_length: int, name: str
+) -> None:
     """The backbone and tokenizer in Hugging Face format, plus the files that let sentence-transformers
     load the folder with the same pooling."""
     encoder.backbone.save_pretrained(folder, safe_serialization=True)
@@ -79,9 +82,10 @@ def save_sentence_transformer(encoder: HFEncoder, tokenizer, folder: Path, max_s
     }
     (folder / "1_Pooling").mkdir(exist_ok=True)
     _write_json(folder / "1_Pooling" / "config.json", pooling_config)
-    _write_json(
-        folder / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False}
-    )
+    sentence_bert = {"max_seq_length": max_seq_length, "do_lower_case": False}
+    if hasattr(encoder.backbone, "pooler"):  # BERT's: removed, so loading must not build a fresh one
+        sentence_bert["model_args"] = {"add_pooling_layer": False}
+    _write_json(folder / "sentence_bert_config.json", sentence_bert)
     _write_json(
         folder / "modules.json",
         [
@@ -89,6 +93,7 @@ def save_sentence_transformer(encoder: HFEncoder, tokenizer, folder: Path, max_s
             {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
         ],
     )
+    write_card(folder, name, encoder.output_dim, ["Transformer", "Pooling"])
 
 
 def _write_json(path: Path, value: object) -> None:

@@ -1,0 +1,89 @@
+"""Every exportable encoder loads in sentence-transformers, without mtl, and gives mtl's embeddings."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mtl import load_encoder
+
+from .conftest import start_run
+
+# Lower-cased and tokenized as mtl tokenizes (sentence-transformers splits on spaces only),
+# every word in the tiny runs' vocabulary.
+SENTENCES = ["a man is playing .", "two men run through the park .", "a man ."]
+
+WITHOUT_MTL = """
+import json, sys
+sys.modules["mtl"] = None  # any import of mtl fails: the folder must stand alone
+import warnings
+warnings.simplefilter("error")  # no "newly initialized" weights, no deprecated names
+from sentence_transformers import SentenceTransformer
+model = SentenceTransformer(sys.argv[1], device="cpu")
+print(json.dumps(model.encode(json.loads(sys.argv[2])).tolist()))
+"""
+
+
+def encoded_by_sentence_transformers(folder) -> tuple[np.ndarray, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MTL, str(folder), json.dumps(SENTENCES)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return np.array(json.loads(done.stdout), dtype=np.float32), done.stderr
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ("encoder=bilstm", "pooling=max"),
+        ("encoder=bilstm2", "pooling=max+mean"),
+        ("encoder=lstm", "pooling=last"),
+        ("encoder=bilstm", "pooling=mean", "bottleneck=6"),
+    ],
+    ids=["bilstm-max", "bilstm2-maxmean", "lstm-last", "bilstm-bottleneck"],
+)
+def test_a_glove_encoder_exports_a_sentence_transformers_folder(tiny_data, tmp_path, extra):
+    run_dir, summary = start_run(tiny_data, tmp_path / "run", *extra)
+    folder = run_dir / "encoder"
+    assert summary["sentence_transformers"] == "encoder"
+    files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    assert {"modules.json", "config_sentence_transformers.json", "README.md", "model.safetensors"} <= files
+    assert not any(name.endswith((".pt", ".bin", ".pkl", ".py")) for name in files), "nothing to run"
+    ours = load_encoder(run_dir, device="cpu")
+    expected = ours.encode(SENTENCES)
+    assert ours.coverage.tokens_found == ours.coverage.tokens  # every word is in the trained vocabulary
+    theirs, _ = encoded_by_sentence_transformers(folder)
+    np.testing.assert_allclose(theirs, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_an_encoder_sentence_transformers_cannot_express_says_why(tiny_data, tmp_path):
+    run_dir, summary = start_run(tiny_data, tmp_path / "run", "encoder=gru")
+    assert summary["sentence_transformers"] == "sentence-transformers has no module for GRUEncoder"
+    assert not (run_dir / "encoder").exists()
+    from mtl.cli import format_train_summary
+
+    assert "(no sentence-transformers folder: sentence-transformers has no module for GRUEncoder)" in (
+        format_train_summary(run_dir, summary)
+    )
+
+
+def test_a_fine_tuned_transformer_loads_in_sentence_transformers_without_fresh_weights(
+    tiny_data, tiny_bert, tmp_path
+):
+    run_dir, _ = start_run(
+        tiny_data, tmp_path / "run", "encoder=hf", f"hf_model={tiny_bert}", "max_seq_length=16"
+    )
+    folder = run_dir / "encoder"
+    config = json.loads((folder / "config_sentence_transformers.json").read_text())
+    assert config["similarity_fn_name"] == "cosine"
+    assert "library_name: sentence-transformers" in (folder / "README.md").read_text()
+    theirs, stderr = encoded_by_sentence_transformers(folder)
+    assert "newly initialized" not in stderr and "MISSING" not in stderr
+    np.testing.assert_allclose(
+        theirs, load_encoder(run_dir, device="cpu").encode(SENTENCES), rtol=1e-4, atol=1e-5
+    )
