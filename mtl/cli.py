@@ -20,16 +20,30 @@ from mtl.train.interrupts import PARENT_DIED
 
 
 def build_classifsquad(args: Sequence[str]) -> None:
-    from dataset_builders.classifsquad import BuildConfig, build
+    from dataset_builders.classifsquad import build
+
+    print(format_build_summary(build(build_config(args))))
+
+
+def build_config(args: Sequence[str]) -> Any:
+    from dataset_builders.classifsquad import BuildConfig
     from mtl.train.presets import build_preset_dir, preset_overrides
 
     presets = [a.partition("=")[2] for a in args if a.startswith("preset=")]
     base = apply_overrides(
         BuildConfig(), preset_overrides(presets[-1], build_preset_dir()) if presets else []
     )
-    config = apply_overrides(base, [a for a in args if not a.startswith("preset=")])  # they override it
-    summary = build(config)
-    print(format_build_summary(summary))
+    return apply_overrides(base, [a for a in args if not a.startswith("preset=")])  # they override it
+
+
+def train_config(args: Sequence[str]) -> Any:
+    """train-multitask's config; with resume=, the run's recorded one with the keys given over it."""
+    from mtl.train import run
+
+    resume = [a.partition("=")[2] for a in args if a.startswith("resume=")]
+    if resume:
+        return run.resumed_config(resume[-1], [a for a in args if not a.startswith("resume=")])
+    return run.config_from_args(args)
 
 
 def format_build_summary(summary: dict) -> str:
@@ -66,6 +80,16 @@ def bench_train(args: Sequence[str]) -> None:
         from mtl.bench import objectives
 
         objectives.run(config)
+
+
+def sweep_configs(args: Sequence[str]) -> dict[str, Any]:
+    """Each member's config, by member name: what `just sweep args` would train."""
+    from mtl import sweep as sweeps
+    from mtl.config import to_dict
+
+    return {
+        member.name: to_dict(train_config(member.overrides)) for member in sweeps.parse(list(args)).members()
+    }
 
 
 def sweep(args: Sequence[str]) -> None:
@@ -181,6 +205,14 @@ class Command:
     config: Callable[[], Any]  # the config whose keys the command takes
     extra_keys: tuple[tuple[str, str, str], ...] = ()
     task_keys: bool = False  # takes tasks= (its rows are built when help is asked: they import the tasks)
+    resolve: Callable[[Sequence[str]], Any] | None = None  # the config its arguments make (--print-config)
+
+    def resolved_config(self, args: Sequence[str]) -> Any:
+        """The config the command would run with: presets, then its keys; defaults made concrete
+        later (from the data, the device) are left as given: a run's config.json has those."""
+        if self.resolve is not None:
+            return self.resolve(args)
+        return apply_overrides(self.config(), [a for a in args if "=" in a])
 
 
 def _config(module: str, name: str) -> Callable[[], Any]:
@@ -213,7 +245,14 @@ COMMANDS: dict[str, Command] = {
         build_classifsquad,
         "SQuAD v1.1 -> ClassifSQuAD triples on disk",
         _config("dataset_builders.classifsquad", "BuildConfig"),
-        (("preset", "none", "a build preset in experiments/builds/ (classifsquad-paper); keys override it"),),
+        (
+            (
+                "preset",
+                "none",
+                "a build preset in experiments/builds/ (classifsquad-paper) or a file; keys override it",
+            ),
+        ),
+        resolve=build_config,
     ),
     "bench-build": Command(
         bench_build,
@@ -228,11 +267,13 @@ COMMANDS: dict[str, Command] = {
             (
                 "preset",
                 "none",
-                "a preset in experiments/ (cpu-small, paper-blstm2048-nli, ...); keys override it",
+                "a preset in experiments/ (cpu-small, paper-blstm2048-nli, ...) or a file (./mine.toml); "
+                "keys override it",
             ),
             ("resume", "none", "continue runs/<run> where its last checkpoint left it"),
         ),
         task_keys=True,
+        resolve=train_config,
     ),
     "train-distributed": Command(
         lambda args: importlib.import_module("mtl.launch").train_distributed(args),
@@ -240,6 +281,7 @@ COMMANDS: dict[str, Command] = {
         _config("mtl.train.config", "TrainConfig"),
         (("N", "none", "the number of processes (one per GPU, or per share of the CPU cores)"),),
         task_keys=True,
+        resolve=lambda args: train_config(args[1:] if args[:1] and args[0].isdigit() else args),
     ),
     "sweep": Command(
         sweep,
@@ -249,6 +291,7 @@ COMMANDS: dict[str, Command] = {
             ("NAME", "none", "a sweep in experiments/sweeps/ (fig2); its keys come first"),
             ("KEY", "none", "any train-multitask key; comma-separated values make an axis of the grid"),
         ),
+        resolve=sweep_configs,
     ),
     "report": Command(
         report,
@@ -294,10 +337,29 @@ COMMANDS: dict[str, Command] = {
 }
 
 HELP = ("--help", "-h", "help")
+PRINT_CONFIG = "--print-config"
+
+
+def print_config(name: str, args: Sequence[str]) -> int:
+    """Print the config `name args` would run with, as JSON, and run nothing."""
+    from mtl import jsonfile
+    from mtl.config import to_dict
+
+    try:
+        config = COMMANDS[name].resolved_config(args)
+    except UserError as error:
+        say(f"error: {error}")
+        return 2
+    print(jsonfile.dumps(config if isinstance(config, dict) else to_dict(config), indent=2))
+    return 0
 
 
 def usage() -> str:
-    lines = ["usage: mtl COMMAND [key=value ...]   (mtl COMMAND --help lists its keys)", ""]
+    lines = [
+        "usage: mtl COMMAND [key=value ...]   (mtl COMMAND --help lists its keys; --print-config "
+        "prints the config it would run with)",
+        "",
+    ]
     lines += [f"  {name:<20} {command.summary}" for name, command in COMMANDS.items()]
     return "\n".join(lines)
 
@@ -331,6 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(arg in HELP for arg in argv[1:]):
         print(command_help(argv[0]))
         return 0
+    if PRINT_CONFIG in argv[1:]:
+        return print_config(argv[0], [a for a in argv[1:] if a != PRINT_CONFIG])
     previous = _stop_on_signals()
     try:
         COMMANDS[argv[0]].run(argv[1:])

@@ -342,5 +342,20 @@ def describe_keys(config: Any) -> list[tuple[str, str, str]]:
         value = getattr(owner, field.name)
         shown = "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
         short = counts[name] == 1 and path.split(".", 1)[0] not in entries  # a table's keys: always in full
-        rows.append((name if short else path, shown, field_help(type(owner)).get(field.name, "")))
+        text = field_help(type(owner)).get(field.name, "")
+        if choices := _choices(_field_type(type(owner), field.name)):
+            text = f"{text} [{' | '.join(choices)}]".strip()
+        rows.append((name if short else path, shown, text))
     return rows
+
+
+def _choices(annotation: Any) -> list[str]:
+    """The values a Literal (or optional Literal) key takes, as typed on the command line."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [c for option in typing.get_args(annotation) for c in _choices(option)]
+    if typing.get_origin(annotation) is Literal:
+        return [
+            str(choice).lower() if isinstance(choice, bool) else str(choice)
+            for choice in typing.get_args(annotation)
+        ]
+    return []

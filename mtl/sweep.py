@@ -31,7 +31,7 @@ from mtl.errors import UserError
 from mtl.locks import FolderLock
 from mtl.runs import RunFolder, RunStatus
 from mtl.train.interrupts import PARENT_DIED
-from mtl.train.presets import preset_dir
+from mtl.train.presets import preset_dir, preset_name
 
 SWEEP_KEYS = ("sweep", "out", "parallel")  # the sweep's own keys; the rest go to every member
 
@@ -125,7 +125,7 @@ def parse(args: list[str]) -> Sweep:
         raise UserError("a sweep needs an axis: a key with several values, e.g. steps_nli=250,500,1000")
     if taken := [key for key in ("name", "group", "resume") if key in fixed or key in axes]:
         raise UserError(f"{taken[0]}= is set by the sweep for each member: leave it out")
-    name = settings.get("sweep") or (named[0] if named else "sweep")
+    name = settings.get("sweep") or (preset_name(named[0]) if named else "sweep")
     try:
         parallel = int(settings.get("parallel", "1"))
     except ValueError:
@@ -139,7 +139,10 @@ def parse(args: list[str]) -> Sweep:
 
 
 def _sweep_file(name: str) -> list[tuple[str, str]]:
-    path = sweep_dir() / f"{name}.toml"
+    """The keys of a sweep in experiments/sweeps/, or of the TOML file `name` names (`./mine.toml`)."""
+    path = Path(name).expanduser() if name.endswith(".toml") or "/" in name else sweep_dir() / f"{name}.toml"
+    if path.parent != sweep_dir() and not path.is_file():
+        raise UserError(f"sweep file {path} does not exist: give a TOML file of key = [values] lines")
     if not path.is_file():
         choices = ", ".join(sweep_names()) or "none"
         raise UserError(f"unknown sweep {name!r}: choose one of {choices}, or give key=v1,v2 axes")

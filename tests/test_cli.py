@@ -1,5 +1,7 @@
 import json
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -8,6 +10,8 @@ from mtl.config import describe_keys
 from mtl.wandb_file import by_kind, run_files
 
 from .conftest import FIXTURES, write_glove
+
+ROOT = Path(__file__).parent.parent
 
 
 @pytest.fixture
@@ -163,3 +167,57 @@ def test_build_presets_come_first_and_keys_override_them(tmp_path, vectors, caps
     assert stats["tokenizer"].startswith("nltk")
     assert main(["build-classifsquad", "preset=classifsquad-papr", *common, f"out={tmp_path / 'x'}"]) == 2
     assert "choose one of classifsquad-paper" in capsys.readouterr().err
+
+
+def test_a_preset_and_a_sweep_can_be_given_by_path(tmp_path, capsys):
+    mine = tmp_path / "mine.toml"
+    mine.write_text('encoder = "gru"\nhidden = 24\n[nli]\nsteps = 7\n')
+    assert main(["train-multitask", f"preset={mine}", "hidden=32", "--print-config"]) == 0
+    config = json.loads(capsys.readouterr().out)
+    assert (config["model"]["encoder"], config["model"]["hidden"], config["tasks"]["nli"]["steps"]) == (
+        "gru",
+        32,
+        7,
+    )
+    assert config["run"]["name"] == "mine"  # the file's stem names its runs, as a preset's name does
+    grid = tmp_path / "ratio.toml"
+    grid.write_text("steps_nli = [250, 500]\nsteps_squad = 100\n")
+    assert main(["sweep", str(grid), f"preset={mine}", "--print-config"]) == 0
+    members = json.loads(capsys.readouterr().out)
+    assert {name: m["tasks"]["nli"]["steps"] for name, m in members.items()} == {
+        "steps_nli250": 250,
+        "steps_nli500": 500,
+    }
+    assert {m["run"]["group"] for m in members.values()} == {"ratio"}
+    assert {m["model"]["encoder"] for m in members.values()} == {"gru"}
+    assert main(["train-multitask", f"preset={tmp_path / 'missing.toml'}", "--print-config"]) == 2
+    assert re.fullmatch(
+        r"error: preset file \S+missing.toml does not exist: give a TOML file.*\n", capsys.readouterr().err
+    )
+
+
+def test_print_config_shows_presets_keys_and_a_resumed_runs_record(tmp_path, capsys):
+    assert main(["build-classifsquad", "preset=classifsquad-paper", "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokenizer"] == "treebank"
+    assert main(["train-distributed", "2", "preset=cpu-small", "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["run"]["name"] == "cpu-small"
+    assert not (tmp_path / "runs").exists()  # nothing ran
+    assert main(["transfer", "tasks=MR", "mode=fastt", "--print-config"]) == 2
+    assert "mode='fastt' is not valid" in capsys.readouterr().err
+
+
+def test_help_lists_the_choices_of_a_key(capsys):
+    assert main(["train-multitask", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(
+        r"^  encoder=bilstm +the shared encoder.*\[bilstm \| bilstm2 \| lstm \| gru \|", out, re.M
+    )
+    assert re.search(r"^  wandb_checkpoints=best .*\[none \| best \| all\]$", out, re.M)
+
+
+def test_train_distributed_help_is_help_not_a_launch():
+    done = subprocess.run(
+        ["just", "train-distributed", "--help"], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0 and done.stdout.startswith("usage: just train-distributed")
+    assert "Traceback" not in done.stderr + done.stdout

@@ -22,12 +22,33 @@ def build_preset_dir() -> Path:
     return preset_dir() / "builds"
 
 
-def preset_overrides(name: str, folder: Path | None = None) -> list[str]:
-    """The key=value overrides of `<folder>/<name>.toml` (training presets by default)."""
+def preset_path(name: str, folder: Path | None = None) -> Path:
+    """`<folder>/<name>.toml` (training presets by default), or `name` itself when it is a TOML file's
+    path (`preset=./mine.toml`): a preset of one's own needs no copy inside mtl."""
     folder = folder or preset_dir()
+    if name.endswith(".toml") or "/" in name:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise UserError(f"preset file {path} does not exist: give a TOML file of key = value lines")
+        return path
     path = folder / f"{name}.toml"
     if not path.is_file():
-        raise UserError(f"unknown preset {name!r}: choose one of {', '.join(preset_names(folder))}")
+        raise UserError(
+            f"unknown preset {name!r}: choose one of {', '.join(preset_names(folder))}, or give a file "
+            "(preset=./mine.toml)"
+        )
+    return path
+
+
+def preset_name(name: str) -> str:
+    """What a run started from the preset is called: the preset's name, or its file's stem."""
+    return Path(name).stem if name.endswith(".toml") else name
+
+
+def preset_overrides(name: str, folder: Path | None = None) -> list[str]:
+    """The key=value overrides of preset `name` (see `preset_path`)."""
+    path = preset_path(name, folder)
+    folder = path.parent
     try:
         values = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:

@@ -18,7 +18,7 @@ from mtl.errors import UserError
 from mtl.runs import RunFolder, RunStatus
 from mtl.train.config import TrainConfig, recorded_config, with_overrides
 from mtl.train.data import changed_inputs
-from mtl.train.presets import preset_dir, preset_overrides
+from mtl.train.presets import preset_name, preset_overrides, preset_path
 from mtl.train.record import read_run_record
 from mtl.train.resolve import resolve_inputs
 from mtl.train.trainer import Trainer
@@ -34,10 +34,10 @@ def config_from_args(args: Sequence[str]) -> TrainConfig:
         try:
             base = with_overrides(base, values)
         except UserError as error:
-            raise UserError(f"preset file {preset_dir() / presets[-1]}.toml: {error}") from None
+            raise UserError(f"preset file {preset_path(presets[-1])}: {error}") from None
     config = with_overrides(base, rest)
     if presets and not any(a.startswith(("name=", "run.name=")) for a in rest):
-        config.run.name = presets[-1]
+        config.run.name = preset_name(presets[-1])
     return config
 
 
@@ -123,6 +123,14 @@ def check_resume_overrides(overrides: Sequence[str]) -> None:
         raise UserError(
             f"resume continues the saved config: only device= and wandb= may change, not {extra[0]!r}"
         )
+
+
+def resumed_config(run_dir: str | Path, overrides: Sequence[str]) -> TrainConfig:
+    """The config `resume=run_dir` continues with: the recorded one, with device= and wandb= over it."""
+    check_resume_overrides(overrides)
+    run_dir = Path(run_dir).expanduser()
+    recorded = recorded_config(read_run_record(run_dir)["config"], str(run_dir / "config.json"))
+    return with_overrides(recorded, overrides)
 
 
 def check_command(args: Sequence[str]) -> None:
