@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from mtl import jsonfile
 from mtl.atomic import check_output_dir, write_folder
 from mtl.config import AtLeast0, AtLeast1
+from mtl.console import progress_stream
 from mtl.data.classifsquad import COLUMNS, SENTENCES, describe_folder, is_build, to_dataset_dict
 from mtl.data.squad import Article, load_squad, resolve_squad_source
 from mtl.errors import UserError
@@ -293,13 +295,22 @@ def build(config: BuildConfig) -> dict[str, object]:
 def _build(
     config: BuildConfig, out: Path, squad_source: str, vectors_path: Path, tracker: Tracker, started: float
 ) -> dict[str, object]:
+    stages = tqdm(
+        total=5, desc="build ClassifSQuAD", unit=" stages", file=progress_stream(), dynamic_ncols=True
+    )
+    stages.set_postfix_str("read SQuAD")
     squad = load_squad(squad_source)
     tracker.log({"build/seconds": time.perf_counter() - started, "build/stage": 1}, step=1)
     tokenizer = make_tokenizer(config.tokenizer, config.lowercase)
+    stages.reset(total=3 + len(squad))  # read, tokenize, vectors, each split, write
+    stages.update(1)
+    stages.set_postfix_str("tokenize")
 
     texts = [text for articles in squad.values() for text in squad_texts(articles)]
     tokens_of = dict(zip(texts, tokenizer.tokenize(texts), strict=True))
     words = {token for tokens in tokens_of.values() for token in tokens}
+    stages.update(1)
+    stages.set_postfix_str("vectors")
     vectors = load_vectors(vectors_path, words)
     vocabulary = frozenset(vectors.words)
     tracker.config_update(
@@ -311,6 +322,8 @@ def _build(
     ).report()
     splits, stats = {}, {}
     for index, (split, articles) in enumerate(squad.items()):
+        stages.update(1)
+        stages.set_postfix_str(f"{split} split")
         rng = np.random.default_rng([config.seed, index])
         result = build_split(articles, tokens_of, vocabulary, config, rng)
         if not result.stats["examples"]:
@@ -336,7 +349,10 @@ def _build(
         **tokenizer.description,
         "splits": stats,
     }
+    stages.update(1)
+    stages.set_postfix_str("write")
     write_dataset(out, splits, summary)
+    stages.close()
     seconds = time.perf_counter() - started
     _finish_tracking(tracker, config, out, splits, summary, seconds)
     return {**summary, "seconds": round(seconds, 2), "out": str(out)}

@@ -53,6 +53,12 @@ class Unbreakable(io.TextIOBase):
             except OSError:
                 self.broken = True
 
+    @property
+    def encoding(self) -> str:
+        """The wrapped stream's, so tqdm draws Unicode bars where the terminal takes them (it falls
+        back to ASCII for a stream without an encoding)."""
+        return getattr(self.stream, "encoding", None) or "utf-8"
+
     def isatty(self) -> bool:
         return not self.broken and self.stream.isatty()
 

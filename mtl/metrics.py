@@ -42,6 +42,12 @@ def best(key: str) -> str:
     return f"best/{key}"
 
 
+def is_evaluation(key: str) -> bool:
+    """`<task>/<split>/<metric>` of a dev or test split: `nli/dev/acc`, `qt/dev/loss`."""
+    parts = key.split("/")
+    return len(parts) == 3 and parts[1] in ("dev", "test")
+
+
 def is_best_evaluation(key: str) -> bool:
     """`best/<task>/<split>/<metric>`: an evaluation of the best checkpoint (not `best/step`)."""
     return key.startswith("best/") and key.count("/") == 3

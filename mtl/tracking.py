@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mtl import wandb_file
+from mtl.console import say
 
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 
@@ -59,8 +60,11 @@ class Tracker:
         group: str | None = None,
         tags: Sequence[str] = (),
         notes: str | None = None,
+        entity: str | None = None,
+        console: bool = True,
     ) -> Tracker:
-        """A W&B run; `resume` continues the run `run_id` (marked resumed only then)."""
+        """A W&B run; `resume` continues the run `run_id` (marked resumed only then). `console`:
+        W&B keeps what the job prints (its Logs tab). Where the run lives is said at its start."""
         mode = resolve_mode(mode)
         if mode == "disabled":
             return cls(None)
@@ -81,12 +85,22 @@ class Tracker:
                 group=group,
                 tags=list(tags) or None,
                 notes=notes,
-                settings=_wandb().Settings(silent=True, console="off"),
+                entity=entity or None,
+                settings=_wandb().Settings(silent=True, console="auto" if console else "off"),
             )
 
         tracker.run = tracker._call(init)
         tracker.directory = Path(directory)
+        if tracker.run is not None:
+            say(tracker.where())
         return tracker
+
+    def where(self) -> str:
+        """One line: the run's page (online), or its offline folder and the command that uploads it."""
+        if self.mode == "online":
+            return f"W&B run: {getattr(self.run, 'url', None) or self.run.id}"
+        folder = Path(self.run.dir).parent  # <dir>/wandb/offline-run-<time>-<id>/files -> the run's folder
+        return f"W&B offline run in {folder}: upload it with `wandb sync {folder}`, or browse it with `wandb leet`"
 
     def last_history_step(self) -> int | None:
         """The last step W&B already holds for this run: a resumed run logs only what follows."""
@@ -169,7 +183,10 @@ class Tracker:
         """End the run and wait until W&B's writer has flushed it (its service process exits)."""
         if self.run is None:
             return
+        where = self._call(self.where)
         self._call(lambda: self.run.finish(exit_code=exit_code))
+        if where:
+            say(where)
         self.run = None
         self._call(lambda: _wandb().teardown())
 

@@ -90,7 +90,7 @@ def test_help_explains_the_keys(capsys):
     assert re.search(r"^  resume=none +continue runs/<run>", out, re.MULTILINE)
 
 
-def test_build_is_recorded_in_an_offline_wandb_run(tmp_path, vectors):
+def test_build_is_recorded_in_an_offline_wandb_run(tmp_path, vectors, capsys):
     assert (
         main(
             [
@@ -104,6 +104,9 @@ def test_build_is_recorded_in_an_offline_wandb_run(tmp_path, vectors):
         )
         == 0
     )
+    err = capsys.readouterr().err
+    assert "build ClassifSQuAD: 100%|██████████| 5/5" in err  # read, tokenize, vectors, 2 splits
+    assert "W&B offline run in" in err and "wandb sync" in err
     (run_file,) = run_files(tmp_path / "runs")
     records = by_kind(run_file)
     (run,) = records["run"]
@@ -221,3 +224,15 @@ def test_train_distributed_help_is_help_not_a_launch():
     )
     assert done.returncode == 0 and done.stdout.startswith("usage: just train-distributed")
     assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_bars_are_unicode_through_the_unbreakable_stream():
+    import io
+
+    from tqdm import tqdm
+
+    from mtl.console import Unbreakable
+
+    terminal = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    with tqdm(total=2, file=Unbreakable(terminal)) as bar:
+        assert not bar.ascii

@@ -106,7 +106,9 @@ def test_transfer_command_on_real_data(shared_data, tiny_data, tmp_path, capsys)
     assert 0.6 < report["results"]["MR"]["acc"] < 0.85
     assert 0.2 < report["results"]["STS14"]["all/pearson"] < 0.8
     assert "| glove-bow | 50 |" in (out / "transfer-fast.md").read_text()
-    assert "| glove-bow | 50 |" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "| glove-bow | 50 |" in said.out
+    assert "transfer: 100%|██████████| 4/4" in said.err  # a bar over the tasks
     assert main(["transfer", "tasks=MR"]) == 2
     assert "give exactly one of run=runs/<run> and baseline=" in capsys.readouterr().err
     assert main(["transfer", "baseline=glove-bow", "tasks=MR,XYZ"]) == 2

@@ -1,6 +1,7 @@
 """What a training run's W&B record holds, read back from the offline run files."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -151,3 +152,34 @@ def test_a_diverged_run_sends_an_alert(tiny_data, tmp_path):
     (alert,) = records["alert"]
     assert alert.title == "mtl run diverged" and "loss became nan" in alert.text
     assert records["exit"][0].exit_code == 1
+
+
+def test_the_run_says_where_its_wandb_run_is_and_keeps_its_console(tiny_data, tmp_path):
+    out = tmp_path / "run"
+    extra = ("wandb_tags=ablation, small", "wandb_notes=the first try", "wandb_entity=my-team")
+    done = subprocess.run(  # a process of its own, as a user runs it: W&B wraps the console once per process
+        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, "wandb=offline"), *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    err = done.stderr
+    (run_file,) = run_files(out)
+    folder = run_file.parent
+    said = f"W&B offline run in {folder}: upload it with `wandb sync {folder}`"
+    assert err.count(said) == 2  # at the start and at the end
+    evaluations = re.findall(r"step (\d+): nli/dev/acc 0\.\d{4}, squad/dev/acc 0\.\d{4}\n", err)
+    assert evaluations == ["5", "10"]  # one line per evaluation (every cycle of 3 + 2 steps)
+    records = by_kind(run_file)
+    (header,) = records["run"]
+    assert {"ablation", "small", "bilstm"} <= set(header.tags)
+    assert header.notes == "the first try" and header.entity == "my-team"
+    console = "".join(record.line for record in records["output_raw"])
+    assert "trainable parameters:" in console and "train: 100%|██████████|" in console  # Unicode bars
+
+
+def test_wandb_console_off_keeps_the_logs_tab_empty(tiny_data, tmp_path):
+    start_run(tiny_data, tmp_path / "run", "wandb=offline", "wandb_console=false")
+    (run_file,) = run_files(tmp_path)
+    assert "output_raw" not in by_kind(run_file)

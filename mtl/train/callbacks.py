@@ -53,7 +53,7 @@ class Callbacks(Callback):
             callback.on_finish(summary, phases)
 
     def close(self, exit_code: int) -> None:
-        for callback in self.callbacks:
+        for callback in reversed(self.callbacks):  # last opened, first closed: the bar before W&B's last line
             callback.close(exit_code)
 
 
@@ -101,6 +101,15 @@ class ProgressBar(Callback):
         self.bar.update()
         self.bar.set_postfix_str(f"{task} loss {record[metrics.train(task, 'loss')]:.3f}", refresh=False)
 
+    def on_event(self, record: dict[str, Any]) -> None:
+        """One line per evaluation, above the bar: every task's dev metrics."""
+        if record.get(metrics.EVENT) != "evaluation" or self.bar.disable:
+            return
+        values = ", ".join(
+            f"{key} {value:.4f}" for key, value in record.items() if metrics.is_evaluation(key)
+        )
+        self.bar.write(f"step {record[metrics.GLOBAL_STEP]}: {values}", file=progress_stream())
+
     def close(self, exit_code: int) -> None:
         self.bar.close()
 
@@ -133,8 +142,10 @@ def start_tracking(
         run_id=wandb_id,
         resume=resume,
         group=run.group or run.name,
-        tags=[config.model.encoder, config.schedule.schedule, *config.tasks],
-        notes=command,
+        tags=[config.model.encoder, config.schedule.schedule, *config.tasks, *split_tags(run.wandb_tags)],
+        notes=run.wandb_notes or command,
+        entity=run.wandb_entity,
+        console=run.wandb_console,
     )
     tracker.define_metric(metrics.GLOBAL_STEP)
     tracker.define_metric(metrics.TASK_ID, step_metric=metrics.GLOBAL_STEP)
@@ -148,6 +159,10 @@ def start_tracking(
         if (folder := task.input_artifact()) is not None:
             tracker.use_input(task.input_name, "dataset", folder, reference=True)
     return tracker
+
+
+def split_tags(tags: str) -> list[str]:
+    return [tag.strip() for tag in tags.split(",") if tag.strip()]
 
 
 def git_commit() -> str | None:

@@ -125,6 +125,10 @@ class RunConfig:
         "best"  # checkpoints uploaded as versions of the run's model artifact (250 MB each at paper size)
     )
     group: str | None = None  # W&B group (a sweep's name); None: the run name (a preset's name)
+    wandb_entity: str | None = None  # W&B team or user the run belongs to; None: the API key's default
+    wandb_tags: str = ""  # comma-separated W&B tags, added to the encoder, schedule and task tags
+    wandb_notes: str | None = None  # W&B notes; None: the command that started the run
+    wandb_console: bool = True  # W&B keeps what the run prints (its Logs tab)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = (
         "auto"  # autocast; auto: bf16 where supported (LSTMs on CUDA: fp32, on TF32)
     )

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from mtl import metrics
+from mtl.console import progress_stream
 from mtl.data.batches import SentenceTable, TaskExamples, contiguous_batches
 from mtl.device import to_device
 from mtl.distributed import Distributed
@@ -15,44 +19,80 @@ from mtl.tasks import Task
 
 
 def evaluate_tasks(
-    model: MultitaskModel, data, split: str, run, dist: Distributed, device: torch.device
+    model: MultitaskModel,
+    data,
+    split: str,
+    run,
+    dist: Distributed,
+    device: torch.device,
+    progress: bool = False,
 ) -> dict[str, float]:
     """Each task's metric on `split` (where it has one); each rank scores its share of the examples.
 
-    `data`: the run's TrainingData; `run`: its RunConfig (precision, eval_batch).
+    `data`: the run's TrainingData; `run`: its RunConfig (precision, eval_batch). `progress`: a
+    bar over this rank's examples (ClassifSQuAD's dev set is 164k triples at paper scale).
     """
     results = {}
+    shares = {}
     for name, task in data.tasks.items():
         if split not in data.examples[name]:
             continue
         examples = data.examples[name][split]
-        if task.corpus_metric:
-            values = _corpus_metrics(model, task, examples, data.table, run, dist, device)
-            results.update({metrics.evaluation(name, split, key): v for key, v in values.items()})
-            continue
-        if task.in_batch:  # whole batches of the training size, dealt to the ranks in turn
+        if task.in_batch and not task.corpus_metric:  # whole training-size batches, dealt to the ranks
             batches = contiguous_batches(len(examples), task.config.batch)[dist.rank :: dist.world_size]
-            share = examples.subset(np.concatenate(batches)) if batches else examples.subset(np.arange(0))
+            shares[name] = (
+                examples.subset(np.concatenate(batches)) if batches else examples.subset(np.arange(0))
+            )
         else:
-            share = examples.subset(dist.part(len(examples)))
-        with autocast(run.precision, device):
-            total = metric_sum(model, task, share, data.table, run.eval_batch, device)
-        results[metrics.evaluation(name, split, task.metric)] = dist.sum([total])[0] / len(examples)
+            shares[name] = examples.subset(dist.part(len(examples)))
+    with tqdm(
+        total=sum(len(share) for share in shares.values()),
+        desc=f"evaluate {split}",
+        unit=" examples",
+        leave=False,
+        disable=not progress,
+        dynamic_ncols=True,
+        file=progress_stream(),
+    ) as bar:
+        for name, share in shares.items():
+            task, examples = data.tasks[name], data.examples[name][split]
+            bar.set_postfix_str(name, refresh=False)
+            with autocast(run.precision, device):
+                if task.corpus_metric:
+                    values = _corpus_metrics(
+                        model,
+                        task,
+                        share,
+                        examples.labels,
+                        data.table,
+                        dist,
+                        run.eval_batch,
+                        device,
+                        bar.update,
+                    )
+                    results.update({metrics.evaluation(name, split, key): v for key, v in values.items()})
+                else:
+                    total = metric_sum(model, task, share, data.table, run.eval_batch, device, bar.update)
+                    results[metrics.evaluation(name, split, task.metric)] = dist.sum([total])[0] / len(
+                        examples
+                    )
     return results
 
 
-def _corpus_metrics(model, task: Task, examples, table, run, dist: Distributed, device) -> dict[str, float]:
-    """`task.corpus_metrics` of the whole split: each rank's outputs, gathered on every rank."""
-    share = examples.subset(dist.part(len(examples)))
-    with torch.inference_mode(), autocast(run.precision, device):
+def _corpus_metrics(
+    model, task: Task, share, labels: np.ndarray, table, dist: Distributed, batch_size: int, device, advance
+) -> dict[str, float]:
+    """`task.corpus_metrics` of the whole split (`labels`): each rank's outputs on its `share`,
+    gathered on every rank."""
+    with torch.inference_mode():
         was_training = model.training
         model.eval()
         try:
-            outputs = _batched_outputs(model, task.name, share, table, run.eval_batch, device)
+            outputs = _batched_outputs(model, task.name, share, table, batch_size, device, advance)
         finally:
             model.train(was_training)
     every = dist.gather_objects(outputs.float().cpu().numpy())
-    return task.corpus_metrics(np.concatenate(every), examples.labels)
+    return task.corpus_metrics(np.concatenate(every), labels)
 
 
 @torch.inference_mode()
@@ -63,8 +103,10 @@ def metric_sum(
     table: SentenceTable,
     batch_size: int,
     device: torch.device,
+    advance: Callable[[float], object] = lambda done: None,
 ) -> float:
-    """The sum of `task`'s metric over `examples` (a sum, so ranks' shares add up; accuracy: correct ones)."""
+    """The sum of `task`'s metric over `examples` (a sum, so ranks' shares add up; accuracy: correct
+    ones); `advance(n)` as the work of n examples is done (a progress bar)."""
     if len(examples) == 0:
         return 0.0
     was_training = model.training
@@ -72,11 +114,11 @@ def metric_sum(
     try:
         head = model.heads[task.name]
         if task.in_batch:
-            return _in_batch_sum(model, task, examples, table, device)
+            return _in_batch_sum(model, task, examples, table, device, advance)
         if isinstance(head, TaskHead) and not model.encoder.pair_model:
-            outputs = _siamese_outputs(model.encoder, head, examples, table, batch_size, device)
+            outputs = _siamese_outputs(model.encoder, head, examples, table, batch_size, device, advance)
         else:
-            outputs = _batched_outputs(model, task.name, examples, table, batch_size, device)
+            outputs = _batched_outputs(model, task.name, examples, table, batch_size, device, advance)
         total = 0.0
         for start in range(0, len(examples), 4096):
             labels = torch.from_numpy(examples.labels[start : start + 4096]).to(device)
@@ -86,20 +128,26 @@ def metric_sum(
         model.train(was_training)
 
 
-def _in_batch_sum(model, task: Task, examples: TaskExamples, table, device) -> float:
+def _in_batch_sum(model, task: Task, examples: TaskExamples, table, device, advance) -> float:
     """Each batch of `task.config.batch` consecutive examples scored against itself, as in training."""
     total = 0.0
     for rows in contiguous_batches(len(examples), task.config.batch):
         outputs = model(task.name, table.batch_columns(examples.sentences[rows], device))
         labels = torch.from_numpy(examples.labels[rows]).to(device)
         total += task.scores(outputs, labels).sum().item()
+        advance(len(rows))
     return total
 
 
 def embed_rows(
-    encoder, table: SentenceTable, rows: np.ndarray, batch_size: int, device: torch.device
+    encoder,
+    table: SentenceTable,
+    rows: np.ndarray,
+    batch_size: int,
+    device: torch.device,
+    advance: Callable[[int], object] = lambda done: None,
 ) -> torch.Tensor:
-    """Embeddings (len(rows), D) of table rows, batched by length."""
+    """Embeddings (len(rows), D) of table rows, batched by length; `advance(n)` after n rows."""
     order = np.argsort(table.lengths[rows], kind="stable")
     out = None
     for start in range(0, len(rows), batch_size):
@@ -109,13 +157,24 @@ def embed_rows(
         if out is None:
             out = torch.empty(len(rows), embedded.shape[1], device=device)
         out[to_device(torch.from_numpy(chosen), device)] = embedded.float()
+        advance(len(chosen))
     return out
 
 
-def _siamese_outputs(encoder, head: TaskHead, examples, table, batch_size, device) -> torch.Tensor:
+def _siamese_outputs(encoder, head: TaskHead, examples, table, batch_size, device, advance) -> torch.Tensor:
     rows, inverse = np.unique(examples.sentences, return_inverse=True)
     inverse = torch.from_numpy(inverse.reshape(examples.sentences.shape)).to(device)
-    embedded = embed_rows(encoder, table, rows, batch_size, device)
+    # Encoding the distinct sentences is the work: the bar moves with it, in whole examples.
+    encoded, reported = 0, 0
+
+    def encoded_rows(n: int) -> None:
+        nonlocal encoded, reported
+        encoded += n
+        now = encoded * len(examples) // len(rows)
+        advance(now - reported)
+        reported = now
+
+    embedded = embed_rows(encoder, table, rows, batch_size, device, encoded_rows)
     outputs = []
     for start in range(0, len(examples), 4096):
         columns = inverse[start : start + 4096]
@@ -124,9 +183,10 @@ def _siamese_outputs(encoder, head: TaskHead, examples, table, batch_size, devic
     return torch.cat(outputs)
 
 
-def _batched_outputs(model, task: str, examples, table, batch_size, device) -> torch.Tensor:
+def _batched_outputs(model, task: str, examples, table, batch_size, device, advance) -> torch.Tensor:
     outputs = []
     for start in range(0, len(examples), batch_size):
         rows = examples.sentences[start : start + batch_size]
         outputs.append(model(task, table.batch_columns(rows, device)))
+        advance(len(rows))
     return torch.cat(outputs)

@@ -196,7 +196,9 @@ class Trainer:
 
     def evaluate(self, split: str = "dev") -> dict[str, float]:
         """Each task's metric on `split`; each rank scores its share of the examples."""
-        return evaluate_tasks(self.model, self.data, split, self.config.run, self.dist, self.device)
+        return evaluate_tasks(
+            self.model, self.data, split, self.config.run, self.dist, self.device, progress=self.progress
+        )
 
     def _evaluate_and_checkpoint(self) -> None:
         started, state, tasks = time.perf_counter(), self.state, self.data.tasks

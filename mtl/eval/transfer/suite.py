@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from mtl import atomic, jsonfile
 from mtl.atomic import check_output_dir
 from mtl.config import AtLeast0, AtLeast1, Range
+from mtl.console import progress_stream
 from mtl.errors import UserError
 from mtl.eval.encoder import SentenceEncoder, baseline_encoder, encoder_file, load_encoder, pretrained_encoder
 from mtl.eval.transfer import classifiers as protocol_fns
@@ -341,7 +343,9 @@ def _evaluate_all(
         tracker.use_input(f"{out.name}-encoder", "encoder", encoder_file(config.run))
     results: dict[str, dict[str, float]] = {}
     started = time.perf_counter()
-    for task_name, task in tasks.items():
+    bar = tqdm(tasks.items(), desc="transfer", unit=" tasks", file=progress_stream(), dynamic_ncols=True)
+    for task_name, task in bar:
+        bar.set_postfix_str(task_name)
         task_started = time.perf_counter()
         results[task_name] = {
             **evaluate_task(
@@ -357,11 +361,14 @@ def _evaluate_all(
         report["results"][task_name] = results[task_name]
         report["seconds"] = round(time.perf_counter() - started, 1)
         _write(out, name, report)  # each result is kept as soon as it exists
+        bar.clear()  # the line goes above the bar (stdout, with the table that follows; the bar is on stderr)
         print(
             f"  {task_name:<7} {headline(task_name, results[task_name]):>10}  "
             f"({results[task_name]['seconds']:.0f} s)",
             flush=True,
         )
+        bar.refresh()
+    bar.close()
     if encoder.coverage is not None:
         encoder.coverage.report()
     tracker.table(  # one row per task and metric: tasks report different metrics
