@@ -65,14 +65,27 @@ def test_offline_run_holds_curves_phases_and_metadata(tiny_data, tmp_path):
         "nli/lr",
         "squad/grad_norm",
         "nli/dev/acc",
+        "nli/dev/loss",
+        "squad/dev/loss",
+        "nli/epoch",
         "phase/task_id",
     ):
         assert key in keys, key
     scalars = [(k, v) for row in rows for k, v in row.items() if not k.startswith("phases.")]
-    assert not any(isinstance(value, str) for _, value in scalars)  # the phases table is media
+    assert not any(isinstance(value, str) for _, value in scalars)  # the phases tables are media
     assert not any(key.startswith(("params/", "best/")) for key in keys)
     assert [row["phase/task_id"] for row in rows] == [0, 0, 0, 1, 1, 0, 0, 0, 1, 1]
-    assert rows[-1]["phases._type"] == "table-file" and rows[-1]["phases.nrows"] == 4
+    assert [row["nli/epoch"] for row in rows if "nli/epoch" in row] == [
+        8 * k / 200 for k in (1, 2, 3, 4, 5, 6)
+    ]
+    # The phases table is logged at each block's end, a row longer each time.
+    assert [(row["_step"], row["phases.nrows"]) for row in rows if "phases.nrows" in row] == [
+        (3, 1),
+        (5, 2),
+        (8, 3),
+        (10, 4),
+    ]
+    assert rows[-1]["phases._type"] == "table-file"
 
     config = items([header.config, *records.get("config", [])])
     assert config["params/trainable"] == summary["params/trainable"] and config["world_size"] == 1
@@ -87,7 +100,19 @@ def test_offline_run_holds_curves_phases_and_metadata(tiny_data, tmp_path):
     # logged), the encoder, and the exact ClassifSQuAD build loaded, by its content digest.
     logged = [(a.type, a.name, tuple(a.aliases)) for a in records["artifact"]]
     assert {kind for kind, _, _ in logged} == {"model", "encoder", "run_table"}  # run_table: phases
-    assert all(name == "run-model" and "best" in aliases for kind, name, aliases in logged if kind == "model")
+    models = [(name, aliases) for kind, name, aliases in logged if kind == "model"]
+    # Named after the folder and the W&B run: a folder name repeats across sweeps, a run id does not.
+    assert {name for name, _ in models} == {f"run-{header.run_id}-model"}
+    assert all(
+        "best" in aliases and any(re.fullmatch(r"step-\d+", a) for a in aliases) for _, aliases in models
+    )
+    (encoder,) = [a for a in records["artifact"] if a.type == "encoder"]
+    assert encoder.name == f"run-{header.run_id}-encoder" == summary["wandb_artifacts"]["encoder"]
+    metadata = json.loads(encoder.metadata)
+    assert (
+        metadata["config"]["model"]["hidden"] == 8
+        and metadata["params/trainable"] == summary["params/trainable"]
+    )
     assert config["input_artifacts"]["classifsquad"] == folder_digest(tiny_data["classifsquad"])
 
 
@@ -117,7 +142,7 @@ def test_a_transfer_run_sits_in_its_own_folder_and_group_and_uses_the_exact_enco
 ):
     import wandb
 
-    run_dir, _ = start_run(tiny_data, tmp_path / "run", "max_steps=3", "wandb=offline")
+    run_dir, summary = start_run(tiny_data, tmp_path / "run", "max_steps=3", "wandb=offline")
     args = ["transfer", "mode=fast", "tasks=MR", f"data={senteval}", f"vectors={tiny_data['vectors']}"]
     assert main([*args, f"run={run_dir}", "wandb=offline"]) == 0
     files = {path.parents[2]: path for path in run_files(run_dir)}  # <dir>/wandb/offline-run-*/run-*.wandb
@@ -129,7 +154,9 @@ def test_a_transfer_run_sits_in_its_own_folder_and_group_and_uses_the_exact_enco
     encoder = wandb.Artifact("x", "encoder")
     encoder.add_file(str(run_dir / "encoder.pt"))
     config = items([header.config, *records.get("config", [])])
-    assert config["input_artifacts"]["run-encoder"] == encoder.digest
+    assert (
+        config["input_artifacts"][summary["wandb_artifacts"]["encoder"]] == encoder.digest
+    )  # training's name
 
 
 def test_a_resumed_run_holds_every_step_once_as_an_uninterrupted_one(tiny_data, tmp_path):
@@ -142,6 +169,12 @@ def test_a_resumed_run_holds_every_step_once_as_an_uninterrupted_one(tiny_data, 
     resumed = history(first) + history(second)
     assert [row["_step"] for row in resumed] == list(range(1, 18))
     assert without_timing(resumed) == without_timing(history(straight_file))
+    # The resumed process logs best.pt again (the kill may have lost its upload): same name, aliases.
+    before, after = (
+        [a for a in by_kind(f).get("artifact", []) if a.type == "model"] for f in (first, second)
+    )
+    assert after[0].name == before[-1].name and "best" in after[0].aliases
+    assert [a for a in after[0].aliases if a.startswith("step-")] == ["step-5"]  # the best before the kill
 
 
 def test_a_diverged_run_sends_an_alert(tiny_data, tmp_path):
@@ -169,7 +202,10 @@ def test_the_run_says_where_its_wandb_run_is_and_keeps_its_console(tiny_data, tm
     folder = run_file.parent
     said = f"W&B offline run in {folder}: upload it with `wandb sync {folder}`"
     assert err.count(said) == 2  # at the start and at the end
-    evaluations = re.findall(r"step (\d+): nli/dev/acc 0\.\d{4}, squad/dev/acc 0\.\d{4}\n", err)
+    evaluations = re.findall(
+        r"step (\d+): nli/dev/acc 0\.\d{4}, nli/dev/loss \d\.\d{4}, squad/dev/acc 0\.\d{4}, squad/dev/loss \d\.\d{4}\n",
+        err,
+    )
     assert evaluations == ["5", "10"]  # one line per evaluation (every cycle of 3 + 2 steps)
     records = by_kind(run_file)
     (header,) = records["run"]

@@ -5,6 +5,7 @@ change what is trained."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,19 +65,27 @@ class MetricsLog(Callback):
     evaluations, which are charted.
     """
 
-    def __init__(self, log: RunLog | NullLog, tracker: Tracker):
-        self.log, self.tracker = log, tracker
+    def __init__(self, log: RunLog | NullLog, tracker: Tracker, phases: Callable[[], list[dict[str, Any]]]):
+        """`phases`: the rows of the run's blocks so far (a resumed run's earlier ones included)."""
+        self.log, self.tracker, self.phases = log, tracker, phases
 
     def on_step(self, task: str, record: dict[str, Any]) -> None:
         self.log.log(record)
 
     def on_event(self, record: dict[str, Any]) -> None:
         self.log.log(record, history=record.get(metrics.EVENT) == "evaluation")
+        if record.get(metrics.EVENT) == "block_end":
+            self._log_phases(self.phases(), record[metrics.GLOBAL_STEP])
 
     def on_finish(self, summary: dict[str, Any], phases: list[dict[str, Any]]) -> None:
-        step = summary[metrics.GLOBAL_STEP]
-        self.tracker.table("phases", COLUMNS, [[row[c] for c in COLUMNS] for row in phases], step=step)
+        self._log_phases(phases, summary[metrics.GLOBAL_STEP])
         self.tracker.summary({k: v for k, v in summary.items() if not k.startswith("params/")})  # in config
+
+    def _log_phases(self, rows: list[dict[str, Any]], step: int) -> None:
+        """The phases table, whole, each time a block ends: it can be read while the run goes. (W&B's
+        incremental tables start over in a resumed process; the whole table, from the checkpointed
+        rows, stays complete.) One row per block keeps each version a few kB."""
+        self.tracker.table("phases", COLUMNS, [[row[c] for c in COLUMNS] for row in rows], step=step)
 
     def close(self, exit_code: int) -> None:
         if exit_code == 130:

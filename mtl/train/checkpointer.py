@@ -36,7 +36,15 @@ class Checkpointer:
         self.run_dir, self.metadata, self.dist, self.to_wandb = Path(run_dir), metadata, dist, to_wandb
         self.files = RunFolder(self.run_dir)
         self.tracker = Tracker(None)
+        self.artifact_base = self.run_dir.name  # `attach` makes it the run's own
+        self.artifact_metadata: dict[str, Any] = {}
         self.latest_step: int | None = None  # global step of latest.pt, once there is one
+
+    def attach(self, tracker: Tracker, wandb_id: str, parameter_counts: dict[str, int]) -> None:
+        """Log versions to `tracker`'s run. Artifact names carry the W&B run id: run folders of one
+        name (every sweep's `steps_nli250` member) must not write into one collection."""
+        self.tracker, self.artifact_base = tracker, f"{self.run_dir.name}-{wandb_id}"
+        self.artifact_metadata = {"config": self.metadata["config"], **parameter_counts}
 
     def save_latest(self, contents: dict[str, Any], step: int) -> None:
         if self.dist.is_main:
@@ -46,7 +54,8 @@ class Checkpointer:
                     self.model_artifact,
                     "model",
                     self.files.latest,
-                    metadata={"global_step": step},
+                    metadata={"global_step": step, **self.artifact_metadata},
+                    aliases=[f"step-{step}"],
                 )
         self.latest_step = step
 
@@ -54,14 +63,27 @@ class Checkpointer:
         if not self.dist.is_main:
             return
         checkpoint.save({"model": model_state, "best": best, **self.metadata}, self.files.best)
-        if self.to_wandb != "none":
+        self.log_best(best)
+
+    def log_best(self, best: dict[str, float]) -> None:
+        """best.pt as a version of the model artifact (aliases `best`, `step-N`). Logged again after
+        a resume, as a kill may have lost the upload: W&B keeps one version per content digest."""
+        if self.to_wandb != "none" and self.dist.is_main and self.files.best.is_file():
             self.tracker.log_artifact(
-                self.model_artifact, "model", self.files.best, metadata=best, aliases=["best"]
+                self.model_artifact,
+                "model",
+                self.files.best,
+                metadata={"global_step": best["step"], **best, **self.artifact_metadata},
+                aliases=["best", f"step-{best['step']}"],
             )
 
     @property
     def model_artifact(self) -> str:
-        return f"{self.run_dir.name}-model"
+        return f"{self.artifact_base}-model"
+
+    @property
+    def encoder_artifact(self) -> str:
+        return f"{self.artifact_base}-encoder"
 
     def load_latest(self) -> dict[str, Any]:
         """latest.pt (or the one before it, when it is damaged), checked against this run's vocabulary."""
@@ -110,7 +132,9 @@ class Checkpointer:
             artifact = path.with_suffix("")
             atomic.write_folder(artifact, pretrained, "Hugging Face model folder")
             checkpoint.save({"format": 1, **self.metadata, "pretrained": artifact.name}, path)
-        self.tracker.log_artifact(f"{self.run_dir.name}-encoder", "encoder", artifact, metadata=results)
+        self.tracker.log_artifact(
+            self.encoder_artifact, "encoder", artifact, metadata={**results, **self.artifact_metadata}
+        )
 
 
 def encoder_metadata(config: TrainConfig, data: TrainingData) -> dict[str, Any]:

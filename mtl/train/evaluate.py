@@ -72,10 +72,10 @@ def evaluate_tasks(
                     )
                     results.update({metrics.evaluation(name, split, key): v for key, v in values.items()})
                 else:
-                    total = metric_sum(model, task, share, data.table, run.eval_batch, device, bar.update)
-                    results[metrics.evaluation(name, split, task.metric)] = dist.sum([total])[0] / len(
-                        examples
-                    )
+                    sums = metric_sum(model, task, share, data.table, run.eval_batch, device, bar.update)
+                    total, loss = dist.sum(list(sums))
+                    results[metrics.evaluation(name, split, task.metric)] = total / len(examples)
+                    results[metrics.evaluation(name, split, "loss")] = loss / len(examples)
     return results
 
 
@@ -104,11 +104,11 @@ def metric_sum(
     batch_size: int,
     device: torch.device,
     advance: Callable[[float], object] = lambda done: None,
-) -> float:
-    """The sum of `task`'s metric over `examples` (a sum, so ranks' shares add up; accuracy: correct
-    ones); `advance(n)` as the work of n examples is done (a progress bar)."""
+) -> tuple[float, float]:
+    """The sums of `task`'s metric and of its training loss over `examples` (sums, so ranks' shares
+    add up; accuracy: correct ones); `advance(n)` as the work of n examples is done (a bar)."""
     if len(examples) == 0:
-        return 0.0
+        return 0.0, 0.0
     was_training = model.training
     model.eval()
     try:
@@ -119,24 +119,26 @@ def metric_sum(
             outputs = _siamese_outputs(model.encoder, head, examples, table, batch_size, device, advance)
         else:
             outputs = _batched_outputs(model, task.name, examples, table, batch_size, device, advance)
-        total = 0.0
+        total, loss = 0.0, 0.0
         for start in range(0, len(examples), 4096):
             labels = torch.from_numpy(examples.labels[start : start + 4096]).to(device)
             total += task.scores(outputs[start : start + 4096], labels).sum().item()
-        return total
+            loss += task.losses(outputs[start : start + 4096], labels).sum().item()
+        return total, loss
     finally:
         model.train(was_training)
 
 
-def _in_batch_sum(model, task: Task, examples: TaskExamples, table, device, advance) -> float:
+def _in_batch_sum(model, task: Task, examples: TaskExamples, table, device, advance) -> tuple[float, float]:
     """Each batch of `task.config.batch` consecutive examples scored against itself, as in training."""
-    total = 0.0
+    total, loss = 0.0, 0.0
     for rows in contiguous_batches(len(examples), task.config.batch):
         outputs = model(task.name, table.batch_columns(examples.sentences[rows], device))
         labels = torch.from_numpy(examples.labels[rows]).to(device)
         total += task.scores(outputs, labels).sum().item()
+        loss += task.losses(outputs, labels).sum().item()
         advance(len(rows))
-    return total
+    return total, loss
 
 
 def embed_rows(

@@ -63,6 +63,7 @@ class Trainer:
         self.model = self.setup.model
         self.step = TaskStep(config, self.data, self.setup, self.dist, self.device)
         self.task_ids = {task: i for i, task in enumerate(config.tasks)}  # their place in tasks=
+        self.train_sizes = {task: max(size, 1) for task, size in sizes.items()}
         self.lr_schedule = build_lr_schedule(config.optim, self.setup.optimizers, config.main_task)
         self.state = TrainState.for_tasks(list(config.tasks))
         self.state.wandb_id = self.dist.broadcast(self.state.wandb_id)
@@ -84,12 +85,14 @@ class Trainer:
         tracker = start_tracking(
             self.config, self.data, self.run_dir, self.state.wandb_id, resume, details, self.command
         )
-        self.checkpointer.tracker = tracker
+        self.checkpointer.attach(tracker, self.state.wandb_id, counts)
+        if resume and self.state.best is not None:
+            self.checkpointer.log_best(self.state.best)
         self.log = RunLog(
             self.files.metrics, tracker, resume_at_byte=self.state.metrics_bytes if resume else None
         )
         bar = ProgressBar(self.state.global_step, self.config.optim.max_steps, self.progress)
-        self.callbacks = Callbacks(MetricsLog(self.log, tracker), bar)
+        self.callbacks = Callbacks(MetricsLog(self.log, tracker, lambda: self.state.phases.rows), bar)
         if not resume:
             print(
                 f"trainable parameters: {counts['params/trainable']:,} (encoder {counts['params/encoder']:,}; "
@@ -175,6 +178,8 @@ class Trainer:
             metrics.of_task(task, "lr"): self.lr_schedule.lr(task),
             metrics.of_task(task, "grad_norm"): result.grad_norm,
             metrics.of_task(task, "examples_per_s"): result.examples / result.seconds,
+            # passes over the task's training data so far (fractional), for epoch-based comparisons
+            metrics.of_task(task, "epoch"): state.task_examples[task] / self.train_sizes[task],
             metrics.TASK_ID: self.task_ids[task],  # which block a step is in, on any chart
         }
         self.callbacks.on_step(task, record)
@@ -274,6 +279,10 @@ class Trainer:
             **self.model.parameter_counts(),
             # encoder/ loads in sentence-transformers, or why it does not exist
             "sentence_transformers": portable if isinstance(portable, str) else "encoder",
+            "wandb_artifacts": {
+                "model": self.checkpointer.model_artifact,
+                "encoder": self.checkpointer.encoder_artifact,
+            },
         }
         self.callbacks.on_event(
             {metrics.GLOBAL_STEP: state.global_step, metrics.EVENT: "finished", **results}

@@ -340,7 +340,7 @@ def _evaluate_all(
         tags=["transfer", config.mode],
     )
     if config.run:  # the exact encoder evaluated, by its content digest
-        tracker.use_input(f"{out.name}-encoder", "encoder", encoder_file(config.run))
+        tracker.use_input(encoder_artifact(out), "encoder", encoder_file(config.run))
     results: dict[str, dict[str, float]] = {}
     started = time.perf_counter()
     bar = tqdm(tasks.items(), desc="transfer", unit=" tasks", file=progress_stream(), dynamic_ncols=True)
@@ -379,6 +379,17 @@ def _evaluate_all(
     tracker.summary({f"transfer/{t}/{k}": v for t, r in results.items() for k, v in r.items()})
     tracker.finish()
     return report
+
+
+def encoder_artifact(run_dir: Path) -> str:
+    """The W&B artifact the training run logged its encoder as (summary.json says; older runs:
+    named after the folder)."""
+    try:
+        return json.loads(RunFolder(run_dir).summary.read_text(encoding="utf-8"))["wandb_artifacts"][
+            "encoder"
+        ]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{run_dir.name}-encoder"
 
 
 def training_group(run_dir: Path) -> str | None:
