@@ -1,11 +1,12 @@
 """`just dashboard`: a saved W&B workspace with mtl's panels, for online users (`wandb-workspaces`).
 
 Sections: one per task of `tasks=` (its curves against its own step), the blocks (the
-tasks' losses and `phase/task_id` against the global step, so block boundaries overlay the
-curves), and the comparison of runs (Figure 2 as a scatter of each task's best dev metric
-against the first task's steps per block, the recovery after switches, bars of the best
-results per run). With `group=` the workspace shows that group's runs only (a sweep),
-grouped by it.
+tasks' smoothed losses and, unsmoothed beside them, `phase/task_id` against the global step;
+the phases table), the comparison of runs (Figure 2 as a scatter of each task's best dev
+metric against the first task's steps per block, the recovery after switches, bars of the
+best results per run), and transfer (each `just transfer` run's scores). The runs shown are
+training and transfer runs (W&B's job type), of W&B's group `group=` when given (a sweep's
+name, or a preset's), grouped by it.
 """
 
 from __future__ import annotations
@@ -49,6 +50,14 @@ def task_curves(task: str, metric: str) -> list[tuple[str, str, dict[str, Any]]]
     ]
 
 
+# (what, summary key, tasks) of the transfer section: what `just transfer` logs as transfer/<task>/<key>
+TRANSFER_PANELS = (
+    ("accuracy", "acc", ["MR", "CR", "MPQA", "SUBJ", "SST2", "SST5", "SICK-E", "TREC", "MRPC"]),
+    ("Pearson r, relatedness", "pearson", ["SICK-R", "STS-B"]),
+    ("Pearson r, STS (all subsets)", "all/pearson", ["STS12", "STS13", "STS14", "STS15", "STS16"]),
+)
+
+
 def workspace(config: DashboardConfig, entity: str) -> Any:
     import wandb_workspaces.expr as expr
     import wandb_workspaces.reports.v2 as panels
@@ -85,12 +94,20 @@ def workspace(config: DashboardConfig, entity: str) -> Any:
             is_open=True,
             panels=[
                 panels.LinePlot(
-                    title=f"training losses and the block under way (phase/task_id: {block_ids})",
+                    title="training losses against the global step",
                     x=metrics.GLOBAL_STEP,
-                    y=[*(metrics.train(task, "loss") for task in tasks), metrics.TASK_ID],
+                    y=[metrics.train(task, "loss") for task in tasks],
                     smoothing_factor=0.9,
+                    smoothing_show_original=True,
                 ),
-                panels.MediaBrowser(title="phases: loss jump and recovery per block", media_keys=["phases"]),
+                panels.LinePlot(  # an indicator: smoothing would turn its steps into ramps
+                    title=f"the block under way (phase/task_id: {block_ids})",
+                    x=metrics.GLOBAL_STEP,
+                    y=[metrics.TASK_ID],
+                    smoothing_type="none",
+                    smoothing_factor=0,
+                ),
+                panels.WeavePanelSummaryTable(table_name="phases"),  # loss jump and recovery per block
             ],
         )
     )
@@ -127,11 +144,24 @@ def workspace(config: DashboardConfig, entity: str) -> Any:
             ],
         )
     )
-    runs = ws.RunsetSettings()
-    if config.group:
-        runs = ws.RunsetSettings(
-            filters=expr.And(expr.Config("run.group") == config.group), groupby=[expr.Config("run.group")]
+    sections.append(
+        ws.Section(
+            name="Transfer",
+            is_open=True,
+            panels=[
+                panels.BarPlot(
+                    title=f"transfer {kind} (just transfer)",
+                    metrics=[panels.SummaryMetric(f"transfer/{task}/{key}") for task in names],
+                )
+                for kind, key, names in TRANSFER_PANELS
+            ],
         )
+    )
+    # W&B's own group and job type: runs grouped by a preset's name have no `run.group` in their config.
+    shown = [expr.Metric("JobType").isin(["train", "transfer-eval"])]
+    if config.group:
+        shown.append(expr.Metric("Group") == config.group)
+    runs = ws.RunsetSettings(filters=expr.And(*shown), groupby=[expr.Metric("Group")])
     return ws.Workspace(
         entity=entity, project=config.project, name=config.name, sections=sections, runset_settings=runs
     )

@@ -198,5 +198,6 @@ def senteval(tmp_path) -> Path:
 
 
 def deterministic_summary(summary: dict) -> dict:
-    """A run's summary without what the clock decides (`train_seconds`): what a resume must equal."""
-    return {key: value for key, value in summary.items() if key != "train_seconds"}
+    """A run's summary without what the clock decides (`train_seconds`) and the W&B artifact names
+    (its folder and run id): what a resume must equal."""
+    return {key: value for key, value in summary.items() if key not in ("train_seconds", "wandb_artifacts")}

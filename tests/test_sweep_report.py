@@ -2,6 +2,7 @@
 
 import base64
 import json
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -98,7 +99,13 @@ def test_the_dashboard_spec_is_built_offline_with_every_section(tmp_path, capsys
     assert main(["dashboard", "group=fig2", f"spec={spec_path}"]) == 0
     spec = json.loads(spec_path.read_text())
     sections = spec["spec"]["section"]["panel_bank_config"]["sections"]
-    assert [s["name"] for s in sections] == ["SNLI (nli)", "ClassifSQuAD (squad)", "Blocks", "Comparison"]
+    assert [s["name"] for s in sections] == [
+        "SNLI (nli)",
+        "ClassifSQuAD (squad)",
+        "Blocks",
+        "Comparison",
+        "Transfer",
+    ]
     text = json.dumps(spec)
     for key in (
         "nli/train/loss",
@@ -106,9 +113,23 @@ def test_the_dashboard_spec_is_built_offline_with_every_section(tmp_path, capsys
         "phase/task_id",
         "best/nli/dev/acc",
         "recovery/nli/median_steps",
+        "transfer/MR/acc",
+        "transfer/SICK-R/pearson",
+        "transfer/STS14/all/pearson",
     ):
         assert key in text, key
-    assert "fig2" in text  # the runs shown: the group's
+    # The runs shown: W&B's own group (a preset-named run has no run.group in its config) and job types.
+    (runset,) = re.findall(r'"filters": (\{"filterFormat": "filterV2".*?\]\})', text)
+    filters = json.loads(runset)["filters"]
+    assert [(f["key"], f["op"], f["value"]) for f in filters] == [
+        ({"section": "run", "name": "jobType"}, "IN", ["train", "transfer-eval"]),
+        ({"section": "run", "name": "group"}, "=", "fig2"),
+    ]
+    assert "run.group" not in text
+    blocks = sections[2]["panels"]
+    (indicator,) = [p for p in blocks if "phase/task_id" in json.dumps(p)]
+    assert indicator["config"]["smoothing_weight"] == 0 and indicator["config"]["smoothing_type"] == "none"
+    assert '"val": "phases"' in json.dumps(blocks[-1])  # a table panel, not a media browser
 
 
 def test_the_dashboard_says_it_needs_wandb_online(tmp_path, capsys, monkeypatch):
