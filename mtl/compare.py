@@ -103,7 +103,7 @@ def markdown(members: list[Member], config: CompareConfig) -> str:
 
 
 def page(members: list[Member], config: CompareConfig) -> str:
-    from mtl.report import STYLE, png_base64, pyplot
+    from mtl.report import STYLE, pyplot, svg_base64
 
     plt = pyplot()
     figure, (by_time, by_examples) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -119,7 +119,7 @@ def page(members: list[Member], config: CompareConfig) -> str:
         axis.set_ylabel(f"mean transfer score ({config.transfer_tasks})")
         axis.grid(alpha=0.3)
     figure.tight_layout()
-    image = png_base64(figure)
+    image = svg_base64(figure)
     table = markdown(members, config).splitlines()
     rows = [
         [cell.strip() for cell in line.strip("|").split("|")] for line in table if not line.startswith("|---")
@@ -133,6 +133,6 @@ def page(members: list[Member], config: CompareConfig) -> str:
         f"<style>{STYLE}</style></head><body><h1>Objectives compared at equal training time</h1>"
         f"<p>{len(members)} run(s) of {html.escape(config.out)}, transfer protocol {config.mode}, "
         f"written {html.escape(time.strftime('%Y-%m-%d %H:%M'))}.</p><table>{cells}</table>"
-        f'<h2>Transfer against training time and examples seen</h2><img src="data:image/png;base64,{image}" '
+        f'<h2>Transfer against training time and examples seen</h2><img src="data:image/svg+xml;base64,{image}" '
         'alt="mean transfer score against training minutes and examples seen"></body></html>\n'
     )

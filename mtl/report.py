@@ -4,10 +4,13 @@
     just report runs/a runs/b out=report.html
     just report group=fig2                        # every run under runs/ in that W&B group
 
-Per run: each task's training loss (raw and smoothed) and dev accuracy against the task's
-own step, with the task's blocks shaded; for all runs: the loss recovery after each block
-switch, Figure 2 (best dev accuracy against one task's steps per block) when the runs differ
-in it, and a table of their dev, test and transfer results side by side.
+One chart per metric with every run overlaid (a colour per run): each task's training loss
+and dev metric against the task's own step, the loss and dev charts of a task sharing their
+x-axis, the task's blocks shaded when the runs share them; the loss recovery after each
+block switch; Figure 2 (best dev metric against one task's steps per block) when the runs
+differ in that key alone (else the page says which other keys differ); and a table of the
+runs' swept keys, dev, test and every transfer report (standard, fast, other poolings) side
+by side, the best value of each column in bold. Plots are SVG: sharp at any zoom.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class Run:
     config: dict[str, Any]
     records: list[dict[str, Any]]
     summary: dict[str, Any]
-    transfer: dict[str, str]  # task -> its headline score
+    transfer: dict[str, dict[str, str]]  # transfer report (transfer, transfer-fast, ...) -> task -> headline
 
     @property
     def name(self) -> str:
@@ -65,6 +68,14 @@ class Run:
     def block_steps(self, task: str) -> int | None:
         entry = self.config["tasks"].get(task)
         return entry.get("steps") if isinstance(entry, dict) else None
+
+    @property
+    def encoder(self) -> str:
+        """`bilstm 2048`, or the pretrained model's name (`all-MiniLM-L6-v2`) for encoder=hf."""
+        model = self.config["model"]
+        if model["encoder"] == "hf" and model.get("hf_model"):
+            return Path(str(model["hf_model"]).rstrip("/")).name
+        return f"{model['encoder']} {model['hidden']}"
 
     def dev_metric(self, task: str) -> str | None:
         """The key of the task's dev metric (`nli/dev/acc`), as its records hold it."""
@@ -89,16 +100,19 @@ class Run:
         return cls(folder, config, records, summary, _transfer_results(folder))
 
 
-def _transfer_results(folder: Path) -> dict[str, str]:
-    """Task -> the number Table 2 shows, from the run's standard transfer report."""
+def _transfer_results(folder: Path) -> dict[str, dict[str, str]]:
+    """Report -> task -> the number Table 2 shows, from every transfer report of the run
+    (`transfer.json`, `transfer-fast.json`, `transfer-fast-pool-mean.json`, ...)."""
     from mtl.eval.transfer.suite import headline
 
-    path = folder / "transfer.json"
-    try:
-        results = json.loads(path.read_text(encoding="utf-8"))["results"] if path.is_file() else {}
-        return {task: headline(task, values) for task, values in results.items()}
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        return {}
+    found = {}
+    for path in sorted(folder.glob("transfer*.json")):
+        try:
+            results = json.loads(path.read_text(encoding="utf-8"))["results"]
+            found[path.stem] = {task: headline(task, values) for task, values in results.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            continue  # not a report (or a damaged one): the page shows the others
+    return found
 
 
 def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) -> list[Path]:
@@ -139,14 +153,20 @@ def _sweep_members(record: Path) -> list[Path]:
 
 def build(runs: list[Run]) -> str:
     """The HTML page."""
-    figures: list[tuple[str, str]] = [
-        (f"{run.name}: training loss and dev accuracy per task", _curves(run)) for run in runs
-    ]
+    figures: list[tuple[str, str]] = [("Training loss and dev metric per task, every run", _curves(runs))]
     if any(_recovery_rows(run) for run in runs):
         figures.append(("Loss recovery after each block switch", _recovery(runs)))
+    notes = []
     if (axis := _swept_task(runs)) is not None:
-        title = f"Figure 2: best dev accuracy against {runs[0].title(axis)} steps per block"
-        figures.append((title, _figure2(runs, axis)))
+        swept = f"tasks.{axis}.steps"
+        if others := sorted(differing_keys([run for run in runs if run.summary]) - {swept}):
+            notes.append(
+                f"No Figure 2: the finished runs differ in {swept} but also in {', '.join(others)}; "
+                f"report runs that differ in {swept} alone."
+            )
+        else:
+            title = f"Figure 2: best dev metric against {runs[0].title(axis)} steps per block"
+            figures.append((title, _figure2(runs, axis)))
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8"><title>mtl report</title>',
@@ -155,25 +175,58 @@ def build(runs: list[Run]) -> str:
         f"<p>{len(runs)} run(s), written {html.escape(time.strftime('%Y-%m-%d %H:%M'))}.</p>",
         "<h2>Results</h2>",
         _results_table(runs),
+        *(f'<p class="note">{html.escape(note)}</p>' for note in notes),
     ]
     for title, image in figures:
         parts += [
             f"<h2>{html.escape(title)}</h2>",
-            f'<img src="data:image/png;base64,{image}" alt="{html.escape(title)}">',
+            f'<img src="data:image/svg+xml;base64,{image}" alt="{html.escape(title)}">',
         ]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+# Keys that name or place a run, or only pace its bookkeeping: not what a comparison varies.
+NOT_COMPARED = ("run.name", "run.out", "run.group", "run.wandb", "run.checkpoint_every", "run.eval_batch")
+
+
+def flat_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"model": {"hidden": 8}}` as `{"model.hidden": 8}`."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(flat_config(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def differing_keys(runs: list[Run]) -> set[str]:
+    """The config keys whose values are not the same in every run (a key one run lacks differs)."""
+    configs = [flat_config(run.config) for run in runs]
+    keys = set().union(*configs) if configs else set()
+    return {
+        key
+        for key in keys
+        if not key.startswith(NOT_COMPARED) and len({json.dumps(c.get(key)) for c in configs}) > 1
+    }
 
 
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}"
     "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
     "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}img{max-width:100%}"
+    ".note{background:#fff8e1;border-left:4px solid #f0b400;padding:6px 10px}"
 )
 
 
 def _results_table(runs: list[Run]) -> str:
-    transfer_tasks = sorted({task for run in runs for task in run.transfer})
+    reports = sorted({report for run in runs for report in run.transfer}, key=lambda r: (r != "transfer", r))
+    transfer = [
+        (report, task)
+        for report in reports
+        for task in _transfer_order({t for run in runs for t in run.transfer.get(report, {})})
+    ]
     tasks = list(dict.fromkeys(task for run in runs for task in run.tasks))
     titles = {task: next(run.title(task) for run in runs if task in run.tasks) for task in tasks}
     evaluations = [
@@ -182,32 +235,69 @@ def _results_table(runs: list[Run]) -> str:
         for split in ("dev", "test")
         if any(_best(run, task, split) is not None for run in runs)
     ]
+    swept = sorted(differing_keys(runs)) if len(runs) > 1 else []
+    fixed = ["run", "encoder", *swept, "steps per block", "steps", "stopped by"]
     columns = [
-        "run",
-        "encoder",
-        "steps per block",
-        "steps",
-        "stopped by",
+        *fixed,
         *(f"{titles[task]} {split}" for task, split in evaluations),
-        *transfer_tasks,
+        *(
+            task if report == "transfer" else f"{task} ({report.removeprefix('transfer-')})"
+            for report, task in transfer
+        ),
     ]
     rows = []
     for run in runs:
-        model, s = run.config["model"], run.summary
+        s, flat = run.summary, flat_config(run.config)
         rows.append(
             [
                 run.name,
-                f"{model['encoder']} {model['hidden']}",
+                run.encoder,
+                *(str(flat.get(key, "–")) for key in swept),
                 " / ".join(f"{task} {run.block_steps(task)}" for task in run.tasks),
                 str(s.get(metrics.GLOBAL_STEP, _last_step(run))),
                 s.get("stop_reason") or _unfinished_state(run),
                 *(_percent(_best(run, task, split)) for task, split in evaluations),
-                *(run.transfer.get(task, "–") for task in transfer_tasks),
+                *(run.transfer.get(report, {}).get(task, "–") for report, task in transfer),
             ]
         )
+    best = {column: _best_value([row[column] for row in rows]) for column in range(len(fixed), len(columns))}
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td><strong>{html.escape(v)}</strong></td>"
+            if best.get(i) == v
+            else f"<td>{html.escape(v)}</td>"
+            for i, v in enumerate(row)
+        )
+        + "</tr>"
+        for row in rows
+    )
+    legend = (
+        "<p>Bold: the best run of a column (higher is better for every score shown).</p>"
+        if len(runs) > 1
+        else ""
+    )
+    return f"<table><tr>{head}</tr>{body}</table>{legend}"
+
+
+def _transfer_order(tasks: set[str]) -> list[str]:
+    """SentEval's order (Table 2's columns), then any other task by name."""
+    from mtl.eval.transfer.suite import COLUMNS
+
+    return [t for t in COLUMNS if t in tasks] + sorted(tasks - set(COLUMNS))
+
+
+def _best_value(values: list[str]) -> str | None:
+    """The cell holding the highest score of a column (its first number: MRPC's accuracy, STS's
+    Pearson), when at least two runs have one."""
+    scored = []
+    for value in values:
+        try:
+            scored.append((float(value.split("/")[0]), value))
+        except ValueError:
+            continue
+    return max(scored)[1] if len(scored) > 1 else None
 
 
 def _best(run: Run, task: str, split: str) -> Any:
@@ -246,34 +336,63 @@ def _smoothed(values: list[float]) -> list[float]:
     return [statistics.fmean(values[max(0, i - WINDOW + 1) : i + 1]) for i in range(len(values))]
 
 
-def _curves(run: Run) -> str:
+def _curves(runs: list[Run]) -> str:
+    """A column per task: its training loss (smoothed; raw too for one run) over its dev metric,
+    every run overlaid in its own colour, the two charts sharing the task's step axis."""
     plt = pyplot()
-    tasks = run.tasks
-    figure, axes = plt.subplots(2, len(tasks), figsize=(5.5 * len(tasks), 6), squeeze=False)
+    tasks = list(dict.fromkeys(task for run in runs for task in run.tasks))
+    figure, axes = plt.subplots(2, len(tasks), figsize=(5.5 * len(tasks), 6.5), squeeze=False, sharex="col")
+    colours = run_colours(runs)
     for column, task in enumerate(tasks):
-        steps = [r[metrics.of_task(task, "step")] for r in run.records if metrics.train(task, "loss") in r]
-        losses = [r[metrics.train(task, "loss")] for r in run.records if metrics.train(task, "loss") in r]
         loss_axis, dev_axis = axes[0][column], axes[1][column]
-        loss_axis.plot(steps, losses, color="#9ecae1", linewidth=0.8, label="loss")
-        loss_axis.plot(steps, _smoothed(losses), color="#08519c", linewidth=1.6, label=f"mean of {WINDOW}")
-        dev = run.dev_metric(task)
-        evaluations = [r for r in run.records if dev in r]
-        dev_axis.plot(
-            [r[metrics.of_task(task, "step")] for r in evaluations],
-            [100 * r[dev] for r in evaluations],
-            marker="o",
-            color="#a63603",
-        )
+        having = [run for run in runs if task in run.tasks]
+        metric = "acc"
+        for run in having:
+            colour = colours[run.name]
+            trained = [r for r in run.records if metrics.train(task, "loss") in r]
+            steps = [r[metrics.of_task(task, "step")] for r in trained]
+            losses = [r[metrics.train(task, "loss")] for r in trained]
+            if len(runs) == 1:
+                loss_axis.plot(steps, losses, color=colour, alpha=0.3, linewidth=0.8)
+            loss_axis.plot(steps, _smoothed(losses), color=colour, linewidth=1.6, label=run.name)
+            if (dev := run.dev_metric(task)) is None:
+                continue
+            metric = dev.rsplit("/", 1)[1]
+            scale = 1 if metric in ("loss", "ppl") else 100
+            evaluations = [r for r in run.records if dev in r]
+            dev_axis.plot(
+                [r[metrics.of_task(task, "step")] for r in evaluations],
+                [scale * r[dev] for r in evaluations],
+                marker="o",
+                markersize=3,
+                color=colour,
+                label=run.name,
+            )
+        blocks = {tuple(_task_blocks(run, task)) for run in having}
         for axis in (loss_axis, dev_axis):
-            _shade_blocks(axis, _task_blocks(run, task))
+            if len(blocks) == 1:  # shade only blocks every run shares
+                _shade_blocks(axis, list(next(iter(blocks))))
             axis.xaxis.set_major_locator(_integer_ticks())
             axis.grid(alpha=0.3)
-        loss_axis.set_title(f"{run.title(task)}: training loss")
-        loss_axis.legend(loc="upper right", fontsize=8)
-        dev_axis.set_title(f"{run.title(task)}: dev {(dev or '/acc').rsplit('/', 1)[1]} (%)")
-        dev_axis.set_xlabel(f"{task} step (its blocks shaded)")
-    figure.tight_layout()
-    return png_base64(figure)
+        title = having[0].title(task)
+        loss_axis.set_title(f"{title}: training loss (mean of {WINDOW} steps)", fontsize=10)
+        dev_axis.set_title(
+            f"{title}: dev {metric}" + ("" if metric in ("loss", "ppl") else " (%)"), fontsize=10
+        )
+        shaded = " (its blocks shaded)" if len(blocks) == 1 else " (blocks differ between runs: not shaded)"
+        dev_axis.set_xlabel(f"{task} step{shaded}")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper center", ncol=min(len(runs), 4), fontsize=8, frameon=False)
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.04 * ((len(runs) + 3) // 4)))
+    return svg_base64(figure)
+
+
+def run_colours(runs: list[Run]) -> dict[str, Any]:
+    """A colour per run, the same in every chart of the page."""
+    import matplotlib
+
+    palette = matplotlib.colormaps["tab10" if len(runs) <= 10 else "tab20"]
+    return {run.name: palette(index % palette.N) for index, run in enumerate(runs)}
 
 
 def _task_blocks(run: Run, task: str) -> list[tuple[int, int]]:
@@ -306,20 +425,22 @@ def _recovery_rows(run: Run) -> list[dict[str, Any]]:
 def _recovery(runs: list[Run]) -> str:
     plt = pyplot()
     figure, (jumps, recoveries) = plt.subplots(1, 2, figsize=(11, 4))
+    colours = run_colours(runs)
+    markers = "os^Dv"
     for run in runs:
-        for task in run.tasks:
+        for number, task in enumerate(run.tasks):
             rows = [r for r in _recovery_rows(run) if r[metrics.phase("task")] == task]
             if not rows:
                 continue
             label = f"{run.name} {run.title(task)}"
+            style = {"color": colours[run.name], "marker": markers[number % len(markers)], "label": label}
             blocks = [r[metrics.phase("block")] for r in rows]
-            jumps.plot(blocks, [r[metrics.phase("jump")] for r in rows], marker="o", label=label)
+            jumps.plot(blocks, [r[metrics.phase("jump")] for r in rows], **style)
             recovered = [(r[metrics.phase("block")], r[metrics.phase("recovery_steps")]) for r in rows]
             recoveries.plot(
                 [b for b, s in recovered if s is not None],
                 [s for _, s in recovered if s is not None],
-                marker="o",
-                label=label,
+                **style,
             )
     jumps.set_title("loss jump after a switch (smoothed)", fontsize=10)
     recoveries.set_title("steps until the loss is back (recovered blocks)", fontsize=10)
@@ -329,7 +450,7 @@ def _recovery(runs: list[Run]) -> str:
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
     figure.tight_layout()
-    return png_base64(figure)
+    return svg_base64(figure)
 
 
 def _figure2(runs: list[Run], swept: str) -> str:
@@ -356,7 +477,7 @@ def _figure2(runs: list[Run], swept: str) -> str:
         )
         axis.grid(alpha=0.3)
     figure.tight_layout()
-    return png_base64(figure)
+    return svg_base64(figure)
 
 
 def pyplot() -> Any:
@@ -374,9 +495,10 @@ def _integer_ticks() -> Any:
     return MaxNLocator(integer=True)
 
 
-def png_base64(figure: Any) -> str:
+def svg_base64(figure: Any) -> str:
+    """The figure as SVG (sharp at any zoom), base64 for a data: URI."""
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100)
+    figure.savefig(buffer, format="svg")
     pyplot().close(figure)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 

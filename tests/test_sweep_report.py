@@ -74,22 +74,74 @@ def test_the_report_of_a_sweep_holds_one_image_per_plot_and_every_run(sweep_dir,
     out, _ = sweep_dir
     page_path = tmp_path / "report.html"
     assert main(["report", str(out), f"out={page_path}"]) == 0
+    text = page_path.read_text(encoding="utf-8")
+    page = Page()
+    page.feed(text)
+    titles = [image["alt"] for image in page.images]
+    # Every run overlaid in one set of curves, the recovery after block switches, Figure 2 (steps_nli differs).
+    assert len(titles) == 3 and titles[1].startswith("Loss recovery") and titles[2].startswith("Figure 2")
+    for image in page.images:
+        prefix = "data:image/svg+xml;base64,"
+        assert image["src"].startswith(prefix)
+        svg = base64.b64decode(image["src"][len(prefix) :]).decode()
+        assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    curves = base64.b64decode(page.images[0]["src"].split(",", 1)[1]).decode()
+    assert "steps_nli2" in curves and "steps_nli4" in curves  # both runs in one chart's legend
+    assert {"steps_nli2", "steps_nli4", "tasks.nli.steps"} <= set(page.cells)  # the swept key is a column
+    assert "<strong>" in text  # each column's best run
+
+
+def member_copy(sweep_dir, tmp_path, name, change):
+    """A copy of the sweep's first member whose recorded config `change` edits."""
+    import shutil
+
+    out, _ = sweep_dir
+    copy = tmp_path / name
+    shutil.copytree(out / "steps_nli2", copy, ignore=shutil.ignore_patterns("wandb", "checkpoints"))
+    record = json.loads((copy / "config.json").read_text())
+    change(record["config"])
+    (copy / "config.json").write_text(json.dumps(record))
+    return copy
+
+
+def test_figure_2_needs_runs_that_differ_in_the_swept_key_alone(sweep_dir, tmp_path):
+    out, _ = sweep_dir
+
+    def wider(config):
+        config["tasks"]["nli"]["steps"] = 8
+        config["model"]["hidden"] = 64
+
+    other = member_copy(sweep_dir, tmp_path, "wide", wider)
+    page_path = tmp_path / "report.html"
+    assert (
+        main(["report", str(out / "steps_nli2"), str(out / "steps_nli4"), str(other), f"out={page_path}"])
+        == 0
+    )
+    text = page_path.read_text(encoding="utf-8")
+    assert "<h2>Figure 2" not in text
+    assert "No Figure 2: the finished runs differ in tasks.nli.steps but also in model.hidden" in text
+
+
+def test_every_transfer_report_and_the_pretrained_models_name_reach_the_table(sweep_dir, tmp_path):
+    def pretrained(config):
+        config["model"].update(encoder="hf", hf_model="../shared/data/models/all-MiniLM-L6-v2")
+
+    run = member_copy(sweep_dir, tmp_path, "minilm", pretrained)
+    for name, accuracy in (("transfer", 0.81), ("transfer-fast", 0.79), ("transfer-fast-pool-mean", 0.75)):
+        (run / f"{name}.json").write_text(json.dumps({"results": {"MR": {"acc": accuracy}}}))
+    page_path = tmp_path / "report.html"
+    assert main(["report", str(run), f"out={page_path}"]) == 0
     page = Page()
     page.feed(page_path.read_text(encoding="utf-8"))
-    titles = [image["alt"] for image in page.images]
-    # Per run its curves, then the recovery after block switches, then Figure 2 (steps_nli differs).
-    assert len(titles) == 4 and titles[2].startswith("Loss recovery") and titles[3].startswith("Figure 2")
-    for image in page.images:
-        prefix = "data:image/png;base64,"
-        assert image["src"].startswith(prefix)
-        assert base64.b64decode(image["src"][len(prefix) :])[:8] == b"\x89PNG\r\n\x1a\n"
-    assert {"steps_nli2", "steps_nli4"} <= set(page.cells)
+    for cell in ("all-MiniLM-L6-v2", "MR", "MR (fast)", "MR (fast-pool-mean)", "81.00", "79.00", "75.00"):
+        assert cell in page.cells, cell
+    assert "hf 8" not in page.cells
 
 
 def test_report_finds_a_group_and_names_a_folder_that_is_not_a_run(sweep_dir, tmp_path, capsys):
     out, _ = sweep_dir
     assert main(["report", "group=tiny", f"runs={out.parent}", f"out={tmp_path / 'g.html'}"]) == 0
-    assert (tmp_path / "g.html").read_text().count("<img") == 4
+    assert (tmp_path / "g.html").read_text().count("<img") == 3
     assert main(["report", str(tmp_path)]) == 2
     assert "is not a run folder" in capsys.readouterr().err
 

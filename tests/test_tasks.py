@@ -61,7 +61,9 @@ def test_a_task_registered_in_a_test_trains_beside_the_built_in_ones(tiny_data, 
         progress=False,
     )
     assert [summary[f"steps/{task}"] for task in ("nli", "squad", "parity")] == [6, 4, 4]
-    assert parity.losses_computed == 4  # its own loss, once per step
+    # Its own loss, once per step (4) and once per evaluation (dev at steps 7 and 14, test): the dev loss.
+    assert parity.losses_computed == 4 + 3
+    assert summary["best/parity/dev/loss"] > 0
     records = read_metrics(run_dir / "metrics.jsonl")
     parity_steps = [r for r in records if "parity/train/loss" in r]
     assert [r["global_step"] for r in parity_steps] == [6, 7, 13, 14]
