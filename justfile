@@ -47,6 +47,10 @@ dashboard *args:
 bench-train *args:
     {{python}} -m mtl bench-train "$@"
 
+# sentences/s of encode() next to InferSent's encode() on SNLI dev+test (e.g. hidden=2048 device=cuda, limit=5000)
+bench-encode *args:
+    {{python}} -m mtl bench-encode "$@"
+
 # training examples/s with 1 and 2 torchrun processes, 1 thread each (e.g. processes=1,2,4 threads=1)
 bench-ranks *args:
     {{python}} -m mtl bench-ranks "$@"

@@ -118,6 +118,12 @@ def dashboard(args: Sequence[str]) -> None:
     print(f"workspace {'written to' if config.spec else 'saved:'} {where}")
 
 
+def bench_encode(args: Sequence[str]) -> None:
+    from mtl.bench import encode as bench
+
+    print(bench.report(bench.run(apply_overrides(bench.BenchEncodeConfig(), args))))
+
+
 def bench_ranks(args: Sequence[str]) -> None:
     from mtl.bench import ranks as bench
 
@@ -308,6 +314,11 @@ COMMANDS: dict[str, Command] = {
         bench_train,
         "a training step of mtl next to the 2018 code's and a bare-LSTM floor, at 300-d",
         _config("mtl.bench.train", "BenchTrainConfig"),
+    ),
+    "bench-encode": Command(
+        bench_encode,
+        "sentences/s of encode() next to an InferSent-style encoder, with encode()'s time by stage",
+        _config("mtl.bench.encode", "BenchEncodeConfig"),
     ),
     "bench-ranks": Command(
         bench_ranks,

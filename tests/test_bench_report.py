@@ -1,5 +1,7 @@
 from mtl.bench import train
 
+from .conftest import FIXTURES
+
 
 def row(setting, task, mode, reference, fp32, bf16, floor):
     return {
@@ -74,3 +76,36 @@ def test_padding_fill_counts_real_tokens_within_each_call(tiny_data):
     )
     random, bucketed = (train.padding_fill(data, "nli", 8, window, 1234) for window in (1, 50))
     assert 0 < random < bucketed <= 1
+
+
+def test_bench_encode_times_the_same_work_for_both_contenders(capsys):
+    import numpy as np
+    import torch
+
+    from mtl.bench import encode as bench
+    from mtl.eval.encoder import SentenceEncoder
+    from mtl.models.encoders import build_encoder
+    from mtl.models.encoders.base import EncoderConfig, frozen_embedding
+    from mtl.text import Tokenizer
+    from mtl.text.vocab import Vocabulary
+
+    config = bench.BenchEncodeConfig(snli=str(FIXTURES / "snli_tiny"), hidden=6, runs=1, limit=40)
+    sentences = bench.distinct_sentences(config)
+    assert len(sentences) == 40 and len(set(sentences)) == 40
+    tokenizer = Tokenizer()
+    words = sorted({w for tokens in tokenizer.tokenize(sentences) for w in tokens})
+    matrix = torch.randn(len(words) + 2, 5)
+    encoder = build_encoder(
+        frozen_embedding(matrix), EncoderConfig(encoder="bilstm", hidden=6, pooling="max")
+    )
+    ours = SentenceEncoder(encoder, Vocabulary(words), tokenizer, None, torch.device("cpu"), "x")
+    vectors = {w: matrix[i + 2].numpy() for i, w in enumerate(words)}
+    reference = bench.InferSentStyle(ours.encoder.lstm, vectors, tokenizer, torch.device("cpu"))
+    # One sentence per batch: no padding, so InferSent's max (which pads with zeros) is mtl's.
+    np.testing.assert_allclose(reference.encode(sentences, 1), ours.encode(sentences), rtol=1e-5, atol=1e-6)
+
+    results = bench.run(config)
+    assert results["sentences"] == 40 and set(results["seconds"]) == {"reference", "mtl"}
+    assert set(results["split"]) == {"tokenize", "batch", "encode", "copy"}
+    text = bench.report(results)
+    assert "| reference (batch 64) |" in text and "| mtl (batch 128) |" in text and "- tokenize:" in text

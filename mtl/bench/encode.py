@@ -1,0 +1,199 @@
+"""`just bench-encode`: sentences/s of mtl's `encode()` next to an InferSent-style encoder.
+
+The same distinct sentences (SNLI dev + test: 25,741 with the full splits), raw strings in,
+float32 vectors out, tokenization included, on the same BiLSTM-max weights over 300-d
+inputs (random vectors for the sentences' words when the vectors file is not 300-d: the
+cost is the same), each contender timed `runs` times, interleaved, median reported:
+
+- `reference`: InferSent's `encode()` (Conneau et al. 2017, `models.py`): sentences sorted
+  by length, batches of `batch` (64), each batch's word vectors gathered on the host from a
+  word -> vector dict into a (T, B, 300) array, copied to the device, `pack_padded_sequence`,
+  the LSTM, `pad_packed_sequence`, max over time, copied back to the host per batch. Its
+  tokenizer is the same as mtl's here (InferSent's NLTK `word_tokenize` would only add to
+  its time), so the comparison is of what happens after.
+- `mtl`: `SentenceEncoder.encode(sentences)` as a user calls it.
+
+A second, instrumented pass of mtl's encode splits its time into tokenize (text -> ids),
+batch (ids -> padded tensors on the device), encode (the encoder's forward, synchronized)
+and copy (vectors back to the host): where the time goes.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from mtl.config import AtLeast0, AtLeast1
+from mtl.data.snli import load_snli
+from mtl.device import resolve_device, to_device
+from mtl.eval.encoder import SentenceEncoder
+from mtl.models.encoders import build_encoder
+from mtl.models.encoders.base import EncoderConfig, frozen_embedding
+from mtl.text import Tokenizer
+from mtl.text.vocab import Vocabulary
+
+INPUT_DIM = 300  # glove.840B.300d, the paper's vectors
+
+
+@dataclass
+class BenchEncodeConfig:
+    snli: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
+    splits: str = "dev,test"  # the SNLI splits whose distinct sentences are encoded
+    limit: AtLeast0 = 0  # the first N distinct sentences only; 0: all
+    hidden: AtLeast1 = 512  # BiLSTM width per direction (the paper's 2048 on a GPU)
+    batch: AtLeast1 = 64  # the reference's sentences per batch (InferSent's default)
+    encode_batch: AtLeast1 = 128  # mtl's encode(batch_size=)
+    runs: AtLeast1 = 3  # timed runs per contender (the median is reported)
+    device: str = "auto"  # auto: cuda when present
+    threads: AtLeast0 = 1  # torch threads on the CPU; 0 keeps torch's default
+
+
+class InferSentStyle:
+    """InferSent's encode(): host-side word vectors per batch, packed LSTM, max, copy back per batch."""
+
+    def __init__(self, lstm: nn.LSTM, vectors: dict[str, np.ndarray], tokenizer: Tokenizer, device):
+        self.lstm, self.vectors, self.tokenizer, self.device = lstm, vectors, tokenizer, device
+        self.dim = next(iter(vectors.values())).shape[0]
+
+    def encode(self, sentences: list[str], batch_size: int) -> np.ndarray:
+        words = [
+            [w for w in tokens if w in self.vectors] or ["</s>"]
+            for tokens in self.tokenizer.tokenize(sentences)
+        ]
+        lengths = np.array([len(w) for w in words])
+        order = np.argsort(-lengths, kind="stable")
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(words), batch_size):
+                chosen = order[start : start + batch_size]
+                batch = np.zeros((lengths[chosen[0]], len(chosen), self.dim), dtype=np.float32)
+                for column, index in enumerate(chosen):
+                    for row, word in enumerate(words[index]):
+                        batch[row, column] = self.vectors[word]
+                packed = pack_padded_sequence(
+                    torch.from_numpy(batch).to(self.device), lengths[chosen].tolist()
+                )
+                states = pad_packed_sequence(self.lstm(packed)[0])[0]  # (T, B, 2H), zeros at padding
+                out.append(torch.max(states, 0)[0].cpu().numpy())
+        embeddings = np.vstack(out)
+        return embeddings[np.argsort(order, kind="stable")]
+
+
+def run(bench: BenchEncodeConfig) -> dict:
+    if bench.threads and not torch.cuda.is_available():
+        torch.set_num_threads(bench.threads)
+    device = resolve_device(bench.device)
+    sentences = distinct_sentences(bench)
+    tokenizer = Tokenizer(lowercase=True)
+    words = sorted({w for tokens in tokenizer.tokenize(sentences) for w in tokens})
+    rng = np.random.default_rng(0)
+    matrix = rng.normal(0, 0.4, size=(len(words) + 2, INPUT_DIM)).astype(np.float32)
+    matrix[0] = 0.0
+    torch.manual_seed(0)
+    encoder = build_encoder(
+        frozen_embedding(torch.from_numpy(matrix)),
+        EncoderConfig(encoder="bilstm", hidden=bench.hidden, pooling="max"),
+    )
+    ours = SentenceEncoder(encoder, Vocabulary(words), tokenizer, None, device, name="bench")
+    lstm = ours.encoder.lstm
+    reference = InferSentStyle(
+        lstm, {w: matrix[i + 2] for i, w in enumerate(words)} | {"</s>": matrix[1]}, tokenizer, device
+    )
+    contenders = {
+        "reference": lambda: reference.encode(sentences, bench.batch),
+        "mtl": lambda: ours.encode(sentences, batch_size=bench.encode_batch),
+    }
+    for encode in contenders.values():  # warm up: kernels, allocator, spaCy's caches
+        encode()
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(bench.runs):
+        for name, encode in contenders.items():
+            times[name].append(timed(encode, device))
+    return {
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "sentences": len(sentences),
+        "hidden": bench.hidden,
+        "batch": bench.batch,
+        "encode_batch": bench.encode_batch,
+        "seconds": {name: statistics.median(values) for name, values in times.items()},
+        "split": split_times(ours, sentences, bench.encode_batch, device),
+    }
+
+
+def distinct_sentences(bench: BenchEncodeConfig) -> list[str]:
+    """Every distinct premise and hypothesis of the chosen SNLI splits, in file order."""
+    found: dict[str, None] = {}
+    for split in bench.splits.split(","):
+        for column in load_snli(bench.snli, split.strip()).columns:
+            found.update(dict.fromkeys(column))
+    sentences = list(found)
+    return sentences[: bench.limit] if bench.limit else sentences
+
+
+def timed(action, device: torch.device) -> float:
+    synchronize(device)
+    started = time.perf_counter()
+    action()
+    synchronize(device)
+    return time.perf_counter() - started
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def split_times(ours: SentenceEncoder, sentences: list[str], batch_size: int, device) -> dict[str, float]:
+    """encode()'s stages timed apart (each synchronized, so their sum exceeds a plain call a little)."""
+    stages = dict.fromkeys(("tokenize", "batch", "encode", "copy"), 0.0)
+    started = time.perf_counter()
+    ids = ours.token_ids(sentences)
+    stages["tokenize"] = time.perf_counter() - started
+    lengths = np.array([len(i) for i in ids])
+    order = np.argsort(-lengths, kind="stable")
+    with torch.inference_mode():
+        for start in range(0, len(ids), batch_size):
+            clock = time.perf_counter()
+            chosen = order[start : start + batch_size]
+            batch = np.zeros((len(chosen), lengths[chosen].max()), dtype=np.int64)
+            for row, index in enumerate(chosen):
+                batch[row, : lengths[index]] = ids[index]
+            tokens = to_device(torch.from_numpy(batch), device)
+            synchronize(device)
+            stages["batch"] += time.perf_counter() - clock
+            clock = time.perf_counter()
+            embedded = ours.encoder(tokens, torch.from_numpy(lengths[chosen]))
+            synchronize(device)
+            stages["encode"] += time.perf_counter() - clock
+            clock = time.perf_counter()
+            embedded.float().cpu().numpy()
+            stages["copy"] += time.perf_counter() - clock
+    return stages
+
+
+def report(results: dict) -> str:
+    seconds, count = results["seconds"], results["sentences"]
+    lines = [
+        f"bench-encode: {count:,} distinct SNLI sentences, BiLSTM-max {results['hidden']} over 300-d inputs, "
+        f"{results['device']}, {results['threads']} thread(s); median of the runs",
+        "",
+        "| contender | seconds | sentences/s | vs reference |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, value in seconds.items():
+        batch = results["batch"] if name == "reference" else results["encode_batch"]
+        lines.append(
+            f"| {name} (batch {batch}) | {value:.2f} | {count / value:,.0f} | {seconds['reference'] / value:.2f}x |"
+        )
+    split = results["split"]
+    total = sum(split.values())
+    lines += ["", "mtl's encode() by stage (one instrumented pass):", ""]
+    lines += [f"- {stage}: {value:.2f} s ({100 * value / total:.0f}%)" for stage, value in split.items()]
+    return "\n".join(lines)
