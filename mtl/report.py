@@ -217,6 +217,7 @@ STYLE = (
     "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
     "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}img{max-width:100%}"
     ".note{background:#fff8e1;border-left:4px solid #f0b400;padding:6px 10px}"
+    ".wide{overflow-x:auto}td{white-space:nowrap}"  # many transfer columns: the table scrolls, cells stay whole
 )
 
 
@@ -278,7 +279,7 @@ def _results_table(runs: list[Run]) -> str:
         if len(runs) > 1
         else ""
     )
-    return f"<table><tr>{head}</tr>{body}</table>{legend}"
+    return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>{legend}'
 
 
 def _transfer_order(tasks: set[str]) -> list[str]:

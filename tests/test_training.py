@@ -121,6 +121,45 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_data, tmp_path)
     )
 
 
+def test_prefetching_changes_no_batch_even_across_a_resume(tiny_data, tmp_path, monkeypatch):
+    from mtl.train.prefetch import Prefetcher
+
+    taken = []
+    real_take = Prefetcher.take
+
+    def take(self, task, rows):
+        hits = self.hits
+        prepared = real_take(self, task, rows)
+        taken.append(self.hits > hits)
+        return prepared
+
+    monkeypatch.setattr(Prefetcher, "take", take)
+    # Blocks of 7 and 5 steps, evaluations every 20, an NLI epoch ends at step 25, a kill at 33.
+    extra = (
+        "max_steps=70",
+        "checkpoint_every=6",
+        "eval_every=20",
+        "steps_nli=7",
+        "steps_squad=5",
+        "dropout=0.2",
+    )
+    plain_dir, plain = start(tiny_data, tmp_path / "plain", *extra, "prefetch=off")
+    assert taken == []
+    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, "prefetch=on", killed_after=33)
+    _, resumed = run.resume(cut_dir, progress=False)
+    assert len(taken) == 33 + (70 - 30)  # every step of the run (resumed from its checkpoint at 30)
+    assert taken[0] is False and sum(taken) >= len(taken) - 3  # ready in time but after a (re)start
+    assert deterministic_summary(resumed) == deterministic_summary(plain)
+    for name in ("encoder.pt", "checkpoints/best.pt"):
+        a = torch.load(plain_dir / name, weights_only=True)
+        b = torch.load(cut_dir / name, weights_only=True)
+        key = "encoder" if name == "encoder.pt" else "model"
+        assert all(torch.equal(a[key][k], b[key][k]) for k in a[key]), name
+    assert without_timing(read_metrics(cut_dir / "metrics.jsonl")) == without_timing(
+        read_metrics(plain_dir / "metrics.jsonl")
+    )
+
+
 def test_resume_crosses_block_and_epoch_boundaries(tiny_data, tmp_path):
     extra = ("max_steps=70", "checkpoint_every=6", "eval_every=20", "steps_nli=7", "steps_squad=5")
     straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)

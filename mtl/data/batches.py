@@ -135,6 +135,12 @@ class TaskStream:
     def batches_per_epoch(self) -> int:
         return -(-len(self.examples) // self.batch_size)
 
+    def peek(self) -> np.ndarray:
+        """Indices of the batch `next` will give, without moving on."""
+        if self._batches is None:
+            self._batches = self.epoch_batches(self.epoch)
+        return self._batches[self.position]
+
     def next(self) -> tuple[np.ndarray, bool]:
         """Indices of the next batch, and whether it ended an epoch."""
         if self._batches is None:

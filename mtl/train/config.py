@@ -132,6 +132,9 @@ class RunConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = (
         "auto"  # autocast; auto: bf16 where supported (LSTMs on CUDA: fp32, on TF32)
     )
+    prefetch: Literal["auto", "on", "off"] = (
+        "auto"  # the next step's batch prepared on a thread during this one; auto: on with CUDA
+    )
 
 
 @dataclass

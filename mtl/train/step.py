@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,16 +34,33 @@ class StepResult:
     seconds: float
 
 
+@dataclass
+class PreparedBatch:
+    """A step's inputs on the device: per micro-batch (sentence columns, labels, loss weights)."""
+
+    micro_batches: list[tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor, torch.Tensor]]
+
+
 class TaskStep:
     def __init__(
         self, config: TrainConfig, data: TrainingData, setup: Setup, dist: Distributed, device: torch.device
     ):
         self.config, self.data, self.setup, self.dist, self.device = config, data, setup, dist, device
 
-    def __call__(self, task: str, rows: np.ndarray, global_step: int) -> StepResult:
-        """Train `task` on its training examples `rows` (the global batch) at `global_step`."""
+    def __call__(
+        self,
+        task: str,
+        rows: np.ndarray,
+        global_step: int,
+        prepared: PreparedBatch | None = None,
+        while_running: Callable[[], None] = lambda: None,
+    ) -> StepResult:
+        """Train `task` on its training examples `rows` (the global batch) at `global_step`, from
+        `prepared` inputs when given; `while_running()` is called once the step is queued, before
+        its result is read (the prefetcher starts the next batch there)."""
         started = time.perf_counter()
-        totals = self.queue(task, rows, global_step)
+        totals = self.queue(task, rows, global_step, prepared)
+        while_running()
         # The step's one wait for the GPU (InferSent's loop reads its loss every step too).
         loss_sum, score_sum, grad_norm = totals.tolist()
         loss_sum, score_sum = self.dist.sum([loss_sum, score_sum])
@@ -50,7 +68,28 @@ class TaskStep:
             len(rows), loss_sum / len(rows), score_sum / len(rows), grad_norm, time.perf_counter() - started
         )
 
-    def queue(self, task: str, rows: np.ndarray, global_step: int) -> torch.Tensor:
+    def prepare(self, task: str, rows: np.ndarray) -> PreparedBatch:
+        """This rank's share of `rows` as device tensors, in micro-batches: the step's host work,
+        which the prefetcher runs on its thread during the step before."""
+        mine, weights = self._share_of(rows)
+        examples = self.data.examples[task]["train"]
+        # accumulate=k: k micro-batches, gradients summed, one update; DDP all-reduces after the last.
+        # An in-batch task scores each example against the whole batch: one micro-batch.
+        count = 1 if self.data.tasks[task].in_batch else min(self.config.optim.accumulate, len(mine))
+        return PreparedBatch(
+            [
+                (
+                    self.data.table.batch_columns(examples.sentences[mine[part]], self.device),
+                    to_device(torch.from_numpy(examples.labels[mine[part]]), self.device),
+                    to_device(torch.from_numpy(weights[part]), self.device),
+                )
+                for part in np.array_split(np.arange(len(mine)), count)
+            ]
+        )
+
+    def queue(
+        self, task: str, rows: np.ndarray, global_step: int, prepared: PreparedBatch | None = None
+    ) -> torch.Tensor:
         """Forward, backward and update, queued without waiting for the GPU (except fp16's
         gradient scaler, which reads whether the gradients overflowed); returns this rank's
         (loss sum, metric sum, gradient norm) on the device."""
@@ -58,23 +97,14 @@ class TaskStep:
         # Dropout masks from (seed, step, rank), as fairseq does: resuming needs no RNG state and
         # works with any number of ranks.
         torch.manual_seed(step_seed(self.config.run.seed, global_step, self.dist.rank))
-        mine, weights = self._share_of(rows)
-        examples = self.data.examples[task]["train"]
+        parts = (prepared or self.prepare(task, rows)).micro_batches
         network = setup.networks[task]
         setup.model.train()
         setup.model.zero_grad(set_to_none=True)
-        # accumulate=k: k micro-batches, gradients summed, one update; DDP all-reduces after the last.
-        # An in-batch task scores each example against the whole batch: one micro-batch.
-        micro_batches = 1 if definition.in_batch else min(self.config.optim.accumulate, len(mine))
-        parts = np.array_split(np.arange(len(mine)), micro_batches)
         totals = torch.zeros(2, device=self.device)  # loss sum, metric sum
-        for i, part in enumerate(parts):
+        for i, (sentences, labels, weight) in enumerate(parts):
             syncs = i == len(parts) - 1 or not self.dist.active
             with contextlib.nullcontext() if syncs else network.no_sync():
-                chosen = mine[part]
-                sentences = self.data.table.batch_columns(examples.sentences[chosen], self.device)
-                labels = to_device(torch.from_numpy(examples.labels[chosen]), self.device)
-                weight = to_device(torch.from_numpy(weights[part]), self.device)
                 with autocast(self.config.run.precision, self.device):
                     outputs = network(sentences)
                 losses = definition.losses(outputs, labels) * weight

@@ -33,6 +33,7 @@ from mtl.train.data import TrainingData, prepare
 from mtl.train.evaluate import evaluate_tasks
 from mtl.train.interrupts import StopRequests
 from mtl.train.lr_schedules import build_lr_schedule
+from mtl.train.prefetch import Prefetcher
 from mtl.train.resolve import resolve_settings
 from mtl.train.runlog import NullLog, RunLog
 from mtl.train.setup import build_setup
@@ -62,6 +63,9 @@ class Trainer:
         self.setup = build_setup(config, self.data, self.dist, self.device)
         self.model = self.setup.model
         self.step = TaskStep(config, self.data, self.setup, self.dist, self.device)
+        # On the CPU the thread would take cores from the step itself: only the GPU waits on the host.
+        prefetching = {"on": True, "off": False}.get(config.run.prefetch, self.device.type == "cuda")
+        self.prefetcher = Prefetcher(self.step.prepare, prefetching)
         self.task_ids = {task: i for i, task in enumerate(config.tasks)}  # their place in tasks=
         self.train_sizes = {task: max(size, 1) for task, size in sizes.items()}
         self.lr_schedule = build_lr_schedule(config.optim, self.setup.optimizers, config.main_task)
@@ -113,6 +117,7 @@ class Trainer:
             with self.stop_requests:
                 reason = self._loop()
         except BaseException as error:
+            self.prefetcher.close()
             if isinstance(error, Diverged):
                 self.checkpointer.tracker.alert("mtl run diverged", str(error))
                 self._event("diverged", why=str(error))  # `just report` says so; a resume cuts it off
@@ -120,6 +125,7 @@ class Trainer:
             if isinstance(error, Diverged):
                 raise UserError(str(error)) from None
             raise
+        self.prefetcher.close()  # a batch prepared for a step that will not come is dropped
         if reason is StopReason.INTERRUPTED:
             self.callbacks.close(exit_code=130)
             # torchrun stops every rank once one exits: the others wait until rank 0's files are complete.
@@ -159,7 +165,13 @@ class Trainer:
         """One optimizer step of `task` on the training examples `rows` (the global batch); returns its record."""
         state, metric = self.state, self.data.tasks[task].metric
         self.lr_schedule.before_step(state.global_step)
-        result: StepResult = self.step(task, rows, state.global_step)
+        result: StepResult = self.step(
+            task,
+            rows,
+            state.global_step,
+            self.prefetcher.take(task, rows) if self.prefetcher.enabled else None,
+            self._prefetch_next,
+        )
         if not math.isfinite(result.loss):  # caught after the update: the run stops without saving it
             latest = self.checkpointer.latest_step
             raise Diverged.at(
@@ -184,6 +196,14 @@ class Trainer:
         }
         self.callbacks.on_step(task, record)
         return record
+
+    def _prefetch_next(self) -> None:
+        """Start preparing the batch the step after this one will draw: the scheduler's next task,
+        its stream peeked (a stream the current step has already advanced)."""
+        if self.prefetcher.enabled:
+            upcoming = self.state.global_step + 1
+            task = self.setup.scheduler.task_at(upcoming)
+            self.prefetcher.schedule(task, self.setup.streams[task].peek())
 
     def _end_block(self, task: str, seconds: float) -> None:
         state, block = self.state, self.state.block
