@@ -395,7 +395,7 @@ def test_compare_objectives_transfers_each_member_and_writes_a_table_and_a_page(
     for member in ("tasksnli", "tasksqt"):
         assert (out / member / "transfer-fast.json").is_file()
     text = page.read_text()
-    assert text.startswith("<!doctype html>") and 'src="data:image/png;base64,' in text
+    assert text.startswith("<!doctype html>") and 'src="data:image/svg+xml;base64,' in text
     modified = (out / "tasksqt" / "transfer-fast.json").stat().st_mtime_ns
     compare(CompareConfig(out=str(out), transfer_tasks="MR,CR", data=str(senteval), device="cpu"))
     assert (out / "tasksqt" / "transfer-fast.json").stat().st_mtime_ns == modified  # not transferred again

@@ -388,7 +388,6 @@ def test_a_broken_preset_names_its_file(tiny_data, tmp_path, capsys, monkeypatch
     from mtl.train import presets
 
     monkeypatch.setattr(presets, "preset_dir", lambda: tmp_path)
-    monkeypatch.setattr(run, "preset_dir", lambda: tmp_path)
     (tmp_path / "broken.toml").write_text(text)
     assert train_cli(tiny_data, tmp_path / "run", "preset=broken") == 2
     assert re.match(f"error: {message}", one_error_line(capsys))
