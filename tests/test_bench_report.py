@@ -109,3 +109,32 @@ def test_bench_encode_times_the_same_work_for_both_contenders(capsys):
     assert set(results["split"]) == {"tokenize", "batch", "encode", "copy"}
     text = bench.report(results)
     assert "| reference (batch 64) |" in text and "| mtl (batch 128) |" in text and "- tokenize:" in text
+
+
+def test_bench_train_times_every_contender_on_the_same_batches(tiny_data, tmp_path):
+    from mtl.train.run import config_from_args
+    from mtl.train.trainer import Trainer
+
+    from .conftest import args_for
+
+    config = config_from_args(
+        args_for(tiny_data, tmp_path / "run", "hidden=6", "optim=sgd", "head_layers=1", "precision=fp32")
+    )
+    trainer = Trainer(config, tmp_path / "run", progress=False)
+    row = train.time_contenders(trainer, "nli", "bucketed", 50, ["fp32"], train.BenchTrainConfig(steps=3))
+    assert set(row["ms"]) == {"reference", "mtl fp32", "floor", "packed floor"}
+    assert all(low <= median <= high for median, low, high in row["ms"].values())
+    assert row["memory_mb"] == {}  # GPU memory is measured on CUDA only
+    row.update(setting="bilstm 6")
+    assert "packed floor" in train.format_row(row)
+
+
+def test_train_report_gives_the_packed_floor_and_gpu_memory():
+    bucketed = row("bilstm 2048", "nli", "bucketed", 28.0, 12.5, 10.0, 11.0)
+    bucketed["ms"]["packed floor"] = (6.9, 6.8, 7.0)
+    bucketed["memory_mb"] = {"reference": 900.0, "mtl fp32": 1234.5}
+    report = train.report(
+        results("H100", 16, row("bilstm 2048", "nli", "random", 30.0, 25.0, 20.0, 15.0), bucketed)
+    )
+    assert "1.81x the one-call packed floor" in report
+    assert "peak MB reference 900  mtl fp32 1,234" in report

@@ -12,7 +12,12 @@ and ClassifSQuAD batches, every contender steps on the very same batches, interl
 - `mtl fp32`, `mtl bf16`: the trainer's own step (`Trainer.train_batch`) at each precision;
 - `floor`: a bare bidirectional `nn.LSTM` forward and backward over each position padded to
   its own longest sentence: what any BiLSTM step must at least cost on the CPU (on a GPU,
-  mtl's packed sequences skip the padding this floor runs over).
+  mtl's packed sequences skip the padding this floor runs over);
+- `packed floor`: one `nn.LSTM` call, forward and backward, over every sentence of the batch
+  packed together (128 for an NLI batch of 64 pairs), no head: the least cuDNN itself needs
+  for the step's encoder work on a GPU.
+
+On CUDA each contender's peak GPU memory per step is reported too.
 
 With `device=cuda` every contender runs on the GPU (cuDNN), each timed to the end of its
 kernels, and `precisions` may add fp16. Both batching modes are timed: `random` batches
@@ -237,6 +242,16 @@ def time_contenders(
             total = total + floor(encoder.embedding(tokens))[0].sum()
         total.backward()
 
+    def packed_floor_step(rows: np.ndarray) -> None:
+        columns = trainer.data.table.batch_columns(examples.sentences[rows], device)
+        width = max(tokens.shape[1] for tokens, _ in columns)
+        tokens = torch.cat([nn.functional.pad(t, (0, width - t.shape[1])) for t, _ in columns])
+        lengths = torch.cat([n for _, n in columns])
+        packed = pack_padded_sequence(
+            encoder.embedding(tokens), lengths, batch_first=True, enforce_sorted=False
+        )
+        floor(packed)[0].data.sum().backward()
+
     def mtl_step(precision: str):
         def step(rows: np.ndarray) -> None:
             trainer.config.run.precision, trainer.setup.scaler = precision, scalers[precision]
@@ -251,22 +266,29 @@ def time_contenders(
         "reference": reference_step,
         **{f"mtl {p}": mtl_step(p) for p in precisions},
         "floor": floor_step,
+        "packed floor": packed_floor_step,
     }
     names = list(contenders)
     times: dict[str, list[float]] = {name: [] for name in names}
+    memory: dict[str, list[float]] = {name: [] for name in names}
     for i, rows in enumerate(batches):
         for name in names[i % len(names) :] + names[: i % len(names)]:  # rotate who goes first
             finish()
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
             started = time.perf_counter()
             contenders[name](rows)
             finish()
             if i >= bench.warmup:
                 times[name].append(1000 * (time.perf_counter() - started))
+                if device.type == "cuda":
+                    memory[name].append(torch.cuda.max_memory_allocated(device) / 2**20)
     padded = [trainer.data.table.lengths[examples.sentences[rows]].max(axis=0).sum() for rows in batches]
     return {
         "task": task,
         "mode": mode,
         "ms": {name: (statistics.median(t), min(t), max(t)) for name, t in times.items()},
+        "memory_mb": {name: max(m) for name, m in memory.items() if m},  # peak over the steps (CUDA)
         "tokens_per_example": float(np.mean(padded)),
     }
 
@@ -285,6 +307,8 @@ def format_row(row: dict) -> str:
         f"{name} {milliseconds(median):>7} ({milliseconds(low)}-{milliseconds(high)})"
         for name, (median, low, high) in row["ms"].items()
     )
+    if row.get("memory_mb"):
+        cells += " | peak MB " + "  ".join(f"{name} {mb:,.0f}" for name, mb in row["memory_mb"].items())
     return f"{row['setting']:<13} {row['task']:<5} {row['mode']:<8} | {cells}"
 
 
@@ -309,6 +333,11 @@ def report(results: dict) -> str:
                 f"faster than the reference on random batches ({milliseconds(reference)} ms); "
                 f"{ms / row['ms']['floor'][0]:.2f}x "
                 f"the bucketed floor"
+                + (
+                    f", {ms / row['ms']['packed floor'][0]:.2f}x the one-call packed floor"
+                    if "packed floor" in row["ms"]
+                    else ""
+                )
             )
     for (setting, task, mode), row in by_key.items():
         same = row["ms"]["reference"][0] / row["ms"]["mtl fp32"][0]

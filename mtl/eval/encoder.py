@@ -112,7 +112,8 @@ class SentenceEncoder:
         ids = self.token_ids(sentences)
         out = torch.zeros((len(ids), width), dtype=torch.float32, device=self.device)
         for chosen, embedded in self._encoded(ids, batch_size, pooling, show):
-            out[torch.from_numpy(chosen).to(self.device)] = embedded.float()  # stays on the device: one copy
+            # Kept on the device and copied back once; the index goes up pinned, so no batch waits.
+            out[to_device(torch.from_numpy(chosen), self.device)] = embedded.float()
         return finished(
             out,
             normalize=normalize_embeddings,
