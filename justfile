@@ -63,6 +63,10 @@ bench-hf *args:
 transfer *args:
     {{python}} -m mtl transfer "$@"
 
+# transfer results of runs side by side with paired bootstrap intervals (e.g. just compare runs/a runs/b report=transfer-fast)
+compare *args:
+    {{python}} -m mtl compare "$@"
+
 # transfer each run of a sweep over objectives, then a table and a page (e.g. after just sweep objectives max_minutes=20)
 compare-objectives *args:
     {{python}} -m mtl compare-objectives "$@"

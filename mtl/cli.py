@@ -145,6 +145,15 @@ def bench_transfer(args: Sequence[str]) -> None:
     print(bench.report(bench.run(config)))
 
 
+def compare(args: Sequence[str]) -> None:
+    from mtl import significance
+
+    config = apply_overrides(significance.SignificanceConfig(), [a for a in args if "=" in a])
+    out, text = significance.run([a for a in args if "=" not in a], config)
+    print(text)
+    print(f"written to {out} and {out.with_suffix('.json')}")
+
+
 def compare_objectives(args: Sequence[str]) -> None:
     from mtl.compare import CompareConfig, compare
 
@@ -334,6 +343,12 @@ COMMANDS: dict[str, Command] = {
         transfer,
         "SentEval-style transfer evaluation of an encoder",
         _config("mtl.eval.transfer.suite", "TransferConfig"),
+    ),
+    "compare": Command(
+        compare,
+        "transfer results of encoders, task by task, with paired bootstrap intervals and a verdict",
+        _config("mtl.significance", "SignificanceConfig"),
+        (("PATH", "none", "run folders or a sweep folder; runs that differ only in seed= form one encoder"),),
     ),
     "compare-objectives": Command(
         compare_objectives,

@@ -48,6 +48,8 @@ def test_sts_scores_average_plain_and_weighted():
     assert results["reversed/spearman"] == pytest.approx(-1.0)
     assert results["all/pearson"] == pytest.approx(0.0)
     assert results["all/pearson_weighted"] == pytest.approx((40 - 20) / 60)
+    assert results["items"]["reversed/gold"].tolist() == reverse.tolist()
+    np.testing.assert_allclose(results["items"]["same/predicted"], cosine(a, b))
 
 
 def separable(n=200, seed=0):
@@ -59,9 +61,13 @@ def separable(n=200, seed=0):
 
 def test_cross_validation_on_separable_and_random_labels():
     x, y = separable()
-    assert cross_validated_accuracy(x, y, FAST) == pytest.approx(1.0, abs=0.02)
+    result = cross_validated_accuracy(x, y, FAST)
+    assert result["acc"] == pytest.approx(1.0, abs=0.02)
+    # Every item predicted once, by the fold it was a test item of: their accuracy is the folds'.
+    assert np.array_equal(result["items"]["gold"], y)
+    assert (result["items"]["predicted"] == y).mean() == pytest.approx(result["acc"], abs=1e-9)
     noise = np.random.default_rng(1).integers(0, 2, 200)
-    assert cross_validated_accuracy(x, noise, FAST) == pytest.approx(0.5, abs=0.12)
+    assert cross_validated_accuracy(x, noise, FAST)["acc"] == pytest.approx(0.5, abs=0.12)
 
 
 def test_train_test_and_dev_tuned_accuracy():

@@ -80,18 +80,24 @@ def best_penalty_by_cv(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> floa
 
 def _outer_fold(
     x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, protocol: Protocol
-) -> float:
+) -> np.ndarray:
+    """The fold's predictions for its test items."""
     penalty = best_penalty_by_cv(x[train], y[train], protocol)
-    return _fit(x[train], y[train], penalty, protocol).score(x[test], y[test])
+    return _fit(x[train], y[train], penalty, protocol).predict(x[test])
 
 
-def cross_validated_accuracy(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> float:
-    """Mean test accuracy over `folds` outer folds, C tuned inside each training fold."""
-    folds = StratifiedKFold(protocol.folds, shuffle=True, random_state=protocol.seed)
-    accuracies = Parallel(n_jobs=protocol.jobs)(
-        delayed(_outer_fold)(x, y, train, test, protocol) for train, test in folds.split(x, y)
+def cross_validated_accuracy(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> dict:
+    """Mean test accuracy over `folds` outer folds, C tuned inside each training fold; `items`:
+    every item's prediction, from the fold it was a test item of (for paired significance tests)."""
+    folds = list(StratifiedKFold(protocol.folds, shuffle=True, random_state=protocol.seed).split(x, y))
+    predictions = Parallel(n_jobs=protocol.jobs)(
+        delayed(_outer_fold)(x, y, train, test, protocol) for train, test in folds
     )
-    return float(np.mean(accuracies))
+    predicted = np.empty_like(y)
+    for (_, test), fold in zip(folds, predictions, strict=True):
+        predicted[test] = fold
+    accuracy = np.mean([(fold == y[test]).mean() for (_, test), fold in zip(folds, predictions, strict=True)])
+    return {"acc": float(accuracy), "items": {"predicted": predicted, "gold": y}}
 
 
 def train_test_accuracy(x_train, y_train, x_test, y_test, protocol: Protocol) -> dict[str, float]:
@@ -103,6 +109,7 @@ def train_test_accuracy(x_train, y_train, x_test, y_test, protocol: Protocol) ->
         "f1": float(f1_score(y_test, predicted, average="binary"))
         if len(np.unique(y_train)) == 2
         else float("nan"),
+        "items": {"predicted": predicted, "gold": np.asarray(y_test)},
     }
 
 
@@ -111,9 +118,11 @@ def dev_tuned_accuracy(
 ) -> dict[str, float]:
     scores = {c: _fit(x_train, y_train, c, protocol).score(x_dev, y_dev) for c in protocol.penalties}
     penalty = max(protocol.penalties, key=lambda c: scores[c])
+    predicted = _fit(x_train, y_train, penalty, protocol).predict(x_test)
     return {
-        "acc": float(_fit(x_train, y_train, penalty, protocol).score(x_test, y_test)),
+        "acc": float((predicted == np.asarray(y_test)).mean()),
         "dev_acc": scores[penalty],
+        "items": {"predicted": predicted, "gold": np.asarray(y_test)},
     }
 
 
@@ -173,6 +182,7 @@ def relatedness(
         "spearman": float(spearmanr(predicted, y_test).statistic),
         "mse": float(np.mean((predicted - np.asarray(y_test)) ** 2)),
         "dev_pearson": float(best),
+        "items": {"predicted": predicted, "gold": np.asarray(y_test, dtype=np.float64)},
     }
 
 
@@ -183,12 +193,13 @@ def cosine(u: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def sts_scores(subsets: dict[str, tuple[np.ndarray, np.ndarray, Sequence[float]]]) -> dict[str, float]:
     """Per-subset Pearson/Spearman of cosine vs gold, their mean and their size-weighted mean."""
-    results, sizes = {}, {}
+    results, sizes, items = {}, {}, {}
     for name, (u, v, gold) in subsets.items():
         similarity = cosine(u, v)
         results[f"{name}/pearson"] = float(pearsonr(similarity, gold).statistic)
         results[f"{name}/spearman"] = float(spearmanr(similarity, gold).statistic)
         sizes[name] = len(gold)
+        items[f"{name}/predicted"], items[f"{name}/gold"] = similarity, np.asarray(gold, dtype=np.float64)
     total = sum(sizes.values())
     for metric in ("pearson", "spearman"):
         values = [results[f"{name}/{metric}"] for name in subsets]
@@ -196,7 +207,7 @@ def sts_scores(subsets: dict[str, tuple[np.ndarray, np.ndarray, Sequence[float]]
         results[f"all/{metric}_weighted"] = float(
             sum(results[f"{n}/{metric}"] * sizes[n] for n in subsets) / total
         )
-    return results
+    return {**results, "items": items}
 
 
 def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:

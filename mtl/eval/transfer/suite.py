@@ -215,7 +215,7 @@ def evaluate_task(
     if task.kind == "cv" and senteval:
         return senteval_classifier.inner_kfold(features("all"), labels("all"), senteval)
     if task.kind == "cv":
-        return {"acc": protocol_fns.cross_validated_accuracy(features("all"), labels("all"), protocol)}
+        return protocol_fns.cross_validated_accuracy(features("all"), labels("all"), protocol)
     if task.kind == "trec":
         train_test = senteval_classifier.kfold_train_test if senteval else protocol_fns.train_test_accuracy
         return train_test(
@@ -329,6 +329,7 @@ def _evaluate_all(
         "results": {},
     }
     report["results"] = _earlier_results(out / f"{name}.json", report)
+    items = read_items(out / f"{name}{ITEMS_SUFFIX}", report["results"])
     tracker = Tracker.start(
         job_type="transfer-eval",
         config={**asdict(config), "dim": encoder.dim},
@@ -347,20 +348,21 @@ def _evaluate_all(
     for task_name, task in bar:
         bar.set_postfix_str(task_name)
         task_started = time.perf_counter()
-        results[task_name] = {
-            **evaluate_task(
-                task,
-                encoder,
-                protocol,
-                config.batch_size,
-                config.pooling,
-                (config.selfattn_da, config.selfattn_r),
-            ),
-            "seconds": round(time.perf_counter() - task_started, 1),
-        }
+        result = evaluate_task(
+            task,
+            encoder,
+            protocol,
+            config.batch_size,
+            config.pooling,
+            (config.selfattn_da, config.selfattn_r),
+        )
+        items.pop(task_name, None)
+        if "items" in result:  # per test item: what `just compare` resamples
+            items[task_name] = result.pop("items")
+        results[task_name] = {**result, "seconds": round(time.perf_counter() - task_started, 1)}
         report["results"][task_name] = results[task_name]
         report["seconds"] = round(time.perf_counter() - started, 1)
-        _write(out, name, report)  # each result is kept as soon as it exists
+        _write(out, name, report, items)  # each result is kept as soon as it exists
         bar.clear()  # the line goes above the bar (stdout, with the table that follows; the bar is on stderr)
         print(
             f"  {task_name:<7} {headline(task_name, results[task_name]):>10}  "
@@ -441,8 +443,32 @@ def markdown(report: dict) -> str:
     )
 
 
-def _write(out: Path, name: str, report: dict) -> None:
+ITEMS_SUFFIX = ".items.npz"  # beside <report>.json: each task's predictions and gold values per test item
+
+
+def _write(out: Path, name: str, report: dict, items: dict[str, dict[str, np.ndarray]]) -> None:
     report = {**report, "results": {t: report["results"][t] for t in COLUMNS if t in report["results"]}}
     text = jsonfile.dumps(report, indent=2) + "\n"
+    with (
+        atomic.atomic_path(out / f"{name}{ITEMS_SUFFIX}", "transfer items") as partial,
+        open(partial, "wb") as f,
+    ):
+        np.savez(
+            f, **{f"{task}/{key}": values for task, arrays in items.items() for key, values in arrays.items()}
+        )
     atomic.write_text(out / f"{name}.json", text, "transfer report")
     atomic.write_text(out / f"{name}.md", markdown(report), "transfer report")
+
+
+def read_items(path: Path, tasks: dict) -> dict[str, dict[str, np.ndarray]]:
+    """The per-item arrays of `tasks` (results kept from an earlier evaluation) from `path`."""
+    items: dict[str, dict[str, np.ndarray]] = {}
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            for key in saved.files:
+                task, _, name = key.partition("/")
+                if task in tasks:
+                    items.setdefault(task, {})[name] = saved[key]
+    except (OSError, ValueError, KeyError):
+        return {}  # none yet, or damaged: those tasks simply have no items until evaluated again
+    return items

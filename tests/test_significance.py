@@ -1,0 +1,98 @@
+"""`just compare`: paired bootstrap intervals with a known answer, their coverage, and the command."""
+
+import numpy as np
+import pytest
+from scipy.stats import pearsonr
+
+from mtl.cli import main
+from mtl.significance import SignificanceConfig, compare_task, everything, item_counts, scores
+
+from .conftest import start_run
+
+CONFIG = SignificanceConfig(resamples=1000)
+
+
+def classified(correct: np.ndarray, rng) -> dict:
+    gold = rng.integers(0, 2, len(correct))
+    return {"predicted": np.where(correct, gold, 1 - gold), "gold": gold}
+
+
+def test_encoders_a_fixed_margin_apart_are_told_apart_and_identical_ones_are_not():
+    rng = np.random.default_rng(0)
+    gold = rng.integers(0, 2, 800)
+    better = {"predicted": np.where(rng.random(800) < 0.90, gold, 1 - gold), "gold": gold}
+    worse = {"predicted": np.where(rng.random(800) < 0.75, gold, 1 - gold), "gold": gold}
+    result = compare_task("MR", ("a", [better]), ("b", [worse]), CONFIG)
+    assert result.verdict == "a better" and 0 < result.low < result.difference < result.high
+    assert result.difference == pytest.approx(
+        100 * ((better["predicted"] == gold).mean() - (worse["predicted"] == gold).mean())
+    )
+    assert compare_task("MR", ("b", [worse]), ("a", [better]), CONFIG).verdict == "a better"
+    same = compare_task("MR", ("a", [better]), ("copy", [dict(better)]), CONFIG)
+    assert same.verdict == "not distinguishable" and same.low == same.high == 0
+
+
+def test_the_interval_covers_the_true_difference_at_its_level():
+    # Items drawn from a population where encoder a is right 80% of the time and b 75%,
+    # independently: the true difference is 5 points. 95% intervals should hold it ~95% of the time.
+    rng = np.random.default_rng(1)
+    covered = 0
+    trials = 300
+    for trial in range(trials):
+        gold = rng.integers(0, 2, 400)
+        a = {"predicted": np.where(rng.random(400) < 0.80, gold, 1 - gold), "gold": gold}
+        b = {"predicted": np.where(rng.random(400) < 0.75, gold, 1 - gold), "gold": gold}
+        result = compare_task("MR", ("a", [a]), ("b", [b]), SignificanceConfig(resamples=500, seed=trial))
+        covered += result.low <= 5.0 <= result.high
+    assert 0.91 <= covered / trials <= 0.99
+
+
+def test_relatedness_and_sts_are_scored_by_pearson_as_the_report_does():
+    rng = np.random.default_rng(2)
+    gold = rng.uniform(1, 5, 300)
+    related = {"predicted": gold + rng.normal(0, 1, 300), "gold": gold}
+    assert float(scores(related, everything(300))) == pytest.approx(
+        100 * pearsonr(related["predicted"], gold).statistic
+    )
+    sts = {}
+    for name, n in (("images", 200), ("forum", 100)):
+        subset_gold = rng.uniform(0, 5, n)
+        sts[f"{name}/predicted"], sts[f"{name}/gold"] = subset_gold + rng.normal(0, 2, n), subset_gold
+    assert item_counts(sts) == {"images": 200, "forum": 100}
+    expected = np.mean(
+        [pearsonr(sts[f"{s}/predicted"], sts[f"{s}/gold"]).statistic for s in ("images", "forum")]
+    )
+    assert float(scores(sts, everything(item_counts(sts)))) == pytest.approx(100 * expected)
+    assert compare_task("STS14", ("a", [sts]), ("b", [sts]), CONFIG).verdict == "not distinguishable"
+
+
+def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_path, capsys):
+    runs = {}
+    for hidden in (4, 12):
+        for seed in (1, 2):
+            out = tmp_path / f"h{hidden}-s{seed}"
+            start_run(tiny_data, out, f"hidden={hidden}", f"seed={seed}")
+            args = [
+                "transfer",
+                f"run={out}",
+                "mode=fast",
+                "tasks=MR,CR",
+                f"data={senteval}",
+                "wandb=disabled",
+            ]
+            assert main([*args, f"vectors={tiny_data['vectors']}"]) == 0
+            runs[(hidden, seed)] = out
+    capsys.readouterr()
+    report = tmp_path / "cmp.md"
+    assert (
+        main(["compare", *map(str, runs.values()), "report=transfer-fast", f"out={report}", "resamples=200"])
+        == 0
+    )
+    text = report.read_text()
+    assert "- hidden=4: " in text and "- hidden=12: " in text  # seeds 1 and 2 grouped
+    rows = [line for line in text.splitlines() if line.startswith(("| MR |", "| CR |"))]
+    assert len(rows) == 2 and all("(2 seeds)" in row for row in rows)
+    assert all(row.rstrip(" |").endswith(("better", "not distinguishable")) for row in rows)
+    assert (tmp_path / "cmp.json").is_file()
+    assert main(["compare", str(runs[(4, 1)]), str(runs[(12, 1)]), "report=transfer"]) == 2
+    assert "has no per-item results for transfer" in capsys.readouterr().err
