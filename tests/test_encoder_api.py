@@ -108,6 +108,19 @@ def test_transfer_command_on_real_data(shared_data, tiny_data, tmp_path, capsys)
     assert "| glove-bow | 50 |" in (out / "transfer-fast.md").read_text()
     said = capsys.readouterr()
     assert "| glove-bow | 50 |" in said.out
+    # SentEval's own layout beside mtl's: its task names, percentages, sample counts, (r, p) pairs.
+    shaped = json.loads((out / "transfer-fast.senteval.json").read_text())
+    assert set(shaped) == {"MR", "SICKEntailment", "SICKRelatedness", "STS14"}
+    assert shaped["MR"]["ndev"] == shaped["MR"]["ntest"] == 10662 and 60 < shaped["MR"]["acc"] < 85
+    assert 50 < shaped["MR"]["devacc"] < 90
+    assert (shaped["SICKEntailment"]["ndev"], shaped["SICKEntailment"]["ntest"]) == (500, 4927)
+    assert len(shaped["SICKRelatedness"]["yhat"]) == 4927 and 0 < shaped["SICKRelatedness"]["pearson"] < 1
+    images = shaped["STS14"]["images"]
+    assert images["nsamples"] == 750 and len(images["pearson"]) == 2 and images["pearson"][1] < 1e-6
+    assert shaped["STS14"]["all"]["pearson"]["mean"] == report["results"]["STS14"]["all/pearson"]
+    micro, macro = report["aggregate"]["micro"], report["aggregate"]["macro"]
+    assert report["aggregate"]["tasks"] == ["MR", "SICK-E"] and min(micro, macro) > 40
+    assert f"micro {micro:.2f}, macro {macro:.2f}" in said.out
     assert "transfer: 100%|██████████| 4/4" in said.err  # a bar over the tasks
     assert main(["transfer", "tasks=MR"]) == 2
     assert "give exactly one of run=runs/<run> and baseline=" in capsys.readouterr().err

@@ -63,8 +63,9 @@ def _fit(x: np.ndarray, y: np.ndarray, penalty: float, protocol: Protocol) -> Lo
         return model.fit(x, y)
 
 
-def best_penalty_by_cv(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> float:
-    """The C of the grid with the best mean accuracy over inner folds (first of the best on ties)."""
+def best_penalty_by_cv(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> tuple[float, float]:
+    """The C of the grid with the best mean accuracy over inner folds (first of the best on ties),
+    and that accuracy (SentEval's `devacc`)."""
     folds = StratifiedKFold(protocol.inner_folds, shuffle=True, random_state=protocol.seed)
     scores = dict.fromkeys(protocol.penalties, 0.0)
     for train, test in folds.split(x, y):
@@ -75,15 +76,16 @@ def best_penalty_by_cv(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> floa
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 model.set_params(C=penalty).fit(x[train], y[train])
             scores[penalty] += model.score(x[test], y[test]) / protocol.inner_folds
-    return max(protocol.penalties, key=lambda c: scores[c])
+    best = max(protocol.penalties, key=lambda c: scores[c])
+    return best, scores[best]
 
 
 def _outer_fold(
     x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, protocol: Protocol
 ) -> np.ndarray:
-    """The fold's predictions for its test items."""
-    penalty = best_penalty_by_cv(x[train], y[train], protocol)
-    return _fit(x[train], y[train], penalty, protocol).predict(x[test])
+    """The fold's predictions for its test items, and its inner cross-validation accuracy."""
+    penalty, inner = best_penalty_by_cv(x[train], y[train], protocol)
+    return _fit(x[train], y[train], penalty, protocol).predict(x[test]), inner
 
 
 def cross_validated_accuracy(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> dict:
@@ -94,21 +96,28 @@ def cross_validated_accuracy(x: np.ndarray, y: np.ndarray, protocol: Protocol) -
         delayed(_outer_fold)(x, y, train, test, protocol) for train, test in folds
     )
     predicted = np.empty_like(y)
-    for (_, test), fold in zip(folds, predictions, strict=True):
+    for (_, test), (fold, _) in zip(folds, predictions, strict=True):
         predicted[test] = fold
-    accuracy = np.mean([(fold == y[test]).mean() for (_, test), fold in zip(folds, predictions, strict=True)])
-    return {"acc": float(accuracy), "items": {"predicted": predicted, "gold": y}}
+    accuracy = np.mean(
+        [(fold == y[test]).mean() for (_, test), (fold, _) in zip(folds, predictions, strict=True)]
+    )
+    return {
+        "acc": float(accuracy),
+        "dev_acc": float(np.mean([inner for _, inner in predictions])),
+        "items": {"predicted": predicted, "gold": y},
+    }
 
 
 def train_test_accuracy(x_train, y_train, x_test, y_test, protocol: Protocol) -> dict[str, float]:
     """C by cross-validation on train, then accuracy (and F1 of class 1) on test."""
-    penalty = best_penalty_by_cv(x_train, y_train, protocol)
+    penalty, inner = best_penalty_by_cv(x_train, y_train, protocol)
     predicted = _fit(x_train, y_train, penalty, protocol).predict(x_test)
     return {
         "acc": float((predicted == y_test).mean()),
         "f1": float(f1_score(y_test, predicted, average="binary"))
         if len(np.unique(y_train)) == 2
         else float("nan"),
+        "dev_acc": float(inner),
         "items": {"predicted": predicted, "gold": np.asarray(y_test)},
     }
 

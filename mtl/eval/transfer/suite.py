@@ -21,6 +21,7 @@ from mtl.eval.transfer import classifiers as protocol_fns
 from mtl.eval.transfer import selfattn, senteval_classifier
 from mtl.eval.transfer.classifiers import Protocol, pair_features, relatedness_features
 from mtl.eval.transfer.senteval_classifier import OPTIMIZERS, SentEvalParams, valid_optimizer
+from mtl.eval.transfer.senteval_format import micro_macro, senteval_results
 from mtl.eval.transfer.tasks import READERS, TransferTask, read_task
 from mtl.locks import FolderLock
 from mtl.models.encoders.base import EncoderConfig
@@ -178,6 +179,28 @@ def make_encoder(config: TransferConfig) -> SentenceEncoder:
 
 
 def evaluate_task(
+    task: TransferTask,
+    encoder: SentenceEncoder,
+    protocol: Protocol,
+    batch_size: int,
+    pooling: str | None,
+    attention: tuple[int, int] = (128, 3),
+) -> dict:
+    """The task's results, with SentEval's sample counts: `ndev` (what tuned the classifier: the
+    training data under cross-validation) and `ntest`."""
+    splits = {name: len(split.labels) for name, split in task.splits.items()}
+    if task.kind == "cv":
+        sizes = {"ndev": splits["all"], "ntest": splits["all"]}
+    elif task.kind == "trec":
+        sizes = {"ndev": splits["train"], "ntest": splits["test"]}
+    elif task.kind in ("dev", "relatedness"):
+        sizes = {"ndev": splits["dev"], "ntest": splits["test"]}
+    else:  # STS: every subset is a test set
+        sizes = {"ntest": sum(splits.values())}
+    return {**_evaluated(task, encoder, protocol, batch_size, pooling, attention), **sizes}
+
+
+def _evaluated(
     task: TransferTask,
     encoder: SentenceEncoder,
     protocol: Protocol,
@@ -380,6 +403,7 @@ def _evaluate_all(
     )
     tracker.summary({f"transfer/{t}/{k}": v for t, r in results.items() for k, v in r.items()})
     tracker.finish()
+    report["aggregate"] = micro_macro(report["results"])
     return report
 
 
@@ -437,7 +461,13 @@ def markdown(report: dict) -> str:
             "",
             f"mode {report['mode']}, pooling {report['pooling'] or 'as trained'}, {report['seconds']:.0f} s. "
             "Accuracy (%) for classification (MRPC: accuracy/F1), Pearson for SICK-R and STS-B, "
-            "Pearson/Spearman (mean over subsets) for STS12-16.",
+            "Pearson/Spearman (mean over subsets) for STS12-16."
+            + (
+                f" Dev accuracy over {', '.join(aggregate['tasks'])}: micro {aggregate['micro']:.2f}, "
+                f"macro {aggregate['macro']:.2f} (InferSent, Table 3)."
+                if (aggregate := report.get("aggregate"))
+                else ""
+            ),
             "",
         ]
     )
@@ -448,7 +478,10 @@ ITEMS_SUFFIX = ".items.npz"  # beside <report>.json: each task's predictions and
 
 def _write(out: Path, name: str, report: dict, items: dict[str, dict[str, np.ndarray]]) -> None:
     report = {**report, "results": {t: report["results"][t] for t in COLUMNS if t in report["results"]}}
+    report["aggregate"] = micro_macro(report["results"])
     text = jsonfile.dumps(report, indent=2) + "\n"
+    shaped = jsonfile.dumps(senteval_results(report["results"], items), indent=2) + "\n"
+    atomic.write_text(out / f"{name}.senteval.json", shaped, "transfer report")
     with (
         atomic.atomic_path(out / f"{name}{ITEMS_SUFFIX}", "transfer items") as partial,
         open(partial, "wb") as f,
