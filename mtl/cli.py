@@ -199,13 +199,14 @@ def format_train_summary(run_dir, summary: dict) -> str:
         f"{metrics.without_prefix(k)} {v}" for k, v in summary.items() if k.startswith(metrics.steps(""))
     )
     run = RunFolder(run_dir)
-    exported = f"{run.encoder}"
     if (run.pretrained_encoder / "config.json").is_file():  # encoder=hf: a transformers model folder
         exported = f"{run.pretrained_encoder} (Hugging Face and sentence-transformers format)"
-    elif run.pretrained_encoder.is_dir():
-        exported += f" and {run.pretrained_encoder} (sentence-transformers format)"
-    elif why := summary.get("sentence_transformers"):
-        exported += f" (no sentence-transformers folder: {why})"
+    else:
+        exported = f"{run.encoder} with its weights in {run.encoder.with_suffix('.safetensors').name}"
+        if run.pretrained_encoder.is_dir():
+            exported += f", and {run.pretrained_encoder} (sentence-transformers format)"
+        elif why := summary.get("sentence_transformers"):
+            exported += f" (no sentence-transformers folder: {why})"
     return (
         f"run {run_dir}: stopped by {summary['stop_reason']} after {summary['global_step']} steps ({steps})\n"
         f"  best checkpoint (step {summary[metrics.best('step')]}): {results}\n"

@@ -6,7 +6,8 @@ the layout, for training, resume, sweeps, reports and transfer.
     <run>/checkpoints/       latest.pt (previous-latest.pt), best.pt
     <run>/wandb/             the offline W&B run
     <run>/summary.json       written last: the run has finished
-    <run>/encoder.pt         the exported encoder (encoder=hf: and its folder, encoder/)
+    <run>/encoder.json       the exported encoder, with encoder.safetensors (older runs: encoder.pt)
+    <run>/encoder/           the same encoder for sentence-transformers (encoder=hf: its model folder)
 """
 
 from __future__ import annotations
@@ -64,12 +65,18 @@ class RunFolder:
 
     @property
     def encoder(self) -> Path:
+        return self.path / "encoder.json"
+
+    @property
+    def legacy_encoder(self) -> Path:
+        """What runs exported before encoder.json: a torch.save dict."""
         return self.path / "encoder.pt"
 
     @property
     def pretrained_encoder(self) -> Path:
-        """encoder=hf: the fine-tuned model in Hugging Face format, which encoder.pt names."""
-        return self.encoder.with_suffix("")
+        """The encoder for sentence-transformers; encoder=hf: its fine-tuned model folder, which
+        encoder.json names."""
+        return self.path / "encoder"
 
     def status(self) -> RunStatus:
         if not self.path.is_dir() or not any(self.path.iterdir()):

@@ -145,12 +145,13 @@ class Tracker:
         self,
         name: str,
         kind: str,
-        path: Path,
+        path: Path | Sequence[Path],
         metadata: dict[str, Any],
         reference: bool = False,
         aliases: Sequence[str] = (),
     ) -> None:
-        """Log `path` (file or folder) as a version of artifact `name`; `reference` records checksums only.
+        """Log `path` (a file, folder, or several) as a version of artifact `name`; `reference`
+        records checksums only.
 
         Files are copied when logged, so each version keeps the file of that moment even when
         the path is written again later (checkpoints). W&B gives the newest version `latest`.
@@ -162,7 +163,9 @@ class Tracker:
 
         self._when_active(log)
 
-    def use_input(self, name: str, kind: str, path: Path, reference: bool = False) -> str | None:
+    def use_input(
+        self, name: str, kind: str, path: Path | Sequence[Path], reference: bool = False
+    ) -> str | None:
         """Declare `path` as this run's input, as the exact version W&B knows by its content digest.
 
         Online, W&B links the run to the version with that digest (logging it when new); an
@@ -202,14 +205,17 @@ class Tracker:
             return None
 
 
-def _artifact(name: str, kind: str, path: Path, reference: bool, metadata: dict | None = None) -> Any:
+def _artifact(
+    name: str, kind: str, paths: Path | Sequence[Path], reference: bool, metadata: dict | None = None
+) -> Any:
     artifact = _wandb().Artifact(name, type=kind, metadata=metadata)
-    if reference:
-        artifact.add_reference(Path(path).resolve().as_uri())
-    elif Path(path).is_dir():
-        artifact.add_dir(str(path))
-    else:
-        artifact.add_file(str(path))
+    for path in [paths] if isinstance(paths, str | Path) else paths:
+        if reference:
+            artifact.add_reference(Path(path).resolve().as_uri())
+        elif Path(path).is_dir():
+            artifact.add_dir(str(path), name=Path(path).name if not isinstance(paths, str | Path) else None)
+        else:
+            artifact.add_file(str(path))
     return artifact
 
 

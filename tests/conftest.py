@@ -201,3 +201,18 @@ def deterministic_summary(summary: dict) -> dict:
     """A run's summary without what the clock decides (`train_seconds`) and the W&B artifact names
     (its folder and run id): what a resume must equal."""
     return {key: value for key, value in summary.items() if key not in ("train_seconds", "wandb_artifacts")}
+
+
+def exported_weights(run_dir: Path) -> dict:
+    """The shared encoder's weights a run exported (encoder.safetensors), by parameter name."""
+    from safetensors.torch import load_file
+
+    tensors = load_file(Path(run_dir) / "encoder.safetensors")
+    return {k.removeprefix("encoder/"): v for k, v in tensors.items() if k.startswith("encoder/")}
+
+
+def exported_encoder(run_dir: Path) -> dict:
+    """The exported encoder as load_encoder reads it: config, vocabulary, `encoder`, `parts`."""
+    from mtl.train import encoder_file
+
+    return encoder_file.read(Path(run_dir) / "encoder.json")

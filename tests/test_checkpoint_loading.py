@@ -9,7 +9,7 @@ from mtl.cli import main
 from mtl.errors import UserError
 from mtl.train import checkpoint
 
-from .conftest import one_error_line, start_run
+from .conftest import exported_encoder, one_error_line, start_run
 
 
 class Payload:
@@ -40,17 +40,18 @@ def test_every_file_a_run_writes_loads_without_unpickling(tiny_data, tmp_path):
         run_dir / "checkpoints" / "latest.pt",
         run_dir / "checkpoints" / "previous-latest.pt",
         run_dir / "checkpoints" / "best.pt",
-        tmp_path / "done" / "encoder.pt",
     ]
     for file in files:
         assert isinstance(torch.load(file, weights_only=True), dict), file
+    # The exported encoder is JSON and safetensors: nothing to unpickle at all.
+    assert exported_encoder(tmp_path / "done")["encoder"]
 
 
 def test_a_crafted_encoder_is_refused_without_running_its_code(finished_run, tmp_path):
     from mtl import load_encoder
 
     encoder, marker = tmp_path / "encoder.pt", tmp_path / "ran"
-    craft(encoder, marker, torch.load(finished_run / "encoder.pt", weights_only=True))
+    craft(encoder, marker, legacy_encoder(finished_run))
     with pytest.raises(
         UserError, match=r"encoder.pt holds Python objects that loading would execute \(posix.mkdir\)"
     ):
@@ -70,7 +71,7 @@ def test_a_crafted_latest_checkpoint_is_refused_not_skipped(tiny_data, tmp_path,
 
 def test_transfer_of_a_crafted_file_is_one_line(finished_run, senteval, tmp_path, capsys):
     encoder, marker = tmp_path / "encoder.pt", tmp_path / "ran"
-    craft(encoder, marker, torch.load(finished_run / "encoder.pt", weights_only=True))
+    craft(encoder, marker, legacy_encoder(finished_run))
     assert main(["transfer", f"run={encoder}", "tasks=MR", f"data={senteval}", "wandb=disabled"]) == 2
     assert "holds Python objects" in one_error_line(capsys)
     assert not marker.exists()
@@ -79,8 +80,8 @@ def test_transfer_of_a_crafted_file_is_one_line(finished_run, senteval, tmp_path
 def test_a_file_with_a_vocabulary_but_no_config_is_one_line(finished_run, tmp_path):
     from mtl import load_encoder
 
-    saved = torch.load(finished_run / "encoder.pt", weights_only=True)
-    del saved["config"], saved[checkpoint.CHECKSUM]
+    saved = legacy_encoder(finished_run)
+    del saved["config"]
     torch.save(saved, tmp_path / "encoder.pt")
     with pytest.raises(UserError, match=r"encoder.pt holds no config: it is not an encoder"):
         load_encoder(tmp_path / "encoder.pt")
@@ -89,10 +90,15 @@ def test_a_file_with_a_vocabulary_but_no_config_is_one_line(finished_run, tmp_pa
 def test_a_pretrained_folder_outside_the_encoder_file_is_refused(finished_run, tmp_path):
     from mtl import load_encoder
 
-    saved = torch.load(finished_run / "encoder.pt", weights_only=True)
-    del saved[checkpoint.CHECKSUM], saved["encoder"]
+    saved = legacy_encoder(finished_run)
+    del saved["encoder"]
     saved["config"]["model"]["encoder"] = "hf"
     saved["pretrained"] = "../../elsewhere"
     torch.save(saved, tmp_path / "encoder.pt")
     with pytest.raises(UserError, match=r"names '../../elsewhere' as its model folder"):
         load_encoder(tmp_path / "encoder.pt")
+
+
+def legacy_encoder(run_dir):
+    """The exported encoder as runs before encoder.json wrote it: one torch.save dict (encoder.pt)."""
+    return {"format": 1, **exported_encoder(run_dir)}

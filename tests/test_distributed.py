@@ -15,7 +15,7 @@ import torch
 from mtl.train import run
 from mtl.train.runlog import read_metrics
 
-from .conftest import args_for
+from .conftest import args_for, exported_weights
 
 # Of 200 NLI pairs batch_nli=7 leaves a last batch of 4 per epoch (2 per rank); of 12 ClassifSQuAD
 # triples batch_squad=11 leaves a last batch of 1 (rank 1 gets none and steps at weight 0).
@@ -80,7 +80,7 @@ def finished(process: subprocess.Popen) -> tuple[int, str]:
 
 
 def assert_same_training(a: Path, b: Path) -> None:
-    first, second = (torch.load(d / "encoder.pt", weights_only=True)["encoder"] for d in (a, b))
+    first, second = (exported_weights(d) for d in (a, b))
     assert first.keys() == second.keys()
     for key in first:
         torch.testing.assert_close(first[key], second[key], rtol=1e-4, atol=1e-5, msg=key)

@@ -42,7 +42,7 @@ def test_encode_keeps_input_order_and_ignores_batch_size(trained_run):
 
 
 def test_saved_encoder_and_best_checkpoint_give_the_same_embeddings(trained_run):
-    from_export = load_encoder(trained_run / "encoder.pt").encode(SENTENCES, progress=False)
+    from_export = load_encoder(trained_run / "encoder.json").encode(SENTENCES, progress=False)
     from_checkpoint = load_encoder(trained_run / "checkpoints" / "best.pt").encode(SENTENCES, progress=False)
     np.testing.assert_array_equal(from_export, from_checkpoint)
 

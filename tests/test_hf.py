@@ -10,7 +10,7 @@ from mtl.errors import UserError
 from mtl.eval.encoder import load_encoder, pretrained_encoder
 from mtl.models.encoders.base import EncoderConfig
 from mtl.train.lr_schedules import warmup_then_decay
-from tests.conftest import args_for, deterministic_summary, start_run
+from tests.conftest import args_for, deterministic_summary, exported_weights, start_run
 
 SENTENCES = ["A man plays a guitar.", "Two dogs run in the park near a small red house.", "A woman sleeps."]
 
@@ -53,7 +53,7 @@ def test_a_run_fine_tunes_and_exports_a_hugging_face_folder(tiny_data, tiny_bert
     expected = ((states * mask).sum(1) / mask.sum(1)).numpy()
     encoded = load_encoder(run_dir, device="cpu").encode(SENTENCES, batch_size=2, progress=False)
     np.testing.assert_allclose(encoded, expected, rtol=1e-4, atol=1e-5)
-    # The best checkpoint holds the same encoder (encoder.pt is exported from it).
+    # The best checkpoint holds the same encoder (encoder.json is exported from it).
     from_checkpoint = load_encoder(run_dir / "checkpoints" / "best.pt", device="cpu")
     np.testing.assert_allclose(
         from_checkpoint.encode(SENTENCES, progress=False), encoded, rtol=1e-5, atol=1e-6
@@ -150,8 +150,8 @@ def test_accumulated_micro_batches_make_the_same_step(tiny_data, tmp_path):
     parts_dir, parts = start_run(
         tiny_data, tmp_path / "parts", "precision=fp32", "max_steps=6", "accumulate=3"
     )
-    a = torch.load(whole_dir / "encoder.pt", weights_only=True)["encoder"]
-    b = torch.load(parts_dir / "encoder.pt", weights_only=True)["encoder"]
+    a = exported_weights(whole_dir)
+    b = exported_weights(parts_dir)
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5)
     assert whole["best/nli/dev/acc"] == parts["best/nli/dev/acc"]

@@ -20,7 +20,7 @@ from mtl.tasks.ranking import snli_triples
 from mtl.train import run
 from mtl.train.runlog import read_metrics
 
-from .conftest import FIXTURES, args_for, start_run
+from .conftest import FIXTURES, args_for, exported_encoder, start_run
 
 CORPUS = FIXTURES / "corpus_tiny.txt"
 QT = ("tasks=nli,qt", f"qt.corpus={CORPUS}", f"qt.dev={CORPUS}", "qt.batch=6", "qt.steps=2")
@@ -227,7 +227,7 @@ def test_a_qt_run_encodes_sentences_as_f_then_g(tiny_data, tmp_path):
     assert summary["steps/qt"] == 4 and 0.0 <= summary["best/qt/dev/recall_at_1"] <= 1.0
     encoder = load_encoder(run_dir, device="cpu")
     assert encoder.dim == 2 * 8  # [f; g], hidden=8 each
-    saved = torch.load(run_dir / "encoder.pt", weights_only=True)
+    saved = exported_encoder(run_dir)
     assert list(saved["parts"]) == ["heads.qt.output_encoder"]
     sentence = ["a man plays a guitar ."]
     embedded = encoder.encode(sentence, progress=False)
@@ -277,7 +277,7 @@ def test_a_run_of_each_new_task_resumes_exactly(tiny_data, tmp_path, keys):
     for key, value in straight.items():
         if key.startswith("best/"):
             assert resumed[key] == value, key
-    first, second = (torch.load(d / "encoder.pt", weights_only=True) for d in (tmp_path / "straight", killed))
+    first, second = (exported_encoder(d) for d in (tmp_path / "straight", killed))
     for key in first["encoder"]:
         assert torch.equal(first["encoder"][key], second["encoder"][key]), key
     losses = [

@@ -10,7 +10,7 @@ from mtl import load_encoder
 from mtl.train import run
 from mtl.train.runlog import read_metrics
 
-from .conftest import start_run
+from .conftest import exported_weights, start_run
 
 ROWS = {
     "innerattention": ("encoder=innerattention",),
@@ -38,9 +38,7 @@ def test_each_row_trains_resumes_exactly_and_encodes_at_its_width(tiny_data, tmp
     assert {k: v for k, v in resumed.items() if k.startswith("best/")} == {
         k: v for k, v in straight.items() if k.startswith("best/")
     }
-    first, second = (
-        torch.load(d / "encoder.pt", weights_only=True)["encoder"] for d in (straight_dir, killed)
-    )
+    first, second = (exported_weights(d) for d in (straight_dir, killed))
     assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
     losses = [
         [r["global_step"] for r in read_metrics(d / "metrics.jsonl") if "nli/train/loss" in r]

@@ -13,7 +13,7 @@ from mtl.train import run
 from mtl.train.presets import preset_names, preset_overrides
 from mtl.train.runlog import read_metrics
 
-from .conftest import FIXTURES, args_for, deterministic_summary, start_run
+from .conftest import FIXTURES, args_for, deterministic_summary, exported_weights, start_run
 
 TIMING = ("examples_per_s", "seconds")
 
@@ -43,7 +43,8 @@ def test_two_cycles_of_every_encoder(tiny_data, tmp_path, encoder):
         "config.json",
         "metrics.jsonl",
         "summary.json",
-        "encoder.pt",
+        "encoder.json",
+        "encoder.safetensors",
         "checkpoints/latest.pt",
         "checkpoints/best.pt",
     ):
@@ -111,9 +112,13 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_data, tmp_path)
     assert max(r["global_step"] for r in read_metrics(cut_dir / "metrics.jsonl")) == 7
     _, resumed = run.resume(cut_dir, progress=False)
     assert deterministic_summary(resumed) == deterministic_summary(straight)
-    for name, key in (("encoder.pt", "encoder"), ("checkpoints/best.pt", "model")):
-        a = torch.load(straight_dir / name, weights_only=True)[key]
-        b = torch.load(cut_dir / name, weights_only=True)[key]
+    pairs = {
+        "encoder": (exported_weights(straight_dir), exported_weights(cut_dir)),
+        "best.pt": tuple(
+            torch.load(d / "checkpoints/best.pt", weights_only=True)["model"] for d in (straight_dir, cut_dir)
+        ),
+    }
+    for name, (a, b) in pairs.items():
         assert a.keys() == b.keys()
         assert all(torch.equal(a[k], b[k]) for k in a), name
     assert without_timing(read_metrics(cut_dir / "metrics.jsonl")) == without_timing(
@@ -150,11 +155,10 @@ def test_prefetching_changes_no_batch_even_across_a_resume(tiny_data, tmp_path, 
     assert len(taken) == 33 + (70 - 30)  # every step of the run (resumed from its checkpoint at 30)
     assert taken[0] is False and sum(taken) >= len(taken) - 3  # ready in time but after a (re)start
     assert deterministic_summary(resumed) == deterministic_summary(plain)
-    for name in ("encoder.pt", "checkpoints/best.pt"):
-        a = torch.load(plain_dir / name, weights_only=True)
-        b = torch.load(cut_dir / name, weights_only=True)
-        key = "encoder" if name == "encoder.pt" else "model"
-        assert all(torch.equal(a[key][k], b[key][k]) for k in a[key]), name
+    a, b = exported_weights(plain_dir), exported_weights(cut_dir)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    a, b = (torch.load(d / "checkpoints/best.pt", weights_only=True)["model"] for d in (plain_dir, cut_dir))
+    assert all(torch.equal(a[k], b[k]) for k in a)
     assert without_timing(read_metrics(cut_dir / "metrics.jsonl")) == without_timing(
         read_metrics(plain_dir / "metrics.jsonl")
     )
@@ -278,8 +282,8 @@ def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, encoder, buck
     cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, killed_after=7)
     _, resumed = run.resume(cut_dir, progress=False)
     assert deterministic_summary(resumed) == deterministic_summary(straight)
-    a = torch.load(straight_dir / "encoder.pt", weights_only=True)["encoder"]
-    b = torch.load(cut_dir / "encoder.pt", weights_only=True)["encoder"]
+    a = exported_weights(straight_dir)
+    b = exported_weights(cut_dir)
     assert all(torch.equal(a[k], b[k]) for k in a)
     recorded = json.loads((straight_dir / "config.json").read_text())["config"]
     assert recorded["run"]["precision"] == "bf16" and recorded["schedule"]["bucket"] == (bucket == "true")

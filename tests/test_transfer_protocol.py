@@ -145,3 +145,25 @@ def test_senteval_stops_after_tenacity_plus_one_misses_in_all_not_in_a_row(monke
     best = classifier.fit(x, y, validation=(x, y))
     assert best == 0.7  # the 0.65 was the second miss: it stopped there, before 0.8
     assert next(scripted) == 0.8
+
+
+def test_micro_and_macro_averages_weigh_dev_accuracies_as_infersent():
+    from mtl.eval.transfer.senteval_format import micro_macro
+
+    results = {
+        "MR": {"acc": 0.8, "dev_acc": 0.80, "ndev": 100, "ntest": 100},
+        "TREC": {"acc": 0.9, "dev_acc": 0.90, "ndev": 300, "ntest": 50},
+        "SICK-R": {"pearson": 0.8, "dev_pearson": 0.8, "ndev": 500, "ntest": 4927},  # not an accuracy
+    }
+    assert micro_macro(results) == {"micro": 87.5, "macro": 85.0, "tasks": ["MR", "TREC"]}
+    assert micro_macro({"SICK-R": results["SICK-R"]}) is None
+
+
+def test_senteval_layout_without_per_item_results_keeps_its_shape():
+    from mtl.eval.transfer.senteval_format import senteval_results
+
+    sts = {"images/pearson": 0.7, "images/spearman": 0.6, "all/pearson": 0.7, "all/spearman": 0.6}
+    shaped = senteval_results({"STS14": sts, "SICK-E": {"acc": 0.81234, "dev_acc": 0.8, "ndev": 500}}, {})
+    assert shaped["STS14"]["images"] == {"pearson": (0.7, None), "spearman": (0.6, None), "nsamples": None}
+    assert shaped["STS14"]["all"]["pearson"] == {"mean": 0.7, "wmean": None}
+    assert shaped["SICKEntailment"] == {"devacc": 80.0, "acc": 81.23, "ndev": 500}

@@ -25,6 +25,7 @@ from .conftest import (
     Killed,
     args_for,
     deterministic_summary,
+    exported_weights,
     killed_after_step,
     one_error_line,
     start_run,
@@ -61,10 +62,6 @@ def rebuild(folder: Path, tiny_data, seed: int) -> None:
             wandb="disabled",
         )
     )
-
-
-def weights(path: Path, key: str) -> dict:
-    return torch.load(path, weights_only=True)[key]
 
 
 # ---- 1. resume continues the same run, or refuses ------------------------------------------
@@ -244,7 +241,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tiny_data, tmp
     with pytest.warns(UserWarning, match=r"checkpoint .*latest.pt is damaged .*using the one before it"):
         _, resumed = run.resume(cut_dir, progress=False)
     assert deterministic_summary(resumed) == deterministic_summary(straight)
-    a, b = weights(straight_dir / "encoder.pt", "encoder"), weights(cut_dir / "encoder.pt", "encoder")
+    a, b = exported_weights(straight_dir), exported_weights(cut_dir)
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -260,12 +257,27 @@ def test_a_damaged_checkpoint_without_a_previous_one_is_one_line(tiny_data, tmp_
 
 
 def test_a_truncated_encoder_is_one_line(tiny_data, tmp_path, capsys):
+    import json
+
     from mtl import load_encoder
 
     run_dir, _ = start(tiny_data, tmp_path / "run", "max_steps=3")
-    encoder = run_dir / "encoder.pt"
-    encoder.write_bytes(encoder.read_bytes()[:-200])
-    with pytest.raises(UserError, match=r"checkpoint .*encoder.pt is damaged \(truncated or corrupted"):
+    weights = run_dir / "encoder.safetensors"
+    intact = weights.read_bytes()
+    weights.write_bytes(intact[:-200])
+    with pytest.raises(
+        UserError, match=r"encoder.safetensors is damaged or not the one .*encoder.json was written with"
+    ):
+        load_encoder(run_dir)
+    weights.write_bytes(intact)
+    record = json.loads((run_dir / "encoder.json").read_text())
+    (run_dir / "encoder.json").write_text(json.dumps({**record, "weights": "../elsewhere.safetensors"}))
+    with pytest.raises(
+        UserError, match=r"names '../elsewhere.safetensors' as its weights, which are not beside it"
+    ):
+        load_encoder(run_dir)
+    (run_dir / "encoder.json").write_text("{")
+    with pytest.raises(UserError, match=r"encoder .*encoder.json cannot be read"):
         load_encoder(run_dir)
 
 
@@ -513,7 +525,7 @@ def transfer(tiny_data, senteval, *args) -> int:
 
 def test_transfer_writes_into_the_run_folder_of_a_checkpoint_path(tiny_data, senteval, tmp_path):
     run_dir, _ = start(tiny_data, tmp_path / "run", "max_steps=3")
-    assert transfer(tiny_data, senteval, f"run={run_dir / 'encoder.pt'}", "tasks=MR") == 0
+    assert transfer(tiny_data, senteval, f"run={run_dir / 'encoder.json'}", "tasks=MR") == 0
     assert json.loads((run_dir / "transfer-fast.json").read_text())["results"].keys() == {"MR"}
     assert not Path("runs/baseline-None").exists()
 

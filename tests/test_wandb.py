@@ -152,7 +152,8 @@ def test_a_transfer_run_sits_in_its_own_folder_and_group_and_uses_the_exact_enco
     (header,) = records["run"]
     assert header.job_type == "transfer-eval" and header.run_group == "multitask"
     encoder = wandb.Artifact("x", "encoder")
-    encoder.add_file(str(run_dir / "encoder.pt"))
+    encoder.add_file(str(run_dir / "encoder.safetensors"))
+    encoder.add_file(str(run_dir / "encoder.json"))
     config = items([header.config, *records.get("config", [])])
     assert (
         config["input_artifacts"][summary["wandb_artifacts"]["encoder"]] == encoder.digest

@@ -33,6 +33,7 @@ from mtl.text.tokenizer import make_tokenizer
 from mtl.text.unicode import invalid_unicode
 from mtl.text.vectors import lookup
 from mtl.text.vocab import UNK, Vocabulary
+from mtl.train import encoder_file as exported
 from mtl.train.checkpoint import load
 from mtl.train.config import DataConfig, recorded_config
 
@@ -296,24 +297,32 @@ def pooled_width(encoder: Encoder, pooling: str | None) -> int:
 
 
 def encoder_file(path: str | Path) -> Path:
-    """The file `load_encoder` reads for `path`: a run folder's encoder.pt (or best checkpoint), or `path`."""
+    """The file `load_encoder` reads for `path`: a run folder's encoder.json (older runs: encoder.pt;
+    an unfinished run: its best checkpoint), or `path` itself."""
     path = Path(path).expanduser()
     run = RunFolder(path)
-    file = run.encoder if path.is_dir() else path
-    if path.is_dir() and not file.is_file() and run.best.is_file():
-        file = run.best
+    file = path
+    if path.is_dir():
+        file = next((f for f in (run.encoder, run.legacy_encoder, run.best) if f.is_file()), run.encoder)
     if not file.is_file():
         raise UserError(
-            f"{path} holds no encoder (encoder.pt or checkpoints/best.pt): train it first, or finish it "
+            f"{path} holds no encoder (encoder.json or checkpoints/best.pt): train it first, or finish it "
             f"with `just train-multitask resume={path}`"
         )
     return file
 
 
-def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
-    """From a run folder (its encoder.pt) or a checkpoint file (encoder.pt, best.pt, latest.pt)."""
+def encoder_files(path: str | Path) -> list[Path]:
+    """Every file of the encoder `load_encoder(path)` reads (encoder.json and its weights)."""
     file = encoder_file(path)
-    saved = load(file, "cpu")
+    return exported.files_of(file) if file.suffix == ".json" else [file]
+
+
+def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
+    """From a run folder (its encoder.json), an exported encoder (encoder.json, or an older run's
+    encoder.pt) or a checkpoint (best.pt, latest.pt). Nothing in them is unpickled."""
+    file = encoder_file(path)
+    saved = exported.read(file) if file.suffix == ".json" else load(file, "cpu")
     if missing := [key for key in ("config", "vocabulary") if key not in saved]:
         raise UserError(
             f"{file} holds no {' and no '.join(missing)}: it is not an encoder or checkpoint written by mtl"
@@ -321,7 +330,7 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
     config = recorded_config(saved["config"], str(file), tasks_needed=False)
     name = Path(path).expanduser().name
     if traits(config.model.encoder).pretrained:
-        if "pretrained" in saved:  # encoder.pt names the fine-tuned model's Hugging Face folder
+        if "pretrained" in saved:  # the export names the fine-tuned model's Hugging Face folder
             folder = saved["pretrained"]
             if not isinstance(folder, str) or Path(folder).name != folder or folder in ("", ".", ".."):
                 raise UserError(f"{file} names {folder!r} as its model folder: expected a folder beside it")

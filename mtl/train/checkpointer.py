@@ -21,7 +21,7 @@ from mtl.models.encoders import traits
 from mtl.models.encoders.hf import save_sentence_transformer
 from mtl.runs import RunFolder
 from mtl.tracking import Tracker
-from mtl.train import checkpoint
+from mtl.train import checkpoint, encoder_file
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 
@@ -110,30 +110,29 @@ class Checkpointer:
         parts: dict[str, dict[str, Any]] | None = None,
         portable: Callable[[Path], None] | None = None,
     ) -> None:
-        """What `load_encoder` needs: config, vocabulary and encoder weights (embeddings included).
+        """What `load_encoder` needs: config, vocabulary and encoder weights (embeddings included),
+        as `encoder.json` (`path`) and `encoder.safetensors` (`mtl.train.encoder_file`).
 
-        `pretrained` (encoder=hf) writes the weights in Hugging Face format into a folder
-        beside `path` (`encoder/` for `encoder.pt`), which `path` then names instead of
-        holding them; the W&B encoder artifact is that folder. `parts`: the weights of encoders
+        `pretrained` (encoder=hf) writes the weights in Hugging Face format into the run's
+        `encoder/` folder, which `path` then names instead of holding them. `parts`: the weights of encoders
         a task adds to the sentence embedding (`Task.embedding_parts`), by their path in the model.
         `portable`: the writer of the same folder in sentence-transformers format for an encoder
         whose weights `path` holds (`mtl.export`).
         """
         if not self.dist.is_main:
             return
-        artifact = path
         if pretrained is None:
-            checkpoint.save(
-                {"format": 1, **self.metadata, "encoder": encoder_state, "parts": parts or {}}, path
-            )
+            files = encoder_file.write(path, self.metadata, encoder_state, parts or {})
             if portable is not None:
-                atomic.write_folder(path.with_suffix(""), portable, "sentence-transformers folder")
+                atomic.write_folder(self.files.pretrained_encoder, portable, "sentence-transformers folder")
         else:
-            artifact = path.with_suffix("")
-            atomic.write_folder(artifact, pretrained, "Hugging Face model folder")
-            checkpoint.save({"format": 1, **self.metadata, "pretrained": artifact.name}, path)
+            atomic.write_folder(self.files.pretrained_encoder, pretrained, "Hugging Face model folder")
+            files = [
+                self.files.pretrained_encoder,
+                *encoder_file.write(path, self.metadata, {}, {}, "encoder"),
+            ]
         self.tracker.log_artifact(
-            self.encoder_artifact, "encoder", artifact, metadata={**results, **self.artifact_metadata}
+            self.encoder_artifact, "encoder", files, metadata={**results, **self.artifact_metadata}
         )
 
 

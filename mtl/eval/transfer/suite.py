@@ -16,7 +16,13 @@ from mtl.atomic import check_output_dir
 from mtl.config import AtLeast0, AtLeast1, Range
 from mtl.console import progress_stream
 from mtl.errors import UserError
-from mtl.eval.encoder import SentenceEncoder, baseline_encoder, encoder_file, load_encoder, pretrained_encoder
+from mtl.eval.encoder import (
+    SentenceEncoder,
+    baseline_encoder,
+    encoder_files,
+    load_encoder,
+    pretrained_encoder,
+)
 from mtl.eval.transfer import classifiers as protocol_fns
 from mtl.eval.transfer import selfattn, senteval_classifier
 from mtl.eval.transfer.classifiers import Protocol, pair_features, relatedness_features
@@ -364,7 +370,7 @@ def _evaluate_all(
         tags=["transfer", config.mode],
     )
     if config.run:  # the exact encoder evaluated, by its content digest
-        tracker.use_input(encoder_artifact(out), "encoder", encoder_file(config.run))
+        tracker.use_input(encoder_artifact(out), "encoder", encoder_files(config.run))
     results: dict[str, dict[str, float]] = {}
     started = time.perf_counter()
     bar = tqdm(tasks.items(), desc="transfer", unit=" tasks", file=progress_stream(), dynamic_ncols=True)

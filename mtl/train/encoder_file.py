@@ -1,0 +1,103 @@
+"""The exported encoder: `encoder.json` (config, vocabulary, vectors, layout) and
+`encoder.safetensors` (the weights), which loading reads without unpickling anything.
+
+safetensors holds tensors only, under string keys: `encoder/<parameter>` for the shared
+encoder, `parts/<path>/<parameter>` for the encoders a task adds to the embedding (Quick-
+Thoughts' g). The JSON names the weights file and its SHA-256, so a damaged or swapped file
+is refused instead of loaded. Runs exported before this format have `encoder.pt` (a
+torch.save dict read with `weights_only=True`), which loading still reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from mtl import atomic, jsonfile
+from mtl.errors import UserError
+
+FORMAT = 2  # 1: encoder.pt
+
+
+def write(
+    path: Path,
+    metadata: dict[str, Any],
+    encoder: dict[str, torch.Tensor],
+    parts: dict[str, dict[str, torch.Tensor]],
+    pretrained: str | None = None,
+) -> list[Path]:
+    """`path` (encoder.json) and its weights beside it; returns the files written. A pretrained
+    encoder's weights are in its Hugging Face folder `pretrained`, which the JSON names."""
+    weights_path = path.with_suffix(".safetensors")
+    tensors = {f"encoder/{k}": v for k, v in encoder.items()}
+    tensors.update({f"parts/{p}/{k}": v for p, state in parts.items() for k, v in state.items()})
+    files = [path]
+    record = {"format": FORMAT, **metadata, "pretrained": pretrained}
+    if tensors:
+        with atomic.atomic_path(weights_path, "encoder weights") as partial:
+            save_file({k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}, partial)
+        record.update(weights=weights_path.name, weights_sha256=_sha256(weights_path))
+        files.insert(0, weights_path)
+    atomic.write_text(path, jsonfile.dumps(record, indent=1) + "\n", "encoder")
+    return files
+
+
+def read(path: Path) -> dict[str, Any]:
+    """What `load_encoder` needs, in the layout of a checkpoint: config, vocabulary, vectors,
+    `encoder` (its state dict), `parts`, `pretrained`."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as error:
+        raise UserError(
+            f"encoder {path} cannot be read ({error}): export it again or use checkpoints/best.pt"
+        ) from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise UserError(f"{path} is not an encoder exported by mtl (no format {FORMAT})")
+    record["encoder"], record["parts"] = {}, {}
+    if weights := record.get("weights"):
+        weights_path = path.parent / weights
+        if Path(weights).name != weights or not weights_path.is_file():
+            raise UserError(f"{path} names {weights!r} as its weights, which are not beside it")
+        if _sha256(weights_path) != record.get("weights_sha256"):
+            raise UserError(
+                f"{weights_path} is damaged or not the one {path} was written with (SHA-256 differs)"
+            )
+        try:
+            tensors = load_file(weights_path)
+        except (SafetensorError, OSError, ValueError) as error:
+            raise UserError(f"{weights_path} is damaged ({error})") from None
+        for key, value in tensors.items():
+            if key.startswith("encoder/"):
+                record["encoder"][key.removeprefix("encoder/")] = value
+            elif key.startswith("parts/"):
+                part, _, name = key.removeprefix("parts/").rpartition("/")
+                record["parts"].setdefault(part, {})[name] = value
+    order = record.get("embedding_parts") or []  # the concatenation's order, as trained
+    record["parts"] = dict(
+        sorted(
+            record["parts"].items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)
+        )
+    )
+    if record.get("pretrained") is None:
+        record.pop("pretrained")
+    return record
+
+
+def files_of(path: Path) -> list[Path]:
+    """The files of an exported encoder (JSON and weights; the JSON alone for a pretrained one)."""
+    weights = path.with_suffix(".safetensors")
+    return [weights, path] if weights.is_file() else [path]
+
+
+def _sha256(path: Path) -> str:
+    hasher = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            hasher.update(chunk)
+    return hasher.hexdigest()
