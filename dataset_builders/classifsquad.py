@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from mtl import jsonfile
 from mtl.atomic import check_output_dir, write_folder
-from mtl.config import AtLeast0, AtLeast1
+from mtl.config import AtLeast0, AtLeast1, flattened
 from mtl.console import progress_stream
 from mtl.data.classifsquad import COLUMNS, SENTENCES, describe_folder, is_build, to_dataset_dict
 from mtl.data.squad import Article, load_squad, resolve_squad_source
@@ -482,7 +482,7 @@ def _finish_tracking(
     flat = {
         f"{split}/{key}": value
         for split, stats in summary["splits"].items()
-        for key, value in _flatten(stats).items()
+        for key, value in flattened(stats, "/").items()
     }
     tracker.summary({**flat, "build/seconds": seconds})
     columns = ["split", *SENTENCES, "label"]
@@ -511,13 +511,3 @@ def sample_rows(splits: dict, seed: int) -> list[list[object]]:
             i = first_of[questions[q]]
             rows.append([split, *(cols[name][i] for name in (*SENTENCES, "label"))])
     return rows
-
-
-def _flatten(stats: dict, prefix: str = "") -> dict[str, object]:
-    flat = {}
-    for key, value in stats.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}/"))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat

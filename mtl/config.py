@@ -138,6 +138,17 @@ def to_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+def flattened(values: dict[str, Any], separator: str = ".", prefix: str = "") -> dict[str, Any]:
+    """`{"model": {"hidden": 8}}` as `{"model.hidden": 8}` (nested dicts joined by `separator`)."""
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(flattened(value, separator, f"{prefix}{key}{separator}"))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def table(entry_class: Any, **kwargs: Any) -> Any:
     """A field holding named configs (`{name: dataclass}`), their keys flattened to `<name>.<key>`.
 

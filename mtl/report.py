@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mtl import atomic, metrics
+from mtl.config import flattened
 from mtl.errors import UserError
 from mtl.runs import RunFolder
 from mtl.tasks import task_title
@@ -190,25 +191,16 @@ def build(runs: list[Run]) -> str:
 NOT_COMPARED = ("run.name", "run.out", "run.group", "run.wandb", "run.checkpoint_every", "run.eval_batch")
 
 
-def flat_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """`{"model": {"hidden": 8}}` as `{"model.hidden": 8}`."""
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            flat.update(flat_config(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-def differing_keys(runs: list[Run]) -> set[str]:
-    """The config keys whose values are not the same in every run (a key one run lacks differs)."""
-    configs = [flat_config(run.config) for run in runs]
+def differing_keys(runs: list[Run], ignored: tuple[str, ...] = ()) -> set[str]:
+    """The config keys whose values are not the same in every run (a key one run lacks differs),
+    but those of NOT_COMPARED and `ignored`."""
+    configs = [flattened(run.config) for run in runs]
     keys = set().union(*configs) if configs else set()
     return {
         key
         for key in keys
-        if not key.startswith(NOT_COMPARED) and len({json.dumps(c.get(key)) for c in configs}) > 1
+        if not key.startswith((*NOT_COMPARED, *ignored))
+        and len({json.dumps(c.get(key)) for c in configs}) > 1
     }
 
 
@@ -248,7 +240,7 @@ def _results_table(runs: list[Run]) -> str:
     ]
     rows = []
     for run in runs:
-        s, flat = run.summary, flat_config(run.config)
+        s, flat = run.summary, flattened(run.config)
         rows.append(
             [
                 run.name,

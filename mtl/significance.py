@@ -15,7 +15,6 @@ or not distinguishable (it holds 0). Differences are in points: percent for accu
 from __future__ import annotations
 
 import itertools
-import json
 import statistics
 import time
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from typing import Annotated
 import numpy as np
 
 from mtl import atomic, jsonfile
-from mtl.config import AtLeast0, Range
+from mtl.config import AtLeast0, Range, flattened
 from mtl.errors import UserError
 
 Items = dict[str, np.ndarray]  # a task's arrays per test item: predicted, gold (STS: per subset)
@@ -156,20 +155,15 @@ class Encoder:
 def group_runs(folders: list[Path], report: str) -> list[Encoder]:
     """Runs whose configs differ only in `run.seed` form one encoder, named by what sets it apart."""
     from mtl.eval.transfer.suite import ITEMS_SUFFIX, read_items
-    from mtl.report import NOT_COMPARED, Run, flat_config
+    from mtl.report import Run, differing_keys
 
     runs = [Run.read(folder) for folder in folders]
-    configs = [flat_config(run.config) for run in runs]
-    apart = sorted(
-        key
-        for key in set().union(*configs)
-        if key != "run.seed"
-        and not key.startswith(NOT_COMPARED)
-        and len({json.dumps(c.get(key)) for c in configs}) > 1
-    )
+    configs = [flattened(run.config) for run in runs]
+    apart = sorted(differing_keys(runs, ignored=("run.seed",)))
     groups: dict[str, list[int]] = {}
     for index, config in enumerate(configs):
-        label = " ".join(f"{key.rsplit('.', 1)[-1]}={config.get(key)}" for key in apart) or runs[index].name
+        # model.hidden=4 -> hidden=4, tasks.nli.steps=250 -> nli.steps=250: the key as typed
+        label = " ".join(f"{key.split('.', 1)[-1]}={config.get(key)}" for key in apart) or runs[index].name
         groups.setdefault(label, []).append(index)
     if len(groups) == 1 and len(runs) > 1 and not apart:  # only seeds differ: nothing to compare but runs
         groups = {run.name: [i] for i, run in enumerate(runs)}
@@ -232,7 +226,7 @@ def markdown(encoders: list[Encoder], comparisons: list[Comparison], config: Sig
         "",
         *(f"- {e.name}: {', '.join(str(r) for r in e.runs)}" for e in encoders),
         "",
-        f"| task | first | second | first | second | difference | {level} interval | verdict |",
+        f"| task | encoder A | encoder B | A | B | A - B | {level} interval | verdict |",
         "|---|---|---|---:|---:|---:|---:|---|",
     ]
     by_name = {e.name: e for e in encoders}
