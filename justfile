@@ -67,6 +67,10 @@ transfer *args:
 compare *args:
     {{python}} -m mtl compare "$@"
 
+# nearest neighbours of a sentence among a pool's (e.g. run=runs/<run> query="a man plays a guitar ." pool=sentences.txt)
+neighbours *args:
+    {{python}} -m mtl neighbours "$@"
+
 # transfer each run of a sweep over objectives, then a table and a page (e.g. after just sweep objectives max_minutes=20)
 compare-objectives *args:
     {{python}} -m mtl compare-objectives "$@"

@@ -154,6 +154,12 @@ def compare(args: Sequence[str]) -> None:
     print(f"written to {out} and {out.with_suffix('.json')}")
 
 
+def neighbours(args: Sequence[str]) -> None:
+    from mtl import neighbours as search
+
+    print(search.run(apply_overrides(search.NeighboursConfig(), args)))
+
+
 def compare_objectives(args: Sequence[str]) -> None:
     from mtl.compare import CompareConfig, compare
 
@@ -350,6 +356,11 @@ COMMANDS: dict[str, Command] = {
         "transfer results of encoders, task by task, with paired bootstrap intervals and a verdict",
         _config("mtl.significance", "SignificanceConfig"),
         (("PATH", "none", "run folders or a sweep folder; runs that differ only in seed= form one encoder"),),
+    ),
+    "neighbours": Command(
+        neighbours,
+        "the pool sentences nearest to a query by the cosine of their embeddings",
+        _config("mtl.neighbours", "NeighboursConfig"),
     ),
     "compare-objectives": Command(
         compare_objectives,

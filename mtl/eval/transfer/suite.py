@@ -16,6 +16,7 @@ from mtl.atomic import check_output_dir
 from mtl.config import AtLeast0, AtLeast1, Range
 from mtl.console import progress_stream
 from mtl.errors import UserError
+from mtl.eval.combined import CombinedEncoder
 from mtl.eval.encoder import (
     SentenceEncoder,
     baseline_encoder,
@@ -61,7 +62,9 @@ SELFATTN_TASKS = ["MR", "CR", "MPQA", "SUBJ", "SST2", "SST5", "SICK-E", "TREC", 
 
 @dataclass
 class TransferConfig:
-    run: str | None = None  # run folder or checkpoint
+    run: str | None = (
+        None  # run folder or checkpoint; several, comma-separated: their embeddings concatenated
+    )
     baseline: Literal["glove-bow", "random-bilstm", "hf"] | None = (
         None  # instead of run=: a reference encoder; hf: hf_model= as it comes, before fine-tuning
     )
@@ -178,10 +181,16 @@ def make_encoder(config: TransferConfig) -> SentenceEncoder:
             config.random_hidden,
             device=config.device,
         )
-    encoder = load_encoder(config.run, device=config.device)
+    encoders = [load_encoder(run, device=config.device) for run in run_paths(config)]
     if config.vectors:
-        encoder.vectors = str(resolve_vectors_path(config.vectors))
-    return encoder
+        for encoder in encoders:
+            encoder.vectors = str(resolve_vectors_path(config.vectors))
+    return encoders[0] if len(encoders) == 1 else CombinedEncoder(encoders)
+
+
+def run_paths(config: TransferConfig) -> list[str]:
+    """The runs of `run=`: one, or several whose embeddings are concatenated (`run=runs/a,runs/b`)."""
+    return [part.strip() for part in (config.run or "").split(",") if part.strip()]
 
 
 def evaluate_task(
@@ -285,6 +294,8 @@ def output_folder(config: TransferConfig) -> Path:
         return Path(config.out).expanduser()
     if config.baseline:
         return Path(f"runs/baseline-{baseline_name(config)}")
+    if len(runs := run_paths(config)) > 1:
+        return Path("runs") / ("combined-" + "+".join(Path(run).expanduser().name for run in runs))
     source = Path(config.run).expanduser()
     if source.is_dir():
         return source
@@ -369,8 +380,9 @@ def _evaluate_all(
         group=training_group(out) if config.run else "baselines",
         tags=["transfer", config.mode],
     )
-    if config.run:  # the exact encoder evaluated, by its content digest
-        tracker.use_input(encoder_artifact(out), "encoder", encoder_files(config.run))
+    for run in run_paths(config):  # the exact encoders evaluated, by their content digests
+        folder = Path(run).expanduser()
+        tracker.use_input(encoder_artifact(folder if folder.is_dir() else out), "encoder", encoder_files(run))
     results: dict[str, dict[str, float]] = {}
     started = time.perf_counter()
     bar = tqdm(tasks.items(), desc="transfer", unit=" tasks", file=progress_stream(), dynamic_ncols=True)

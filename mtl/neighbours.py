@@ -1,0 +1,79 @@
+"""`just neighbours`: the sentences of a pool nearest to a query, by the cosine of their
+embeddings (Quick-Thoughts, Table 5: nearest neighbours as a look at what an encoder keeps).
+
+The pool is a text file, one sentence per line, or by default the distinct sentences of
+SNLI's dev and test splits. Several runs (`run=runs/a,runs/b`) are searched with their
+embeddings concatenated, as transfer combines them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mtl.config import AtLeast1
+from mtl.errors import UserError
+
+
+@dataclass
+class NeighboursConfig:
+    run: str = ""  # run folder (or several, comma-separated: embeddings concatenated)
+    query: str = ""  # the sentence to find neighbours of; several separated by |
+    pool: str | None = None  # a text file, one sentence per line; None: SNLI dev + test's distinct sentences
+    snli: str | None = None  # for the default pool: SNLI folder or Hub id (None: $MTL_DATA_DIR/snli)
+    k: AtLeast1 = 5  # neighbours per query
+    batch_size: AtLeast1 = 128
+    device: str = "auto"
+
+
+def pool_sentences(config: NeighboursConfig) -> list[str]:
+    if config.pool:
+        path = Path(config.pool).expanduser()
+        if not path.is_file():
+            raise UserError(f"pool={path} does not exist: give a text file with one sentence per line")
+        sentences = list(
+            dict.fromkeys(line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+        )
+        return [s for s in sentences if s]
+    from mtl.data.snli import load_snli
+
+    found: dict[str, None] = {}
+    for split in ("dev", "test"):
+        for column in load_snli(config.snli, split).columns:
+            found.update(dict.fromkeys(column))
+    return list(found)
+
+
+def nearest(queries: np.ndarray, pool: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each query row, the `k` pool rows of highest cosine (indices and cosines, best first)."""
+
+    def unit(x: np.ndarray) -> np.ndarray:
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+    similarity = unit(queries) @ unit(pool).T
+    k = min(k, pool.shape[0])
+    top = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(similarity, top, axis=1), axis=1, kind="stable")
+    indices = np.take_along_axis(top, order, axis=1)
+    return indices, np.take_along_axis(similarity, indices, axis=1)
+
+
+def run(config: NeighboursConfig) -> str:
+    from mtl.eval.transfer.suite import TransferConfig, make_encoder
+
+    queries = [q.strip() for q in config.query.split("|") if q.strip()]
+    if not config.run or not queries:
+        raise UserError('just neighbours needs run=runs/<run> and query="a sentence" (several: a|b)')
+    encoder = make_encoder(TransferConfig(run=config.run, device=config.device))
+    pool = pool_sentences(config)
+    pool_embeddings = encoder.encode(pool, batch_size=config.batch_size, show_progress_bar=True)
+    indices, cosines = nearest(
+        encoder.encode(queries, batch_size=config.batch_size), pool_embeddings, config.k
+    )
+    lines = [f"{encoder.name}: {len(pool):,} pool sentences, cosine of {encoder.dim}-d embeddings"]
+    for query, rows, values in zip(queries, indices, cosines, strict=True):
+        lines += ["", f"query: {query}"]
+        lines += [f"  {value:.3f}  {pool[row]}" for row, value in zip(rows, values, strict=True)]
+    return "\n".join(lines)

@@ -1,0 +1,61 @@
+"""Encoders combined by concatenation (transfer run=a,b) and nearest-neighbour search."""
+
+import json
+
+import numpy as np
+
+from mtl import load_encoder
+from mtl.cli import main
+from mtl.eval.combined import CombinedEncoder
+from mtl.neighbours import nearest
+
+from .conftest import FIXTURES, start_run
+
+SENTENCES = ["A man is playing a guitar .", "Two dogs run through the snow ."]
+
+
+def test_combined_runs_concatenate_their_embeddings_and_transfer(tiny_data, senteval, tmp_path, capsys):
+    a, _ = start_run(tiny_data, tmp_path / "a", "hidden=4")
+    b, _ = start_run(tiny_data, tmp_path / "b", "encoder=gru", "hidden=6", "pooling=last")
+    combined = CombinedEncoder([load_encoder(a, device="cpu"), load_encoder(b, device="cpu")])
+    assert combined.name == "a+b" and combined.dim == 8 + 6
+    np.testing.assert_allclose(
+        combined.encode(SENTENCES),
+        np.concatenate([load_encoder(a).encode(SENTENCES), load_encoder(b).encode(SENTENCES)], axis=1),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    out = tmp_path / "both"
+    args = ["transfer", f"run={a},{b}", "mode=fast", "tasks=MR", f"data={senteval}", f"out={out}"]
+    assert main([*args, f"vectors={tiny_data['vectors']}", "wandb=disabled"]) == 0
+    report = json.loads((out / "transfer-fast.json").read_text())
+    assert report["encoder"] == "a+b" and report["dim"] == 14 and "MR" in report["results"]
+    assert "| a+b | 14 |" in capsys.readouterr().out
+
+
+def test_nearest_neighbours_rank_by_cosine():
+    pool = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 0.0]])
+    indices, cosines = nearest(np.array([[2.0, 0.1], [0.0, -3.0]]), pool, k=4)
+    assert indices[0].tolist() == [0, 2, 1, 3] and cosines[0][0] > cosines[0][1] > cosines[0][2]
+    assert indices[1][-1] == 1 and np.isclose(cosines[1][-1], -1.0)  # the opposite direction, last
+
+
+def test_neighbours_finds_a_sentence_of_the_pool_itself(tiny_data, tmp_path, capsys):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run")
+    pool = [line.strip() for line in (FIXTURES / "snli_tiny" / "s2.train").read_text().splitlines()]
+    query = pool[7]
+    args = [
+        "neighbours",
+        f"run={run_dir}",
+        f"query={query}|{pool[11]}",
+        f"pool={FIXTURES / 'snli_tiny' / 's2.train'}",
+    ]
+    assert main([*args, "k=2", "device=cpu"]) == 0
+    out = capsys.readouterr().out
+    blocks = out.split("query: ")
+    assert (
+        blocks[1].splitlines()[1] == f"  1.000  {query}"
+        and blocks[2].splitlines()[1] == f"  1.000  {pool[11]}"
+    )
+    assert main(["neighbours", f"run={run_dir}"]) == 2
+    assert 'needs run=runs/<run> and query="a sentence"' in capsys.readouterr().err
