@@ -67,6 +67,10 @@ transfer *args:
 compare *args:
     {{python}} -m mtl compare "$@"
 
+# a run's transfer accuracy by sentence length, OOV rate and label (e.g. run=runs/<run> report=transfer-fast)
+decompose *args:
+    {{python}} -m mtl decompose "$@"
+
 # nearest neighbours of a sentence among a pool's (e.g. run=runs/<run> query="a man plays a guitar ." pool=sentences.txt)
 neighbours *args:
     {{python}} -m mtl neighbours "$@"

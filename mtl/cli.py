@@ -154,6 +154,12 @@ def compare(args: Sequence[str]) -> None:
     print(f"written to {out} and {out.with_suffix('.json')}")
 
 
+def decompose(args: Sequence[str]) -> None:
+    from mtl import decompose as decomposition
+
+    print(decomposition.run(apply_overrides(decomposition.DecomposeConfig(), args)))
+
+
 def neighbours(args: Sequence[str]) -> None:
     from mtl import neighbours as search
 
@@ -356,6 +362,11 @@ COMMANDS: dict[str, Command] = {
         "transfer results of encoders, task by task, with paired bootstrap intervals and a verdict",
         _config("mtl.significance", "SignificanceConfig"),
         (("PATH", "none", "run folders or a sweep folder; runs that differ only in seed= form one encoder"),),
+    ),
+    "decompose": Command(
+        decompose,
+        "a run's transfer accuracy by sentence length, OOV rate and label, from its report's items",
+        _config("mtl.decompose", "DecomposeConfig"),
     ),
     "neighbours": Command(
         neighbours,

@@ -59,3 +59,37 @@ def test_neighbours_finds_a_sentence_of_the_pool_itself(tiny_data, tmp_path, cap
     )
     assert main(["neighbours", f"run={run_dir}"]) == 2
     assert 'needs run=runs/<run> and query="a sentence"' in capsys.readouterr().err
+
+
+def test_breakdown_bins_items_and_counts_their_accuracy():
+    from mtl.decompose import LENGTH_BINS, OOV_BINS, breakdown
+
+    correct = np.array([True, False, True, True, False, True])
+    lengths = np.array([3, 10, 11, 25, 40, 31])
+    assert breakdown(correct, lengths, LENGTH_BINS) == [
+        ("0-10", 2, 50.0),
+        ("11-20", 1, 100.0),
+        ("21-30", 1, 100.0),
+        ("31+", 2, 50.0),
+    ]
+    oov = np.array([0.0, 0.0, 0.05, 0.1, 0.5, 0.2])
+    assert [(label, n) for label, n, _ in breakdown(correct, oov, OOV_BINS)] == [
+        ("0%", 2),
+        ("0-5%", 1),
+        ("5-15%", 1),
+        ("15-100%", 2),
+    ]
+
+
+def test_decompose_reads_a_transfer_report_and_its_task(tiny_data, senteval, tmp_path, capsys):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run")
+    args = ["transfer", f"run={run_dir}", "mode=fast", "tasks=MR,CR", f"data={senteval}", "wandb=disabled"]
+    assert main([*args, f"vectors={tiny_data['vectors']}"]) == 0
+    capsys.readouterr()
+    assert main(["decompose", f"run={run_dir}", "report=transfer-fast", f"data={senteval}"]) == 0
+    out = capsys.readouterr().out
+    assert "### MR" in out and "### CR" in out and "tiny.8d.txt" in out
+    rows = [line.split("|") for line in out.splitlines() if line.startswith("| length |")]
+    assert sum(int(row[3].replace(",", "")) for row in rows[:4]) == 60  # every MR item in one length bin
+    report = json.loads((run_dir / "transfer-fast.json").read_text())
+    assert f"| all | all | 60 | {100 * report['results']['MR']['acc']:.2f} |" in out
