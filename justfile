@@ -71,6 +71,10 @@ compare *args:
 decompose *args:
     {{python}} -m mtl decompose "$@"
 
+# which words max pooling picks over a corpus, trained next to untrained (e.g. run=runs/<run> limit=5000)
+maxpool *args:
+    {{python}} -m mtl maxpool "$@"
+
 # nearest neighbours of a sentence among a pool's (e.g. run=runs/<run> query="a man plays a guitar ." pool=sentences.txt)
 neighbours *args:
     {{python}} -m mtl neighbours "$@"

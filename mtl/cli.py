@@ -160,6 +160,14 @@ def decompose(args: Sequence[str]) -> None:
     print(decomposition.run(apply_overrides(decomposition.DecomposeConfig(), args)))
 
 
+def maxpool(args: Sequence[str]) -> None:
+    from mtl import maxpool as picks
+
+    out, text = picks.run(apply_overrides(picks.MaxPoolConfig(), args))
+    print(text)
+    print(f"page written to {out}")
+
+
 def neighbours(args: Sequence[str]) -> None:
     from mtl import neighbours as search
 
@@ -367,6 +375,11 @@ COMMANDS: dict[str, Command] = {
         decompose,
         "a run's transfer accuracy by sentence length, OOV rate and label, from its report's items",
         _config("mtl.decompose", "DecomposeConfig"),
+    ),
+    "maxpool": Command(
+        maxpool,
+        "which words max pooling picks over a corpus, trained and untrained, with a page of examples",
+        _config("mtl.maxpool", "MaxPoolConfig"),
     ),
     "neighbours": Command(
         neighbours,

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import torch
 
 from mtl import load_encoder
 from mtl.cli import main
@@ -93,3 +94,37 @@ def test_decompose_reads_a_transfer_report_and_its_task(tiny_data, senteval, tmp
     assert sum(int(row[3].replace(",", "")) for row in rows[:4]) == 60  # every MR item in one length bin
     report = json.loads((run_dir / "transfer-fast.json").read_text())
     assert f"| all | all | 60 | {100 * report['results']['MR']['acc']:.2f} |" in out
+
+
+def test_max_pooling_wins_are_counted_per_position():
+    from mtl.maxpool import by_bucket, by_word, wins
+
+    states = [np.array([[1.0, 0.0, 5.0, 2.0], [0.0, 3.0, 1.0, 1.0]]), np.array([[1.0, 1.0, 1.0, 1.0]])]
+    shares = wins(states)
+    assert shares[0].tolist() == [0.75, 0.25] and shares[1].tolist() == [1.0]
+    tokens = [["the", "guitar"], ["the"]]
+    ranks = {"the": 0, "guitar": 5000}
+    rows = by_bucket(tokens, shares, ranks.get)
+    assert rows[0] == ("rank 0-100", 2, (0.75 * 2 + 1.0) / 2) and rows[2] == ("rank 1,000-10,000", 1, 0.5)
+    assert by_word(tokens, shares, min_count=2) == {"the": (2, 1.25)}
+
+
+def test_maxpool_compares_a_trained_encoder_with_its_untrained_twin(tiny_data, tmp_path, capsys):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", "pooling=max")
+    pool = FIXTURES / "snli_tiny" / "s1.train"
+    assert main(["maxpool", f"run={run_dir}", f"pool={pool}", "min_count=3"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "| rank 0-100 |" in out and "trained: most picked words" in out and "untrained: least picked" in out
+    )
+    from mtl.maxpool import _untrained
+
+    trained = load_encoder(run_dir, device="cpu")
+    twin = _untrained(trained, seed=1).encoder
+    assert torch.equal(twin.embedding.weight, trained.encoder.embedding.weight)  # the same word vectors
+    assert not torch.equal(twin.lstm.weight_hh_l0, trained.encoder.lstm.weight_hh_l0)  # the rest drawn anew
+    page = (run_dir / "maxpool.html").read_text()
+    assert page.count('<img src="data:image/svg+xml;base64,') == 1
+    mean, _ = start_run(tiny_data, tmp_path / "mean", "pooling=mean")
+    assert main(["maxpool", f"run={mean}", f"pool={pool}"]) == 2
+    assert "pools with mean: just maxpool reads encoders trained with pooling=max" in capsys.readouterr().err
