@@ -53,6 +53,7 @@ class Run:
     records: list[dict[str, Any]]
     summary: dict[str, Any]
     transfer: dict[str, dict[str, str]]  # transfer report (transfer, transfer-fast, ...) -> task -> headline
+    sizes: dict[str, tuple[int, float]]  # transfer report -> (embedding dim, micro average of dev accuracies)
 
     @property
     def name(self) -> str:
@@ -98,22 +99,27 @@ class Run:
             summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
             raise UserError(f"{folder} cannot be read ({error}): is it a complete run folder?") from None
-        return cls(folder, config, records, summary, _transfer_results(folder))
+        return cls(folder, config, records, summary, *_transfer_results(folder))
 
 
-def _transfer_results(folder: Path) -> dict[str, dict[str, str]]:
+def _transfer_results(folder: Path) -> tuple[dict[str, dict[str, str]], dict[str, tuple[int, float]]]:
     """Report -> task -> the number Table 2 shows, from every transfer report of the run
-    (`transfer.json`, `transfer-fast.json`, `transfer-fast-pool-mean.json`, ...)."""
+    (`transfer.json`, `transfer-fast.json`, `transfer-fast-pool-mean.json`, ...); and report ->
+    (embedding dimension, micro average of dev accuracies) where the report has both."""
     from mtl.eval.transfer.suite import headline
 
-    found = {}
+    found, sizes = {}, {}
     for path in sorted(folder.glob("transfer*.json")):
+        if path.name.endswith(".senteval.json"):
+            continue
         try:
-            results = json.loads(path.read_text(encoding="utf-8"))["results"]
-            found[path.stem] = {task: headline(task, values) for task, values in results.items()}
+            report = json.loads(path.read_text(encoding="utf-8"))
+            found[path.stem] = {task: headline(task, values) for task, values in report["results"].items()}
+            if report.get("dim") and (report.get("aggregate") or {}).get("micro") is not None:
+                sizes[path.stem] = (int(report["dim"]), float(report["aggregate"]["micro"]))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             continue  # not a report (or a damaged one): the page shows the others
-    return found
+    return found, sizes
 
 
 def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) -> list[Path]:
@@ -168,6 +174,8 @@ def build(runs: list[Run]) -> str:
         else:
             title = f"Figure 2: best dev metric against {runs[0].title(axis)} steps per block"
             figures.append((title, _figure2(runs, axis)))
+    if (sized := _size_curves(runs)) is not None:
+        figures.append(("Transfer against embedding dimension (InferSent Figure 4, micro average)", sized))
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8"><title>mtl report</title>',
@@ -469,6 +477,33 @@ def _figure2(runs: list[Run], swept: str) -> str:
             f"{finished[0].title(swept)} steps per block" + (f" of {others} steps" if others else "")
         )
         axis.grid(alpha=0.3)
+    figure.tight_layout()
+    return svg_base64(figure)
+
+
+def _size_curves(runs: list[Run]) -> str | None:
+    """Per encoder (architecture and pooling), the micro average of transfer dev accuracies against
+    the embedding dimension, one line per transfer report; None unless some encoder has two sizes."""
+    lines: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for run in runs:
+        model = run.config["model"]
+        label = f"{model['encoder']} {model.get('pooling', '')}".strip()
+        for report, point in run.sizes.items():
+            lines.setdefault((label, report), []).append(point)
+    lines = {key: sorted(points) for key, points in lines.items() if len({d for d, _ in points}) > 1}
+    if not lines:
+        return None
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    for (label, report), points in sorted(lines.items()):
+        axis.plot([d for d, _ in points], [m for _, m in points], marker="o", label=f"{label} ({report})")
+    axis.set_xscale("log", base=2)
+    dims = sorted({d for points in lines.values() for d, _ in points})
+    axis.set_xticks(dims, [str(d) for d in dims])
+    axis.set_xlabel("embedding dimension")
+    axis.set_ylabel("transfer: micro average of dev accuracy (%)")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
     figure.tight_layout()
     return svg_base64(figure)
 

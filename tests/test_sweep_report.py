@@ -219,3 +219,27 @@ def test_report_of_a_damaged_sweep_record_is_one_line(tmp_path, capsys, text):
     (tmp_path / "sweep.json").write_text(text)
     assert main(["report", str(tmp_path)]) == 2
     assert f"error: {tmp_path / 'sweep.json'} is damaged" in capsys.readouterr().err
+
+
+def test_transfer_against_embedding_size_is_drawn_per_encoder(sweep_dir, tmp_path):
+    runs = []
+    for dim, micro in ((64, 70.0), (128, 72.5), (256, 73.0)):
+        run = member_copy(
+            sweep_dir, tmp_path, f"b{dim}", lambda config, dim=dim: config["model"].update(bottleneck=dim)
+        )
+        report = {
+            "dim": dim,
+            "aggregate": {"micro": micro, "macro": micro, "tasks": ["MR"]},
+            "results": {"MR": {"acc": 0.7}},
+        }
+        (run / "transfer-fast.json").write_text(json.dumps(report))
+        runs.append(str(run))
+    page_path = tmp_path / "sizes.html"
+    assert main(["report", *runs, f"out={page_path}"]) == 0
+    page = Page()
+    page.feed(page_path.read_text(encoding="utf-8"))
+    (image,) = [i for i in page.images if i["alt"].startswith("Transfer against embedding dimension")]
+    svg = base64.b64decode(image["src"].split(",", 1)[1]).decode()
+    assert "bilstm max (transfer-fast)" in svg  # one line for the encoder, its three sizes
+    assert main(["report", runs[0], f"out={tmp_path / 'one.html'}"]) == 0
+    assert "Transfer against embedding dimension" not in (tmp_path / "one.html").read_text()
