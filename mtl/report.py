@@ -174,6 +174,8 @@ def build(runs: list[Run]) -> str:
         else:
             title = f"Figure 2: best dev metric against {runs[0].title(axis)} steps per block"
             figures.append((title, _figure2(runs, axis)))
+    if (curve := _learning_curves(runs)) is not None:
+        figures.append(("Transfer against the share of each task's training data (train_fraction=)", curve))
     if (sized := _size_curves(runs)) is not None:
         figures.append(("Transfer against embedding dimension (InferSent Figure 4, micro average)", sized))
     parts = [
@@ -292,12 +294,7 @@ def _transfer_order(tasks: set[str]) -> list[str]:
 def _best_value(values: list[str]) -> str | None:
     """The cell holding the highest score of a column (its first number: MRPC's accuracy, STS's
     Pearson), when at least two runs have one."""
-    scored = []
-    for value in values:
-        try:
-            scored.append((float(value.split("/")[0]), value))
-        except ValueError:
-            continue
+    scored = [(number, value) for value in values if (number := _first_number(value)) is not None]
     return max(scored)[1] if len(scored) > 1 else None
 
 
@@ -479,6 +476,59 @@ def _figure2(runs: list[Run], swept: str) -> str:
         axis.grid(alpha=0.3)
     figure.tight_layout()
     return svg_base64(figure)
+
+
+def _learning_curves(runs: list[Run]) -> str | None:
+    """Per transfer task, its score against the share of training data the classifier saw
+    (reports `<report>-frac<f>`, and `<report>` itself at 1), a line per run and report."""
+    lines: dict[tuple[str, str], dict[str, list[tuple[float, float]]]] = {}
+    for run in runs:
+        for report, scores in run.transfer.items():
+            base, _, fraction = report.rpartition("-frac")
+            if not base:
+                base, fraction = report, "1"
+            for task, headline in scores.items():
+                if (value := _first_number(headline)) is not None:
+                    lines.setdefault((run.name, base), {}).setdefault(task, []).append(
+                        (float(fraction), value)
+                    )
+    curves = {
+        key: {task: sorted(points) for task, points in tasks.items() if len(points) > 1}
+        for key, tasks in lines.items()
+    }
+    tasks = sorted({task for by_task in curves.values() for task in by_task})
+    if not tasks:
+        return None
+    plt = pyplot()
+    columns = min(len(tasks), 4)
+    rows = -(-len(tasks) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.2 * rows), squeeze=False)
+    colours = run_colours(runs)
+    for axis, task in zip(axes.flat, tasks, strict=False):
+        for (name, base), by_task in sorted(curves.items()):
+            if task in by_task:
+                points = by_task[task]
+                axis.plot(
+                    *zip(*points, strict=True), marker="o", color=colours[name], label=f"{name} ({base})"
+                )
+        axis.set_xscale("log")
+        axis.set_title(task, fontsize=10)
+        axis.set_xlabel("share of training data")
+        axis.grid(alpha=0.3)
+    for axis in list(axes.flat)[len(tasks) :]:
+        axis.set_visible(False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper center", ncol=min(len(labels), 3), fontsize=8, frameon=False)
+    figure.tight_layout(rect=(0, 0, 1, 0.92))
+    return svg_base64(figure)
+
+
+def _first_number(headline: str) -> float | None:
+    """A headline's first number (accuracy %, Pearson r, STS's Pearson in `.63/.61`)."""
+    try:
+        return float(headline.split("/")[0])
+    except ValueError:
+        return None
 
 
 def _size_curves(runs: list[Run]) -> str | None:

@@ -12,7 +12,7 @@ import pytest
 from mtl.cli import main
 from mtl.wandb_file import run_files
 
-from .conftest import args_for, long_sweep_args, wait_until_training
+from .conftest import args_for, long_sweep_args, start_run, wait_until_training
 
 
 @pytest.fixture(scope="module")
@@ -243,3 +243,33 @@ def test_transfer_against_embedding_size_is_drawn_per_encoder(sweep_dir, tmp_pat
     assert "bilstm max (transfer-fast)" in svg  # one line for the encoder, its three sizes
     assert main(["report", runs[0], f"out={tmp_path / 'one.html'}"]) == 0
     assert "Transfer against embedding dimension" not in (tmp_path / "one.html").read_text()
+
+
+def test_a_learning_curve_over_the_share_of_training_data(tiny_data, senteval, tmp_path, capsys):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run")
+    common = ["transfer", f"run={run_dir}", "mode=fast", "tasks=MR,CR", f"data={senteval}", "wandb=disabled"]
+    for fraction in ("0.25", "0.5", "1"):
+        assert main([*common, f"train_fraction={fraction}", f"vectors={tiny_data['vectors']}"]) == 0
+    names = sorted(p.name for p in run_dir.glob("transfer-fast*.json") if ".senteval" not in p.name)
+    assert names == ["transfer-fast-frac0.25.json", "transfer-fast-frac0.5.json", "transfer-fast.json"]
+    report = json.loads((run_dir / "transfer-fast-frac0.25.json").read_text())
+    assert report["results"]["MR"]["ntest"] == 60  # every item is still predicted, from a quarter of its fold
+    assert main(["report", str(run_dir), f"out={tmp_path / 'curve.html'}"]) == 0
+    page = Page()
+    page.feed((tmp_path / "curve.html").read_text(encoding="utf-8"))
+    assert any(i["alt"].startswith("Transfer against the share of each task") for i in page.images)
+    senteval_mode = [a for a in common if a != "mode=fast"] + ["mode=senteval"]
+    assert main([*senteval_mode, "train_fraction=0.5"]) == 2
+    assert "train_fraction=0.5 subsamples scikit-learn's training sets" in capsys.readouterr().err
+
+
+def test_the_training_share_keeps_every_class():
+    import numpy as np
+
+    from mtl.eval.transfer.classifiers import training_share
+
+    labels = np.array([0] * 90 + [1] * 10)
+    share = training_share(labels, 0.1, seed=3)
+    assert len(share) == 9 + 2 and set(labels[share]) == {0, 1}  # 10% of each class, 2 at least
+    assert np.array_equal(share, training_share(labels, 0.1, seed=3))
+    assert len(training_share(labels, 1.0, seed=3)) == 100

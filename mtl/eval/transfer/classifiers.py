@@ -38,6 +38,7 @@ class Protocol:
     seed: int = 1111
     jobs: int = 2  # outer folds fitted in parallel processes
     senteval: SentEvalParams | None = None  # classification by SentEval's PyTorch classifier instead
+    train_fraction: float = 1.0  # share of each training set the classifier sees (a learning curve)
 
     @classmethod
     def named(cls, mode: str, senteval: SentEvalParams | None = None) -> Protocol:
@@ -80,10 +81,25 @@ def best_penalty_by_cv(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> tupl
     return best, scores[best]
 
 
+def training_share(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Sorted positions of `fraction` of `labels`, drawn per class (at least 2 of each, so every
+    class is there to fit and to cross-validate), the same for the same seed."""
+    if fraction >= 1:
+        return np.arange(len(labels))
+    rng = np.random.default_rng(seed)
+    chosen = []
+    for label in np.unique(labels):
+        members = np.flatnonzero(labels == label)
+        count = min(len(members), max(2, int(np.ceil(fraction * len(members)))))
+        chosen.append(rng.choice(members, count, replace=False))
+    return np.sort(np.concatenate(chosen))
+
+
 def _outer_fold(
     x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, protocol: Protocol
 ) -> np.ndarray:
     """The fold's predictions for its test items, and its inner cross-validation accuracy."""
+    train = train[training_share(y[train], protocol.train_fraction, protocol.seed)]
     penalty, inner = best_penalty_by_cv(x[train], y[train], protocol)
     return _fit(x[train], y[train], penalty, protocol).predict(x[test]), inner
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -95,6 +96,9 @@ class TransferConfig:
     pooling: Literal["max", "mean", "max+mean", "sum", "cls", "selfattn"] | None = (
         None  # None: the encoder's own (hf: mean); selfattn: attention trained per task on the token states
     )
+    train_fraction: Annotated[float, Range(0, 1, low_open=True)] = (
+        1.0  # share of each task's training data the classifier sees (drawn per class): a learning curve
+    )
     selfattn_da: AtLeast1 = 128  # pooling=selfattn: the attention's hidden width (Liu et al.: 128)
     selfattn_r: AtLeast1 = 3  # pooling=selfattn: attention views (Liu et al.: 3)
     data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
@@ -127,6 +131,11 @@ class TransferConfig:
             raise UserError(
                 f"optim={self.optim!r} is not SentEval's optimizer string: one of {', '.join(OPTIMIZERS)}, "
                 "then optional settings (e.g. adam, or sgd,lr=0.1)"
+            )
+        if self.train_fraction < 1 and (self.mode.startswith("senteval") or self.pooling == "selfattn"):
+            raise UserError(
+                f"train_fraction={self.train_fraction} subsamples scikit-learn's training sets: use mode=standard "
+                "or fast, without pooling=selfattn"
             )
         if self.pooling == "selfattn" and self.mode.startswith("senteval"):
             raise UserError(
@@ -249,6 +258,8 @@ def _evaluated(
     def labels(split: str) -> np.ndarray:
         return np.asarray(task.splits[split].labels)
 
+    task = training_part(task, protocol.train_fraction, protocol.seed)  # a learning curve: train= fraction
+
     senteval = protocol.senteval
     if task.kind == "cv" and senteval:
         return senteval_classifier.inner_kfold(features("all"), labels("all"), senteval)
@@ -286,6 +297,23 @@ def _evaluated(
             protocol,
         )
     return protocol_fns.sts_scores({s: (*columns(s), labels(s)) for s in task.splits})
+
+
+def training_part(task: TransferTask, fraction: float, seed: int) -> TransferTask:
+    """`task` with `fraction` of its train split (classes drawn alike; relatedness scores at random).
+    Cross-validated tasks have no train split: their folds are subsampled (`Protocol.train_fraction`)."""
+    if fraction >= 1 or "train" not in task.splits:
+        return task
+    split = task.splits["train"]
+    if task.kind == "relatedness":
+        count = max(2, int(np.ceil(fraction * len(split))))
+        share = np.sort(np.random.default_rng(seed).choice(len(split), count, replace=False))
+    else:
+        share = protocol_fns.training_share(np.asarray(split.labels), fraction, seed)
+    part = type(split)(
+        [[column[i] for i in share] for column in split.sentences], [split.labels[i] for i in share]
+    )
+    return dataclasses.replace(task, splits={**task.splits, "train": part})
 
 
 def output_folder(config: TransferConfig) -> Path:
@@ -333,6 +361,7 @@ def report_name(config: TransferConfig) -> str:
     parts = [] if config.mode == "standard" else [config.mode]
     parts += ["mlp"] if config.classifier == "mlp" else []
     parts += [f"pool-{config.pooling}"] if config.pooling else []
+    parts += [f"frac{config.train_fraction:g}"] if config.train_fraction < 1 else []
     return "-".join(["transfer", *parts])
 
 
@@ -345,7 +374,9 @@ def run(config: TransferConfig) -> tuple[Path, dict]:
     out = check_output_dir(output_folder(config), "out")
     tasks = {name: read_task(name, root) for name in config.task_names}  # every task's data, before any work
     encoder = make_encoder(config)
-    protocol = Protocol.named(config.mode, senteval_params(config))
+    protocol = dataclasses.replace(
+        Protocol.named(config.mode, senteval_params(config)), train_fraction=config.train_fraction
+    )
     name = report_name(config)
     # One writer per report: a second transfer of the same encoder and protocol would merge
     # its results into the same files.
