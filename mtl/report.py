@@ -178,6 +178,7 @@ def build(runs: list[Run]) -> str:
         figures.append(("Transfer against the share of each task's training data (train_fraction=)", curve))
     if (sized := _size_curves(runs)) is not None:
         figures.append(("Transfer against embedding dimension (InferSent Figure 4, micro average)", sized))
+    significance = _significance(runs)
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8"><title>mtl report</title>',
@@ -187,6 +188,7 @@ def build(runs: list[Run]) -> str:
         "<h2>Results</h2>",
         _results_table(runs),
         *(f'<p class="note">{html.escape(note)}</p>' for note in notes),
+        *significance,
     ]
     for title, image in figures:
         parts += [
@@ -476,6 +478,52 @@ def _figure2(runs: list[Run], swept: str) -> str:
         axis.grid(alpha=0.3)
     figure.tight_layout()
     return svg_base64(figure)
+
+
+def _significance(runs: list[Run]) -> list[str]:
+    """`just compare`'s table for the runs (seeds grouped), on the first transfer report they all
+    keep per-item results of; nothing when there is no such report or fewer than two encoders."""
+    from mtl import significance
+    from mtl.eval.transfer.suite import ITEMS_SUFFIX
+
+    if len(runs) < 2:
+        return []
+    shared = [
+        report
+        for report in ("transfer", "transfer-fast", *sorted({r for run in runs for r in run.transfer}))
+        if all((run.folder / f"{report}{ITEMS_SUFFIX}").is_file() for run in runs)
+    ]
+    if not shared:
+        return []
+    config = significance.SignificanceConfig(report=shared[0], resamples=1000)
+    try:
+        encoders = significance.group_runs([run.folder for run in runs], config.report)
+        comparisons = significance.compare(encoders, config)
+    except UserError:
+        return []  # a single encoder (seeds only), or no task in common: nothing to test
+    head = ["task", "encoder A", "encoder B", "A", "B", "A - B", "95% interval", "verdict"]
+    by_name = {e.name: e for e in encoders}
+    rows = [
+        [
+            c.task,
+            c.first,
+            c.second,
+            significance.seed_spread(by_name[c.first], c.task),
+            significance.seed_spread(by_name[c.second], c.task),
+            f"{c.difference:+.2f}",
+            f"[{c.low:+.2f}, {c.high:+.2f}]",
+            c.verdict,
+        ]  # fmt: skip
+        for c in comparisons
+    ]
+    table = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return [
+        f"<h2>Is the difference real? ({html.escape(config.report)}, paired bootstrap over test items)</h2>",
+        f'<div class="wide"><table><tr>{table}</tr>{body}</table></div>',
+        "<p>Points: accuracy in %, Pearson r x 100 (STS: mean over subsets); runs that differ only in "
+        "seed= are one encoder. As <code>just compare</code>, with 1,000 replicates.</p>",
+    ]
 
 
 def _learning_curves(runs: list[Run]) -> str | None:

@@ -94,5 +94,10 @@ def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_pa
     assert len(rows) == 2 and all("(2 seeds)" in row for row in rows)
     assert all(row.rstrip(" |").endswith(("better", "not distinguishable")) for row in rows)
     assert (tmp_path / "cmp.json").is_file()
+    # just report shows the same test on its page.
+    assert main(["report", *map(str, runs.values()), f"out={tmp_path / 'page.html'}"]) == 0
+    page = (tmp_path / "page.html").read_text()
+    assert "Is the difference real? (transfer-fast, paired bootstrap over test items)" in page
+    assert page.count("<td>MR</td>") == 1 and "(2 seeds)" in page
     assert main(["compare", str(runs[(4, 1)]), str(runs[(12, 1)]), "report=transfer"]) == 2
     assert "has no per-item results for transfer" in capsys.readouterr().err
