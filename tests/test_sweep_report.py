@@ -263,6 +263,15 @@ def test_a_learning_curve_over_the_share_of_training_data(tiny_data, senteval, t
     assert "train_fraction=0.5 subsamples scikit-learn's training sets" in capsys.readouterr().err
 
 
+def test_a_multiclass_task_read_back_from_its_report_keeps_its_headline():
+    from mtl.eval.transfer.suite import headline
+
+    # TREC has no F1 (six classes); an older report's null F1 must not hide its accuracy.
+    assert headline("TREC", {"acc": 0.702, "f1": None, "dev_acc": 0.62}) == "70.20"
+    assert headline("MRPC", {"acc": 0.7, "f1": None}) == "n/a"
+    assert headline("STS14", {"all/pearson": 0.63, "all/spearman": 0.61, "images/pearson": None}) == ".63/.61"
+
+
 def test_the_training_share_keeps_every_class():
     import numpy as np
 

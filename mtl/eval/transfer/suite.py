@@ -488,7 +488,13 @@ def _earlier_results(path: Path, report: dict) -> dict[str, dict[str, float]]:
 
 def headline(task: str, result: dict[str, float]) -> str:
     """The number Table 2 shows: accuracy in %, Pearson for relatedness, Pearson/Spearman for STS."""
-    if any(value is None for value in result.values()):
+    if "all/pearson" in result:
+        keys = ["all/pearson", "all/spearman"]
+    elif "pearson" in result:
+        keys = ["pearson"]
+    else:
+        keys = ["acc", "f1"] if task == "MRPC" else ["acc"]
+    if any(result.get(key) is None for key in keys):
         return "n/a"  # a score that was not finite (e.g. a constant prediction's correlation)
     if "all/pearson" in result:
         return f"{result['all/pearson']:.2f}/{result['all/spearman']:.2f}".replace("0.", ".")
