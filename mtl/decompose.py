@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from mtl.errors import UserError
+from mtl.tracking import log_tables
 
 LENGTH_BINS = ((0, 10), (11, 20), (21, 30), (31, None))  # tokens, inclusive
 OOV_BINS = ((0.0, 0.0), (0.0, 0.05), (0.05, 0.15), (0.15, 1.0))  # (low, high]: the first is exactly 0
@@ -29,6 +31,9 @@ class DecomposeConfig:
     tasks: str = "all"  # comma-separated transfer tasks; all: every accuracy task the report has
     data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
     vectors: str | None = None  # the OOV reference; None: the run's own vectors file
+    wandb: Literal["auto", "online", "offline", "disabled"] = (
+        "auto"  # the tables as a W&B run (job_type decompose)
+    )
 
 
 def test_texts(task) -> list[list[str]]:
@@ -105,6 +110,7 @@ def run(config: DecomposeConfig) -> str:
     else:
         known, reference = encoder.vocabulary.index, "the run's vocabulary"
     items = read_items(path, _accuracy_tasks(config))
+    table_rows: list[list] = []
     if not items:
         raise UserError(f"{path.name} holds no task scored by accuracy among tasks={config.tasks}")
     root = data_root(TransferConfig(data=config.data))
@@ -122,12 +128,21 @@ def run(config: DecomposeConfig) -> str:
         if "predicted" not in arrays or np.issubdtype(arrays["gold"].dtype, np.floating):
             continue  # relatedness and STS: scored by correlation, not item by item
         parts = decompose_task(read_task(name, root), arrays, tokenize, known.__contains__)
+        table_rows += [[name, by, *row] for by, part in parts.items() for row in part]
         lines += ["", f"### {name}", "", "| by | part | items | accuracy |", "|---|---|---:|---:|"]
-        for by, rows in parts.items():
+        for by, part in parts.items():
             lines += [
                 f"| {by} | {label} | {count:,} | {'–' if accuracy is None else f'{accuracy:.2f}'} |"
-                for label, count, accuracy in rows
+                for label, count, accuracy in part
             ]
+    log_tables(
+        job_type="decompose",
+        name=f"decompose-{folder.name}",
+        config={"run": str(folder), "report": config.report, "oov_reference": reference},
+        tables={"decomposition": (["task", "by", "part", "items", "accuracy"], table_rows)},
+        directory=folder / "transfer",  # beside the transfer runs: the training run's folder stays its own
+        mode=config.wandb,
+    )
     return "\n".join(lines) + "\n"
 
 

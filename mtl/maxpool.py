@@ -22,6 +22,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -29,6 +30,7 @@ import torch
 from mtl import atomic
 from mtl.config import AtLeast1
 from mtl.errors import UserError
+from mtl.tracking import log_tables
 
 RANK_BUCKETS = ((0, 100), (100, 1_000), (1_000, 10_000), (10_000, 100_000), (100_000, None))
 
@@ -45,6 +47,9 @@ class MaxPoolConfig:
     min_count: AtLeast1 = 20  # occurrences a word needs to be ranked
     seed: int = 1234  # of the untrained encoder's initialization
     out: str | None = None  # the page; None: <run>/maxpool.html
+    wandb: Literal["auto", "online", "offline", "disabled"] = (
+        "auto"  # the tables as a W&B run (job_type maxpool)
+    )
 
 
 def wins(states: list[np.ndarray]) -> list[np.ndarray]:
@@ -123,6 +128,24 @@ def run(config: MaxPoolConfig) -> tuple[Path, str]:
     text = summary(config, len(sentences), results)
     out = Path(config.out).expanduser() if config.out else Path(config.run).expanduser() / "maxpool.html"
     atomic.write_text(out, page(config, text, results), "max-pooling page")
+    buckets = [
+        [label, count, trained, untrained]
+        for (label, count, trained), (_, _, untrained) in zip(
+            results["trained"][0], results["untrained"][0], strict=True
+        )
+    ]
+    words = [[label, w, n, v] for label in results for w, (n, v) in results[label][1].items()]
+    log_tables(
+        job_type="maxpool",
+        name=f"maxpool-{Path(config.run).name}",
+        config={"run": config.run, "sentences": len(sentences), "min_count": config.min_count},
+        tables={
+            "maxpool/by_frequency": (["words by GloVe rank", "tokens", "trained", "untrained"], buckets),
+            "maxpool/by_word": (["encoder", "word", "occurrences", "share x length"], words),
+        },
+        directory=Path(config.run).expanduser() / "transfer",
+        mode=config.wandb,
+    )
     return out, text
 
 

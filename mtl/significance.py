@@ -19,13 +19,14 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 
 from mtl import atomic, jsonfile
 from mtl.config import AtLeast0, Range, flattened
 from mtl.errors import UserError
+from mtl.tracking import log_tables
 
 Items = dict[str, np.ndarray]  # a task's arrays per test item: predicted, gold (STS: per subset)
 
@@ -39,6 +40,9 @@ class SignificanceConfig:
     confidence: Annotated[float, Range(0.5, 0.999)] = 0.95  # of the interval and the verdict
     seed: AtLeast0 = 0  # of the resampling
     out: str | None = None  # a .md file (and .json beside it); None: runs/compare-<time>.md
+    wandb: Literal["auto", "online", "offline", "disabled"] = (
+        "auto"  # the table as a W&B run (job_type compare)
+    )
 
 
 @dataclass
@@ -259,4 +263,17 @@ def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
         ],
     }
     atomic.write_text(out.with_suffix(".json"), jsonfile.dumps(record, indent=2) + "\n", "comparison")
+    columns = ["task", "encoder A", "encoder B", "A", "B", "difference", "low", "high", "verdict"]
+    rows = [
+        [c.task, c.first, c.second, c.first_score, c.second_score, c.difference, c.low, c.high, c.verdict]
+        for c in comparisons
+    ]
+    log_tables(
+        job_type="compare",
+        name=out.stem,
+        config={**config.__dict__, "encoders": record["encoders"]},
+        tables={"significance": (columns, rows)},
+        directory=out.parent,
+        mode=config.wandb,
+    )
     return out, text

@@ -205,6 +205,25 @@ class Tracker:
             return None
 
 
+def log_tables(
+    *,
+    job_type: str,
+    name: str,
+    config: dict[str, Any],
+    tables: dict[str, tuple[Sequence[str], Sequence[Sequence[Any]]]],
+    directory: str | Path,
+    mode: str = "auto",
+    project: str = "mtl",
+) -> None:
+    """One short W&B run that holds an analysis's tables (`just compare`, `decompose`, `maxpool`)."""
+    tracker = Tracker.start(
+        job_type=job_type, config=config, project=project, directory=directory, mode=mode, name=name
+    )
+    for key, (columns, rows) in tables.items():
+        tracker.table(key, columns, rows)
+    tracker.finish()
+
+
 def _artifact(
     name: str, kind: str, paths: Path | Sequence[Path], reference: bool, metadata: dict | None = None
 ) -> Any:

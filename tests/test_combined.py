@@ -9,6 +9,7 @@ from mtl import load_encoder
 from mtl.cli import main
 from mtl.eval.combined import CombinedEncoder
 from mtl.neighbours import nearest
+from mtl.wandb_file import by_kind, run_files
 
 from .conftest import FIXTURES, start_run
 
@@ -87,13 +88,20 @@ def test_decompose_reads_a_transfer_report_and_its_task(tiny_data, senteval, tmp
     args = ["transfer", f"run={run_dir}", "mode=fast", "tasks=MR,CR", f"data={senteval}", "wandb=disabled"]
     assert main([*args, f"vectors={tiny_data['vectors']}"]) == 0
     capsys.readouterr()
-    assert main(["decompose", f"run={run_dir}", "report=transfer-fast", f"data={senteval}"]) == 0
+    assert (
+        main(["decompose", f"run={run_dir}", "report=transfer-fast", f"data={senteval}", "wandb=offline"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "### MR" in out and "### CR" in out and "tiny.8d.txt" in out
     rows = [line.split("|") for line in out.splitlines() if line.startswith("| length |")]
     assert sum(int(row[3].replace(",", "")) for row in rows[:4]) == 60  # every MR item in one length bin
     report = json.loads((run_dir / "transfer-fast.json").read_text())
     assert f"| all | all | 60 | {100 * report['results']['MR']['acc']:.2f} |" in out
+    (run_file,) = run_files(run_dir / "transfer")  # the tables as a W&B run beside the transfer runs
+    records = by_kind(run_file)
+    assert records["run"][0].job_type == "decompose"
+    assert any(a.type == "run_table" and "decomposition" in a.name for a in records["artifact"])
 
 
 def test_max_pooling_wins_are_counted_per_position():
@@ -112,7 +120,7 @@ def test_max_pooling_wins_are_counted_per_position():
 def test_maxpool_compares_a_trained_encoder_with_its_untrained_twin(tiny_data, tmp_path, capsys):
     run_dir, _ = start_run(tiny_data, tmp_path / "run", "pooling=max")
     pool = FIXTURES / "snli_tiny" / "s1.train"
-    assert main(["maxpool", f"run={run_dir}", f"pool={pool}", "min_count=3"]) == 0
+    assert main(["maxpool", f"run={run_dir}", f"pool={pool}", "min_count=3", "wandb=offline"]) == 0
     out = capsys.readouterr().out
     assert (
         "| rank 0-100 |" in out and "trained: most picked words" in out and "untrained: least picked" in out
@@ -123,6 +131,9 @@ def test_maxpool_compares_a_trained_encoder_with_its_untrained_twin(tiny_data, t
     twin = _untrained(trained, seed=1).encoder
     assert torch.equal(twin.embedding.weight, trained.encoder.embedding.weight)  # the same word vectors
     assert not torch.equal(twin.lstm.weight_hh_l0, trained.encoder.lstm.weight_hh_l0)  # the rest drawn anew
+    (run_file,) = run_files(run_dir / "transfer")
+    tables = {a.name for a in by_kind(run_file)["artifact"] if a.type == "run_table"}
+    assert any("by_frequency" in name for name in tables) and any("by_word" in name for name in tables)
     page = (run_dir / "maxpool.html").read_text()
     assert page.count('<img src="data:image/svg+xml;base64,') == 1
     mean, _ = start_run(tiny_data, tmp_path / "mean", "pooling=mean")

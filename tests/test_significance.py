@@ -6,6 +6,7 @@ from scipy.stats import pearsonr
 
 from mtl.cli import main
 from mtl.significance import SignificanceConfig, compare_task, everything, item_counts, scores
+from mtl.wandb_file import by_kind, run_files
 
 from .conftest import start_run
 
@@ -84,16 +85,18 @@ def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_pa
             runs[(hidden, seed)] = out
     capsys.readouterr()
     report = tmp_path / "cmp.md"
-    assert (
-        main(["compare", *map(str, runs.values()), "report=transfer-fast", f"out={report}", "resamples=200"])
-        == 0
-    )
+    compare = ["compare", *map(str, runs.values()), "report=transfer-fast", f"out={report}", "resamples=200"]
+    assert main([*compare, "wandb=offline"]) == 0
     text = report.read_text()
     assert "- hidden=4: " in text and "- hidden=12: " in text  # seeds 1 and 2 grouped
     rows = [line for line in text.splitlines() if line.startswith(("| MR |", "| CR |"))]
     assert len(rows) == 2 and all("(2 seeds)" in row for row in rows)
     assert all(row.rstrip(" |").endswith(("better", "not distinguishable")) for row in rows)
     assert (tmp_path / "cmp.json").is_file()
+    (run_file,) = run_files(tmp_path)  # the table as a W&B run beside the comparison
+    records = by_kind(run_file)
+    assert records["run"][0].job_type == "compare"
+    assert any(a.type == "run_table" and "significance" in a.name for a in records["artifact"])
     # just report shows the same test on its page.
     assert main(["report", *map(str, runs.values()), f"out={tmp_path / 'page.html'}"]) == 0
     page = (tmp_path / "page.html").read_text()
