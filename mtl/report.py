@@ -188,14 +188,13 @@ def build(runs: list[Run]) -> str:
         "<h2>Results</h2>",
         _results_table(runs),
         *(f'<p class="note">{html.escape(note)}</p>' for note in notes),
-        *significance,
     ]
     for title, image in figures:
         parts += [
             f"<h2>{html.escape(title)}</h2>",
             f'<img src="data:image/svg+xml;base64,{image}" alt="{html.escape(title)}">',
         ]
-    parts.append("</body></html>")
+    parts += [*significance, "</body></html>"]
     return "\n".join(parts) + "\n"
 
 
@@ -498,7 +497,7 @@ def _significance(runs: list[Run]) -> list[str]:
     config = significance.SignificanceConfig(report=shared[0], resamples=1000)
     try:
         encoders = significance.group_runs([run.folder for run in runs], config.report)
-        comparisons = significance.compare(encoders, config)
+        comparisons = significance.compare(encoders, config, against_first=True)
     except UserError:
         return []  # a single encoder (seeds only), or no task in common: nothing to test
     head = ["task", "encoder A", "encoder B", "A", "B", "A - B", "95% interval", "verdict"]
@@ -521,8 +520,9 @@ def _significance(runs: list[Run]) -> list[str]:
     return [
         f"<h2>Is the difference real? ({html.escape(config.report)}, paired bootstrap over test items)</h2>",
         f'<div class="wide"><table><tr>{table}</tr>{body}</table></div>',
-        "<p>Points: accuracy in %, Pearson r x 100 (STS: mean over subsets); runs that differ only in "
-        "seed= are one encoder. As <code>just compare</code>, with 1,000 replicates.</p>",
+        "<p>Each encoder against the first; points: accuracy in %, Pearson r x 100 (STS: mean over "
+        "subsets); runs that differ only in seed= are one encoder. Every pair: <code>just compare</code> "
+        "(here 1,000 replicates).</p>",
     ]
 
 

@@ -194,12 +194,16 @@ def _all_tasks() -> dict[str, None]:
     return dict.fromkeys(COLUMNS)
 
 
-def compare(encoders: list[Encoder], config: SignificanceConfig) -> list[Comparison]:
-    """Every pair of encoders on every task both have, for every seed of each."""
+def compare(
+    encoders: list[Encoder], config: SignificanceConfig, against_first: bool = False
+) -> list[Comparison]:
+    """Every pair of encoders (or each against the first: a page's short form) on every task both
+    have, for every seed of each."""
     if len(encoders) < 2:
         raise UserError("just compare needs two encoders at least: pass two runs (or groups of seeds)")
     comparisons = []
-    for first, second in itertools.combinations(encoders, 2):
+    pairs = [(encoders[0], e) for e in encoders[1:]] if against_first else itertools.combinations(encoders, 2)
+    for first, second in pairs:
         for task in [t for t in _all_tasks() if t in first.items and t in second.items]:
             if len(first.items[task]) == len(first.runs) and len(second.items[task]) == len(second.runs):
                 comparisons.append(
