@@ -42,8 +42,8 @@ def pool_sentences(config: NeighboursConfig) -> list[str]:
     found: dict[str, None] = {}
     for split in ("dev", "test"):
         for column in load_snli(config.snli, split).columns:
-            found.update(dict.fromkeys(column))
-    return list(found)
+            found.update(dict.fromkeys(sentence.strip() for sentence in column))
+    return [sentence for sentence in found if sentence]
 
 
 def nearest(queries: np.ndarray, pool: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
