@@ -89,7 +89,8 @@ def _labels(task) -> list:
     return (task.splits["all"] if task.kind == "cv" else task.splits["test"]).labels
 
 
-def run(config: DecomposeConfig) -> str:
+def decomposition(config: DecomposeConfig) -> tuple[str, list[list]]:
+    """What the decomposition is against (one line), and its rows: task, by, part, items, accuracy."""
     from mtl.eval.encoder import load_encoder
     from mtl.eval.transfer.suite import ITEMS_SUFFIX, TransferConfig, data_root, read_items
     from mtl.eval.transfer.tasks import read_task
@@ -103,43 +104,46 @@ def run(config: DecomposeConfig) -> str:
         raise UserError(
             f"{folder} has no per-item results for {config.report}: run `just transfer run={folder}` first"
         )
-    encoder = load_encoder(folder, device="cpu")
-    vectors = config.vectors or encoder.vectors
-    if vectors and Path(vectors).is_file():
-        known, reference = vector_store(vectors).index, Path(vectors).name
-    else:
-        known, reference = encoder.vocabulary.index, "the run's vocabulary"
     items = read_items(path, _accuracy_tasks(config))
-    table_rows: list[list] = []
     if not items:
         raise UserError(f"{path.name} holds no task scored by accuracy among tasks={config.tasks}")
-    root = data_root(TransferConfig(data=config.data))
-    lines = [
-        f"{folder.name}, {config.report}: test accuracy (%) by part of the test set; OOV: tokens without a vector in {reference}"
-    ]
+    encoder = load_encoder(folder, device="cpu")
+    vectors = config.vectors or encoder.vectors
     if encoder.tokenizer is None:  # encoder=hf: subwords, every word has ids
-        tokenize, known, reference = (lambda texts: [t.split() for t in texts]), _Everything(), "subwords"
-        lines[0] = (
-            f"{folder.name}, {config.report}: test accuracy (%) by part of the test set (subwords: no OOV)"
-        )
+        tokenize, known, reference = (lambda texts: [t.split() for t in texts]), _Everything(), None
     else:
         tokenize = encoder.tokenizer.tokenize  # the run's own
+        if vectors and Path(vectors).is_file():
+            known, reference = vector_store(vectors).index, Path(vectors).name
+        else:
+            known, reference = encoder.vocabulary.index, "the run's vocabulary"
+    root = data_root(TransferConfig(data=config.data))
+    rows: list[list] = []
     for name, arrays in items.items():
         if "predicted" not in arrays or np.issubdtype(arrays["gold"].dtype, np.floating):
             continue  # relatedness and STS: scored by correlation, not item by item
         parts = decompose_task(read_task(name, root), arrays, tokenize, known.__contains__)
-        table_rows += [[name, by, *row] for by, part in parts.items() for row in part]
-        lines += ["", f"### {name}", "", "| by | part | items | accuracy |", "|---|---|---:|---:|"]
-        for by, part in parts.items():
-            lines += [
-                f"| {by} | {label} | {count:,} | {'–' if accuracy is None else f'{accuracy:.2f}'} |"
-                for label, count, accuracy in part
-            ]
+        rows += [[name, by, *row] for by, part in parts.items() for row in part]
+    oov = f"OOV: tokens without a vector in {reference}" if reference else "subwords: no OOV"
+    return f"{folder.name}, {config.report}: test accuracy (%) by part of the test set; {oov}", rows
+
+
+def run(config: DecomposeConfig) -> str:
+    header, rows = decomposition(config)
+    lines = [header]
+    for task in dict.fromkeys(row[0] for row in rows):
+        lines += ["", f"### {task}", "", "| by | part | items | accuracy |", "|---|---|---:|---:|"]
+        lines += [
+            f"| {by} | {label} | {count:,} | {'–' if accuracy is None else f'{accuracy:.2f}'} |"
+            for name, by, label, count, accuracy in rows
+            if name == task
+        ]
+    folder = Path(config.run).expanduser()
     log_tables(
         job_type="decompose",
         name=f"decompose-{folder.name}",
-        config={"run": str(folder), "report": config.report, "oov_reference": reference},
-        tables={"decomposition": (["task", "by", "part", "items", "accuracy"], table_rows)},
+        config={"run": str(folder), "report": config.report, "header": header},
+        tables={"decomposition": (["task", "by", "part", "items", "accuracy"], rows)},
         directory=folder / "transfer",  # beside the transfer runs: the training run's folder stays its own
         mode=config.wandb,
     )

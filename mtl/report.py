@@ -194,7 +194,7 @@ def build(runs: list[Run]) -> str:
             f"<h2>{html.escape(title)}</h2>",
             f'<img src="data:image/svg+xml;base64,{image}" alt="{html.escape(title)}">',
         ]
-    parts += [*significance, "</body></html>"]
+    parts += [*significance, *_decomposition(runs), *_maxpool_links(runs), "</body></html>"]
     return "\n".join(parts) + "\n"
 
 
@@ -524,6 +524,55 @@ def _significance(runs: list[Run]) -> list[str]:
         "subsets); runs that differ only in seed= are one encoder. Every pair: <code>just compare</code> "
         "(here 1,000 replicates).</p>",
     ]
+
+
+def _decomposition(runs: list[Run]) -> list[str]:
+    """For a one-run page, `just decompose`'s table of its first report with per-item results
+    (nothing when the transfer data is not at hand: the page never needs it)."""
+    from mtl.decompose import DecomposeConfig, decomposition
+    from mtl.eval.transfer.suite import ITEMS_SUFFIX
+
+    if len(runs) != 1:
+        return []
+    run = runs[0]
+    reports = [
+        r for r in ("transfer", *sorted(run.transfer)) if (run.folder / f"{r}{ITEMS_SUFFIX}").is_file()
+    ]
+    if not reports:
+        return []
+    try:
+        header, rows = decomposition(DecomposeConfig(run=str(run.folder), report=reports[0]))
+    except UserError:
+        return []
+    tasks = list(dict.fromkeys(row[0] for row in rows))
+    parts = list(dict.fromkeys((by, label) for _, by, label, _, _ in rows))
+    cell = {(task, by, label): (count, accuracy) for task, by, label, count, accuracy in rows}
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["by", "part", *tasks])
+    body = "".join(
+        f"<tr><td>{html.escape(by)}</td><td>{html.escape(label)}</td>"
+        + "".join(
+            f"<td>{'' if (value := cell.get((task, by, label))) is None or value[1] is None else f'{value[1]:.2f} ({value[0]:,})'}</td>"
+            for task in tasks
+        )
+        + "</tr>"
+        for by, label in parts
+    )
+    return [
+        "<h2>Where the accuracy comes from (just decompose)</h2>",
+        f"<p>{html.escape(header)}; each cell: accuracy (items).</p>",
+        f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>',
+    ]
+
+
+def _maxpool_links(runs: list[Run]) -> list[str]:
+    pages = [run for run in runs if (run.folder / "maxpool.html").is_file()]
+    if not pages:
+        return []
+    links = "".join(
+        f'<li><a href="{html.escape((run.folder / "maxpool.html").resolve().as_uri())}">{html.escape(run.name)}</a></li>'
+        for run in pages
+    )
+    return ["<h2>What max pooling picks (just maxpool)</h2>", f"<ul>{links}</ul>"]
 
 
 def _learning_curves(runs: list[Run]) -> str | None:

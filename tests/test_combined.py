@@ -83,7 +83,7 @@ def test_breakdown_bins_items_and_counts_their_accuracy():
     ]
 
 
-def test_decompose_reads_a_transfer_report_and_its_task(tiny_data, senteval, tmp_path, capsys):
+def test_decompose_reads_a_transfer_report_and_its_task(tiny_data, senteval, tmp_path, capsys, monkeypatch):
     run_dir, _ = start_run(tiny_data, tmp_path / "run")
     args = ["transfer", f"run={run_dir}", "mode=fast", "tasks=MR,CR", f"data={senteval}", "wandb=disabled"]
     assert main([*args, f"vectors={tiny_data['vectors']}"]) == 0
@@ -102,6 +102,13 @@ def test_decompose_reads_a_transfer_report_and_its_task(tiny_data, senteval, tmp
     records = by_kind(run_file)
     assert records["run"][0].job_type == "decompose"
     assert any(a.type == "run_table" and "decomposition" in a.name for a in records["artifact"])
+    # A one-run report page holds the same decomposition, the transfer data found as transfer finds it.
+    (tmp_path / "data" / "senteval").mkdir(parents=True)
+    (tmp_path / "data" / "senteval" / "downstream").symlink_to(senteval)
+    monkeypatch.setenv("MTL_DATA_DIR", str(tmp_path / "data"))
+    assert main(["report", str(run_dir), f"out={tmp_path / 'page.html'}"]) == 0
+    page = (tmp_path / "page.html").read_text()
+    assert "Where the accuracy comes from (just decompose)" in page and "<th>MR</th><th>CR</th>" in page
 
 
 def test_max_pooling_wins_are_counted_per_position():
@@ -136,6 +143,11 @@ def test_maxpool_compares_a_trained_encoder_with_its_untrained_twin(tiny_data, t
     assert any("by_frequency" in name for name in tables) and any("by_word" in name for name in tables)
     page = (run_dir / "maxpool.html").read_text()
     assert page.count('<img src="data:image/svg+xml;base64,') == 1
+    assert main(["report", str(run_dir), f"out={tmp_path / 'report.html'}"]) == 0
+    assert (
+        f'<a href="{(run_dir / "maxpool.html").resolve().as_uri()}">run</a>'
+        in (tmp_path / "report.html").read_text()
+    )
     mean, _ = start_run(tiny_data, tmp_path / "mean", "pooling=mean")
     assert main(["maxpool", f"run={mean}", f"pool={pool}"]) == 2
     assert "pools with mean: just maxpool reads encoders trained with pooling=max" in capsys.readouterr().err
