@@ -149,11 +149,19 @@ def workspace(config: DashboardConfig, entity: str) -> Any:
             name="Transfer",
             is_open=True,
             panels=[
-                panels.BarPlot(
-                    title=f"transfer {kind} (just transfer)",
-                    metrics=[panels.SummaryMetric(f"transfer/{task}/{key}") for task in names],
-                )
-                for kind, key, names in TRANSFER_PANELS
+                *(
+                    panels.BarPlot(
+                        title=f"transfer {kind} (just transfer)",
+                        metrics=[panels.SummaryMetric(f"transfer/{task}/{key}") for task in names],
+                    )
+                    for kind, key, names in TRANSFER_PANELS
+                ),
+                panels.ScatterPlot(  # InferSent's Figure 4: equal embedding size (just sweep embedding-size)
+                    title="transfer (micro average of dev accuracies) against embedding dimension",
+                    x=panels.Config("dim"),
+                    y=panels.SummaryMetric("transfer/micro"),
+                    log_x=True,
+                ),
             ],
         )
     )

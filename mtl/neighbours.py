@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from mtl.config import AtLeast1
 from mtl.errors import UserError
+from mtl.tracking import log_tables
 
 
 @dataclass
@@ -26,6 +28,7 @@ class NeighboursConfig:
     k: AtLeast1 = 5  # neighbours per query
     batch_size: AtLeast1 = 128
     device: str = "auto"
+    wandb: Literal["auto", "online", "offline", "disabled"] = "auto"  # the neighbours as a W&B table
 
 
 def pool_sentences(config: NeighboursConfig) -> list[str]:
@@ -71,6 +74,23 @@ def run(config: NeighboursConfig) -> str:
     pool_embeddings = encoder.encode(pool, batch_size=config.batch_size, show_progress_bar=True)
     indices, cosines = nearest(
         encoder.encode(queries, batch_size=config.batch_size), pool_embeddings, config.k
+    )
+    log_tables(
+        job_type="neighbours",
+        name=f"neighbours-{encoder.name}",
+        config={"run": config.run, "pool": config.pool or "SNLI dev+test", "k": config.k},
+        tables={
+            "neighbours": (
+                ["query", "rank", "cosine", "sentence"],
+                [
+                    [query, rank + 1, float(value), pool[row]]
+                    for query, rows, values in zip(queries, indices, cosines, strict=True)
+                    for rank, (row, value) in enumerate(zip(rows, values, strict=True))
+                ],
+            )
+        },
+        directory=Path(config.run.split(",")[0]).expanduser() / "transfer",
+        mode=config.wandb,
     )
     lines = [f"{encoder.name}: {len(pool):,} pool sentences, cosine of {encoder.dim}-d embeddings"]
     for query, rows, values in zip(queries, indices, cosines, strict=True):

@@ -52,7 +52,9 @@ def test_neighbours_finds_a_sentence_of_the_pool_itself(tiny_data, tmp_path, cap
         f"query={query}|{pool[11]}",
         f"pool={FIXTURES / 'snli_tiny' / 's2.train'}",
     ]
-    assert main([*args, "k=2", "device=cpu"]) == 0
+    assert main([*args, "k=2", "device=cpu", "wandb=offline"]) == 0
+    (run_file,) = run_files(run_dir / "transfer")
+    assert any(a.type == "run_table" and "neighbours" in a.name for a in by_kind(run_file)["artifact"])
     out = capsys.readouterr().out
     blocks = out.split("query: ")
     assert (

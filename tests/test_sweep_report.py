@@ -168,6 +168,7 @@ def test_the_dashboard_spec_is_built_offline_with_every_section(tmp_path, capsys
         "transfer/MR/acc",
         "transfer/SICK-R/pearson",
         "transfer/STS14/all/pearson",
+        "transfer/micro",  # against the embedding dimension: InferSent's Figure 4
     ):
         assert key in text, key
     # The runs shown: W&B's own group (a preset-named run has no run.group in its config) and job types.

@@ -451,6 +451,8 @@ def _evaluate_all(
         [[t, headline(t, r), k, v] for t, r in results.items() for k, v in r.items()],
     )
     tracker.summary({f"transfer/{t}/{k}": v for t, r in results.items() for k, v in r.items()})
+    if aggregate := micro_macro(report["results"]):  # InferSent's Figure 4 plots the micro one against dim
+        tracker.summary({"transfer/micro": aggregate["micro"], "transfer/macro": aggregate["macro"]})
     tracker.finish()
     report["aggregate"] = micro_macro(report["results"])
     return report
