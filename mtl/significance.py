@@ -164,10 +164,18 @@ def group_runs(folders: list[Path], report: str) -> list[Encoder]:
     runs = [Run.read(folder) for folder in folders]
     configs = [flattened(run.config) for run in runs]
     apart = sorted(differing_keys(runs, ignored=("run.seed",)))
+    # Runs with other tasks differ in every key of the tasks one lacks: name them by their tasks.
+    task_lists = [",".join(run.config["tasks"]) for run in runs]
+    shared = set.intersection(*(set(run.config["tasks"]) for run in runs))
+    if len(set(task_lists)) > 1:
+        apart = [key for key in apart if not (key.startswith("tasks.") and key.split(".")[1] not in shared)]
     groups: dict[str, list[int]] = {}
     for index, config in enumerate(configs):
         # model.hidden=4 -> hidden=4, tasks.nli.steps=250 -> nli.steps=250: the key as typed
-        label = " ".join(f"{key.split('.', 1)[-1]}={config.get(key)}" for key in apart) or runs[index].name
+        keys = [f"{key.split('.', 1)[-1]}={config.get(key)}" for key in apart]
+        label = (
+            " ".join([f"tasks={task_lists[index]}"] * (len(set(task_lists)) > 1) + keys) or runs[index].name
+        )
         groups.setdefault(label, []).append(index)
     if len(groups) == 1 and len(runs) > 1 and not apart:  # only seeds differ: nothing to compare but runs
         groups = {run.name: [i] for i, run in enumerate(runs)}

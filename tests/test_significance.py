@@ -102,5 +102,18 @@ def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_pa
     page = (tmp_path / "page.html").read_text()
     assert "Is the difference real? (transfer-fast, paired bootstrap over test items)" in page
     assert page.count("<td>MR</td>") == 1 and "(2 seeds)" in page
+    # Runs of other tasks are named by their tasks, not by every key of the task one of them lacks.
+    for seed in (1, 2):
+        out = tmp_path / f"nli-s{seed}"
+        start_run(tiny_data, out, "tasks=nli", f"seed={seed}")
+        args = ["transfer", f"run={out}", "mode=fast", "tasks=MR,CR", f"data={senteval}", "wandb=disabled"]
+        assert main([*args, f"vectors={tiny_data['vectors']}"]) == 0
+    both = [str(runs[(4, s)]) for s in (1, 2)] + [str(tmp_path / f"nli-s{s}") for s in (1, 2)]
+    assert (
+        main(["compare", *both, "report=transfer-fast", f"out={tmp_path / 'tasks.md'}", "resamples=100"]) == 0
+    )
+    text = (tmp_path / "tasks.md").read_text()
+    assert "- tasks=nli,squad hidden=4: " in text and "- tasks=nli hidden=8: " in text
+    assert "squad.steps" not in text
     assert main(["compare", str(runs[(4, 1)]), str(runs[(12, 1)]), "report=transfer"]) == 2
     assert "has no per-item results for transfer" in capsys.readouterr().err
