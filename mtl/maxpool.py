@@ -116,10 +116,10 @@ def run(config: MaxPoolConfig) -> tuple[Path, str]:
     sentences, tokens = [sentences[i] for i in kept], [tokens[i] for i in kept]
     store = vector_store(trained.vectors) if trained.vectors and Path(trained.vectors).is_file() else None
     rank = (lambda w: store.index.get(w)) if store is not None else (lambda w: None)
+    example_tokens, _ = tokenize_at_most(trained.tokenizer, examples, trained.max_tokens)
     results = {}
     for label, encoder in (("trained", trained), ("untrained", untrained)):
         shares = wins(encoder.token_states(sentences))
-        example_tokens, _ = tokenize_at_most(trained.tokenizer, examples, trained.max_tokens)
         results[label] = (
             by_bucket(tokens, shares, rank),
             by_word(tokens, shares, config.min_count),

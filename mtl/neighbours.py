@@ -40,13 +40,9 @@ def pool_sentences(config: NeighboursConfig) -> list[str]:
             dict.fromkeys(line.strip() for line in path.read_text(encoding="utf-8").splitlines())
         )
         return [s for s in sentences if s]
-    from mtl.data.snli import load_snli
+    from mtl.data.snli import snli_sentences
 
-    found: dict[str, None] = {}
-    for split in ("dev", "test"):
-        for column in load_snli(config.snli, split).columns:
-            found.update(dict.fromkeys(sentence.strip() for sentence in column))
-    return [sentence for sentence in found if sentence]
+    return snli_sentences(config.snli)
 
 
 def nearest(queries: np.ndarray, pool: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

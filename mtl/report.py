@@ -500,21 +500,7 @@ def _significance(runs: list[Run]) -> list[str]:
         comparisons = significance.compare(encoders, config, against_first=True)
     except UserError:
         return []  # a single encoder (seeds only), or no task in common: nothing to test
-    head = ["task", "encoder A", "encoder B", "A", "B", "A - B", "95% interval", "verdict"]
-    by_name = {e.name: e for e in encoders}
-    rows = [
-        [
-            c.task,
-            c.first,
-            c.second,
-            significance.seed_spread(by_name[c.first], c.task),
-            significance.seed_spread(by_name[c.second], c.task),
-            f"{c.difference:+.2f}",
-            f"[{c.low:+.2f}, {c.high:+.2f}]",
-            c.verdict,
-        ]  # fmt: skip
-        for c in comparisons
-    ]
+    head, rows = significance.table(encoders, comparisons, config)
     table = "".join(f"<th>{html.escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
     return [

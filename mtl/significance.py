@@ -234,24 +234,49 @@ def seed_spread(encoder: Encoder, task: str) -> str:
     return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f} ({len(values)} seeds)"
 
 
+def table(
+    encoders: list[Encoder], comparisons: list[Comparison], config: SignificanceConfig
+) -> tuple[list[str], list[list[str]]]:
+    """The comparison as a header and rows of text: what `just compare` prints and `just report` shows."""
+    by_name = {e.name: e for e in encoders}
+    head = [
+        "task",
+        "encoder A",
+        "encoder B",
+        "A",
+        "B",
+        "A - B",
+        f"{100 * config.confidence:g}% interval",
+        "verdict",
+    ]
+    rows = [
+        [
+            c.task,
+            c.first,
+            c.second,
+            seed_spread(by_name[c.first], c.task),
+            seed_spread(by_name[c.second], c.task),
+            f"{c.difference:+.2f}",
+            f"[{c.low:+.2f}, {c.high:+.2f}]",
+            c.verdict,
+        ]  # fmt: skip
+        for c in comparisons
+    ]
+    return head, rows
+
+
 def markdown(encoders: list[Encoder], comparisons: list[Comparison], config: SignificanceConfig) -> str:
-    level = f"{100 * config.confidence:g}%"
+    head, rows = table(encoders, comparisons, config)
     lines = [
         f"Paired bootstrap over test items ({config.resamples} replicates, report {config.report}); "
         "points: accuracy in %, Pearson r x 100 (STS: mean over subsets).",
         "",
         *(f"- {e.name}: {', '.join(str(r) for r in e.runs)}" for e in encoders),
         "",
-        f"| task | encoder A | encoder B | A | B | A - B | {level} interval | verdict |",
+        f"| {' | '.join(head)} |",
         "|---|---|---|---:|---:|---:|---:|---|",
+        *(f"| {' | '.join(row)} |" for row in rows),
     ]
-    by_name = {e.name: e for e in encoders}
-    for c in comparisons:
-        lines.append(
-            f"| {c.task} | {c.first} | {c.second} | {seed_spread(by_name[c.first], c.task)} | "
-            f"{seed_spread(by_name[c.second], c.task)} | {c.difference:+.2f} | [{c.low:+.2f}, {c.high:+.2f}] | "
-            f"{c.verdict} |"
-        )
     return "\n".join(lines) + "\n"
 
 

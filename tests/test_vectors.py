@@ -236,3 +236,18 @@ def test_mtl_data_dir_without_one_clear_vectors_file_asks_for_vectors(tmp_path, 
         UserError, match=f"should hold one GloVe file in glove/, found {found}: pass vectors="
     ):
         resolve_vectors_path(None)
+
+
+def test_an_unwritable_store_reads_the_file_once_and_still_answers(glove_txt, monkeypatch):
+    reads = []
+    real_read = vectors_module._read
+    monkeypatch.setattr(
+        vectors_module, "_read", lambda path, wanted: reads.append(path) or real_read(path, wanted)
+    )
+    monkeypatch.setattr(
+        vectors_module, "_write_store", lambda folder, vectors: False
+    )  # e.g. a read-only cache
+    vectors_module._open_store.cache_clear()
+    found = vectors_module.lookup(glove_txt, ["the", "not-a-word"])
+    assert found.words == ["the"] and len(reads) == 1
+    vectors_module._open_store.cache_clear()

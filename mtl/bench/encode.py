@@ -30,7 +30,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from mtl.config import AtLeast0, AtLeast1
-from mtl.data.snli import load_snli
+from mtl.data.snli import snli_sentences
 from mtl.device import resolve_device, to_device
 from mtl.eval.encoder import SentenceEncoder
 from mtl.models.encoders import build_encoder
@@ -129,11 +129,7 @@ def run(bench: BenchEncodeConfig) -> dict:
 
 def distinct_sentences(bench: BenchEncodeConfig) -> list[str]:
     """Every distinct premise and hypothesis of the chosen SNLI splits, in file order."""
-    found: dict[str, None] = {}
-    for split in bench.splits.split(","):
-        for column in load_snli(bench.snli, split.strip()).columns:
-            found.update(dict.fromkeys(column))
-    sentences = list(found)
+    sentences = snli_sentences(bench.snli, [split.strip() for split in bench.splits.split(",")])
     return sentences[: bench.limit] if bench.limit else sentences
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from mtl.data.texts import LabelledTexts
@@ -43,6 +44,16 @@ def load_snli(source: str | None, split: str) -> LabelledTexts:
         f"SNLI split {split!r} not found in {folder} (looked for snli_1.0_{split}.jsonl and s1.{split}); "
         f"available: {', '.join(_available_splits(folder)) or 'none'}: set nli_*_split= or snli=PATH"
     )
+
+
+def snli_sentences(source: str | None, splits: Sequence[str] = ("dev", "test")) -> list[str]:
+    """Every distinct premise and hypothesis of `splits`, stripped, in file order: a sentence pool
+    (SNLI dev + test: 25,741) for benchmarks and nearest-neighbour search."""
+    found: dict[str, None] = {}
+    for split in splits:
+        for column in load_snli(source, split).columns:
+            found.update(dict.fromkeys(sentence.strip() for sentence in column))
+    return [sentence for sentence in found if sentence]
 
 
 def _nonempty(pairs: LabelledTexts, where: str) -> LabelledTexts:

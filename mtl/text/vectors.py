@@ -153,7 +153,9 @@ def vector_store(path: str | Path) -> WordVectors:
 def _open_store(digest: str, path: str) -> WordVectors:
     folder = cache_dir() / "vectors" / "stores" / f"{_STORE_FORMAT}-{digest[:32]}"
     if not (folder / "matrix.npy").is_file():
-        _write_store(folder, _read(Path(path), None))
+        vectors = _read(Path(path), None)
+        if not _write_store(folder, vectors):
+            return vectors  # no store (an unwritable cache): what was just read, not a second read
     try:
         words = (folder / "words.txt").read_text(encoding="utf-8").split("\n")[:-1]
         matrix = np.load(folder / "matrix.npy", mmap_mode="r", allow_pickle=False)
@@ -167,8 +169,9 @@ def _open_store(digest: str, path: str) -> WordVectors:
     return WordVectors(words, matrix, path)
 
 
-def _write_store(folder: Path, vectors: WordVectors) -> None:
-    """Write the store beside its final place, then rename it there: a crash leaves no half store."""
+def _write_store(folder: Path, vectors: WordVectors) -> bool:
+    """Write the store beside its final place, then rename it there (a crash leaves no half store);
+    whether a store is now in place."""
     partial = folder.with_name(f"{folder.name}.{os.getpid()}.part")
     try:
         partial.mkdir(parents=True, exist_ok=True)
@@ -176,14 +179,16 @@ def _write_store(folder: Path, vectors: WordVectors) -> None:
         np.save(partial / "matrix.npy", np.ascontiguousarray(vectors.matrix, dtype=np.float32))
         os.replace(partial, folder)
     except OSError as error:
-        if not (folder / "matrix.npy").is_file():  # another process won the race: theirs is as good
+        if not (folder / "matrix.npy").is_file():  # unless another process won the race: theirs is as good
             warnings.warn(
                 f"could not store vectors in {folder.parent} ({error.strerror or error}): every lookup "
                 "reads the file again (set MTL_CACHE_DIR to a writable folder)",
                 stacklevel=4,
             )
+            return False
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+    return True
 
 
 def lookup(path: str | Path, words: Iterable[str]) -> WordVectors:

@@ -97,7 +97,7 @@ class TaskStep:
         # Dropout masks from (seed, step, rank), as fairseq does: resuming needs no RNG state and
         # works with any number of ranks.
         torch.manual_seed(step_seed(self.config.run.seed, global_step, self.dist.rank))
-        parts = (prepared or self.prepare(task, rows)).micro_batches
+        parts = (prepared if prepared is not None else self.prepare(task, rows)).micro_batches
         network = setup.networks[task]
         setup.model.train()
         setup.model.zero_grad(set_to_none=True)

@@ -30,7 +30,7 @@ from mtl.eval.transfer import selfattn, senteval_classifier
 from mtl.eval.transfer.classifiers import Protocol, pair_features, relatedness_features
 from mtl.eval.transfer.senteval_classifier import OPTIMIZERS, SentEvalParams, valid_optimizer
 from mtl.eval.transfer.senteval_format import micro_macro, senteval_results
-from mtl.eval.transfer.tasks import READERS, TransferTask, read_task
+from mtl.eval.transfer.tasks import READERS, Split, TransferTask, read_task
 from mtl.locks import FolderLock
 from mtl.models.encoders.base import EncoderConfig
 from mtl.paths import data_dir
@@ -310,9 +310,7 @@ def training_part(task: TransferTask, fraction: float, seed: int) -> TransferTas
         share = np.sort(np.random.default_rng(seed).choice(len(split), count, replace=False))
     else:
         share = protocol_fns.training_share(np.asarray(split.labels), fraction, seed)
-    part = type(split)(
-        [[column[i] for i in share] for column in split.sentences], [split.labels[i] for i in share]
-    )
+    part = Split([[column[i] for i in share] for column in split.sentences], [split.labels[i] for i in share])
     return dataclasses.replace(task, splits={**task.splits, "train": part})
 
 
