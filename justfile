@@ -51,6 +51,10 @@ bench-train *args:
 bench-encode *args:
     {{python}} -m mtl bench-encode "$@"
 
+# a whole run's examples/s next to its steps timed alone: what the loop costs (e.g. hidden=2048 device=cuda)
+bench-loop *args:
+    {{python}} -m mtl bench-loop "$@"
+
 # training examples/s with 1 and 2 torchrun processes, 1 thread each (e.g. processes=1,2,4 threads=1)
 bench-ranks *args:
     {{python}} -m mtl bench-ranks "$@"

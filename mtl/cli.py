@@ -124,6 +124,12 @@ def bench_encode(args: Sequence[str]) -> None:
     print(bench.report(bench.run(apply_overrides(bench.BenchEncodeConfig(), args))))
 
 
+def bench_loop(args: Sequence[str]) -> None:
+    from mtl.bench import loop as bench
+
+    print(bench.report(bench.run(apply_overrides(bench.BenchLoopConfig(), args))))
+
+
 def bench_ranks(args: Sequence[str]) -> None:
     from mtl.bench import ranks as bench
 
@@ -349,6 +355,11 @@ COMMANDS: dict[str, Command] = {
         bench_encode,
         "sentences/s of encode() next to an InferSent-style encoder, with encode()'s time by stage",
         _config("mtl.bench.encode", "BenchEncodeConfig"),
+    ),
+    "bench-loop": Command(
+        bench_loop,
+        "a whole training run's examples/s next to the same steps timed alone",
+        _config("mtl.bench.loop", "BenchLoopConfig"),
     ),
     "bench-ranks": Command(
         bench_ranks,

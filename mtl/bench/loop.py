@@ -1,0 +1,158 @@
+"""`just bench-loop`: a whole training run's examples/s next to its steps timed alone.
+
+A step benchmark (`just bench-train`) times steps and nothing else; a user's run also draws
+batches, builds each step's record, writes `metrics.jsonl`, logs W&B history, moves the bar
+and keeps the phases table. This bench trains a real run (`Trainer.fit`, W&B as a user
+without an API key gets it: offline, in a scratch folder) of two NLI blocks of `steps`
+steps, the first a warm-up, and reads the second block's examples/s from the run's phases
+table (evaluation and its checkpoint fall between the blocks, outside either). Then a
+fresh trainer of the same configuration steps alone (`Trainer.train_batch`, no run log,
+no bar, no W&B) over the very same batches, each step timed to the end of its kernels.
+The two alternate `runs` times; medians are reported, and the loop's share of the time:
+what the whole run pays per step beyond the step itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from mtl.bench.train import with_300d_inputs
+from mtl.config import AtLeast1
+from mtl.device import resolve_device
+from mtl.train.config import TrainConfig, with_overrides
+from mtl.train.data import prepare
+from mtl.train.resolve import resolve_inputs
+from mtl.train.trainer import Trainer
+
+
+@dataclass
+class BenchLoopConfig:
+    encoder: str = "bilstm"  # the shared encoder
+    hidden: AtLeast1 = 64  # its width (the paper's 2048 on a GPU; small on a CPU, where the host shows)
+    steps: AtLeast1 = 200  # NLI steps per block: one block warms up, the next is measured
+    batch: AtLeast1 = 64  # NLI pairs per step
+    runs: AtLeast1 = 3  # whole runs, each followed by the same steps alone; medians reported
+    wandb: str = "offline"  # the run's W&B mode (offline: what a user without an API key gets)
+    wandb_every: AtLeast1 | None = None  # the run's steps per W&B row; None: its default (10 on CUDA, else 1)
+    prefetch: str = "auto"  # the run's prefetching (auto: on with CUDA)
+    snli: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
+    nli_train_split: str = "train_small"  # SNLI split the batches come from
+    vectors: str | None = None  # GloVe file; None: the usual search (random 300-d when it is not 300-d)
+    threads: int = 1  # torch threads on the CPU; 0 keeps torch's default
+    device: str = "auto"  # auto: cuda when present
+
+
+def run(bench: BenchLoopConfig) -> dict:
+    if bench.threads and not torch.cuda.is_available():
+        torch.set_num_threads(bench.threads)
+    device = resolve_device(bench.device)
+    config = with_overrides(
+        TrainConfig(),
+        [
+            "tasks=nli",
+            f"nli.train_split={bench.nli_train_split}",
+            f"nli.steps={bench.steps}",
+            f"nli.batch={bench.batch}",
+            f"max_steps={2 * bench.steps}",
+            f"encoder={bench.encoder}",
+            f"hidden={bench.hidden}",
+            "optim=sgd",
+            "precision=fp32",
+            "max_eval=256",  # the evaluation between the blocks is not timed: keep it short
+            f"wandb={bench.wandb}",
+            *([f"wandb_every={bench.wandb_every}"] if bench.wandb_every else []),
+            f"prefetch={bench.prefetch}",
+            f"device={bench.device}",
+            *([f"vectors={bench.vectors}"] if bench.vectors else []),
+            *([f"nli.source={bench.snli}"] if bench.snli else []),
+        ],
+    )
+    config = resolve_inputs(config)
+    data = prepare(config, progress=False)
+    inputs = with_300d_inputs(data)
+    loop_rates, step_rates, overheads = [], [], []
+    with tempfile.TemporaryDirectory() as scratch:
+        for attempt in range(bench.runs):
+            block = whole_run(config, data, Path(scratch) / f"run-{attempt}")
+            steps = steps_alone(config, data, Path(scratch) / f"steps-{attempt}", bench.steps, device)
+            loop_rates.append(block["examples"] / block["seconds"])
+            step_rates.append(steps["examples"] / steps["seconds"])
+            overheads.append(1000 * (block["seconds"] - steps["seconds"]) / bench.steps)
+            print(
+                f"run {attempt + 1}: whole run {loop_rates[-1]:,.0f} examples/s, steps alone "
+                f"{step_rates[-1]:,.0f} examples/s",
+                flush=True,
+            )
+    return {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "threads": torch.get_num_threads(),
+        "inputs": inputs,
+        "setting": f"{bench.encoder} {bench.hidden}",
+        "steps": bench.steps,
+        "batch": bench.batch,
+        "wandb": bench.wandb,
+        "wandb_every": bench.wandb_every or (10 if device.type == "cuda" else 1),
+        "prefetch": bench.prefetch,
+        "loop_examples_per_s": statistics.median(loop_rates),
+        "step_examples_per_s": statistics.median(step_rates),
+        "overhead_ms_per_step": statistics.median(overheads),
+        "step_ms": 1000 * bench.batch / statistics.median(step_rates),
+    }
+
+
+def whole_run(config: TrainConfig, data, folder: Path) -> dict:
+    """The measured (second) block of a real run: its examples and seconds, from the phases table."""
+    # The run's lines and bar are written (their cost counts), to a buffer, not over this report.
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        trainer = Trainer(config, folder, data=data, progress=True)
+        trainer.fit()
+    measured = trainer.state.phases.rows[1]
+    return {"examples": measured["examples"], "seconds": measured["seconds"]}
+
+
+def steps_alone(config: TrainConfig, data, folder: Path, steps: int, device: torch.device) -> dict:
+    """The same block's batches, stepped by a fresh trainer with nothing around the steps."""
+    trainer = Trainer(config, folder, data=data, progress=False)
+    stream = trainer.setup.streams["nli"]
+    for _ in range(steps):  # the warm-up block's batches, stepped too (as in the run)
+        trainer.train_batch("nli", stream.next()[0])
+    finish = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+    examples, seconds = 0, 0.0
+    for _ in range(steps):
+        rows = stream.next()[0]
+        finish()
+        started = time.perf_counter()
+        trainer.train_batch("nli", rows)
+        finish()
+        seconds += time.perf_counter() - started
+        examples += len(rows)
+    trainer.prefetcher.close()
+    return {"examples": examples, "seconds": seconds}
+
+
+def report(results: dict) -> str:
+    loop, alone = results["loop_examples_per_s"], results["step_examples_per_s"]
+    return "\n".join(
+        [
+            f"bench-loop: {results['setting']}, NLI batches of {results['batch']}, {results['inputs']}; "
+            f"{results['device']}, {results['threads']} thread(s); W&B {results['wandb']} (a row per "
+            f"{results['wandb_every']} steps), prefetch "
+            f"{results['prefetch']}; a block of {results['steps']} steps after one of warm-up; median of the runs",
+            "",
+            "| | examples/s |",
+            "|---|---:|",
+            f"| whole run (`Trainer.fit`: run log, W&B, bar, phases) | {loop:,.0f} |",
+            f"| the same batches, steps alone | {alone:,.0f} |",
+            "",
+            f"The whole run trains at {loop / alone:.1%} of the steps' rate: "
+            f"{results['overhead_ms_per_step']:.2f} ms per step around a {results['step_ms']:.2f} ms step.",
+        ]
+    )
