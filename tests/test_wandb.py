@@ -178,6 +178,32 @@ def test_a_resumed_run_holds_every_step_once_as_an_uninterrupted_one(tiny_data, 
     assert [a for a in after[0].aliases if a.startswith("step-")] == ["step-5"]  # the best before the kill
 
 
+def test_rows_of_several_steps_hold_their_means_and_resume_as_an_uninterrupted_run(tiny_data, tmp_path):
+    extra = ("wandb=offline", "wandb_every=3", "max_steps=17", "checkpoint_every=4")
+    straight_dir, _ = start_run(tiny_data, tmp_path / "straight", *extra)
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)  # checkpoint at step 5
+    run.resume(cut_dir, progress=False)
+    (straight_file,) = run_files(tmp_path / "straight")
+    rows = history(straight_file)
+    # Windows end at steps 3, 6, ... and at the last step; evaluations (ends of cycles: 5, 10, 15)
+    # and the phases table (ends of blocks: 3, 5, 8, 10, ...) join the row of their step.
+    assert [row["_step"] for row in rows] == [3, 5, 6, 8, 9, 10, 12, 13, 15, 17]
+    assert [row["_step"] for row in rows if "nli/train/loss" in row or "squad/train/loss" in row] == [
+        3, 6, 9, 12, 15, 17,
+    ]  # fmt: skip
+    records = [json.loads(line) for line in (straight_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = {r["global_step"]: r for r in records if "phase/task_id" in r}
+    for row in rows:
+        window = [steps[s] for s in range(row["_step"] - 2, row["_step"] + 1) if s in steps]
+        for task in ("nli", "squad"):
+            losses = [r[f"{task}/train/loss"] for r in window if f"{task}/train/loss" in r]
+            if losses and row["_step"] % 3 == 0:
+                assert row[f"{task}/train/loss"] == pytest.approx(sum(losses) / len(losses), rel=1e-12)
+                assert row[f"{task}/step"] == max(r[f"{task}/step"] for r in window if f"{task}/step" in r)
+    first, second = run_files(cut_dir)
+    assert without_timing(history(first) + history(second)) == without_timing(rows)
+
+
 def test_a_diverged_run_sends_an_alert(tiny_data, tmp_path):
     args = ["lr=1e30", "max_grad_norm=0", "checkpoint_every=1", "max_steps=50", "steps_squad=0"]
     assert main(["train-multitask", *args_for(tiny_data, tmp_path / "nan", *args, "wandb=offline")]) == 2

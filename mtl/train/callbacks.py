@@ -59,11 +59,8 @@ class Callbacks(Callback):
 
 
 class MetricsLog(Callback):
-    """Every record into `metrics.jsonl`; numbers of steps and evaluations to W&B's history.
-
-    Event records stay out of W&B's history (the phases table holds the blocks), except
-    evaluations, which are charted.
-    """
+    """Every record into `metrics.jsonl`; numbers of steps and evaluations to W&B's history
+    (the run log decides which: the phases table, not the history, holds the blocks)."""
 
     def __init__(self, log: RunLog | NullLog, tracker: Tracker, phases: Callable[[], list[dict[str, Any]]]):
         """`phases`: the rows of the run's blocks so far (a resumed run's earlier ones included)."""
@@ -73,7 +70,7 @@ class MetricsLog(Callback):
         self.log.log(record)
 
     def on_event(self, record: dict[str, Any]) -> None:
-        self.log.log(record, history=record.get(metrics.EVENT) == "evaluation")
+        self.log.log(record)
         if record.get(metrics.EVENT) == "block_end":
             self._log_phases(self.phases(), record[metrics.GLOBAL_STEP])
 
@@ -85,12 +82,13 @@ class MetricsLog(Callback):
         """The phases table, whole, each time a block ends: it can be read while the run goes. (W&B's
         incremental tables start over in a resumed process; the whole table, from the checkpointed
         rows, stays complete.) One row per block keeps each version a few kB."""
+        self.log.flush(step)
         self.tracker.table("phases", COLUMNS, [[row[c] for c in COLUMNS] for row in rows], step=step)
 
     def close(self, exit_code: int) -> None:
         if exit_code == 130:
             self.tracker.mark_preempting()  # resumable: W&B shows it preempted, not failed
-        self.log.close()
+        self.log.close(finished=exit_code == 0)
         self.tracker.finish(exit_code=exit_code)
 
 

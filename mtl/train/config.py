@@ -129,6 +129,9 @@ class RunConfig:
     wandb_tags: str = ""  # comma-separated W&B tags, added to the encoder, schedule and task tags
     wandb_notes: str | None = None  # W&B notes; None: the command that started the run
     wandb_console: bool = True  # W&B keeps what the run prints (its Logs tab)
+    wandb_every: AtLeast1 | None = (
+        None  # training steps per W&B history row (their means; metrics.jsonl keeps each); None: 10 on CUDA, else 1
+    )
     precision: Literal["auto", "fp32", "bf16", "fp16"] = (
         "auto"  # autocast; auto: bf16 where supported (LSTMs on CUDA: fp32, on TF32)
     )
