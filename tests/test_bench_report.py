@@ -105,10 +105,31 @@ def test_bench_encode_times_the_same_work_for_both_contenders(capsys):
     np.testing.assert_allclose(reference.encode(sentences, 1), ours.encode(sentences), rtol=1e-5, atol=1e-6)
 
     results = bench.run(config)
-    assert results["sentences"] == 40 and set(results["seconds"]) == {"reference", "mtl"}
+    assert results["sentences"] == 40 and set(results["seconds"]) == {"reference", "mtl", "mtl tokens"}
     assert set(results["split"]) == {"tokenize", "batch", "encode", "copy"}
     text = bench.report(results)
     assert "| reference (batch 64) |" in text and "| mtl (batch 128) |" in text and "- tokenize:" in text
+    assert "| mtl tokens (8,192 tokens per batch) |" in text
+
+
+def test_bench_loop_measures_the_second_block_of_a_real_run_against_its_steps_alone(tiny_data, tmp_path):
+    from mtl.bench import loop
+
+    bench = loop.BenchLoopConfig(
+        snli=str(FIXTURES / "snli_tiny"),
+        nli_train_split="train",
+        vectors=str(tiny_data["vectors"]),
+        hidden=4,
+        steps=3,
+        batch=8,
+        runs=1,
+        wandb_every=2,
+    )
+    results = loop.run(bench)
+    assert results["loop_examples_per_s"] > 0 and results["step_examples_per_s"] > 0
+    assert results["wandb_every"] == 2 and results["setting"] == "bilstm 4"
+    text = loop.report(results)
+    assert "W&B offline (a row per 2 steps)" in text and "ms per step around a" in text
 
 
 def test_bench_train_times_every_contender_on_the_same_batches(tiny_data, tmp_path):

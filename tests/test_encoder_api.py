@@ -7,7 +7,7 @@ import torch
 from mtl import load_encoder
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.eval.encoder import baseline_encoder
+from mtl.eval.encoder import baseline_encoder, longest_first_batches
 from mtl.text import load_vectors
 from mtl.train import run
 
@@ -39,6 +39,33 @@ def test_encode_keeps_input_order_and_ignores_batch_size(trained_run):
     np.testing.assert_allclose(reversed_[::-1], embeddings, rtol=1e-5, atol=1e-6)
     one_by_one = np.concatenate([encoder.encode([s], batch_size=1, progress=False) for s in SENTENCES])
     np.testing.assert_allclose(one_by_one, embeddings, rtol=1e-5, atol=1e-6)
+
+
+def test_batches_sized_by_tokens_give_the_same_embeddings(trained_run):
+    encoder = load_encoder(trained_run, device="cpu")
+    by_sentences = encoder.encode(SENTENCES, batch_size=2, progress=False)
+    for tokens in (1, 12, 30, 10_000):  # one sentence per batch, a few, all in one
+        by_tokens = encoder.encode(SENTENCES, batch_size=64, batch_tokens=tokens, progress=False)
+        np.testing.assert_allclose(by_tokens, by_sentences, rtol=1e-5, atol=1e-6)
+    states = encoder.encode(SENTENCES, output_value="token_embeddings", batch_size=2)
+    by_tokens = encoder.encode(SENTENCES, output_value="token_embeddings", batch_tokens=12)
+    assert [len(s) for s in by_tokens] == [len(s) for s in states] == [7, 13, 1, 1, 10]
+    for ours, theirs in zip(by_tokens, states, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_token_budget_batches_hold_every_sentence_once_within_both_limits():
+    lengths = np.array([3, 40, 7, 7, 1, 12, 0, 5, 7, 30])
+    for batch_size, budget in [(4, 20), (100, 21), (2, 1000), (100, 1)]:
+        batches = longest_first_batches(lengths, batch_size, budget)
+        assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+        widths = [int(lengths[b].max()) for b in batches]
+        assert widths == sorted(widths, reverse=True)  # longest first
+        for batch, width in zip(batches, widths, strict=True):
+            assert len(batch) <= batch_size
+            assert len(batch) * max(width, 1) <= budget or len(batch) == 1  # a long one goes alone
+    # short sentences share a batch the budget allows, long ones get small ones
+    assert [len(b) for b in longest_first_batches(lengths, 100, 40)] == [1, 1, 3, 5]  # 40, 30, 12 7 7, 7 5 3 1 0
 
 
 def test_saved_encoder_and_best_checkpoint_give_the_same_embeddings(trained_run):
@@ -155,6 +182,7 @@ def test_numpy_strings_encode_as_strings(trained_run):
         (["a dog", "a \ud800 runs"], {}, "sentence 1 holds a lone surrogate \\(\\\\ud800 at character 2\\)"),
         (SENTENCES, {"batch_size": 0}, "encode\\(batch_size=0\\): give a positive number"),
         (SENTENCES, {"batch_size": -1}, "encode\\(batch_size=-1\\)"),
+        (SENTENCES, {"batch_tokens": 0}, "encode\\(batch_tokens=0\\): give a positive number of tokens"),
         (
             SENTENCES,
             {"pooling": "maxx"},

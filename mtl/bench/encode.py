@@ -11,7 +11,9 @@ cost is the same), each contender timed `runs` times, interleaved, median report
   the LSTM, `pad_packed_sequence`, max over time, copied back to the host per batch. Its
   tokenizer is the same as mtl's here (InferSent's NLTK `word_tokenize` would only add to
   its time), so the comparison is of what happens after.
-- `mtl`: `SentenceEncoder.encode(sentences)` as a user calls it.
+- `mtl`: `SentenceEncoder.encode(sentences)` as a user calls it;
+- `mtl tokens`: the same with `batch_tokens=` (batches sized by padded tokens, not sentences:
+  hundreds of short sentences per call, a few long ones).
 
 A second, instrumented pass of mtl's encode splits its time into tokenize (text -> ids),
 batch (ids -> padded tensors on the device), encode (the encoder's forward, synchronized)
@@ -49,6 +51,7 @@ class BenchEncodeConfig:
     hidden: AtLeast1 = 512  # BiLSTM width per direction (the paper's 2048 on a GPU)
     batch: AtLeast1 = 64  # the reference's sentences per batch (InferSent's default)
     encode_batch: AtLeast1 = 128  # mtl's encode(batch_size=)
+    batch_tokens: AtLeast0 = 8192  # the `mtl tokens` contender's encode(batch_tokens=); 0: leave it out
     runs: AtLeast1 = 3  # timed runs per contender (the median is reported)
     device: str = "auto"  # auto: cuda when present
     threads: AtLeast0 = 1  # torch threads on the CPU; 0 keeps torch's default
@@ -109,6 +112,10 @@ def run(bench: BenchEncodeConfig) -> dict:
         "reference": lambda: reference.encode(sentences, bench.batch),
         "mtl": lambda: ours.encode(sentences, batch_size=bench.encode_batch),
     }
+    if bench.batch_tokens:
+        contenders["mtl tokens"] = lambda: ours.encode(
+            sentences, batch_size=bench.batch_tokens, batch_tokens=bench.batch_tokens
+        )
     for encode in contenders.values():  # warm up: kernels, allocator, spaCy's caches
         encode()
     times: dict[str, list[float]] = {name: [] for name in contenders}
@@ -122,6 +129,7 @@ def run(bench: BenchEncodeConfig) -> dict:
         "hidden": bench.hidden,
         "batch": bench.batch,
         "encode_batch": bench.encode_batch,
+        "batch_tokens": bench.batch_tokens,
         "seconds": {name: statistics.median(values) for name, values in times.items()},
         "split": split_times(ours, sentences, bench.encode_batch, device),
     }
@@ -183,10 +191,14 @@ def report(results: dict) -> str:
         "| contender | seconds | sentences/s | vs reference |",
         "|---|---:|---:|---:|",
     ]
+    batches = {
+        "reference": f"batch {results['batch']}",
+        "mtl": f"batch {results['encode_batch']}",
+        "mtl tokens": f"{results.get('batch_tokens', 0):,} tokens per batch",
+    }
     for name, value in seconds.items():
-        batch = results["batch"] if name == "reference" else results["encode_batch"]
         lines.append(
-            f"| {name} (batch {batch}) | {value:.2f} | {count / value:,.0f} | {seconds['reference'] / value:.2f}x |"
+            f"| {name} ({batches[name]}) | {value:.2f} | {count / value:,.0f} | {seconds['reference'] / value:.2f}x |"
         )
     split = results["split"]
     total = sum(split.values())

@@ -83,22 +83,28 @@ class SentenceEncoder:
         *,
         pooling: str | None = None,
         progress: bool | None = None,
+        batch_tokens: int | None = None,
     ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
         """(N, D) float32 embeddings in input order; one string: (D,). The arguments mean what they
         mean in `SentenceTransformer.encode`, positions included, so code written for it runs on
         mtl's encoders; `pooling` (mtl's own) replaces the trained pooling for this call. No bar
-        unless asked (`show_progress_bar=True`; `progress` is its older name)."""
+        unless asked (`show_progress_bar=True`; `progress` is its older name).
+
+        `batch_tokens` (mtl's own) sizes batches by tokens: each holds at most that many padded
+        tokens (sentences x its longest), and at most `batch_size` sentences. Short sentences then
+        go in large batches, long ones in small ones: fewer, fuller calls where a GPU's time goes
+        to launching them, with memory bounded by the tokens. None: `batch_size` sentences each."""
         if isinstance(sentences, str):  # as sentence-transformers: one sentence, not its characters
             many = self.encode(
                 [sentences], batch_size, show_progress_bar, output_value, precision, convert_to_numpy,
                 convert_to_tensor, device, normalize_embeddings, truncate_dim, pooling=pooling, progress=progress,
+                batch_tokens=batch_tokens,
             )  # fmt: skip
             return many[0]
         sentences = checked_sentences(sentences)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size < 1:
-            raise UserError(
-                f"encode(batch_size={batch_size!r}): give a positive number of sentences per batch"
-            )
+        check_batch_limit("batch_size", batch_size, "sentences")
+        if batch_tokens is not None:
+            check_batch_limit("batch_tokens", batch_tokens, "tokens")
         if pooling is not None and pooling not in typing.get_args(Pooling):
             raise UserError(
                 f"encode(pooling={pooling!r}) is not a pooling: choose one of {', '.join(typing.get_args(Pooling))}"
@@ -107,12 +113,15 @@ class SentenceEncoder:
             self.to(device)
         show = bool(progress if show_progress_bar is None else show_progress_bar)
         if output_value == "token_embeddings":
-            return [torch.from_numpy(states) for states in self.token_states(sentences, batch_size, show)]
+            return [
+                torch.from_numpy(states)
+                for states in self.token_states(sentences, batch_size, show, batch_tokens=batch_tokens)
+            ]
         width = pooled_width(self.encoder, pooling)
         checked_options(precision, truncate_dim, width, output_value)
         ids = self.token_ids(sentences)
         out = torch.zeros((len(ids), width), dtype=torch.float32, device=self.device)
-        for chosen, embedded in self._encoded(ids, batch_size, pooling, show):
+        for chosen, embedded in self._encoded(ids, batch_size, pooling, show, batch_tokens):
             # Kept on the device and copied back once; the index goes up pinned, so no batch waits.
             out[to_device(torch.from_numpy(chosen), self.device)] = embedded.float()
         return finished(
@@ -131,7 +140,12 @@ class SentenceEncoder:
         return self
 
     def token_states(
-        self, sentences: Sequence[str], batch_size: int = 128, progress: bool = False
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 128,
+        progress: bool = False,
+        *,
+        batch_tokens: int | None = None,
     ) -> list[np.ndarray]:
         """Each sentence's (T_i, D) states before pooling, in input order: what a pooling trained
         after the fact (transfer's pooling=selfattn) reads."""
@@ -141,16 +155,22 @@ class SentenceEncoder:
             )
         ids = self.token_ids(checked_sentences(sentences))
         states: list[np.ndarray] = [np.empty(0)] * len(ids)
-        for chosen, padded in self._encoded(ids, batch_size, "none", progress):
+        for chosen, padded in self._encoded(ids, batch_size, "none", progress, batch_tokens):
             padded = padded.float().cpu().numpy()  # (B, T, D)
             for row, index in enumerate(chosen):
                 states[index] = padded[row, : len(ids[index])].copy()
         return states
 
-    def _encoded(self, ids: list[np.ndarray], batch_size: int, pooling: str | None, progress: bool):
+    def _encoded(
+        self,
+        ids: list[np.ndarray],
+        batch_size: int,
+        pooling: str | None,
+        progress: bool,
+        batch_tokens: int | None = None,
+    ):
         """(positions in `ids`, the encoder's output) per batch of similar lengths, longest first."""
         lengths = np.array([len(i) for i in ids])
-        order = np.argsort(-lengths, kind="stable")
         saved_pooling = getattr(self.encoder, "pooling", None)
         if pooling is not None:
             self.encoder.pooling = pooling
@@ -161,8 +181,7 @@ class SentenceEncoder:
                     total=len(ids), desc=f"encode {self.name}", disable=not progress, unit=" sentences"
                 ) as bar,
             ):
-                for start in range(0, len(ids), batch_size):
-                    chosen = order[start : start + batch_size]
+                for chosen in longest_first_batches(lengths, batch_size, batch_tokens):
                     batch = np.zeros((len(chosen), lengths[chosen].max()), dtype=np.int64)
                     for row, index in enumerate(chosen):
                         batch[row, : lengths[index]] = ids[index]
@@ -256,6 +275,29 @@ def pretrained_encoder(
         encoder.load_state_dict(state)
     subwords = SubwordTokenizer(config.hf_model, config.max_seq_length)
     return PretrainedSentenceEncoder(encoder, subwords, resolve_device(device), name)
+
+
+def check_batch_limit(name: str, value: object, unit: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise UserError(f"encode({name}={value!r}): give a positive number of {unit} per batch")
+
+
+def longest_first_batches(
+    lengths: np.ndarray, batch_size: int, batch_tokens: int | None = None
+) -> list[np.ndarray]:
+    """Positions of sentences of `lengths`, sorted longest first and cut into batches of at most
+    `batch_size` sentences and, when given, `batch_tokens` padded tokens (at least one sentence
+    each: one longer than the budget goes alone)."""
+    order = np.argsort(-lengths, kind="stable")
+    if batch_tokens is None:
+        return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    batches, start = [], 0
+    while start < len(order):
+        width = max(int(lengths[order[start]]), 1)  # the batch's longest: its first
+        size = min(batch_size, max(batch_tokens // width, 1))
+        batches.append(order[start : start + size])
+        start += size
+    return batches
 
 
 def checked_sentences(sentences: object) -> list[str]:
