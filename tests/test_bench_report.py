@@ -130,6 +130,7 @@ def test_bench_loop_measures_the_second_block_of_a_real_run_against_its_steps_al
     assert results["wandb_every"] == 2 and results["setting"] == "bilstm 4"
     text = loop.report(results)
     assert "W&B offline (a row per 2 steps)" in text and "ms per step around a" in text
+    assert results["checkpoint_mb"] > 0 and "ms per step at one per 500 steps" in text
 
 
 def test_bench_train_times_every_contender_on_the_same_batches(tiny_data, tmp_path):

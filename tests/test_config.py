@@ -95,3 +95,19 @@ def test_a_key_given_twice_is_refused_naming_both(args):
 def test_numbers_beyond_what_torch_and_numpy_hold_are_refused(arg, message):
     with pytest.raises(UserError, match=message):
         apply_overrides(Config(), [arg])
+
+
+def test_a_gpu_run_checkpoints_and_logs_wandb_rows_at_longer_step_intervals():
+    import torch
+
+    from mtl.train.config import TrainConfig, with_overrides
+    from mtl.train.resolve import resolve_settings
+
+    config = TrainConfig()
+    sizes = dict.fromkeys(config.tasks, 1000)
+    cpu = resolve_settings(config, torch.device("cpu"), sizes).run
+    gpu = resolve_settings(config, torch.device("cuda"), sizes).run  # resolving needs no GPU
+    assert (cpu.checkpoint_every, cpu.wandb_every) == (500, 1)
+    assert (gpu.checkpoint_every, gpu.wandb_every) == (5000, 10)
+    given = resolve_settings(with_overrides(config, ["checkpoint_every=7", "wandb_every=3"]), torch.device("cuda"), sizes)
+    assert (given.run.checkpoint_every, given.run.wandb_every) == (7, 3)

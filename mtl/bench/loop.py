@@ -9,7 +9,9 @@ table (evaluation and its checkpoint fall between the blocks, outside either). T
 fresh trainer of the same configuration steps alone (`Trainer.train_batch`, no run log,
 no bar, no W&B) over the very same batches, each step timed to the end of its kernels.
 The two alternate `runs` times; medians are reported, and the loop's share of the time:
-what the whole run pays per step beyond the step itself.
+what the whole run pays per step beyond the step itself, and what a checkpoint costs at
+this size (written three times by the stepping trainer; the measured block holds one only
+when `checkpoint_every` falls inside it).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class BenchLoopConfig:
     wandb: str = "offline"  # the run's W&B mode (offline: what a user without an API key gets)
     wandb_every: AtLeast1 | None = None  # the run's steps per W&B row; None: its default (10 on CUDA, else 1)
     prefetch: str = "auto"  # the run's prefetching (auto: on with CUDA)
+    checkpoint_every: AtLeast1 | None = None  # the run's steps per checkpoint; None: its default (5000 on CUDA, else 500)
     snli: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
     nli_train_split: str = "train_small"  # SNLI split the batches come from
     vectors: str | None = None  # GloVe file; None: the usual search (random 300-d when it is not 300-d)
@@ -69,6 +72,7 @@ def run(bench: BenchLoopConfig) -> dict:
             "max_eval=256",  # the evaluation between the blocks is not timed: keep it short
             f"wandb={bench.wandb}",
             *([f"wandb_every={bench.wandb_every}"] if bench.wandb_every else []),
+            *([f"checkpoint_every={bench.checkpoint_every}"] if bench.checkpoint_every else []),
             f"prefetch={bench.prefetch}",
             f"device={bench.device}",
             *([f"vectors={bench.vectors}"] if bench.vectors else []),
@@ -78,7 +82,7 @@ def run(bench: BenchLoopConfig) -> dict:
     config = resolve_inputs(config)
     data = prepare(config, progress=False)
     inputs = with_300d_inputs(data)
-    loop_rates, step_rates, overheads = [], [], []
+    loop_rates, step_rates, overheads, saves = [], [], [], []
     with tempfile.TemporaryDirectory() as scratch:
         for attempt in range(bench.runs):
             block = whole_run(config, data, Path(scratch) / f"run-{attempt}")
@@ -86,6 +90,7 @@ def run(bench: BenchLoopConfig) -> dict:
             loop_rates.append(block["examples"] / block["seconds"])
             step_rates.append(steps["examples"] / steps["seconds"])
             overheads.append(1000 * (block["seconds"] - steps["seconds"]) / bench.steps)
+            saves.append(steps["save_seconds"])
             print(
                 f"run {attempt + 1}: whole run {loop_rates[-1]:,.0f} examples/s, steps alone "
                 f"{step_rates[-1]:,.0f} examples/s",
@@ -99,12 +104,15 @@ def run(bench: BenchLoopConfig) -> dict:
         "steps": bench.steps,
         "batch": bench.batch,
         "wandb": bench.wandb,
-        "wandb_every": bench.wandb_every or (10 if device.type == "cuda" else 1),
+        "wandb_every": block["wandb_every"],  # as the run resolved it
+        "checkpoint_every": block["checkpoint_every"],
         "prefetch": bench.prefetch,
         "loop_examples_per_s": statistics.median(loop_rates),
         "step_examples_per_s": statistics.median(step_rates),
         "overhead_ms_per_step": statistics.median(overheads),
         "step_ms": 1000 * bench.batch / statistics.median(step_rates),
+        "checkpoint_seconds": statistics.median(saves),
+        "checkpoint_mb": steps["save_bytes"] / 2**20,
     }
 
 
@@ -114,8 +122,13 @@ def whole_run(config: TrainConfig, data, folder: Path) -> dict:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         trainer = Trainer(config, folder, data=data, progress=True)
         trainer.fit()
-    measured = trainer.state.phases.rows[1]
-    return {"examples": measured["examples"], "seconds": measured["seconds"]}
+    measured, settings = trainer.state.phases.rows[1], trainer.config.run
+    return {
+        "examples": measured["examples"],
+        "seconds": measured["seconds"],
+        "wandb_every": settings.wandb_every,
+        "checkpoint_every": settings.checkpoint_every,
+    }
 
 
 def steps_alone(config: TrainConfig, data, folder: Path, steps: int, device: torch.device) -> dict:
@@ -135,7 +148,13 @@ def steps_alone(config: TrainConfig, data, folder: Path, steps: int, device: tor
         seconds += time.perf_counter() - started
         examples += len(rows)
     trainer.prefetcher.close()
-    return {"examples": examples, "seconds": seconds}
+    saves = []
+    for _ in range(3):  # what a checkpoint inside a block costs (the measured block may hold none)
+        started = time.perf_counter()
+        trainer._save_latest()
+        saves.append(time.perf_counter() - started)
+    size = (folder / "checkpoints" / "latest.pt").stat().st_size
+    return {"examples": examples, "seconds": seconds, "save_seconds": statistics.median(saves), "save_bytes": size}
 
 
 def report(results: dict) -> str:
@@ -144,7 +163,7 @@ def report(results: dict) -> str:
         [
             f"bench-loop: {results['setting']}, NLI batches of {results['batch']}, {results['inputs']}; "
             f"{results['device']}, {results['threads']} thread(s); W&B {results['wandb']} (a row per "
-            f"{results['wandb_every']} steps), prefetch "
+            f"{results['wandb_every']} steps), a checkpoint per {results['checkpoint_every']} steps, prefetch "
             f"{results['prefetch']}; a block of {results['steps']} steps after one of warm-up; median of the runs",
             "",
             "| | examples/s |",
@@ -154,5 +173,8 @@ def report(results: dict) -> str:
             "",
             f"The whole run trains at {loop / alone:.1%} of the steps' rate: "
             f"{results['overhead_ms_per_step']:.2f} ms per step around a {results['step_ms']:.2f} ms step.",
+            f"A checkpoint ({results['checkpoint_mb']:,.0f} MB) takes {results['checkpoint_seconds']:.2f} s to "
+            f"write: {1000 * results['checkpoint_seconds'] / results['checkpoint_every']:.2f} ms per step at one "
+            f"per {results['checkpoint_every']} steps.",
         ]
     )

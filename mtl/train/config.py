@@ -115,7 +115,9 @@ class RunConfig:
     seed: AtLeast0 = 1234  # model initialization, data order, dropout
     device: str = "auto"  # auto: cuda when available
     eval_every: AtLeast1 | None = None  # steps; None: at the end of every cycle of the schedule
-    checkpoint_every: AtLeast1 = 500  # steps between checkpoints (a kill loses at most this many)
+    checkpoint_every: AtLeast1 | None = (
+        None  # steps between checkpoints (a kill loses at most this many); None: 500 on the CPU, 5000 on CUDA
+    )
     eval_batch: AtLeast1 = 256  # sentences per batch when evaluating
     wandb: Literal["auto", "online", "offline", "disabled"] = (
         "auto"  # auto: online with an API key, else offline

@@ -92,11 +92,11 @@ class Trainer:
         self.checkpointer.attach(tracker, self.state.wandb_id, counts)
         if resume and self.state.best is not None:
             self.checkpointer.log_best(self.state.best)
-        # A W&B row per step costs a GPU run (steps of a few ms) a tenth of its speed; a CPU run's
-        # steps are slow enough for every one to be charted.
-        every = self.config.run.wandb_every or (10 if self.device.type == "cuda" else 1)
         self.log = RunLog(
-            self.files.metrics, tracker, resume_at_byte=self.state.metrics_bytes if resume else None, every=every
+            self.files.metrics,
+            tracker,
+            resume_at_byte=self.state.metrics_bytes if resume else None,
+            every=self.config.run.wandb_every,
         )
         bar = ProgressBar(self.state.global_step, self.config.optim.max_steps, self.progress)
         self.callbacks = Callbacks(MetricsLog(self.log, tracker, lambda: self.state.phases.rows), bar)
