@@ -65,9 +65,9 @@ def resolve_settings(config: TrainConfig, device: torch.device, train_sizes: dic
         optim.max_steps = steps_for_one_epoch(config, train_sizes)
     if optim.warmup_steps is None:
         optim.warmup_steps = math.ceil(WARMUP_SHARE * optim.max_steps) if decays_to_zero else 0
-    # A checkpoint (270 MB at paper size, about a second to write) and a W&B row (half a
-    # millisecond) are paid per step interval: a GPU's steps are some 20x shorter than a CPU's,
-    # so its intervals are longer, about a minute of steps between checkpoints on either.
+    # A checkpoint (190-270 MB at paper size, most of a second to write) and a W&B row (half a
+    # millisecond) are paid per interval of steps: a GPU's steps are some 20x shorter than a
+    # CPU's, so its intervals are longer: a minute or two of steps between checkpoints on either.
     on_gpu = device.type == "cuda"
     if config.run.checkpoint_every is None:
         config.run.checkpoint_every = 5000 if on_gpu else 500
