@@ -109,5 +109,7 @@ def test_a_gpu_run_checkpoints_and_logs_wandb_rows_at_longer_step_intervals():
     gpu = resolve_settings(config, torch.device("cuda"), sizes).run  # resolving needs no GPU
     assert (cpu.checkpoint_every, cpu.wandb_every) == (500, 1)
     assert (gpu.checkpoint_every, gpu.wandb_every) == (5000, 10)
-    given = resolve_settings(with_overrides(config, ["checkpoint_every=7", "wandb_every=3"]), torch.device("cuda"), sizes)
+    given = resolve_settings(
+        with_overrides(config, ["checkpoint_every=7", "wandb_every=3"]), torch.device("cuda"), sizes
+    )
     assert (given.run.checkpoint_every, given.run.wandb_every) == (7, 3)

@@ -65,7 +65,12 @@ def test_token_budget_batches_hold_every_sentence_once_within_both_limits():
             assert len(batch) <= batch_size
             assert len(batch) * max(width, 1) <= budget or len(batch) == 1  # a long one goes alone
     # short sentences share a batch the budget allows, long ones get small ones
-    assert [len(b) for b in longest_first_batches(lengths, 100, 40)] == [1, 1, 3, 5]  # 40, 30, 12 7 7, 7 5 3 1 0
+    assert [len(b) for b in longest_first_batches(lengths, 100, 40)] == [
+        1,
+        1,
+        3,
+        5,
+    ]  # 40, 30, 12 7 7, 7 5 3 1 0
 
 
 def test_saved_encoder_and_best_checkpoint_give_the_same_embeddings(trained_run):

@@ -45,7 +45,9 @@ class BenchLoopConfig:
     wandb: str = "offline"  # the run's W&B mode (offline: what a user without an API key gets)
     wandb_every: AtLeast1 | None = None  # the run's steps per W&B row; None: its default (10 on CUDA, else 1)
     prefetch: str = "auto"  # the run's prefetching (auto: on with CUDA)
-    checkpoint_every: AtLeast1 | None = None  # the run's steps per checkpoint; None: its default (5000 on CUDA, else 500)
+    checkpoint_every: AtLeast1 | None = (
+        None  # the run's steps per checkpoint; None: its default (5000 on CUDA, else 500)
+    )
     snli: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
     nli_train_split: str = "train_small"  # SNLI split the batches come from
     vectors: str | None = None  # GloVe file; None: the usual search (random 300-d when it is not 300-d)
@@ -154,7 +156,12 @@ def steps_alone(config: TrainConfig, data, folder: Path, steps: int, device: tor
         trainer._save_latest()
         saves.append(time.perf_counter() - started)
     size = (folder / "checkpoints" / "latest.pt").stat().st_size
-    return {"examples": examples, "seconds": seconds, "save_seconds": statistics.median(saves), "save_bytes": size}
+    return {
+        "examples": examples,
+        "seconds": seconds,
+        "save_seconds": statistics.median(saves),
+        "save_bytes": size,
+    }
 
 
 def report(results: dict) -> str:
