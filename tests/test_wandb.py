@@ -246,3 +246,39 @@ def test_wandb_console_off_keeps_the_logs_tab_empty(tiny_data, tmp_path):
     start_run(tiny_data, tmp_path / "run", "wandb=offline", "wandb_console=false")
     (run_file,) = run_files(tmp_path)
     assert "output_raw" not in by_kind(run_file)
+
+
+def test_a_replayed_metrics_file_sends_only_steps_and_evaluations(tmp_path):
+    # A resume whose W&B run holds nothing yet (its writer lost everything) replays the file:
+    # parameter counts and block events stay out of the history, as they do when logged live.
+    from mtl.train.runlog import RunLog
+
+    class Recorder:
+        def __init__(self):
+            self.rows = []
+
+        def last_history_step(self):
+            return None
+
+        def log(self, values, step=None):
+            self.rows.append((step, dict(values)))
+
+    records = [
+        {"global_step": 0, "params/trainable": 10},
+        {"global_step": 0, "phase/event": "block_start", "phase/task": "nli", "phase/block": 0},
+        *(
+            {"global_step": s, "nli/train/loss": float(s), "nli/step": s, "phase/task_id": 0}
+            for s in (1, 2, 3, 4)
+        ),
+        {"global_step": 4, "phase/event": "block_end", "phase/block": 0, "phase/seconds": 1.5},
+        {"global_step": 4, "phase/event": "evaluation", "nli/dev/acc": 0.5, "nli/step": 4},
+    ]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    tracker = Recorder()
+    log = RunLog(path, tracker, resume_at_byte=path.stat().st_size, every=2)
+    log.close()
+    assert tracker.rows == [
+        (2, {"global_step": 2, "nli/train/loss": 1.5, "nli/step": 2, "phase/task_id": 0}),
+        (4, {"global_step": 4, "nli/train/loss": 3.5, "nli/step": 4, "phase/task_id": 0, "nli/dev/acc": 0.5}),
+    ]
