@@ -6,8 +6,9 @@ import torch
 
 from mtl import load_encoder
 from mtl.cli import main
+from mtl.data.batches import longest_first_batches
 from mtl.errors import UserError
-from mtl.eval.encoder import baseline_encoder, longest_first_batches
+from mtl.eval.encoder import baseline_encoder
 from mtl.text import load_vectors
 from mtl.train import run
 

@@ -32,6 +32,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from mtl.config import AtLeast0, AtLeast1
+from mtl.data.batches import longest_first_batches
 from mtl.data.snli import snli_sentences
 from mtl.device import resolve_device, to_device
 from mtl.eval.encoder import SentenceEncoder
@@ -161,11 +162,9 @@ def split_times(ours: SentenceEncoder, sentences: list[str], batch_size: int, de
     ids = ours.token_ids(sentences)
     stages["tokenize"] = time.perf_counter() - started
     lengths = np.array([len(i) for i in ids])
-    order = np.argsort(-lengths, kind="stable")
     with torch.inference_mode():
-        for start in range(0, len(ids), batch_size):
+        for chosen in longest_first_batches(lengths, batch_size):
             clock = time.perf_counter()
-            chosen = order[start : start + batch_size]
             batch = np.zeros((len(chosen), lengths[chosen].max()), dtype=np.int64)
             for row, index in enumerate(chosen):
                 batch[row, : lengths[index]] = ids[index]

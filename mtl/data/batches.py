@@ -170,3 +170,21 @@ class TaskStream:
 def contiguous_batches(count: int, batch_size: int) -> list[np.ndarray]:
     """Runs of `batch_size` consecutive indices of `count` items (the last one shorter)."""
     return [np.arange(start, min(start + batch_size, count)) for start in range(0, count, batch_size)]
+
+
+def longest_first_batches(
+    lengths: np.ndarray, batch_size: int, batch_tokens: int | None = None
+) -> list[np.ndarray]:
+    """Positions of sentences of `lengths`, sorted longest first and cut into batches of at most
+    `batch_size` sentences and, when given, `batch_tokens` padded tokens (at least one sentence
+    each: one longer than the budget goes alone)."""
+    order = np.argsort(-lengths, kind="stable")
+    if batch_tokens is None:
+        return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    batches, start = [], 0
+    while start < len(order):
+        width = max(int(lengths[order[start]]), 1)  # the batch's longest: its first
+        size = min(batch_size, max(batch_tokens // width, 1))
+        batches.append(order[start : start + size])
+        start += size
+    return batches

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from mtl.data.batches import tokenize_at_most
+from mtl.data.batches import longest_first_batches, tokenize_at_most
 from mtl.device import resolve_device, to_device
 from mtl.errors import UserError
 from mtl.eval.embeddings import checked_options, finished
@@ -280,24 +280,6 @@ def pretrained_encoder(
 def check_batch_limit(name: str, value: object, unit: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise UserError(f"encode({name}={value!r}): give a positive number of {unit} per batch")
-
-
-def longest_first_batches(
-    lengths: np.ndarray, batch_size: int, batch_tokens: int | None = None
-) -> list[np.ndarray]:
-    """Positions of sentences of `lengths`, sorted longest first and cut into batches of at most
-    `batch_size` sentences and, when given, `batch_tokens` padded tokens (at least one sentence
-    each: one longer than the budget goes alone)."""
-    order = np.argsort(-lengths, kind="stable")
-    if batch_tokens is None:
-        return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
-    batches, start = [], 0
-    while start < len(order):
-        width = max(int(lengths[order[start]]), 1)  # the batch's longest: its first
-        size = min(batch_size, max(batch_tokens // width, 1))
-        batches.append(order[start : start + size])
-        start += size
-    return batches
 
 
 def checked_sentences(sentences: object) -> list[str]:

@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 
 from mtl import metrics
 from mtl.console import progress_stream
-from mtl.data.batches import SentenceTable, TaskExamples, contiguous_batches
+from mtl.data.batches import SentenceTable, TaskExamples, contiguous_batches, longest_first_batches
 from mtl.device import to_device
 from mtl.distributed import Distributed
 from mtl.models.heads import MultitaskModel, TaskHead
@@ -150,10 +150,8 @@ def embed_rows(
     advance: Callable[[int], object] = lambda done: None,
 ) -> torch.Tensor:
     """Embeddings (len(rows), D) of table rows, batched by length; `advance(n)` after n rows."""
-    order = np.argsort(table.lengths[rows], kind="stable")
     out = None
-    for start in range(0, len(rows), batch_size):
-        chosen = order[start : start + batch_size]
+    for chosen in longest_first_batches(table.lengths[rows], batch_size):
         tokens, lengths = table.batch(rows[chosen])
         embedded = encoder(to_device(tokens, device), lengths)
         if out is None:
