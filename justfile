@@ -83,6 +83,10 @@ maxpool *args:
 neighbours *args:
     {{python}} -m mtl neighbours "$@"
 
+# a run's encoder for sharing, carrying only words of the public vectors file (e.g. run=runs/<run> out=shared/enc)
+export-encoder *args:
+    {{python}} -m mtl export-encoder "$@"
+
 # transfer each run of a sweep over objectives, then a table and a page (e.g. after just sweep objectives max_minutes=20)
 compare-objectives *args:
     {{python}} -m mtl compare-objectives "$@"

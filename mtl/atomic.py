@@ -6,6 +6,8 @@ truncated file under the final name; the temporary file is removed when the writ
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -28,9 +30,30 @@ def atomic_path(path: Path, what: str = "file") -> Iterator[Path]:
         os.replace(partial, path)
         fsync_dir(path.parent)
     except OSError as error:
-        raise UserError(f"could not write {what} {path}: {error.strerror or error}") from None
+        raise UserError(f"could not write {what} {path}: {error.strerror or error}{_advice(error)}") from None
     finally:
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only place has no partial file to remove
+            partial.unlink(missing_ok=True)
+
+
+def failed_write(path: Path, error: Exception) -> OSError:
+    """The OSError a writer that reports failure otherwise (torch.save: RuntimeError) stands for,
+    with the free space left where `path` was being written, as that is the usual cause."""
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        free = None
+    reason = str(error).splitlines()[0][:120] if str(error) else type(error).__name__
+    room = "" if free is None else f"; {free / 2**20:,.1f} MiB free there: is the disk full?"
+    return OSError(errno.EIO, f"the write failed ({reason}){room}")
+
+
+def _advice(error: OSError) -> str:
+    if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return ": choose a place you can write to"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ": free some space and run again"
+    return ""
 
 
 def write_text(path: Path, text: str, what: str = "file") -> None:

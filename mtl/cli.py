@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mtl import metrics
-from mtl.config import apply_overrides, describe_keys
+from mtl.config import apply_overrides, describe_keys, paths_and_keys
 from mtl.console import say
 from mtl.errors import UserError
 from mtl.runs import RunFolder
@@ -105,8 +107,8 @@ def sweep(args: Sequence[str]) -> None:
 def report(args: Sequence[str]) -> None:
     from mtl import report as reports
 
-    config = apply_overrides(reports.ReportConfig(), [a for a in args if "=" in a])
-    out = reports.run([a for a in args if "=" not in a], config)
+    paths, keys = paths_and_keys(args)
+    out = reports.run(paths, apply_overrides(reports.ReportConfig(), keys))
     print(f"report written to {out}")
 
 
@@ -154,8 +156,9 @@ def bench_transfer(args: Sequence[str]) -> None:
 def compare(args: Sequence[str]) -> None:
     from mtl import significance
 
-    config = apply_overrides(significance.SignificanceConfig(), [a for a in args if "=" in a])
-    out, text = significance.run([a for a in args if "=" not in a], config)
+    paths, keys = paths_and_keys(args)
+    config = apply_overrides(significance.SignificanceConfig(), keys)
+    out, text = significance.run(paths, config)
     print(text)
     print(f"written to {out} and {out.with_suffix('.json')}")
 
@@ -184,6 +187,17 @@ def compare_objectives(args: Sequence[str]) -> None:
     from mtl.compare import CompareConfig, compare
 
     print(f"written to {compare(apply_overrides(CompareConfig(), args))}")
+
+
+def export_encoder(args: Sequence[str]) -> None:
+    from mtl import share
+
+    config = apply_overrides(share.ExportConfig(), args)
+    out, kept, dropped = share.export_encoder(config)
+    which = "words of the vectors file" if config.vocabulary == "public" else "words of the run's export"
+    print(
+        f"encoder written to {out} with {kept:,} {which} ({dropped:,} words left out map to the unknown vector)"
+    )
 
 
 def transfer(args: Sequence[str]) -> None:
@@ -254,7 +268,7 @@ class Command:
         later (from the data, the device) are left as given: a run's config.json has those."""
         if self.resolve is not None:
             return self.resolve(args)
-        return apply_overrides(self.config(), [a for a in args if "=" in a])
+        return apply_overrides(self.config(), paths_and_keys(args)[1])
 
 
 def _config(module: str, name: str) -> Callable[[], Any]:
@@ -397,6 +411,11 @@ COMMANDS: dict[str, Command] = {
         "the pool sentences nearest to a query by the cosine of their embeddings",
         _config("mtl.neighbours", "NeighboursConfig"),
     ),
+    "export-encoder": Command(
+        export_encoder,
+        "a run's encoder for sharing: only words of the public vectors file (vocabulary=public)",
+        _config("mtl.share", "ExportConfig"),
+    ),
     "compare-objectives": Command(
         compare_objectives,
         "transfer each run of a sweep over objectives; a table and a page of score against time",
@@ -469,6 +488,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if PRINT_CONFIG in argv[1:]:
         return print_config(argv[0], [a for a in argv[1:] if a != PRINT_CONFIG])
     previous = _stop_on_signals()
+    # A log handler that cannot write (W&B's debug log on a full disk) must not print a traceback
+    # per record: the write that matters fails too, and says so in one line.
+    logging.raiseExceptions = False
     try:
         COMMANDS[argv[0]].run(argv[1:])
     except UserError as error:
@@ -478,6 +500,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as interrupt:
         say(f"interrupted{': ' + str(interrupt) if str(interrupt) else ''}")
         return 130
+    except OSError as error:
+        if error.errno not in WRITE_ERRORS:
+            raise
+        where = f" {error.filename}" if error.filename else ""
+        say(
+            f"error: could not write{where}: {error.strerror}: free space or choose another out=, then run again"
+        )
+        return 2
     except RuntimeError as error:
         from mtl.distributed import lost_a_peer
         from mtl.launch import LOST_A_PEER
@@ -491,6 +521,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return 0
+
+
+# A file that cannot be written, wherever mtl writes one (a run's log, W&B's files, a report):
+# the disk or quota is full, the place is read-only or not the user's.
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
 
 
 def run_as_process() -> None:

@@ -8,11 +8,13 @@ import difflib
 import inspect
 import io
 import math
+import re
 import textwrap
 import tokenize
 import types
 import typing
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mtl.errors import UserError
@@ -50,6 +52,20 @@ AtLeast0 = Annotated[int, Range(0)]
 AtLeast1 = Annotated[int, Range(1)]
 PositiveFloat = Annotated[float, Range(0, low_open=True)]
 NonNegativeFloat = Annotated[float, Range(0)]
+
+
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*=")
+
+
+def is_key_value(arg: str) -> bool:
+    """Whether a command-line argument is `key=value` rather than a path: a path may hold `=`
+    (`runs/lr=0.1`), a key never holds `/`; an existing file or folder is always a path."""
+    return bool(_KEY.match(arg)) and not Path(arg).expanduser().exists()
+
+
+def paths_and_keys(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The arguments that are paths, and those that are `key=value`, each in order."""
+    return [a for a in args if not is_key_value(a)], [a for a in args if is_key_value(a)]
 
 
 def apply_overrides(config: Any, args: Sequence[str], aliases: Sequence[str] = ()) -> Any:

@@ -10,7 +10,9 @@ from typing import TextIO
 
 
 def say(message: str) -> None:
-    """Print to stderr; when Ctrl-C has killed the pipe it went to (`2>&1 | tee log`), to the terminal."""
+    """Print to stderr on a line of its own; when Ctrl-C has killed the pipe it went to
+    (`2>&1 | tee log`), to the terminal."""
+    end_progress_bars()
     try:
         print(message, file=sys.stderr, flush=True)
         return
@@ -26,6 +28,17 @@ def say(message: str) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             os.dup2(devnull, stream.fileno())
+
+
+def end_progress_bars() -> None:
+    """Close every progress bar still open, which ends its line: a bar an error unwound past
+    (iterated, or held outside a `with`) would otherwise leave its line open, and the message
+    after it would start in the middle of it (`…read SQuAD]error: …`) in a log file or pipe."""
+    from tqdm import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", ())):
+        with contextlib.suppress(Exception):  # a bar on a closed stream: nothing to end
+            bar.close()
 
 
 class Unbreakable(io.TextIOBase):

@@ -42,14 +42,21 @@ def unsupported(encoder: Encoder) -> str | None:
 
 
 def write_sentence_transformer(
-    encoder: Encoder, vocabulary: list[str], lowercase: bool, folder: Path, name: str
+    encoder: Encoder,
+    vocabulary: list[str],
+    lowercase: bool,
+    folder: Path,
+    name: str,
+    rows: list[int] | None = None,
 ) -> None:
-    """Write `encoder` (whose rows are `vocabulary`: padding, unknown, then words) into `folder`."""
+    """Write `encoder` into `folder`; `vocabulary` (padding, unknown, then words) names its embedding
+    rows, or the rows `rows` of it when given (an export that keeps some words only)."""
     if reason := unsupported(encoder):
         raise ValueError(reason)
     inner = encoder.inner if isinstance(encoder, Bottleneck) else encoder
     modules = [("", "WordEmbeddings")]
-    _weights(folder, {"emb_layer.weight": inner.embedding.weight})
+    weight = inner.embedding.weight if rows is None else inner.embedding.weight[torch.tensor(rows)]
+    _weights(folder, {"emb_layer.weight": weight})
     _json(folder / "wordembedding_config.json", {
         "tokenizer_class": "sentence_transformers.models.tokenizer.WhitespaceTokenizer.WhitespaceTokenizer",
         "update_embeddings": False,

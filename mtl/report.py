@@ -54,6 +54,7 @@ class Run:
     summary: dict[str, Any]
     transfer: dict[str, dict[str, str]]  # transfer report (transfer, transfer-fast, ...) -> task -> headline
     sizes: dict[str, tuple[int, float]]  # transfer report -> (embedding dim, micro average of dev accuracies)
+    stale: dict[str, str]  # transfer report -> why it is not a result of the run's final encoder
 
     @property
     def name(self) -> str:
@@ -102,24 +103,30 @@ class Run:
         return cls(folder, config, records, summary, *_transfer_results(folder))
 
 
-def _transfer_results(folder: Path) -> tuple[dict[str, dict[str, str]], dict[str, tuple[int, float]]]:
+def _transfer_results(
+    folder: Path,
+) -> tuple[dict[str, dict[str, str]], dict[str, tuple[int, float]], dict[str, str]]:
     """Report -> task -> the number Table 2 shows, from every transfer report of the run
-    (`transfer.json`, `transfer-fast.json`, `transfer-fast-pool-mean.json`, ...); and report ->
-    (embedding dimension, micro average of dev accuracies) where the report has both."""
+    (`transfer.json`, `transfer-fast.json`, `transfer-fast-pool-mean.json`, ...); report ->
+    (embedding dimension, micro average of dev accuracies) where the report has both; and report ->
+    why it did not evaluate the run's final encoder, for those that did not."""
+    from mtl.eval.transfer.provenance import stale
     from mtl.eval.transfer.suite import headline
 
-    found, sizes = {}, {}
+    found, sizes, stale_reports = {}, {}, {}
     for path in sorted(folder.glob("transfer*.json")):
         if path.name.endswith(".senteval.json"):
             continue
         try:
             report = json.loads(path.read_text(encoding="utf-8"))
             found[path.stem] = {task: headline(task, values) for task, values in report["results"].items()}
+            if reason := stale(report, path, folder):
+                stale_reports[path.stem] = reason
             if report.get("dim") and (report.get("aggregate") or {}).get("micro") is not None:
                 sizes[path.stem] = (int(report["dim"]), float(report["aggregate"]["micro"]))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             continue  # not a report (or a damaged one): the page shows the others
-    return found, sizes
+    return found, sizes, stale_reports
 
 
 def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) -> list[Path]:
@@ -261,7 +268,7 @@ def _results_table(runs: list[Run]) -> str:
                 str(s.get(metrics.GLOBAL_STEP, _last_step(run))),
                 s.get("stop_reason") or _unfinished_state(run),
                 *(_percent(_best(run, task, split)) for task, split in evaluations),
-                *(run.transfer.get(report, {}).get(task, "–") for report, task in transfer),
+                *(_transfer_cell(run, report, task) for report, task in transfer),
             ]
         )
     best = {column: _best_value([row[column] for row in rows]) for column in range(len(fixed), len(columns))}
@@ -282,7 +289,26 @@ def _results_table(runs: list[Run]) -> str:
         if len(runs) > 1
         else ""
     )
+    stale = [
+        f"{html.escape(run.name)} {html.escape(report)}: {html.escape(reason)}"
+        for run in runs
+        for report, reason in run.stale.items()
+    ]
+    if stale:
+        legend += (
+            f'<p class="note">{STALE_MARK} '
+            + "; ".join(stale)
+            + ". Run <code>just transfer run=&lt;run&gt;</code> again for the final encoder's result.</p>"
+        )
     return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>{legend}'
+
+
+STALE_MARK = "†"
+
+
+def _transfer_cell(run: Run, report: str, task: str) -> str:
+    value = run.transfer.get(report, {}).get(task, "–")
+    return f"{value} {STALE_MARK}" if report in run.stale and value != "–" else value
 
 
 def _transfer_order(tasks: set[str]) -> list[str]:

@@ -15,6 +15,7 @@ or not distinguishable (it holds 0). Differences are in points: percent for accu
 from __future__ import annotations
 
 import itertools
+import json
 import statistics
 import time
 from dataclasses import dataclass
@@ -196,6 +197,24 @@ def group_runs(folders: list[Path], report: str) -> list[Encoder]:
     return encoders
 
 
+def stale_reports(encoders: list[Encoder], report: str) -> list[str]:
+    """`<run>: <why>` for each run whose `report` did not evaluate its final encoder (a transfer
+    run while it trained): its numbers are an early checkpoint's."""
+    from mtl.eval.transfer.provenance import stale
+
+    found = []
+    for encoder in encoders:
+        for folder in encoder.runs:
+            path = Path(folder) / f"{report}.json"
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError):
+                continue
+            if isinstance(record, dict) and (reason := stale(record, path, Path(folder))):
+                found.append(f"{folder} ({report}): {reason}; run `just transfer run={folder}` again")
+    return found
+
+
 def _all_tasks() -> dict[str, None]:
     from mtl.eval.transfer.suite import COLUMNS
 
@@ -286,6 +305,8 @@ def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
     encoders = group_runs(find_runs(paths, None), config.report)
     comparisons = compare(encoders, config)
     text = markdown(encoders, comparisons, config)
+    if warnings := stale_reports(encoders, config.report):
+        text += "\n" + "\n".join(f"Not the final encoder: {warning}" for warning in warnings) + "\n"
     out = (
         Path(config.out).expanduser()
         if config.out

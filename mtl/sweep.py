@@ -27,6 +27,7 @@ from typing import Any
 
 from mtl import atomic, jsonfile, metrics
 from mtl.atomic import check_output_dir
+from mtl.config import paths_and_keys
 from mtl.errors import UserError
 from mtl.locks import FolderLock
 from mtl.runs import RunFolder, RunStatus
@@ -98,13 +99,13 @@ def sweep_names() -> list[str]:
 
 def parse(args: list[str]) -> Sweep:
     """A named sweep (its file first, then `args`) or a sweep made of `args` alone."""
-    named = [a for a in args if "=" not in a]
+    named, keys = paths_and_keys(args)
     if len(named) > 1:
         raise UserError(f"one sweep at a time, not {' and '.join(named)}")
     pairs: list[tuple[str, str]] = []
     if named:
         pairs += _sweep_file(named[0])
-    pairs += [tuple(a.split("=", 1)) for a in args if "=" in a]  # type: ignore[misc]
+    pairs += [tuple(a.split("=", 1)) for a in keys]  # type: ignore[misc]
     settings: dict[str, str] = {}
     axes: dict[str, list[str]] = {}
     fixed: dict[str, str] = {}

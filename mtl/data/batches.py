@@ -152,6 +152,13 @@ class TaskStream:
             return batch, True
         return batch, False
 
+    def seen(self) -> np.ndarray:
+        """Indices of the examples the batches given so far held (all of them after an epoch)."""
+        if self.epoch > 0:
+            return np.arange(len(self.examples))
+        given = self.epoch_batches(0)[: self.position]
+        return np.unique(np.concatenate(given)) if given else np.zeros(0, dtype=np.int64)
+
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         rng = np.random.default_rng([*self.seed, epoch])
         if self.contiguous:

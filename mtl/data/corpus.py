@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mtl.data.squad import load_squad, resolve_squad_source
 from mtl.errors import UserError
-from mtl.text.unicode import decode_utf8
+from mtl.text.unicode import decode_utf8, text_lines
 
 Document = list[str]
 SQUAD = "squad"
@@ -54,7 +54,7 @@ def read_corpus(source: str, split: str, text_column: str = "text") -> list[Docu
 def file_documents(path: Path) -> list[Document]:
     text = decode_utf8(path.read_bytes(), "corpus file", path)
     documents: list[Document] = [[]]
-    for line in text.splitlines():
+    for line in text_lines(text):
         if line.strip():
             documents[-1].append(line.strip())
         elif documents[-1]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.paths import data_dir
-from mtl.text.unicode import decode_utf8, invalid_unicode
+from mtl.text.unicode import decode_utf8, invalid_unicode, text_lines
 
 HUB_ID = "stanfordnlp/snli"
 LABELS = ("entailment", "neutral", "contradiction")  # the Hub's label ids 0, 1, 2
@@ -96,7 +96,7 @@ def _decode(path: Path) -> str:
 
 def _read_jsonl(path: Path) -> LabelledTexts:
     premises, hypotheses, labels = [], [], []
-    for number, line in enumerate(_decode(path).splitlines(), start=1):
+    for number, line in enumerate(text_lines(_decode(path)), start=1):
         if not line.strip():
             continue
         try:

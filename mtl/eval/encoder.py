@@ -21,10 +21,12 @@ from mtl.data.batches import longest_first_batches, tokenize_at_most
 from mtl.device import resolve_device, to_device
 from mtl.errors import UserError
 from mtl.eval.embeddings import checked_options, finished
+from mtl.eval.encoder_state import checked_vocabulary, conformed, embedding_weight
 from mtl.models.encoders import build_encoder, traits
 from mtl.models.encoders.base import Bottleneck, Encoder, EncoderConfig, Pooling, frozen_embedding, pooled_dim
 from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.encoders.hf import HFEncoder
+from mtl.models.memory import check_fits
 from mtl.runs import RunFolder
 from mtl.text import Tokenizer, load_vectors
 from mtl.text.coverage import Coverage
@@ -124,6 +126,12 @@ class SentenceEncoder:
         for chosen, embedded in self._encoded(ids, batch_size, pooling, show, batch_tokens):
             # Kept on the device and copied back once; the index goes up pinned, so no batch waits.
             out[to_device(torch.from_numpy(chosen), self.device)] = embedded.float()
+        if not bool(torch.isfinite(out).all()):  # never hand NaN on to a classifier or an index
+            bad = int((~torch.isfinite(out).all(dim=1)).sum())
+            raise UserError(
+                f"{self.name}: {bad:,} of {len(out):,} embeddings hold NaN or infinite values: its weights "
+                "overflow on these sentences; use an earlier checkpoint of the run"
+            )
         return finished(
             out,
             normalize=normalize_embeddings,
@@ -342,15 +350,21 @@ def encoder_files(path: str | Path) -> list[Path]:
     return exported.files_of(file) if file.suffix == ".json" else [file]
 
 
-def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
-    """From a run folder (its encoder.json), an exported encoder (encoder.json, or an older run's
-    encoder.pt) or a checkpoint (best.pt, latest.pt). Nothing in them is unpickled."""
-    file = encoder_file(path)
+def read_encoder_file(file: Path) -> dict:
+    """What an encoder file (encoder.json with its weights, encoder.pt, a checkpoint) holds."""
     saved = exported.read(file) if file.suffix == ".json" else load(file, "cpu")
     if missing := [key for key in ("config", "vocabulary") if key not in saved]:
         raise UserError(
             f"{file} holds no {' and no '.join(missing)}: it is not an encoder or checkpoint written by mtl"
         )
+    return saved
+
+
+def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
+    """From a run folder (its encoder.json), an exported encoder (encoder.json, or an older run's
+    encoder.pt) or a checkpoint (best.pt, latest.pt). Nothing in them is unpickled."""
+    file = encoder_file(path)
+    saved = read_encoder_file(file)
     config = recorded_config(saved["config"], str(file), tasks_needed=False)
     name = Path(path).expanduser().name
     if traits(config.model.encoder).pretrained:
@@ -360,49 +374,79 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
                 raise UserError(f"{file} names {folder!r} as its model folder: expected a folder beside it")
             config.model.hf_model = str(file.parent / folder)
             return pretrained_encoder(config.model, device, name)
-        return pretrained_encoder(config.model, device, name, _encoder_state(saved))
-    state = _encoder_state(saved)
+        return pretrained_encoder(config.model, device, name, _encoder_state(saved, file))
+    # Everything is checked against the architecture the config builds before a weight is loaded.
+    state = _encoder_state(saved, file)
+    weight = embedding_weight(state, file)
+    words = checked_vocabulary(saved["vocabulary"], weight.shape[0], file)
+    state = conformed(state, config.model, weight.shape, file)
     embedding = frozen_embedding(state["embedding.weight"])
     encoder = build_encoder(embedding, config.model)
     encoder.load_state_dict(state)
-    if parts := _part_states(saved):
+    if parts := _part_states(saved, file):
         encoders = [encoder]
-        for part_state in parts.values():
+        for part, part_state in parts.items():
+            part_state = conformed(
+                part_state, config.model, weight.shape, file, f"its part {part}", with_embedding=False
+            )
             encoders.append(build_encoder(embedding, config.model))
             encoders[-1].load_state_dict({**part_state, "embedding.weight": embedding.weight})
         encoder = ConcatEncoder(encoders)
     return SentenceEncoder(
         encoder,
-        Vocabulary(saved["vocabulary"]),
+        Vocabulary(words),
         make_tokenizer(config.data.tokenizer, config.data.lowercase),  # as the encoder was trained
-        saved.get("vectors"),
+        _vectors_path(saved, file),
         resolve_device(device),
         name=name,
         max_tokens=config.data.max_tokens,
     )
 
 
-def _part_states(saved: dict) -> dict[str, dict[str, torch.Tensor]]:
+def _vectors_path(saved: dict, file: Path) -> str | None:
+    """The vectors file the encoder was trained with (new words take their vectors from it)."""
+    vectors = saved.get("vectors")
+    if vectors is not None and not isinstance(vectors, str):
+        raise UserError(
+            f"{file}: its vectors entry is a {type(vectors).__name__}, not a path: {NOT_AN_ENCODER}"
+        )
+    return vectors
+
+
+def _part_states(saved: dict, file: Path) -> dict[str, dict[str, torch.Tensor]]:
     """The weights of the encoders a task adds to the sentence embedding (Quick-Thoughts' g), by
     their path in the model: an exported encoder holds them, a checkpoint names them."""
     if "parts" in saved:
         return saved["parts"]
     model = saved.get("model", {})
+    paths = saved.get("embedding_parts", [])
+    if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
+        raise UserError(f"{file}: its embedding_parts is not a list of names: {NOT_AN_ENCODER}")
     return {
         path: {
             key.removeprefix(f"{path}."): value
             for key, value in model.items()
             if key.startswith(f"{path}.") and key != f"{path}.embedding.weight"
         }
-        for path in saved.get("embedding_parts", [])
+        for path in paths
     }
 
 
-def _encoder_state(saved: dict) -> dict[str, torch.Tensor]:
+def _encoder_state(saved: dict, file: Path) -> dict[str, torch.Tensor]:
     """The encoder's weights out of an exported encoder or a training checkpoint."""
-    return saved.get("encoder") or {
-        k.removeprefix("encoder."): v for k, v in saved["model"].items() if k.startswith("encoder.")
+    if saved.get("encoder"):
+        return saved["encoder"]
+    model = saved.get("model")
+    if not isinstance(model, dict) or not model:
+        raise UserError(f"{file} holds no encoder weights (no `encoder` or `model`): {NOT_AN_ENCODER}")
+    return {
+        k.removeprefix("encoder."): v
+        for k, v in model.items()
+        if isinstance(k, str) and k.startswith("encoder.")
     }
+
+
+NOT_AN_ENCODER = "give a run folder, an encoder.json or a checkpoint (best.pt, latest.pt) that mtl wrote"
 
 
 class BagOfVectors(Encoder):
@@ -431,7 +475,13 @@ def baseline_encoder(
     if name == "glove-bow":
         encoder: Encoder = BagOfVectors(embedding)
     elif name == "random-bilstm":
-        encoder = build_encoder(embedding, EncoderConfig(encoder="bilstm", hidden=hidden, pooling="max"))
+        config = EncoderConfig(encoder="bilstm", hidden=hidden, pooling="max")
+        check_fits(
+            lambda: build_encoder(frozen_embedding(torch.empty(2, dim)), config),
+            resolve_device(device),
+            f"random_hidden={hidden}",
+        )
+        encoder = build_encoder(embedding, config)
     else:
         raise UserError(f"unknown baseline {name!r}: choose one of glove-bow, random-bilstm")
     return SentenceEncoder(

@@ -98,6 +98,11 @@ class Task:
         found = {}
         for split in SPLITS:
             texts = self.load(split)
+            if texts is None and split in ("train", "dev"):
+                raise UserError(
+                    f"task {self.name} has no {split} split (is {self.name}.{split}= empty?): every task needs "
+                    "train data to train on and dev data that each evaluation scores"
+                )
             if texts is None:
                 continue
             found[split] = (

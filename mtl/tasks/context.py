@@ -10,6 +10,7 @@ from mtl.errors import UserError
 from mtl.tasks.base import TaskConfig
 
 DEV_SHARE = 100  # a file or Hub corpus without a dev file keeps its last 1/100 documents for dev
+MIN_PART = 2  # sentences of a one-document corpus's train and dev parts each: one has no neighbour
 
 
 @dataclass
@@ -45,20 +46,38 @@ class CorpusTask:
         else:
             documents = read_corpus(config.corpus, split, config.text_column)
             if not config.dev:
-                held_out = max(1, len(documents) // DEV_SHARE)
-                if len(documents) < 2 and sum(map(len, documents)) > 1:  # one stream: hold out its tail
-                    sentences = documents[0]
-                    cut = len(sentences) - max(1, len(sentences) // DEV_SHARE)
-                    documents = [sentences[:cut]] if split == "train" else [sentences[cut:]]
-                else:
-                    documents = documents[:-held_out] if split == "train" else documents[-held_out:]
+                documents = self._held_out(documents, split)
         documents = [document for document in documents if len(document) > 1]  # no context to learn from
         if not documents:
+            how = "" if config.dev or config.corpus.startswith("squad:") else f" ({self._split_rule()})"
             raise UserError(
-                f"{self.name}: the {split} part of corpus {config.corpus} holds no document of two or more "
-                "sentences: a context objective needs neighbouring sentences"
+                f"{self.name}: the {split} part of corpus {config.corpus}{how} holds no document of two or "
+                "more sentences: a context objective learns from neighbouring sentences; give a corpus "
+                f"with more (a blank line between documents), or a dev file with {self.name}.dev="
             )
         return documents
+
+    def _held_out(self, documents: list[Document], split: str) -> list[Document]:
+        """The train or dev part of a corpus without a dev file (`_split_rule`)."""
+        if len(documents) == 1:  # one stream: dev is its tail
+            sentences = documents[0]
+            if len(sentences) < 2 * MIN_PART:
+                raise UserError(
+                    f"{self.name}: corpus {self.config.corpus} is one document of {len(sentences)} "
+                    f"sentence{'s' * (len(sentences) != 1)}: a context objective needs neighbouring sentences "
+                    f"in train and in dev ({self._split_rule()}), so at least {2 * MIN_PART}; give a longer "
+                    f"corpus, or a dev file with {self.name}.dev="
+                )
+            cut = len(sentences) - max(MIN_PART, len(sentences) // DEV_SHARE)
+            return [sentences[:cut]] if split == "train" else [sentences[cut:]]
+        held_out = max(1, len(documents) // DEV_SHARE)
+        return documents[:-held_out] if split == "train" else documents[-held_out:]
+
+    def _split_rule(self) -> str:
+        return (
+            f"without {self.name}.dev=, dev is the corpus's last 1% of documents, at least one; "
+            f"a corpus of one document gives dev its last 1% of sentences, at least {MIN_PART}"
+        )
 
     def splits(self, seed: int, max_eval: int | None) -> dict[str, LabelledTexts]:
         """As `Task.splits`, but dev is cut to its first examples: a corpus keeps its order."""

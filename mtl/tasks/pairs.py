@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -25,7 +26,7 @@ from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe
 from mtl.tasks.base import Task, TaskConfig, register
 from mtl.tasks.nli import pair_recipe
-from mtl.text.unicode import decode_utf8
+from mtl.text.unicode import decode_utf8, invalid_unicode, text_lines
 
 
 @dataclass
@@ -70,33 +71,25 @@ class Pairs(Task):
         return replace(self.config, source=resolve_folder(self.name, self.config.source))
 
     def load(self, split: str) -> LabelledTexts | None:
-        name = {"train": self.config.train, "dev": self.config.dev, "test": self.config.test}[split]
+        config = self.config
+        name = {"train": config.train, "dev": config.dev, "test": config.test}[split]
         if not name:
             return None
-        rows = read_rows(self.name, self.config.source, name, self.config.format, self.config.header)
-        return self._labelled(rows, f"{self.config.source}/{name}")
-
-    def _labelled(self, rows: list[dict], where: str) -> LabelledTexts:
-        config = self.config
-        columns = [c for c in (config.first, config.second, config.label) if c]
-        if rows and (missing := [c for c in columns if c not in rows[0]]):
-            raise UserError(
-                f"{where} has no column {missing[0]!r} (it has {', '.join(map(str, rows[0]))}): "
-                f"set {self.name}.first=, second= and label= to its columns"
-            )
+        columns = tuple(c for c in (config.first, config.second, config.label) if c)
+        rows = read_rows(self.name, config.source, name, config.format, config.header, columns)
         classes = {name: index for index, name in enumerate(config.class_names)}
         first, second, labels = [], [], []
         for row in rows:
-            label = classes.get(str(row[config.label]).strip())
+            label = classes.get(str(row.values[config.label]).strip())
             if label is None:
                 continue  # unlabelled (SNLI's '-') or a class this task does not train
-            first.append(str(row[config.first]))
-            second.append(str(row[config.second]) if config.second else "")
+            first.append(str(row.values[config.first]))
+            second.append(str(row.values[config.second]) if config.second else "")
             labels.append(label)
         if not labels:
             raise UserError(
-                f"{where} holds no row labelled one of {config.labels}: set {self.name}.labels= to the "
-                f"values of its {config.label!r} column"
+                f"{config.source}/{name} holds no row labelled one of {config.labels}: set {self.name}.labels= "
+                f"to the values of its {config.label!r} column"
             )
         return LabelledTexts([first, second] if config.second else [first], labels)
 
@@ -123,33 +116,105 @@ def resolve_folder(task: str, source: str) -> str:
     return expanded
 
 
-def read_rows(task: str, source: str, name: str, format: str, header: bool = True) -> list[dict]:
-    """The rows of file `name` in folder `source` (or split `name` of Hub dataset `source`) as
-    dicts by column; without a `header` line, a tsv or csv file's columns are named 0, 1, 2, ..."""
+def read_rows(
+    task: str, source: str, name: str, format: str, header: bool = True, columns: tuple[str, ...] = ()
+) -> list[Row]:
+    """The rows of file `name` in folder `source` (or split `name` of Hub dataset `source`), each
+    with its line number; without a `header` line, a tsv or csv file's columns are named 0, 1, 2, ...
+
+    Every row is checked as it is read: an object (JSON Lines), holding each of `columns` with a
+    text or a number, so a bad row is an error naming the file and line, never a traceback or a
+    sentence read as "None"."""
     folder = Path(source)
     if not folder.is_dir():
         import datasets
 
         try:
-            return list(datasets.load_dataset(source, split=name))
+            rows = list(datasets.load_dataset(source, split=name))
         except Exception as error:  # the Hub and datasets raise many types
             raise UserError(f"{task}: cannot load {source} split {name!r} ({error})") from None
+        return _checked(
+            [Row(number, row) for number, row in enumerate(rows, 1)], f"{source} split {name}", task, columns
+        )
     path = folder / name
     if not path.is_file():
         raise UserError(f"{task}: {path} does not exist: fix {task}.train/dev/test= or source=")
-    text = decode_utf8(path.read_bytes(), f"{task} file", path)
+    lines = text_lines(decode_utf8(path.read_bytes(), f"{task} file", path))
     if format == "jsonl":
-        try:
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as error:
-            raise UserError(f"{path} is not JSON lines ({error}): fix it or set {task}.format=") from None
+        return _checked(list(_json_rows(lines, path, task)), str(path), task, columns)
     delimiter = "\t" if format == "tsv" else ","
     quoting = csv.QUOTE_NONE if format == "tsv" else csv.QUOTE_MINIMAL
-    lines = text.splitlines()
+    try:
+        records = [
+            (reader.line_num, row)
+            for reader in [csv.reader(lines, delimiter=delimiter, quoting=quoting)]
+            for row in reader
+        ]
+    except csv.Error as error:
+        raise UserError(f"{path} is not {format} ({error}): fix it or set {task}.format=") from None
+    records = [(number, row) for number, row in records if row]
     if header:
-        return list(csv.DictReader(lines, delimiter=delimiter, quoting=quoting))
-    return [
-        {str(i): value for i, value in enumerate(row)}
-        for row in csv.reader(lines, delimiter=delimiter, quoting=quoting)
-        if row
-    ]
+        if not records:
+            return []
+        names, records = records[0][1], records[1:]
+    else:
+        names = [str(i) for i in range(max((len(row) for _, row in records), default=0))]
+    rows = []
+    for number, row in records:
+        if len(row) != len(names):
+            raise UserError(
+                f"{path} line {number} has {len(row)} {format} columns where "
+                f"{'its header names' if header else 'the longest row has'} {len(names)}: fix the line"
+            )
+        rows.append(Row(number, dict(zip(names, row, strict=True))))
+    return _checked(rows, str(path), task, columns)
+
+
+@dataclass
+class Row:
+    """A row of a task file: its line number (a Hub split: its position) and its values by column."""
+
+    line: int
+    values: dict
+
+
+def _json_rows(lines: list[str], path: Path, task: str) -> Iterator[Row]:
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as error:
+            reason = "nested too deeply" if isinstance(error, RecursionError) else error
+            raise UserError(
+                f"{path} line {number} is not JSON ({reason}): fix it or set {task}.format="
+            ) from None
+        if not isinstance(row, dict):
+            raise UserError(
+                f"{path} line {number} is a JSON {type(row).__name__}, not an object of columns: fix the line"
+            )
+        yield Row(number, row)
+
+
+def _checked(rows: list[Row], where: str, task: str, columns: tuple[str, ...]) -> list[Row]:
+    for row in rows:
+        for column in columns:
+            if column not in row.values:
+                raise UserError(
+                    f"{where} line {row.line} has no column {column!r} (it has "
+                    f"{', '.join(map(str, row.values)) or 'none'}): fix the line, or set {task}'s column keys"
+                )
+            value = row.values[column]
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                raise UserError(
+                    f"{where} line {row.line}: column {column!r} holds {type(value).__name__} "
+                    f"{_shown(value)}, not a text or a number: fix the line"
+                )
+            if isinstance(value, str) and (bad := invalid_unicode(value)):
+                raise UserError(f"{where} line {row.line}: column {column!r} holds a lone surrogate ({bad})")
+    return rows
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

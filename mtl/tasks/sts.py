@@ -8,6 +8,7 @@ Spearman's rho of the cosines against the gold scores, as SentEval reports STS.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -68,22 +69,24 @@ class STS(Task):
         if not name:
             return None
         where = f"{config.source}/{name}"
-        rows = read_rows(self.name, config.source, name, config.format, config.header)
-        if rows and (missing := [c for c in (config.first, config.second, config.score) if c not in rows[0]]):
-            raise UserError(
-                f"{where} has no column {missing[0]!r} (it has {', '.join(map(str, rows[0]))}): "
-                f"set {self.name}.first=, second= and score= to its columns"
-            )
+        columns = (config.first, config.second, config.score)
+        rows = read_rows(self.name, config.source, name, config.format, config.header, columns)
         first, second, scores = [], [], []
-        for number, row in enumerate(rows, 1):
-            try:
-                score = float(row[config.score])
-            except (TypeError, ValueError):
+        for row in rows:
+            score = _score(row.values[config.score])
+            if score is None:
                 raise UserError(
-                    f"{where}: row {number} has score {row[config.score]!r}, not a number: fix it or set {self.name}.score="
-                ) from None
-            first.append(str(row[config.first]))
-            second.append(str(row[config.second]))
+                    f"{where} line {row.line} has score {row.values[config.score]!r}, not a finite number: "
+                    f"fix it or set {self.name}.score="
+                )
+            if not config.low <= score <= config.high:
+                raise UserError(
+                    f"{where} line {row.line} has score {score:g}, outside {self.name}'s scale "
+                    f"[{config.low:g}, {config.high:g}]: fix the line, or set {self.name}.low= and high= "
+                    "to the file's scale (STS-B 0-5, SICK 1-5)"
+                )
+            first.append(str(row.values[config.first]))
+            second.append(str(row.values[config.second]))
             scores.append((score - config.low) / (config.high - config.low))
         if not scores:
             raise UserError(f"{where} holds no rows")
@@ -114,3 +117,12 @@ class STS(Task):
 
     def bucket_key(self, lengths: np.ndarray) -> np.ndarray:
         return lengths.max(axis=1)
+
+
+def _score(value: object) -> float | None:
+    """A gold score as a finite float, or None (text that is no number, NaN, inf)."""
+    try:
+        score = float(value)
+    except (TypeError, ValueError):
+        return None
+    return score if math.isfinite(score) else None

@@ -30,3 +30,16 @@ def invalid_unicode(text: str) -> str | None:
     except UnicodeEncodeError as error:
         return f"\\u{ord(text[error.start]):04x} at character {error.start}"
     return None
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of a file's text, split at line feeds only (a CRLF's carriage return dropped).
+
+    `str.splitlines` also splits at U+2028, U+0085 and other separators that JSON strings and
+    sentences may hold as text (`json.dumps(ensure_ascii=False)` writes U+2028 as it is), which
+    would cut a JSON Lines record or a sentence in two.
+    """
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]

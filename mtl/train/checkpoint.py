@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import re
 import warnings
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 import torch
 
-from mtl.atomic import atomic_path, fsync_dir
+from mtl.atomic import atomic_path, failed_write, fsync_dir
 from mtl.errors import UserError
 
 CHECKSUM = "checksum"
@@ -33,7 +32,10 @@ def save(state: dict[str, Any], path: Path, keep_previous: bool = False) -> None
     state = on_cpu(state)  # a GPU run's file loads on any machine, with or without map_location
     state = {**state, CHECKSUM: digest(state)}
     with atomic_path(path, "checkpoint") as partial:
-        torch.save(state, partial)
+        try:
+            torch.save(state, partial)
+        except RuntimeError as error:  # torch's zip writer says "disk full" as a RuntimeError
+            raise failed_write(partial, error) from None
         if keep_previous and path.exists():
             os.replace(path, previous_of(path))
             fsync_dir(path.parent)
@@ -61,15 +63,18 @@ def load(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:
         state = torch.load(path, map_location=device, weights_only=True)
     except FileNotFoundError:
         raise DamagedCheckpoint(f"checkpoint {path} does not exist") from None
-    except pickle.UnpicklingError as error:
-        if "Weights only load failed" not in str(error):
-            raise DamagedCheckpoint(f"checkpoint {path} is damaged ({_reason(error)})") from None
-        raise UnsafeCheckpoint(
-            f"{path} holds Python objects that loading would execute{_named_global(error)}, not only "
-            "tensors and plain values: mtl never writes such files and will not load it; use an encoder "
-            "or run folder from a source you trust"
-        ) from None
-    except Exception as error:  # truncated zip, bad pickle, empty file: all mean "damaged"
+    except Exception as error:  # truncated zip, bad pickle, empty file, not a checkpoint at all
+        if _named_global(error) or "GLOBAL" in str(error):
+            raise UnsafeCheckpoint(
+                f"{path} holds Python objects that loading would execute{_named_global(error)}, not only "
+                "tensors and plain values: mtl never writes such files and will not load it; use an encoder "
+                "or run folder from a source you trust"
+            ) from None
+        if not _starts_like_torch_save(path):
+            raise NotACheckpoint(
+                f"{path} is not an encoder or run folder (nor a checkpoint: torch.save did not write it): "
+                "give a run folder, its encoder.json, or checkpoints/best.pt"
+            ) from None
         raise DamagedCheckpoint(
             f"checkpoint {path} is damaged (truncated or corrupted: {_reason(error)})"
         ) from None
@@ -121,6 +126,17 @@ def _feed(hasher: Any, value: Any) -> None:
         hasher.update(f"{type(value).__name__}:{value!r};".encode())
 
 
+def _starts_like_torch_save(path: Path) -> bool:
+    """Whether `path` is empty (a write cut short) or begins as torch.save's files do: a zip archive
+    (torch >= 1.6) or a pickle (older torch)."""
+    try:
+        with open(path, "rb") as handle:
+            start = handle.read(4)
+    except OSError:
+        return True
+    return not start or start.startswith((b"PK\x03\x04", b"\x80"))
+
+
 def _named_global(error: Exception) -> str:
     """` (posix.system)`: the callable a refused file asked for, when torch names it."""
     found = re.search(r"GLOBAL ([\w.]+)", str(error))
@@ -134,6 +150,10 @@ def _reason(error: Exception) -> str:
 
 class DamagedCheckpoint(UserError):
     pass
+
+
+class NotACheckpoint(DamagedCheckpoint):
+    """A file of some other kind (text, JSON lines): no checkpoint was ever written there."""
 
 
 class UnsafeCheckpoint(UserError):

@@ -109,6 +109,7 @@ class Checkpointer:
         pretrained: Callable[[Path], None] | None = None,
         parts: dict[str, dict[str, Any]] | None = None,
         portable: Callable[[Path], None] | None = None,
+        vocabulary: list[str] | None = None,
     ) -> None:
         """What `load_encoder` needs: config, vocabulary and encoder weights (embeddings included),
         as `encoder.json` (`path`) and `encoder.safetensors` (`mtl.train.encoder_file`).
@@ -117,12 +118,14 @@ class Checkpointer:
         `encoder/` folder, which `path` then names instead of holding them. `parts`: the weights of encoders
         a task adds to the sentence embedding (`Task.embedding_parts`), by their path in the model.
         `portable`: the writer of the same folder in sentence-transformers format for an encoder
-        whose weights `path` holds (`mtl.export`).
+        whose weights `path` holds (`mtl.export`). `vocabulary`: the words the encoder's embedding
+        rows are, when not the whole training vocabulary (`mtl.train.shared_words`).
         """
         if not self.dist.is_main:
             return
         if pretrained is None:
-            files = encoder_file.write(path, self.metadata, encoder_state, parts or {})
+            metadata = self.metadata if vocabulary is None else {**self.metadata, "vocabulary": vocabulary}
+            files = encoder_file.write(path, metadata, encoder_state, parts or {})
             if portable is not None:
                 atomic.write_folder(self.files.pretrained_encoder, portable, "sentence-transformers folder")
         else:
@@ -163,14 +166,17 @@ def pretrained_exporter(
 
 
 def sentence_transformer_exporter(
-    config: TrainConfig, data: TrainingData, encoder: nn.Module, name: str
+    config: TrainConfig, data: TrainingData, encoder: nn.Module, name: str, words: list[str] | None = None
 ) -> Callable[[Path], None] | str:
-    """The writer of a GloVe encoder's sentence-transformers folder, or why it has none."""
+    """The writer of a GloVe encoder's sentence-transformers folder, or why it has none; `words`:
+    the vocabulary words it keeps (None: all)."""
     if traits(config.model.encoder).pretrained or data.vocabulary is None:
         return "it is a pretrained model (its folder is the export)"
     if parts := embedding_parts(data):
         return f"its embedding concatenates encoders sentence-transformers cannot chain ({', '.join(parts)})"
     if reason := unsupported(encoder):
         return reason
-    words, lowercase = data.vocabulary.words, config.data.lowercase
-    return lambda folder: write_sentence_transformer(encoder, words, lowercase, folder, name)
+    lowercase, vocabulary = config.data.lowercase, data.vocabulary
+    rows = None if words is None else [vocabulary.index[word] for word in words]
+    words = vocabulary.words if words is None else words
+    return lambda folder: write_sentence_transformer(encoder, words, lowercase, folder, name, rows)

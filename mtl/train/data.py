@@ -36,6 +36,7 @@ class TrainingData:
     fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)  # input -> source, sha256
     coverage: Coverage | None = None
     subwords: SubwordTokenizer | None = None
+    public: np.ndarray | None = None  # (V,) whether each vocabulary word has a vector in the vectors file
 
     def statistics(self) -> dict[str, Any]:
         """Dataset sizes and vocabulary coverage, for the run's config."""
@@ -96,10 +97,10 @@ def _load_texts(
     fingerprints: dict[str, dict[str, Any]] = {}
     for name, task in tasks.items():
         splits[name] = task.splits(config.run.seed, config.data.max_eval)
-        fingerprints[task.input_name] = {
-            "source": task.source,
-            "sha256": texts_digest(splits[name]),
-        }
+        fingerprints[task.input_name] = {"source": task.source, "sha256": texts_digest(splits[name])}
+        legacy = texts_digest(splits[name], legacy=True)
+        if legacy != fingerprints[task.input_name]["sha256"]:  # scores: what older runs recorded
+            fingerprints[task.input_name]["legacy_sha256"] = legacy
         steps.update()
     return splits, fingerprints
 
@@ -181,18 +182,34 @@ def _with_vectors(
         vectors_path,
         fingerprints,
         coverage,
+        public=np.fromiter((word in vectors for word in vocabulary.words), dtype=bool, count=len(vocabulary)),
     )
 
 
-def texts_digest(splits: dict[str, LabelledTexts]) -> str:
-    """SHA-256 of every text and label of a task's splits: what the run trains and evaluates on."""
+def texts_digest(splits: dict[str, LabelledTexts], legacy: bool = False) -> str:
+    """SHA-256 of every text and label of a task's splits: what the run trains and evaluates on.
+    `legacy`: labels as int64 whatever they are, as runs recorded before scores hashed exactly."""
     hasher = hashlib.sha256()
     for split, part in sorted(splits.items()):
         hasher.update(f"{split}\0{len(part)}\0".encode())
         for column in part.columns:
             hasher.update("\x1e".join(column).encode("utf-8", "surrogatepass") + b"\0")
-        hasher.update(np.asarray(part.labels, dtype=np.int64).tobytes())
+        labels = np.asarray(part.labels)
+        hasher.update(labels.astype(np.int64).tobytes() if legacy else _label_bytes(labels))
     return hasher.hexdigest()
+
+
+def _label_bytes(labels: Any) -> bytes:
+    """The labels' exact values. Whole-number labels (classes) hash as int64, as every run before
+    non-integer labels did, so their recorded fingerprints still match; others (STS scores) as
+    float64 behind a marker: as int64, every score in [0, 1) would hash as 0, and a changed score
+    file would pass for the one a run started with."""
+    values = np.asarray(labels)
+    if values.dtype.kind in "biu":
+        return values.astype(np.int64).tobytes()
+    if values.dtype.kind == "f" and np.isfinite(values).all() and np.array_equal(values, np.round(values)):
+        return values.astype(np.int64).tobytes()
+    return b"float64\0" + values.astype(np.float64).tobytes()
 
 
 def _digest(text: str) -> str:
@@ -208,7 +225,8 @@ def changed_inputs(
     changed = []
     for key, then in recorded.items():
         now = current.get(key)
-        if now is not None and now.get("sha256") != then.get("sha256"):
+        accepted = {now.get("sha256"), now.get("legacy_sha256", now.get("sha256"))} if now else set()
+        if now is not None and then.get("sha256") not in accepted:
             where = f" ({then['source']})" if "source" in then else ""
             changed.append(f"{names.get(key, f'the data of {key}')}{where}")
     return changed

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mtl import jsonfile, metrics
+from mtl.text.unicode import text_lines
 from mtl.tracking import Tracker
 
 
@@ -108,7 +109,7 @@ def _chartable(value: Any) -> bool:
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
+    return [json.loads(line) for line in text_lines(Path(path).read_text(encoding="utf-8")) if line]
 
 
 class NullLog:

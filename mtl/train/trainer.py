@@ -37,6 +37,7 @@ from mtl.train.prefetch import Prefetcher
 from mtl.train.resolve import resolve_settings
 from mtl.train.runlog import NullLog, RunLog
 from mtl.train.setup import build_setup
+from mtl.train.shared_words import pruned_state, trained_rows
 from mtl.train.state import StopReason, TrainState
 from mtl.train.step import Diverged, StepResult, TaskStep
 from mtl.train.stopping import stop_reason
@@ -272,8 +273,13 @@ class Trainer:
         results = {metrics.best(key): value for key, value in best["best"].items()}
         results.update({metrics.best(k): v for k, v in self.evaluate("test").items()})
         exporter = pretrained_exporter(self.config, self.data, self.model.encoder, self.run_dir.name)
+        encoder_state, words = self.model.encoder.state_dict(), None
+        if self.data.vocabulary is not None:  # only words the run trained on or that have a public vector
+            rows = trained_rows(self.data, self.setup.streams)
+            encoder_state = pruned_state(encoder_state, rows, len(self.data.vocabulary))
+            words = [self.data.vocabulary.words[i] for i in rows]
         portable = sentence_transformer_exporter(
-            self.config, self.data, self.model.encoder, self.run_dir.name
+            self.config, self.data, self.model.encoder, self.run_dir.name, words
         )
         parts = {
             path: {
@@ -284,12 +290,13 @@ class Trainer:
             for path in embedding_parts(self.data)
         }
         self.checkpointer.export_encoder(
-            self.model.encoder.state_dict(),
+            encoder_state,
             self.files.encoder,
             results,
             exporter,
             parts,
             None if isinstance(portable, str) else portable,
+            words,
         )
         summary = {
             "stop_reason": reason.value,

@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from mtl import atomic, jsonfile
 from mtl.atomic import check_output_dir
 from mtl.config import AtLeast0, AtLeast1, Range
-from mtl.console import progress_stream
+from mtl.console import progress_stream, say
 from mtl.errors import UserError
 from mtl.eval.combined import CombinedEncoder
 from mtl.eval.encoder import (
@@ -28,6 +28,7 @@ from mtl.eval.encoder import (
 from mtl.eval.transfer import classifiers as protocol_fns
 from mtl.eval.transfer import selfattn, senteval_classifier
 from mtl.eval.transfer.classifiers import Protocol, pair_features, relatedness_features
+from mtl.eval.transfer.provenance import evaluated
 from mtl.eval.transfer.senteval_classifier import OPTIMIZERS, SentEvalParams, valid_optimizer
 from mtl.eval.transfer.senteval_format import micro_macro, senteval_results
 from mtl.eval.transfer.tasks import READERS, Split, TransferTask, read_task
@@ -371,7 +372,7 @@ def run(config: TransferConfig) -> tuple[Path, dict]:
     root = data_root(config)
     out = check_output_dir(output_folder(config), "out")
     tasks = {name: read_task(name, root) for name in config.task_names}  # every task's data, before any work
-    encoder = make_encoder(config)
+    encoder, provenance = _loaded_as_recorded(config)
     protocol = dataclasses.replace(
         Protocol.named(config.mode, senteval_params(config)), train_fraction=config.train_fraction
     )
@@ -379,11 +380,31 @@ def run(config: TransferConfig) -> tuple[Path, dict]:
     # One writer per report: a second transfer of the same encoder and protocol would merge
     # its results into the same files.
     with FolderLock(out / name, "transfer report", "out"):
-        return out, _evaluate_all(config, out, name, tasks, encoder, protocol)
+        return out, _evaluate_all(config, out, name, tasks, encoder, protocol, provenance)
+
+
+def _loaded_as_recorded(config: TransferConfig) -> tuple[SentenceEncoder, list[dict] | None]:
+    """The encoder, and what it was loaded from (`provenance.evaluated`) for a run. A run still
+    training may replace its best checkpoint while it is read: then it is read again."""
+    if not config.run:
+        return make_encoder(config), None
+    for _ in range(3):
+        before = [evaluated(run) for run in run_paths(config)]
+        encoder = make_encoder(config)
+        after = [evaluated(run) for run in run_paths(config)]
+        if [e["weights_sha256"] for e in before] == [e["weights_sha256"] for e in after]:
+            return encoder, after
+    raise UserError(f"{config.run} kept changing while it was read: wait for its run to write its checkpoint")
 
 
 def _evaluate_all(
-    config: TransferConfig, out: Path, name: str, tasks: dict, encoder: SentenceEncoder, protocol: Protocol
+    config: TransferConfig,
+    out: Path,
+    name: str,
+    tasks: dict,
+    encoder: SentenceEncoder,
+    protocol: Protocol,
+    provenance: list[dict] | None = None,
 ) -> dict:
     """Every task, each result written as soon as it exists; the report."""
     report = {
@@ -397,6 +418,15 @@ def _evaluate_all(
         "seconds": 0.0,
         "results": {},
     }
+    if provenance is not None:  # what was evaluated: a run still training has only its best checkpoint so far
+        report["evaluated"] = provenance
+        for entry in provenance:
+            if "training" in entry:
+                say(
+                    f"note: the run of {entry['file']} is still training ({entry['training']}): this "
+                    f"evaluates its best checkpoint so far (step {entry['step']}); the report records it, "
+                    "and just report and just compare flag it once the run has exported its final encoder"
+                )
     report["results"] = _earlier_results(out / f"{name}.json", report)
     items = read_items(out / f"{name}{ITEMS_SUFFIX}", report["results"])
     tracker = Tracker.start(
@@ -482,7 +512,8 @@ def _earlier_results(path: Path, report: dict) -> dict[str, dict[str, float]]:
         earlier = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return {}
-    same = all(earlier.get(key) == report[key] for key in ("encoder", "source", "vectors", "mode", "pooling"))
+    keys = ("encoder", "source", "vectors", "mode", "pooling", "evaluated")  # the same weights, too
+    same = all(earlier.get(key) == report.get(key) for key in keys)
     return dict(earlier.get("results", {})) if same and isinstance(earlier.get("results"), dict) else {}
 
 

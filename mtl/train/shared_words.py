@@ -1,0 +1,65 @@
+"""Which words an exported encoder carries: none from data the run did not train on.
+
+A run's vocabulary (what checkpoints hold, so a resume indexes the same rows) is every word
+of every task's training data plus the evaluation words that have a vector. Its training
+words without a vector get a fixed random row, learned from only through the examples that
+held them. The exported encoder (encoder.json, the sentence-transformers folder, the W&B
+encoder artifact: the files users share) keeps padding, the unknown word, the words of the
+public vectors file, and the words of the training examples the run's batches actually held.
+A task that never trained (a received preset naming a private corpus, stopped by max_steps
+before its turn) leaves no word in it; any other word maps to the unknown vector there.
+`just export-encoder vocabulary=public` keeps the vectors file's words alone, for sharing an
+encoder trained on private text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from mtl.data.batches import TaskStream
+from mtl.train.data import TrainingData
+
+EMBEDDING_SUFFIX = "embedding.weight"
+
+
+def trained_rows(data: TrainingData, streams: Mapping[str, TaskStream]) -> np.ndarray:
+    """Vocabulary ids to export, in order: padding, the unknown word, words with a public vector,
+    and the words of the training examples `streams` have given."""
+    keep = public_rows_mask(data)
+    for task, stream in streams.items():
+        seen = stream.seen()
+        if not len(seen):
+            continue
+        sentences = np.unique(data.examples[task]["train"].sentences[seen].ravel())
+        keep[_ids_of_rows(data, sentences)] = True
+    return np.flatnonzero(keep)
+
+
+def public_rows_mask(data: TrainingData) -> np.ndarray:
+    """(V,) True for padding, the unknown word and the words of the public vectors file."""
+    keep = np.array(data.public, dtype=bool, copy=True)
+    keep[:2] = True
+    return keep
+
+
+def pruned_state(state: Mapping[str, torch.Tensor], rows: np.ndarray, vocabulary_size: int) -> dict:
+    """`state` with every word-embedding matrix (`*embedding.weight` with a row per word) cut to `rows`."""
+    index = torch.from_numpy(rows)
+    return {
+        key: value.index_select(0, index)
+        if key.endswith(EMBEDDING_SUFFIX) and value.dim() == 2 and value.shape[0] == vocabulary_size
+        else value
+        for key, value in state.items()
+    }
+
+
+def _ids_of_rows(data: TrainingData, rows: np.ndarray) -> np.ndarray:
+    """Every vocabulary id in the table's sentences `rows`."""
+    table = data.table
+    starts, ends = table.offsets[rows], table.offsets[rows + 1]
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64)
+    return np.unique(np.concatenate([table.ids[a:b] for a, b in zip(starts, ends, strict=True)]))
