@@ -87,6 +87,10 @@ neighbours *args:
 export-encoder *args:
     {{python}} -m mtl export-encoder "$@"
 
+# damaged copies of every file mtl reads, each read or refused in one line (e.g. cases=5000 readers=encoder,vectors)
+fuzz *args:
+    {{python}} -m mtl fuzz "$@"
+
 # transfer each run of a sweep over objectives, then a table and a page (e.g. after just sweep objectives max_minutes=20)
 compare-objectives *args:
     {{python}} -m mtl compare-objectives "$@"

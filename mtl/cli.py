@@ -17,6 +17,7 @@ from mtl import metrics
 from mtl.config import apply_overrides, describe_keys, paths_and_keys
 from mtl.console import say
 from mtl.errors import UserError
+from mtl.launch import LOST_A_PEER, rank_says
 from mtl.runs import RunFolder
 from mtl.train.interrupts import PARENT_DIED
 
@@ -198,6 +199,12 @@ def export_encoder(args: Sequence[str]) -> None:
     print(
         f"encoder written to {out} with {kept:,} {which} ({dropped:,} words left out map to the unknown vector)"
     )
+
+
+def fuzz(args: Sequence[str]) -> None:
+    from mtl import fuzz as fuzzing
+
+    print(fuzzing.run(apply_overrides(fuzzing.FuzzConfig(), args)))
 
 
 def transfer(args: Sequence[str]) -> None:
@@ -416,6 +423,11 @@ COMMANDS: dict[str, Command] = {
         "a run's encoder for sharing: only words of the public vectors file (vocabulary=public)",
         _config("mtl.share", "ExportConfig"),
     ),
+    "fuzz": Command(
+        fuzz,
+        "every reader of user files fed damaged copies: each must read or refuse in one line",
+        _config("mtl.fuzz", "FuzzConfig"),
+    ),
     "compare-objectives": Command(
         compare_objectives,
         "transfer each run of a sweep over objectives; a table and a page of score against time",
@@ -495,27 +507,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         COMMANDS[argv[0]].run(argv[1:])
     except UserError as error:
         if not getattr(error, "quiet", False):
-            say(f"error: {error}")
+            start = "\n" if getattr(error, "after_other_output", False) else ""  # see JobFailed
+            rank_says(f"{start}error: {error}")
         return 2
     except KeyboardInterrupt as interrupt:
-        say(f"interrupted{': ' + str(interrupt) if str(interrupt) else ''}")
+        rank_says(f"interrupted{': ' + str(interrupt) if str(interrupt) else ''}")
         return 130
     except OSError as error:
         if error.errno not in WRITE_ERRORS:
             raise
         where = f" {error.filename}" if error.filename else ""
-        say(
+        rank_says(
             f"error: could not write{where}: {error.strerror}: free space or choose another out=, then run again"
         )
         return 2
     except RuntimeError as error:
         from mtl.distributed import lost_a_peer
-        from mtl.launch import LOST_A_PEER
 
         if not lost_a_peer(error):
             raise
         rank = os.environ.get("RANK", "?")
-        say(f"error: rank {rank} lost contact with another process of the job ({_first_line(error)})")
+        rank_says(f"error: rank {rank} lost contact with another process of the job ({_first_line(error)})")
         return LOST_A_PEER
     finally:
         for signum, handler in previous.items():

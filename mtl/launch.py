@@ -8,9 +8,13 @@ and signal, instead of the other ranks' "Connection reset by peer".
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
+from mtl.console import say
 from mtl.errors import UserError
 
 PRINTED_ITS_ERROR = 2  # a rank's own one-line error (UserError)
@@ -38,18 +42,60 @@ def run_torchrun(processes: int, command: list[str], args: list[str]) -> None:
 
     # torchrun logs each failure with a traceback-sized report; the line below says what it means.
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
-    try:
-        torchrun.run(torchrun.parse_args(["--standalone", f"--nproc-per-node={processes}", *command]))
-    except ChildFailedError as error:
-        if {failure.exitcode for failure in error.failures.values()} == {INTERRUPTED}:
-            raise KeyboardInterrupt(f"every rank checkpointed: {resume_command(processes, args)}") from None
-        cause = root_cause({rank: (f.exitcode, f.timestamp) for rank, f in error.failures.items()})
-        if cause is None:
-            raise JobFailed("", quiet=True) from None
-        failure = error.failures[cause]
-        raise JobFailed(describe_failure(cause, failure.pid, failure.exitcode, processes, args)) from None
-    except KeyboardInterrupt:  # the launcher's own Ctrl-C: torchrun has stopped the ranks
-        raise KeyboardInterrupt(f"stopped: {resume_command(processes, args)}") from None
+    with tempfile.TemporaryDirectory(prefix="mtl-ranks-") as folder:
+        os.environ[RANK_MESSAGES] = folder  # the ranks inherit it: their last words come here
+        try:
+            torchrun.run(torchrun.parse_args(["--standalone", f"--nproc-per-node={processes}", *command]))
+        except ChildFailedError as error:
+            if {failure.exitcode for failure in error.failures.values()} == {INTERRUPTED}:
+                raise KeyboardInterrupt(
+                    f"every rank checkpointed: {resume_command(processes, args)}"
+                ) from None
+            cause = root_cause({rank: (f.exitcode, f.timestamp) for rank, f in error.failures.items()})
+            if cause is None:
+                raise JobFailed(own_errors(Path(folder), error.failures)) from None
+            failure = error.failures[cause]
+            raise JobFailed(describe_failure(cause, failure.pid, failure.exitcode, processes, args)) from None
+        except KeyboardInterrupt:  # the launcher's own Ctrl-C: torchrun has stopped the ranks
+            raise KeyboardInterrupt(f"stopped: {resume_command(processes, args)}") from None
+        finally:
+            os.environ.pop(RANK_MESSAGES, None)
+
+
+RANK_MESSAGES = "MTL_RANK_MESSAGES"  # a folder where each rank of the launcher's job leaves its message
+
+
+def rank_says(message: str) -> None:
+    """A rank's last words. Under `just train-distributed` they go to the launcher, which says each
+    once (N ranks failing on the same bad input would say it N times, between torchrun's lines);
+    anywhere else, to stderr."""
+    folder, rank = os.environ.get(RANK_MESSAGES), os.environ.get("RANK")
+    if folder and rank is not None:
+        try:
+            (Path(folder) / f"rank{int(rank)}").write_text(message, encoding="utf-8")
+            return
+        except (OSError, ValueError):
+            pass
+    say(message)
+
+
+def own_errors(folder: Path, failures: dict) -> str:
+    """The errors the ranks that failed on their own wrote (`rank_says`): one line, each said once,
+    by rank when they differ."""
+    said: dict[str, list[int]] = {}
+    for rank in sorted(failures):
+        if failures[rank].exitcode != PRINTED_ITS_ERROR:
+            continue
+        try:
+            text = (folder / f"rank{rank}").read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        said.setdefault(text.removeprefix("error: "), []).append(rank)
+    if not said:
+        return "a rank failed without saying why: run it with one process (just train-multitask) to see"
+    if len(said) == 1:
+        return next(iter(said))
+    return "; ".join(f"rank {', '.join(map(str, ranks))}: {text}" for text, ranks in said.items())
 
 
 def root_cause(failures: dict[int, tuple[int, float]]) -> int | None:
@@ -90,6 +136,10 @@ def resume_command(processes: int, args: list[str]) -> str:
 
 class JobFailed(UserError):
     """A rank failed; `quiet` when a rank has already printed why."""
+
+    # The ranks share the launcher's terminal: a rank that died mid-line (a progress bar's) left
+    # its line open, which no process can end but the one that prints next.
+    after_other_output = True
 
     def __init__(self, message: str, quiet: bool = False):
         super().__init__(message)

@@ -233,3 +233,30 @@ def test_the_launcher_names_the_rank_whose_failure_stopped_the_job(failures, cau
     from mtl.launch import root_cause
 
     assert root_cause(failures) == cause
+
+
+def test_a_killed_rank_0_is_named_on_a_line_of_its_own_by_the_launcher(tiny_data, tmp_path):
+    """Issue 34: the survivor's lost connection is no traceback, and the line the dead rank's
+    progress bar left open does not swallow the error."""
+    out = tmp_path / "killed"
+    launcher = train_distributed(2, *args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}"))
+    wait_for_checkpoint(out, 20, launcher)
+    killed = rank_pid(launcher, 0)
+    os.kill(killed, signal.SIGKILL)
+    code, output = finished(launcher)
+    errors = [line for line in output.split("\n") if "error:" in line]
+    assert code == 2 and "Traceback" not in output, output
+    assert errors == [
+        f"error: rank 0 (pid {killed}) was killed by SIGKILL, so every rank stopped: the run continues "
+        f"from its last checkpoint with `just train-distributed 2 resume={out}`"
+    ], output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA for device=cuda to fail")
+def test_an_error_every_rank_meets_is_said_once(tiny_data, tmp_path):
+    code, output = finished(train_distributed(2, *args_for(tiny_data, tmp_path / "run", "device=cuda")))
+    errors = [line for line in output.split("\n") if "error:" in line]
+    assert code == 2 and "Traceback" not in output, output
+    assert errors == ["error: device='cuda' but CUDA is not available here: use device=cpu or device=auto"], (
+        output
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 
 import spacy
@@ -36,7 +37,7 @@ class Tokenizer(_Tokenizer):
     def __init__(self, lowercase: bool = True, batch_size: int = 2000):
         self.lowercase = lowercase
         self.batch_size = batch_size
-        self._spacy = spacy.blank("en").tokenizer
+        self._spacy = _blank_english_tokenizer()
 
     @property
     def description(self) -> dict[str, object]:
@@ -46,6 +47,13 @@ class Tokenizer(_Tokenizer):
         for doc in self._spacy.pipe(texts, batch_size=self.batch_size):
             words = [token.text for token in doc if not token.is_space]
             yield [word.lower() for word in words] if self.lowercase else words
+
+
+@functools.cache
+def _blank_english_tokenizer():
+    """spaCy's rule-based English tokenizer, built once per process (a quarter of a second each
+    time): it keeps no state between texts, so every Tokenizer shares it."""
+    return spacy.blank("en").tokenizer
 
 
 class TreebankTokenizer(_Tokenizer):

@@ -283,12 +283,17 @@ def recorded_config(values: Any, source: str, tasks_needed: bool = True) -> Trai
     """
     if not isinstance(values, dict):
         raise UserError(f"{source}: the config must be a table of keys, found {values!r:.40}")
-    values = upgrade(values)
+    try:
+        values = upgrade(values)
+    except (AttributeError, TypeError, KeyError, ValueError) as error:  # a section that is not a table
+        raise UserError(
+            f"{source}: the config is not in a layout mtl wrote ({type(error).__name__}: {error})"
+        ) from None
     if not tasks_needed and isinstance(values.get("tasks"), dict):
         known = {
             k: v
             for k, v in values["tasks"].items()
-            if isinstance(v, dict) and v.get("kind") in task_kinds.KINDS
+            if isinstance(v, dict) and isinstance(v.get("kind"), str) and v["kind"] in task_kinds.KINDS
         }
         values["tasks"] = known or to_dict(TrainConfig())["tasks"]
     return from_dict(TrainConfig, values, source)

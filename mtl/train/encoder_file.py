@@ -23,6 +23,17 @@ from mtl import atomic, jsonfile
 from mtl.errors import UserError
 
 FORMAT = 2  # 1: encoder.pt
+# What each entry of encoder.json holds when present (the vocabulary and config are checked where
+# they are used: against the weights, and as a TrainConfig).
+ENTRIES = {
+    "config": dict,
+    "vocabulary": list,
+    "vectors": str,
+    "embedding_parts": list,
+    "pretrained": str,
+    "weights": str,
+    "weights_sha256": str,
+}
 
 
 def write(
@@ -59,6 +70,15 @@ def read(path: Path) -> dict[str, Any]:
         ) from None
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise UserError(f"{path} is not an encoder exported by mtl (no format {FORMAT})")
+    for key, kinds in ENTRIES.items():
+        if record.get(key) is not None and not isinstance(record[key], kinds):
+            raise UserError(
+                f"{path}: its {key} entry is a {type(record[key]).__name__}, which mtl never writes there: "
+                "export the encoder again"
+            )
+    order = record.get("embedding_parts") or []  # the concatenation's order, as trained
+    if not all(isinstance(part, str) for part in order):
+        raise UserError(f"{path}: its embedding_parts are not names of parts: export the encoder again")
     record["encoder"], record["parts"] = {}, {}
     if weights := record.get("weights"):
         weights_path = path.parent / weights
@@ -78,14 +98,13 @@ def read(path: Path) -> dict[str, Any]:
             elif key.startswith("parts/"):
                 part, _, name = key.removeprefix("parts/").rpartition("/")
                 record["parts"].setdefault(part, {})[name] = value
-    order = record.get("embedding_parts") or []  # the concatenation's order, as trained
     record["parts"] = dict(
         sorted(
             record["parts"].items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)
         )
     )
     if record.get("pretrained") is None:
-        record.pop("pretrained")
+        record.pop("pretrained", None)
     return record
 
 

@@ -1,0 +1,431 @@
+"""`just fuzz`: every reader of a file a user hands mtl, fed randomly damaged copies of a valid one.
+
+Readers: an exported encoder (encoder.json and its weights), a task file's rows (STS tsv and
+pairs JSON Lines), a context corpus, a GloVe vectors file, SNLI (JSON Lines and s1/s2/labels).
+Each case copies a valid input, damages it (bytes flipped, cut, repeated, odd values such as
+nan, U+2028 or a lone quote put in; for an encoder also lies whose checksum matches: tensors
+reshaped, dropped, of other dtypes or NaN, vocabularies cut or repeated, configs of other
+sizes) and reads it as training or `load_encoder` would. The outcome must be a success with
+finite results, or a one-line error (`UserError`); anything else is a finding, printed with the
+reader, seed and case that reproduce it. Cases are numbered: case N of seed S is always the
+same damage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from mtl.config import AtLeast1, to_dict
+from mtl.errors import UserError
+
+SENTENCES = ["a man plays a guitar .", "two dogs run in the park .", "", "unseen words zzyzx"]
+WORDS = "a man plays guitar . two dogs run in the park woman sings song children smile at camera".split()
+ODD = [
+    b"nan", b"inf", b"-inf", b"1e309", b"-1", b"0", b"\x00", b"\xff\xfe", "\u2028".encode(), b'"', b"\\",
+    b"\n", b"\r\n", b"\t", b",", b" ", b"[", b"{}", b"null", b"99999999999999999999", b"\xed\xa0\x80",
+]  # fmt: skip
+
+
+@dataclass
+class FuzzConfig:
+    readers: str = "encoder,task,corpus,vectors,snli"  # which readers, comma-separated
+    cases: AtLeast1 = 2000  # damaged copies per reader
+    seed: int = 0  # cases of one seed are always the same damage
+
+
+@dataclass
+class Outcomes:
+    """What the cases of one reader gave."""
+
+    reader: str
+    ok: int = 0  # read, with finite results
+    errors: int = 0  # refused with a one-line error
+    findings: list[str] = field(default_factory=list)  # anything else: a traceback, NaN, a long error
+
+    @property
+    def cases(self) -> int:
+        return self.ok + self.errors + len(self.findings)
+
+
+def fuzz(reader: str, cases: int, seed: int = 0, progress: bool = False) -> Outcomes:
+    """`cases` damaged copies of `reader`'s valid input, each read once."""
+    if reader not in READERS:
+        raise UserError(f"unknown reader {reader!r}: choose among {', '.join(READERS)}")
+    make, damage, read = READERS[reader]
+    outcomes = Outcomes(reader)
+    with tempfile.TemporaryDirectory(prefix=f"mtl-fuzz-{reader}-") as root:
+        valid = Path(root) / "valid"
+        valid.mkdir()
+        make(valid)
+        read(valid)  # the undamaged input reads: the cases test the damage, not the harness
+        for case in tqdm(range(cases), desc=f"fuzz {reader}", disable=not progress, unit=" cases"):
+            folder = Path(root) / "case"
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.copytree(valid, folder)
+            damage(folder, np.random.default_rng([seed, case]))
+            outcome = _outcome(read, folder)
+            if outcome == "ok":
+                outcomes.ok += 1
+            elif outcome == "error":
+                outcomes.errors += 1
+            else:
+                outcomes.findings.append(f"{reader} seed={seed} case={case}: {outcome}")
+    return outcomes
+
+
+def _outcome(read: Callable[[Path], None], folder: Path) -> str:
+    try:
+        # The readers' warnings and progress bars are not outcomes: only what they return or raise.
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            read(folder)
+    except UserError as error:
+        text = str(error)
+        return (
+            "error"
+            if text and "\n" not in text and "\r" not in text
+            else f"an error of several lines: {text!r:.300}"
+        )
+    except NotFinite as error:
+        return f"a result that is not finite ({error})"
+    except Exception as error:  # noqa: BLE001  (what the fuzzer is looking for)
+        return f"a traceback: {type(error).__name__}: {str(error)[:300]!r}"
+    return "ok"
+
+
+class NotFinite(Exception):
+    pass
+
+
+def _finite(values: object, what: str) -> None:
+    array = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(array).all():
+        raise NotFinite(what)
+
+
+# ---- damage --------------------------------------------------------------------------------
+
+
+def damaged_bytes(data: bytes, rng: np.random.Generator) -> bytes:
+    """`data` with one to three random edits of bytes or lines."""
+    data = bytearray(data)
+    for _ in range(int(rng.integers(1, 4))):
+        kind = int(rng.integers(9))
+        at = int(rng.integers(len(data) + 1))
+        span = int(rng.integers(1, 64))
+        if kind == 0 and data:
+            data[min(at, len(data) - 1)] ^= 1 << int(rng.integers(8))
+        elif kind == 1:
+            data[at : at + span] = b""
+        elif kind == 2:
+            data[at:at] = data[at : at + span]
+        elif kind == 3:
+            data[at:at] = ODD[int(rng.integers(len(ODD)))]
+        elif kind == 4:
+            data = data[:at]
+        elif kind == 5:  # a number or word replaced by an odd value
+            start = data.rfind(b" ", 0, at) + 1
+            end = data.find(b" ", at)
+            end = len(data) if end < 0 else end
+            data[start:end] = ODD[int(rng.integers(len(ODD)))]
+        else:
+            lines = bytes(data).split(b"\n")
+            i, j = (int(x) for x in rng.integers(len(lines), size=2))
+            if kind == 6:
+                lines[i], lines[j] = lines[j], lines[i]
+            elif kind == 7:
+                lines.insert(i, lines[j])
+            else:
+                del lines[i]
+            data = bytearray(b"\n".join(lines))
+    return bytes(data)
+
+
+def _damage_each_file(folder: Path, rng: np.random.Generator) -> None:
+    """Damage one of the folder's files (chosen at random)."""
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    path = files[int(rng.integers(len(files)))]
+    path.write_bytes(damaged_bytes(path.read_bytes(), rng))
+
+
+# ---- vectors -------------------------------------------------------------------------------
+
+
+def _make_vectors(folder: Path) -> None:
+    rng = np.random.default_rng(0)
+    lines = [f"{word} " + " ".join(f"{x:.4f}" for x in rng.normal(size=4)) for word in dict.fromkeys(WORDS)]
+    (folder / "vectors.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _read_vectors(folder: Path) -> None:
+    from mtl.text.vectors import load_vectors
+
+    vectors = load_vectors(folder / "vectors.txt", WORDS, use_cache=False)
+    _finite(vectors.matrix, "vectors")
+
+
+# ---- SNLI ----------------------------------------------------------------------------------
+
+
+SNLI_ROWS = [
+    ("a man plays a guitar .", "a man makes music .", "entailment"),
+    ("two dogs run in the park .", "the dogs sleep .", "contradiction"),
+    ("a woman sings a song .", "a woman is on a stage .", "neutral"),
+    ("children smile at the camera .", "kids are happy .", "-"),
+]
+
+
+def _make_snli(folder: Path) -> None:
+    rows = [{"sentence1": a, "sentence2": b, "gold_label": label} for a, b, label in SNLI_ROWS * 3]
+    jsonl = folder / "jsonl"
+    jsonl.mkdir()
+    text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    (jsonl / "snli_1.0_train.jsonl").write_text(text, encoding="utf-8")
+    lines = folder / "lines"
+    lines.mkdir()
+    for index, name in enumerate(("s1", "s2", "labels")):
+        (lines / f"{name}.train").write_text(
+            "".join(f"{r[index]}\n" for r in SNLI_ROWS * 3), encoding="utf-8"
+        )
+
+
+def _damage_snli(folder: Path, rng: np.random.Generator) -> None:
+    _damage_each_file(folder / ("jsonl" if rng.random() < 0.5 else "lines"), rng)
+
+
+def _read_snli(folder: Path) -> None:
+    from mtl.data.snli import load_snli
+
+    for layout in ("jsonl", "lines"):
+        pairs = load_snli(str(folder / layout), "train")
+        _finite(pairs.labels, "labels")
+
+
+# ---- task files ----------------------------------------------------------------------------
+
+
+def _make_task_files(folder: Path) -> None:
+    sts = folder / "sts"
+    sts.mkdir()
+    scores = [4.2, 0.9, 3.0, 5.0]
+    for split in ("train", "dev"):
+        rows = [f"{a}\t{b}\t{score}" for (a, b, _), score in zip(SNLI_ROWS, scores, strict=True)]
+        (sts / f"{split}.tsv").write_text("sentence1\tsentence2\tscore\n" + "\n".join(rows) + "\n")
+    pairs = folder / "pairs"
+    pairs.mkdir()
+    for split in ("train", "dev"):
+        text = "".join(
+            json.dumps({"sentence1": a, "sentence2": b, "label": label}, ensure_ascii=False) + "\n"
+            for a, b, label in SNLI_ROWS
+        )
+        (pairs / f"{split}.jsonl").write_text(text, encoding="utf-8")
+
+
+def _damage_task_files(folder: Path, rng: np.random.Generator) -> None:
+    _damage_each_file(folder / ("sts" if rng.random() < 0.5 else "pairs"), rng)
+
+
+def _read_task_files(folder: Path) -> None:
+    from mtl.tasks import build_task
+    from mtl.tasks.pairs import PairsConfig
+    from mtl.tasks.sts import STSConfig
+
+    sts = build_task("sts", STSConfig(source=str(folder / "sts")))
+    pairs = build_task(
+        "pairs", PairsConfig(source=str(folder / "pairs"), labels="entailment,neutral,contradiction")
+    )
+    for task in (sts, pairs):
+        for split in ("train", "dev"):
+            texts = task.load(split)
+            _finite(texts.labels, f"{task.name} labels")
+
+
+# ---- corpus --------------------------------------------------------------------------------
+
+
+def _make_corpus(folder: Path) -> None:
+    documents = [[a, b, "it was a good day .", "then they went home ."] for a, b, _ in SNLI_ROWS]
+    text = "\n\n".join("\n".join(document) for document in documents) + "\n"
+    (folder / "corpus.txt").write_text(text, encoding="utf-8")
+
+
+def _read_corpus(folder: Path) -> None:
+    from mtl.tasks import build_task
+    from mtl.tasks.qt import QTConfig
+    from mtl.tasks.skipthought import SkipThoughtConfig
+
+    for kind, config in (("qt", QTConfig), ("skipthought", SkipThoughtConfig)):
+        task = build_task(kind, config(corpus=str(folder / "corpus.txt")))
+        task = build_task(kind, task.resolve_inputs())
+        for split in ("train", "dev"):
+            task.load(split)
+
+
+# ---- encoder files -------------------------------------------------------------------------
+
+
+def _make_encoder(folder: Path) -> None:
+    from mtl.models.encoders import build_encoder
+    from mtl.models.encoders.base import EncoderConfig, frozen_embedding
+    from mtl.text.vocab import PAD, UNK
+    from mtl.train import encoder_file
+    from mtl.train.config import TrainConfig
+
+    _make_vectors(folder)
+    config = TrainConfig(model=EncoderConfig(encoder="bilstm", hidden=6))
+    words = [PAD, UNK, *dict.fromkeys(WORDS)]
+    torch.manual_seed(0)
+    encoder = build_encoder(frozen_embedding(torch.randn(len(words), 4)), config.model)
+    metadata = {
+        "config": to_dict(config),
+        "vocabulary": words,
+        "vectors": str(folder / "vectors.txt"),
+        "embedding_parts": [],
+    }
+    encoder_file.write(folder / "encoder.json", metadata, encoder.state_dict(), {})
+
+
+def _damage_encoder(folder: Path, rng: np.random.Generator) -> None:
+    """A lie whose checksum matches (the JSON's record of its weights rewritten), or plain damage."""
+    from safetensors.torch import load_file, save_file
+
+    from mtl.train.encoder_file import _sha256
+
+    record_path, weights_path = folder / "encoder.json", folder / "encoder.safetensors"
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    kind = int(rng.integers(6))
+    if kind == 0:  # the JSON's bytes
+        record_path.write_bytes(damaged_bytes(record_path.read_bytes(), rng))
+        return
+    if kind == 1:  # the weights' bytes, checksum rewritten to match
+        weights_path.write_bytes(damaged_bytes(weights_path.read_bytes(), rng))
+    elif kind == 2:  # the tensors: shapes, dtypes, values, names
+        tensors = load_file(weights_path)
+        names = sorted(tensors)
+        name = names[int(rng.integers(len(names)))]
+        tensors[name] = _damaged_tensor(tensors[name], rng)
+        if rng.random() < 0.2:
+            del tensors[name]
+        elif rng.random() < 0.2:
+            tensors[f"encoder/extra{int(rng.integers(9))}"] = torch.zeros(3)
+        save_file({k: v.contiguous() for k, v in tensors.items()}, weights_path)
+    elif kind == 3:  # the vocabulary
+        record["vocabulary"] = _damaged_list(record["vocabulary"], rng)
+    elif kind == 4:  # one config value, of another size or type
+        record["config"] = _damaged_value(record["config"], rng)
+    else:  # a top-level entry removed or replaced
+        key = sorted(record)[int(rng.integers(len(record)))]
+        if rng.random() < 0.5:
+            del record[key]
+        else:
+            record[key] = [None, 0, "", [], {}, 1e308, "../x"][int(rng.integers(7))]
+    if weights_path.is_file() and "weights_sha256" in record:
+        record["weights_sha256"] = _sha256(weights_path)
+    record_path.write_text(json.dumps(record), encoding="utf-8")
+
+
+def _damaged_tensor(tensor: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+    kind = int(rng.integers(7))
+    if kind == 0:
+        return tensor.to(
+            [torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.bool][int(rng.integers(5))]
+        )
+    if kind == 1:
+        return tensor.reshape(-1)
+    if kind == 2 and tensor.dim() == 2:
+        return tensor.t().contiguous()
+    if kind == 3:
+        return tensor[: max(0, tensor.shape[0] - int(rng.integers(1, 3)))].contiguous()
+    if kind == 4:
+        return torch.cat([tensor, tensor[:1]])
+    flat = tensor.clone().reshape(-1)
+    if len(flat):
+        flat[int(rng.integers(len(flat)))] = [float("nan"), float("inf"), -float("inf"), 1e38][
+            int(rng.integers(4))
+        ]
+    return flat.reshape(tensor.shape)
+
+
+def _damaged_list(words: list, rng: np.random.Generator) -> object:
+    words = list(words)
+    kind = int(rng.integers(6))
+    if kind == 0 and words:
+        del words[int(rng.integers(len(words)))]
+    elif kind == 1 and words:
+        words.insert(int(rng.integers(len(words))), words[int(rng.integers(len(words)))])
+    elif kind == 2:
+        words.append("zzyzx")
+    elif kind == 3:
+        words = []
+    elif kind == 4 and words:
+        words[int(rng.integers(len(words)))] = [None, 3, ["a"], ""][int(rng.integers(4))]
+    else:
+        return "<pad> <unk> a man"
+    return words
+
+
+def _damaged_value(config: dict, rng: np.random.Generator) -> dict:
+    """`config` with one leaf (found by a random walk) replaced by an odd value."""
+    node = config
+    while True:
+        keys = sorted(node)
+        if not keys:
+            return config
+        key = keys[int(rng.integers(len(keys)))]
+        if isinstance(node[key], dict) and node[key] and rng.random() < 0.8:
+            node = node[key]
+            continue
+        odd = [None, -1, 0, 10_000_000, 2.5, "max", "", [], {}, True, "bilstm2", "transformer", 1e308]
+        node[key] = odd[int(rng.integers(len(odd)))]
+        return config
+
+
+def _read_encoder(folder: Path) -> None:
+    from mtl.eval.encoder import load_encoder
+
+    encoder = load_encoder(folder, device="cpu")
+    _finite(encoder.encode(SENTENCES), "embeddings")
+
+
+READERS: dict[str, tuple[Callable[[Path], None], Callable[[Path, np.random.Generator], None], Callable[[Path], None]]] = {
+    "encoder": (_make_encoder, _damage_encoder, _read_encoder),
+    "task": (_make_task_files, _damage_task_files, _read_task_files),
+    "corpus": (_make_corpus, _damage_each_file, _read_corpus),
+    "vectors": (_make_vectors, _damage_each_file, _read_vectors),
+    "snli": (_make_snli, _damage_snli, _read_snli),
+}  # fmt: skip
+
+
+def run(config: FuzzConfig) -> str:
+    """Fuzz each reader of `config`; a table of outcomes, and an error when any case found a defect."""
+    readers = [name.strip() for name in config.readers.split(",") if name.strip()]
+    if unknown := [name for name in readers if name not in READERS]:
+        raise UserError(
+            f"readers={config.readers}: unknown {', '.join(unknown)}; choose among {', '.join(READERS)}"
+        )
+    results = [fuzz(name, config.cases, config.seed, progress=True) for name in readers]
+    lines = ["| reader | cases | read | one-line error | findings |", "|---|---:|---:|---:|---:|"]
+    lines += [
+        f"| {r.reader} | {r.cases:,} | {r.ok:,} | {r.errors:,} | {len(r.findings):,} |" for r in results
+    ]
+    findings = [finding for r in results for finding in r.findings]
+    text = "\n".join(lines)
+    if findings:
+        text += "\n\n" + "\n".join(findings[:50])
+        print(text)
+        raise UserError(
+            f"{len(findings)} damaged inputs were neither read nor refused in one line (listed above)"
+        )
+    return text

@@ -1,0 +1,42 @@
+"""Issue 34: every reader of a user's file, fed a few hundred damaged copies (a fixed seed), reads
+each or refuses it in one line; `just fuzz` runs thousands."""
+
+import pytest
+
+from mtl import fuzz
+from mtl.errors import UserError
+
+CASES = {"encoder": 200, "task": 300, "corpus": 300, "vectors": 300, "snli": 300}
+
+
+@pytest.mark.parametrize("reader", list(fuzz.READERS))
+def test_damaged_inputs_are_read_or_refused_in_one_line(reader):
+    outcomes = fuzz.fuzz(reader, CASES[reader], seed=0)
+    assert outcomes.findings == []
+    assert outcomes.ok > 0 and outcomes.errors > 0  # the damage reaches both outcomes
+    assert outcomes.cases == CASES[reader]
+
+
+def test_a_reader_that_crashes_on_damage_is_found(monkeypatch):
+    make, damage, read = fuzz.READERS["vectors"]
+
+    def fragile(folder):
+        if folder.name != "valid":
+            raise KeyError("row")  # what a reader without checks raises on a damaged copy
+
+    monkeypatch.setitem(fuzz.READERS, "vectors", (make, damage, fragile))
+    outcomes = fuzz.fuzz("vectors", 3, seed=5)
+    assert outcomes.findings == [
+        f"vectors seed=5 case={case}: a traceback: KeyError: \"'row'\"" for case in range(3)
+    ]
+    with pytest.raises(UserError, match=r"3 damaged inputs were neither read nor refused in one line"):
+        fuzz.run(fuzz.FuzzConfig(readers="vectors", cases=3, seed=5))
+
+
+def test_the_same_seed_gives_the_same_damage(tmp_path):
+    import numpy as np
+
+    data = b"the 0.1 0.2\nman 0.3 0.4\n"
+    first = [fuzz.damaged_bytes(data, np.random.default_rng([3, case])) for case in range(20)]
+    assert first == [fuzz.damaged_bytes(data, np.random.default_rng([3, case])) for case in range(20)]
+    assert len(set(first)) > 10

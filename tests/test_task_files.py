@@ -1,0 +1,161 @@
+"""Issue 34: the rows of task files, corpora and SNLI files are checked as they are read (file and
+line in every error), scores are hashed as they are, and text keeps separators JSON allows."""
+
+import json
+
+import numpy as np
+import pytest
+
+from mtl.data.snli import load_snli
+from mtl.data.texts import LabelledTexts
+from mtl.errors import UserError
+from mtl.tasks import build_task
+from mtl.tasks.pairs import PairsConfig
+from mtl.tasks.qt import QTConfig
+from mtl.tasks.sts import STSConfig
+from mtl.train.data import changed_inputs, texts_digest
+from mtl.train.run import resume
+
+from .conftest import FIXTURES, one_error_line, start_run
+
+LABELS = "entailment,neutral,contradiction"
+
+
+def sts_folder(tmp_path, rows: str, header: str = "sentence1\tsentence2\tscore\n"):
+    folder = tmp_path / "sts"
+    folder.mkdir(exist_ok=True)
+    (folder / "train.tsv").write_text(header + rows)
+    (folder / "dev.tsv").write_text(header + rows)
+    return folder
+
+
+def sts(folder, **keys):
+    return build_task("sts", STSConfig(source=str(folder), **keys))
+
+
+@pytest.mark.parametrize(
+    "rows, keys, message",
+    [
+        ("a .\tb .\t4.2\nc .\td .\t47\n", {}, r"train.tsv line 3 has score 47, outside sts's scale \[0, 5\]"),
+        ("a .\tb .\t4.2\n", {"low": 0, "high": 1}, r"line 2 has score 4.2, outside sts's scale \[0, 1\]"),
+        ("a .\tb .\tnan\n", {}, r"line 2 has score 'nan', not a finite number"),
+        ("a .\tb .\t4.2\nc .\td .\n", {}, r"train.tsv line 3 has 2 tsv columns where its header names 3"),
+    ],
+)
+def test_bad_sts_rows_name_the_file_and_line(tmp_path, rows, keys, message):
+    with pytest.raises(UserError, match=message):
+        sts(sts_folder(tmp_path, rows), **keys).load("train")
+
+
+def test_a_headerless_row_one_column_short_names_its_line(tmp_path):
+    folder = sts_folder(tmp_path, "a .\tb .\t4.2\nc .\td .\n", header="")
+    with pytest.raises(UserError, match=r"train.tsv line 2 has 2 tsv columns where the longest row has 3"):
+        sts(folder, header=False, first="0", second="1", score="2").load("train")
+
+
+def pairs_folder(tmp_path, lines: list[str]):
+    folder = tmp_path / "pairs"
+    folder.mkdir()
+    for split in ("train", "dev"):
+        (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+GOOD = json.dumps({"sentence1": "a man sings .", "sentence2": "a man makes music .", "label": "entailment"})
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ('["a man sings .", "a man makes music .", "entailment"]', r"train.jsonl line 2 is a JSON list, not an object"),
+        ('{"sentence1": "a man sings .", "label": "neutral"}', r"train.jsonl line 2 has no column 'sentence2'"),
+        ('{"sentence1": ["a"], "sentence2": "b", "label": "neutral"}', r"line 2: column 'sentence1' holds list"),
+        ('{"sentence1": "a", "sentence2": "b", "label": "neutral"', r"train.jsonl line 2 is not JSON"),
+    ],
+)  # fmt: skip
+def test_bad_pairs_rows_name_the_file_and_line(tmp_path, bad, message):
+    task = build_task("pairs", PairsConfig(source=str(pairs_folder(tmp_path, [GOOD, bad])), labels=LABELS))
+    with pytest.raises(UserError, match=message):
+        task.load("train")
+
+
+def test_a_task_without_a_dev_file_is_one_line(tiny_data, tmp_path, capsys):
+    from mtl.cli import main
+    from tests.conftest import args_for
+
+    args = args_for(
+        tiny_data, tmp_path / "run", "tasks=nli,sts", f"sts.source={FIXTURES / 'sts_tiny'}", "sts.dev="
+    )
+    assert main(["train-multitask", *args]) == 2
+    assert "task sts has no dev split (is sts.dev= empty?)" in one_error_line(capsys)
+
+
+def test_text_keeps_line_separators_that_json_strings_hold(tmp_path):
+    """U+2028 and U+0085 are text inside a JSON string (json.dumps(ensure_ascii=False) writes them)."""
+    premise = "a man\u2028sings\x85 ."
+    row = {"sentence1": premise, "sentence2": "a man makes music .", "gold_label": "entailment"}
+    folder = tmp_path / "snli"
+    folder.mkdir()
+    (folder / "snli_1.0_train.jsonl").write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert load_snli(str(folder), "train").columns[0] == [premise]
+    pairs = pairs_folder(tmp_path, [json.dumps({**row, "label": "entailment"}, ensure_ascii=False)])
+    assert build_task("pairs", PairsConfig(source=str(pairs), labels=LABELS)).load("train").columns[0] == [
+        premise
+    ]
+
+
+def test_scores_are_fingerprinted_exactly_and_classes_as_before():
+    def digest(labels):
+        return texts_digest({"train": LabelledTexts([["a", "b"]], labels)})
+
+    assert digest([0.2, 0.7]) != digest([0.3, 0.6])  # as int64 both were [0, 0]
+    assert digest([1, 2]) == digest([1.0, 2.0]) == digest([1, 2]) != digest([2, 1])
+    splits = {"train": LabelledTexts([["a", "b"]], [0.2, 0.7])}
+    legacy = texts_digest(splits, legacy=True)
+    now = {"sts": {"sha256": texts_digest(splits), "legacy_sha256": legacy}}
+    assert changed_inputs({"sts": {"sha256": legacy}}, now, {}) == []  # a run recorded before the fix
+    assert changed_inputs(
+        {"sts": {"sha256": texts_digest({"train": LabelledTexts([["a", "b"]], [0.3, 0.6])})}}, now, {}
+    )
+
+
+def test_resume_after_sts_scores_changed_is_refused(tiny_data, tmp_path):
+    folder = tmp_path / "sts"
+    folder.mkdir()
+    for split in ("train", "dev"):
+        (folder / f"{split}.tsv").write_text((FIXTURES / "sts_tiny" / f"{split}.tsv").read_text())
+    keys = ("tasks=nli,sts", f"sts.source={folder}", "sts.steps=2", "max_steps=8")
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", *keys, killed_after=4)
+    text = (folder / "train.tsv").read_text()
+    (folder / "train.tsv").write_text(text.replace("\t4.2\n", "\t4.3\n", 1))  # 0.84 -> 0.86 of the scale
+    with pytest.raises(UserError, match=r"the sts data .* differs|changed"):
+        resume(run_dir, progress=False)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("one sentence .\n", r"is one document of 1 sentence: .* so at least 4"),
+        ("one .\ntwo .\n", r"is one document of 2 sentences: .*dev is the corpus's last 1% of documents"),
+        (
+            "a .\nb .\n\nc .\n",
+            r"the dev part of corpus .* \(without qt.dev=, dev is .*\) holds no document of two",
+        ),
+    ],
+)
+def test_a_corpus_too_small_to_split_says_what_it_needs(tmp_path, text, message):
+    path = tmp_path / "corpus.txt"
+    path.write_text(text)
+    task = build_task("qt", QTConfig(corpus=str(path)))
+    task = build_task("qt", task.resolve_inputs())
+    with pytest.raises(UserError, match=message):
+        for split in ("train", "dev"):
+            task.load(split)
+
+
+def test_a_corpus_of_one_document_of_four_sentences_trains_and_evaluates(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("one .\ntwo .\nthree .\nfour .\n")
+    task = build_task("qt", build_task("qt", QTConfig(corpus=str(path))).resolve_inputs())
+    assert len(task.load("train")) == 2 and len(task.load("dev")) == 2
+    assert np.isfinite(np.asarray(task.load("train").labels, dtype=float)).all()
