@@ -143,13 +143,18 @@ def test_two_processes_train_like_one_with_the_same_global_batches(tiny_data, tm
     assert output.count("stopped by max_steps") == 1  # rank 0 alone reports
 
 
-def test_a_killed_rank_stops_the_run_and_one_process_resumes_it_exactly(tiny_data, tmp_path, one_process):
-    out = tmp_path / "killed"
+def kill_a_rank(tiny_data, out: Path, rank: int) -> tuple[int, int, str]:
+    """`kill -9` of `rank` of a 2-process job once it has checkpointed: its pid, the exit code, the output."""
     launcher = train_distributed(2, *args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}"))
     wait_for_checkpoint(out, 20, launcher)
-    killed = rank_pid(launcher, 1)
+    killed = rank_pid(launcher, rank)
     os.kill(killed, signal.SIGKILL)
-    code, output = finished(launcher)
+    return killed, *finished(launcher)
+
+
+def test_a_killed_rank_stops_the_run_and_one_process_resumes_it_exactly(tiny_data, tmp_path, one_process):
+    out = tmp_path / "killed"
+    killed, code, output = kill_a_rank(tiny_data, out, 1)
     assert code == 2 and not (out / "summary.json").exists(), output
     assert "Traceback" not in output, output
     assert f"error: rank 1 (pid {killed}) was killed by SIGKILL, so every rank stopped" in output
@@ -239,11 +244,7 @@ def test_a_killed_rank_0_is_named_on_a_line_of_its_own_by_the_launcher(tiny_data
     """Issue 34: the survivor's lost connection is no traceback, and the line the dead rank's
     progress bar left open does not swallow the error."""
     out = tmp_path / "killed"
-    launcher = train_distributed(2, *args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}"))
-    wait_for_checkpoint(out, 20, launcher)
-    killed = rank_pid(launcher, 0)
-    os.kill(killed, signal.SIGKILL)
-    code, output = finished(launcher)
+    killed, code, output = kill_a_rank(tiny_data, out, 0)
     errors = [line for line in output.split("\n") if "error:" in line]
     assert code == 2 and "Traceback" not in output, output
     assert errors == [
