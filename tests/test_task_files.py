@@ -159,3 +159,12 @@ def test_a_corpus_of_one_document_of_four_sentences_trains_and_evaluates(tmp_pat
     task = build_task("qt", build_task("qt", QTConfig(corpus=str(path))).resolve_inputs())
     assert len(task.load("train")) == 2 and len(task.load("dev")) == 2
     assert np.isfinite(np.asarray(task.load("train").labels, dtype=float)).all()
+
+
+def test_an_error_quoting_a_line_break_of_the_file_stays_one_line(tmp_path):
+    bad = json.dumps({"sentence1": "a", "se\ntence2\u2028": "b", "label": "neutral"})
+    task = build_task("pairs", PairsConfig(source=str(pairs_folder(tmp_path, [GOOD, bad])), labels=LABELS))
+    with pytest.raises(UserError) as error:
+        task.load("train")
+    assert str(error.value).splitlines() == [str(error.value)]
+    assert "se\\ntence2\\u2028" in str(error.value)

@@ -75,7 +75,8 @@ def _train(config: BenchRanksConfig, processes: int, out: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": str(config.threads), "MKL_NUM_THREADS": str(config.threads)}
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        raise UserError(f"the {processes}-process run failed:\n{done.stderr[-2000:]}")
+        print(done.stderr[-2000:], file=sys.stderr)
+        raise UserError(f"the {processes}-process run failed (the end of its output is above)")
 
 
 def _rates(run_dir: Path, warmup: int) -> dict[str, list[float]]:
