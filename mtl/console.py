@@ -10,9 +10,7 @@ from typing import TextIO
 
 
 def say(message: str) -> None:
-    """Print to stderr on a line of its own; when Ctrl-C has killed the pipe it went to
-    (`2>&1 | tee log`), to the terminal."""
-    end_progress_bars()
+    """Print to stderr; when Ctrl-C has killed the pipe it went to (`2>&1 | tee log`), to the terminal."""
     try:
         print(message, file=sys.stderr, flush=True)
         return
@@ -33,7 +31,8 @@ def say(message: str) -> None:
 def end_progress_bars() -> None:
     """Close every progress bar still open, which ends its line: a bar an error unwound past
     (iterated, or held outside a `with`) would otherwise leave its line open, and the message
-    after it would start in the middle of it (`…read SQuAD]error: …`) in a log file or pipe."""
+    after it would start in the middle of it (`…read SQuAD]error: …`) in a log file or pipe.
+    For a command's last words only: a bar closed mid-work stops drawing."""
     from tqdm import tqdm
 
     for bar in list(getattr(tqdm, "_instances", ())):

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from mtl.console import say
+from mtl.console import end_progress_bars, say
 from mtl.errors import UserError
 
 PRINTED_ITS_ERROR = 2  # a rank's own one-line error (UserError)
@@ -66,9 +66,10 @@ RANK_MESSAGES = "MTL_RANK_MESSAGES"  # a folder where each rank of the launcher'
 
 
 def rank_says(message: str) -> None:
-    """A rank's last words. Under `just train-distributed` they go to the launcher, which says each
-    once (N ranks failing on the same bad input would say it N times, between torchrun's lines);
-    anywhere else, to stderr."""
+    """A command's last words (an error, an interruption), on a line of their own. Under `just
+    train-distributed` a rank's go to the launcher, which says each once (N ranks failing on the
+    same bad input would say it N times, between torchrun's lines); anywhere else, to stderr."""
+    end_progress_bars()
     folder, rank = os.environ.get(RANK_MESSAGES), os.environ.get("RANK")
     if folder and rank is not None:
         try:

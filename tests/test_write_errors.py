@@ -14,7 +14,7 @@ from tqdm import tqdm
 from mtl import report as reports
 from mtl.cli import main
 from mtl.config import paths_and_keys
-from mtl.console import say
+from mtl.launch import rank_says
 
 from .conftest import one_error_line, start_run
 
@@ -82,7 +82,7 @@ def test_any_write_refused_by_the_system_is_one_line(finished_run, capsys, monke
 def test_an_error_after_an_open_progress_bar_starts_on_its_own_line(capsys):
     bar = tqdm(total=5, desc="read SQuAD", file=sys.stderr, mininterval=0)
     bar.update(1)  # an exception unwinding past it leaves it open: nothing ends its line
-    say("error: SQuAD file x is not valid JSON")
+    rank_says("error: SQuAD file x is not valid JSON")  # what the CLI says an error with
     err = capsys.readouterr().err
     assert "read SQuAD" in err and "\nerror: SQuAD file x is not valid JSON\n" in err
 
