@@ -301,7 +301,7 @@ def _damage_encoder(folder: Path, rng: np.random.Generator) -> None:
     """A lie whose checksum matches (the JSON's record of its weights rewritten), or plain damage."""
     from safetensors.torch import load_file, save_file
 
-    from mtl.train.encoder_file import _sha256
+    from mtl.train.encoder_file import file_sha256
 
     record_path, weights_path = folder / "encoder.json", folder / "encoder.safetensors"
     record = json.loads(record_path.read_text(encoding="utf-8"))
@@ -332,7 +332,7 @@ def _damage_encoder(folder: Path, rng: np.random.Generator) -> None:
         else:
             record[key] = [None, 0, "", [], {}, 1e308, "../x"][int(rng.integers(7))]
     if weights_path.is_file() and "weights_sha256" in record:
-        record["weights_sha256"] = _sha256(weights_path)
+        record["weights_sha256"] = file_sha256(weights_path)
     record_path.write_text(json.dumps(record), encoding="utf-8")
 
 

@@ -109,3 +109,8 @@ class RunFolder:
                 shutil.rmtree(path)
             elif path.exists():
                 path.unlink()
+
+
+def run_folder_of(path: Path) -> Path | None:
+    """The run folder that holds `path` (a checkpoint, an encoder file), or None."""
+    return next((p for p in Path(path).resolve().parents if RunFolder(p).record.is_file()), None)

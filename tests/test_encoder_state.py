@@ -14,7 +14,7 @@ from mtl import load_encoder
 from mtl.cli import main
 from mtl.errors import UserError
 from mtl.train import checkpoint
-from mtl.train.encoder_file import _sha256
+from mtl.train.encoder_file import file_sha256
 
 from .conftest import one_error_line, start_run
 
@@ -45,7 +45,7 @@ def lie(folder, edit_tensors=None, edit_record=None) -> None:
     if edit_record:
         edit_record(record)
     if weights.is_file():
-        record["weights_sha256"] = _sha256(weights)
+        record["weights_sha256"] = file_sha256(weights)
     record_path.write_text(json.dumps(record))
 
 

@@ -144,15 +144,14 @@ def read_rows(
         return _checked(list(_json_rows(lines, path, task)), str(path), task, columns)
     delimiter = "\t" if format == "tsv" else ","
     quoting = csv.QUOTE_NONE if format == "tsv" else csv.QUOTE_MINIMAL
+    reader = csv.reader(lines, delimiter=delimiter, quoting=quoting)
+    records = []  # (line number, fields) of each row that is not empty
     try:
-        records = [
-            (reader.line_num, row)
-            for reader in [csv.reader(lines, delimiter=delimiter, quoting=quoting)]
-            for row in reader
-        ]
+        for row in reader:
+            if row:
+                records.append((reader.line_num, row))
     except csv.Error as error:
         raise UserError(f"{path} is not {format} ({error}): fix it or set {task}.format=") from None
-    records = [(number, row) for number, row in records if row]
     if header:
         if not records:
             return []

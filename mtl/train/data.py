@@ -225,8 +225,7 @@ def changed_inputs(
     changed = []
     for key, then in recorded.items():
         now = current.get(key)
-        accepted = {now.get("sha256"), now.get("legacy_sha256", now.get("sha256"))} if now else set()
-        if now is not None and then.get("sha256") not in accepted:
+        if now is not None and then.get("sha256") not in (now.get("sha256"), now.get("legacy_sha256", "")):
             where = f" ({then['source']})" if "source" in then else ""
             changed.append(f"{names.get(key, f'the data of {key}')}{where}")
     return changed

@@ -53,7 +53,7 @@ def write(
     if tensors:
         with atomic.atomic_path(weights_path, "encoder weights") as partial:
             save_file({k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}, partial)
-        record.update(weights=weights_path.name, weights_sha256=_sha256(weights_path))
+        record.update(weights=weights_path.name, weights_sha256=file_sha256(weights_path))
         files.insert(0, weights_path)
     atomic.write_text(path, jsonfile.dumps(record, indent=1) + "\n", "encoder")
     return files
@@ -84,7 +84,7 @@ def read(path: Path) -> dict[str, Any]:
         weights_path = path.parent / weights
         if Path(weights).name != weights or not weights_path.is_file():
             raise UserError(f"{path} names {weights!r} as its weights, which are not beside it")
-        if _sha256(weights_path) != record.get("weights_sha256"):
+        if file_sha256(weights_path) != record.get("weights_sha256"):
             raise UserError(
                 f"{weights_path} is damaged or not the one {path} was written with (SHA-256 differs)"
             )
@@ -114,7 +114,8 @@ def files_of(path: Path) -> list[Path]:
     return [weights, path] if weights.is_file() else [path]
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in 4 MiB chunks."""
     hasher = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(1 << 22):

@@ -28,13 +28,12 @@ EMBEDDING_SUFFIX = "embedding.weight"
 def trained_rows(data: TrainingData, streams: Mapping[str, TaskStream]) -> np.ndarray:
     """Vocabulary ids to export, in order: padding, the unknown word, words with a public vector,
     and the words of the training examples `streams` have given."""
-    keep = public_rows_mask(data)
+    table = data.table
+    trained = np.zeros(len(table.lengths), dtype=bool)  # per sentence of the table
     for task, stream in streams.items():
-        seen = stream.seen()
-        if not len(seen):
-            continue
-        sentences = np.unique(data.examples[task]["train"].sentences[seen].ravel())
-        keep[_ids_of_rows(data, sentences)] = True
+        trained[data.examples[task]["train"].sentences[stream.seen()].ravel()] = True
+    keep = public_rows_mask(data)
+    keep[table.ids[np.repeat(trained, table.lengths)]] = True  # every token of those sentences
     return np.flatnonzero(keep)
 
 
@@ -54,12 +53,3 @@ def pruned_state(state: Mapping[str, torch.Tensor], rows: np.ndarray, vocabulary
         else value
         for key, value in state.items()
     }
-
-
-def _ids_of_rows(data: TrainingData, rows: np.ndarray) -> np.ndarray:
-    """Every vocabulary id in the table's sentences `rows`."""
-    table = data.table
-    starts, ends = table.offsets[rows], table.offsets[rows + 1]
-    if not len(rows):
-        return np.zeros(0, dtype=np.int64)
-    return np.unique(np.concatenate([table.ids[a:b] for a, b in zip(starts, ends, strict=True)]))

@@ -9,24 +9,24 @@ and `just compare` flag a report whose weights are not those of the run's encode
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from mtl.errors import UserError
+import torch
+
 from mtl.eval.encoder import encoder_file
 from mtl.locks import lock_file_of
-from mtl.runs import RunFolder
-from mtl.train import checkpoint
+from mtl.runs import RunFolder, run_folder_of
+from mtl.train.encoder_file import file_sha256
 
 
 def evaluated(run: str) -> dict[str, Any]:
     """The encoder file `load_encoder(run)` reads: its path, weights digest and training step."""
     file = encoder_file(run)
     entry: dict[str, Any] = {"file": str(file), "weights_sha256": weights_digest(file), "step": None}
-    folder = _run_folder_of(file)
+    folder = run_folder_of(file)
     if folder is not None:
         entry["file"] = str(file.resolve().relative_to(folder))
         entry["step"] = _best_step(folder, file)
@@ -44,11 +44,7 @@ def weights_digest(file: Path) -> str:
             recorded = None
         if isinstance(recorded, str):
             return recorded
-    hasher = hashlib.sha256()
-    with open(file, "rb") as handle:
-        while chunk := handle.read(1 << 22):
-            hasher.update(chunk)
-    return hasher.hexdigest()
+    return file_sha256(file)
 
 
 def training_process(folder: Path) -> str | None:
@@ -98,24 +94,13 @@ def _names_this_run(entry: dict, folder: Path) -> bool:
     return not Path(file).is_absolute() or Path(file).resolve().is_relative_to(folder.resolve())
 
 
-def _run_folder_of(file: Path) -> Path | None:
-    for parent in file.resolve().parents:
-        if RunFolder(parent).record.is_file():
-            return parent
-    return None
-
-
 def _best_step(folder: Path, file: Path) -> int | None:
-    """The training step the evaluated weights are from: the best checkpoint's, as its summary or
-    its checkpoint (read without its tensors) say."""
-    files = RunFolder(folder)
-    if file.name == "encoder.json" or file.name == "encoder.pt":
-        try:
-            summary = json.loads(files.summary.read_text(encoding="utf-8"))
-            return int(summary["best/step"])
-        except (OSError, ValueError, KeyError, TypeError, RecursionError):
-            return None
+    """The training step the evaluated weights are from: the best checkpoint's, as the run's
+    summary (for its exported encoder) or the checkpoint says. The checkpoint is mapped, not read:
+    `load_encoder` has just read and verified it, and only one number is wanted."""
     try:
-        return int(checkpoint.load(file)["best"]["step"])
-    except (UserError, KeyError, TypeError, ValueError):  # latest.pt has no best step
+        if file.name in ("encoder.json", "encoder.pt"):
+            return int(json.loads(RunFolder(folder).summary.read_text(encoding="utf-8"))["best/step"])
+        return int(torch.load(file, map_location="cpu", weights_only=True, mmap=True)["best"]["step"])
+    except Exception:  # noqa: BLE001  (no summary yet, latest.pt has no best step, a file replaced since)
         return None

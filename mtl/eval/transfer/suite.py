@@ -21,6 +21,7 @@ from mtl.eval.combined import CombinedEncoder
 from mtl.eval.encoder import (
     SentenceEncoder,
     baseline_encoder,
+    encoder_file,
     encoder_files,
     load_encoder,
     pretrained_encoder,
@@ -28,14 +29,14 @@ from mtl.eval.encoder import (
 from mtl.eval.transfer import classifiers as protocol_fns
 from mtl.eval.transfer import selfattn, senteval_classifier
 from mtl.eval.transfer.classifiers import Protocol, pair_features, relatedness_features
-from mtl.eval.transfer.provenance import evaluated
+from mtl.eval.transfer.provenance import evaluated, weights_digest
 from mtl.eval.transfer.senteval_classifier import OPTIMIZERS, SentEvalParams, valid_optimizer
 from mtl.eval.transfer.senteval_format import micro_macro, senteval_results
 from mtl.eval.transfer.tasks import READERS, Split, TransferTask, read_task
 from mtl.locks import FolderLock
 from mtl.models.encoders.base import EncoderConfig
 from mtl.paths import data_dir
-from mtl.runs import RunFolder
+from mtl.runs import RunFolder, run_folder_of
 from mtl.text.vectors import resolve_vectors_path
 from mtl.tracking import Tracker
 
@@ -326,7 +327,7 @@ def output_folder(config: TransferConfig) -> Path:
     source = Path(config.run).expanduser()
     if source.is_dir():
         return source
-    return next((p for p in source.parents if RunFolder(p).record.is_file()), source.parent)
+    return run_folder_of(source) or source.parent
 
 
 def senteval_params(config: TransferConfig) -> SentEvalParams | None:
@@ -389,10 +390,10 @@ def _loaded_as_recorded(config: TransferConfig) -> tuple[SentenceEncoder, list[d
     if not config.run:
         return make_encoder(config), None
     for _ in range(3):
-        before = [evaluated(run) for run in run_paths(config)]
+        before = [weights_digest(encoder_file(run)) for run in run_paths(config)]
         encoder = make_encoder(config)
         after = [evaluated(run) for run in run_paths(config)]
-        if [e["weights_sha256"] for e in before] == [e["weights_sha256"] for e in after]:
+        if before == [entry["weights_sha256"] for entry in after]:
             return encoder, after
     raise UserError(f"{config.run} kept changing while it was read: wait for its run to write its checkpoint")
 
