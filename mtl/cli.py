@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mtl import metrics
+from mtl import metrics, plugins
 from mtl.config import apply_overrides, describe_keys, paths_and_keys
 from mtl.console import say
 from mtl.errors import UserError
@@ -208,11 +208,11 @@ def fuzz(args: Sequence[str]) -> None:
 
 
 def transfer(args: Sequence[str]) -> None:
-    from mtl.eval.transfer import suite
+    from mtl.eval.transfer import report_file, suite
 
     config = apply_overrides(suite.TransferConfig(), args)
     out, report = suite.run(config)
-    print(suite.markdown(report))
+    print(report_file.markdown(report))
     name = suite.report_name(config)  # transfer-fast, transfer-senteval-mlp, ...: the report's own name
     print(f"written to {out / f'{name}.json'} and {out / f'{name}.md'}")
 
@@ -493,6 +493,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if not argv or argv[0] not in COMMANDS:
         print(usage(), file=sys.stderr)
+        return 2
+    try:  # before a command's help, too: its choices include what the plugins register
+        argv = [argv[0], *plugins.load_for_command(argv[1:])]
+    except UserError as error:
+        say(f"error: {error}")
         return 2
     if any(arg in HELP for arg in argv[1:]):
         print(command_help(argv[0]))

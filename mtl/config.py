@@ -13,7 +13,7 @@ import textwrap
 import tokenize
 import types
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -46,6 +46,19 @@ class Range:
             return f"{self.low:g} or more"
         left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
         return f"in {left}{self.low:g}, {self.high:g}{right}"
+
+
+@dataclasses.dataclass(frozen=True)
+class OneOf:
+    """A text field whose values are the names in a registry (`Annotated[str, OneOf(ENCODERS)]`),
+    read when a value is checked, so a name a plugin registered is as valid as a built-in one;
+    `fixed` are the values the field takes besides (`auto`)."""
+
+    registry: Iterable[str]  # a dict by name, as the registry module keeps it
+    fixed: tuple[str, ...] = ()
+
+    def choices(self) -> list[str]:
+        return [*self.fixed, *self.registry]
 
 
 AtLeast0 = Annotated[int, Range(0)]
@@ -117,6 +130,15 @@ def check_fields(config: Any, prefix: str = "") -> None:
             for name, entry in value.items():
                 check_fields(entry, f"{prefix}{name}.")
             continue
+        if isinstance(value, str) and (one_of := _one_of(hints[field.name])) is not None:
+            if value not in (choices := one_of.choices()):
+                near = difflib.get_close_matches(value, choices, n=1)
+                hint = f"did you mean {near[0]}? " if near else ""
+                raise UserError(
+                    f"{prefix}{field.name}={value!r} is not valid: {hint}choose one of {', '.join(choices)} "
+                    "(a plugin's own: load it with plugins=)"
+                )
+            continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue
         key = f"{prefix}{field.name}={value}"
@@ -137,6 +159,13 @@ def _range_of(annotation: Any) -> Range | None:
     for option in _options(annotation):
         if typing.get_origin(option) is Annotated:
             return next((m for m in option.__metadata__ if isinstance(m, Range)), None)
+    return None
+
+
+def _one_of(annotation: Any) -> OneOf | None:
+    for option in _options(annotation):
+        if typing.get_origin(option) is Annotated:
+            return next((m for m in option.__metadata__ if isinstance(m, OneOf)), None)
     return None
 
 
@@ -370,16 +399,21 @@ def describe_keys(config: Any) -> list[tuple[str, str, str]]:
         shown = "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
         short = counts[name] == 1 and path.split(".", 1)[0] not in entries  # a table's keys: always in full
         text = field_help(type(owner)).get(field.name, "")
-        if choices := _choices(_field_type(type(owner), field.name)):
+        annotation = typing.get_type_hints(type(owner), include_extras=True)[field.name]
+        if choices := _choices(annotation):
             text = f"{text} [{' | '.join(choices)}]".strip()
         rows.append((name if short else path, shown, text))
     return rows
 
 
 def _choices(annotation: Any) -> list[str]:
-    """The values a Literal (or optional Literal) key takes, as typed on the command line."""
+    """The values a Literal (or optional Literal, or registry) key takes, as typed on the command line."""
+    if (one_of := _one_of(annotation)) is not None:
+        return one_of.choices()
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         return [c for option in typing.get_args(annotation) for c in _choices(option)]
+    if typing.get_origin(annotation) is Annotated:
+        return _choices(typing.get_args(annotation)[0])
     if typing.get_origin(annotation) is Literal:
         return [
             str(choice).lower() if isinstance(choice, bool) else str(choice)

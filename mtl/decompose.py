@@ -92,7 +92,8 @@ def _labels(task) -> list:
 def decomposition(config: DecomposeConfig) -> tuple[str, list[list]]:
     """What the decomposition is against (one line), and its rows: task, by, part, items, accuracy."""
     from mtl.eval.encoder import load_encoder
-    from mtl.eval.transfer.suite import ITEMS_SUFFIX, TransferConfig, data_root, read_items
+    from mtl.eval.transfer.report_file import ITEMS_SUFFIX, read_items
+    from mtl.eval.transfer.suite import TransferConfig, data_root
     from mtl.eval.transfer.tasks import read_task
     from mtl.text.vectors import vector_store
 
@@ -156,7 +157,7 @@ class _Everything:
 
 
 def _accuracy_tasks(config: DecomposeConfig) -> dict[str, None]:
-    from mtl.eval.transfer.suite import COLUMNS
+    from mtl.eval.transfer.registry import TRANSFER_TASKS
 
-    chosen = COLUMNS if config.tasks == "all" else [t.strip() for t in config.tasks.split(",")]
+    chosen = list(TRANSFER_TASKS) if config.tasks == "all" else [t.strip() for t in config.tasks.split(",")]
     return dict.fromkeys(chosen)

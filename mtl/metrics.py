@@ -8,6 +8,10 @@ sweep summary, CLI summary, lr policy and benches read them.
     best/<key>                               the best checkpoint's values (best/step, best/nli/dev/acc)
     steps/<task>                             a finished run's steps per task (summary.json)
     phase/<key>                              block, epoch, evaluation and checkpoint events
+
+It also holds the one answer to which way a metric is better, by its name (the last part of a
+key): checkpoint selection, early stopping, the lr shrink, W&B summaries, report rankings and
+compare verdicts all ask `higher_is_better`.
 """
 
 from __future__ import annotations
@@ -71,3 +75,45 @@ def phase(name: str) -> str:
 def without_prefix(key: str) -> str:
     """`nli/dev/acc` for `best/nli/dev/acc`, `nli` for `steps/nli`: how summaries print a key."""
     return key.split("/", 1)[1] if key.startswith(("best/", "steps/")) else key
+
+
+# Metrics where a lower value is better; every other (acc, recall_at_1, pearson, spearman, f1)
+# is higher-is-better. A plugin's task or transfer task with a new lower-is-better metric says so
+# with `register_direction`.
+_LOWER_IS_BETTER = {"loss", "ppl", "mse", "mae", "error"}
+
+
+def register_direction(metric: str, higher_is_better: bool) -> None:
+    """Declare which way `metric` (a bare name: `wer`) is better, for every reader of it."""
+    (_LOWER_IS_BETTER.discard if higher_is_better else _LOWER_IS_BETTER.add)(metric)
+
+
+def metric_name(key: str) -> str:
+    """The metric a key is of: `ppl` for `best/st/dev/ppl`, `acc` for `acc`."""
+    return key.rsplit("/", 1)[-1]
+
+
+def higher_is_better(key: str) -> bool:
+    """Whether a larger value of the metric `key` (a name or a whole key) is the better one."""
+    return metric_name(key) not in _LOWER_IS_BETTER
+
+
+def signed(key: str, value: float) -> float:
+    """`value` turned so that larger is better (a perplexity negated): what rankings compare."""
+    return value if higher_is_better(key) else -value
+
+
+def is_better(key: str, value: float, than: float | None) -> bool:
+    """Whether `value` of the metric `key` beats `than` (None: nothing to beat)."""
+    return than is None or signed(key, value) > signed(key, than)
+
+
+def wandb_summary(key: str) -> str:
+    """What a W&B run's summary keeps of the metric `key`: its best value, whichever way that is."""
+    return "max" if higher_is_better(key) else "min"
+
+
+def is_fraction(key: str) -> bool:
+    """Whether a value of `key` is a fraction that reports show as a percentage (acc, recall, a
+    correlation), rather than a value shown as it is (a perplexity, a loss)."""
+    return higher_is_better(key)

@@ -29,7 +29,7 @@ from mtl import atomic, metrics
 from mtl.config import flattened
 from mtl.errors import UserError
 from mtl.runs import RunFolder
-from mtl.tasks import task_title
+from mtl.tasks import KINDS, task_title
 from mtl.train.config import upgrade
 from mtl.train.phases import WINDOW
 from mtl.train.runlog import read_metrics
@@ -55,6 +55,7 @@ class Run:
     transfer: dict[str, dict[str, str]]  # transfer report (transfer, transfer-fast, ...) -> task -> headline
     sizes: dict[str, tuple[int, float]]  # transfer report -> (embedding dim, micro average of dev accuracies)
     stale: dict[str, str]  # transfer report -> why it is not a result of the run's final encoder
+    recorded_metrics: dict[str, Any]  # task -> {metric, higher_is_better}, as the run recorded them
 
     @property
     def name(self) -> str:
@@ -80,10 +81,23 @@ class Run:
             return Path(str(model["hf_model"]).rstrip("/")).name
         return f"{model['encoder']} {model['hidden']}"
 
-    def dev_metric(self, task: str) -> str | None:
-        """The key of the task's dev metric (`nli/dev/acc`), as its records hold it."""
+    def metric(self, task: str) -> str | None:
+        """The task's metric (`acc`, `ppl`): as the run recorded it; for a run from before that
+        record, its kind's; else the first its records hold."""
+        entry = self.recorded_metrics.get(task)
+        if isinstance(entry, dict) and isinstance(entry.get("metric"), str):
+            return entry["metric"]
+        kind = self.config["tasks"].get(task, {}).get("kind", task)
+        if kind in KINDS:
+            return KINDS[kind].metric
         prefix = f"{task}/dev/"
-        return next((k for r in self.records for k in r if k.startswith(prefix)), None)
+        return next((k.rsplit("/", 1)[1] for r in self.records for k in r if k.startswith(prefix)), None)
+
+    def dev_metric(self, task: str) -> str | None:
+        """The key of the task's dev metric (`nli/dev/acc`), when its records hold it."""
+        metric = self.metric(task)
+        key = metrics.evaluation(task, "dev", metric) if metric else None
+        return key if key is not None and any(key in r for r in self.records) else None
 
     @classmethod
     def read(cls, folder: Path) -> Run:
@@ -94,13 +108,15 @@ class Run:
                 f"{folder} is not a run folder (no config.json and metrics.jsonl): pass runs/<run>"
             )
         try:
-            config = upgrade(json.loads(record_path.read_text(encoding="utf-8"))["config"])
+            record = json.loads(record_path.read_text(encoding="utf-8"))
+            config = upgrade(record["config"])
+            recorded = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
             records = read_metrics(run.metrics)
             summary_path = run.summary
             summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
             raise UserError(f"{folder} cannot be read ({error}): is it a complete run folder?") from None
-        return cls(folder, config, records, summary, *_transfer_results(folder))
+        return cls(folder, config, records, summary, *_transfer_results(folder), recorded)
 
 
 def _transfer_results(
@@ -111,7 +127,7 @@ def _transfer_results(
     (embedding dimension, micro average of dev accuracies) where the report has both; and report ->
     why it did not evaluate the run's final encoder, for those that did not."""
     from mtl.eval.transfer.provenance import stale
-    from mtl.eval.transfer.suite import headline
+    from mtl.eval.transfer.report_file import headline
 
     found, sizes, stale_reports = {}, {}, {}
     for path in sorted(folder.glob("transfer*.json")):
@@ -267,11 +283,21 @@ def _results_table(runs: list[Run]) -> str:
                 " / ".join(f"{task} {run.block_steps(task)}" for task in run.tasks),
                 str(s.get(metrics.GLOBAL_STEP, _last_step(run))),
                 s.get("stop_reason") or _unfinished_state(run),
-                *(_percent(_best(run, task, split)) for task, split in evaluations),
+                *(_score(_best(run, task, split), run.metric(task)) for task, split in evaluations),
                 *(_transfer_cell(run, report, task) for report, task in transfer),
             ]
         )
-    best = {column: _best_value([row[column] for row in rows]) for column in range(len(fixed), len(columns))}
+    directions = [
+        *(
+            metrics.higher_is_better(next(r.metric(t) for r in runs if t in r.tasks) or "")
+            for t, _ in evaluations
+        ),
+        *(True for _ in transfer),  # every transfer headline: accuracy or a correlation
+    ]
+    best = {
+        column: _best_value([row[column] for row in rows], higher)
+        for column, higher in zip(range(len(fixed), len(columns)), directions, strict=True)
+    }
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join(
         "<tr>"
@@ -285,7 +311,7 @@ def _results_table(runs: list[Run]) -> str:
         for row in rows
     )
     legend = (
-        "<p>Bold: the best run of a column (higher is better for every score shown).</p>"
+        "<p>Bold: the best run of a column (the lowest perplexity or loss, the highest other score).</p>"
         if len(runs) > 1
         else ""
     )
@@ -313,26 +339,31 @@ def _transfer_cell(run: Run, report: str, task: str) -> str:
 
 def _transfer_order(tasks: set[str]) -> list[str]:
     """SentEval's order (Table 2's columns), then any other task by name."""
-    from mtl.eval.transfer.suite import COLUMNS
+    from mtl.eval.transfer.registry import ordered
 
-    return [t for t in COLUMNS if t in tasks] + sorted(tasks - set(COLUMNS))
+    return ordered(tasks)
 
 
-def _best_value(values: list[str]) -> str | None:
-    """The cell holding the highest score of a column (its first number: MRPC's accuracy, STS's
+def _best_value(values: list[str], higher_is_better: bool = True) -> str | None:
+    """The cell holding the best score of a column (its first number: MRPC's accuracy, STS's
     Pearson), when at least two runs have one."""
     scored = [(number, value) for value in values if (number := _first_number(value)) is not None]
-    return max(scored)[1] if len(scored) > 1 else None
+    if len(scored) < 2:
+        return None
+    return (max if higher_is_better else min)(scored)[1]
 
 
 def _best(run: Run, task: str, split: str) -> Any:
     """The best checkpoint's value of the task's metric on `split`, from the summary."""
-    prefix = metrics.best(f"{task}/{split}/")
-    return next((v for k, v in run.summary.items() if k.startswith(prefix)), None)
+    metric = run.metric(task)
+    return run.summary.get(metrics.best(metrics.evaluation(task, split, metric))) if metric else None
 
 
-def _percent(value: Any) -> str:
-    return f"{100 * value:.2f}" if isinstance(value, int | float) else "–"
+def _score(value: Any, metric: str | None) -> str:
+    """A fraction (accuracy, a correlation) in %; a perplexity or loss as it is."""
+    if not isinstance(value, int | float):
+        return "–"
+    return f"{100 * value:.2f}" if metrics.is_fraction(metric or "") else f"{value:.2f}"
 
 
 def _unfinished_state(run: Run) -> str:
@@ -382,8 +413,8 @@ def _curves(runs: list[Run]) -> str:
             loss_axis.plot(steps, _smoothed(losses), color=colour, linewidth=1.6, label=run.name)
             if (dev := run.dev_metric(task)) is None:
                 continue
-            metric = dev.rsplit("/", 1)[1]
-            scale = 1 if metric in ("loss", "ppl") else 100
+            metric = metrics.metric_name(dev)
+            scale = 100 if metrics.is_fraction(metric) else 1
             evaluations = [r for r in run.records if dev in r]
             dev_axis.plot(
                 [r[metrics.of_task(task, "step")] for r in evaluations],
@@ -402,7 +433,7 @@ def _curves(runs: list[Run]) -> str:
         title = having[0].title(task)
         loss_axis.set_title(f"{title}: training loss (mean of {WINDOW} steps)", fontsize=10)
         dev_axis.set_title(
-            f"{title}: dev {metric}" + ("" if metric in ("loss", "ppl") else " (%)"), fontsize=10
+            f"{title}: dev {metric}" + (" (%)" if metrics.is_fraction(metric) else ""), fontsize=10
         )
         shaded = " (its blocks shaded)" if len(blocks) == 1 else " (blocks differ between runs: not shaded)"
         dev_axis.set_xlabel(f"{task} step{shaded}")
@@ -486,7 +517,8 @@ def _figure2(runs: list[Run], swept: str) -> str:
     figure, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4), squeeze=False)
     for axis, task in zip(axes[0], tasks, strict=True):
         points = [(r.block_steps(swept), _best(r, task, "dev")) for r in finished]
-        points = [(x, 100 * y) for x, y in points if isinstance(y, int | float)]
+        scale = 100 if metrics.is_fraction(finished[0].metric(task) or "") else 1
+        points = [(x, scale * y) for x, y in points if isinstance(y, int | float)]
         axis.plot([x for x, _ in points], [y for _, y in points], marker="o", color="#08519c")
         for x, y in points:
             axis.annotate(
@@ -495,7 +527,8 @@ def _figure2(runs: list[Run], swept: str) -> str:
         axis.margins(x=0.08, y=0.2)  # room for the labels
         axis.set_xscale("log", base=2)
         axis.set_xticks([x for x, _ in points], [str(x) for x, _ in points])
-        axis.set_title(f"{finished[0].title(task)} dev (%) of the best checkpoint")
+        unit = " (%)" if scale == 100 else f" {finished[0].metric(task)}"
+        axis.set_title(f"{finished[0].title(task)} dev{unit} of the best checkpoint")
         others = " and ".join(finished[0].title(t) for t in finished[0].tasks if t != swept)
         axis.set_xlabel(
             f"{finished[0].title(swept)} steps per block" + (f" of {others} steps" if others else "")
@@ -509,7 +542,7 @@ def _significance(runs: list[Run]) -> list[str]:
     """`just compare`'s table for the runs (seeds grouped), on the first transfer report they all
     keep per-item results of; nothing when there is no such report or fewer than two encoders."""
     from mtl import significance
-    from mtl.eval.transfer.suite import ITEMS_SUFFIX
+    from mtl.eval.transfer.report_file import ITEMS_SUFFIX
 
     if len(runs) < 2:
         return []
@@ -542,7 +575,7 @@ def _decomposition(runs: list[Run]) -> list[str]:
     """For a one-run page, `just decompose`'s table of its first report with per-item results
     (nothing when the transfer data is not at hand: the page never needs it)."""
     from mtl.decompose import DecomposeConfig, decomposition
-    from mtl.eval.transfer.suite import ITEMS_SUFFIX
+    from mtl.eval.transfer.report_file import ITEMS_SUFFIX
 
     if len(runs) != 1:
         return []

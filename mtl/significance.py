@@ -159,7 +159,7 @@ class Encoder:
 
 def group_runs(folders: list[Path], report: str) -> list[Encoder]:
     """Runs whose configs differ only in `run.seed` form one encoder, named by what sets it apart."""
-    from mtl.eval.transfer.suite import ITEMS_SUFFIX, read_items
+    from mtl.eval.transfer.report_file import ITEMS_SUFFIX, read_items
     from mtl.report import Run, differing_keys
 
     runs = [Run.read(folder) for folder in folders]
@@ -216,9 +216,9 @@ def stale_reports(encoders: list[Encoder], report: str) -> list[str]:
 
 
 def _all_tasks() -> dict[str, None]:
-    from mtl.eval.transfer.suite import COLUMNS
+    from mtl.eval.transfer.registry import TRANSFER_TASKS
 
-    return dict.fromkeys(COLUMNS)
+    return dict.fromkeys(TRANSFER_TASKS)
 
 
 def compare(

@@ -265,7 +265,7 @@ def test_a_learning_curve_over_the_share_of_training_data(tiny_data, senteval, t
 
 
 def test_a_multiclass_task_read_back_from_its_report_keeps_its_headline():
-    from mtl.eval.transfer.suite import headline
+    from mtl.eval.transfer.report_file import headline
 
     # TREC has no F1 (six classes); an older report's null F1 must not hide its accuracy.
     assert headline("TREC", {"acc": 0.702, "f1": None, "dev_acc": 0.62}) == "70.20"

@@ -1,7 +1,8 @@
 import pytest
 
 from mtl.errors import UserError
-from mtl.eval.transfer.tasks import READERS, read_task
+from mtl.eval.transfer.registry import TRANSFER_TASKS
+from mtl.eval.transfer.tasks import read_task
 
 # ../shared/data/README.md
 COUNTS = {
@@ -20,7 +21,7 @@ COUNTS = {
 LABELS = {"MR": (5_331, 5_331), "CR": (2_407, 1_368), "SUBJ": (5_000, 5_000), "MPQA": (3_312, 7_294)}
 
 
-@pytest.mark.parametrize("name", sorted(READERS))
+@pytest.mark.parametrize("name", sorted(TRANSFER_TASKS))
 def test_every_reader_parses_the_real_files(shared_data, name):
     task = read_task(name, shared_data / "senteval" / "downstream")
     sizes = {split: len(data) for split, data in task.splits.items()}

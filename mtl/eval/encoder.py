@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from mtl import plugins
 from mtl.data.batches import longest_first_batches, tokenize_at_most
 from mtl.device import resolve_device, to_device
 from mtl.errors import UserError
@@ -365,6 +366,7 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
     encoder.pt) or a checkpoint (best.pt, latest.pt). Nothing in them is unpickled."""
     file = encoder_file(path)
     saved = read_encoder_file(file)
+    plugins.require(saved.get("plugins"), f"encoder {file}")  # before its config names what they register
     config = recorded_config(saved["config"], str(file), tasks_needed=False)
     name = Path(path).expanduser().name
     if traits(config.model.encoder).pretrained:

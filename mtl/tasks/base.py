@@ -52,7 +52,6 @@ class Task:
     legacy_keys: ClassVar[dict[str, str]] = {}
     recipe: ClassVar[HeadRecipe]
     metric: ClassVar[str] = "acc"  # the dev metric that picks the best checkpoint
-    higher_is_better: ClassVar[bool] = True  # of `metric` (perplexity: False)
     label_dtype: ClassVar[type] = np.int64
     # "contiguous": a batch is a run of consecutive examples (sentences of a corpus in order),
     # the runs visited in a seeded order; "shuffled": examples drawn at random, bucketed by length.

@@ -86,7 +86,6 @@ class SkipThought(CorpusTask, Task):
     config_class = SkipThoughtConfig
     display = "Skip-Thought"
     metric = "ppl"  # per word, of both neighbours over the split
-    higher_is_better = False
     corpus_metric = True
     label_dtype = np.int64
     config: SkipThoughtConfig

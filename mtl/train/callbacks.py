@@ -14,6 +14,8 @@ from tqdm.auto import tqdm
 from mtl import metrics
 from mtl.config import to_dict
 from mtl.console import progress_stream
+from mtl.errors import UserError
+from mtl.runs import RunFolder
 from mtl.tracking import Tracker
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
@@ -35,6 +37,35 @@ class Callback:
 
     def close(self, exit_code: int) -> None:
         """The run stops: 0 finished, 1 failed, 130 interrupted (resumable)."""
+
+
+# name -> what makes the callback for a run: (the run's config, its folder) -> Callback. Only rank
+# 0 runs them, as it writes the run's log.
+CallbackFactory = Callable[[TrainConfig, Path], Callback]
+CALLBACKS: dict[str, CallbackFactory] = {}
+
+
+def register_callback(name: str) -> Callable[[CallbackFactory], CallbackFactory]:
+    """Make a callback available to callbacks=NAME (a decorator on a Callback class or factory)."""
+
+    def add(factory: CallbackFactory) -> CallbackFactory:
+        CALLBACKS[name] = factory
+        return factory
+
+    return add
+
+
+def callback_names(names: str) -> list[str]:
+    """The names of callbacks=a,b, each registered (else a one-line error with the choices)."""
+    chosen = [n.strip() for n in names.split(",") if n.strip()]
+    if unknown := [n for n in chosen if n not in CALLBACKS]:
+        known = ", ".join(CALLBACKS) or "none yet: a plugin registers them (plugins=)"
+        raise UserError(f"callbacks={names}: unknown {', '.join(unknown)}; registered: {known}")
+    return chosen
+
+
+def named_callbacks(config: TrainConfig, run_dir: Path) -> list[Callback]:
+    return [CALLBACKS[name](config, run_dir) for name in callback_names(config.run.callbacks)]
 
 
 class Callbacks(Callback):
@@ -161,7 +192,9 @@ def start_tracking(
         tracker.define_metric(task_step)
         tracker.define_metric(metrics.of_task(name, "*"), step_metric=task_step)
         tracker.define_metric(
-            metrics.evaluation(name, "dev", task.metric), step_metric=task_step, summary="max"
+            metrics.evaluation(name, "dev", task.metric),
+            step_metric=task_step,
+            summary=metrics.wandb_summary(task.metric),
         )
         if (folder := task.input_artifact()) is not None:
             tracker.use_input(task.input_name, "dataset", folder, reference=True)
@@ -185,3 +218,34 @@ def git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
+
+
+def open_run_logs(
+    config: TrainConfig,
+    data: TrainingData,
+    run_dir: Path,
+    state: Any,  # mtl.train.state.TrainState, restored already on resume (it is read live)
+    checkpointer: Any,  # mtl.train.checkpointer.Checkpointer
+    counts: dict[str, int],
+    world_size: int,
+    resume: bool,
+    command: str,
+    progress: bool,
+) -> tuple[RunLog, Callbacks]:
+    """Rank 0's run log (cut to the checkpoint on resume) and W&B run, and the callbacks of the
+    run: the log, those named by callbacks=, the progress bar."""
+    details = {"world_size": world_size, **counts}
+    tracker = start_tracking(config, data, run_dir, state.wandb_id, resume, details, command)
+    checkpointer.attach(tracker, state.wandb_id, counts)
+    if resume and state.best is not None:
+        checkpointer.log_best(state.best)
+    log = RunLog(
+        RunFolder(run_dir).metrics,
+        tracker,
+        resume_at_byte=state.metrics_bytes if resume else None,
+        every=config.run.wandb_every,
+    )
+    bar = ProgressBar(state.global_step, config.optim.max_steps, progress)
+    return log, Callbacks(
+        MetricsLog(log, tracker, lambda: state.phases.rows), *named_callbacks(config, run_dir), bar
+    )

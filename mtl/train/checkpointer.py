@@ -12,7 +12,7 @@ from typing import Any
 
 from torch import nn
 
-from mtl import atomic
+from mtl import atomic, plugins
 from mtl.config import to_dict
 from mtl.distributed import Distributed
 from mtl.errors import UserError
@@ -24,6 +24,7 @@ from mtl.tracking import Tracker
 from mtl.train import checkpoint, encoder_file
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
+from mtl.train.shared_words import pruned_state, trained_rows
 
 
 class Checkpointer:
@@ -146,6 +147,7 @@ def encoder_metadata(config: TrainConfig, data: TrainingData) -> dict[str, Any]:
         "vocabulary": data.vocabulary.words if data.vocabulary is not None else None,
         "vectors": str(data.vectors_path) if data.vectors_path is not None else None,
         "embedding_parts": embedding_parts(data),
+        "plugins": plugins.loaded(),  # loading the encoder needs them given again (or installed)
     }
 
 
@@ -180,3 +182,38 @@ def sentence_transformer_exporter(
     rows = None if words is None else [vocabulary.index[word] for word in words]
     words = vocabulary.words if words is None else words
     return lambda folder: write_sentence_transformer(encoder, words, lowercase, folder, name, rows)
+
+
+def export_final_encoder(
+    checkpointer: Checkpointer,
+    config: TrainConfig,
+    data: TrainingData,
+    model: nn.Module,
+    streams: dict[str, Any],
+    results: dict[str, Any],
+) -> Callable[[Path], None] | str:
+    """Export `model`'s encoder (the best checkpoint's, loaded) as the run's encoder.json, with
+    only the words the run trained on or that have a public vector; return the writer of its
+    sentence-transformers folder, or why it has none."""
+    name = checkpointer.files.path.name
+    exporter = pretrained_exporter(config, data, model.encoder, name)
+    encoder_state, words = model.encoder.state_dict(), None
+    if data.vocabulary is not None:
+        rows = trained_rows(data, streams)
+        encoder_state = pruned_state(encoder_state, rows, len(data.vocabulary))
+        words = [data.vocabulary.words[i] for i in rows]
+    portable = sentence_transformer_exporter(config, data, model.encoder, name, words)
+    parts = {
+        path: {k: v for k, v in model.get_submodule(path).state_dict().items() if k != "embedding.weight"}
+        for path in embedding_parts(data)
+    }
+    checkpointer.export_encoder(
+        encoder_state,
+        checkpointer.files.encoder,
+        results,
+        exporter,
+        parts,
+        None if isinstance(portable, str) else portable,
+        words,
+    )
+    return portable

@@ -19,6 +19,7 @@ from mtl.config import (
     AtLeast0,
     AtLeast1,
     NonNegativeFloat,
+    OneOf,
     PositiveFloat,
     Range,
     apply_overrides,
@@ -30,6 +31,7 @@ from mtl.errors import UserError
 from mtl.models.encoders.base import EncoderConfig
 from mtl.models.encoders.transformer import MAX_POSITIONS
 from mtl.tasks import TaskConfig
+from mtl.train.lr_schedules import LR_SCHEDULES
 from mtl.train.scheduler import SCHEDULES
 
 
@@ -53,16 +55,13 @@ class HeadConfig:
 
 @dataclass
 class ScheduleConfig:
-    schedule: Literal["blocks", "round_robin", "proportional", "temperature"] = (
+    schedule: Annotated[str, OneOf(SCHEDULES)] = (
         "blocks"  # which task each step trains; blocks: <task>.steps of each task in turn
     )
     temperature: PositiveFloat = 2.0  # schedule=temperature: sample tasks by size**(1/T)
     bucket: bool = (
         True  # batches of similar lengths (sorted windows of 50 batches, shuffled); false: plain shuffle
     )
-
-    def __post_init__(self) -> None:
-        assert self.schedule in SCHEDULES
 
 
 @dataclass
@@ -72,7 +71,7 @@ class OptimConfig:
     )
     lr: PositiveFloat | None = None  # None: 0.1 for sgd (InferSent, Section 3.3), 1e-3 for adam and adamw
     hf_lr: PositiveFloat = 2e-5  # adamw: lr of the pretrained backbone (encoder=hf); lr= is the heads'
-    lr_schedule: Literal["auto", "infersent", "constant", "linear", "cosine"] = (
+    lr_schedule: Annotated[str, OneOf(LR_SCHEDULES, fixed=("auto",))] = (
         "auto"  # auto: infersent for sgd, constant for adam, linear (warmup, decay to 0) for adamw
     )
     warmup_steps: AtLeast0 | None = (
@@ -119,6 +118,7 @@ class RunConfig:
         None  # steps between checkpoints (a kill loses at most this many); None: 500 on the CPU, 5000 on CUDA
     )
     eval_batch: AtLeast1 = 256  # sentences per batch when evaluating
+    callbacks: str = ""  # registered callbacks added to the run, comma-separated (a plugin registers its own)
     wandb: Literal["auto", "online", "offline", "disabled"] = (
         "auto"  # auto: online with an API key, else offline
     )

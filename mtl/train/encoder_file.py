@@ -30,6 +30,7 @@ ENTRIES = {
     "vocabulary": list,
     "vectors": str,
     "embedding_parts": list,
+    "plugins": list,
     "pretrained": str,
     "weights": str,
     "weights_sha256": str,

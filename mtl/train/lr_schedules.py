@@ -10,10 +10,13 @@ so resuming needs no schedule state.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
-from mtl.train.config import OptimConfig
+if TYPE_CHECKING:  # the config module names this one's registry in its choices
+    from mtl.train.config import OptimConfig
 
 
 class LrSchedule:
@@ -89,18 +92,32 @@ class Cosine(ByStep):
         return 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-SCHEDULES: dict[str, type[LrSchedule]] = {
-    "infersent": InferSent,
-    "constant": Constant,
-    "linear": Linear,
-    "cosine": Cosine,
-}
+LR_SCHEDULES: dict[str, type[LrSchedule]] = {}
+
+
+def register_lr_schedule(name: str) -> Callable[[type[LrSchedule]], type[LrSchedule]]:
+    """Make an `LrSchedule` class available to lr_schedule=NAME (a class decorator)."""
+
+    def add(cls: type[LrSchedule]) -> type[LrSchedule]:
+        LR_SCHEDULES[name] = cls
+        return cls
+
+    return add
+
+
+for _name, _schedule in [
+    ("infersent", InferSent),
+    ("constant", Constant),
+    ("linear", Linear),
+    ("cosine", Cosine),
+]:
+    register_lr_schedule(_name)(_schedule)
 
 
 def build_lr_schedule(
     config: OptimConfig, optimizers: dict[str, torch.optim.Optimizer], main_task: str
 ) -> LrSchedule:
-    return SCHEDULES[config.lr_schedule](config, optimizers, main_task)
+    return LR_SCHEDULES[config.lr_schedule](config, optimizers, main_task)
 
 
 def warmup_then_decay(step: int, warmup: int, total: int) -> float:

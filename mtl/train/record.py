@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mtl import plugins
 from mtl.config import from_dict
 from mtl.errors import UserError
 from mtl.runs import RunFolder
@@ -24,6 +25,7 @@ def read_run_record(run_dir: Path) -> dict[str, Any]:
         raise UserError(f"{path} cannot be read ({reason}): restore it, or start a new run") from None
     if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
         raise UserError(f"{path} has no 'config' table: restore it, or start a new run")
+    plugins.require(record.get("plugins"), f"run {run_dir}")  # before its config names what they register
     return record
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mtl import atomic, jsonfile
+from mtl import atomic, jsonfile, metrics, plugins
 from mtl.atomic import check_output_dir
 from mtl.config import to_dict
 from mtl.distributed import Distributed
@@ -69,6 +69,12 @@ def train_new(
             "inputs": trainer.data.fingerprints,
             "world_size": dist.world_size,
             "python": sys.version.split()[0],
+            "plugins": plugins.loaded(),  # resuming needs them given again (or installed)
+            # each task's metric and its direction, so a reader of the folder needs no task's code
+            "metrics": {
+                name: {"metric": task.metric, "higher_is_better": metrics.higher_is_better(task.metric)}
+                for name, task in trainer.data.tasks.items()
+            },
         }
         atomic.write_text(run_dir / "config.json", jsonfile.dumps(record, indent=2) + "\n", "run config")
     return run_dir, trainer.fit()

@@ -8,9 +8,24 @@ draw each step's task with probability proportional to dataset size, or to size*
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-SCHEDULES = ("blocks", "round_robin", "proportional", "temperature")
+# A schedule's rule: the task (of `scheduler.tasks`) that trains at global step `step`; a pure
+# function of the step (and the scheduler's seed), so a resumed run draws the same tasks.
+ScheduleRule = Callable[["Scheduler", int], str]
+SCHEDULES: dict[str, ScheduleRule] = {}
+
+
+def register_schedule(name: str) -> Callable[[ScheduleRule], ScheduleRule]:
+    """Make a rule available to schedule=NAME (a decorator)."""
+
+    def add(rule: ScheduleRule) -> ScheduleRule:
+        SCHEDULES[name] = rule
+        return rule
+
+    return add
 
 
 class Scheduler:
@@ -24,31 +39,33 @@ class Scheduler:
     ):
         if kind not in SCHEDULES:
             raise ValueError(f"unknown schedule {kind!r}: choose one of {', '.join(SCHEDULES)}")
-        self.kind, self.seed = kind, seed
+        self.kind, self.seed, self.temperature = kind, seed, temperature
         self.tasks = [task for task, count in steps.items() if count > 0]
         self.steps = {task: steps[task] for task in self.tasks}
+        self.sizes = sizes or {}
         self.cycle = sum(self.steps.values())
-        if kind in ("proportional", "temperature"):
-            sizes = sizes or {}
-            power = 1.0 if kind == "proportional" else 1.0 / temperature
-            # size**power in log space: a small temperature would overflow the powers themselves.
-            logs = power * np.log([float(sizes[task]) for task in self.tasks])
-            weights = np.exp(logs - logs.max())
-            self.probabilities = weights / weights.sum()
+        self._probabilities: dict[float, np.ndarray] = {}
 
     def task_at(self, step: int) -> str:
         if len(self.tasks) == 1:
             return self.tasks[0]
-        if self.kind == "blocks":
-            offset = step % self.cycle
-            for task in self.tasks:
-                if offset < self.steps[task]:
-                    return task
-                offset -= self.steps[task]
-        if self.kind == "round_robin":
-            return self.tasks[step % len(self.tasks)]
+        return SCHEDULES[self.kind](self, step)
+
+    def probabilities(self, power: float) -> np.ndarray:
+        """Each task's share when drawn by size**power."""
+        if power not in self._probabilities:
+            # size**power in log space: a small temperature would overflow the powers themselves.
+            logs = power * np.log([float(self.sizes[task]) for task in self.tasks])
+            weights = np.exp(logs - logs.max())
+            self._probabilities[power] = weights / weights.sum()
+        return self._probabilities[power]
+
+    def drawn(self, step: int, power: float) -> str:
+        """A task drawn for `step` with probability proportional to its size**power, from a
+        generator seeded by (seed, step)."""
         draw = np.random.default_rng([self.seed, step]).random()
-        return self.tasks[int(np.searchsorted(np.cumsum(self.probabilities), draw, side="right"))]
+        cumulative = np.cumsum(self.probabilities(power))
+        return self.tasks[int(np.searchsorted(cumulative, draw, side="right"))]
 
     def block_ends_after(self, step: int) -> bool:
         """Whether `step` is the last of a block: a run of steps of one task.
@@ -63,3 +80,30 @@ class Scheduler:
 
     def is_cycle_end(self, step: int) -> bool:
         return (step + 1) % self.cycle == 0
+
+
+@register_schedule("blocks")
+def blocks(scheduler: Scheduler, step: int) -> str:
+    """`<task>.steps` of each task in turn, the cycle repeated (Liu et al. 2018, Section 4)."""
+    offset = step % scheduler.cycle
+    for task in scheduler.tasks:
+        if offset < scheduler.steps[task]:
+            return task
+        offset -= scheduler.steps[task]
+    raise AssertionError("an offset within the cycle falls in one of its blocks")
+
+
+@register_schedule("round_robin")
+def round_robin(scheduler: Scheduler, step: int) -> str:
+    return scheduler.tasks[step % len(scheduler.tasks)]
+
+
+@register_schedule("proportional")
+def proportional(scheduler: Scheduler, step: int) -> str:
+    return scheduler.drawn(step, 1.0)
+
+
+@register_schedule("temperature")
+def temperature(scheduler: Scheduler, step: int) -> str:
+    """size**(1/T), as in T5 and jiant."""
+    return scheduler.drawn(step, 1.0 / scheduler.temperature)

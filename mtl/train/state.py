@@ -6,9 +6,13 @@ import enum
 import os
 import secrets
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from mtl import metrics
 from mtl.train.phases import Phases
+
+if TYPE_CHECKING:  # the step's module holds the model's parts; the state is plain data
+    from mtl.train.step import StepResult
 
 
 class StopReason(enum.Enum):
@@ -58,6 +62,59 @@ class TrainState:
             elif task == main_task:
                 self.stalls += 1
         return improved
+
+    def after_step(
+        self, task: str, metric: str, result: StepResult, lr: float, train_size: int, task_id: int
+    ) -> dict[str, Any]:
+        """Count a finished step of `task`; its record (the row metrics.jsonl and W&B get)."""
+        self.global_step += 1
+        self.task_steps[task] += 1
+        self.train_seconds += result.seconds
+        self.task_examples[task] = self.task_examples.get(task, 0) + result.examples
+        self.phases.step(result.loss)
+        return {
+            metrics.GLOBAL_STEP: self.global_step,
+            metrics.of_task(task, "step"): self.task_steps[task],
+            metrics.train(task, "loss"): result.loss,
+            metrics.train(task, metric): result.score,
+            metrics.of_task(task, "lr"): lr,
+            metrics.of_task(task, "grad_norm"): result.grad_norm,
+            metrics.of_task(task, "examples_per_s"): result.examples / result.seconds,
+            # passes over the task's training data so far (fractional), for epoch-based comparisons
+            metrics.of_task(task, "epoch"): self.task_examples[task] / train_size,
+            metrics.TASK_ID: task_id,  # which block a step is in, on any chart
+        }
+
+    def after_evaluation(
+        self, results: dict[str, float], task_metrics: dict[str, str], main_task: str
+    ) -> tuple[dict[str, bool], bool]:
+        """Record a dev evaluation: which tasks improved on their best, and whether the main task's
+        metric makes this the best checkpoint (then `best` holds its results)."""
+        # Signed so that higher is better for every task (a perplexity counts negated).
+        dev = {
+            name: metrics.signed(metric, results[metrics.evaluation(name, "dev", metric)])
+            for name, metric in task_metrics.items()
+        }
+        improved = self.record_evaluation(dev, main_task)
+        main = metrics.evaluation(main_task, "dev", task_metrics[main_task])
+        new_best = metrics.is_better(main, results[main], self.best[main] if self.best else None)
+        if new_best:
+            self.best = {"step": self.global_step, **results}
+        return improved, new_best
+
+    def summary(self, reason: StopReason, results: dict[str, Any], counts: dict[str, int]) -> dict[str, Any]:
+        """A finished run's summary.json: why it stopped, its steps, examples and time per task,
+        the best checkpoint's `results`, its phases and parameter `counts`."""
+        return {
+            "stop_reason": reason.value,
+            metrics.GLOBAL_STEP: self.global_step,
+            **{metrics.steps(task): n for task, n in self.task_steps.items()},
+            **{metrics.examples(task): n for task, n in self.task_examples.items()},
+            "train_seconds": self.train_seconds,
+            **results,
+            **self.phases.summary(),
+            **counts,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values, so checkpoints stay loadable without mtl."""

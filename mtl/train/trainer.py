@@ -20,14 +20,8 @@ from mtl import atomic, jsonfile, metrics
 from mtl.distributed import Distributed
 from mtl.errors import UserError
 from mtl.runs import RunFolder
-from mtl.train.callbacks import Callbacks, MetricsLog, ProgressBar, start_tracking
-from mtl.train.checkpointer import (
-    Checkpointer,
-    embedding_parts,
-    encoder_metadata,
-    pretrained_exporter,
-    sentence_transformer_exporter,
-)
+from mtl.train.callbacks import Callbacks, callback_names, open_run_logs
+from mtl.train.checkpointer import Checkpointer, encoder_metadata, export_final_encoder
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData, prepare
 from mtl.train.evaluate import evaluate_tasks
@@ -37,7 +31,6 @@ from mtl.train.prefetch import Prefetcher
 from mtl.train.resolve import resolve_settings
 from mtl.train.runlog import NullLog, RunLog
 from mtl.train.setup import build_setup
-from mtl.train.shared_words import pruned_state, trained_rows
 from mtl.train.state import StopReason, TrainState
 from mtl.train.step import Diverged, StepResult, TaskStep
 from mtl.train.stopping import stop_reason
@@ -55,6 +48,7 @@ class Trainer:
     ):
         self.run_dir, self.files = Path(run_dir), RunFolder(Path(run_dir))
         self.dist = dist or Distributed()
+        callback_names(config.run.callbacks)  # an unknown one stops the run before any work
         self.progress = progress and self.dist.is_main
         self.device = self.dist.device(config.run.device)
         torch.manual_seed(config.run.seed)
@@ -86,21 +80,10 @@ class Trainer:
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         counts = self.model.parameter_counts()
-        details = {"world_size": self.dist.world_size, **counts}
-        tracker = start_tracking(
-            self.config, self.data, self.run_dir, self.state.wandb_id, resume, details, self.command
-        )
-        self.checkpointer.attach(tracker, self.state.wandb_id, counts)
-        if resume and self.state.best is not None:
-            self.checkpointer.log_best(self.state.best)
-        self.log = RunLog(
-            self.files.metrics,
-            tracker,
-            resume_at_byte=self.state.metrics_bytes if resume else None,
-            every=self.config.run.wandb_every,
-        )
-        bar = ProgressBar(self.state.global_step, self.config.optim.max_steps, self.progress)
-        self.callbacks = Callbacks(MetricsLog(self.log, tracker, lambda: self.state.phases.rows), bar)
+        self.log, self.callbacks = open_run_logs(
+            self.config, self.data, self.run_dir, self.state, self.checkpointer, counts, self.dist.world_size,
+            resume, self.command, self.progress,
+        )  # fmt: skip
         if not resume:
             print(
                 f"trainable parameters: {counts['params/trainable']:,} (encoder {counts['params/encoder']:,}; "
@@ -169,35 +152,16 @@ class Trainer:
         """One optimizer step of `task` on the training examples `rows` (the global batch); returns its record."""
         state, metric = self.state, self.data.tasks[task].metric
         self.lr_schedule.before_step(state.global_step)
-        result: StepResult = self.step(
-            task,
-            rows,
-            state.global_step,
-            self.prefetcher.take(task, rows) if self.prefetcher.enabled else None,
-            self._prefetch_next,
-        )
+        prepared = self.prefetcher.take(task, rows) if self.prefetcher.enabled else None
+        result: StepResult = self.step(task, rows, state.global_step, prepared, self._prefetch_next)
         if not math.isfinite(result.loss):  # caught after the update: the run stops without saving it
             latest = self.checkpointer.latest_step
             raise Diverged.at(
                 task, result.loss, state, self.files.latest if latest is not None else None, latest
             )
-        state.global_step += 1
-        state.task_steps[task] += 1
-        state.train_seconds += result.seconds
-        state.task_examples[task] = state.task_examples.get(task, 0) + result.examples
-        state.phases.step(result.loss)
-        record = {
-            metrics.GLOBAL_STEP: state.global_step,
-            metrics.of_task(task, "step"): state.task_steps[task],
-            metrics.train(task, "loss"): result.loss,
-            metrics.train(task, metric): result.score,
-            metrics.of_task(task, "lr"): self.lr_schedule.lr(task),
-            metrics.of_task(task, "grad_norm"): result.grad_norm,
-            metrics.of_task(task, "examples_per_s"): result.examples / result.seconds,
-            # passes over the task's training data so far (fractional), for epoch-based comparisons
-            metrics.of_task(task, "epoch"): state.task_examples[task] / self.train_sizes[task],
-            metrics.TASK_ID: self.task_ids[task],  # which block a step is in, on any chart
-        }
+        record = state.after_step(
+            task, metric, result, self.lr_schedule.lr(task), self.train_sizes[task], self.task_ids[task]
+        )
         self.callbacks.on_step(task, record)
         return record
 
@@ -236,18 +200,11 @@ class Trainer:
         record.update({metrics.of_task(task, "step"): n for task, n in state.task_steps.items()})
         record.update({**results, metrics.EVENT: "evaluation"})
         self.callbacks.on_event({**record, metrics.phase("eval_seconds"): time.perf_counter() - started})
-        # Signed so that higher is better for every task (a perplexity counts negated).
-        dev = {
-            name: results[metrics.evaluation(name, "dev", task.metric)] * (1 if task.higher_is_better else -1)
-            for name, task in tasks.items()
-        }
-        for name, improved in state.record_evaluation(dev, self.config.main_task).items():
-            self.lr_schedule.after_evaluation(name, improved)
-        main_task = tasks[self.config.main_task]
-        main = metrics.evaluation(self.config.main_task, "dev", main_task.metric)
-        sign = 1 if main_task.higher_is_better else -1
-        if state.best is None or sign * results[main] > sign * state.best[main]:
-            state.best = {"step": state.global_step, **results}
+        task_metrics = {name: task.metric for name, task in tasks.items()}
+        improved, new_best = state.after_evaluation(results, task_metrics, self.config.main_task)
+        for name, better in improved.items():
+            self.lr_schedule.after_evaluation(name, better)
+        if new_best:
             self._event("checkpoint", best=True)
             self.checkpointer.save_best(self.model.state_dict(), state.best)
         self._save_latest()
@@ -272,47 +229,15 @@ class Trainer:
         self.model.load_state_dict(best["model"])
         results = {metrics.best(key): value for key, value in best["best"].items()}
         results.update({metrics.best(k): v for k, v in self.evaluate("test").items()})
-        exporter = pretrained_exporter(self.config, self.data, self.model.encoder, self.run_dir.name)
-        encoder_state, words = self.model.encoder.state_dict(), None
-        if self.data.vocabulary is not None:  # only words the run trained on or that have a public vector
-            rows = trained_rows(self.data, self.setup.streams)
-            encoder_state = pruned_state(encoder_state, rows, len(self.data.vocabulary))
-            words = [self.data.vocabulary.words[i] for i in rows]
-        portable = sentence_transformer_exporter(
-            self.config, self.data, self.model.encoder, self.run_dir.name, words
+        portable = export_final_encoder(
+            self.checkpointer, self.config, self.data, self.model, self.setup.streams, results
         )
-        parts = {
-            path: {
-                k: v
-                for k, v in self.model.get_submodule(path).state_dict().items()
-                if k != "embedding.weight"
-            }
-            for path in embedding_parts(self.data)
-        }
-        self.checkpointer.export_encoder(
-            encoder_state,
-            self.files.encoder,
-            results,
-            exporter,
-            parts,
-            None if isinstance(portable, str) else portable,
-            words,
-        )
-        summary = {
-            "stop_reason": reason.value,
-            metrics.GLOBAL_STEP: state.global_step,
-            **{metrics.steps(task): n for task, n in state.task_steps.items()},
-            **{metrics.examples(task): n for task, n in state.task_examples.items()},
-            "train_seconds": state.train_seconds,
-            **results,
-            **state.phases.summary(),
-            **self.model.parameter_counts(),
-            # encoder/ loads in sentence-transformers, or why it does not exist
-            "sentence_transformers": portable if isinstance(portable, str) else "encoder",
-            "wandb_artifacts": {
-                "model": self.checkpointer.model_artifact,
-                "encoder": self.checkpointer.encoder_artifact,
-            },
+        summary = state.summary(reason, results, self.model.parameter_counts())
+        # encoder/ loads in sentence-transformers, or why it does not exist
+        summary["sentence_transformers"] = portable if isinstance(portable, str) else "encoder"
+        summary["wandb_artifacts"] = {
+            "model": self.checkpointer.model_artifact,
+            "encoder": self.checkpointer.encoder_artifact,
         }
         self.callbacks.on_event(
             {metrics.GLOBAL_STEP: state.global_step, metrics.EVENT: "finished", **results}

@@ -1,0 +1,7 @@
+"""SentEval-style transfer: the task registry and readers (`registry`, `tasks`), the protocols
+(`suite`, `classifiers`, `senteval_classifier`, `selfattn`) and the report file (`report_file`).
+
+Importing any part registers the built-in tasks first, so a registry read anywhere is complete.
+"""
+
+from mtl.eval.transfer import tasks  # noqa: F401  (registers the SentEval tasks)

@@ -10,7 +10,7 @@ training fold. The folds are those of the task's protocol (10, or 5 with mode=fa
 authors' own module (senteval_selfattention.py in kolchinski/NLI_2018) builds its two linear
 maps with their dimensions swapped, so it runs only when a sentence is as long as d_a: mtl
 follows the formula the paper prints. Relatedness and STS tasks take no trained classifier of
-this kind (suite.SELFATTN_TASKS lists the tasks that do).
+this kind (their registry entries say `attention`).
 """
 
 from __future__ import annotations

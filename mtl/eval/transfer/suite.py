@@ -12,7 +12,6 @@ from typing import Annotated, Literal
 import numpy as np
 from tqdm.auto import tqdm
 
-from mtl import atomic, jsonfile
 from mtl.atomic import check_output_dir
 from mtl.config import AtLeast0, AtLeast1, Range
 from mtl.console import progress_stream, say
@@ -27,40 +26,19 @@ from mtl.eval.encoder import (
     pretrained_encoder,
 )
 from mtl.eval.transfer import classifiers as protocol_fns
-from mtl.eval.transfer import selfattn, senteval_classifier
+from mtl.eval.transfer import report_file, selfattn, senteval_classifier
 from mtl.eval.transfer.classifiers import Protocol, pair_features, relatedness_features
 from mtl.eval.transfer.provenance import evaluated, weights_digest
+from mtl.eval.transfer.registry import default_tasks, spec
 from mtl.eval.transfer.senteval_classifier import OPTIMIZERS, SentEvalParams, valid_optimizer
-from mtl.eval.transfer.senteval_format import micro_macro, senteval_results
-from mtl.eval.transfer.tasks import READERS, Split, TransferTask, read_task
+from mtl.eval.transfer.senteval_format import micro_macro
+from mtl.eval.transfer.tasks import Split, TransferTask, read_task
 from mtl.locks import FolderLock
 from mtl.models.encoders.base import EncoderConfig
 from mtl.paths import data_dir
 from mtl.runs import RunFolder, run_folder_of
 from mtl.text.vectors import resolve_vectors_path
 from mtl.tracking import Tracker
-
-# Table 2 of Liu et al. (2018) first, then the other SentEval tasks.
-COLUMNS = [
-    "MR",
-    "CR",
-    "MPQA",
-    "SUBJ",
-    "SST2",
-    "SST5",
-    "SICK-E",
-    "SICK-R",
-    "STS14",
-    "TREC",
-    "MRPC",
-    "STS-B",
-    "STS12",
-    "STS13",
-    "STS15",
-    "STS16",
-]
-# What pooling=selfattn can train attention for: the classification tasks.
-SELFATTN_TASKS = ["MR", "CR", "MPQA", "SUBJ", "SST2", "SST5", "SICK-E", "TREC", "MRPC"]
 
 
 @dataclass
@@ -144,23 +122,21 @@ class TransferConfig:
                 f"pooling=selfattn trains attention and its own classifier per task: use mode=standard or "
                 f"fast, not mode={self.mode}"
             )
-        if self.pooling == "selfattn" and (scored := [t for t in self.task_names if t not in SELFATTN_TASKS]):
+        attention = default_tasks(attention=True)
+        if self.pooling == "selfattn" and (scored := [t for t in self.task_names if not spec(t).attention]):
             raise UserError(
                 f"pooling=selfattn trains attention per classification task; {', '.join(scored)} "
-                f"take no classifier of that kind: choose among {', '.join(SELFATTN_TASKS)}"
+                f"take no classifier of that kind: choose among {', '.join(attention)}"
             )
         if not self.task_names:
             raise UserError(f"tasks={self.tasks!r} names no task: give all or a list such as MR,CR,STS14")
         for name in self.task_names:
-            if name not in READERS:
-                raise UserError(f"unknown transfer task {name!r}: choose from {', '.join(READERS)}")
+            spec(name)  # an unknown name: a one-line error with the choices
 
     @property
     def task_names(self) -> list[str]:
-        if self.tasks.strip().lower() == "all" and self.pooling == "selfattn":
-            return [c for c in COLUMNS if c in SELFATTN_TASKS]
         if self.tasks.strip().lower() == "all":
-            return [c for c in COLUMNS if c in READERS]
+            return default_tasks(attention=self.pooling == "selfattn")
         return [t.strip() for t in self.tasks.split(",") if t.strip()]
 
 
@@ -357,12 +333,7 @@ def senteval_params(config: TransferConfig) -> SentEvalParams | None:
 
 
 def report_name(config: TransferConfig) -> str:
-    """One report per protocol and pooling, so runs with other settings never overwrite it."""
-    parts = [] if config.mode == "standard" else [config.mode]
-    parts += ["mlp"] if config.classifier == "mlp" else []
-    parts += [f"pool-{config.pooling}"] if config.pooling else []
-    parts += [f"frac{config.train_fraction:g}"] if config.train_fraction < 1 else []
-    return "-".join(["transfer", *parts])
+    return report_file.report_name(config.mode, config.classifier, config.pooling, config.train_fraction)
 
 
 def run(config: TransferConfig) -> tuple[Path, dict]:
@@ -428,8 +399,8 @@ def _evaluate_all(
                     f"evaluates its best checkpoint so far (step {entry['step']}); the report records it, "
                     "and just report and just compare flag it once the run has exported its final encoder"
                 )
-    report["results"] = _earlier_results(out / f"{name}.json", report)
-    items = read_items(out / f"{name}{ITEMS_SUFFIX}", report["results"])
+    report["results"] = report_file.earlier_results(out / f"{name}.json", report)
+    items = report_file.read_items(out / f"{name}{report_file.ITEMS_SUFFIX}", report["results"])
     tracker = Tracker.start(
         job_type="transfer-eval",
         config={**asdict(config), "dim": encoder.dim},
@@ -463,10 +434,10 @@ def _evaluate_all(
         results[task_name] = {**result, "seconds": round(time.perf_counter() - task_started, 1)}
         report["results"][task_name] = results[task_name]
         report["seconds"] = round(time.perf_counter() - started, 1)
-        _write(out, name, report, items)  # each result is kept as soon as it exists
+        report_file.write(out, name, report, items)  # each result is kept as soon as it exists
         bar.clear()  # the line goes above the bar (stdout, with the table that follows; the bar is on stderr)
         print(
-            f"  {task_name:<7} {headline(task_name, results[task_name]):>10}  "
+            f"  {task_name:<7} {report_file.headline(task_name, results[task_name]):>10}  "
             f"({results[task_name]['seconds']:.0f} s)",
             flush=True,
         )
@@ -477,7 +448,7 @@ def _evaluate_all(
     tracker.table(  # one row per task and metric: tasks report different metrics
         "transfer",
         ["task", "headline", "metric", "value"],
-        [[t, headline(t, r), k, v] for t, r in results.items() for k, v in r.items()],
+        [[t, report_file.headline(t, r), k, v] for t, r in results.items() for k, v in r.items()],
     )
     tracker.summary({f"transfer/{t}/{k}": v for t, r in results.items() for k, v in r.items()})
     if aggregate := micro_macro(report["results"]):  # InferSent's Figure 4 plots the micro one against dim
@@ -505,90 +476,3 @@ def training_group(run_dir: Path) -> str | None:
         return run.get("group") or run.get("name")
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def _earlier_results(path: Path, report: dict) -> dict[str, dict[str, float]]:
-    """Results of tasks not re-run this time, from an earlier report of the same encoder and settings."""
-    try:
-        earlier = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    keys = ("encoder", "source", "vectors", "mode", "pooling", "evaluated")  # the same weights, too
-    same = all(earlier.get(key) == report.get(key) for key in keys)
-    return dict(earlier.get("results", {})) if same and isinstance(earlier.get("results"), dict) else {}
-
-
-def headline(task: str, result: dict[str, float]) -> str:
-    """The number Table 2 shows: accuracy in %, Pearson for relatedness, Pearson/Spearman for STS."""
-    if "all/pearson" in result:
-        keys = ["all/pearson", "all/spearman"]
-    elif "pearson" in result:
-        keys = ["pearson"]
-    else:
-        keys = ["acc", "f1"] if task == "MRPC" else ["acc"]
-    if any(result.get(key) is None for key in keys):
-        return "n/a"  # a score that was not finite (e.g. a constant prediction's correlation)
-    if "all/pearson" in result:
-        return f"{result['all/pearson']:.2f}/{result['all/spearman']:.2f}".replace("0.", ".")
-    if "pearson" in result:
-        return f"{result['pearson']:.4f}"
-    if task == "MRPC":
-        return f"{100 * result['acc']:.2f}/{100 * result['f1']:.2f}"
-    return f"{100 * result['acc']:.2f}"
-
-
-def markdown(report: dict) -> str:
-    tasks = [c for c in COLUMNS if c in report["results"]]
-    dim = report["dim"] if report["dim"] is not None else "-"
-    return "\n".join(
-        [
-            f"| model | dim | {' | '.join(tasks)} |",
-            f"|---|---:|{'---:|' * len(tasks)}",
-            f"| {report['encoder']} | {dim} | {' | '.join(headline(t, report['results'][t]) for t in tasks)} |",
-            "",
-            f"mode {report['mode']}, pooling {report['pooling'] or 'as trained'}, {report['seconds']:.0f} s. "
-            "Accuracy (%) for classification (MRPC: accuracy/F1), Pearson for SICK-R and STS-B, "
-            "Pearson/Spearman (mean over subsets) for STS12-16."
-            + (
-                f" Dev accuracy over {', '.join(aggregate['tasks'])}: micro {aggregate['micro']:.2f}, "
-                f"macro {aggregate['macro']:.2f} (InferSent, Table 3)."
-                if (aggregate := report.get("aggregate"))
-                else ""
-            ),
-            "",
-        ]
-    )
-
-
-ITEMS_SUFFIX = ".items.npz"  # beside <report>.json: each task's predictions and gold values per test item
-
-
-def _write(out: Path, name: str, report: dict, items: dict[str, dict[str, np.ndarray]]) -> None:
-    report = {**report, "results": {t: report["results"][t] for t in COLUMNS if t in report["results"]}}
-    report["aggregate"] = micro_macro(report["results"])
-    text = jsonfile.dumps(report, indent=2) + "\n"
-    shaped = jsonfile.dumps(senteval_results(report["results"], items), indent=2) + "\n"
-    atomic.write_text(out / f"{name}.senteval.json", shaped, "transfer report")
-    with (
-        atomic.atomic_path(out / f"{name}{ITEMS_SUFFIX}", "transfer items") as partial,
-        open(partial, "wb") as f,
-    ):
-        np.savez(
-            f, **{f"{task}/{key}": values for task, arrays in items.items() for key, values in arrays.items()}
-        )
-    atomic.write_text(out / f"{name}.json", text, "transfer report")
-    atomic.write_text(out / f"{name}.md", markdown(report), "transfer report")
-
-
-def read_items(path: Path, tasks: dict) -> dict[str, dict[str, np.ndarray]]:
-    """The per-item arrays of `tasks` (results kept from an earlier evaluation) from `path`."""
-    items: dict[str, dict[str, np.ndarray]] = {}
-    try:
-        with np.load(path, allow_pickle=False) as saved:
-            for key in saved.files:
-                task, _, name = key.partition("/")
-                if task in tasks:
-                    items.setdefault(task, {})[name] = saved[key]
-    except (OSError, ValueError, KeyError):
-        return {}  # none yet, or damaged: those tasks simply have no items until evaluated again
-    return items

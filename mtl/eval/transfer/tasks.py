@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mtl.errors import UserError
+from mtl.eval.transfer.registry import register_transfer_task, spec
 
 
 @dataclass
@@ -206,27 +208,32 @@ def _read_sts(year: int) -> Callable[[Path], TransferTask]:
     return read
 
 
-READERS: dict[str, Callable[[Path], TransferTask]] = {
-    "MR": read_mr,
-    "CR": read_cr,
-    "SUBJ": read_subj,
-    "MPQA": read_mpqa,
-    "SST2": read_sst2,
-    "SST5": read_sst5,
-    "TREC": read_trec,
-    "MRPC": read_mrpc,
-    "SICK-E": read_sick_e,
-    "SICK-R": read_sick_r,
-    "STS-B": read_stsb,
-    **{f"STS{year % 100}": _read_sts(year) for year in range(2012, 2017)},
-}
+# Table 2 of Liu et al. (2018) first, then the other SentEval tasks: the order of every report.
+for _name, _reader, _protocol, _metrics, _attention in [
+    ("MR", read_mr, "cv", ("acc",), True),
+    ("CR", read_cr, "cv", ("acc",), True),
+    ("MPQA", read_mpqa, "cv", ("acc",), True),
+    ("SUBJ", read_subj, "cv", ("acc",), True),
+    ("SST2", read_sst2, "dev", ("acc",), True),
+    ("SST5", read_sst5, "dev", ("acc",), True),
+    ("SICK-E", read_sick_e, "dev", ("acc",), True),
+    ("SICK-R", read_sick_r, "relatedness", ("pearson",), False),
+    ("STS14", _read_sts(2014), "sts", ("all/pearson", "all/spearman"), False),
+    ("TREC", read_trec, "trec", ("acc",), True),
+    ("MRPC", read_mrpc, "trec", ("acc", "f1"), True),
+    ("STS-B", read_stsb, "relatedness", ("pearson",), False),
+    *(
+        (f"STS{year % 100}", _read_sts(year), "sts", ("all/pearson", "all/spearman"), False)
+        for year in (2012, 2013, 2015, 2016)
+    ),
+]:
+    register_transfer_task(_name, _protocol, _metrics, _attention)(_reader)
 
 
 def read_task(name: str, root: Path) -> TransferTask:
-    if name not in READERS:
-        raise UserError(f"unknown transfer task {name!r}: choose from {', '.join(READERS)}")
+    registered = spec(name)
     try:
-        task = READERS[name](root)
+        task = dataclasses.replace(registered.read(root), kind=registered.protocol)  # the registry decides
     except UserError:
         raise
     except (OSError, ValueError, IndexError, KeyError) as error:  # a damaged or partial SentEval folder

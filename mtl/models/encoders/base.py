@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 import torch
 from torch import nn
 
-from mtl.config import AtLeast0, AtLeast1, Range, check_fields
+from mtl.config import AtLeast0, AtLeast1, OneOf, Range, check_fields
 from mtl.device import to_device
 from mtl.errors import UserError
 
@@ -19,9 +19,9 @@ Pooling = Literal["max", "mean", "max+mean", "sum", "selfattn", "cls", "last"]
 
 @dataclass
 class EncoderConfig:
-    encoder: Literal[
-        "bilstm", "bilstm2", "lstm", "gru", "transformer", "decomposable", "innerattention", "hconvnet", "hf"
-    ] = "bilstm"  # the shared encoder; hf: a pretrained transformers model (hf_model=)
+    encoder: Annotated[str, OneOf(ENCODERS)] = (
+        "bilstm"  # the shared encoder (a registered name); hf: a pretrained transformers model (hf_model=)
+    )
     hidden: AtLeast1 = 2048  # per direction (BiLSTMs, LSTM, GRU), model width (transformer, decomposable)
     pooling: Literal["auto", "max", "mean", "max+mean", "sum", "selfattn", "cls", "last"] = (
         "auto"  # over real positions; auto: mean for encoder=hf, else max; cls: hf only; last: RNNs' final state;

@@ -1,0 +1,124 @@
+"""An mtl plugin: one of each extension, registered from outside the package.
+
+    just train-multitask plugins=experiments/plugins/example.py tasks=nli,hypothesis_only \
+        hypothesis_only.source=... encoder=bow_projection callbacks=loss_watch
+    just transfer plugins=experiments/plugins/example.py run=runs/<run> tasks=MR,SUBJ-1K
+
+- a task kind, `hypothesis_only`: SNLI's label from the hypothesis alone, the probe of the
+  annotation artifacts NLI models exploit (Gururangan et al. 2018; Poliak et al. 2018);
+- an encoder, `bow_projection`: the mean of the word vectors through a learned linear map and
+  tanh, a trained bag of words (the baseline of Conneau et al. 2017, Table 4, with a projection);
+- a transfer task, `SUBJ-1K`: SUBJ's first 500 subjective and 500 objective sentences, a quick
+  check of an encoder under 10-fold cross-validation;
+- a callback, `loss_watch`: each task's mean training loss per block, written to
+  `<run>/loss_watch.jsonl` (what a user's own monitoring would do).
+
+Nothing here is imported by a file that names it: a run trained with it records `plugins:
+["example"]`, and resuming it, transferring it or loading its encoder needs `plugins=` again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from mtl.config import AtLeast1
+from mtl.data.texts import LabelledTexts
+from mtl.eval.transfer.tasks import read_task
+from mtl.models.encoders.base import length_mask
+from mtl.registry import (
+    Callback,
+    Encoder,
+    EncoderConfig,
+    EncoderTraits,
+    Split,
+    TransferTask,
+    register_callback,
+    register_encoder,
+    register_task,
+    register_transfer_task,
+)
+from mtl.tasks.nli import NLI, NLIConfig
+from mtl.tasks.pairs import single_recipe
+
+
+@dataclass
+class HypothesisOnlyConfig(NLIConfig):
+    kind: str = "hypothesis_only"
+    steps: AtLeast1 = 500  # steps per block
+    display: str = "SNLI hypothesis only"
+
+
+@register_task
+class HypothesisOnly(NLI):
+    kind = "hypothesis_only"
+    config_class = HypothesisOnlyConfig
+    display = "SNLI hypothesis only"
+    fixed_index = None
+    legacy_keys = {}
+    recipe = single_recipe(classes=3)
+
+    def load(self, split: str) -> LabelledTexts | None:
+        pairs = super().load(split)
+        return None if pairs is None else LabelledTexts([pairs.columns[1]], pairs.labels)
+
+
+class BowProjection(Encoder):
+    fixed_pooling = True  # the mean is the architecture: encode(pooling=) cannot change it
+
+    def __init__(self, embedding: nn.Embedding, hidden: int):
+        super().__init__(embedding)
+        self.projection = nn.Linear(embedding.embedding_dim, hidden)
+        self.output_dim = hidden
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        mask = length_mask(lengths, tokens.shape[1], tokens.device)  # (B, T)
+        vectors = self.embedding(tokens) * mask[:, :, None]
+        mean = vectors.sum(dim=1) / mask.sum(dim=1, keepdim=True).clamp(min=1)
+        return torch.tanh(self.projection(mean))
+
+
+@register_encoder("bow_projection", EncoderTraits(own_pooling="the mean of the word vectors"))
+def build(embedding: nn.Embedding, config: EncoderConfig) -> BowProjection:
+    return BowProjection(embedding, config.hidden)
+
+
+@register_transfer_task("SUBJ-1K", protocol="cv", metrics=("acc",), attention=True, in_all=False)
+def read_subj_1k(root: Path) -> TransferTask:
+    split = read_task("SUBJ", root).splits["all"]
+    chosen = [
+        i
+        for label in sorted(set(split.labels))
+        for i in [i for i, value in enumerate(split.labels) if value == label][:500]
+    ]
+    return TransferTask(
+        "SUBJ-1K",
+        "cv",
+        {"all": Split([[split.sentences[0][i] for i in chosen]], [split.labels[i] for i in chosen])},
+    )
+
+
+@register_callback("loss_watch")
+class LossWatch(Callback):
+    def __init__(self, config, run_dir: Path):
+        self.path = Path(run_dir) / "loss_watch.jsonl"
+        self.losses: dict[str, list[float]] = {}
+
+    def on_step(self, task: str, record: dict) -> None:
+        self.losses.setdefault(task, []).append(record[f"{task}/train/loss"])
+
+    def on_event(self, record: dict) -> None:
+        if record.get("phase/event") == "block_end" and self.losses:
+            task, losses = next(iter(self.losses.items()))
+            with open(self.path, "a", encoding="utf-8") as out:
+                out.write(
+                    json.dumps(
+                        {"step": record["global_step"], "task": task, "loss": sum(losses) / len(losses)}
+                    )
+                    + "\n"
+                )
+            self.losses.clear()

@@ -1,0 +1,82 @@
+"""One entry per transfer task: how its data is read, which protocol scores it, the metrics its
+headline shows (with their direction, from `mtl.metrics`) and whether pooling=selfattn can train
+attention for it. The suite, the report file, `just report`, `just compare`, `just decompose` and
+W&B's tables all take their task lists and columns from here, so a task registered by a plugin
+appears in each of them.
+
+Imports nothing of the suite: the read side (`mtl.analysis`) uses it without loading a protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtl.errors import UserError
+
+# How a task is scored (suite.evaluate_task): k-fold cross-validation on one split; TREC's
+# cross-validation on train then its test set; train/dev/test; SICK-R-style relatedness;
+# unsupervised STS (cosine against gold scores on every subset).
+PROTOCOLS = ("cv", "trec", "dev", "relatedness", "sts")
+
+
+@dataclass(frozen=True)
+class TransferTaskSpec:
+    name: str
+    read: Callable[[Path], Any]  # SentEval's downstream folder -> a `tasks.TransferTask`
+    protocol: str  # one of PROTOCOLS
+    metrics: tuple[str, ...]  # the headline's values, the ranking one first (acc; acc, f1; pearson)
+    attention: bool = False  # a classification task pooling=selfattn can train attention for
+    in_all: bool = True  # part of tasks=all
+
+
+TRANSFER_TASKS: dict[str, TransferTaskSpec] = {}
+
+
+def register_transfer_task(
+    name: str,
+    protocol: str,
+    metrics: tuple[str, ...] = ("acc",),
+    attention: bool = False,
+    in_all: bool = True,
+) -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
+    """Register a transfer task's reader under `name` (a decorator): `tasks=NAME` evaluates it,
+    and every report shows its headline after the tasks registered before it."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"transfer task {name}: protocol {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+
+    def add(reader: Callable[[Path], Any]) -> Callable[[Path], Any]:
+        TRANSFER_TASKS[name] = TransferTaskSpec(name, reader, protocol, tuple(metrics), attention, in_all)
+        return reader
+
+    return add
+
+
+def spec(name: str) -> TransferTaskSpec:
+    if name not in TRANSFER_TASKS:
+        raise UserError(f"unknown transfer task {name!r}: choose from {', '.join(TRANSFER_TASKS)}")
+    return TRANSFER_TASKS[name]
+
+
+def default_tasks(attention: bool = False) -> list[str]:
+    """What tasks=all evaluates (with pooling=selfattn: the tasks that can train attention)."""
+    return [n for n, s in TRANSFER_TASKS.items() if s.in_all and (s.attention or not attention)]
+
+
+def ordered(names: Any) -> list[str]:
+    """`names` in the order of the registry (Table 2's columns first), then any unknown by name:
+    a report written with a plugin that is not loaded now still shows its tasks."""
+    names = set(names)
+    return [n for n in TRANSFER_TASKS if n in names] + sorted(names - set(TRANSFER_TASKS))
+
+
+def headline_metrics(name: str, result: dict[str, Any]) -> tuple[str, ...]:
+    """The metrics of a task's headline: its registered ones, or for a task unknown here the first
+    of acc, pearson, all/pearson+spearman that its result holds."""
+    if name in TRANSFER_TASKS:
+        return TRANSFER_TASKS[name].metrics
+    if "all/pearson" in result:
+        return ("all/pearson", "all/spearman")
+    return ("pearson",) if "pearson" in result else ("acc",)

@@ -1,0 +1,132 @@
+"""The transfer report as a file format: its name, its headline numbers, its markdown table, and
+the per-item arrays beside it; written by the suite, read by `just report`, `just compare` and
+`just decompose` (which never load a protocol).
+
+    <run>/<name>.json            encoder, source, mode, pooling, dim, results: task -> metrics
+    <run>/<name>.md              Table 2's row of the encoder
+    <run>/<name>.senteval.json   the same results in SentEval's layout
+    <run>/<name>.items.npz       per test item: predictions and gold values (what compare resamples)
+
+`<name>` is `transfer`, then the protocol's settings: `transfer-fast-pool-mean`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mtl import atomic, jsonfile
+from mtl.eval.transfer.registry import headline_metrics, ordered
+from mtl.eval.transfer.senteval_format import micro_macro, senteval_results
+
+ITEMS_SUFFIX = ".items.npz"  # beside <report>.json: each task's predictions and gold values per test item
+
+
+def report_name(mode: str, classifier: str, pooling: str | None, train_fraction: float) -> str:
+    """One report per protocol and pooling, so runs with other settings never overwrite it."""
+    parts = [] if mode == "standard" else [mode]
+    parts += ["mlp"] if classifier == "mlp" else []
+    parts += [f"pool-{pooling}"] if pooling else []
+    parts += [f"frac{train_fraction:g}"] if train_fraction < 1 else []
+    return "-".join(["transfer", *parts])
+
+
+def report_paths(folder: Path) -> list[Path]:
+    """Every transfer report of a run folder (`transfer.json`, `transfer-fast.json`, ...)."""
+    return [p for p in sorted(Path(folder).glob("transfer*.json")) if not p.name.endswith(".senteval.json")]
+
+
+def read_report(path: Path) -> dict[str, Any] | None:
+    """A report's record, or None when it is missing, damaged or not a report."""
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return report if isinstance(report, dict) and isinstance(report.get("results"), dict) else None
+
+
+def _formatted(metric: str, value: float) -> str:
+    if metric.startswith("all/"):  # STS: the mean over subsets, as Table 2 prints it (.65)
+        return f"{value:.2f}".replace("0.", ".")
+    if metric in ("pearson", "spearman"):
+        return f"{value:.4f}"
+    if metric in ("acc", "f1") or metric.endswith(("_acc", "recall_at_1")):
+        return f"{100 * value:.2f}"
+    return f"{value:.4g}"
+
+
+def headline(task: str, result: dict[str, float]) -> str:
+    """The number Table 2 shows: accuracy in %, Pearson for relatedness, Pearson/Spearman for STS
+    (the task's registered metrics, joined by /)."""
+    keys = headline_metrics(task, result)
+    if any(result.get(key) is None for key in keys):
+        return "n/a"  # a score that was not finite (e.g. a constant prediction's correlation)
+    return "/".join(_formatted(key, float(result[key])) for key in keys)
+
+
+def markdown(report: dict) -> str:
+    tasks = ordered(report["results"])
+    dim = report["dim"] if report["dim"] is not None else "-"
+    return "\n".join(
+        [
+            f"| model | dim | {' | '.join(tasks)} |",
+            f"|---|---:|{'---:|' * len(tasks)}",
+            f"| {report['encoder']} | {dim} | {' | '.join(headline(t, report['results'][t]) for t in tasks)} |",
+            "",
+            f"mode {report['mode']}, pooling {report['pooling'] or 'as trained'}, {report['seconds']:.0f} s. "
+            "Accuracy (%) for classification (MRPC: accuracy/F1), Pearson for SICK-R and STS-B, "
+            "Pearson/Spearman (mean over subsets) for STS12-16."
+            + (
+                f" Dev accuracy over {', '.join(aggregate['tasks'])}: micro {aggregate['micro']:.2f}, "
+                f"macro {aggregate['macro']:.2f} (InferSent, Table 3)."
+                if (aggregate := report.get("aggregate"))
+                else ""
+            ),
+            "",
+        ]
+    )
+
+
+def write(out: Path, name: str, report: dict, items: dict[str, dict[str, np.ndarray]]) -> None:
+    """The report's four files, each atomically; the .json last (what readers look for)."""
+    report = {**report, "results": {t: report["results"][t] for t in ordered(report["results"])}}
+    report["aggregate"] = micro_macro(report["results"])
+    text = jsonfile.dumps(report, indent=2) + "\n"
+    shaped = jsonfile.dumps(senteval_results(report["results"], items), indent=2) + "\n"
+    atomic.write_text(out / f"{name}.senteval.json", shaped, "transfer report")
+    with (
+        atomic.atomic_path(out / f"{name}{ITEMS_SUFFIX}", "transfer items") as partial,
+        open(partial, "wb") as f,
+    ):
+        np.savez(
+            f, **{f"{task}/{key}": values for task, arrays in items.items() for key, values in arrays.items()}
+        )
+    atomic.write_text(out / f"{name}.json", text, "transfer report")
+    atomic.write_text(out / f"{name}.md", markdown(report), "transfer report")
+
+
+def read_items(path: Path, tasks: dict) -> dict[str, dict[str, np.ndarray]]:
+    """The per-item arrays of `tasks` (results kept from an earlier evaluation) from `path`."""
+    items: dict[str, dict[str, np.ndarray]] = {}
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            for key in saved.files:
+                task, _, name = key.partition("/")
+                if task in tasks:
+                    items.setdefault(task, {})[name] = saved[key]
+    except (OSError, ValueError, KeyError):
+        return {}  # none yet, or damaged: those tasks simply have no items until evaluated again
+    return items
+
+
+def earlier_results(path: Path, report: dict) -> dict[str, dict[str, float]]:
+    """Results of tasks not re-run this time, from an earlier report of the same encoder and settings."""
+    earlier = read_report(path)
+    if earlier is None:
+        return {}
+    keys = ("encoder", "source", "vectors", "mode", "pooling", "evaluated")  # the same weights, too
+    same = all(earlier.get(key) == report.get(key) for key in keys)
+    return dict(earlier["results"]) if same else {}

@@ -1,0 +1,115 @@
+"""User code that registers tasks, encoders, transfer tasks, callbacks and schedules, loaded only
+when the user names it: `plugins=NAME,...` on the command line (a module name or a `.py` path), or
+a package installed with an entry point in the group `mtl.plugins`.
+
+Files stay data: a preset, task file, run folder or encoder that names a plugin never imports it.
+A run records the plugins it was trained with (config.json, encoder.json); resuming it, transferring
+it or loading its encoder needs them loaded again and otherwise stops with one line naming them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from mtl.errors import UserError
+
+ENTRY_POINT_GROUP = "mtl.plugins"
+KEY = "plugins"  # plugins=a,b on any command line
+ENVIRONMENT = "MTL_PLUGINS"  # what a command named, for the processes it starts
+
+_loaded: dict[str, str] = {}  # plugin name -> how it came (the path or module given, or installed)
+_installed_loaded = False
+
+
+def name_of(spec: str) -> str:
+    """The name a run records for `plugins=spec`: a module's dotted name, a `.py` file's stem."""
+    spec = spec.strip()
+    return Path(spec).stem if spec.endswith(".py") else spec
+
+
+def load(specs: str | Sequence[str]) -> list[str]:
+    """Import each plugin of `specs` (a comma list or names); its registrations take effect."""
+    names = []
+    for spec in [s.strip() for s in (specs.split(",") if isinstance(specs, str) else specs) if s.strip()]:
+        name = name_of(spec)
+        if name not in _loaded:
+            _import(spec, name)
+            _loaded[name] = spec
+        names.append(name)
+    return names
+
+
+def _import(spec: str, name: str) -> None:
+    if spec.endswith(".py"):
+        path = Path(spec).expanduser()
+        if not path.is_file():
+            raise UserError(f"plugins={spec}: no such file: give a .py file or an importable module name")
+        module_spec = importlib.util.spec_from_file_location(f"mtl_plugin_{name}", path)
+        assert module_spec is not None and module_spec.loader is not None
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_spec.name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(module_spec.name, None)
+            raise
+        return
+    try:
+        importlib.import_module(spec)
+    except ModuleNotFoundError as error:
+        if error.name is None or not spec.startswith(error.name):
+            raise  # the plugin was found, and a module it imports was not: its own traceback says which
+        raise UserError(
+            f"plugins={spec}: no module {error.name!r} is importable: install its package, or give the "
+            "path of a .py file"
+        ) from None
+
+
+def load_installed() -> list[str]:
+    """Import every plugin of the installed packages' `mtl.plugins` entry points (once)."""
+    global _installed_loaded
+    if not _installed_loaded:
+        _installed_loaded = True
+        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if entry.module not in _loaded:
+                entry.load()
+                _loaded[entry.module] = f"installed ({entry.name})"
+    return list(_loaded)
+
+
+def loaded() -> list[str]:
+    """The names of the plugins loaded in this process, in the order they came."""
+    return list(_loaded)
+
+
+def require(names: Iterable[str] | None, what: str) -> None:
+    """Stop with one line when a plugin `what` was made with is not loaded (installed ones are
+    loaded first)."""
+    names = [n for n in (names or []) if isinstance(n, str)]
+    if names and any(n not in _loaded for n in names):
+        load_installed()
+    if missing := [n for n in names if n not in _loaded]:
+        raise UserError(
+            f"{what} was made with the plugin{'s' * (len(missing) > 1)} {', '.join(missing)}: give "
+            f"plugins={','.join(missing)} (its module or .py file) or install it; a run folder never "
+            "imports code by itself"
+        )
+
+
+def load_for_command(args: Sequence[str]) -> list[str]:
+    """Load the plugins a command line names (`plugins=`), those its parent process named (torchrun's
+    ranks, a sweep's runs inherit `MTL_PLUGINS`) and the installed ones; return the other arguments.
+    What was named is passed on to the processes this one starts."""
+    given = [a.partition("=")[2] for a in args if a.startswith(f"{KEY}=")]
+    specs = [s.strip() for v in [os.environ.get(ENVIRONMENT, ""), *given] for s in v.split(",") if s.strip()]
+    load(specs)
+    load_installed()
+    if specs:
+        os.environ[ENVIRONMENT] = ",".join(dict.fromkeys(specs))
+    return [a for a in args if not a.startswith(f"{KEY}=")]

@@ -1,0 +1,48 @@
+"""Every extension point of mtl, one registry each, for a plugin to add to:
+
+    from mtl.registry import register_task, register_encoder, register_transfer_task
+
+    register_task          a task kind (a `Task` subclass with its config): tasks=KIND
+    register_encoder       a sentence encoder's builder and traits: encoder=NAME
+    register_transfer_task a transfer task's reader, protocol and metrics: just transfer tasks=NAME
+    register_callback      side work around the training loop: callbacks=NAME
+    register_schedule      which task trains at each step: schedule=NAME
+    register_lr_schedule   an lr schedule over each task's optimizer: lr_schedule=NAME
+    register_direction     which way a new metric is better (a loss, an error rate: lower)
+
+Load the plugin with `plugins=my_module` (or `plugins=./my_plugin.py`) on the command line, or
+install it with an entry point in the group `mtl.plugins`; `experiments/plugins/example.py`
+registers one of each kind.
+"""
+
+from mtl.eval.transfer.registry import register_transfer_task
+from mtl.eval.transfer.tasks import Split, TransferTask, read_task
+from mtl.metrics import register_direction
+from mtl.models.encoders.base import Encoder, EncoderConfig, EncoderTraits
+from mtl.models.encoders.base import register as register_encoder
+from mtl.tasks.base import Task, TaskConfig
+from mtl.tasks.base import register as register_task
+from mtl.train.callbacks import Callback, register_callback
+from mtl.train.lr_schedules import LrSchedule, register_lr_schedule
+from mtl.train.scheduler import Scheduler, register_schedule
+
+__all__ = [
+    "Callback",
+    "Encoder",
+    "EncoderConfig",
+    "EncoderTraits",
+    "LrSchedule",
+    "Scheduler",
+    "Split",
+    "Task",
+    "TaskConfig",
+    "TransferTask",
+    "read_task",
+    "register_callback",
+    "register_direction",
+    "register_encoder",
+    "register_lr_schedule",
+    "register_schedule",
+    "register_task",
+    "register_transfer_task",
+]

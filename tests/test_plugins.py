@@ -1,0 +1,120 @@
+"""Plugins: experiments/plugins/example.py registers a task kind, an encoder, a transfer task and a
+callback from outside the package; a run with all four trains, resumes exactly, transfers and
+reports, and a run folder never imports its plugin by itself."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtl import cli, plugins
+from mtl.errors import UserError
+from mtl.eval.transfer.registry import TRANSFER_TASKS
+from mtl.models.encoders.base import ENCODERS, TRAITS
+from mtl.tasks import KINDS
+from mtl.train import run
+from mtl.train.callbacks import CALLBACKS
+
+from .conftest import FIXTURES, deterministic_summary, start_run
+
+EXAMPLE = Path(__file__).parents[1] / "experiments" / "plugins" / "example.py"
+
+
+@pytest.fixture
+def example():
+    """The example plugin loaded as `plugins=` loads it; everything it registered removed after."""
+    before = {
+        "kinds": dict(KINDS),
+        "encoders": dict(ENCODERS),
+        "traits": dict(TRAITS),
+        "transfer": dict(TRANSFER_TASKS),
+        "callbacks": dict(CALLBACKS),
+    }
+    plugins.load(str(EXAMPLE))
+    yield
+    for registry, saved in (
+        (KINDS, before["kinds"]),
+        (ENCODERS, before["encoders"]),
+        (TRAITS, before["traits"]),
+        (TRANSFER_TASKS, before["transfer"]),
+        (CALLBACKS, before["callbacks"]),
+    ):
+        registry.clear()
+        registry.update(saved)
+    plugins._loaded.pop("example", None)
+    sys.modules.pop("mtl_plugin_example", None)
+
+
+PLUGIN_ARGS = (
+    "tasks=nli,hypothesis_only",
+    f"hypothesis_only.source={FIXTURES / 'snli_tiny'}",
+    "hypothesis_only.steps=2",
+    "hypothesis_only.batch=8",
+    "encoder=bow_projection",
+    "callbacks=loss_watch",
+    "max_steps=12",
+)
+
+
+def test_a_run_of_every_plugin_extension_resumes_exactly_and_needs_its_plugin_again(
+    example, tiny_data, tmp_path, capsys
+):
+    run_dir, straight = start_run(tiny_data, tmp_path / "straight", *PLUGIN_ARGS)
+    assert straight["steps/hypothesis_only"] == 4 and 0 <= straight["best/hypothesis_only/test/acc"] <= 1
+    record = json.loads((run_dir / "config.json").read_text())
+    assert record["plugins"] == ["example"]
+    assert record["metrics"]["hypothesis_only"] == {"metric": "acc", "higher_is_better": True}
+    assert json.loads((run_dir / "encoder.json").read_text())["plugins"] == ["example"]
+    watched = [json.loads(line) for line in (run_dir / "loss_watch.jsonl").read_text().splitlines()]
+    assert [row["task"] for row in watched] == ["nli", "hypothesis_only"] * 2  # blocks end at 3, 5, 8, 10
+
+    killed, _ = start_run(tiny_data, tmp_path / "killed", *PLUGIN_ARGS, killed_after=7)
+    with pytest.MonkeyPatch.context() as patch:  # a process not given plugins=: the folder imports nothing
+        patch.setattr(plugins, "_loaded", {})
+        patch.setattr(plugins, "_installed_loaded", True)
+        with pytest.raises(UserError, match=r"made with the plugin example: give plugins=example"):
+            run.resume(killed, progress=False)
+        assert cli.main(["train-multitask", f"resume={killed}"]) == 2
+        assert "plugins=example" in capsys.readouterr().err
+    _, resumed = run.resume(killed, progress=False)
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
+
+
+def test_plugins_on_the_command_line_register_before_the_keys_are_checked(tmp_path, capsys):
+    assert cli.main(["train-multitask", "encoder=bow_projection", "--print-config"]) == 2
+    assert "is not valid: choose one of bilstm" in (err := capsys.readouterr().err) and "plugins=" in err
+    assert cli.main(["train-multitask", "plugins=./no-such-plugin.py", "--help"]) == 2
+    assert "plugins=./no-such-plugin.py: no such file" in capsys.readouterr().err
+    assert cli.main(["train-multitask", "plugins=no_such_module_anywhere", "--help"]) == 2
+    assert "no module 'no_such_module_anywhere'" in capsys.readouterr().err
+
+
+def test_a_plugin_given_on_the_command_line_lists_its_names_in_help(example, capsys, monkeypatch):
+    monkeypatch.delenv(plugins.ENVIRONMENT, raising=False)
+    assert cli.main(["train-multitask", f"plugins={EXAMPLE}", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "bow_projection" in text
+    assert plugins.ENVIRONMENT in __import__("os").environ  # passed on to torchrun's ranks and a sweep's runs
+
+
+def test_a_plugin_transfer_task_is_evaluated_and_reported_with_no_other_edit(
+    example, tiny_data, tmp_path, shared_data
+):
+    from mtl.eval.transfer.report_file import markdown
+    from mtl.eval.transfer.suite import TransferConfig
+    from mtl.eval.transfer.suite import run as transfer
+    from mtl.report import ReportConfig
+    from mtl.report import run as report
+
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", *PLUGIN_ARGS)
+    config = TransferConfig(
+        run=str(run_dir), tasks="SUBJ-1K", mode="fast", data=str(shared_data / "senteval" / "downstream"),
+        wandb="disabled",
+    )
+    _, results = transfer(config)
+    assert results["results"]["SUBJ-1K"]["ntest"] == 1000
+    assert "SUBJ-1K" in markdown(results) and "SUBJ-1K" in (run_dir / "transfer-fast.json").read_text()
+    page = report([str(run_dir)], ReportConfig(out=str(tmp_path / "report.html"))).read_text()
+    assert "SUBJ-1K (fast)" in page
+    assert "SNLI hypothesis only" in page
