@@ -21,18 +21,19 @@ from typing import Literal
 import numpy as np
 from tqdm.auto import tqdm
 
-from mtl import jsonfile
-from mtl.atomic import check_output_dir, write_folder
-from mtl.config import AtLeast0, AtLeast1, flattened
+from mtl.config import AtLeast0, AtLeast1, apply_overrides, flattened
 from mtl.console import progress_stream
 from mtl.data.classifsquad import COLUMNS, SENTENCES, describe_folder, is_build, to_dataset_dict
 from mtl.data.squad import Article, load_squad, resolve_squad_source
 from mtl.errors import UserError
-from mtl.locks import FolderLock
+from mtl.files import jsonfile
+from mtl.files.atomic import check_output_dir, write_folder
+from mtl.files.locks import FolderLock
 from mtl.text import load_vectors, resolve_vectors_path
 from mtl.text.coverage import Coverage
 from mtl.text.tokenizer import make_tokenizer
-from mtl.tracking import Tracker
+from mtl.tracking.tracker import Tracker
+from mtl.train.presets import build_preset_dir, preset_overrides
 
 DROP_REASONS = (
     "question_oov",
@@ -511,3 +512,34 @@ def sample_rows(splits: dict, seed: int) -> list[list[object]]:
             i = first_of[questions[q]]
             rows.append([split, *(cols[name][i] for name in (*SENTENCES, "label"))])
     return rows
+
+
+def config_from_args(args: Sequence[str]) -> BuildConfig:
+    """`preset=NAME` (experiments/builds/) first, then every other key=value over it."""
+    presets = [a.partition("=")[2] for a in args if a.startswith("preset=")]
+    base = apply_overrides(
+        BuildConfig(), preset_overrides(presets[-1], build_preset_dir()) if presets else []
+    )
+    return apply_overrides(base, [a for a in args if not a.startswith("preset=")])  # they override it
+
+
+def command(args: Sequence[str]) -> None:
+    """`just build-classifsquad`."""
+    print(format_summary(build(config_from_args(args))))
+
+
+def format_summary(summary: dict) -> str:
+    lines = [
+        f"ClassifSQuAD written to {summary['out']} in {summary['seconds']:.1f} s "
+        f"(vectors {summary['vectors']['file']}, scope {summary['config']['scope']})"
+    ]
+    for split, stats in summary["splits"].items():
+        dropped = ", ".join(f"{k} {v}" for k, v in stats["dropped_questions"].items())
+        skipped = ", ".join(f"{k} {v}" for k, v in stats["skipped_pairs"].items())
+        lines.append(
+            f"  {split}: {stats['examples']:,} examples from {stats['unique_questions']:,} of "
+            f"{stats['questions']:,} questions, label 1 fraction {stats['label_answer1_fraction']:.3f}"
+        )
+        lines.append(f"    dropped questions: {dropped}")
+        lines.append(f"    skipped pairs: {skipped}")
+    return "\n".join(lines)

@@ -9,286 +9,47 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mtl import metrics, plugins
+from mtl import plugins
 from mtl.config import apply_overrides, describe_keys, paths_and_keys
 from mtl.console import say
 from mtl.errors import UserError
-from mtl.launch import LOST_A_PEER, rank_says
-from mtl.runs import RunFolder
+from mtl.runtime.ranks import LOST_A_PEER, rank_says
 from mtl.train.interrupts import PARENT_DIED
-
-
-def build_classifsquad(args: Sequence[str]) -> None:
-    from dataset_builders.classifsquad import build
-
-    print(format_build_summary(build(build_config(args))))
-
-
-def build_config(args: Sequence[str]) -> Any:
-    from dataset_builders.classifsquad import BuildConfig
-    from mtl.train.presets import build_preset_dir, preset_overrides
-
-    presets = [a.partition("=")[2] for a in args if a.startswith("preset=")]
-    base = apply_overrides(
-        BuildConfig(), preset_overrides(presets[-1], build_preset_dir()) if presets else []
-    )
-    return apply_overrides(base, [a for a in args if not a.startswith("preset=")])  # they override it
-
-
-def train_config(args: Sequence[str]) -> Any:
-    """train-multitask's config; with resume=, the run's recorded one with the keys given over it."""
-    from mtl.train import run
-
-    resume = [a.partition("=")[2] for a in args if a.startswith("resume=")]
-    if resume:
-        return run.resumed_config(resume[-1], [a for a in args if not a.startswith("resume=")])
-    return run.config_from_args(args)
-
-
-def format_build_summary(summary: dict) -> str:
-    lines = [
-        f"ClassifSQuAD written to {summary['out']} in {summary['seconds']:.1f} s "
-        f"(vectors {summary['vectors']['file']}, scope {summary['config']['scope']})"
-    ]
-    for split, stats in summary["splits"].items():
-        dropped = ", ".join(f"{k} {v}" for k, v in stats["dropped_questions"].items())
-        skipped = ", ".join(f"{k} {v}" for k, v in stats["skipped_pairs"].items())
-        lines.append(
-            f"  {split}: {stats['examples']:,} examples from {stats['unique_questions']:,} of "
-            f"{stats['questions']:,} questions, label 1 fraction {stats['label_answer1_fraction']:.3f}"
-        )
-        lines.append(f"    dropped questions: {dropped}")
-        lines.append(f"    skipped pairs: {skipped}")
-    return "\n".join(lines)
-
-
-def bench_build(args: Sequence[str]) -> None:
-    from mtl.bench import build as bench
-
-    config = apply_overrides(bench.BenchBuildConfig(), args)
-    print(bench.report(bench.run(config), config))
-
-
-def bench_train(args: Sequence[str]) -> None:
-    from mtl.bench import train as bench
-
-    config = apply_overrides(bench.BenchTrainConfig(), args)
-    if config.only != "objectives":
-        print(bench.report(bench.run(config)))
-    if config.objectives:
-        from mtl.bench import objectives
-
-        objectives.run(config)
-
-
-def sweep_configs(args: Sequence[str]) -> dict[str, Any]:
-    """Each member's config, by member name: what `just sweep args` would train."""
-    from mtl import sweep as sweeps
-    from mtl.config import to_dict
-
-    return {
-        member.name: to_dict(train_config(member.overrides)) for member in sweeps.parse(list(args)).members()
-    }
-
-
-def sweep(args: Sequence[str]) -> None:
-    from mtl import sweep as sweeps
-
-    spec = sweeps.parse(list(args))
-    outcomes = sweeps.run(spec)
-    print(sweeps.summary(spec, outcomes))
-    if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
-        raise UserError(f"{len(failed)} of the sweep's runs failed ({', '.join(failed)}): see their logs")
-
-
-def report(args: Sequence[str]) -> None:
-    from mtl import report as reports
-
-    paths, keys = paths_and_keys(args)
-    out = reports.run(paths, apply_overrides(reports.ReportConfig(), keys))
-    print(f"report written to {out}")
-
-
-def dashboard(args: Sequence[str]) -> None:
-    from mtl import dashboard as dashboards
-
-    config = apply_overrides(dashboards.DashboardConfig(), args)
-    where = dashboards.run(config)
-    print(f"workspace {'written to' if config.spec else 'saved:'} {where}")
-
-
-def bench_encode(args: Sequence[str]) -> None:
-    from mtl.bench import encode as bench
-
-    print(bench.report(bench.run(apply_overrides(bench.BenchEncodeConfig(), args))))
-
-
-def bench_loop(args: Sequence[str]) -> None:
-    from mtl.bench import loop as bench
-
-    print(bench.report(bench.run(apply_overrides(bench.BenchLoopConfig(), args))))
-
-
-def bench_ranks(args: Sequence[str]) -> None:
-    from mtl.bench import ranks as bench
-
-    config = apply_overrides(bench.BenchRanksConfig(), args)
-    print(bench.report(bench.run(config), config.threads))
-
-
-def bench_hf(args: Sequence[str]) -> None:
-    from mtl.bench import hf as bench
-
-    config = apply_overrides(bench.BenchHFConfig(), args)
-    print(bench.report(bench.run(config), config))
-
-
-def bench_transfer(args: Sequence[str]) -> None:
-    from mtl.bench import transfer as bench
-
-    config = apply_overrides(bench.BenchTransferConfig(), args)
-    print(bench.report(bench.run(config)))
-
-
-def compare(args: Sequence[str]) -> None:
-    from mtl import significance
-
-    paths, keys = paths_and_keys(args)
-    config = apply_overrides(significance.SignificanceConfig(), keys)
-    out, text = significance.run(paths, config)
-    print(text)
-    print(f"written to {out} and {out.with_suffix('.json')}")
-
-
-def decompose(args: Sequence[str]) -> None:
-    from mtl import decompose as decomposition
-
-    print(decomposition.run(apply_overrides(decomposition.DecomposeConfig(), args)))
-
-
-def maxpool(args: Sequence[str]) -> None:
-    from mtl import maxpool as picks
-
-    out, text = picks.run(apply_overrides(picks.MaxPoolConfig(), args))
-    print(text)
-    print(f"page written to {out}")
-
-
-def neighbours(args: Sequence[str]) -> None:
-    from mtl import neighbours as search
-
-    print(search.run(apply_overrides(search.NeighboursConfig(), args)))
-
-
-def compare_objectives(args: Sequence[str]) -> None:
-    from mtl.compare import CompareConfig, compare
-
-    print(f"written to {compare(apply_overrides(CompareConfig(), args))}")
-
-
-def export_encoder(args: Sequence[str]) -> None:
-    from mtl import share
-
-    config = apply_overrides(share.ExportConfig(), args)
-    out, kept, dropped = share.export_encoder(config)
-    which = "words of the vectors file" if config.vocabulary == "public" else "words of the run's export"
-    print(
-        f"encoder written to {out} with {kept:,} {which} ({dropped:,} words left out map to the unknown vector)"
-    )
-
-
-def fuzz(args: Sequence[str]) -> None:
-    from mtl import fuzz as fuzzing
-
-    print(fuzzing.run(apply_overrides(fuzzing.FuzzConfig(), args)))
-
-
-def transfer(args: Sequence[str]) -> None:
-    from mtl.eval.transfer import report_file, suite
-
-    config = apply_overrides(suite.TransferConfig(), args)
-    out, report = suite.run(config)
-    print(report_file.markdown(report))
-    name = suite.report_name(config)  # transfer-fast, transfer-senteval-mlp, ...: the report's own name
-    print(f"written to {out / f'{name}.json'} and {out / f'{name}.md'}")
-
-
-def train_multitask(args: Sequence[str]) -> None:
-    import torch.distributed
-
-    from mtl.train import run
-
-    if int(os.environ.get("RANK", "0")) > 0:  # under torchrun, rank 0 speaks for all
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the process's lifetime)
-    resume = [a.partition("=")[2] for a in args if a.startswith("resume=")]
-    rest = [a for a in args if not a.startswith("resume=")]
-    if resume:
-        run_dir, summary = run.resume(resume[-1], overrides=rest)
-    else:
-        run_dir, summary = run.start(run.config_from_args(args), command=args)
-    if torch.distributed.is_initialized():  # after a failure a dead peer could make this hang: exit instead
-        # Every rank arrives before any tears down: a rank still in gloo when its peer's process
-        # exits aborts (SIGABRT), which failed a resumed 2-rank run that had finished its training.
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
-    print(format_train_summary(run_dir, summary))
-
-
-def format_train_summary(run_dir, summary: dict) -> str:
-    results = ", ".join(
-        f"{metrics.without_prefix(k)} {v:.4f}" for k, v in summary.items() if metrics.is_best_evaluation(k)
-    )
-    steps = ", ".join(
-        f"{metrics.without_prefix(k)} {v}" for k, v in summary.items() if k.startswith(metrics.steps(""))
-    )
-    run = RunFolder(run_dir)
-    if (run.pretrained_encoder / "config.json").is_file():  # encoder=hf: a transformers model folder
-        exported = f"{run.pretrained_encoder} (Hugging Face and sentence-transformers format)"
-    else:
-        exported = f"{run.encoder} with its weights in {run.encoder.with_suffix('.safetensors').name}"
-        if run.pretrained_encoder.is_dir():
-            exported += f", and {run.pretrained_encoder} (sentence-transformers format)"
-        elif why := summary.get("sentence_transformers"):
-            exported += f" (no sentence-transformers folder: {why})"
-    return (
-        f"run {run_dir}: stopped by {summary['stop_reason']} after {summary['global_step']} steps ({steps})\n"
-        f"  best checkpoint (step {summary[metrics.best('step')]}): {results}\n"
-        f"  trainable parameters {summary['params/trainable']:,}; encoder exported to {exported}"
-    )
 
 
 @dataclass(frozen=True)
 class Command:
-    run: Callable[[Sequence[str]], None]
+    """A command of the table: its module's `command(args)` runs it, imported only then."""
+
+    module: str  # where `command(args: Sequence[str])` is
+    config: str  # "module:Class", the config whose keys it takes (its --help)
     summary: str
-    config: Callable[[], Any]  # the config whose keys the command takes
-    extra_keys: tuple[tuple[str, str, str], ...] = ()
+    extra_keys: tuple[tuple[str, str, str], ...] = ()  # arguments that are not config keys
     task_keys: bool = False  # takes tasks= (its rows are built when help is asked: they import the tasks)
-    resolve: Callable[[Sequence[str]], Any] | None = None  # the config its arguments make (--print-config)
+    resolve: str = ""  # "module:function" making its config from its arguments (--print-config)
+
+    def run(self, args: Sequence[str]) -> None:
+        importlib.import_module(self.module).command(args)
+
+    def config_class(self) -> Any:
+        module, _, name = self.config.partition(":")
+        return getattr(importlib.import_module(module), name)
 
     def resolved_config(self, args: Sequence[str]) -> Any:
         """The config the command would run with: presets, then its keys; defaults made concrete
         later (from the data, the device) are left as given: a run's config.json has those."""
-        if self.resolve is not None:
-            return self.resolve(args)
-        return apply_overrides(self.config(), paths_and_keys(args)[1])
-
-
-def _config(module: str, name: str) -> Callable[[], Any]:
-    """A factory of the config class `module.name`, imported only when a command needs it."""
-
-    def make() -> Any:
-        return getattr(importlib.import_module(module), name)()
-
-    return make
+        if self.resolve:
+            module, _, name = self.resolve.partition(":")
+            return getattr(importlib.import_module(module), name)(args)
+        return apply_overrides(self.config_class()(), paths_and_keys(args)[1])
 
 
 def _task_keys() -> tuple[tuple[str, str, str], ...]:
-    from mtl.tasks import DEFAULT_TASKS, KINDS
+    from mtl.tasks import DEFAULT_TASKS, KINDS  # the task kinds, imported when their help is asked
     from mtl.train.config import legacy_keys
 
     old = ", ".join(f"{key}=" for key in legacy_keys() if "." not in key)
@@ -303,11 +64,21 @@ def _task_keys() -> tuple[tuple[str, str, str], ...]:
     )
 
 
+TRAIN_KEYS = (
+    (
+        "preset",
+        "none",
+        "a preset in experiments/ (cpu-small, paper-blstm2048-nli, ...) or a file (./mine.toml); keys override it",
+    ),
+    ("resume", "none", "continue runs/<run> where its last checkpoint left it"),
+    ("plugins", "none", "modules or .py files that register tasks, encoders, ... (comma-separated)"),
+)
+
 COMMANDS: dict[str, Command] = {
     "build-classifsquad": Command(
-        build_classifsquad,
+        "dataset_builders.classifsquad",
+        "dataset_builders.classifsquad:BuildConfig",
         "SQuAD v1.1 -> ClassifSQuAD triples on disk",
-        _config("dataset_builders.classifsquad", "BuildConfig"),
         (
             (
                 "preset",
@@ -315,128 +86,118 @@ COMMANDS: dict[str, Command] = {
                 "a build preset in experiments/builds/ (classifsquad-paper) or a file; keys override it",
             ),
         ),
-        resolve=build_config,
+        resolve="dataset_builders.classifsquad:config_from_args",
     ),
     "bench-build": Command(
-        bench_build,
+        "mtl.bench.build",
+        "mtl.bench.build:BenchBuildConfig",
         "wall time of a full build, vector cache cold and warm",
-        _config("mtl.bench.build", "BenchBuildConfig"),
     ),
     "train-multitask": Command(
-        train_multitask,
+        "mtl.train.run",
+        "mtl.train.config:TrainConfig",
         "multitask training of a shared sentence encoder (SNLI and ClassifSQuAD by default; tasks=)",
-        _config("mtl.train.config", "TrainConfig"),
-        (
-            (
-                "preset",
-                "none",
-                "a preset in experiments/ (cpu-small, paper-blstm2048-nli, ...) or a file (./mine.toml); "
-                "keys override it",
-            ),
-            ("resume", "none", "continue runs/<run> where its last checkpoint left it"),
-        ),
+        TRAIN_KEYS,
         task_keys=True,
-        resolve=train_config,
+        resolve="mtl.train.run:config_from_command",
     ),
     "train-distributed": Command(
-        lambda args: importlib.import_module("mtl.launch").train_distributed(args),
+        "mtl.train.launch",
+        "mtl.train.config:TrainConfig",
         "train-multitask over N processes of this machine with torchrun (N first, then its keys)",
-        _config("mtl.train.config", "TrainConfig"),
-        (("N", "none", "the number of processes (one per GPU, or per share of the CPU cores)"),),
+        (("N", "none", "the number of processes (one per GPU, or per share of the CPU cores)"), *TRAIN_KEYS),
         task_keys=True,
-        resolve=lambda args: train_config(args[1:] if args[:1] and args[0].isdigit() else args),
+        resolve="mtl.train.launch:config_from_command",
     ),
     "sweep": Command(
-        sweep,
+        "mtl.train.sweep",
+        "mtl.train.sweep:SweepConfig",
         "a grid of training runs in one W&B group (a named sweep such as fig2, or key=v1,v2 axes)",
-        _config("mtl.sweep", "SweepConfig"),
         (
             ("NAME", "none", "a sweep in experiments/sweeps/ (fig2); its keys come first"),
             ("KEY", "none", "any train-multitask key; comma-separated values make an axis of the grid"),
         ),
-        resolve=sweep_configs,
+        resolve="mtl.train.sweep:member_configs",
     ),
     "report": Command(
-        report,
+        "mtl.analysis.report",
+        "mtl.analysis.report:ReportConfig",
         "one HTML page of plots and results from run folders, a sweep folder or a W&B group",
-        _config("mtl.report", "ReportConfig"),
         (("PATH", "none", "run folders (runs/<run>) or a sweep folder (runs/sweeps/<sweep>)"),),
     ),
     "dashboard": Command(
-        dashboard,
+        "mtl.analysis.dashboard",
+        "mtl.analysis.dashboard:DashboardConfig",
         "a saved W&B workspace with mtl's panels (online), or its JSON with spec=PATH",
-        _config("mtl.dashboard", "DashboardConfig"),
     ),
     "bench-train": Command(
-        bench_train,
+        "mtl.bench.train",
+        "mtl.bench.train:BenchTrainConfig",
         "a training step of mtl next to the 2018 code's and a bare-LSTM floor, at 300-d",
-        _config("mtl.bench.train", "BenchTrainConfig"),
     ),
     "bench-encode": Command(
-        bench_encode,
+        "mtl.bench.encode",
+        "mtl.bench.encode:BenchEncodeConfig",
         "sentences/s of encode() next to an InferSent-style encoder, with encode()'s time by stage",
-        _config("mtl.bench.encode", "BenchEncodeConfig"),
     ),
     "bench-loop": Command(
-        bench_loop,
+        "mtl.bench.loop",
+        "mtl.bench.loop:BenchLoopConfig",
         "a whole training run's examples/s next to the same steps timed alone",
-        _config("mtl.bench.loop", "BenchLoopConfig"),
     ),
     "bench-ranks": Command(
-        bench_ranks,
+        "mtl.bench.ranks",
+        "mtl.bench.ranks:BenchRanksConfig",
         "training throughput with 1, 2, ... torchrun processes, side by side",
-        _config("mtl.bench.ranks", "BenchRanksConfig"),
     ),
     "bench-hf": Command(
-        bench_hf,
+        "mtl.bench.hf",
+        "mtl.bench.hf:BenchHFConfig",
         "training steps per second of a pretrained transformer (encoder=hf), fp32 and bf16",
-        _config("mtl.bench.hf", "BenchHFConfig"),
     ),
     "transfer": Command(
-        transfer,
+        "mtl.eval.transfer.suite",
+        "mtl.eval.transfer.suite:TransferConfig",
         "SentEval-style transfer evaluation of an encoder",
-        _config("mtl.eval.transfer.suite", "TransferConfig"),
     ),
     "compare": Command(
-        compare,
+        "mtl.analysis.significance",
+        "mtl.analysis.significance:SignificanceConfig",
         "transfer results of encoders, task by task, with paired bootstrap intervals and a verdict",
-        _config("mtl.significance", "SignificanceConfig"),
         (("PATH", "none", "run folders or a sweep folder; runs that differ only in seed= form one encoder"),),
     ),
     "decompose": Command(
-        decompose,
+        "mtl.analysis.decompose",
+        "mtl.analysis.decompose:DecomposeConfig",
         "a run's transfer accuracy by sentence length, OOV rate and label, from its report's items",
-        _config("mtl.decompose", "DecomposeConfig"),
     ),
     "maxpool": Command(
-        maxpool,
+        "mtl.analysis.maxpool",
+        "mtl.analysis.maxpool:MaxPoolConfig",
         "which words max pooling picks over a corpus, trained and untrained, with a page of examples",
-        _config("mtl.maxpool", "MaxPoolConfig"),
     ),
     "neighbours": Command(
-        neighbours,
+        "mtl.analysis.neighbours",
+        "mtl.analysis.neighbours:NeighboursConfig",
         "the pool sentences nearest to a query by the cosine of their embeddings",
-        _config("mtl.neighbours", "NeighboursConfig"),
     ),
     "export-encoder": Command(
-        export_encoder,
+        "mtl.eval.export_encoder",
+        "mtl.eval.export_encoder:ExportConfig",
         "a run's encoder for sharing: only words of the public vectors file (vocabulary=public)",
-        _config("mtl.share", "ExportConfig"),
     ),
     "fuzz": Command(
-        fuzz,
+        "mtl.fuzz",
+        "mtl.fuzz:FuzzConfig",
         "every reader of user files fed damaged copies: each must read or refuse in one line",
-        _config("mtl.fuzz", "FuzzConfig"),
     ),
     "compare-objectives": Command(
-        compare_objectives,
+        "mtl.analysis.objectives",
+        "mtl.analysis.objectives:CompareConfig",
         "transfer each run of a sweep over objectives; a table and a page of score against time",
-        _config("mtl.compare", "CompareConfig"),
     ),
     "bench-transfer": Command(
-        bench_transfer,
-        "wall time of the transfer suite",
-        _config("mtl.bench.transfer", "BenchTransferConfig"),
+        "mtl.bench.transfer", "mtl.bench.transfer:BenchTransferConfig", "wall time of the transfer suite"
     ),
 }
 
@@ -446,8 +207,8 @@ PRINT_CONFIG = "--print-config"
 
 def print_config(name: str, args: Sequence[str]) -> int:
     """Print the config `name args` would run with, as JSON, and run nothing."""
-    from mtl import jsonfile
     from mtl.config import to_dict
+    from mtl.files import jsonfile
 
     try:
         config = COMMANDS[name].resolved_config(args)
@@ -473,7 +234,7 @@ def command_help(name: str) -> str:
     rows = [
         *command.extra_keys,
         *(_task_keys() if command.task_keys else ()),
-        *(row for row in describe_keys(command.config()) if not row[0].endswith(".kind")),
+        *(row for row in describe_keys(command.config_class()()) if not row[0].endswith(".kind")),
     ]
     width = max(len(f"{key}={default}") for key, default, _ in rows)
     lines = [f"usage: just {name} [key=value ...]", f"{command.summary}.", "", "keys (default, meaning):"]
@@ -527,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     except RuntimeError as error:
-        from mtl.distributed import lost_a_peer
+        from mtl.runtime.distributed import lost_a_peer
 
         if not lost_a_peer(error):
             raise

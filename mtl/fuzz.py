@@ -19,7 +19,7 @@ import json
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,8 +27,22 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from mtl.config import AtLeast1, to_dict
+from mtl.config import AtLeast1, apply_overrides, to_dict
+from mtl.data.snli import load_snli
 from mtl.errors import UserError
+from mtl.eval.encoder import load_encoder
+from mtl.files.digest import file_sha256
+from mtl.models.encoders import build_encoder
+from mtl.models.encoders.base import EncoderConfig, frozen_embedding
+from mtl.tasks import build_task
+from mtl.tasks.pairs import PairsConfig
+from mtl.tasks.qt import QTConfig
+from mtl.tasks.skipthought import SkipThoughtConfig
+from mtl.tasks.sts import STSConfig
+from mtl.text.vectors import load_vectors
+from mtl.text.vocab import PAD, UNK
+from mtl.train import encoder_file
+from mtl.train.config import TrainConfig
 
 SENTENCES = ["a man plays a guitar .", "two dogs run in the park .", "", "unseen words zzyzx"]
 WORDS = "a man plays guitar . two dogs run in the park woman sings song children smile at camera".split()
@@ -170,8 +184,6 @@ def _make_vectors(folder: Path) -> None:
 
 
 def _read_vectors(folder: Path) -> None:
-    from mtl.text.vectors import load_vectors
-
     vectors = load_vectors(folder / "vectors.txt", WORDS, use_cache=False)
     _finite(vectors.matrix, "vectors")
 
@@ -206,8 +218,6 @@ def _damage_snli(folder: Path, rng: np.random.Generator) -> None:
 
 
 def _read_snli(folder: Path) -> None:
-    from mtl.data.snli import load_snli
-
     for layout in ("jsonl", "lines"):
         pairs = load_snli(str(folder / layout), "train")
         _finite(pairs.labels, "labels")
@@ -238,10 +248,6 @@ def _damage_task_files(folder: Path, rng: np.random.Generator) -> None:
 
 
 def _read_task_files(folder: Path) -> None:
-    from mtl.tasks import build_task
-    from mtl.tasks.pairs import PairsConfig
-    from mtl.tasks.sts import STSConfig
-
     sts = build_task("sts", STSConfig(source=str(folder / "sts")))
     pairs = build_task(
         "pairs", PairsConfig(source=str(folder / "pairs"), labels="entailment,neutral,contradiction")
@@ -262,10 +268,6 @@ def _make_corpus(folder: Path) -> None:
 
 
 def _read_corpus(folder: Path) -> None:
-    from mtl.tasks import build_task
-    from mtl.tasks.qt import QTConfig
-    from mtl.tasks.skipthought import SkipThoughtConfig
-
     for kind, config in (("qt", QTConfig), ("skipthought", SkipThoughtConfig)):
         task = build_task(kind, config(corpus=str(folder / "corpus.txt")))
         task = build_task(kind, task.resolve_inputs())
@@ -277,12 +279,6 @@ def _read_corpus(folder: Path) -> None:
 
 
 def _make_encoder(folder: Path) -> None:
-    from mtl.models.encoders import build_encoder
-    from mtl.models.encoders.base import EncoderConfig, frozen_embedding
-    from mtl.text.vocab import PAD, UNK
-    from mtl.train import encoder_file
-    from mtl.train.config import TrainConfig
-
     _make_vectors(folder)
     config = TrainConfig(model=EncoderConfig(encoder="bilstm", hidden=6))
     words = [PAD, UNK, *dict.fromkeys(WORDS)]
@@ -300,8 +296,6 @@ def _make_encoder(folder: Path) -> None:
 def _damage_encoder(folder: Path, rng: np.random.Generator) -> None:
     """A lie whose checksum matches (the JSON's record of its weights rewritten), or plain damage."""
     from safetensors.torch import load_file, save_file
-
-    from mtl.train.encoder_file import file_sha256
 
     record_path, weights_path = folder / "encoder.json", folder / "encoder.safetensors"
     record = json.loads(record_path.read_text(encoding="utf-8"))
@@ -393,8 +387,6 @@ def _damaged_value(config: dict, rng: np.random.Generator) -> dict:
 
 
 def _read_encoder(folder: Path) -> None:
-    from mtl.eval.encoder import load_encoder
-
     encoder = load_encoder(folder, device="cpu")
     _finite(encoder.encode(SENTENCES), "embeddings")
 
@@ -429,3 +421,8 @@ def run(config: FuzzConfig) -> str:
             f"{len(findings)} damaged inputs were neither read nor refused in one line (listed above)"
         )
     return text
+
+
+def command(args: Sequence[str]) -> None:
+    """The command line's `key=value` arguments onto FuzzConfig; run; print what it gives."""
+    print(run(apply_overrides(FuzzConfig(), args)))

@@ -19,6 +19,7 @@ from __future__ import annotations
 GLOBAL_STEP = "global_step"
 EVENT = "phase/event"  # block_start, block_end, epoch_end, evaluation, checkpoint, diverged, finished
 TASK_ID = "phase/task_id"  # the task of the block under way, on any chart
+LOSS_WINDOW = 20  # steps a smoothed loss averages over (the phases table, the report's curves)
 
 
 def train(task: str, name: str) -> str:

@@ -1,5 +1,8 @@
-"""A run folder: every path in it, where its run stands, and its lock. The one place that knows
-the layout, for training, resume, sweeps, reports and transfer.
+"""A run folder, read and written: every path in it, where its run stands, its lock, and what a
+finished or stopped run holds (its upgraded config, records, summary, transfer reports, each
+task's metric and direction), found by folder, sweep or W&B group. The one place that knows the
+layout: training, resume and sweeps write through it; report, compare and the other analyses
+read runs only through it.
 
     <run>/config.json        the resolved config, the command and the inputs' fingerprints
     <run>/metrics.jsonl      one record per step and event, cut to the checkpoint on resume
@@ -12,12 +15,22 @@ the layout, for training, resume, sweeps, reports and transfer.
 
 from __future__ import annotations
 
+import copy
 import enum
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from mtl.locks import FolderLock
+from mtl import metrics
+from mtl.config import flattened
+from mtl.errors import UserError
+from mtl.eval.transfer.report_file import headline
+from mtl.files.digest import file_sha256
+from mtl.files.locks import FolderLock
+from mtl.tasks import KINDS, task_title
+from mtl.text.unicode import text_lines
 
 
 class RunStatus(enum.Enum):
@@ -114,3 +127,240 @@ class RunFolder:
 def run_folder_of(path: Path) -> Path | None:
     """The run folder that holds `path` (a checkpoint, an encoder file), or None."""
     return next((p for p in Path(path).resolve().parents if RunFolder(p).record.is_file()), None)
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """A run's metrics.jsonl: one record per step and event."""
+    return [json.loads(line) for line in text_lines(Path(path).read_text(encoding="utf-8")) if line]
+
+
+def read_json(path: Path) -> Any:
+    """A run folder's JSON file (config.json, summary.json), or None when missing or damaged."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+@dataclass
+class Run:
+    """What a run folder holds: config, metrics, summary, transfer results."""
+
+    folder: Path
+    config: dict[str, Any]
+    records: list[dict[str, Any]]
+    summary: dict[str, Any]
+    transfer: dict[str, dict[str, str]]  # transfer report (transfer, transfer-fast, ...) -> task -> headline
+    sizes: dict[str, tuple[int, float]]  # transfer report -> (embedding dim, micro average of dev accuracies)
+    stale: dict[str, str]  # transfer report -> why it is not a result of the run's final encoder
+    recorded_metrics: dict[str, Any]  # task -> {metric, higher_is_better}, as the run recorded them
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    @property
+    def tasks(self) -> list[str]:
+        return list(self.config["tasks"])
+
+    def title(self, task: str) -> str:
+        """The task's dataset name (`SNLI`), or the task's name."""
+        return task_title(task, self.config["tasks"][task])
+
+    def block_steps(self, task: str) -> int | None:
+        entry = self.config["tasks"].get(task)
+        return entry.get("steps") if isinstance(entry, dict) else None
+
+    @property
+    def encoder(self) -> str:
+        """`bilstm 2048`, or the pretrained model's name (`all-MiniLM-L6-v2`) for encoder=hf."""
+        model = self.config["model"]
+        if model["encoder"] == "hf" and model.get("hf_model"):
+            return Path(str(model["hf_model"]).rstrip("/")).name
+        return f"{model['encoder']} {model['hidden']}"
+
+    def metric(self, task: str) -> str | None:
+        """The task's metric (`acc`, `ppl`): as the run recorded it; for a run from before that
+        record, its kind's; else the first its records hold."""
+        entry = self.recorded_metrics.get(task)
+        if isinstance(entry, dict) and isinstance(entry.get("metric"), str):
+            return entry["metric"]
+        kind = self.config["tasks"].get(task, {}).get("kind", task)
+        if kind in KINDS:
+            return KINDS[kind].metric
+        prefix = f"{task}/dev/"
+        return next((k.rsplit("/", 1)[1] for r in self.records for k in r if k.startswith(prefix)), None)
+
+    def dev_metric(self, task: str) -> str | None:
+        """The key of the task's dev metric (`nli/dev/acc`), when its records hold it."""
+        metric = self.metric(task)
+        key = metrics.evaluation(task, "dev", metric) if metric else None
+        return key if key is not None and any(key in r for r in self.records) else None
+
+    @classmethod
+    def read(cls, folder: Path) -> Run:
+        run = RunFolder(folder)
+        record_path = run.record
+        if not record_path.is_file() or not run.metrics.is_file():
+            raise UserError(
+                f"{folder} is not a run folder (no config.json and metrics.jsonl): pass runs/<run>"
+            )
+        try:
+            record = json.loads(record_path.read_text(encoding="utf-8"))
+            config = upgrade(record["config"])
+            recorded = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+            records = read_metrics(run.metrics)
+            summary_path = run.summary
+            summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
+            raise UserError(f"{folder} cannot be read ({error}): is it a complete run folder?") from None
+        return cls(folder, config, records, summary, *_transfer_results(folder), recorded)
+
+
+def _transfer_results(
+    folder: Path,
+) -> tuple[dict[str, dict[str, str]], dict[str, tuple[int, float]], dict[str, str]]:
+    """Report -> task -> the number Table 2 shows, from every transfer report of the run
+    (`transfer.json`, `transfer-fast.json`, `transfer-fast-pool-mean.json`, ...); report ->
+    (embedding dimension, micro average of dev accuracies) where the report has both; and report ->
+    why it did not evaluate the run's final encoder, for those that did not."""
+    found, sizes, stale_reports = {}, {}, {}
+    for path in sorted(folder.glob("transfer*.json")):
+        if path.name.endswith(".senteval.json"):
+            continue
+        try:
+            report = json.loads(path.read_text(encoding="utf-8"))
+            found[path.stem] = {task: headline(task, values) for task, values in report["results"].items()}
+            if reason := stale(report, path, folder):
+                stale_reports[path.stem] = reason
+            if report.get("dim") and (report.get("aggregate") or {}).get("micro") is not None:
+                sizes[path.stem] = (int(report["dim"]), float(report["aggregate"]["micro"]))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            continue  # not a report (or a damaged one): the page shows the others
+    return found, sizes, stale_reports
+
+
+def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) -> list[Path]:
+    """Run folders from `paths` (a sweep folder stands for its runs) and from `group`."""
+    folders: list[Path] = []
+    for text in paths:
+        path = Path(text).expanduser()
+        if (path / "sweep.json").is_file():
+            folders += _sweep_members(path / "sweep.json")
+        elif path.is_dir():
+            folders.append(path)
+        else:
+            raise UserError(f"{path} is not a folder: pass run folders (runs/<run>) or a sweep folder")
+    if group:
+        for record in sorted(root.glob("**/config.json")):
+            try:
+                run = json.loads(record.read_text(encoding="utf-8"))["config"]["run"]
+            except (OSError, ValueError, KeyError, TypeError, RecursionError):
+                continue
+            if (run.get("group") or run.get("name")) == group:
+                folders.append(record.parent)
+    if not folders:
+        raise UserError("no runs to report: pass run folders, a sweep folder, or group=NAME")
+    return list(dict.fromkeys(folders))
+
+
+def _sweep_members(record: Path) -> list[Path]:
+    """The run folders a sweep's record lists that have started training."""
+    try:
+        members = json.loads(record.read_text(encoding="utf-8"))["members"]
+        folders = [Path(p) for p in members.values()]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+        raise UserError(
+            f"{record} is damaged ({type(error).__name__}): pass the sweep's run folders themselves"
+        ) from None
+    return [folder for folder in folders if RunFolder(folder).metrics.is_file()]
+
+
+# Keys that name or place a run, or only pace its bookkeeping: not what a comparison varies.
+NOT_COMPARED = ("run.name", "run.out", "run.group", "run.wandb", "run.checkpoint_every", "run.eval_batch")
+
+
+def differing_keys(runs: list[Run], ignored: tuple[str, ...] = ()) -> set[str]:
+    """The config keys whose values are not the same in every run (a key one run lacks differs),
+    but those of NOT_COMPARED and `ignored`."""
+    configs = [flattened(run.config) for run in runs]
+    keys = set().union(*configs) if configs else set()
+    return {
+        key
+        for key in keys
+        if not key.startswith((*NOT_COMPARED, *ignored))
+        and len({json.dumps(c.get(key)) for c in configs}) > 1
+    }
+
+
+def weights_digest(file: Path) -> str:
+    """The SHA-256 an exported encoder records for its weights; a checkpoint's: of its bytes."""
+    if file.suffix == ".json":
+        try:
+            recorded = json.loads(file.read_text(encoding="utf-8")).get("weights_sha256")
+        except (OSError, ValueError, AttributeError, RecursionError):
+            recorded = None
+        if isinstance(recorded, str):
+            return recorded
+    return file_sha256(file)
+
+
+def stale(report: dict, report_path: Path, folder: Path) -> str | None:
+    """Why the transfer report `report` (read from `report_path` in run folder `folder`) is not a
+    result of the run's final encoder, or None when it is (or the run has no final encoder yet)."""
+    final = RunFolder(folder).encoder
+    if not final.is_file():
+        return None
+    entries = report.get("evaluated")
+    if not isinstance(entries, list) or not entries:  # a report written before reports said
+        try:
+            older = report_path.stat().st_mtime < final.stat().st_mtime
+        except OSError:
+            return None
+        return "written before the run exported its final encoder" if older else None
+    ours = [e for e in entries if isinstance(e, dict) and _names_this_run(e, folder)]
+    if not ours:
+        return None
+    if any(e.get("weights_sha256") == weights_digest(final) for e in ours):
+        return None
+    entry = ours[0]
+    step = f" at step {entry['step']}" if entry.get("step") is not None else ""
+    return f"evaluated {entry.get('file')}{step}, not the run's final encoder"
+
+
+def _names_this_run(entry: dict, folder: Path) -> bool:
+    file = str(entry.get("file", ""))
+    return not Path(file).is_absolute() or Path(file).resolve().is_relative_to(folder.resolve())
+
+
+def upgrade(values: dict[str, Any]) -> dict[str, Any]:
+    """A recorded config (config.json, a checkpoint, encoder.pt) in today's layout.
+
+    Before tasks were plugins a run's tasks were those of the two with steps above 0, and
+    their keys lived in `data` and `schedule`; the optimizer alone implied the lr schedule
+    and the stopping rule.
+    """
+    values = copy.deepcopy(values)
+    if "tasks" not in values:
+        tasks = {}
+        for name, kind in KINDS.items():
+            found = {}
+            for old, new in kind.legacy_keys.items():
+                group, _, key = old.partition(".")
+                if key in values.get(group, {}):
+                    found[new] = values[group].pop(key)
+            if found and found.get("steps", 0) > 0:
+                tasks[name] = {"kind": name, **found}
+        values = {"tasks": tasks, **values}
+    optim = values.get("optim", {})
+    if "adam_patience" in optim:
+        optim["patience"] = optim.pop("adam_patience")
+    implied = {
+        "sgd": ("infersent", "min_lr"),
+        "adam": ("constant", "patience"),
+        "adamw": ("linear", "max_steps"),
+    }
+    if optim.get("optim") in implied and "lr_schedule" not in optim:
+        optim["lr_schedule"], optim["stop"] = implied[optim["optim"]]
+        optim["warmup_steps"] = optim.get("warmup_steps") or 0
+    return values

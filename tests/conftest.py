@@ -216,3 +216,28 @@ def exported_encoder(run_dir: Path) -> dict:
     from mtl.train import encoder_file
 
     return encoder_file.read(Path(run_dir) / "encoder.json")
+
+
+def train_cli(tiny_data, out, *extra) -> int:
+    """`just train-multitask` with the tiny run's arguments; its exit code."""
+    from mtl.cli import main
+
+    return main(["train-multitask", *args_for(tiny_data, out, *extra)])
+
+
+def copy_classifsquad(tiny_data, tmp_path) -> Path:
+    folder = tmp_path / "classifsquad"
+    shutil.copytree(tiny_data["classifsquad"], folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def sweep_dir(tiny_data, tmp_path_factory):
+    """`just sweep fig2` at toy size: the named sweep's file, then tiny overrides, W&B offline."""
+    out = tmp_path_factory.mktemp("sweep") / "tiny"
+    args = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "wandb="))]
+    args += ["steps_nli=2,4", "steps_squad=2", "wandb=offline", "sweep=tiny", f"out={out}"]
+    from mtl.cli import main
+
+    assert main(["sweep", "fig2", *args]) == 0
+    return out, args

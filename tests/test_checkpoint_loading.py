@@ -1,15 +1,22 @@
-"""Issue 19: an encoder or checkpoint received from someone else never runs code when loaded."""
+"""An encoder or checkpoint received from someone else never runs code when loaded."""
 
 import os
+import re
 
 import pytest
 import torch
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.train import checkpoint
+from mtl.train import checkpoint, run
 
-from .conftest import exported_encoder, one_error_line, start_run
+from .conftest import (
+    deterministic_summary,
+    exported_encoder,
+    exported_weights,
+    one_error_line,
+    start_run,
+)
 
 
 class Payload:
@@ -102,3 +109,56 @@ def test_a_pretrained_folder_outside_the_encoder_file_is_refused(finished_run, t
 def legacy_encoder(run_dir):
     """The exported encoder as runs before encoder.json wrote it: one torch.save dict (encoder.pt)."""
     return {"format": 1, **exported_encoder(run_dir)}
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty"])
+def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tiny_data, tmp_path, damage):
+    extra = ("dropout=0.2", "max_steps=17", "checkpoint_every=4")
+    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=9)
+    latest = cut_dir / "checkpoints" / "latest.pt"
+    assert checkpoint.load(latest)["state"]["global_step"] == 8
+    assert checkpoint.load(checkpoint.previous_of(latest))["state"]["global_step"] == 5
+    data = bytearray(latest.read_bytes())
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "flip":
+        data[len(data) // 2] ^= 0xFF
+    else:
+        data = bytearray()
+    latest.write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match=r"checkpoint .*latest.pt is damaged .*using the one before it"):
+        _, resumed = run.resume(cut_dir, progress=False)
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
+    a, b = exported_weights(straight_dir), exported_weights(cut_dir)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_damaged_checkpoint_without_a_previous_one_is_one_line(tiny_data, tmp_path, capsys):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", killed_after=6)
+    latest = run_dir / "checkpoints" / "latest.pt"
+    checkpoint.previous_of(latest).unlink(missing_ok=True)
+    latest.write_bytes(latest.read_bytes()[:100])
+    assert main(["train-multitask", f"resume={run_dir}"]) == 2
+    assert re.match(
+        r"error: checkpoint .*latest.pt is damaged \(truncated or corrupted", one_error_line(capsys)
+    )
+
+
+def test_a_full_disk_while_checkpointing_is_one_line_and_keeps_the_last_checkpoint(
+    tiny_data, tmp_path, capsys, monkeypatch
+):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", killed_after=6)
+    before = (run_dir / "checkpoints" / "latest.pt").read_bytes()
+    real_save = torch.save
+
+    def full_disk(obj, path, *args, **kwargs):
+        real_save(obj, path, *args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    assert main(["train-multitask", f"resume={run_dir}"]) == 2
+    error = one_error_line(capsys)
+    assert re.match(r"error: could not write checkpoint .*latest.pt: No space left on device", error)
+    assert (run_dir / "checkpoints" / "latest.pt").read_bytes() == before
+    assert not list((run_dir / "checkpoints").glob(".*partial"))

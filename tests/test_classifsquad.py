@@ -1,4 +1,5 @@
 import json
+import re
 import shutil
 from collections import Counter
 
@@ -22,7 +23,13 @@ from mtl.data.squad import Article, Paragraph, Question, load_squad
 from mtl.errors import UserError
 from mtl.text import Tokenizer
 
-from .conftest import FIXTURES, write_glove
+from .conftest import (
+    FIXTURES,
+    copy_classifsquad,
+    one_error_line,
+    train_cli,
+    write_glove,
+)
 
 VOCAB = frozenset("what who when did the a cat dog sat on mat ran in park at home big red was ? .".split())
 
@@ -245,7 +252,7 @@ def test_an_existing_build_is_replaced_only_with_overwrite(tmp_path, tiny_vector
 
 @pytest.mark.parametrize("extra", ["train-v1.1.json", "notes.txt"])
 def test_overwrite_never_deletes_a_folder_that_is_not_a_build(tmp_path, tiny_vectors, extra):
-    # The trap of issue 8: classifsquad=<the SQuAD folder> -> "build it" -> overwrite=true deleted SQuAD.
+    # A trap once: classifsquad=<the SQuAD folder> -> "build it" -> overwrite=true deleted SQuAD.
     squad_copy = tmp_path / "out"
     shutil.copytree(FIXTURES / "squad_tiny", squad_copy)
     if extra == "notes.txt":  # a real build with a file of the user's in it is not replaced either
@@ -320,3 +327,28 @@ def test_original_rules_pick_by_characters_drop_repeated_answers_and_test_contai
     assert dropped == {"duplicate_answer": 1, "duplicate_question": 1}
     dropped = Counter()
     assert len(unique_questions(members, "mtl", dropped)) == 3 and dropped == {"duplicate_question": 1}
+
+
+def test_training_refuses_a_classifsquad_folder_that_is_not_a_build(tiny_data, tmp_path, capsys):
+    squad = tmp_path / "squad"
+    shutil.copytree(FIXTURES / "squad_tiny", squad)
+    assert train_cli(tiny_data, tmp_path / "run", f"classifsquad={squad}") == 2
+    error = one_error_line(capsys)
+    assert re.match(
+        rf"error: {squad} is not a ClassifSQuAD build \(it holds dev-v1.1.json.*\): point squad.source= at",
+        error,
+    )
+    assert "overwrite" not in error
+    assert sorted(p.name for p in squad.iterdir()) == sorted(
+        p.name for p in (FIXTURES / "squad_tiny").iterdir()
+    )
+
+
+def test_a_damaged_classifsquad_build_is_one_line(tiny_data, tmp_path, capsys):
+    folder = copy_classifsquad(tiny_data, tmp_path)
+    for arrow in (folder / "train").glob("*.arrow"):
+        arrow.write_bytes(arrow.read_bytes()[:64])
+    assert train_cli(tiny_data, tmp_path / "run", f"classifsquad={folder}") == 2
+    assert re.match(
+        rf"error: ClassifSQuAD folder {folder} is damaged \(.*\): rebuild it", one_error_line(capsys)
+    )

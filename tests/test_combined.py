@@ -6,10 +6,10 @@ import numpy as np
 import torch
 
 from mtl import load_encoder
+from mtl.analysis.neighbours import nearest
 from mtl.cli import main
 from mtl.eval.combined import CombinedEncoder
-from mtl.neighbours import nearest
-from mtl.wandb_file import by_kind, run_files
+from mtl.tracking.wandb_file import by_kind, run_files
 
 from .conftest import FIXTURES, start_run
 
@@ -66,7 +66,7 @@ def test_neighbours_finds_a_sentence_of_the_pool_itself(tiny_data, tmp_path, cap
 
 
 def test_breakdown_bins_items_and_counts_their_accuracy():
-    from mtl.decompose import LENGTH_BINS, OOV_BINS, breakdown
+    from mtl.analysis.decompose import LENGTH_BINS, OOV_BINS, breakdown
 
     correct = np.array([True, False, True, True, False, True])
     lengths = np.array([3, 10, 11, 25, 40, 31])
@@ -114,7 +114,7 @@ def test_decompose_reads_a_transfer_report_and_its_task(tiny_data, senteval, tmp
 
 
 def test_max_pooling_wins_are_counted_per_position():
-    from mtl.maxpool import by_bucket, by_word, wins
+    from mtl.analysis.maxpool import by_bucket, by_word, wins
 
     states = [np.array([[1.0, 0.0, 5.0, 2.0], [0.0, 3.0, 1.0, 1.0]]), np.array([[1.0, 1.0, 1.0, 1.0]])]
     shares = wins(states)
@@ -134,7 +134,7 @@ def test_maxpool_compares_a_trained_encoder_with_its_untrained_twin(tiny_data, t
     assert (
         "| rank 0-100 |" in out and "trained: most picked words" in out and "untrained: least picked" in out
     )
-    from mtl.maxpool import _untrained
+    from mtl.analysis.maxpool import _untrained
 
     trained = load_encoder(run_dir, device="cpu")
     twin = _untrained(trained, seed=1).encoder

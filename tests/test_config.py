@@ -1,11 +1,19 @@
 import re
+import typing
 from dataclasses import dataclass, field
 from typing import Literal
 
 import pytest
+import torch
 
+from mtl.cli import COMMANDS, main
 from mtl.config import apply_overrides
 from mtl.errors import UserError
+
+from .conftest import (
+    one_error_line,
+    train_cli,
+)
 
 
 @dataclass
@@ -98,7 +106,6 @@ def test_numbers_beyond_what_torch_and_numpy_hold_are_refused(arg, message):
 
 
 def test_a_gpu_run_checkpoints_and_logs_wandb_rows_at_longer_step_intervals():
-    import torch
 
     from mtl.train.config import TrainConfig, with_overrides
     from mtl.train.resolve import resolve_settings
@@ -113,3 +120,65 @@ def test_a_gpu_run_checkpoints_and_logs_wandb_rows_at_longer_step_intervals():
         with_overrides(config, ["checkpoint_every=7", "wandb_every=3"]), torch.device("cuda"), sizes
     )
     assert (given.run.checkpoint_every, given.run.wandb_every) == (7, 3)
+
+
+@pytest.mark.parametrize(
+    ("arg", "message"),
+    [
+        ("max_grad_norm=-1", r"max_grad_norm=-1.0 must be 0 or more \(or none\)"),
+        ("lr=nan", "lr=nan must be a finite number"),
+        ("temperature=nan", "temperature=nan must be a finite number"),
+        ("lr=inf", "lr=inf must be a finite number"),
+        ("seed=-1", "seed=-1 must be 0 or more"),
+        ("eval_batch=0", "eval_batch=0 must be 1 or more"),
+        ("batch_nli=0", "nli.batch=0 must be 1 or more"),
+        ("dropout=1", r"dropout=1.0 must be in \[0, 1\)"),
+        ("adam_patience=0", "patience=0 must be 1 or more"),
+    ],
+)
+def test_senseless_training_settings_are_refused(tiny_data, tmp_path, capsys, arg, message):
+    assert train_cli(tiny_data, tmp_path / "run", arg) == 2
+    assert re.fullmatch(f"error: {message}", one_error_line(capsys))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_float_key_of_every_command_refuses_non_finite_values(command):
+    from mtl.config import _paths, apply_overrides
+
+    config = COMMANDS[command].config_class()()
+    floats = [
+        path
+        for path, owner, field in _paths(config)
+        if float in typing.get_args(typing.get_type_hints(type(owner))[field.name])
+        or typing.get_type_hints(type(owner))[field.name] is float
+    ]
+    for path in floats:
+        for value in ("nan", "inf", "-inf"):
+            with pytest.raises(UserError, match="must be a finite number"):
+                apply_overrides(config, [f"{path}={value}"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"), [(["tasks="], "tasks='' names no task"), (["tasks=,"], "tasks=',' names no task")]
+)
+def test_transfer_refuses_senseless_settings(capsys, args, message):
+    assert main(["transfer", "baseline=glove-bow", *args]) == 2
+    assert one_error_line(capsys).startswith(f"error: {message}")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("hidden = [1\n", r"preset file .*broken.toml is not valid TOML"),
+        ("hiden = 8\n", r"preset file .*broken.toml: unknown key 'hiden': did you mean 'hidden'\?"),
+        ("[nli]\nsteps = [8]\n", r"preset file .*broken.toml: 'nli' must hold plain key = value pairs"),
+    ],
+)
+def test_a_broken_preset_names_its_file(tiny_data, tmp_path, capsys, monkeypatch, text, message):
+    from mtl.train import presets
+
+    monkeypatch.setattr(presets, "preset_dir", lambda: tmp_path)
+    (tmp_path / "broken.toml").write_text(text)
+    assert train_cli(tiny_data, tmp_path / "run", "preset=broken") == 2
+    assert re.match(f"error: {message}", one_error_line(capsys))

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from mtl.runs import read_metrics
 from mtl.train import run
-from mtl.train.runlog import read_metrics
 
 from .conftest import args_for, exported_weights
 
@@ -212,7 +212,7 @@ def test_train_distributed_says_a_bad_argument_once_before_any_rank_starts(args,
 
 
 def test_a_job_into_a_locked_run_folder_is_refused_once_by_rank_0(tiny_data, tmp_path):
-    from mtl.locks import FolderLock
+    from mtl.files.locks import FolderLock
 
     out = tmp_path / "run"
     with FolderLock(out, "run folder", "out"):  # a run that is still training there
@@ -235,13 +235,13 @@ def test_a_job_into_a_locked_run_folder_is_refused_once_by_rank_0(tiny_data, tmp
     ],
 )
 def test_the_launcher_names_the_rank_whose_failure_stopped_the_job(failures, cause):
-    from mtl.launch import root_cause
+    from mtl.runtime.ranks import root_cause
 
     assert root_cause(failures) == cause
 
 
 def test_a_killed_rank_0_is_named_on_a_line_of_its_own_by_the_launcher(tiny_data, tmp_path):
-    """Issue 34: the survivor's lost connection is no traceback, and the line the dead rank's
+    """The survivor's lost connection is no traceback, and the line the dead rank's
     progress bar left open does not swallow the error."""
     out = tmp_path / "killed"
     killed, code, output = kill_a_rank(tiny_data, out, 0)

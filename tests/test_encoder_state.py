@@ -1,4 +1,4 @@
-"""Issue 34: an encoder file is checked against the architecture its config builds before a weight
+"""An encoder file is checked against the architecture its config builds before a weight
 is loaded; a file whose checksum matches but whose content lies is one line, never a traceback
 or embeddings from other words' vectors."""
 
@@ -13,8 +13,8 @@ from safetensors.torch import load_file, save_file
 from mtl import load_encoder
 from mtl.cli import main
 from mtl.errors import UserError
+from mtl.files.digest import file_sha256
 from mtl.train import checkpoint
-from mtl.train.encoder_file import file_sha256
 
 from .conftest import one_error_line, start_run
 
@@ -149,3 +149,28 @@ def test_a_random_bilstm_too_large_for_memory_is_one_line(tiny_data, senteval, c
     )  # fmt: skip
     assert code == 2
     assert "random_hidden=200000 makes" in one_error_line(capsys)
+
+
+def test_a_truncated_encoder_is_one_line(tiny_data, tmp_path, capsys):
+    import json
+
+    from mtl import load_encoder
+
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", "max_steps=3")
+    weights = run_dir / "encoder.safetensors"
+    intact = weights.read_bytes()
+    weights.write_bytes(intact[:-200])
+    with pytest.raises(
+        UserError, match=r"encoder.safetensors is damaged or not the one .*encoder.json was written with"
+    ):
+        load_encoder(run_dir)
+    weights.write_bytes(intact)
+    record = json.loads((run_dir / "encoder.json").read_text())
+    (run_dir / "encoder.json").write_text(json.dumps({**record, "weights": "../elsewhere.safetensors"}))
+    with pytest.raises(
+        UserError, match=r"names '../elsewhere.safetensors' as its weights, which are not beside it"
+    ):
+        load_encoder(run_dir)
+    (run_dir / "encoder.json").write_text("{")
+    with pytest.raises(UserError, match=r"encoder .*encoder.json cannot be read"):
+        load_encoder(run_dir)

@@ -65,10 +65,10 @@ def test_an_encoder_sentence_transformers_cannot_express_says_why(tiny_data, tmp
     run_dir, summary = start_run(tiny_data, tmp_path / "run", "encoder=gru")
     assert summary["sentence_transformers"] == "sentence-transformers has no module for GRUEncoder"
     assert not (run_dir / "encoder").exists()
-    from mtl.cli import format_train_summary
+    from mtl.train.run import format_summary
 
     assert "(no sentence-transformers folder: sentence-transformers has no module for GRUEncoder)" in (
-        format_train_summary(run_dir, summary)
+        format_summary(run_dir, summary)
     )
 
 

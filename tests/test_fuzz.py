@@ -1,4 +1,4 @@
-"""Issue 34: every reader of a user's file, fed a few hundred damaged copies (a fixed seed), reads
+"""Every reader of a user's file, fed a few hundred damaged copies (a fixed seed), reads
 each or refuses it in one line; `just fuzz` runs thousands."""
 
 import pytest

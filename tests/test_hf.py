@@ -1,4 +1,4 @@
-"""encoder=hf: a pretrained transformers model as the shared encoder, on a tiny random BERT."""
+"""Encoder=hf: a pretrained transformers model as the shared encoder, on a tiny random BERT."""
 
 import json
 
@@ -104,7 +104,7 @@ def test_warmup_then_linear_decay_as_transformers_schedules_it():
 
 
 def test_the_backbone_and_the_heads_have_their_own_lr(tiny_data, tiny_bert, tmp_path):
-    from mtl.train.runlog import read_metrics
+    from mtl.runs import read_metrics
 
     extra = hf_args(tiny_bert, "lr=0.004", "hf_lr=0.0001", "warmup_steps=4", "max_steps=8")
     run_dir, _ = start_run(tiny_data, tmp_path / "run", *extra)
@@ -158,7 +158,7 @@ def test_accumulated_micro_batches_make_the_same_step(tiny_data, tmp_path):
 
 
 def test_a_hub_id_missing_offline_is_one_clear_error(monkeypatch, tmp_path):
-    from mtl.hf import load_pretrained
+    from mtl.files.hub import load_pretrained
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))

@@ -1,4 +1,4 @@
-"""Issue 19: one process per run folder, build output and sweep; a lock dies with its process."""
+"""One process per run folder, build output and sweep; a lock dies with its process."""
 
 import os
 import re
@@ -11,7 +11,7 @@ import pytest
 
 from dataset_builders.classifsquad import BuildConfig, build
 from mtl.cli import main
-from mtl.locks import FolderInUse, FolderLock, lock_file_of
+from mtl.files.locks import FolderInUse, FolderLock, lock_file_of
 from mtl.train.interrupts import PARENT_DIED, StopRequests
 
 from .conftest import FIXTURES, args_for, long_sweep_args, one_error_line, start_run, wait_until_training
@@ -67,7 +67,7 @@ def test_the_lock_of_a_killed_process_is_free(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from mtl.locks import FolderLock; "
+            "import sys, time; from mtl.files.locks import FolderLock; "
             f"FolderLock({str(tmp_path / 'run')!r}, 'run folder', 'out').acquire(); "
             "print('locked', flush=True); time.sleep(600)",
         ],

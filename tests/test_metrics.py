@@ -3,7 +3,8 @@
 from pathlib import Path
 
 from mtl import metrics
-from mtl.report import Run, _results_table
+from mtl.analysis.report import _results_table
+from mtl.runs import Run
 
 
 def test_a_perplexity_or_loss_is_better_lower_and_every_other_metric_higher():
@@ -34,7 +35,10 @@ def _run(folder: Path, ppl: float, acc: float, recorded: dict) -> Run:
 
 def test_the_report_bolds_the_lowest_perplexity_and_shows_it_as_it_is(tmp_path):
     recorded = {"st": {"metric": "ppl", "higher_is_better": False}}
-    runs = [_run(tmp_path / "a", 40.0, 0.61, recorded), _run(tmp_path / "b", 30.0, 0.52, {})]  # b: an older run
+    runs = [
+        _run(tmp_path / "a", 40.0, 0.61, recorded),
+        _run(tmp_path / "b", 30.0, 0.52, {}),
+    ]  # b: an older run
     table = _results_table(runs)
     assert "<strong>30.00</strong>" in table and "<td>40.00</td>" in table  # not 3000.00 (a percentage)
     assert "<strong>61.00</strong>" in table and "<td>52.00</td>" in table

@@ -1,11 +1,11 @@
-"""mtl's encoders run in MTEB through `mtl.mteb.MTEBEncoder`, offline."""
+"""Mtl's encoders run in MTEB through `mtl.eval.mteb.MTEBEncoder`, offline."""
 
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
 from mtl.eval.encoder import baseline_encoder, load_encoder
-from mtl.mteb import MTEBEncoder
+from mtl.eval.mteb import MTEBEncoder
 
 from .conftest import start_run
 

@@ -1,4 +1,4 @@
-"""Issue 21: the seeds' other objectives as tasks: qt (Quick-Thoughts), mnrl (in-batch ranking),
+"""The seeds' other objectives as tasks: qt (Quick-Thoughts), mnrl (in-batch ranking),
 sts (similarity regression), the GRU encoder, and several NLI sources in one run."""
 
 import json
@@ -14,11 +14,11 @@ from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
 from mtl.models.heads import InBatchScores
+from mtl.runs import read_metrics
 from mtl.tasks import build_task, named_config
 from mtl.tasks.qt import neighbour_labels, neighbour_targets
 from mtl.tasks.ranking import snli_triples
 from mtl.train import run
-from mtl.train.runlog import read_metrics
 
 from .conftest import FIXTURES, args_for, exported_encoder, start_run
 
@@ -384,7 +384,7 @@ def test_max_minutes_stops_after_that_much_training_time(tiny_data, tmp_path, mo
 def test_compare_objectives_transfers_each_member_and_writes_a_table_and_a_page(
     tiny_data, senteval, tmp_path
 ):
-    from mtl.compare import CompareConfig, compare
+    from mtl.analysis.objectives import CompareConfig, compare
 
     out = tmp_path / "sweep"
     start_run(tiny_data, out / "tasksnli", "tasks=nli", "max_steps=4")

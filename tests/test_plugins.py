@@ -101,15 +101,18 @@ def test_a_plugin_given_on_the_command_line_lists_its_names_in_help(example, cap
 def test_a_plugin_transfer_task_is_evaluated_and_reported_with_no_other_edit(
     example, tiny_data, tmp_path, shared_data
 ):
+    from mtl.analysis.report import ReportConfig
+    from mtl.analysis.report import run as report
     from mtl.eval.transfer.report_file import markdown
     from mtl.eval.transfer.suite import TransferConfig
     from mtl.eval.transfer.suite import run as transfer
-    from mtl.report import ReportConfig
-    from mtl.report import run as report
 
     run_dir, _ = start_run(tiny_data, tmp_path / "run", *PLUGIN_ARGS)
     config = TransferConfig(
-        run=str(run_dir), tasks="SUBJ-1K", mode="fast", data=str(shared_data / "senteval" / "downstream"),
+        run=str(run_dir),
+        tasks="SUBJ-1K",
+        mode="fast",
+        data=str(shared_data / "senteval" / "downstream"),
         wandb="disabled",
     )
     _, results = transfer(config)

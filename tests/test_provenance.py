@@ -1,4 +1,4 @@
-"""Issue 34: a transfer report records what it evaluated (file, step, weights digest), and report and
+"""A transfer report records what it evaluated (file, step, weights digest), and report and
 compare flag one whose weights are not the run's final encoder (a transfer of a run still training)."""
 
 import json
@@ -8,11 +8,11 @@ import time
 
 import pytest
 
+from mtl.analysis.significance import group_runs, stale_reports
 from mtl.cli import main
-from mtl.eval.transfer.provenance import stale, training_process
-from mtl.locks import FolderLock
-from mtl.report import Run
-from mtl.significance import group_runs, stale_reports
+from mtl.eval.transfer.provenance import training_process
+from mtl.files.locks import FolderLock
+from mtl.runs import Run, stale
 
 from .conftest import start_run
 

@@ -1,10 +1,16 @@
-"""mtl/runs.py: where a run folder's run stands, read from its files alone."""
+"""Mtl/runs.py: where a run folder's run stands, read from its files alone."""
+
+import re
 
 import pytest
 
+from mtl.cli import main
 from mtl.runs import RunFolder, RunStatus
 
-from .conftest import start_run
+from .conftest import (
+    one_error_line,
+    start_run,
+)
 
 
 def test_a_run_folder_goes_from_empty_to_finished(tiny_data, tmp_path):
@@ -35,3 +41,32 @@ def test_clearing_removes_what_a_run_wrote_and_nothing_else(tmp_path):
     assert folder.status() is RunStatus.NEVER_CHECKPOINTED
     folder.clear()
     assert folder.status() is RunStatus.EMPTY
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda text: text[: len(text) // 2], r"config.json cannot be read \("),
+        (lambda text: "[" * 100_000 + "]" * 100_000, r"config.json cannot be read \(nested too deeply\)"),
+        (
+            lambda text: text.replace('"lr": 0.1', '"lr": "fast"'),
+            r"config.json: optim.lr='fast' must be of type float",
+        ),
+        (lambda text: text.replace('"lr": 0.1', '"lr": NaN'), r"config.json: lr=nan must be a finite number"),
+        (
+            lambda text: text.replace('"lr": 0.1', '"lrr": 0.1'),
+            r"config.json: unknown key 'optim.lrr': did you mean",
+        ),
+        (
+            lambda text: text.replace('"encoder": "bilstm"', '"encoder": "cnn"'),
+            r"encoder='cnn' is not valid",
+        ),
+        (lambda text: "[1, 2]", r"config.json has no 'config' table"),
+    ],
+)
+def test_a_damaged_or_hand_edited_config_json_is_one_line(tiny_data, tmp_path, capsys, edit, message):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", killed_after=6)
+    path = run_dir / "config.json"
+    path.write_text(edit(path.read_text()))
+    assert main(["train-multitask", f"resume={run_dir}"]) == 2
+    assert re.search(message, one_error_line(capsys))

@@ -1,4 +1,4 @@
-"""Issue 34: an exported encoder carries no word of data the run did not train on, and
+"""An exported encoder carries no word of data the run did not train on, and
 `just export-encoder vocabulary=public` keeps only the words of the public vectors file."""
 
 import json

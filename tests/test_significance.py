@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr
 
+from mtl.analysis.significance import SignificanceConfig, compare_task, everything, item_counts, scores
 from mtl.cli import main
-from mtl.significance import SignificanceConfig, compare_task, everything, item_counts, scores
-from mtl.wandb_file import by_kind, run_files
+from mtl.tracking.wandb_file import by_kind, run_files
 
 from .conftest import start_run
 

@@ -1,11 +1,18 @@
-"""Issue 19: SNLI files are read as UTF-8 deliberately: a byte-order mark is dropped, invalid text refused."""
+"""SNLI files are read as UTF-8 deliberately: a byte-order mark is dropped, invalid text refused."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
 from mtl.data.snli import load_snli
 from mtl.errors import UserError
+
+from .conftest import (
+    one_error_line,
+    train_cli,
+)
 
 
 def jsonl(path, rows, prefix=b""):
@@ -28,3 +35,38 @@ def test_a_lone_surrogate_names_its_line(tmp_path):
         UserError, match=r"line 2 of SNLI file .* holds a lone surrogate \(\\ud800 at character"
     ):
         load_snli(str(tmp_path), "train")
+
+
+def write_snli(folder: Path, premises: bytes, labels: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        (folder / f"s1.{split}").write_bytes(premises)
+        (folder / f"s2.{split}").write_bytes(b"a dog .\nthe cat .\n")
+        (folder / f"labels.{split}").write_text(labels)
+    return folder
+
+
+def test_snli_that_is_not_utf8_names_the_file_and_line(tiny_data, tmp_path, capsys):
+    snli = write_snli(tmp_path / "snli", b"a man .\ncaf\xe9 .\n", "neutral\nentailment\n")
+    assert train_cli(tiny_data, tmp_path / "run", f"snli={snli}") == 2
+    assert re.fullmatch(
+        rf"error: line 2 of SNLI file {snli}/s1.train is not UTF-8 .*: re-save the file as UTF-8",
+        one_error_line(capsys),
+    )
+
+
+def test_snli_with_only_unlabelled_pairs_is_refused(tiny_data, tmp_path, capsys):
+    snli = write_snli(tmp_path / "snli", b"a man .\na woman .\n", "-\n-\n")
+    assert train_cli(tiny_data, tmp_path / "run", f"snli={snli}") == 2
+    assert re.match(r"error: SNLI files .*train holds no labelled pair", one_error_line(capsys))
+
+
+def test_a_deeply_nested_snli_jsonl_line_is_one_line(tiny_data, tmp_path, capsys):
+    snli = tmp_path / "snli"
+    snli.mkdir()
+    for split in ("train", "dev", "test"):
+        (snli / f"snli_1.0_{split}.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    assert train_cli(tiny_data, tmp_path / "run", f"snli={snli}") == 2
+    assert re.match(
+        r"error: line 1 of SNLI file .* is not an SNLI record: nested too deeply", one_error_line(capsys)
+    )

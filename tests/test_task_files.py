@@ -1,4 +1,4 @@
-"""Issue 34: the rows of task files, corpora and SNLI files are checked as they are read (file and
+"""The rows of task files, corpora and SNLI files are checked as they are read (file and
 line in every error), scores are hashed as they are, and text keeps separators JSON allows."""
 
 import json

@@ -13,9 +13,9 @@ from mtl.config import AtLeast1
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe
+from mtl.runs import read_metrics
 from mtl.tasks import KINDS, Task, TaskConfig, register
 from mtl.train import run
-from mtl.train.runlog import read_metrics
 
 from .conftest import FIXTURES, args_for
 

@@ -1,7 +1,11 @@
 import json
 import math
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 
 import datasets
 import pytest
@@ -9,17 +13,21 @@ import torch
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.train import run
+from mtl.runs import read_metrics
+from mtl.tracking.wandb_file import by_kind, run_files
+from mtl.train import checkpoint, run
 from mtl.train.presets import preset_names, preset_overrides
-from mtl.train.runlog import read_metrics
 
-from .conftest import FIXTURES, args_for, deterministic_summary, exported_weights, start_run
+from .conftest import (
+    FIXTURES,
+    args_for,
+    deterministic_summary,
+    exported_weights,
+    start_run,
+    wait_until_training,
+)
 
 TIMING = ("examples_per_s", "seconds")
-
-
-def start(tiny_data, out, *extra, killed_after=None):
-    return start_run(tiny_data, out, *extra, killed_after=killed_after)
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -35,7 +43,7 @@ def without_timing(records):
     "encoder", ["bilstm", "bilstm2", "lstm", "transformer", "decomposable", "innerattention", "hconvnet"]
 )
 def test_two_cycles_of_every_encoder(tiny_data, tmp_path, encoder):
-    run_dir, summary = start(tiny_data, tmp_path / "run", f"encoder={encoder}")
+    run_dir, summary = start_run(tiny_data, tmp_path / "run", f"encoder={encoder}")
     assert summary["global_step"] == 10 and summary["stop_reason"] == "max_steps"
     assert summary["steps/nli"] == 6 and summary["steps/squad"] == 4
     assert 0.0 <= summary["best/nli/test/acc"] <= 1.0
@@ -57,7 +65,7 @@ def test_two_cycles_of_every_encoder(tiny_data, tmp_path, encoder):
 
 def test_training_learns_the_tiny_nli_train_set(tiny_data, tmp_path):
     # 200 pairs, 10 epochs: the model must fit its training data well beyond chance.
-    start(
+    start_run(
         tiny_data,
         tmp_path / "run",
         "steps_squad=0",
@@ -76,7 +84,7 @@ def test_training_learns_the_tiny_nli_train_set(tiny_data, tmp_path):
 
 
 def test_each_task_keeps_its_batch_size_and_its_place_in_its_data(tiny_data, tmp_path):
-    run_dir, _ = start(tiny_data, tmp_path / "run")
+    run_dir, _ = start_run(tiny_data, tmp_path / "run")
     ends = [r for r in read_metrics(run_dir / "metrics.jsonl") if r.get("phase/event") == "block_end"]
     assert [(r["phase/task"], r["phase/steps"], r["phase/examples"]) for r in ends] == [
         ("nli", 3, 24),
@@ -94,19 +102,19 @@ def test_each_task_keeps_its_batch_size_and_its_place_in_its_data(tiny_data, tmp
 
 
 def test_single_task_runs(tiny_data, tmp_path):
-    _, nli_only = start(tiny_data, tmp_path / "nli", "steps_squad=0", "max_steps=4")
+    _, nli_only = start_run(tiny_data, tmp_path / "nli", "steps_squad=0", "max_steps=4")
     assert nli_only["steps/nli"] == 4 and "steps/squad" not in nli_only
     assert "params/squad_head" not in nli_only
-    _, squad_only = start(tiny_data, tmp_path / "squad", "steps_nli=0", "max_steps=4")
+    _, squad_only = start_run(tiny_data, tmp_path / "squad", "steps_nli=0", "max_steps=4")
     assert squad_only["steps/squad"] == 4 and "best/squad/dev/acc" in squad_only
 
 
 def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_data, tmp_path):
     extra = ("dropout=0.2", "max_steps=17", "checkpoint_every=4")  # dropout: the RNG state must resume too
-    straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)
+    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
     # Killed after step 7: steps 6 and 7 were trained and logged, but the last checkpoint is from
     # the evaluation that ends the first cycle, at step 5.
-    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, killed_after=7)
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)
     saved = torch.load(cut_dir / "checkpoints" / "latest.pt", weights_only=True)
     assert saved["state"]["global_step"] == 5
     assert max(r["global_step"] for r in read_metrics(cut_dir / "metrics.jsonl")) == 7
@@ -148,9 +156,9 @@ def test_prefetching_changes_no_batch_even_across_a_resume(tiny_data, tmp_path, 
         "steps_squad=5",
         "dropout=0.2",
     )
-    plain_dir, plain = start(tiny_data, tmp_path / "plain", *extra, "prefetch=off")
+    plain_dir, plain = start_run(tiny_data, tmp_path / "plain", *extra, "prefetch=off")
     assert taken == []
-    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, "prefetch=on", killed_after=33)
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, "prefetch=on", killed_after=33)
     _, resumed = run.resume(cut_dir, progress=False)
     assert len(taken) == 33 + (70 - 30)  # every step of the run (resumed from its checkpoint at 30)
     assert taken[0] is False and sum(taken) >= len(taken) - 3  # ready in time but after a (re)start
@@ -166,8 +174,8 @@ def test_prefetching_changes_no_batch_even_across_a_resume(tiny_data, tmp_path, 
 
 def test_resume_crosses_block_and_epoch_boundaries(tiny_data, tmp_path):
     extra = ("max_steps=70", "checkpoint_every=6", "eval_every=20", "steps_nli=7", "steps_squad=5")
-    straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)
-    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, killed_after=33)  # NLI epoch 1 ends at 25
+    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=33)  # NLI epoch 1 ends at 25
     _, resumed = run.resume(cut_dir, progress=False)
     assert deterministic_summary(resumed) == deterministic_summary(straight)
     assert without_timing(read_metrics(cut_dir / "metrics.jsonl")) == without_timing(
@@ -226,13 +234,13 @@ def test_bad_settings_fail_with_one_line(tiny_data, tmp_path, capsys, args, mess
 
 
 def test_resume_refuses_changes_and_finished_runs(tiny_data, tmp_path):
-    run_dir, _ = start(tiny_data, tmp_path / "run", "max_steps=3")
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", "max_steps=3")
     with pytest.raises(UserError, match="already finished"):
         run.resume(run_dir, progress=False)
     with pytest.raises(UserError, match="only device= and wandb= may change, not 'lr=1'"):
         run.resume(run_dir, overrides=["lr=1"], progress=False)
     with pytest.raises(UserError, match="run folder .* already exists: choose another out= or resume="):
-        start(tiny_data, run_dir)
+        start_run(tiny_data, run_dir)
     with pytest.raises(UserError, match="is not a run folder"):
         run.resume(tmp_path, progress=False)
 
@@ -256,7 +264,7 @@ def test_a_presets_task_file_is_found_beside_it_from_any_directory(tmp_path, mon
 def test_table_1_presets_train_at_a_small_size(tiny_data, tmp_path, name):
     # The preset first, then tiny sizes over it (args_for's hidden=8, ...): the preset's own
     # choices (encoder, head, dropout, optimizer) are what runs.
-    _, summary = start(
+    _, summary = start_run(
         tiny_data, tmp_path / "run", f"preset={name}", "max_steps=2", "hidden=8", "head_hidden=8"
     )
     assert summary["global_step"] == 2 and summary["stop_reason"] == "max_steps"
@@ -266,7 +274,7 @@ def test_table_1_presets_train_at_a_small_size(tiny_data, tmp_path, name):
     ("encoder", "bucket"), [("transformer", "true"), ("bilstm", "true"), ("bilstm", "false")]
 )
 def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, encoder, bucket):
-    from mtl.precision import bf16_supported
+    from mtl.train.precision import bf16_supported
 
     if encoder == "bilstm" and not bf16_supported(torch.device("cpu")):
         pytest.skip("this CPU has no native bf16 (AVX512-BF16 or AMX), which a bf16 LSTM needs")
@@ -278,8 +286,8 @@ def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, encoder, buck
         "max_steps=12",
         "checkpoint_every=4",
     )
-    straight_dir, straight = start(tiny_data, tmp_path / "straight", *extra)
-    cut_dir, _ = start(tiny_data, tmp_path / "cut", *extra, killed_after=7)
+    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)
     _, resumed = run.resume(cut_dir, progress=False)
     assert deterministic_summary(resumed) == deterministic_summary(straight)
     a = exported_weights(straight_dir)
@@ -294,8 +302,8 @@ def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, encoder, buck
 
 
 def test_auto_precision_keeps_lstms_in_fp32_on_cuda_only(monkeypatch):
-    from mtl import precision
-    from mtl.precision import resolve_precision
+    from mtl.train import precision
+    from mtl.train.precision import resolve_precision
 
     monkeypatch.setattr(precision, "bf16_supported", lambda device: True)  # a GPU with bf16
     assert resolve_precision("auto", torch.device("cuda"), "transformer") == "bf16"
@@ -307,9 +315,9 @@ def test_auto_precision_keeps_lstms_in_fp32_on_cuda_only(monkeypatch):
 
 
 def test_auto_precision_is_recorded_as_what_it_resolved_to(tiny_data, tmp_path):
-    from mtl.precision import resolve_precision
+    from mtl.train.precision import resolve_precision
 
-    run_dir, _ = start(tiny_data, tmp_path / "run", "max_steps=2", "device=cpu")
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", "max_steps=2", "device=cpu")
     recorded = json.loads((run_dir / "config.json").read_text())["config"]["run"]["precision"]
     assert recorded == resolve_precision("auto", torch.device("cpu")) and recorded in ("bf16", "fp32")
 
@@ -317,7 +325,7 @@ def test_auto_precision_is_recorded_as_what_it_resolved_to(tiny_data, tmp_path):
 def test_training_tokenizes_as_a_paper_build_when_asked(tiny_data, tmp_path):
     from mtl.eval.encoder import load_encoder
 
-    run_dir, summary = start(tiny_data, tmp_path / "run", "tokenizer=treebank", "max_steps=2")
+    run_dir, summary = start_run(tiny_data, tmp_path / "run", "tokenizer=treebank", "max_steps=2")
     assert summary["global_step"] == 2
     encoder = load_encoder(run_dir, device="cpu")
     assert encoder.tokenizer("A well-known case") == ["a", "well-known", "case"]  # spaCy splits the hyphen
@@ -341,3 +349,75 @@ def test_a_20000_word_sentence_is_cut_to_max_tokens_at_read_time(tiny_data, tmp_
 def test_a_transformer_refuses_more_tokens_than_its_positions(tiny_data, tmp_path):
     with pytest.raises(UserError, match="max_tokens=2000 is more than encoder=transformer's 1024 positions"):
         run.config_from_args(args_for(tiny_data, tmp_path / "run", "encoder=transformer", "max_tokens=2000"))
+
+
+def test_adam_stops_at_its_second_evaluation_not_above_the_best(tiny_data, tmp_path):
+    _, summary = start_run(
+        tiny_data,
+        tmp_path / "run",
+        "optim=adam",
+        "lr=0.05",
+        "max_steps=none",
+        "eval_every=5",
+        "steps_squad=0",
+    )
+    assert summary["stop_reason"] == "patience"
+    evaluations = [
+        r["nli/dev/acc"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "nli/dev/acc" in r
+    ]
+    best, stalls = -1.0, 0
+    for acc in evaluations:
+        stalls += acc <= best
+        best = max(best, acc)
+    assert stalls == 2 and evaluations[-1] <= max(evaluations[:-1])
+
+
+def test_sgd_divides_the_lr_when_dev_accuracy_is_not_above_the_best():
+    from mtl.train.config import OptimConfig
+    from mtl.train.lr_schedules import build_lr_schedule
+    from mtl.train.state import TrainState
+
+    optimizers = {"nli": torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)}
+    schedule = build_lr_schedule(OptimConfig(optim="sgd", lr_schedule="infersent"), optimizers, "nli")
+    state = TrainState.for_tasks(["nli"])
+    lrs = []
+    for acc in (0.5, 0.6, 0.55, 0.58, 0.61):  # the last value rule would not shrink at 0.58
+        for task, improved in state.record_evaluation({"nli": acc}, "nli").items():
+            schedule.after_evaluation(task, improved)
+        lrs.append(schedule.lr("nli"))
+    assert lrs == pytest.approx([0.1, 0.1, 0.02, 0.004, 0.004])
+    assert state.best_dev == {"nli": 0.61} and state.stalls == 2
+
+
+@pytest.mark.parametrize("streams", ["stdout", "stdout and stderr"])
+def test_ctrl_c_with_piped_output_checkpoints_and_says_how_to_resume(tiny_data, tmp_path, streams):
+    args = args_for(
+        tiny_data, tmp_path / "run", "max_steps=100000", "checkpoint_every=100000", "wandb=offline"
+    )
+    # `mtl ... | cat` or `mtl ... 2>&1 | cat`, in one process group, as a shell runs a pipeline;
+    # Ctrl-C in a terminal signals the whole group, so `cat` dies and the pipe breaks.
+    read_end, write_end = os.pipe()
+    with open(tmp_path / "log", "w") as log:
+        reader = subprocess.Popen(["cat"], stdin=read_end, stdout=log, process_group=0)
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "mtl", "train-multitask", *args],
+        stdout=write_end,
+        stderr=write_end if streams == "stdout and stderr" else subprocess.PIPE,
+        process_group=reader.pid,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "WANDB_MODE"},  # wandb=offline below
+    )
+    os.close(read_end)
+    os.close(write_end)
+    wait_until_training(tmp_path / "run" / "metrics.jsonl", trainer)
+    os.killpg(reader.pid, signal.SIGINT)
+    _, err = trainer.communicate(timeout=120)
+    reader.wait(timeout=10)
+    assert trainer.returncode == 130, err
+    if streams == "stdout":
+        assert f"resume with `just train-multitask resume={tmp_path / 'run'}`" in err
+    saved = checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")
+    assert saved["state"]["global_step"] > 0
+    (run_file,) = run_files(tmp_path / "run")  # W&B shows the run preempted (resumable), not failed
+    records = by_kind(run_file)
+    assert "preempting" in records and records["exit"][0].exit_code == 130

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mtl.errors import UserError
-from mtl.paths import cache_dir
+from mtl.files.paths import cache_dir
 from mtl.text import load_vectors, resolve_vectors_path
 from mtl.text import vectors as vectors_module
 
@@ -134,7 +134,7 @@ def test_unreachable_download_says_how_to_point_at_a_file():
 
 
 def test_a_line_with_one_number_too_many_is_an_error_not_another_word(tmp_path):
-    # Issue 8: one GloVe line with 51 numbers silently became the word "the 0.418" and dropped 81%.
+    # Once, one GloVe line with 51 numbers silently became the word "the 0.418" and dropped 81%.
     path = tmp_path / "long.txt"
     path.write_text("a 1 2 3\nthe 0.4 1 2 3\nb 1 2 3\n")
     with pytest.raises(

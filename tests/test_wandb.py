@@ -8,10 +8,14 @@ import sys
 import pytest
 
 from mtl.cli import main
+from mtl.tracking.wandb_file import by_kind, run_files
 from mtl.train import run
-from mtl.wandb_file import by_kind, run_files
 
-from .conftest import args_for, start_run
+from .conftest import (
+    FIXTURES,
+    args_for,
+    start_run,
+)
 
 TIMING = ("examples_per_s", "_runtime", "_timestamp", "eval_seconds")
 
@@ -282,3 +286,21 @@ def test_a_replayed_metrics_file_sends_only_steps_and_evaluations(tmp_path):
         (2, {"global_step": 2, "nli/train/loss": 1.5, "nli/step": 2, "phase/task_id": 0}),
         (4, {"global_step": 4, "nli/train/loss": 3.5, "nli/step": 4, "phase/task_id": 0, "nli/dev/acc": 0.5}),
     ]
+
+
+def test_an_unwritable_wandb_dir_does_not_end_a_build(tiny_data, tmp_path, capsys):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    with pytest.warns(UserWarning, match="W&B call failed, continuing without it"):
+        code = main(
+            [
+                "build-classifsquad",
+                f"squad={FIXTURES / 'squad_tiny'}",
+                f"vectors={tiny_data['vectors']}",
+                f"out={tmp_path / 'out'}",
+                "max_oov=100",
+                "wandb=offline",
+                f"wandb_dir={blocked / 'runs'}",
+            ]
+        )
+    assert code == 0 and (tmp_path / "out" / "stats.json").is_file()

@@ -13,11 +13,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from mtl.config import AtLeast1
+from mtl.config import AtLeast1, apply_overrides
 from mtl.errors import UserError
 
 TARGET_WARM_SECONDS = 30.0
@@ -79,3 +80,9 @@ def report(times: dict[str, list[float]], config: BenchBuildConfig) -> str:
     verdict = "meets" if warm < TARGET_WARM_SECONDS else "MISSES"
     lines.append(f"  warm median {warm:.1f} s {verdict} the {TARGET_WARM_SECONDS:.0f} s target")
     return "\n".join(lines)
+
+
+def command(args: Sequence[str]) -> None:
+    """The command line's `key=value` arguments onto BenchBuildConfig; run; print what it gives."""
+    config = apply_overrides(BenchBuildConfig(), args)
+    print(report(run(config), config))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,13 +32,13 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from mtl.config import AtLeast0, AtLeast1
+from mtl.config import AtLeast0, AtLeast1, apply_overrides
 from mtl.data.batches import longest_first_batches
 from mtl.data.snli import snli_sentences
-from mtl.device import resolve_device, to_device
 from mtl.eval.encoder import SentenceEncoder
 from mtl.models.encoders import build_encoder
 from mtl.models.encoders.base import EncoderConfig, frozen_embedding
+from mtl.runtime.device import resolve_device, to_device
 from mtl.text import Tokenizer
 from mtl.text.vocab import Vocabulary
 
@@ -204,3 +205,8 @@ def report(results: dict) -> str:
     lines += ["", "mtl's encode() by stage (one instrumented pass):", ""]
     lines += [f"- {stage}: {value:.2f} s ({100 * value / total:.0f}%)" for stage, value in split.items()]
     return "\n".join(lines)
+
+
+def command(args: Sequence[str]) -> None:
+    """The command line's `key=value` arguments onto BenchEncodeConfig; run; print what it gives."""
+    print(report(run(apply_overrides(BenchEncodeConfig(), args))))

@@ -12,12 +12,13 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from mtl.config import AtLeast1
+from mtl.config import AtLeast1, apply_overrides
 from mtl.train.config import TrainConfig
 from mtl.train.data import prepare
 from mtl.train.resolve import resolve_inputs
@@ -100,3 +101,9 @@ def report(seconds: dict[str, dict[str, list[float]]], config: BenchHFConfig) ->
         fp32, bf16 = (statistics.median(by_precision[p]) for p in PRECISIONS)
         lines.append(f"| {task} | {batches[task]} | {1 / fp32:.2f} | {1 / bf16:.2f} | {fp32 / bf16:.2f}x |")
     return "\n".join(lines)
+
+
+def command(args: Sequence[str]) -> None:
+    """The command line's `key=value` arguments onto BenchHFConfig; run; print what it gives."""
+    config = apply_overrides(BenchHFConfig(), args)
+    print(report(run(config), config))

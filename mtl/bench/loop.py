@@ -21,14 +21,15 @@ import io
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from mtl.bench.train import with_300d_inputs
-from mtl.config import AtLeast1
-from mtl.device import resolve_device
+from mtl.config import AtLeast1, apply_overrides
+from mtl.runtime.device import resolve_device
 from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import prepare
 from mtl.train.resolve import resolve_inputs
@@ -136,16 +137,17 @@ def whole_run(config: TrainConfig, data, folder: Path) -> dict:
 def steps_alone(config: TrainConfig, data, folder: Path, steps: int, device: torch.device) -> dict:
     """The same block's batches, stepped by a fresh trainer with nothing around the steps."""
     trainer = Trainer(config, folder, data=data, progress=False)
-    stream = trainer.setup.streams["nli"]
+    task = config.main_task  # the first block's task: the batches the whole run began with
+    stream = trainer.setup.streams[task]
     for _ in range(steps):  # the warm-up block's batches, stepped too (as in the run)
-        trainer.train_batch("nli", stream.next()[0])
+        trainer.train_batch(task, stream.next()[0])
     finish = torch.cuda.synchronize if device.type == "cuda" else lambda: None
     examples, seconds = 0, 0.0
     for _ in range(steps):
         rows = stream.next()[0]
         finish()
         started = time.perf_counter()
-        trainer.train_batch("nli", rows)
+        trainer.train_batch(task, rows)
         finish()
         seconds += time.perf_counter() - started
         examples += len(rows)
@@ -185,3 +187,8 @@ def report(results: dict) -> str:
             f"per {results['checkpoint_every']} steps.",
         ]
     )
+
+
+def command(args: Sequence[str]) -> None:
+    """The command line's `key=value` arguments onto BenchLoopConfig; run; print what it gives."""
+    print(report(run(apply_overrides(BenchLoopConfig(), args))))

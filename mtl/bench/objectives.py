@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from mtl.data.batches import TaskStream
-from mtl.device import resolve_device
+from mtl.runtime.device import resolve_device
 from mtl.tasks import seed_indices
 from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import prepare

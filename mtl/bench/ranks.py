@@ -15,14 +15,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from mtl import metrics
-from mtl.config import AtLeast0, AtLeast1
+from mtl.config import AtLeast0, AtLeast1, apply_overrides
 from mtl.errors import UserError
-from mtl.runs import RunFolder
-from mtl.train.runlog import read_metrics
+from mtl.runs import RunFolder, read_metrics
 
 
 @dataclass
@@ -112,3 +112,9 @@ def report(rates: dict[int, dict[str, list[float]]], threads: int) -> str:
         )
         lines.append(f"  {n} process(es): {_line(by_task)}; vs {one}: {speedups}")
     return "\n".join(lines)
+
+
+def command(args: Sequence[str]) -> None:
+    """The command line's `key=value` arguments onto BenchRanksConfig; run; print what it gives."""
+    config = apply_overrides(BenchRanksConfig(), args)
+    print(report(run(config), config.threads))

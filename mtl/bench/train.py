@@ -31,6 +31,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -40,14 +41,15 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from mtl.bench import objectives
 from mtl.config import AtLeast0, Range, apply_overrides
 from mtl.data.batches import TaskStream
-from mtl.device import resolve_device, to_device
 from mtl.models.heads import HeadRecipe, mlp
-from mtl.precision import bf16_supported, grad_scaler
+from mtl.runtime.device import resolve_device, to_device
 from mtl.tasks import DEFAULT_TASKS, seed_indices
 from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import TrainingData, prepare
+from mtl.train.precision import bf16_supported, grad_scaler
 from mtl.train.resolve import resolve_inputs
 from mtl.train.setup import BUCKET_WINDOW
 from mtl.train.trainer import Trainer
@@ -345,3 +347,12 @@ def report(results: dict) -> str:
             f"{setting} {task} {mode}: mtl fp32 is {same:.2f}x faster than the reference on the same batches"
         )
     return "\n".join(lines)
+
+
+def command(args: Sequence[str]) -> None:
+    """`just bench-train`: the step benchmark, and with objectives= the seeds' objectives."""
+    config = apply_overrides(BenchTrainConfig(), args)
+    if config.only != "objectives":
+        print(report(run(config)))
+    if config.objectives:
+        objectives.run(config)

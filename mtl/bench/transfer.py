@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.eval.transfer import suite
 
@@ -79,3 +81,9 @@ def report(rows: list[dict]) -> str:
                 f"{TARGET_FAST_1024_SECONDS / 60:.0f} min target"
             )
     return "\n".join(lines)
+
+
+def command(args: Sequence[str]) -> None:
+    """The command line's `key=value` arguments onto BenchTransferConfig; run; print what it gives."""
+    config = apply_overrides(BenchTransferConfig(), args)
+    print(report(run(config)))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mtl.device import to_device
+from mtl.runtime.device import to_device
 from mtl.text.tokenizer import Tokenizer
 from mtl.text.vocab import Vocabulary
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
-from mtl.paths import data_dir
+from mtl.files.paths import data_dir
 from mtl.text.unicode import decode_utf8, invalid_unicode, text_lines
 
 HUB_ID = "stanfordnlp/snli"

@@ -9,7 +9,7 @@ from typing import Any
 
 from mtl.console import say
 from mtl.errors import UserError
-from mtl.paths import data_dir
+from mtl.files.paths import data_dir
 from mtl.text.unicode import decode_utf8, invalid_unicode
 
 HUB_ID = "rajpurkar/squad"

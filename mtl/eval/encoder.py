@@ -19,7 +19,6 @@ from tqdm.auto import tqdm
 
 from mtl import plugins
 from mtl.data.batches import longest_first_batches, tokenize_at_most
-from mtl.device import resolve_device, to_device
 from mtl.errors import UserError
 from mtl.eval.embeddings import checked_options, finished
 from mtl.eval.encoder_state import checked_vocabulary, conformed, embedding_weight
@@ -29,6 +28,7 @@ from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.encoders.hf import HFEncoder
 from mtl.models.memory import check_fits
 from mtl.runs import RunFolder
+from mtl.runtime.device import resolve_device, to_device
 from mtl.text import Tokenizer, load_vectors
 from mtl.text.coverage import Coverage
 from mtl.text.subwords import SubwordTokenizer

@@ -25,10 +25,10 @@ from torch import nn
 
 from mtl.config import AtLeast1
 from mtl.data.texts import LabelledTexts
-from mtl.distributed import gather_batch
 from mtl.errors import UserError
 from mtl.models.encoders.base import Encoder
 from mtl.models.heads import InBatchScores
+from mtl.runtime.distributed import gather_batch
 from mtl.tasks.base import Task, register
 from mtl.tasks.context import CorpusConfig, CorpusTask
 

@@ -20,9 +20,9 @@ from torch import nn
 from mtl.config import AtLeast1
 from mtl.data.snli import LABELS, load_snli, resolve_snli_source
 from mtl.data.texts import LabelledTexts
-from mtl.distributed import gather_batch
 from mtl.errors import UserError
 from mtl.models.heads import InBatchScores
+from mtl.runtime.distributed import gather_batch
 from mtl.tasks.base import Task, TaskConfig, register
 
 ENTAILMENT, CONTRADICTION = LABELS.index("entailment"), LABELS.index("contradiction")

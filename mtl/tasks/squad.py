@@ -14,8 +14,8 @@ import torch
 from mtl.config import AtLeast1
 from mtl.data.classifsquad import SPLIT_NAMES, load_classifsquad
 from mtl.data.texts import LabelledTexts
+from mtl.files.paths import resolved
 from mtl.models.heads import HeadRecipe
-from mtl.paths import resolved
 from mtl.tasks.base import Task, TaskConfig, register
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mtl.errors import UserError
-from mtl.hf import load_pretrained
+from mtl.files.hub import load_pretrained
 
 CHUNK = 10_000  # sentences per call of the fast tokenizer: bounded memory, same result
 

@@ -32,7 +32,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from mtl.errors import UserError
-from mtl.paths import cache_dir, data_dir
+from mtl.files.paths import cache_dir, data_dir
 
 GLOVE_840B_URL = "https://nlp.stanford.edu/data/glove.840B.300d.zip"
 _DIM_PROBE_LINES = 100

@@ -16,7 +16,7 @@ from mtl.config import to_dict
 from mtl.console import progress_stream
 from mtl.errors import UserError
 from mtl.runs import RunFolder
-from mtl.tracking import Tracker
+from mtl.tracking.tracker import Tracker
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.phases import COLUMNS

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from mtl.atomic import atomic_path, failed_write, fsync_dir
 from mtl.errors import UserError
+from mtl.files.atomic import atomic_path, failed_write, fsync_dir
 
 CHECKSUM = "checksum"
 

@@ -12,15 +12,16 @@ from typing import Any
 
 from torch import nn
 
-from mtl import atomic, plugins
+from mtl import plugins
 from mtl.config import to_dict
-from mtl.distributed import Distributed
 from mtl.errors import UserError
-from mtl.export import unsupported, write_sentence_transformer
+from mtl.files import atomic
 from mtl.models.encoders import traits
 from mtl.models.encoders.hf import save_sentence_transformer
+from mtl.models.sentence_transformers import unsupported, write_sentence_transformer
 from mtl.runs import RunFolder
-from mtl.tracking import Tracker
+from mtl.runtime.distributed import Distributed
+from mtl.tracking.tracker import Tracker
 from mtl.train import checkpoint, encoder_file
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
@@ -119,7 +120,7 @@ class Checkpointer:
         `encoder/` folder, which `path` then names instead of holding them. `parts`: the weights of encoders
         a task adds to the sentence embedding (`Task.embedding_parts`), by their path in the model.
         `portable`: the writer of the same folder in sentence-transformers format for an encoder
-        whose weights `path` holds (`mtl.export`). `vocabulary`: the words the encoder's embedding
+        whose weights `path` holds (`mtl.models.sentence_transformers`). `vocabulary`: the words the encoder's embedding
         rows are, when not the whole training vocabulary (`mtl.train.shared_words`).
         """
         if not self.dist.is_main:

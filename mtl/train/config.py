@@ -30,6 +30,7 @@ from mtl.config import (
 from mtl.errors import UserError
 from mtl.models.encoders.base import EncoderConfig
 from mtl.models.encoders.transformer import MAX_POSITIONS
+from mtl.runs import upgrade
 from mtl.tasks import TaskConfig
 from mtl.train.lr_schedules import LR_SCHEDULES
 from mtl.train.scheduler import SCHEDULES
@@ -240,39 +241,6 @@ def legacy_keys() -> dict[str, tuple[str, str]]:
         for old, new in kind.legacy_keys.items():
             keys[old] = keys[old.rsplit(".", 1)[-1]] = (name, new)
     return keys
-
-
-def upgrade(values: dict[str, Any]) -> dict[str, Any]:
-    """A recorded config (config.json, a checkpoint, encoder.pt) in today's layout.
-
-    Before tasks were plugins a run's tasks were those of the two with steps above 0, and
-    their keys lived in `data` and `schedule`; the optimizer alone implied the lr schedule
-    and the stopping rule.
-    """
-    values = copy.deepcopy(values)
-    if "tasks" not in values:
-        tasks = {}
-        for name, kind in task_kinds.KINDS.items():
-            found = {}
-            for old, new in kind.legacy_keys.items():
-                group, _, key = old.partition(".")
-                if key in values.get(group, {}):
-                    found[new] = values[group].pop(key)
-            if found and found.get("steps", 0) > 0:
-                tasks[name] = {"kind": name, **found}
-        values = {"tasks": tasks, **values}
-    optim = values.get("optim", {})
-    if "adam_patience" in optim:
-        optim["patience"] = optim.pop("adam_patience")
-    implied = {
-        "sgd": ("infersent", "min_lr"),
-        "adam": ("constant", "patience"),
-        "adamw": ("linear", "max_steps"),
-    }
-    if optim.get("optim") in implied and "lr_schedule" not in optim:
-        optim["lr_schedule"], optim["stop"] = implied[optim["optim"]]
-        optim["warmup_steps"] = optim.get("warmup_steps") or 0
-    return values
 
 
 def recorded_config(values: Any, source: str, tasks_needed: bool = True) -> TrainConfig:

@@ -10,7 +10,6 @@ torch.save dict read with `weights_only=True`), which loading still reads.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from mtl import atomic, jsonfile
 from mtl.errors import UserError
+from mtl.files import atomic, jsonfile
+from mtl.files.digest import file_sha256
 
 FORMAT = 2  # 1: encoder.pt
 # What each entry of encoder.json holds when present (the vocabulary and config are checked where
@@ -113,12 +113,3 @@ def files_of(path: Path) -> list[Path]:
     """The files of an exported encoder (JSON and weights; the JSON alone for a pretrained one)."""
     weights = path.with_suffix(".safetensors")
     return [weights, path] if weights.is_file() else [path]
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes, read in 4 MiB chunks."""
-    hasher = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 22):
-            hasher.update(chunk)
-    return hasher.hexdigest()

@@ -11,11 +11,11 @@ from tqdm.auto import tqdm
 from mtl import metrics
 from mtl.console import progress_stream
 from mtl.data.batches import SentenceTable, TaskExamples, contiguous_batches, longest_first_batches
-from mtl.device import to_device
-from mtl.distributed import Distributed
 from mtl.models.heads import MultitaskModel, TaskHead
-from mtl.precision import autocast
+from mtl.runtime.device import to_device
+from mtl.runtime.distributed import Distributed
 from mtl.tasks import Task
+from mtl.train.precision import autocast
 
 
 def evaluate_tasks(

@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-WINDOW = 20  # steps the smoothed losses average over
+from mtl.metrics import LOSS_WINDOW as WINDOW
 
 COLUMNS = (
     "task",

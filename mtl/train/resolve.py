@@ -12,13 +12,13 @@ import math
 
 import torch
 
-from mtl.hf import resolve_model_source
+from mtl.files.hub import resolve_model_source
+from mtl.files.paths import resolved
 from mtl.models.encoders import traits
-from mtl.paths import resolved
-from mtl.precision import resolve_precision
 from mtl.tasks import build_task
 from mtl.text import resolve_vectors_path
 from mtl.train.config import TrainConfig
+from mtl.train.precision import resolve_precision
 from mtl.train.scheduler import Scheduler
 
 DEFAULT_LR = {"sgd": 0.1, "adam": 1e-3, "adamw": 1e-3}

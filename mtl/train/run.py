@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import sys
 import time
@@ -10,12 +11,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mtl import atomic, jsonfile, metrics, plugins
-from mtl.atomic import check_output_dir
+import torch.distributed
+
+from mtl import metrics, plugins
 from mtl.config import to_dict
-from mtl.distributed import Distributed
 from mtl.errors import UserError
+from mtl.files import atomic, jsonfile
+from mtl.files.atomic import check_output_dir
 from mtl.runs import RunFolder, RunStatus
+from mtl.runtime.distributed import Distributed
 from mtl.train.config import TrainConfig, recorded_config, with_overrides
 from mtl.train.data import changed_inputs
 from mtl.train.presets import preset_name, preset_overrides, preset_path
@@ -186,3 +190,53 @@ def resumable_record(run_dir: Path, held: contextlib.ExitStack) -> tuple[dict[st
     print(f"{run_dir} has no checkpoint yet: starting it again from step 0 with its saved config")
     folder.clear()
     return record, True
+
+
+def format_summary(run_dir: Path, summary: dict) -> str:
+    """What `just train-multitask` prints when a run finishes."""
+    results = ", ".join(
+        f"{metrics.without_prefix(k)} {v:.4f}" for k, v in summary.items() if metrics.is_best_evaluation(k)
+    )
+    steps = ", ".join(
+        f"{metrics.without_prefix(k)} {v}" for k, v in summary.items() if k.startswith(metrics.steps(""))
+    )
+    run = RunFolder(run_dir)
+    if (run.pretrained_encoder / "config.json").is_file():  # encoder=hf: a transformers model folder
+        exported = f"{run.pretrained_encoder} (Hugging Face and sentence-transformers format)"
+    else:
+        exported = f"{run.encoder} with its weights in {run.encoder.with_suffix('.safetensors').name}"
+        if run.pretrained_encoder.is_dir():
+            exported += f", and {run.pretrained_encoder} (sentence-transformers format)"
+        elif why := summary.get("sentence_transformers"):
+            exported += f" (no sentence-transformers folder: {why})"
+    return (
+        f"run {run_dir}: stopped by {summary['stop_reason']} after {summary['global_step']} steps ({steps})\n"
+        f"  best checkpoint (step {summary[metrics.best('step')]}): {results}\n"
+        f"  trainable parameters {summary['params/trainable']:,}; encoder exported to {exported}"
+    )
+
+
+def config_from_command(args: Sequence[str]) -> TrainConfig:
+    """train-multitask's config; with resume=, the run's recorded one with the keys given over it."""
+    resume = [a.partition("=")[2] for a in args if a.startswith("resume=")]
+    if resume:
+        return resumed_config(resume[-1], [a for a in args if not a.startswith("resume=")])
+    return config_from_args(args)
+
+
+def command(args: Sequence[str]) -> None:
+    """`just train-multitask key=value ...` (under torchrun too: every rank runs it)."""
+    if int(os.environ.get("RANK", "0")) > 0:  # under torchrun, rank 0 speaks for all
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the process's lifetime)
+    resume_from = [a.partition("=")[2] for a in args if a.startswith("resume=")]
+    rest = [a for a in args if not a.startswith("resume=")]
+    if resume_from:
+        run_dir, summary = resume(resume_from[-1], overrides=rest)
+    else:
+        run_dir, summary = start(config_from_args(args), command=args)
+    if torch.distributed.is_initialized():  # after a failure a dead peer could make this hang: exit instead
+        # Every rank arrives before any tears down: a rank still in gloo when its peer's process
+        # exits aborts (SIGABRT), which failed a resumed 2-rank run that had finished its training.
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+    print(format_summary(run_dir, summary))

@@ -15,14 +15,14 @@ booleans (event names) stay in the file: W&B cannot chart them.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from mtl import jsonfile, metrics
-from mtl.text.unicode import text_lines
-from mtl.tracking import Tracker
+from mtl import metrics
+from mtl.files import jsonfile
+from mtl.runs import read_metrics
+from mtl.tracking.tracker import Tracker
 
 
 class RunLog:
@@ -106,10 +106,6 @@ class RunLog:
 
 def _chartable(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text_lines(Path(path).read_text(encoding="utf-8")) if line]
 
 
 class NullLog:

@@ -11,16 +11,16 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from mtl.data.batches import TaskStream
-from mtl.distributed import Distributed
 from mtl.models.encoders import build_encoder, traits
 from mtl.models.encoders.base import frozen_embedding
 from mtl.models.heads import MultitaskModel
 from mtl.models.memory import check_fits
-from mtl.precision import grad_scaler
+from mtl.runtime.distributed import Distributed
 from mtl.tasks import seed_indices
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.optimizers import build_optimizers
+from mtl.train.precision import grad_scaler
 from mtl.train.resolve import task_scheduler
 from mtl.train.scheduler import Scheduler
 

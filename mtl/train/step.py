@@ -14,11 +14,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from mtl.device import to_device
-from mtl.distributed import Distributed
-from mtl.precision import autocast
+from mtl.runtime.device import to_device
+from mtl.runtime.distributed import Distributed
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
+from mtl.train.precision import autocast
 from mtl.train.setup import Setup
 from mtl.train.state import TrainState
 

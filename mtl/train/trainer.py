@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from mtl import atomic, jsonfile, metrics
-from mtl.distributed import Distributed
+from mtl import metrics
 from mtl.errors import UserError
+from mtl.files import atomic, jsonfile
 from mtl.runs import RunFolder
+from mtl.runtime.distributed import Distributed
 from mtl.train.callbacks import Callbacks, callback_names, open_run_logs
 from mtl.train.checkpointer import Checkpointer, encoder_metadata, export_final_encoder
 from mtl.train.config import TrainConfig

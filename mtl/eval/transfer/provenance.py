@@ -17,9 +17,8 @@ from typing import Any
 import torch
 
 from mtl.eval.encoder import encoder_file
-from mtl.locks import lock_file_of
-from mtl.runs import RunFolder, run_folder_of
-from mtl.train.encoder_file import file_sha256
+from mtl.files.locks import lock_file_of
+from mtl.runs import RunFolder, run_folder_of, weights_digest
 
 
 def evaluated(run: str) -> dict[str, Any]:
@@ -33,18 +32,6 @@ def evaluated(run: str) -> dict[str, Any]:
         if holder := training_process(folder):
             entry["training"] = holder
     return entry
-
-
-def weights_digest(file: Path) -> str:
-    """The SHA-256 an exported encoder records for its weights; a checkpoint's: of its bytes."""
-    if file.suffix == ".json":
-        try:
-            recorded = json.loads(file.read_text(encoding="utf-8")).get("weights_sha256")
-        except (OSError, ValueError, AttributeError, RecursionError):
-            recorded = None
-        if isinstance(recorded, str):
-            return recorded
-    return file_sha256(file)
 
 
 def training_process(folder: Path) -> str | None:
@@ -64,34 +51,6 @@ def training_process(folder: Path) -> str | None:
         return os.pread(descriptor, 1024, 0).decode("utf-8", "replace").strip() or "another process"
     finally:
         os.close(descriptor)
-
-
-def stale(report: dict, report_path: Path, folder: Path) -> str | None:
-    """Why the transfer report `report` (read from `report_path` in run folder `folder`) is not a
-    result of the run's final encoder, or None when it is (or the run has no final encoder yet)."""
-    final = RunFolder(folder).encoder
-    if not final.is_file():
-        return None
-    entries = report.get("evaluated")
-    if not isinstance(entries, list) or not entries:  # a report written before reports said
-        try:
-            older = report_path.stat().st_mtime < final.stat().st_mtime
-        except OSError:
-            return None
-        return "written before the run exported its final encoder" if older else None
-    ours = [e for e in entries if isinstance(e, dict) and _names_this_run(e, folder)]
-    if not ours:
-        return None
-    if any(e.get("weights_sha256") == weights_digest(final) for e in ours):
-        return None
-    entry = ours[0]
-    step = f" at step {entry['step']}" if entry.get("step") is not None else ""
-    return f"evaluated {entry.get('file')}{step}, not the run's final encoder"
-
-
-def _names_this_run(entry: dict, folder: Path) -> bool:
-    file = str(entry.get("file", ""))
-    return not Path(file).is_absolute() or Path(file).resolve().is_relative_to(folder.resolve())
 
 
 def _best_step(folder: Path, file: Path) -> int | None:

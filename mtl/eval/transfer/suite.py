@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -12,8 +13,7 @@ from typing import Annotated, Literal
 import numpy as np
 from tqdm.auto import tqdm
 
-from mtl.atomic import check_output_dir
-from mtl.config import AtLeast0, AtLeast1, Range
+from mtl.config import AtLeast0, AtLeast1, Range, apply_overrides
 from mtl.console import progress_stream, say
 from mtl.errors import UserError
 from mtl.eval.combined import CombinedEncoder
@@ -33,12 +33,13 @@ from mtl.eval.transfer.registry import default_tasks, spec
 from mtl.eval.transfer.senteval_classifier import OPTIMIZERS, SentEvalParams, valid_optimizer
 from mtl.eval.transfer.senteval_format import micro_macro
 from mtl.eval.transfer.tasks import Split, TransferTask, read_task
-from mtl.locks import FolderLock
+from mtl.files.atomic import check_output_dir
+from mtl.files.locks import FolderLock
+from mtl.files.paths import data_dir
 from mtl.models.encoders.base import EncoderConfig
-from mtl.paths import data_dir
 from mtl.runs import RunFolder, run_folder_of
 from mtl.text.vectors import resolve_vectors_path
-from mtl.tracking import Tracker
+from mtl.tracking.tracker import Tracker
 
 
 @dataclass
@@ -476,3 +477,12 @@ def training_group(run_dir: Path) -> str | None:
         return run.get("group") or run.get("name")
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def command(args: Sequence[str]) -> None:
+    """`just transfer key=value ...`: the report's table, and where it was written."""
+    config = apply_overrides(TransferConfig(), args)
+    out, report = run(config)
+    print(report_file.markdown(report))
+    name = report_name(config)  # transfer-fast, transfer-senteval-mlp, ...: the report's own name
+    print(f"written to {out / f'{name}.json'} and {out / f'{name}.md'}")

@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from mtl.config import AtLeast0, AtLeast1, OneOf, Range, check_fields
-from mtl.device import to_device
 from mtl.errors import UserError
+from mtl.runtime.device import to_device
 
 Pooling = Literal["max", "mean", "max+mean", "sum", "selfattn", "cls", "last"]
 

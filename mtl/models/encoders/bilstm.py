@@ -8,7 +8,6 @@ from typing import Literal
 import torch
 from torch import nn
 
-from mtl.device import to_device
 from mtl.models.encoders.base import (
     Encoder,
     EncoderConfig,
@@ -18,6 +17,7 @@ from mtl.models.encoders.base import (
     register,
 )
 from mtl.models.encoders.packing import run_packed
+from mtl.runtime.device import to_device
 
 
 def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from mtl.errors import UserError
-from mtl.export import write_card
-from mtl.hf import load_pretrained
+from mtl.files.hub import load_pretrained
+from mtl.models.card import write_card
 from mtl.models.encoders.base import (
     Encoder,
     EncoderConfig,

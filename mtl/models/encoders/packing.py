@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
-from mtl.device import to_device
+from mtl.runtime.device import to_device
 
 
 def run_packed(states: torch.Tensor, lengths: torch.Tensor, lstm: nn.LSTM) -> torch.Tensor:

@@ -1,0 +1,99 @@
+"""`just neighbours`: the sentences of a pool nearest to a query, by the cosine of their
+embeddings (Quick-Thoughts, Table 5: nearest neighbours as a look at what an encoder keeps).
+
+The pool is a text file, one sentence per line, or by default the distinct sentences of
+SNLI's dev and test splits. Several runs (`run=runs/a,runs/b`) are searched with their
+embeddings concatenated, as transfer combines them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from mtl.config import AtLeast1, apply_overrides
+from mtl.data.snli import snli_sentences
+from mtl.errors import UserError
+from mtl.eval.transfer.suite import TransferConfig, make_encoder
+from mtl.tracking.tracker import log_tables
+
+
+@dataclass
+class NeighboursConfig:
+    run: str = ""  # run folder (or several, comma-separated: embeddings concatenated)
+    query: str = ""  # the sentence to find neighbours of; several separated by |
+    pool: str | None = None  # a text file, one sentence per line; None: SNLI dev + test's distinct sentences
+    snli: str | None = None  # for the default pool: SNLI folder or Hub id (None: $MTL_DATA_DIR/snli)
+    k: AtLeast1 = 5  # neighbours per query
+    batch_size: AtLeast1 = 128
+    device: str = "auto"
+    wandb: Literal["auto", "online", "offline", "disabled"] = "auto"  # the neighbours as a W&B table
+
+
+def pool_sentences(config: NeighboursConfig) -> list[str]:
+    if config.pool:
+        path = Path(config.pool).expanduser()
+        if not path.is_file():
+            raise UserError(f"pool={path} does not exist: give a text file with one sentence per line")
+        sentences = list(
+            dict.fromkeys(line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+        )
+        return [s for s in sentences if s]
+    return snli_sentences(config.snli)
+
+
+def nearest(queries: np.ndarray, pool: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each query row, the `k` pool rows of highest cosine (indices and cosines, best first)."""
+
+    def unit(x: np.ndarray) -> np.ndarray:
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+    similarity = unit(queries) @ unit(pool).T
+    k = min(k, pool.shape[0])
+    top = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(similarity, top, axis=1), axis=1, kind="stable")
+    indices = np.take_along_axis(top, order, axis=1)
+    return indices, np.take_along_axis(similarity, indices, axis=1)
+
+
+def run(config: NeighboursConfig) -> str:
+    queries = [q.strip() for q in config.query.split("|") if q.strip()]
+    if not config.run or not queries:
+        raise UserError('just neighbours needs run=runs/<run> and query="a sentence" (several: a|b)')
+    encoder = make_encoder(TransferConfig(run=config.run, device=config.device))
+    pool = pool_sentences(config)
+    pool_embeddings = encoder.encode(pool, batch_size=config.batch_size, show_progress_bar=True)
+    indices, cosines = nearest(
+        encoder.encode(queries, batch_size=config.batch_size), pool_embeddings, config.k
+    )
+    log_tables(
+        job_type="neighbours",
+        name=f"neighbours-{encoder.name}",
+        config={"run": config.run, "pool": config.pool or "SNLI dev+test", "k": config.k},
+        tables={
+            "neighbours": (
+                ["query", "rank", "cosine", "sentence"],
+                [
+                    [query, rank + 1, float(value), pool[row]]
+                    for query, rows, values in zip(queries, indices, cosines, strict=True)
+                    for rank, (row, value) in enumerate(zip(rows, values, strict=True))
+                ],
+            )
+        },
+        directory=Path(config.run.split(",")[0]).expanduser() / "transfer",
+        mode=config.wandb,
+    )
+    lines = [f"{encoder.name}: {len(pool):,} pool sentences, cosine of {encoder.dim}-d embeddings"]
+    for query, rows, values in zip(queries, indices, cosines, strict=True):
+        lines += ["", f"query: {query}"]
+        lines += [f"  {value:.3f}  {pool[row]}" for row, value in zip(rows, values, strict=True)]
+    return "\n".join(lines)
+
+
+def command(args: Sequence[str]) -> None:
+    """The command line's `key=value` arguments onto NeighboursConfig; run; print what it gives."""
+    print(run(apply_overrides(NeighboursConfig(), args)))

@@ -1,0 +1,144 @@
+"""`just compare-objectives`: transfer each member of a sweep over objectives, then one table and
+one page: transfer score against minutes of training and examples seen (Quick-Thoughts,
+Appendix C, compares objectives at equal training time this way).
+
+    just sweep objectives max_minutes=20        # the members (experiments/sweeps/objectives.toml)
+    just compare-objectives                     # transfer each, then comparison.md and comparison.html
+
+A member already transferred with the same protocol is not transferred again.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from mtl import metrics
+from mtl.analysis.page import STYLE, pyplot, svg_base64
+from mtl.config import apply_overrides
+from mtl.errors import UserError
+from mtl.eval.transfer import suite
+from mtl.eval.transfer.report_file import read_report
+from mtl.files import atomic
+from mtl.runs import Run, RunFolder, RunStatus
+
+
+@dataclass
+class CompareConfig:
+    out: str = "runs/sweeps/objectives"  # the sweep's folder
+    transfer_tasks: str = "MR,CR,SUBJ,MPQA,TREC,SICK-R"  # SentEval tasks scored for each member
+    mode: Literal["standard", "fast"] = "fast"  # the transfer protocol (fast: 5 folds, a smaller grid)
+    data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
+    device: str = "auto"
+
+
+@dataclass
+class Member:
+    name: str
+    tasks: list[str]
+    minutes: float
+    examples: dict[str, int]
+    transfer: dict[str, float]  # task -> accuracy (%) or Pearson x 100
+
+    @property
+    def mean(self) -> float:
+        return sum(self.transfer.values()) / len(self.transfer) if self.transfer else float("nan")
+
+
+def compare(config: CompareConfig) -> Path:
+    sweep = Path(config.out).expanduser()
+    folders = sorted(p for p in sweep.iterdir() if (p / "config.json").is_file()) if sweep.is_dir() else []
+    finished = [f for f in folders if RunFolder(f).status() is RunStatus.FINISHED]
+    if not finished:
+        raise UserError(f"out={sweep} holds no finished run: train the sweep first (just sweep objectives)")
+    members = [_member(folder, config) for folder in finished]
+    atomic.write_text(sweep / "comparison.md", markdown(members, config), "comparison table")
+    atomic.write_text(sweep / "comparison.html", page(members, config), "comparison page")
+    print(markdown(members, config))
+    return sweep / "comparison.html"
+
+
+def _member(folder: Path, config: CompareConfig) -> Member:
+    transfer = suite.TransferConfig(
+        run=str(folder),
+        tasks=config.transfer_tasks,
+        mode=config.mode,
+        data=config.data,
+        device=config.device,
+        wandb="disabled",
+    )
+    report = read_report(folder / f"{suite.report_name(transfer)}.json")
+    results = report["results"] if report is not None else {}
+    if any(task not in results for task in transfer.task_names):
+        results = suite.run(transfer)[1]["results"]
+    run = Run.read(folder)
+    summary, tasks = run.summary, run.tasks
+    return Member(
+        name=" + ".join(tasks),
+        tasks=tasks,
+        minutes=summary.get("train_seconds", float("nan")) / 60,
+        examples={task: summary.get(metrics.examples(task), 0) for task in tasks},
+        transfer={task: _score(results[task]) for task in transfer.task_names},
+    )
+
+
+def _score(result: dict[str, Any]) -> float:
+    """Accuracy in %, or a correlation x 100 (Pearson), so one mean covers both."""
+    value = result.get("acc", result.get("pearson", result.get("all/pearson")))
+    return float("nan") if value is None else 100 * value
+
+
+def markdown(members: list[Member], config: CompareConfig) -> str:
+    tasks = config.transfer_tasks.split(",")
+    lines = [
+        f"| objective | train min | examples seen | {' | '.join(tasks)} | mean |",
+        "|---" * (len(tasks) + 4) + "|",
+    ]
+    for m in sorted(members, key=lambda m: -m.mean):
+        seen = ", ".join(f"{t} {n:,}" for t, n in m.examples.items())
+        scores = " | ".join(f"{m.transfer[t]:.1f}" for t in tasks)
+        lines.append(f"| {m.name} | {m.minutes:.1f} | {seen} | {scores} | {m.mean:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def page(members: list[Member], config: CompareConfig) -> str:
+    plt = pyplot()
+    figure, (by_time, by_examples) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for m in members:
+        seen = sum(m.examples.values())
+        for axis, x in ((by_time, m.minutes), (by_examples, seen)):
+            axis.scatter([x], [m.mean], s=40)
+            axis.annotate(m.name, (x, m.mean), textcoords="offset points", xytext=(5, 4), fontsize=9)
+    by_time.set_xlabel("minutes of training steps")
+    by_examples.set_xlabel("training examples seen (all tasks)")
+    by_examples.xaxis.set_major_formatter(lambda value, _: f"{value / 1000:,.0f}k")
+    for axis in (by_time, by_examples):
+        axis.set_ylabel(f"mean transfer score ({config.transfer_tasks})")
+        axis.grid(alpha=0.3)
+    figure.tight_layout()
+    image = svg_base64(figure)
+    table = markdown(members, config).splitlines()
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")] for line in table if not line.startswith("|---")
+    ]
+    cells = "".join(
+        "<tr>" + "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in row) + "</tr>"
+        for tag, row in [("th", rows[0])] + [("td", r) for r in rows[1:]]
+    )
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>objectives compared</title>'
+        f"<style>{STYLE}</style></head><body><h1>Objectives compared at equal training time</h1>"
+        f"<p>{len(members)} run(s) of {html.escape(config.out)}, transfer protocol {config.mode}, "
+        f"written {html.escape(time.strftime('%Y-%m-%d %H:%M'))}.</p><table>{cells}</table>"
+        f'<h2>Transfer against training time and examples seen</h2><img src="data:image/svg+xml;base64,{image}" '
+        'alt="mean transfer score against training minutes and examples seen"></body></html>\n'
+    )
+
+
+def command(args: Sequence[str]) -> None:
+    """The command line's `key=value` arguments onto CompareConfig; run; print what it gives."""
+    print(f"written to {compare(apply_overrides(CompareConfig(), args))}")

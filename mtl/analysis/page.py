@@ -1,0 +1,39 @@
+"""What the analysis pages share: their style sheet and plots as embedded SVG."""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}"
+    "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+    "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}img{max-width:100%}"
+    ".note{background:#fff8e1;border-left:4px solid #f0b400;padding:6px 10px}"
+    ".wide{overflow-x:auto}td{white-space:nowrap}"  # many transfer columns: the table scrolls, cells stay whole
+)
+
+
+def pyplot() -> Any:
+    # Imported when a page draws its first plot (a second of start-up otherwise), its backend first.
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def integer_ticks() -> Any:
+    from matplotlib.ticker import MaxNLocator  # as pyplot(): only when a plot is drawn
+
+    return MaxNLocator(integer=True)
+
+
+def svg_base64(figure: Any) -> str:
+    """The figure as SVG (sharp at any zoom), base64 for a data: URI."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="svg")
+    pyplot().close(figure)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")

@@ -1,0 +1,548 @@
+"""`just report`: one self-contained HTML page (plots embedded) from run folders, no account needed.
+
+    just report runs/sweeps/fig2                  # a sweep folder: all its runs
+    just report runs/a runs/b out=report.html
+    just report group=fig2                        # every run under runs/ in that W&B group
+
+One chart per metric with every run overlaid (a colour per run): each task's training loss
+and dev metric against the task's own step, the loss and dev charts of a task sharing their
+x-axis, the task's blocks shaded when the runs share them; the loss recovery after each
+block switch; Figure 2 (best dev metric against one task's steps per block) when the runs
+differ in that key alone (else the page says which other keys differ); and a table of the
+runs' swept keys, dev, test and every transfer report (standard, fast, other poolings) side
+by side, the best value of each column in bold. Plots are SVG: sharp at any zoom.
+"""
+
+from __future__ import annotations
+
+import html
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtl import metrics
+from mtl.analysis import significance
+from mtl.analysis.decompose import DecomposeConfig, decomposition
+from mtl.analysis.page import STYLE, integer_ticks, pyplot, svg_base64
+from mtl.config import apply_overrides, flattened, paths_and_keys
+from mtl.errors import UserError
+from mtl.eval.transfer.registry import ordered
+from mtl.eval.transfer.report_file import ITEMS_SUFFIX
+from mtl.files import atomic
+from mtl.runs import Run, differing_keys, find_runs
+
+
+@dataclass
+class ReportConfig:
+    group: str | None = None  # every run under `runs` whose W&B group is this (e.g. fig2)
+    runs: str = "runs"  # where group= looks for run folders
+    out: str | None = (
+        None  # the HTML file; None: report.html in the sweep folder, else runs/report-<time>.html
+    )
+
+
+def build(runs: list[Run]) -> str:
+    """The HTML page."""
+    figures: list[tuple[str, str]] = [("Training loss and dev metric per task, every run", _curves(runs))]
+    if any(_recovery_rows(run) for run in runs):
+        figures.append(("Loss recovery after each block switch", _recovery(runs)))
+    notes = []
+    if (axis := _swept_task(runs)) is not None:
+        swept = f"tasks.{axis}.steps"
+        if others := sorted(differing_keys([run for run in runs if run.summary]) - {swept}):
+            notes.append(
+                f"No Figure 2: the finished runs differ in {swept} but also in {', '.join(others)}; "
+                f"report runs that differ in {swept} alone."
+            )
+        else:
+            title = f"Figure 2: best dev metric against {runs[0].title(axis)} steps per block"
+            figures.append((title, _figure2(runs, axis)))
+    if (curve := _learning_curves(runs)) is not None:
+        figures.append(("Transfer against the share of each task's training data (train_fraction=)", curve))
+    if (sized := _size_curves(runs)) is not None:
+        figures.append(("Transfer against embedding dimension (InferSent Figure 4, micro average)", sized))
+    significance = _significance(runs)
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8"><title>mtl report</title>',
+        f"<style>{STYLE}</style></head><body>",
+        "<h1>mtl report</h1>",
+        f"<p>{len(runs)} run(s), written {html.escape(time.strftime('%Y-%m-%d %H:%M'))}.</p>",
+        "<h2>Results</h2>",
+        _results_table(runs),
+        *(f'<p class="note">{html.escape(note)}</p>' for note in notes),
+    ]
+    for title, image in figures:
+        parts += [
+            f"<h2>{html.escape(title)}</h2>",
+            f'<img src="data:image/svg+xml;base64,{image}" alt="{html.escape(title)}">',
+        ]
+    parts += [*significance, *_decomposition(runs), *_maxpool_links(runs), "</body></html>"]
+    return "\n".join(parts) + "\n"
+
+
+def _results_table(runs: list[Run]) -> str:
+    reports = sorted({report for run in runs for report in run.transfer}, key=lambda r: (r != "transfer", r))
+    transfer = [
+        (report, task)
+        for report in reports
+        for task in _transfer_order({t for run in runs for t in run.transfer.get(report, {})})
+    ]
+    tasks = list(dict.fromkeys(task for run in runs for task in run.tasks))
+    titles = {task: next(run.title(task) for run in runs if task in run.tasks) for task in tasks}
+    evaluations = [
+        (task, split)
+        for task in tasks
+        for split in ("dev", "test")
+        if any(_best(run, task, split) is not None for run in runs)
+    ]
+    swept = sorted(differing_keys(runs)) if len(runs) > 1 else []
+    fixed = ["run", "encoder", *swept, "steps per block", "steps", "stopped by"]
+    columns = [
+        *fixed,
+        *(f"{titles[task]} {split}" for task, split in evaluations),
+        *(
+            task if report == "transfer" else f"{task} ({report.removeprefix('transfer-')})"
+            for report, task in transfer
+        ),
+    ]
+    rows = []
+    for run in runs:
+        s, flat = run.summary, flattened(run.config)
+        rows.append(
+            [
+                run.name,
+                run.encoder,
+                *(str(flat.get(key, "–")) for key in swept),
+                " / ".join(f"{task} {run.block_steps(task)}" for task in run.tasks),
+                str(s.get(metrics.GLOBAL_STEP, _last_step(run))),
+                s.get("stop_reason") or _unfinished_state(run),
+                *(_score(_best(run, task, split), run.metric(task)) for task, split in evaluations),
+                *(_transfer_cell(run, report, task) for report, task in transfer),
+            ]
+        )
+    directions = [
+        *(
+            metrics.higher_is_better(next(r.metric(t) for r in runs if t in r.tasks) or "")
+            for t, _ in evaluations
+        ),
+        *(True for _ in transfer),  # every transfer headline: accuracy or a correlation
+    ]
+    best = {
+        column: _best_value([row[column] for row in rows], higher)
+        for column, higher in zip(range(len(fixed), len(columns)), directions, strict=True)
+    }
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td><strong>{html.escape(v)}</strong></td>"
+            if best.get(i) == v
+            else f"<td>{html.escape(v)}</td>"
+            for i, v in enumerate(row)
+        )
+        + "</tr>"
+        for row in rows
+    )
+    legend = (
+        "<p>Bold: the best run of a column (the lowest perplexity or loss, the highest other score).</p>"
+        if len(runs) > 1
+        else ""
+    )
+    stale = [
+        f"{html.escape(run.name)} {html.escape(report)}: {html.escape(reason)}"
+        for run in runs
+        for report, reason in run.stale.items()
+    ]
+    if stale:
+        legend += (
+            f'<p class="note">{STALE_MARK} '
+            + "; ".join(stale)
+            + ". Run <code>just transfer run=&lt;run&gt;</code> again for the final encoder's result.</p>"
+        )
+    return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>{legend}'
+
+
+STALE_MARK = "†"
+
+
+def _transfer_cell(run: Run, report: str, task: str) -> str:
+    value = run.transfer.get(report, {}).get(task, "–")
+    return f"{value} {STALE_MARK}" if report in run.stale and value != "–" else value
+
+
+def _transfer_order(tasks: set[str]) -> list[str]:
+    """SentEval's order (Table 2's columns), then any other task by name."""
+    return ordered(tasks)
+
+
+def _best_value(values: list[str], higher_is_better: bool = True) -> str | None:
+    """The cell holding the best score of a column (its first number: MRPC's accuracy, STS's
+    Pearson), when at least two runs have one."""
+    scored = [(number, value) for value in values if (number := _first_number(value)) is not None]
+    if len(scored) < 2:
+        return None
+    return (max if higher_is_better else min)(scored)[1]
+
+
+def _best(run: Run, task: str, split: str) -> Any:
+    """The best checkpoint's value of the task's metric on `split`, from the summary."""
+    metric = run.metric(task)
+    return run.summary.get(metrics.best(metrics.evaluation(task, split, metric))) if metric else None
+
+
+def _score(value: Any, metric: str | None) -> str:
+    """A fraction (accuracy, a correlation) in %; a perplexity or loss as it is."""
+    if not isinstance(value, int | float):
+        return "–"
+    return f"{100 * value:.2f}" if metrics.is_fraction(metric or "") else f"{value:.2f}"
+
+
+def _unfinished_state(run: Run) -> str:
+    """How a run without a summary stands: `diverged` (its loss became NaN or inf), else not finished."""
+    events = [r.get(metrics.EVENT) for r in run.records if metrics.EVENT in r]
+    return "diverged" if events and events[-1] == "diverged" else "not finished"
+
+
+def _last_step(run: Run) -> int:
+    return max((r[metrics.GLOBAL_STEP] for r in run.records), default=0)
+
+
+def _swept_task(runs: list[Run]) -> str | None:
+    """The task whose steps per block differ between the finished runs (Figure 2's axis), if one does."""
+    finished = [run for run in runs if run.summary]
+    for task in dict.fromkeys(task for run in finished for task in run.tasks):
+        if (
+            all(task in run.tasks for run in finished)
+            and len({run.block_steps(task) for run in finished}) > 1
+        ):
+            return task
+    return None
+
+
+def _smoothed(values: list[float]) -> list[float]:
+    return [statistics.fmean(values[max(0, i - metrics.LOSS_WINDOW + 1) : i + 1]) for i in range(len(values))]
+
+
+def _curves(runs: list[Run]) -> str:
+    """A column per task: its training loss (smoothed; raw too for one run) over its dev metric,
+    every run overlaid in its own colour, the two charts sharing the task's step axis."""
+    plt = pyplot()
+    tasks = list(dict.fromkeys(task for run in runs for task in run.tasks))
+    figure, axes = plt.subplots(2, len(tasks), figsize=(5.5 * len(tasks), 6.5), squeeze=False, sharex="col")
+    colours = run_colours(runs)
+    for column, task in enumerate(tasks):
+        loss_axis, dev_axis = axes[0][column], axes[1][column]
+        having = [run for run in runs if task in run.tasks]
+        metric = "acc"
+        for run in having:
+            colour = colours[run.name]
+            trained = [r for r in run.records if metrics.train(task, "loss") in r]
+            steps = [r[metrics.of_task(task, "step")] for r in trained]
+            losses = [r[metrics.train(task, "loss")] for r in trained]
+            if len(runs) == 1:
+                loss_axis.plot(steps, losses, color=colour, alpha=0.3, linewidth=0.8)
+            loss_axis.plot(steps, _smoothed(losses), color=colour, linewidth=1.6, label=run.name)
+            if (dev := run.dev_metric(task)) is None:
+                continue
+            metric = metrics.metric_name(dev)
+            scale = 100 if metrics.is_fraction(metric) else 1
+            evaluations = [r for r in run.records if dev in r]
+            dev_axis.plot(
+                [r[metrics.of_task(task, "step")] for r in evaluations],
+                [scale * r[dev] for r in evaluations],
+                marker="o",
+                markersize=3,
+                color=colour,
+                label=run.name,
+            )
+        blocks = {tuple(_task_blocks(run, task)) for run in having}
+        for axis in (loss_axis, dev_axis):
+            if len(blocks) == 1:  # shade only blocks every run shares
+                _shade_blocks(axis, list(next(iter(blocks))))
+            axis.xaxis.set_major_locator(integer_ticks())
+            axis.grid(alpha=0.3)
+        title = having[0].title(task)
+        loss_axis.set_title(f"{title}: training loss (mean of {metrics.LOSS_WINDOW} steps)", fontsize=10)
+        dev_axis.set_title(
+            f"{title}: dev {metric}" + (" (%)" if metrics.is_fraction(metric) else ""), fontsize=10
+        )
+        shaded = " (its blocks shaded)" if len(blocks) == 1 else " (blocks differ between runs: not shaded)"
+        dev_axis.set_xlabel(f"{task} step{shaded}")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper center", ncol=min(len(runs), 4), fontsize=8, frameon=False)
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.04 * ((len(runs) + 3) // 4)))
+    return svg_base64(figure)
+
+
+def run_colours(runs: list[Run]) -> dict[str, Any]:
+    """A colour per run, the same in every chart of the page."""
+    import matplotlib
+
+    palette = matplotlib.colormaps["tab10" if len(runs) <= 10 else "tab20"]
+    return {run.name: palette(index % palette.N) for index, run in enumerate(runs)}
+
+
+def _task_blocks(run: Run, task: str) -> list[tuple[int, int]]:
+    """The task's blocks as ranges of its own steps."""
+    blocks, done = [], 0
+    for record in run.records:
+        if record.get(metrics.EVENT) == "block_end" and record.get(metrics.phase("task")) == task:
+            steps = record[metrics.phase("steps")]
+            blocks.append((done, done + steps))
+            done += steps
+    return blocks
+
+
+def _shade_blocks(axis: Any, blocks: list[tuple[int, int]]) -> None:
+    for index, (start, end) in enumerate(blocks):
+        if index % 2:
+            axis.axvspan(start, end, color="#eeeeee", zorder=0)
+        if index:
+            axis.axvline(start, color="#999999", linewidth=0.6, linestyle="--", zorder=0)
+
+
+def _recovery_rows(run: Run) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in run.records
+        if r.get(metrics.EVENT) == "block_end" and r.get(metrics.phase("jump")) is not None
+    ]
+
+
+def _recovery(runs: list[Run]) -> str:
+    plt = pyplot()
+    figure, (jumps, recoveries) = plt.subplots(1, 2, figsize=(11, 4))
+    colours = run_colours(runs)
+    markers = "os^Dv"
+    for run in runs:
+        for number, task in enumerate(run.tasks):
+            rows = [r for r in _recovery_rows(run) if r[metrics.phase("task")] == task]
+            if not rows:
+                continue
+            label = f"{run.name} {run.title(task)}"
+            style = {"color": colours[run.name], "marker": markers[number % len(markers)], "label": label}
+            blocks = [r[metrics.phase("block")] for r in rows]
+            jumps.plot(blocks, [r[metrics.phase("jump")] for r in rows], **style)
+            recovered = [(r[metrics.phase("block")], r[metrics.phase("recovery_steps")]) for r in rows]
+            recoveries.plot(
+                [b for b, s in recovered if s is not None],
+                [s for _, s in recovered if s is not None],
+                **style,
+            )
+    jumps.set_title("loss jump after a switch (smoothed)", fontsize=10)
+    recoveries.set_title("steps until the loss is back (recovered blocks)", fontsize=10)
+    for axis in (jumps, recoveries):
+        axis.xaxis.set_major_locator(integer_ticks())
+        axis.set_xlabel("block")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    return svg_base64(figure)
+
+
+def _figure2(runs: list[Run], swept: str) -> str:
+    """Each task's best dev metric against the swept task's steps per block (Liu et al. 2018, Figure 2)."""
+    plt = pyplot()
+    finished = sorted((run for run in runs if run.summary), key=lambda run: run.block_steps(swept))
+    tasks = [task for task in finished[0].tasks if all(task in run.tasks for run in finished)]
+    figure, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4), squeeze=False)
+    for axis, task in zip(axes[0], tasks, strict=True):
+        points = [(r.block_steps(swept), _best(r, task, "dev")) for r in finished]
+        scale = 100 if metrics.is_fraction(finished[0].metric(task) or "") else 1
+        points = [(x, scale * y) for x, y in points if isinstance(y, int | float)]
+        axis.plot([x for x, _ in points], [y for _, y in points], marker="o", color="#08519c")
+        for x, y in points:
+            axis.annotate(
+                f"{y:.1f}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8
+            )
+        axis.margins(x=0.08, y=0.2)  # room for the labels
+        axis.set_xscale("log", base=2)
+        axis.set_xticks([x for x, _ in points], [str(x) for x, _ in points])
+        unit = " (%)" if scale == 100 else f" {finished[0].metric(task)}"
+        axis.set_title(f"{finished[0].title(task)} dev{unit} of the best checkpoint")
+        others = " and ".join(finished[0].title(t) for t in finished[0].tasks if t != swept)
+        axis.set_xlabel(
+            f"{finished[0].title(swept)} steps per block" + (f" of {others} steps" if others else "")
+        )
+        axis.grid(alpha=0.3)
+    figure.tight_layout()
+    return svg_base64(figure)
+
+
+def _significance(runs: list[Run]) -> list[str]:
+    """`just compare`'s table for the runs (seeds grouped), on the first transfer report they all
+    keep per-item results of; nothing when there is no such report or fewer than two encoders."""
+    if len(runs) < 2:
+        return []
+    shared = [
+        report
+        for report in ("transfer", "transfer-fast", *sorted({r for run in runs for r in run.transfer}))
+        if all((run.folder / f"{report}{ITEMS_SUFFIX}").is_file() for run in runs)
+    ]
+    if not shared:
+        return []
+    config = significance.SignificanceConfig(report=shared[0], resamples=1000)
+    try:
+        encoders = significance.group_runs([run.folder for run in runs], config.report)
+        comparisons = significance.compare(encoders, config, against_first=True)
+    except UserError:
+        return []  # a single encoder (seeds only), or no task in common: nothing to test
+    head, rows = significance.table(encoders, comparisons, config)
+    table = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return [
+        f"<h2>Is the difference real? ({html.escape(config.report)}, paired bootstrap over test items)</h2>",
+        f'<div class="wide"><table><tr>{table}</tr>{body}</table></div>',
+        "<p>Each encoder against the first; points: accuracy in %, Pearson r x 100 (STS: mean over "
+        "subsets); runs that differ only in seed= are one encoder. Every pair: <code>just compare</code> "
+        "(here 1,000 replicates).</p>",
+    ]
+
+
+def _decomposition(runs: list[Run]) -> list[str]:
+    """For a one-run page, `just decompose`'s table of its first report with per-item results
+    (nothing when the transfer data is not at hand: the page never needs it)."""
+    if len(runs) != 1:
+        return []
+    run = runs[0]
+    reports = [
+        r for r in ("transfer", *sorted(run.transfer)) if (run.folder / f"{r}{ITEMS_SUFFIX}").is_file()
+    ]
+    if not reports:
+        return []
+    try:
+        header, rows = decomposition(DecomposeConfig(run=str(run.folder), report=reports[0]))
+    except UserError:
+        return []
+    tasks = list(dict.fromkeys(row[0] for row in rows))
+    parts = list(dict.fromkeys((by, label) for _, by, label, _, _ in rows))
+    cell = {(task, by, label): (count, accuracy) for task, by, label, count, accuracy in rows}
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["by", "part", *tasks])
+    body = "".join(
+        f"<tr><td>{html.escape(by)}</td><td>{html.escape(label)}</td>"
+        + "".join(
+            f"<td>{'' if (value := cell.get((task, by, label))) is None or value[1] is None else f'{value[1]:.2f} ({value[0]:,})'}</td>"
+            for task in tasks
+        )
+        + "</tr>"
+        for by, label in parts
+    )
+    return [
+        "<h2>Where the accuracy comes from (just decompose)</h2>",
+        f"<p>{html.escape(header)}; each cell: accuracy (items).</p>",
+        f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>',
+    ]
+
+
+def _maxpool_links(runs: list[Run]) -> list[str]:
+    pages = [run for run in runs if (run.folder / "maxpool.html").is_file()]
+    if not pages:
+        return []
+    links = "".join(
+        f'<li><a href="{html.escape((run.folder / "maxpool.html").resolve().as_uri())}">{html.escape(run.name)}</a></li>'
+        for run in pages
+    )
+    return ["<h2>What max pooling picks (just maxpool)</h2>", f"<ul>{links}</ul>"]
+
+
+def _learning_curves(runs: list[Run]) -> str | None:
+    """Per transfer task, its score against the share of training data the classifier saw
+    (reports `<report>-frac<f>`, and `<report>` itself at 1), a line per run and report."""
+    lines: dict[tuple[str, str], dict[str, list[tuple[float, float]]]] = {}
+    for run in runs:
+        for report, scores in run.transfer.items():
+            base, _, fraction = report.rpartition("-frac")
+            if not base:
+                base, fraction = report, "1"
+            for task, headline in scores.items():
+                if (value := _first_number(headline)) is not None:
+                    lines.setdefault((run.name, base), {}).setdefault(task, []).append(
+                        (float(fraction), value)
+                    )
+    curves = {
+        key: {task: sorted(points) for task, points in tasks.items() if len(points) > 1}
+        for key, tasks in lines.items()
+    }
+    tasks = sorted({task for by_task in curves.values() for task in by_task})
+    if not tasks:
+        return None
+    plt = pyplot()
+    columns = min(len(tasks), 4)
+    rows = -(-len(tasks) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.2 * rows), squeeze=False)
+    colours = run_colours(runs)
+    for axis, task in zip(axes.flat, tasks, strict=False):
+        for (name, base), by_task in sorted(curves.items()):
+            if task in by_task:
+                points = by_task[task]
+                axis.plot(
+                    *zip(*points, strict=True), marker="o", color=colours[name], label=f"{name} ({base})"
+                )
+        axis.set_xscale("log")
+        axis.set_title(task, fontsize=10)
+        axis.set_xlabel("share of training data")
+        axis.grid(alpha=0.3)
+    for axis in list(axes.flat)[len(tasks) :]:
+        axis.set_visible(False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper center", ncol=min(len(labels), 3), fontsize=8, frameon=False)
+    figure.tight_layout(rect=(0, 0, 1, 0.92))
+    return svg_base64(figure)
+
+
+def _first_number(headline: str) -> float | None:
+    """A headline's first number (accuracy %, Pearson r, STS's Pearson in `.63/.61`)."""
+    try:
+        return float(headline.split("/")[0])
+    except ValueError:
+        return None
+
+
+def _size_curves(runs: list[Run]) -> str | None:
+    """Per encoder (architecture and pooling), the micro average of transfer dev accuracies against
+    the embedding dimension, one line per transfer report; None unless some encoder has two sizes."""
+    lines: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for run in runs:
+        model = run.config["model"]
+        label = f"{model['encoder']} {model.get('pooling', '')}".strip()
+        for report, point in run.sizes.items():
+            lines.setdefault((label, report), []).append(point)
+    lines = {key: sorted(points) for key, points in lines.items() if len({d for d, _ in points}) > 1}
+    if not lines:
+        return None
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    for (label, report), points in sorted(lines.items()):
+        axis.plot([d for d, _ in points], [m for _, m in points], marker="o", label=f"{label} ({report})")
+    axis.set_xscale("log", base=2)
+    dims = sorted({d for points in lines.values() for d, _ in points})
+    axis.set_xticks(dims, [str(d) for d in dims])
+    axis.set_xlabel("embedding dimension")
+    axis.set_ylabel("transfer: micro average of dev accuracy (%)")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    return svg_base64(figure)
+
+
+def run(paths: list[str], config: ReportConfig) -> Path:
+    folders = find_runs(paths, config.group, Path(config.runs).expanduser())
+    runs = [Run.read(folder) for folder in folders]
+    if config.out:
+        out = Path(config.out).expanduser()
+    elif len(paths) == 1 and (Path(paths[0]) / "sweep.json").is_file():
+        out = Path(paths[0]) / "report.html"
+    else:
+        out = Path("runs") / f"report-{time.strftime('%Y%m%d-%H%M%S')}.html"
+    atomic.write_text(out, build(runs), "report")
+    return out
+
+
+def command(args: Sequence[str]) -> None:
+    """`just report PATH ... key=value`."""
+    paths, keys = paths_and_keys(args)
+    print(f"report written to {run(paths, apply_overrides(ReportConfig(), keys))}")

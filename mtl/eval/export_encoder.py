@@ -1,0 +1,100 @@
+"""`just export-encoder`: a run's encoder written for sharing, with a vocabulary of public words.
+
+An encoder file names its vocabulary word by word. A run's own export keeps the words of the
+training examples it trained on (`mtl.train.shared_words`), which for private training text
+are private words. `vocabulary=public` keeps only the words of the public vectors file (and
+padding and the unknown word): every other word then maps to the unknown vector, and nothing
+of the private text is left in the files. The weights are the run's, unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from mtl.config import apply_overrides
+from mtl.errors import UserError
+from mtl.eval.encoder import PretrainedSentenceEncoder, encoder_file, load_encoder, read_encoder_file
+from mtl.files import atomic
+from mtl.models.encoders.concat import ConcatEncoder
+from mtl.models.sentence_transformers import unsupported, write_sentence_transformer
+from mtl.runs import RunFolder
+from mtl.text.vectors import vector_store
+from mtl.train import encoder_file as exported
+from mtl.train.shared_words import pruned_state
+
+
+@dataclass
+class ExportConfig:
+    run: str = ""  # a run folder, its encoder.json, or a checkpoint (best.pt)
+    out: str = ""  # the folder to write: encoder.json, encoder.safetensors, encoder/ (sentence-transformers)
+    vocabulary: Literal["public", "trained"] = "public"  # public: only words of the vectors file
+    vectors: str | None = None  # the public vectors file; None: the one the encoder was trained with
+    overwrite: bool = False  # replace an existing export in out=
+
+
+def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
+    """Write the export; returns its folder, the words kept and the words left out."""
+    if not config.run or not config.out:
+        raise UserError("export-encoder needs run=<run folder or encoder file> and out=<new folder>")
+    out = atomic.check_output_dir(Path(config.out), "out")
+    target = RunFolder(out).encoder
+    if target.exists() and not config.overwrite:
+        raise UserError(f"{target} exists: choose another out= or set overwrite=true")
+    loaded = load_encoder(config.run, device="cpu")  # every tensor and word checked on the way
+    if isinstance(loaded, PretrainedSentenceEncoder):
+        raise UserError(
+            f"{config.run} is a pretrained transformer: its subword vocabulary is the model's own"
+        )
+    file = encoder_file(config.run)
+    saved = read_encoder_file(file)
+    words = loaded.vocabulary.words
+    rows = np.arange(len(words))
+    if config.vocabulary == "public":
+        vectors = config.vectors or loaded.vectors
+        if not vectors or not Path(vectors).expanduser().is_file():
+            raise UserError(
+                f"vectors={vectors}: the public vectors file is not here; give vectors=<GloVe file> "
+                "(the encoder's words are kept where it has a vector)"
+            )
+        public = vector_store(Path(vectors).expanduser()).index
+        rows = np.array([0, 1] + [i for i, word in enumerate(words) if i > 1 and word in public])
+    kept = [words[i] for i in rows]
+    encoders = list(loaded.encoder.parts) if isinstance(loaded.encoder, ConcatEncoder) else [loaded.encoder]
+    state = pruned_state(encoders[0].state_dict(), rows, len(words))
+    paths = saved.get("embedding_parts") or []
+    parts = {
+        path: {k: v for k, v in part.state_dict().items() if k != "embedding.weight"}
+        for path, part in zip(paths, encoders[1:], strict=True)
+    }
+    metadata = {
+        "config": saved["config"],
+        "vocabulary": kept,
+        "vectors": config.vectors or loaded.vectors,
+        "embedding_parts": paths,
+    }
+    exported.write(target, metadata, state, parts)
+    if len(encoders) == 1 and unsupported(encoders[0]) is None:
+        lowercase = bool(loaded.tokenizer.lowercase) if loaded.tokenizer is not None else True
+        atomic.write_folder(
+            RunFolder(out).pretrained_encoder,
+            lambda folder: write_sentence_transformer(
+                encoders[0], kept, lowercase, folder, out.name, [int(i) for i in rows]
+            ),
+            "sentence-transformers folder",
+        )
+    return out, len(kept), len(words) - len(kept)
+
+
+def command(args: Sequence[str]) -> None:
+    """`just export-encoder run=... out=...`."""
+    config = apply_overrides(ExportConfig(), args)
+    out, kept, dropped = export_encoder(config)
+    which = "words of the vectors file" if config.vocabulary == "public" else "words of the run's export"
+    print(
+        f"encoder written to {out} with {kept:,} {which} ({dropped:,} words left out map to the unknown vector)"
+    )

@@ -1,0 +1,64 @@
+"""mtl's encoders in MTEB: `mteb.evaluate(MTEBEncoder("runs/<run>"), mteb.get_tasks([...]))`.
+
+MTEB takes any object that follows its encoder protocol (`mteb.models.AbsEncoder`) and a
+`ModelMeta` describing it; this is that wrapper around `load_encoder`. Similarity is cosine,
+as SentEval's STS and mtl's transfer suite score it. MTEB is not a dependency of mtl:
+`pip install mteb` to use this module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mtl.errors import UserError
+from mtl.eval.encoder import SentenceEncoder, load_encoder
+
+try:
+    from mteb.models.abs_encoder import AbsEncoder
+    from mteb.models.model_meta import ModelMeta, ScoringFunction
+except ImportError as missing:  # one line, not a traceback into mteb
+    raise UserError(f"mtl.eval.mteb needs MTEB ({missing}): pip install mteb") from None
+
+
+class MTEBEncoder(AbsEncoder):
+    """A run folder's (or checkpoint's, or an already loaded) encoder as an MTEB model."""
+
+    def __init__(
+        self,
+        encoder: SentenceEncoder | str | Path,
+        device: str = "auto",
+        batch_size: int = 128,
+        show_progress_bar: bool = False,
+    ):
+        self.model = encoder if isinstance(encoder, SentenceEncoder) else load_encoder(encoder, device)
+        self.batch_size, self.show_progress_bar = batch_size, show_progress_bar
+        parameters = sum(p.numel() for p in self.model.encoder.parameters())
+        self.mteb_model_meta = ModelMeta.create_empty(
+            overwrites={
+                "name": f"mtl/{self.model.name}",  # MTEB's names are organization/model
+                "embed_dim": self.model.dim,
+                "max_tokens": self.model.max_tokens,
+                "n_parameters": parameters,
+                "similarity_fn_name": ScoringFunction.COSINE,
+                "framework": ["PyTorch"],
+                "open_weights": True,
+            }
+        )
+
+    def encode(
+        self,
+        inputs: Any,  # a DataLoader of batches whose "text" holds the sentences
+        *,
+        task_metadata: Any,
+        hf_split: str,
+        hf_subset: str,
+        prompt_type: Any = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
+        sentences = [text for batch in inputs for text in batch["text"]]
+        return self.model.encode(
+            sentences, batch_size=self.batch_size, show_progress_bar=self.show_progress_bar
+        )

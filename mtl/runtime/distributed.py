@@ -1,0 +1,196 @@
+"""Training over several processes started by `torchrun` (one per GPU, or per CPU share).
+
+`torchrun` sets RANK, WORLD_SIZE and LOCAL_RANK; without them everything here is a single
+process and every call is local. Rank 0 is the main process: it alone writes the run
+folder, checkpoints and W&B. Collectives use NCCL for CUDA tensors and gloo for CPU ones.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import warnings
+from collections.abc import Callable
+from typing import TypeVar
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from mtl.errors import UserError
+from mtl.runtime.device import resolve_device
+
+T = TypeVar("T")
+TIMEOUT = datetime.timedelta(minutes=30)  # a ClassifSQuAD build on rank 0 can keep the others waiting
+
+
+def processes_per_node() -> int:
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
+def gpu_per_process() -> bool:
+    """Whether each process of this machine has a GPU of its own (the same answer on every rank)."""
+    return torch.cuda.is_available() and processes_per_node() <= torch.cuda.device_count()
+
+
+class Distributed:
+    def __init__(self, rank: int = 0, world_size: int = 1, local_rank: int = 0):
+        self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
+
+    @classmethod
+    def from_environment(cls) -> Distributed:
+        """The process group `torchrun` described, joined once; a single process without it."""
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        if world_size == 1:
+            return cls()
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if not dist.is_initialized():
+            # gloo for CPU tensors (also on GPU machines: counts, objects, device=cpu runs),
+            # NCCL for CUDA ones.
+            backend = "gloo"
+            if gpu_per_process():
+                torch.cuda.set_device(local_rank)
+                backend = "cpu:gloo,cuda:nccl"
+            dist.init_process_group(backend, timeout=TIMEOUT)
+        return cls(dist.get_rank(), dist.get_world_size(), local_rank)
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def device(self, name: str) -> torch.device:
+        """The config's device; `auto` or `cuda` is this process's own GPU under torchrun."""
+        if self.active and name == "auto" and torch.cuda.is_available() and not gpu_per_process():
+            if self.is_main:
+                warnings.warn(
+                    f"{processes_per_node()} processes per node but {torch.cuda.device_count()} GPU(s): "
+                    "training on the CPU (device=auto); start one process per GPU to train on them",
+                    stacklevel=2,
+                )
+            name = "cpu"
+        device = resolve_device(name)
+        if self.active and device.type == "cuda" and device.index is None:
+            if not gpu_per_process():
+                raise UserError(
+                    f"device={name} with {processes_per_node()} processes on a machine with "
+                    f"{torch.cuda.device_count()} GPU(s): start at most that many (--nproc-per-node), "
+                    "or train on the CPU with device=cpu"
+                )
+            return torch.device("cuda", self.local_rank)
+        return device
+
+    def part(self, count: int) -> np.ndarray:
+        """This rank's share of `count` items: contiguous, sizes differing by at most one."""
+        return np.array_split(np.arange(count), self.world_size)[self.rank]
+
+    def sum(self, values: list[float]) -> list[float]:
+        """Element-wise sums of `values` over ranks (float64 on the CPU, so counts stay exact)."""
+        if not self.active:
+            return list(values)
+        tensor = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(tensor)
+        return tensor.tolist()
+
+    def any(self, flag: bool) -> bool:
+        """Whether `flag` is set on any rank: every rank gets the same answer, so all act alike."""
+        return self.sum([float(flag)])[0] > 0 if self.active else flag
+
+    def broadcast(self, value: T) -> T:
+        """Rank 0's `value` on every rank (any picklable object)."""
+        if not self.active:
+            return value
+        holder = [value if self.is_main else None]
+        dist.broadcast_object_list(holder, src=0)
+        return holder[0]
+
+    def gather_objects(self, value: T) -> list[T]:
+        """Every rank's `value` (any picklable object), in rank order, on every rank."""
+        if not self.active:
+            return [value]
+        every: list = [None] * self.world_size
+        dist.all_gather_object(every, value)
+        return every
+
+    def main_first(self, work: Callable[[], T], others_too: bool = True) -> T:
+        """Run `work` on rank 0, then (with `others_too`) on the other ranks; rank 0's result otherwise.
+
+        A failure on rank 0 stops every rank with its message instead of leaving them
+        waiting at the next collective.
+        """
+        if not self.active:
+            return work()
+        result, failure = None, None
+        if self.is_main:
+            try:
+                result = work()
+            except BaseException as error:
+                failure = error
+        message = self.broadcast(None if failure is None else f"{failure}")
+        if failure is not None:
+            raise failure
+        if message is not None:
+            raise RankZeroStopped(f"rank 0 stopped: {message}")
+        if not others_too:
+            return self.broadcast(result)
+        return result if self.is_main else work()
+
+    def barrier(self) -> None:
+        if self.active:
+            dist.barrier()
+
+
+PEER_LOST = (
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Broken pipe",
+    "NCCL communicator was aborted",
+)
+
+
+def lost_a_peer(error: BaseException) -> bool:
+    """Whether `error` is a collective failing because another process of the job died.
+
+    gloo raises a plain RuntimeError naming the socket error; NCCL a DistBackendError.
+    """
+    if os.environ.get("WORLD_SIZE", "1") == "1" or not isinstance(error, RuntimeError):
+        return False
+    return isinstance(error, dist.DistError) or any(text in str(error) for text in PEER_LOST)
+
+
+class RankZeroStopped(UserError):
+    """Rank 0's own error, which rank 0 prints: the other ranks stop without saying it again."""
+
+    quiet = True
+
+
+def gather_batch(local: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Every rank's rows of `local` (the ranks' shares of one batch, in rank order), and where
+    this rank's rows start among them; gradients flow back to the rank each row came from.
+
+    What in-batch objectives (Quick-Thoughts, ranking) score each example against: with it
+    the candidates, so the loss, are those of the whole batch at any number of processes.
+    In one process, and outside training (evaluation gives each rank whole batches of its
+    own, so no rank waits on another's), it is `local` itself.
+    """
+    if not torch.is_grad_enabled() or not dist.is_initialized() or dist.get_world_size() == 1:
+        return local, 0
+    import torch.distributed.nn.functional as differentiable
+
+    sizes = torch.tensor([len(local)], device=local.device)
+    every_size = [torch.zeros_like(sizes) for _ in range(dist.get_world_size())]
+    dist.all_gather(every_size, sizes)
+    counts = [int(size) for size in every_size]
+    padded = _pad_rows(local, max(counts))  # all_gather needs equal shapes; shares differ by one at most
+    parts = differentiable.all_gather(padded)
+    rank = dist.get_rank()
+    return torch.cat([part[:count] for part, count in zip(parts, counts, strict=True)]), sum(counts[:rank])
+
+
+def _pad_rows(tensor: torch.Tensor, rows: int) -> torch.Tensor:
+    if len(tensor) == rows:
+        return tensor
+    return torch.cat([tensor, tensor.new_zeros(rows - len(tensor), *tensor.shape[1:])])

@@ -1,0 +1,329 @@
+"""`just sweep`: a grid of training runs in one W&B group, one after another or `parallel=N` at once.
+
+    just sweep fig2 preset=cpu-small max_steps=600       # experiments/sweeps/fig2.toml, CPU-sized
+    just sweep steps_nli=250,500,1000 steps_squad=500 preset=cpu-small sweep=nli-ratio
+
+A key with comma-separated values is an axis of the grid; a named sweep's file gives its
+axes as lists and its fixed keys as plain values, and later keys override it. Each member
+trains in `<out>/<member>` (out: runs/sweeps/<sweep>) as its own `train-multitask` process.
+Running the sweep again skips finished members, resumes interrupted ones and starts the rest.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtl import metrics
+from mtl.config import paths_and_keys, to_dict
+from mtl.errors import UserError
+from mtl.files import atomic, jsonfile
+from mtl.files.atomic import check_output_dir
+from mtl.files.locks import FolderLock
+from mtl.runs import RunFolder, RunStatus
+from mtl.train.interrupts import PARENT_DIED
+from mtl.train.presets import preset_dir, preset_name
+from mtl.train.run import config_from_args, config_from_command
+
+SWEEP_KEYS = ("sweep", "out", "parallel")  # the sweep's own keys; the rest go to every member
+
+
+@dataclass
+class SweepConfig:
+    """The sweep's own keys (for --help); every other key goes to train-multitask."""
+
+    sweep: str = "sweep"  # the sweep's name and W&B group (a named sweep: its name)
+    out: str | None = None  # folder of the members' runs; None: runs/sweeps/<sweep>
+    parallel: int = 1  # runs at once (each then gets cores/parallel threads)
+
+
+@dataclass
+class Member:
+    name: str
+    overrides: list[str]  # key=value for train-multitask
+    run_dir: Path
+
+    def status(self) -> str:
+        """`finished`, `interrupted` (resumed by the next run of the sweep), or `new`."""
+        status = RunFolder(self.run_dir).status()
+        return status.value if status in (RunStatus.FINISHED, RunStatus.INTERRUPTED) else "new"
+
+    def command(self) -> list[str]:
+        train = [sys.executable, "-m", "mtl", "train-multitask"]
+        if self.status() == "interrupted":
+            return [*train, f"resume={self.run_dir}"]
+        return [*train, *self.overrides]
+
+
+@dataclass
+class Sweep:
+    name: str
+    axes: dict[str, list[str]]
+    fixed: list[str]
+    out: Path
+    parallel: int = 1
+
+    def members(self) -> list[Member]:
+        members = []
+        for values in itertools.product(*self.axes.values()):
+            chosen = dict(zip(self.axes, values, strict=True))
+            name = "-".join(f"{key}{value}" for key, value in chosen.items()) or self.name
+            run_dir = self.out / name
+            overrides = [
+                *self.fixed,
+                *(f"{key}={value}" for key, value in chosen.items()),
+                f"name={name}",
+                f"group={self.name}",
+                f"out={run_dir}",
+            ]
+            members.append(Member(name, overrides, run_dir))
+        return members
+
+
+def sweep_dir() -> Path:
+    return preset_dir() / "sweeps"
+
+
+def sweep_names() -> list[str]:
+    return sorted(path.stem for path in sweep_dir().glob("*.toml"))
+
+
+def parse(args: list[str]) -> Sweep:
+    """A named sweep (its file first, then `args`) or a sweep made of `args` alone."""
+    named, keys = paths_and_keys(args)
+    if len(named) > 1:
+        raise UserError(f"one sweep at a time, not {' and '.join(named)}")
+    pairs: list[tuple[str, str]] = []
+    if named:
+        pairs += _sweep_file(named[0])
+    pairs += [tuple(a.split("=", 1)) for a in keys]  # type: ignore[misc]
+    settings: dict[str, str] = {}
+    axes: dict[str, list[str]] = {}
+    fixed: dict[str, str] = {}
+    for key, value in pairs:
+        if key in SWEEP_KEYS:
+            settings[key] = value
+        elif "," in value:
+            axes[key] = [v.strip() for v in value.split(",") if v.strip()]
+            if repeated := sorted({v for v in axes[key] if axes[key].count(v) > 1}):
+                raise UserError(
+                    f"{key}={value} names {repeated[0]} twice: each value makes one run folder, give it once"
+                )
+            fixed.pop(key, None)
+        else:
+            fixed[key] = value
+            axes.pop(key, None)
+    if not axes:
+        raise UserError("a sweep needs an axis: a key with several values, e.g. steps_nli=250,500,1000")
+    if taken := [key for key in ("name", "group", "resume") if key in fixed or key in axes]:
+        raise UserError(f"{taken[0]}= is set by the sweep for each member: leave it out")
+    name = settings.get("sweep") or (preset_name(named[0]) if named else "sweep")
+    try:
+        parallel = int(settings.get("parallel", "1"))
+    except ValueError:
+        parallel = 0
+    if parallel < 1:
+        raise UserError(
+            f"parallel={settings['parallel']!r}: give the number of runs at once, e.g. parallel=2"
+        )
+    out = check_output_dir(Path(settings.get("out") or Path("runs") / "sweeps" / name), "out")
+    return Sweep(name, axes, [f"{k}={v}" for k, v in fixed.items()], out, parallel)
+
+
+def _sweep_file(name: str) -> list[tuple[str, str]]:
+    """The keys of a sweep in experiments/sweeps/, or of the TOML file `name` names (`./mine.toml`)."""
+    path = Path(name).expanduser() if name.endswith(".toml") or "/" in name else sweep_dir() / f"{name}.toml"
+    if path.parent != sweep_dir() and not path.is_file():
+        raise UserError(f"sweep file {path} does not exist: give a TOML file of key = [values] lines")
+    if not path.is_file():
+        choices = ", ".join(sweep_names()) or "none"
+        raise UserError(f"unknown sweep {name!r}: choose one of {choices}, or give key=v1,v2 axes")
+    try:
+        values = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"sweep file {path} is not valid TOML ({error}): fix it") from None
+    return [
+        (key, ",".join(_text(v) for v in value) if isinstance(value, list) else _text(value))
+        for key, value in values.items()
+    ]
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def run(sweep: Sweep) -> dict[str, str]:
+    """Train every member that has not finished; return each member's outcome."""
+    members = sweep.members()
+    for member in members:  # a wrong key or value stops the sweep before any run starts
+        config_from_args(member.overrides)
+    with FolderLock(sweep.out, "sweep folder", "out"):
+        check_same_fixed_keys(sweep, members)
+        return _run(sweep, members)
+
+
+def check_same_fixed_keys(sweep: Sweep, members: list[Member]) -> None:
+    """Refuse to reuse members that an earlier run of this sweep trained with other fixed keys.
+
+    A member's folder is named by its axis values only, so after a change of a fixed key
+    (`max_steps=600` -> `1200`) its old results would be reported as this sweep's.
+    """
+    path = sweep.out / "sweep.json"
+    if not path.is_file() or not any(m.run_dir.exists() for m in members):
+        return
+    try:
+        before = json.loads(path.read_text(encoding="utf-8"))
+        old = before["fixed"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        raise UserError(f"{path} is damaged: remove it or choose another out= for this sweep") from None
+    if changed := sorted(_result_keys(old) ^ _result_keys(sweep.fixed)):
+        raise UserError(
+            f"sweep folder {sweep.out} was trained with other fixed keys ({', '.join(changed)}): "
+            "its runs would not be this sweep's; choose another out= or sweep="
+        )
+
+
+def _result_keys(fixed: list[str]) -> set[str]:
+    """The fixed keys that can change a run's results: not where it runs or logs (as resume)."""
+    return {arg for arg in fixed if not arg.startswith(("device=", "wandb=", "run.device=", "run.wandb="))}
+
+
+def _run(sweep: Sweep, members: list[Member]) -> dict[str, str]:
+    sweep.out.mkdir(parents=True, exist_ok=True)
+    record = {
+        "sweep": sweep.name,
+        "axes": sweep.axes,
+        "fixed": sweep.fixed,
+        "members": {m.name: str(m.run_dir) for m in members},
+    }
+    atomic.write_text(sweep.out / "sweep.json", jsonfile.dumps(record, indent=2) + "\n", "sweep record")
+    outcomes = {m.name: "finished (before)" for m in members if m.status() == "finished"}
+    waiting = [m for m in members if m.status() != "finished"]
+    print(
+        f"sweep {sweep.name}: {len(members)} runs in {sweep.out}, {len(outcomes)} finished before, "
+        f"{len(waiting)} to train, {sweep.parallel} at a time"
+    )
+    running: dict[str, tuple[subprocess.Popen, Any]] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < sweep.parallel:
+                member = waiting.pop(0)
+                running[member.name] = _launch(member, sweep)
+            time.sleep(0.2)
+            for name, (process, log) in list(running.items()):
+                if process.poll() is None:
+                    continue
+                if log is not None:
+                    log.close()
+                outcomes[name] = (
+                    "finished" if process.returncode == 0 else f"failed (exit {process.returncode})"
+                )
+                print(f"  {name}: {outcomes[name]}", flush=True)
+                del running[name]
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: each running member checkpoints and stops
+        for process, _ in running.values():
+            process.send_signal(signal.SIGINT)  # once: members run in their own sessions
+        for process, _ in running.values():
+            process.wait()
+        raise KeyboardInterrupt(
+            f"sweep stopped: run `just sweep {sweep.name} ...` again to resume it"
+        ) from None
+    return outcomes
+
+
+def _launch(member: Member, sweep: Sweep) -> tuple[subprocess.Popen, Any]:
+    env = dict(os.environ)
+    if sweep.parallel > 1:
+        # Runs side by side share the cores rather than each taking all of them.
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // sweep.parallel)))
+        logs = sweep.out / "logs"
+        logs.mkdir(exist_ok=True)
+        log = open(logs / f"{member.name}.log", "a", encoding="utf-8")  # noqa: SIM115  (a resumed run appends)
+        print(f"  {member.name}: {member.status()} -> training (log: {logs / member.name}.log)", flush=True)
+        process = subprocess.Popen(
+            member.command(),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
+        )
+        return process, log
+    print(f"  {member.name}: {member.status()} -> training", flush=True)
+    # Its own session: a terminal's Ctrl-C reaches the sweep only, which passes on one SIGINT.
+    return subprocess.Popen(
+        member.command(), env=env, start_new_session=True, preexec_fn=die_with_parent()
+    ), None
+
+
+def die_with_parent():
+    """Run in a member before it starts: signal it when the sweep dies, even by `kill -9`.
+
+    A member has its own session (so a terminal's Ctrl-C reaches the sweep alone), so it
+    would otherwise outlive a killed sweep and train on unsupervised. PARENT_DIED makes it
+    checkpoint and stop, as Ctrl-C would. Linux's parent-death signal; elsewhere nothing.
+    """
+    sweep_pid = os.getpid()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, PARENT_DIED)
+        if os.getppid() != sweep_pid:  # the sweep died before the signal was armed
+            os.kill(os.getpid(), PARENT_DIED)
+
+    return arm
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def summary(sweep: Sweep, outcomes: dict[str, str]) -> str:
+    lines = [f"sweep {sweep.name} ({sweep.out}):"]
+    for member in sweep.members():
+        results = ""
+        path = RunFolder(member.run_dir).summary
+        if path.is_file():
+            values = json.loads(path.read_text(encoding="utf-8"))
+            results = ", ".join(
+                f"{metrics.without_prefix(key)} {value:.4f}"
+                for key, value in values.items()
+                if metrics.is_best_evaluation(key) and "/dev/" in key and value is not None
+            )
+        lines.append(
+            f"  {member.name}: {outcomes.get(member.name, 'not run')}{'; ' + results if results else ''}"
+        )
+    return "\n".join(lines)
+
+
+def command(args: Sequence[str]) -> None:
+    """`just sweep NAME key=v1,v2 ...`."""
+    spec = parse(list(args))
+    outcomes = run(spec)
+    print(summary(spec, outcomes))
+    if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
+        raise UserError(f"{len(failed)} of the sweep's runs failed ({', '.join(failed)}): see their logs")
+
+
+def member_configs(args: Sequence[str]) -> dict[str, Any]:
+    """Each member's config, by member name: what `just sweep args` would train (--print-config)."""
+    return {
+        member.name: to_dict(config_from_command(member.overrides)) for member in parse(list(args)).members()
+    }

@@ -1,0 +1,143 @@
+"""The package's layers: each module imports only its own layer and those below, the commands
+that read finished runs never import training, and there is no import circle."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).parents[1] / "mtl"
+
+# Lowest first; a module belongs to the layer of the longest prefix naming it (`=name`: that
+# module alone, not the modules under it).
+LAYERS = [
+    ("base", ["mtl.errors", "mtl.console", "mtl.metrics", "mtl.config", "mtl.files", "mtl.plugins"]),
+    ("runtime and text", ["mtl.runtime", "mtl.tracking", "mtl.text"]),
+    ("data and models", ["mtl.data", "mtl.models"]),
+    (
+        "tasks and file formats",
+        [
+            "mtl.tasks",
+            "mtl.eval.transfer.registry",
+            "mtl.eval.transfer.tasks",
+            "mtl.eval.transfer.report_file",
+            "mtl.eval.transfer.senteval_format",
+            "=mtl.eval.transfer",  # the package alone: its __init__ registers the tasks
+        ],
+    ),
+    ("run folders", ["mtl.runs"]),
+    ("training and evaluation", ["mtl.train", "mtl.eval"]),
+    ("commands", ["mtl.analysis", "mtl.bench", "mtl.fuzz"]),
+    ("entry points", ["mtl.registry", "mtl.cli", "mtl.__main__", "=mtl"]),
+]
+# Where an import inside a function is the design: the command table imports a command's module
+# when it runs; `mtl.load_encoder` keeps `import mtl` light.
+LAZY = {"mtl.cli", "mtl"}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def layer_of(module: str) -> int:
+    matches = [
+        (len(prefix), index)
+        for index, (_, prefixes) in enumerate(LAYERS)
+        for prefix in prefixes
+        if module == prefix.lstrip("=") or (not prefix.startswith("=") and module.startswith(prefix + "."))
+    ]
+    assert matches, f"{module} is in no layer: add it to LAYERS"
+    return max(matches)[1]
+
+
+def imports(path: Path, known: dict[str, Path]) -> list[tuple[str, bool]]:
+    """(imported mtl module, inside a function) for each import of `path`; TYPE_CHECKING ones left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    checking = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+        for node in ast.walk(block)
+    }
+    in_function = {
+        id(node)
+        for function in ast.walk(tree)
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+        for node in ast.walk(function)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in checking:
+            continue
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [
+                f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
+                for a in node.names
+            ]
+        found += [(name, id(node) in in_function) for name in names if name.split(".")[0] == "mtl"]
+    return found
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    known = modules()
+    upward = [
+        f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
+        for module, path in known.items()
+        for target, _ in imports(path, known)
+        if layer_of(target) > layer_of(module)
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_the_commands_that_read_finished_runs_never_import_training():
+    known = modules()
+    reaching = [
+        f"{module} imports {target}"
+        for module, path in known.items()
+        if module.startswith("mtl.analysis")
+        for target, _ in imports(path, known)
+        if target.startswith("mtl.train")
+    ]
+    assert not reaching, "\n".join(reaching)
+
+
+def test_mtl_modules_are_imported_at_the_top_of_a_module_but_where_laziness_is_the_design():
+    known = modules()
+    inside = [
+        f"{module} imports {target} inside a function"
+        for module, path in known.items()
+        if module not in LAZY
+        for target, lazy in imports(path, known)
+        if lazy
+    ]
+    assert not inside, "\n".join(inside)
+
+
+def test_there_is_no_import_circle():
+    known = modules()
+    graph = {m: {t for t, _ in imports(p, known) if t in known and t != m} for m, p in known.items()}
+    for module, targets in graph.items():  # importing a module runs its packages' __init__ first
+        packages = {".".join(t.split(".")[:k]) for t in targets for k in range(2, t.count(".") + 1)}
+        graph[module] = targets | {p for p in packages if p != module and not module.startswith(p + ".")}
+    visiting, done, circles = set(), set(), []
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in done:
+            return
+        if module in visiting:
+            circles.append(" -> ".join([*path[path.index(module) :], module]))
+            return
+        visiting.add(module)
+        for target in sorted(graph.get(module, ())):
+            visit(target, [*path, module])
+        visiting.discard(module)
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert not circles, "\n".join(circles)

@@ -1,0 +1,149 @@
+"""`just report`: run folders (or a sweep folder, or a W&B group) turned into one HTML page."""
+
+import base64
+import json
+from html.parser import HTMLParser
+
+import pytest
+
+from mtl.cli import main
+
+from .conftest import start_run
+
+
+class Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.images, self.cells = [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.images.append(dict(attrs))
+
+    def handle_data(self, data):
+        self.cells.append(data)
+
+
+def test_the_report_of_a_sweep_holds_one_image_per_plot_and_every_run(sweep_dir, tmp_path):
+    out, _ = sweep_dir
+    page_path = tmp_path / "report.html"
+    assert main(["report", str(out), f"out={page_path}"]) == 0
+    text = page_path.read_text(encoding="utf-8")
+    page = Page()
+    page.feed(text)
+    titles = [image["alt"] for image in page.images]
+    # Every run overlaid in one set of curves, the recovery after block switches, Figure 2 (steps_nli differs).
+    assert len(titles) == 3 and titles[1].startswith("Loss recovery") and titles[2].startswith("Figure 2")
+    for image in page.images:
+        prefix = "data:image/svg+xml;base64,"
+        assert image["src"].startswith(prefix)
+        svg = base64.b64decode(image["src"][len(prefix) :]).decode()
+        assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    curves = base64.b64decode(page.images[0]["src"].split(",", 1)[1]).decode()
+    assert "steps_nli2" in curves and "steps_nli4" in curves  # both runs in one chart's legend
+    assert {"steps_nli2", "steps_nli4", "tasks.nli.steps"} <= set(page.cells)  # the swept key is a column
+    assert "<strong>" in text  # each column's best run
+
+
+def member_copy(sweep_dir, tmp_path, name, change):
+    """A copy of the sweep's first member whose recorded config `change` edits."""
+    import shutil
+
+    out, _ = sweep_dir
+    copy = tmp_path / name
+    shutil.copytree(out / "steps_nli2", copy, ignore=shutil.ignore_patterns("wandb", "checkpoints"))
+    record = json.loads((copy / "config.json").read_text())
+    change(record["config"])
+    (copy / "config.json").write_text(json.dumps(record))
+    return copy
+
+
+def test_figure_2_needs_runs_that_differ_in_the_swept_key_alone(sweep_dir, tmp_path):
+    out, _ = sweep_dir
+
+    def wider(config):
+        config["tasks"]["nli"]["steps"] = 8
+        config["model"]["hidden"] = 64
+
+    other = member_copy(sweep_dir, tmp_path, "wide", wider)
+    page_path = tmp_path / "report.html"
+    assert (
+        main(["report", str(out / "steps_nli2"), str(out / "steps_nli4"), str(other), f"out={page_path}"])
+        == 0
+    )
+    text = page_path.read_text(encoding="utf-8")
+    assert "<h2>Figure 2" not in text
+    assert "No Figure 2: the finished runs differ in tasks.nli.steps but also in model.hidden" in text
+
+
+def test_every_transfer_report_and_the_pretrained_models_name_reach_the_table(sweep_dir, tmp_path):
+    def pretrained(config):
+        config["model"].update(encoder="hf", hf_model="../shared/data/models/all-MiniLM-L6-v2")
+
+    run = member_copy(sweep_dir, tmp_path, "minilm", pretrained)
+    for name, accuracy in (("transfer", 0.81), ("transfer-fast", 0.79), ("transfer-fast-pool-mean", 0.75)):
+        (run / f"{name}.json").write_text(json.dumps({"results": {"MR": {"acc": accuracy}}}))
+    page_path = tmp_path / "report.html"
+    assert main(["report", str(run), f"out={page_path}"]) == 0
+    page = Page()
+    page.feed(page_path.read_text(encoding="utf-8"))
+    for cell in ("all-MiniLM-L6-v2", "MR", "MR (fast)", "MR (fast-pool-mean)", "81.00", "79.00", "75.00"):
+        assert cell in page.cells, cell
+    assert "hf 8" not in page.cells
+
+
+def test_report_finds_a_group_and_names_a_folder_that_is_not_a_run(sweep_dir, tmp_path, capsys):
+    out, _ = sweep_dir
+    assert main(["report", "group=tiny", f"runs={out.parent}", f"out={tmp_path / 'g.html'}"]) == 0
+    assert (tmp_path / "g.html").read_text().count("<img") == 3
+    assert main(["report", str(tmp_path)]) == 2
+    assert "is not a run folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"members": 3}', "[1, 2]", '{"sweep": "x"}'])
+def test_report_of_a_damaged_sweep_record_is_one_line(tmp_path, capsys, text):
+    (tmp_path / "sweep.json").write_text(text)
+    assert main(["report", str(tmp_path)]) == 2
+    assert f"error: {tmp_path / 'sweep.json'} is damaged" in capsys.readouterr().err
+
+
+def test_transfer_against_embedding_size_is_drawn_per_encoder(sweep_dir, tmp_path):
+    runs = []
+    for dim, micro in ((64, 70.0), (128, 72.5), (256, 73.0)):
+        run = member_copy(
+            sweep_dir, tmp_path, f"b{dim}", lambda config, dim=dim: config["model"].update(bottleneck=dim)
+        )
+        report = {
+            "dim": dim,
+            "aggregate": {"micro": micro, "macro": micro, "tasks": ["MR"]},
+            "results": {"MR": {"acc": 0.7}},
+        }
+        (run / "transfer-fast.json").write_text(json.dumps(report))
+        runs.append(str(run))
+    page_path = tmp_path / "sizes.html"
+    assert main(["report", *runs, f"out={page_path}"]) == 0
+    page = Page()
+    page.feed(page_path.read_text(encoding="utf-8"))
+    (image,) = [i for i in page.images if i["alt"].startswith("Transfer against embedding dimension")]
+    svg = base64.b64decode(image["src"].split(",", 1)[1]).decode()
+    assert "bilstm max (transfer-fast)" in svg  # one line for the encoder, its three sizes
+    assert main(["report", runs[0], f"out={tmp_path / 'one.html'}"]) == 0
+    assert "Transfer against embedding dimension" not in (tmp_path / "one.html").read_text()
+
+
+def test_a_learning_curve_over_the_share_of_training_data(tiny_data, senteval, tmp_path, capsys):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run")
+    common = ["transfer", f"run={run_dir}", "mode=fast", "tasks=MR,CR", f"data={senteval}", "wandb=disabled"]
+    for fraction in ("0.25", "0.5", "1"):
+        assert main([*common, f"train_fraction={fraction}", f"vectors={tiny_data['vectors']}"]) == 0
+    names = sorted(p.name for p in run_dir.glob("transfer-fast*.json") if ".senteval" not in p.name)
+    assert names == ["transfer-fast-frac0.25.json", "transfer-fast-frac0.5.json", "transfer-fast.json"]
+    report = json.loads((run_dir / "transfer-fast-frac0.25.json").read_text())
+    assert report["results"]["MR"]["ntest"] == 60  # every item is still predicted, from a quarter of its fold
+    assert main(["report", str(run_dir), f"out={tmp_path / 'curve.html'}"]) == 0
+    page = Page()
+    page.feed((tmp_path / "curve.html").read_text(encoding="utf-8"))
+    assert any(i["alt"].startswith("Transfer against the share of each task") for i in page.images)
+    senteval_mode = [a for a in common if a != "mode=fast"] + ["mode=senteval"]
+    assert main([*senteval_mode, "train_fraction=0.5"]) == 2
+    assert "train_fraction=0.5 subsamples scikit-learn's training sets" in capsys.readouterr().err

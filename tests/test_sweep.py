@@ -1,0 +1,65 @@
+"""`just sweep`: a grid of runs in one W&B group, checked before any starts, resumable."""
+
+import json
+import subprocess
+import sys
+
+from mtl.cli import main
+from mtl.tracking.wandb_file import run_files
+
+from .conftest import args_for, long_sweep_args, wait_until_training
+
+
+def test_a_sweep_trains_each_member_in_its_group_and_skips_finished_ones(sweep_dir, capsys):
+    out, args = sweep_dir
+    record = json.loads((out / "sweep.json").read_text())
+    assert record["axes"] == {"steps_nli": ["2", "4"]}
+    for name in record["members"]:
+        config = json.loads((out / name / "config.json").read_text())["config"]
+        assert config["run"]["group"] == "tiny" and config["run"]["name"] == name
+        assert config["tasks"]["squad"]["steps"] == 2  # the sweep file says 500: later keys win
+        assert (out / name / "summary.json").is_file()
+        (run_file,) = run_files(out / name)  # one W&B run per member, in the sweep's group
+        printed = subprocess.run(
+            [sys.executable, "-m", "wandb", "leet", "inspect", "--summary", "--json", str(run_file)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+        assert '"tiny"' in printed and "best/nli/dev/acc" in printed
+    finished = {name: (out / name / "summary.json").stat().st_mtime_ns for name in record["members"]}
+    capsys.readouterr()
+    assert main(["sweep", "fig2", *args]) == 0
+    assert "2 finished before, 0 to train" in capsys.readouterr().out
+    assert finished == {name: (out / name / "summary.json").stat().st_mtime_ns for name in finished}
+
+
+def test_a_sweep_refuses_a_wrong_key_before_any_run_starts(tiny_data, tmp_path, capsys):
+    args = [a for a in args_for(tiny_data, tmp_path) if not a.startswith("out=")]
+    assert main(["sweep", *args, "steps_nli=2,4", "lr_decya=0.5", f"out={tmp_path / 's'}"]) == 2
+    assert "lr_decya" in capsys.readouterr().err
+    assert not any((tmp_path / "s").glob("*/config.json"))
+
+
+def test_ctrl_c_stops_a_sweep_with_its_running_member_checkpointed_for_the_next_run(tiny_data, tmp_path):
+    import os
+    import signal
+
+    from mtl.train.sweep import parse
+
+    out = tmp_path / "sweep"
+    args = long_sweep_args(tiny_data, out)
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "mtl", "sweep", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_until_training(out / "steps_nli2" / "metrics.jsonl", sweep)  # the first member
+    os.kill(sweep.pid, signal.SIGINT)
+    _, err = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130 and "again to resume it" in err, err
+    first, second = parse(args).members()
+    assert first.status() == "interrupted" and first.command()[-1] == f"resume={first.run_dir}"
+    assert second.status() == "new"

@@ -1,0 +1,101 @@
+"""`just transfer`'s suite: where reports go, what is checked first, what is kept, headlines."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from mtl.cli import main
+
+from .conftest import (
+    one_error_line,
+    start_run,
+)
+
+
+def transfer(tiny_data, senteval, *args) -> int:
+    return main(
+        [
+            "transfer",
+            "mode=fast",
+            f"data={senteval}",
+            f"vectors={tiny_data['vectors']}",
+            "wandb=disabled",
+            *args,
+        ]
+    )
+
+
+def test_transfer_writes_into_the_run_folder_of_a_checkpoint_path(tiny_data, senteval, tmp_path):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", "max_steps=3")
+    assert transfer(tiny_data, senteval, f"run={run_dir / 'encoder.json'}", "tasks=MR") == 0
+    assert json.loads((run_dir / "transfer-fast.json").read_text())["results"].keys() == {"MR"}
+    assert not Path("runs/baseline-None").exists()
+
+
+def test_transfer_checks_every_task_before_the_first_runs(tiny_data, senteval, tmp_path, capsys):
+    shutil.rmtree(senteval / "CR")
+    out = tmp_path / "out"
+    assert transfer(tiny_data, senteval, "baseline=glove-bow", "tasks=MR,CR", f"out={out}") == 2
+    assert re.match(r"error: transfer data file .*CR/custrev.pos is missing", one_error_line(capsys))
+    assert not out.exists()
+
+
+def test_each_transfer_result_is_kept_as_soon_as_it_exists(tiny_data, senteval, tmp_path, monkeypatch):
+    from mtl.eval.transfer import suite
+
+    out = tmp_path / "out"
+    real = suite.evaluate_task
+
+    def interrupted_at_cr(task, *args):
+        if task.name == "CR":
+            raise KeyboardInterrupt
+        return real(task, *args)
+
+    monkeypatch.setattr(suite, "evaluate_task", interrupted_at_cr)
+    assert transfer(tiny_data, senteval, "baseline=glove-bow", "tasks=MR,CR", f"out={out}") == 130
+    report = json.loads((out / "transfer-fast.json").read_text())
+    assert set(report["results"]) == {"MR"}
+    # A later run of CR alone completes the same report instead of replacing it.
+    monkeypatch.setattr(suite, "evaluate_task", real)
+    assert transfer(tiny_data, senteval, "baseline=glove-bow", "tasks=CR", f"out={out}") == 0
+    assert set(json.loads((out / "transfer-fast.json").read_text())["results"]) == {"MR", "CR"}
+
+
+def test_other_protocols_and_poolings_write_their_own_reports(tiny_data, senteval, tmp_path):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", "max_steps=3", "pooling=max+mean")
+    assert transfer(tiny_data, senteval, f"run={run_dir}", "tasks=MR") == 0
+    assert transfer(tiny_data, senteval, f"run={run_dir}", "tasks=MR", "pooling=mean") == 0
+    fast = json.loads((run_dir / "transfer-fast.json").read_text())
+    mean = json.loads((run_dir / "transfer-fast-pool-mean.json").read_text())
+    assert fast["dim"] == 32 and fast["pooling"] is None  # hidden 8, both directions, max+mean
+    assert mean["pooling"] == "mean" and mean["dim"] is None
+    assert (run_dir / "transfer-fast-pool-mean.md").is_file()
+
+
+def test_a_damaged_senteval_file_is_one_line(tiny_data, senteval, tmp_path, capsys):
+    (senteval / "MR" / "rt-polarity.neg").unlink()
+    (senteval / "MR" / "rt-polarity.neg").mkdir()  # unreadable as a file
+    assert transfer(tiny_data, senteval, "baseline=glove-bow", "tasks=MR", f"out={tmp_path / 'out'}") == 2
+    assert re.match(r"error: transfer data .*MR.* (is missing|cannot be read)", one_error_line(capsys))
+
+
+def test_a_multiclass_task_read_back_from_its_report_keeps_its_headline():
+    from mtl.eval.transfer.report_file import headline
+
+    # TREC has no F1 (six classes); an older report's null F1 must not hide its accuracy.
+    assert headline("TREC", {"acc": 0.702, "f1": None, "dev_acc": 0.62}) == "70.20"
+    assert headline("MRPC", {"acc": 0.7, "f1": None}) == "n/a"
+    assert headline("STS14", {"all/pearson": 0.63, "all/spearman": 0.61, "images/pearson": None}) == ".63/.61"
+
+
+def test_the_training_share_keeps_every_class():
+    import numpy as np
+
+    from mtl.eval.transfer.classifiers import training_share
+
+    labels = np.array([0] * 90 + [1] * 10)
+    share = training_share(labels, 0.1, seed=3)
+    assert len(share) == 9 + 2 and set(labels[share]) == {0, 1}  # 10% of each class, 2 at least
+    assert np.array_equal(share, training_share(labels, 0.1, seed=3))
+    assert len(training_share(labels, 1.0, seed=3)) == 100
