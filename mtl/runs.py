@@ -26,7 +26,7 @@ from typing import Any
 from mtl import metrics
 from mtl.config import flattened
 from mtl.errors import UserError
-from mtl.eval.transfer.report_file import headline
+from mtl.eval.transfer.report_file import headline, read_report, report_paths
 from mtl.files.digest import file_sha256
 from mtl.files.locks import FolderLock
 from mtl.tasks import KINDS, task_title
@@ -225,11 +225,10 @@ def _transfer_results(
     (embedding dimension, micro average of dev accuracies) where the report has both; and report ->
     why it did not evaluate the run's final encoder, for those that did not."""
     found, sizes, stale_reports = {}, {}, {}
-    for path in sorted(folder.glob("transfer*.json")):
-        if path.name.endswith(".senteval.json"):
-            continue
+    for path in report_paths(folder):
+        if (report := read_report(path)) is None:
+            continue  # not a report (or a damaged one): the page shows the others
         try:
-            report = json.loads(path.read_text(encoding="utf-8"))
             found[path.stem] = {task: headline(task, values) for task, values in report["results"].items()}
             if reason := stale(report, path, folder):
                 stale_reports[path.stem] = reason
@@ -252,13 +251,11 @@ def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) ->
         else:
             raise UserError(f"{path} is not a folder: pass run folders (runs/<run>) or a sweep folder")
     if group:
-        for record in sorted(root.glob("**/config.json")):
-            try:
-                run = json.loads(record.read_text(encoding="utf-8"))["config"]["run"]
-            except (OSError, ValueError, KeyError, TypeError, RecursionError):
-                continue
-            if (run.get("group") or run.get("name")) == group:
-                folders.append(record.parent)
+        folders += [
+            record.parent
+            for record in sorted(root.glob("**/config.json"))
+            if wandb_group(record.parent) == group
+        ]
     if not folders:
         raise UserError("no runs to report: pass run folders, a sweep folder, or group=NAME")
     return list(dict.fromkeys(folders))
@@ -364,3 +361,23 @@ def upgrade(values: dict[str, Any]) -> dict[str, Any]:
         optim["lr_schedule"], optim["stop"] = implied[optim["optim"]]
         optim["warmup_steps"] = optim.get("warmup_steps") or 0
     return values
+
+
+def wandb_group(folder: Path) -> str | None:
+    """The W&B group of the run in `folder` (its group=, else its name), or None when unreadable."""
+    record = read_json(RunFolder(folder).record)
+    try:
+        run = record["config"]["run"]
+        return run.get("group") or run.get("name")
+    except (KeyError, TypeError, AttributeError):
+        return None
+
+
+def encoder_artifact(folder: Path) -> str:
+    """The W&B artifact the training run logged its encoder as (summary.json says; older runs:
+    named after the folder)."""
+    summary = read_json(RunFolder(folder).summary)
+    try:
+        return summary["wandb_artifacts"]["encoder"]
+    except (KeyError, TypeError):
+        return f"{Path(folder).name}-encoder"

@@ -15,7 +15,6 @@ or not distinguishable (it holds 0). Differences are in points: percent for accu
 from __future__ import annotations
 
 import itertools
-import json
 import statistics
 import time
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ import numpy as np
 from mtl.config import AtLeast0, Range, apply_overrides, flattened, paths_and_keys
 from mtl.errors import UserError
 from mtl.eval.transfer.registry import TRANSFER_TASKS
-from mtl.eval.transfer.report_file import ITEMS_SUFFIX, read_items
+from mtl.eval.transfer.report_file import ITEMS_SUFFIX, read_items, read_report
 from mtl.files import atomic, jsonfile
 from mtl.runs import Run, differing_keys, find_runs, stale
 from mtl.tracking.tracker import log_tables
@@ -205,11 +204,7 @@ def stale_reports(encoders: list[Encoder], report: str) -> list[str]:
     for encoder in encoders:
         for folder in encoder.runs:
             path = Path(folder) / f"{report}.json"
-            try:
-                record = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError, RecursionError):
-                continue
-            if isinstance(record, dict) and (reason := stale(record, path, Path(folder))):
+            if (record := read_report(path)) is not None and (reason := stale(record, path, Path(folder))):
                 found.append(f"{folder} ({report}): {reason}; run `just transfer run={folder}` again")
     return found
 

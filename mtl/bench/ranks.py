@@ -9,7 +9,6 @@ step's wall time on rank 0, all-reduce included), after `warmup` steps of each t
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -22,7 +21,7 @@ from pathlib import Path
 from mtl import metrics
 from mtl.config import AtLeast0, AtLeast1, apply_overrides
 from mtl.errors import UserError
-from mtl.runs import RunFolder, read_metrics
+from mtl.runs import RunFolder, read_json, read_metrics
 
 
 @dataclass
@@ -81,7 +80,7 @@ def _train(config: BenchRanksConfig, processes: int, out: Path) -> None:
 
 def _rates(run_dir: Path, warmup: int) -> dict[str, list[float]]:
     records = read_metrics(RunFolder(run_dir).metrics)
-    tasks = json.loads(RunFolder(run_dir).record.read_text(encoding="utf-8"))["config"]["tasks"]
+    tasks = read_json(RunFolder(run_dir).record)["config"]["tasks"]
     rates: dict[str, list[float]] = {}
     for task in tasks:
         values = [

@@ -32,7 +32,7 @@ from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
-from mtl.runs import RunFolder, RunStatus
+from mtl.runs import RunFolder, RunStatus, read_json
 from mtl.train.interrupts import PARENT_DIED
 from mtl.train.presets import preset_dir, preset_name
 from mtl.train.run import config_from_args, config_from_command
@@ -299,9 +299,8 @@ def summary(sweep: Sweep, outcomes: dict[str, str]) -> str:
     lines = [f"sweep {sweep.name} ({sweep.out}):"]
     for member in sweep.members():
         results = ""
-        path = RunFolder(member.run_dir).summary
-        if path.is_file():
-            values = json.loads(path.read_text(encoding="utf-8"))
+        values = read_json(RunFolder(member.run_dir).summary)
+        if isinstance(values, dict):
             results = ", ".join(
                 f"{metrics.without_prefix(key)} {value:.4f}"
                 for key, value in values.items()

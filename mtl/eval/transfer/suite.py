@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -37,7 +36,7 @@ from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
 from mtl.files.paths import data_dir
 from mtl.models.encoders.base import EncoderConfig
-from mtl.runs import RunFolder, run_folder_of
+from mtl.runs import encoder_artifact, run_folder_of, wandb_group
 from mtl.text.vectors import resolve_vectors_path
 from mtl.tracking.tracker import Tracker
 
@@ -409,7 +408,7 @@ def _evaluate_all(
         directory=out / "transfer",  # its own wandb/ folder: the training run's stays the training run's
         mode=config.wandb,
         name=f"transfer-{encoder.name}",
-        group=training_group(out) if config.run else "baselines",
+        group=wandb_group(out) if config.run else "baselines",
         tags=["transfer", config.mode],
     )
     for run in run_paths(config):  # the exact encoders evaluated, by their content digests
@@ -457,26 +456,6 @@ def _evaluate_all(
     tracker.finish()
     report["aggregate"] = micro_macro(report["results"])
     return report
-
-
-def encoder_artifact(run_dir: Path) -> str:
-    """The W&B artifact the training run logged its encoder as (summary.json says; older runs:
-    named after the folder)."""
-    try:
-        return json.loads(RunFolder(run_dir).summary.read_text(encoding="utf-8"))["wandb_artifacts"][
-            "encoder"
-        ]
-    except (OSError, ValueError, KeyError, TypeError):
-        return f"{run_dir.name}-encoder"
-
-
-def training_group(run_dir: Path) -> str | None:
-    """The W&B group of the training run in `run_dir`, so its transfer run sits beside it."""
-    try:
-        run = json.loads(RunFolder(run_dir).record.read_text(encoding="utf-8"))["config"]["run"]
-        return run.get("group") or run.get("name")
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def command(args: Sequence[str]) -> None:
