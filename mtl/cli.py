@@ -315,7 +315,7 @@ def run_as_process() -> None:
     """
     code = main()
     if code != 0 and "torch.distributed" in sys.modules:
-        import torch.distributed
+        import torch.distributed  # loaded already when it matters (the check above); never at start-up
 
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             for stream in (sys.stdout, sys.stderr):

@@ -33,7 +33,7 @@ def end_progress_bars() -> None:
     (iterated, or held outside a `with`) would otherwise leave its line open, and the message
     after it would start in the middle of it (`…read SQuAD]error: …`) in a log file or pipe.
     For a command's last words only: a bar closed mid-work stops drawing."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # the class that keeps the open bars, for a command's last words only
 
     for bar in list(getattr(tqdm, "_instances", ())):
         with contextlib.suppress(Exception):  # a bar on a closed stream: nothing to end

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from mtl.config import AtLeast1, apply_overrides, to_dict
@@ -295,8 +296,6 @@ def _make_encoder(folder: Path) -> None:
 
 def _damage_encoder(folder: Path, rng: np.random.Generator) -> None:
     """A lie whose checksum matches (the JSON's record of its weights rewritten), or plain damage."""
-    from safetensors.torch import load_file, save_file
-
     record_path, weights_path = folder / "encoder.json", folder / "encoder.safetensors"
     record = json.loads(record_path.read_text(encoding="utf-8"))
     kind = int(rng.integers(6))

@@ -62,7 +62,7 @@ TRANSFER_PANELS = (
 
 
 def workspace(config: DashboardConfig, entity: str) -> Any:
-    import wandb_workspaces.expr as expr
+    import wandb_workspaces.expr as expr  # optional: only `just dashboard` needs it
     import wandb_workspaces.reports.v2 as panels
     import wandb_workspaces.workspaces as ws
 
@@ -189,7 +189,7 @@ def run(config: DashboardConfig) -> str:
             "just dashboard saves a workspace on W&B's servers: log in first (wandb login or "
             "WANDB_API_KEY), or write the workspace's JSON with spec=PATH"
         )
-    import wandb
+    import wandb  # seconds to import: only to save a workspace online
 
     try:
         entity = config.entity or wandb.Api(timeout=30).default_entity

@@ -280,7 +280,7 @@ def _curves(runs: list[Run]) -> str:
 
 def run_colours(runs: list[Run]) -> dict[str, Any]:
     """A colour per run, the same in every chart of the page."""
-    import matplotlib
+    import matplotlib  # as page.pyplot(): only when a page is drawn
 
     palette = matplotlib.colormaps["tab10" if len(runs) <= 10 else "tab20"]
     return {run.name: palette(index % palette.N) for index, run in enumerate(runs)}

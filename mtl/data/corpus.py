@@ -71,7 +71,7 @@ def squad_documents(source: str, split: str) -> list[Document]:
 
 
 def hub_documents(hub_id: str, text_column: str) -> list[Document]:
-    import datasets
+    import datasets  # a second to import: only for a Hub dataset
 
     try:
         rows = datasets.load_dataset(hub_id, split="train")
@@ -97,7 +97,7 @@ def split_sentences(texts: list[str]) -> list[Document]:
 
 @cache
 def _sentencizer():
-    import spacy
+    import spacy  # a second to import: only for a corpus split into sentences
 
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")

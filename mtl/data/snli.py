@@ -135,7 +135,7 @@ def _keep_labelled(premises: list[str], hypotheses: list[str], labels: list[int]
 
 
 def _load_from_hub(hub_id: str, split: str) -> LabelledTexts:
-    import datasets
+    import datasets  # a second to import: only for a Hub dataset
 
     try:
         rows = datasets.load_dataset(hub_id, split=split)

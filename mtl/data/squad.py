@@ -163,7 +163,7 @@ def _text(container: Any, key: str, name: str, where: str) -> str:
 
 
 def _load_from_hub(hub_id: str) -> dict[str, list[Article]]:
-    import datasets
+    import datasets  # a second to import: only for a Hub dataset
 
     try:
         loaded = datasets.load_dataset(hub_id)

@@ -49,7 +49,7 @@ def load_pretrained(loader: Callable[..., Loaded], name: str, what: str, **kwarg
 
 
 def _cached(name: str) -> bool:
-    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub import try_to_load_from_cache  # only when a Hub id is asked for
 
     return isinstance(try_to_load_from_cache(name, "config.json"), str)
 

@@ -178,7 +178,7 @@ def gather_batch(local: torch.Tensor) -> tuple[torch.Tensor, int]:
     """
     if not torch.is_grad_enabled() or not dist.is_initialized() or dist.get_world_size() == 1:
         return local, 0
-    import torch.distributed.nn.functional as differentiable
+    import torch.distributed.nn.functional as differentiable  # its autograd ops, only for a gather
 
     sizes = torch.tensor([len(local)], device=local.device)
     every_size = [torch.zeros_like(sizes) for _ in range(dist.get_world_size())]

@@ -151,7 +151,8 @@ def register(cls: type[Task]) -> type[Task]:
 def kind_of(name: str) -> type[Task]:
     if name not in KINDS:
         raise UserError(
-            f"unknown task {name!r}: choose one of {', '.join(KINDS)}, or give a task file (.toml)"
+            f"unknown task {name!r}: choose one of {', '.join(KINDS)}, or give a task file (.toml) "
+            "(a plugin's own kind: load it with plugins=)"
         )
     return KINDS[name]
 

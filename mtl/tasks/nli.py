@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -72,8 +72,6 @@ class NLI(Task):
         return "snli" if self.name == self.kind else self.name
 
     def resolve_inputs(self) -> NLIConfig:
-        from dataclasses import replace
-
         return replace(self.config, source=resolve_snli_source(self.config.source))
 
     def load(self, split: str) -> LabelledTexts | None:

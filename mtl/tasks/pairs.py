@@ -127,7 +127,7 @@ def read_rows(
     sentence read as "None"."""
     folder = Path(source)
     if not folder.is_dir():
-        import datasets
+        import datasets  # a second to import: only for a Hub dataset
 
         try:
             rows = list(datasets.load_dataset(source, split=name))

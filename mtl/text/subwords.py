@@ -15,7 +15,7 @@ CHUNK = 10_000  # sentences per call of the fast tokenizer: bounded memory, same
 
 class SubwordTokenizer:
     def __init__(self, model: str, max_seq_length: int):
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # seconds to import: only for encoder=hf
 
         self.tokenizer = load_pretrained(AutoTokenizer.from_pretrained, model, "tokenizer")
         limit = positions(model, self.tokenizer)
@@ -54,7 +54,7 @@ class SubwordTokenizer:
 def positions(model: str, tokenizer) -> int | None:
     """The longest input `model` takes: its position table, or its tokenizer's limit when smaller
     (RoBERTa's table has 514 rows for 512 tokens); None when neither says."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # as above: only for encoder=hf
 
     config = load_pretrained(AutoConfig.from_pretrained, model, "config")
     limits = [getattr(config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]

@@ -239,6 +239,6 @@ def _artifact(
 
 
 def _wandb() -> Any:
-    import wandb
+    import wandb  # seconds to import: only once a job logs
 
     return wandb

@@ -40,7 +40,7 @@ def command(args: Sequence[str]) -> None:
 
 
 def run_torchrun(processes: int, command: list[str], args: list[str]) -> None:
-    from torch.distributed import run as torchrun
+    from torch.distributed import run as torchrun  # torchrun's launcher, only when launching
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
     # torchrun logs each failure with a traceback-sized report; the line below says what it means.

@@ -56,7 +56,10 @@ def register_transfer_task(
 
 def spec(name: str) -> TransferTaskSpec:
     if name not in TRANSFER_TASKS:
-        raise UserError(f"unknown transfer task {name!r}: choose from {', '.join(TRANSFER_TASKS)}")
+        raise UserError(
+            f"unknown transfer task {name!r}: choose from {', '.join(TRANSFER_TASKS)} "
+            "(a plugin's own: load it with plugins=)"
+        )
     return TRANSFER_TASKS[name]
 
 

@@ -27,7 +27,7 @@ from mtl.models.encoders.base import (
 class HFEncoder(Encoder):
     def __init__(self, config: EncoderConfig):
         super().__init__(None)
-        from transformers import AutoModel
+        from transformers import AutoModel  # seconds to import: only for encoder=hf
 
         self.backbone = load_pretrained(AutoModel.from_pretrained, config.hf_model, "model")
         if getattr(self.backbone, "pooler", None) is not None:
