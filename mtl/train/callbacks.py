@@ -234,6 +234,7 @@ def open_run_logs(
 ) -> tuple[RunLog, Callbacks]:
     """Rank 0's run log (cut to the checkpoint on resume) and W&B run, and the callbacks of the
     run: the log, those named by callbacks=, the progress bar."""
+    run_dir.mkdir(parents=True, exist_ok=True)
     details = {"world_size": world_size, **counts}
     tracker = start_tracking(config, data, run_dir, state.wandb_id, resume, details, command)
     checkpointer.attach(tracker, state.wandb_id, counts)

@@ -79,7 +79,6 @@ class Trainer:
         """Rank 0's run log, W&B run and progress bar; a new run's parameter counts."""
         if not self.dist.is_main:
             return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         counts = self.model.parameter_counts()
         self.log, self.callbacks = open_run_logs(
             self.config, self.data, self.run_dir, self.state, self.checkpointer, counts, self.dist.world_size,
