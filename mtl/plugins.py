@@ -63,7 +63,7 @@ def _import(spec: str, name: str) -> None:
     try:
         importlib.import_module(spec)
     except ModuleNotFoundError as error:
-        if error.name is None or not spec.startswith(error.name):
+        if error.name is None or not (spec == error.name or spec.startswith(error.name + ".")):
             raise  # the plugin was found, and a module it imports was not: its own traceback says which
         raise UserError(
             f"plugins={spec}: no module {error.name!r} is importable: install its package, or give the "
