@@ -130,6 +130,10 @@ class Task:
         """(B,) per-example value of `metric` (their mean is the metric): here, 1 when right."""
         return (outputs.argmax(dim=-1) == labels).float()
 
+    def dev_metrics(self) -> tuple[str, ...]:
+        """The metrics an evaluation logs for the task, `metric` first (what select= may name)."""
+        return (self.metric,) if self.corpus_metric else (self.metric, "loss")
+
     def corpus_metrics(self, outputs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         """Metrics of a whole split's outputs, `metric` first (tasks with `corpus_metric`)."""
         raise NotImplementedError

@@ -107,6 +107,9 @@ class STS(Task):
         a batch would be noise)."""
         return -((outputs - labels) ** 2)
 
+    def dev_metrics(self) -> tuple[str, ...]:
+        return ("pearson", "spearman")
+
     def corpus_metrics(self, outputs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         if np.std(outputs) == 0 or np.std(labels) == 0:
             return {"pearson": 0.0, "spearman": 0.0}  # undefined: a constant says nothing of the order

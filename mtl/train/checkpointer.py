@@ -100,6 +100,11 @@ class Checkpointer:
         self.latest_step = saved["state"]["global_step"]
         return saved
 
+    @property
+    def artifact_names(self) -> dict[str, str]:
+        """The W&B artifacts of the run's model checkpoints and its encoder."""
+        return {"model": self.model_artifact, "encoder": self.encoder_artifact}
+
     def load_best(self) -> dict[str, Any]:
         return self.dist.main_first(lambda: checkpoint.load(self.files.best), others_too=False)
 

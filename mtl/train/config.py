@@ -34,6 +34,7 @@ from mtl.runs import upgrade
 from mtl.tasks import TaskConfig
 from mtl.train.lr_schedules import LR_SCHEDULES
 from mtl.train.scheduler import SCHEDULES
+from mtl.train.selection import parse_terms
 
 
 @dataclass
@@ -120,6 +121,7 @@ class RunConfig:
     )
     eval_batch: AtLeast1 = 256  # sentences per batch when evaluating
     callbacks: str = ""  # registered callbacks added to the run, comma-separated (a plugin registers its own)
+    select: str = ""  # the best checkpoint by a weighted mean of dev metrics (nli/dev/acc,stsb/dev/spearman:0.5); empty: the first task's
     wandb: Literal["auto", "online", "offline", "disabled"] = (
         "auto"  # auto: online with an API key, else offline
     )
@@ -158,6 +160,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not self.tasks:
             raise UserError("tasks= is empty: name at least one task")
+        for key, _ in parse_terms(self.run.select):
+            if (task := key.split("/")[0]) not in self.tasks:
+                raise UserError(
+                    f"select={self.run.select}: {task} is not a task of this run ({', '.join(self.tasks)})"
+                )
         if self.model.encoder == "transformer" and self.data.max_tokens > MAX_POSITIONS:
             raise UserError(
                 f"max_tokens={self.data.max_tokens} is more than encoder=transformer's {MAX_POSITIONS} "

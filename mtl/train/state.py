@@ -12,6 +12,7 @@ from mtl import metrics
 from mtl.train.phases import Phases
 
 if TYPE_CHECKING:  # the step's module holds the model's parts; the state is plain data
+    from mtl.train.selection import Selection
     from mtl.train.step import StepResult
 
 
@@ -86,25 +87,28 @@ class TrainState:
         }
 
     def after_evaluation(
-        self, results: dict[str, float], task_metrics: dict[str, str], main_task: str
+        self, results: dict[str, float], tasks: dict[str, Any], selection: Selection
     ) -> tuple[dict[str, bool], bool]:
-        """Record a dev evaluation: which tasks improved on their best, and whether the main task's
-        metric makes this the best checkpoint (then `best` holds its results)."""
+        """Record a dev evaluation: which tasks improved on their best (by their own metric: the lr
+        shrink and patience read it), and whether `selection` makes this the best checkpoint (then
+        `best` holds its results)."""
         # Signed so that higher is better for every task (a perplexity counts negated).
         dev = {
-            name: metrics.signed(metric, results[metrics.evaluation(name, "dev", metric)])
-            for name, metric in task_metrics.items()
+            name: metrics.signed(task.metric, results[metrics.evaluation(name, "dev", task.metric)])
+            for name, task in tasks.items()
         }
-        improved = self.record_evaluation(dev, main_task)
-        main = metrics.evaluation(main_task, "dev", task_metrics[main_task])
-        new_best = metrics.is_better(main, results[main], self.best[main] if self.best else None)
+        improved = self.record_evaluation(dev, next(iter(tasks)))
+        new_best = selection.is_better(results, self.best)
         if new_best:
             self.best = {"step": self.global_step, **results}
         return improved, new_best
 
-    def summary(self, reason: StopReason, results: dict[str, Any], counts: dict[str, int]) -> dict[str, Any]:
+    def summary(
+        self, reason: StopReason, results: dict[str, Any], counts: dict[str, int], selection: Selection
+    ) -> dict[str, Any]:
         """A finished run's summary.json: why it stopped, its steps, examples and time per task,
-        the best checkpoint's `results`, its phases and parameter `counts`."""
+        the best checkpoint's `results` and what chose it, its phases and parameter `counts`."""
+        chosen = {"step": self.best["step"], "by": selection.expression, "value": selection.value(self.best)}
         return {
             "stop_reason": reason.value,
             metrics.GLOBAL_STEP: self.global_step,
@@ -112,6 +116,7 @@ class TrainState:
             **{metrics.examples(task): n for task, n in self.task_examples.items()},
             "train_seconds": self.train_seconds,
             **results,
+            "selection": chosen,
             **self.phases.summary(),
             **counts,
         }

@@ -31,6 +31,7 @@ from mtl.train.lr_schedules import build_lr_schedule
 from mtl.train.prefetch import Prefetcher
 from mtl.train.resolve import resolve_settings
 from mtl.train.runlog import NullLog, RunLog
+from mtl.train.selection import selection_for
 from mtl.train.setup import build_setup
 from mtl.train.state import StopReason, TrainState
 from mtl.train.step import Diverged, StepResult, TaskStep
@@ -65,6 +66,7 @@ class Trainer:
         self.task_ids = {task: i for i, task in enumerate(config.tasks)}  # their place in tasks=
         self.train_sizes = {task: max(size, 1) for task, size in sizes.items()}
         self.lr_schedule = build_lr_schedule(config.optim, self.setup.optimizers, config.main_task)
+        self.selection = selection_for(config.run.select, self.data.tasks, config.main_task)  # select=
         self.state = TrainState.for_tasks(list(config.tasks))
         self.state.wandb_id = self.dist.broadcast(self.state.wandb_id)
         self.checkpointer = Checkpointer(
@@ -194,14 +196,13 @@ class Trainer:
         )
 
     def _evaluate_and_checkpoint(self) -> None:
-        started, state, tasks = time.perf_counter(), self.state, self.data.tasks
+        started, state = time.perf_counter(), self.state
         results = self.evaluate("dev")
         record = {metrics.GLOBAL_STEP: state.global_step}
         record.update({metrics.of_task(task, "step"): n for task, n in state.task_steps.items()})
         record.update({**results, metrics.EVENT: "evaluation"})
         self.callbacks.on_event({**record, metrics.phase("eval_seconds"): time.perf_counter() - started})
-        task_metrics = {name: task.metric for name, task in tasks.items()}
-        improved, new_best = state.after_evaluation(results, task_metrics, self.config.main_task)
+        improved, new_best = state.after_evaluation(results, self.data.tasks, self.selection)
         for name, better in improved.items():
             self.lr_schedule.after_evaluation(name, better)
         if new_best:
@@ -232,13 +233,10 @@ class Trainer:
         portable = export_final_encoder(
             self.checkpointer, self.config, self.data, self.model, self.setup.streams, results
         )
-        summary = state.summary(reason, results, self.model.parameter_counts())
+        summary = state.summary(reason, results, self.model.parameter_counts(), self.selection)
         # encoder/ loads in sentence-transformers, or why it does not exist
         summary["sentence_transformers"] = portable if isinstance(portable, str) else "encoder"
-        summary["wandb_artifacts"] = {
-            "model": self.checkpointer.model_artifact,
-            "encoder": self.checkpointer.encoder_artifact,
-        }
+        summary["wandb_artifacts"] = self.checkpointer.artifact_names
         self.callbacks.on_event(
             {metrics.GLOBAL_STEP: state.global_step, metrics.EVENT: "finished", **results}
         )
