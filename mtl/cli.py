@@ -313,7 +313,11 @@ def run_as_process() -> None:
     gloo threads abort the process (SIGABRT), which turned its one-line error into a crash the
     launcher then reported; and destroying the process group could wait on a dead peer.
     """
-    code = main()
+    try:
+        code = main()
+    except BrokenPipeError:  # the reader left (`mtl COMMAND --help | head`): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush goes nowhere
+        raise SystemExit(141) from None  # as a shell reports a process ended by SIGPIPE
     if code != 0 and "torch.distributed" in sys.modules:
         import torch.distributed  # loaded already when it matters (the check above); never at start-up
 

@@ -1,5 +1,6 @@
 import errno
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -323,3 +324,14 @@ def test_a_run_folder_whose_name_holds_an_equals_sign_is_a_path(finished_run, tm
     )
     assert main(["report", str(folder), f"out={tmp_path / 'r.html'}"]) == 0
     assert "lr=0.1" in (tmp_path / "r.html").read_text()
+
+
+def test_help_into_a_closed_pipe_is_no_traceback():
+    reader, writer = os.pipe()
+    os.close(reader)  # like `| head` that has already left: every write fails with EPIPE
+    done = subprocess.run(
+        [sys.executable, "-m", "mtl", "train-multitask", "--help"], stdout=writer, capture_output=False,
+        stderr=subprocess.PIPE, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    os.close(writer)
+    assert done.returncode == 141 and "Traceback" not in done.stderr, done.stderr
