@@ -1,7 +1,8 @@
 """An mtl plugin: one of each extension, registered from outside the package.
 
-    just train-multitask plugins=experiments/plugins/example.py tasks=nli,hypothesis_only \
-        hypothesis_only.source=... encoder=bow_projection callbacks=loss_watch
+    MTL_DATA_DIR=../shared/data just train-multitask plugins=experiments/plugins/example.py \
+        tasks=nli,hypothesis_only nli.train_split=train_small hypothesis_only.train_split=train_small \
+        encoder=bow_projection callbacks=loss_watch max_steps=600
     just transfer plugins=experiments/plugins/example.py run=runs/<run> tasks=MR,SUBJ-1K
 
 - a task kind, `hypothesis_only`: SNLI's label from the hypothesis alone, the probe of the
