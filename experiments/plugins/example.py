@@ -2,7 +2,7 @@
 
     MTL_DATA_DIR=../shared/data just train-multitask plugins=experiments/plugins/example.py \
         tasks=nli,hypothesis_only nli.train_split=train_small hypothesis_only.train_split=train_small \
-        encoder=bow_projection callbacks=loss_watch max_steps=600
+        nli.steps=100 hypothesis_only.steps=50 encoder=bow_projection callbacks=loss_watch max_steps=600
     just transfer plugins=experiments/plugins/example.py run=runs/<run> tasks=MR,SUBJ-1K
 
 - a task kind, `hypothesis_only`: SNLI's label from the hypothesis alone, the probe of the
