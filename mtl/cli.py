@@ -318,6 +318,11 @@ def run_as_process() -> None:
     except BrokenPipeError:  # the reader left (`mtl COMMAND --help | head`): nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush goes nowhere
         raise SystemExit(141) from None  # as a shell reports a process ended by SIGPIPE
+    except KeyboardInterrupt as interrupt:
+        # SIGTERM after the command ended, while main() put the signal handlers back (torchrun
+        # stopping a surviving rank): said in one line like any other interruption.
+        rank_says(f"interrupted{': ' + str(interrupt) if str(interrupt) else ''}")
+        code = 130
     if code != 0 and "torch.distributed" in sys.modules:
         import torch.distributed  # loaded already when it matters (the check above); never at start-up
 

@@ -335,3 +335,17 @@ def test_help_into_a_closed_pipe_is_no_traceback():
     )  # fmt: skip
     os.close(writer)
     assert done.returncode == 141 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_an_interrupt_after_the_command_ended_is_one_line(monkeypatch, capsys):
+    # torchrun's SIGTERM to a surviving rank can land while main() restores the signal handlers.
+    from mtl import cli
+
+    def interrupted_late(argv=None):
+        raise KeyboardInterrupt("terminated")
+
+    monkeypatch.setattr(cli, "main", interrupted_late)
+    with pytest.raises(SystemExit) as leaving:
+        cli.run_as_process()
+    assert leaving.value.code == 130
+    assert capsys.readouterr().err.strip() == "interrupted: terminated"
