@@ -14,14 +14,29 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from mtl.errors import UserError
 
 ENTRY_POINT_GROUP = "mtl.plugins"
 KEY = "plugins"  # plugins=a,b on any command line
 ENVIRONMENT = "MTL_PLUGINS"  # what a command named, for the processes it starts
+
+Registered = TypeVar("Registered")
+
+
+def adds_to(registry: dict[str, Registered], name: str) -> Callable[[Registered], Registered]:
+    """A decorator that enters what it decorates in `registry` under `name`: how each
+    `register_*` of mtl.registry is made."""
+
+    def add(entry: Registered) -> Registered:
+        registry[name] = entry
+        return entry
+
+    return add
+
 
 _loaded: dict[str, str] = {}  # plugin name -> how it came (the path or module given, or installed)
 _installed_loaded = False

@@ -15,6 +15,7 @@ from mtl import metrics
 from mtl.config import to_dict
 from mtl.console import progress_stream
 from mtl.errors import UserError
+from mtl.plugins import adds_to
 from mtl.runs import RunFolder
 from mtl.tracking.tracker import Tracker
 from mtl.train.config import TrainConfig
@@ -47,12 +48,7 @@ CALLBACKS: dict[str, CallbackFactory] = {}
 
 def register_callback(name: str) -> Callable[[CallbackFactory], CallbackFactory]:
     """Make a callback available to callbacks=NAME (a decorator on a Callback class or factory)."""
-
-    def add(factory: CallbackFactory) -> CallbackFactory:
-        CALLBACKS[name] = factory
-        return factory
-
-    return add
+    return adds_to(CALLBACKS, name)
 
 
 def callback_names(names: str) -> list[str]:

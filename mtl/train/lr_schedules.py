@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from mtl.plugins import adds_to
+
 if TYPE_CHECKING:  # the config module names this one's registry in its choices
     from mtl.train.config import OptimConfig
 
@@ -97,12 +99,7 @@ LR_SCHEDULES: dict[str, type[LrSchedule]] = {}
 
 def register_lr_schedule(name: str) -> Callable[[type[LrSchedule]], type[LrSchedule]]:
     """Make an `LrSchedule` class available to lr_schedule=NAME (a class decorator)."""
-
-    def add(cls: type[LrSchedule]) -> type[LrSchedule]:
-        LR_SCHEDULES[name] = cls
-        return cls
-
-    return add
+    return adds_to(LR_SCHEDULES, name)
 
 
 for _name, _schedule in [

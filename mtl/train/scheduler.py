@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from mtl.plugins import adds_to
+
 # A schedule's rule: the task (of `scheduler.tasks`) that trains at global step `step`; a pure
 # function of the step (and the scheduler's seed), so a resumed run draws the same tasks.
 ScheduleRule = Callable[["Scheduler", int], str]
@@ -20,12 +22,7 @@ SCHEDULES: dict[str, ScheduleRule] = {}
 
 def register_schedule(name: str) -> Callable[[ScheduleRule], ScheduleRule]:
     """Make a rule available to schedule=NAME (a decorator)."""
-
-    def add(rule: ScheduleRule) -> ScheduleRule:
-        SCHEDULES[name] = rule
-        return rule
-
-    return add
+    return adds_to(SCHEDULES, name)
 
 
 class Scheduler:

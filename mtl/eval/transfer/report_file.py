@@ -53,7 +53,7 @@ def _formatted(metric: str, value: float) -> str:
         return f"{value:.2f}".replace("0.", ".")
     if metric in ("pearson", "spearman"):
         return f"{value:.4f}"
-    if metric in ("acc", "f1") or metric.endswith(("_acc", "recall_at_1")):
+    if metric in ("acc", "f1"):
         return f"{100 * value:.2f}"
     return f"{value:.4g}"
 
