@@ -8,6 +8,9 @@ sweep summary, CLI summary, lr policy and benches read them.
     best/<key>                               the best checkpoint's values (best/step, best/nli/dev/acc)
     steps/<task>                             a finished run's steps per task (summary.json)
     phase/<key>                              block, epoch, evaluation and checkpoint events
+    mixed/train/loss, mixed/grad_norm        schedule=mixed: the update's weighted loss, its norm
+    balance/<task>/weight                    schedule=mixed: the weight a task's loss had
+    balance/cosine/<a>~<b>                   schedule=mixed: cosine of two tasks' encoder gradients
 
 It also holds the one answer to which way a metric is better, by its name (the last part of a
 key): checkpoint selection, early stopping, the lr shrink, W&B summaries, report rankings and
@@ -20,6 +23,7 @@ GLOBAL_STEP = "global_step"
 EVENT = "phase/event"  # block_start, block_end, epoch_end, evaluation, checkpoint, diverged, finished
 TASK_ID = "phase/task_id"  # the task of the block under way, on any chart
 LOSS_WINDOW = 20  # steps a smoothed loss averages over (the phases table, the report's curves)
+MIXED = "mixed"  # what a schedule=mixed step's own values are logged under (mixed/train/loss)
 
 
 def train(task: str, name: str) -> str:
@@ -40,6 +44,16 @@ def accuracy(task: str, split: str) -> str:
 def of_task(task: str, name: str) -> str:
     """A per-task value that belongs to no split: `nli/step`, `nli/lr`, `nli/grad_norm`."""
     return f"{task}/{name}"
+
+
+def balance_weight(task: str) -> str:
+    """The weight `task`'s loss had in a schedule=mixed step (`balance/nli/weight`)."""
+    return f"balance/{task}/weight"
+
+
+def balance_cosine(a: str, b: str) -> str:
+    """The cosine of two tasks' gradients on the shared encoder in a mixed step (`balance/cosine/nli~squad`)."""
+    return f"balance/cosine/{a}~{b}"
 
 
 def best(key: str) -> str:

@@ -7,6 +7,7 @@
     register_transfer_task a transfer task's reader, protocol and metrics: just transfer tasks=NAME
     register_callback      side work around the training loop: callbacks=NAME
     register_schedule      which task trains at each step: schedule=NAME
+    register_balancer      how schedule=mixed combines its tasks' gradients: balancer=NAME
     register_lr_schedule   an lr schedule over each task's optimizer: lr_schedule=NAME
     register_direction     which way a new metric is better (a loss, an error rate: lower)
 
@@ -22,11 +23,13 @@ from mtl.models.encoders.base import Encoder, EncoderConfig, EncoderTraits
 from mtl.models.encoders.base import register as register_encoder
 from mtl.tasks.base import Task, TaskConfig
 from mtl.tasks.base import register as register_task
+from mtl.train.balancers import Balancer, register_balancer
 from mtl.train.callbacks import Callback, register_callback
 from mtl.train.lr_schedules import LrSchedule, register_lr_schedule
 from mtl.train.scheduler import Scheduler, register_schedule
 
 __all__ = [
+    "Balancer",
     "Callback",
     "Encoder",
     "EncoderConfig",
@@ -38,6 +41,7 @@ __all__ = [
     "TaskConfig",
     "TransferTask",
     "read_task",
+    "register_balancer",
     "register_callback",
     "register_direction",
     "register_encoder",

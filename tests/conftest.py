@@ -63,14 +63,22 @@ def start_run(tiny_data, out: Path, *extra: str, killed_after: int | None = None
 def killed_after_step(step: int):
     from mtl.train.trainer import Trainer
 
-    train_batch = Trainer.train_batch
+    train_batch, train_mixed = Trainer.train_batch, Trainer.train_mixed
 
     def dies_at_its_step(trainer, task, rows):
         if trainer.state.global_step >= step:
             raise Killed(f"killed after step {step}")
         return train_batch(trainer, task, rows)
 
-    with mock.patch.object(Trainer, "train_batch", dies_at_its_step):
+    def dies_at_its_mixed_step(trainer, batches):
+        if trainer.state.global_step >= step:
+            raise Killed(f"killed after step {step}")
+        return train_mixed(trainer, batches)
+
+    with (
+        mock.patch.object(Trainer, "train_batch", dies_at_its_step),
+        mock.patch.object(Trainer, "train_mixed", dies_at_its_mixed_step),
+    ):
         yield
 
 

@@ -261,3 +261,17 @@ def test_an_error_every_rank_meets_is_said_once(tiny_data, tmp_path):
     assert errors == ["error: device='cuda' but CUDA is not available here: use device=cpu or device=auto"], (
         output
     )
+
+
+@pytest.mark.parametrize("balancer", ["pcgrad", "uncertainty"])
+def test_two_processes_train_a_mixed_schedule_like_one(tiny_data, tmp_path, balancer):
+    """The gradients a balancer combines are all-reduced first: every rank decides alike, as one process."""
+    mixed = (*SETTINGS, "schedule=mixed", f"balancer={balancer}", "max_steps=40")
+    with one_thread():
+        run.start(run.config_from_args(args_for(tiny_data, tmp_path / "one", *mixed)), progress=False)
+    code, output = finished(torchrun(2, *args_for(tiny_data, tmp_path / "two", *mixed)))
+    assert code == 0, output
+    assert_same_training(tmp_path / "one", tmp_path / "two")
+    rows = [read_metrics(tmp_path / d / "metrics.jsonl") for d in ("one", "two")]
+    weights = [[r["balance/squad/weight"] for r in log if "balance/squad/weight" in r] for log in rows]
+    assert len(weights[0]) == 40 and weights[1] == pytest.approx(weights[0], rel=1e-4)

@@ -48,3 +48,49 @@ def test_sampling_follows_sizes_and_is_a_pure_function_of_step(kind, expected_nl
 def test_a_tiny_temperature_picks_the_largest_task_instead_of_overflowing():
     scheduler = Scheduler({"nli": 1, "squad": 1}, "temperature", {"nli": 550_000, "squad": 1_000_000}, 1e-300)
     assert scheduler.probabilities(1 / scheduler.temperature).tolist() == [0.0, 1.0]
+
+
+def test_explicit_shares_are_exact_and_the_other_tasks_split_the_rest_by_size():
+    sizes = {"nli": 1000, "squad": 3000, "qt": 6000}
+    scheduler = Scheduler(dict.fromkeys(sizes, 1), "proportional", sizes, seed=5, shares={"nli": 0.5})
+    assert scheduler.probabilities(1.0).tolist() == pytest.approx([0.5, 0.5 * 3 / 9, 0.5 * 6 / 9])
+    drawn = [scheduler.task_at(step) for step in range(4000)]
+    assert drawn == [scheduler.task_at(step) for step in range(4000)]  # a pure function of (seed, step)
+    assert abs(Counter(drawn)["nli"] / 4000 - 0.5) < 0.03
+    # the draws are the shares' intervals of the generator's numbers for (seed, step)
+    import numpy as np
+
+    first = np.random.default_rng([5, 0]).random()
+    assert drawn[0] == ("nli" if first < 0.5 else "squad" if first < 0.5 + 0.5 / 3 else "qt")
+
+
+def test_a_cap_limits_how_much_a_large_task_counts():
+    sizes = {"nli": 550_000, "squad": 100_000}
+    capped = Scheduler({"nli": 1, "squad": 1}, "proportional", sizes, cap=200_000)
+    assert capped.probabilities(1.0).tolist() == pytest.approx([2 / 3, 1 / 3])
+    assert Scheduler({"nli": 1, "squad": 1}, "proportional", sizes).probabilities(1.0)[0] == pytest.approx(
+        5.5 / 6.5
+    )
+
+
+def test_an_annealed_temperature_moves_linearly_from_start_to_end():
+    sizes = {"nli": 100, "squad": 10_000}
+    scheduler = Scheduler(
+        {"nli": 1, "squad": 1}, "temperature", sizes, temperature=1.0, temperature_end=11.0, total_steps=2001
+    )
+    assert [scheduler.temperature_at(s) for s in (0, 1000, 2000, 5000)] == pytest.approx(
+        [1.0, 6.0, 11.0, 11.0]
+    )
+    early = Counter(scheduler.task_at(s) for s in range(0, 200))["nli"]  # T from 1 to 2: 1% to 9%
+    late = Counter(scheduler.task_at(s) for s in range(1800, 2000))["nli"]  # T near 11: 40%
+    assert early < 20 and late > 60
+    fixed = Scheduler({"nli": 1, "squad": 1}, "temperature", sizes, temperature=11.0)
+    assert fixed.probabilities(1 / 11)[0] == pytest.approx(
+        100 ** (1 / 11) / (100 ** (1 / 11) + 10_000 ** (1 / 11))
+    )
+
+
+def test_mixed_trains_every_task_at_every_step_in_cycles():
+    scheduler = Scheduler({"nli": 3, "squad": 2}, "mixed")
+    assert all(scheduler.tasks_at(s) == ["nli", "squad"] for s in range(10))
+    assert [s for s in range(12) if scheduler.block_ends_after(s)] == [4, 9]

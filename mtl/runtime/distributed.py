@@ -95,6 +95,12 @@ class Distributed:
         dist.all_reduce(tensor)
         return tensor.tolist()
 
+    def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`tensor` summed over ranks, in place (NCCL for a CUDA tensor, gloo for a CPU one)."""
+        if self.active:
+            dist.all_reduce(tensor)
+        return tensor
+
     def any(self, flag: bool) -> bool:
         """Whether `flag` is set on any rank: every rank gets the same answer, so all act alike."""
         return self.sum([float(flag)])[0] > 0 if self.active else flag

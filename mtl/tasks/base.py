@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mtl.config import AtLeast1
+from mtl.config import AtLeast1, PositiveFloat
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe, TaskHead
@@ -33,6 +33,10 @@ class TaskConfig:
     steps: AtLeast1 = 100  # steps per block of schedule=blocks (leave a task out with tasks=)
     batch: AtLeast1 = 64  # examples per step
     max_train: AtLeast1 | None = None  # first N training examples only (quick runs)
+    weight: PositiveFloat = 1.0  # scales the task's loss (in its own steps, and in schedule=mixed's sum)
+    prob: PositiveFloat | None = (
+        None  # schedule=proportional/temperature: this share of steps instead of by size
+    )
 
 
 class Task:

@@ -32,6 +32,7 @@ from mtl.models.encoders.base import EncoderConfig
 from mtl.models.encoders.transformer import MAX_POSITIONS
 from mtl.runs import upgrade
 from mtl.tasks import TaskConfig
+from mtl.train.balancers import BALANCERS
 from mtl.train.lr_schedules import LR_SCHEDULES
 from mtl.train.scheduler import SCHEDULES
 from mtl.train.selection import parse_terms
@@ -61,6 +62,16 @@ class ScheduleConfig:
         "blocks"  # which task each step trains; blocks: <task>.steps of each task in turn
     )
     temperature: PositiveFloat = 2.0  # schedule=temperature: sample tasks by size**(1/T)
+    temperature_end: PositiveFloat | None = (
+        None  # schedule=temperature: T moves linearly from temperature= to this over max_steps (MT-DNN, jiant)
+    )
+    cap: AtLeast1 | None = None  # schedule=proportional/temperature: a task's size counts at most this (T5)
+    balancer: Annotated[str, OneOf(BALANCERS)] = (
+        "sum"  # schedule=mixed: how the tasks' gradients combine (sum, uncertainty, gradnorm, pcgrad)
+    )
+    gradnorm_alpha: NonNegativeFloat = (
+        1.5  # balancer=gradnorm: how strongly slow tasks are pulled up (Chen et al.)
+    )
     bucket: bool = (
         True  # batches of similar lengths (sorted windows of 50 batches, shuffled); false: plain shuffle
     )
@@ -165,10 +176,39 @@ class TrainConfig:
                 raise UserError(
                     f"select={self.run.select}: {task} is not a task of this run ({', '.join(self.tasks)})"
                 )
+        self._check_schedule()
         if self.model.encoder == "transformer" and self.data.max_tokens > MAX_POSITIONS:
             raise UserError(
                 f"max_tokens={self.data.max_tokens} is more than encoder=transformer's {MAX_POSITIONS} "
                 f"positions: give max_tokens={MAX_POSITIONS} or less"
+            )
+
+    def _check_schedule(self) -> None:
+        """Keys of one schedule given with another say so, rather than doing nothing."""
+        schedule, sampling = self.schedule, self.schedule.schedule in ("proportional", "temperature")
+        shares = {name: task.prob for name, task in self.tasks.items() if task.prob is not None}
+        if shares and not sampling:
+            raise UserError(
+                f"{next(iter(shares))}.prob= is a share of the steps drawn at random: give "
+                f"schedule=proportional (or temperature), not schedule={schedule.schedule}"
+            )
+        if shares and len(shares) < len(self.tasks) and sum(shares.values()) >= 1:
+            raise UserError(
+                f"<task>.prob= adds up to {sum(shares.values()):g}, leaving nothing for "
+                f"{', '.join(t for t in self.tasks if t not in shares)}: give shares that add up to under 1"
+            )
+        if schedule.cap is not None and not sampling:
+            raise UserError(
+                f"cap={schedule.cap} limits the sizes of schedule=proportional or temperature only"
+            )
+        if schedule.temperature_end is not None:
+            if schedule.schedule != "temperature":
+                raise UserError("temperature_end= anneals schedule=temperature: give schedule=temperature")
+            if self.optim.max_steps is None:
+                raise UserError("temperature_end= anneals T over max_steps=: give max_steps=")
+        if schedule.balancer != "sum" and schedule.schedule != "mixed":
+            raise UserError(
+                f"balancer={schedule.balancer} combines the tasks of one step: give schedule=mixed"
             )
 
     @property

@@ -38,11 +38,16 @@ def build_optimizer(
 
 
 def build_optimizers(
-    config: OptimConfig, task_parameters: dict[str, list[nn.Parameter]], pretrained: set[int]
+    config: OptimConfig,
+    task_parameters: dict[str, list[nn.Parameter]],
+    pretrained: set[int],
+    shared_extra: list[nn.Parameter] | None = None,
 ) -> dict[str, torch.optim.Optimizer]:
-    """An optimizer per task (as the original code), or one shared by all (`optimizer_per_task=false`)."""
+    """An optimizer per task (as the original code), or one shared by all (`optimizer_per_task=false`,
+    which schedule=mixed resolves to); `shared_extra`: a balancer's parameters, in the shared one."""
     if config.optimizer_per_task:
         return {task: build_optimizer(config, params, pretrained) for task, params in task_parameters.items()}
     everything = list({id(p): p for params in task_parameters.values() for p in params}.values())
+    everything += shared_extra or []
     shared = build_optimizer(config, everything, pretrained)
     return dict.fromkeys(task_parameters, shared)

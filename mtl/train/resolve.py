@@ -58,6 +58,8 @@ def resolve_settings(config: TrainConfig, device: torch.device, train_sizes: dic
     optim.stop = stop if optim.stop == "auto" else optim.stop
     if optim.lr is None:
         optim.lr = DEFAULT_LR[optim.optim]
+    if config.schedule.schedule == "mixed":  # a step updates the encoder once, for every task
+        optim.optimizer_per_task = False
     if optim.max_grad_norm is None:
         optim.max_grad_norm = DEFAULT_MAX_GRAD_NORM[optim.optim]
     decays_to_zero = optim.lr_schedule in ("linear", "cosine")
@@ -90,10 +92,15 @@ def steps_for_one_epoch(config: TrainConfig, train_sizes: dict[str, int]) -> int
 
 def task_scheduler(config: TrainConfig, train_sizes: dict[str, int]) -> Scheduler:
     """Which task each global step of `config` trains; `train_sizes` weigh the sampling schedules."""
+    schedule = config.schedule
     return Scheduler(
         {name: task.steps for name, task in config.tasks.items()},
-        config.schedule.schedule,
+        schedule.schedule,
         train_sizes,
-        config.schedule.temperature,
+        schedule.temperature,
         config.run.seed,
+        cap=schedule.cap,
+        shares={name: task.prob for name, task in config.tasks.items() if task.prob is not None},
+        temperature_end=schedule.temperature_end,
+        total_steps=config.optim.max_steps,
     )

@@ -3,7 +3,10 @@
 `blocks` (Liu et al. 2018, Section 4): `steps_nli` NLI steps, then `steps_squad` SQuAD
 steps, repeated. `round_robin` alternates every step. `proportional` and `temperature`
 draw each step's task with probability proportional to dataset size, or to size**(1/T)
-(as in T5 and jiant), from a generator seeded by (seed, step).
+(as in T5 and jiant), from a generator seeded by (seed, step); a size counts at most `cap`
+examples (T5's examples-proportional mixing), `<task>.prob=` fixes a task's share outright,
+and T may move linearly to `temperature_end` over the run (MT-DNN, jiant). `mixed` trains
+every task at every step (`tasks_at`), its losses combined by a balancer.
 """
 
 from __future__ import annotations
@@ -33,28 +36,65 @@ class Scheduler:
         sizes: dict[str, int] | None = None,
         temperature: float = 1.0,
         seed: int = 0,
+        cap: int | None = None,
+        shares: dict[str, float] | None = None,
+        temperature_end: float | None = None,
+        total_steps: int | None = None,
     ):
+        """`cap`: a size counts at most this; `shares`: fixed probabilities (`<task>.prob=`) of
+        some tasks, the others sharing the rest by size; `temperature_end`, `total_steps`: T
+        moves linearly from `temperature` to it over `total_steps` steps."""
         if kind not in SCHEDULES:
             raise ValueError(f"unknown schedule {kind!r}: choose one of {', '.join(SCHEDULES)}")
         self.kind, self.seed, self.temperature = kind, seed, temperature
         self.tasks = [task for task, count in steps.items() if count > 0]
         self.steps = {task: steps[task] for task in self.tasks}
-        self.sizes = sizes or {}
+        self.sizes = {task: min(size, cap) if cap else size for task, size in (sizes or {}).items()}
+        self.shares = {task: p for task, p in (shares or {}).items() if task in self.tasks}
+        self.temperature_end, self.total_steps = temperature_end, total_steps
         self.cycle = sum(self.steps.values())
         self._probabilities: dict[float, np.ndarray] = {}
 
+    @property
+    def mixed(self) -> bool:
+        """Whether every task trains at every step (schedule=mixed)."""
+        return self.kind == "mixed"
+
     def task_at(self, step: int) -> str:
+        """The task that trains at `step` (under schedule=mixed: the first, which trains at every step)."""
         if len(self.tasks) == 1:
             return self.tasks[0]
         return SCHEDULES[self.kind](self, step)
 
+    def tasks_at(self, step: int) -> list[str]:
+        """Every task that trains at `step`: one, or under schedule=mixed all of them."""
+        return list(self.tasks) if self.mixed else [self.task_at(step)]
+
+    def temperature_at(self, step: int) -> float:
+        """T at `step`: `temperature`, or moving linearly to `temperature_end` over the run."""
+        if self.temperature_end is None or not self.total_steps:
+            return self.temperature
+        progress = min(1.0, step / max(1, self.total_steps - 1))
+        return self.temperature + (self.temperature_end - self.temperature) * progress
+
     def probabilities(self, power: float) -> np.ndarray:
-        """Each task's share when drawn by size**power."""
+        """Each task's share when drawn by size**power; a task with a `prob=` has that share,
+        the others share what is left in proportion to size**power."""
         if power not in self._probabilities:
             # size**power in log space: a small temperature would overflow the powers themselves.
             logs = power * np.log([float(self.sizes[task]) for task in self.tasks])
             weights = np.exp(logs - logs.max())
-            self._probabilities[power] = weights / weights.sum()
+            probabilities = weights / weights.sum()
+            if self.shares:
+                free = np.array([task not in self.shares for task in self.tasks])
+                left = 1.0 - sum(self.shares.values()) if free.any() else 0.0
+                by_size = probabilities * free
+                shares = by_size / by_size.sum() * left if free.any() else np.zeros(len(self.tasks))
+                shares += [self.shares.get(task, 0.0) for task in self.tasks]
+                probabilities = shares / shares.sum()
+            if self.temperature_end is not None:  # one power per step: not worth keeping
+                return probabilities
+            self._probabilities[power] = probabilities
         return self._probabilities[power]
 
     def drawn(self, step: int, power: float) -> str:
@@ -62,7 +102,8 @@ class Scheduler:
         generator seeded by (seed, step)."""
         draw = np.random.default_rng([self.seed, step]).random()
         cumulative = np.cumsum(self.probabilities(power))
-        return self.tasks[int(np.searchsorted(cumulative, draw, side="right"))]
+        # (a draw above a last cumulative share rounded under 1 is the last task's)
+        return self.tasks[min(int(np.searchsorted(cumulative, draw, side="right")), len(self.tasks) - 1)]
 
     def block_ends_after(self, step: int) -> bool:
         """Whether `step` is the last of a block: a run of steps of one task.
@@ -70,6 +111,8 @@ class Scheduler:
         A single task's run is cut into blocks of its configured length, so phase records
         still come at a steady rhythm.
         """
+        if self.mixed:  # no task switches: a block is a cycle of the steps
+            return self.is_cycle_end(step)
         if self.kind == "blocks" or len(self.tasks) == 1:
             offset = step % self.cycle + 1
             return offset in np.cumsum([self.steps[task] for task in self.tasks])
@@ -102,5 +145,11 @@ def proportional(scheduler: Scheduler, step: int) -> str:
 
 @register_schedule("temperature")
 def temperature(scheduler: Scheduler, step: int) -> str:
-    """size**(1/T), as in T5 and jiant."""
-    return scheduler.drawn(step, 1.0 / scheduler.temperature)
+    """size**(1/T), as in T5 and jiant; T annealed when temperature_end= is given."""
+    return scheduler.drawn(step, 1.0 / scheduler.temperature_at(step))
+
+
+@register_schedule("mixed")
+def mixed(scheduler: Scheduler, step: int) -> str:
+    """Every task at every step (`tasks_at`); the first is the one that step counts for."""
+    return scheduler.tasks[0]

@@ -1,5 +1,6 @@
 """What a run trains with, built from its config and data: the model, one network and one
-optimizer per task, each task's data stream, the schedule of tasks, the gradient scaler."""
+optimizer per task, each task's data stream, the schedule of tasks, the gradient scaler, and
+under schedule=mixed the balancer."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from mtl.models.heads import MultitaskModel
 from mtl.models.memory import check_fits
 from mtl.runtime.distributed import Distributed
 from mtl.tasks import seed_indices
+from mtl.train.balancers import BALANCERS, Balancer
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.optimizers import build_optimizers
@@ -38,6 +40,7 @@ class Setup:
     streams: dict[str, TaskStream]
     scheduler: Scheduler
     scaler: torch.amp.GradScaler
+    balancer: Balancer | None = None  # schedule=mixed: how a step's tasks combine
 
     def state_dict(self) -> dict[str, Any]:
         """What of it a checkpoint holds (plain values, so it loads with `weights_only`)."""
@@ -46,6 +49,7 @@ class Setup:
             "optimizers": {task: opt.state_dict() for task, opt in self.optimizers.items()},
             "streams": {task: stream.state_dict() for task, stream in self.streams.items()},
             "scaler": self.scaler.state_dict(),
+            **({"balancer": self.balancer.state_dict()} if self.balancer is not None else {}),
         }
 
     def load_state_dict(self, saved: dict[str, Any]) -> None:
@@ -56,6 +60,8 @@ class Setup:
             stream.load_state_dict(saved["streams"][task])
         if saved.get("scaler"):
             self.scaler.load_state_dict(saved["scaler"])
+        if self.balancer is not None:
+            self.balancer.load_state_dict(saved["balancer"])
 
 
 def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, device: torch.device) -> Setup:
@@ -70,11 +76,22 @@ def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, devi
     )
     sizes = {task: len(data.examples[task]["train"]) for task in config.tasks}
     seeds = seed_indices(config.tasks)
+    scheduler = task_scheduler(config, sizes)
+    balancer = None
+    if scheduler.mixed:
+        balancer = BALANCERS[config.schedule.balancer](
+            scheduler.tasks,
+            [config.tasks[task].weight for task in scheduler.tasks],
+            seed=config.run.seed,
+            alpha=config.schedule.gradnorm_alpha,
+        ).to(device)
     return Setup(
         model=model,
         networks={task: task_network(model, task, dist) for task in config.tasks},
         parameters=parameters,
-        optimizers=build_optimizers(config.optim, parameters, pretrained),
+        optimizers=build_optimizers(
+            config.optim, parameters, pretrained, list(balancer.parameters()) if balancer else None
+        ),
         streams={
             task: TaskStream(
                 data.examples[task]["train"],
@@ -86,8 +103,9 @@ def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, devi
             )
             for task in config.tasks
         },
-        scheduler=task_scheduler(config, sizes),
+        scheduler=scheduler,
         scaler=grad_scaler(config.run.precision, device),
+        balancer=balancer,
     )
 
 

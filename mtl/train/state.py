@@ -12,6 +12,7 @@ from mtl import metrics
 from mtl.train.phases import Phases
 
 if TYPE_CHECKING:  # the step's module holds the model's parts; the state is plain data
+    from mtl.train.mixed import MixedResult
     from mtl.train.selection import Selection
     from mtl.train.step import StepResult
 
@@ -85,6 +86,36 @@ class TrainState:
             metrics.of_task(task, "epoch"): self.task_examples[task] / train_size,
             metrics.TASK_ID: task_id,  # which block a step is in, on any chart
         }
+
+    def after_mixed_step(
+        self, result: MixedResult, task_metrics: dict[str, str], lr: float, train_sizes: dict[str, int]
+    ) -> dict[str, Any]:
+        """Count a finished step of every task of `result` (schedule=mixed; `task_metrics`: each
+        task's metric); its record: each task's values as its own steps record them (grad_norm:
+        of its gradient on the shared encoder), and what the balancer decided."""
+        self.global_step += 1
+        self.train_seconds += result.seconds
+        self.phases.step(result.loss)
+        record: dict[str, Any] = {metrics.GLOBAL_STEP: self.global_step}
+        for task, done in result.tasks.items():
+            self.task_steps[task] += 1
+            self.task_examples[task] = self.task_examples.get(task, 0) + done.examples
+            record.update(
+                {
+                    metrics.of_task(task, "step"): self.task_steps[task],
+                    metrics.train(task, "loss"): done.loss,
+                    metrics.train(task, task_metrics[task]): done.score,
+                    metrics.of_task(task, "lr"): lr,
+                    metrics.of_task(task, "grad_norm"): done.grad_norm,
+                    metrics.of_task(task, "examples_per_s"): done.examples / result.seconds,
+                    metrics.of_task(task, "epoch"): self.task_examples[task] / train_sizes[task],
+                    metrics.balance_weight(task): result.weights[task],
+                }
+            )
+        record[metrics.train(metrics.MIXED, "loss")] = result.loss
+        record[metrics.of_task(metrics.MIXED, "grad_norm")] = result.grad_norm
+        record.update({metrics.balance_cosine(a, b): value for (a, b), value in result.cosines.items()})
+        return record
 
     def after_evaluation(
         self, results: dict[str, float], tasks: dict[str, Any], selection: Selection

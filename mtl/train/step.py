@@ -110,8 +110,9 @@ class TaskStep:
                 losses = definition.losses(outputs, labels) * weight
                 score = (definition.scores(outputs, labels) * weight).sum()
                 # DDP averages gradients over ranks; scaled so, this is the mean over the global batch
-                # (InferSent's train_nli.py: mean loss, then clip at 5).
-                setup.scaler.scale(losses.sum() * (self.dist.world_size / len(rows))).backward()
+                # (InferSent's train_nli.py: mean loss, then clip at 5), times <task>.weight.
+                scale = self.dist.world_size / len(rows) * definition.config.weight
+                setup.scaler.scale(losses.sum() * scale).backward()
                 totals += torch.stack([losses.sum().detach(), score.detach()])
         optimizer = setup.optimizers[task]
         setup.scaler.unscale_(optimizer)

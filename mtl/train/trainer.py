@@ -28,6 +28,7 @@ from mtl.train.data import TrainingData, prepare
 from mtl.train.evaluate import evaluate_tasks
 from mtl.train.interrupts import StopRequests
 from mtl.train.lr_schedules import build_lr_schedule
+from mtl.train.mixed import MixedStep
 from mtl.train.prefetch import Prefetcher
 from mtl.train.resolve import resolve_settings
 from mtl.train.runlog import NullLog, RunLog
@@ -60,8 +61,14 @@ class Trainer:
         self.setup = build_setup(config, self.data, self.dist, self.device)
         self.model = self.setup.model
         self.step = TaskStep(config, self.data, self.setup, self.dist, self.device)
+        self.mixed_step = (
+            MixedStep(config, self.data, self.setup, self.dist, self.device, self.step)
+            if self.setup.scheduler.mixed
+            else None
+        )
         # On the CPU the thread would take cores from the step itself: only the GPU waits on the host.
         prefetching = {"on": True, "off": False}.get(config.run.prefetch, self.device.type == "cuda")
+        prefetching = prefetching and not self.setup.scheduler.mixed  # (a mixed step prepares its own)
         self.prefetcher = Prefetcher(self.step.prepare, prefetching)
         self.task_ids = {task: i for i, task in enumerate(config.tasks)}  # their place in tasks=
         self.train_sizes = {task: max(size, 1) for task, size in sizes.items()}
@@ -133,18 +140,24 @@ class Trainer:
             if reason := stop_reason(self.config.optim, state, self.lr_schedule.lr(self.config.main_task)):
                 return reason
             step = state.global_step
-            task = scheduler.task_at(step)
+            tasks = scheduler.tasks_at(step)
+            block_task = metrics.MIXED if scheduler.mixed else tasks[0]
             if step == state.block.start_step:
                 block_clock = time.perf_counter()
-                self._event("block_start", task=task, block=state.block.index)
-            rows, epoch_done = self.setup.streams[task].next()
-            self.train_batch(task, rows)
-            if epoch_done:
-                self.lr_schedule.after_epoch(task)
-                self._event("epoch_end", task=task, epoch=self.setup.streams[task].epoch)
-            state.block.examples += len(rows)
+                self._event("block_start", task=block_task, block=state.block.index)
+            drawn = {task: self.setup.streams[task].next() for task in tasks}
+            batches = {task: rows for task, (rows, _) in drawn.items()}
+            if scheduler.mixed:
+                self.train_mixed(batches)
+            else:
+                self.train_batch(tasks[0], batches[tasks[0]])
+            for task, (rows, epoch_done) in drawn.items():
+                if epoch_done:
+                    self.lr_schedule.after_epoch(task)
+                    self._event("epoch_end", task=task, epoch=self.setup.streams[task].epoch)
+                state.block.examples += len(rows)
             if scheduler.block_ends_after(step):
-                self._end_block(task, time.perf_counter() - block_clock)
+                self._end_block(block_task, time.perf_counter() - block_clock)
             if self._evaluation_due(step):
                 self._evaluate_and_checkpoint()
             elif (step + 1) % self.config.run.checkpoint_every == 0:
@@ -165,6 +178,24 @@ class Trainer:
             task, metric, result, self.lr_schedule.lr(task), self.train_sizes[task], self.task_ids[task]
         )
         self.callbacks.on_step(task, record)
+        return record
+
+    def train_mixed(self, batches: dict[str, np.ndarray]) -> dict[str, Any]:
+        """One optimizer step of every task in `batches` (schedule=mixed: task -> its rows); its record."""
+        state = self.state
+        self.lr_schedule.before_step(state.global_step)
+        result = self.mixed_step(batches, state.global_step)
+        for task, done in result.tasks.items():
+            if not math.isfinite(done.loss):
+                latest = self.checkpointer.latest_step
+                raise Diverged.at(
+                    task, done.loss, state, self.files.latest if latest is not None else None, latest
+                )
+        task_metrics = {task: self.data.tasks[task].metric for task in batches}
+        record = state.after_mixed_step(
+            result, task_metrics, self.lr_schedule.lr(self.config.main_task), self.train_sizes
+        )
+        self.callbacks.on_step(metrics.MIXED, record)
         return record
 
     def _prefetch_next(self) -> None:

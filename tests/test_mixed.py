@@ -1,0 +1,161 @@
+"""schedule=mixed and its balancers: each balancer's math on hand-made gradients with a known
+answer, then whole runs (every task at every step, exact resume after a kill, loss weights)."""
+
+import math
+
+import pytest
+import torch
+
+from mtl.errors import UserError
+from mtl.runs import read_metrics
+from mtl.train import run
+from mtl.train.balancers import BALANCERS
+from mtl.train.balancers.base import pairwise_cosines
+from tests.conftest import start_run
+from tests.test_training import deterministic_summary, exported_weights, without_timing
+
+
+def balancer(name, weights=(1.0, 1.0), **kwargs):
+    return BALANCERS[name](["a", "b"], list(weights), **kwargs)
+
+
+def test_sum_adds_the_gradients_and_reports_the_loss_weights():
+    combined = balancer("sum", (1.0, 0.5)).combine(torch.tensor([[1.0, 2.0], [3.0, -1.0]]), torch.ones(2), 0)
+    assert combined.shared.tolist() == [4.0, 1.0]
+    assert combined.weights.tolist() == [1.0, 0.5] and combined.head_scales.tolist() == [1.0, 1.0]
+    assert balancer("sum", (1.0, 0.5)).task_loss(1, torch.tensor(4.0)).item() == 2.0
+
+
+def test_pcgrad_projects_away_only_the_conflicting_component():
+    # g_a . g_b = -1 < 0: g_a loses its part along g_b, g_b its part along g_a (Yu et al., Algorithm 1).
+    gradients = torch.tensor([[1.0, 0.0], [-1.0, 1.0]])
+    combined = balancer("pcgrad").combine(gradients, torch.ones(2), step=0)
+    # g_a - (-1 / 2) g_b = (0.5, 0.5); g_b - (-1 / 1) g_a = (0, 1)
+    assert torch.allclose(combined.shared, torch.tensor([0.5, 1.5]))
+    aligned = torch.tensor([[1.0, 0.0], [1.0, 1.0]])  # no conflict: the plain sum
+    assert torch.equal(balancer("pcgrad").combine(aligned, torch.ones(2), 0).shared, aligned.sum(0))
+
+
+def test_pcgrad_leaves_projected_gradients_orthogonal_to_what_they_conflicted_with():
+    gradients = torch.tensor([[2.0, 1.0, 0.0], [-1.0, 0.5, 1.0], [0.0, -1.0, 0.5]])
+    pc = BALANCERS["pcgrad"](["a", "b", "c"], [1.0, 1.0, 1.0])
+    # with two tasks the order cannot matter; with three it is drawn per step, the same for a seed
+    assert torch.equal(
+        pc.combine(gradients, torch.ones(3), 7).shared, pc.combine(gradients, torch.ones(3), 7).shared
+    )
+    two = balancer("pcgrad").combine(gradients[:2], torch.ones(2), 0).shared
+    a = gradients[0] - (gradients[0] @ gradients[1]) / (gradients[1] @ gradients[1]) * gradients[1]
+    b = gradients[1] - (gradients[1] @ gradients[0]) / (gradients[0] @ gradients[0]) * gradients[0]
+    assert abs(float(a @ gradients[1])) < 1e-6 and abs(float(b @ gradients[0])) < 1e-6
+    assert torch.allclose(two, a + b)
+
+
+def test_uncertainty_weights_have_kendalls_gradient():
+    # total = sum_i exp(-s_i) L_i + s_i / 2: d/ds_i = -exp(-s_i) L_i + 1/2, at s = 0: 1/2 - L_i.
+    uw = balancer("uncertainty")
+    losses = torch.tensor([2.0, 0.25])
+    total = sum(uw.task_loss(i, losses[i]) for i in range(2)) + uw.regulariser(world_size=1)
+    total.backward()
+    assert torch.allclose(uw.log_variances.grad, torch.tensor([-1.5, 0.25]))
+    # Two ranks each add half the regulariser: the summed gradient is the same.
+    uw.zero_grad()
+    half = uw.regulariser(world_size=2)
+    (half + half).backward()
+    assert torch.allclose(uw.log_variances.grad, torch.tensor([0.5, 0.5]))
+    with torch.no_grad():
+        uw.log_variances.copy_(torch.tensor([math.log(2.0), 0.0]))
+    assert torch.allclose(uw.combine(torch.zeros(2, 3), losses, 0).weights, torch.tensor([0.5, 1.0]))
+
+
+def test_gradnorm_pulls_the_slower_task_towards_its_target_norm():
+    gn = balancer("gradnorm", alpha=1.0)
+    gradients = torch.tensor([[3.0, 4.0], [0.0, 1.0]])  # |g_a| = 5, |g_b| = 1
+    first = gn.combine(gradients, torch.tensor([2.0, 1.0]), 0)  # L(0) recorded: both ratios 1
+    # G = (5, 1), mean 3, targets (3, 3): a is above its target, b under: d/dw = sign(G - t) |g|
+    assert gn.task_weights.grad.tolist() == [5.0, -1.0]
+    assert torch.equal(first.shared, gradients.sum(0))
+    # b's loss stays while a's halves: r = (0.5, 1) / 0.75, so b's target rises above a's.
+    gn.combine(gradients, torch.tensor([1.0, 1.0]), 1)
+    targets = 3.0 * torch.tensor([0.5, 1.0]) / 0.75
+    assert targets[1] > targets[0] and gn.task_weights.grad.tolist() == [5.0, -1.0]
+    with torch.no_grad():
+        gn.task_weights.copy_(torch.tensor([3.0, 0.0]))
+    gn.after_step()  # renormalised: positive, summing to the number of tasks
+    assert gn.task_weights.min() > 0 and math.isclose(gn.task_weights.sum().item(), 2.0, rel_tol=1e-6)
+    weighted = gn.combine(gradients, torch.tensor([1.0, 1.0]), 2)
+    assert torch.allclose(weighted.shared, gn.task_weights.detach() @ gradients)
+    assert torch.equal(weighted.head_scales, gn.task_weights.detach())
+
+
+def test_pairwise_cosines_of_task_gradients():
+    cosines = pairwise_cosines(torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 2.0]]))
+    assert torch.allclose(cosines, torch.tensor([[1.0, -1.0, 0.0], [-1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+
+
+# ---- whole runs ----------------------------------------------------------------------------
+
+
+MIXED = ("schedule=mixed", "max_steps=8", "checkpoint_every=3", "dropout=0.2")
+
+
+@pytest.mark.parametrize("name", ["sum", "uncertainty", "gradnorm", "pcgrad"])
+def test_a_mixed_run_trains_every_task_at_every_step_and_resumes_exactly(tiny_data, tmp_path, name):
+    extra = (*MIXED, f"balancer={name}")
+    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
+    assert straight["steps/nli"] == straight["steps/squad"] == straight["global_step"] == 8
+    assert straight["examples/nli"] == 8 * 8 and straight["examples/squad"] == 8 * 4
+    rows = [r for r in read_metrics(straight_dir / "metrics.jsonl") if "mixed/train/loss" in r]
+    assert len(rows) == 8
+    assert all(
+        {"nli/train/loss", "squad/train/loss", "balance/nli/weight", "balance/cosine/nli~squad"} <= r.keys()
+        for r in rows
+    )
+    assert all(-1 <= r["balance/cosine/nli~squad"] <= 1 for r in rows)
+    if name == "uncertainty":  # the learned log-variances move and are checkpointed
+        saved = torch.load(straight_dir / "checkpoints/latest.pt", weights_only=True)
+        assert saved["balancer"]["log_variances"].abs().sum() > 0
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)
+    _, resumed = run.resume(cut_dir, progress=False)
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
+    a, b = exported_weights(straight_dir), exported_weights(cut_dir)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert without_timing(read_metrics(cut_dir / "metrics.jsonl")) == without_timing(
+        read_metrics(straight_dir / "metrics.jsonl")
+    )
+
+
+def test_a_loss_weight_scales_a_tasks_loss_in_mixed_and_single_task_steps(tiny_data, tmp_path):
+    start_run(tiny_data, tmp_path / "half", *MIXED, "squad.weight=0.5")
+    start_run(tiny_data, tmp_path / "whole", *MIXED)
+    rows = [r for r in read_metrics(tmp_path / "half/metrics.jsonl") if "balance/squad/weight" in r]
+    assert {r["balance/squad/weight"] for r in rows} == {0.5} and {r["balance/nli/weight"] for r in rows} == {
+        1.0
+    }
+    half, whole = exported_weights(tmp_path / "half"), exported_weights(tmp_path / "whole")
+    assert any(not torch.equal(half[k], whole[k]) for k in half)
+    # In its own steps too (schedule=blocks); weight=1 is the default, to the bit.
+    start_run(tiny_data, tmp_path / "blocks-half", "max_steps=5", "squad.weight=0.5")
+    start_run(tiny_data, tmp_path / "blocks-one", "max_steps=5", "squad.weight=1")
+    start_run(tiny_data, tmp_path / "blocks", "max_steps=5")
+    one, default = exported_weights(tmp_path / "blocks-one"), exported_weights(tmp_path / "blocks")
+    assert all(torch.equal(one[k], default[k]) for k in one)
+    half = exported_weights(tmp_path / "blocks-half")
+    assert any(not torch.equal(half[k], default[k]) for k in half)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("balancer=pcgrad",), "balancer=pcgrad combines the tasks of one step: give schedule=mixed"),
+        (("balancer=pcgard", "schedule=mixed"), "did you mean pcgrad"),
+        (("nli.prob=0.5",), "give schedule=proportional"),
+        (("schedule=proportional", "nli.prob=1"), "leaving nothing for squad"),
+        (("cap=100",), "cap=100 limits the sizes"),
+        (("schedule=temperature", "temperature_end=1", "max_steps=none"), "give max_steps="),
+    ],
+)
+def test_schedule_keys_given_without_their_schedule_say_so(tiny_data, tmp_path, args, message):
+    from tests.conftest import args_for
+
+    with pytest.raises(UserError, match=message):
+        run.config_from_args(args_for(tiny_data, tmp_path, *args))
