@@ -65,6 +65,11 @@ class RunFolder:
         return self.path / "summary.json"
 
     @property
+    def affinity(self) -> Path:
+        """affinity_every=: one line per measurement (step, block, tasks, matrix)."""
+        return self.path / "affinity.jsonl"
+
+    @property
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
 

@@ -1,8 +1,10 @@
 """schedule=mixed and its balancers: each balancer's math on hand-made gradients with a known
 answer, then whole runs (every task at every step, exact resume after a kill, loss weights)."""
 
+import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -111,6 +113,11 @@ def test_a_mixed_run_trains_every_task_at_every_step_and_resumes_exactly(tiny_da
         for r in rows
     )
     assert all(-1 <= r["balance/cosine/nli~squad"] <= 1 for r in rows)
+    blocks = [r for r in read_metrics(straight_dir / "metrics.jsonl") if r.get("phase/event") == "block_end"]
+    assert [b["global_step"] for b in blocks] == [5]  # a block is a cycle (3 + 2 steps)
+    cosines = [r["balance/cosine/nli~squad"] for r in rows[:5]]
+    assert blocks[0]["phase/balance/cosine/nli~squad"] == pytest.approx(sum(cosines) / 5)
+    assert blocks[0]["phase/task"] == "mixed"
     if name == "uncertainty":  # the learned log-variances move and are checkpointed
         saved = torch.load(straight_dir / "checkpoints/latest.pt", weights_only=True)
         assert saved["balancer"]["log_variances"].abs().sum() > 0
@@ -159,3 +166,57 @@ def test_schedule_keys_given_without_their_schedule_say_so(tiny_data, tmp_path, 
 
     with pytest.raises(UserError, match=message):
         run.config_from_args(args_for(tiny_data, tmp_path, *args))
+
+
+# ---- online task affinity ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("schedule", ["blocks", "mixed"])
+def test_measuring_affinity_leaves_training_bitwise_the_same(tiny_data, tmp_path, schedule):
+    extra = (f"schedule={schedule}", "max_steps=8", "dropout=0.2")
+    start_run(tiny_data, tmp_path / "off", *extra)
+    start_run(tiny_data, tmp_path / "on", *extra, "affinity_every=2")
+    off, on = exported_weights(tmp_path / "off"), exported_weights(tmp_path / "on")
+    assert all(torch.equal(off[k], on[k]) for k in off)
+    rows = [json.loads(line) for line in (tmp_path / "on/affinity.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [2, 4, 6, 8] and rows[0]["tasks"] == ["nli", "squad"]
+    assert all(len(r["matrix"]) == 2 and len(r["matrix"][0]) == 2 for r in rows)
+    logged = [r for r in read_metrics(tmp_path / "on/metrics.jsonl") if r.get("phase/event") == "affinity"]
+    assert [r["affinity/squad>nli"] for r in logged] == [r["matrix"][1][0] for r in rows]
+    strip = lambda records: [r for r in without_timing(records) if r.get("phase/event") != "affinity"]  # noqa: E731
+    assert strip(read_metrics(tmp_path / "on/metrics.jsonl")) == strip(
+        read_metrics(tmp_path / "off/metrics.jsonl")
+    )
+
+
+def test_a_step_on_a_task_lowers_its_own_held_loss(tiny_data, tmp_path):
+    """Z(i -> i) > 0 for a small lr: a gradient step on a batch lowers the loss on that batch."""
+    from mtl.train.affinity import Affinity
+    from mtl.train.trainer import Trainer
+    from tests.conftest import args_for
+
+    config = run.config_from_args(args_for(tiny_data, tmp_path / "run", "max_steps=1"))
+    trainer = Trainer(config, tmp_path / "run", progress=False)
+    affinity = Affinity(trainer.data, trainer.setup, ["nli", "squad"], 0, trainer.device, "fp32")
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    matrix = affinity.matrix({"nli": 0.05, "squad": 0.05})
+    assert matrix[0, 0] > 0 and matrix[1, 1] > 0
+    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+    assert all(p.grad is None for p in trainer.model.parameters())
+    assert np.array_equal(matrix, affinity.matrix({"nli": 0.05, "squad": 0.05}))  # a fixed held batch
+    assert np.allclose(affinity.matrix({"nli": 0.0, "squad": 0.0}), 0.0)
+
+
+def test_a_resumed_run_measures_again_what_the_kill_lost(tiny_data, tmp_path):
+    extra = ("max_steps=10", "checkpoint_every=3", "affinity_every=2")
+    start_run(tiny_data, tmp_path / "straight", *extra)
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=8)
+    run.resume(cut_dir, progress=False)
+    assert (cut_dir / "affinity.jsonl").read_text() == (tmp_path / "straight/affinity.jsonl").read_text()
+
+
+def test_the_reading_names_the_pair_that_helps_most():
+    from mtl.train.affinity import reading
+
+    mean = np.array([[0.05, -0.004], [0.012, 0.03]])
+    assert reading(["nli", "squad"], mean) == "squad helps nli: +0.012 mean; nli hurts squad: -0.004 mean"

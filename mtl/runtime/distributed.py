@@ -7,10 +7,12 @@ folder, checkpoints and W&B. Collectives use NCCL for CUDA tensors and gloo for 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
+import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import numpy as np
@@ -173,6 +175,20 @@ class RankZeroStopped(UserError):
     quiet = True
 
 
+_local_only = threading.local()
+
+
+@contextlib.contextmanager
+def local_batches() -> Iterator[None]:
+    """Within it, `gather_batch` gathers nothing: a rank scores a whole batch of its own (the
+    affinity measurement, which every rank computes alike, on the same held batches)."""
+    _local_only.on = True
+    try:
+        yield
+    finally:
+        _local_only.on = False
+
+
 def gather_batch(local: torch.Tensor) -> tuple[torch.Tensor, int]:
     """Every rank's rows of `local` (the ranks' shares of one batch, in rank order), and where
     this rank's rows start among them; gradients flow back to the rank each row came from.
@@ -182,7 +198,9 @@ def gather_batch(local: torch.Tensor) -> tuple[torch.Tensor, int]:
     In one process, and outside training (evaluation gives each rank whole batches of its
     own, so no rank waits on another's), it is `local` itself.
     """
-    if not torch.is_grad_enabled() or not dist.is_initialized() or dist.get_world_size() == 1:
+    if getattr(_local_only, "on", False) or not torch.is_grad_enabled():
+        return local, 0
+    if not dist.is_initialized() or dist.get_world_size() == 1:
         return local, 0
     import torch.distributed.nn.functional as differentiable  # its autograd ops, only for a gather
 

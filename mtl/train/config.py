@@ -131,6 +131,9 @@ class RunConfig:
         None  # steps between checkpoints (a kill loses at most this many); None: 500 on the CPU, 5000 on CUDA
     )
     eval_batch: AtLeast1 = 256  # sentences per batch when evaluating
+    affinity_every: AtLeast1 | None = (
+        None  # steps between measurements of every pair's lookahead task affinity (Fifty et al. 2021): affinity.jsonl
+    )
     callbacks: str = ""  # registered callbacks added to the run, comma-separated (a plugin registers its own)
     select: str = ""  # the best checkpoint by a weighted mean of dev metrics (nli/dev/acc,stsb/dev/spearman:0.5); empty: the first task's
     wandb: Literal["auto", "online", "offline", "disabled"] = (

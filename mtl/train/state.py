@@ -32,6 +32,7 @@ class Block:
     index: int = 0
     start_step: int = 0
     examples: int = 0
+    balance: dict[str, float] = field(default_factory=dict)  # schedule=mixed: sums of the balancer's values
 
 
 @dataclass
@@ -115,6 +116,9 @@ class TrainState:
         record[metrics.train(metrics.MIXED, "loss")] = result.loss
         record[metrics.of_task(metrics.MIXED, "grad_norm")] = result.grad_norm
         record.update({metrics.balance_cosine(a, b): value for (a, b), value in result.cosines.items()})
+        for key, value in record.items():  # per block, their means go into its block_end record
+            if key.startswith("balance/"):
+                self.block.balance[key] = self.block.balance.get(key, 0.0) + value
         return record
 
     def after_evaluation(

@@ -21,6 +21,7 @@ from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.runs import RunFolder
 from mtl.runtime.distributed import Distributed
+from mtl.train.affinity import Affinity, AffinityLog
 from mtl.train.callbacks import Callbacks, callback_names, open_run_logs
 from mtl.train.checkpointer import Checkpointer, encoder_metadata, export_final_encoder
 from mtl.train.config import TrainConfig
@@ -73,6 +74,14 @@ class Trainer:
         self.task_ids = {task: i for i, task in enumerate(config.tasks)}  # their place in tasks=
         self.train_sizes = {task: max(size, 1) for task, size in sizes.items()}
         self.lr_schedule = build_lr_schedule(config.optim, self.setup.optimizers, config.main_task)
+        tasks = self.setup.scheduler.tasks
+        every = config.run.affinity_every
+        self.affinity = (
+            Affinity(self.data, self.setup, tasks, config.run.seed, self.device, config.run.precision)
+            if every
+            else None
+        )
+        self.affinity_log = AffinityLog(self.files.affinity)
         self.selection = selection_for(config.run.select, self.data.tasks, config.main_task)  # select=
         self.state = TrainState.for_tasks(list(config.tasks))
         self.state.wandb_id = self.dist.broadcast(self.state.wandb_id)
@@ -89,6 +98,8 @@ class Trainer:
         if not self.dist.is_main:
             return
         counts = self.model.parameter_counts()
+        if resume:
+            self.affinity_log.cut_to(self.state.global_step)
         self.log, self.callbacks = open_run_logs(
             self.config, self.data, self.run_dir, self.state, self.checkpointer, counts, self.dist.world_size,
             resume, self.command, self.progress,
@@ -156,6 +167,8 @@ class Trainer:
                     self.lr_schedule.after_epoch(task)
                     self._event("epoch_end", task=task, epoch=self.setup.streams[task].epoch)
                 state.block.examples += len(rows)
+            if self.affinity is not None and state.global_step % self.config.run.affinity_every == 0:
+                self._measure_affinity(block_task)
             if scheduler.block_ends_after(step):
                 self._end_block(block_task, time.perf_counter() - block_clock)
             if self._evaluation_due(step):
@@ -206,13 +219,33 @@ class Trainer:
             task = self.setup.scheduler.task_at(upcoming)
             self.prefetcher.schedule(task, self.setup.streams[task].peek())
 
+    def _measure_affinity(self, block_task: str) -> None:
+        """Every pair's lookahead affinity now (affinity_every=): to affinity.jsonl and the run log."""
+        tasks = self.setup.scheduler.tasks
+        matrix = self.affinity.matrix({task: self.lr_schedule.lr(task) for task in tasks})
+        if not self.dist.is_main:
+            return
+        step, block = self.state.global_step, self.state.block.index
+        self.affinity_log.append(
+            {"step": step, "block": block, "task": block_task, "tasks": tasks, "matrix": matrix.tolist()}
+        )
+        values = {f"affinity/{a}>{b}": matrix[i, j] for i, a in enumerate(tasks) for j, b in enumerate(tasks)}
+        self.callbacks.on_event({metrics.GLOBAL_STEP: step, metrics.EVENT: "affinity", **values})
+
     def _end_block(self, task: str, seconds: float) -> None:
         state, block = self.state, self.state.block
         row = state.phases.end_block(
             task, block.index, block.start_step, state.global_step, block.examples, seconds
         )
-        self._event("block_end", **row)
-        block.index, block.start_step, block.examples = block.index + 1, state.global_step, 0
+        steps = max(1, state.global_step - block.start_step)
+        balance = {key: total / steps for key, total in block.balance.items()}  # schedule=mixed's, per block
+        self._event("block_end", **row, **balance)
+        block.index, block.start_step, block.examples, block.balance = (
+            block.index + 1,
+            state.global_step,
+            0,
+            {},
+        )
 
     def _evaluation_due(self, step: int) -> bool:
         every = self.config.run.eval_every
