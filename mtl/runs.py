@@ -19,7 +19,7 @@ import copy
 import enum
 import json
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +139,26 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text_lines(Path(path).read_text(encoding="utf-8")) if line]
 
 
+def read_affinity(path: Path) -> list[dict[str, Any]]:
+    """A run's affinity.jsonl (affinity_every=): its measurements, each {step, block, task, tasks,
+    matrix}; none when the run measured none. A line a kill cut short is skipped."""
+    if not Path(path).is_file():
+        return []
+    rows = []
+    for line in text_lines(Path(path).read_text(encoding="utf-8")):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(row, dict)
+            and isinstance(row.get("matrix"), list)
+            and isinstance(row.get("tasks"), list)
+        ):
+            rows.append(row)
+    return rows
+
+
 def read_json(path: Path) -> Any:
     """A run folder's JSON file (config.json, summary.json), or None when missing or damaged."""
     try:
@@ -159,6 +179,7 @@ class Run:
     sizes: dict[str, tuple[int, float]]  # transfer report -> (embedding dim, micro average of dev accuracies)
     stale: dict[str, str]  # transfer report -> why it is not a result of the run's final encoder
     recorded_metrics: dict[str, Any]  # task -> {metric, higher_is_better}, as the run recorded them
+    affinity: list[dict[str, Any]] = field(default_factory=list)  # affinity.jsonl's measurements
 
     @property
     def name(self) -> str:
@@ -219,7 +240,15 @@ class Run:
             summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
             raise UserError(f"{folder} cannot be read ({error}): is it a complete run folder?") from None
-        return cls(folder, config, records, summary, *_transfer_results(folder), recorded)
+        return cls(
+            folder,
+            config,
+            records,
+            summary,
+            *_transfer_results(folder),
+            recorded,
+            read_affinity(run.affinity),
+        )
 
 
 def _transfer_results(

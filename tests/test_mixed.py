@@ -216,7 +216,21 @@ def test_a_resumed_run_measures_again_what_the_kill_lost(tiny_data, tmp_path):
 
 
 def test_the_reading_names_the_pair_that_helps_most():
-    from mtl.train.affinity import reading
+    from mtl.analysis.multitask import reading
 
     mean = np.array([[0.05, -0.004], [0.012, 0.03]])
     assert reading(["nli", "squad"], mean) == "squad helps nli: +0.012 mean; nli hurts squad: -0.004 mean"
+
+
+def test_the_report_draws_a_mixed_runs_affinity_and_balancer(tiny_data, tmp_path):
+    from mtl.cli import main
+    from tests.test_report import Page
+
+    start_run(tiny_data, tmp_path / "run", *MIXED, "balancer=gradnorm", "affinity_every=2")
+    assert main(["report", str(tmp_path / "run"), f"out={tmp_path / 'report.html'}"]) == 0
+    page = Page()
+    page.feed((tmp_path / "report.html").read_text(encoding="utf-8"))
+    titles = [image["alt"] for image in page.images]
+    affinity = next(t for t in titles if t.startswith("Task affinity of run"))
+    assert " mean" in affinity and ("helps" in affinity or "hurts" in affinity)
+    assert "Balancer of run (schedule=mixed, balancer=gradnorm)" in titles

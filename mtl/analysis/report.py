@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mtl import metrics
-from mtl.analysis import significance
+from mtl.analysis import multitask, significance
 from mtl.analysis.decompose import DecomposeConfig, decomposition
 from mtl.analysis.page import STYLE, integer_ticks, pyplot, svg_base64
 from mtl.config import apply_overrides, flattened, paths_and_keys
@@ -64,6 +64,13 @@ def build(runs: list[Run]) -> str:
         figures.append(("Transfer against the share of each task's training data (train_fraction=)", curve))
     if (sized := _size_curves(runs)) is not None:
         figures.append(("Transfer against embedding dimension (InferSent Figure 4, micro average)", sized))
+    for run in runs:
+        if run.affinity:
+            image, said = multitask.affinity_figure(run)
+            figures.append((f"Task affinity of {run.name} (lookahead, Fifty et al. 2021): {said}", image))
+        if (balance := multitask.balance_figure(run)) is not None:
+            balancer = run.config.get("schedule", {}).get("balancer", "sum")
+            figures.append((f"Balancer of {run.name} (schedule=mixed, balancer={balancer})", balance))
     significance = _significance(runs)
     parts = [
         "<!doctype html>",

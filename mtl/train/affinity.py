@@ -105,19 +105,6 @@ class Affinity:
             return definition.losses(outputs, labels).float().mean()
 
 
-def reading(tasks: list[str], mean: np.ndarray) -> str:
-    """One line on a run's mean affinity: the pair where one task helps another most, and the
-    one where it hurts most (`squad helps nli: +0.012 mean; nli hurts squad: -0.003 mean`)."""
-    pairs = [(mean[i, j], a, b) for i, a in enumerate(tasks) for j, b in enumerate(tasks) if i != j]
-    if not pairs:
-        return "one training task: no pair to measure"
-    best, worst = max(pairs), min(pairs)
-    parts = [f"{best[1]} {'helps' if best[0] > 0 else 'hurts'} {best[2]}: {best[0]:+.3f} mean"]
-    if worst is not best and worst[0] < 0 < best[0]:
-        parts.append(f"{worst[1]} hurts {worst[2]}: {worst[0]:+.3f} mean")
-    return "; ".join(parts)
-
-
 class AffinityLog:
     """affinity.jsonl: a line per measurement, appended; a resumed run first drops the lines
     after its checkpoint (they are measured again)."""
