@@ -22,6 +22,7 @@ from mtl.errors import UserError
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 _NONE = {"none", "null", ""}
+BOOLEAN_WORDS = _TRUE | _FALSE  # what a bool key accepts
 FLOAT32_MAX = 3.4028234663852886e38
 
 

@@ -383,6 +383,11 @@ def upgrade(values: dict[str, Any]) -> dict[str, Any]:
             if found and found.get("steps", 0) > 0:
                 tasks[name] = {"kind": name, **found}
         values = {"tasks": tasks, **values}
+    for entry in values["tasks"].values() if isinstance(values.get("tasks"), dict) else []:
+        if isinstance(entry, dict) and isinstance(
+            entry.get("train"), str
+        ):  # a file, before train= was a flag
+            entry["train_file"] = entry.pop("train")
     optim = values.get("optim", {})
     if "adam_patience" in optim:
         optim["patience"] = optim.pop("adam_patience")

@@ -22,6 +22,7 @@ from mtl.tasks.base import (
     kind_of,
     register,
     seed_indices,
+    task_key,
     title_of,
 )
 
@@ -85,8 +86,10 @@ def _from_file(path: Path) -> tuple[str, TaskConfig]:
     if nested := [key for key, value in values.items() if isinstance(value, dict | list)]:
         raise UserError(f"task file {path}: {nested[0]!r} must be a plain key = value, not a table or list")
     text = {key: ("true" if v is True else "false" if v is False else str(v)) for key, v in values.items()}
+    config_class = kind_of(kind).config_class
     try:
-        config = configs.apply_overrides(kind_of(kind).config_class(), [f"{k}={v}" for k, v in text.items()])
+        keys = [f"{task_key(config_class, k, v)}={v}" for k, v in text.items()]
+        config = configs.apply_overrides(config_class(), keys)
     except UserError as error:
         raise UserError(f"task file {path}: {error}") from None
     if not path.stem.isidentifier():

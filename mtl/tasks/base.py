@@ -8,6 +8,7 @@ and the keys a user sets under its name (`<task>.steps=`, `<task>.batch=`, ...).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mtl.config import AtLeast1, PositiveFloat
+from mtl.config import BOOLEAN_WORDS, AtLeast1, PositiveFloat
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe, TaskHead
@@ -33,10 +34,24 @@ class TaskConfig:
     steps: AtLeast1 = 100  # steps per block of schedule=blocks (leave a task out with tasks=)
     batch: AtLeast1 = 64  # examples per step
     max_train: AtLeast1 | None = None  # first N training examples only (quick runs)
+    train: bool = (
+        True  # false: evaluated at every evaluation, never trained (a probe scores a classification task)
+    )
+    probe_train: AtLeast1 = 2000  # train=false: training examples a linear probe is fitted on
     weight: PositiveFloat = 1.0  # scales the task's loss (in its own steps, and in schedule=mixed's sum)
     prob: PositiveFloat | None = (
         None  # schedule=proportional/temperature: this share of steps instead of by size
     )
+
+
+def task_key(config_class: type[TaskConfig], key: str, value: str) -> str:
+    """The key `<task>.key=value` sets: `train=` says whether a task trains, but a task kind whose
+    training file is a key (`train_file`: pairs, sts) had that file under `train` before, and a
+    value that is not true or false still means the file."""
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    if key == "train" and "train_file" in fields and value.strip().lower() not in BOOLEAN_WORDS:
+        return "train_file"
+    return key
 
 
 class Task:
@@ -70,9 +85,18 @@ class Task:
     # Encoders in this task's head (their names in it) that the sentence embedding concatenates
     # after the shared one: Quick-Thoughts' output encoder g makes it [f(s); g(s)].
     embedding_parts: ClassVar[tuple[str, ...]] = ()
+    # How a `train=false` task is scored: "probe" (a linear probe on frozen features: a
+    # classification head means nothing untrained), "direct" (its metric needs no trained head:
+    # a cosine, in-batch recall), "never" (its head is a trained model of its own).
+    untrained: ClassVar[str] = "probe"
 
     def __init__(self, name: str, config: TaskConfig):
         self.name, self.config = name, config
+        if not config.train and self.untrained == "never":
+            raise UserError(
+                f"{name}.train=false: a {self.kind} task's head is a model trained with it, so it cannot "
+                "watch a run untrained; train it, or watch a task scored without one (sts, mnrl, a classification)"
+            )
 
     @property
     def title(self) -> str:

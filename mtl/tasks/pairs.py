@@ -35,7 +35,7 @@ class PairsConfig(TaskConfig):
     source: str = ""  # a folder holding the split files ($VARS and ~ expanded), or a Hub dataset id
     format: Literal["jsonl", "tsv", "csv"] = "jsonl"  # of the split files (a Hub dataset has its own)
     header: bool = True  # tsv/csv: the first line names the columns; false: they are named 0, 1, 2, ...
-    train: str = "train.jsonl"  # training file in source (a Hub id: the split's name)
+    train_file: str = "train.jsonl"  # training file in source (a Hub id: the split's name); was train=
     dev: str = "dev.jsonl"  # file that picks the best checkpoint
     test: str = ""  # file scored once at the end; empty: none
     first: str = "sentence1"  # column of the first sentence
@@ -72,7 +72,7 @@ class Pairs(Task):
 
     def load(self, split: str) -> LabelledTexts | None:
         config = self.config
-        name = {"train": config.train, "dev": config.dev, "test": config.test}[split]
+        name = {"train": config.train_file, "dev": config.dev, "test": config.test}[split]
         if not name:
             return None
         columns = tuple(c for c in (config.first, config.second, config.label) if c)
@@ -138,7 +138,7 @@ def read_rows(
         )
     path = folder / name
     if not path.is_file():
-        raise UserError(f"{task}: {path} does not exist: fix {task}.train/dev/test= or source=")
+        raise UserError(f"{task}: {path} does not exist: fix {task}.train_file/dev/test= or source=")
     lines = text_lines(decode_utf8(path.read_bytes(), f"{task} file", path))
     if format == "jsonl":
         return _checked(list(_json_rows(lines, path, task)), str(path), task, columns)

@@ -98,6 +98,7 @@ class QuickThoughtsHead(nn.Module):
 class QuickThoughts(CorpusTask, Task):
     kind = "qt"
     config_class = QTConfig
+    untrained = "never"  # with train=false (see Task.untrained)
     display = "Quick-Thoughts"
     batching = "contiguous"
     in_batch = True

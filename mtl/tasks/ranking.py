@@ -84,6 +84,7 @@ class RankingHead(nn.Module):
 class Ranking(Task):
     kind = "mnrl"
     config_class = RankingConfig
+    untrained = "direct"  # with train=false (see Task.untrained)
     display = "SNLI ranking"
     in_batch = True
     metric = "recall_at_1"  # the anchor's own positive scores highest of the batch's candidates

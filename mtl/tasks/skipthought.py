@@ -84,6 +84,7 @@ class SkipThoughtHead(nn.Module):
 class SkipThought(CorpusTask, Task):
     kind = "skipthought"
     config_class = SkipThoughtConfig
+    untrained = "never"  # with train=false (see Task.untrained)
     display = "Skip-Thought"
     metric = "ppl"  # per word, of both neighbours over the split
     corpus_metric = True

@@ -29,7 +29,7 @@ class STSConfig(TaskConfig):
     source: str = ""  # a folder holding the split files ($VARS and ~ expanded), or a Hub dataset id
     format: Literal["jsonl", "tsv", "csv"] = "tsv"  # of the split files (a Hub dataset has its own)
     header: bool = True  # a tsv/csv file's first line names its columns; false: columns are 0, 1, 2, ...
-    train: str = "train.tsv"
+    train_file: str = "train.tsv"  # was train=
     dev: str = "dev.tsv"
     test: str = ""  # empty: none
     first: str = "sentence1"
@@ -50,6 +50,7 @@ class CosineHead(nn.Module):
 class STS(Task):
     kind = "sts"
     config_class = STSConfig
+    untrained = "direct"  # with train=false (see Task.untrained)
     label_dtype = np.float32
     corpus_metric = True
     metric = "pearson"
@@ -65,7 +66,7 @@ class STS(Task):
 
     def load(self, split: str) -> LabelledTexts | None:
         config = self.config
-        name = {"train": config.train, "dev": config.dev, "test": config.test}[split]
+        name = {"train": config.train_file, "dev": config.dev, "test": config.test}[split]
         if not name:
             return None
         where = f"{config.source}/{name}"

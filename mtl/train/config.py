@@ -174,6 +174,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not self.tasks:
             raise UserError("tasks= is empty: name at least one task")
+        if not self.training_tasks:
+            raise UserError(
+                f"every task has train=false ({', '.join(self.tasks)}): at least one task must train"
+            )
         for key, _ in parse_terms(self.run.select):
             if (task := key.split("/")[0]) not in self.tasks:
                 raise UserError(
@@ -189,16 +193,18 @@ class TrainConfig:
     def _check_schedule(self) -> None:
         """Keys of one schedule given with another say so, rather than doing nothing."""
         schedule, sampling = self.schedule, self.schedule.schedule in ("proportional", "temperature")
-        shares = {name: task.prob for name, task in self.tasks.items() if task.prob is not None}
+        shares = {
+            name: task.prob for name, task in self.tasks.items() if task.prob is not None and task.train
+        }
         if shares and not sampling:
             raise UserError(
                 f"{next(iter(shares))}.prob= is a share of the steps drawn at random: give "
                 f"schedule=proportional (or temperature), not schedule={schedule.schedule}"
             )
-        if shares and len(shares) < len(self.tasks) and sum(shares.values()) >= 1:
+        if shares and len(shares) < len(self.training_tasks) and sum(shares.values()) >= 1:
             raise UserError(
                 f"<task>.prob= adds up to {sum(shares.values()):g}, leaving nothing for "
-                f"{', '.join(t for t in self.tasks if t not in shares)}: give shares that add up to under 1"
+                f"{', '.join(t for t in self.training_tasks if t not in shares)}: give shares that add up to under 1"
             )
         if schedule.cap is not None and not sampling:
             raise UserError(
@@ -215,9 +221,15 @@ class TrainConfig:
             )
 
     @property
+    def training_tasks(self) -> list[str]:
+        """The tasks that train, in order (the others, `<task>.train=false`, are only evaluated)."""
+        return [name for name, task in self.tasks.items() if task.train]
+
+    @property
     def main_task(self) -> str:
-        """The first task: its dev metric picks the best checkpoint and its lr ends the run."""
-        return next(iter(self.tasks))
+        """The first training task: its dev metric picks the best checkpoint (unless select= says
+        otherwise) and its lr ends the run."""
+        return self.training_tasks[0]
 
 
 RENAMED = {"adam_patience": "patience"}  # keys renamed since; the old name stays an alias
@@ -253,7 +265,10 @@ def with_overrides(config: TrainConfig, args: Sequence[str]) -> TrainConfig:
             # else: a key of a task the run leaves out, which (as before) has no effect
         else:
             leaf = key.rsplit(".", 1)[-1]
-            rest.append(f"{key.removesuffix(leaf)}{RENAMED.get(leaf, leaf)}={value}")
+            head = key.split(".", 1)[0]
+            if head in config.tasks and key == f"{head}.{leaf}":
+                leaf = task_kinds.task_key(type(config.tasks[head]), leaf, value)
+            rest.append(f"{key.removesuffix(key.rsplit('.', 1)[-1])}{RENAMED.get(leaf, leaf)}={value}")
     if not config.tasks:
         raise UserError("every task was left out (steps_<task>=0): at least one task must train")
     _check_task_keys(rest, config)

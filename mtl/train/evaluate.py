@@ -10,12 +10,13 @@ from tqdm.auto import tqdm
 
 from mtl import metrics
 from mtl.console import progress_stream
-from mtl.data.batches import SentenceTable, TaskExamples, contiguous_batches, longest_first_batches
+from mtl.data.batches import SentenceTable, TaskExamples, contiguous_batches
 from mtl.models.heads import MultitaskModel, TaskHead
-from mtl.runtime.device import to_device
 from mtl.runtime.distributed import Distributed
 from mtl.tasks import Task
+from mtl.train.embed import embed_rows
 from mtl.train.precision import autocast
+from mtl.train.probe import probed_metrics
 
 
 def evaluate_tasks(
@@ -27,15 +28,23 @@ def evaluate_tasks(
     device: torch.device,
     progress: bool = False,
 ) -> dict[str, float]:
-    """Each task's metric on `split` (where it has one); each rank scores its share of the examples.
+    """Each task's metric on `split` (where it has one); each rank scores its share of the examples
+    (a `train=false` classification task is scored by a linear probe, `probe.probed_metrics`).
 
-    `data`: the run's TrainingData; `run`: its RunConfig (precision, eval_batch). `progress`: a
-    bar over this rank's examples (ClassifSQuAD's dev set is 164k triples at paper scale).
+        `data`: the run's TrainingData; `run`: its RunConfig (precision, eval_batch). `progress`: a
+        bar over this rank's examples (ClassifSQuAD's dev set is 164k triples at paper scale).
     """
     results = {}
     shares = {}
     for name, task in data.tasks.items():
         if split not in data.examples[name]:
+            continue
+        if not task.config.train and task.untrained == "probe":  # an untrained head: a linear probe
+            results.update(
+                probed_metrics(
+                    model, task, data.examples[name], split, data.table, run.seed, run.eval_batch, device
+                )
+            )
             continue
         examples = data.examples[name][split]
         if task.in_batch and not task.corpus_metric:  # whole training-size batches, dealt to the ranks
@@ -139,26 +148,6 @@ def _in_batch_sum(model, task: Task, examples: TaskExamples, table, device, adva
         loss += task.losses(outputs, labels).sum().item()
         advance(len(rows))
     return total, loss
-
-
-def embed_rows(
-    encoder,
-    table: SentenceTable,
-    rows: np.ndarray,
-    batch_size: int,
-    device: torch.device,
-    advance: Callable[[int], object] = lambda done: None,
-) -> torch.Tensor:
-    """Embeddings (len(rows), D) of table rows, batched by length; `advance(n)` after n rows."""
-    out = None
-    for chosen in longest_first_batches(table.lengths[rows], batch_size):
-        tokens, lengths = table.batch(rows[chosen])
-        embedded = encoder(to_device(tokens, device), lengths)
-        if out is None:
-            out = torch.empty(len(rows), embedded.shape[1], device=device)
-        out[to_device(torch.from_numpy(chosen), device)] = embedded.float()
-        advance(len(chosen))
-    return out
 
 
 def _siamese_outputs(encoder, head: TaskHead, examples, table, batch_size, device, advance) -> torch.Tensor:

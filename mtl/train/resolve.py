@@ -94,13 +94,15 @@ def task_scheduler(config: TrainConfig, train_sizes: dict[str, int]) -> Schedule
     """Which task each global step of `config` trains; `train_sizes` weigh the sampling schedules."""
     schedule = config.schedule
     return Scheduler(
-        {name: task.steps for name, task in config.tasks.items()},
+        {name: task.steps for name, task in config.tasks.items() if task.train},  # train=false: never
         schedule.schedule,
         train_sizes,
         schedule.temperature,
         config.run.seed,
         cap=schedule.cap,
-        shares={name: task.prob for name, task in config.tasks.items() if task.prob is not None},
+        shares={
+            name: task.prob for name, task in config.tasks.items() if task.prob is not None and task.train
+        },
         temperature_end=schedule.temperature_end,
         total_steps=config.optim.max_steps,
     )

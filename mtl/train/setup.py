@@ -67,9 +67,10 @@ class Setup:
 def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, device: torch.device) -> Setup:
     """`config` resolved (`resolve_settings`); the model's initial weights come from the torch seed."""
     model = build_model(config, data, device).to(device)
+    training = config.training_tasks  # a train=false task has no optimizer, stream or network
     parameters = {
         task: [p for m in (model.encoder, model.heads[task]) for p in m.parameters() if p.requires_grad]
-        for task in config.tasks
+        for task in training
     }
     pretrained = (
         {id(p) for p in model.encoder.parameters()} if traits(config.model.encoder).pretrained else set()
@@ -87,7 +88,7 @@ def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, devi
         ).to(device)
     return Setup(
         model=model,
-        networks={task: task_network(model, task, dist) for task in config.tasks},
+        networks={task: task_network(model, task, dist) for task in training},
         parameters=parameters,
         optimizers=build_optimizers(
             config.optim, parameters, pretrained, list(balancer.parameters()) if balancer else None
@@ -101,7 +102,7 @@ def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, devi
                 window=BUCKET_WINDOW if config.schedule.bucket else 1,  # 1: no sorting across batches
                 contiguous=data.tasks[task].batching == "contiguous",
             )
-            for task in config.tasks
+            for task in training
         },
         scheduler=scheduler,
         scaler=grad_scaler(config.run.precision, device),

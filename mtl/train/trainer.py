@@ -83,7 +83,7 @@ class Trainer:
         )
         self.affinity_log = AffinityLog(self.files.affinity)
         self.selection = selection_for(config.run.select, self.data.tasks, config.main_task)  # select=
-        self.state = TrainState.for_tasks(list(config.tasks))
+        self.state = TrainState.for_tasks(config.training_tasks)
         self.state.wandb_id = self.dist.broadcast(self.state.wandb_id)
         self.checkpointer = Checkpointer(
             self.run_dir, encoder_metadata(config, self.data), self.dist, config.run.wandb_checkpoints
@@ -266,7 +266,8 @@ class Trainer:
         record.update({metrics.of_task(task, "step"): n for task, n in state.task_steps.items()})
         record.update({**results, metrics.EVENT: "evaluation"})
         self.callbacks.on_event({**record, metrics.phase("eval_seconds"): time.perf_counter() - started})
-        improved, new_best = state.after_evaluation(results, self.data.tasks, self.selection)
+        training = {name: self.data.tasks[name] for name in self.config.training_tasks}
+        improved, new_best = state.after_evaluation(results, training, self.selection)
         for name, better in improved.items():
             self.lr_schedule.after_evaluation(name, better)
         if new_best:
