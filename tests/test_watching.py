@@ -89,3 +89,48 @@ def test_a_task_files_training_file_still_reads_from_train(tmp_path):
     recorded = to_dict(TrainConfig())
     recorded["tasks"]["sick"] = {"kind": "sts", "source": "x", "train": "old.txt"}
     assert recorded_config(recorded, "config.json").tasks["sick"].train_file == "old.txt"
+
+
+# ---- monitor=: transfer tasks scored at every evaluation ------------------------------------
+
+
+def test_monitored_transfer_tasks_are_logged_at_every_evaluation_without_changing_training(
+    tiny_data, senteval, tmp_path
+):
+    extra = ("max_steps=10", "eval_every=5", "dropout=0.2")
+    watched = (*extra, "monitor=MR,CR", f"monitor_data={senteval}", "monitor_examples=20")
+    start_run(tiny_data, tmp_path / "off", *extra)
+    _, summary = start_run(tiny_data, tmp_path / "on", *watched, "select=nli/dev/acc,monitor/MR/acc:0.5")
+    from tests.conftest import exported_weights
+
+    off, on = exported_weights(tmp_path / "off"), exported_weights(tmp_path / "on")
+    evaluations = [
+        r for r in read_metrics(tmp_path / "on/metrics.jsonl") if r.get("phase/event") == "evaluation"
+    ]
+    assert len(evaluations) == 2 and all(
+        {"monitor/MR/acc", "monitor/CR/acc"} <= r.keys() for r in evaluations
+    )
+    assert all(0 <= r["monitor/MR/acc"] <= 1 for r in evaluations)
+    assert summary["selection"]["by"] == "nli/dev/acc,monitor/MR/acc:0.5" and "best/monitor/CR/acc" in summary
+    # the scoring copy's vocabulary grows, the trained model's does not: training is the same
+    start_run(tiny_data, tmp_path / "on-default", *watched)
+    on = exported_weights(tmp_path / "on-default")
+    assert all(torch.equal(off[k], on[k]) for k in off)
+    twice = [
+        r["monitor/MR/acc"]
+        for r in read_metrics(tmp_path / "on-default/metrics.jsonl")
+        if "monitor/MR/acc" in r
+    ]
+    assert twice == [r["monitor/MR/acc"] for r in evaluations]  # a fixed subsample, a seeded protocol
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("monitor=STS41",), "unknown transfer task 'STS41'"),
+        (("select=monitor/MR/acc",), "needs monitor=MR"),
+    ],
+)
+def test_monitor_keys_are_checked_before_training(tiny_data, tmp_path, args, message):
+    with pytest.raises(UserError, match=message):
+        run.config_from_args(args_for(tiny_data, tmp_path / "run", *args))

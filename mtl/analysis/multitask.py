@@ -113,3 +113,42 @@ def balance_figure(run: Run) -> str | None:
 def mean_cosine(run: Run) -> float | None:
     values = [v for r in run.records for k, v in r.items() if k.startswith("balance/cosine/")]
     return statistics.fmean(values) if values else None
+
+
+def monitor_figure(runs: list[Run], colours: dict[str, Any]) -> str | None:
+    """monitor=: each transfer task's score against steps, a panel per metric, every run
+    overlaid; None when no run monitored any."""
+    keys = sorted(
+        {k for run in runs for r in run.records for k in r if k.startswith("monitor/") and k.count("/") == 2}
+    )
+    if not keys:
+        return None
+    plt = pyplot()
+    columns = min(3, len(keys))
+    rows = -(-len(keys) // columns)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(4.6 * columns, 3.2 * rows), squeeze=False, layout="constrained"
+    )
+    flat = axes.flatten().tolist()
+    for axis in flat[len(keys) :]:
+        axis.set_visible(False)
+    for axis, key in zip(flat, keys, strict=False):
+        for run in runs:
+            points = [
+                (r["global_step"], r[key])
+                for r in run.records
+                if key in r and r.get("phase/event") == "evaluation"
+            ]
+            if points:
+                axis.plot(
+                    *zip(*points, strict=True),
+                    marker="o",
+                    markersize=3,
+                    color=colours[run.name],
+                    label=run.name,
+                )
+        axis.set_title(key.removeprefix("monitor/"), fontsize=10)
+        axis.set_xlabel("step")
+        axis.grid(alpha=0.3)
+    flat[0].legend(fontsize=8)
+    return svg_base64(figure)

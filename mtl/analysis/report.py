@@ -64,6 +64,8 @@ def build(runs: list[Run]) -> str:
         figures.append(("Transfer against the share of each task's training data (train_fraction=)", curve))
     if (sized := _size_curves(runs)) is not None:
         figures.append(("Transfer against embedding dimension (InferSent Figure 4, micro average)", sized))
+    if (monitored := multitask.monitor_figure(runs, run_colours(runs))) is not None:
+        figures.append(("Transfer during training (monitor=, fast mode on a fixed subsample)", monitored))
     for run in runs:
         if run.affinity:
             image, said = multitask.affinity_figure(run)

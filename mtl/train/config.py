@@ -28,6 +28,7 @@ from mtl.config import (
     to_dict,
 )
 from mtl.errors import UserError
+from mtl.eval.transfer.registry import spec as transfer_spec
 from mtl.models.encoders.base import EncoderConfig
 from mtl.models.encoders.transformer import MAX_POSITIONS
 from mtl.runs import upgrade
@@ -134,6 +135,13 @@ class RunConfig:
     affinity_every: AtLeast1 | None = (
         None  # steps between measurements of every pair's lookahead task affinity (Fifty et al. 2021): affinity.jsonl
     )
+    monitor: str = (
+        ""  # transfer tasks scored at every evaluation (STS14,SICK-R,TREC): monitor/<task>/<metric>
+    )
+    monitor_examples: AtLeast1 = 1000  # monitor=: examples per split, a fixed seeded draw (fast mode)
+    monitor_data: str | None = (
+        None  # monitor=: SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
+    )
     callbacks: str = ""  # registered callbacks added to the run, comma-separated (a plugin registers its own)
     select: str = ""  # the best checkpoint by a weighted mean of dev metrics (nli/dev/acc,stsb/dev/spearman:0.5); empty: the first task's
     wandb: Literal["auto", "online", "offline", "disabled"] = (
@@ -178,7 +186,16 @@ class TrainConfig:
             raise UserError(
                 f"every task has train=false ({', '.join(self.tasks)}): at least one task must train"
             )
+        monitored = [name.strip() for name in self.run.monitor.split(",") if name.strip()]
+        for name in monitored:
+            transfer_spec(name)  # an unknown name: a one-line error with the choices
         for key, _ in parse_terms(self.run.select):
+            if key.startswith("monitor/"):
+                if (name := key.split("/")[1]) not in monitored:
+                    raise UserError(
+                        f"select={self.run.select}: {key} needs monitor={name} (monitor={self.run.monitor})"
+                    )
+                continue
             if (task := key.split("/")[0]) not in self.tasks:
                 raise UserError(
                     f"select={self.run.select}: {task} is not a task of this run ({', '.join(self.tasks)})"

@@ -44,18 +44,26 @@ def parse_terms(text: str) -> tuple[tuple[str, float], ...]:
             weight = math.nan
         if not math.isfinite(weight) or weight <= 0:
             raise UserError(f"select={text}: the weight of {key} must be a positive number (key:0.5)")
-        if not metrics.is_evaluation(key) or key.split("/")[1] != "dev":
-            raise UserError(f"select={text}: {key} is not a dev metric: name one as <task>/dev/<metric>")
+        monitored = key.startswith("monitor/") and key.count("/") == 2
+        if not monitored and (not metrics.is_evaluation(key) or key.split("/")[1] != "dev"):
+            raise UserError(
+                f"select={text}: {key} is not a dev metric: name one as <task>/dev/<metric> "
+                "or monitor/<transfer task>/<metric>"
+            )
         terms.append((key.strip(), weight))
     return tuple(terms)
 
 
-def selection_for(text: str, tasks: dict[str, Any], main_task: str) -> Selection:
+def selection_for(
+    text: str, tasks: dict[str, Any], main_task: str, monitored: list[str] | None = None
+) -> Selection:
     """The run's selection: `text` (select=), else the main task's metric; every key must be one
-    the run's evaluations log (`tasks`: name -> Task, whose `dev_metrics` say which)."""
+    the run's evaluations log (`tasks`: name -> Task, whose `dev_metrics` say which; `monitored`:
+    the monitor/<task>/<metric> keys of monitor=)."""
     if not text.strip():
         return Selection(((metrics.evaluation(main_task, "dev", tasks[main_task].metric), 1.0),))
     logged = [metrics.evaluation(name, "dev", m) for name, task in tasks.items() for m in task.dev_metrics()]
+    logged += monitored or []
     for key, _ in (terms := parse_terms(text)):
         if key not in logged:
             raise UserError(f"select={text}: the run logs no {key}; its dev metrics are {', '.join(logged)}")

@@ -30,6 +30,7 @@ from mtl.train.evaluate import evaluate_tasks
 from mtl.train.interrupts import StopRequests
 from mtl.train.lr_schedules import build_lr_schedule
 from mtl.train.mixed import MixedStep
+from mtl.train.monitor import Monitor
 from mtl.train.prefetch import Prefetcher
 from mtl.train.resolve import resolve_settings
 from mtl.train.runlog import NullLog, RunLog
@@ -82,7 +83,13 @@ class Trainer:
             else None
         )
         self.affinity_log = AffinityLog(self.files.affinity)
-        self.selection = selection_for(config.run.select, self.data.tasks, config.main_task)  # select=
+        self.monitor = (
+            Monitor(config, self.data, self.model, self.device, self.dist) if config.run.monitor else None
+        )
+        monitored = self.monitor.keys() if self.monitor else []
+        self.selection = selection_for(
+            config.run.select, self.data.tasks, config.main_task, monitored
+        )  # select=
         self.state = TrainState.for_tasks(config.training_tasks)
         self.state.wandb_id = self.dist.broadcast(self.state.wandb_id)
         self.checkpointer = Checkpointer(
@@ -262,6 +269,8 @@ class Trainer:
     def _evaluate_and_checkpoint(self) -> None:
         started, state = time.perf_counter(), self.state
         results = self.evaluate("dev")
+        if self.monitor is not None:  # monitor=: transfer tasks, scored alongside
+            results.update(self.monitor.scores())
         record = {metrics.GLOBAL_STEP: state.global_step}
         record.update({metrics.of_task(task, "step"): n for task, n in state.task_steps.items()})
         record.update({**results, metrics.EVENT: "evaluation"})

@@ -1,0 +1,147 @@
+"""Transfer curves during training (`monitor=STS14,SICK-R,TREC`): at every dev evaluation each
+named transfer task is scored on the encoder as it is, in fast mode (SentEval's prototyping
+settings), on a fixed subsample of at most `monitor_examples` examples per split (a seeded draw,
+the same at every evaluation), and logged as `monitor/<task>/<metric>` (STS14's all/spearman:
+`monitor/STS14/spearman`), which select= may name.
+
+The scoring runs on a copy of the shared encoder refreshed from the live one before each use:
+vocabulary expansion (new words of the transfer data take their vectors from the run's
+vectors file, as `just transfer` does) grows the copy's embedding, never the model being
+trained. Rank 0 scores; every rank gets its values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mtl.errors import UserError
+from mtl.eval.encoder import PretrainedSentenceEncoder, SentenceEncoder
+from mtl.eval.transfer.classifiers import Protocol
+from mtl.eval.transfer.registry import headline_metrics, spec
+from mtl.eval.transfer.suite import evaluate_task
+from mtl.eval.transfer.tasks import Split, TransferTask
+from mtl.files.paths import data_dir
+from mtl.models.encoders import build_encoder, traits
+from mtl.models.encoders.base import frozen_embedding
+from mtl.models.heads import MultitaskModel
+from mtl.runtime.distributed import Distributed
+from mtl.text.tokenizer import make_tokenizer
+from mtl.text.vocab import Vocabulary
+from mtl.train.config import TrainConfig
+from mtl.train.data import TrainingData
+
+PREFIX = "monitor"
+SEED_OFFSET = 15_485_863  # the subsample's draw: apart from the run's other generators
+
+
+def monitor_names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def monitor_key(task: str, metric: str) -> str:
+    """`monitor/STS14/spearman` for STS14's all/spearman, `monitor/TREC/acc`."""
+    return f"{PREFIX}/{task}/{metric.removeprefix('all/')}"
+
+
+def is_monitor_key(key: str) -> bool:
+    return key.startswith(f"{PREFIX}/") and key.count("/") == 2
+
+
+class Monitor:
+    def __init__(
+        self,
+        config: TrainConfig,
+        data: TrainingData,
+        model: MultitaskModel,
+        device: torch.device,
+        dist: Distributed,
+    ):
+        self.config, self.data, self.model, self.device, self.dist = config, data, model, device, dist
+        self.names = monitor_names(config.run.monitor)
+        self.protocol = dataclasses.replace(Protocol.fast(), jobs=1)  # no worker processes inside training
+        self.tasks: dict[str, TransferTask] = {}
+        self.encoder: SentenceEncoder | None = None
+        if dist.is_main:
+            folder = monitor_folder(config.run.monitor_data, config.run.monitor)
+            for name in self.names:
+                self.tasks[name] = subsample(
+                    spec(name).read(folder), config.run.monitor_examples, config.run.seed
+                )
+
+    def keys(self) -> list[str]:
+        """Every key `scores` logs (what select= may name)."""
+        return [monitor_key(name, metric) for name in self.names for metric in spec(name).metrics]
+
+    def scores(self) -> dict[str, float]:
+        """Every monitored task's headline metrics now, as `monitor/<task>/<metric>`, on every rank."""
+        results: dict[str, float] = {}
+        if self.dist.is_main:
+            encoder = self._refreshed()
+            was_training = self.model.training
+            try:
+                for name, task in self.tasks.items():
+                    result = evaluate_task(task, encoder, self.protocol, self.config.run.eval_batch, None)
+                    for metric in headline_metrics(name, result):
+                        results[monitor_key(name, metric)] = float(result[metric])
+            finally:
+                self.model.train(was_training)
+        return self.dist.broadcast(results)
+
+    def _refreshed(self) -> SentenceEncoder:
+        """The scoring copy of the shared encoder, with the live one's current weights."""
+        live = self.model.encoder
+        if self.encoder is None:
+            model_config = self.config.model
+            if traits(model_config.encoder).subwords:
+                copy = build_encoder(None, model_config)
+                self.encoder = PretrainedSentenceEncoder(copy, self.data.subwords, self.device, "monitor")
+            else:
+                embedding = frozen_embedding(live.embedding.weight.detach().clone())
+                copy = build_encoder(embedding, model_config)
+                self.encoder = SentenceEncoder(
+                    copy,
+                    Vocabulary(list(self.data.vocabulary.words)),
+                    make_tokenizer(self.config.data.tokenizer, self.config.data.lowercase),
+                    str(self.data.vectors_path) if self.data.vectors_path else None,
+                    self.device,
+                    "monitor",
+                    max_tokens=self.config.data.max_tokens,
+                )
+        # Every weight but the (frozen, perhaps expanded) word embedding.
+        current = {k: v for k, v in live.state_dict().items() if k != "embedding.weight"}
+        missing = self.encoder.encoder.load_state_dict(current, strict=False).missing_keys
+        assert set(missing) <= {"embedding.weight"}, missing
+        self.encoder.encoder.eval()
+        return self.encoder
+
+
+def monitor_folder(given: str | None, monitor: str) -> Path:
+    """SentEval's downstream folder: monitor_data=, else $MTL_DATA_DIR/senteval/downstream."""
+    if given:
+        return Path(given).expanduser()
+    if (root := data_dir()) is None:
+        raise UserError(
+            f"monitor={monitor} reads SentEval's transfer data: give monitor_data=PATH (its downstream "
+            "folder) or set MTL_DATA_DIR"
+        )
+    return root / "senteval" / "downstream"
+
+
+def subsample(task: TransferTask, most: int, seed: int) -> TransferTask:
+    """`task` with at most `most` examples per split, drawn by (seed, split) in their order."""
+    splits = {}
+    for index, (name, split) in enumerate(task.splits.items()):
+        if len(split) <= most:
+            splits[name] = split
+            continue
+        chosen = np.sort(
+            np.random.default_rng([seed, SEED_OFFSET, index]).choice(len(split), most, replace=False)
+        )
+        splits[name] = Split(
+            [[column[i] for i in chosen] for column in split.sentences], [split.labels[i] for i in chosen]
+        )
+    return dataclasses.replace(task, splits=splits)
