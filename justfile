@@ -95,6 +95,10 @@ fuzz *args:
 compare-objectives *args:
     {{python}} -m mtl compare-objectives "$@"
 
+# each training task alone vs their mixture at equal compute, with verdicts (e.g. just versus-single preset=cpu-small budget=steps:600)
+versus-single *args:
+    {{python}} -m mtl versus-single "$@"
+
 # wall time of the transfer suite, fast and standard, GloVe baseline and a 1024-d encoder
 bench-transfer *args:
     {{python}} -m mtl bench-transfer "$@"

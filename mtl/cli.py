@@ -196,6 +196,18 @@ COMMANDS: dict[str, Command] = {
         "mtl.analysis.objectives:CompareConfig",
         "transfer each run of a sweep over objectives; a table and a page of score against time",
     ),
+    "versus-single": Command(
+        "mtl.train.versus",
+        "mtl.train.versus:VersusConfig",
+        "each training task alone and the mixture at one budget, transferred, with paired-bootstrap verdicts",
+        (
+            (
+                "KEY",
+                "none",
+                "any train-multitask key (preset=, tasks=, schedule=, ...): the mixture's configuration",
+            ),
+        ),
+    ),
     "bench-transfer": Command(
         "mtl.bench.transfer", "mtl.bench.transfer:BenchTransferConfig", "wall time of the transfer suite"
     ),

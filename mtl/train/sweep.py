@@ -173,7 +173,7 @@ def run(sweep: Sweep) -> dict[str, str]:
         config_from_args(member.overrides)
     with FolderLock(sweep.out, "sweep folder", "out"):
         check_same_fixed_keys(sweep, members)
-        return _run(sweep, members)
+        return train_members(sweep, members)
 
 
 def check_same_fixed_keys(sweep: Sweep, members: list[Member]) -> None:
@@ -202,7 +202,9 @@ def _result_keys(fixed: list[str]) -> set[str]:
     return {arg for arg in fixed if not arg.startswith(("device=", "wandb=", "run.device=", "run.wandb="))}
 
 
-def _run(sweep: Sweep, members: list[Member]) -> dict[str, str]:
+def train_members(sweep: Sweep, members: list[Member]) -> dict[str, str]:
+    """Train each of `members` that has not finished (resume the interrupted), `sweep.parallel`
+    at a time; each one's outcome. (The caller holds the folder's lock.)"""
     sweep.out.mkdir(parents=True, exist_ok=True)
     record = {
         "sweep": sweep.name,
