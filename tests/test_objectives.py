@@ -419,3 +419,16 @@ def test_a_skipthought_run_encodes_with_its_encoder_and_transfers(tiny_data, sen
         )
     )
     assert report["dim"] == 8 and 0 <= report["results"]["MR"]["acc"] <= 1
+
+
+def test_a_member_whose_objective_got_no_examples_is_marked_and_ranked_last(tiny_data, senteval, tmp_path):
+    """Seen: an "nli + qt" member ranked first although its budget ended before any qt step."""
+    from mtl.analysis.objectives import CompareConfig, compare
+
+    out = tmp_path / "sweep"
+    start_run(tiny_data, out / "tasksnli", "tasks=nli", "max_steps=4")
+    start_run(tiny_data, out / "tasksnli+qt", *QT[1:], "tasks=nli,qt", "steps_nli=10", "max_steps=4")
+    compare(CompareConfig(out=str(out), transfer_tasks="MR,CR", data=str(senteval), device="cpu"))
+    rows = [line for line in (out / "comparison.md").read_text().splitlines()[2:] if line]
+    assert rows[-1].startswith("| nli + qt (no qt examples: not this mixture) |")
+    assert rows[0].startswith("| nli |")

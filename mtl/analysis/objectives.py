@@ -48,6 +48,18 @@ class Member:
     def mean(self) -> float:
         return sum(self.transfer.values()) / len(self.transfer) if self.transfer else float("nan")
 
+    @property
+    def starved(self) -> list[str]:
+        """Its objectives that saw no training example within the budget: it is not that mixture."""
+        return [task for task in self.tasks if self.examples.get(task, 0) == 0]
+
+    @property
+    def label(self) -> str:
+        """Its name, marked when an objective got no examples (then it ranks after the rest)."""
+        if not self.starved:
+            return self.name
+        return f"{self.name} (no {', '.join(self.starved)} examples: not this mixture)"
+
 
 def compare(config: CompareConfig) -> Path:
     sweep = Path(config.out).expanduser()
@@ -76,7 +88,13 @@ def _member(folder: Path, config: CompareConfig) -> Member:
     if any(task not in results for task in transfer.task_names):
         results = suite.run(transfer)[1]["results"]
     run = Run.read(folder)
-    summary, tasks = run.summary, run.tasks
+    # the tasks that trained (a train=false task only watched)
+    summary = run.summary
+    tasks = [
+        t
+        for t in run.tasks
+        if not isinstance(run.config["tasks"][t], dict) or run.config["tasks"][t].get("train", True)
+    ]
     return Member(
         name=" + ".join(tasks),
         tasks=tasks,
@@ -98,10 +116,11 @@ def markdown(members: list[Member], config: CompareConfig) -> str:
         f"| objective | train min | examples seen | {' | '.join(tasks)} | mean |",
         "|---" * (len(tasks) + 4) + "|",
     ]
-    for m in sorted(members, key=lambda m: -m.mean):
+    # A member whose objective got no examples is not that mixture: it ranks after the others.
+    for m in sorted(members, key=lambda m: (bool(m.starved), -m.mean)):
         seen = ", ".join(f"{t} {n:,}" for t, n in m.examples.items())
         scores = " | ".join(f"{m.transfer[t]:.1f}" for t in tasks)
-        lines.append(f"| {m.name} | {m.minutes:.1f} | {seen} | {scores} | {m.mean:.1f} |")
+        lines.append(f"| {m.label} | {m.minutes:.1f} | {seen} | {scores} | {m.mean:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -112,7 +131,7 @@ def page(members: list[Member], config: CompareConfig) -> str:
         seen = sum(m.examples.values())
         for axis, x in ((by_time, m.minutes), (by_examples, seen)):
             axis.scatter([x], [m.mean], s=40)
-            axis.annotate(m.name, (x, m.mean), textcoords="offset points", xytext=(5, 4), fontsize=9)
+            axis.annotate(m.label, (x, m.mean), textcoords="offset points", xytext=(5, 4), fontsize=9)
     by_time.set_xlabel("minutes of training steps")
     by_examples.set_xlabel("training examples seen (all tasks)")
     by_examples.xaxis.set_major_formatter(lambda value, _: f"{value / 1000:,.0f}k")
