@@ -193,6 +193,23 @@ class Run:
         """The task's dataset name (`SNLI`), or the task's name."""
         return task_title(task, self.config["tasks"][task])
 
+    def trains(self, task: str) -> bool:
+        """Whether the task trained (a `train=false` task only watched the run)."""
+        entry = self.config["tasks"].get(task)
+        return not isinstance(entry, dict) or entry.get("train", True) is not False
+
+    @property
+    def schedule_cell(self) -> str:
+        """The run's schedule in a few words: `nli 1000 / squad 500`, `mixed: nli + squad`, and
+        the tasks that only watched."""
+        trained = [task for task in self.tasks if self.trains(task)]
+        watched = [task for task in self.tasks if not self.trains(task)]
+        if self.config.get("schedule", {}).get("schedule") == "mixed":
+            text = "mixed: " + " + ".join(trained)
+        else:
+            text = " / ".join(f"{task} {self.block_steps(task)}" for task in trained)
+        return text + (f"; watching {', '.join(watched)}" if watched else "")
+
     def block_steps(self, task: str) -> int | None:
         entry = self.config["tasks"].get(task)
         return entry.get("steps") if isinstance(entry, dict) else None

@@ -29,6 +29,9 @@ def test_watched_tasks_are_evaluated_at_every_evaluation_but_never_trained(tiny_
     heads = [k for k in first if k.startswith("heads.squad.")]
     assert heads and all(torch.equal(first[k], last[k]) for k in heads)
     assert summary["selection"]["by"] == "nli/dev/acc"  # the first training task's, by default
+    from mtl.cli import main
+
+    assert main(["report", str(out), f"out={tmp_path / 'report.html'}"]) == 0  # its curves by the run's steps
 
 
 def test_a_watched_task_can_pick_the_checkpoint_and_its_probe_is_deterministic(tiny_data, tmp_path):

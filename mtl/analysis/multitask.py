@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from mtl import metrics
 from mtl.analysis.page import pyplot, svg_base64
 from mtl.runs import Run
 
@@ -85,22 +86,28 @@ def affinity_figure(run: Run) -> tuple[str, str]:
 
 
 def balance_figure(run: Run) -> str | None:
-    """A mixed run's loss weights and gradient cosines against steps (block means); None when
-    the run logged none."""
-    blocks = [r for r in run.records if r.get("phase/event") == "block_end"]
-    keys = sorted({k for r in blocks for k in r if k.startswith("phase/balance/")})
+    """A mixed run's loss weights and gradient cosines against steps (means of
+    `metrics.LOSS_WINDOW` steps); None when the run logged none."""
+    steps = [r for r in run.records if any(k.startswith("balance/") for k in r)]
+    keys = sorted({k for r in steps for k in r if k.startswith("balance/")})
     if not keys:
         return None
     plt = pyplot()
     figure, (weights, cosines) = plt.subplots(1, 2, figsize=(11, 3.6))
     for key in keys:
-        points = [(r["global_step"], r[key]) for r in blocks if key in r]
-        name = key.removeprefix("phase/balance/")
+        points = [(r[metrics.GLOBAL_STEP], r[key]) for r in steps if key in r]
+        name = key.removeprefix("balance/")
         axis = cosines if name.startswith("cosine/") else weights
         label = name.removeprefix("cosine/").removesuffix("/weight")
-        axis.plot(*zip(*points, strict=True), marker="o", markersize=3, label=label)
-    weights.set_title("loss weight per task (mean per block)", fontsize=10)
-    cosines.set_title("cosine of task gradients on the encoder (mean per block)", fontsize=10)
+        values = [v for _, v in points]
+        smoothed = [
+            statistics.fmean(values[max(0, i - metrics.LOSS_WINDOW + 1) : i + 1]) for i in range(len(values))
+        ]
+        axis.plot([s for s, _ in points], smoothed, label=label)
+    weights.set_title(f"loss weight per task (mean of {metrics.LOSS_WINDOW} steps)", fontsize=10)
+    cosines.set_title(
+        f"cosine of task gradients on the encoder (mean of {metrics.LOSS_WINDOW} steps)", fontsize=10
+    )
     cosines.axhline(0, color="grey", linewidth=0.8)
     for axis in (weights, cosines):
         axis.set_xlabel("step")
@@ -108,11 +115,6 @@ def balance_figure(run: Run) -> str | None:
         axis.legend(fontsize=8)
     figure.tight_layout()
     return svg_base64(figure)
-
-
-def mean_cosine(run: Run) -> float | None:
-    values = [v for r in run.records for k, v in r.items() if k.startswith("balance/cosine/")]
-    return statistics.fmean(values) if values else None
 
 
 def monitor_figure(runs: list[Run], colours: dict[str, Any]) -> str | None:

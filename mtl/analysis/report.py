@@ -109,7 +109,7 @@ def _results_table(runs: list[Run]) -> str:
         if any(_best(run, task, split) is not None for run in runs)
     ]
     swept = sorted(differing_keys(runs)) if len(runs) > 1 else []
-    fixed = ["run", "encoder", *swept, "steps per block", "steps", "stopped by"]
+    fixed = ["run", "encoder", *swept, "schedule", "steps", "stopped by"]
     columns = [
         *fixed,
         *(f"{titles[task]} {split}" for task, split in evaluations),
@@ -126,7 +126,7 @@ def _results_table(runs: list[Run]) -> str:
                 run.name,
                 run.encoder,
                 *(str(flat.get(key, "–")) for key in swept),
-                " / ".join(f"{task} {run.block_steps(task)}" for task in run.tasks),
+                run.schedule_cell,
                 str(s.get(metrics.GLOBAL_STEP, _last_step(run))),
                 s.get("stop_reason") or _unfinished_state(run),
                 *(_score(_best(run, task, split), run.metric(task)) for task, split in evaluations),
@@ -260,8 +260,9 @@ def _curves(runs: list[Run]) -> str:
             metric = metrics.metric_name(dev)
             scale = 100 if metrics.is_fraction(metric) else 1
             evaluations = [r for r in run.records if dev in r]
+            # a task that only watched (train=false) has no steps of its own: the run's steps
             dev_axis.plot(
-                [r[metrics.of_task(task, "step")] for r in evaluations],
+                [r.get(metrics.of_task(task, "step"), r[metrics.GLOBAL_STEP]) for r in evaluations],
                 [scale * r[dev] for r in evaluations],
                 marker="o",
                 markersize=3,
@@ -275,7 +276,13 @@ def _curves(runs: list[Run]) -> str:
             axis.xaxis.set_major_locator(integer_ticks())
             axis.grid(alpha=0.3)
         title = having[0].title(task)
-        loss_axis.set_title(f"{title}: training loss (mean of {metrics.LOSS_WINDOW} steps)", fontsize=10)
+        watching = not any(run.trains(task) for run in having)
+        loss_axis.set_title(
+            f"{title}: watches the run (train=false), no training loss"
+            if watching
+            else f"{title}: training loss (mean of {metrics.LOSS_WINDOW} steps)",
+            fontsize=10,
+        )
         dev_axis.set_title(
             f"{title}: dev {metric}" + (" (%)" if metrics.is_fraction(metric) else ""), fontsize=10
         )

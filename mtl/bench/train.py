@@ -41,9 +41,10 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from mtl.bench import objectives
+from mtl.bench import mixed, objectives
 from mtl.config import AtLeast0, Range, apply_overrides
 from mtl.data.batches import TaskStream
+from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe, mlp
 from mtl.runtime.device import resolve_device, to_device
 from mtl.tasks import DEFAULT_TASKS, seed_indices
@@ -51,6 +52,7 @@ from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import TrainingData, prepare
 from mtl.train.precision import bf16_supported, grad_scaler
 from mtl.train.resolve import resolve_inputs
+from mtl.train.run import config_from_args
 from mtl.train.setup import BUCKET_WINDOW
 from mtl.train.trainer import Trainer
 
@@ -81,6 +83,10 @@ class BenchTrainConfig:
         ""  # also time these tasks' steps alone (qt,skipthought,mnrl,sts); only=objectives: just them
     )
     objective_hidden: AtLeast0 = 256  # the BiGRU's width per direction for objectives=
+    schedule: str = (
+        ""  # mixed: time a schedule=mixed step against the single-task steps it holds (bench/mixed.py)
+    )
+    preset: str = "paper-multitask-blstm2048"  # schedule=mixed: the configuration whose step is timed
 
 
 class ReferenceModel(nn.Module):
@@ -158,6 +164,31 @@ def run(bench: BenchTrainConfig) -> dict:
                     results["rows"].append(row)
                     print(format_row(row), flush=True)
     return results
+
+
+def run_mixed(bench: BenchTrainConfig) -> str:
+    """schedule=mixed: its step against the single-task steps, its balancers, affinity (mixed.py)."""
+    if bench.threads:
+        torch.set_num_threads(bench.threads)
+    base = config_from_args(
+        [
+            f"preset={bench.preset}",
+            f"nli_train_split={bench.nli_train_split}",
+            f"classifsquad={bench.classifsquad}",
+            *([f"vectors={bench.vectors}"] if bench.vectors else []),
+            "wandb=disabled",
+            f"device={bench.device}",
+        ]
+    )
+    device = resolve_device(bench.device)
+    base = resolve_inputs(base)
+    data = prepare(base, progress=False)
+    inputs = with_300d_inputs(data)
+    results = mixed.run(base, data, bench.steps, bench.warmup, device)
+    where = (
+        torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
+    )
+    return f"inputs: {inputs}; {where}\n" + mixed.report(results, f"preset={bench.preset}")
 
 
 def supported(precision: str, device: torch.device) -> bool:
@@ -352,6 +383,13 @@ def report(results: dict) -> str:
 def command(args: Sequence[str]) -> None:
     """`just bench-train`: the step benchmark, and with objectives= the seeds' objectives."""
     config = apply_overrides(BenchTrainConfig(), args)
+    if config.schedule == "mixed":
+        print(run_mixed(config))
+        return
+    if config.schedule:
+        raise UserError(
+            f"schedule={config.schedule}: bench-train times schedule=mixed only (or leave it out)"
+        )
     if config.only != "objectives":
         print(report(run(config)))
     if config.objectives:

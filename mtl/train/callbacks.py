@@ -194,7 +194,8 @@ def start_tracking(
     tracker.define_metric(metrics.GLOBAL_STEP)
     tracker.define_metric(metrics.TASK_ID, step_metric=metrics.GLOBAL_STEP)
     for name, task in data.tasks.items():
-        task_step = metrics.of_task(name, "step")
+        # a task that only watches (train=false) has no steps of its own: its values by the run's
+        task_step = metrics.of_task(name, "step") if task.config.train else metrics.GLOBAL_STEP
         tracker.define_metric(task_step)
         tracker.define_metric(metrics.of_task(name, "*"), step_metric=task_step)
         tracker.define_metric(

@@ -1,0 +1,102 @@
+"""`just bench-train schedule=mixed`: what a schedule=mixed step costs.
+
+On the same real batches (one of each task per step), interleaved with the order rotating every
+step so machine noise falls on all alike, each contender a trainer of its own built from one
+configuration (the paper multitask preset's encoder at its batch sizes by default):
+
+- `single steps`: one step of each task in turn (`Trainer.train_batch`), what schedule=blocks
+  pays for the same examples: the sum a mixed step is held against (target: at most 1.1x);
+- `mixed sum`, `mixed pcgrad`, `mixed gradnorm`: one schedule=mixed step (`Trainer.train_mixed`)
+  with each balancer: their overhead over `mixed sum`;
+- `affinity`: one measurement of every pair's lookahead affinity (affinity_every=), reported
+  as its share of the wall time of `affinity_every=100` steps of `mixed sum`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mtl.config import apply_overrides
+from mtl.data.batches import TaskStream
+from mtl.tasks import seed_indices
+from mtl.train.affinity import Affinity
+from mtl.train.config import TrainConfig
+from mtl.train.data import TrainingData
+from mtl.train.trainer import Trainer
+
+AFFINITY_EVERY = 100
+BALANCERS = ("sum", "pcgrad", "gradnorm")
+
+
+def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: torch.device) -> dict:
+    tasks = base.training_tasks
+    with tempfile.TemporaryDirectory() as scratch:
+
+        def trainer(*keys: str) -> Trainer:
+            config = apply_overrides(base, ["precision=fp32", *keys])
+            return Trainer(config, Path(scratch) / "-".join(keys or ("blocks",)), data=data, progress=False)
+
+        blocks = trainer()
+        mixed = {name: trainer("schedule=mixed", f"balancer={name}") for name in BALANCERS}
+        affinity = Affinity(data, mixed["sum"].setup, tasks, base.run.seed, device, "fp32")
+        streams = {
+            task: TaskStream(
+                data.examples[task]["train"],
+                data.bucket_keys(task, "train"),
+                base.tasks[task].batch,
+                seed=[base.run.seed, seed_indices(base.tasks)[task]],
+            )
+            for task in tasks
+        }
+        batches = [{task: streams[task].next()[0] for task in tasks} for _ in range(warmup + steps)]
+
+        def single(rows: dict[str, np.ndarray]) -> None:
+            for task in tasks:
+                blocks.train_batch(task, rows[task])
+
+        contenders = {
+            "single steps": single,
+            **{f"mixed {name}": (lambda rows, t=mixed[name]: t.train_mixed(rows)) for name in BALANCERS},
+            "affinity": lambda rows: affinity.matrix({task: 0.1 for task in tasks}),
+        }
+        finish = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+        names = list(contenders)
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for i, rows in enumerate(batches):
+            for name in names[i % len(names) :] + names[: i % len(names)]:
+                finish()
+                started = time.perf_counter()
+                contenders[name](rows)
+                finish()
+                if i >= warmup:
+                    times[name].append(1000 * (time.perf_counter() - started))
+    return {
+        "tasks": tasks,
+        "batches": {task: base.tasks[task].batch for task in tasks},
+        "ms": {name: (statistics.median(t), min(t), max(t)) for name, t in times.items()},
+    }
+
+
+def report(results: dict, setting: str) -> str:
+    ms = {name: values[0] for name, values in results["ms"].items()}
+    batches = ", ".join(f"{task} {size}" for task, size in results["batches"].items())
+    lines = [
+        f"{setting}, one step of each task ({batches}); median ms (min-max) over the same batches, interleaved:",
+        *(
+            f"  {name:<14} {median:8.0f} ({low:.0f}-{high:.0f})"
+            for name, (median, low, high) in results["ms"].items()
+        ),
+        f"mixed sum step = {ms['mixed sum'] / ms['single steps']:.2f}x the single-task steps it holds (target <= 1.1x)",
+        f"pcgrad: {ms['mixed pcgrad'] / ms['mixed sum']:.2f}x a mixed sum step; "
+        f"gradnorm: {ms['mixed gradnorm'] / ms['mixed sum']:.2f}x",
+        f"affinity_every={AFFINITY_EVERY}: one measurement {ms['affinity']:.0f} ms = "
+        f"{ms['affinity'] / (ms['affinity'] + AFFINITY_EVERY * ms['mixed sum']):.1%} of the wall time "
+        f"(target <= 10%)",
+    ]
+    return "\n".join(lines)
