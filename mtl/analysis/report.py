@@ -109,7 +109,7 @@ def _results_table(runs: list[Run]) -> str:
         if any(_best(run, task, split) is not None for run in runs)
     ]
     swept = sorted(differing_keys(runs)) if len(runs) > 1 else []
-    fixed = ["run", "encoder", *swept, "schedule", "steps", "stopped by"]
+    fixed = ["run", "encoder", *swept, "steps per block", "steps", "stopped by"]  # (mixed: "mixed: a + b")
     columns = [
         *fixed,
         *(f"{titles[task]} {split}" for task, split in evaluations),
