@@ -43,6 +43,16 @@ def test_every_task_alone_and_the_mixture_train_at_the_budget_then_get_verdicts(
             "helps" if row["low"] > 0 else "hurts" if row["high"] < 0 else "no evidence"
         )
     assert "| MR |" in capsys.readouterr().out
+    # the same folder with another budget is refused, not resumed under the old one
+    again = [
+        "versus-single",
+        *train,
+        "budget=steps:5",
+        "transfer_tasks=MR",
+        f"transfer_data={senteval}",
+        f"out={out}",
+    ]
+    assert main(again) == 2 and "other fixed keys (budget=steps:4, budget=steps:5)" in capsys.readouterr().err
 
 
 def test_an_examples_budget_gives_each_run_its_own_steps(tiny_data, tmp_path):

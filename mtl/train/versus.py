@@ -33,7 +33,7 @@ from mtl.files.locks import FolderLock
 from mtl.tasks import named_config
 from mtl.train.config import TrainConfig, legacy_keys
 from mtl.train.run import config_from_args
-from mtl.train.sweep import Member, Sweep, train_members
+from mtl.train.sweep import Member, Sweep, check_same_fixed_keys, train_members
 
 VERSUS_KEYS = ("budget", "transfer_tasks", "transfer_mode", "transfer_data", "out")
 MIXTURE = "mixture"
@@ -222,8 +222,11 @@ def command(args: Sequence[str]) -> None:
         "out",
     )
     found = members(train, config.budget, out)
-    sweep = Sweep(out.name, {}, train, out)
+    # The budget is a fixed key of every run: a folder trained with another budget is refused,
+    # not resumed under its old one.
+    sweep = Sweep(out.name, {}, [*train, f"budget={config.budget}"], out)
     with FolderLock(out, "versus folder", "out"):
+        check_same_fixed_keys(sweep, found)
         outcomes = train_members(sweep, found)
     if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
         raise UserError(f"{', '.join(failed)} failed: see its output above, then run the same command again")
