@@ -35,6 +35,7 @@ def test_every_task_alone_and_the_mixture_train_at_the_budget_then_get_verdicts(
     assert runs["nli"]["steps/nli"] == runs["squad"]["steps/squad"] == runs["mixture"]["global_step"] == 4
     assert "steps/squad" not in runs["nli"]  # squad.weight= went to the runs that have squad only
     record = json.loads((out / "versus.json").read_text())
+    assert record["starved"] == []  # blocks of 3 nli and 2 squad steps: the mixture saw squad
     assert [row["task"] for row in record["verdicts"]] == ["MR", "CR"]
     for row in record["verdicts"]:
         assert row["best_single"] == max(("nli", "squad"), key=lambda r: row["scores"][r])

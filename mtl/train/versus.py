@@ -30,6 +30,7 @@ from mtl.eval.transfer.suite import run as transfer
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
+from mtl.runs import RunFolder, read_json
 from mtl.tasks import named_config
 from mtl.train.config import TrainConfig, legacy_keys
 from mtl.train.run import config_from_args
@@ -153,6 +154,15 @@ def _task_of(key: str, legacy: dict[str, tuple[str, str]]) -> str | None:
     return key.split(".", 1)[0] if "." in key else None
 
 
+def _starved(member: Member) -> list[str]:
+    """The training tasks a finished run saw no example of."""
+    summary = read_json(RunFolder(member.run_dir).summary)
+    if not isinstance(summary, dict):
+        return []
+    steps = [key.removeprefix("steps/") for key in summary if key.startswith("steps/")]
+    return [task for task in steps if not summary.get(f"examples/{task}")]
+
+
 def verdicts(compared: dict, scores: dict[str, dict[str, float]], singles: list[str]) -> list[dict]:
     """Per transfer task: each run's score, the best single-task run, the mixture's difference to
     it with its interval, and the verdict."""
@@ -273,6 +283,11 @@ def command(args: Sequence[str]) -> None:
     rows = verdicts(compared, scores, singles)
     confidence = compared["config"]["confidence"]
     text = markdown(rows, [m.name for m in found], config.budget, confidence)
+    if starved := _starved(found[-1]):  # the mixture is the last member
+        text += (
+            f"\nThe mixture saw no {', '.join(starved)} example within {config.budget}: it is not a mixture "
+            "(blocks longer than the budget?); give a larger budget or shorter <task>.steps.\n"
+        )
     atomic.write_text(out / "versus.md", text, "verdict")
     record = {
         "budget": config.budget,
