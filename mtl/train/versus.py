@@ -294,6 +294,7 @@ def command(args: Sequence[str]) -> None:
         "report": report,
         "runs": {m.name: str(m.run_dir) for m in found},
         "verdicts": rows,
+        "starved": starved,  # the training tasks the mixture saw no example of
     }
     atomic.write_text(out / "versus.json", jsonfile.dumps(record, indent=2) + "\n", "verdict")
     print(text + f"\nwritten to {out / 'versus.md'} (every pair: {compared_path})")
