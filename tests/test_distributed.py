@@ -263,7 +263,9 @@ def test_an_error_every_rank_meets_is_said_once(tiny_data, tmp_path):
     )
 
 
-@pytest.mark.parametrize("balancer", ["pcgrad", "uncertainty"])
+@pytest.mark.parametrize(
+    "balancer", ["pcgrad"]
+)  # the non-linear one; every balancer resumes exactly in test_mixed
 def test_two_processes_train_a_mixed_schedule_like_one(tiny_data, tmp_path, balancer):
     """The gradients a balancer combines are all-reduced first: every rank decides alike, as one process."""
     mixed = (*SETTINGS, "schedule=mixed", f"balancer={balancer}", "max_steps=40")
