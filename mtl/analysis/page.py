@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import base64
 import io
+import statistics
 from typing import Any
+
+from mtl import metrics
 
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}"
@@ -13,6 +16,11 @@ STYLE = (
     ".note{background:#fff8e1;border-left:4px solid #f0b400;padding:6px 10px}"
     ".wide{overflow-x:auto}td{white-space:nowrap}"  # many transfer columns: the table scrolls, cells stay whole
 )
+
+
+def smoothed(values: list[float]) -> list[float]:
+    """Each value as the mean of the last `metrics.LOSS_WINDOW` (fewer at the start): a curve's line."""
+    return [statistics.fmean(values[max(0, i - metrics.LOSS_WINDOW + 1) : i + 1]) for i in range(len(values))]
 
 
 def pyplot() -> Any:

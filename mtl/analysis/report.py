@@ -16,7 +16,6 @@ by side, the best value of each column in bold. Plots are SVG: sharp at any zoom
 from __future__ import annotations
 
 import html
-import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Any
 from mtl import metrics
 from mtl.analysis import multitask, significance
 from mtl.analysis.decompose import DecomposeConfig, decomposition
-from mtl.analysis.page import STYLE, integer_ticks, pyplot, svg_base64
+from mtl.analysis.page import STYLE, integer_ticks, pyplot, smoothed, svg_base64
 from mtl.config import apply_overrides, flattened, paths_and_keys
 from mtl.errors import UserError
 from mtl.eval.transfer.registry import ordered
@@ -232,10 +231,6 @@ def _swept_task(runs: list[Run]) -> str | None:
     return None
 
 
-def _smoothed(values: list[float]) -> list[float]:
-    return [statistics.fmean(values[max(0, i - metrics.LOSS_WINDOW + 1) : i + 1]) for i in range(len(values))]
-
-
 def _curves(runs: list[Run]) -> str:
     """A column per task: its training loss (smoothed; raw too for one run) over its dev metric,
     every run overlaid in its own colour, the two charts sharing the task's step axis."""
@@ -254,7 +249,7 @@ def _curves(runs: list[Run]) -> str:
             losses = [r[metrics.train(task, "loss")] for r in trained]
             if len(runs) == 1:
                 loss_axis.plot(steps, losses, color=colour, alpha=0.3, linewidth=0.8)
-            loss_axis.plot(steps, _smoothed(losses), color=colour, linewidth=1.6, label=run.name)
+            loss_axis.plot(steps, smoothed(losses), color=colour, linewidth=1.6, label=run.name)
             if (dev := run.dev_metric(task)) is None:
                 continue
             metric = metrics.metric_name(dev)
