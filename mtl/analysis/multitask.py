@@ -4,13 +4,12 @@ heatmaps per block and the run's mean with a one-line reading, and a mixed run's
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 import numpy as np
 
 from mtl import metrics
-from mtl.analysis.page import pyplot, svg_base64
+from mtl.analysis.page import pyplot, smoothed, svg_base64
 from mtl.runs import Run
 
 MOST_BLOCKS = 6  # heatmaps per run besides its mean: the first, the last and evenly between
@@ -99,11 +98,7 @@ def balance_figure(run: Run) -> str | None:
         name = key.removeprefix("balance/")
         axis = cosines if name.startswith("cosine/") else weights
         label = name.removeprefix("cosine/").removesuffix("/weight")
-        values = [v for _, v in points]
-        smoothed = [
-            statistics.fmean(values[max(0, i - metrics.LOSS_WINDOW + 1) : i + 1]) for i in range(len(values))
-        ]
-        axis.plot([s for s, _ in points], smoothed, label=label)
+        axis.plot([s for s, _ in points], smoothed([v for _, v in points]), label=label)
     weights.set_title(f"loss weight per task (mean of {metrics.LOSS_WINDOW} steps)", fontsize=10)
     cosines.set_title(
         f"cosine of task gradients on the encoder (mean of {metrics.LOSS_WINDOW} steps)", fontsize=10
