@@ -304,3 +304,21 @@ def test_an_unwritable_wandb_dir_does_not_end_a_build(tiny_data, tmp_path, capsy
             ]
         )
     assert code == 0 and (tmp_path / "out" / "stats.json").is_file()
+
+
+def test_task_affinity_is_a_wandb_heatmap_of_each_measurement(tiny_data, tmp_path):
+    start_run(tiny_data, tmp_path / "run", "wandb=offline", "affinity_every=4")
+    (run_file,) = run_files(tmp_path)
+    tables = [
+        (row["_step"], row["affinity_table.nrows"])
+        for row in history(run_file)
+        if "affinity_table.nrows" in row
+    ]
+    assert tables == [(4, 4), (8, 4)]  # every ordered pair of nli, squad at each measurement
+    chart = items(by_kind(run_file)["config"])["_wandb/visualize/affinity"]
+    assert chart["panel_config"]["panelDefId"] == "wandb/confusion_matrix/v1"  # W&B's heatmap of a table
+    assert chart["panel_config"]["fieldSettings"] == {
+        "Actual": "source",
+        "Predicted": "target",
+        "nPredictions": "affinity",
+    }

@@ -141,6 +141,30 @@ class Tracker:
             lambda: self.run.log({key: _wandb().Table(columns=list(columns), data=list(rows))}, step=step)
         )
 
+    def heatmap(
+        self,
+        key: str,
+        columns: tuple[str, str, str],
+        cells: Sequence[Sequence[Any]],
+        title: str,
+        step: int | None = None,
+    ) -> None:
+        """A matrix given as (row, column, value) cells, drawn by W&B as a heatmap: its
+        confusion-matrix chart colours any value by its cell (`wandb.plot.confusion_matrix` only
+        counts labels into such a table first); the axes carry the names in `columns`."""
+
+        def log() -> None:
+            wandb = _wandb()
+            chart = wandb.plot_table(
+                "wandb/confusion_matrix/v1",
+                wandb.Table(columns=list(columns), data=[list(cell) for cell in cells]),
+                dict(zip(("Actual", "Predicted", "nPredictions"), columns, strict=True)),
+                {"title": title},
+            )
+            self.run.log({key: chart}, step=step)
+
+        self._when_active(log)
+
     def log_artifact(
         self,
         name: str,

@@ -100,15 +100,20 @@ class MetricsLog(Callback):
         self.log.log(record)
         if record.get(metrics.EVENT) == "block_end":
             self._log_phases(self.phases(), record[metrics.GLOBAL_STEP])
-        if record.get(metrics.EVENT) == "affinity":  # the matrix as a table W&B can draw as a heatmap
+        if record.get(metrics.EVENT) == "affinity":  # the matrix as a table and a heatmap
             pairs = [
                 key.removeprefix("affinity/").split(">") + [v]
                 for key, v in record.items()
                 if key.startswith("affinity/")
             ]
-            self.log.flush(record[metrics.GLOBAL_STEP])
-            self.tracker.table(
-                "affinity", ("source", "target", "affinity"), pairs, step=record[metrics.GLOBAL_STEP]
+            step = record[metrics.GLOBAL_STEP]
+            self.log.flush(step)
+            self.tracker.heatmap(
+                "affinity",
+                ("source", "target", "affinity"),
+                pairs,
+                "task affinity Z(row -> column), latest measurement (Fifty et al. 2021)",
+                step=step,
             )
 
     def on_finish(self, summary: dict[str, Any], phases: list[dict[str, Any]]) -> None:
