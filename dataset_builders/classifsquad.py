@@ -29,9 +29,9 @@ from mtl.errors import UserError
 from mtl.files import jsonfile
 from mtl.files.atomic import check_output_dir, write_folder
 from mtl.files.locks import FolderLock
-from mtl.text import load_vectors, resolve_vectors_path
 from mtl.text.coverage import Coverage
 from mtl.text.tokenizer import make_tokenizer
+from mtl.text.vectors import load_vectors, resolve_vectors_path
 from mtl.tracking.tracker import Tracker
 from mtl.train.presets import build_preset_dir, preset_overrides
 

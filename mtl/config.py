@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import functools
 import inspect
 import io
 import math
@@ -353,6 +354,7 @@ def _checked_value(key: str, value: Any, annotation: Any) -> Any:
     raise UserError(f"{key}={value!r} must be of type {kind.__name__}")
 
 
+@functools.cache  # a class's source is read once per process: --help asks for every field of each
 def field_help(cls: type) -> dict[str, str]:
     """The `# comment` written on each field's line(s) in the source of `cls` or the dataclass it extends."""
     found: dict[str, str] = {}
@@ -363,6 +365,7 @@ def field_help(cls: type) -> dict[str, str]:
     return found
 
 
+@functools.cache
 def _own_field_help(cls: type) -> dict[str, str]:
     try:
         source = textwrap.dedent(inspect.getsource(cls))

@@ -33,8 +33,7 @@ from mtl.data.snli import load_snli
 from mtl.errors import UserError
 from mtl.eval.encoder import load_encoder
 from mtl.files.digest import file_sha256
-from mtl.models.encoders import build_encoder
-from mtl.models.encoders.base import EncoderConfig, frozen_embedding
+from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
 from mtl.tasks import build_task
 from mtl.tasks.pairs import PairsConfig
 from mtl.tasks.qt import QTConfig

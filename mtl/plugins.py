@@ -14,7 +14,7 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,7 +27,49 @@ ENVIRONMENT = "MTL_PLUGINS"  # what a command named, for the processes it starts
 Registered = TypeVar("Registered")
 
 
-def adds_to(registry: dict[str, Registered], name: str) -> Callable[[Registered], Registered]:
+class Registry(MutableMapping[str, Registered]):
+    """The names -> entries of one extension point (task kinds, encoders, schedules, ...).
+
+    mtl's own entries are listed by the module whose import registers them, and that module is
+    imported when its entry is first looked up: listing the names (`--help`, checking a key's
+    value) imports none of them, so neither torch nor spaCy loads until a command uses one.
+    A plugin's entries are added directly (`registry[name] = entry`, through `adds_to`).
+    """
+
+    def __init__(self, builtin: dict[str, str] | None = None):
+        self._modules = dict(builtin or {})  # built-in name -> the module that registers it
+        self._entries: dict[str, Registered] = {}
+
+    def __getitem__(self, name: str) -> Registered:
+        if name not in self._entries and name in self._modules:
+            importlib.import_module(self._modules[name])
+        return self._entries[name]
+
+    def __setitem__(self, name: str, entry: Registered) -> None:
+        self._entries[name] = entry
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self._entries and name not in self._modules:
+            raise KeyError(name)
+        self._entries.pop(name, None)
+        self._modules.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._modules or name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._modules
+        yield from (name for name in self._entries if name not in self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules.keys() | self._entries.keys())
+
+    def loaded(self) -> dict[str, Registered]:
+        """The entries imported or added so far, without importing the others."""
+        return {name: self._entries[name] for name in self if name in self._entries}
+
+
+def adds_to(registry: MutableMapping[str, Registered], name: str) -> Callable[[Registered], Registered]:
     """A decorator that enters what it decorates in `registry` under `name`: how each
     `register_*` of mtl.registry is made."""
 

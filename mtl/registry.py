@@ -19,11 +19,14 @@ registers one of each kind.
 from mtl.eval.transfer.registry import register_transfer_task
 from mtl.eval.transfer.tasks import Split, TransferTask, read_task
 from mtl.metrics import register_direction
-from mtl.models.encoders.base import Encoder, EncoderConfig, EncoderTraits
-from mtl.models.encoders.base import register as register_encoder
-from mtl.tasks.base import Task, TaskConfig
-from mtl.tasks.base import register as register_task
-from mtl.train.balancers import Balancer, register_balancer
+from mtl.models.encoders.base import Encoder
+from mtl.models.encoders.config import EncoderConfig, EncoderTraits
+from mtl.models.encoders.config import register as register_encoder
+from mtl.tasks.base import Task
+from mtl.tasks.configs import TaskConfig
+from mtl.tasks.kinds import register as register_task
+from mtl.train.balancers import register_balancer
+from mtl.train.balancers.base import Balancer
 from mtl.train.callbacks import Callback, register_callback
 from mtl.train.lr_schedules import LrSchedule, register_lr_schedule
 from mtl.train.scheduler import Scheduler, register_schedule

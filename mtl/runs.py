@@ -29,7 +29,7 @@ from mtl.errors import UserError
 from mtl.eval.transfer.report_file import headline, read_report, report_paths
 from mtl.files.digest import file_sha256
 from mtl.files.locks import FolderLock
-from mtl.tasks import KINDS, task_title
+from mtl.tasks import KINDS, config_classes, task_title
 from mtl.text.unicode import text_lines
 
 
@@ -391,9 +391,9 @@ def upgrade(values: dict[str, Any]) -> dict[str, Any]:
     values = copy.deepcopy(values)
     if "tasks" not in values:
         tasks = {}
-        for name, kind in KINDS.items():
+        for name, config_class in config_classes().items():
             found = {}
-            for old, new in kind.legacy_keys.items():
+            for old, new in config_class.legacy_keys.items():
                 group, _, key = old.partition(".")
                 if key in values.get(group, {}):
                     found[new] = values[group].pop(key)

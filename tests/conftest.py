@@ -13,7 +13,7 @@ import torch
 
 from dataset_builders.classifsquad import BuildConfig, build, squad_texts
 from mtl.data.squad import load_squad
-from mtl.text import Tokenizer
+from mtl.text.tokenizer import Tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

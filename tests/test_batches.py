@@ -2,7 +2,7 @@ import numpy as np
 import torch
 
 from mtl.data.batches import SentenceTable, TaskExamples, TaskStream
-from mtl.text import Tokenizer
+from mtl.text.tokenizer import Tokenizer
 from mtl.text.vocab import Vocabulary
 
 

@@ -84,9 +84,8 @@ def test_bench_encode_times_the_same_work_for_both_contenders(capsys):
 
     from mtl.bench import encode as bench
     from mtl.eval.encoder import SentenceEncoder
-    from mtl.models.encoders import build_encoder
-    from mtl.models.encoders.base import EncoderConfig, frozen_embedding
-    from mtl.text import Tokenizer
+    from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
+    from mtl.text.tokenizer import Tokenizer
     from mtl.text.vocab import Vocabulary
 
     config = bench.BenchEncodeConfig(snli=str(FIXTURES / "snli_tiny"), hidden=6, runs=1, limit=40)

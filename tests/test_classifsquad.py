@@ -21,7 +21,7 @@ from dataset_builders.classifsquad import (
 from mtl.config import apply_overrides
 from mtl.data.squad import Article, Paragraph, Question, load_squad
 from mtl.errors import UserError
-from mtl.text import Tokenizer
+from mtl.text.tokenizer import Tokenizer
 
 from .conftest import (
     FIXTURES,

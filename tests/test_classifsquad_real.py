@@ -7,7 +7,8 @@ import datasets
 import pytest
 
 from dataset_builders.classifsquad import BuildConfig, build, contains
-from mtl.text import Tokenizer, load_vectors, resolve_vectors_path
+from mtl.text.tokenizer import Tokenizer
+from mtl.text.vectors import load_vectors, resolve_vectors_path
 
 # Measured with spaCy 3.8 and glove.6B.50d (see RESULTS.md); the paper's 840B vectors give 745k/128k.
 EXPECTED = {

@@ -9,8 +9,8 @@ import json
 import pytest
 import torch
 
-from mtl.models.encoders import EncoderConfig, build_encoder
-from mtl.models.encoders.base import frozen_embedding
+from mtl.models.encoders import EncoderConfig
+from mtl.models.encoders.base import build_encoder, frozen_embedding
 
 from .conftest import exported_weights, start_run
 

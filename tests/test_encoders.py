@@ -3,8 +3,8 @@ import torch
 
 from mtl.config import apply_overrides
 from mtl.errors import UserError
-from mtl.models.encoders import ENCODERS, EncoderConfig, build_encoder
-from mtl.models.encoders.base import frozen_embedding
+from mtl.models.encoders import ENCODERS, EncoderConfig
+from mtl.models.encoders.base import build_encoder, frozen_embedding
 from mtl.models.heads import MultitaskModel, TaskHead
 from mtl.tasks import KINDS as TASKS
 from mtl.train.config import TrainConfig

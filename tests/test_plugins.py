@@ -2,6 +2,7 @@
 callback from outside the package; a run with all four trains, resumes exactly, transfers and
 reports, and a run folder never imports its plugin by itself."""
 
+import importlib
 import json
 import os
 import sys
@@ -122,3 +123,22 @@ def test_a_plugin_transfer_task_is_evaluated_and_reported_with_no_other_edit(
     page = report([str(run_dir)], ReportConfig(out=str(tmp_path / "report.html"))).read_text()
     assert "SUBJ-1K (fast)" in page
     assert "SNLI hypothesis only" in page
+
+
+def test_a_registry_lists_its_builtin_names_without_importing_them(tmp_path, monkeypatch):
+    (tmp_path / "registry_holder.py").write_text(
+        "from mtl.plugins import Registry\nNAMES = Registry({'lazy': 'lazy_entry'})\n"
+    )
+    (tmp_path / "lazy_entry.py").write_text(
+        "from mtl.plugins import adds_to\nfrom registry_holder import NAMES\nadds_to(NAMES, 'lazy')('the entry')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for module in ("registry_holder", "lazy_entry"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    names = importlib.import_module("registry_holder").NAMES
+    assert list(names) == ["lazy"] and "lazy" in names and names.loaded() == {}
+    assert "lazy_entry" not in sys.modules
+    assert names["lazy"] == "the entry" and "lazy_entry" in sys.modules
+    names["added"] = "by a plugin"
+    assert list(names) == ["lazy", "added"] and len(names) == 2
+    assert names.loaded() == {"lazy": "the entry", "added": "by a plugin"}

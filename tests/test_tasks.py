@@ -14,7 +14,8 @@ from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe
 from mtl.runs import read_metrics
-from mtl.tasks import KINDS, Task, TaskConfig, register
+from mtl.tasks import KINDS, TaskConfig, register
+from mtl.tasks.base import Task
 from mtl.train import run
 
 from .conftest import FIXTURES, args_for

@@ -1,4 +1,4 @@
-from mtl.text import Tokenizer
+from mtl.text.tokenizer import Tokenizer
 
 
 def test_spacy_rules_then_lowercase():

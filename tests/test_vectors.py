@@ -6,8 +6,8 @@ import pytest
 
 from mtl.errors import UserError
 from mtl.files.paths import cache_dir
-from mtl.text import load_vectors, resolve_vectors_path
 from mtl.text import vectors as vectors_module
+from mtl.text.vectors import load_vectors, resolve_vectors_path
 
 GLOVE = "the 0.1 0.2 0.3\n. . . 1.0 2.0 3.0\nat&t 4 5 6\nthe 9 9 9\ndog -1e-2 0 1.5\n"
 

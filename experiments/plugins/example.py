@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -49,6 +50,8 @@ from mtl.tasks.pairs import single_recipe
 
 @dataclass
 class HypothesisOnlyConfig(NLIConfig):
+    legacy_keys: ClassVar[dict[str, str]] = {}  # NLI's old keys (steps_nli=) stay NLI's
+
     kind: str = "hypothesis_only"
     steps: AtLeast1 = 500  # steps per block
     display: str = "SNLI hypothesis only"
@@ -60,7 +63,6 @@ class HypothesisOnly(NLI):
     config_class = HypothesisOnlyConfig
     display = "SNLI hypothesis only"
     fixed_index = None
-    legacy_keys = {}
     recipe = single_recipe(classes=3)
 
     def load(self, split: str) -> LabelledTexts | None:

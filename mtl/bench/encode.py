@@ -36,10 +36,9 @@ from mtl.config import AtLeast0, AtLeast1, apply_overrides
 from mtl.data.batches import longest_first_batches
 from mtl.data.snli import snli_sentences
 from mtl.eval.encoder import SentenceEncoder
-from mtl.models.encoders import build_encoder
-from mtl.models.encoders.base import EncoderConfig, frozen_embedding
+from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
 from mtl.runtime.device import resolve_device, to_device
-from mtl.text import Tokenizer
+from mtl.text.tokenizer import Tokenizer
 from mtl.text.vocab import Vocabulary
 
 INPUT_DIM = 300  # glove.840B.300d, the paper's vectors

@@ -22,19 +22,26 @@ from mtl.data.batches import longest_first_batches, tokenize_at_most
 from mtl.errors import UserError
 from mtl.eval.embeddings import checked_options, finished
 from mtl.eval.encoder_state import checked_vocabulary, conformed, embedding_weight
-from mtl.models.encoders import build_encoder, traits
-from mtl.models.encoders.base import Bottleneck, Encoder, EncoderConfig, Pooling, frozen_embedding, pooled_dim
+from mtl.models.encoders import traits
+from mtl.models.encoders.base import (
+    Bottleneck,
+    Encoder,
+    EncoderConfig,
+    Pooling,
+    build_encoder,
+    frozen_embedding,
+    pooled_dim,
+)
 from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.encoders.hf import HFEncoder
 from mtl.models.memory import check_fits
 from mtl.runs import RunFolder
 from mtl.runtime.device import resolve_device, to_device
-from mtl.text import Tokenizer, load_vectors
 from mtl.text.coverage import Coverage
 from mtl.text.subwords import SubwordTokenizer
-from mtl.text.tokenizer import make_tokenizer
+from mtl.text.tokenizer import Tokenizer, make_tokenizer
 from mtl.text.unicode import invalid_unicode
-from mtl.text.vectors import lookup
+from mtl.text.vectors import load_vectors, lookup
 from mtl.text.vocab import UNK, Vocabulary
 from mtl.train import encoder_file as exported
 from mtl.train.checkpoint import load

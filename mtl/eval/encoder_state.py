@@ -18,8 +18,7 @@ from pathlib import Path
 import torch
 
 from mtl.errors import UserError
-from mtl.models.encoders import build_encoder
-from mtl.models.encoders.base import EncoderConfig, frozen_embedding
+from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
 from mtl.text.vocab import PAD, UNK
 
 EMBEDDING = "embedding.weight"

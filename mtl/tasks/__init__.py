@@ -3,28 +3,33 @@
 A name in `tasks=` is a registered kind (`nli`, `squad`, or one a plugin registered with
 `register`) or the path of a task file (`./sick.toml`): a flat TOML table of the keys of a
 kind (`kind = "pairs"` and its columns), naming the task after the file's stem.
+
+This package's own names read and check configurations without loading any task's code (or
+torch); `Task`, the contract a kind implements, is in `mtl.tasks.base`.
 """
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mtl import config as configs
+from mtl.config import apply_overrides
 from mtl.errors import UserError
-from mtl.tasks import nli, pairs, qt, ranking, skipthought, squad, sts  # noqa: F401  (register the built-in kinds)
-from mtl.tasks.base import (
+from mtl.tasks.configs import SPLITS, TaskConfig, task_key
+from mtl.tasks.kinds import (
     KINDS,
-    SPLITS,
-    Task,
-    TaskConfig,
     config_class_for,
+    config_class_of,
+    config_classes,
     kind_of,
     register,
     seed_indices,
-    task_key,
     title_of,
 )
+
+if TYPE_CHECKING:
+    from mtl.tasks.base import Task  # the tasks' code loads torch: imported where a run needs it
 
 DEFAULT_TASKS = ("nli", "squad")  # Liu et al. 2018: SNLI and ClassifSQuAD
 
@@ -32,10 +37,11 @@ __all__ = [
     "DEFAULT_TASKS",
     "KINDS",
     "SPLITS",
-    "Task",
     "TaskConfig",
     "build_task",
     "config_class_for",
+    "config_class_of",
+    "config_classes",
     "default_tasks",
     "kind_of",
     "named_config",
@@ -70,7 +76,7 @@ def named_config(entry: str) -> tuple[str, TaskConfig]:
         raise UserError(
             f"tasks= entry {entry!r} is neither a registered task ({', '.join(KINDS)}) nor a .toml file"
         )
-    return entry, kind_of(entry).config_class()
+    return entry, config_class_of(entry)()
 
 
 def _from_file(path: Path) -> tuple[str, TaskConfig]:
@@ -86,10 +92,10 @@ def _from_file(path: Path) -> tuple[str, TaskConfig]:
     if nested := [key for key, value in values.items() if isinstance(value, dict | list)]:
         raise UserError(f"task file {path}: {nested[0]!r} must be a plain key = value, not a table or list")
     text = {key: ("true" if v is True else "false" if v is False else str(v)) for key, v in values.items()}
-    config_class = kind_of(kind).config_class
+    config_class = config_class_of(kind)
     try:
         keys = [f"{task_key(config_class, k, v)}={v}" for k, v in text.items()]
-        config = configs.apply_overrides(config_class(), keys)
+        config = apply_overrides(config_class(), keys)
     except UserError as error:
         raise UserError(f"task file {path}: {error}") from None
     if not path.stem.isidentifier():

@@ -1,4 +1,4 @@
-"""The task contract: what a run needs from a task, and the registry of task kinds.
+"""The task contract: what a run needs from a task (the registry of kinds: kinds.py).
 
 A task owns everything about itself: where its data comes from and its splits, the
 sentence positions of an example, its head (a feature recipe over the shared encoder's
@@ -8,9 +8,6 @@ and the keys a user sets under its name (`<task>.steps=`, `<task>.batch=`, ...).
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,40 +15,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from mtl.config import BOOLEAN_WORDS, AtLeast1, PositiveFloat
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe, TaskHead
-
-SPLITS = ("train", "dev", "test")  # dev picks the best checkpoint; test is scored once, at the end
-
-
-@dataclass
-class TaskConfig:
-    """The keys every task has, set as `<task>.<key>=`; a task kind adds its own."""
-
-    kind: str = ""  # the registered task code that reads this task's data
-    steps: AtLeast1 = 100  # steps per block of schedule=blocks (leave a task out with tasks=)
-    batch: AtLeast1 = 64  # examples per step
-    max_train: AtLeast1 | None = None  # first N training examples only (quick runs)
-    train: bool = (
-        True  # false: evaluated at every evaluation, never trained (a probe scores a classification task)
-    )
-    probe_train: AtLeast1 = 2000  # train=false: training examples a linear probe is fitted on
-    weight: PositiveFloat = 1.0  # scales the task's loss (in its own steps, and in schedule=mixed's sum)
-    prob: PositiveFloat | None = (
-        None  # schedule=proportional/temperature: this share of steps instead of by size
-    )
-
-
-def task_key(config_class: type[TaskConfig], key: str, value: str) -> str:
-    """The key `<task>.key=value` sets: `train=` says whether a task trains, but a task kind whose
-    training file is a key (`train_file`: pairs, sts) had that file under `train` before, and a
-    value that is not true or false still means the file."""
-    fields = {f.name for f in dataclasses.fields(config_class)}
-    if key == "train" and "train_file" in fields and value.strip().lower() not in BOOLEAN_WORDS:
-        return "train_file"
-    return key
+from mtl.tasks.configs import SPLITS, TaskConfig
+from mtl.tasks.kinds import title_of
 
 
 class Task:
@@ -66,9 +34,6 @@ class Task:
     config_class: ClassVar[type[TaskConfig]] = TaskConfig
     display: ClassVar[str] = ""  # the dataset's name in reports ("SNLI"); the task's name when empty
     fixed_index: ClassVar[int | None] = None  # seeds its data order; fixed for the built-in tasks
-    # Keys of the single-purpose config before tasks were plugins (`steps_nli`,
-    # `schedule.steps_nli`): the old dotted path -> this task's key. They stay valid aliases.
-    legacy_keys: ClassVar[dict[str, str]] = {}
     recipe: ClassVar[HeadRecipe]
     metric: ClassVar[str] = "acc"  # the dev metric that picks the best checkpoint
     label_dtype: ClassVar[type] = np.int64
@@ -169,50 +134,3 @@ class Task:
     def bucket_key(self, lengths: np.ndarray) -> np.ndarray:
         """(N,) what length bucketing sorts examples by; `lengths`: (N, sentences)."""
         return self.recipe.bucket_key(lengths)
-
-
-KINDS: dict[str, type[Task]] = {}
-
-
-def register(cls: type[Task]) -> type[Task]:
-    """Make a task kind available to `tasks=` under `cls.kind` (a test or a plugin may add its own)."""
-    KINDS[cls.kind] = cls
-    return cls
-
-
-def kind_of(name: str) -> type[Task]:
-    if name not in KINDS:
-        raise UserError(
-            f"unknown task {name!r}: choose one of {', '.join(KINDS)}, or give a task file (.toml) "
-            "(a plugin's own kind: load it with plugins=)"
-        )
-    return KINDS[name]
-
-
-def config_class_for(name: str, values: dict[str, Any]) -> type[TaskConfig]:
-    """The config class of the task entry `name` read back from a run's record."""
-    kind = values.get("kind") if isinstance(values, dict) else None
-    return kind_of(kind if isinstance(kind, str) and kind else name).config_class
-
-
-def title_of(name: str, kind: str, display: str = "") -> str:
-    """How reports name a task: the `display` its config gives, else its kind's dataset name when
-    the task is that kind under its own name (`nli`: SNLI), else the task's name."""
-    if display:
-        return display
-    registered = KINDS.get(kind)
-    return registered.display if registered is not None and registered.display and name == kind else name
-
-
-def seed_indices(tasks: dict[str, TaskConfig]) -> dict[str, int]:
-    """The number that seeds each task's data order: fixed for the built-in tasks (so runs keep
-    their data order across versions), a stable number from its name for any other."""
-    indices = {}
-    for name, config in tasks.items():
-        fixed = kind_of(config.kind).fixed_index
-        indices[name] = fixed if fixed is not None and name == config.kind else _stable_index(name)
-    return indices
-
-
-def _stable_index(name: str) -> int:
-    return 1000 + int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from mtl.data.corpus import Document, read_corpus, resolve_corpus
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
-from mtl.tasks.base import TaskConfig
+from mtl.tasks.configs import CorpusConfig
 
 DEV_SHARE = 100  # a file or Hub corpus without a dev file keeps its last 1/100 documents for dev
 MIN_PART = 2  # sentences of a one-document corpus's train and dev parts each: one has no neighbour
-
-
-@dataclass
-class CorpusConfig(TaskConfig):
-    corpus: str = "squad"  # squad (SQuAD v1.1's passages), a text file (a sentence per line), or a Hub id
-    dev: str = ""  # a text file for dev; empty: squad's dev passages, else the corpus's last 1% documents
-    text_column: str = "text"  # a Hub corpus's column of text
 
 
 class CorpusTask:

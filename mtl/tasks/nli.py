@@ -7,15 +7,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
-from mtl.config import AtLeast1
 from mtl.data.snli import load_snli, resolve_snli_source
 from mtl.data.texts import LabelledTexts
 from mtl.models.heads import HeadRecipe
-from mtl.tasks.base import Task, TaskConfig, register
+from mtl.tasks.base import Task
+from mtl.tasks.configs import NLIConfig
+from mtl.tasks.kinds import register
 
 
 def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -34,35 +35,12 @@ def pair_recipe(classes: int) -> HeadRecipe:
     )
 
 
-@dataclass
-class NLIConfig(TaskConfig):
-    kind: str = "nli"
-    steps: AtLeast1 = 1000  # NLI steps per block
-    batch: AtLeast1 = 64  # NLI pairs per step
-    source: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
-    train_split: str = "train"  # SNLI split to train on (train_small: the shared slice)
-    dev_split: str = "dev"  # SNLI split that picks the best checkpoint
-    test_split: str = (
-        "test"  # SNLI split tested once, at the end; empty: none (MultiNLI's test is unlabelled)
-    )
-    display: str = ""  # the dataset's name in reports (a task file's: MultiNLI); empty: SNLI for nli
-
-
 @register
 class NLI(Task):
     kind = "nli"
     config_class = NLIConfig
     display = "SNLI"
     fixed_index = 0
-    legacy_keys = {
-        "schedule.steps_nli": "steps",
-        "schedule.batch_nli": "batch",
-        "data.max_nli_train": "max_train",
-        "data.snli": "source",
-        "data.nli_train_split": "train_split",
-        "data.nli_dev_split": "dev_split",
-        "data.nli_test_split": "test_split",
-    }
     recipe = pair_recipe(classes=3)
     config: NLIConfig
 

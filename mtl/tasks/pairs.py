@@ -17,38 +17,17 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 import torch
 
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe
-from mtl.tasks.base import Task, TaskConfig, register
+from mtl.tasks.base import Task
+from mtl.tasks.configs import PairsConfig
+from mtl.tasks.kinds import register
 from mtl.tasks.nli import pair_recipe
 from mtl.text.unicode import decode_utf8, invalid_unicode, text_lines
-
-
-@dataclass
-class PairsConfig(TaskConfig):
-    kind: str = "pairs"
-    source: str = ""  # a folder holding the split files ($VARS and ~ expanded), or a Hub dataset id
-    format: Literal["jsonl", "tsv", "csv"] = "jsonl"  # of the split files (a Hub dataset has its own)
-    header: bool = True  # tsv/csv: the first line names the columns; false: they are named 0, 1, 2, ...
-    train_file: str = "train.jsonl"  # training file in source (a Hub id: the split's name); was train=
-    dev: str = "dev.jsonl"  # file that picks the best checkpoint
-    test: str = ""  # file scored once at the end; empty: none
-    first: str = "sentence1"  # column of the first sentence
-    second: str = "sentence2"  # column of the second sentence; empty: one sentence per example (SST)
-    label: str = "label"  # column of the class
-    labels: str = (
-        ""  # the label column's values in class order, comma-separated; rows with others are skipped
-    )
-    display: str = ""  # the dataset's name in reports (the task's name when empty)
-
-    @property
-    def class_names(self) -> list[str]:
-        return [name.strip() for name in self.labels.split(",") if name.strip()]
 
 
 @register
@@ -57,7 +36,7 @@ class Pairs(Task):
     config_class = PairsConfig
     config: PairsConfig
 
-    def __init__(self, name: str, config: TaskConfig):
+    def __init__(self, name: str, config: PairsConfig):
         super().__init__(name, config)
         if len(self.config.class_names) < 2:
             raise UserError(

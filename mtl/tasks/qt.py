@@ -17,28 +17,20 @@ stream; SQuAD's passages are not).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
-from mtl.config import AtLeast1
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.encoders.base import Encoder
 from mtl.models.heads import InBatchScores
 from mtl.runtime.distributed import gather_batch
-from mtl.tasks.base import Task, register
-from mtl.tasks.context import CorpusConfig, CorpusTask
-
-
-@dataclass
-class QTConfig(CorpusConfig):
-    kind: str = "qt"
-    steps: AtLeast1 = 1000
-    batch: AtLeast1 = 400  # contiguous sentences per step: each one's candidates (the paper: 400)
-    context: AtLeast1 = 3  # sentences in the window, the sentence included (3: the previous and the next)
+from mtl.tasks.base import Task
+from mtl.tasks.configs import QTConfig
+from mtl.tasks.context import CorpusTask
+from mtl.tasks.kinds import register
 
 
 def neighbour_labels(documents: list[list[str]], radius: int) -> list[int]:

@@ -11,34 +11,22 @@ batch at any number of processes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import torch
 from torch import nn
 
-from mtl.config import AtLeast1
 from mtl.data.snli import LABELS, load_snli, resolve_snli_source
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import InBatchScores
 from mtl.runtime.distributed import gather_batch
-from mtl.tasks.base import Task, TaskConfig, register
+from mtl.tasks.base import Task
+from mtl.tasks.configs import RankingConfig
+from mtl.tasks.kinds import register
 
 ENTAILMENT, CONTRADICTION = LABELS.index("entailment"), LABELS.index("contradiction")
-
-
-@dataclass
-class RankingConfig(TaskConfig):
-    kind: str = "mnrl"
-    steps: AtLeast1 = 1000
-    batch: AtLeast1 = 64  # anchors per step: each one's candidates are the batch's positives (and negatives)
-    source: str | None = None  # SNLI folder or Hub id, as nli.source
-    train_split: str = "train"  # SNLI split to train on (train_small: the shared slice)
-    dev_split: str = "dev"
-    test_split: str = "test"
-    hard_negatives: bool = True  # the premise's contradicted hypothesis as a further candidate
-    scale: float = 20.0  # cosine similarities are multiplied by this (sentence-transformers' default)
 
 
 def snli_triples(pairs: LabelledTexts, hard_negatives: bool) -> LabelledTexts:

@@ -12,28 +12,18 @@ vocabulary matrix, as the paper's do. Dev perplexity per word picks the best che
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 from torch import nn
 
-from mtl.config import AtLeast1
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
-from mtl.tasks.base import Task, register
-from mtl.tasks.context import CorpusConfig, CorpusTask
+from mtl.tasks.base import Task
+from mtl.tasks.configs import SkipThoughtConfig
+from mtl.tasks.context import CorpusTask
+from mtl.tasks.kinds import register
 
 UNKNOWN_CLASS = 0  # the decoders' class for every word outside the `vocab` most frequent
-
-
-@dataclass
-class SkipThoughtConfig(CorpusConfig):
-    kind: str = "skipthought"
-    steps: AtLeast1 = 1000
-    batch: AtLeast1 = 128  # sentences per step, each with its neighbours (the paper: 128)
-    vocab: AtLeast1 = 20000  # words the decoders predict (the most frequent in training); the rest: unknown
-    decoder_hidden: AtLeast1 | None = None  # each decoder's GRU width; None: the encoder's output width
 
 
 def neighbour_triples(documents: list[list[str]]) -> LabelledTexts:

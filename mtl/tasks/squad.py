@@ -6,29 +6,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from mtl.config import AtLeast1
 from mtl.data.classifsquad import SPLIT_NAMES, load_classifsquad
 from mtl.data.texts import LabelledTexts
 from mtl.files.paths import resolved
 from mtl.models.heads import HeadRecipe
-from mtl.tasks.base import Task, TaskConfig, register
+from mtl.tasks.base import Task
+from mtl.tasks.configs import SquadConfig
+from mtl.tasks.kinds import register
 
 
 def triple_features(q: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torch.Tensor:
     return torch.cat([q, a1, a2, (q - a1).abs(), q * a1, (q - a2).abs(), q * a2], dim=-1)
-
-
-@dataclass
-class SquadConfig(TaskConfig):
-    kind: str = "squad"
-    steps: AtLeast1 = 500  # ClassifSQuAD steps per block
-    batch: AtLeast1 = 128  # ClassifSQuAD triples per step
-    source: str = "data/classifsquad"  # the output of `just build-classifsquad`
 
 
 @register
@@ -37,12 +30,6 @@ class Squad(Task):
     config_class = SquadConfig
     display = "ClassifSQuAD"
     fixed_index = 1
-    legacy_keys = {
-        "schedule.steps_squad": "steps",
-        "schedule.batch_squad": "batch",
-        "data.max_squad_train": "max_train",
-        "data.classifsquad": "source",
-    }
     recipe = HeadRecipe(
         sentences=3,
         outputs=2,

@@ -9,8 +9,7 @@ Spearman's rho of the cosines against the gold scores, as SentEval reports STS.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -19,25 +18,10 @@ from torch import nn
 
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
-from mtl.tasks.base import Task, TaskConfig, register
+from mtl.tasks.base import Task
+from mtl.tasks.configs import STSConfig
+from mtl.tasks.kinds import register
 from mtl.tasks.pairs import read_rows, resolve_folder
-
-
-@dataclass
-class STSConfig(TaskConfig):
-    kind: str = "sts"
-    source: str = ""  # a folder holding the split files ($VARS and ~ expanded), or a Hub dataset id
-    format: Literal["jsonl", "tsv", "csv"] = "tsv"  # of the split files (a Hub dataset has its own)
-    header: bool = True  # a tsv/csv file's first line names its columns; false: columns are 0, 1, 2, ...
-    train_file: str = "train.tsv"  # was train=
-    dev: str = "dev.tsv"
-    test: str = ""  # empty: none
-    first: str = "sentence1"
-    second: str = "sentence2"
-    score: str = "score"  # column of the gold similarity
-    low: float = 0.0  # the gold scale's lowest score (STS-B 0, SICK 1)
-    high: float = 5.0  # and highest (both 5)
-    display: str = ""
 
 
 class CosineHead(nn.Module):

@@ -1,4 +1,4 @@
-from mtl.text.tokenizer import Tokenizer
-from mtl.text.vectors import WordVectors, load_vectors, resolve_vectors_path
+"""Text: tokenizing (tokenizer.py, spaCy), word vectors (vectors.py), reading user text (unicode.py).
 
-__all__ = ["Tokenizer", "WordVectors", "load_vectors", "resolve_vectors_path"]
+Import each from its module: reading a run folder's text files needs no spaCy.
+"""

@@ -29,8 +29,7 @@ from mtl.config import (
 )
 from mtl.errors import UserError
 from mtl.eval.transfer.registry import spec as transfer_spec
-from mtl.models.encoders.base import EncoderConfig
-from mtl.models.encoders.transformer import MAX_POSITIONS
+from mtl.models.encoders.config import MAX_POSITIONS, EncoderConfig
 from mtl.runs import upgrade
 from mtl.tasks import TaskConfig
 from mtl.train.balancers import BALANCERS
@@ -319,8 +318,8 @@ def _check_task_keys(args: Sequence[str], config: TrainConfig) -> None:
 def legacy_keys() -> dict[str, tuple[str, str]]:
     """Every old key of a registered task, dotted and short: `schedule.steps_nli` and `steps_nli`."""
     keys = {}
-    for name, kind in task_kinds.KINDS.items():
-        for old, new in kind.legacy_keys.items():
+    for name, config_class in task_kinds.config_classes().items():
+        for old, new in config_class.legacy_keys.items():
             keys[old] = keys[old.rsplit(".", 1)[-1]] = (name, new)
     return keys
 

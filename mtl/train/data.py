@@ -13,11 +13,12 @@ from tqdm.auto import tqdm
 from mtl.data.batches import SentenceTable, TaskExamples
 from mtl.data.texts import LabelledTexts
 from mtl.models.encoders import traits
-from mtl.tasks import Task, build_task
-from mtl.text import load_vectors, resolve_vectors_path
+from mtl.tasks import build_task
+from mtl.tasks.base import Task
 from mtl.text.coverage import Coverage
 from mtl.text.subwords import SubwordTokenizer
 from mtl.text.tokenizer import make_tokenizer
+from mtl.text.vectors import load_vectors, resolve_vectors_path
 from mtl.text.vocab import Vocabulary, embedding_matrix
 from mtl.train.config import TrainConfig
 

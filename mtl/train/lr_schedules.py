@@ -13,11 +13,11 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import torch
-
 from mtl.plugins import adds_to
 
-if TYPE_CHECKING:  # the config module names this one's registry in its choices
+if TYPE_CHECKING:  # the config module names this one's registry in its choices (and loads no torch)
+    import torch
+
     from mtl.train.config import OptimConfig
 
 

@@ -18,8 +18,7 @@ import torch
 from torch import nn
 
 from mtl.runtime.distributed import Distributed
-from mtl.train.balancers import Balancer
-from mtl.train.balancers.base import pairwise_cosines
+from mtl.train.balancers.base import Balancer, pairwise_cosines
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.precision import autocast

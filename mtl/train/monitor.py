@@ -25,8 +25,8 @@ from mtl.eval.transfer.registry import headline_metrics, spec
 from mtl.eval.transfer.suite import evaluate_task
 from mtl.eval.transfer.tasks import Split, TransferTask
 from mtl.files.paths import data_dir
-from mtl.models.encoders import build_encoder, traits
-from mtl.models.encoders.base import frozen_embedding
+from mtl.models.encoders import traits
+from mtl.models.encoders.base import build_encoder, frozen_embedding
 from mtl.models.heads import MultitaskModel
 from mtl.runtime.distributed import Distributed
 from mtl.text.tokenizer import make_tokenizer

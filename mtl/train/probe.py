@@ -17,7 +17,7 @@ from sklearn.linear_model import LogisticRegression
 from mtl import metrics
 from mtl.data.batches import SentenceTable, TaskExamples
 from mtl.models.heads import MultitaskModel, TaskHead
-from mtl.tasks import Task
+from mtl.tasks.base import Task
 from mtl.train.embed import embed_rows
 
 SEED_OFFSET = 104_729  # the probe's draw of training examples: apart from the run's other generators

@@ -16,7 +16,7 @@ from mtl.files.hub import resolve_model_source
 from mtl.files.paths import resolved
 from mtl.models.encoders import traits
 from mtl.tasks import build_task
-from mtl.text import resolve_vectors_path
+from mtl.text.vectors import resolve_vectors_path
 from mtl.train.config import TrainConfig
 from mtl.train.precision import resolve_precision
 from mtl.train.scheduler import Scheduler
@@ -44,9 +44,12 @@ def resolve_inputs(config: TrainConfig) -> TrainConfig:
     return config
 
 
-def resolve_settings(config: TrainConfig, device: torch.device, train_sizes: dict[str, int]) -> TrainConfig:
+def resolve_settings(
+    config: TrainConfig, device: torch.device, train_sizes: dict[str, int] | None
+) -> TrainConfig:
     """A copy with the encoder's, optimizer's and precision's `auto`/None made concrete;
-    `train_sizes`: training examples per task."""
+    `train_sizes`: training examples per task (None before the data is read: then a max_steps
+    of one epoch, and the warmup that is a share of it, stay None)."""
     config = copy.deepcopy(config)
     config.model = config.model.resolved()
     config.run.precision = resolve_precision(config.run.precision, device, config.model.encoder)
@@ -63,9 +66,9 @@ def resolve_settings(config: TrainConfig, device: torch.device, train_sizes: dic
     if optim.max_grad_norm is None:
         optim.max_grad_norm = DEFAULT_MAX_GRAD_NORM[optim.optim]
     decays_to_zero = optim.lr_schedule in ("linear", "cosine")
-    if optim.max_steps is None and (decays_to_zero or optim.stop == "max_steps"):
+    if optim.max_steps is None and (decays_to_zero or optim.stop == "max_steps") and train_sizes is not None:
         optim.max_steps = steps_for_one_epoch(config, train_sizes)
-    if optim.warmup_steps is None:
+    if optim.warmup_steps is None and (optim.max_steps is not None or not decays_to_zero):
         optim.warmup_steps = math.ceil(WARMUP_SHARE * optim.max_steps) if decays_to_zero else 0
     # A checkpoint (190-270 MB at paper size, most of a second to write) and a W&B row (half a
     # millisecond) are paid per interval of steps: a GPU's steps are some 20x shorter than a

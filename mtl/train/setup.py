@@ -12,13 +12,14 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from mtl.data.batches import TaskStream
-from mtl.models.encoders import build_encoder, traits
-from mtl.models.encoders.base import frozen_embedding
+from mtl.models.encoders import traits
+from mtl.models.encoders.base import build_encoder, frozen_embedding
 from mtl.models.heads import MultitaskModel
 from mtl.models.memory import check_fits
 from mtl.runtime.distributed import Distributed
 from mtl.tasks import seed_indices
-from mtl.train.balancers import BALANCERS, Balancer
+from mtl.train.balancers import BALANCERS
+from mtl.train.balancers.base import Balancer
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.optimizers import build_optimizers

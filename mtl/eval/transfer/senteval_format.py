@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.stats import pearsonr, spearmanr
 
 SENTEVAL_NAMES = {"SICK-E": "SICKEntailment", "SICK-R": "SICKRelatedness", "STS-B": "STSBenchmark"}
 
@@ -55,13 +54,17 @@ def _sts(result: dict, items: dict[str, np.ndarray]) -> dict[str, Any]:
     subsets = [
         key.removesuffix("/pearson") for key in result if key.endswith("/pearson") and key != "all/pearson"
     ]
+    # scipy.stats takes about a second to import: only writing a report needs it, never reading one
+    # (the run-folder read layer, and with it every command's --help, imports this module).
+    from scipy import stats
+
     entry: dict[str, Any] = {}
     for subset in subsets:
         predicted, gold = items.get(f"{subset}/predicted"), items.get(f"{subset}/gold")
         if predicted is not None and gold is not None:
             entry[subset] = {
-                "pearson": tuple(float(v) for v in pearsonr(predicted, gold)),
-                "spearman": tuple(float(v) for v in spearmanr(predicted, gold)),
+                "pearson": tuple(float(v) for v in stats.pearsonr(predicted, gold)),
+                "spearman": tuple(float(v) for v in stats.spearmanr(predicted, gold)),
                 "nsamples": len(gold),
             }
         else:  # a report without per-item results (mode=senteval): no p-values to give

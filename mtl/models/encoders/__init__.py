@@ -1,16 +1,9 @@
-"""Sentence encoders, one per file, chosen by name through `ENCODERS`."""
+"""Sentence encoders, one per file, chosen by name through `ENCODERS` (config.py: torch-free).
 
-from mtl.models.encoders import (  # noqa: F401  (register)
-    bilstm,
-    bilstm2,
-    decomposable,
-    gru,
-    hconvnet,
-    hf,
-    innerattention,
-    lstm,
-    transformer,
-)
-from mtl.models.encoders.base import ENCODERS, Encoder, EncoderConfig, EncoderTraits, build_encoder, traits
+The package's own names configure and check an encoder without torch; the encoders
+themselves (`base.Encoder`, `base.build_encoder`) are imported from their modules.
+"""
 
-__all__ = ["ENCODERS", "Encoder", "EncoderConfig", "EncoderTraits", "build_encoder", "traits"]
+from mtl.models.encoders.config import ENCODERS, MAX_POSITIONS, EncoderConfig, EncoderTraits, register, traits
+
+__all__ = ["ENCODERS", "MAX_POSITIONS", "EncoderConfig", "EncoderTraits", "register", "traits"]

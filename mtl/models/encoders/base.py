@@ -1,92 +1,35 @@
-"""The encoder contract, pooling over real positions, and the name -> builder registry."""
+"""The encoder contract, pooling over real positions, and building a registered encoder by name."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Annotated, Literal
 
 import torch
 from torch import nn
 
-from mtl.config import AtLeast0, AtLeast1, OneOf, Range, check_fields
 from mtl.errors import UserError
+from mtl.models.encoders.config import (
+    ENCODERS,
+    TRAITS,
+    EncoderConfig,
+    EncoderTraits,
+    Pooling,
+    register,
+    traits,
+)
 from mtl.runtime.device import to_device
 
-Pooling = Literal["max", "mean", "max+mean", "sum", "selfattn", "cls", "last"]
-
-
-@dataclass
-class EncoderConfig:
-    encoder: Annotated[str, OneOf(ENCODERS)] = (
-        "bilstm"  # the shared encoder (a registered name); hf: a pretrained transformers model (hf_model=)
-    )
-    hidden: AtLeast1 = 2048  # per direction (BiLSTMs, LSTM, GRU), model width (transformer, decomposable)
-    pooling: Literal["auto", "max", "mean", "max+mean", "sum", "selfattn", "cls", "last"] = (
-        "auto"  # over real positions; auto: mean for encoder=hf, else max; cls: hf only; last: RNNs' final state;
-        # selfattn: Lin et al. (2017) structured self-attention, selfattn_r views of the states
-    )
-    selfattn_da: AtLeast1 = 128  # pooling=selfattn: width of the attention's hidden layer (Liu et al.: 128)
-    selfattn_r: AtLeast1 = (
-        3  # pooling=selfattn: attention views, each a weighted sum of the states (Liu et al.: 3)
-    )
-    bottleneck: AtLeast0 = 0  # a linear layer from the pooled embedding to this many dimensions; 0: none
-    bidirectional: bool = False  # encoder=gru: also right to left (BiGRU)
-    transformer_layers: AtLeast1 = 4  # encoder=transformer: layers
-    transformer_heads: AtLeast1 = 4  # encoder=transformer: attention heads (divide hidden)
-    transformer_ffn: AtLeast1 = 1024  # encoder=transformer: feed-forward width
-    encoder_dropout: Annotated[float, Range(0, 1, high_open=True)] = (
-        0.0  # inside the encoder (not hf: its own)
-    )
-    hf_model: str | None = None  # encoder=hf: Hub id or local folder (AutoModel + AutoTokenizer)
-    max_seq_length: AtLeast1 = (
-        128  # encoder=hf: subword tokens per sentence, special ones included; cut beyond
-    )
-    hf_freeze_embeddings: bool = False  # encoder=hf: keep the pretrained embedding layer fixed
-    hf_freeze_layers: AtLeast0 = 0  # encoder=hf: keep the first N transformer layers fixed
-
-    def __post_init__(self) -> None:
-        check_fields(self)  # before the rule below divides by transformer_heads
-        if self.encoder == "transformer" and self.hidden % self.transformer_heads:
-            raise UserError(
-                f"transformer_heads={self.transformer_heads} must divide hidden={self.hidden} (the model width)"
-            )
-        if self.pooling == "cls" and not traits(self.encoder).pretrained:
-            raise UserError(
-                f"pooling=cls needs encoder=hf ({self.encoder} has no [CLS] token): use max or mean"
-            )
-        own = traits(self.encoder).own_pooling
-        if own and self.pooling not in ("auto", "max"):
-            raise UserError(
-                f"pooling={self.pooling} does not apply to encoder={self.encoder}: its pooling is part of the "
-                f"architecture ({own}); leave pooling=auto"
-            )
-        if traits(self.encoder).pretrained and self.pooling in ("sum", "selfattn"):
-            raise UserError(
-                f"pooling={self.pooling} is not exported to encoder=hf's sentence-transformers folder: "
-                "use mean, max, max+mean or cls"
-            )
-        if self.bottleneck and (self.encoder == "decomposable" or traits(self.encoder).pretrained):
-            raise UserError(
-                f"bottleneck={self.bottleneck} needs a Siamese word-vector encoder: encoder={self.encoder} "
-                + (
-                    "compares token states, so the bottleneck would never be trained"
-                    if self.encoder == "decomposable"
-                    else "exports its backbone without it"
-                )
-            )
-        if self.pooling == "last" and not traits(self.encoder).recurrent:
-            raise UserError(
-                f"pooling=last needs a recurrent encoder (gru, lstm, bilstm; {self.encoder} has no final "
-                "state): use max or mean"
-            )
-
-    def resolved(self) -> EncoderConfig:
-        """A copy with `pooling=auto` made concrete for this encoder."""
-        if self.pooling != "auto":
-            return self
-        return dataclasses.replace(self, pooling=traits(self.encoder).default_pooling)
+__all__ = [
+    "ENCODERS",
+    "TRAITS",
+    "Encoder",
+    "EncoderConfig",
+    "EncoderTraits",
+    "Pooling",
+    "build_encoder",
+    "register",
+    "traits",
+]
 
 
 class Encoder(nn.Module):
@@ -140,36 +83,7 @@ class Encoder(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} is not a pair model")
 
 
-@dataclass(frozen=True)
-class EncoderTraits:
-    """What the code around an encoder needs to know of it, declared where it is registered."""
-
-    subwords: bool = False  # reads its own model's subword ids (no word vectors, no vocabulary)
-    recurrent: bool = False  # an RNN: cuDNN runs its fp32 on TF32, and the CPU has no fp16 kernel
-    pretrained: bool = False  # a pretrained backbone: SBERT's AdamW recipe, and exported in HF format
-    default_pooling: Pooling = "max"  # what pooling=auto means
-    own_pooling: str = ""  # the architecture pools its own way (inner attention, per-layer max): no pooling=
-
-
 EncoderBuilder = Callable[[nn.Embedding | None, EncoderConfig], Encoder]
-ENCODERS: dict[str, EncoderBuilder] = {}
-TRAITS: dict[str, EncoderTraits] = {}
-
-
-def register(
-    name: str, declared: EncoderTraits = EncoderTraits()
-) -> Callable[[EncoderBuilder], EncoderBuilder]:
-    def add(builder: EncoderBuilder) -> EncoderBuilder:
-        ENCODERS[name], TRAITS[name] = builder, declared
-        return builder
-
-    return add
-
-
-def traits(name: str) -> EncoderTraits:
-    if name not in TRAITS:
-        raise UserError(f"unknown encoder {name!r}: choose one of {', '.join(sorted(ENCODERS))}")
-    return TRAITS[name]
 
 
 def build_encoder(embedding: nn.Embedding | None, config: EncoderConfig) -> Encoder:

@@ -11,7 +11,6 @@ from torch import nn
 from mtl.models.encoders.base import (
     Encoder,
     EncoderConfig,
-    EncoderTraits,
     Pooling,
     length_mask,
     register,
@@ -144,6 +143,6 @@ def one_direction(states: torch.Tensor, lstm: nn.LSTM, weights: list[torch.Tenso
     return output
 
 
-@register("bilstm", EncoderTraits(recurrent=True))
+@register("bilstm")
 def build(embedding: nn.Embedding, config: EncoderConfig) -> BiLSTMEncoder:
     return BiLSTMEncoder(embedding, config.hidden, layers=1, pooling=config.pooling)

@@ -14,7 +14,6 @@ from torch import nn
 from mtl.models.encoders.base import (
     Encoder,
     EncoderConfig,
-    EncoderTraits,
     Pooling,
     length_mask,
     register,
@@ -45,6 +44,6 @@ class GRUEncoder(Encoder):
         return self.pool_states(states, mask, self.directions)
 
 
-@register("gru", EncoderTraits(recurrent=True))
+@register("gru")
 def build(embedding: nn.Embedding, config: EncoderConfig) -> GRUEncoder:
     return GRUEncoder(embedding, config.hidden, config.bidirectional, config.pooling)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mtl.models.encoders.base import Encoder, EncoderConfig, EncoderTraits, length_mask, register
+from mtl.models.encoders.base import Encoder, EncoderConfig, length_mask, register
 
 LAYERS = 4
 
@@ -41,6 +41,6 @@ class HConvNetEncoder(Encoder):
         return torch.cat(levels, dim=-1)  # (B, 4·2H)
 
 
-@register("hconvnet", EncoderTraits(own_pooling="max over each layer"))
+@register("hconvnet")
 def build(embedding: nn.Embedding, config: EncoderConfig) -> HConvNetEncoder:
     return HConvNetEncoder(embedding, config.hidden)

@@ -18,7 +18,6 @@ from mtl.models.card import write_card
 from mtl.models.encoders.base import (
     Encoder,
     EncoderConfig,
-    EncoderTraits,
     length_mask,
     register,
 )
@@ -100,6 +99,6 @@ def _write_json(path: Path, value: object) -> None:
     path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
 
 
-@register("hf", EncoderTraits(subwords=True, pretrained=True, default_pooling="mean"))
+@register("hf")
 def build(embedding: nn.Embedding | None, config: EncoderConfig) -> HFEncoder:
     return HFEncoder(config)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mtl.models.encoders.base import EncoderConfig, EncoderTraits, length_mask, register
+from mtl.models.encoders.base import EncoderConfig, length_mask, register
 from mtl.models.encoders.bilstm import BiLSTMEncoder
 
 VIEWS = 4  # context queries (Lin et al. 2017's multiple views; InferSent uses 4)
@@ -39,6 +39,6 @@ class InnerAttentionEncoder(BiLSTMEncoder):
         return (weights.transpose(1, 2) @ self.values(states)).flatten(1)  # (B, views·2H)
 
 
-@register("innerattention", EncoderTraits(recurrent=True, own_pooling="4 attention views"))
+@register("innerattention")
 def build(embedding: nn.Embedding, config: EncoderConfig) -> InnerAttentionEncoder:
     return InnerAttentionEncoder(embedding, config.hidden)

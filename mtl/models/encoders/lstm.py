@@ -8,7 +8,6 @@ from torch import nn
 from mtl.models.encoders.base import (
     Encoder,
     EncoderConfig,
-    EncoderTraits,
     Pooling,
     length_mask,
     register,
@@ -36,6 +35,6 @@ class LSTMEncoder(Encoder):
         return self.pool_states(states, length_mask(lengths, tokens.shape[1], tokens.device))
 
 
-@register("lstm", EncoderTraits(recurrent=True))
+@register("lstm")
 def build(embedding: nn.Embedding, config: EncoderConfig) -> LSTMEncoder:
     return LSTMEncoder(embedding, config.hidden, config.pooling)

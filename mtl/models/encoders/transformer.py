@@ -8,8 +8,7 @@ import torch
 from torch import nn
 
 from mtl.models.encoders.base import Encoder, EncoderConfig, length_mask, register
-
-MAX_POSITIONS = 1024
+from mtl.models.encoders.config import MAX_POSITIONS
 
 
 def sinusoidal_positions(count: int, width: int) -> torch.Tensor:

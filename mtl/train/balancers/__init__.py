@@ -10,25 +10,26 @@ gradients and losses, so every rank makes the same decision.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from mtl.plugins import adds_to
-from mtl.train.balancers import gradnorm, pcgrad, uncertainty, weighted_sum
-from mtl.train.balancers.base import Balancer
+from mtl.plugins import Registry, adds_to
 
-BALANCERS: dict[str, type[Balancer]] = {}
+if TYPE_CHECKING:
+    from mtl.train.balancers.base import Balancer  # torch: imported when a mixed run builds one
+
+BALANCERS: Registry[type[Balancer]] = Registry(
+    {
+        "sum": "mtl.train.balancers.weighted_sum",
+        "uncertainty": "mtl.train.balancers.uncertainty",
+        "gradnorm": "mtl.train.balancers.gradnorm",
+        "pcgrad": "mtl.train.balancers.pcgrad",
+    }
+)
 
 
 def register_balancer(name: str) -> Callable[[type[Balancer]], type[Balancer]]:
-    """Make a `Balancer` class available to balancer=NAME (a class decorator)."""
+    """Make a `Balancer` class (balancers.base) available to balancer=NAME (a class decorator)."""
     return adds_to(BALANCERS, name)
 
 
-for _name, _balancer in [
-    ("sum", weighted_sum.Sum),
-    ("uncertainty", uncertainty.Uncertainty),
-    ("gradnorm", gradnorm.GradNorm),
-    ("pcgrad", pcgrad.PCGrad),
-]:
-    register_balancer(_name)(_balancer)
-
-__all__ = ["BALANCERS", "Balancer", "register_balancer"]
+__all__ = ["BALANCERS", "register_balancer"]

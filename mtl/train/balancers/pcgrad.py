@@ -12,9 +12,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mtl.train.balancers import register_balancer
 from mtl.train.balancers.base import Balancer, Combined
 
 
+@register_balancer("pcgrad")
 class PCGrad(Balancer):
     def combine(self, gradients: torch.Tensor, losses: torch.Tensor, step: int) -> Combined:
         rng = np.random.default_rng([self.seed, step])

@@ -16,9 +16,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from mtl.train.balancers import register_balancer
 from mtl.train.balancers.base import Balancer, Combined
 
 
+@register_balancer("uncertainty")
 class Uncertainty(Balancer):
     def __init__(self, tasks: list[str], weights: list[float], seed: int = 0, alpha: float = 1.5):
         super().__init__(tasks, weights, seed, alpha)

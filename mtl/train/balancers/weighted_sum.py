@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from mtl.train.balancers import register_balancer
 from mtl.train.balancers.base import Balancer
 
 
+@register_balancer("sum")
 class Sum(Balancer):
     """The weighted sum of the task losses (the base class's behaviour)."""

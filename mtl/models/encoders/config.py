@@ -1,0 +1,148 @@
+"""The keys of the shared encoder (`encoder=`, `hidden=`, `pooling=`, ...), the registry of encoder
+names and each encoder's traits: what reading and checking a configuration needs, without torch.
+
+mtl's own encoders are listed here with their traits and the module that builds them; that
+module (and torch) is imported when a run first builds one. A plugin's encoder registers its
+builder and traits together (`register("mine", EncoderTraits(...))`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from mtl.config import AtLeast0, AtLeast1, OneOf, Range, check_fields
+from mtl.errors import UserError
+from mtl.plugins import Registry
+
+MAX_POSITIONS = 1024  # encoder=transformer's sinusoidal positions: the longest sentence it reads
+
+Pooling = Literal["max", "mean", "max+mean", "sum", "selfattn", "cls", "last"]
+
+
+@dataclass
+class EncoderConfig:
+    encoder: Annotated[str, OneOf(ENCODERS)] = (
+        "bilstm"  # the shared encoder (a registered name); hf: a pretrained transformers model (hf_model=)
+    )
+    hidden: AtLeast1 = 2048  # per direction (BiLSTMs, LSTM, GRU), model width (transformer, decomposable)
+    pooling: Literal["auto", "max", "mean", "max+mean", "sum", "selfattn", "cls", "last"] = (
+        "auto"  # over real positions; auto: mean for encoder=hf, else max; cls: hf only; last: RNNs' final state;
+        # selfattn: Lin et al. (2017) structured self-attention, selfattn_r views of the states
+    )
+    selfattn_da: AtLeast1 = 128  # pooling=selfattn: width of the attention's hidden layer (Liu et al.: 128)
+    selfattn_r: AtLeast1 = (
+        3  # pooling=selfattn: attention views, each a weighted sum of the states (Liu et al.: 3)
+    )
+    bottleneck: AtLeast0 = 0  # a linear layer from the pooled embedding to this many dimensions; 0: none
+    bidirectional: bool = False  # encoder=gru: also right to left (BiGRU)
+    transformer_layers: AtLeast1 = 4  # encoder=transformer: layers
+    transformer_heads: AtLeast1 = 4  # encoder=transformer: attention heads (divide hidden)
+    transformer_ffn: AtLeast1 = 1024  # encoder=transformer: feed-forward width
+    encoder_dropout: Annotated[float, Range(0, 1, high_open=True)] = (
+        0.0  # inside the encoder (not hf: its own)
+    )
+    hf_model: str | None = None  # encoder=hf: Hub id or local folder (AutoModel + AutoTokenizer)
+    max_seq_length: AtLeast1 = (
+        128  # encoder=hf: subword tokens per sentence, special ones included; cut beyond
+    )
+    hf_freeze_embeddings: bool = False  # encoder=hf: keep the pretrained embedding layer fixed
+    hf_freeze_layers: AtLeast0 = 0  # encoder=hf: keep the first N transformer layers fixed
+
+    def __post_init__(self) -> None:
+        check_fields(self)  # before the rule below divides by transformer_heads
+        if self.encoder == "transformer" and self.hidden % self.transformer_heads:
+            raise UserError(
+                f"transformer_heads={self.transformer_heads} must divide hidden={self.hidden} (the model width)"
+            )
+        if self.pooling == "cls" and not traits(self.encoder).pretrained:
+            raise UserError(
+                f"pooling=cls needs encoder=hf ({self.encoder} has no [CLS] token): use max or mean"
+            )
+        own = traits(self.encoder).own_pooling
+        if own and self.pooling not in ("auto", "max"):
+            raise UserError(
+                f"pooling={self.pooling} does not apply to encoder={self.encoder}: its pooling is part of the "
+                f"architecture ({own}); leave pooling=auto"
+            )
+        if traits(self.encoder).pretrained and self.pooling in ("sum", "selfattn"):
+            raise UserError(
+                f"pooling={self.pooling} is not exported to encoder=hf's sentence-transformers folder: "
+                "use mean, max, max+mean or cls"
+            )
+        if self.bottleneck and (self.encoder == "decomposable" or traits(self.encoder).pretrained):
+            raise UserError(
+                f"bottleneck={self.bottleneck} needs a Siamese word-vector encoder: encoder={self.encoder} "
+                + (
+                    "compares token states, so the bottleneck would never be trained"
+                    if self.encoder == "decomposable"
+                    else "exports its backbone without it"
+                )
+            )
+        if self.pooling == "last" and not traits(self.encoder).recurrent:
+            raise UserError(
+                f"pooling=last needs a recurrent encoder (gru, lstm, bilstm; {self.encoder} has no final "
+                "state): use max or mean"
+            )
+
+    def resolved(self) -> EncoderConfig:
+        """A copy with `pooling=auto` made concrete for this encoder."""
+        if self.pooling != "auto":
+            return self
+        return dataclasses.replace(self, pooling=traits(self.encoder).default_pooling)
+
+
+@dataclass(frozen=True)
+class EncoderTraits:
+    """What the code around an encoder needs to know of it, declared where it is registered."""
+
+    subwords: bool = False  # reads its own model's subword ids (no word vectors, no vocabulary)
+    recurrent: bool = False  # an RNN: cuDNN runs its fp32 on TF32, and the CPU has no fp16 kernel
+    pretrained: bool = False  # a pretrained backbone: SBERT's AdamW recipe, and exported in HF format
+    default_pooling: Pooling = "max"  # what pooling=auto means
+    own_pooling: str = ""  # the architecture pools its own way (inner attention, per-layer max): no pooling=
+
+
+# name -> (the module whose import registers its builder, its traits)
+BUILTIN: dict[str, tuple[str, EncoderTraits]] = {
+    "bilstm": ("mtl.models.encoders.bilstm", EncoderTraits(recurrent=True)),
+    "bilstm2": ("mtl.models.encoders.bilstm2", EncoderTraits(recurrent=True)),
+    "decomposable": ("mtl.models.encoders.decomposable", EncoderTraits()),
+    "gru": ("mtl.models.encoders.gru", EncoderTraits(recurrent=True)),
+    "hconvnet": ("mtl.models.encoders.hconvnet", EncoderTraits(own_pooling="max over each layer")),
+    "hf": (
+        "mtl.models.encoders.hf",
+        EncoderTraits(subwords=True, pretrained=True, default_pooling="mean"),
+    ),
+    "innerattention": (
+        "mtl.models.encoders.innerattention",
+        EncoderTraits(recurrent=True, own_pooling="4 attention views"),
+    ),
+    "lstm": ("mtl.models.encoders.lstm", EncoderTraits(recurrent=True)),
+    "transformer": ("mtl.models.encoders.transformer", EncoderTraits()),
+}
+
+# name -> builder(embedding, config) -> Encoder (see base.EncoderBuilder)
+ENCODERS: Registry[Callable[..., Any]] = Registry({name: module for name, (module, _) in BUILTIN.items()})
+TRAITS: dict[str, EncoderTraits] = {name: declared for name, (_, declared) in BUILTIN.items()}
+
+
+def register(
+    name: str, declared: EncoderTraits | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Enter an encoder's builder under `name`, with its traits (a built-in one's are in BUILTIN)."""
+
+    def add(builder: Callable[..., Any]) -> Callable[..., Any]:
+        ENCODERS[name] = builder
+        TRAITS[name] = declared if declared is not None else TRAITS.get(name, EncoderTraits())
+        return builder
+
+    return add
+
+
+def traits(name: str) -> EncoderTraits:
+    if name not in TRAITS:
+        raise UserError(f"unknown encoder {name!r}: choose one of {', '.join(sorted(ENCODERS))}")
+    return TRAITS[name]

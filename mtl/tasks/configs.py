@@ -1,0 +1,164 @@
+"""The keys of each built-in task kind, set as `<task>.<key>=`, apart from the tasks' code.
+
+As transformers keeps a model's configuration apart from its modelling code: reading and
+checking a configuration (`--help`, `--print-config`, a recorded run's config) needs no torch,
+no spaCy and no datasets. Each task kind's module (`nli.py`, `squad.py`, ...) takes its config
+class from here; a plugin's task keeps both in its own file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from mtl.config import BOOLEAN_WORDS, AtLeast1, PositiveFloat
+
+SPLITS = ("train", "dev", "test")  # dev picks the best checkpoint; test is scored once, at the end
+
+
+@dataclass
+class TaskConfig:
+    """The keys every task has, set as `<task>.<key>=`; a task kind adds its own."""
+
+    # Keys of the single-purpose config before tasks were plugins (`steps_nli`,
+    # `schedule.steps_nli`): the old dotted path -> this task's key. They stay valid aliases.
+    legacy_keys: ClassVar[dict[str, str]] = {}
+
+    kind: str = ""  # the registered task code that reads this task's data
+    steps: AtLeast1 = 100  # steps per block of schedule=blocks (leave a task out with tasks=)
+    batch: AtLeast1 = 64  # examples per step
+    max_train: AtLeast1 | None = None  # first N training examples only (quick runs)
+    train: bool = (
+        True  # false: evaluated at every evaluation, never trained (a probe scores a classification task)
+    )
+    probe_train: AtLeast1 = 2000  # train=false: training examples a linear probe is fitted on
+    weight: PositiveFloat = 1.0  # scales the task's loss (in its own steps, and in schedule=mixed's sum)
+    prob: PositiveFloat | None = (
+        None  # schedule=proportional/temperature: this share of steps instead of by size
+    )
+
+
+def task_key(config_class: type[TaskConfig], key: str, value: str) -> str:
+    """The key `<task>.key=value` sets: `train=` says whether a task trains, but a task kind whose
+    training file is a key (`train_file`: pairs, sts) had that file under `train` before, and a
+    value that is not true or false still means the file."""
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    if key == "train" and "train_file" in fields and value.strip().lower() not in BOOLEAN_WORDS:
+        return "train_file"
+    return key
+
+
+@dataclass
+class NLIConfig(TaskConfig):
+    legacy_keys: ClassVar[dict[str, str]] = {
+        "schedule.steps_nli": "steps",
+        "schedule.batch_nli": "batch",
+        "data.max_nli_train": "max_train",
+        "data.snli": "source",
+        "data.nli_train_split": "train_split",
+        "data.nli_dev_split": "dev_split",
+        "data.nli_test_split": "test_split",
+    }
+
+    kind: str = "nli"
+    steps: AtLeast1 = 1000  # NLI steps per block
+    batch: AtLeast1 = 64  # NLI pairs per step
+    source: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
+    train_split: str = "train"  # SNLI split to train on (train_small: the shared slice)
+    dev_split: str = "dev"  # SNLI split that picks the best checkpoint
+    test_split: str = (
+        "test"  # SNLI split tested once, at the end; empty: none (MultiNLI's test is unlabelled)
+    )
+    display: str = ""  # the dataset's name in reports (a task file's: MultiNLI); empty: SNLI for nli
+
+
+@dataclass
+class SquadConfig(TaskConfig):
+    legacy_keys: ClassVar[dict[str, str]] = {
+        "schedule.steps_squad": "steps",
+        "schedule.batch_squad": "batch",
+        "data.max_squad_train": "max_train",
+        "data.classifsquad": "source",
+    }
+
+    kind: str = "squad"
+    steps: AtLeast1 = 500  # ClassifSQuAD steps per block
+    batch: AtLeast1 = 128  # ClassifSQuAD triples per step
+    source: str = "data/classifsquad"  # the output of `just build-classifsquad`
+
+
+@dataclass
+class PairsConfig(TaskConfig):
+    kind: str = "pairs"
+    source: str = ""  # a folder holding the split files ($VARS and ~ expanded), or a Hub dataset id
+    format: Literal["jsonl", "tsv", "csv"] = "jsonl"  # of the split files (a Hub dataset has its own)
+    header: bool = True  # tsv/csv: the first line names the columns; false: they are named 0, 1, 2, ...
+    train_file: str = "train.jsonl"  # training file in source (a Hub id: the split's name); was train=
+    dev: str = "dev.jsonl"  # file that picks the best checkpoint
+    test: str = ""  # file scored once at the end; empty: none
+    first: str = "sentence1"  # column of the first sentence
+    second: str = "sentence2"  # column of the second sentence; empty: one sentence per example (SST)
+    label: str = "label"  # column of the class
+    labels: str = (
+        ""  # the label column's values in class order, comma-separated; rows with others are skipped
+    )
+    display: str = ""  # the dataset's name in reports (the task's name when empty)
+
+    @property
+    def class_names(self) -> list[str]:
+        return [name.strip() for name in self.labels.split(",") if name.strip()]
+
+
+@dataclass
+class STSConfig(TaskConfig):
+    kind: str = "sts"
+    source: str = ""  # a folder holding the split files ($VARS and ~ expanded), or a Hub dataset id
+    format: Literal["jsonl", "tsv", "csv"] = "tsv"  # of the split files (a Hub dataset has its own)
+    header: bool = True  # a tsv/csv file's first line names its columns; false: columns are 0, 1, 2, ...
+    train_file: str = "train.tsv"  # was train=
+    dev: str = "dev.tsv"
+    test: str = ""  # empty: none
+    first: str = "sentence1"
+    second: str = "sentence2"
+    score: str = "score"  # column of the gold similarity
+    low: float = 0.0  # the gold scale's lowest score (STS-B 0, SICK 1)
+    high: float = 5.0  # and highest (both 5)
+    display: str = ""
+
+
+@dataclass
+class RankingConfig(TaskConfig):
+    kind: str = "mnrl"
+    steps: AtLeast1 = 1000
+    batch: AtLeast1 = 64  # anchors per step: each one's candidates are the batch's positives (and negatives)
+    source: str | None = None  # SNLI folder or Hub id, as nli.source
+    train_split: str = "train"  # SNLI split to train on (train_small: the shared slice)
+    dev_split: str = "dev"
+    test_split: str = "test"
+    hard_negatives: bool = True  # the premise's contradicted hypothesis as a further candidate
+    scale: float = 20.0  # cosine similarities are multiplied by this (sentence-transformers' default)
+
+
+@dataclass
+class CorpusConfig(TaskConfig):
+    corpus: str = "squad"  # squad (SQuAD v1.1's passages), a text file (a sentence per line), or a Hub id
+    dev: str = ""  # a text file for dev; empty: squad's dev passages, else the corpus's last 1% documents
+    text_column: str = "text"  # a Hub corpus's column of text
+
+
+@dataclass
+class QTConfig(CorpusConfig):
+    kind: str = "qt"
+    steps: AtLeast1 = 1000
+    batch: AtLeast1 = 400  # contiguous sentences per step: each one's candidates (the paper: 400)
+    context: AtLeast1 = 3  # sentences in the window, the sentence included (3: the previous and the next)
+
+
+@dataclass
+class SkipThoughtConfig(CorpusConfig):
+    kind: str = "skipthought"
+    steps: AtLeast1 = 1000
+    batch: AtLeast1 = 128  # sentences per step, each with its neighbours (the paper: 128)
+    vocab: AtLeast1 = 20000  # words the decoders predict (the most frequent in training); the rest: unknown
+    decoder_hidden: AtLeast1 | None = None  # each decoder's GRU width; None: the encoder's output width
