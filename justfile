@@ -1,5 +1,9 @@
 # mtl: multitask sentence encoders on SNLI + ClassifSQuAD. Options are key=value.
 set positional-arguments := true
+# mtl prints its own one-line error or summary: no echo of each command line, no second
+# "recipe failed" line after it (needs just 1.39).
+set quiet := true
+set no-exit-message := true
 
 python := env("PYTHON", "python3")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import errno
 import importlib
 import logging
@@ -40,8 +41,8 @@ class Command:
         return getattr(importlib.import_module(module), name)
 
     def resolved_config(self, args: Sequence[str]) -> Any:
-        """The config the command would run with: presets, then its keys; defaults made concrete
-        later (from the data, the device) are left as given: a run's config.json has those."""
+        """The config the command would run with: presets, then its keys, with the `auto`s its
+        `resolve` function makes concrete (training: for this machine's device, as config.json)."""
         if self.resolve:
             module, _, name = self.resolve.partition(":")
             return getattr(importlib.import_module(module), name)(args)
@@ -99,7 +100,7 @@ COMMANDS: dict[str, Command] = {
         "multitask training of a shared sentence encoder (SNLI and ClassifSQuAD by default; tasks=)",
         TRAIN_KEYS,
         task_keys=True,
-        resolve="mtl.train.run:config_from_command",
+        resolve="mtl.train.run:config_to_print",
     ),
     "train-distributed": Command(
         "mtl.train.launch",
@@ -107,7 +108,7 @@ COMMANDS: dict[str, Command] = {
         "train-multitask over N processes of this machine with torchrun (N first, then its keys)",
         (("N", "none", "the number of processes (one per GPU, or per share of the CPU cores)"), *TRAIN_KEYS),
         task_keys=True,
-        resolve="mtl.train.launch:config_from_command",
+        resolve="mtl.train.launch:config_to_print",
     ),
     "sweep": Command(
         "mtl.train.sweep",
@@ -256,6 +257,13 @@ def command_help(name: str) -> str:
     return "\n".join(lines)
 
 
+def _command_hint(given: str) -> str:
+    # A command is also known by its first word (`trian` is closer to `train` than to `transfer`).
+    names = {name.split("-")[0]: name for name in reversed(COMMANDS)} | {name: name for name in COMMANDS}
+    close = difflib.get_close_matches(given, names, n=1, cutoff=0.6)
+    return f"did you mean {names[close[0]]}?" if close else "the commands are listed above"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] and argv[0] in HELP:
@@ -266,6 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if not argv or argv[0] not in COMMANDS:
         print(usage(), file=sys.stderr)
+        if argv:  # after the usage, so that the line about the typo is the last one seen
+            say(f"error: unknown command {argv[0]!r}: {_command_hint(argv[0])}")
         return 2
     try:  # before a command's help, too: its choices include what the plugins register
         argv = [argv[0], *plugins.load_for_command(argv[1:])]

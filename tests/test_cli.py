@@ -27,7 +27,7 @@ ROOT = Path(__file__).parent.parent
 def vectors(tmp_path):
     from dataset_builders.classifsquad import squad_texts
     from mtl.data.squad import load_squad
-    from mtl.text import Tokenizer
+    from mtl.text.tokenizer import Tokenizer
 
     texts = [t for split in load_squad(str(FIXTURES / "squad_tiny")).values() for t in squad_texts(split)]
     return write_glove(tmp_path / "tiny.txt", sorted({w for ts in Tokenizer().tokenize(texts) for w in ts}))
@@ -74,6 +74,17 @@ def test_unknown_command_shows_usage(capsys):
     err = capsys.readouterr().err
     assert err.startswith("usage: mtl COMMAND [key=value ...]")
     assert all(f"  {name} " in err for name in COMMANDS)
+    assert err.splitlines()[-1] == "error: unknown command 'build-everything': the commands are listed above"
+
+
+@pytest.mark.parametrize(
+    "typo, meant", [("trian", "train-multitask"), ("tarnsfer", "transfer"), ("bench-trian", "bench-train")]
+)
+def test_a_misspelt_command_is_named_with_the_one_meant(typo, meant, capsys):
+    assert main([typo]) == 2
+    assert (
+        capsys.readouterr().err.splitlines()[-1] == f"error: unknown command {typo!r}: did you mean {meant}?"
+    )
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
@@ -218,6 +229,26 @@ def test_print_config_shows_presets_keys_and_a_resumed_runs_record(tmp_path, cap
     assert "mode='fastt' is not valid" in capsys.readouterr().err
 
 
+def test_print_config_shows_the_values_a_run_resolves_from_auto(capsys):
+    assert main(["train-multitask", "device=cpu", "--print-config"]) == 0
+    config = json.loads(capsys.readouterr().out)
+    assert (config["optim"]["optim"], config["optim"]["lr"], config["optim"]["lr_schedule"]) == (
+        "sgd",
+        0.1,
+        "infersent",
+    )
+    assert (config["run"]["precision"], config["run"]["checkpoint_every"]) == ("fp32", 500)
+    # One epoch of the main task's data decides it, unknown until the data is read.
+    assert main(["train-multitask", "device=cpu", "encoder=hf", "--print-config"]) == 0
+    optim = json.loads(capsys.readouterr().out)["optim"]
+    assert (optim["optim"], optim["lr_schedule"], optim["max_steps"], optim["warmup_steps"]) == (
+        "adamw",
+        "linear",
+        None,
+        None,
+    )
+
+
 def test_help_lists_the_choices_of_a_key(capsys):
     assert main(["train-multitask", "--help"]) == 0
     out = capsys.readouterr().out
@@ -326,6 +357,15 @@ def test_a_run_folder_whose_name_holds_an_equals_sign_is_a_path(finished_run, tm
     assert "lr=0.1" in (tmp_path / "r.html").read_text()
 
 
+def test_just_adds_no_line_to_an_error_of_mtl(tmp_path):
+    done = subprocess.run(
+        ["just", "build-classifsquad", f"squad={tmp_path / 'nowhere'}"], capture_output=True, text=True,
+        timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: SQuAD file"), lines
+
+
 def test_help_into_a_closed_pipe_is_no_traceback():
     reader, writer = os.pipe()
     os.close(reader)  # like `| head` that has already left: every write fails with EPIPE
@@ -335,6 +375,24 @@ def test_help_into_a_closed_pipe_is_no_traceback():
     )  # fmt: skip
     os.close(writer)
     assert done.returncode == 141 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_help_of_the_training_command_imports_no_heavy_library():
+    # `--help` read every key by importing every task and encoder module: 9-10 s on 2 cores for
+    # torch, spaCy and datasets. The keys live in torch-free config modules now.
+    probe = (
+        "import sys, contextlib, io\n"
+        "from mtl.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['train-multitask', '--help']) == 0\n"
+        "print(sorted(m for m in ('torch', 'spacy', 'datasets', 'scipy', 'sklearn', 'transformers', 'wandb')"
+        " if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 def test_an_interrupt_after_the_command_ended_is_one_line(monkeypatch, capsys):

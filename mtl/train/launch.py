@@ -21,9 +21,9 @@ from mtl.train.config import TrainConfig
 from mtl.train.run import check_command
 
 
-def config_from_command(args: Sequence[str]) -> TrainConfig:
+def config_to_print(args: Sequence[str]) -> TrainConfig:
     """The config `just train-distributed N args` trains (--print-config): N is not a key."""
-    return run.config_from_command(args[1:] if args[:1] and args[0].isdigit() else args)
+    return run.config_to_print(args[1:] if args[:1] and args[0].isdigit() else args)
 
 
 def command(args: Sequence[str]) -> None:

@@ -19,12 +19,13 @@ from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
 from mtl.runs import RunFolder, RunStatus
+from mtl.runtime.device import resolve_device
 from mtl.runtime.distributed import Distributed
 from mtl.train.config import TrainConfig, recorded_config, with_overrides
 from mtl.train.data import changed_inputs
 from mtl.train.presets import preset_name, preset_overrides, preset_path
 from mtl.train.record import read_run_record
-from mtl.train.resolve import resolve_inputs
+from mtl.train.resolve import resolve_inputs, resolve_settings
 from mtl.train.trainer import Trainer
 
 
@@ -222,6 +223,13 @@ def config_from_command(args: Sequence[str]) -> TrainConfig:
     if resume:
         return resumed_config(resume[-1], [a for a in args if not a.startswith("resume=")])
     return config_from_args(args)
+
+
+def config_to_print(args: Sequence[str]) -> TrainConfig:
+    """What `--print-config` shows: the config with every `auto` made concrete for this machine,
+    as config.json will record it; only what the data decides (a max_steps of one epoch) stays None."""
+    config = config_from_command(args)
+    return resolve_settings(config, resolve_device(config.run.device), train_sizes=None)
 
 
 def command(args: Sequence[str]) -> None:
