@@ -1,8 +1,5 @@
 """The builder on the real SQuAD v1.1 and GloVe 6B 50d of ../shared/data (MTL_DATA_DIR)."""
 
-import hashlib
-from pathlib import Path
-
 import datasets
 import pytest
 
@@ -28,29 +25,13 @@ def builds(tmp_path_factory):
         pytest.skip("MTL_DATA_DIR is not set: point it at ../shared/data to run tests on the real datasets")
     root = tmp_path_factory.mktemp("classifsquad")
     outputs = {}
-    for name, settings in [
-        ("article", {}),
-        ("article_again", {}),
-        ("paragraph", {"scope": "paragraph"}),
-        ("paper", PAPER),
-        ("paper_again", PAPER),
-    ]:
+    # Byte-identical output for one seed is tested on the tiny fixture, across processes with
+    # different hash seeds (test_classifsquad.py): a second full build here would only repeat it
+    # in the same process, for 40-60 s of CI.
+    for name, settings in [("article", {}), ("paragraph", {"scope": "paragraph"}), ("paper", PAPER)]:
         build(BuildConfig(out=str(root / name), wandb="disabled", **settings))
         outputs[name] = root / name
     return outputs
-
-
-def file_digests(folder: Path) -> dict[str, str]:
-    return {
-        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-    }
-
-
-@pytest.mark.parametrize("name", ["article", "paper"])
-def test_same_seed_gives_byte_identical_output(builds, name):
-    assert file_digests(builds[name]) == file_digests(builds[f"{name}_again"])
 
 
 @pytest.mark.parametrize("scope", ["article", "paragraph"])
