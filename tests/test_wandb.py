@@ -244,6 +244,12 @@ def test_the_run_says_where_its_wandb_run_is_and_keeps_its_console(tiny_data, tm
     assert header.notes == "the first try" and header.entity == "my-team"
     console = "".join(record.line for record in records["output_raw"])
     assert "trainable parameters:" in console and "train: 100%|██████████|" in console  # Unicode bars
+    # config.json among the run's files, as resume= reads it (W&B's config is flattened)
+    copy = folder / "files" / "config.json"
+    assert not copy.is_symlink() and json.loads(copy.read_text()) == json.loads(
+        (out / "config.json").read_text()
+    )
+    assert "config.json" in {item.path for record in records["files"] for item in record.files}
 
 
 def test_wandb_console_off_keeps_the_logs_tab_empty(tiny_data, tmp_path):

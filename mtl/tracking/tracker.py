@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import netrc
 import os
+import shutil
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -164,6 +165,18 @@ class Tracker:
             self.run.log({key: chart}, step=step)
 
         self._when_active(log)
+
+    def save_file(self, path: Path) -> None:
+        """A copy of `path` among the run's files (W&B's Files tab; offline, `wandb sync` uploads
+        it). A copy in the run's folder, not `run.save`'s absolute symlink, which a moved or
+        shared run folder would leave dangling."""
+
+        def save() -> None:
+            copy = Path(self.run.dir) / Path(path).name
+            shutil.copyfile(path, copy)
+            self.run.save(str(copy), base_path=self.run.dir, policy="now")  # in the run's file list
+
+        self._when_active(save)
 
     def log_artifact(
         self,

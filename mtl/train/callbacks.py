@@ -141,6 +141,9 @@ class ProgressBar(Callback):
             total=total,
             desc="train",
             unit="step",
+            # The rate is the run's mean so far, evaluations included: the ETA counts them, where
+            # tqdm's moving average swung from minutes to hours after each evaluation.
+            smoothing=0,
             disable=not enabled,
             dynamic_ncols=True,
             file=progress_stream(),
@@ -198,6 +201,7 @@ def start_tracking(
     )
     tracker.define_metric(metrics.GLOBAL_STEP)
     tracker.define_metric(metrics.TASK_ID, step_metric=metrics.GLOBAL_STEP)
+    tracker.save_file(run_dir / "config.json")  # the file `resume=` reads, beside W&B's flattened config
     for name, task in data.tasks.items():
         # a task that only watches (train=false) has no steps of its own: its values by the run's
         task_step = metrics.of_task(name, "step") if task.config.train else metrics.GLOBAL_STEP
