@@ -18,7 +18,9 @@ from __future__ import annotations
 import copy
 import enum
 import json
+import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,7 +307,8 @@ def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) ->
         folders += [
             record.parent
             for record in sorted(root.glob("**/config.json"))
-            if wandb_group(record.parent) == group
+            # W&B's folders hold a copy of a run's config.json among the W&B run's files
+            if "wandb" not in record.relative_to(root).parts and wandb_group(record.parent) == group
         ]
     if not folders:
         raise UserError("no runs to report: pass run folders, a sweep folder, or group=NAME")
@@ -417,6 +420,13 @@ def upgrade(values: dict[str, Any]) -> dict[str, Any]:
         optim["lr_schedule"], optim["stop"] = implied[optim["optim"]]
         optim["warmup_steps"] = optim.get("warmup_steps") or 0
     return values
+
+
+def beside(folders: Sequence[Path]) -> Path:
+    """The folder that holds all of `folders` (their parents' common path): where what is made
+    from several runs goes (a comparison, a combined encoder's transfer), next to what it read,
+    whatever the current directory."""
+    return Path(os.path.commonpath([Path(folder).expanduser().absolute().parent for folder in folders]))
 
 
 def wandb_group(folder: Path) -> str | None:
