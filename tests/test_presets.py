@@ -176,6 +176,8 @@ def test_transfer_trains_self_attention_per_task_on_the_frozen_states(tiny_data,
         )
     )
     assert set(report["results"]) == {"MR", "CR"} and (out / "transfer-fast-pool-selfattn.json").is_file()
+    assert report["dim"] == 3 * HIDDEN  # selfattn_r views of the word states, in the report's table
+    assert f"| {run_dir.name} | {3 * HIDDEN} |" in (out / "transfer-fast-pool-selfattn.md").read_text()
     assert all(0 <= r["acc"] <= 1 and 0 <= r["dev_acc"] <= 1 for r in report["results"].values())
     states = load_encoder(run_dir, device="cpu").token_states(["a man plays a guitar .", "a dog"])
     assert [s.shape for s in states] == [(6, HIDDEN), (2, HIDDEN)]

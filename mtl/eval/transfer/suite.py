@@ -36,7 +36,7 @@ from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
 from mtl.files.paths import data_dir
 from mtl.models.encoders.base import EncoderConfig
-from mtl.runs import encoder_artifact, run_folder_of, wandb_group
+from mtl.runs import beside, encoder_artifact, run_folder_of, wandb_group
 from mtl.text.vectors import resolve_vectors_path
 from mtl.tracking.tracker import Tracker
 
@@ -299,7 +299,7 @@ def output_folder(config: TransferConfig) -> Path:
     if config.baseline:
         return Path(f"runs/baseline-{baseline_name(config)}")
     if len(runs := run_paths(config)) > 1:
-        return Path("runs") / ("combined-" + "+".join(Path(run).expanduser().name for run in runs))
+        return beside(runs) / ("combined-" + "+".join(Path(run).expanduser().name for run in runs))
     source = Path(config.run).expanduser()
     if source.is_dir():
         return source
@@ -369,6 +369,16 @@ def _loaded_as_recorded(config: TransferConfig) -> tuple[SentenceEncoder, list[d
     raise UserError(f"{config.run} kept changing while it was read: wait for its run to write its checkpoint")
 
 
+def pooled_dim(encoder: SentenceEncoder, pooling: str | None, attention_views: int) -> int:
+    """The width of the embeddings scored under `pooling=` (the encoder's own when None); selfattn
+    concatenates `attention_views` weighted sums of the word states (Liu et al.: 3 x 2,048)."""
+    if pooling is None:
+        return encoder.dim
+    if pooling == "selfattn":
+        return encoder.token_states(["the"])[0].shape[1] * attention_views
+    return encoder.encode(["the"], pooling=pooling, progress=False).shape[1]
+
+
 def _evaluate_all(
     config: TransferConfig,
     out: Path,
@@ -383,7 +393,7 @@ def _evaluate_all(
         "encoder": encoder.name,
         "source": str(config.run or (config.hf_model if config.baseline == "hf" else config.baseline)),
         "vectors": encoder.vectors,
-        "dim": encoder.dim if config.pooling is None else None,
+        "dim": pooled_dim(encoder, config.pooling, config.selfattn_r),
         "pooling": config.pooling,
         "mode": config.mode,
         **({"classifier": asdict(protocol.senteval)} if protocol.senteval else {}),
