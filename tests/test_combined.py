@@ -9,6 +9,8 @@ from mtl import load_encoder
 from mtl.analysis.neighbours import nearest
 from mtl.cli import main
 from mtl.eval.combined import CombinedEncoder
+from mtl.eval.transfer.suite import TransferConfig, output_folder
+from mtl.runs import wandb_group
 from mtl.tracking.wandb_file import by_kind, run_files
 
 from .conftest import FIXTURES, start_run
@@ -27,6 +29,8 @@ def test_combined_runs_concatenate_their_embeddings_and_transfer(tiny_data, sent
         rtol=1e-5,
         atol=1e-6,
     )
+    # With no out=: beside the runs it combines, whatever the current directory.
+    assert output_folder(TransferConfig(run=f"{a},{b}")) == tmp_path.absolute() / "combined-a+b"
     out = tmp_path / "both"
     args = ["transfer", f"run={a},{b}", "mode=fast", "tasks=MR", f"data={senteval}", f"out={out}"]
     assert main([*args, f"vectors={tiny_data['vectors']}", "wandb=disabled"]) == 0
@@ -103,6 +107,7 @@ def test_decompose_reads_a_transfer_report_and_its_task(tiny_data, senteval, tmp
     (run_file,) = run_files(run_dir / "transfer")  # the tables as a W&B run beside the transfer runs
     records = by_kind(run_file)
     assert records["run"][0].job_type == "decompose"
+    assert records["run"][0].run_group == wandb_group(run_dir) == "multitask"  # the training run's group
     assert any(a.type == "run_table" and "decomposition" in a.name for a in records["artifact"])
     # A one-run report page holds the same decomposition, the transfer data found as transfer finds it.
     (tmp_path / "data" / "senteval").mkdir(parents=True)
@@ -141,6 +146,7 @@ def test_maxpool_compares_a_trained_encoder_with_its_untrained_twin(tiny_data, t
     assert torch.equal(twin.embedding.weight, trained.encoder.embedding.weight)  # the same word vectors
     assert not torch.equal(twin.lstm.weight_hh_l0, trained.encoder.lstm.weight_hh_l0)  # the rest drawn anew
     (run_file,) = run_files(run_dir / "transfer")
+    assert by_kind(run_file)["run"][0].run_group == wandb_group(run_dir) == "multitask"
     tables = {a.name for a in by_kind(run_file)["artifact"] if a.type == "run_table"}
     assert any("by_frequency" in name for name in tables) and any("by_word" in name for name in tables)
     page = (run_dir / "maxpool.html").read_text()

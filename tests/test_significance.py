@@ -1,5 +1,7 @@
 """`just compare`: paired bootstrap intervals with a known answer, their coverage, and the command."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy.stats import pearsonr
@@ -67,7 +69,7 @@ def test_relatedness_and_sts_are_scored_by_pearson_as_the_report_does():
     assert compare_task("STS14", ("a", [sts]), ("b", [sts]), CONFIG).verdict == "not distinguishable"
 
 
-def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_path, capsys):
+def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_path, capsys, monkeypatch):
     runs = {}
     for hidden in (4, 12):
         for seed in (1, 2):
@@ -115,5 +117,12 @@ def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_pa
     text = (tmp_path / "tasks.md").read_text()
     assert "- tasks=nli,squad hidden=4: " in text and "- tasks=nli hidden=8: " in text
     assert "squad.steps" not in text
+    monkeypatch.chdir(tmp_path / "nli-s1")  # with no out=: beside the runs, not in the current folder
+    assert (
+        main(["compare", str(runs[(4, 1)]), str(runs[(12, 1)]), "report=transfer-fast", "resamples=100"]) == 0
+    )
+    assert [p.parent for p in tmp_path.glob("compare-*.md")] == [tmp_path] and not list(
+        Path().glob("compare-*")
+    )
     assert main(["compare", str(runs[(4, 1)]), str(runs[(12, 1)]), "report=transfer"]) == 2
     assert "has no per-item results for transfer" in capsys.readouterr().err

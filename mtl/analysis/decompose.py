@@ -25,6 +25,7 @@ from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.eval.transfer.report_file import ITEMS_SUFFIX, read_items
 from mtl.eval.transfer.suite import TransferConfig, data_root
 from mtl.eval.transfer.tasks import read_task
+from mtl.runs import wandb_group
 from mtl.text.vectors import vector_store
 from mtl.tracking.tracker import log_tables
 
@@ -149,6 +150,7 @@ def run(config: DecomposeConfig) -> str:
         tables={"decomposition": (["task", "by", "part", "items", "accuracy"], rows)},
         directory=folder / "transfer",  # beside the transfer runs: the training run's folder stays its own
         mode=config.wandb,
+        group=wandb_group(folder),
     )
     return "\n".join(lines) + "\n"
 

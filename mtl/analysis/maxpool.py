@@ -35,6 +35,7 @@ from mtl.data.batches import tokenize_at_most
 from mtl.errors import UserError
 from mtl.eval.encoder import SentenceEncoder, load_encoder
 from mtl.files import atomic
+from mtl.runs import wandb_group
 from mtl.text.vectors import vector_store
 from mtl.tracking.tracker import log_tables
 
@@ -146,6 +147,7 @@ def run(config: MaxPoolConfig) -> tuple[Path, str]:
         },
         directory=Path(config.run).expanduser() / "transfer",
         mode=config.wandb,
+        group=wandb_group(Path(config.run).expanduser()),
     )
     return out, text
 

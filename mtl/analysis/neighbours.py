@@ -19,6 +19,7 @@ from mtl.config import AtLeast1, apply_overrides
 from mtl.data.snli import snli_sentences
 from mtl.errors import UserError
 from mtl.eval.transfer.suite import TransferConfig, make_encoder
+from mtl.runs import wandb_group
 from mtl.tracking.tracker import log_tables
 
 
@@ -86,6 +87,7 @@ def run(config: NeighboursConfig) -> str:
         },
         directory=Path(config.run.split(",")[0]).expanduser() / "transfer",
         mode=config.wandb,
+        group=wandb_group(Path(config.run.split(",")[0]).expanduser()),
     )
     lines = [f"{encoder.name}: {len(pool):,} pool sentences, cosine of {encoder.dim}-d embeddings"]
     for query, rows, values in zip(queries, indices, cosines, strict=True):

@@ -29,7 +29,7 @@ from mtl.errors import UserError
 from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.eval.transfer.report_file import ITEMS_SUFFIX, read_items, read_report
 from mtl.files import atomic, jsonfile
-from mtl.runs import Run, differing_keys, find_runs, stale
+from mtl.runs import Run, beside, differing_keys, find_runs, stale, wandb_group
 from mtl.tracking.tracker import log_tables
 
 Items = dict[str, np.ndarray]  # a task's arrays per test item: predicted, gold (STS: per subset)
@@ -43,7 +43,7 @@ class SignificanceConfig:
     resamples: Annotated[int, Range(100)] = 2000  # bootstrap replicates
     confidence: Annotated[float, Range(0.5, 0.999)] = 0.95  # of the interval and the verdict
     seed: AtLeast0 = 0  # of the resampling
-    out: str | None = None  # a .md file (and .json beside it); None: runs/compare-<time>.md
+    out: str | None = None  # a .md file (and .json beside it); None: compare-<time>.md beside the runs
     wandb: Literal["auto", "online", "offline", "disabled"] = (
         "auto"  # the table as a W&B run (job_type compare)
     )
@@ -300,7 +300,8 @@ def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
     out = (
         Path(config.out).expanduser()
         if config.out
-        else Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}.md"
+        else beside([run for encoder in encoders for run in encoder.runs])
+        / f"compare-{time.strftime('%Y%m%d-%H%M%S')}.md"
     )
     atomic.write_text(out, text, "comparison")
     record = {
@@ -323,8 +324,16 @@ def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
         tables={"significance": (columns, rows)},
         directory=out.parent,
         mode=config.wandb,
+        group=shared_group([run for encoder in encoders for run in encoder.runs]),
     )
     return out, text
+
+
+def shared_group(runs: Sequence[Path]) -> str | None:
+    """The W&B group every compared run trained in (a sweep's), else none: a comparison across
+    groups belongs to no one of them."""
+    groups = {wandb_group(Path(run)) for run in runs}
+    return groups.pop() if len(groups) == 1 else None
 
 
 def command(args: Sequence[str]) -> None:

@@ -251,11 +251,14 @@ def log_tables(
     directory: str | Path,
     mode: str = "auto",
     project: str = "mtl",
+    group: str | None = None,
 ) -> None:
-    """One short W&B run that holds an analysis's tables (`just compare`, `decompose`, `maxpool`)."""
+    """One short W&B run that holds an analysis's tables (`just compare`, `decompose`, `maxpool`),
+    in `group`: the W&B group of the training run it reads, so W&B shows them together."""
     tracker = Tracker.start(
-        job_type=job_type, config=config, project=project, directory=directory, mode=mode, name=name
-    )
+        job_type=job_type, config=config, project=project, directory=directory, mode=mode, name=name,
+        group=group,
+    )  # fmt: skip
     for key, (columns, rows) in tables.items():
         tracker.table(key, columns, rows)
     tracker.finish()
