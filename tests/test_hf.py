@@ -257,3 +257,36 @@ def test_max_seq_length_beyond_the_models_positions_is_one_line(tiny_data, tiny_
         UserError, match=r"max_seq_length=1000 is more than the 128 positions of .*: give max_seq_length=128"
     ):
         prepare(config, progress=False)
+
+
+def test_a_model_without_its_pooler_loads_without_a_load_report(tiny_bert, tmp_path, capfd):
+    from transformers.utils import logging as transformers_logging
+
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_warning()  # as a user's session has it: the report is a warning
+    try:
+        said_when_loading(tiny_bert, tmp_path, capfd)
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+
+
+def said_when_loading(tiny_bert, tmp_path, capfd):
+    from transformers import BertModel
+
+    from mtl.models.encoders.hf import HFEncoder
+
+    no_pooler, no_layer = tmp_path / "no-pooler", tmp_path / "no-layer"
+    BertModel.from_pretrained(tiny_bert, add_pooling_layer=False).save_pretrained(no_pooler)
+    model = BertModel.from_pretrained(tiny_bert)
+    model.encoder.layer[1].output.dense = torch.nn.Identity()  # its weights leave the checkpoint
+    model.save_pretrained(no_layer)
+    capfd.readouterr()
+    assert HFEncoder(EncoderConfig(encoder="hf", hf_model=str(no_pooler))).backbone.pooler is None
+    said = "".join(capfd.readouterr())
+    assert "LOAD REPORT" not in said and "MISSING" not in said and "warning" not in said, said
+    HFEncoder(EncoderConfig(encoder="hf", hf_model=str(no_layer)))
+    warnings = [line for line in "".join(capfd.readouterr()).splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: hf_model={no_layer}: missing weights encoder.layer.1.output.dense.bias, "
+        "encoder.layer.1.output.dense.weight (transformers' load report)"
+    ]

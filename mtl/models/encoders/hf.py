@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from mtl.console import say
 from mtl.errors import UserError
 from mtl.files.hub import load_pretrained
 from mtl.models.card import write_card
@@ -26,9 +27,7 @@ from mtl.models.encoders.base import (
 class HFEncoder(Encoder):
     def __init__(self, config: EncoderConfig):
         super().__init__(None)
-        from transformers import AutoModel  # seconds to import: only for encoder=hf
-
-        self.backbone = load_pretrained(AutoModel.from_pretrained, config.hf_model, "model")
+        self.backbone = load_backbone(config.hf_model)
         if getattr(self.backbone, "pooler", None) is not None:
             # BERT's next-sentence pooler is not in the sentence embedding: parameters without a
             # gradient would stall DistributedDataParallel, and sentence-transformers drops it too.
@@ -54,6 +53,26 @@ class HFEncoder(Encoder):
             input_ids=tokens.masked_fill(~mask, self.pad_id), attention_mask=mask.long()
         ).last_hidden_state  # (B, T, W)
         return self.pool_states(states, mask)
+
+
+def load_backbone(name: str) -> nn.Module:
+    """The model of `name` without transformers' load report, which flags the next-sentence pooler
+    that mtl drops (its own exports have none: "pooler MISSING ... newly initialized" read as a
+    broken model); any other weight missing from the checkpoint or left unused is said in one line."""
+    from transformers import AutoModel  # seconds to import: only for encoder=hf
+    from transformers.utils import logging as transformers_logging
+
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        model, info = load_pretrained(AutoModel.from_pretrained, name, "model", output_loading_info=True)
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+    for kind in ("missing", "unexpected", "mismatched"):
+        if keys := sorted(str(k) for k in info.get(f"{kind}_keys", ()) if not str(k).startswith("pooler.")):
+            shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+            say(f"warning: hf_model={name}: {kind} weights {shown} (transformers' load report)")
+    return model
 
 
 def transformer_layers(backbone: nn.Module) -> nn.ModuleList:
