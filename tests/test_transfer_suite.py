@@ -69,7 +69,7 @@ def test_other_protocols_and_poolings_write_their_own_reports(tiny_data, senteva
     fast = json.loads((run_dir / "transfer-fast.json").read_text())
     mean = json.loads((run_dir / "transfer-fast-pool-mean.json").read_text())
     assert fast["dim"] == 32 and fast["pooling"] is None  # hidden 8, both directions, max+mean
-    assert mean["pooling"] == "mean" and mean["dim"] is None
+    assert mean["pooling"] == "mean" and mean["dim"] == 16  # mean of the 16-d word states
     assert (run_dir / "transfer-fast-pool-mean.md").is_file()
 
 
