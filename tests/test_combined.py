@@ -150,7 +150,8 @@ def test_maxpool_compares_a_trained_encoder_with_its_untrained_twin(tiny_data, t
     tables = {a.name for a in by_kind(run_file)["artifact"] if a.type == "run_table"}
     assert any("by_frequency" in name for name in tables) and any("by_word" in name for name in tables)
     page = (run_dir / "maxpool.html").read_text()
-    assert page.count('<img src="data:image/svg+xml;base64,') == 1
+    assert page.count('<img src="data:image/svg+xml;base64,') == 2  # by frequency rank, example sentences
+    assert "<pre" not in page and "<td>rank 0-100</td>" in page and "| rank" not in page
     assert main(["report", str(run_dir), f"out={tmp_path / 'report.html'}"]) == 0
     assert (
         f'<a href="{(run_dir / "maxpool.html").resolve().as_uri()}">run</a>'

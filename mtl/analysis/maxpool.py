@@ -194,26 +194,59 @@ def summary(config: MaxPoolConfig, count: int, results) -> str:
 
 
 def page(config: MaxPoolConfig, text: str, results) -> str:
+    """The finding first (share of dimensions by GloVe frequency rank, trained against untrained,
+    as a chart and a table), then the most and least picked words, then example sentences."""
     plt = pyplot()
+    buckets = list(zip(results["trained"][0], results["untrained"][0], strict=True))
+    figure, axis = plt.subplots(figsize=(10, 3.4))
+    positions = np.arange(len(buckets))
+    for offset, (label, color) in enumerate((("trained", "#08519c"), ("untrained", "#bdbdbd"))):
+        values = [row[offset][2] for row in buckets]  # (bucket, tokens, share) of each encoder
+        axis.bar(positions + (offset - 0.5) * 0.4, values, width=0.4, label=label, color=color)
+    axis.axhline(1.0, color="#636363", linewidth=0.8, linestyle="--")  # every word winning alike
+    axis.set_xticks(positions, [row[0][0] for row in buckets], fontsize=9)
+    axis.set_ylabel("dimensions won / uniform share")
+    axis.grid(alpha=0.3, axis="y")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    by_rank = svg_base64(figure)
+    rows = "".join(
+        f"<tr><td>{html.escape(label)}</td><td>{count:,}</td><td>{trained:.2f}</td><td>{untrained:.2f}</td></tr>"
+        for (label, count, trained), (_, _, untrained) in buckets
+    )
+    words = "".join(
+        f"<p><b>{label}</b>, most picked (seen {config.min_count}+ times): "
+        + html.escape(", ".join(f"{w} {v:.2f}" for w, (_, v) in ranked[:15]))
+        + "<br>least picked: "
+        + html.escape(", ".join(f"{w} {v:.2f}" for w, (_, v) in ranked[-10:]))
+        + "</p>"
+        for label in ("trained", "untrained")
+        for ranked in [sorted(results[label][1].items(), key=lambda item: -item[1][1])]
+    )
     examples = results["trained"][2]
     figure, axes = plt.subplots(len(examples), 1, figsize=(10, 2.6 * len(examples)), squeeze=False)
-    for row, (words, trained_share) in enumerate(examples):
+    for row, (tokens, trained_share) in enumerate(examples):
         _, untrained_share = results["untrained"][2][row]
-        positions = np.arange(len(words))
+        places = np.arange(len(tokens))
         axis = axes[row][0]
-        axis.bar(positions - 0.2, 100 * trained_share, width=0.4, label="trained", color="#08519c")
-        axis.bar(positions + 0.2, 100 * untrained_share, width=0.4, label="untrained", color="#bdbdbd")
-        axis.set_xticks(positions, words, fontsize=9)
+        axis.bar(places - 0.2, 100 * trained_share, width=0.4, label="trained", color="#08519c")
+        axis.bar(places + 0.2, 100 * untrained_share, width=0.4, label="untrained", color="#bdbdbd")
+        axis.set_xticks(places, tokens, fontsize=9)
         axis.set_ylabel("% of dimensions")
         axis.grid(alpha=0.3, axis="y")
         axis.legend(fontsize=8)
     figure.tight_layout()
     image = svg_base64(figure)
+    first_line = html.escape(text.splitlines()[0])
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>what max pooling picks</title>'
         f"<style>{STYLE}</style></head><body><h1>What max pooling picks</h1>"
-        f"<p>{html.escape(config.run)}, written {html.escape(time.strftime('%Y-%m-%d %H:%M'))}.</p>"
-        f'<pre style="white-space:pre-wrap">{html.escape(text)}</pre><h2>Share of dimensions per word, example sentences</h2>'
+        f"<p>{first_line}; written {html.escape(time.strftime('%Y-%m-%d %H:%M'))}.</p>"
+        "<h2>Dimensions won per token, by the word's GloVe frequency rank</h2>"
+        f'<img src="data:image/svg+xml;base64,{by_rank}" alt="dimensions won per token by GloVe rank, '
+        'trained and untrained">'
+        "<table><tr><th>words by GloVe rank</th><th>tokens</th><th>trained</th><th>untrained</th></tr>"
+        f"{rows}</table><h2>Words</h2>{words}<h2>Share of dimensions per word, example sentences</h2>"
         f'<img src="data:image/svg+xml;base64,{image}" alt="share of dimensions each word wins"></body></html>\n'
     )
 
