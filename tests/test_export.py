@@ -61,13 +61,18 @@ def test_a_glove_encoder_exports_a_sentence_transformers_folder(tiny_data, tmp_p
     np.testing.assert_allclose(theirs, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_an_encoder_sentence_transformers_cannot_express_says_why(tiny_data, tmp_path):
-    run_dir, summary = start_run(tiny_data, tmp_path / "run", "encoder=gru")
-    assert summary["sentence_transformers"] == "sentence-transformers has no module for GRUEncoder"
+@pytest.mark.parametrize(
+    "encoder, kind", [("gru", "GRUEncoder"), ("innerattention", "InnerAttentionEncoder")]
+)
+def test_an_encoder_sentence_transformers_cannot_express_says_why(tiny_data, tmp_path, encoder, kind):
+    # Inner attention is a BiLSTM underneath: its folder once held a plain BiLSTM-max, a
+    # different, 4x narrower embedding than encode() gives.
+    run_dir, summary = start_run(tiny_data, tmp_path / "run", f"encoder={encoder}")
+    assert summary["sentence_transformers"] == f"sentence-transformers has no module for {kind}"
     assert not (run_dir / "encoder").exists()
     from mtl.train.run import format_summary
 
-    assert "(no sentence-transformers folder: sentence-transformers has no module for GRUEncoder)" in (
+    assert f"(no sentence-transformers folder: sentence-transformers has no module for {kind})" in (
         format_summary(run_dir, summary)
     )
 

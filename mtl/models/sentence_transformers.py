@@ -33,7 +33,9 @@ _POOLINGS = {"max": ("max",), "mean": ("mean",), "max+mean": ("max", "mean")}
 def unsupported(encoder: Encoder) -> str | None:
     """Why `encoder` has no sentence-transformers form, or None when it has one."""
     inner = encoder.inner if isinstance(encoder, Bottleneck) else encoder
-    if not isinstance(inner, BiLSTMEncoder | LSTMEncoder):
+    # These classes exactly, not their subclasses: inner attention is a BiLSTM with its own
+    # pooling, which a folder of LSTM + Pooling would silently replace by max pooling.
+    if type(inner) not in (BiLSTMEncoder, LSTMEncoder):
         return f"sentence-transformers has no module for {type(inner).__name__}"
     if inner.pooling == "last" and isinstance(inner, LSTMEncoder):
         return None
