@@ -307,8 +307,9 @@ def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) ->
         folders += [
             record.parent
             for record in sorted(root.glob("**/config.json"))
-            # W&B's folders hold a copy of a run's config.json among the W&B run's files
-            if "wandb" not in record.relative_to(root).parts and wandb_group(record.parent) == group
+            # a run that has started training, as a sweep's members are taken: not the copy of its
+            # config.json among its W&B run's files, nor an exported model's config
+            if RunFolder(record.parent).metrics.is_file() and wandb_group(record.parent) == group
         ]
     if not folders:
         raise UserError("no runs to report: pass run folders, a sweep folder, or group=NAME")

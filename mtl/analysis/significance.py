@@ -297,11 +297,11 @@ def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
     text = markdown(encoders, comparisons, config)
     if warnings := stale_reports(encoders, config.report):
         text += "\n" + "\n".join(f"Not the final encoder: {warning}" for warning in warnings) + "\n"
+    compared = [run for encoder in encoders for run in encoder.runs]
     out = (
         Path(config.out).expanduser()
         if config.out
-        else beside([run for encoder in encoders for run in encoder.runs])
-        / f"compare-{time.strftime('%Y%m%d-%H%M%S')}.md"
+        else beside(compared) / f"compare-{time.strftime('%Y%m%d-%H%M%S')}.md"
     )
     atomic.write_text(out, text, "comparison")
     record = {
@@ -324,7 +324,7 @@ def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
         tables={"significance": (columns, rows)},
         directory=out.parent,
         mode=config.wandb,
-        group=shared_group([run for encoder in encoders for run in encoder.runs]),
+        group=shared_group(compared),
     )
     return out, text
 
