@@ -241,8 +241,50 @@ def test_encode_takes_sentence_transformers_options(trained_run):
     )
     tokens = encoder.encode(SENTENCES[:2], output_value="token_embeddings")
     assert [t.shape for t in tokens] == [(7, 16), (13, 16)]  # before pooling: one row per token
-    one = encoder.encode(SENTENCES[0], 4, False, "sentence_embedding", "float32", True, True)  # by position
-    assert isinstance(one, torch.Tensor) and one.shape == (32,)
+    one = encoder.encode(SENTENCES[0], None, None, 4, False, "sentence_embedding", "float32", True, True)
+    assert isinstance(one, torch.Tensor) and one.shape == (32,)  # by position, as sentence-transformers 3+
+
+
+def test_code_written_for_sentence_transformers_runs_unchanged(trained_run):
+    from sentence_transformers import util
+
+    encoder = load_encoder(trained_run, device="cpu")
+    assert encoder.get_sentence_embedding_dimension() == encoder.dim == 32
+    assert encoder.similarity_fn_name == "cosine"
+    first, second = encoder.encode(SENTENCES[:3]), encoder.encode(SENTENCES[2:])
+    scores = encoder.similarity(first, second)
+    assert scores.shape == (3, 3)
+    torch.testing.assert_close(scores, util.cos_sim(first, second))
+    pairwise = encoder.similarity_pairwise(torch.from_numpy(first), list(torch.from_numpy(second)))
+    torch.testing.assert_close(pairwise, util.pairwise_cos_sim(first, second))
+    assert float(encoder.similarity(first[2], second[0])) == pytest.approx(1.0)  # the same sentence
+    with pytest.raises(UserError, match="give as many rows on each side"):
+        encoder.similarity_pairwise(first, second[:2])
+    assert encoder.max_seq_length == encoder.max_tokens
+    encoder.max_seq_length = 3  # as in sentence-transformers: later sentences are cut there
+    long = encoder.encode(SENTENCES[1])
+    np.testing.assert_allclose(long, encoder.encode("Two dogs run"), rtol=1e-5, atol=1e-6)
+    with pytest.raises(UserError, match="max_seq_length=0: give a positive number of tokens"):
+        encoder.max_seq_length = 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"prompt": "query: "}, "encode\\(prompt='query: '\\): .* reads words through fixed word vectors"),
+        ({"prompt_name": "query"}, "prompts apply to encoder=hf runs"),
+    ],
+)
+def test_word_vector_encoders_refuse_prompts(trained_run, kwargs, message):
+    with pytest.raises(UserError, match=message):
+        load_encoder(trained_run, device="cpu").encode(SENTENCES, **kwargs)
+
+
+def test_batch_size_in_second_place_is_named_in_the_error(trained_run):
+    with pytest.raises(
+        UserError, match="prompt_name is encode's second argument .* pass batch_size=64 by name"
+    ):
+        load_encoder(trained_run, device="cpu").encode(SENTENCES, 64)
 
 
 @pytest.mark.parametrize("precision", ["int8", "uint8", "binary", "ubinary"])

@@ -290,3 +290,25 @@ def said_when_loading(tiny_bert, tmp_path, capfd):
         f"warning: hf_model={no_layer}: missing weights encoder.layer.1.output.dense.bias, "
         "encoder.layer.1.output.dense.weight (transformers' load report)"
     ]
+
+
+def test_prompts_go_before_each_sentence_as_in_sentence_transformers(tiny_bert):
+    encoder = pretrained_encoder(EncoderConfig(encoder="hf", hf_model=str(tiny_bert)), "cpu", "tiny")
+    sentences = ["a man plays a guitar", "the dog runs"]
+    by_hand = encoder.encode(["query: " + s for s in sentences])
+    np.testing.assert_array_equal(encoder.encode(sentences, prompt="query: "), by_hand)
+    encoder.prompts = {"query": "query: ", "document": "passage: "}
+    np.testing.assert_array_equal(encoder.encode(sentences, prompt_name="query"), by_hand)
+    np.testing.assert_array_equal(encoder.encode(sentences, "query"), by_hand)  # second, by position
+    plain = encoder.encode(sentences)
+    assert not np.array_equal(plain, by_hand)
+    encoder.default_prompt_name = "query"  # as sentence-transformers: used when no prompt is given
+    np.testing.assert_array_equal(encoder.encode(sentences), by_hand)
+    np.testing.assert_array_equal(encoder.encode(sentences, prompt=""), plain)  # prompt wins over the name
+    with pytest.raises(
+        UserError, match="prompt_name='qa'\\) is not a prompt of tiny \\('query', 'document'\\)"
+    ):
+        encoder.encode(sentences, prompt_name="qa")
+    assert encoder.max_seq_length == EncoderConfig.max_seq_length == 128
+    encoder.max_seq_length = 4
+    np.testing.assert_array_equal(encoder.encode("the dog runs far away"), encoder.encode("the dog"))

@@ -38,7 +38,11 @@ class CombinedEncoder:
     def encode(self, sentences, batch_size: int = 128, pooling: str | None = None, **options) -> np.ndarray:
         """The parts' embeddings of `sentences`, concatenated ((N, sum of dims); one string: 1-D)."""
         return np.concatenate(
-            [part.encode(sentences, batch_size, pooling=pooling, **options) for part in self.parts], axis=-1
+            [
+                part.encode(sentences, batch_size=batch_size, pooling=pooling, **options)
+                for part in self.parts
+            ],
+            axis=-1,
         )
 
     def token_states(self, sentences, batch_size: int = 128):

@@ -65,6 +65,8 @@ class SentenceEncoder:
         self.token_counts: Counter[str] = Counter()  # every token encoded so far
         self.warned_missing_vectors = False
         self.max_tokens = max_tokens
+        self.prompts: dict[str, str] = {}  # sentence-transformers' names; only encoder=hf runs take prompts
+        self.default_prompt_name: str | None = None
         self.truncated = 0  # sentences cut to max_tokens so far
         self.vocabulary, self.tokenizer, self.vectors, self.device, self.name = (
             vocabulary,
@@ -78,9 +80,45 @@ class SentenceEncoder:
     def dim(self) -> int:
         return self.encoder.output_dim
 
+    @property
+    def max_seq_length(self) -> int:
+        """The most tokens of a sentence the encoder reads (the rest is cut), as sentence-transformers names it."""
+        return self.max_tokens
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        self.max_tokens = checked_length(value)
+
+    similarity_fn_name = "cosine"  # what mtl's STS and retrieval evaluations score with
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """The width of `encode()`'s embeddings (sentence-transformers' name for `dim`)."""
+        return self.dim
+
+    def similarity(self, embeddings1, embeddings2) -> torch.Tensor:
+        """(N, M) cosine similarities of every row of `embeddings1` with every row of `embeddings2`."""
+        return cosine_similarities(embeddings1, embeddings2, pairwise=False)
+
+    def similarity_pairwise(self, embeddings1, embeddings2) -> torch.Tensor:
+        """(N,) cosine similarities of row i of `embeddings1` with row i of `embeddings2`."""
+        return cosine_similarities(embeddings1, embeddings2, pairwise=True)
+
+    def prompted(self, sentences: list[str], prompt_name: str | None, prompt: str | None) -> list[str]:
+        """`sentences` with the prompt asked for in front; word-vector encoders take none: their
+        prompt words would be averaged or read into every embedding, which they were not trained on."""
+        if prompt is None and prompt_name is None:
+            return sentences
+        asked = f"prompt={prompt!r}" if prompt is not None else f"prompt_name={prompt_name!r}"
+        raise UserError(
+            f"encode({asked}): {self.name} reads words through fixed word vectors, not a prompted "
+            "transformer; prompts apply to encoder=hf runs: leave prompt and prompt_name unset"
+        )
+
     def encode(
         self,
         sentences: str | Sequence[str],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
         batch_size: int = 128,
         show_progress_bar: bool | None = None,
         output_value: str | None = "sentence_embedding",
@@ -96,8 +134,10 @@ class SentenceEncoder:
         batch_tokens: int | None = None,
     ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
         """(N, D) float32 embeddings in input order; one string: (D,). The arguments mean what they
-        mean in `SentenceTransformer.encode`, positions included, so code written for it runs on
-        mtl's encoders; `pooling` (mtl's own) replaces the trained pooling for this call. No bar
+        mean in `SentenceTransformer.encode` (3.0 and later), positions included, so code written for
+        it runs on mtl's encoders; `pooling` (mtl's own) replaces the trained pooling for this call.
+        `prompt` (text put before each sentence) or `prompt_name` (a key of `prompts`) apply to
+        encoder=hf runs. No bar
         unless asked (`show_progress_bar=True`; `progress` is its older name).
 
         `batch_tokens` (mtl's own) sizes batches by tokens: each holds at most that many padded
@@ -106,12 +146,13 @@ class SentenceEncoder:
         to launching them, with memory bounded by the tokens. None: `batch_size` sentences each."""
         if isinstance(sentences, str):  # as sentence-transformers: one sentence, not its characters
             many = self.encode(
-                [sentences], batch_size, show_progress_bar, output_value, precision, convert_to_numpy,
+                [sentences], prompt_name, prompt, batch_size, show_progress_bar, output_value, precision, convert_to_numpy,
                 convert_to_tensor, device, normalize_embeddings, truncate_dim, pooling=pooling, progress=progress,
                 batch_tokens=batch_tokens,
             )  # fmt: skip
             return many[0]
-        sentences = checked_sentences(sentences)
+        check_prompt_arguments(prompt_name, prompt)
+        sentences = self.prompted(checked_sentences(sentences), prompt_name, prompt)
         check_batch_limit("batch_size", batch_size, "sentences")
         if batch_tokens is not None:
             check_batch_limit("batch_tokens", batch_tokens, "tokens")
@@ -270,12 +311,44 @@ class SentenceEncoder:
 class PretrainedSentenceEncoder(SentenceEncoder):
     """encoder=hf: the model's own subword tokenizer, so every word has ids (no vocabulary to expand)."""
 
-    def __init__(self, encoder: HFEncoder, subwords: SubwordTokenizer, device: torch.device, name: str):
+    def __init__(
+        self,
+        encoder: HFEncoder,
+        subwords: SubwordTokenizer,
+        device: torch.device,
+        name: str,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+    ):
         super().__init__(encoder, Vocabulary([]), None, None, device, name)  # no words, no spaCy
         self.subwords = subwords
+        self.prompts = dict(prompts or {})  # prompt name -> the text put before a sentence
+        self.default_prompt_name = default_prompt_name
 
     def token_ids(self, sentences: Sequence[str]) -> list[np.ndarray]:
         return self.subwords.ids(list(sentences))
+
+    @property
+    def max_seq_length(self) -> int:
+        return self.subwords.max_seq_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        self.subwords.max_seq_length = checked_length(value)
+
+    def prompted(self, sentences: list[str], prompt_name: str | None, prompt: str | None) -> list[str]:
+        """As sentence-transformers: `prompt` wins over `prompt_name`; neither given, the default prompt."""
+        if prompt is None:
+            if prompt_name is None:
+                prompt_name = self.default_prompt_name
+            if prompt_name is not None:
+                if prompt_name not in self.prompts:
+                    known = ", ".join(map(repr, self.prompts)) or "none: set encoder.prompts = {name: text}"
+                    raise UserError(
+                        f"encode(prompt_name={prompt_name!r}) is not a prompt of {self.name} ({known})"
+                    )
+                prompt = self.prompts[prompt_name]
+        return sentences if not prompt else [prompt + sentence for sentence in sentences]
 
     @property
     def coverage(self) -> Coverage | None:
@@ -291,6 +364,47 @@ def pretrained_encoder(
         encoder.load_state_dict(state)
     subwords = SubwordTokenizer(config.hf_model, config.max_seq_length)
     return PretrainedSentenceEncoder(encoder, subwords, resolve_device(device), name)
+
+
+def cosine_similarities(embeddings1, embeddings2, *, pairwise: bool) -> torch.Tensor:
+    """Cosine similarity of float embeddings given as numpy arrays, tensors or lists of rows."""
+    first, second = as_matrix(embeddings1), as_matrix(embeddings2)
+    if first.shape[1] != second.shape[1] or (pairwise and len(first) != len(second)):
+        raise UserError(
+            f"similarity: the embeddings are {tuple(first.shape)} and {tuple(second.shape)}: "
+            f"{'give as many rows on each side and ' if pairwise else ''}the same width on both"
+        )
+    first = torch.nn.functional.normalize(first, dim=1)
+    second = torch.nn.functional.normalize(second, dim=1)
+    return (first * second).sum(dim=1) if pairwise else first @ second.T
+
+
+def as_matrix(embeddings) -> torch.Tensor:
+    """(N, D) float32 on the CPU out of an array, a tensor, a list of rows or one row."""
+    if isinstance(embeddings, list | tuple):
+        embeddings = torch.stack(
+            [torch.as_tensor(np.asarray(row) if not torch.is_tensor(row) else row) for row in embeddings]
+        )
+    matrix = torch.as_tensor(embeddings).detach().to("cpu", torch.float32)
+    return matrix[None] if matrix.ndim == 1 else matrix
+
+
+def checked_length(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise UserError(f"max_seq_length={value!r}: give a positive number of tokens")
+    return int(value)
+
+
+def check_prompt_arguments(prompt_name: object, prompt: object) -> None:
+    """A one-line error for code that passed batch_size second, as mtl and sentence-transformers 2 did."""
+    if prompt_name is not None and not isinstance(prompt_name, str):
+        raise UserError(
+            f"encode(prompt_name={prompt_name!r}): prompt_name is encode's second argument and "
+            "batch_size its fourth, as in sentence-transformers 3 and later: pass batch_size="
+            f"{prompt_name!r} by name"
+        )
+    if prompt is not None and not isinstance(prompt, str):
+        raise UserError(f"encode(prompt={prompt!r}): give the prompt's text (a str)")
 
 
 def check_batch_limit(name: str, value: object, unit: str) -> None:

@@ -59,6 +59,12 @@ class MTEBEncoder(AbsEncoder):
         **kwargs: Any,
     ) -> np.ndarray:
         sentences = [text for batch in inputs for text in batch["text"]]
+        # A model trained with "query"/"document" prompts gets them, as sentence-transformers' wrapper does.
+        kind = getattr(prompt_type, "value", None)
+        prompt_name = kind if kind in getattr(self.model, "prompts", {}) else None
         return self.model.encode(
-            sentences, batch_size=self.batch_size, show_progress_bar=self.show_progress_bar
+            sentences,
+            prompt_name=prompt_name,
+            batch_size=self.batch_size,
+            show_progress_bar=self.show_progress_bar,
         )
