@@ -58,7 +58,38 @@ def test_snli_that_is_not_utf8_names_the_file_and_line(tiny_data, tmp_path, caps
 def test_snli_with_only_unlabelled_pairs_is_refused(tiny_data, tmp_path, capsys):
     snli = write_snli(tmp_path / "snli", b"a man .\na woman .\n", "-\n-\n")
     assert train_cli(tiny_data, tmp_path / "run", f"snli={snli}") == 2
-    assert re.match(r"error: SNLI files .*train holds no labelled pair", one_error_line(capsys))
+    assert re.match(
+        r"error: nli: files .*train holds no labelled pair .*: point nli.source=PATH", one_error_line(capsys)
+    )
+
+
+def test_errors_name_the_tasks_own_keys(tmp_path):
+    """MultiNLI (a task file of kind nli) and mnrl read SNLI's layout: an error names their keys."""
+    jsonl(tmp_path / "multinli_1.0_train.jsonl", [ROW])
+    with pytest.raises(
+        UserError,
+        match=r"mnli: split 'dev_matched' not found .* available: train: set mnli.dev_split= or mnli.source=PATH",
+    ):
+        load_snli(str(tmp_path), "dev_matched", "mnli", "dev")
+    with pytest.raises(
+        UserError, match=r"^mnrl: folder /nowhere/snli does not exist: point mnrl.source=PATH"
+    ):
+        load_snli("/nowhere/snli", "train", "mnrl")
+
+
+def test_ranking_follows_the_runs_nli_splits_unless_set():
+    from mtl.tasks.configs import NLIConfig, RankingConfig
+    from mtl.tasks.ranking import Ranking
+
+    nli = NLIConfig(source="/data/snli", train_split="train_small")
+    followed = Ranking("mnrl", RankingConfig()).inherit({"nli": nli, "mnrl": RankingConfig()})
+    assert (followed.source, followed.train_split, followed.dev_split, followed.test_split) == (
+        "/data/snli", "train_small", "dev", "test"
+    )  # fmt: skip
+    own = Ranking("mnrl", RankingConfig(train_split="train")).inherit({"nli": nli})
+    assert (own.source, own.train_split) == ("/data/snli", "train")
+    alone = Ranking("mnrl", RankingConfig()).inherit({"mnli": NLIConfig(display="MultiNLI")})
+    assert (alone.source, alone.train_split) == (None, "train")  # SNLI's own, not another dataset's
 
 
 def test_a_deeply_nested_snli_jsonl_line_is_one_line(tiny_data, tmp_path, capsys):

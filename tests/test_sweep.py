@@ -4,7 +4,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from mtl.cli import main
+from mtl.errors import UserError
 from mtl.tracking.wandb_file import run_files
 
 from .conftest import args_for, long_sweep_args, wait_until_training
@@ -63,3 +66,18 @@ def test_ctrl_c_stops_a_sweep_with_its_running_member_checkpointed_for_the_next_
     first, second = parse(args).members()
     assert first.status() == "interrupted" and first.command()[-1] == f"resume={first.run_dir}"
     assert second.status() == "new"
+
+
+def test_a_named_sweeps_axis_shrinks_from_the_command_line(tmp_path):
+    """`just sweep objectives tasks=nli+squad` trains that one member, not a sweep with no axis."""
+    from mtl.train.sweep import parse
+
+    out = f"out={tmp_path / 's'}"
+    whole = [member.name for member in parse(["objectives", out]).members()]
+    assert whole == ["tasksqt", "tasksskipthought", "tasksnli", "tasksnli+squad", "tasksnli+qt"]
+    (one,) = parse(["objectives", "tasks=nli+squad", out]).members()
+    assert one.name == "tasksnli+squad" and "tasks=nli+squad" in one.overrides
+    two = parse(["objectives", "tasks=nli,nli+qt", out]).members()
+    assert [member.name for member in two] == ["tasksnli", "tasksnli+qt"]
+    with pytest.raises(UserError, match="a sweep needs an axis"):
+        parse(["steps_nli=4", out])  # a key no sweep file sweeps is a fixed key, as before

@@ -218,8 +218,11 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_data, tmp_path, 
         (["step_nli=5"], "unknown key 'step_nli': did you mean 'steps_nli'?"),
         (["schedule=random"], "schedule='random' is not valid: choose one of blocks, round_robin"),
         (["preset=nope"], "unknown preset 'nope': choose one of cpu-small"),
-        (["nli_train_split=train_big"], "SNLI split 'train_big' not found in .*available: dev, test, train"),
-        (["snli=/nonexistent/snli"], "SNLI folder /nonexistent/snli does not exist: point snli=PATH"),
+        (
+            ["nli_train_split=train_big"],
+            "nli: split 'train_big' not found in .*available: dev, test, train: set nli.train_split=",
+        ),
+        (["snli=/nonexistent/snli"], "nli: folder /nonexistent/snli does not exist: point nli.source=PATH"),
         (
             ["classifsquad=/nonexistent/cs", "vectors=/nonexistent/v.txt"],
             "vectors file /nonexistent/v.txt does not",

@@ -81,6 +81,11 @@ class Task:
         """A local dataset folder to record as a W&B input (by reference and digest), when there is one."""
         return None
 
+    def inherit(self, tasks: dict[str, TaskConfig]) -> TaskConfig:
+        """This task's config with the keys it left unset taken from the run's other tasks (`tasks`,
+        by name); called once, before `resolve_inputs`. Most tasks take nothing."""
+        return self.config
+
     def resolve_inputs(self) -> TaskConfig:
         """This task's config with its data sources made absolute (a run records them)."""
         return self.config

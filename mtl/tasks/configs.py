@@ -132,10 +132,12 @@ class RankingConfig(TaskConfig):
     kind: str = "mnrl"
     steps: AtLeast1 = 1000
     batch: AtLeast1 = 64  # anchors per step: each one's candidates are the batch's positives (and negatives)
-    source: str | None = None  # SNLI folder or Hub id, as nli.source
-    train_split: str = "train"  # SNLI split to train on (train_small: the shared slice)
-    dev_split: str = "dev"
-    test_split: str = "test"
+    # Unset (None): as the run's nli task sets them (nli.train_split=train_small holds for both), else
+    # SNLI's own: $MTL_DATA_DIR/snli or stanfordnlp/snli; train, dev, test.
+    source: str | None = None  # SNLI folder or Hub id
+    train_split: str | None = None  # SNLI split to train on (train_small: the shared slice)
+    dev_split: str | None = None
+    test_split: str | None = None  # empty: no test
     hard_negatives: bool = True  # the premise's contradicted hypothesis as a further candidate
     scale: float = 20.0  # cosine similarities are multiplied by this (sentence-transformers' default)
 

@@ -50,7 +50,7 @@ class NLI(Task):
         return "snli" if self.name == self.kind else self.name
 
     def resolve_inputs(self) -> NLIConfig:
-        return replace(self.config, source=resolve_snli_source(self.config.source))
+        return replace(self.config, source=resolve_snli_source(self.config.source, self.name))
 
     def load(self, split: str) -> LabelledTexts | None:
         names = {
@@ -58,4 +58,4 @@ class NLI(Task):
             "dev": self.config.dev_split,
             "test": self.config.test_split,
         }
-        return load_snli(self.config.source, names[split]) if names[split] else None
+        return load_snli(self.config.source, names[split], self.name, split) if names[split] else None

@@ -23,7 +23,7 @@ from mtl.errors import UserError
 from mtl.models.heads import InBatchScores
 from mtl.runtime.distributed import gather_batch
 from mtl.tasks.base import Task
-from mtl.tasks.configs import RankingConfig
+from mtl.tasks.configs import NLIConfig, RankingConfig, TaskConfig
 from mtl.tasks.kinds import register
 
 ENTAILMENT, CONTRADICTION = LABELS.index("entailment"), LABELS.index("contradiction")
@@ -78,20 +78,38 @@ class Ranking(Task):
     metric = "recall_at_1"  # the anchor's own positive scores highest of the batch's candidates
     config: RankingConfig
 
-    def resolve_inputs(self) -> RankingConfig:
-        return replace(self.config, source=resolve_snli_source(self.config.source))
+    def inherit(self, tasks: dict[str, TaskConfig]) -> RankingConfig:
+        """SNLI's source and splits left unset follow the run's `nli` task (nli.train_split=train_small
+        then holds for both), else SNLI's own."""
+        nli = tasks.get("nli")
+        follow = nli if isinstance(nli, NLIConfig) and not nli.display else NLIConfig()
+        return replace(
+            self.config,
+            **{
+                key: getattr(follow, key)
+                for key in ("source", "train_split", "dev_split", "test_split")
+                if getattr(self.config, key) is None
+            },
+        )
 
-    def load(self, split: str) -> LabelledTexts:
+    def resolve_inputs(self) -> RankingConfig:
+        return replace(self.config, source=resolve_snli_source(self.config.source, self.name))
+
+    def load(self, split: str) -> LabelledTexts | None:
         name = {
             "train": self.config.train_split,
             "dev": self.config.dev_split,
             "test": self.config.test_split,
         }[split]
-        triples = snli_triples(load_snli(self.config.source, name), self.config.hard_negatives)
+        if not name:
+            return None  # test_split= empty: no test (an empty train or dev split is refused by splits())
+        triples = snli_triples(
+            load_snli(self.config.source, name, self.name, split), self.config.hard_negatives
+        )
         if not len(triples):
             raise UserError(
                 f"{self.name}: SNLI {split} at {self.config.source} has no premise with both an entailed and a "
-                "contradicted hypothesis: set hard_negatives=false, or check the source"
+                f"contradicted hypothesis: set {self.name}.hard_negatives=false, or check the source"
             )
         return triples
 

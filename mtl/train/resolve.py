@@ -36,7 +36,9 @@ WARMUP_SHARE = 0.1  # SBERT's training scripts: 10% of the planned steps
 def resolve_inputs(config: TrainConfig) -> TrainConfig:
     """A copy whose data sources are absolute paths (or Hub ids), found once at the start."""
     config = copy.deepcopy(config)
-    config.tasks = {name: build_task(name, task).resolve_inputs() for name, task in config.tasks.items()}
+    tasks = config.tasks
+    tasks = {name: build_task(name, task).inherit(tasks) for name, task in tasks.items()}
+    config.tasks = {name: build_task(name, task).resolve_inputs() for name, task in tasks.items()}
     if traits(config.model.encoder).subwords:
         config.model.hf_model = resolve_model_source(config.model.hf_model)
     else:

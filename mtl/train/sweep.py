@@ -108,6 +108,9 @@ def parse(args: list[str]) -> Sweep:
     pairs: list[tuple[str, str]] = []
     if named:
         pairs += _sweep_file(named[0])
+    # A key the sweep file sweeps stays an axis when the command line gives it one value: the
+    # sweep shrinks to those members (`just sweep objectives tasks=nli+squad`), it does not vanish.
+    file_axes = {key for key, value in pairs if "," in value}
     pairs += [tuple(a.split("=", 1)) for a in keys]  # type: ignore[misc]
     settings: dict[str, str] = {}
     axes: dict[str, list[str]] = {}
@@ -115,7 +118,7 @@ def parse(args: list[str]) -> Sweep:
     for key, value in pairs:
         if key in SWEEP_KEYS:
             settings[key] = value
-        elif "," in value:
+        elif "," in value or key in file_axes:
             axes[key] = [v.strip() for v in value.split(",") if v.strip()]
             if repeated := sorted({v for v in axes[key] if axes[key].count(v) > 1}):
                 raise UserError(
