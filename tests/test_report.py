@@ -147,3 +147,23 @@ def test_a_learning_curve_over_the_share_of_training_data(tiny_data, senteval, t
     senteval_mode = [a for a in common if a != "mode=fast"] + ["mode=senteval"]
     assert main([*senteval_mode, "train_fraction=0.5"]) == 2
     assert "train_fraction=0.5 subsamples scikit-learn's training sets" in capsys.readouterr().err
+
+
+def test_results_come_before_the_keys_and_paths_show_their_file_name(sweep_dir, tmp_path):
+    """On a narrow screen the results must be what shows: run, dev/test, transfer, then the keys."""
+
+    def elsewhere(config):
+        config["data"]["vectors"] = "/home/someone/embeddings/glove.840B.300d.txt"
+
+    other = member_copy(sweep_dir, tmp_path, "other-vectors", elsewhere)
+    out, _ = sweep_dir
+    (other / "transfer.json").write_text(json.dumps({"results": {"MR": {"acc": 0.7}}}))
+    page_path = tmp_path / "report.html"
+    assert main(["report", str(out / "steps_nli2"), str(other), f"out={page_path}"]) == 0
+    text = page_path.read_text(encoding="utf-8")
+    header = text[text.index("<tr><th>run</th>") :].split("</tr>", 1)[0]
+    columns = [cell.split("</th>")[0] for cell in header.split("<th>")[1:]]
+    assert columns[:5] == ["run", "SNLI dev", "SNLI test", "ClassifSQuAD dev", "MR"], columns
+    assert columns.index("encoder") > columns.index("MR") and columns[-1] == "data.vectors", columns
+    assert '<td title="/home/someone/embeddings/glove.840B.300d.txt">glove.840B.300d.txt</td>' in text
+    assert ">/home/someone/" not in text  # no machine path shown in a cell

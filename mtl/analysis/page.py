@@ -15,6 +15,9 @@ STYLE = (
     "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}img{max-width:100%}"
     ".note{background:#fff8e1;border-left:4px solid #f0b400;padding:6px 10px}"
     ".wide{overflow-x:auto}td{white-space:nowrap}"  # many transfer columns: the table scrolls, cells stay whole
+    # and the run's name stays in view while it does
+    ".wide td:first-child,.wide th:first-child{position:sticky;left:0;background:#fff;z-index:1}"
+    ".wide th:first-child{background:#f3f3f3}"
 )
 
 

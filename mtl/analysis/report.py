@@ -93,6 +93,9 @@ def build(runs: list[Run]) -> str:
 
 
 def _results_table(runs: list[Run]) -> str:
+    """One row a run: its name, then its results (dev and test of each task, every transfer
+    report), then how it was trained and the keys the runs differ in. Results come first so a
+    page of many differing keys still shows them without scrolling."""
     reports = sorted({report for run in runs for report in run.transfer}, key=lambda r: (r != "transfer", r))
     transfer = [
         (report, task)
@@ -108,28 +111,27 @@ def _results_table(runs: list[Run]) -> str:
         if any(_best(run, task, split) is not None for run in runs)
     ]
     swept = sorted(differing_keys(runs)) if len(runs) > 1 else []
-    fixed = ["run", "encoder", *swept, "steps per block", "steps", "stopped by"]  # (mixed: "mixed: a + b")
-    columns = [
-        *fixed,
+    results = [
         *(f"{titles[task]} {split}" for task, split in evaluations),
         *(
             task if report == "transfer" else f"{task} ({report.removeprefix('transfer-')})"
             for report, task in transfer
         ),
     ]
+    columns = ["run", *results, "encoder", "steps per block", "steps", "stopped by", *swept]
     rows = []
     for run in runs:
         s, flat = run.summary, flattened(run.config)
         rows.append(
             [
                 run.name,
-                run.encoder,
-                *(str(flat.get(key, "–")) for key in swept),
-                run.schedule_cell,
-                str(s.get(metrics.GLOBAL_STEP, _last_step(run))),
-                s.get("stop_reason") or _unfinished_state(run),
                 *(_score(_best(run, task, split), run.metric(task)) for task, split in evaluations),
                 *(_transfer_cell(run, report, task) for report, task in transfer),
+                run.encoder,
+                run.schedule_cell,  # (mixed: "mixed: a + b")
+                str(s.get(metrics.GLOBAL_STEP, _last_step(run))),
+                s.get("stop_reason") or _unfinished_state(run),
+                *(str(flat.get(key, "–")) for key in swept),
             ]
         )
     directions = [
@@ -141,18 +143,11 @@ def _results_table(runs: list[Run]) -> str:
     ]
     best = {
         column: _best_value([row[column] for row in rows], higher)
-        for column, higher in zip(range(len(fixed), len(columns)), directions, strict=True)
+        for column, higher in zip(range(1, 1 + len(results)), directions, strict=True)
     }
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join(
-        "<tr>"
-        + "".join(
-            f"<td><strong>{html.escape(v)}</strong></td>"
-            if best.get(i) == v
-            else f"<td>{html.escape(v)}</td>"
-            for i, v in enumerate(row)
-        )
-        + "</tr>"
+        "<tr>" + "".join(_cell(value, bold=best.get(i) == value) for i, value in enumerate(row)) + "</tr>"
         for row in rows
     )
     legend = (
@@ -175,6 +170,17 @@ def _results_table(runs: list[Run]) -> str:
 
 
 STALE_MARK = "†"
+
+
+def _cell(value: str, bold: bool) -> str:
+    """A table cell; a path shows its last part (the whole path on hover), so a column of
+    vectors files or data folders stays as narrow as their names."""
+    shown = value
+    if value.startswith(("/", "~", "./", "../")) and len(value) > 1:
+        shown = Path(value.rstrip("/")).name or value
+    text = f"<strong>{html.escape(shown)}</strong>" if bold else html.escape(shown)
+    hover = f' title="{html.escape(value)}"' if shown != value else ""
+    return f"<td{hover}>{text}</td>"
 
 
 def _transfer_cell(run: Run, report: str, task: str) -> str:
