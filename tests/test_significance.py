@@ -126,3 +126,26 @@ def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_pa
     )
     assert main(["compare", str(runs[(4, 1)]), str(runs[(12, 1)]), "report=transfer"]) == 2
     assert "has no per-item results for transfer" in capsys.readouterr().err
+
+
+def test_compare_rows_stay_short_with_real_run_names():
+    """Long run names go by number (E1, E2: listed above the table), paths by their file name."""
+    from mtl.analysis.significance import Comparison, Encoder, markdown, short_value
+
+    rng = np.random.default_rng(0)
+    items = {"MR": [classified(rng.random(100) < 0.7, rng)]}
+    names = [
+        "paper-multitask-blstm2048-20261124-153012-steps_nli1000",
+        "paper-multitask-blstm2048-20261124-171544-steps_nli500",
+    ]
+    encoders = [Encoder(name, [Path(f"runs/sweeps/fig2/{name}")], items) for name in names]
+    comparisons = [Comparison("MR", names[0], names[1], 71.2, 69.9, 0.4, 2.2)]
+    text = markdown(encoders, comparisons, CONFIG)
+    (row,) = [line for line in text.splitlines() if line.startswith("| MR |")]
+    assert row.startswith("| MR | E1 | E2 |") and row.endswith("| A better |") and len(row) < 100, row
+    assert f"- E1 = {names[0]}: runs/sweeps/fig2/{names[0]}" in text
+    short = [Encoder(name, [Path(name)], items) for name in ("hidden=4", "hidden=12")]
+    text = markdown(short, [Comparison("MR", "hidden=4", "hidden=12", 70.0, 70.1, -1.0, 0.8)], CONFIG)
+    assert "| MR | hidden=4 | hidden=12 |" in text and "not distinguishable" in text
+    assert short_value("/home/me/glove/glove.840B.300d.txt") == "glove.840B.300d.txt"
+    assert short_value("stanfordnlp/snli") == "stanfordnlp/snli" and short_value(2048) == 2048

@@ -411,9 +411,12 @@ def _significance(runs: list[Run]) -> list[str]:
     head, rows = significance.table(encoders, comparisons, config)
     table = "".join(f"<th>{html.escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
+    labels = significance.table_labels(encoders)
+    named = [f"{html.escape(label)} = {html.escape(name)}" for name, label in labels.items() if label != name]
     return [
         f"<h2>Is the difference real? ({html.escape(config.report)}, paired bootstrap over test items)</h2>",
         f'<div class="wide"><table><tr>{table}</tr>{body}</table></div>',
+        *([f"<p>{'; '.join(named)}.</p>"] if named else []),
         "<p>Each encoder against the first; points: accuracy in %, Pearson r x 100 (STS: mean over "
         "subsets); runs that differ only in seed= are one encoder. Every pair: <code>just compare</code> "
         "(here 1,000 replicates).</p>",

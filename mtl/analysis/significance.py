@@ -173,7 +173,7 @@ def group_runs(folders: list[Path], report: str) -> list[Encoder]:
     groups: dict[str, list[int]] = {}
     for index, config in enumerate(configs):
         # model.hidden=4 -> hidden=4, tasks.nli.steps=250 -> nli.steps=250: the key as typed
-        keys = [f"{key.split('.', 1)[-1]}={config.get(key)}" for key in apart]
+        keys = [f"{key.split('.', 1)[-1]}={short_value(config.get(key))}" for key in apart]
         label = (
             " ".join([f"tasks={task_lists[index]}"] * (len(set(task_lists)) > 1) + keys) or runs[index].name
         )
@@ -250,6 +250,7 @@ def table(
 ) -> tuple[list[str], list[list[str]]]:
     """The comparison as a header and rows of text: what `just compare` prints and `just report` shows."""
     by_name = {e.name: e for e in encoders}
+    label = table_labels(encoders)
     head = [
         "task",
         "encoder A",
@@ -263,26 +264,50 @@ def table(
     rows = [
         [
             c.task,
-            c.first,
-            c.second,
+            label[c.first],
+            label[c.second],
             seed_spread(by_name[c.first], c.task),
             seed_spread(by_name[c.second], c.task),
             f"{c.difference:+.2f}",
             f"[{c.low:+.2f}, {c.high:+.2f}]",
-            c.verdict,
+            "A better" if c.low > 0 else "B better" if c.high < 0 else "not distinguishable",
         ]  # fmt: skip
         for c in comparisons
     ]
     return head, rows
 
 
+LONGEST_LABEL = 24  # characters of an encoder's name in a table row; longer names go by number
+
+
+def table_labels(encoders: list[Encoder]) -> dict[str, str]:
+    """Each encoder's name in the table: itself when every name is short, else E1, E2, ... (the
+    list above the table says which is which), so a row stays one line with real run names."""
+    if all(len(encoder.name) <= LONGEST_LABEL for encoder in encoders):
+        return {encoder.name: encoder.name for encoder in encoders}
+    return {encoder.name: f"E{number}" for number, encoder in enumerate(encoders, start=1)}
+
+
+def short_value(value: object) -> object:
+    """A path as its last part (a vectors file, a data folder): the encoder's name stays readable."""
+    if isinstance(value, str) and value.startswith(("/", "~", "./", "../")) and value.rstrip("/"):
+        return Path(value.rstrip("/")).name
+    return value
+
+
 def markdown(encoders: list[Encoder], comparisons: list[Comparison], config: SignificanceConfig) -> str:
     head, rows = table(encoders, comparisons, config)
+    label = table_labels(encoders)
     lines = [
         f"Paired bootstrap over test items ({config.resamples} replicates, report {config.report}); "
         "points: accuracy in %, Pearson r x 100 (STS: mean over subsets).",
         "",
-        *(f"- {e.name}: {', '.join(str(r) for r in e.runs)}" for e in encoders),
+        *(
+            f"- {e.name}: {', '.join(str(r) for r in e.runs)}"
+            if label[e.name] == e.name
+            else f"- {label[e.name]} = {e.name}: {', '.join(str(r) for r in e.runs)}"
+            for e in encoders
+        ),
         "",
         f"| {' | '.join(head)} |",
         "|---|---|---|---:|---:|---:|---:|---|",
