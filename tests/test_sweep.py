@@ -81,3 +81,24 @@ def test_a_named_sweeps_axis_shrinks_from_the_command_line(tmp_path):
     assert [member.name for member in two] == ["tasksnli", "tasksnli+qt"]
     with pytest.raises(UserError, match="a sweep needs an axis"):
         parse(["steps_nli=4", out])  # a key no sweep file sweeps is a fixed key, as before
+
+
+def test_a_parallel_sweep_shows_each_running_members_step(sweep_dir, tiny_data, tmp_path, capsys):
+    from mtl.train.sweep import member_progress, parse
+
+    out, args = sweep_dir
+    first = parse(["fig2", *args]).members()[0]
+    planned = json.loads((first.run_dir / "config.json").read_text())["config"]["optim"]["max_steps"]
+    last = max(json.loads(line)["global_step"] for line in (first.run_dir / "metrics.jsonl").open())
+    assert member_progress(first) == f"steps_nli2 step {last}" + (f"/{planned}" if planned else "")
+    (first.run_dir / "metrics.jsonl").write_text('{"global_step": 7}\n{"global_st')  # a line being written
+    assert member_progress(first).startswith("steps_nli2 step 7")
+    assert member_progress(parse(["fig2", *args[:-1], f"out={tmp_path / 'new'}"]).members()[0]).endswith(
+        "starting"
+    )
+    wide = [a for a in args_for(tiny_data, tmp_path / "p") if not a.startswith(("out=", "wandb="))]
+    assert (
+        main(["sweep", *wide, "steps_nli=2,3", "wandb=disabled", "parallel=2", f"out={tmp_path / 'p'}"]) == 0
+    )
+    err = capsys.readouterr().err
+    assert "sweep sweep: 100%" in err and "2/2" in err, err  # the sweep's own bar, in runs

@@ -167,3 +167,23 @@ def test_senteval_layout_without_per_item_results_keeps_its_shape():
     assert shaped["STS14"]["images"] == {"pearson": (0.7, None), "spearman": (0.6, None), "nsamples": None}
     assert shaped["STS14"]["all"]["pearson"] == {"mean": 0.7, "wmean": None}
     assert shaped["SICKEntailment"] == {"devacc": 80.0, "acc": 81.23, "ndev": 500}
+
+
+def test_a_long_task_says_its_stage_while_it_runs():
+    """The transfer bar's words for one task: the k-fold fits count up as they finish, the
+    C search of a train/test task counts its folds; outside a suite nothing listens."""
+    from mtl.eval.transfer.progress import reporting
+
+    x, y = separable()
+    notes = []
+    with reporting(notes.append):
+        cross_validated_accuracy(x, y, FAST)  # the folds fitted in 2 worker processes
+    assert notes == [f"fold {k}/5" for k in range(6)]
+    notes.clear()
+    with reporting(notes.append):
+        train_test_accuracy(x[:150], y[:150], x[150:], y[150:], FAST)
+    assert notes[:3] == [f"choosing C: fold {k}/3" for k in (1, 2, 3)] and notes[3].startswith(
+        "final fit (C="
+    )
+    cross_validated_accuracy(x, y, FAST)  # no listener: no error, nothing kept
+    assert len(notes) == 4

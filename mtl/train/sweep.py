@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from mtl import metrics
 from mtl.config import paths_and_keys, to_dict
 from mtl.errors import UserError
@@ -223,12 +225,20 @@ def train_members(sweep: Sweep, members: list[Member]) -> dict[str, str]:
         f"{len(waiting)} to train, {sweep.parallel} at a time"
     )
     running: dict[str, tuple[subprocess.Popen, Any]] = {}
+    by_name = {m.name: m for m in members}
+    # Members side by side write to logs: the sweep's own bar says how far each one is. One at a
+    # time, the member's own bar shows in the terminal instead.
+    bar = tqdm(total=len(waiting), desc=f"sweep {sweep.name}", unit=" runs", disable=sweep.parallel == 1)
+    shown = 0.0
     try:
         while waiting or running:
             while waiting and len(running) < sweep.parallel:
                 member = waiting.pop(0)
-                running[member.name] = _launch(member, sweep)
+                running[member.name] = _launch(member, sweep, bar)
             time.sleep(0.2)
+            if sweep.parallel > 1 and time.monotonic() - shown > PROGRESS_EVERY_S:
+                bar.set_postfix_str("; ".join(member_progress(by_name[name]) for name in running))
+                shown = time.monotonic()
             for name, (process, log) in list(running.items()):
                 if process.poll() is None:
                     continue
@@ -237,7 +247,8 @@ def train_members(sweep: Sweep, members: list[Member]) -> dict[str, str]:
                 outcomes[name] = (
                     "finished" if process.returncode == 0 else f"failed (exit {process.returncode})"
                 )
-                print(f"  {name}: {outcomes[name]}", flush=True)
+                bar.write(f"  {name}: {outcomes[name]}")
+                bar.update(1)
                 del running[name]
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: each running member checkpoints and stops
         for process, _ in running.values():
@@ -247,10 +258,41 @@ def train_members(sweep: Sweep, members: list[Member]) -> dict[str, str]:
         raise KeyboardInterrupt(
             f"sweep stopped: run `just sweep {sweep.name} ...` again to resume it"
         ) from None
+    finally:
+        bar.close()
     return outcomes
 
 
-def _launch(member: Member, sweep: Sweep) -> tuple[subprocess.Popen, Any]:
+PROGRESS_EVERY_S = 2.0  # how often the sweep's bar re-reads its running members' steps
+
+
+def member_progress(member: Member) -> str:
+    """`<name> step N/M` (M: the planned steps, when the run has a fixed number) from the last
+    lines of the member's metrics.jsonl; only its tail is read, however long the run."""
+    folder = RunFolder(member.run_dir)
+    try:
+        with open(folder.metrics, "rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - 4096))
+            lines = file.read().splitlines()
+    except OSError:
+        return f"{member.name} starting"
+    step = None
+    for line in reversed(lines):
+        try:
+            step = json.loads(line).get(metrics.GLOBAL_STEP)
+        except (ValueError, AttributeError):
+            continue  # a line cut by the seek, or one being written
+        if isinstance(step, int):
+            break
+    if not isinstance(step, int):
+        return f"{member.name} starting"
+    record = read_json(folder.record)
+    optim = record.get("config", {}).get("optim", {}) if isinstance(record, dict) else {}
+    planned = optim.get("max_steps") if isinstance(optim, dict) else None
+    return f"{member.name} step {step}" + (f"/{planned}" if isinstance(planned, int) else "")
+
+
+def _launch(member: Member, sweep: Sweep, bar: tqdm) -> tuple[subprocess.Popen, Any]:
     env = dict(os.environ)
     if sweep.parallel > 1:
         # Runs side by side share the cores rather than each taking all of them.
@@ -258,7 +300,7 @@ def _launch(member: Member, sweep: Sweep) -> tuple[subprocess.Popen, Any]:
         logs = sweep.out / "logs"
         logs.mkdir(exist_ok=True)
         log = open(logs / f"{member.name}.log", "a", encoding="utf-8")  # noqa: SIM115  (a resumed run appends)
-        print(f"  {member.name}: {member.status()} -> training (log: {logs / member.name}.log)", flush=True)
+        bar.write(f"  {member.name}: {member.status()} -> training (log: {logs / member.name}.log)")
         process = subprocess.Popen(
             member.command(),
             env=env,

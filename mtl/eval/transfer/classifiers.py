@@ -24,6 +24,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
+from mtl.eval.transfer.progress import stage
 from mtl.eval.transfer.senteval_classifier import SentEvalParams
 
 
@@ -69,7 +70,8 @@ def best_penalty_by_cv(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> tupl
     and that accuracy (SentEval's `devacc`)."""
     folds = StratifiedKFold(protocol.inner_folds, shuffle=True, random_state=protocol.seed)
     scores = dict.fromkeys(protocol.penalties, 0.0)
-    for train, test in folds.split(x, y):
+    for fold, (train, test) in enumerate(folds.split(x, y), start=1):
+        stage(f"choosing C: fold {fold}/{protocol.inner_folds}")  # silent in the k-fold workers
         # Along the grid in increasing C, each fit starts from the previous solution: same optimum, fewer steps.
         model = LogisticRegression(max_iter=protocol.max_iter, random_state=protocol.seed, warm_start=True)
         for penalty in sorted(protocol.penalties):
@@ -108,9 +110,14 @@ def cross_validated_accuracy(x: np.ndarray, y: np.ndarray, protocol: Protocol) -
     """Mean test accuracy over `folds` outer folds, C tuned inside each training fold; `items`:
     every item's prediction, from the fold it was a test item of (for paired significance tests)."""
     folds = list(StratifiedKFold(protocol.folds, shuffle=True, random_state=protocol.seed).split(x, y))
-    predictions = Parallel(n_jobs=protocol.jobs)(
+    stage(f"fold 0/{len(folds)}")
+    predictions = []
+    # As a generator: each fold's result comes back (in fold order) as it is done, so the bar moves.
+    for fold in Parallel(n_jobs=protocol.jobs, return_as="generator")(
         delayed(_outer_fold)(x, y, train, test, protocol) for train, test in folds
-    )
+    ):
+        predictions.append(fold)
+        stage(f"fold {len(predictions)}/{len(folds)}")
     predicted = np.empty_like(y)
     for (_, test), (fold, _) in zip(folds, predictions, strict=True):
         predicted[test] = fold
@@ -127,6 +134,7 @@ def cross_validated_accuracy(x: np.ndarray, y: np.ndarray, protocol: Protocol) -
 def train_test_accuracy(x_train, y_train, x_test, y_test, protocol: Protocol) -> dict[str, float]:
     """C by cross-validation on train, then accuracy (and F1 of class 1) on test."""
     penalty, inner = best_penalty_by_cv(x_train, y_train, protocol)
+    stage(f"final fit (C={penalty:g})")
     predicted = _fit(x_train, y_train, penalty, protocol).predict(x_test)
     binary = len(np.unique(y_train)) == 2  # F1 of class 1: MRPC's; TREC's six classes have none
     return {
@@ -140,8 +148,12 @@ def train_test_accuracy(x_train, y_train, x_test, y_test, protocol: Protocol) ->
 def dev_tuned_accuracy(
     x_train, y_train, x_dev, y_dev, x_test, y_test, protocol: Protocol
 ) -> dict[str, float]:
-    scores = {c: _fit(x_train, y_train, c, protocol).score(x_dev, y_dev) for c in protocol.penalties}
+    scores = {}
+    for number, c in enumerate(protocol.penalties, start=1):
+        stage(f"choosing C: {number}/{len(protocol.penalties)}")
+        scores[c] = _fit(x_train, y_train, c, protocol).score(x_dev, y_dev)
     penalty = max(protocol.penalties, key=lambda c: scores[c])
+    stage(f"final fit (C={penalty:g})")
     predicted = _fit(x_train, y_train, penalty, protocol).predict(x_test)
     return {
         "acc": float((predicted == np.asarray(y_test)).mean()),

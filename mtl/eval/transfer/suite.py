@@ -27,6 +27,7 @@ from mtl.eval.encoder import (
 from mtl.eval.transfer import classifiers as protocol_fns
 from mtl.eval.transfer import report_file, selfattn, senteval_classifier
 from mtl.eval.transfer.classifiers import Protocol, pair_features, relatedness_features
+from mtl.eval.transfer.progress import reporting, stage
 from mtl.eval.transfer.provenance import evaluated, weights_digest
 from mtl.eval.transfer.registry import default_tasks, spec
 from mtl.eval.transfer.senteval_classifier import OPTIMIZERS, SentEvalParams, valid_optimizer
@@ -224,7 +225,9 @@ def _evaluated(
             protocol,
             *attention,
         )
+    stage(f"embedding {len(texts):,} sentences")
     embedded = encoder.encode(texts, batch_size=batch_size, pooling=pooling, progress=False)
+    stage("fitting")
 
     def columns(split: str) -> list[np.ndarray]:
         return [embedded[[row[t] for t in column]] for column in task.splits[split].sentences]
@@ -430,14 +433,15 @@ def _evaluate_all(
     for task_name, task in bar:
         bar.set_postfix_str(task_name)
         task_started = time.perf_counter()
-        result = evaluate_task(
-            task,
-            encoder,
-            protocol,
-            config.batch_size,
-            config.pooling,
-            (config.selfattn_da, config.selfattn_r),
-        )
+        with reporting(lambda text, name=task_name: bar.set_postfix_str(f"{name}: {text}")):
+            result = evaluate_task(
+                task,
+                encoder,
+                protocol,
+                config.batch_size,
+                config.pooling,
+                (config.selfattn_da, config.selfattn_r),
+            )
         items.pop(task_name, None)
         if "items" in result:  # per test item: what `just compare` resamples
             items[task_name] = result.pop("items")
