@@ -112,6 +112,9 @@ def test_offline_run_holds_curves_phases_and_metadata(tiny_data, tmp_path):
     )
     (encoder,) = [a for a in records["artifact"] if a.type == "encoder"]
     assert encoder.name == f"run-{header.run_id}-encoder" == summary["wandb_artifacts"]["encoder"]
+    stored = {entry.path for entry in encoder.manifest.contents}
+    # GloVe encoders carry their sentence-transformers folder too, as hf runs do
+    assert {"encoder.json", "encoder.safetensors", "encoder/modules.json"} <= stored, sorted(stored)
     metadata = json.loads(encoder.metadata)
     assert (
         metadata["config"]["model"]["hidden"] == 8

@@ -133,8 +133,9 @@ class Checkpointer:
         if pretrained is None:
             metadata = self.metadata if vocabulary is None else {**self.metadata, "vocabulary": vocabulary}
             files = encoder_file.write(path, metadata, encoder_state, parts or {})
-            if portable is not None:
+            if portable is not None:  # in the artifact too, as an hf run's folder is
                 atomic.write_folder(self.files.pretrained_encoder, portable, "sentence-transformers folder")
+                files = [*files, self.files.pretrained_encoder]
         else:
             atomic.write_folder(self.files.pretrained_encoder, pretrained, "Hugging Face model folder")
             files = [
