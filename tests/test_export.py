@@ -92,3 +92,42 @@ def test_a_fine_tuned_transformer_loads_in_sentence_transformers_without_fresh_w
     np.testing.assert_allclose(
         theirs, load_encoder(run_dir, device="cpu").encode(SENTENCES), rtol=1e-4, atol=1e-5
     )
+
+
+def test_the_model_card_is_hub_ready(tiny_data, tmp_path):
+    """The card's YAML as the Hub reads it: datasets, license, the exported checkpoint's scores."""
+    from huggingface_hub import ModelCard
+
+    run_dir, summary = start_run(tiny_data, tmp_path / "run")
+    card = ModelCard.load(run_dir / "encoder" / "README.md")
+    data = card.data
+    assert data.library_name == "sentence-transformers" and data.pipeline_tag == "sentence-similarity"
+    assert data.datasets == ["stanfordnlp/snli", "rajpurkar/squad"]  # local copies of SNLI and SQuAD
+    assert data.license == "cc-by-sa-4.0" and data.base_model is None  # GloVe: no pretrained model
+    results = {(r.dataset_name, r.dataset_split, r.metric_type): r.metric_value for r in data.eval_results}
+    assert results[("SNLI", "validation", "accuracy")] == round(100 * summary["best/nli/dev/acc"], 2)
+    assert results[("SNLI", "test", "accuracy")] == round(100 * summary["best/nli/test/acc"], 2)
+    assert ("ClassifSQuAD", "validation", "accuracy") in results
+    assert "github.com/)" not in card.text and "https://github.com/" not in card.content  # no placeholder
+    assert f"| SNLI | dev | acc | {100 * summary['best/nli/dev/acc']:.2f} |" in card.text
+
+
+def test_a_fine_tuned_models_card_names_its_base_model():
+    from huggingface_hub import ModelCard
+
+    from mtl.models.card import facts_of
+
+    config = {
+        "model": {"encoder": "hf", "hf_model": "sentence-transformers/all-MiniLM-L6-v2"},
+        "tasks": {"nli": {"kind": "nli", "source": "/data/snli"}, "qqp": {"kind": "pairs", "source": "/d/q"}},
+    }
+    facts = facts_of("run", config, {"best/nli/dev/acc": 0.8, "best/nli/dev/loss": 0.5}, {"nli": "SNLI"})
+    assert facts.base_model == "sentence-transformers/all-MiniLM-L6-v2"
+    assert facts.datasets == ["stanfordnlp/snli"]  # a local pairs folder has no Hub id to name
+    assert facts.scores == {"best/nli/dev/acc": 0.8}  # losses are not scores
+    local = facts_of("run", {"model": {"encoder": "hf", "hf_model": "/models/minilm"}, "tasks": {}}, {}, {})
+    assert local.base_model is None  # a folder on this machine is not a Hub model
+    from mtl.models.card import card_text
+
+    card = ModelCard(card_text(facts, 384, ["Transformer", "Pooling"]))
+    assert card.data.base_model == "sentence-transformers/all-MiniLM-L6-v2"

@@ -20,9 +20,11 @@ from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.eval.encoder import PretrainedSentenceEncoder, encoder_file, load_encoder, read_encoder_file
 from mtl.files import atomic
+from mtl.models.card import CardFacts, facts_of
 from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.sentence_transformers import unsupported, write_sentence_transformer
-from mtl.runs import RunFolder
+from mtl.runs import RunFolder, read_json
+from mtl.tasks.kinds import title_of
 from mtl.text.vectors import vector_store
 from mtl.train import encoder_file as exported
 from mtl.train.shared_words import pruned_state
@@ -83,11 +85,25 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
         atomic.write_folder(
             RunFolder(out).pretrained_encoder,
             lambda folder: write_sentence_transformer(
-                encoders[0], kept, lowercase, folder, out.name, [int(i) for i in rows]
+                encoders[0], kept, lowercase, folder, run_card(out.name, saved, file), [int(i) for i in rows]
             ),
             "sentence-transformers folder",
         )
     return out, len(kept), len(words) - len(kept)
+
+
+def run_card(name: str, saved: dict, file: Path) -> CardFacts:
+    """The card of an exported encoder: its run's config, and its run's best scores when the
+    encoder file sits in the run folder beside summary.json."""
+    config = saved["config"] if isinstance(saved.get("config"), dict) else {}
+    summary = read_json(RunFolder(file.parent).summary)
+    tasks = config.get("tasks", {}) if isinstance(config.get("tasks"), dict) else {}
+    titles = {
+        task: title_of(task, str(values.get("kind", task)), str(values.get("display", "")))
+        for task, values in tasks.items()
+        if isinstance(values, dict)
+    }
+    return facts_of(name, config, summary if isinstance(summary, dict) else {}, titles)
 
 
 def command(args: Sequence[str]) -> None:

@@ -1,41 +1,158 @@
 """The files that make a folder a sentence-transformers model besides its weights: the similarity
-config and a model card naming the run (for the GloVe export and a fine-tuned encoder=hf alike)."""
+config and a Hub-ready model card (for the GloVe export and a fine-tuned encoder=hf alike).
+
+The card's YAML is written by huggingface_hub's own `ModelCardData`, so the Hub reads its
+base model, datasets, license and scores (`model-index`) as it reads any model's.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from mtl import metrics
 
-def write_card(folder: Path, name: str, dim: int, modules: list[str]) -> None:
-    """`name`: the run, whose `encoder/` folder this is."""
-    """`config_sentence_transformers.json` (cosine similarity) and a model card naming the run."""
+# SNLI and SQuAD, the data of the paper's encoders, are both CC BY-SA 4.0; a user training on
+# other data names the license at upload (`just push-encoder ... license=`).
+DEFAULT_LICENSE = "cc-by-sa-4.0"
+HUB_DATASETS = {"nli": "stanfordnlp/snli", "mnrl": "stanfordnlp/snli", "squad": "rajpurkar/squad"}
+
+
+@dataclass
+class CardFacts:
+    """What a card says about an encoder beyond its modules: where it came from and how it scored."""
+
+    name: str  # the run, whose `encoder/` folder this is
+    base_model: str | None = None  # the Hub id an encoder=hf run fine-tuned
+    datasets: list[str] = field(default_factory=list)  # Hub ids of its training data
+    scores: dict[str, float] = field(default_factory=dict)  # best/<task>/<split>/<metric> -> value
+    titles: dict[str, str] = field(default_factory=dict)  # task -> its dataset's name (SNLI)
+    license: str = DEFAULT_LICENSE
+
+
+def facts_of(name: str, config: dict[str, Any], scores: dict[str, Any], titles: dict[str, str]) -> CardFacts:
+    """A run's card facts from its recorded config (as config.json holds it) and best scores."""
+    model = config.get("model", {})
+    hub_model = model.get("hf_model") if model.get("encoder") == "hf" else None
+    datasets = []
+    for task in config.get("tasks", {}).values():
+        source = task.get("source") or task.get("corpus")
+        if is_hub_id(source):
+            datasets.append(source)
+        elif task.get("kind") in HUB_DATASETS and not task.get("display"):
+            datasets.append(HUB_DATASETS[task["kind"]])  # a local copy of SNLI or SQuAD
+        elif source == "squad":  # Quick-Thoughts and Skip-Thought read SQuAD's passages
+            datasets.append(HUB_DATASETS["squad"])
+    kept = {key: float(value) for key, value in scores.items() if metrics.is_best_evaluation(key)}
+    return CardFacts(
+        name=name,
+        base_model=hub_model if is_hub_id(hub_model) else None,
+        datasets=list(dict.fromkeys(datasets)),
+        scores={key: value for key, value in kept.items() if not key.endswith("/loss")},
+        titles=titles,
+    )
+
+
+def is_hub_id(source: object) -> bool:
+    """An `organization/name` the Hub knows, rather than a path on this machine."""
+    return (
+        isinstance(source, str)
+        and source.count("/") == 1
+        and not source.startswith((".", "/", "~"))
+        and not Path(source).expanduser().exists()
+    )
+
+
+def write_card(folder: Path, facts: CardFacts, dim: int, modules: list[str]) -> None:
+    """`config_sentence_transformers.json` (cosine similarity) and the model card README.md."""
     _json(folder / "config_sentence_transformers.json", {
         "__version__": {"pytorch": torch.__version__.split("+")[0]},
         "prompts": {},
         "default_prompt_name": None,
         "similarity_fn_name": "cosine",
     })  # fmt: skip
-    (folder / "README.md").write_text(
-        "---\nlibrary_name: sentence-transformers\npipeline_tag: sentence-similarity\ntags:\n"
-        "- sentence-transformers\n- feature-extraction\n- mtl\n---\n\n"
-        f"# {name}\n\nA sentence encoder trained with [mtl](https://github.com/) (multitask NLI + "
-        f"ClassifSQuAD, Liu et al. 2018). It maps a sentence to a {dim}-dimensional vector.\n\n"
+    (folder / "README.md").write_text(card_text(facts, dim, modules), encoding="utf-8")
+
+
+def card_text(facts: CardFacts, dim: int, modules: list[str]) -> str:
+    from huggingface_hub import ModelCardData  # a second to import: only when a card is written
+
+    data = ModelCardData(
+        model_name=facts.name,
+        library_name="sentence-transformers",
+        pipeline_tag="sentence-similarity",
+        tags=["sentence-transformers", "feature-extraction", "sentence-similarity", "mtl"],
+        base_model=facts.base_model,
+        datasets=facts.datasets or None,
+        license=facts.license,
+        language="en",
+        eval_results=_eval_results(facts) or None,
+    )
+    scores = "".join(
+        f"| {facts.titles.get(task, task)} | {split} | {metric} | {100 * value:.2f} |\n"
+        for task, split, metric, value in _scores(facts)
+    )
+    return (
+        f"---\n{data.to_yaml()}\n---\n\n"
+        f"# {facts.name}\n\nA sentence encoder trained with mtl (multitask NLI + ClassifSQuAD, Liu et al. "
+        f"2018, built on InferSent). It maps a sentence to a {dim}-dimensional vector.\n\n"
         f"Modules: {' → '.join(modules)}.\n\n"
-        "```python\nfrom sentence_transformers import SentenceTransformer\n\n"
-        f'model = SentenceTransformer("runs/{name}/encoder")\n'
+        + (
+            "Scores of the exported checkpoint (the one its dev scores chose), in %:\n\n"
+            f"| dataset | split | metric | score |\n|---|---|---|---:|\n{scores}\n"
+            if scores
+            else ""
+        )
+        + "```python\nfrom sentence_transformers import SentenceTransformer\n\n"
+        f'model = SentenceTransformer("runs/{facts.name}/encoder")\n'
         'embeddings = model.encode(["a man is playing a guitar ."])\n```\n\n'
         + (
             "Give it text tokenized as the encoder was trained (tokens separated by spaces): words are "
             "split on whitespace only. Words outside the exported vocabulary are dropped, where mtl's "
-            "`load_encoder` looks them up in the vectors file first.\n"
+            "`load_encoder` looks them up in the vectors file first.\n\n"
             if "WordEmbeddings" in modules
             else ""
-        ),
-        encoding="utf-8",
+        )
+        + f"License: {facts.license}"
+        + (" (that of SNLI and SQuAD, its training data)." if facts.license == DEFAULT_LICENSE else ".")
+        + "\n"
     )
+
+
+def _scores(facts: CardFacts) -> list[tuple[str, str, str, float]]:
+    """(task, split, metric, value) of each best evaluation, dev before test."""
+    found = []
+    for key, value in facts.scores.items():
+        task, split, metric = metrics.without_prefix(key).split("/", 2)
+        found.append((task, split, metric, value))
+    return sorted(found, key=lambda row: (row[0], row[1] != "dev", row[2]))
+
+
+def _eval_results(facts: CardFacts) -> list:
+    from huggingface_hub import EvalResult
+
+    kinds = {"acc": "accuracy", "pearson": "pearsonr", "spearman": "spearmanr"}
+    return [
+        EvalResult(
+            task_type="text-classification" if metric == "acc" else "sentence-similarity",
+            dataset_type=_dataset_of(task, facts),
+            dataset_name=facts.titles.get(task, task),
+            dataset_split="validation" if split == "dev" else split,
+            metric_type=kinds.get(metric, metric),
+            metric_value=round(100 * value, 2),
+        )
+        for task, split, metric, value in _scores(facts)
+    ]
+
+
+def _dataset_of(task: str, facts: CardFacts) -> str:
+    """The Hub id a task's scores are on, when the card names one; else the task's name."""
+    hub = "stanfordnlp/snli" if task == "nli" else None  # ClassifSQuAD is derived: not SQuAD's own
+    return hub if hub in facts.datasets else task
 
 
 def _json(path: Path, value: object) -> None:

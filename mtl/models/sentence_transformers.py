@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from mtl.models.card import write_card
+from mtl.models.card import CardFacts, write_card
 from mtl.models.encoders.base import Bottleneck, Encoder
 from mtl.models.encoders.bilstm import BiLSTMEncoder
 from mtl.models.encoders.lstm import LSTMEncoder
@@ -49,7 +49,7 @@ def write_sentence_transformer(
     vocabulary: list[str],
     lowercase: bool,
     folder: Path,
-    name: str,
+    card: CardFacts,
     rows: list[int] | None = None,
 ) -> None:
     """Write `encoder` into `folder`; `vocabulary` (padding, unknown, then words) names its embedding
@@ -102,7 +102,7 @@ def write_sentence_transformer(
         {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
         for i, (path, kind) in enumerate(modules)
     ])  # fmt: skip
-    write_card(folder, name, encoder.output_dim, [kind for _, kind in modules])
+    write_card(folder, card, encoder.output_dim, [kind for _, kind in modules])
 
 
 def _weights(folder: Path, tensors: dict[str, torch.Tensor]) -> None:

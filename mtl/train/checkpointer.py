@@ -16,6 +16,7 @@ from mtl import plugins
 from mtl.config import to_dict
 from mtl.errors import UserError
 from mtl.files import atomic
+from mtl.models.card import CardFacts, facts_of
 from mtl.models.encoders import traits
 from mtl.models.encoders.hf import save_sentence_transformer
 from mtl.models.sentence_transformers import unsupported, write_sentence_transformer
@@ -165,17 +166,21 @@ def embedding_parts(data: TrainingData) -> list[str]:
 
 
 def pretrained_exporter(
-    config: TrainConfig, data: TrainingData, encoder: nn.Module, name: str
+    config: TrainConfig, data: TrainingData, encoder: nn.Module, card: CardFacts
 ) -> Callable[[Path], None] | None:
     """A pretrained encoder's writer of its fine-tuned model and tokenizer in Hugging Face format."""
     if not traits(config.model.encoder).pretrained or data.subwords is None:
         return None
     tokenizer, length = data.subwords.tokenizer, config.model.max_seq_length
-    return lambda folder: save_sentence_transformer(encoder, tokenizer, folder, length, name)
+    return lambda folder: save_sentence_transformer(encoder, tokenizer, folder, length, card)
 
 
 def sentence_transformer_exporter(
-    config: TrainConfig, data: TrainingData, encoder: nn.Module, name: str, words: list[str] | None = None
+    config: TrainConfig,
+    data: TrainingData,
+    encoder: nn.Module,
+    card: CardFacts,
+    words: list[str] | None = None,
 ) -> Callable[[Path], None] | str:
     """The writer of a GloVe encoder's sentence-transformers folder, or why it has none; `words`:
     the vocabulary words it keeps (None: all)."""
@@ -188,7 +193,7 @@ def sentence_transformer_exporter(
     lowercase, vocabulary = config.data.lowercase, data.vocabulary
     rows = None if words is None else [vocabulary.index[word] for word in words]
     words = vocabulary.words if words is None else words
-    return lambda folder: write_sentence_transformer(encoder, words, lowercase, folder, name, rows)
+    return lambda folder: write_sentence_transformer(encoder, words, lowercase, folder, card, rows)
 
 
 def export_final_encoder(
@@ -202,14 +207,15 @@ def export_final_encoder(
     """Export `model`'s encoder (the best checkpoint's, loaded) as the run's encoder.json, with
     only the words the run trained on or that have a public vector; return the writer of its
     sentence-transformers folder, or why it has none."""
-    name = checkpointer.files.path.name
-    exporter = pretrained_exporter(config, data, model.encoder, name)
+    titles = {name: task.title for name, task in data.tasks.items()}
+    card = facts_of(checkpointer.files.path.name, to_dict(config), results, titles)
+    exporter = pretrained_exporter(config, data, model.encoder, card)
     encoder_state, words = model.encoder.state_dict(), None
     if data.vocabulary is not None:
         rows = trained_rows(data, streams)
         encoder_state = pruned_state(encoder_state, rows, len(data.vocabulary))
         words = [data.vocabulary.words[i] for i in rows]
-    portable = sentence_transformer_exporter(config, data, model.encoder, name, words)
+    portable = sentence_transformer_exporter(config, data, model.encoder, card, words)
     parts = {
         path: {k: v for k, v in model.get_submodule(path).state_dict().items() if k != "embedding.weight"}
         for path in embedding_parts(data)

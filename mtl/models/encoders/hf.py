@@ -15,7 +15,7 @@ from torch import nn
 from mtl.console import say
 from mtl.errors import UserError
 from mtl.files.hub import load_pretrained
-from mtl.models.card import write_card
+from mtl.models.card import CardFacts, write_card
 from mtl.models.encoders.base import (
     Encoder,
     EncoderConfig,
@@ -85,7 +85,7 @@ def transformer_layers(backbone: nn.Module) -> nn.ModuleList:
 
 
 def save_sentence_transformer(
-    encoder: HFEncoder, tokenizer, folder: Path, max_seq_length: int, name: str
+    encoder: HFEncoder, tokenizer, folder: Path, max_seq_length: int, card: CardFacts
 ) -> None:
     """The backbone and tokenizer in Hugging Face format, plus the files that let sentence-transformers
     load the folder with the same pooling."""
@@ -111,7 +111,7 @@ def save_sentence_transformer(
             {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
         ],
     )
-    write_card(folder, name, encoder.output_dim, ["Transformer", "Pooling"])
+    write_card(folder, card, encoder.output_dim, ["Transformer", "Pooling"])
 
 
 def _write_json(path: Path, value: object) -> None:
