@@ -91,6 +91,10 @@ neighbours *args:
 export-encoder *args:
     {{python}} -m mtl export-encoder "$@"
 
+# a run's sentence-transformers folder and card to the Hugging Face Hub (e.g. run=runs/<run> repo=me/my-encoder; log in with `hf auth login`)
+push-encoder *args:
+    {{python}} -m mtl push-encoder "$@"
+
 # damaged copies of every file mtl reads, each read or refused in one line (e.g. cases=5000 readers=encoder,vectors)
 fuzz *args:
     {{python}} -m mtl fuzz "$@"

@@ -187,6 +187,11 @@ COMMANDS: dict[str, Command] = {
         "mtl.eval.export_encoder:ExportConfig",
         "a run's encoder for sharing: only words of the public vectors file (vocabulary=public)",
     ),
+    "push-encoder": Command(
+        "mtl.eval.push_encoder",
+        "mtl.eval.push_encoder:PushConfig",
+        "upload a run's sentence-transformers folder and model card to the Hugging Face Hub",
+    ),
     "fuzz": Command(
         "mtl.fuzz",
         "mtl.fuzz:FuzzConfig",

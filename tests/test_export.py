@@ -131,3 +131,62 @@ def test_a_fine_tuned_models_card_names_its_base_model():
 
     card = ModelCard(card_text(facts, 384, ["Transformer", "Pooling"]))
     assert card.data.base_model == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_push_encoder_uploads_the_folder_and_card_to_a_hub(tiny_data, tmp_path, monkeypatch, capsys):
+    """Against a local stand-in of the Hub's upload API: every file of encoder/ arrives byte for
+    byte, but the card, whose license and loading example are set for the repository."""
+    from huggingface_hub import ModelCard
+
+    from mtl.cli import main
+
+    from .hub_standin import HubStandIn
+
+    run_dir, _ = start_run(tiny_data, tmp_path / "run")
+    hub = HubStandIn(tmp_path / "hub")
+    monkeypatch.setenv("HF_TOKEN", "hf_standin")
+    try:
+        push = ["push-encoder", f"run={run_dir}", "repo=me/tiny-encoder", f"endpoint={hub.url}"]
+        assert main([*push, "license=apache-2.0"]) == 0
+    finally:
+        hub.close()
+    assert f"pushed {run_dir / 'encoder'} to me/tiny-encoder: {hub.url}/me/tiny-encoder/commit/" in (
+        capsys.readouterr().out
+    )
+    uploaded, local = tmp_path / "hub" / "me" / "tiny-encoder", run_dir / "encoder"
+    files = sorted(p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file())
+    assert sorted(p.relative_to(uploaded).as_posix() for p in uploaded.rglob("*") if p.is_file()) == files
+    for name in files:
+        if name != "README.md":
+            assert (uploaded / name).read_bytes() == (local / name).read_bytes(), name
+    card = ModelCard.load(uploaded / "README.md")
+    assert card.data.license == "apache-2.0" and "License: apache-2.0." in card.text
+    assert 'SentenceTransformer("me/tiny-encoder")' in card.text
+    assert card.data.datasets == ModelCard.load(local / "README.md").data.datasets  # the rest as written
+    assert ModelCard.load(local / "README.md").data.license == "cc-by-sa-4.0"  # the run's own is untouched
+    assert all(auth == "Bearer hf_standin" for _, auth in hub.requests)
+    assert len(hub.cards) == 1 and "license: apache-2.0" in hub.cards[0]  # the YAML the Hub checked
+
+
+def test_push_encoder_without_a_hub_is_one_line(tiny_data, tmp_path, monkeypatch, capsys):
+    import socket
+
+    from mtl.cli import main
+
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", "encoder=gru")
+    assert main(["push-encoder", f"run={run_dir}", "repo=me/x"]) == 2
+    assert "has no sentence-transformers folder" in capsys.readouterr().err  # and why: GRU
+    with socket.socket() as closed:  # a port nothing listens on: the Hub unreachable
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    glove_run, _ = start_run(tiny_data, tmp_path / "glove")
+    capsys.readouterr()  # the training's own warnings
+    monkeypatch.setenv("HF_TOKEN", "hf_standin")
+    assert main(["push-encoder", f"run={glove_run}", "repo=me/x", f"endpoint=http://127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: could not upload to the Hugging Face Hub at http://127.0.0.1:") and (
+        err.endswith("log in with `hf auth login` or set HF_TOKEN")
+    ), err
+    assert len(err.splitlines()) == 1
+    assert main(["push-encoder", f"run={glove_run}", "repo=no-slash"]) == 2
+    assert "give the Hub repository as organization/name" in capsys.readouterr().err
