@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from mtl.config import AtLeast0, AtLeast1, apply_overrides, flattened
 from mtl.console import progress_stream
-from mtl.data.classifsquad import COLUMNS, SENTENCES, describe_folder, is_build, to_dataset_dict
+from mtl.data.classifsquad import COLUMNS, LABEL_NAMES, SENTENCES, describe_folder, is_build, to_dataset_dict
 from mtl.data.squad import Article, load_squad, resolve_squad_source
 from mtl.errors import UserError
 from mtl.files import jsonfile
@@ -417,6 +417,42 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+def card_metadata(summary: dict) -> str:
+    """The card's YAML, as huggingface_hub's DatasetCardData writes it: license, language, task,
+    size, the features and splits, and where each split's Arrow files are (so the Hub and
+    `datasets.load_dataset` read the folder as it is)."""
+    from huggingface_hub import DatasetCardData
+
+    splits = summary["splits"]
+    total = sum(stats["examples"] for stats in splits.values())
+    sizes = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")]
+    features = [
+        {"name": name, "dtype": {"class_label": {"names": {str(i): n for i, n in enumerate(LABEL_NAMES)}}}}
+        if name == "label"
+        else {"name": name, "dtype": "string"}
+        for name in COLUMNS
+    ]
+    data = DatasetCardData(
+        pretty_name="ClassifSQuAD",
+        license="cc-by-sa-4.0",
+        language=["en"],
+        task_categories=["text-classification"],
+        source_datasets=["extended|rajpurkar/squad"],
+        size_categories=next((label for limit, label in sizes if total < limit), "1M<n<10M"),
+        dataset_info={
+            "features": features,
+            "splits": [{"name": split, "num_examples": stats["examples"]} for split, stats in splits.items()],
+        },
+        configs=[
+            {
+                "config_name": "default",
+                "data_files": [{"split": split, "path": f"{split}/*.arrow"} for split in splits],
+            }
+        ],
+    )
+    return data.to_yaml()
+
+
 def dataset_card(summary: dict) -> str:
     config, splits = summary["config"], summary["splits"]
     rows = [
@@ -440,6 +476,10 @@ def dataset_card(summary: dict) -> str:
     ]
     return "\n".join(
         [
+            "---",
+            card_metadata(summary),
+            "---",
+            "",
             "# ClassifSQuAD",
             "",
             "Triples (question, answer1, answer2) derived from SQuAD v1.1 following Liu et al. (2018),",
@@ -454,6 +494,8 @@ def dataset_card(summary: dict) -> str:
             f"max_negatives_per_question={config['max_negatives_per_question']}, seed={config['seed']}",
             "",
             *table,
+            "",
+            f"Built from SQuAD v1.1 and the vectors file above with `{build_command(config)}`.",
             "",
             "Source: SQuAD v1.1 (Rajpurkar et al., 2016), CC BY-SA 4.0; this derivative is under the same license.",
             "",
@@ -490,6 +532,18 @@ def _finish_tracking(
     tracker.table("samples", columns, sample_rows(splits, config.seed), step=3 + len(splits))
     tracker.log_artifact("classifsquad", "dataset", out, metadata=summary, reference=True)
     tracker.finish()
+
+
+def build_command(recorded: dict) -> str:
+    """The command that makes this build again from a build's recorded config: the keys that
+    differ from their defaults, but the input paths (machine-specific; the card names the files)."""
+    defaults = asdict(BuildConfig())
+    keys = [
+        f"{key}={'none' if value is None else str(value).lower() if isinstance(value, bool) else value}"
+        for key, value in recorded.items()
+        if key in defaults and key not in ("squad", "vectors") and value != defaults[key]
+    ]
+    return " ".join(["just build-classifsquad", *keys])
 
 
 def changed_keys(config: BuildConfig) -> list[str]:

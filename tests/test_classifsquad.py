@@ -243,6 +243,27 @@ def test_build_writes_dataset_stats_and_card(tmp_path, tiny_vectors):
     assert (tmp_path / "out" / "stats.json").is_file()
     card = (tmp_path / "out" / "README.md").read_text()
     assert "| examples |" in card and "tiny.txt" in card
+    assert "with `just build-classifsquad`." in card  # no key changed from its default
+    from dataset_builders.classifsquad import build_command
+
+    recorded = {"max_oov": 1, "lowercase": False, "squad": "/data/squad", "seed": 1234}
+    assert build_command(recorded) == "just build-classifsquad max_oov=1 lowercase=false"
+    from huggingface_hub import DatasetCard
+
+    data = DatasetCard.load(tmp_path / "out" / "README.md").data  # the YAML the Hub reads
+    assert data.license == "cc-by-sa-4.0" and data.pretty_name == "ClassifSQuAD"
+    assert [s["num_examples"] for s in data.dataset_info["splits"]] == [
+        len(loaded["train"]),
+        len(loaded["validation"]),
+    ]
+    label = next(f for f in data.dataset_info["features"] if f["name"] == "label")
+    assert label["dtype"]["class_label"]["names"] == {"0": "answer2", "1": "answer1"}
+    # The Hub's way of reading the folder (its configs: the Arrow files of each split) gives the build.
+    hub_view = datasets.load_dataset(str(tmp_path / "out"))
+    assert (
+        hub_view["train"]["question_id"] == train["question_id"]
+        and hub_view["train"].features == train.features
+    )
     assert [p.name for p in tmp_path.glob(".out.*")] == [".out.lock"]  # no temporary folder, the lock file
 
 
