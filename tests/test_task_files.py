@@ -168,3 +168,52 @@ def test_an_error_quoting_a_line_break_of_the_file_stays_one_line(tmp_path):
         task.load("train")
     assert str(error.value).splitlines() == [str(error.value)]
     assert "se\\ntence2\\u2028" in str(error.value)
+
+
+ROWS = [
+    {"sentence1": "a man sings .", "sentence2": "a man makes music .", "label": "entailment"},
+    {"sentence1": "a dog runs .", "sentence2": "a cat sleeps .", "label": "contradiction"},
+]
+
+
+def test_a_saved_dataset_and_parquet_and_arrow_files_are_task_sources(tmp_path):
+    """What `datasets` users have: a save_to_disk folder (its splits by name; dev.jsonl finds
+    `validation`), Parquet files and Arrow files (IPC file or stream), read as the jsonl rows are."""
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    expected = build_task(
+        "pairs", PairsConfig(source=str(pairs_folder(tmp_path, map(json.dumps, ROWS))), labels=LABELS)
+    )
+    want = expected.load("train")
+    saved = tmp_path / "saved"
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_list(ROWS), "validation": datasets.Dataset.from_list(ROWS[:1])}
+    ).save_to_disk(str(saved))
+    task = build_task("pairs", PairsConfig(source=str(saved), labels=LABELS))
+    assert task.load("train") == want and task.load("dev").labels == [0]
+    with pytest.raises(
+        UserError, match=r"has no split 'heldout.jsonl': it has train, validation; set pairs.train_file="
+    ):
+        build_task("pairs", PairsConfig(source=str(saved), labels=LABELS, test="heldout.jsonl")).load("test")
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    table = pa.Table.from_pylist(ROWS)
+    pq.write_table(table, tables / "train.parquet")
+    with pa.OSFile(str(tables / "dev.arrow"), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)  # the stream format, as datasets writes its cache files
+    with pa.OSFile(str(tables / "test.arrow"), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    task = build_task(
+        "pairs",
+        PairsConfig(
+            source=str(tables), labels=LABELS, train_file="train.parquet", dev="dev.arrow", test="test.arrow"
+        ),
+    )
+    assert task.load("train") == want == task.load("dev") == task.load("test")
+    (tables / "bad.parquet").write_bytes(b"not parquet")
+    with pytest.raises(UserError, match=r"pairs: .*bad.parquet is not a readable parquet file"):
+        build_task("pairs", PairsConfig(source=str(tables), labels=LABELS, train_file="bad.parquet")).load(
+            "train"
+        )

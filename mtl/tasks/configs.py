@@ -91,7 +91,9 @@ class SquadConfig(TaskConfig):
 @dataclass
 class PairsConfig(TaskConfig):
     kind: str = "pairs"
-    source: str = ""  # a folder holding the split files ($VARS and ~ expanded), or a Hub dataset id
+    # A folder of split files ($VARS and ~ expanded; .parquet and .arrow files read as tables), a
+    # folder `datasets`' save_to_disk wrote (its splits by name), or a Hub dataset id.
+    source: str = ""
     format: Literal["jsonl", "tsv", "csv"] = "jsonl"  # of the split files (a Hub dataset has its own)
     header: bool = True  # tsv/csv: the first line names the columns; false: they are named 0, 1, 2, ...
     train_file: str = "train.jsonl"  # training file in source (a Hub id: the split's name); was train=
@@ -113,7 +115,7 @@ class PairsConfig(TaskConfig):
 @dataclass
 class STSConfig(TaskConfig):
     kind: str = "sts"
-    source: str = ""  # a folder holding the split files ($VARS and ~ expanded), or a Hub dataset id
+    source: str = ""  # as pairs.source: a folder of files, a save_to_disk folder, or a Hub dataset id
     format: Literal["jsonl", "tsv", "csv"] = "tsv"  # of the split files (a Hub dataset has its own)
     header: bool = True  # a tsv/csv file's first line names its columns; false: columns are 0, 1, 2, ...
     train_file: str = "train.tsv"  # was train=

@@ -112,12 +112,14 @@ def read_rows(
             rows = list(datasets.load_dataset(source, split=name))
         except Exception as error:  # the Hub and datasets raise many types
             raise UserError(f"{task}: cannot load {source} split {name!r} ({error})") from None
-        return _checked(
-            [Row(number, row) for number, row in enumerate(rows, 1)], f"{source} split {name}", task, columns
-        )
+        return _numbered(rows, f"{source} split {name}", task, columns)
+    if saved_dataset(folder):
+        return _numbered(_saved_split(task, folder, name), f"{folder} split {name}", task, columns)
     path = folder / name
     if not path.is_file():
         raise UserError(f"{task}: {path} does not exist: fix {task}.train_file/dev/test= or source=")
+    if path.suffix in (".parquet", ".arrow"):
+        return _numbered(_table_rows(task, path), str(path), task, columns)
     lines = text_lines(decode_utf8(path.read_bytes(), f"{task} file", path))
     if format == "jsonl":
         return _checked(list(_json_rows(lines, path, task)), str(path), task, columns)
@@ -146,6 +148,59 @@ def read_rows(
             )
         rows.append(Row(number, dict(zip(names, row, strict=True))))
     return _checked(rows, str(path), task, columns)
+
+
+def saved_dataset(folder: Path) -> bool:
+    """A folder `datasets`' save_to_disk wrote: a DatasetDict (dataset_dict.json) or one Dataset."""
+    return (folder / "dataset_dict.json").is_file() or (folder / "state.json").is_file()
+
+
+# A task file's default file names, and the split names `datasets` uses for them.
+SPLIT_ALIASES = {"dev": ("validation", "valid"), "validation": ("dev",)}
+
+
+def _saved_split(task: str, folder: Path, name: str) -> list[dict]:
+    """Split `name` of a save_to_disk folder: the split itself, or the one its file name's stem
+    names (train.jsonl -> train; dev.jsonl -> dev, else validation)."""
+    import datasets  # only for a saved dataset
+
+    try:
+        saved = datasets.load_from_disk(str(folder))
+    except Exception as error:  # a damaged folder raises many types
+        raise UserError(f"{task}: {folder} is not a dataset save_to_disk can read back ({error})") from None
+    if isinstance(saved, datasets.Dataset):
+        return saved.to_list()  # one dataset: every split key names it
+    stem = Path(name).stem
+    for candidate in (name, stem, *SPLIT_ALIASES.get(stem, ())):
+        if candidate in saved:
+            return saved[candidate].to_list()
+    raise UserError(
+        f"{task}: {folder} (a saved dataset) has no split {name!r}: it has {', '.join(saved)}; "
+        f"set {task}.train_file=, dev= or test= to one of them"
+    )
+
+
+def _table_rows(task: str, path: Path) -> list[dict]:
+    """The rows of a Parquet file, or of an Arrow file (IPC file or stream, as `datasets` writes)."""
+    import pyarrow as pa  # datasets' own dependency
+    import pyarrow.parquet as pq
+
+    try:
+        if path.suffix == ".parquet":
+            return pq.read_table(path).to_pylist()
+        try:
+            with pa.memory_map(str(path)) as source:
+                return pa.ipc.open_file(source).read_all().to_pylist()
+        except pa.ArrowInvalid:
+            with pa.memory_map(str(path)) as source:
+                return pa.ipc.open_stream(source).read_all().to_pylist()
+    except (pa.ArrowException, OSError) as error:
+        raise UserError(f"{task}: {path} is not a readable {path.suffix[1:]} file ({error})") from None
+
+
+def _numbered(rows: list[dict], where: str, task: str, columns: tuple[str, ...]) -> list[Row]:
+    """Rows of a table (a Hub split, a saved dataset, a Parquet or Arrow file), numbered from 1."""
+    return _checked([Row(number, row) for number, row in enumerate(rows, 1)], where, task, columns)
 
 
 @dataclass
