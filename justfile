@@ -91,6 +91,10 @@ neighbours *args:
 export-encoder *args:
     {{python}} -m mtl export-encoder "$@"
 
+# MTEB tasks on a run's encoder, beside SentEval's (e.g. run=runs/<run> tasks=STSBenchmark,Banking77Classification; needs pip install mteb)
+mteb *args:
+    {{python}} -m mtl mteb "$@"
+
 # a run's sentence-transformers folder and card to the Hugging Face Hub (e.g. run=runs/<run> repo=me/my-encoder; log in with `hf auth login`)
 push-encoder *args:
     {{python}} -m mtl push-encoder "$@"

@@ -187,6 +187,11 @@ COMMANDS: dict[str, Command] = {
         "mtl.eval.export_encoder:ExportConfig",
         "a run's encoder for sharing: only words of the public vectors file (vocabulary=public)",
     ),
+    "mteb": Command(
+        "mtl.eval.mteb_run",
+        "mtl.eval.mteb_run:MTEBConfig",
+        "MTEB tasks on a run's encoder: a transfer report of the run (report, compare) and a W&B run",
+    ),
     "push-encoder": Command(
         "mtl.eval.push_encoder",
         "mtl.eval.push_encoder:PushConfig",

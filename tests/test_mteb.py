@@ -69,3 +69,41 @@ def test_mteb_scores_mtl_embeddings_as_computed_directly(shared_data):
     assert scored["cosine_spearman"] == pytest.approx(expected, abs=1e-6)
     assert 0.5 < expected < 0.9  # GloVe-BoW on STS14 images (SentEval: 0.63 Spearman with 840B)
     assert np.isfinite(scored["main_score"])
+
+
+def test_just_mteb_writes_a_report_the_run_page_and_wandb_read(tiny_data, tmp_path, monkeypatch, capsys):
+    """`just mteb` on MTEB's own offline tasks (its mocks: the Hub is out of reach here): the
+    scores land in the run folder as a transfer report, in `just report`'s row and in W&B."""
+    import json
+
+    from mteb.mocks.mock_run import ALL_MOCK_TASK_TEST_GRID
+
+    from mtl.cli import main
+    from mtl.errors import UserError
+    from mtl.eval import mteb_run
+    from mtl.tracking.wandb_file import by_kind, run_files
+
+    mocks = {task.metadata.name: task for task in ALL_MOCK_TASK_TEST_GRID}
+    monkeypatch.setattr(mteb_run, "resolve_tasks", lambda names: [mocks[name] for name in names])
+    run_dir, _ = start_run(tiny_data, tmp_path / "run")
+    tasks = "tasks=MockSTSTask,MockClassificationTask,MockRetrievalTask"
+    assert main(["mteb", f"run={run_dir}", tasks, "device=cpu", "wandb=offline"]) == 0
+    report = json.loads((run_dir / "transfer-mteb.json").read_text())
+    assert set(report["results"]) == {"MockSTSTask", "MockClassificationTask", "MockRetrievalTask"}
+    assert all(-1 <= values["main_score"] <= 1 for values in report["results"].values())
+    assert report["results"]["MockClassificationTask"]["metric"] == "accuracy"
+    assert report["evaluated"][0]["file"] == "encoder.json" and report["dim"] == 16
+    sts = report["results"]["MockSTSTask"]["main_score"]
+    assert f"| MockSTSTask | cosine_spearman | {100 * sts:.2f} |" in capsys.readouterr().out
+    page = tmp_path / "page.html"
+    assert main(["report", str(run_dir), f"out={page}"]) == 0
+    assert (
+        "<th>MockSTSTask (mteb)</th>" in page.read_text() and f"<td>{100 * sts:.2f}</td>" in page.read_text()
+    )
+    (run_file,) = run_files(run_dir / "mteb")  # its own W&B run, beside the training run's
+    records = by_kind(run_file)
+    assert records["run"][0].job_type == "mteb-eval"
+    assert any(a.type == "run_table" and "mteb" in a.name for a in records["artifact"])
+    monkeypatch.undo()  # MTEB's own task list: a name it lacks is one line with the nearest
+    with pytest.raises(UserError, match=r"MTEB has no task STSBenchmarc \(did you mean STSBenchmark"):
+        mteb_run.resolve_tasks(["STSBenchmarc"])

@@ -185,6 +185,11 @@ def group_runs(folders: list[Path], report: str) -> list[Encoder]:
         items: dict[str, list[Items]] = {}
         for index in members:
             path = runs[index].folder / f"{report}{ITEMS_SUFFIX}"
+            if not path.is_file() and report == "transfer-mteb":
+                raise UserError(
+                    "report=transfer-mteb: MTEB keeps no per-item outputs, so its scores cannot be "
+                    "resampled; `just report` shows them beside the runs; compare a SentEval report"
+                )
             if not path.is_file():
                 raise UserError(
                     f"{runs[index].folder} has no per-item results for {report} ({path.name}): run "

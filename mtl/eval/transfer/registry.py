@@ -80,6 +80,8 @@ def headline_metrics(name: str, result: dict[str, Any]) -> tuple[str, ...]:
     of acc, pearson, all/pearson+spearman that its result holds."""
     if name in TRANSFER_TASKS:
         return TRANSFER_TASKS[name].metrics
+    if "main_score" in result:  # an MTEB task (`just mteb`)
+        return ("main_score",)
     if "all/pearson" in result:
         return ("all/pearson", "all/spearman")
     return ("pearson",) if "pearson" in result else ("acc",)

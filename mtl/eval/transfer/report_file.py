@@ -53,7 +53,7 @@ def _formatted(metric: str, value: float) -> str:
         return f"{value:.2f}".replace("0.", ".")
     if metric in ("pearson", "spearman"):
         return f"{value:.4f}"
-    if metric in ("acc", "f1"):
+    if metric in ("acc", "f1", "main_score"):  # main_score: an MTEB task's, x 100 as its leaderboard
         return f"{100 * value:.2f}"
     return f"{value:.4g}"
 

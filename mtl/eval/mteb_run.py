@@ -1,0 +1,150 @@
+"""`just mteb run=R tasks=STSBenchmark,Banking77Classification`: MTEB tasks on a run's encoder,
+beside SentEval's.
+
+The results are written as a transfer report of the run (`<run>/transfer-mteb.json` and
+`.md`: each task's MTEB main score, x 100 as MTEB's leaderboard shows it), so `just report`
+shows them in the run's row and `just compare` lists them; a W&B run in the training run's
+group holds them as a table and summary. MTEB keeps no per-item outputs, so `just compare`
+cannot resample them (it says so). Tasks run as MTEB gives them: its datasets come from the
+Hugging Face Hub or its local cache; a task whose data cannot be had is named, not skipped
+silently.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mtl.config import apply_overrides
+from mtl.errors import UserError
+from mtl.files import atomic, jsonfile
+from mtl.runs import RunFolder
+
+REPORT = "transfer-mteb"  # a transfer report's name: `just report` reads transfer*.json
+
+
+@dataclass
+class MTEBConfig:
+    run: str = ""  # a run folder (or an encoder file)
+    tasks: str = ""  # MTEB task names, comma-separated (e.g. STSBenchmark,Banking77Classification)
+    batch_size: int = 128  # sentences per encode() call
+    device: str = "auto"  # cpu, cuda, cuda:N; auto: CUDA when there is one
+    out: str | None = None  # folder of the report; None: the run folder
+    wandb: str = "auto"  # online, offline, disabled; auto: offline without an API key
+    wandb_project: str = "mtl"
+
+
+def resolve_tasks(names: list[str]) -> list[Any]:
+    """MTEB's task objects for `names`, or a one-line error naming an unknown one."""
+    import mteb
+
+    known = {task.metadata.name for task in mteb.get_tasks()}
+    if unknown := [name for name in names if name not in known]:
+        import difflib
+
+        hints = [
+            f"{name} (did you mean {close[0]}?)"
+            if (close := difflib.get_close_matches(name, known, 1))
+            else name
+            for name in unknown
+        ]
+        raise UserError(f"tasks=: MTEB has no task {', '.join(hints)}; names as in mteb.get_tasks()")
+    return list(mteb.get_tasks(tasks=names))
+
+
+def evaluate(config: MTEBConfig) -> dict:
+    """Run the tasks; write the report; return it."""
+    from mtl.eval.mteb import MTEBEncoder  # imports mteb: one line when it is missing
+    from mtl.eval.transfer.provenance import evaluated
+
+    names = [name.strip() for name in config.tasks.split(",") if name.strip()]
+    if not config.run or not names:
+        raise UserError("mteb needs run=<run folder> and tasks=<MTEB task names, comma-separated>")
+    tasks = resolve_tasks(names)
+    model = MTEBEncoder(config.run, config.device, config.batch_size, show_progress_bar=True)
+    out = Path(config.out).expanduser() if config.out else RunFolder(Path(config.run)).path
+    started = time.perf_counter()
+    import mteb
+
+    result = mteb.evaluate(model, tasks, cache=None, raise_error=False, show_progress_bar=True)
+    failed = {error.task_name: error.exception for error in result.exceptions or []}
+    if failed:
+        reasons = "; ".join(f"{name}: {_first_line(why)}" for name, why in failed.items())
+        raise UserError(
+            f"MTEB could not run {', '.join(failed)} ({reasons}): its data comes from the Hugging Face "
+            "Hub or the local cache (HF_HOME); run it once with the network, or leave it out of tasks="
+        )
+    metric = {task.metadata.name: task.metadata.main_score for task in tasks}
+    results = {
+        task.task_name: {"main_score": float(task.get_score()), "metric": metric[task.task_name]}
+        for task in result.task_results
+    }
+    report = {
+        "encoder": model.model.name,
+        "source": config.run,
+        "vectors": model.model.vectors,
+        "dim": model.model.dim,
+        "pooling": None,
+        "mode": "mteb",
+        "mteb_version": mteb.__version__,
+        "seconds": round(time.perf_counter() - started, 1),
+        "evaluated": [evaluated(config.run)],  # so a report of an early checkpoint is flagged
+        "results": results,
+    }
+    atomic.write_text(out / f"{REPORT}.json", jsonfile.dumps(report, indent=2) + "\n", "MTEB report")
+    atomic.write_text(out / f"{REPORT}.md", markdown(report), "MTEB report")
+    _track(config, out, report)
+    return report
+
+
+def markdown(report: dict) -> str:
+    rows = "".join(
+        f"| {task} | {values['metric']} | {100 * values['main_score']:.2f} |\n"
+        for task, values in report["results"].items()
+    )
+    return (
+        f"MTEB {report['mteb_version']} on {report['encoder']} ({report['dim']} dimensions), "
+        f"{report['seconds']:.0f} s; main score x 100.\n\n| task | metric | score |\n|---|---|---:|\n{rows}"
+    )
+
+
+def _track(config: MTEBConfig, out: Path, report: dict) -> None:
+    """A W&B run in the training run's group: the scores as a table and in the summary."""
+    from mtl.runs import wandb_group
+    from mtl.tracking.tracker import Tracker
+
+    tracker = Tracker.start(
+        job_type="mteb-eval",
+        config={**asdict(config), "dim": report["dim"], "mteb_version": report["mteb_version"]},
+        project=config.wandb_project,
+        directory=out / "mteb",  # its own wandb/ folder, as transfer's
+        mode=config.wandb,
+        name=f"mteb-{report['encoder']}",
+        group=wandb_group(out),
+        tags=["mteb"],
+    )
+    tracker.table(
+        "mteb",
+        ["task", "metric", "main_score"],
+        [[task, values["metric"], values["main_score"]] for task, values in report["results"].items()],
+    )
+    tracker.summary(
+        {f"mteb/{task}/main_score": values["main_score"] for task, values in report["results"].items()}
+    )
+    tracker.finish()
+
+
+def _first_line(text: object) -> str:
+    lines = str(text).strip().splitlines()
+    return lines[-1][:160] if lines else "no message"
+
+
+def command(args: Sequence[str]) -> None:
+    config = apply_overrides(MTEBConfig(), args)
+    report = evaluate(config)
+    print(markdown(report))
+    out = Path(config.out).expanduser() if config.out else Path(config.run)
+    print(f"written to {out / REPORT}.json and {out / REPORT}.md")
