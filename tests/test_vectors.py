@@ -125,11 +125,14 @@ def test_path_resolution_order(tmp_path, glove_txt, monkeypatch):
         resolve_vectors_path(str(tmp_path / "nope.txt"))
 
 
-def test_unreachable_download_says_how_to_point_at_a_file():
+def test_unreachable_download_says_how_to_point_at_a_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("MTL_CACHE_DIR", str(tmp_path / "cache"))
     with pytest.raises(
-        UserError, match="could not download GloVe vectors .* pass vectors=PATH or set MTL_VECTORS"
+        UserError,
+        match=r"could not download GloVe glove.840B.300d.zip from stanfordnlp/glove .*run again to resume it, "
+        r"or download https://nlp.stanford.edu/data/glove.840B.300d.zip yourself and pass vectors=PATH",
     ):
-        vectors_module.download_glove_840b("http://127.0.0.1:9/glove.840B.300d.zip")
+        vectors_module.download_glove_840b(endpoint="http://127.0.0.1:9")  # nothing listens on port 9
     assert not (cache_dir() / "glove" / "glove.840B.300d.zip").exists()
 
 
@@ -251,3 +254,41 @@ def test_an_unwritable_store_reads_the_file_once_and_still_answers(glove_txt, mo
     found = vectors_module.lookup(glove_txt, ["the", "not-a-word"])
     assert found.words == ["the"] and len(reads) == 1
     vectors_module._open_store.cache_clear()
+
+
+def test_the_glove_download_resumes_and_is_checked(tmp_path, monkeypatch):
+    """Against a local stand-in of the Hub: a download cut halfway resumes from where it stopped
+    (a Range request) when run again, and a file whose SHA-256 is not the one the Hub records is
+    removed with a one-line error."""
+    import os
+
+    from mtl.text import vectors
+
+    from .hub_standin import HubStandIn
+
+    monkeypatch.setenv("MTL_CACHE_DIR", str(tmp_path / "cache"))
+    hub = HubStandIn(tmp_path / "hub")
+    repo, name = vectors.GLOVE_840B_HUB
+    content = os.urandom(24 << 20)  # huggingface_hub writes 10 MiB chunks: a cut at 12 MiB keeps one
+    hub.files[f"{repo}/{name}"] = content
+    try:
+        hub.cut_next_download = True
+        try:
+            first = vectors.download_glove_840b(endpoint=hub.url)
+        except UserError as error:  # the cut surfaced: running again resumes
+            assert "run again to resume it" in str(error)
+            first = vectors.download_glove_840b(endpoint=hub.url)
+        assert first.read_bytes() == content and first.parent == tmp_path / "cache" / "glove"
+        downloads = [request for request, _ in hub.requests if request.startswith("GET")]
+        assert len(downloads) == 2 and "bytes=" in downloads[1], downloads  # the second asked for the rest
+        assert 0 < int(downloads[1].split("bytes=")[1].rstrip("-")) <= len(content) // 2
+        assert vectors.download_glove_840b(endpoint=hub.url) == first  # once: the next call reads the cache
+        first.unlink()
+        hub.recorded_sha256[f"{repo}/{name}"] = "0" * 64
+        with pytest.raises(
+            UserError, match=r"has SHA-256 .* not the 000000000000\.\.\. the Hub records: it was removed"
+        ):
+            vectors.download_glove_840b(endpoint=hub.url)
+        assert not first.exists()
+    finally:
+        hub.close()

@@ -18,7 +18,6 @@ import hashlib
 import io
 import os
 import shutil
-import urllib.request
 import warnings
 import zipfile
 from collections import Counter
@@ -32,9 +31,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from mtl.errors import UserError
+from mtl.files.digest import file_sha256
 from mtl.files.paths import cache_dir, data_dir
 
 GLOVE_840B_URL = "https://nlp.stanford.edu/data/glove.840B.300d.zip"
+GLOVE_840B_HUB = ("stanfordnlp/glove", "glove.840B.300d.zip")  # the same file, on Stanford NLP's Hub page
 _DIM_PROBE_LINES = 100
 _CACHE_FORMAT = 3  # 2: entries read with field-count and finiteness checks; 3: keyed by content
 _STORE_FORMAT = 1
@@ -93,27 +94,36 @@ def resolve_vectors_path(vectors: str | None) -> Path:
     return download_glove_840b()
 
 
-def download_glove_840b(url: str = GLOVE_840B_URL) -> Path:
-    """The paper's vectors (2.0 GB zip), downloaded once into the user cache."""
-    target = cache_dir() / "glove" / url.rsplit("/", 1)[-1]
+def download_glove_840b(endpoint: str | None = None) -> Path:
+    """The paper's vectors (2.0 GB zip), downloaded once into the user cache by huggingface_hub
+    from Stanford NLP's own Hub repository (the file nlp.stanford.edu serves): an interrupted
+    download resumes where it stopped when run again, and the file is checked against the
+    SHA-256 the Hub records before it is used. `endpoint`: another Hub (a mirror; tests)."""
+    repo, filename = GLOVE_840B_HUB
+    folder = cache_dir() / "glove"
+    target = folder / filename
     if target.is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".part")
+    from huggingface_hub import HfApi, hf_hub_download  # only for the one download
+
     try:
-        with urllib.request.urlopen(url, timeout=30) as response, open(partial, "wb") as out:
-            total = int(response.headers.get("Content-Length") or 0) or None
-            with tqdm(total=total, unit="B", unit_scale=True, desc=f"download {target.name}") as bar:
-                while chunk := response.read(1 << 20):
-                    out.write(chunk)
-                    bar.update(len(chunk))
-    except OSError as error:
+        (info,) = HfApi(endpoint=endpoint).get_paths_info(repo, [filename])
+        expected = info.lfs.sha256 if info.lfs is not None else None
+        path = Path(hf_hub_download(repo, filename, local_dir=folder, endpoint=endpoint))
+    except Exception as error:  # network, the Hub, offline mode: all mean the same to the user
+        reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else "no message"
         raise UserError(
-            f"could not download GloVe vectors from {url} ({error}): download them yourself "
-            "and pass vectors=PATH or set MTL_VECTORS"
+            f"could not download GloVe {filename} from {repo} on the Hugging Face Hub ({type(error).__name__}: "
+            f"{reason}): run again to resume it, or download {GLOVE_840B_URL} yourself and pass "
+            "vectors=PATH or set MTL_VECTORS"
         ) from None
-    os.replace(partial, target)
-    return target
+    if expected is not None and (found := file_sha256(path)) != expected:
+        path.unlink()
+        raise UserError(
+            f"the downloaded {filename} has SHA-256 {found[:12]}..., not the {expected[:12]}... the Hub "
+            "records: it was removed; run again to download it anew"
+        )
+    return path
 
 
 def load_vectors(
