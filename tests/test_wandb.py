@@ -8,6 +8,8 @@ import sys
 import pytest
 
 from mtl.cli import main
+from mtl.errors import UserError
+from mtl.tracking import wandb_file
 from mtl.tracking.wandb_file import by_kind, run_files
 from mtl.train import run
 
@@ -183,6 +185,25 @@ def test_a_resumed_run_holds_every_step_once_as_an_uninterrupted_one(tiny_data, 
     )
     assert after[0].name == before[-1].name and "best" in after[0].aliases
     assert [a for a in after[0].aliases if a.startswith("step-")] == ["step-5"]  # the best before the kill
+    # The format, pinned: W&B's own public reader (`wandb leet inspect --json`) sees the same
+    # records, in the same order, and the same history steps, in both files of the installed W&B.
+    for path in (first, second):
+        printed = subprocess.run(
+            [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(path)],
+            capture_output=True, text=True, timeout=120, check=True,
+        ).stdout  # fmt: skip
+        theirs = [json.loads(line) for line in printed.splitlines() if line.startswith("{")]
+        ours = [record.WhichOneof("record_type") for record in wandb_file.records(path)]
+        assert ours == [record["type"] for record in theirs], path
+        assert [r.history.step.num for r in wandb_file.records(path) if r.HasField("history")] == [
+            int(record["history"]["step"]["num"]) for record in theirs if record["type"] == "history"
+        ]
+    damaged = tmp_path / "other-format.wandb"
+    damaged.write_bytes(b":W&B\xe1\xbe\x01" + first.read_bytes()[7:])  # a later format version
+    with pytest.raises(
+        UserError, match=r"not a W&B run file in the format mtl reads .*resume with wandb=disabled"
+    ):
+        list(wandb_file.records(damaged))
 
 
 def test_rows_of_several_steps_hold_their_means_and_resume_as_an_uninterrupted_run(tiny_data, tmp_path):

@@ -6,6 +6,12 @@ history rows W&B already has.
 The file is a LevelDB-style log: a 7-byte file header (":W&B", magic, version), then
 32 KiB blocks of records, each with a 7-byte header (crc32c, length, type) and a chunk of
 a serialized `Record` protobuf split as FULL, or FIRST, MIDDLE..., LAST.
+
+W&B has no public Python reader of these files; its public one is the `wandb leet inspect
+--json` command. The format is pinned here by its header (a file of another format is
+refused in one line, never misread), and tests/test_wandb.py reads a file the installed W&B
+wrote both ways and requires the same records: a W&B release that changes the format fails
+that test before it misleads a resume.
 """
 
 from __future__ import annotations
@@ -14,9 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from mtl.errors import UserError
+
 BLOCK = 32768
 HEADER = 7
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+# The log's file header as W&B writes it (LEVELDBLOG_HEADER_IDENT, _MAGIC, _VERSION in its SDK).
+IDENT, MAGIC, VERSION = b":W&B", 0xBEE1, 0
 
 
 def run_files(directory: Path, run_id: str = "*") -> list[Path]:
@@ -37,7 +47,13 @@ def last_history_step(files: list[Path]) -> int | None:
 
 def records(path: Path) -> Iterator[Any]:
     data = Path(path).read_bytes()
-    assert data[:4] == b":W&B", f"{path} is not a W&B run file"
+    if data[:4] != IDENT or int.from_bytes(data[4:6], "little") != MAGIC or data[6:7] != bytes([VERSION]):
+        from importlib.metadata import version
+
+        raise UserError(
+            f"{path} is not a W&B run file in the format mtl reads (header {data[:7]!r}, wandb "
+            f"{version('wandb')} installed): resume with wandb=disabled, or with the wandb version that wrote it"
+        )
     position, pending = HEADER, b""
     while position + HEADER <= len(data):
         left_in_block = BLOCK - position % BLOCK
