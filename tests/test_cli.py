@@ -359,7 +359,8 @@ def test_a_run_folder_whose_name_holds_an_equals_sign_is_a_path(finished_run, tm
 
 def test_just_adds_no_line_to_an_error_of_mtl(tmp_path):
     done = subprocess.run(
-        ["just", "build-classifsquad", f"squad={tmp_path / 'nowhere'}"], capture_output=True, text=True,
+        ["just", "build-classifsquad", f"squad={tmp_path / 'nowhere'}", f"out={tmp_path / 'out'}"],
+        capture_output=True, text=True,
         timeout=120, cwd=ROOT,
     )  # fmt: skip
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]

@@ -113,6 +113,12 @@ def test_glove_bag_of_vectors_baseline(tiny_data):
     )
     random = baseline_encoder("random-bilstm", str(tiny_data["vectors"]), hidden=6, device="cpu")
     assert random.encode(SENTENCES, progress=False).shape == (5, 12)
+    # SentEval's tokens: the text split on whitespace ("man's" stays one word, with no vector)
+    spaced = baseline_encoder("glove-bow", str(tiny_data["vectors"]), device="cpu", tokenizer="whitespace")
+    words = "a man's guitar .".split()
+    expected = np.mean([vectors.matrix[vectors.index[w]] for w in words if w in vectors], axis=0)
+    np.testing.assert_allclose(spaced.encode("A man's guitar ."), expected, rtol=1e-5)
+    assert spaced.token_counts["man's"] == 1 and bow.encode("A man's guitar .").shape == (8,)
 
 
 def test_a_folder_without_an_encoder_is_an_error(tmp_path):

@@ -187,3 +187,30 @@ def test_a_long_task_says_its_stage_while_it_runs():
     )
     cross_validated_accuracy(x, y, FAST)  # no listener: no error, nothing kept
     assert len(notes) == 4
+
+
+def test_splits_are_fitted_in_senteval_order_and_items_come_back_in_file_order():
+    """SentEval sorts each split by the sentences' whitespace tokens, then the label (stable), and
+    draws its folds in that order; mtl fits in that order and reports items in the file's."""
+    from mtl.eval.transfer.suite import in_file_order, reordered, senteval_order
+    from mtl.eval.transfer.tasks import Split
+
+    split = Split([["a b c", "a", "a b", "z", "a b"], ["x", "y y", "x", "x", "x"]], [1, 0, 2, 0, 1])
+    order = senteval_order(split)
+    assert order.tolist() == [3, 1, 4, 2, 0]  # (1,1,0) (1,2,0) (2,1,1) (2,1,2) (3,1,1)
+    assert reordered(split, order).labels == [0, 0, 1, 2, 1]
+    values = np.array([30, 10, 40, 20, 0])  # what a classifier said, in the sorted order
+    assert in_file_order(values, order).tolist() == [0, 10, 20, 30, 40]
+
+
+def test_penalties_are_compared_as_senteval_rounds_them():
+    """Two C whose scores differ past the second decimal of a percent tie, and the first wins."""
+    from mtl.eval.transfer.senteval_classifier import in_points
+
+    assert in_points(0.812341) == in_points(0.812339) == 81.23
+    assert int(np.argmax([in_points(0.812339), in_points(0.812341)])) == 0
+
+
+def test_trec_and_mrpc_tune_c_over_senteval_kfold_grid():
+    assert Protocol().train_test_penalties == (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)  # validation.py
+    assert Protocol().penalties == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)

@@ -32,6 +32,9 @@ def test_every_reader_parses_the_real_files(shared_data, name):
         assert (labels.count(1), labels.count(0)) == LABELS[name]
     if name == "STS14":
         assert sum(sizes.values()) == 3_750 and len(sizes) == 6
+    if name == "TREC":  # SentEval's class ids (trec.py): ABBR 0, DESC 1, ENTY 2, HUM 3, LOC 4, NUM 5
+        assert task.splits["train"].labels[:2] == [1, 2]  # DESC:manner, ENTY:cremat
+        assert sorted(set(task.splits["train"].labels)) == [0, 1, 2, 3, 4, 5]
     for data in task.splits.values():
         assert all(len(column) == len(data.labels) for column in data.sentences)
         assert sum(not text for column in data.sentences for text in column) <= 5

@@ -589,9 +589,15 @@ class BagOfVectors(Encoder):
 
 
 def baseline_encoder(
-    name: str, vectors: str, hidden: int = 2048, seed: int = 1234, device: str = "auto"
+    name: str,
+    vectors: str,
+    hidden: int = 2048,
+    seed: int = 1234,
+    device: str = "auto",
+    tokenizer: str = "spacy",
 ) -> SentenceEncoder:
-    """`glove-bow` (average of GloVe vectors) or `random-bilstm` (untrained BiLSTM-max, 000_ Table 4)."""
+    """`glove-bow` (average of GloVe vectors) or `random-bilstm` (untrained BiLSTM-max, 000_ Table 4);
+    `tokenizer`: spacy, or whitespace (SentEval's own tokens, as its bag-of-words example reads)."""
     dim = load_vectors(vectors, ["the"]).dim
     torch.manual_seed(seed)
     embedding = frozen_embedding(torch.zeros(2, dim))
@@ -608,5 +614,10 @@ def baseline_encoder(
     else:
         raise UserError(f"unknown baseline {name!r}: choose one of glove-bow, random-bilstm")
     return SentenceEncoder(
-        encoder, Vocabulary([]), Tokenizer(lowercase=True), vectors, resolve_device(device), name
+        encoder,
+        Vocabulary([]),
+        make_tokenizer(tokenizer, lowercase=True),
+        vectors,
+        resolve_device(device),
+        name,
     )

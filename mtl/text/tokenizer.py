@@ -89,10 +89,28 @@ class TreebankTokenizer(_Tokenizer):
 
 
 QUOTES = {"``": '"', "''": '"'}
-TOKENIZERS = {"spacy": Tokenizer, "treebank": TreebankTokenizer}
 
 
-def make_tokenizer(name: str, lowercase: bool = True) -> Tokenizer | TreebankTokenizer:
+class WhitespaceTokenizer(_Tokenizer):
+    """The text split on whitespace: what SentEval hands a batcher (its task files are already
+    tokenized), so a baseline scored this way sees SentEval's own tokens."""
+
+    def __init__(self, lowercase: bool = True):
+        self.lowercase = lowercase
+
+    @property
+    def description(self) -> dict[str, object]:
+        return {"tokenizer": "whitespace", "lowercase": self.lowercase}
+
+    def _tokenize_unique(self, texts: Sequence[str]) -> Iterable[list[str]]:
+        for text in texts:
+            yield (text.lower() if self.lowercase else text).split()
+
+
+TOKENIZERS = {"spacy": Tokenizer, "treebank": TreebankTokenizer, "whitespace": WhitespaceTokenizer}
+
+
+def make_tokenizer(name: str, lowercase: bool = True) -> Tokenizer | TreebankTokenizer | WhitespaceTokenizer:
     if name not in TOKENIZERS:
         raise UserError(f"unknown tokenizer {name!r}: choose one of {', '.join(TOKENIZERS)}")
     return TOKENIZERS[name](lowercase=lowercase)

@@ -33,6 +33,8 @@ class Protocol:
     folds: int = 10
     inner_folds: int = 10
     penalties: tuple[float, ...] = tuple(2.0**t for t in range(-2, 4))  # SentEval's LogReg grid
+    # TREC and MRPC (cross-validation on train, then test): SentEval's KFoldClassifier grid, 2^-1 ... 2^5
+    train_test_penalties: tuple[float, ...] = tuple(2.0**t for t in range(-1, 6))
     max_iter: int = 500
     relatedness_epochs: int = 100
     tenacity: int = 5
@@ -54,7 +56,13 @@ class Protocol:
     def fast(cls) -> Protocol:
         """SentEval's prototyping settings: 5 folds, fewer penalties and epochs."""
         return cls(
-            folds=5, inner_folds=3, penalties=(0.5, 2.0, 8.0), max_iter=200, relatedness_epochs=20, tenacity=3
+            folds=5,
+            inner_folds=3,
+            penalties=(0.5, 2.0, 8.0),
+            train_test_penalties=(0.5, 2.0, 8.0),
+            max_iter=200,
+            relatedness_epochs=20,
+            tenacity=3,
         )
 
 
@@ -79,7 +87,8 @@ def best_penalty_by_cv(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> tupl
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 model.set_params(C=penalty).fit(x[train], y[train])
             scores[penalty] += model.score(x[test], y[test]) / protocol.inner_folds
-    best = max(protocol.penalties, key=lambda c: scores[c])
+    # As SentEval's validation.py: compared in %, rounded to 2 decimals; near-ties go to the first C.
+    best = max(protocol.penalties, key=lambda c: round(100 * scores[c], 2))
     return best, scores[best]
 
 
@@ -133,7 +142,8 @@ def cross_validated_accuracy(x: np.ndarray, y: np.ndarray, protocol: Protocol) -
 
 def train_test_accuracy(x_train, y_train, x_test, y_test, protocol: Protocol) -> dict[str, float]:
     """C by cross-validation on train, then accuracy (and F1 of class 1) on test."""
-    penalty, inner = best_penalty_by_cv(x_train, y_train, protocol)
+    grid = dataclasses.replace(protocol, penalties=protocol.train_test_penalties)
+    penalty, inner = best_penalty_by_cv(x_train, y_train, grid)
     stage(f"final fit (C={penalty:g})")
     predicted = _fit(x_train, y_train, penalty, protocol).predict(x_test)
     binary = len(np.unique(y_train)) == 2  # F1 of class 1: MRPC's; TREC's six classes have none
@@ -152,7 +162,7 @@ def dev_tuned_accuracy(
     for number, c in enumerate(protocol.penalties, start=1):
         stage(f"choosing C: {number}/{len(protocol.penalties)}")
         scores[c] = _fit(x_train, y_train, c, protocol).score(x_dev, y_dev)
-    penalty = max(protocol.penalties, key=lambda c: scores[c])
+    penalty = max(protocol.penalties, key=lambda c: round(100 * scores[c], 2))
     stage(f"final fit (C={penalty:g})")
     predicted = _fit(x_train, y_train, penalty, protocol).predict(x_test)
     return {

@@ -164,10 +164,10 @@ def _inner_fold(x, y, train, test, params: SentEvalParams) -> tuple[float, float
                 model = _classifier(x, y, l2reg, params)
                 model.fit(x_train[a], y_train[a], validation=(x_train[b], y_train[b]))
                 fold_scores.append(model.score(x_train[b], y_train[b]))
-            scores.append(np.mean(fold_scores))
+            scores.append(in_points(np.mean(fold_scores)))
         model = _classifier(x, y, PENALTIES[int(np.argmax(scores))], params)
         model.fit(x_train, y_train, validation_split=0.05)
-        return float(np.max(scores)), model.score(x[test], y[test])
+        return float(np.max(scores)) / 100, model.score(x[test], y[test])
 
 
 def inner_kfold(x: np.ndarray, y: np.ndarray, params: SentEvalParams) -> dict[str, float]:
@@ -190,7 +190,7 @@ def _scan_penalty(x, y, l2reg: float, params: SentEvalParams) -> float:
             model = _classifier(x, y, l2reg, params)
             model.fit(x[a], y[a], validation=(x[b], y[b]))
             scores.append(model.score(x[b], y[b]))
-        return float(np.mean(scores))
+        return in_points(np.mean(scores))
 
 
 def kfold_train_test(x_train, y_train, x_test, y_test, params: SentEvalParams) -> dict[str, float]:
@@ -205,7 +205,7 @@ def kfold_train_test(x_train, y_train, x_test, y_test, params: SentEvalParams) -
     return {
         "acc": float((predicted == y_test).mean()),
         **({"f1": float(f1_score(y_test, predicted, average="binary"))} if binary else {}),  # MRPC, not TREC
-        "dev_acc": float(np.max(scores)),
+        "dev_acc": float(np.max(scores)) / 100,
     }
 
 
@@ -215,7 +215,13 @@ def split(x_train, y_train, x_dev, y_dev, x_test, y_test, params: SentEvalParams
     for l2reg in PENALTIES:
         model = _classifier(x_train, y_train, l2reg, params)
         model.fit(x_train, y_train, validation=(x_dev, y_dev))
-        scores.append(model.score(x_dev, y_dev))
+        scores.append(in_points(model.score(x_dev, y_dev)))
     model = _classifier(x_train, y_train, PENALTIES[int(np.argmax(scores))], params)
     model.fit(x_train, y_train, validation=(x_dev, y_dev))
-    return {"acc": model.score(x_test, y_test), "dev_acc": float(np.max(scores))}
+    return {"acc": model.score(x_test, y_test), "dev_acc": float(np.max(scores)) / 100}
+
+
+def in_points(accuracy: float) -> float:
+    """An accuracy as SentEval compares penalties: in %, rounded to 2 decimals, so near-ties go
+    to the first (smallest) penalty as in its validation.py."""
+    return round(100 * float(accuracy), 2)

@@ -26,7 +26,7 @@ from mtl.eval.encoder import (
 )
 from mtl.eval.transfer import classifiers as protocol_fns
 from mtl.eval.transfer import report_file, selfattn, senteval_classifier
-from mtl.eval.transfer.classifiers import Protocol, pair_features, relatedness_features
+from mtl.eval.transfer.classifiers import Protocol, relatedness_features
 from mtl.eval.transfer.progress import reporting, stage
 from mtl.eval.transfer.provenance import evaluated, weights_digest
 from mtl.eval.transfer.registry import default_tasks, spec
@@ -49,6 +49,9 @@ class TransferConfig:
     )
     baseline: Literal["glove-bow", "random-bilstm", "hf"] | None = (
         None  # instead of run=: a reference encoder; hf: hf_model= as it comes, before fine-tuning
+    )
+    tokenizer: Literal["spacy", "whitespace"] = (
+        "spacy"  # baseline=glove-bow/random-bilstm: whitespace gives SentEval's own tokens (its bow example)
     )
     hf_model: str | None = None  # baseline=hf: Hub id or local folder of a transformers model
     max_seq_length: AtLeast1 = 128  # baseline=hf: subword tokens per sentence; longer ones are cut
@@ -145,7 +148,7 @@ def baseline_name(config: TransferConfig) -> str:
     """`glove-bow`, `random-bilstm`, or `hf-<model folder or id>` (e.g. hf-all-MiniLM-L6-v2)."""
     if config.baseline == "hf":
         return "hf-" + Path(str(config.hf_model).rstrip("/")).name
-    return str(config.baseline)
+    return str(config.baseline) + ("" if config.tokenizer == "spacy" else f"-{config.tokenizer}")
 
 
 def data_root(config: TransferConfig) -> Path:
@@ -159,16 +162,24 @@ def data_root(config: TransferConfig) -> Path:
 
 
 def make_encoder(config: TransferConfig) -> SentenceEncoder:
+    if config.tokenizer != "spacy" and config.baseline not in ("glove-bow", "random-bilstm"):
+        raise UserError(
+            f"tokenizer={config.tokenizer} is for baseline=glove-bow or random-bilstm: a run reads "
+            "text with the tokenizer it was trained with, an hf model with its own"
+        )
     if config.baseline == "hf":
         model = EncoderConfig(encoder="hf", hf_model=config.hf_model, max_seq_length=config.max_seq_length)
         return pretrained_encoder(model, config.device, baseline_name(config))
     if config.baseline:
-        return baseline_encoder(
+        encoder = baseline_encoder(
             config.baseline,
             str(resolve_vectors_path(config.vectors)),
             config.random_hidden,
             device=config.device,
+            tokenizer=config.tokenizer,
         )
+        encoder.name = baseline_name(config)  # glove-bow-whitespace: its own row and folder
+        return encoder
     encoders = [load_encoder(run, device=config.device) for run in run_paths(config)]
     if config.vectors:
         for encoder in encoders:
@@ -229,17 +240,59 @@ def _evaluated(
     embedded = encoder.encode(texts, batch_size=batch_size, pooling=pooling, progress=False)
     stage("fitting")
 
+    task = training_part(task, protocol.train_fraction, protocol.seed)  # a learning curve: train= fraction
+    if task.kind == "sts":  # a cosine per pair: nothing is fitted, the order is irrelevant
+        return _fitted(task, embedded, row, protocol)
+    # SentEval sorts every split by sentence length, then label, before it embeds and fits ("to
+    # reduce padding"); its folds, held-out shares and batches are drawn in that order. The same
+    # order here gives the same folds; the per-item outputs go back to the files' order.
+    orders = {name: senteval_order(split) for name, split in task.splits.items()}
+    in_order = {name: reordered(split, orders[name]) for name, split in task.splits.items()}
+    result = _fitted(dataclasses.replace(task, splits=in_order), embedded, row, protocol)
+    if "items" in result:
+        tested = orders["all" if task.kind == "cv" else "test"]
+        result["items"] = {key: in_file_order(values, tested) for key, values in result["items"].items()}
+    return result
+
+
+def senteval_order(split: Split) -> np.ndarray:
+    """SentEval's order of a split's examples: by the whitespace tokens of each sentence, then by
+    label (a stable sort: ties keep the file's order), as its task classes sort them."""
+    return np.array(
+        sorted(
+            range(len(split)),
+            key=lambda i: (*(len(column[i].split()) for column in split.sentences), split.labels[i]),
+        ),
+        dtype=np.int64,
+    )
+
+
+def reordered(split: Split, order: np.ndarray) -> Split:
+    return Split([[column[i] for i in order] for column in split.sentences], [split.labels[i] for i in order])
+
+
+def in_file_order(values: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Per-item `values` of a split taken in `order`, put back in the split's own order."""
+    restored = np.empty_like(values)
+    restored[order] = values
+    return restored
+
+
+def _fitted(task: TransferTask, embedded: np.ndarray, row: dict[str, int], protocol: Protocol) -> dict:
+    """The task's classifier (or correlation) fitted and scored on `embedded` sentences (`row`:
+    a sentence's row of it)."""
+
     def columns(split: str) -> list[np.ndarray]:
         return [embedded[[row[t] for t in column]] for column in task.splits[split].sentences]
 
     def features(split: str) -> np.ndarray:
+        # SentEval's code feeds SICK-E and MRPC [|u-v|, u*v] (sick.py, mrpc.py), though its paper
+        # writes <u, v, |u-v|, u*v> for inference tasks: mtl follows the code, which made its numbers.
         parts = columns(split)
-        return parts[0] if len(parts) == 1 else pair_features(*parts)
+        return parts[0] if len(parts) == 1 else relatedness_features(*parts)
 
     def labels(split: str) -> np.ndarray:
         return np.asarray(task.splits[split].labels)
-
-    task = training_part(task, protocol.train_fraction, protocol.seed)  # a learning curve: train= fraction
 
     senteval = protocol.senteval
     if task.kind == "cv" and senteval:

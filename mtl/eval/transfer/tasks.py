@@ -97,8 +97,11 @@ def read_sst5(root: Path) -> TransferTask:
     return _sst(root, fine=True)
 
 
+TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")  # SentEval's class ids (trec.py tgt2idx)
+
+
 def read_trec(root: Path) -> TransferTask:
-    splits, classes = {}, {}
+    splits, classes = {}, {name: index for index, name in enumerate(TREC_CLASSES)}
     for split, file in (("train", "train_5500.label"), ("test", "TREC_10.label")):
         path = root / "TREC" / file
         texts, labels = [], []
@@ -106,9 +109,11 @@ def read_trec(root: Path) -> TransferTask:
             if not line.strip():
                 continue
             target, _, text = line.partition(" ")
-            if ":" not in target or not text:
-                raise _malformed(path, number, "COARSE:fine question")
-            labels.append(classes.setdefault(target.split(":")[0], len(classes)))
+            if ":" not in target or not text or target.split(":")[0] not in classes:
+                raise _malformed(
+                    path, number, f"COARSE:fine question, COARSE one of {', '.join(TREC_CLASSES)}"
+                )
+            labels.append(classes[target.split(":")[0]])
             texts.append(text.strip())
         splits[split] = Split([texts], labels)
     return TransferTask("TREC", "trec", splits)
