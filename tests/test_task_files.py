@@ -217,3 +217,28 @@ def test_a_saved_dataset_and_parquet_and_arrow_files_are_task_sources(tmp_path):
         build_task("pairs", PairsConfig(source=str(tables), labels=LABELS, train_file="bad.parquet")).load(
             "train"
         )
+
+
+def test_the_qqp_task_file_trains_on_glues_tsv_layout(tiny_data, tmp_path, monkeypatch):
+    """experiments/tasks/qqp.toml, pointed at a hand-written 50-pair copy of GLUE's QQP files as
+    its comment says; its Hub default names GLUE's qqp configuration."""
+    from mtl.train import run
+    from mtl.train.presets import preset_dir
+    from tests.conftest import args_for
+
+    qqp = preset_dir() / "tasks" / "qqp.toml"
+    local = (
+        f"qqp.source={FIXTURES / 'qqp_tiny'}", "qqp.format=tsv", "qqp.train_file=train.tsv",
+        "qqp.dev=dev.tsv", "qqp.label=is_duplicate",
+    )  # fmt: skip
+    config = run.config_from_args(
+        args_for(tiny_data, tmp_path / "run", f"tasks=nli,{qqp}", *local, "qqp.steps=2")
+    )
+    task = build_task("qqp", config.tasks["qqp"])
+    train, dev = task.load("train"), task.load("dev")
+    assert (len(train), len(dev)) == (40, 10) and sum(train.labels) == 20 and task.title == "QQP"
+    assert train.columns[0][0] == "How do I learn Python quickly?" and train.labels[:2] == [1, 0]
+    _, summary = run.start(config, progress=False)
+    assert "best/qqp/dev/acc" in summary and summary["steps/qqp"] > 0
+    hub = run.config_from_args(args_for(tiny_data, tmp_path / "hub", f"tasks=nli,{qqp}")).tasks["qqp"]
+    assert (hub.source, hub.subset, hub.dev, hub.test) == ("nyu-mll/glue", "qqp", "validation", "")

@@ -94,6 +94,7 @@ class PairsConfig(TaskConfig):
     # A folder of split files ($VARS and ~ expanded; .parquet and .arrow files read as tables), a
     # folder `datasets`' save_to_disk wrote (its splits by name), or a Hub dataset id.
     source: str = ""
+    subset: str = ""  # a Hub dataset's configuration (GLUE's qqp, mrpc, ...); empty: its default
     format: Literal["jsonl", "tsv", "csv"] = "jsonl"  # of the split files (a Hub dataset has its own)
     header: bool = True  # tsv/csv: the first line names the columns; false: they are named 0, 1, 2, ...
     train_file: str = "train.jsonl"  # training file in source (a Hub id: the split's name); was train=

@@ -55,7 +55,7 @@ class Pairs(Task):
         if not name:
             return None
         columns = tuple(c for c in (config.first, config.second, config.label) if c)
-        rows = read_rows(self.name, config.source, name, config.format, config.header, columns)
+        rows = read_rows(self.name, config.source, name, config.format, config.header, columns, config.subset)
         classes = {name: index for index, name in enumerate(config.class_names)}
         first, second, labels = [], [], []
         for row in rows:
@@ -96,7 +96,13 @@ def resolve_folder(task: str, source: str) -> str:
 
 
 def read_rows(
-    task: str, source: str, name: str, format: str, header: bool = True, columns: tuple[str, ...] = ()
+    task: str,
+    source: str,
+    name: str,
+    format: str,
+    header: bool = True,
+    columns: tuple[str, ...] = (),
+    subset: str = "",
 ) -> list[Row]:
     """The rows of file `name` in folder `source` (or split `name` of Hub dataset `source`), each
     with its line number; without a `header` line, a tsv or csv file's columns are named 0, 1, 2, ...
@@ -109,9 +115,10 @@ def read_rows(
         import datasets  # a second to import: only for a Hub dataset
 
         try:
-            rows = list(datasets.load_dataset(source, split=name))
+            rows = list(datasets.load_dataset(source, subset or None, split=name))
         except Exception as error:  # the Hub and datasets raise many types
-            raise UserError(f"{task}: cannot load {source} split {name!r} ({error})") from None
+            where = f"{source} ({subset})" if subset else source
+            raise UserError(f"{task}: cannot load {where} split {name!r} ({error})") from None
         return _numbered(rows, f"{source} split {name}", task, columns)
     if saved_dataset(folder):
         return _numbered(_saved_split(task, folder, name), f"{folder} split {name}", task, columns)
