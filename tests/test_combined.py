@@ -160,3 +160,28 @@ def test_maxpool_compares_a_trained_encoder_with_its_untrained_twin(tiny_data, t
     mean, _ = start_run(tiny_data, tmp_path / "mean", "pooling=mean")
     assert main(["maxpool", f"run={mean}", f"pool={pool}"]) == 2
     assert "pools with mean: just maxpool reads encoders trained with pooling=max" in capsys.readouterr().err
+
+
+def test_an_analogy_ranks_the_pool_by_b_minus_a_plus_c_without_the_three(tiny_data, tmp_path, capsys):
+    """query="a|b|c" with analogy=true: the pool by cos(v(b) - v(a) + v(c)), a, b and c left out;
+    the ranking is checked against the encoder's own embeddings."""
+    run_dir, _ = start_run(tiny_data, tmp_path / "run")
+    pool_file = FIXTURES / "analogies.txt"
+    pool = pool_file.read_text().splitlines()
+    a, b, c = "a man is walking .", "a woman is walking .", "a man is running ."
+    args = ["neighbours", f"run={run_dir}", f"query={a}|{b}|{c}", f"pool={pool_file}", "analogy=true"]
+    assert main([*args, "k=3", "device=cpu", "wandb=disabled"]) == 0
+    printed = capsys.readouterr().out.split("query: ")[1].splitlines()
+    assert printed[0] == f"{a} : {b} :: {c} : ?"
+    shown = [line.strip().split("  ", 1)[1] for line in printed[1:4]]
+    encoder = load_encoder(run_dir, device="cpu")
+    target = encoder.encode(b) - encoder.encode(a) + encoder.encode(c)
+    candidates = [s for s in pool if s not in (a, b, c)]
+    scores = encoder.similarity(target, encoder.encode(candidates))[0].numpy()
+    expected = [candidates[i] for i in np.argsort(-scores, kind="stable")[:3]]
+    assert shown == expected and not {a, b, c} & set(shown)
+    assert main(["neighbours", f"run={run_dir}", f"query={a}|{b}", "analogy=true"]) == 2
+    assert (
+        'analogy=true reads query="a|b|c" (a is to b as c is to ?): 2 sentences given'
+        in capsys.readouterr().err
+    )

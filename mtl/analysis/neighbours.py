@@ -4,6 +4,10 @@ embeddings (Quick-Thoughts, Table 5: nearest neighbours as a look at what an enc
 The pool is a text file, one sentence per line, or by default the distinct sentences of
 SNLI's dev and test splits. Several runs (`run=runs/a,runs/b`) are searched with their
 embeddings concatenated, as transfer combines them.
+
+`analogy=true` reads the query as three sentences a|b|c and ranks the pool by the cosine with
+v(b) - v(a) + v(c), the three themselves left out: "a is to b as c is to ?" (Quick-Thoughts,
+Appendix A and Table 5; Skip-Thought's analogies by vector arithmetic).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class NeighboursConfig:
     pool: str | None = None  # a text file, one sentence per line; None: SNLI dev + test's distinct sentences
     snli: str | None = None  # for the default pool: SNLI folder or Hub id (None: $MTL_DATA_DIR/snli)
     k: AtLeast1 = 5  # neighbours per query
+    analogy: bool = False  # query="a|b|c": nearest to v(b) - v(a) + v(c), the three left out
     batch_size: AtLeast1 = 128
     device: str = "auto"
     wandb: Literal["auto", "online", "offline", "disabled"] = "auto"  # the neighbours as a W&B table
@@ -47,14 +52,18 @@ def pool_sentences(config: NeighboursConfig) -> list[str]:
     return snli_sentences(config.snli)
 
 
-def nearest(queries: np.ndarray, pool: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """For each query row, the `k` pool rows of highest cosine (indices and cosines, best first)."""
+def nearest(
+    queries: np.ndarray, pool: np.ndarray, k: int, excluded: Sequence[int] = ()
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each query row, the `k` pool rows of highest cosine (indices and cosines, best first);
+    the pool rows `excluded` are never among them."""
 
     def unit(x: np.ndarray) -> np.ndarray:
         return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
     similarity = unit(queries) @ unit(pool).T
-    k = min(k, pool.shape[0])
+    similarity[:, list(excluded)] = -np.inf
+    k = min(k, pool.shape[0] - len(set(excluded)))
     top = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
     order = np.argsort(-np.take_along_axis(similarity, top, axis=1), axis=1, kind="stable")
     indices = np.take_along_axis(top, order, axis=1)
@@ -65,16 +74,29 @@ def run(config: NeighboursConfig) -> str:
     queries = [q.strip() for q in config.query.split("|") if q.strip()]
     if not config.run or not queries:
         raise UserError('just neighbours needs run=runs/<run> and query="a sentence" (several: a|b)')
+    if config.analogy and len(queries) != 3:
+        raise UserError(
+            f'analogy=true reads query="a|b|c" (a is to b as c is to ?): {len(queries)} sentences given'
+        )
     encoder = make_encoder(TransferConfig(run=config.run, device=config.device))
     pool = pool_sentences(config)
     pool_embeddings = encoder.encode(pool, batch_size=config.batch_size, show_progress_bar=True)
-    indices, cosines = nearest(
-        encoder.encode(queries, batch_size=config.batch_size), pool_embeddings, config.k
-    )
+    embedded = encoder.encode(queries, batch_size=config.batch_size)
+    excluded: list[int] = []
+    if config.analogy:
+        embedded = (embedded[1] - embedded[0] + embedded[2])[None]
+        excluded = [row for row, sentence in enumerate(pool) if sentence in queries]
+        queries = [f"{queries[0]} : {queries[1]} :: {queries[2]} : ?"]
+    indices, cosines = nearest(embedded, pool_embeddings, config.k, excluded)
     log_tables(
         job_type="neighbours",
         name=f"neighbours-{encoder.name}",
-        config={"run": config.run, "pool": config.pool or "SNLI dev+test", "k": config.k},
+        config={
+            "run": config.run,
+            "pool": config.pool or "SNLI dev+test",
+            "k": config.k,
+            "analogy": config.analogy,
+        },
         tables={
             "neighbours": (
                 ["query", "rank", "cosine", "sentence"],
