@@ -8,6 +8,7 @@ from pathlib import Path
 from mtl.cli import main
 
 from .conftest import (
+    FIXTURES,
     one_error_line,
     start_run,
 )
@@ -99,3 +100,53 @@ def test_the_training_share_keeps_every_class():
     assert len(share) == 9 + 2 and set(labels[share]) == {0, 1}  # 10% of each class, 2 at least
     assert np.array_equal(share, training_share(labels, 0.1, seed=3))
     assert len(training_share(labels, 1.0, seed=3)) == 100
+
+
+def test_snli_is_a_transfer_task_as_senteval_runs_it(tiny_data, senteval, tmp_path, capsys):
+    """SentEval's SNLI (snli.py): SentEval's layout under the data root, [u, v, u*v, |u-v|], no
+    penalty, pairs sorted by the second sentence first; asked for by name, not in tasks=all."""
+    from mtl.eval.transfer.registry import default_tasks
+    from mtl.eval.transfer.tasks import read_task
+
+    shutil.copytree(FIXTURES / "snli_tiny", senteval / "SNLI")
+    task = read_task("SNLI", senteval)
+    assert [len(task.splits[s]) for s in ("train", "dev", "test")] == [200, 100, 100]
+    assert task.nli_features and task.no_penalty and task.sort_columns == (1, 0)
+    assert "SNLI" not in default_tasks()
+    for mode in ("fast", "senteval-prototyping"):
+        out = tmp_path / f"out-{mode}"
+        args = ["transfer", f"mode={mode}", f"data={senteval}", f"vectors={tiny_data['vectors']}"]
+        assert main([*args, "wandb=disabled", "baseline=glove-bow", "tasks=SNLI", f"out={out}"]) == 0
+        result = json.loads(next(out.glob("transfer*.json")).read_text())["results"]["SNLI"]
+        assert (result["ndev"], result["ntest"]) == (100, 100) and 0 <= result["acc"] <= 1
+    (senteval / "SNLI" / "labels.train").rename(senteval / "SNLI" / "labels.train_small")
+    for prefix in ("s1", "s2"):
+        (senteval / "SNLI" / f"{prefix}.train").rename(senteval / "SNLI" / f"{prefix}.train_small")
+    capsys.readouterr()
+    assert len(read_task("SNLI", senteval).splits["train"]) == 200  # the shared copy's slice, said
+    captured = capsys.readouterr()
+    assert "train_small slice: the full train split is not there" in captured.out + captured.err
+
+
+def test_snli_pairs_are_classified_on_u_v_their_product_and_difference(monkeypatch):
+    import numpy as np
+
+    from mtl.eval.transfer import classifiers
+    from mtl.eval.transfer.suite import _fitted, senteval_order
+    from mtl.eval.transfer.tasks import Split, TransferTask
+
+    split = Split([["a b", "c"], ["d", "e f g"]], [0, 1])
+    assert senteval_order(split, (1, 0)).tolist() == [0, 1] and senteval_order(split).tolist() == [1, 0]
+    seen = {}
+    monkeypatch.setattr(
+        classifiers, "dev_tuned_accuracy", lambda x, *rest: seen.update(x=x, protocol=rest[-1]) or {}
+    )
+    rows = {"a b": 0, "c": 1, "d": 2, "e f g": 3}
+    embedded = np.arange(8, dtype=np.float32).reshape(4, 2)
+    task = TransferTask(
+        "SNLI", "dev", dict.fromkeys(("train", "dev", "test"), split), nli_features=True, no_penalty=True
+    )
+    _fitted(task, embedded, rows, classifiers.Protocol())
+    u, v = embedded[[0, 1]], embedded[[2, 3]]
+    np.testing.assert_array_equal(seen["x"], np.concatenate([u, v, u * v, np.abs(u - v)], axis=1))
+    assert seen["protocol"].penalties == (1e9,)  # SentEval's noreg

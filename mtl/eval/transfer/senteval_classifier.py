@@ -23,8 +23,6 @@ from joblib import Parallel, delayed
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
-PENALTIES = tuple(10.0**t for t in range(-5, -1))  # SentEval's l2reg grid for its PyTorch classifier
-
 
 @dataclass(frozen=True)
 class SentEvalParams:
@@ -40,6 +38,7 @@ class SentEvalParams:
     kfold: int = 10
     seed: int = 1111
     jobs: int = 2  # outer folds fitted in parallel processes
+    penalties: tuple[float, ...] = tuple(10.0**t for t in range(-5, -1))  # SentEval's l2reg grid
 
     @classmethod
     def default(cls, **overrides) -> SentEvalParams:
@@ -158,14 +157,14 @@ def _inner_fold(x, y, train, test, params: SentEvalParams) -> tuple[float, float
         x_train, y_train = x[train], y[train]
         inner = StratifiedKFold(params.kfold, shuffle=True, random_state=params.seed)
         scores = []
-        for l2reg in PENALTIES:
+        for l2reg in params.penalties:
             fold_scores = []
             for a, b in inner.split(x_train, y_train):
                 model = _classifier(x, y, l2reg, params)
                 model.fit(x_train[a], y_train[a], validation=(x_train[b], y_train[b]))
                 fold_scores.append(model.score(x_train[b], y_train[b]))
             scores.append(in_points(np.mean(fold_scores)))
-        model = _classifier(x, y, PENALTIES[int(np.argmax(scores))], params)
+        model = _classifier(x, y, params.penalties[int(np.argmax(scores))], params)
         model.fit(x_train, y_train, validation_split=0.05)
         return float(np.max(scores)) / 100, model.score(x[test], y[test])
 
@@ -196,9 +195,9 @@ def _scan_penalty(x, y, l2reg: float, params: SentEvalParams) -> float:
 def kfold_train_test(x_train, y_train, x_test, y_test, params: SentEvalParams) -> dict[str, float]:
     """TREC, MRPC: the penalty by k folds of train, then trained on train (5% held out) and tested."""
     scores = Parallel(n_jobs=params.jobs)(
-        delayed(_scan_penalty)(x_train, y_train, l2reg, params) for l2reg in PENALTIES
+        delayed(_scan_penalty)(x_train, y_train, l2reg, params) for l2reg in params.penalties
     )
-    model = _classifier(x_train, y_train, PENALTIES[int(np.argmax(scores))], params)
+    model = _classifier(x_train, y_train, params.penalties[int(np.argmax(scores))], params)
     model.fit(x_train, y_train, validation_split=0.05)
     predicted = model.predict(x_test)
     binary = len(np.unique(y_train)) == 2
@@ -212,11 +211,11 @@ def kfold_train_test(x_train, y_train, x_test, y_test, params: SentEvalParams) -
 def split(x_train, y_train, x_dev, y_dev, x_test, y_test, params: SentEvalParams) -> dict[str, float]:
     """SST, SICK-E: the penalty by dev accuracy, early stopping on dev."""
     scores = []
-    for l2reg in PENALTIES:
+    for l2reg in params.penalties:
         model = _classifier(x_train, y_train, l2reg, params)
         model.fit(x_train, y_train, validation=(x_dev, y_dev))
         scores.append(in_points(model.score(x_dev, y_dev)))
-    model = _classifier(x_train, y_train, PENALTIES[int(np.argmax(scores))], params)
+    model = _classifier(x_train, y_train, params.penalties[int(np.argmax(scores))], params)
     model.fit(x_train, y_train, validation=(x_dev, y_dev))
     return {"acc": model.score(x_test, y_test), "dev_acc": float(np.max(scores)) / 100}
 

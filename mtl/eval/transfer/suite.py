@@ -246,7 +246,7 @@ def _evaluated(
     # SentEval sorts every split by sentence length, then label, before it embeds and fits ("to
     # reduce padding"); its folds, held-out shares and batches are drawn in that order. The same
     # order here gives the same folds; the per-item outputs go back to the files' order.
-    orders = {name: senteval_order(split) for name, split in task.splits.items()}
+    orders = {name: senteval_order(split, task.sort_columns) for name, split in task.splits.items()}
     in_order = {name: reordered(split, orders[name]) for name, split in task.splits.items()}
     result = _fitted(dataclasses.replace(task, splits=in_order), embedded, row, protocol)
     if "items" in result:
@@ -255,13 +255,15 @@ def _evaluated(
     return result
 
 
-def senteval_order(split: Split) -> np.ndarray:
-    """SentEval's order of a split's examples: by the whitespace tokens of each sentence, then by
-    label (a stable sort: ties keep the file's order), as its task classes sort them."""
+def senteval_order(split: Split, columns: tuple[int, ...] | None = None) -> np.ndarray:
+    """SentEval's order of a split's examples: by the whitespace tokens of each sentence (of the
+    `columns`, in that order; SNLI's second first), then by label (a stable sort: ties keep the
+    file's order), as its task classes sort them."""
+    sentences = split.sentences if columns is None else [split.sentences[c] for c in columns]
     return np.array(
         sorted(
             range(len(split)),
-            key=lambda i: (*(len(column[i].split()) for column in split.sentences), split.labels[i]),
+            key=lambda i: (*(len(column[i].split()) for column in sentences), split.labels[i]),
         ),
         dtype=np.int64,
     )
@@ -289,12 +291,20 @@ def _fitted(task: TransferTask, embedded: np.ndarray, row: dict[str, int], proto
         # SentEval's code feeds SICK-E and MRPC [|u-v|, u*v] (sick.py, mrpc.py), though its paper
         # writes <u, v, |u-v|, u*v> for inference tasks: mtl follows the code, which made its numbers.
         parts = columns(split)
-        return parts[0] if len(parts) == 1 else relatedness_features(*parts)
+        if len(parts) == 1:
+            return parts[0]
+        if task.nli_features:  # SentEval's SNLI: [u, v, u*v, |u-v|]
+            u, v = parts
+            return np.concatenate([u, v, u * v, np.abs(u - v)], axis=1)
+        return relatedness_features(*parts)
 
     def labels(split: str) -> np.ndarray:
         return np.asarray(task.splits[split].labels)
 
     senteval = protocol.senteval
+    if task.no_penalty:  # SentEval's noreg: one penalty, next to none (1e-9 for its classifier, C=1e9)
+        protocol = dataclasses.replace(protocol, penalties=(1e9,))
+        senteval = senteval and dataclasses.replace(senteval, penalties=(1e-9,))
     if task.kind == "cv" and senteval:
         return senteval_classifier.inner_kfold(features("all"), labels("all"), senteval)
     if task.kind == "cv":

@@ -28,6 +28,12 @@ class TransferTask:
     )
     splits: dict[str, Split] = field(default_factory=dict)  # train/dev/test, or one per STS subset
     score_range: tuple[float, float] | None = None
+    # How SentEval's code treats the task, where it departs from the rest: SNLI's classifier reads
+    # [u, v, u*v, |u-v|] (the others' sentence pairs: [|u-v|, u*v]), is fitted without a penalty,
+    # and its pairs are sorted by the second sentence first (snli.py).
+    nli_features: bool = False
+    no_penalty: bool = False
+    sort_columns: tuple[int, ...] | None = None  # the columns' order in the sort; None: as they are
 
 
 def _lines(path: Path, encoding: str = "utf-8-sig") -> list[str]:  # -sig: a byte-order mark dropped
@@ -213,6 +219,36 @@ def _read_sts(year: int) -> Callable[[Path], TransferTask]:
     return read
 
 
+def read_snli(root: Path) -> TransferTask:
+    """SNLI in SentEval's layout (`SNLI/s1.<split>`, `s2.<split>`, `labels.<split>`), or mtl's own
+    copy ($MTL_DATA_DIR/snli); a copy without the full train split (the shared data's) trains on
+    its `train_small` slice, said on the console."""
+    from mtl.console import say
+    from mtl.data.snli import LABELS
+    from mtl.files.paths import data_dir
+
+    folder = root / "SNLI"
+    if not folder.is_dir() and data_dir() is not None and (data_dir() / "snli").is_dir():
+        folder = data_dir() / "snli"
+    train = "train"
+    if not (folder / "labels.train").is_file() and (folder / "labels.train_small").is_file():
+        train = "train_small"
+        say(
+            f"note: SNLI as a transfer task trains on {folder}'s train_small slice: the full train split is not there"
+        )
+    splits = {}
+    for split, name in (("train", train), ("dev", "dev"), ("test", "test")):
+        columns = [_lines(folder / f"{prefix}.{name}", "latin-1") for prefix in ("s1", "s2", "labels")]
+        if not len(columns[0]) == len(columns[1]) == len(columns[2]):
+            raise UserError(f"SNLI files in {folder} for split {name!r} differ in length")
+        kept = [i for i, label in enumerate(columns[2]) if label.strip() in LABELS]  # '-': no gold label
+        splits[split] = Split(
+            [[columns[0][i] for i in kept], [columns[1][i] for i in kept]],
+            [LABELS.index(columns[2][i].strip()) for i in kept],
+        )
+    return TransferTask("SNLI", "dev", splits, nli_features=True, no_penalty=True, sort_columns=(1, 0))
+
+
 # Table 2 of Liu et al. (2018) first, then the other SentEval tasks: the order of every report.
 for _name, _reader, _protocol, _metrics, _attention in [
     ("MR", read_mr, "cv", ("acc",), True),
@@ -233,6 +269,8 @@ for _name, _reader, _protocol, _metrics, _attention in [
     ),
 ]:
     register_transfer_task(_name, _protocol, _metrics, _attention)(_reader)
+# SentEval's SNLI: asked for by name (tasks=SNLI), not in tasks=all (550k pairs to embed and fit).
+register_transfer_task("SNLI", "dev", ("acc",), attention=True, in_all=False)(read_snli)
 
 
 def read_task(name: str, root: Path) -> TransferTask:
