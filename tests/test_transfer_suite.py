@@ -5,7 +5,10 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from mtl.cli import main
+from mtl.errors import UserError
 
 from .conftest import (
     FIXTURES,
@@ -150,3 +153,38 @@ def test_snli_pairs_are_classified_on_u_v_their_product_and_difference(monkeypat
     u, v = embedded[[0, 1]], embedded[[2, 3]]
     np.testing.assert_array_equal(seen["x"], np.concatenate([u, v, u * v, np.abs(u - v)], axis=1))
     assert seen["protocol"].penalties == (1e9,)  # SentEval's noreg
+
+
+def test_any_function_of_sentences_is_scored_and_reported_beside_runs(tiny_data, senteval, tmp_path):
+    """mtl.transfer.evaluate: a function from sentences to an (N, D) array (here GloVe-BoW written
+    by hand, as another library's model would be) gives the same scores as the built-in baseline,
+    in the reports `just transfer` writes."""
+    import numpy as np
+
+    import mtl.transfer
+    from mtl.eval.encoder import baseline_encoder
+
+    bow = baseline_encoder("glove-bow", str(tiny_data["vectors"]), device="cpu")
+    calls = []
+
+    def encode(sentences):
+        calls.append(len(sentences))
+        return bow.encode(sentences)
+
+    out = tmp_path / "mine"
+    results = mtl.transfer.evaluate(
+        encode, "mine", tasks=["MR", "CR"], mode="fast", out=out, data=senteval, batch_size=16
+    )
+    assert max(calls) <= 16  # called in batches
+    assert (
+        transfer(tiny_data, senteval, "baseline=glove-bow", "tasks=MR,CR", f"out={tmp_path / 'builtin'}") == 0
+    )
+    builtin = json.loads((tmp_path / "builtin" / "transfer-fast.json").read_text())["results"]
+    assert {t: results[t]["acc"] for t in ("MR", "CR")} == {t: builtin[t]["acc"] for t in ("MR", "CR")}
+    report = json.loads((out / "transfer-fast.json").read_text())
+    assert report["encoder"] == "mine" and report["source"] == "python: mine" and report["dim"] == 8
+    assert (out / "transfer-fast.items.npz").is_file() and (out / "transfer-fast.md").is_file()
+    with pytest.raises(UserError, match=r"mine: encode gave an array of shape \(1,\) for 1 sentences"):
+        mtl.transfer.evaluate(
+            lambda s: np.zeros(len(s)), "mine", tasks=["MR"], out=tmp_path / "x", data=senteval
+        )

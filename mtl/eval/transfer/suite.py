@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -407,10 +407,28 @@ def run(config: TransferConfig) -> tuple[Path, dict]:
         raise UserError("give exactly one of run=runs/<run> and baseline=glove-bow|random-bilstm|hf")
     if config.baseline == "hf" and not config.hf_model:
         raise UserError("baseline=hf needs hf_model=: a Hub id or a local model folder")
-    root = data_root(config)
     out = check_output_dir(output_folder(config), "out")
-    tasks = {name: read_task(name, root) for name in config.task_names}  # every task's data, before any work
+    tasks = {name: read_task(name, data_root(config)) for name in config.task_names}  # before any work
     encoder, provenance = _loaded_as_recorded(config)
+    return out, _reports(config, out, tasks, encoder, provenance)
+
+
+def evaluate_with(config: TransferConfig, encoder: Any, source: str) -> dict:
+    """The suite on an encoder made elsewhere (`mtl.transfer.evaluate`: any function of
+    sentences), its reports written into `config.out` as `just transfer` writes a run's."""
+    out = check_output_dir(output_folder(config), "out")
+    tasks = {name: read_task(name, data_root(config)) for name in config.task_names}
+    return _reports(config, out, tasks, encoder, None, source)
+
+
+def _reports(
+    config: TransferConfig,
+    out: Path,
+    tasks: dict,
+    encoder: Any,
+    provenance: list[dict] | None,
+    source: str | None = None,
+) -> dict:
     protocol = dataclasses.replace(
         Protocol.named(config.mode, senteval_params(config)), train_fraction=config.train_fraction
     )
@@ -418,7 +436,7 @@ def run(config: TransferConfig) -> tuple[Path, dict]:
     # One writer per report: a second transfer of the same encoder and protocol would merge
     # its results into the same files.
     with FolderLock(out / name, "transfer report", "out"):
-        return out, _evaluate_all(config, out, name, tasks, encoder, protocol, provenance)
+        return _evaluate_all(config, out, name, tasks, encoder, protocol, provenance, source)
 
 
 def _loaded_as_recorded(config: TransferConfig) -> tuple[SentenceEncoder, list[dict] | None]:
@@ -453,11 +471,13 @@ def _evaluate_all(
     encoder: SentenceEncoder,
     protocol: Protocol,
     provenance: list[dict] | None = None,
+    source: str | None = None,
 ) -> dict:
     """Every task, each result written as soon as it exists; the report."""
     report = {
         "encoder": encoder.name,
-        "source": str(config.run or (config.hf_model if config.baseline == "hf" else config.baseline)),
+        "source": source
+        or str(config.run or (config.hf_model if config.baseline == "hf" else config.baseline)),
         "vectors": encoder.vectors,
         "dim": pooled_dim(encoder, config.pooling, config.selfattn_r),
         "pooling": config.pooling,
