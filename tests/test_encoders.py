@@ -360,3 +360,32 @@ def test_infersents_encoders_have_its_parameter_counts_at_300d(name):
     assert encoder.output_dim == dim
     if name == "innerattention":
         assert parameters - 2 * 4096 == 72_065_024  # InferSent's own module, with its 2 queries
+
+
+def test_quick_thoughts_gru_init_is_xavier_uniform_with_gate_biases_at_one():
+    """Quick-Thoughts 4.3; PyTorch's own init (the default) stays untouched."""
+    import math
+
+    embedding = frozen_embedding(torch.randn(10, 6))
+    torch.manual_seed(0)
+    plain = build_encoder(embedding, EncoderConfig(encoder="gru", hidden=5, bidirectional=True))
+    torch.manual_seed(0)
+    again = build_encoder(
+        embedding, EncoderConfig(encoder="gru", hidden=5, bidirectional=True, gru_init="pytorch")
+    )
+    assert all(torch.equal(a, b) for a, b in zip(plain.parameters(), again.parameters(), strict=True))
+    qt = build_encoder(
+        embedding, EncoderConfig(encoder="gru", hidden=5, bidirectional=True, gru_init="quickthoughts")
+    )
+    gru = qt.gru
+    for name, parameter in gru.named_parameters():
+        if name.startswith("weight"):
+            for gate in parameter.split(5):
+                fan_out, fan_in = gate.shape
+                assert gate.abs().max() <= math.sqrt(6 / (fan_in + fan_out)) and gate.std() > 0
+        else:
+            gates = (parameter[:10], parameter[10:])  # reset and update, then the candidate
+            expected = 1.0 if name.startswith("bias_ih") else 0.0
+            assert torch.all(gates[0] == expected) and torch.all(gates[1] == 0), name
+    with pytest.raises(UserError, match="gru_init=quickthoughts initializes encoder=gru, not encoder=bilstm"):
+        EncoderConfig(encoder="bilstm", gru_init="quickthoughts")

@@ -38,6 +38,9 @@ class EncoderConfig:
     )
     bottleneck: AtLeast0 = 0  # a linear layer from the pooled embedding to this many dimensions; 0: none
     bidirectional: bool = False  # encoder=gru: also right to left (BiGRU)
+    gru_init: Literal["pytorch", "quickthoughts"] = (
+        "pytorch"  # encoder=gru: quickthoughts: Xavier-uniform weights, gate biases 1 (Quick-Thoughts 4.3)
+    )
     transformer_layers: AtLeast1 = 4  # encoder=transformer: layers
     transformer_heads: AtLeast1 = 4  # encoder=transformer: attention heads (divide hidden)
     transformer_ffn: AtLeast1 = 1024  # encoder=transformer: feed-forward width
@@ -61,6 +64,8 @@ class EncoderConfig:
             raise UserError(
                 f"pooling=cls needs encoder=hf ({self.encoder} has no [CLS] token): use max or mean"
             )
+        if self.gru_init != "pytorch" and self.encoder != "gru":
+            raise UserError(f"gru_init={self.gru_init} initializes encoder=gru, not encoder={self.encoder}")
         own = traits(self.encoder).own_pooling
         if own and self.pooling not in ("auto", "max"):
             raise UserError(

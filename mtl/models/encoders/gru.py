@@ -22,11 +22,38 @@ from mtl.models.encoders.packing import run_packed
 
 
 class GRUEncoder(Encoder):
-    def __init__(self, embedding: nn.Embedding, hidden: int, bidirectional: bool, pooling: Pooling):
+    def __init__(
+        self,
+        embedding: nn.Embedding,
+        hidden: int,
+        bidirectional: bool,
+        pooling: Pooling,
+        init: str = "pytorch",
+    ):
         super().__init__(embedding)
         self.gru = nn.GRU(embedding.embedding_dim, hidden, batch_first=True, bidirectional=bidirectional)
         self.directions = 2 if bidirectional else 1
         self.set_pooling(self.directions * hidden, pooling)
+        if init == "quickthoughts":
+            quick_thoughts_init(self.gru)
+
+
+def quick_thoughts_init(gru: nn.GRU) -> None:
+    """Quick-Thoughts, Section 4.3: "Weights of the GRU are initialized using uniform Xavier
+    initialization and gate biases are initialized to 1." PyTorch keeps a GRU's input and
+    recurrent weights apart, stacked as reset, update, candidate: each gate's block gets its
+    own Xavier range; the reset and update gates' bias is 1 (on the input side, 0 on the
+    recurrent one: they add up), the candidate's 0."""
+    hidden = gru.hidden_size
+    with torch.no_grad():
+        for name, parameter in gru.named_parameters():
+            if name.startswith("weight"):
+                for gate in parameter.split(hidden):
+                    nn.init.xavier_uniform_(gate)
+            else:
+                parameter.zero_()
+                if name.startswith("bias_ih"):
+                    parameter[: 2 * hidden] = 1.0
 
     def skips_padding(self, tokens: torch.Tensor) -> bool:
         return tokens.is_cuda
@@ -46,4 +73,4 @@ class GRUEncoder(Encoder):
 
 @register("gru")
 def build(embedding: nn.Embedding, config: EncoderConfig) -> GRUEncoder:
-    return GRUEncoder(embedding, config.hidden, config.bidirectional, config.pooling)
+    return GRUEncoder(embedding, config.hidden, config.bidirectional, config.pooling, config.gru_init)
