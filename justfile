@@ -91,6 +91,10 @@ neighbours *args:
 export-encoder *args:
     {{python}} -m mtl export-encoder "$@"
 
+# a paper-* or infersent-* run beside its paper's published row: reproduced, not reproduced or not comparable (e.g. run=runs/<run>)
+reproduce *args:
+    {{python}} -m mtl reproduce "$@"
+
 # MTEB tasks on a run's encoder, beside SentEval's (e.g. run=runs/<run> tasks=STSBenchmark,Banking77Classification; needs pip install mteb)
 mteb *args:
     {{python}} -m mtl mteb "$@"

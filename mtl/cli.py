@@ -187,6 +187,11 @@ COMMANDS: dict[str, Command] = {
         "mtl.eval.export_encoder:ExportConfig",
         "a run's encoder for sharing: only words of the public vectors file (vocabulary=public)",
     ),
+    "reproduce": Command(
+        "mtl.analysis.reproduce",
+        "mtl.analysis.reproduce:ReproduceConfig",
+        "a paper-* or infersent-* run's numbers beside the figures its paper publishes for that row",
+    ),
     "mteb": Command(
         "mtl.eval.mteb_run",
         "mtl.eval.mteb_run:MTEBConfig",

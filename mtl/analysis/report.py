@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mtl import metrics
-from mtl.analysis import multitask, significance
+from mtl.analysis import multitask, reproduce, significance
 from mtl.analysis.decompose import DecomposeConfig, decomposition
 from mtl.analysis.page import STYLE, integer_ticks, pyplot, smoothed, svg_base64
 from mtl.config import apply_overrides, flattened, paths_and_keys
@@ -118,7 +118,10 @@ def _results_table(runs: list[Run]) -> str:
             for report, task in transfer
         ),
     ]
-    columns = ["run", *results, "encoder", "steps per block", "steps", "stopped by", *swept]
+    # A run of a paper-* or infersent-* preset: its verdict against the paper's row (just reproduce)
+    paper = {run.name: reproduce.verdict_line(run.folder) for run in runs}
+    against_paper = ["vs paper"] if any(paper.values()) else []
+    columns = ["run", *results, *against_paper, "encoder", "steps per block", "steps", "stopped by", *swept]
     rows = []
     for run in runs:
         s, flat = run.summary, flattened(run.config)
@@ -127,6 +130,7 @@ def _results_table(runs: list[Run]) -> str:
                 run.name,
                 *(_score(_best(run, task, split), run.metric(task)) for task, split in evaluations),
                 *(_transfer_cell(run, report, task) for report, task in transfer),
+                *([paper[run.name] or "–"] if against_paper else []),
                 run.encoder,
                 run.schedule_cell,  # (mixed: "mixed: a + b")
                 str(s.get(metrics.GLOBAL_STEP, _last_step(run))),

@@ -23,7 +23,7 @@ from mtl.runtime.device import resolve_device
 from mtl.runtime.distributed import Distributed
 from mtl.train.config import TrainConfig, recorded_config, with_overrides
 from mtl.train.data import changed_inputs
-from mtl.train.presets import preset_name, preset_overrides, preset_path
+from mtl.train.presets import preset_name, preset_overrides, preset_path, published_for_command
 from mtl.train.record import read_run_record
 from mtl.train.resolve import resolve_inputs, resolve_settings
 from mtl.train.trainer import Trainer
@@ -81,6 +81,8 @@ def train_new(
                 for name, task in trainer.data.tasks.items()
             },
         }
+        if figures := published_for_command(command):  # what its paper reports (`just reproduce`)
+            record["published"] = figures
         atomic.write_text(run_dir / "config.json", jsonfile.dumps(record, indent=2) + "\n", "run config")
     return run_dir, trainer.fit()
 

@@ -1,0 +1,189 @@
+"""`just reproduce run=R`: a run of a paper-* or infersent-* preset beside the figures its paper
+publishes for that row (experiments/published/figures.toml), each marked reproduced, not
+reproduced, or not comparable, and why (another vectors file, a train slice, a capped run).
+
+A run records the figures of its preset when it starts (config.json, "published"); a run of
+an older mtl is matched by the preset its recorded command names.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtl import metrics
+from mtl.config import apply_overrides
+from mtl.errors import UserError
+from mtl.runs import RunFolder, read_json
+from mtl.train.presets import figures_file, published_for_command
+
+PAPER_VECTORS = "glove.840B.300d"  # every row of the two papers' tables used these vectors
+
+
+@dataclass
+class ReproduceConfig:
+    run: str = ""  # a run folder of a paper-* or infersent-* preset
+
+
+def recorded_figures(folder: Path) -> dict[str, Any] | None:
+    record = read_json(RunFolder(folder).record)
+    if not isinstance(record, dict):
+        raise UserError(f"{folder} is not a run folder (no readable config.json): pass runs/<run>")
+    if isinstance(record.get("published"), dict):
+        return record["published"]
+    return published_for_command(shlex.split(record.get("command", ""))[2:])
+
+
+def not_comparable(folder: Path) -> list[str]:
+    """Why the run's numbers cannot be set against the paper's, whatever they are."""
+    record = read_json(RunFolder(folder).record) or {}
+    config = record.get("config", {})
+    reasons = []
+    vectors = Path(str(config.get("data", {}).get("vectors") or "")).name
+    if vectors and not vectors.startswith(PAPER_VECTORS):
+        reasons.append(f"vectors {vectors}, the paper {PAPER_VECTORS}")
+    for name, task in config.get("tasks", {}).items():
+        if task.get("kind") == "nli" and task.get("train_split", "train") != "train":
+            reasons.append(f"{name} trained on the {task['train_split']} split, the paper on all of train")
+        if task.get("max_train"):
+            reasons.append(f"{name} trained on its first {task['max_train']:,} examples")
+    if config.get("data", {}).get("max_eval"):
+        reasons.append(f"dev and test scored on {config['data']['max_eval']:,}-example subsets")
+    summary = read_json(RunFolder(folder).summary)
+    if not isinstance(summary, dict):
+        reasons.append("the run has not finished")
+    elif summary.get("stop_reason") in ("max_steps", "max_minutes") and config.get("optim", {}).get(
+        "stop"
+    ) not in ("max_steps",):
+        reasons.append(f"stopped by {summary['stop_reason']} before its stopping rule")
+    return reasons
+
+
+def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
+    """The figures, one row per published number (what, paper, run, verdict), and the reasons
+    the run is not comparable."""
+    figures = recorded_figures(folder)
+    if figures is None:
+        raise UserError(
+            f"{folder} is not a run of a preset with published figures: train one of "
+            f"{', '.join(sorted(_presets()))} (just train-multitask preset=NAME)"
+        )
+    summary = read_json(RunFolder(folder).summary) or {}
+    transfer = (read_json(folder / "transfer.json") or {}).get("results", {})
+    aggregate = (read_json(folder / "transfer.json") or {}).get("aggregate") or {}
+    reasons = not_comparable(folder)
+    tolerance = figures["tolerance"]
+    table = []
+    for task in ("nli", "squad"):
+        for split, paper in figures.get(task, {}).items():
+            value = summary.get(metrics.best(metrics.evaluation(task, split, "acc")))
+            measured = None if value is None else 100 * value
+            table.append(
+                _row(
+                    f"{task} {split} accuracy",
+                    paper,
+                    measured,
+                    tolerance["points"],
+                    reasons,
+                    "a finished run",
+                )
+            )
+    for task, paper in figures.get("transfer", {}).items():
+        if task in ("micro", "macro"):
+            measured = aggregate.get(task)
+            table.append(
+                _row(f"transfer {task} (dev)", paper, measured, tolerance["points"], reasons, "transfer.json")
+            )
+            continue
+        result = transfer.get(task, {})
+        if isinstance(paper, list):  # STS: Pearson/Spearman
+            for metric, value in zip(("pearson", "spearman"), paper, strict=True):
+                measured = result.get(f"all/{metric}")
+                table.append(
+                    _row(
+                        f"{task} {metric}",
+                        value,
+                        measured,
+                        tolerance["correlation"],
+                        reasons,
+                        "transfer.json",
+                    )
+                )
+        elif paper < 1:  # a correlation (SICK-R)
+            table.append(
+                _row(
+                    f"{task} pearson",
+                    paper,
+                    result.get("pearson"),
+                    tolerance["correlation"],
+                    reasons,
+                    "transfer.json",
+                )
+            )
+        else:
+            measured = None if result.get("acc") is None else 100 * result["acc"]
+            table.append(
+                _row(f"{task} accuracy", paper, measured, tolerance["points"], reasons, "transfer.json")
+            )
+    return figures, table, reasons
+
+
+def _row(
+    what: str, paper: float, measured: float | None, tolerance: float, reasons: list[str], source: str
+) -> list[str]:
+    if measured is None:
+        return [what, _number(paper), "–", f"not measured ({source} has none)"]
+    if reasons:
+        verdict = "not comparable"
+    else:
+        verdict = "reproduced" if abs(measured - paper) <= tolerance else "not reproduced"
+    return [what, _number(paper), _number(measured), verdict]
+
+
+def _number(value: float) -> str:
+    return f"{value:.4f}" if abs(value) < 1 else f"{value:.2f}"
+
+
+def _presets() -> list[str]:
+    table = tomllib.loads(figures_file().read_text(encoding="utf-8"))
+    return [name for name in table if name != "tolerance"]
+
+
+def verdict_line(folder: Path) -> str | None:
+    """One cell for `just report`: how many published numbers the run reproduces, or why it
+    cannot; None for a run of no such preset."""
+    try:
+        figures, table, reasons = rows(folder)
+    except UserError:
+        return None
+    measured = [row for row in table if not row[3].startswith("not measured")]
+    if reasons:
+        return f"not comparable ({reasons[0]})"
+    reproduced = sum(row[3] == "reproduced" for row in measured)
+    return f"{reproduced} of {len(measured)} reproduced" if measured else "nothing measured yet"
+
+
+def text(folder: Path) -> str:
+    figures, table, reasons = rows(folder)
+    width = max(len(row[0]) for row in table)
+    lines = [
+        f"{folder}: preset {figures['preset']}, {figures['cite']}",
+        f"tolerance: {figures['tolerance']['points']:g} points, {figures['tolerance']['correlation']:g} in r",
+        "",
+        f"{'':<{width}}  {'paper':>8}  {'this run':>8}  verdict",
+        *(f"{what:<{width}}  {paper:>8}  {run:>8}  {verdict}" for what, paper, run, verdict in table),
+    ]
+    if reasons:
+        lines += ["", "not comparable: " + "; ".join(reasons) + "."]
+    return "\n".join(lines)
+
+
+def command(args: Sequence[str]) -> None:
+    config = apply_overrides(ReproduceConfig(), args)
+    if not config.run:
+        raise UserError("just reproduce needs run=runs/<run of a paper-* or infersent-* preset>")
+    print(text(Path(config.run).expanduser()))

@@ -1,0 +1,91 @@
+"""`just reproduce`: a run of a paper preset beside its paper's published row, and why not comparable."""
+
+import json
+import re
+
+import pytest
+
+from mtl.cli import main
+from mtl.errors import UserError
+
+from .conftest import args_for
+
+
+def paper_run(tiny_data, out, *extra):
+    args = [a for a in args_for(tiny_data, out, *extra) if "squad" not in a]
+    assert main(["train-multitask", "preset=paper-blstm2048-nli", *args]) == 0
+
+
+def test_a_paper_run_records_its_row_and_is_set_beside_it(tiny_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    paper_run(tiny_data, out)
+    recorded = json.loads((out / "config.json").read_text())["published"]
+    assert (
+        recorded["preset"] == "paper-blstm2048-nli"
+        and "Table 1 'BLSTM (2048 hidden size)'" in recorded["cite"]
+    )
+    assert recorded["nli"] == {"dev": 83.35, "test": 83.429} and recorded["transfer"]["STS14"] == [0.68, 0.65]
+    capsys.readouterr()
+    assert main(["reproduce", f"run={out}"]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    table = rows_of(printed)
+    assert table["nli dev accuracy"] == [
+        "83.35",
+        f"{100 * summary['best/nli/dev/acc']:.2f}",
+        "not comparable",
+    ]
+    assert table["MR accuracy"] == ["81.32", "–", "not measured (transfer.json has none)"]
+    assert "not comparable: vectors tiny.8d.txt, the paper glove.840B.300d" in printed
+    # Its transfer report read back: the verdict per task; the report page shows the count
+    (out / "transfer.json").write_text(json.dumps({"results": {"MR": {"acc": 0.8132}}, "aggregate": None}))
+    assert main(["reproduce", f"run={out}"]) == 0
+    assert rows_of(capsys.readouterr().out)["MR accuracy"] == ["81.32", "81.32", "not comparable"]
+    page = tmp_path / "page.html"
+    assert main(["report", str(out), f"out={page}"]) == 0
+    assert (
+        "<th>vs paper</th>" in page.read_text() and "not comparable (vectors tiny.8d.txt" in page.read_text()
+    )
+
+
+def rows_of(printed: str) -> dict[str, list[str]]:
+    """`just reproduce`'s table: what -> [paper, this run, verdict]."""
+    cells = [re.split(r"\s{2,}", line.strip()) for line in printed.splitlines()]
+    return {row[0]: row[1:] for row in cells if len(row) == 4}
+
+
+def test_a_run_the_paper_can_be_compared_with_gets_a_verdict(tiny_data, tmp_path):
+    from mtl.analysis import reproduce
+
+    out = tmp_path / "run"
+    paper_run(tiny_data, out)
+    record = json.loads((out / "config.json").read_text())
+    record["config"]["data"]["vectors"] = "/data/glove.840B.300d.zip"  # as if trained as the paper was
+    (out / "config.json").write_text(json.dumps(record))
+    summary = json.loads((out / "summary.json").read_text())
+    summary.update({"best/nli/dev/acc": 0.8340, "best/nli/test/acc": 0.8150})
+    (out / "summary.json").write_text(json.dumps(summary))
+    _, table, reasons = reproduce.rows(out)
+    assert reasons == ["stopped by max_steps before its stopping rule"]  # max_steps=10: a capped run
+    summary["stop_reason"] = "min_lr"
+    (out / "summary.json").write_text(json.dumps(summary))
+    _, table, reasons = reproduce.rows(out)
+    verdicts = {row[0]: row[3] for row in table}
+    assert reasons == [] and verdicts["nli dev accuracy"] == "reproduced"  # 83.40 vs 83.35
+    assert verdicts["nli test accuracy"] == "not reproduced"  # 81.50 vs 83.43: past 1 point
+    assert reproduce.verdict_line(out) == "1 of 2 reproduced"
+
+
+def test_a_run_of_no_paper_preset_is_one_line(tiny_data, tmp_path, capsys):
+    from .conftest import start_run
+
+    run_dir, _ = start_run(tiny_data, tmp_path / "run")
+    assert main(["reproduce", f"run={run_dir}"]) == 2
+    assert (
+        "is not a run of a preset with published figures: train one of infersent-hconvnet"
+        in capsys.readouterr().err
+    )
+    with pytest.raises(UserError):
+        from mtl.analysis.reproduce import rows
+
+        rows(tmp_path / "nowhere")
