@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mtl.errors import UserError
+from mtl.eval.transfer import suite
 
 MODES = ("standard", "fast", "senteval", "senteval-prototyping")
 
@@ -78,8 +79,6 @@ def evaluate(
     """Score `encode` on the transfer tasks under `mode` (standard, fast, senteval,
     senteval-prototyping); the results by task. `out`: the report's folder (default
     runs/external-<name>); `data`: SentEval's downstream folder (default: $MTL_DATA_DIR's)."""
-    from mtl.eval.transfer import suite
-
     if not name or "/" in name:
         raise UserError(f"name={name!r}: give the model a name (no slashes): it names its report folder")
     if mode not in MODES:

@@ -23,10 +23,10 @@ LAYERS = [
             "=mtl.eval.transfer",  # the package alone: its __init__ registers the tasks
         ],
     ),
-    ("run folders", ["mtl.runs"]),
+    ("run folders", ["mtl.runs", "mtl.published"]),
     ("training and evaluation", ["mtl.train", "mtl.eval"]),
     ("commands", ["mtl.analysis", "mtl.bench", "mtl.fuzz"]),
-    ("entry points", ["mtl.registry", "mtl.cli", "mtl.__main__", "=mtl"]),
+    ("entry points", ["mtl.registry", "mtl.cli", "mtl.__main__", "=mtl", "=mtl.transfer"]),
 ]
 # Where an import inside a function is the design: the command table imports a command's module
 # when it runs; `mtl.load_encoder` keeps `import mtl` light.

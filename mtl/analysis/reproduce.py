@@ -18,8 +18,8 @@ from typing import Any
 from mtl import metrics
 from mtl.config import apply_overrides
 from mtl.errors import UserError
+from mtl.published import figures_file, published_for_command
 from mtl.runs import RunFolder, read_json
-from mtl.train.presets import figures_file, published_for_command
 
 PAPER_VECTORS = "glove.840B.300d"  # every row of the two papers' tables used these vectors
 

@@ -20,8 +20,11 @@ from typing import Any
 
 from mtl.config import apply_overrides
 from mtl.errors import UserError
+from mtl.eval.mteb import MTEBEncoder  # imports mteb: a one-line error when it is missing
+from mtl.eval.transfer.provenance import evaluated
 from mtl.files import atomic, jsonfile
-from mtl.runs import RunFolder
+from mtl.runs import RunFolder, wandb_group
+from mtl.tracking.tracker import Tracker
 
 REPORT = "transfer-mteb"  # a transfer report's name: `just report` reads transfer*.json
 
@@ -57,9 +60,6 @@ def resolve_tasks(names: list[str]) -> list[Any]:
 
 def evaluate(config: MTEBConfig) -> dict:
     """Run the tasks; write the report; return it."""
-    from mtl.eval.mteb import MTEBEncoder  # imports mteb: one line when it is missing
-    from mtl.eval.transfer.provenance import evaluated
-
     names = [name.strip() for name in config.tasks.split(",") if name.strip()]
     if not config.run or not names:
         raise UserError("mteb needs run=<run folder> and tasks=<MTEB task names, comma-separated>")
@@ -113,9 +113,6 @@ def markdown(report: dict) -> str:
 
 def _track(config: MTEBConfig, out: Path, report: dict) -> None:
     """A W&B run in the training run's group: the scores as a table and in the summary."""
-    from mtl.runs import wandb_group
-    from mtl.tracking.tracker import Tracker
-
     tracker = Tracker.start(
         job_type="mteb-eval",
         config={**asdict(config), "dim": report["dim"], "mteb_version": report["mteb_version"]},

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from mtl.errors import UserError
 
@@ -84,20 +82,3 @@ def _text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def figures_file() -> Path:
-    return preset_dir() / "published" / "figures.toml"
-
-
-def published(preset: str) -> dict[str, Any] | None:
-    """The published figures of `preset`'s row (with `cite` and the `tolerance`), or None."""
-    table = tomllib.loads(figures_file().read_text(encoding="utf-8"))
-    entry = table.get(preset)
-    return None if entry is None else {"preset": preset, **entry, "tolerance": table["tolerance"]}
-
-
-def published_for_command(args: Sequence[str]) -> dict[str, Any] | None:
-    """The figures for the preset a train-multitask command line names, if it names one."""
-    presets = [arg.partition("=")[2] for arg in args if arg.startswith("preset=")]
-    return published(preset_name(presets[-1])) if presets else None

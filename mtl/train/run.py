@@ -18,12 +18,13 @@ from mtl.config import to_dict
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
+from mtl.published import published_for_command
 from mtl.runs import RunFolder, RunStatus
 from mtl.runtime.device import resolve_device
 from mtl.runtime.distributed import Distributed
 from mtl.train.config import TrainConfig, recorded_config, with_overrides
 from mtl.train.data import changed_inputs
-from mtl.train.presets import preset_name, preset_overrides, preset_path, published_for_command
+from mtl.train.presets import preset_name, preset_overrides, preset_path
 from mtl.train.record import read_run_record
 from mtl.train.resolve import resolve_inputs, resolve_settings
 from mtl.train.trainer import Trainer

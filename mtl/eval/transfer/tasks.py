@@ -7,8 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mtl.console import say
+from mtl.data.snli import LABELS
 from mtl.errors import UserError
 from mtl.eval.transfer.registry import register_transfer_task, spec
+from mtl.files.paths import data_dir
 
 
 @dataclass
@@ -223,10 +226,6 @@ def read_snli(root: Path) -> TransferTask:
     """SNLI in SentEval's layout (`SNLI/s1.<split>`, `s2.<split>`, `labels.<split>`), or mtl's own
     copy ($MTL_DATA_DIR/snli); a copy without the full train split (the shared data's) trains on
     its `train_small` slice, said on the console."""
-    from mtl.console import say
-    from mtl.data.snli import LABELS
-    from mtl.files.paths import data_dir
-
     folder = root / "SNLI"
     if not folder.is_dir() and data_dir() is not None and (data_dir() / "snli").is_dir():
         folder = data_dir() / "snli"
