@@ -377,6 +377,7 @@ def test_quick_thoughts_gru_init_is_xavier_uniform_with_gate_biases_at_one():
     qt = build_encoder(
         embedding, EncoderConfig(encoder="gru", hidden=5, bidirectional=True, gru_init="quickthoughts")
     )
+    assert qt(torch.tensor([[2, 3, 4]]), torch.tensor([3])).shape == (1, 10)  # and it encodes
     gru = qt.gru
     for name, parameter in gru.named_parameters():
         if name.startswith("weight"):

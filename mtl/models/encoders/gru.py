@@ -37,6 +37,21 @@ class GRUEncoder(Encoder):
         if init == "quickthoughts":
             quick_thoughts_init(self.gru)
 
+    def skips_padding(self, tokens: torch.Tensor) -> bool:
+        return tokens.is_cuda
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        states = self.embedding(tokens)  # (B, T, E)
+        # Right to left must start at each sentence's last word, not at its padding: packed
+        # sequences do that (and skip the padding on CUDA). Left to right alone never reads
+        # the padding before a real position, so on the CPU it runs dense.
+        if self.directions == 2 or self.skips_padding(tokens):
+            states = run_packed(states, lengths, self.gru)
+        else:
+            states = self.gru(states)[0]  # (B, T, directions * H)
+        mask = length_mask(lengths, tokens.shape[1], tokens.device)
+        return self.pool_states(states, mask, self.directions)
+
 
 def quick_thoughts_init(gru: nn.GRU) -> None:
     """Quick-Thoughts, Section 4.3: "Weights of the GRU are initialized using uniform Xavier
@@ -54,21 +69,6 @@ def quick_thoughts_init(gru: nn.GRU) -> None:
                 parameter.zero_()
                 if name.startswith("bias_ih"):
                     parameter[: 2 * hidden] = 1.0
-
-    def skips_padding(self, tokens: torch.Tensor) -> bool:
-        return tokens.is_cuda
-
-    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        states = self.embedding(tokens)  # (B, T, E)
-        # Right to left must start at each sentence's last word, not at its padding: packed
-        # sequences do that (and skip the padding on CUDA). Left to right alone never reads
-        # the padding before a real position, so on the CPU it runs dense.
-        if self.directions == 2 or self.skips_padding(tokens):
-            states = run_packed(states, lengths, self.gru)
-        else:
-            states = self.gru(states)[0]  # (B, T, directions * H)
-        mask = length_mask(lengths, tokens.shape[1], tokens.device)
-        return self.pool_states(states, mask, self.directions)
 
 
 @register("gru")
