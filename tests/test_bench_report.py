@@ -159,3 +159,16 @@ def test_train_report_gives_the_packed_floor_and_gpu_memory():
     )
     assert "1.81x the one-call packed floor" in report
     assert "peak MB reference 900  mtl fp32 1,234" in report
+
+
+def test_bench_transfer_prints_each_tasks_seconds_and_its_fits_share():
+    from mtl.bench import transfer
+
+    row = {
+        "encoder": "glove-bow", "mode": "senteval-prototyping", "seconds": 64.0, "dim": 50,
+        "tasks": {"MR": 30.0, "TREC": 10.0}, "embedding": {"MR": 3.0, "TREC": 1.0},
+    }  # fmt: skip
+    printed = transfer.format_row(row)
+    assert "glove-bow" in printed and "fits 90%" in printed
+    assert "MR 30.0 s (90% fits), TREC 10.0 s (90% fits)" in printed
+    assert transfer.BenchTransferConfig(modes="senteval-prototyping").modes == "senteval-prototyping"

@@ -122,6 +122,7 @@ def test_snli_is_a_transfer_task_as_senteval_runs_it(tiny_data, senteval, tmp_pa
         assert main([*args, "wandb=disabled", "baseline=glove-bow", "tasks=SNLI", f"out={out}"]) == 0
         result = json.loads(next(out.glob("transfer*.json")).read_text())["results"]["SNLI"]
         assert (result["ndev"], result["ntest"]) == (100, 100) and 0 <= result["acc"] <= 1
+        assert 0 <= result["embed_seconds"] <= result["seconds"]  # what bench-transfer splits off
     (senteval / "SNLI" / "labels.train").rename(senteval / "SNLI" / "labels.train_small")
     for prefix in ("s1", "s2"):
         (senteval / "SNLI" / f"{prefix}.train").rename(senteval / "SNLI" / f"{prefix}.train_small")

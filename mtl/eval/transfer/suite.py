@@ -237,8 +237,15 @@ def _evaluated(
             *attention,
         )
     stage(f"embedding {len(texts):,} sentences")
+    started = time.perf_counter()
     embedded = encoder.encode(texts, batch_size=batch_size, pooling=pooling, progress=False)
+    embedding_seconds = round(time.perf_counter() - started, 1)  # the rest of a task's time: fitting
     stage("fitting")
+    return {**_scored(task, embedded, row, protocol), "embed_seconds": embedding_seconds}
+
+
+def _scored(task: TransferTask, embedded: np.ndarray, row: dict[str, int], protocol: Protocol) -> dict:
+    """The task scored on its `embedded` sentences, in SentEval's order (see below)."""
 
     task = training_part(task, protocol.train_fraction, protocol.seed)  # a learning curve: train= fraction
     if task.kind == "sts":  # a cosine per pair: nothing is fitted, the order is irrelevant
