@@ -242,3 +242,31 @@ def test_the_qqp_task_file_trains_on_glues_tsv_layout(tiny_data, tmp_path, monke
     assert "best/qqp/dev/acc" in summary and summary["steps/qqp"] > 0
     hub = run.config_from_args(args_for(tiny_data, tmp_path / "hub", f"tasks=nli,{qqp}")).tasks["qqp"]
     assert (hub.source, hub.subset, hub.dev, hub.test) == ("nyu-mll/glue", "qqp", "validation", "")
+
+
+def test_a_streamed_hub_task_fetches_only_max_train_training_rows(monkeypatch):
+    """pairs.streaming=true with max_train=N: the Hub split is opened as a stream and only its
+    first N rows are taken (counted on a stand-in stream; the Hub is out of reach here)."""
+    import datasets
+
+    taken, opened = [], []
+
+    def stream(source, subset, split, streaming=False):
+        opened.append((source, subset, split, streaming))
+
+        def rows():
+            for number in range(10**9):  # as long as a dataset too large to download
+                taken.append(number)
+                yield {"sentence1": f"a man number {number} .", "sentence2": "a man .", "label": "entailment"}
+
+        return rows() if streaming else list(itertools.islice(rows(), 5))
+
+    import itertools
+
+    monkeypatch.setattr(datasets, "load_dataset", stream)
+    config = PairsConfig(source="someone/huge-nli", labels=LABELS, streaming=True, max_train=7, subset="en")
+    train = build_task("pairs", config).load("train")
+    assert len(train) == 7 and len(taken) == 7 and opened == [("someone/huge-nli", "en", "train.jsonl", True)]
+    taken.clear()
+    build_task("pairs", config).load("dev")  # dev is read whole, not streamed
+    assert opened[-1][3] is False

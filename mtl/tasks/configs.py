@@ -95,6 +95,9 @@ class PairsConfig(TaskConfig):
     # folder `datasets`' save_to_disk wrote (its splits by name), or a Hub dataset id.
     source: str = ""
     subset: str = ""  # a Hub dataset's configuration (GLUE's qqp, mrpc, ...); empty: its default
+    # A Hub dataset read as a stream: with max_train=N only the first N training rows are fetched
+    # (a dataset too large to download whole); dev and test are read whole.
+    streaming: bool = False
     format: Literal["jsonl", "tsv", "csv"] = "jsonl"  # of the split files (a Hub dataset has its own)
     header: bool = True  # tsv/csv: the first line names the columns; false: they are named 0, 1, 2, ...
     train_file: str = "train.jsonl"  # training file in source (a Hub id: the split's name); was train=
@@ -117,6 +120,8 @@ class PairsConfig(TaskConfig):
 class STSConfig(TaskConfig):
     kind: str = "sts"
     source: str = ""  # as pairs.source: a folder of files, a save_to_disk folder, or a Hub dataset id
+    subset: str = ""  # as pairs.subset: a Hub dataset's configuration
+    streaming: bool = False  # as pairs.streaming: with max_train=N, only N training rows fetched
     format: Literal["jsonl", "tsv", "csv"] = "tsv"  # of the split files (a Hub dataset has its own)
     header: bool = True  # a tsv/csv file's first line names its columns; false: columns are 0, 1, 2, ...
     train_file: str = "train.tsv"  # was train=

@@ -12,6 +12,7 @@ another supervised task, Conneau et al. 2017, Table 4).
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe
 from mtl.tasks.base import Task
-from mtl.tasks.configs import PairsConfig
+from mtl.tasks.configs import PairsConfig, STSConfig
 from mtl.tasks.kinds import register
 from mtl.tasks.nli import pair_recipe
 from mtl.text.unicode import decode_utf8, invalid_unicode, text_lines
@@ -55,7 +56,10 @@ class Pairs(Task):
         if not name:
             return None
         columns = tuple(c for c in (config.first, config.second, config.label) if c)
-        rows = read_rows(self.name, config.source, name, config.format, config.header, columns, config.subset)
+        rows = read_rows(
+            self.name, config.source, name, config.format, config.header, columns, config.subset,
+            streamed_rows(config, split),
+        )  # fmt: skip
         classes = {name: index for index, name in enumerate(config.class_names)}
         first, second, labels = [], [], []
         for row in rows:
@@ -103,6 +107,7 @@ def read_rows(
     header: bool = True,
     columns: tuple[str, ...] = (),
     subset: str = "",
+    stream: int | None = None,
 ) -> list[Row]:
     """The rows of file `name` in folder `source` (or split `name` of Hub dataset `source`), each
     with its line number; without a `header` line, a tsv or csv file's columns are named 0, 1, 2, ...
@@ -115,7 +120,11 @@ def read_rows(
         import datasets  # a second to import: only for a Hub dataset
 
         try:
-            rows = list(datasets.load_dataset(source, subset or None, split=name))
+            if stream is None:
+                rows = list(datasets.load_dataset(source, subset or None, split=name))
+            else:  # only the rows wanted cross the network
+                streamed = datasets.load_dataset(source, subset or None, split=name, streaming=True)
+                rows = list(itertools.islice(streamed, stream))
         except Exception as error:  # the Hub and datasets raise many types
             where = f"{source} ({subset})" if subset else source
             raise UserError(f"{task}: cannot load {where} split {name!r} ({error})") from None
@@ -155,6 +164,12 @@ def read_rows(
             )
         rows.append(Row(number, dict(zip(names, row, strict=True))))
     return _checked(rows, str(path), task, columns)
+
+
+def streamed_rows(config: PairsConfig | STSConfig, split: str) -> int | None:
+    """How many rows of a Hub split to stream: the training split's max_train when the task
+    streams (None: read the split whole)."""
+    return config.max_train if config.streaming and split == "train" and config.max_train else None
 
 
 def saved_dataset(folder: Path) -> bool:

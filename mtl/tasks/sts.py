@@ -21,7 +21,7 @@ from mtl.errors import UserError
 from mtl.tasks.base import Task
 from mtl.tasks.configs import STSConfig
 from mtl.tasks.kinds import register
-from mtl.tasks.pairs import read_rows, resolve_folder
+from mtl.tasks.pairs import read_rows, resolve_folder, streamed_rows
 
 
 class CosineHead(nn.Module):
@@ -55,7 +55,10 @@ class STS(Task):
             return None
         where = f"{config.source}/{name}"
         columns = (config.first, config.second, config.score)
-        rows = read_rows(self.name, config.source, name, config.format, config.header, columns)
+        rows = read_rows(
+            self.name, config.source, name, config.format, config.header, columns, config.subset,
+            streamed_rows(config, split),
+        )  # fmt: skip
         first, second, scores = [], [], []
         for row in rows:
             score = _score(row.values[config.score])
