@@ -89,3 +89,20 @@ def test_a_run_of_no_paper_preset_is_one_line(tiny_data, tmp_path, capsys):
         from mtl.analysis.reproduce import rows
 
         rows(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize(
+    "damaged", [{"preset": "x"}, {"cite": "c", "tolerance": {"points": "1", "correlation": 0.02}}, [1, 2]]
+)
+def test_damaged_recorded_figures_are_one_line_and_the_report_page_still_draws(
+    tiny_data, tmp_path, capsys, damaged
+):
+    out = tmp_path / "run"
+    paper_run(tiny_data, out)
+    record = json.loads((out / "config.json").read_text())
+    record["published"] = damaged
+    (out / "config.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main(["reproduce", f"run={out}"]) == 2
+    assert "its published figures are damaged" in capsys.readouterr().err
+    assert main(["report", str(out), f"out={tmp_path / 'page.html'}"]) == 0  # no verdict, no crash

@@ -33,9 +33,39 @@ def recorded_figures(folder: Path) -> dict[str, Any] | None:
     record = read_json(RunFolder(folder).record)
     if not isinstance(record, dict):
         raise UserError(f"{folder} is not a run folder (no readable config.json): pass runs/<run>")
-    if isinstance(record.get("published"), dict):
+    if "published" in record:
+        if not well_formed(record["published"]):
+            raise UserError(
+                f"{RunFolder(folder).record}: its published figures are damaged: restore the file, or "
+                "remove the entry to take them from the preset its command names"
+            )
         return record["published"]
-    return published_for_command(shlex.split(record.get("command", ""))[2:])
+    command = record.get("command", "")
+    return published_for_command(shlex.split(command)[2:]) if isinstance(command, str) else None
+
+
+def well_formed(figures: object) -> bool:
+    """A run's recorded figures as `published` gives them: numbers (STS: a pair) by key, a cite,
+    and the tolerances."""
+
+    def number(value: object) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+
+    if not isinstance(figures, dict) or not isinstance(figures.get("cite"), str):
+        return False
+    tolerance = figures.get("tolerance")
+    if not isinstance(tolerance, dict) or not all(
+        number(tolerance.get(k)) for k in ("points", "correlation")
+    ):
+        return False
+    for group in ("nli", "squad", "transfer"):
+        values = figures.get(group, {})
+        if not isinstance(values, dict) or not all(
+            number(v) or (isinstance(v, list) and len(v) == 2 and all(map(number, v)))
+            for v in values.values()
+        ):
+            return False
+    return True
 
 
 def not_comparable(folder: Path) -> list[str]:
