@@ -179,9 +179,7 @@ STALE_MARK = "†"
 def _cell(value: str, bold: bool) -> str:
     """A table cell; a path shows its last part (the whole path on hover), so a column of
     vectors files or data folders stays as narrow as their names."""
-    shown = value
-    if value.startswith(("/", "~", "./", "../")) and len(value) > 1:
-        shown = Path(value.rstrip("/")).name or value
+    shown = str(significance.short_value(value)) or value
     text = f"<strong>{html.escape(shown)}</strong>" if bold else html.escape(shown)
     hover = f' title="{html.escape(value)}"' if shown != value else ""
     return f"<td{hover}>{text}</td>"

@@ -29,10 +29,15 @@ class ReproduceConfig:
     run: str = ""  # a run folder of a paper-* or infersent-* preset
 
 
-def recorded_figures(folder: Path) -> dict[str, Any] | None:
+def read_record(folder: Path) -> dict[str, Any]:
     record = read_json(RunFolder(folder).record)
     if not isinstance(record, dict):
         raise UserError(f"{folder} is not a run folder (no readable config.json): pass runs/<run>")
+    return record
+
+
+def recorded_figures(folder: Path, record: dict[str, Any]) -> dict[str, Any] | None:
+    """The figures `record` (the run's config.json) holds, else those of the preset its command names."""
     if "published" in record:
         if not well_formed(record["published"]):
             raise UserError(
@@ -68,9 +73,9 @@ def well_formed(figures: object) -> bool:
     return True
 
 
-def not_comparable(folder: Path) -> list[str]:
-    """Why the run's numbers cannot be set against the paper's, whatever they are."""
-    record = read_json(RunFolder(folder).record) or {}
+def not_comparable(record: dict[str, Any], summary: dict[str, Any] | None) -> list[str]:
+    """Why the run's numbers (`record`: its config.json, `summary`: its summary.json, None before
+    it finishes) cannot be set against the paper's, whatever they are."""
     config = record.get("config", {})
     reasons = []
     vectors = Path(str(config.get("data", {}).get("vectors") or "")).name
@@ -83,12 +88,12 @@ def not_comparable(folder: Path) -> list[str]:
             reasons.append(f"{name} trained on its first {task['max_train']:,} examples")
     if config.get("data", {}).get("max_eval"):
         reasons.append(f"dev and test scored on {config['data']['max_eval']:,}-example subsets")
-    summary = read_json(RunFolder(folder).summary)
-    if not isinstance(summary, dict):
+    if summary is None:
         reasons.append("the run has not finished")
-    elif summary.get("stop_reason") in ("max_steps", "max_minutes") and config.get("optim", {}).get(
-        "stop"
-    ) not in ("max_steps",):
+    elif (
+        summary.get("stop_reason") in ("max_steps", "max_minutes")
+        and config.get("optim", {}).get("stop") != "max_steps"
+    ):
         reasons.append(f"stopped by {summary['stop_reason']} before its stopping rule")
     return reasons
 
@@ -96,16 +101,19 @@ def not_comparable(folder: Path) -> list[str]:
 def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
     """The figures, one row per published number (what, paper, run, verdict), and the reasons
     the run is not comparable."""
-    figures = recorded_figures(folder)
+    record = read_record(folder)
+    figures = recorded_figures(folder, record)
     if figures is None:
         raise UserError(
             f"{folder} is not a run of a preset with published figures: train one of "
             f"{', '.join(sorted(_presets()))} (just train-multitask preset=NAME)"
         )
-    summary = read_json(RunFolder(folder).summary) or {}
-    transfer = (read_json(folder / "transfer.json") or {}).get("results", {})
-    aggregate = (read_json(folder / "transfer.json") or {}).get("aggregate") or {}
-    reasons = not_comparable(folder)
+    summary = read_json(RunFolder(folder).summary)
+    summary = summary if isinstance(summary, dict) else None
+    report = read_json(folder / "transfer.json") or {}  # the standard protocol's: the papers' tables
+    transfer, aggregate = report.get("results", {}), report.get("aggregate") or {}
+    reasons = not_comparable(record, summary)
+    summary = summary or {}
     tolerance = figures["tolerance"]
     table = []
     for task in ("nli", "squad"):

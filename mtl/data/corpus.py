@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mtl.data.squad import load_squad, resolve_squad_source
 from mtl.errors import UserError
+from mtl.files.hub import looks_like_hub_id
 from mtl.text.unicode import decode_utf8, text_lines
 
 Document = list[str]
@@ -28,7 +29,7 @@ def resolve_corpus(source: str) -> str:
     if source.startswith(f"{SQUAD}:"):
         return source
     path = Path(source).expanduser()
-    if path.exists() or not _looks_like_hub_id(source):
+    if path.exists() or not looks_like_hub_id(source):
         if not path.is_file():
             raise UserError(
                 f"corpus {source} does not exist: give a text file (a sentence per line, a blank line "
@@ -102,7 +103,3 @@ def _sentencizer():
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     return nlp
-
-
-def _looks_like_hub_id(source: str) -> bool:
-    return source.count("/") == 1 and not source.startswith((".", "/", "~"))

@@ -9,6 +9,7 @@ from typing import Any
 
 from mtl.console import say
 from mtl.errors import UserError
+from mtl.files.hub import looks_like_hub_id
 from mtl.files.paths import data_dir
 from mtl.text.unicode import decode_utf8, invalid_unicode
 
@@ -43,7 +44,7 @@ def load_squad(source: str | None) -> dict[str, list[Article]]:
     """
     source = resolve_squad_source(source)
     folder = Path(source).expanduser()
-    if folder.exists() or not _looks_like_hub_id(source):
+    if folder.exists() or not looks_like_hub_id(source):
         return {split: read_squad_json(folder / name) for split, (name, _) in SPLITS.items()}
     return _load_from_hub(source)
 
@@ -57,15 +58,11 @@ def resolve_squad_source(source: str | None) -> str:
         local = data_dir()
         source = str(local / "squad") if local is not None else HUB_ID
     folder = Path(source).expanduser()
-    if folder.exists() or not _looks_like_hub_id(source):
+    if folder.exists() or not looks_like_hub_id(source):
         for name, _ in SPLITS.values():
             if not (folder / name).is_file():
                 raise _missing(folder / name)
     return source
-
-
-def _looks_like_hub_id(source: str) -> bool:
-    return source.count("/") == 1 and not source.startswith((".", "/", "~"))
 
 
 def _missing(path: Path) -> UserError:

@@ -382,9 +382,7 @@ def cosine_similarities(embeddings1, embeddings2, *, pairwise: bool) -> torch.Te
 def as_matrix(embeddings) -> torch.Tensor:
     """(N, D) float32 on the CPU out of an array, a tensor, a list of rows or one row."""
     if isinstance(embeddings, list | tuple):
-        embeddings = torch.stack(
-            [torch.as_tensor(np.asarray(row) if not torch.is_tensor(row) else row) for row in embeddings]
-        )
+        embeddings = torch.stack([torch.as_tensor(row).detach().cpu() for row in embeddings])
     matrix = torch.as_tensor(embeddings).detach().to("cpu", torch.float32)
     return matrix[None] if matrix.ndim == 1 else matrix
 

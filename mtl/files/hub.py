@@ -12,6 +12,11 @@ from mtl.errors import UserError
 Loaded = TypeVar("Loaded")
 
 
+def looks_like_hub_id(source: str) -> bool:
+    """`organization/name`, not a path: the shape of a Hub dataset or model id."""
+    return source.count("/") == 1 and not source.startswith((".", "/", "~"))
+
+
 def is_local(name: str) -> bool:
     return Path(name).expanduser().is_dir()
 

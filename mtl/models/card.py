@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from mtl import metrics
+from mtl.files.hub import looks_like_hub_id
 
 # SNLI and SQuAD, the data of the paper's encoders, are both CC BY-SA 4.0; a user training on
 # other data names the license at upload (`just push-encoder ... license=`).
@@ -59,12 +60,7 @@ def facts_of(name: str, config: dict[str, Any], scores: dict[str, Any], titles: 
 
 def is_hub_id(source: object) -> bool:
     """An `organization/name` the Hub knows, rather than a path on this machine."""
-    return (
-        isinstance(source, str)
-        and source.count("/") == 1
-        and not source.startswith((".", "/", "~"))
-        and not Path(source).expanduser().exists()
-    )
+    return isinstance(source, str) and looks_like_hub_id(source) and not Path(source).expanduser().exists()
 
 
 def write_card(folder: Path, facts: CardFacts, dim: int, modules: list[str]) -> None:
