@@ -44,7 +44,8 @@ def resolve_tasks(names: list[str]) -> list[Any]:
     """MTEB's task objects for `names`, or a one-line error naming an unknown one."""
     import mteb
 
-    known = {task.metadata.name for task in mteb.get_tasks()}
+    # Every task MTEB knows by name, superseded ones too (STSBenchmark: MTEB also has a v2)
+    known = {task.metadata.name for task in mteb.get_tasks(exclude_superseded=False)}
     if unknown := [name for name in names if name not in known]:
         import difflib
 
