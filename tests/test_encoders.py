@@ -171,7 +171,7 @@ def test_auto_kernel_on_cpu_packs_only_narrow_batches_that_are_mostly_padding(em
 
     calls = []
     real = bilstm.run_packed
-    monkeypatch.setattr(bilstm, "run_packed", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(bilstm, "run_packed", lambda *a, **k: calls.append(1) or real(*a, **k))
     encoder = build_encoder(embedding, SMALL["bilstm"])
     assert encoder.kernel == "auto"
     encoder(torch.tensor([[5, 9], [3, 4]]), torch.tensor([2, 2]))  # no padding: dense
@@ -285,8 +285,8 @@ def test_packing_by_one_gather_packs_as_pytorch_does():
     lengths = torch.tensor([3, 6, 1, 4, 5])  # distinct: PyTorch's order among equal lengths is its own
     states = torch.arange(5 * 7 * 2, dtype=torch.float32).view(5, 7, 2)  # padded to 7
     expected = pack_padded_sequence(states, lengths, batch_first=True, enforce_sorted=False)
-    rows, batch_sizes = packed_rows(lengths, width=7)
-    torch.testing.assert_close(batch_sizes, expected.batch_sizes)
+    rows, batch_sizes = packed_rows(lengths.numpy(), width=7)
+    torch.testing.assert_close(torch.from_numpy(batch_sizes), expected.batch_sizes)
     torch.testing.assert_close(states.view(35, 2)[rows], expected.data, rtol=0, atol=0)
 
 

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from mtl.bench import mixed, objectives
+from mtl.bench import mixed, objectives, ops
 from mtl.config import AtLeast0, Range, apply_overrides
 from mtl.data.batches import TaskStream
 from mtl.errors import UserError
@@ -87,6 +87,7 @@ class BenchTrainConfig:
         ""  # mixed: time a schedule=mixed step against the single-task steps it holds (bench/mixed.py)
     )
     preset: str = "paper-multitask-blstm2048"  # schedule=mixed: the configuration whose step is timed
+    ops: bool = False  # count each encoder's host work per step instead of timing (bench/ops.py)
 
 
 class ReferenceModel(nn.Module):
@@ -114,7 +115,8 @@ class ReferenceModel(nn.Module):
         return self.classifier(self.recipe.features(*(self.encode(t, n) for t, n in sentences)))
 
 
-def run(bench: BenchTrainConfig) -> dict:
+def bench_inputs(bench: BenchTrainConfig) -> tuple[TrainConfig, TrainingData, str]:
+    """The configuration every contender starts from, the data, and where the 300-d vectors came from."""
     if bench.threads:
         torch.set_num_threads(bench.threads)
     base = with_overrides(
@@ -131,10 +133,14 @@ def run(bench: BenchTrainConfig) -> dict:
             "optim=sgd",
         ],
     )
-    device = resolve_device(bench.device)
     base = resolve_inputs(base)
     data = prepare(base, progress=False)
-    inputs = with_300d_inputs(data)
+    return base, data, with_300d_inputs(data)
+
+
+def run(bench: BenchTrainConfig) -> dict:
+    base, data, inputs = bench_inputs(bench)
+    device = resolve_device(bench.device)
     precisions = [p for p in bench.precisions.split(",") if supported(p, device)]
     chosen = [
         s
@@ -383,6 +389,10 @@ def report(results: dict) -> str:
 def command(args: Sequence[str]) -> None:
     """`just bench-train`: the step benchmark, and with objectives= the seeds' objectives."""
     config = apply_overrides(BenchTrainConfig(), args)
+    if config.ops:
+        base, data, _ = bench_inputs(config)
+        print(ops.report(ops.run(base, data, config.only, config.tasks.split(",")[0])))
+        return
     if config.schedule == "mixed":
         print(run_mixed(config))
         return

@@ -96,12 +96,16 @@ class TaskHead(nn.Module):
         calls = self.recipe.calls
         if encoder.skips_padding(sentences[0][0]):
             calls = (tuple(range(len(sentences))),)
-        embeddings: list[torch.Tensor] = [torch.empty(0)] * len(sentences)
+        embeddings: list[torch.Tensor | None] = [None] * len(sentences)
         for call in calls:
             parts = [sentences[i] for i in call]
             width = max(tokens.shape[1] for tokens, _ in parts)
-            tokens = torch.cat([nn.functional.pad(t, (0, width - t.shape[1])) for t, _ in parts])  # (kB, T)
-            encoded = encoder(tokens, torch.cat([lengths for _, lengths in parts]))  # (kB, D)
+            padded = [
+                t if t.shape[1] == width else nn.functional.pad(t, (0, width - t.shape[1])) for t, _ in parts
+            ]
+            tokens = torch.cat(padded) if len(padded) > 1 else padded[0]  # (kB, T)
+            lengths = torch.cat([n for _, n in parts]) if len(parts) > 1 else parts[0][1]
+            encoded = encoder(tokens, lengths)  # (kB, D)
             for i, part in zip(call, encoded.chunk(len(call)), strict=True):
                 embeddings[i] = part
         return self.classifier(self.recipe.features(*embeddings))

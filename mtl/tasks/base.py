@@ -122,7 +122,8 @@ class Task:
 
     def losses(self, outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """(B,) per-example training loss."""
-        return nn.functional.cross_entropy(outputs.float(), labels, reduction="none")
+        logits = outputs if outputs.dtype == torch.float32 else outputs.float()  # (bf16/fp16 under autocast)
+        return nn.functional.cross_entropy(logits, labels, reduction="none")
 
     def scores(self, outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """(B,) per-example value of `metric` (their mean is the metric): here, 1 when right."""

@@ -23,7 +23,7 @@ from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.precision import autocast
 from mtl.train.setup import Setup, TaskNetwork
-from mtl.train.step import StepResult, TaskStep, step_seed
+from mtl.train.step import StepResult, TaskStep, step_seed, weighted
 
 
 @dataclass
@@ -145,8 +145,8 @@ class MixedStep:
         for sentences, labels, weight in self.prepare(task, rows).micro_batches:
             with autocast(self.config.run.precision, self.device):
                 outputs = network(sentences)
-            losses = definition.losses(outputs, labels) * weight
-            score = (definition.scores(outputs, labels) * weight).sum()
+            losses = weighted(definition.losses(outputs, labels), weight)
+            score = weighted(definition.scores(outputs, labels), weight).sum()
             loss = self.balancer.task_loss(index, losses.sum() / len(rows))
             self.setup.scaler.scale(loss).backward()
             totals += torch.stack([losses.sum().detach(), score.detach()])

@@ -16,9 +16,13 @@ def build_optimizer(
     Every parameter group keeps its `base_lr`, which step-driven lr schedules scale.
     """
     if config.optim == "sgd":
-        return torch.optim.SGD([{"params": parameters, "base_lr": config.lr}], lr=config.lr)
+        return torch.optim.SGD(
+            [{"params": parameters, "base_lr": config.lr}], lr=config.lr, **update_kernel(parameters)
+        )
     if config.optim == "adam":
-        return torch.optim.Adam([{"params": parameters, "base_lr": config.lr}], lr=config.lr)
+        return torch.optim.Adam(
+            [{"params": parameters, "base_lr": config.lr}], lr=config.lr, **update_kernel(parameters)
+        )
     # SBERT: AdamW, no weight decay on biases and LayerNorm (the 1-d parameters); a pretrained
     # backbone has its own lr (hf_lr), the new heads theirs (lr).
     groups: dict[tuple[bool, bool], list[nn.Parameter]] = {}
@@ -33,8 +37,18 @@ def build_optimizer(
                 "weight_decay": config.weight_decay if decays else 0.0,
             }
             for (in_backbone, decays), params in sorted(groups.items(), reverse=True)  # backbone first
-        ]
+        ],
+        **update_kernel(parameters),
     )
+
+
+def update_kernel(parameters: list[nn.Parameter]) -> dict[str, bool]:
+    """The optimizer's fused kernel where PyTorch has one (CPU and CUDA, floating point): one op
+    for the whole update, where the per-parameter loop PyTorch picks by default on the CPU
+    dispatches an op or more per parameter and `foreach` on CUDA several (issue 40: the host's
+    work per step)."""
+    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in parameters)
+    return {"fused": True} if fused and parameters else {}  # else: PyTorch's choice
 
 
 def build_optimizers(

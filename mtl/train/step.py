@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
 from mtl.runtime.device import to_device
 from mtl.runtime.distributed import Distributed
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
+from mtl.train.grad_buffer import GradientBuffer
 from mtl.train.precision import autocast
 from mtl.train.setup import Setup
 from mtl.train.state import TrainState
@@ -38,7 +38,13 @@ class StepResult:
 class PreparedBatch:
     """A step's inputs on the device: per micro-batch (sentence columns, labels, loss weights)."""
 
-    micro_batches: list[tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor, torch.Tensor]]
+    # Loss weights are None when all are 1 (every rank has rows): a multiplication less each way.
+    micro_batches: list[tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor, torch.Tensor | None]]
+
+
+def weighted(values: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    """Per-example `values` times their loss weights (`PreparedBatch`)."""
+    return values if weight is None else values * weight
 
 
 class TaskStep:
@@ -46,6 +52,8 @@ class TaskStep:
         self, config: TrainConfig, data: TrainingData, setup: Setup, dist: Distributed, device: torch.device
     ):
         self.config, self.data, self.setup, self.dist, self.device = config, data, setup, dist, device
+        trained = [p for task in config.training_tasks for p in setup.parameters[task]]
+        self.gradients = GradientBuffer(trained)
 
     def __call__(
         self,
@@ -81,7 +89,7 @@ class TaskStep:
                 (
                     self.data.table.batch_columns(examples.sentences[mine[part]], self.device),
                     to_device(torch.from_numpy(examples.labels[mine[part]]), self.device),
-                    to_device(torch.from_numpy(weights[part]), self.device),
+                    None if weights[part].all() else to_device(torch.from_numpy(weights[part]), self.device),
                 )
                 for part in np.array_split(np.arange(len(mine)), count)
             ]
@@ -98,29 +106,34 @@ class TaskStep:
         # works with any number of ranks.
         torch.manual_seed(step_seed(self.config.run.seed, global_step, self.dist.rank))
         parts = (prepared if prepared is not None else self.prepare(task, rows)).micro_batches
-        network = setup.networks[task]
+        network, trained = setup.networks[task], setup.parameters[task]
         setup.model.train()
         setup.model.zero_grad(set_to_none=True)
-        totals = torch.zeros(2, device=self.device)  # loss sum, metric sum
+        self.gradients.attach(trained)
+        # Each micro-batch's (loss sum, metric sum), summed on the device: read once, by the caller.
+        sums = []
         for i, (sentences, labels, weight) in enumerate(parts):
             syncs = i == len(parts) - 1 or not self.dist.active
             with contextlib.nullcontext() if syncs else network.no_sync():
                 with autocast(self.config.run.precision, self.device):
                     outputs = network(sentences)
-                losses = definition.losses(outputs, labels) * weight
-                score = (definition.scores(outputs, labels) * weight).sum()
+                loss_sum = weighted(definition.losses(outputs, labels), weight).sum()
+                sums += [loss_sum.detach(), weighted(definition.scores(outputs, labels), weight).sum()]
                 # DDP averages gradients over ranks; scaled so, this is the mean over the global batch
-                # (InferSent's train_nli.py: mean loss, then clip at 5), times <task>.weight.
+                # (InferSent's train_nli.py: mean loss, then clip at 5), times <task>.weight. The
+                # scale seeds the backward pass: the same gradient as (loss * scale).backward(),
+                # a multiplication less each way.
                 scale = self.dist.world_size / len(rows) * definition.config.weight
-                setup.scaler.scale(losses.sum() * scale).backward()
-                totals += torch.stack([losses.sum().detach(), score.detach()])
+                loss_sum.backward(setup.scaler.scale(torch.full_like(loss_sum, scale)))
         optimizer = setup.optimizers[task]
         setup.scaler.unscale_(optimizer)
-        max_norm = self.config.optim.max_grad_norm or math.inf
-        grad_norm = nn.utils.clip_grad_norm_(setup.parameters[task], max_norm)
+        grad_norm = self.gradients.clip(trained, self.config.optim.max_grad_norm or math.inf)
         setup.scaler.step(optimizer)
         setup.scaler.update()
-        return torch.cat([totals, grad_norm.float().reshape(1).to(totals.device)])
+        totals = torch.stack([*sums, grad_norm])  # (promoted to the widest dtype)
+        if len(parts) > 1:  # (loss, metric) of each micro-batch, then the norm: summed per kind
+            totals = torch.cat([totals[:-1].view(-1, 2).sum(dim=0), totals[-1:]])
+        return totals
 
     def _share_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """This rank's rows of a global batch, with loss weights: a rank left without rows (the last,

@@ -88,6 +88,11 @@ class BiLSTMEncoder(Encoder):
         return states
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        if self.pooling == "max" and self._packs(tokens, lengths):
+            # Unpacked with -inf at padded positions, the max over time needs no mask: a dozen
+            # host ops less per call, forward and backward (issue 40).
+            states = run_packed(self.embedding(tokens), lengths, self.lstm, padding_value=float("-inf"))
+            return states.max(dim=1).values  # (B, 2H)
         states = self.token_states(tokens, lengths)  # (B, T, 2H)
         return self.pool_states(states, length_mask(lengths, states.shape[1], states.device), directions=2)
 

@@ -1,0 +1,75 @@
+"""Every trained parameter's gradient in one contiguous tensor (Megatron-LM's and apex's
+contiguous gradient buffer), so that zeroing, the gradient norm and clipping are one op each
+instead of one per parameter (issue 40: the host's work per step is what bounds a GPU step).
+
+`torch.nn.utils.clip_grad_norm_` over P parameters dispatches about 7P ops on the host (a norm,
+a cast and a stack entry per parameter, then a scale per parameter); over this buffer the same
+clipping is five ops whatever P is.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class GradientBuffer:
+    """The gradients of `parameters` as views of one flat tensor.
+
+    A step attaches the views of the parameters it trains (the others keep no gradient, as
+    `zero_grad(set_to_none=True)` leaves them); backward accumulates into them in place. If
+    anything replaced a gradient tensor after `attach` (a gradient hook, a DDP reducer that
+    assigns instead of copying), `clip` sees it and clips parameter by parameter instead.
+    """
+
+    def __init__(self, parameters: list[nn.Parameter]):
+        self.parameters = list({id(p): p for p in parameters}.values())
+        kinds = {(p.dtype, p.device) for p in self.parameters}
+        self.enabled = len(kinds) == 1 and all(p.is_contiguous() for p in self.parameters)
+        self.views: dict[int, torch.Tensor] = {}
+        self.constants: dict[float, torch.Tensor] = {}
+        if not self.enabled:
+            return
+        dtype, device = kinds.pop()
+        self.flat = torch.zeros(sum(p.numel() for p in self.parameters), dtype=dtype, device=device)
+        offset = 0
+        for p in self.parameters:
+            self.views[id(p)] = self.flat[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
+
+    def attach(self, parameters: list[nn.Parameter]) -> None:
+        """Zero the buffer and make it the gradient of `parameters` (their gradients start at zero)."""
+        if not self.enabled:
+            return
+        self.flat.zero_()
+        for p in parameters:
+            p.grad = self.views[id(p)]
+
+    def clip(self, parameters: list[nn.Parameter], max_norm: float) -> torch.Tensor:
+        """Scale the gradients of `parameters` so that their norm is at most `max_norm` (inf: not
+        at all), as `clip_grad_norm_` does; return their norm before clipping (on the device)."""
+        if not self.holds(parameters):
+            return nn.utils.clip_grad_norm_(parameters, max_norm)
+        # Parameters attached but not trained by this step hold zeros: the norm over the whole
+        # buffer is theirs.
+        norm = torch.linalg.vector_norm(self.flat)
+        if math.isfinite(max_norm):
+            # clip_grad_norm_'s coefficient; the constants as tensors: a Python number in an op
+            # costs the host four ops more (its conversion to a tensor).
+            coefficient = self._constant(max_norm) / (norm + self._constant(1e-6))
+            self.flat.mul_(coefficient.clamp_max_(1.0))
+        return norm
+
+    def _constant(self, value: float) -> torch.Tensor:
+        if value not in self.constants:
+            self.constants[value] = torch.tensor(value, dtype=self.flat.dtype, device=self.flat.device)
+        return self.constants[value]
+
+    def holds(self, parameters: list[nn.Parameter]) -> bool:
+        """Whether the buffer is, still, the gradient of every one of `parameters` (the others: none)."""
+        if not self.enabled or len(parameters) > len(self.views):
+            return False
+        attached = [p for p in self.parameters if p.grad is not None]
+        return len(attached) == len(parameters) and all(p.grad is self.views.get(id(p)) for p in parameters)

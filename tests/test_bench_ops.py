@@ -1,0 +1,70 @@
+"""The host-work counter of `just bench-train ops=true`, and the step's budget it guards (issue 40)."""
+
+import pytest
+import torch
+from torch import nn
+
+from mtl.bench import ops
+
+from .conftest import args_for
+
+# The issue's target for one BiLSTM-max NLI step (head, loss, metric, clip, update, record):
+# 473 ops when it was filed, 257 after the contiguous gradient buffer, fused updates, numpy
+# packing positions, max pooling over -inf padding and a seeded backward.
+STEP_BUDGET = 260
+
+
+def test_the_counter_counts_nested_ops():
+    a, b = torch.ones(3), torch.ones(3)
+    assert ops.count_host_work(lambda: a + b).ops == 1
+    # A Python number in an op is converted to a tensor first: four nested ops more.
+    assert ops.count_host_work(lambda: a + 1.5).ops == 5
+
+
+def test_an_lstm_call_counts_once_each_way_whatever_its_length():
+    torch.manual_seed(0)
+    lstm = nn.LSTM(4, 6, batch_first=True, bidirectional=True)
+
+    def forward_and_backward(length: int):
+        x = torch.randn(3, length, 4)
+        return ops.count_host_work(lambda: lstm(x)[0].sum().backward())
+
+    short, long = forward_and_backward(2), forward_and_backward(40)
+    assert short.ops == long.ops  # the CPU kernel's per-step ops are not counted
+    assert short.by_op.get("aten::lstm") == 1
+
+
+def test_the_counter_counts_host_reads():
+    t = torch.arange(4.0)
+    work = ops.count_host_work(lambda: (t.sum().item(), int(t[1]), t.tolist(), bool(t[2] > 0)))
+    assert work.syncs == 4
+    assert ops.count_host_work(lambda: t.numpy().sum()).syncs == 0  # a host tensor, by construction
+    assert torch.Tensor.item is torch._C.TensorBase.item  # the counting patch is undone
+
+
+@pytest.fixture
+def bilstm_trainer(tiny_data, tmp_path):
+    from mtl.train.run import config_from_args
+    from mtl.train.trainer import Trainer
+
+    config = config_from_args(
+        args_for(tiny_data, tmp_path / "run", "optim=sgd", "head_layers=1", "precision=fp32", "device=cpu")
+    )
+    return Trainer(config, tmp_path / "run", progress=False)
+
+
+def test_a_bilstm_nli_step_stays_within_its_host_budget(bilstm_trainer):
+    from mtl.models.encoders.bilstm import BiLSTMEncoder
+
+    with ops.kernel(BiLSTMEncoder, "packed"):  # the kernel CUDA runs
+        step, floor = ops.count_step(bilstm_trainer, "nli")
+    assert step.ops <= STEP_BUDGET, f"{step.ops} ops per step: {step.by_op}"
+    assert step.syncs == 1  # the logged loss, metric and gradient norm, read together
+    assert step.ops < 2 * floor.ops
+
+
+def test_the_report_has_a_line_per_encoder():
+    step, floor = ops.HostWork(257, 1, {"aten::add_": 14}), ops.HostWork(141, 0)
+    text = ops.report([ops.Counted("bilstm", step, floor)])
+    assert text.splitlines()[0] == "bilstm ops/step 257 syncs/step 1 floor 141"
+    assert "packed, as on CUDA; most frequent: add_ 14" in text
