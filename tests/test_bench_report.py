@@ -103,11 +103,29 @@ def test_bench_encode_times_the_same_work_for_both_contenders(capsys):
     # One sentence per batch: no padding, so InferSent's max (which pads with zeros) is mtl's.
     np.testing.assert_allclose(reference.encode(sentences, 1), ours.encode(sentences), rtol=1e-5, atol=1e-6)
 
+    from mtl.train.precision import bf16_supported
+
     results = bench.run(config)
-    assert results["sentences"] == 40 and set(results["seconds"]) == {"reference", "mtl", "mtl tokens"}
+    native_bf16 = bf16_supported(torch.device("cpu"))
+    expected = {"reference", "mtl", "mtl tokens"} | ({"mtl bf16"} if native_bf16 else set())
+    assert results["sentences"] == 40 and set(results["seconds"]) == expected
     assert set(results["split"]) == {"tokenize", "batch", "encode", "copy"}
     text = bench.report(results)
     assert "| reference (batch 64) |" in text and "| mtl (batch 128) |" in text and "- tokenize:" in text
+    if native_bf16:
+        assert results["bf16_drift"]["min_cosine"] > 0.9 and "bf16 compute against fp32" in text
+    else:
+        assert "bf16 compute: not timed: this device has no native bf16" in text
+    drift = {
+        "max_abs_difference": 0.0123,
+        "max_abs_value": 1.2,
+        "min_cosine": 0.99912,
+        "median_cosine": 0.99987,
+    }
+    assert (
+        "largest difference of a value 0.0123 (values up to 1.200); cosine of a sentence's two "
+        "embeddings: min 0.99912, median 0.99987" in bench.report({**results, "bf16_drift": drift})
+    )
     assert "| mtl tokens (8,192 tokens per batch) |" in text
 
 

@@ -350,3 +350,37 @@ def test_vocabulary_expansion_reads_the_vectors_file_once(trained_run, monkeypat
     assert len(reads) <= 1  # converted once (or earlier in this session's cache), then only looked up
     assert isinstance(vectors.vector_store(first.vectors).matrix, np.memmap)
     np.testing.assert_array_equal(second.encode(["unused"]), first.encode(["unused"]))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"compute_dtype": "int8"}, r"encode\(compute_dtype='int8'\): choose one of fp32, bf16, fp16"),
+        ({"compute_dtype": "fp16"}, r"compute_dtype='fp16'\) is for GPUs: on the CPU use bf16 or fp32"),
+    ],
+)
+def test_bad_compute_dtypes_are_one_line(trained_run, kwargs, message):
+    with pytest.raises(UserError, match=message):
+        load_encoder(trained_run, device="cpu").encode(SENTENCES, **kwargs)
+
+
+def test_bf16_compute_gives_float32_embeddings_near_fp32_ones(trained_run, tmp_path, tiny_data):
+    from mtl.train.precision import bf16_supported
+
+    lstm = load_encoder(trained_run, device="cpu")
+    if not bf16_supported(torch.device("cpu")):  # oneDNN's bf16 LSTM needs AVX512-BF16 or AMX
+        with pytest.raises(UserError, match=r"this CPU \(no AVX512-BF16 or AMX.*compute_dtype='fp32'"):
+            lstm.encode(SENTENCES, compute_dtype="bf16")
+    # A transformer's bf16 runs on any CPU: the same embeddings to bf16's 8 bits of mantissa.
+    out = tmp_path / "transformer"
+    run.start(
+        run.config_from_args(args_for(tiny_data, out, "encoder=transformer", "max_steps=3")), progress=False
+    )
+    encoders = [load_encoder(out, device="cpu")] + ([lstm] if bf16_supported(torch.device("cpu")) else [])
+    for encoder in encoders:
+        full = encoder.encode(SENTENCES)
+        half = encoder.encode(SENTENCES, compute_dtype="bf16")
+        assert half.dtype == np.float32 and half.shape == full.shape
+        assert not np.array_equal(half, full)  # autocast did change the arithmetic
+        cosines = (half * full).sum(1) / np.linalg.norm(half, axis=1) / np.linalg.norm(full, axis=1)
+        assert cosines.min() > 0.99, cosines

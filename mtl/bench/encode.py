@@ -13,7 +13,9 @@ cost is the same), each contender timed `runs` times, interleaved, median report
   its time), so the comparison is of what happens after.
 - `mtl`: `SentenceEncoder.encode(sentences)` as a user calls it;
 - `mtl tokens`: the same with `batch_tokens=` (batches sized by padded tokens, not sentences:
-  hundreds of short sentences per call, a few long ones).
+  hundreds of short sentences per call, a few long ones);
+- `mtl bf16`: `encode(compute_dtype="bf16")`, where the device computes bf16 natively (a CPU
+  with AVX512-BF16 or AMX, a GPU), with how far its embeddings are from the fp32 ones.
 
 A second, instrumented pass of mtl's encode splits its time into tokenize (text -> ids),
 batch (ids -> padded tensors on the device), encode (the encoder's forward, synchronized)
@@ -40,6 +42,7 @@ from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedd
 from mtl.runtime.device import resolve_device, to_device
 from mtl.text.tokenizer import Tokenizer
 from mtl.text.vocab import Vocabulary
+from mtl.train.precision import bf16_supported
 
 INPUT_DIM = 300  # glove.840B.300d, the paper's vectors
 
@@ -117,6 +120,11 @@ def run(bench: BenchEncodeConfig) -> dict:
         contenders["mtl tokens"] = lambda: ours.encode(
             sentences, batch_size=bench.batch_tokens, batch_tokens=bench.batch_tokens
         )
+    bf16 = bf16_supported(device)
+    if bf16:
+        contenders["mtl bf16"] = lambda: ours.encode(
+            sentences, batch_size=bench.encode_batch, compute_dtype="bf16"
+        )
     for encode in contenders.values():  # warm up: kernels, allocator, spaCy's caches
         encode()
     times: dict[str, list[float]] = {name: [] for name in contenders}
@@ -133,6 +141,23 @@ def run(bench: BenchEncodeConfig) -> dict:
         "batch_tokens": bench.batch_tokens,
         "seconds": {name: statistics.median(values) for name, values in times.items()},
         "split": split_times(ours, sentences, bench.encode_batch, device),
+        "bf16_drift": bf16_drift(ours, sentences, bench.encode_batch) if bf16 else None,
+    }
+
+
+def bf16_drift(ours: SentenceEncoder, sentences: list[str], batch_size: int) -> dict[str, float]:
+    """How far bf16 compute moves the embeddings from fp32's: the largest difference of a value,
+    and the cosine of each sentence's two embeddings."""
+    full = ours.encode(sentences, batch_size=batch_size)
+    half = ours.encode(sentences, batch_size=batch_size, compute_dtype="bf16")
+    cosines = (full * half).sum(1) / np.maximum(
+        np.linalg.norm(full, axis=1) * np.linalg.norm(half, axis=1), 1e-12
+    )
+    return {
+        "max_abs_difference": float(np.abs(full - half).max()),
+        "max_abs_value": float(np.abs(full).max()),
+        "min_cosine": float(cosines.min()),
+        "median_cosine": float(np.median(cosines)),
     }
 
 
@@ -194,6 +219,7 @@ def report(results: dict) -> str:
         "reference": f"batch {results['batch']}",
         "mtl": f"batch {results['encode_batch']}",
         "mtl tokens": f"{results.get('batch_tokens', 0):,} tokens per batch",
+        "mtl bf16": f"batch {results['encode_batch']}, compute_dtype=bf16",
     }
     for name, value in seconds.items():
         lines.append(
@@ -203,6 +229,19 @@ def report(results: dict) -> str:
     total = sum(split.values())
     lines += ["", "mtl's encode() by stage (one instrumented pass):", ""]
     lines += [f"- {stage}: {value:.2f} s ({100 * value / total:.0f}%)" for stage, value in split.items()]
+    drift = results.get("bf16_drift")
+    if drift is None:
+        lines += [
+            "",
+            "bf16 compute: not timed: this device has no native bf16 (a CPU needs AVX512-BF16 or AMX)",
+        ]
+    else:
+        lines += [
+            "",
+            f"bf16 compute against fp32: largest difference of a value {drift['max_abs_difference']:.4f} "
+            f"(values up to {drift['max_abs_value']:.3f}); cosine of a sentence's two embeddings: "
+            f"min {drift['min_cosine']:.5f}, median {drift['median_cosine']:.5f}",
+        ]
     return "\n".join(lines)
 
 

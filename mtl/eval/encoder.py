@@ -46,6 +46,7 @@ from mtl.text.vocab import UNK, Vocabulary
 from mtl.train import encoder_file as exported
 from mtl.train.checkpoint import load
 from mtl.train.config import DataConfig, recorded_config
+from mtl.train.precision import DTYPES, autocast, bf16_supported
 
 
 class SentenceEncoder:
@@ -132,6 +133,7 @@ class SentenceEncoder:
         pooling: str | None = None,
         progress: bool | None = None,
         batch_tokens: int | None = None,
+        compute_dtype: str = "fp32",
     ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
         """(N, D) float32 embeddings in input order; one string: (D,). The arguments mean what they
         mean in `SentenceTransformer.encode` (3.0 and later), positions included, so code written for
@@ -143,12 +145,16 @@ class SentenceEncoder:
         `batch_tokens` (mtl's own) sizes batches by tokens: each holds at most that many padded
         tokens (sentences x its longest), and at most `batch_size` sentences. Short sentences then
         go in large batches, long ones in small ones: fewer, fuller calls where a GPU's time goes
-        to launching them, with memory bounded by the tokens. None: `batch_size` sentences each."""
+        to launching them, with memory bounded by the tokens. None: `batch_size` sentences each.
+
+        `compute_dtype` (mtl's own): `bf16` (or `fp16` on a GPU) runs the encoder's arithmetic under
+        autocast at that precision, embeddings still returned as float32 (`precision=` keeps
+        sentence-transformers' meaning: how the result is quantised)."""
         if isinstance(sentences, str):  # as sentence-transformers: one sentence, not its characters
             many = self.encode(
                 [sentences], prompt_name, prompt, batch_size, show_progress_bar, output_value, precision, convert_to_numpy,
                 convert_to_tensor, device, normalize_embeddings, truncate_dim, pooling=pooling, progress=progress,
-                batch_tokens=batch_tokens,
+                batch_tokens=batch_tokens, compute_dtype=compute_dtype,
             )  # fmt: skip
             return many[0]
         check_prompt_arguments(prompt_name, prompt)
@@ -162,6 +168,7 @@ class SentenceEncoder:
             )
         if device is not None:
             self.to(device)
+        computing = self.compute_precision(compute_dtype)
         show = bool(progress if show_progress_bar is None else show_progress_bar)
         if output_value == "token_embeddings":
             return [
@@ -172,7 +179,7 @@ class SentenceEncoder:
         checked_options(precision, truncate_dim, width, output_value)
         ids = self.token_ids(sentences)
         out = torch.zeros((len(ids), width), dtype=torch.float32, device=self.device)
-        for chosen, embedded in self._encoded(ids, batch_size, pooling, show, batch_tokens):
+        for chosen, embedded in self._encoded(ids, batch_size, pooling, show, batch_tokens, computing):
             # Kept on the device and copied back once; the index goes up pinned, so no batch waits.
             out[to_device(torch.from_numpy(chosen), self.device)] = embedded.float()
         if not bool(torch.isfinite(out).all()):  # never hand NaN on to a classifier or an index
@@ -189,6 +196,28 @@ class SentenceEncoder:
             to_numpy=convert_to_numpy,
             to_tensor=convert_to_tensor,
         )
+
+    def compute_precision(self, compute_dtype: str) -> str:
+        """`encode(compute_dtype=)` checked for this encoder and device."""
+        if compute_dtype not in DTYPES:
+            raise UserError(f"encode(compute_dtype={compute_dtype!r}): choose one of {', '.join(DTYPES)}")
+        if compute_dtype == "fp16" and self.device.type != "cuda":
+            raise UserError("encode(compute_dtype='fp16') is for GPUs: on the CPU use bf16 or fp32")
+        has_lstm = any(isinstance(m, torch.nn.LSTM) for m in self.encoder.modules())
+        if (
+            compute_dtype == "bf16"
+            and not bf16_supported(self.device)
+            and (has_lstm or self.device.type == "cuda")
+        ):
+            where = (
+                "this GPU"
+                if self.device.type == "cuda"
+                else "this CPU (no AVX512-BF16 or AMX, which its LSTM needs)"
+            )
+            raise UserError(
+                f"encode(compute_dtype='bf16'): {where} has no native bf16: use compute_dtype='fp32'"
+            )
+        return compute_dtype
 
     def to(self, device: str | torch.device) -> SentenceEncoder:
         """Move the encoder to `device` (cpu, cuda, cuda:N; auto picks CUDA when there is one)."""
@@ -212,7 +241,7 @@ class SentenceEncoder:
             )
         ids = self.token_ids(checked_sentences(sentences))
         states: list[np.ndarray] = [np.empty(0)] * len(ids)
-        for chosen, padded in self._encoded(ids, batch_size, "none", progress, batch_tokens):
+        for chosen, padded in self._encoded(ids, batch_size, "none", progress, batch_tokens, "fp32"):
             padded = padded.float().cpu().numpy()  # (B, T, D)
             for row, index in enumerate(chosen):
                 states[index] = padded[row, : len(ids[index])].copy()
@@ -224,9 +253,11 @@ class SentenceEncoder:
         batch_size: int,
         pooling: str | None,
         progress: bool,
-        batch_tokens: int | None = None,
+        batch_tokens: int | None,
+        compute_dtype: str,
     ):
-        """(positions in `ids`, the encoder's output) per batch of similar lengths, longest first."""
+        """(positions in `ids`, the encoder's output at `compute_dtype`) per batch of similar lengths,
+        longest first."""
         lengths = np.array([len(i) for i in ids])
         saved_pooling = getattr(self.encoder, "pooling", None)
         if pooling is not None:
@@ -234,6 +265,7 @@ class SentenceEncoder:
         try:
             with (
                 torch.inference_mode(),
+                autocast(compute_dtype, self.device),
                 tqdm(
                     total=len(ids), desc=f"encode {self.name}", disable=not progress, unit=" sentences"
                 ) as bar,
