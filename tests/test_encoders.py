@@ -21,6 +21,7 @@ SMALL = {
     "bigru": EncoderConfig(encoder="gru", hidden=16, bidirectional=True),
     "innerattention": EncoderConfig(encoder="innerattention", hidden=16),
     "hconvnet": EncoderConfig(encoder="hconvnet", hidden=16),
+    "gatedconv": EncoderConfig(encoder="gatedconv", hidden=16, gatedconv_layers=2),
 }
 OWN_POOLING = {"innerattention", "hconvnet"}  # the architecture is the pooling
 
@@ -44,7 +45,7 @@ def pooling_cases() -> list[tuple[str, str]]:
     for name in sorted(SMALL):
         for pooling in ["max", "mean", "max+mean", "sum", "selfattn", "last", "bottleneck"]:
             own = name in OWN_POOLING and pooling != "max"
-            stateless = pooling == "last" and name in ("transformer", "decomposable")
+            stateless = pooling == "last" and name in ("transformer", "decomposable", "gatedconv")
             if not own and not stateless and not (pooling == "bottleneck" and name == "decomposable"):
                 cases.append((name, pooling))
     return cases
@@ -139,7 +140,7 @@ def test_every_table_1_preset_has_its_parameter_count_at_300d(preset):
 
 def test_unknown_encoder_and_impossible_shapes_are_named():
     with pytest.raises(
-        UserError, match="encoder='cnn' is not valid: choose one of bilstm, bilstm2, decomposable, gru"
+        UserError, match="encoder='cnn' is not valid: choose one of bilstm, bilstm2, decomposable, gatedconv, gru"
     ):
         apply_overrides(TrainConfig(), ["encoder=cnn"])
     with pytest.raises(UserError, match="transformer_heads=4 must divide hidden=50"):
@@ -390,3 +391,31 @@ def test_quick_thoughts_gru_init_is_xavier_uniform_with_gate_biases_at_one():
             assert torch.all(gates[0] == expected) and torch.all(gates[1] == 0), name
     with pytest.raises(UserError, match="gru_init=quickthoughts initializes encoder=gru, not encoder=bilstm"):
         EncoderConfig(encoder="bilstm", gru_init="quickthoughts")
+
+
+def test_gated_convolutions_are_dauphin_et_als_glu_blocks_by_hand(embedding):
+    """h = A * sigmoid(B) of a width-3 centred convolution; residual from the second layer on;
+    max over the sentence's positions (Dauphin et al. 2017, Section 2)."""
+    torch.manual_seed(2)
+    encoder = build_encoder(embedding, EncoderConfig(encoder="gatedconv", hidden=5, gatedconv_layers=2))
+    tokens, lengths = torch.tensor([[4, 8, 15, 16]]), torch.tensor([4])
+    x = embedding(tokens)[0]  # (T, E)
+
+    def glu_layer(conv, inputs):  # inputs (T, C) -> (T, H), the convolution written out
+        padded = torch.cat([torch.zeros(1, inputs.shape[1]), inputs, torch.zeros(1, inputs.shape[1])])
+        out = torch.stack(
+            [
+                torch.einsum("oik,ki->o", conv.weight, padded[t : t + 3]) + conv.bias
+                for t in range(len(inputs))
+            ]
+        )
+        a, b = out[:, :5], out[:, 5:]
+        return a * torch.sigmoid(b)
+
+    first = glu_layer(encoder.convs[0], x)
+    second = first + glu_layer(encoder.convs[1], first)
+    torch.testing.assert_close(encoder(tokens, lengths)[0], second.max(dim=0).values)
+    assert encoder.output_dim == 5
+    assert sum(p.numel() for p in encoder.parameters() if p.requires_grad) == (12 * 10 * 3 + 10) + (
+        5 * 10 * 3 + 10
+    )

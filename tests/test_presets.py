@@ -15,6 +15,7 @@ from .conftest import exported_weights, start_run
 ROWS = {
     "innerattention": ("encoder=innerattention",),
     "hconvnet": ("encoder=hconvnet",),
+    "gatedconv": ("encoder=gatedconv", "gatedconv_layers=2"),
     "selfattn": ("pooling=selfattn", "selfattn_da=5", "selfattn_r=3"),
     "bottleneck": ("encoder=bilstm", "bottleneck=6"),
     "decomposable-sum": ("encoder=decomposable", "pooling=sum"),
@@ -23,6 +24,7 @@ HIDDEN = 8  # the tiny runs' hidden size (conftest)
 DIMS = {
     "innerattention": 4 * 2 * HIDDEN,
     "hconvnet": 4 * 2 * HIDDEN,
+    "gatedconv": HIDDEN,
     "selfattn": 3 * 2 * HIDDEN,
     "bottleneck": 6,
     "decomposable-sum": 2 * HIDDEN,

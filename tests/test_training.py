@@ -40,7 +40,8 @@ def without_timing(records):
 
 
 @pytest.mark.parametrize(
-    "encoder", ["bilstm", "bilstm2", "lstm", "transformer", "decomposable", "innerattention", "hconvnet"]
+    "encoder",
+    ["bilstm", "bilstm2", "lstm", "transformer", "decomposable", "innerattention", "hconvnet", "gatedconv"],
 )
 def test_two_cycles_of_every_encoder(tiny_data, tmp_path, encoder):
     run_dir, summary = start_run(tiny_data, tmp_path / "run", f"encoder={encoder}")

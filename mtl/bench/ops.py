@@ -38,7 +38,17 @@ RECURRENT_OPS = ("aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu")
 BACKWARD = "autograd::engine::evaluate_function"
 READS = ("item", "tolist", "__int__", "__float__", "__bool__", "__index__")
 # Every Siamese encoder on frozen vectors; the BiLSTMs on the packed kernel they run on CUDA.
-ENCODERS = ("bilstm", "bilstm2", "lstm", "gru", "transformer", "innerattention", "hconvnet", "decomposable")
+ENCODERS = (
+    "bilstm",
+    "bilstm2",
+    "lstm",
+    "gru",
+    "transformer",
+    "innerattention",
+    "hconvnet",
+    "gatedconv",
+    "decomposable",
+)
 PACKED = ("bilstm", "bilstm2")
 WARMUP = 2  # steps before the counted one: the optimizer's state is made on its first step
 HIDDEN = 256  # ops do not depend on the width; a narrow model makes the warm-up steps quick

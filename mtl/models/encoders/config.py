@@ -41,6 +41,7 @@ class EncoderConfig:
     gru_init: Literal["pytorch", "quickthoughts"] = (
         "pytorch"  # encoder=gru: quickthoughts: Xavier-uniform weights, gate biases 1 (Quick-Thoughts 4.3)
     )
+    gatedconv_layers: AtLeast1 = 4  # encoder=gatedconv: gated convolutional layers (width 3, residual)
     transformer_layers: AtLeast1 = 4  # encoder=transformer: layers
     transformer_heads: AtLeast1 = 4  # encoder=transformer: attention heads (divide hidden)
     transformer_ffn: AtLeast1 = 1024  # encoder=transformer: feed-forward width
@@ -115,6 +116,7 @@ BUILTIN: dict[str, tuple[str, EncoderTraits]] = {
     "bilstm": ("mtl.models.encoders.bilstm", EncoderTraits(recurrent=True)),
     "bilstm2": ("mtl.models.encoders.bilstm2", EncoderTraits(recurrent=True)),
     "decomposable": ("mtl.models.encoders.decomposable", EncoderTraits()),
+    "gatedconv": ("mtl.models.encoders.gatedconv", EncoderTraits()),
     "gru": ("mtl.models.encoders.gru", EncoderTraits(recurrent=True)),
     "hconvnet": ("mtl.models.encoders.hconvnet", EncoderTraits(own_pooling="max over each layer")),
     "hf": (
