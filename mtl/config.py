@@ -87,7 +87,8 @@ def apply_overrides(config: Any, args: Sequence[str], aliases: Sequence[str] = (
     """Return a copy of `config` with each `key=value` in `args` applied.
 
     A key is either a dotted path (`optim.lr`) or a leaf name that is unique across the
-    nested dataclasses (`lr`); a key given twice is refused rather than the last one kept.
+    nested dataclasses (`lr`), or across them leaving out table entries (a task's `nli.lr`
+    is only ever its dotted path, so `lr=` stays the run's); a key given twice is refused rather than the last one kept.
     Each changed dataclass is rebuilt so its `__post_init__` checks run again. `aliases`: other
     keys the caller accepts, suggested for a misspelt one too.
     """
@@ -97,15 +98,19 @@ def apply_overrides(config: Any, args: Sequence[str], aliases: Sequence[str] = (
     for path in by_path:
         by_name.setdefault(path.rsplit(".", 1)[-1], []).append(path)
 
+    in_tables = set(_table_paths(config))
     given: dict[str, str] = {}  # path -> the argument that set it
     for arg in args:
         key, sep, raw = arg.partition("=")
         if not sep or not key:
             raise UserError(f"argument {arg!r} is not of the form key=value")
+        run_wide = [p for p in by_name.get(key, []) if p not in in_tables]
         if key in by_path:
             path = key
         elif len(by_name.get(key, [])) == 1:
             path = by_name[key][0]
+        elif len(run_wide) == 1:  # `lr=` is the run's; a table entry's own is `<name>.lr=`
+            path = run_wide[0]
         elif key in by_name:
             raise UserError(f"key {key!r} is ambiguous: use one of {', '.join(by_name[key])}")
         else:
@@ -219,6 +224,17 @@ def _paths(config: Any, prefix: str = "") -> Iterator[tuple[str, Any, dataclasse
                 yield from _paths(entry, f"{prefix}{name}.")
         else:
             yield f"{prefix}{field.name}", config, field
+
+
+def _table_paths(config: Any, prefix: str = "") -> Iterator[str]:
+    """The key paths of every table entry of `config` (`nli.lr`), at any depth."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            yield from _table_paths(value, f"{prefix}{field.name}.")
+        elif _is_table(field):
+            for name, entry in value.items():
+                yield from (path for path, _, _ in _paths(entry, f"{prefix}{name}."))
 
 
 def _deep_copy(config: Any) -> Any:

@@ -34,6 +34,7 @@ class TaskConfig:
     )
     probe_train: AtLeast1 = 2000  # train=false: training examples a linear probe is fitted on
     weight: PositiveFloat = 1.0  # scales the task's loss (in its own steps, and in schedule=mixed's sum)
+    lr: str = ""  # this task's lr: a value (0.05) or a multiple of lr= (x0.5); empty: lr= (see encoder_lr=)
     prob: PositiveFloat | None = (
         None  # schedule=proportional/temperature: this share of steps instead of by size
     )

@@ -10,6 +10,7 @@ stay valid: each task declares its old keys, and runs recorded with them are rea
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -36,6 +37,22 @@ from mtl.train.balancers import BALANCERS
 from mtl.train.lr_schedules import LR_SCHEDULES
 from mtl.train.scheduler import SCHEDULES
 from mtl.train.selection import parse_terms
+
+
+def parse_lr(text: str, lr: float, key: str) -> float | None:
+    """A learning rate given as a value (`0.05`) or as a multiple of `lr` (`x0.5`, `0.5x`); None
+    when `text` is empty (the default applies)."""
+    text = text.strip()
+    if not text:
+        return None
+    multiple = text[1:] if text[:1] in "xX*" else text[:-1] if text[-1:] in "xX" else None
+    try:
+        value = float(multiple if multiple is not None else text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise UserError(f"{key}={text}: give a learning rate (0.05) or a multiple of lr= (x0.5), above 0")
+    return value * lr if multiple is not None else value
 
 
 @dataclass
@@ -84,6 +101,7 @@ class OptimConfig:
     )
     lr: PositiveFloat | None = None  # None: 0.1 for sgd (InferSent, Section 3.3), 1e-3 for adam and adamw
     hf_lr: PositiveFloat = 2e-5  # adamw: lr of the pretrained backbone (encoder=hf); lr= is the heads'
+    encoder_lr: str = ""  # the shared encoder's lr, in every task's steps: a value or a multiple of lr= (x0.1); empty: the task's
     lr_schedule: Annotated[str, OneOf(LR_SCHEDULES, fixed=("auto",))] = (
         "auto"  # auto: infersent for sgd, constant for adam, linear (warmup, decay to 0) for adamw
     )
@@ -200,11 +218,18 @@ class TrainConfig:
                     f"select={self.run.select}: {task} is not a task of this run ({', '.join(self.tasks)})"
                 )
         self._check_schedule()
+        self._check_learning_rates()
         if self.model.encoder == "transformer" and self.data.max_tokens > MAX_POSITIONS:
             raise UserError(
                 f"max_tokens={self.data.max_tokens} is more than encoder=transformer's {MAX_POSITIONS} "
                 f"positions: give max_tokens={MAX_POSITIONS} or less"
             )
+
+    def _check_learning_rates(self) -> None:
+        """`<task>.lr=` and `encoder_lr=` are values or multiples of lr= (which may be unset yet)."""
+        for name, task in self.tasks.items():
+            parse_lr(task.lr, 1.0, f"{name}.lr")
+        parse_lr(self.optim.encoder_lr, 1.0, "encoder_lr")
 
     def _check_schedule(self) -> None:
         """Keys of one schedule given with another say so, rather than doing nothing."""

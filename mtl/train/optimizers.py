@@ -1,42 +1,58 @@
-"""Optimizers: InferSent's SGD, Adam, and SBERT's AdamW (no decay on biases and LayerNorm)."""
+"""Optimizers: InferSent's SGD, Adam, and SBERT's AdamW (no decay on biases and LayerNorm),
+with each parameter's learning rate: a task's own (`<task>.lr=`), the encoder's
+(`encoder_lr=`), a pretrained backbone's (`hf_lr=`, AdamW)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from mtl.train.config import OptimConfig
+from mtl.train.config import OptimConfig, parse_lr
+
+LrOf = Callable[[nn.Parameter], float]  # a parameter's lr, before any schedule
 
 
 def build_optimizer(
-    config: OptimConfig, parameters: list[nn.Parameter], pretrained: set[int]
+    config: OptimConfig, parameters: list[nn.Parameter], pretrained: set[int], lr_of: LrOf | None = None
 ) -> torch.optim.Optimizer:
-    """One optimizer over `parameters`; `pretrained`: ids of a pretrained backbone's parameters.
+    """One optimizer over `parameters`; `pretrained`: ids of a pretrained backbone's parameters;
+    `lr_of`: each parameter's lr (None: `lr=` for all, AdamW's backbone `hf_lr=`).
 
-    Every parameter group keeps its `base_lr`, which step-driven lr schedules scale.
+    Parameters are grouped by lr (and, for AdamW, by backbone and weight decay); every group keeps
+    its `base_lr`, which step-driven lr schedules scale, and InferSent's schedule scales every
+    group alike, so the ratios between them hold throughout.
     """
-    if config.optim == "sgd":
-        return torch.optim.SGD(
-            [{"params": parameters, "base_lr": config.lr}], lr=config.lr, **update_kernel(parameters)
-        )
-    if config.optim == "adam":
-        return torch.optim.Adam(
-            [{"params": parameters, "base_lr": config.lr}], lr=config.lr, **update_kernel(parameters)
+    lr_of = lr_of or (lambda p: config.lr)
+    if config.optim in ("sgd", "adam"):
+        groups: dict[float, list[nn.Parameter]] = {}
+        for p in parameters:  # in order: the encoder's lr first (what LrSchedule.lr reads)
+            groups.setdefault(lr_of(p), []).append(p)
+        optimizer = torch.optim.SGD if config.optim == "sgd" else torch.optim.Adam
+        return optimizer(
+            [{"params": params, "lr": lr, "base_lr": lr} for lr, params in groups.items()],
+            lr=config.lr,
+            **update_kernel(parameters),
         )
     # SBERT: AdamW, no weight decay on biases and LayerNorm (the 1-d parameters); a pretrained
-    # backbone has its own lr (hf_lr), the new heads theirs (lr).
-    groups: dict[tuple[bool, bool], list[nn.Parameter]] = {}
+    # backbone has its own lr (hf_lr, or encoder_lr), the new heads theirs (lr).
+    encoder_lr = parse_lr(config.encoder_lr, config.lr, "encoder_lr")
+    backbone_lr = encoder_lr if encoder_lr is not None else config.hf_lr
+    decay_groups: dict[tuple[bool, bool, float], list[nn.Parameter]] = {}
     for p in parameters:
-        groups.setdefault((id(p) in pretrained, p.ndim > 1), []).append(p)
+        in_backbone = id(p) in pretrained
+        lr = backbone_lr if in_backbone else lr_of(p)
+        decay_groups.setdefault((in_backbone, p.ndim > 1, lr), []).append(p)
     return torch.optim.AdamW(
         [
             {
                 "params": params,
-                "lr": (base := config.hf_lr if in_backbone else config.lr),
-                "base_lr": base,
+                "lr": lr,
+                "base_lr": lr,
                 "weight_decay": config.weight_decay if decays else 0.0,
             }
-            for (in_backbone, decays), params in sorted(groups.items(), reverse=True)  # backbone first
+            for (_, decays, lr), params in sorted(decay_groups.items(), reverse=True)  # backbone first
         ],
         **update_kernel(parameters),
     )
@@ -51,17 +67,53 @@ def update_kernel(parameters: list[nn.Parameter]) -> dict[str, bool]:
     return {"fused": True} if fused and parameters else {}  # else: PyTorch's choice
 
 
+def learning_rates(
+    config: OptimConfig,
+    task_lrs: dict[str, str],
+    encoder: list[nn.Parameter],
+    heads: dict[str, list[nn.Parameter]],
+) -> Callable[[str | None], LrOf]:
+    """`lr_of(task)`: each parameter's lr in `task`'s optimizer (None: the one every task shares).
+
+    A head's: its task's `<task>.lr=` where given, else `lr=`. The encoder's: `encoder_lr=` where
+    given, else, in a task's own optimizer, that task's lr, and in a shared one `lr=`. Multiples
+    (x0.5) are of `lr=`. Anything else (a balancer's parameters): `lr=`.
+    """
+    own = {name: parse_lr(text, config.lr, f"{name}.lr") for name, text in task_lrs.items()}
+    encoder_lr = parse_lr(config.encoder_lr, config.lr, "encoder_lr")
+    in_encoder = {id(p) for p in encoder}
+    head_of = {id(p): task for task, params in heads.items() for p in params}
+
+    def lr_of(task: str | None) -> LrOf:
+        def lr(p: nn.Parameter) -> float:
+            owner = task if id(p) in in_encoder else head_of.get(id(p))
+            if id(p) in in_encoder and encoder_lr is not None:
+                return encoder_lr
+            found = own.get(owner) if owner is not None else None
+            return found if found is not None else config.lr
+
+        return lr
+
+    return lr_of
+
+
 def build_optimizers(
     config: OptimConfig,
     task_parameters: dict[str, list[nn.Parameter]],
     pretrained: set[int],
     shared_extra: list[nn.Parameter] | None = None,
+    lr_of: Callable[[str | None], LrOf] | None = None,
 ) -> dict[str, torch.optim.Optimizer]:
     """An optimizer per task (as the original code), or one shared by all (`optimizer_per_task=false`,
-    which schedule=mixed resolves to); `shared_extra`: a balancer's parameters, in the shared one."""
+    which schedule=mixed resolves to); `shared_extra`: a balancer's parameters, in the shared one;
+    `lr_of(task)`: each parameter's lr in that task's optimizer (task None: the shared one)."""
+    lr_of = lr_of or (lambda task: lambda p: config.lr)
     if config.optimizer_per_task:
-        return {task: build_optimizer(config, params, pretrained) for task, params in task_parameters.items()}
+        return {
+            task: build_optimizer(config, params, pretrained, lr_of(task))
+            for task, params in task_parameters.items()
+        }
     everything = list({id(p): p for params in task_parameters.values() for p in params}.values())
     everything += shared_extra or []
-    shared = build_optimizer(config, everything, pretrained)
+    shared = build_optimizer(config, everything, pretrained, lr_of(None))
     return dict.fromkeys(task_parameters, shared)

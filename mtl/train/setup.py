@@ -22,7 +22,7 @@ from mtl.train.balancers import BALANCERS
 from mtl.train.balancers.base import Balancer
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
-from mtl.train.optimizers import build_optimizers
+from mtl.train.optimizers import build_optimizers, learning_rates
 from mtl.train.precision import grad_scaler
 from mtl.train.resolve import task_scheduler
 from mtl.train.scheduler import Scheduler
@@ -92,7 +92,16 @@ def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, devi
         networks={task: task_network(model, task, dist) for task in training},
         parameters=parameters,
         optimizers=build_optimizers(
-            config.optim, parameters, pretrained, list(balancer.parameters()) if balancer else None
+            config.optim,
+            parameters,
+            pretrained,
+            list(balancer.parameters()) if balancer else None,
+            learning_rates(
+                config.optim,
+                {task: config.tasks[task].lr for task in training},
+                [p for p in model.encoder.parameters() if p.requires_grad],
+                {task: [p for p in model.heads[task].parameters() if p.requires_grad] for task in training},
+            ),
         ),
         streams={
             task: TaskStream(
