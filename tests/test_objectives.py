@@ -121,7 +121,7 @@ def test_mnrl_loss_is_cross_entropy_of_scaled_cosines_against_the_own_positive()
     def encoder(tokens, lengths):
         return next(embeddings)
 
-    encoder.pair_model = False
+    encoder.pair_model, encoder.output_dim = False, 4
     head = mnrl.head(encoder, 0, 0, 0.0)
     out = head(encoder, [(None, None)] * 3)
     losses = mnrl.losses(out, torch.zeros(3, dtype=torch.long))
@@ -130,6 +130,62 @@ def test_mnrl_loss_is_cross_entropy_of_scaled_cosines_against_the_own_positive()
         cosines = torch.nn.functional.cosine_similarity(anchors[row][None], candidates)
         expected = -torch.log_softmax(20 * cosines, dim=0)[row]
         assert losses[row].item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_matryoshka_adds_the_weighted_loss_at_each_width():
+    """Kusupati et al. 2022 as sentence-transformers' MatryoshkaLoss: the loss of the cosines on the
+    first w dimensions, weighted, summed over the widths (the full width only where listed)."""
+    mnrl = task("mnrl", "scale=20", "matryoshka=4,2", "matryoshka_weights=1,0.5")
+    torch.manual_seed(0)
+    anchors, positives, negatives = torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4)
+
+    def encoder(tokens, lengths):
+        return next(embeddings)
+
+    encoder.pair_model, encoder.output_dim = False, 4
+    head = mnrl.head(encoder, 0, 0, 0.0)
+    embeddings = iter([anchors, positives, negatives])
+    losses = mnrl.losses(head(encoder, [(None, None)] * 3), torch.zeros(3, dtype=torch.long))
+
+    def at_width(width: int) -> torch.Tensor:
+        a = torch.nn.functional.normalize(anchors[:, :width], dim=1)
+        c = torch.nn.functional.normalize(torch.cat([positives, negatives])[:, :width], dim=1)
+        return torch.nn.functional.cross_entropy(20 * a @ c.T, torch.arange(3), reduction="none")
+
+    torch.testing.assert_close(losses, at_width(4) + 0.5 * at_width(2))
+    head.eval()  # evaluation scores the full width alone
+    embeddings = iter([anchors, positives, negatives])
+    torch.testing.assert_close(
+        mnrl.losses(head(encoder, [(None, None)] * 3), torch.zeros(3, dtype=torch.long)), at_width(4)
+    )
+
+
+@pytest.mark.parametrize(
+    "keys, message",
+    [
+        (
+            ("matryoshka=8,4",),
+            r"mnrl.matryoshka=8,4: the encoder's embeddings have 4 dimensions: give distinct widths from 1 to 4",
+        ),
+        (("matryoshka=4,4",), r"give distinct widths from 1 to 4"),
+        (("matryoshka=4,half",), r"mnrl.matryoshka=4,half: give widths as whole numbers"),
+        (
+            ("matryoshka=4,2", "matryoshka_weights=1"),
+            r"give one weight per width of mnrl.matryoshka=4,2 \(2\)",
+        ),
+        (
+            ("matryoshka_weights=1,2",),
+            r"mnrl.matryoshka_weights= weighs the widths of mnrl.matryoshka=: give those too",
+        ),
+    ],
+)
+def test_matryoshka_widths_are_checked_against_the_encoder(keys, message):
+    def encoder(tokens, lengths):
+        raise AssertionError
+
+    encoder.pair_model, encoder.output_dim = False, 4
+    with pytest.raises(UserError, match=message):
+        task("mnrl", *keys).head(encoder, 0, 0, 0.0)
 
 
 def test_snli_triples_pair_each_entailment_with_a_contradiction_of_its_premise():

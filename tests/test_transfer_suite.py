@@ -189,3 +189,21 @@ def test_any_function_of_sentences_is_scored_and_reported_beside_runs(tiny_data,
         mtl.transfer.evaluate(
             lambda s: np.zeros(len(s)), "mine", tasks=["MR"], out=tmp_path / "x", data=senteval
         )
+
+
+def test_a_matryoshka_run_transfers_at_a_truncated_width(tiny_data, senteval, tmp_path):
+    from mtl.config import apply_overrides
+    from mtl.eval.transfer import suite
+
+    mnrl = (f"mnrl.source={FIXTURES / 'snli_tiny'}", "mnrl.batch=6", "mnrl.steps=2")
+    run_dir, _ = start_run(
+        tiny_data, tmp_path / "run", "tasks=nli,mnrl", *mnrl, "mnrl.matryoshka=16,8,4", "max_steps=6"
+    )
+    assert transfer(tiny_data, senteval, f"run={run_dir}", "tasks=MR", "truncate_dim=8") == 0
+    report = json.loads((run_dir / "transfer-fast-dim8.json").read_text())
+    assert report["dim"] == 8 and report["results"].keys() == {"MR"}
+    too_wide = [f"run={run_dir}", "tasks=MR", "truncate_dim=32", f"data={senteval}", "wandb=disabled"]
+    with pytest.raises(
+        UserError, match=r"truncate_dim=32: .* embeddings have 16 dimensions: give at most 16"
+    ):
+        suite.run(apply_overrides(suite.TransferConfig(), too_wide))

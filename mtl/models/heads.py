@@ -63,6 +63,8 @@ class InBatchScores(NamedTuple):
 
     logits: torch.Tensor
     offset: int
+    # Matryoshka training: (weight, logits on the embeddings' first w dimensions) per width w.
+    truncated: tuple[tuple[float, torch.Tensor], ...] = ()
 
 
 def mlp(inputs: int, hidden: int, layers: int, outputs: int, dropout: float) -> nn.Sequential:

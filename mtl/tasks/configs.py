@@ -149,6 +149,8 @@ class RankingConfig(TaskConfig):
     test_split: str | None = None  # empty: no test
     hard_negatives: bool = True  # the premise's contradicted hypothesis as a further candidate
     scale: float = 20.0  # cosine similarities are multiplied by this (sentence-transformers' default)
+    matryoshka: str = ""  # widths (768,512,256,128,64): the loss is the sum over them of the loss on the first that many dims
+    matryoshka_weights: str = ""  # a weight per width of matryoshka= (1,1,0.5,...); empty: 1 each
 
 
 @dataclass

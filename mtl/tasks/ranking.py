@@ -54,18 +54,54 @@ def snli_triples(pairs: LabelledTexts, hard_negatives: bool) -> LabelledTexts:
 
 
 class RankingHead(nn.Module):
-    def __init__(self, scale: float):
+    def __init__(self, scale: float, widths: tuple[tuple[int, float], ...] = ()):
         super().__init__()
-        self.scale = scale
+        self.scale, self.widths = scale, widths  # widths: (width, weight) of matryoshka=
 
     def forward(self, encoder, sentences) -> InBatchScores:
-        anchors, *others = [
-            nn.functional.normalize(encoder(tokens, lengths).float(), dim=-1) for tokens, lengths in sentences
-        ]
+        anchors, *others = [encoder(tokens, lengths).float() for tokens, lengths in sentences]
         gathered = [gather_batch(candidates) for candidates in others]  # positives, then negatives
         offset = gathered[0][1]
         candidates = torch.cat([candidates for candidates, _ in gathered])
-        return InBatchScores(self.scale * anchors @ candidates.T, offset)
+
+        def scores(width: int | None) -> torch.Tensor:  # cosine similarities on the first `width` dims
+            a, c = (nn.functional.normalize(x[:, :width], dim=-1) for x in (anchors, candidates))
+            return self.scale * a @ c.T
+
+        truncated = tuple((weight, scores(width)) for width, weight in self.widths if self.training)
+        return InBatchScores(scores(None), offset, truncated)
+
+
+def matryoshka_widths(config: RankingConfig, name: str, dim: int) -> tuple[tuple[int, float], ...]:
+    """(width, weight) of each width of `matryoshka=` (Kusupati et al. 2022; sentence-transformers'
+    MatryoshkaLoss), checked against the encoder's `dim`."""
+    if not config.matryoshka.strip():
+        if config.matryoshka_weights.strip():
+            raise UserError(
+                f"{name}.matryoshka_weights= weighs the widths of {name}.matryoshka=: give those too"
+            )
+        return ()
+    try:
+        widths = [int(w) for w in config.matryoshka.split(",")]
+        weights = (
+            [float(w) for w in config.matryoshka_weights.split(",")] if config.matryoshka_weights else []
+        )
+    except ValueError:
+        raise UserError(
+            f"{name}.matryoshka={config.matryoshka}: give widths as whole numbers (768,512,256) and "
+            "matryoshka_weights= as numbers"
+        ) from None
+    if weights and len(weights) != len(widths):
+        raise UserError(
+            f"{name}.matryoshka_weights={config.matryoshka_weights}: give one weight per width of "
+            f"{name}.matryoshka={config.matryoshka} ({len(widths)})"
+        )
+    if not all(0 < w <= dim for w in widths) or len(set(widths)) < len(widths):
+        raise UserError(
+            f"{name}.matryoshka={config.matryoshka}: the encoder's embeddings have {dim} dimensions: "
+            f"give distinct widths from 1 to {dim}"
+        )
+    return tuple(zip(widths, weights or [1.0] * len(widths), strict=True))
 
 
 @register
@@ -116,10 +152,18 @@ class Ranking(Task):
     def head(self, encoder: nn.Module, hidden: int, layers: int, dropout: float) -> nn.Module:
         if encoder.pair_model:
             raise UserError(f"{self.name}: ranking embeds sentences alone; encoder=decomposable cannot")
-        return RankingHead(self.config.scale)
+        return RankingHead(self.config.scale, matryoshka_widths(self.config, self.name, encoder.output_dim))
 
     def losses(self, outputs: InBatchScores, labels: torch.Tensor) -> torch.Tensor:
-        return nn.functional.cross_entropy(outputs.logits, self._own(outputs, labels), reduction="none")
+        """Training with matryoshka=: the weighted sum of the loss at each width (the full width
+        only where listed, as sentence-transformers' MatryoshkaLoss); else the full width's."""
+        own = self._own(outputs, labels)
+        if not outputs.truncated:
+            return nn.functional.cross_entropy(outputs.logits, own, reduction="none")
+        return sum(
+            weight * nn.functional.cross_entropy(logits, own, reduction="none")
+            for weight, logits in outputs.truncated
+        )
 
     def scores(self, outputs: InBatchScores, labels: torch.Tensor) -> torch.Tensor:
         return (outputs.logits.argmax(dim=1) == self._own(outputs, labels)).float()

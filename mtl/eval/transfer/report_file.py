@@ -25,12 +25,15 @@ from mtl.files import atomic, jsonfile
 ITEMS_SUFFIX = ".items.npz"  # beside <report>.json: each task's predictions and gold values per test item
 
 
-def report_name(mode: str, classifier: str, pooling: str | None, train_fraction: float) -> str:
-    """One report per protocol and pooling, so runs with other settings never overwrite it."""
+def report_name(
+    mode: str, classifier: str, pooling: str | None, train_fraction: float, truncate_dim: int | None = None
+) -> str:
+    """One report per protocol, pooling and width, so runs with other settings never overwrite it."""
     parts = [] if mode == "standard" else [mode]
     parts += ["mlp"] if classifier == "mlp" else []
     parts += [f"pool-{pooling}"] if pooling else []
     parts += [f"frac{train_fraction:g}"] if train_fraction < 1 else []
+    parts += [f"dim{truncate_dim}"] if truncate_dim is not None else []
     return "-".join(["transfer", *parts])
 
 

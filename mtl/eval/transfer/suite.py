@@ -83,6 +83,9 @@ class TransferConfig:
     train_fraction: Annotated[float, Range(0, 1, low_open=True)] = (
         1.0  # share of each task's training data the classifier sees (drawn per class): a learning curve
     )
+    truncate_dim: AtLeast1 | None = (
+        None  # score the embeddings' first N dimensions only (an encoder trained with <task>.matryoshka=)
+    )
     selfattn_da: AtLeast1 = 128  # pooling=selfattn: the attention's hidden width (Liu et al.: 128)
     selfattn_r: AtLeast1 = 3  # pooling=selfattn: attention views (Liu et al.: 3)
     data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
@@ -120,6 +123,11 @@ class TransferConfig:
             raise UserError(
                 f"train_fraction={self.train_fraction} subsamples scikit-learn's training sets: use mode=standard "
                 "or fast, without pooling=selfattn"
+            )
+        if self.pooling == "selfattn" and self.truncate_dim is not None:
+            raise UserError(
+                f"truncate_dim={self.truncate_dim} cuts pooled embeddings: pooling=selfattn trains its own; "
+                "leave one of them out"
             )
         if self.pooling == "selfattn" and self.mode.startswith("senteval"):
             raise UserError(
@@ -199,6 +207,7 @@ def evaluate_task(
     batch_size: int,
     pooling: str | None,
     attention: tuple[int, int] = (128, 3),
+    truncate_dim: int | None = None,
 ) -> dict:
     """The task's results, with SentEval's sample counts: `ndev` (what tuned the classifier: the
     training data under cross-validation) and `ntest`."""
@@ -211,7 +220,7 @@ def evaluate_task(
         sizes = {"ndev": splits["dev"], "ntest": splits["test"]}
     else:  # STS: every subset is a test set
         sizes = {"ntest": sum(splits.values())}
-    return {**_evaluated(task, encoder, protocol, batch_size, pooling, attention), **sizes}
+    return {**_evaluated(task, encoder, protocol, batch_size, pooling, attention, truncate_dim), **sizes}
 
 
 def _evaluated(
@@ -221,6 +230,7 @@ def _evaluated(
     batch_size: int,
     pooling: str | None,
     attention: tuple[int, int] = (128, 3),  # pooling=selfattn: (d_a, r)
+    truncate_dim: int | None = None,  # the embeddings' first dimensions only (Matryoshka)
 ) -> dict[str, float]:
     texts = list(
         dict.fromkeys(t for split in task.splits.values() for column in split.sentences for t in column)
@@ -238,7 +248,9 @@ def _evaluated(
         )
     stage(f"embedding {len(texts):,} sentences")
     started = time.perf_counter()
-    embedded = encoder.encode(texts, batch_size=batch_size, pooling=pooling, progress=False)
+    embedded = encoder.encode(
+        texts, batch_size=batch_size, pooling=pooling, progress=False, truncate_dim=truncate_dim
+    )
     embedding_seconds = round(time.perf_counter() - started, 1)  # the rest of a task's time: fitting
     stage("fitting")
     return {**_scored(task, embedded, row, protocol), "embed_seconds": embedding_seconds}
@@ -406,7 +418,9 @@ def senteval_params(config: TransferConfig) -> SentEvalParams | None:
 
 
 def report_name(config: TransferConfig) -> str:
-    return report_file.report_name(config.mode, config.classifier, config.pooling, config.train_fraction)
+    return report_file.report_name(
+        config.mode, config.classifier, config.pooling, config.train_fraction, config.truncate_dim
+    )
 
 
 def run(config: TransferConfig) -> tuple[Path, dict]:
@@ -470,6 +484,19 @@ def pooled_dim(encoder: SentenceEncoder, pooling: str | None, attention_views: i
     return encoder.encode(["the"], pooling=pooling, progress=False).shape[1]
 
 
+def scored_dim(encoder: SentenceEncoder, config: TransferConfig) -> int:
+    """The width the classifiers see: the pooled embeddings', or their first `truncate_dim=`."""
+    width = pooled_dim(encoder, config.pooling, config.selfattn_r)
+    if config.truncate_dim is None:
+        return width
+    if config.truncate_dim > width:
+        raise UserError(
+            f"truncate_dim={config.truncate_dim}: {encoder.name}'s embeddings have {width} dimensions: "
+            f"give at most {width}"
+        )
+    return config.truncate_dim
+
+
 def _evaluate_all(
     config: TransferConfig,
     out: Path,
@@ -486,7 +513,7 @@ def _evaluate_all(
         "source": source
         or str(config.run or (config.hf_model if config.baseline == "hf" else config.baseline)),
         "vectors": encoder.vectors,
-        "dim": pooled_dim(encoder, config.pooling, config.selfattn_r),
+        "dim": scored_dim(encoder, config),
         "pooling": config.pooling,
         "mode": config.mode,
         **({"classifier": asdict(protocol.senteval)} if protocol.senteval else {}),
@@ -531,6 +558,7 @@ def _evaluate_all(
                 config.batch_size,
                 config.pooling,
                 (config.selfattn_da, config.selfattn_r),
+                config.truncate_dim,
             )
         items.pop(task_name, None)
         if "items" in result:  # per test item: what `just compare` resamples
