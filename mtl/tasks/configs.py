@@ -151,6 +151,9 @@ class RankingConfig(TaskConfig):
     scale: float = 20.0  # cosine similarities are multiplied by this (sentence-transformers' default)
     matryoshka: str = ""  # widths (768,512,256,128,64): the loss is the sum over them of the loss on the first that many dims
     matryoshka_weights: str = ""  # a weight per width of matryoshka= (1,1,0.5,...); empty: 1 each
+    mini_batch: AtLeast1 | None = (
+        None  # GradCache: embed the batch this many examples at a time; the same loss and gradients, less memory
+    )
 
 
 @dataclass
@@ -166,6 +169,9 @@ class QTConfig(CorpusConfig):
     steps: AtLeast1 = 1000
     batch: AtLeast1 = 400  # contiguous sentences per step: each one's candidates (the paper: 400)
     context: AtLeast1 = 3  # sentences in the window, the sentence included (3: the previous and the next)
+    mini_batch: AtLeast1 | None = (
+        None  # GradCache: embed the batch this many examples at a time; the same loss and gradients, less memory
+    )
 
 
 @dataclass

@@ -76,9 +76,17 @@ class QuickThoughtsHead(nn.Module):
         self.output_encoder = fresh_copy(encoder)  # g; the shared encoder is f
 
     def forward(self, encoder: Encoder, sentences) -> InBatchScores:
+        return self.score(self.embed(encoder, sentences))
+
+    def embed(self, encoder: Encoder, sentences) -> list[torch.Tensor]:
+        """f(s) and g(s) of the batch's sentences: (b, D) each."""
         tokens, lengths = sentences[0]
-        inputs = encoder(tokens, lengths).float()  # f(s): (b, D)
-        candidates, offset = gather_batch(self.output_encoder(tokens, lengths).float())  # g(s'): (B, D)
+        return [encoder(tokens, lengths).float(), self.output_encoder(tokens, lengths).float()]
+
+    def score(self, embeddings: list[torch.Tensor]) -> InBatchScores:
+        """The batch's scores from its embeddings (GradCache calls the two halves apart)."""
+        inputs, outputs = embeddings  # f(s): (b, D), g(s'): (b, D)
+        candidates, offset = gather_batch(outputs)  # (B, D)
         logits = inputs @ candidates.T
         own = offset + torch.arange(len(inputs), device=logits.device)
         is_own = torch.zeros_like(logits, dtype=torch.bool)

@@ -59,7 +59,15 @@ class RankingHead(nn.Module):
         self.scale, self.widths = scale, widths  # widths: (width, weight) of matryoshka=
 
     def forward(self, encoder, sentences) -> InBatchScores:
-        anchors, *others = [encoder(tokens, lengths).float() for tokens, lengths in sentences]
+        return self.score(self.embed(encoder, sentences))
+
+    def embed(self, encoder, sentences) -> list[torch.Tensor]:
+        """Each sentence column's (b, D) embeddings: anchors, positives, negatives."""
+        return [encoder(tokens, lengths).float() for tokens, lengths in sentences]
+
+    def score(self, embeddings: list[torch.Tensor]) -> InBatchScores:
+        """The batch's scores from its embeddings (GradCache calls the two halves apart)."""
+        anchors, *others = embeddings
         gathered = [gather_batch(candidates) for candidates in others]  # positives, then negatives
         offset = gathered[0][1]
         candidates = torch.cat([candidates for candidates, _ in gathered])

@@ -4,6 +4,7 @@ under autocast, the task's own loss, backward, clipping and the update."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -13,11 +14,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mtl.errors import UserError
 from mtl.runtime.device import to_device
 from mtl.runtime.distributed import Distributed
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.grad_buffer import GradientBuffer
+from mtl.train.grad_cache import cached_backward
 from mtl.train.precision import autocast
 from mtl.train.setup import Setup
 from mtl.train.state import TrainState
@@ -54,6 +57,12 @@ class TaskStep:
         self.config, self.data, self.setup, self.dist, self.device = config, data, setup, dist, device
         trained = [p for task in config.training_tasks for p in setup.parameters[task]]
         self.gradients = GradientBuffer(trained)
+        cached = [t for t in config.training_tasks if getattr(config.tasks[t], "mini_batch", None)]
+        if cached and dist.active:
+            raise UserError(
+                f"{cached[0]}.mini_batch= (GradCache) runs in one process: with torchrun each rank "
+                "already embeds only its share of the batch; leave mini_batch= out"
+            )
 
     def __call__(
         self,
@@ -110,21 +119,37 @@ class TaskStep:
         setup.model.train()
         setup.model.zero_grad(set_to_none=True)
         self.gradients.attach(trained)
+        # DDP averages gradients over ranks; scaled so, this is the mean over the global batch
+        # (InferSent's train_nli.py: mean loss, then clip at 5), times <task>.weight. The scale
+        # seeds the backward pass: the same gradient as (loss * scale).backward(), a
+        # multiplication less each way.
+        scale = self.dist.world_size / len(rows) * definition.config.weight
+
+        def seed(loss_sum: torch.Tensor) -> torch.Tensor:
+            return setup.scaler.scale(torch.full_like(loss_sum, scale))
+
+        mini_batch = getattr(definition.config, "mini_batch", None) if definition.in_batch else None
+        computing = functools.partial(autocast, self.config.run.precision, self.device)
         # Each micro-batch's (loss sum, metric sum), summed on the device: read once, by the caller.
         sums = []
         for i, (sentences, labels, weight) in enumerate(parts):
+
+            def loss_and_score(outputs, labels=labels, weight=weight) -> tuple[torch.Tensor, torch.Tensor]:
+                losses, scores = definition.losses(outputs, labels), definition.scores(outputs, labels)
+                return weighted(losses, weight).sum(), weighted(scores, weight).sum()
+
             syncs = i == len(parts) - 1 or not self.dist.active
             with contextlib.nullcontext() if syncs else network.no_sync():
-                with autocast(self.config.run.precision, self.device):
+                if mini_batch is not None and mini_batch < len(labels):  # GradCache (grad_cache.py)
+                    sums += cached_backward(
+                        network, sentences, mini_batch, computing, loss_and_score, seed, self.device
+                    )
+                    continue
+                with computing():
                     outputs = network(sentences)
-                loss_sum = weighted(definition.losses(outputs, labels), weight).sum()
-                sums += [loss_sum.detach(), weighted(definition.scores(outputs, labels), weight).sum()]
-                # DDP averages gradients over ranks; scaled so, this is the mean over the global batch
-                # (InferSent's train_nli.py: mean loss, then clip at 5), times <task>.weight. The
-                # scale seeds the backward pass: the same gradient as (loss * scale).backward(),
-                # a multiplication less each way.
-                scale = self.dist.world_size / len(rows) * definition.config.weight
-                loss_sum.backward(setup.scaler.scale(torch.full_like(loss_sum, scale)))
+                loss_sum, score_sum = loss_and_score(outputs)
+                sums += [loss_sum.detach(), score_sum]
+                loss_sum.backward(seed(loss_sum))
         optimizer = setup.optimizers[task]
         setup.scaler.unscale_(optimizer)
         grad_norm = self.gradients.clip(trained, self.config.optim.max_grad_norm or math.inf)

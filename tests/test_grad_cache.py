@@ -1,0 +1,80 @@
+"""GradCache (`<task>.mini_batch=`, issue 39 item 1): the same loss and gradients as the whole
+in-batch batch at once, for ranking and Quick-Thoughts."""
+
+import pytest
+import torch
+
+from mtl.errors import UserError
+from mtl.train.resolve import resolve_inputs
+from mtl.train.run import config_from_args
+from mtl.train.trainer import Trainer
+
+from .conftest import FIXTURES, args_for
+
+CORPUS = FIXTURES / "corpus_tiny.txt"
+TASKS = {
+    "mnrl": ("tasks=nli,mnrl", f"mnrl.source={FIXTURES / 'snli_tiny'}", "mnrl.batch=12"),
+    "qt": ("tasks=nli,qt", f"qt.corpus={CORPUS}", f"qt.dev={CORPUS}", "qt.batch=12"),
+}
+
+
+def one_step(tiny_data, out, task: str, *keys: str) -> tuple[float, dict[str, torch.Tensor], Trainer]:
+    """The loss of the first `task` step, and every trained parameter's gradient (before clipping)."""
+    config = resolve_inputs(
+        config_from_args(args_for(tiny_data, out, *TASKS[task], "optim=sgd", "max_grad_norm=0", *keys))
+    )
+    trainer = Trainer(config, out, progress=False)
+    rows = trainer.setup.streams[task].next()[0]
+    result = trainer.step(task, rows, 0)
+    gradients = {
+        name: p.grad.clone()
+        for name, p in trainer.model.named_parameters()
+        if p.grad is not None and name.split(".")[0] in ("encoder", "heads")
+    }
+    return result.loss, gradients, trainer
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+@pytest.mark.parametrize("mini_batch", [1, 5])
+def test_cached_steps_give_the_whole_batchs_loss_and_gradients(tiny_data, tmp_path, task, mini_batch):
+    loss, gradients, _ = one_step(tiny_data, tmp_path / "whole", task)
+    cached_loss, cached, trainer = one_step(
+        tiny_data, tmp_path / "cached", task, f"{task}.mini_batch={mini_batch}"
+    )
+    assert cached_loss == pytest.approx(loss, rel=1e-5)
+    assert gradients.keys() == cached.keys() and len(gradients) > 2
+    for name, gradient in gradients.items():
+        torch.testing.assert_close(cached[name], gradient, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_dropout_draws_the_same_masks_in_both_passes(tiny_data, tmp_path, monkeypatch):
+    """With dropout the second pass must replay the first's masks: else the cached gradients
+    belong to other embeddings than the ones the loss saw (and training drifts)."""
+    from mtl.train import grad_cache
+
+    seen = []
+    real = grad_cache.rows_of
+
+    def recording(sentences, part):
+        seen.append(part)
+        return real(sentences, part)
+
+    monkeypatch.setattr(grad_cache, "rows_of", recording)
+    keys = ("encoder_dropout=0.5", "encoder=bilstm2", "mnrl.mini_batch=4")
+    _, _, trainer = one_step(tiny_data, tmp_path / "run", "mnrl", *keys)
+    encoder, head = trainer.model.encoder, trainer.model.heads["mnrl"]
+    rows = trainer.setup.streams["mnrl"].next()[0]
+    sentences = trainer.step.prepare("mnrl", rows).micro_batches[0][0]
+    trainer.model.train()
+    state = grad_cache.RandomState(trainer.device)
+    first = head.embed(encoder, grad_cache.rows_of(sentences, slice(0, 4)))
+    state.restore()
+    again = head.embed(encoder, grad_cache.rows_of(sentences, slice(0, 4)))
+    for a, b in zip(first, again, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert len(seen) >= 6  # 12 examples in chunks of 4: 3 chunks, embedded twice
+
+
+def test_mini_batch_is_a_key_of_in_batch_tasks_only(tiny_data, tmp_path):
+    with pytest.raises(UserError, match="nli.mini_batch"):
+        config_from_args(args_for(tiny_data, tmp_path / "run", "nli.mini_batch=4"))
