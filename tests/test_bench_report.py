@@ -190,3 +190,33 @@ def test_bench_transfer_prints_each_tasks_seconds_and_its_fits_share():
     assert "glove-bow" in printed and "fits 90%" in printed
     assert "MR 30.0 s (90% fits), TREC 10.0 s (90% fits)" in printed
     assert transfer.BenchTransferConfig(modes="senteval-prototyping").modes == "senteval-prototyping"
+
+
+def test_gradcache_report_sets_the_cached_step_beside_the_plain_one():
+    from mtl.bench import gradcache
+
+    rows = [
+        {"batch": 1024, "contender": "plain", "mini_batch": None, "ms": 1000.0, "peak_mb": 600.0},
+        {"batch": 1024, "contender": "cached", "mini_batch": 32, "ms": 1400.0, "peak_mb": 90.0},
+    ]
+    text = gradcache.report(rows, "mnrl")
+    assert "batch  1024  cached (mini_batch 32):     1400 ms/step, peak     90.0 MB" in text
+    assert text.endswith("batch 1024: cached takes 0.15x the plain step's peak memory and 1.40x its time")
+
+
+def test_gradcache_bench_measures_a_step_and_its_peak(tiny_data, tmp_path):
+    import torch
+
+    from mtl.bench import gradcache
+    from mtl.train.resolve import resolve_inputs
+    from mtl.train.run import config_from_args
+    from mtl.train.trainer import Trainer
+
+    from .conftest import args_for
+
+    keys = ("tasks=nli,mnrl", f"mnrl.source={FIXTURES / 'snli_tiny'}", "mnrl.batch=12", "mnrl.mini_batch=4")
+    trainer = Trainer(
+        resolve_inputs(config_from_args(args_for(tiny_data, tmp_path / "run", *keys))), tmp_path / "run"
+    )
+    row = gradcache.measured(trainer, "mnrl", warmup=1, steps=3, device=torch.device("cpu"))
+    assert row["ms"] > 0 and row["peak_mb"] >= 0

@@ -32,28 +32,33 @@ TASK_KEYS = {
 }
 
 
+def objective_config(bench, task: str, *extra: str) -> TrainConfig:
+    """`task` alone on the objectives' BiGRU-max, as experiments/objectives.toml trains it."""
+    return resolve_inputs(
+        with_overrides(
+            TrainConfig(),
+            [
+                *TASK_KEYS[task],
+                "encoder=gru",
+                "bidirectional=true",
+                f"hidden={bench.objective_hidden}",
+                "pooling=max",
+                "optim=adam",
+                "wandb=disabled",
+                f"device={bench.device}",
+                *([f"vectors={bench.vectors}"] if bench.vectors else []),
+                *extra,
+            ],
+        )
+    )
+
+
 def run(bench) -> list[dict]:
     """`bench`: the BenchTrainConfig (objectives, hidden_objectives, steps, warmup, device, vectors)."""
     rows = []
     device = resolve_device(bench.device)
     for task in [t.strip() for t in bench.objectives.split(",") if t.strip()]:
-        keys = TASK_KEYS[task]
-        config = resolve_inputs(
-            with_overrides(
-                TrainConfig(),
-                [
-                    *keys,
-                    "encoder=gru",
-                    "bidirectional=true",
-                    f"hidden={bench.objective_hidden}",
-                    "pooling=max",
-                    "optim=adam",
-                    "wandb=disabled",
-                    f"device={bench.device}",
-                    *([f"vectors={bench.vectors}"] if bench.vectors else []),
-                ],
-            )
-        )
+        config = objective_config(bench, task)
         data = prepare(config, progress=False)
         name = next(iter(config.tasks))
         with tempfile.TemporaryDirectory() as scratch:

@@ -34,15 +34,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from mtl.bench import mixed, objectives, ops
-from mtl.config import AtLeast0, Range, apply_overrides
+from mtl.bench import gradcache, mixed, objectives, ops
+from mtl.config import AtLeast0, AtLeast1, Range, apply_overrides
 from mtl.data.batches import TaskStream
 from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe, mlp
@@ -88,6 +88,11 @@ class BenchTrainConfig:
     )
     preset: str = "paper-multitask-blstm2048"  # schedule=mixed: the configuration whose step is timed
     ops: bool = False  # count each encoder's host work per step instead of timing (bench/ops.py)
+    gradcache: Literal["", "mnrl", "qt"] = (
+        ""  # GradCache's memory and time against the plain step (bench/gradcache.py)
+    )
+    gradcache_batches: str = "64,256,1024"  # gradcache=: the batch sizes
+    mini_batch: AtLeast1 = 32  # gradcache=: the cached contender's <task>.mini_batch=
 
 
 class ReferenceModel(nn.Module):
@@ -389,6 +394,9 @@ def report(results: dict) -> str:
 def command(args: Sequence[str]) -> None:
     """`just bench-train`: the step benchmark, and with objectives= the seeds' objectives."""
     config = apply_overrides(BenchTrainConfig(), args)
+    if config.gradcache:
+        print(gradcache.report(gradcache.run(config), config.gradcache))
+        return
     if config.ops:
         base, data, _ = bench_inputs(config)
         print(ops.report(ops.run(base, data, config.only, config.tasks.split(",")[0])))

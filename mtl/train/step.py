@@ -128,7 +128,7 @@ class TaskStep:
         def seed(loss_sum: torch.Tensor) -> torch.Tensor:
             return setup.scaler.scale(torch.full_like(loss_sum, scale))
 
-        mini_batch = getattr(definition.config, "mini_batch", None) if definition.in_batch else None
+        mini_batch = getattr(self.config.tasks[task], "mini_batch", None) if definition.in_batch else None
         computing = functools.partial(autocast, self.config.run.precision, self.device)
         # Each micro-batch's (loss sum, metric sum), summed on the device: read once, by the caller.
         sums = []
