@@ -385,6 +385,11 @@ def _stop_on_signals() -> dict[int, Any]:
         nonlocal unwinding
         if signum == PARENT_DIED and unwinding:
             return
+        if _in_finalizer(frame):
+            # An exception out of a __del__ is printed and dropped ("Exception ignored in"): the
+            # stop would be lost. Ask again: the handler runs once more after the finalizer.
+            os.kill(os.getpid(), signum)
+            return
         unwinding = True
         raise KeyboardInterrupt(
             "terminated" if signum == signal.SIGTERM else "the sweep that started this run ended"
@@ -395,6 +400,15 @@ def _stop_on_signals() -> dict[int, Any]:
         with contextlib.suppress(ValueError):  # not the main thread
             previous[signum] = signal.signal(signum, handler)
     return previous
+
+
+def _in_finalizer(frame) -> bool:
+    """Whether the interrupted code is (inside) an object's `__del__`."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 if __name__ == "__main__":

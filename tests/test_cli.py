@@ -3,6 +3,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -253,7 +254,9 @@ def test_help_lists_the_choices_of_a_key(capsys):
     assert main(["train-multitask", "--help"]) == 0
     out = capsys.readouterr().out
     assert re.search(
-        r"^  encoder=bilstm +the shared encoder.*\[bilstm \| bilstm2 \| decomposable \| gatedconv \| gru \|", out, re.M
+        r"^  encoder=bilstm +the shared encoder.*\[bilstm \| bilstm2 \| decomposable \| gatedconv \| gru \|",
+        out,
+        re.M,
     )
     assert re.search(r"^  wandb_checkpoints=best .*\[none \| best \| all\]$", out, re.M)
 
@@ -408,3 +411,26 @@ def test_an_interrupt_after_the_command_ended_is_one_line(monkeypatch, capsys):
         cli.run_as_process()
     assert leaving.value.code == 130
     assert capsys.readouterr().err.strip() == "interrupted: terminated"
+
+
+def test_a_stop_that_lands_in_a_finalizer_is_asked_for_again(monkeypatch):
+    # Raised inside a __del__ (tqdm's, say), KeyboardInterrupt is printed as "Exception ignored"
+    # and lost: the run would not stop. The handler sends the signal again instead.
+    from mtl import cli
+
+    sent = []
+    monkeypatch.setattr(cli.os, "kill", lambda pid, signum: sent.append((pid, signum)))
+    previous = cli._stop_on_signals()
+    try:
+        handler = signal.getsignal(signal.SIGTERM)
+
+        def __del__():  # the frame a finalizer runs in
+            handler(signal.SIGTERM, sys._getframe())
+
+        __del__()
+        assert sent == [(os.getpid(), signal.SIGTERM)]
+        with pytest.raises(KeyboardInterrupt, match="terminated"):
+            handler(signal.SIGTERM, sys._getframe())
+    finally:
+        for signum, before in previous.items():
+            signal.signal(signum, before)
