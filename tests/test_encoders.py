@@ -140,7 +140,8 @@ def test_every_table_1_preset_has_its_parameter_count_at_300d(preset):
 
 def test_unknown_encoder_and_impossible_shapes_are_named():
     with pytest.raises(
-        UserError, match="encoder='cnn' is not valid: choose one of bilstm, bilstm2, decomposable, gatedconv, gru"
+        UserError,
+        match="encoder='cnn' is not valid: choose one of bilstm, bilstm2, decomposable, gatedconv, gru",
     ):
         apply_overrides(TrainConfig(), ["encoder=cnn"])
     with pytest.raises(UserError, match="transformer_heads=4 must divide hidden=50"):
