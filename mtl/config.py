@@ -98,13 +98,13 @@ def apply_overrides(config: Any, args: Sequence[str], aliases: Sequence[str] = (
     for path in by_path:
         by_name.setdefault(path.rsplit(".", 1)[-1], []).append(path)
 
-    in_tables = set(_table_paths(config))
+    run_wide_paths = {path for path, _, _ in _paths(config, tables=False)}
     given: dict[str, str] = {}  # path -> the argument that set it
     for arg in args:
         key, sep, raw = arg.partition("=")
         if not sep or not key:
             raise UserError(f"argument {arg!r} is not of the form key=value")
-        run_wide = [p for p in by_name.get(key, []) if p not in in_tables]
+        run_wide = [p for p in by_name.get(key, []) if p in run_wide_paths]
         if key in by_path:
             path = key
         elif len(by_name.get(key, [])) == 1:
@@ -213,28 +213,20 @@ def _is_table(field: dataclasses.Field) -> bool:
     return "entry_class" in field.metadata
 
 
-def _paths(config: Any, prefix: str = "") -> Iterator[tuple[str, Any, dataclasses.Field]]:
-    """(key path, the dataclass holding it, its field) for every leaf key of `config`."""
+def _paths(
+    config: Any, prefix: str = "", tables: bool = True
+) -> Iterator[tuple[str, Any, dataclasses.Field]]:
+    """(key path, the dataclass holding it, its field) for every leaf key of `config`; without
+    `tables`, the run-wide keys only (not a table entry's `nli.lr`)."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if dataclasses.is_dataclass(value):
-            yield from _paths(value, f"{prefix}{field.name}.")
+            yield from _paths(value, f"{prefix}{field.name}.", tables)
         elif _is_table(field):
-            for name, entry in value.items():
+            for name, entry in value.items() if tables else ():
                 yield from _paths(entry, f"{prefix}{name}.")
         else:
             yield f"{prefix}{field.name}", config, field
-
-
-def _table_paths(config: Any, prefix: str = "") -> Iterator[str]:
-    """The key paths of every table entry of `config` (`nli.lr`), at any depth."""
-    for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
-        if dataclasses.is_dataclass(value):
-            yield from _table_paths(value, f"{prefix}{field.name}.")
-        elif _is_table(field):
-            for name, entry in value.items():
-                yield from (path for path, _, _ in _paths(entry, f"{prefix}{name}."))
 
 
 def _deep_copy(config: Any) -> Any:

@@ -14,6 +14,15 @@ def two_models():
     return model, copy.deepcopy(model)
 
 
+def attached(model: nn.Module) -> tuple[list[nn.Parameter], GradientBuffer]:
+    """`model`'s parameters and a buffer that is their gradient, after a backward pass."""
+    parameters = list(model.parameters())
+    buffer = GradientBuffer(parameters)
+    buffer.attach(parameters)
+    backward(model)
+    return parameters, buffer
+
+
 def backward(model: nn.Module) -> None:
     torch.manual_seed(1)
     (model(torch.randn(4, 5)) ** 2).sum().backward()
@@ -50,10 +59,7 @@ def test_parameters_a_step_does_not_train_keep_no_gradient_and_do_not_count():
 
 def test_a_gradient_replaced_after_attach_is_clipped_parameter_by_parameter():
     model, reference = two_models()
-    parameters = list(model.parameters())
-    buffer = GradientBuffer(parameters)
-    buffer.attach(parameters)
-    backward(model)
+    parameters, buffer = attached(model)
     parameters[0].grad = parameters[0].grad.clone()  # as a hook or a reducer might
     assert not buffer.holds(parameters)
     backward(reference)
@@ -65,9 +71,6 @@ def test_a_gradient_replaced_after_attach_is_clipped_parameter_by_parameter():
 
 def test_the_next_attach_starts_from_zero():
     model, _ = two_models()
-    parameters = list(model.parameters())
-    buffer = GradientBuffer(parameters)
-    buffer.attach(parameters)
-    backward(model)
+    parameters, buffer = attached(model)
     buffer.attach(parameters)
     assert all(p.grad.abs().sum() == 0 for p in parameters)
