@@ -1,4 +1,7 @@
+import pytest
+
 from mtl.bench import train
+from mtl.errors import UserError
 
 from .conftest import FIXTURES
 
@@ -189,7 +192,12 @@ def test_bench_transfer_prints_each_tasks_seconds_and_its_fits_share():
     printed = transfer.format_row(row)
     assert "glove-bow" in printed and "fits 90%" in printed
     assert "MR 30.0 s (90% fits), TREC 10.0 s (90% fits)" in printed
+    assert "64.0 s, tasks 40.0 s" in printed
     assert transfer.BenchTransferConfig(modes="senteval-prototyping").modes == "senteval-prototyping"
+    with pytest.raises(UserError, match=r"encoders='glove': 'glove' is not one of glove-bow, 1024"):
+        transfer.BenchTransferConfig(encoders="glove")
+    with pytest.raises(UserError, match=r"tokenizer='bpe': use spacy or whitespace"):
+        transfer.BenchTransferConfig(tokenizer="bpe")
 
 
 def test_gradcache_report_sets_the_cached_step_beside_the_plain_one():

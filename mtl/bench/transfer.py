@@ -1,7 +1,9 @@
 """`just bench-transfer`: wall time of the transfer suite, standard and fast, per encoder.
 
 Encoders: the GloVe bag-of-vectors baseline and a 1024-dimensional encoder (a run given
-with `run=`, else an untrained BiLSTM-max of 512 per direction: the same cost).
+with `run=`, else an untrained BiLSTM-max of 512 per direction: the same cost); `encoders=`
+times one of them. `tokenizer=whitespace` gives the baselines SentEval's own tokens, as the
+comparison with SentEval in RESULTS.md runs them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from mtl.eval.transfer import suite
 
 TARGET_FAST_1024_SECONDS = 600.0
 MODES = ("fast", "standard", "senteval", "senteval-prototyping")
+ENCODERS = ("glove-bow", "1024")
 
 
 @dataclass
@@ -25,20 +28,33 @@ class BenchTransferConfig:
     modes: str = "fast,standard"  # protocols to time (also senteval, senteval-prototyping)
     tasks: str = "all"  # as transfer
     vectors: str | None = None  # GloVe file; None: the usual search
+    encoders: str = "glove-bow,1024"  # the GloVe baseline, the 1024-d encoder, or both
+    tokenizer: str = "spacy"  # the baselines' tokens; whitespace: SentEval's own
 
     def __post_init__(self) -> None:
         if bad := [m for m in self.modes.split(",") if m not in MODES]:
             raise UserError(f"modes={self.modes!r}: {bad[0]!r} is not one of {', '.join(MODES)}")
+        if bad := [e for e in self.encoders.split(",") if e not in ENCODERS]:
+            raise UserError(f"encoders={self.encoders!r}: {bad[0]!r} is not one of {', '.join(ENCODERS)}")
+        if self.tokenizer not in ("spacy", "whitespace"):
+            raise UserError(f"tokenizer={self.tokenizer!r}: use spacy or whitespace")
 
 
 def run(bench: BenchTransferConfig) -> list[dict]:
-    encoders = [
-        ("glove-bow", {"baseline": "glove-bow"}),
-        (
-            "1024-d " + ("run" if bench.run else "random-bilstm 512"),
-            {"run": bench.run} if bench.run else {"baseline": "random-bilstm", "random_hidden": 512},
+    baseline_tokens = {} if bench.tokenizer == "spacy" else {"tokenizer": bench.tokenizer}
+    encoders = {
+        "glove-bow": (
+            "glove-bow" + ("" if bench.tokenizer == "spacy" else f" ({bench.tokenizer})"),
+            {"baseline": "glove-bow", **baseline_tokens},
         ),
-    ]
+        "1024": (
+            "1024-d " + ("run" if bench.run else "random-bilstm 512"),
+            {"run": bench.run}
+            if bench.run
+            else {"baseline": "random-bilstm", "random_hidden": 512, **baseline_tokens},
+        ),
+    }
+    encoders = [encoders[name] for name in bench.encoders.split(",")]
     rows = []
     for mode in bench.modes.split(","):
         for label, chosen in encoders:
@@ -72,7 +88,8 @@ def format_row(row: dict) -> str:
         for task, seconds in row["tasks"].items()
     )
     return (
-        f"{row['encoder']:<28} {row['mode']:<20} {row['seconds'] / 60:6.1f} min, fits {fitting / total:.0%}\n"
+        f"{row['encoder']:<28} {row['mode']:<20} {row['seconds']:6.1f} s, tasks {sum(row['tasks'].values()):.1f} s, "
+        f"fits {fitting / total:.0%}\n"
         f"    {per_task}"
     )
 
