@@ -95,7 +95,7 @@ def without_prefix(key: str) -> str:
 # Metrics where a lower value is better; every other (acc, recall_at_1, pearson, spearman, f1)
 # is higher-is-better. A plugin's task or transfer task with a new lower-is-better metric says so
 # with `register_direction`.
-_LOWER_IS_BETTER = {"loss", "ppl", "mse", "mae", "error"}
+_LOWER_IS_BETTER = {"loss", "ppl", "mse", "mae", "error", "kl"}
 
 
 def register_direction(metric: str, higher_is_better: bool) -> None:

@@ -16,7 +16,7 @@ from mtl.cli import main
 from mtl.runs import read_metrics
 from mtl.train import run
 
-from .conftest import args_for, exported_weights
+from .conftest import FIXTURES, args_for, exported_weights
 
 # Of 200 NLI pairs batch_nli=7 leaves a last batch of 4 per epoch (2 per rank); of 12 ClassifSQuAD
 # triples batch_squad=11 leaves a last batch of 1 (rank 1 gets none and steps at weight 0).
@@ -281,3 +281,29 @@ def test_two_processes_train_a_mixed_schedule_like_one(tiny_data, tmp_path, bala
     rows = [read_metrics(tmp_path / d / "metrics.jsonl") for d in ("one", "two")]
     weights = [[r["balance/squad/weight"] for r in log if "balance/squad/weight" in r] for log in rows]
     assert len(weights[0]) == 40 and weights[1] == pytest.approx(weights[0], rel=1e-4)
+
+
+def test_two_processes_distill_in_batch_like_one(tiny_data, tmp_path, monkeypatch):
+    # kl scores each anchor against the whole batch's candidates: the teacher's rows are gathered
+    # from the ranks as the student's are. The teacher's embeddings come from the cache both share.
+    monkeypatch.setenv("MTL_CACHE_DIR", str(tmp_path / "cache"))
+    teacher = tmp_path / "teacher"
+    with one_thread():
+        run.start(
+            run.config_from_args(args_for(tiny_data, teacher, "tasks=nli", "hidden=4", "max_steps=4")),
+            progress=False,
+        )
+    keys = (
+        *SETTINGS,
+        "tasks=distill",
+        f"distill.teacher={teacher}",
+        f"distill.source={FIXTURES / 'snli_tiny'}",
+        "distill.loss=kl",
+        "distill.batch=7",
+        "max_steps=20",
+    )
+    with one_thread():
+        run.start(run.config_from_args(args_for(tiny_data, tmp_path / "one", *keys)), progress=False)
+    code, output = finished(torchrun(2, *args_for(tiny_data, tmp_path / "two", *keys)))
+    assert code == 0, output
+    assert_same_training(tmp_path / "one", tmp_path / "two")

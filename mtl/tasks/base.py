@@ -116,6 +116,15 @@ class Task:
         this task's TaskExamples by split), before the head is built: a task whose head depends
         on the data (Skip-Thought's output vocabulary) reads it here."""
 
+    def teacher(self) -> tuple[str, int, list[str]] | None:
+        """(teacher encoder, an hf teacher's max_seq_length, the sentences it embeds) for a task that
+        learns another encoder's embeddings (distill): training embeds them once (cached) and hands
+        them to `take_teacher`, after `bind` and before `head`. None: the task learns from labels."""
+        return None
+
+    def take_teacher(self, embeddings: np.ndarray) -> None:
+        """The teacher's (sentences, D) embeddings of `teacher()`'s sentences, in their order."""
+
     def head(self, encoder: nn.Module, hidden: int, layers: int, dropout: float) -> nn.Module:
         """The module that maps the encoder's work on a batch's sentences to this task's outputs."""
         return TaskHead(self.recipe, encoder, hidden, layers, dropout)

@@ -157,6 +157,30 @@ class RankingConfig(TaskConfig):
 
 
 @dataclass
+class DistillConfig(TaskConfig):
+    kind: str = "distill"
+    steps: AtLeast1 = 1000
+    batch: AtLeast1 = 64
+    # The teacher: an mtl run folder or encoder file, or a Hugging Face model folder or Hub id (mean
+    # pooling, as encoder=hf). Its embeddings of the task's sentences are computed once and cached.
+    teacher: str = ""
+    # mse: the student's embedding (through a linear map when the widths differ) against the teacher's
+    # (Reimers & Gurevych 2020); margin_mse: cos(q, p) - cos(q, n) against the teacher's (Hofstätter
+    # et al. 2020); kl: each anchor's softmax over the batch's candidates against the teacher's.
+    loss: Literal["mse", "margin_mse", "kl"] = "mse"
+    # A text file, an example a line, its sentences tab-separated (margin_mse: query, positive,
+    # negative; kl: an anchor, then its candidates; mse: any). Empty: SNLI, as mnrl reads it.
+    corpus: str = ""
+    dev_size: AtLeast1 = 1000  # corpus=: lines held out (seeded) for dev; the rest train
+    source: str | None = None  # as mnrl: SNLI's folder or Hub id; unset: as the run's nli task
+    train_split: str | None = None
+    dev_split: str | None = None
+    test_split: str | None = None  # empty: no test
+    scale: float = 20.0  # kl: cosine similarities times this before each softmax (mnrl's scale)
+    teacher_max_seq_length: AtLeast1 = 128  # an hf teacher's subword tokens per sentence
+
+
+@dataclass
 class CorpusConfig(TaskConfig):
     corpus: str = "squad"  # squad (SQuAD v1.1's passages), a text file (a sentence per line), or a Hub id
     dev: str = ""  # a text file for dev; empty: squad's dev passages, else the corpus's last 1% documents

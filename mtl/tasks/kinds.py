@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from mtl.errors import UserError
 from mtl.plugins import Registry
 from mtl.tasks.configs import (
+    DistillConfig,
     NLIConfig,
     PairsConfig,
     QTConfig,
@@ -34,6 +35,7 @@ BUILTIN: dict[str, tuple[str, type[TaskConfig]]] = {
     "skipthought": ("mtl.tasks.skipthought", SkipThoughtConfig),
     "squad": ("mtl.tasks.squad", SquadConfig),
     "sts": ("mtl.tasks.sts", STSConfig),
+    "distill": ("mtl.tasks.distill", DistillConfig),
 }
 
 KINDS: Registry[type[Task]] = Registry({kind: module for kind, (module, _) in BUILTIN.items()})

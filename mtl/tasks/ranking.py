@@ -53,6 +53,21 @@ def snli_triples(pairs: LabelledTexts, hard_negatives: bool) -> LabelledTexts:
     return LabelledTexts(columns, [0] * len(columns[0]))
 
 
+def following_nli(config, tasks: dict[str, TaskConfig]):
+    """`config` with SNLI's source and splits it left unset following the run's `nli` task
+    (nli.train_split=train_small then holds for both), else SNLI's own."""
+    nli = tasks.get("nli")
+    follow = nli if isinstance(nli, NLIConfig) and not nli.display else NLIConfig()
+    return replace(
+        config,
+        **{
+            key: getattr(follow, key)
+            for key in ("source", "train_split", "dev_split", "test_split")
+            if getattr(config, key) is None
+        },
+    )
+
+
 class RankingHead(nn.Module):
     def __init__(self, scale: float, widths: tuple[tuple[int, float], ...] = ()):
         super().__init__()
@@ -123,18 +138,7 @@ class Ranking(Task):
     config: RankingConfig
 
     def inherit(self, tasks: dict[str, TaskConfig]) -> RankingConfig:
-        """SNLI's source and splits left unset follow the run's `nli` task (nli.train_split=train_small
-        then holds for both), else SNLI's own."""
-        nli = tasks.get("nli")
-        follow = nli if isinstance(nli, NLIConfig) and not nli.display else NLIConfig()
-        return replace(
-            self.config,
-            **{
-                key: getattr(follow, key)
-                for key in ("source", "train_split", "dev_split", "test_split")
-                if getattr(self.config, key) is None
-            },
-        )
+        return following_nli(self.config, tasks)
 
     def resolve_inputs(self) -> RankingConfig:
         return replace(self.config, source=resolve_snli_source(self.config.source, self.name))

@@ -21,6 +21,7 @@ from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vectors import load_vectors, resolve_vectors_path
 from mtl.text.vocab import Vocabulary, embedding_matrix
 from mtl.train.config import TrainConfig
+from mtl.train.teacher import teacher_embeddings
 
 
 @dataclass
@@ -55,12 +56,20 @@ class TrainingData:
 
     def input_titles(self) -> dict[str, str]:
         """Each task's input fingerprint key -> how a message names it."""
-        return {task.input_name: f"the {task.title} data" for task in self.tasks.values()}
+        titles = {task.input_name: f"the {task.title} data" for task in self.tasks.values()}
+        for task in self.tasks.values():
+            titles[teacher_input(task)] = f"the {task.title} teacher's embeddings"
+        return titles
 
     def bucket_keys(self, task: str, split: str) -> np.ndarray:
         """(N,) the key length bucketing sorts the task's examples by (`Task.bucket_key`)."""
         rows = self.examples[task][split].sentences
         return self.tasks[task].bucket_key(self.table.lengths[rows])
+
+
+def teacher_input(task: Task) -> str:
+    """The key of a task's teacher embeddings (distill) among a run's input fingerprints."""
+    return f"{task.input_name}:teacher"
 
 
 def prepare(config: TrainConfig, progress: bool = True) -> TrainingData:
@@ -74,6 +83,13 @@ def prepare(config: TrainConfig, progress: bool = True) -> TrainingData:
             prepared = _with_vectors(config, tasks, splits, fingerprints, steps)
     for name, task in tasks.items():
         task.bind(prepared.table, prepared.examples[name])
+        if (wanted := task.teacher()) is not None:
+            source, max_seq_length, texts = wanted
+            embeddings = teacher_embeddings(source, max_seq_length, texts, config.run.device, progress)
+            task.take_teacher(embeddings)
+            # Recorded as an input: resuming against another teacher's targets is refused.
+            digest = hashlib.sha256(np.ascontiguousarray(embeddings).tobytes()).hexdigest()
+            prepared.fingerprints[teacher_input(task)] = {"source": source, "sha256": digest}
     if prepared.coverage is not None:
         prepared.coverage.report()
     if prepared.table.truncated and progress:
