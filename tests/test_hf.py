@@ -312,3 +312,36 @@ def test_prompts_go_before_each_sentence_as_in_sentence_transformers(tiny_bert):
     assert encoder.max_seq_length == EncoderConfig.max_seq_length == 128
     encoder.max_seq_length = 4
     np.testing.assert_array_equal(encoder.encode("the dog runs far away"), encoder.encode("the dog"))
+
+
+def test_a_tasks_prompt_is_trained_on_and_exported_under_its_name(tiny_data, tiny_bert, tmp_path):
+    from mtl.train.data import prepare
+    from mtl.train.run import config_from_args
+
+    args = args_for(tiny_data, tmp_path / "run", *hf_args(tiny_bert, "nli.prompt=query: "))
+    data = prepare(config_from_args(args), progress=False)
+    nli_rows = np.unique(data.examples["nli"]["train"].sentences)
+    squad_rows = np.unique(data.examples["squad"]["train"].sentences)
+    assert all(data.table.texts[r].startswith("query: ") for r in nli_rows)
+    assert not any(data.table.texts[r].startswith("query: ") for r in squad_rows)  # its own prompt: none
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", *hf_args(tiny_bert, "nli.prompt=query: "))
+    saved = json.loads((run_dir / "encoder" / "config_sentence_transformers.json").read_text())
+    assert saved["prompts"] == {"nli": "query: "} and saved["default_prompt_name"] is None
+    encoder = load_encoder(run_dir, device="cpu")
+    assert encoder.prompts == {"nli": "query: "}
+    by_hand = encoder.encode(["query: " + s for s in SENTENCES])
+    np.testing.assert_array_equal(encoder.encode(SENTENCES, prompt_name="nli"), by_hand)
+    from sentence_transformers import SentenceTransformer  # the folder, as its users load it
+
+    folder = SentenceTransformer(str(run_dir / "encoder"), device="cpu")
+    assert folder.prompts["nli"] == "query: "  # (sentence-transformers 5+ adds empty query/document ones)
+    np.testing.assert_allclose(folder.encode(SENTENCES, prompt_name="nli"), by_hand, rtol=1e-4, atol=1e-5)
+
+
+def test_a_prompt_is_refused_for_an_encoder_of_word_vectors(tiny_data, tmp_path):
+    from mtl.train.data import prepare
+    from mtl.train.run import config_from_args
+
+    config = config_from_args(args_for(tiny_data, tmp_path / "run", "nli.prompt=query: "))
+    with pytest.raises(UserError, match=r"nli.prompt='query: ' is for encoder=hf .* leave nli.prompt empty"):
+        prepare(config, progress=False)

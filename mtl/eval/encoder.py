@@ -526,8 +526,11 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
             if not isinstance(folder, str) or Path(folder).name != folder or folder in ("", ".", ".."):
                 raise UserError(f"{file} names {folder!r} as its model folder: expected a folder beside it")
             config.model.hf_model = str(file.parent / folder)
-            return pretrained_encoder(config.model, device, name)
-        return pretrained_encoder(config.model, device, name, _encoder_state(saved, file))
+            encoder = pretrained_encoder(config.model, device, name)
+        else:
+            encoder = pretrained_encoder(config.model, device, name, _encoder_state(saved, file))
+        encoder.prompts = trained_prompts(config)  # encode(prompt_name=<task>) embeds as that task trained
+        return encoder
     # Everything is checked against the architecture the config builds before a weight is loaded.
     state = _encoder_state(saved, file)
     weight = embedding_weight(state, file)
@@ -554,6 +557,11 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
         name=name,
         max_tokens=config.data.max_tokens,
     )
+
+
+def trained_prompts(config) -> dict[str, str]:
+    """Each task's `prompt=` the run trained with, by task name (sentence-transformers' `prompts`)."""
+    return {name: task.prompt for name, task in config.tasks.items() if getattr(task, "prompt", "")}
 
 
 def _vectors_path(saved: dict, file: Path) -> str | None:

@@ -33,6 +33,7 @@ class CardFacts:
     scores: dict[str, float] = field(default_factory=dict)  # best/<task>/<split>/<metric> -> value
     titles: dict[str, str] = field(default_factory=dict)  # task -> its dataset's name (SNLI)
     license: str = DEFAULT_LICENSE
+    prompts: dict[str, str] = field(default_factory=dict)  # task -> the prompt it trained with (encoder=hf)
 
 
 def facts_of(name: str, config: dict[str, Any], scores: dict[str, Any], titles: dict[str, str]) -> CardFacts:
@@ -55,6 +56,9 @@ def facts_of(name: str, config: dict[str, Any], scores: dict[str, Any], titles: 
         datasets=list(dict.fromkeys(datasets)),
         scores={key: value for key, value in kept.items() if not key.endswith("/loss")},
         titles=titles,
+        prompts={
+            name: task["prompt"] for name, task in config.get("tasks", {}).items() if task.get("prompt")
+        },
     )
 
 
@@ -67,7 +71,7 @@ def write_card(folder: Path, facts: CardFacts, dim: int, modules: list[str]) -> 
     """`config_sentence_transformers.json` (cosine similarity) and the model card README.md."""
     _json(folder / "config_sentence_transformers.json", {
         "__version__": {"pytorch": torch.__version__.split("+")[0]},
-        "prompts": {},
+        "prompts": facts.prompts,
         "default_prompt_name": None,
         "similarity_fn_name": "cosine",
     })  # fmt: skip

@@ -38,6 +38,9 @@ class TaskConfig:
     prob: PositiveFloat | None = (
         None  # schedule=proportional/temperature: this share of steps instead of by size
     )
+    # encoder=hf: text put before each of the task's sentences ("query: ", as E5 and BGE train);
+    # the export records it under the task's name, so encode(prompt_name=<task>) embeds as trained.
+    prompt: str = ""
 
 
 def task_key(config_class: type[TaskConfig], key: str, value: str) -> str:

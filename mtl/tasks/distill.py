@@ -160,7 +160,8 @@ class Distill(Task):
         rows = np.concatenate([examples[split].sentences for split in ordered])
         distinct, self.example_rows = np.unique(rows, return_inverse=True)
         self.example_rows = self.example_rows.reshape(rows.shape)
-        self.teacher_texts = [table.texts[row] for row in distinct]
+        # The teacher reads the sentences as they are: without the student's `prompt=`.
+        self.teacher_texts = [table.texts[row].removeprefix(self.config.prompt) for row in distinct]
         start = 0
         for split in ordered:
             count = len(examples[split])

@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 
 from mtl.data.batches import SentenceTable, TaskExamples
 from mtl.data.texts import LabelledTexts
+from mtl.errors import UserError
 from mtl.models.encoders import traits
 from mtl.tasks import build_task
 from mtl.tasks.base import Task
@@ -118,8 +119,26 @@ def _load_texts(
         legacy = texts_digest(splits[name], legacy=True)
         if legacy != fingerprints[task.input_name]["sha256"]:  # scores: what older runs recorded
             fingerprints[task.input_name]["legacy_sha256"] = legacy
+        if task.config.prompt:
+            splits[name] = prompted(config, name, task.config.prompt, splits[name])
         steps.update()
     return splits, fingerprints
+
+
+def prompted(
+    config: TrainConfig, task: str, prompt: str, splits: dict[str, LabelledTexts]
+) -> dict[str, LabelledTexts]:
+    """The task's sentences with its prompt before each: as texts of their own, the same sentence
+    of another task (another prompt, or none) is a sentence of its own in the table."""
+    if not traits(config.model.encoder).subwords:
+        raise UserError(
+            f"{task}.prompt={prompt!r} is for encoder=hf (a model trained with instructions reads them as "
+            f"text); encoder={config.model.encoder} would read the prompt as words: leave {task}.prompt empty"
+        )
+    return {
+        split: LabelledTexts([[prompt + text for text in column] for column in part.columns], part.labels)
+        for split, part in splits.items()
+    }
 
 
 def _all_texts(splits: dict[str, dict[str, LabelledTexts]]) -> list[str]:
