@@ -87,6 +87,10 @@ maxpool *args:
 neighbours *args:
     {{python}} -m mtl neighbours "$@"
 
+# hard negatives for mnrl mined by an encoder (e.g. encoder=runs/<run> out=mined_snli.toml range_min=10 range_max=50 margin=0.1)
+mine-negatives *args:
+    {{python}} -m mtl mine-negatives "$@"
+
 # a run's encoder for sharing, carrying only words of the public vectors file (e.g. run=runs/<run> out=shared/enc)
 export-encoder *args:
     {{python}} -m mtl export-encoder "$@"

@@ -182,6 +182,11 @@ COMMANDS: dict[str, Command] = {
         "mtl.analysis.neighbours:NeighboursConfig",
         "the pool sentences nearest to a query by the cosine of their embeddings",
     ),
+    "mine-negatives": Command(
+        "mtl.eval.mine_negatives",
+        "mtl.eval.mine_negatives:MineConfig",
+        "hard negatives for mnrl mined by an encoder: a triples file and a task file naming it",
+    ),
     "export-encoder": Command(
         "mtl.eval.export_encoder",
         "mtl.eval.export_encoder:ExportConfig",

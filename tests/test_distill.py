@@ -123,7 +123,7 @@ def test_a_student_learns_from_an_mtl_run_and_the_teachers_embeddings_are_cached
     student = exported_encoder(tmp_path / "student")
     assert not any(key.startswith("projection") for key in student["encoder"])  # the map stays with the task
     # A second run reads the cache: the teacher is not loaded again.
-    monkeypatch.setattr(teacher, "load_teacher", lambda *a: pytest.fail("the teacher was loaded again"))
+    monkeypatch.setattr(teacher, "load_any_encoder", lambda *a: pytest.fail("the teacher was loaded again"))
     start_run(tiny_data, tmp_path / "again", *keys, "max_steps=2")
 
 

@@ -559,6 +559,25 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
     )
 
 
+def is_mtl_encoder(source: str) -> bool:
+    """A run folder, an exported encoder folder or an encoder/checkpoint file, rather than a
+    Hugging Face model (a folder with its own config.json and weights, or a Hub id)."""
+    path = Path(source).expanduser()
+    if path.is_file():
+        return True
+    run = RunFolder(path)
+    return path.is_dir() and any(f.is_file() for f in (run.encoder, run.legacy_encoder, run.best))
+
+
+def load_any_encoder(source: str, max_seq_length: int = 128, device: str = "auto") -> SentenceEncoder:
+    """An mtl encoder (`load_encoder`) or a Hugging Face model folder or Hub id as it comes (mean
+    pooling, `max_seq_length` subword tokens): what a teacher or a miner of negatives may be."""
+    if is_mtl_encoder(source):
+        return load_encoder(source, device=device)
+    model = EncoderConfig(encoder="hf", hf_model=source, max_seq_length=max_seq_length)
+    return pretrained_encoder(model, device, Path(source.rstrip("/")).name)
+
+
 def trained_prompts(config) -> dict[str, str]:
     """Each task's `prompt=` the run trained with, by task name (sentence-transformers' `prompts`)."""
     return {name: task.prompt for name, task in config.tasks.items() if getattr(task, "prompt", "")}

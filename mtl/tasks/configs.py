@@ -151,6 +151,10 @@ class RankingConfig(TaskConfig):
     dev_split: str | None = None
     test_split: str | None = None  # empty: no test
     hard_negatives: bool = True  # the premise's contradicted hypothesis as a further candidate
+    # A file of training triples, anchor<TAB>positive<TAB>negative a line (`just mine-negatives`
+    # writes one), in place of SNLI's train split; dev and test stay SNLI's.
+    triples: str = ""
+    provenance: str = ""  # who made triples= (the miner and its settings): recorded with the run
     scale: float = 20.0  # cosine similarities are multiplied by this (sentence-transformers' default)
     matryoshka: str = ""  # widths (768,512,256,128,64): the loss is the sum over them of the loss on the first that many dims
     matryoshka_weights: str = ""  # a weight per width of matryoshka= (1,1,0.5,...); empty: 1 each

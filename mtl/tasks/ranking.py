@@ -12,6 +12,7 @@ batch at any number of processes.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -25,6 +26,7 @@ from mtl.runtime.distributed import gather_batch
 from mtl.tasks.base import Task
 from mtl.tasks.configs import NLIConfig, RankingConfig, TaskConfig
 from mtl.tasks.kinds import register
+from mtl.text.unicode import decode_utf8, text_lines
 
 ENTAILMENT, CONTRADICTION = LABELS.index("entailment"), LABELS.index("contradiction")
 
@@ -66,6 +68,25 @@ def following_nli(config, tasks: dict[str, TaskConfig]):
             if getattr(config, key) is None
         },
     )
+
+
+def read_triples(path: Path, task: str = "mnrl") -> LabelledTexts:
+    """anchor<TAB>positive<TAB>negative lines (blank lines skipped) as three text columns."""
+    columns: list[list[str]] = [[], [], []]
+    for number, line in enumerate(text_lines(decode_utf8(path.read_bytes(), "triples file", path)), start=1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 3 or not all(f.strip() for f in fields):
+            raise UserError(
+                f"{task}.triples={path}: line {number} is not anchor<TAB>positive<TAB>negative "
+                f"({len(fields)} fields): fix or regenerate the file"
+            )
+        for column, text in zip(columns, fields, strict=True):
+            column.append(text.strip())
+    if not columns[0]:
+        raise UserError(f"{task}.triples={path} holds no triples")
+    return LabelledTexts(columns, [0] * len(columns[0]))
 
 
 class RankingHead(nn.Module):
@@ -140,10 +161,35 @@ class Ranking(Task):
     def inherit(self, tasks: dict[str, TaskConfig]) -> RankingConfig:
         return following_nli(self.config, tasks)
 
+    @property
+    def source(self) -> str:
+        return (
+            f"{self.config.triples} ({self.config.provenance or 'triples'})"
+            if self.config.triples
+            else super().source
+        )
+
     def resolve_inputs(self) -> RankingConfig:
-        return replace(self.config, source=resolve_snli_source(self.config.source, self.name))
+        config = replace(self.config, source=resolve_snli_source(self.config.source, self.name))
+        if config.triples:
+            config = replace(config, triples=str(self._triples_path().resolve()))
+        return config
+
+    def _triples_path(self) -> Path:
+        path = Path(self.config.triples).expanduser()
+        if not path.is_file():
+            raise UserError(
+                f"{self.name}.triples={self.config.triples}: no such file; give anchor<TAB>positive<TAB>negative "
+                "lines (`just mine-negatives` writes them)"
+            )
+        return path
 
     def load(self, split: str) -> LabelledTexts | None:
+        if split == "train" and self.config.triples:
+            triples = read_triples(self._triples_path(), self.name)
+            return (
+                triples if self.config.hard_negatives else LabelledTexts(triples.columns[:2], triples.labels)
+            )
         name = {
             "train": self.config.train_split,
             "dev": self.config.dev_split,

@@ -16,28 +16,9 @@ import numpy as np
 import torch
 
 from mtl.errors import UserError
-from mtl.eval.encoder import SentenceEncoder, encoder_files, load_encoder, pretrained_encoder
+from mtl.eval.encoder import encoder_files, is_mtl_encoder, load_any_encoder
 from mtl.files.atomic import atomic_path
 from mtl.files.paths import cache_dir
-from mtl.models.encoders.config import EncoderConfig
-from mtl.runs import RunFolder
-
-
-def is_mtl_encoder(source: str) -> bool:
-    """A run folder, an exported encoder folder or an encoder/checkpoint file, rather than a
-    Hugging Face model (a folder with its own config.json and weights, or a Hub id)."""
-    path = Path(source).expanduser()
-    if path.is_file():
-        return True
-    run = RunFolder(path)
-    return path.is_dir() and any(f.is_file() for f in (run.encoder, run.legacy_encoder, run.best))
-
-
-def load_teacher(source: str, max_seq_length: int, device: str) -> SentenceEncoder:
-    if is_mtl_encoder(source):
-        return load_encoder(source, device=device)
-    model = EncoderConfig(encoder="hf", hf_model=source, max_seq_length=max_seq_length)
-    return pretrained_encoder(model, device, Path(source.rstrip("/")).name)
 
 
 def teacher_identity(source: str, max_seq_length: int) -> dict:
@@ -72,7 +53,7 @@ def teacher_embeddings(
     # run that computes the embeddings would start from other weights than one that reads the cache.
     cuda = [torch.cuda.current_device()] if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=cuda):
-        teacher = load_teacher(source, max_seq_length, device)
+        teacher = load_any_encoder(source, max_seq_length, device)
         embeddings = teacher.encode(texts, batch_size=128, show_progress_bar=progress)
     embeddings = np.asarray(embeddings, dtype=np.float32)
     if embeddings.ndim != 2 or len(embeddings) != len(texts):

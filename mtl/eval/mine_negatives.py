@@ -1,0 +1,181 @@
+"""`just mine-negatives`: hard negatives for in-batch ranking, mined by an encoder.
+
+As sentence-transformers' `mine_hard_negatives`: every positive of the (anchor, positive)
+pairs is a candidate; each anchor's candidates are ranked by the cosine of their embeddings
+with it, its own positives left out; the negatives are taken from the ranks
+`range_min`..`range_max` (the very nearest are often unlabelled positives: Qu et al. 2021,
+RocketQA, skip them) whose cosine is at least `margin` below the anchor's positive's (a
+candidate nearly as close as the positive is likely a false negative), the nearest first
+(`sampling=top`) or at random among them (`sampling=random`, seeded). Anchors with no such
+candidate are left out and counted.
+
+The output is a triples file (anchor<TAB>positive<TAB>negative, a line per negative) and a task
+file beside it (`kind = "mnrl"`, `triples =` that file, `provenance =` the miner and its
+settings), to name in `tasks=`; a run records the provenance with its config.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from mtl.config import AtLeast0, AtLeast1, apply_overrides
+from mtl.data.snli import load_snli
+from mtl.errors import UserError
+from mtl.eval.encoder import load_any_encoder
+from mtl.files.atomic import write_text
+from mtl.tasks.ranking import snli_triples
+from mtl.text.unicode import decode_utf8, text_lines
+
+
+@dataclass
+class MineConfig:
+    encoder: str = (
+        ""  # the miner: an mtl run folder or encoder file, or a Hugging Face model folder or Hub id
+    )
+    out: str = ""  # the task file to write (mined.toml); the triples go beside it (mined.tsv)
+    pairs: str = ""  # anchor<TAB>positive lines; empty: SNLI's entailed pairs (source=, split=)
+    source: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
+    split: str = "train"  # SNLI split to mine for (train_small: the shared slice)
+    range_min: AtLeast0 = 10  # skip this many nearest candidates (likely unlabelled positives)
+    range_max: AtLeast1 = 50  # consider candidates up to this rank
+    margin: float = 0.1  # a negative's cosine must be at least this below the positive's
+    num_negatives: AtLeast1 = 1  # negatives per anchor: a triple for each
+    sampling: Literal["top", "random"] = "top"  # the nearest qualifying, or at random among them
+    seed: AtLeast0 = 12  # sampling=random
+    max_seq_length: AtLeast1 = 128  # an hf miner's subword tokens per sentence
+    batch_size: AtLeast1 = 128
+    device: str = "auto"
+    overwrite: bool = False  # replace an existing out=
+
+    def __post_init__(self) -> None:
+        if self.range_max <= self.range_min:
+            raise UserError(
+                f"range_max={self.range_max} must exceed range_min={self.range_min}: negatives come from the ranks between"
+            )
+
+
+def anchor_pairs(config: MineConfig) -> list[tuple[str, str]]:
+    """(anchor, positive) pairs: a file's, or SNLI's (premise, entailed hypothesis)."""
+    if config.pairs:
+        path = Path(config.pairs).expanduser()
+        if not path.is_file():
+            raise UserError(f"pairs={config.pairs}: no such file; give anchor<TAB>positive lines")
+        pairs = []
+        for number, line in enumerate(
+            text_lines(decode_utf8(path.read_bytes(), "pairs file", path)), start=1
+        ):
+            if line.strip():
+                fields = [f.strip() for f in line.split("\t")]
+                if len(fields) != 2 or not all(fields):
+                    raise UserError(f"pairs={path}: line {number} is not anchor<TAB>positive")
+                pairs.append((fields[0], fields[1]))
+        return pairs
+    entailed = snli_triples(
+        load_snli(config.source, config.split, "mine-negatives", "train"), hard_negatives=False
+    )
+    return list(zip(*entailed.columns, strict=True))
+
+
+def mine(config: MineConfig, pairs: list[tuple[str, str]], embed) -> tuple[list[tuple[str, str, str]], int]:
+    """(triples, anchors left without a negative); `embed(texts)` gives (N, D) embeddings."""
+    anchors = list(dict.fromkeys(anchor for anchor, _ in pairs))
+    candidates = list(dict.fromkeys(positive for _, positive in pairs))
+    anchor_row = {text: i for i, text in enumerate(anchors)}
+    candidate_row = {text: i for i, text in enumerate(candidates)}
+    own: list[set[int]] = [set() for _ in anchors]  # every positive of an anchor is never its negative
+    for anchor, positive in pairs:
+        own[anchor_row[anchor]].add(candidate_row[positive])
+    normalized = torch.nn.functional.normalize
+    anchor_vectors = normalized(torch.as_tensor(embed(anchors), dtype=torch.float32), dim=1)
+    candidate_vectors = normalized(torch.as_tensor(embed(candidates), dtype=torch.float32), dim=1)
+    width = min(len(candidates), config.range_max + max(len(o) for o in own))
+    random = np.random.default_rng(config.seed)
+    chosen: dict[int, list[int]] = {}
+    for start in tqdm(range(0, len(anchors), 1024), desc="rank candidates", unit="chunk", leave=False):
+        scores = anchor_vectors[start : start + 1024] @ candidate_vectors.T
+        values, indices = scores.topk(width, dim=1)
+        for offset, (row_values, row_indices) in enumerate(
+            zip(values.tolist(), indices.tolist(), strict=True)
+        ):
+            row = start + offset
+            ranked = [(v, i) for v, i in zip(row_values, row_indices, strict=True) if i not in own[row]]
+            ceiling = _negative_ceiling(scores[offset], own[row], config.margin)
+            chosen[row] = [i for v, i in ranked[config.range_min : config.range_max] if v <= ceiling]
+    triples, left_out = [], 0
+    for anchor, positive in pairs:
+        row = anchor_row[anchor]
+        qualifying = chosen[row]
+        if not qualifying:
+            left_out += 1
+            continue
+        if config.sampling == "random":
+            picked = random.choice(qualifying, size=min(config.num_negatives, len(qualifying)), replace=False)
+        else:
+            picked = qualifying[: config.num_negatives]
+        triples += [(anchor, positive, candidates[int(i)]) for i in picked]
+    return triples, left_out
+
+
+def _negative_ceiling(scores: torch.Tensor, positives: set[int], margin: float) -> float:
+    """The highest cosine a negative may have: the anchor's least similar positive's, less the margin."""
+    return min(float(scores[i]) for i in positives) - margin
+
+
+def write(config: MineConfig, triples: list[tuple[str, str, str]], provenance: dict) -> tuple[Path, Path]:
+    task_file = Path(config.out).expanduser()
+    if task_file.suffix != ".toml" or not task_file.stem.isidentifier():
+        raise UserError(
+            f"out={config.out}: give a task file such as mined_snli.toml (its stem names the task)"
+        )
+    if task_file.exists() and not config.overwrite:
+        raise UserError(f"{task_file} exists: choose another out= or set overwrite=true")
+    triples_file = task_file.with_suffix(".tsv")
+    write_text(triples_file, "".join(f"{a}\t{p}\t{n}\n" for a, p, n in triples), "triples file")
+    summary = json.dumps(provenance, sort_keys=True)
+    write_text(
+        task_file,
+        "# Hard negatives mined by `just mine-negatives`; name this file in tasks= (dev and test: SNLI's).\n"
+        'kind = "mnrl"\n'
+        f"triples = {json.dumps(str(triples_file.resolve()))}\n"
+        f"provenance = {json.dumps(summary)}\n",
+        "task file",
+    )
+    return task_file, triples_file
+
+
+def command(args: Sequence[str]) -> None:
+    config = apply_overrides(MineConfig(), args)
+    if not config.encoder or not config.out:
+        raise UserError(
+            "mine-negatives needs encoder=<run folder or Hugging Face model> and out=<task file .toml>"
+        )
+    pairs = anchor_pairs(config)
+    encoder = load_any_encoder(config.encoder, config.max_seq_length, config.device)
+    triples, left_out = mine(
+        config,
+        pairs,
+        lambda texts: encoder.encode(texts, batch_size=config.batch_size, show_progress_bar=True),
+    )
+    if not triples:
+        raise UserError(
+            f"no anchor of {len(pairs):,} pairs has a candidate in ranks {config.range_min}-{config.range_max} "
+            f"at least {config.margin} below its positive: lower range_min= or margin="
+        )
+    settings = {
+        k: v for k, v in asdict(config).items() if k not in ("out", "overwrite", "batch_size", "device")
+    }
+    provenance = {"miner": "mtl mine-negatives", **settings, "pairs_in": len(pairs), "left_out": left_out}
+    task_file, triples_file = write(config, triples, provenance)
+    print(
+        f"{len(triples):,} triples for {len(pairs) - left_out:,} of {len(pairs):,} pairs "
+        f"({left_out:,} without a negative in ranks {config.range_min}-{config.range_max} at margin {config.margin}) "
+        f"written to {triples_file}; train on them with tasks=nli,{task_file}"
+    )
