@@ -114,6 +114,7 @@ def args_for(tiny_data, out: Path, *extra: str) -> list[str]:
         "max_steps=10",
         "checkpoint_every=3",
         "wandb=disabled",
+        "contamination=false",  # 0.3 s a run; tests/test_contamination.py turns it on
         "transformer_heads=2",
         "transformer_ffn=16",
     ]

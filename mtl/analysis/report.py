@@ -28,6 +28,7 @@ from mtl.analysis.decompose import DecomposeConfig, decomposition
 from mtl.analysis.page import STYLE, integer_ticks, pyplot, smoothed, svg_base64
 from mtl.config import apply_overrides, flattened, paths_and_keys
 from mtl.errors import UserError
+from mtl.eval.contamination import seen_test_sets
 from mtl.eval.transfer.registry import ordered
 from mtl.eval.transfer.report_file import ITEMS_SUFFIX
 from mtl.files import atomic
@@ -164,6 +165,12 @@ def _results_table(runs: list[Run]) -> str:
         for run in runs
         for report, reason in run.stale.items()
     ]
+    seen = {run.name: seen_test_sets(run.summary.get("contamination") or {}) for run in runs if run.summary}
+    if any(task in seen.get(run.name, {}) for run in runs for _, task in transfer):
+        legend += (
+            f'<p class="note">{SEEN_MARK} the run\'s training data holds sentences of this test set '
+            "(exact or near duplicates; summary.json's <code>contamination</code>): not a zero-shot score.</p>"
+        )
     if stale:
         legend += (
             f'<p class="note">{STALE_MARK} '
@@ -174,6 +181,7 @@ def _results_table(runs: list[Run]) -> str:
 
 
 STALE_MARK = "†"
+SEEN_MARK = "‡"  # the run trained on sentences of this test set (its contamination ledger)
 
 
 def _cell(value: str, bold: bool) -> str:
@@ -187,6 +195,8 @@ def _cell(value: str, bold: bool) -> str:
 
 def _transfer_cell(run: Run, report: str, task: str) -> str:
     value = run.transfer.get(report, {}).get(task, "–")
+    if value != "–" and task in seen_test_sets(run.summary.get("contamination") or {}):
+        value = f"{value} {SEEN_MARK}"
     return f"{value} {STALE_MARK}" if report in run.stale and value != "–" else value
 
 

@@ -14,13 +14,23 @@ from typing import Any
 import numpy as np
 
 from mtl.errors import UserError
+from mtl.eval.contamination import mteb_training_datasets
 from mtl.eval.encoder import SentenceEncoder, load_encoder
+from mtl.runs import RunFolder, read_json
 
 try:
     from mteb.models.abs_encoder import AbsEncoder
     from mteb.models.model_meta import ModelMeta, ScoringFunction
 except ImportError as missing:  # one line, not a traceback into mteb
     raise UserError(f"mtl.eval.mteb needs MTEB ({missing}): pip install mteb") from None
+
+
+def seen_mteb_tasks(encoder: SentenceEncoder | str | Path) -> set[str]:
+    """The MTEB tasks a run folder's summary.json says it saw test sentences of."""
+    if isinstance(encoder, SentenceEncoder):
+        return set()
+    summary = read_json(RunFolder(Path(encoder)).summary)
+    return mteb_training_datasets(summary.get("contamination") or {}) if isinstance(summary, dict) else set()
 
 
 class MTEBEncoder(AbsEncoder):
@@ -45,6 +55,8 @@ class MTEBEncoder(AbsEncoder):
                 "similarity_fn_name": ScoringFunction.COSINE,
                 "framework": ["PyTorch"],
                 "open_weights": True,
+                # MTEB's tasks whose test sentences the run trained on (its contamination ledger)
+                **({"training_datasets": seen} if (seen := seen_mteb_tasks(encoder)) else {}),
             }
         )
 

@@ -34,10 +34,20 @@ class CardFacts:
     titles: dict[str, str] = field(default_factory=dict)  # task -> its dataset's name (SNLI)
     license: str = DEFAULT_LICENSE
     prompts: dict[str, str] = field(default_factory=dict)  # task -> the prompt it trained with (encoder=hf)
+    seen_test_sets: dict[str, dict[str, int]] = field(
+        default_factory=dict
+    )  # test set -> exact, near, sentences
 
 
-def facts_of(name: str, config: dict[str, Any], scores: dict[str, Any], titles: dict[str, str]) -> CardFacts:
-    """A run's card facts from its recorded config (as config.json holds it) and best scores."""
+def facts_of(
+    name: str,
+    config: dict[str, Any],
+    scores: dict[str, Any],
+    titles: dict[str, str],
+    contamination: dict[str, Any] | None = None,
+) -> CardFacts:
+    """A run's card facts from its recorded config (as config.json holds it), best scores and
+    contamination ledger (summary.json's `contamination`)."""
     model = config.get("model", {})
     hub_model = model.get("hf_model") if model.get("encoder") == "hf" else None
     datasets = []
@@ -58,6 +68,11 @@ def facts_of(name: str, config: dict[str, Any], scores: dict[str, Any], titles: 
         titles=titles,
         prompts={
             name: task["prompt"] for name, task in config.get("tasks", {}).items() if task.get("prompt")
+        },
+        seen_test_sets={
+            name: counts
+            for name, counts in (contamination or {}).get("test_sets", {}).items()
+            if counts["exact"] + counts["near"]
         },
     )
 
@@ -107,6 +122,7 @@ def card_text(facts: CardFacts, dim: int, modules: list[str]) -> str:
             if scores
             else ""
         )
+        + _contamination_text(facts)
         + "```python\nfrom sentence_transformers import SentenceTransformer\n\n"
         f'model = SentenceTransformer("runs/{facts.name}/encoder")\n'
         'embeddings = model.encode(["a man is playing a guitar ."])\n```\n\n'
@@ -120,6 +136,21 @@ def card_text(facts: CardFacts, dim: int, modules: list[str]) -> str:
         + f"License: {facts.license}"
         + (" (that of SNLI and SQuAD, its training data)." if facts.license == DEFAULT_LICENSE else ".")
         + "\n"
+    )
+
+
+def _contamination_text(facts: CardFacts) -> str:
+    """The test sets whose sentences the training data holds (mtl's contamination ledger)."""
+    if not facts.seen_test_sets:
+        return ""
+    rows = "".join(
+        f"| {name} | {c['exact']:,} | {c['near']:,} | {c['sentences']:,} |\n"
+        for name, c in facts.seen_test_sets.items()
+    )
+    return (
+        "Test sets some of whose sentences are in the training data (normalised exact matches, and near "
+        "duplicates by MinHash): a score on them is not a zero-shot score.\n\n"
+        f"| test set | exact | near | sentences |\n|---|---:|---:|---:|\n{rows}\n"
     )
 
 

@@ -203,12 +203,13 @@ def export_final_encoder(
     model: nn.Module,
     streams: dict[str, Any],
     results: dict[str, Any],
+    contamination: dict[str, Any] | None = None,
 ) -> Callable[[Path], None] | str:
     """Export `model`'s encoder (the best checkpoint's, loaded) as the run's encoder.json, with
     only the words the run trained on or that have a public vector; return the writer of its
     sentence-transformers folder, or why it has none."""
     titles = {name: task.title for name, task in data.tasks.items()}
-    card = facts_of(checkpointer.files.path.name, to_dict(config), results, titles)
+    card = facts_of(checkpointer.files.path.name, to_dict(config), results, titles, contamination)
     exporter = pretrained_exporter(config, data, model.encoder, card)
     encoder_state, words = model.encoder.state_dict(), None
     if data.vocabulary is not None:

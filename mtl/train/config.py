@@ -144,6 +144,9 @@ class RunConfig:
     out: str | None = None  # run folder; None: runs/<name>-<time>
     seed: AtLeast0 = 1234  # model initialization, data order, dropout
     device: str = "auto"  # auto: cuda when available
+    # At the end: count the transfer test sentences the run trained on, exactly and as near
+    # duplicates (summary.json, model card, MTEB's training_datasets); needs $MTL_DATA_DIR's SentEval data.
+    contamination: bool = True
     eval_every: AtLeast1 | None = None  # steps; None: at the end of every cycle of the schedule
     checkpoint_every: AtLeast1 | None = (
         None  # steps between checkpoints (a kill loses at most this many); None: 500 on the CPU, 5000 on CUDA

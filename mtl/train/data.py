@@ -55,6 +55,16 @@ class TrainingData:
             stats["vectors_token_coverage"] = self.coverage.token_share
         return stats
 
+    def training_sentences(self) -> list[str]:
+        """The distinct sentences the run's trained tasks train on, as their data holds them (a
+        task's `prompt=` taken off)."""
+        texts = []
+        for name, task in self.tasks.items():
+            if task.config.train and "train" in self.examples[name]:
+                rows = np.unique(self.examples[name]["train"].sentences)
+                texts += [self.table.texts[row].removeprefix(task.config.prompt) for row in rows]
+        return list(dict.fromkeys(texts))
+
     def input_titles(self) -> dict[str, str]:
         """Each task's input fingerprint key -> how a message names it."""
         titles = {task.input_name: f"the {task.title} data" for task in self.tasks.values()}

@@ -18,6 +18,7 @@ import torch
 
 from mtl import metrics
 from mtl.errors import UserError
+from mtl.eval import contamination
 from mtl.files import atomic, jsonfile
 from mtl.runs import RunFolder
 from mtl.runtime.distributed import Distributed
@@ -296,6 +297,18 @@ class Trainer:
         self.setup.load_state_dict(saved)
         self.state = TrainState.from_dict(saved["state"])
 
+    def _contamination(self) -> dict[str, Any]:
+        """The transfer test sentences the run trained on (mtl/eval/contamination.py)."""
+        if not self.config.run.contamination:
+            return {"skipped": "contamination=false"}
+        if not self.dist.is_main:  # rank 0 alone writes the summary and the card
+            return {}
+        ledger = contamination.ledger(self.data.training_sentences(), progress=self.progress)
+        if self.progress and (seen := contamination.seen_test_sets(ledger)):
+            listed = ", ".join(f"{name} {count:,}" for name, count in seen.items())
+            print(f"test sentences also in the training data (exact or near duplicates): {listed}")
+        return ledger
+
     def _finish(self, reason: StopReason) -> dict[str, Any]:
         state = self.state
         if state.global_step == 0 or not self._evaluation_due(state.global_step - 1):
@@ -304,10 +317,12 @@ class Trainer:
         self.model.load_state_dict(best["model"])
         results = {metrics.best(key): value for key, value in best["best"].items()}
         results.update({metrics.best(k): v for k, v in self.evaluate("test").items()})
+        ledger = self._contamination()
         portable = export_final_encoder(
-            self.checkpointer, self.config, self.data, self.model, self.setup.streams, results
+            self.checkpointer, self.config, self.data, self.model, self.setup.streams, results, ledger
         )
         summary = state.summary(reason, results, self.model.parameter_counts(), self.selection)
+        summary["contamination"] = ledger
         # encoder/ loads in sentence-transformers, or why it does not exist
         summary["sentence_transformers"] = portable if isinstance(portable, str) else "encoder"
         summary["wandb_artifacts"] = self.checkpointer.artifact_names
