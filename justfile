@@ -87,6 +87,10 @@ maxpool *args:
 neighbours *args:
     {{python}} -m mtl neighbours "$@"
 
+# probing tasks: SentEval's (data=PATH) or generated (e.g. run=runs/<run> generate=sentence_length,word_content,bigram_shift)
+probing *args:
+    {{python}} -m mtl probing "$@"
+
 # hard negatives for mnrl mined by an encoder (e.g. encoder=runs/<run> out=mined_snli.toml range_min=10 range_max=50 margin=0.1)
 mine-negatives *args:
     {{python}} -m mtl mine-negatives "$@"

@@ -182,6 +182,11 @@ COMMANDS: dict[str, Command] = {
         "mtl.analysis.neighbours:NeighboursConfig",
         "the pool sentences nearest to a query by the cosine of their embeddings",
     ),
+    "probing": Command(
+        "mtl.eval.probing",
+        "mtl.eval.probing:ProbingConfig",
+        "probing tasks (Conneau et al. 2018): SentEval's sets (data=) or generated surface tasks (generate=)",
+    ),
     "mine-negatives": Command(
         "mtl.eval.mine_negatives",
         "mtl.eval.mine_negatives:MineConfig",

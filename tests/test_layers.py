@@ -18,6 +18,7 @@ LAYERS = [
             "mtl.tasks",
             "mtl.eval.transfer.registry",
             "mtl.eval.transfer.tasks",
+            "mtl.eval.transfer.probing_tasks",
             "mtl.eval.transfer.report_file",
             "mtl.eval.transfer.senteval_format",
             "=mtl.eval.transfer",  # the package alone: its __init__ registers the tasks

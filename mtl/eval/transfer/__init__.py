@@ -4,4 +4,7 @@
 Importing any part registers the built-in tasks first, so a registry read anywhere is complete.
 """
 
-from mtl.eval.transfer import tasks  # noqa: F401  (registers the SentEval tasks)
+from mtl.eval.transfer import (
+    probing_tasks,  # noqa: F401  (then its probing tasks)
+    tasks,  # noqa: F401  (registers the SentEval tasks)
+)

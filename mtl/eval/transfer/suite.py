@@ -321,6 +321,8 @@ def _fitted(task: TransferTask, embedded: np.ndarray, row: dict[str, int], proto
         return np.asarray(task.splits[split].labels)
 
     senteval = protocol.senteval
+    if task.linear_only and senteval:
+        senteval = dataclasses.replace(senteval, nhid=0)
     if task.no_penalty:  # SentEval's noreg: one penalty, next to none (1e-9 for its classifier, C=1e9)
         protocol = dataclasses.replace(protocol, penalties=(1e9,))
         senteval = senteval and dataclasses.replace(senteval, penalties=(1e-9,))

@@ -37,6 +37,9 @@ class TransferTask:
     nli_features: bool = False
     no_penalty: bool = False
     sort_columns: tuple[int, ...] | None = None  # the columns' order in the sort; None: as they are
+    linear_only: bool = (
+        False  # SentEval's classifier stays linear under classifier=mlp (probing's WordContent)
+    )
 
 
 def _lines(path: Path, encoding: str = "utf-8-sig") -> list[str]:  # -sig: a byte-order mark dropped
