@@ -228,3 +228,14 @@ def test_gradcache_bench_measures_a_step_and_its_peak(tiny_data, tmp_path):
     )
     row = gradcache.measured(trainer, "mnrl", warmup=1, steps=3, device=torch.device("cpu"))
     assert row["ms"] > 0 and row["peak_mb"] >= 0
+
+
+def test_checkpointing_report_sets_the_checkpointed_step_beside_the_plain_one():
+    from mtl.bench import hf
+
+    rows = [
+        {"batch": 64, "contender": "plain", "ms": 2000.0, "peak_mb": 600.0},
+        {"batch": 64, "contender": "checkpointed", "ms": 2600.0, "peak_mb": 300.0},
+    ]
+    text = hf.checkpointing_report(rows, hf.BenchHFConfig(checkpointing=True, steps=3))
+    assert "| 64 | 2000 | 2600 | 1.30x | 600.0 | 300.0 | 0.50x |" in text

@@ -8,6 +8,7 @@ import torch
 
 from mtl.errors import UserError
 from mtl.eval.encoder import load_encoder, pretrained_encoder
+from mtl.models.encoders import hf
 from mtl.models.encoders.base import EncoderConfig
 from mtl.train.lr_schedules import warmup_then_decay
 from tests.conftest import args_for, deterministic_summary, exported_weights, start_run
@@ -345,3 +346,35 @@ def test_a_prompt_is_refused_for_an_encoder_of_word_vectors(tiny_data, tmp_path)
     config = config_from_args(args_for(tiny_data, tmp_path / "run", "nli.prompt=query: "))
     with pytest.raises(UserError, match=r"nli.prompt='query: ' is for encoder=hf .* leave nli.prompt empty"):
         prepare(config, progress=False)
+
+
+def test_gradient_checkpointing_gives_the_same_gradients(tiny_bert):
+    def gradients(checkpointing: bool) -> dict:
+        torch.manual_seed(0)
+        model = pretrained_encoder(
+            EncoderConfig(encoder="hf", hf_model=str(tiny_bert), gradient_checkpointing=checkpointing),
+            "cpu",
+            "t",
+        )
+        encoder = model.encoder.train()  # dropout on: the recomputation must replay its masks
+        assert hf.checkpointing(encoder.backbone) == checkpointing
+        tokens = torch.tensor(model.token_ids(SENTENCES)[0])[None].repeat(2, 1)
+        torch.manual_seed(1)
+        encoder(tokens, torch.tensor([len(tokens[0])] * 2)).pow(2).sum().backward()
+        return {n: p.grad for n, p in encoder.named_parameters() if p.grad is not None}
+
+    plain, checkpointed = gradients(False), gradients(True)
+    assert plain.keys() == checkpointed.keys() and plain
+    for name in plain:
+        torch.testing.assert_close(checkpointed[name], plain[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_gradient_checkpointing_trains_an_hf_run_and_is_refused_elsewhere(tiny_data, tiny_bert, tmp_path):
+    _, summary = start_run(
+        tiny_data, tmp_path / "run", *hf_args(tiny_bert, "gradient_checkpointing=true", "max_steps=3")
+    )
+    assert summary["global_step"] == 3
+    with pytest.raises(
+        UserError, match=r"gradient_checkpointing=true .* is for encoder=hf, not encoder=bilstm"
+    ):
+        EncoderConfig(encoder="bilstm", gradient_checkpointing=True)

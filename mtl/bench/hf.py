@@ -9,6 +9,7 @@ step of each.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import tempfile
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from mtl.bench import gradcache
 from mtl.config import AtLeast1, apply_overrides
 from mtl.train.config import TrainConfig
 from mtl.train.data import prepare
@@ -38,6 +40,10 @@ class BenchHFConfig:
     max_seq_length: AtLeast1 = 128  # subword tokens per sentence
     threads: AtLeast1 | None = None  # torch threads; None: torch's default
     device: str = "cpu"  # cpu or cuda
+    # Instead: the NLI step's time and peak memory with gradient_checkpointing=true next to
+    # without, at each batch size of checkpointing_batches (fp32).
+    checkpointing: bool = False
+    checkpointing_batches: str = "16,64"
 
 
 def run(config: BenchHFConfig) -> dict[str, dict[str, list[float]]]:
@@ -66,7 +72,50 @@ def run(config: BenchHFConfig) -> dict[str, dict[str, list[float]]]:
     return seconds
 
 
-def _train_config(config: BenchHFConfig) -> TrainConfig:
+def checkpointing_rows(config: BenchHFConfig) -> list[dict]:
+    """Per NLI batch size: ms and peak MB per step, plain and with gradient checkpointing."""
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    rows = []
+    data = None
+    for batch in [int(b) for b in config.checkpointing_batches.split(",")]:
+        for checkpointing in (False, True):
+            sized = dataclasses.replace(config, batch_nli=batch)
+            train = _train_config(sized, f"gradient_checkpointing={str(checkpointing).lower()}")
+            data = data or prepare(train, progress=True)  # the same data for every contender
+            with tempfile.TemporaryDirectory(prefix="mtl-bench-hf-") as scratch:
+                trainer = Trainer(train, Path(scratch) / "run", data=data, progress=False)
+                row = gradcache.measured(trainer, "nli", 1, config.steps, trainer.device)
+            row.update(batch=batch, contender="checkpointed" if checkpointing else "plain")
+            print(
+                f"batch {batch} {row['contender']}: {row['ms']:.0f} ms, peak {row['peak_mb']:.1f} MB",
+                flush=True,
+            )
+            rows.append(row)
+    return rows
+
+
+def checkpointing_report(rows: list[dict], config: BenchHFConfig) -> str:
+    lines = [
+        f"{config.hf_model}: NLI training step, median of {config.steps}, fp32, {config.device}; peak memory "
+        "above the step's start (gradcache.py's measure)",
+        "",
+        "| batch | plain ms | checkpointed ms | time ratio | plain peak MB | checkpointed peak MB | memory ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    by_batch: dict[int, dict[str, dict]] = {}
+    for row in rows:
+        by_batch.setdefault(row["batch"], {})[row["contender"]] = row
+    for batch, pair in by_batch.items():
+        plain, cached = pair["plain"], pair["checkpointed"]
+        lines.append(
+            f"| {batch} | {plain['ms']:.0f} | {cached['ms']:.0f} | {cached['ms'] / plain['ms']:.2f}x | "
+            f"{plain['peak_mb']:.1f} | {cached['peak_mb']:.1f} | {cached['peak_mb'] / max(plain['peak_mb'], 1e-9):.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def _train_config(config: BenchHFConfig, *extra: str) -> TrainConfig:
     train = config_from_args(
         [
             "preset=cpu-small-hf",
@@ -79,6 +128,7 @@ def _train_config(config: BenchHFConfig) -> TrainConfig:
             "max_eval=10",
             "max_squad_train=20000",  # less to tokenize; the steps are what is timed
             "wandb=disabled",
+            *extra,
         ]
     )
     return resolve_inputs(train)
@@ -106,4 +156,7 @@ def report(seconds: dict[str, dict[str, list[float]]], config: BenchHFConfig) ->
 def command(args: Sequence[str]) -> None:
     """The command line's `key=value` arguments onto BenchHFConfig; run; print what it gives."""
     config = apply_overrides(BenchHFConfig(), args)
+    if config.checkpointing:
+        print(checkpointing_report(checkpointing_rows(config), config))
+        return
     print(report(run(config), config))

@@ -36,6 +36,8 @@ class HFEncoder(Encoder):
         self.width = self.backbone.config.hidden_size
         self.set_pooling(self.width, config.pooling)
         self.freeze(config.hf_freeze_embeddings, config.hf_freeze_layers)
+        if config.gradient_checkpointing:
+            enable_checkpointing(self.backbone)
 
     def freeze(self, embeddings: bool, layers: int) -> None:
         blocks = transformer_layers(self.backbone)
@@ -53,6 +55,23 @@ class HFEncoder(Encoder):
             input_ids=tokens.masked_fill(~mask, self.pad_id), attention_mask=mask.long()
         ).last_hidden_state  # (B, T, W)
         return self.pool_states(states, mask)
+
+
+def enable_checkpointing(backbone: nn.Module) -> None:
+    """Recompute each layer's activations in backward (non-reentrant: dropout replays its masks,
+    and frozen layers work), under the name this transformers version gives it."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(backbone, "activation_checkpointing_enable"):  # transformers 5.x
+        backbone.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def checkpointing(backbone: nn.Module) -> bool:
+    """Whether `enable_checkpointing` is in effect."""
+    if hasattr(type(backbone), "is_activation_checkpointing"):
+        return bool(backbone.is_activation_checkpointing)
+    return bool(backbone.is_gradient_checkpointing)
 
 
 def load_backbone(name: str) -> nn.Module:
