@@ -137,9 +137,7 @@ def test_a_student_learns_from_an_mtl_run_and_the_teachers_embeddings_are_cached
 
 def test_distillation_lowers_the_distance_to_the_teacher(tiny_data, tmp_path, teacher_run):
     keys = ("tasks=distill", f"distill.teacher={teacher_run}", f"distill.source={SNLI}", "distill.batch=8")
-    start_run(
-        tiny_data, tmp_path / "student", *keys, "max_steps=20", "eval_every=5", "optim=adam", "lr=0.01"
-    )
+    start_run(tiny_data, tmp_path / "student", *keys, "max_steps=20", "eval_every=5", "optim=adam", "lr=0.01")
     dev = [
         r["distill/dev/mse"]
         for r in read_metrics(tmp_path / "student" / "metrics.jsonl")
