@@ -29,7 +29,7 @@ from mtl.runtime.distributed import gather_batch
 from mtl.tasks.base import Task
 from mtl.tasks.configs import SPLITS, DistillConfig, TaskConfig
 from mtl.tasks.kinds import register
-from mtl.tasks.ranking import following_nli, snli_triples
+from mtl.tasks.ranking import following_nli, snli_split, snli_triples
 from mtl.text.unicode import decode_utf8, text_lines
 
 SENTENCES_NEEDED = {"mse": 1, "margin_mse": 3, "kl": 2}  # per example, at least
@@ -119,11 +119,7 @@ class Distill(Task):
     def load(self, split: str) -> LabelledTexts | None:
         """SNLI's `split`: (premise, hypothesis) pairs for mse; (premise, entailed, contradicted)
         triples for margin_mse and kl."""
-        name = {
-            "train": self.config.train_split,
-            "dev": self.config.dev_split,
-            "test": self.config.test_split,
-        }[split]
+        name = snli_split(self.config, split)
         if not name:
             return None
         pairs = load_snli(self.config.source, name, self.name, split)

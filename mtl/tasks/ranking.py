@@ -55,6 +55,11 @@ def snli_triples(pairs: LabelledTexts, hard_negatives: bool) -> LabelledTexts:
     return LabelledTexts(columns, [0] * len(columns[0]))
 
 
+def snli_split(config, split: str) -> str | None:
+    """The SNLI split name a task reading SNLI (mnrl, distill) sets for `split` (train, dev, test)."""
+    return {"train": config.train_split, "dev": config.dev_split, "test": config.test_split}[split]
+
+
 def following_nli(config, tasks: dict[str, TaskConfig]):
     """`config` with SNLI's source and splits it left unset following the run's `nli` task
     (nli.train_split=train_small then holds for both), else SNLI's own."""
@@ -190,11 +195,7 @@ class Ranking(Task):
             return (
                 triples if self.config.hard_negatives else LabelledTexts(triples.columns[:2], triples.labels)
             )
-        name = {
-            "train": self.config.train_split,
-            "dev": self.config.dev_split,
-            "test": self.config.test_split,
-        }[split]
+        name = snli_split(self.config, split)
         if not name:
             return None  # test_split= empty: no test (an empty train or dev split is refused by splits())
         triples = snli_triples(
