@@ -254,7 +254,7 @@ def test_help_lists_the_choices_of_a_key(capsys):
     assert main(["train-multitask", "--help"]) == 0
     out = capsys.readouterr().out
     assert re.search(
-        r"^  encoder=bilstm +the shared encoder.*\[bilstm \| bilstm2 \| decomposable \| gatedconv \| gru \|",
+        r"^  encoder=bilstm +the shared encoder.*\[bilstm \| bilstm2 \| bow \| decomposable \| gatedconv \| gru \|",
         out,
         re.M,
     )

@@ -22,6 +22,7 @@ SMALL = {
     "innerattention": EncoderConfig(encoder="innerattention", hidden=16),
     "hconvnet": EncoderConfig(encoder="hconvnet", hidden=16),
     "gatedconv": EncoderConfig(encoder="gatedconv", hidden=16, gatedconv_layers=2),
+    "bow": EncoderConfig(encoder="bow"),
 }
 OWN_POOLING = {"innerattention", "hconvnet"}  # the architecture is the pooling
 
@@ -45,7 +46,7 @@ def pooling_cases() -> list[tuple[str, str]]:
     for name in sorted(SMALL):
         for pooling in ["max", "mean", "max+mean", "sum", "selfattn", "last", "bottleneck"]:
             own = name in OWN_POOLING and pooling != "max"
-            stateless = pooling == "last" and name in ("transformer", "decomposable", "gatedconv")
+            stateless = pooling == "last" and name in ("transformer", "decomposable", "gatedconv", "bow")
             if not own and not stateless and not (pooling == "bottleneck" and name == "decomposable"):
                 cases.append((name, pooling))
     return cases
@@ -141,7 +142,7 @@ def test_every_table_1_preset_has_its_parameter_count_at_300d(preset):
 def test_unknown_encoder_and_impossible_shapes_are_named():
     with pytest.raises(
         UserError,
-        match="encoder='cnn' is not valid: choose one of bilstm, bilstm2, decomposable, gatedconv, gru",
+        match="encoder='cnn' is not valid: choose one of bilstm, bilstm2, bow, decomposable, gatedconv, gru",
     ):
         apply_overrides(TrainConfig(), ["encoder=cnn"])
     with pytest.raises(UserError, match="transformer_heads=4 must divide hidden=50"):

@@ -44,8 +44,9 @@ def encoded_by_sentence_transformers(folder) -> tuple[np.ndarray, str]:
         ("encoder=bilstm2", "pooling=max+mean"),
         ("encoder=lstm", "pooling=last"),
         ("encoder=bilstm", "pooling=mean", "bottleneck=6"),
+        ("encoder=bow", "pooling=max", "embeddings=both"),  # one matrix [GloVe ; trained copy]
     ],
-    ids=["bilstm-max", "bilstm2-maxmean", "lstm-last", "bilstm-bottleneck"],
+    ids=["bilstm-max", "bilstm2-maxmean", "lstm-last", "bilstm-bottleneck", "bow-both"],
 )
 def test_a_glove_encoder_exports_a_sentence_transformers_folder(tiny_data, tmp_path, extra):
     run_dir, summary = start_run(tiny_data, tmp_path / "run", *extra)

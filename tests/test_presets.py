@@ -19,6 +19,8 @@ ROWS = {
     "selfattn": ("pooling=selfattn", "selfattn_da=5", "selfattn_r=3"),
     "bottleneck": ("encoder=bilstm", "bottleneck=6"),
     "decomposable-sum": ("encoder=decomposable", "pooling=sum"),
+    "bow-trainable": ("encoder=bow", "embeddings=trainable", "embedding_lr=x5"),
+    "bilstm-both": ("encoder=bilstm", "embeddings=both"),
 }
 HIDDEN = 8  # the tiny runs' hidden size (conftest)
 DIMS = {
@@ -28,6 +30,8 @@ DIMS = {
     "selfattn": 3 * 2 * HIDDEN,
     "bottleneck": 6,
     "decomposable-sum": 2 * HIDDEN,
+    "bow-trainable": 8,  # the tiny vectors' width
+    "bilstm-both": 2 * HIDDEN,
 }
 
 

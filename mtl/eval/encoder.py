@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 from tqdm.auto import tqdm
 
 from mtl import plugins
@@ -297,6 +298,19 @@ class SentenceEncoder:
             for words in tokens
         ]
 
+    def _grown(self, weight: torch.Tensor, vectors: np.ndarray) -> torch.Tensor:
+        """`weight` with a row for each of `vectors` (n, E) added below."""
+        copies, remainder = divmod(weight.shape[1], vectors.shape[1])
+        if remainder or copies not in (1, 2):
+            raise UserError(
+                f"{self.vectors} holds {vectors.shape[1]}-d vectors but {self.name} reads "
+                f"{weight.shape[1]}-d word vectors: point at the vectors file it was trained with"
+            )
+        # embeddings=both: a row is [frozen ; trained copy], and a word no step trained is its
+        # pretrained vector in both halves
+        rows = torch.from_numpy(np.tile(vectors, (1, copies)))
+        return torch.cat([weight, rows.to(weight.device, weight.dtype)])
+
     @property
     def coverage(self) -> Coverage | None:
         """How many of the tokens encoded so far the vocabulary (trained words and vectors) knows."""
@@ -328,14 +342,15 @@ class SentenceEncoder:
         found = lookup(self.vectors, unseen)  # the file's memory-mapped store: no re-read
         if not len(found):
             return 0
-        old = self.encoder.embedding
-        matrix = torch.cat(
-            [old.weight, torch.from_numpy(found.matrix).to(old.weight.device, old.weight.dtype)]
-        )
-        expanded = frozen_embedding(matrix)
-        for module in self.encoder.modules():  # concatenated encoders share the word vectors
-            if isinstance(module, Encoder) and module.embedding is old:
-                module.embedding = expanded
+        # Concatenated encoders (Quick-Thoughts' f and g) share frozen word vectors, or each has
+        # its trained ones: every table grows by the same rows.
+        grown: dict[int, nn.Embedding] = {}
+        for module in self.encoder.modules():
+            if isinstance(module, Encoder) and module.embedding is not None:
+                old = module.embedding
+                if id(old) not in grown:
+                    grown[id(old)] = frozen_embedding(self._grown(old.weight, found.matrix))
+                module.embedding = grown[id(old)]
         self.vocabulary = Vocabulary(self.vocabulary.words[2:] + found.words)
         return len(found)
 
@@ -542,11 +557,14 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
     if parts := _part_states(saved, file):
         encoders = [encoder]
         for part, part_state in parts.items():
+            # trained word vectors of its own, else the frozen ones it shares with the first encoder
+            own = "embedding.weight" in part_state
             part_state = conformed(
-                part_state, config.model, weight.shape, file, f"its part {part}", with_embedding=False
+                part_state, config.model, weight.shape, file, f"its part {part}", with_embedding=own
             )
-            encoders.append(build_encoder(embedding, config.model))
-            encoders[-1].load_state_dict({**part_state, "embedding.weight": embedding.weight})
+            vectors = frozen_embedding(part_state["embedding.weight"]) if own else embedding
+            encoders.append(build_encoder(vectors, config.model))
+            encoders[-1].load_state_dict({**part_state, "embedding.weight": vectors.weight})
         encoder = ConcatEncoder(encoders)
     return SentenceEncoder(
         encoder,
@@ -602,11 +620,18 @@ def _part_states(saved: dict, file: Path) -> dict[str, dict[str, torch.Tensor]]:
     paths = saved.get("embedding_parts", [])
     if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
         raise UserError(f"{file}: its embedding_parts is not a list of names: {NOT_AN_ENCODER}")
+    shared = model.get("encoder.embedding.weight")
+
+    def own_vectors(key: str, value: object) -> bool:  # trained, so unlike the shared frozen ones
+        return not isinstance(value, torch.Tensor) or not (
+            isinstance(shared, torch.Tensor) and value.shape == shared.shape and torch.equal(value, shared)
+        )
+
     return {
         path: {
             key.removeprefix(f"{path}."): value
             for key, value in model.items()
-            if key.startswith(f"{path}.") and key != f"{path}.embedding.weight"
+            if key.startswith(f"{path}.") and (key != f"{path}.embedding.weight" or own_vectors(key, value))
         }
         for path in paths
     }
@@ -629,22 +654,6 @@ def _encoder_state(saved: dict, file: Path) -> dict[str, torch.Tensor]:
 NOT_AN_ENCODER = "give a run folder, an encoder.json or a checkpoint (best.pt, latest.pt) that mtl wrote"
 
 
-class BagOfVectors(Encoder):
-    """The average of a sentence's word vectors (words without one are left out)."""
-
-    fixed_pooling = True
-
-    def __init__(self, embedding):
-        super().__init__(embedding)
-        self.pooling = "mean"
-        self.output_dim = embedding.embedding_dim
-
-    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        known = tokens > 1  # neither padding nor the unknown word
-        summed = (self.embedding(tokens) * known[:, :, None]).sum(dim=1)
-        return summed / known.sum(dim=1, keepdim=True).clamp(min=1)
-
-
 def baseline_encoder(
     name: str,
     vectors: str,
@@ -659,7 +668,7 @@ def baseline_encoder(
     torch.manual_seed(seed)
     embedding = frozen_embedding(torch.zeros(2, dim))
     if name == "glove-bow":
-        encoder: Encoder = BagOfVectors(embedding)
+        encoder: Encoder = build_encoder(embedding, EncoderConfig(encoder="bow"))  # mean of known words
     elif name == "random-bilstm":
         config = EncoderConfig(encoder="bilstm", hidden=hidden, pooling="max")
         check_fits(

@@ -22,6 +22,7 @@ from mtl.eval.encoder import PretrainedSentenceEncoder, encoder_file, load_encod
 from mtl.files import atomic
 from mtl.models.card import CardFacts, facts_of
 from mtl.models.encoders.concat import ConcatEncoder
+from mtl.models.encoders.embedding import part_state
 from mtl.models.sentence_transformers import unsupported, write_sentence_transformer
 from mtl.runs import RunFolder, read_json
 from mtl.tasks.kinds import title_of
@@ -70,7 +71,7 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
     state = pruned_state(encoders[0].state_dict(), rows, len(words))
     paths = saved.get("embedding_parts") or []
     parts = {
-        path: {k: v for k, v in part.state_dict().items() if k != "embedding.weight"}
+        path: pruned_state(part_state(part, encoders[0].embedding), rows, len(words))
         for path, part in zip(paths, encoders[1:], strict=True)
     }
     metadata = {

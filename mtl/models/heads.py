@@ -125,8 +125,10 @@ class MultitaskModel(nn.Module):
         return self.heads[task](self.encoder, sentences)
 
     def trainable_parameters(self, task: str | None = None) -> int:
+        """Each counted once: Quick-Thoughts' second encoder shares the word vectors (trained ones too)."""
         modules = [self.encoder, *(self.heads.values() if task is None else [self.heads[task]])]
-        return sum(p.numel() for m in modules for p in m.parameters() if p.requires_grad)
+        unique = {id(p): p for m in modules for p in m.parameters() if p.requires_grad}
+        return sum(p.numel() for p in unique.values())
 
     def parameter_counts(self) -> dict[str, int]:
         """Trainable parameters in all, of the encoder and of each head; frozen ones (GloVe) apart."""
@@ -135,6 +137,9 @@ class MultitaskModel(nn.Module):
             "params/encoder": sum(p.numel() for p in self.encoder.parameters() if p.requires_grad),
             "params/frozen": sum(p.numel() for p in self.encoder.parameters() if not p.requires_grad),
         }
+        in_encoder = {id(p) for p in self.encoder.parameters()}
         for task, head in self.heads.items():
-            counts[f"params/{task}_head"] = sum(p.numel() for p in head.parameters() if p.requires_grad)
+            counts[f"params/{task}_head"] = sum(
+                p.numel() for p in head.parameters() if p.requires_grad and id(p) not in in_encoder
+            )
         return counts

@@ -2,9 +2,10 @@
 without mtl installed.
 
 sentence-transformers' own modules express mtl's GloVe recurrent encoders exactly:
-`WordEmbeddings` (the trained vocabulary and its frozen vectors) → `LSTM` (the same
+`WordEmbeddings` (the trained vocabulary and its vectors, frozen or trained) → `LSTM` (the same
 `nn.LSTM` weights, run over packed sequences as mtl runs them on CUDA) → `Pooling` (max,
-mean, max+mean over real tokens; last for a left-to-right LSTM) → `Dense` (a bottleneck).
+mean, max+mean over real tokens; last for a left-to-right LSTM) → `Dense` (a bottleneck); a bag
+of words is `WordEmbeddings` → `Pooling`.
 Everything is safetensors + JSON: loading runs no code from the folder. The names are the
 long-standing ones (`sentence_transformers.models.*`), which every version from 2.x reads.
 
@@ -25,6 +26,7 @@ from safetensors.torch import save_file
 from mtl.models.card import CardFacts, write_card
 from mtl.models.encoders.base import Bottleneck, Encoder
 from mtl.models.encoders.bilstm import BiLSTMEncoder
+from mtl.models.encoders.bow import BagOfWordsEncoder
 from mtl.models.encoders.lstm import LSTMEncoder
 
 _POOLINGS = {"max": ("max",), "mean": ("mean",), "max+mean": ("max", "mean")}
@@ -35,7 +37,7 @@ def unsupported(encoder: Encoder) -> str | None:
     inner = encoder.inner if isinstance(encoder, Bottleneck) else encoder
     # These classes exactly, not their subclasses: inner attention is a BiLSTM with its own
     # pooling, which a folder of LSTM + Pooling would silently replace by max pooling.
-    if type(inner) not in (BiLSTMEncoder, LSTMEncoder):
+    if type(inner) not in (BiLSTMEncoder, LSTMEncoder, BagOfWordsEncoder):
         return f"sentence-transformers has no module for {type(inner).__name__}"
     if inner.pooling == "last" and isinstance(inner, LSTMEncoder):
         return None
@@ -69,19 +71,21 @@ def write_sentence_transformer(
     _json(folder / "whitespacetokenizer_config.json", {
         "vocab": vocabulary, "stop_words": [], "do_lower_case": lowercase,
     })  # fmt: skip
-    lstm = inner.lstm
-    modules.append(("1_LSTM", "LSTM"))
-    _json(folder / "1_LSTM" / "lstm_config.json", {
-        "word_embedding_dimension": lstm.input_size,
-        "hidden_dim": lstm.hidden_size,
-        "num_layers": lstm.num_layers,
-        "dropout": 0.0,
-        "bidirectional": lstm.bidirectional,
-    })  # fmt: skip
-    _weights(folder / "1_LSTM", {f"encoder.{key}": value for key, value in lstm.state_dict().items()})
+    if not isinstance(inner, BagOfWordsEncoder):  # a bag of words pools the word vectors themselves
+        lstm = inner.lstm
+        modules.append(("1_LSTM", "LSTM"))
+        _json(folder / "1_LSTM" / "lstm_config.json", {
+            "word_embedding_dimension": lstm.input_size,
+            "hidden_dim": lstm.hidden_size,
+            "num_layers": lstm.num_layers,
+            "dropout": 0.0,
+            "bidirectional": lstm.bidirectional,
+        })  # fmt: skip
+        _weights(folder / "1_LSTM", {f"encoder.{key}": value for key, value in lstm.state_dict().items()})
     modes = ("lasttoken",) if inner.pooling == "last" else _POOLINGS[inner.pooling]
-    modules.append(("2_Pooling", "Pooling"))
-    _json(folder / "2_Pooling" / "config.json", {
+    pooling = f"{len(modules)}_Pooling"
+    modules.append((pooling, "Pooling"))
+    _json(folder / pooling / "config.json", {
         "word_embedding_dimension": inner.state_width,
         "pooling_mode_cls_token": False,
         "pooling_mode_max_tokens": "max" in modes,
@@ -90,14 +94,15 @@ def write_sentence_transformer(
         "pooling_mode_lasttoken": "lasttoken" in modes,
     })  # fmt: skip
     if isinstance(encoder, Bottleneck):
-        modules.append(("3_Dense", "Dense"))
-        _json(folder / "3_Dense" / "config.json", {
+        dense = f"{len(modules)}_Dense"
+        modules.append((dense, "Dense"))
+        _json(folder / dense / "config.json", {
             "in_features": encoder.project.in_features,
             "out_features": encoder.project.out_features,
             "bias": True,
             "activation_function": "torch.nn.modules.linear.Identity",
         })  # fmt: skip
-        _weights(folder / "3_Dense", {f"linear.{k}": v for k, v in encoder.project.state_dict().items()})
+        _weights(folder / dense, {f"linear.{k}": v for k, v in encoder.project.state_dict().items()})
     _json(folder / "modules.json", [
         {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
         for i, (path, kind) in enumerate(modules)

@@ -59,13 +59,19 @@ def neighbour_targets(labels: torch.Tensor, offset: int, candidates: int, radius
 
 
 def fresh_copy(encoder: Encoder) -> Encoder:
-    """An encoder of the same architecture with its own parameters (its frozen word vectors shared):
-    re-initialized when it trains from scratch, the same pretrained weights otherwise."""
+    """An encoder of the same architecture with its own parameters: re-initialized when it trains
+    from scratch, the same pretrained weights otherwise. Frozen word vectors are shared; trained
+    ones (embeddings=trainable, both's trained half) are g's own copy, as its other weights: with
+    one shared table a bag-of-words g would be f itself (Quick-Thoughts' BoW row, Appendix B,
+    concatenates two encoders)."""
     embedding = encoder.embedding
-    twin = copy.deepcopy(encoder, memo={} if embedding is None else {id(embedding): embedding})
+    frozen = {} if embedding is None else {id(p): p for p in embedding.parameters() if not p.requires_grad}
+    if embedding is not None and not any(p.requires_grad for p in embedding.parameters()):
+        frozen[id(embedding)] = embedding  # the very module: exports and loads share it
+    twin = copy.deepcopy(encoder, memo=frozen)
     if embedding is not None:
         for module in twin.modules():
-            if module is not embedding and module is not twin and hasattr(module, "reset_parameters"):
+            if module is not twin.embedding and module is not twin and hasattr(module, "reset_parameters"):
                 module.reset_parameters()
     return twin
 

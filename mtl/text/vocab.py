@@ -9,6 +9,7 @@ import numpy as np
 from mtl.text.vectors import WordVectors
 
 PAD, UNK = "<pad>", "<unk>"
+UNKNOWN_ID = 1  # the id of UNK: any word outside the vocabulary
 
 
 class Vocabulary:

@@ -18,6 +18,7 @@ from mtl.errors import UserError
 from mtl.files import atomic
 from mtl.models.card import CardFacts, facts_of
 from mtl.models.encoders import traits
+from mtl.models.encoders.embedding import part_state
 from mtl.models.encoders.hf import save_sentence_transformer
 from mtl.models.sentence_transformers import unsupported, write_sentence_transformer
 from mtl.runs import RunFolder
@@ -218,9 +219,10 @@ def export_final_encoder(
         words = [data.vocabulary.words[i] for i in rows]
     portable = sentence_transformer_exporter(config, data, model.encoder, card, words)
     parts = {
-        path: {k: v for k, v in model.get_submodule(path).state_dict().items() if k != "embedding.weight"}
-        for path in embedding_parts(data)
+        path: part_state(model.get_submodule(path), model.encoder.embedding) for path in embedding_parts(data)
     }
+    if data.vocabulary is not None:
+        parts = {path: pruned_state(state, rows, len(data.vocabulary)) for path, state in parts.items()}
     checkpointer.export_encoder(
         encoder_state,
         checkpointer.files.encoder,

@@ -102,6 +102,7 @@ class OptimConfig:
     lr: PositiveFloat | None = None  # None: 0.1 for sgd (InferSent, Section 3.3), 1e-3 for adam and adamw
     hf_lr: PositiveFloat = 2e-5  # adamw: lr of the pretrained backbone (encoder=hf); lr= is the heads'
     encoder_lr: str = ""  # the shared encoder's lr, in every task's steps: a value or a multiple of lr= (x0.1); empty: the task's
+    embedding_lr: str = ""  # embeddings=trainable|both: the word vectors' lr, a value or a multiple of lr=; empty: the encoder's
     lr_schedule: Annotated[str, OneOf(LR_SCHEDULES, fixed=("auto",))] = (
         "auto"  # auto: infersent for sgd, constant for adam, linear (warmup, decay to 0) for adamw
     )
@@ -233,6 +234,12 @@ class TrainConfig:
         for name, task in self.tasks.items():
             parse_lr(task.lr, 1.0, f"{name}.lr")
         parse_lr(self.optim.encoder_lr, 1.0, "encoder_lr")
+        parse_lr(self.optim.embedding_lr, 1.0, "embedding_lr")
+        if self.optim.embedding_lr and self.model.embeddings == "frozen":
+            raise UserError(
+                f"embedding_lr={self.optim.embedding_lr} sets the lr of trained word vectors: give "
+                "embeddings=trainable or embeddings=both (the vectors are frozen)"
+            )
 
     def _check_schedule(self) -> None:
         """Keys of one schedule given with another say so, rather than doing nothing."""

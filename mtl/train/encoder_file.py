@@ -80,7 +80,8 @@ def read(path: Path) -> dict[str, Any]:
     order = record.get("embedding_parts") or []  # the concatenation's order, as trained
     if not all(isinstance(part, str) for part in order):
         raise UserError(f"{path}: its embedding_parts are not names of parts: export the encoder again")
-    record["encoder"], record["parts"] = {}, {}
+    # every part named, weights or not (a bag of words over the shared frozen vectors has none)
+    record["encoder"], record["parts"] = {}, {part: {} for part in order}
     if weights := record.get("weights"):
         weights_path = path.parent / weights
         if Path(weights).name != weights or not weights_path.is_file():

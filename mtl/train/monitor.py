@@ -111,10 +111,15 @@ class Monitor:
                     "monitor",
                     max_tokens=self.config.data.max_tokens,
                 )
-        # Every weight but the (frozen, perhaps expanded) word embedding.
+        # Every weight but the word embedding, which the copy may have grown by words with a
+        # vector; trained word vectors (embeddings=trainable|both) are its first rows.
         current = {k: v for k, v in live.state_dict().items() if k != "embedding.weight"}
         missing = self.encoder.encoder.load_state_dict(current, strict=False).missing_keys
         assert set(missing) <= {"embedding.weight"}, missing
+        if live.embedding is not None and any(p.requires_grad for p in live.embedding.parameters()):
+            with torch.no_grad():
+                trained = live.embedding.weight
+                self.encoder.encoder.embedding.weight[: len(trained)] = trained
         self.encoder.encoder.eval()
         return self.encoder
 

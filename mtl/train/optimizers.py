@@ -15,10 +15,16 @@ LrOf = Callable[[nn.Parameter], float]  # a parameter's lr, before any schedule
 
 
 def build_optimizer(
-    config: OptimConfig, parameters: list[nn.Parameter], pretrained: set[int], lr_of: LrOf | None = None
+    config: OptimConfig,
+    parameters: list[nn.Parameter],
+    pretrained: set[int],
+    lr_of: LrOf | None = None,
+    undecayed: set[int] = frozenset(),
 ) -> torch.optim.Optimizer:
     """One optimizer over `parameters`; `pretrained`: ids of a pretrained backbone's parameters;
-    `lr_of`: each parameter's lr (None: `lr=` for all, AdamW's backbone `hf_lr=`).
+    `lr_of`: each parameter's lr (None: `lr=` for all, AdamW's backbone `hf_lr=`); `undecayed`:
+    ids of parameters AdamW leaves without weight decay besides the 1-d ones (trained word
+    vectors: decay would pull the rows of rare words toward zero between their updates).
 
     Parameters are grouped by lr (and, for AdamW, by backbone and weight decay); every group keeps
     its `base_lr`, which step-driven lr schedules scale, and InferSent's schedule scales every
@@ -43,7 +49,7 @@ def build_optimizer(
     for p in parameters:
         in_backbone = id(p) in pretrained
         lr = backbone_lr if in_backbone else lr_of(p)
-        decay_groups.setdefault((in_backbone, p.ndim > 1, lr), []).append(p)
+        decay_groups.setdefault((in_backbone, p.ndim > 1 and id(p) not in undecayed, lr), []).append(p)
     return torch.optim.AdamW(
         [
             {
@@ -72,20 +78,26 @@ def learning_rates(
     task_lrs: dict[str, str],
     encoder: list[nn.Parameter],
     heads: dict[str, list[nn.Parameter]],
+    word_vectors: list[nn.Parameter] | None = None,
 ) -> Callable[[str | None], LrOf]:
     """`lr_of(task)`: each parameter's lr in `task`'s optimizer (None: the one every task shares).
 
     A head's: its task's `<task>.lr=` where given, else `lr=`. The encoder's: `encoder_lr=` where
-    given, else, in a task's own optimizer, that task's lr, and in a shared one `lr=`. Multiples
-    (x0.5) are of `lr=`. Anything else (a balancer's parameters): `lr=`.
+    given, else, in a task's own optimizer, that task's lr, and in a shared one `lr=`. Trained
+    word vectors (`word_vectors`, part of the encoder): `embedding_lr=` where given, else the
+    encoder's. Multiples (x0.5) are of `lr=`. Anything else (a balancer's parameters): `lr=`.
     """
     own = {name: parse_lr(text, config.lr, f"{name}.lr") for name, text in task_lrs.items()}
     encoder_lr = parse_lr(config.encoder_lr, config.lr, "encoder_lr")
+    embedding_lr = parse_lr(config.embedding_lr, config.lr, "embedding_lr")
     in_encoder = {id(p) for p in encoder}
+    in_vectors = {id(p) for p in word_vectors or []}
     head_of = {id(p): task for task, params in heads.items() for p in params}
 
     def lr_of(task: str | None) -> LrOf:
         def lr(p: nn.Parameter) -> float:
+            if id(p) in in_vectors and embedding_lr is not None:
+                return embedding_lr
             owner = task if id(p) in in_encoder else head_of.get(id(p))
             if id(p) in in_encoder and encoder_lr is not None:
                 return encoder_lr
@@ -103,17 +115,19 @@ def build_optimizers(
     pretrained: set[int],
     shared_extra: list[nn.Parameter] | None = None,
     lr_of: Callable[[str | None], LrOf] | None = None,
+    undecayed: set[int] = frozenset(),
 ) -> dict[str, torch.optim.Optimizer]:
     """An optimizer per task (as the original code), or one shared by all (`optimizer_per_task=false`,
     which schedule=mixed resolves to); `shared_extra`: a balancer's parameters, in the shared one;
-    `lr_of(task)`: each parameter's lr in that task's optimizer (task None: the shared one)."""
+    `lr_of(task)`: each parameter's lr in that task's optimizer (task None: the shared one);
+    `undecayed`: see build_optimizer."""
     lr_of = lr_of or (lambda task: lambda p: config.lr)
     if config.optimizer_per_task:
         return {
-            task: build_optimizer(config, params, pretrained, lr_of(task))
+            task: build_optimizer(config, params, pretrained, lr_of(task), undecayed)
             for task, params in task_parameters.items()
         }
     everything = list({id(p): p for params in task_parameters.values() for p in params}.values())
     everything += shared_extra or []
-    shared = build_optimizer(config, everything, pretrained, lr_of(None))
+    shared = build_optimizer(config, everything, pretrained, lr_of(None), undecayed)
     return dict.fromkeys(task_parameters, shared)

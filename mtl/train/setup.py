@@ -13,7 +13,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from mtl.data.batches import TaskStream
 from mtl.models.encoders import traits
-from mtl.models.encoders.base import build_encoder, frozen_embedding
+from mtl.models.encoders.base import build_encoder, word_embedding
 from mtl.models.heads import MultitaskModel
 from mtl.models.memory import check_fits
 from mtl.runtime.distributed import Distributed
@@ -69,8 +69,20 @@ def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, devi
     """`config` resolved (`resolve_settings`); the model's initial weights come from the torch seed."""
     model = build_model(config, data, device).to(device)
     training = config.training_tasks  # a train=false task has no optimizer, stream or network
+    # Trained word vectors (embeddings=trainable|both) go last, so that an optimizer's first
+    # group, whose lr a task logs, is the encoder's whatever embedding_lr= is.
+    embedding = model.encoder.embedding
+    word_vectors = [p for p in embedding.parameters() if p.requires_grad] if embedding is not None else []
     parameters = {
-        task: [p for m in (model.encoder, model.heads[task]) for p in m.parameters() if p.requires_grad]
+        task: sorted(  # each once: Quick-Thoughts' second encoder shares the (trained) word vectors
+            {
+                id(p): p
+                for m in (model.encoder, model.heads[task])
+                for p in m.parameters()
+                if p.requires_grad
+            }.values(),
+            key=lambda p: any(p is vector for vector in word_vectors),
+        )
         for task in training
     }
     pretrained = (
@@ -101,7 +113,9 @@ def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, devi
                 {task: config.tasks[task].lr for task in training},
                 [p for p in model.encoder.parameters() if p.requires_grad],
                 {task: [p for p in model.heads[task].parameters() if p.requires_grad] for task in training},
+                word_vectors,
             ),
+            undecayed={id(p) for p in word_vectors},
         ),
         streams={
             task: TaskStream(
@@ -134,11 +148,13 @@ def build_model(config: TrainConfig, data: TrainingData, device: torch.device) -
 
     if vectors is not None:  # (a pretrained encoder's size is what it is)
         check_fits(
-            lambda: build(frozen_embedding(torch.empty(vectors.shape, device="meta"))),
+            lambda: build(word_embedding(torch.empty(vectors.shape, device="meta"), config.model.embeddings)),
             device,
             f"hidden={config.model.hidden} (encoder={config.model.encoder}, head_hidden={head.head_hidden})",
         )
-    return build(None if vectors is None else frozen_embedding(torch.from_numpy(vectors)))
+    return build(
+        None if vectors is None else word_embedding(torch.from_numpy(vectors), config.model.embeddings)
+    )
 
 
 def task_network(model: MultitaskModel, task: str, dist: Distributed) -> nn.Module:

@@ -17,6 +17,7 @@ from mtl.models.encoders.config import (
     register,
     traits,
 )
+from mtl.models.encoders.embedding import frozen_embedding, word_embedding
 from mtl.runtime.device import to_device
 
 __all__ = [
@@ -27,8 +28,10 @@ __all__ = [
     "EncoderTraits",
     "Pooling",
     "build_encoder",
+    "frozen_embedding",
     "register",
     "traits",
+    "word_embedding",
 ]
 
 
@@ -143,10 +146,6 @@ class Bottleneck(Encoder):
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return self.project(self.inner(tokens, lengths))  # (B, N)
-
-
-def frozen_embedding(matrix: torch.Tensor) -> nn.Embedding:
-    return nn.Embedding.from_pretrained(matrix, freeze=True, padding_idx=0)
 
 
 def length_mask(lengths: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:

@@ -20,12 +20,16 @@ from mtl.plugins import Registry
 MAX_POSITIONS = 1024  # encoder=transformer's sinusoidal positions: the longest sentence it reads
 
 Pooling = Literal["max", "mean", "max+mean", "sum", "selfattn", "cls", "last"]
+WordEmbeddings = Literal["frozen", "trainable", "both"]
 
 
 @dataclass
 class EncoderConfig:
     encoder: Annotated[str, OneOf(ENCODERS)] = (
         "bilstm"  # the shared encoder (a registered name); hf: a pretrained transformers model (hf_model=)
+    )
+    embeddings: WordEmbeddings = (
+        "frozen"  # word vectors: frozen; trainable (embedding_lr=); both (MC-QT: frozen + trained copy)
     )
     hidden: AtLeast1 = 2048  # per direction (BiLSTMs, LSTM, GRU), model width (transformer, decomposable)
     pooling: Literal["auto", "max", "mean", "max+mean", "sum", "selfattn", "cls", "last"] = (
@@ -54,9 +58,9 @@ class EncoderConfig:
     )
     hf_freeze_embeddings: bool = False  # encoder=hf: keep the pretrained embedding layer fixed
     hf_freeze_layers: AtLeast0 = 0  # encoder=hf: keep the first N transformer layers fixed
-    # encoder=hf: keep no layer's activations for backward but recompute them (Chen et al. 2016):
-    # the same gradients, a fraction of the activation memory, about a third more time per step.
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool = (
+        False  # encoder=hf: recompute activations in backward (Chen et al. 2016): less memory
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)  # before the rule below divides by transformer_heads
@@ -67,6 +71,11 @@ class EncoderConfig:
         if self.pooling == "cls" and not traits(self.encoder).pretrained:
             raise UserError(
                 f"pooling=cls needs encoder=hf ({self.encoder} has no [CLS] token): use max or mean"
+            )
+        if self.embeddings != "frozen" and traits(self.encoder).subwords:
+            raise UserError(
+                f"embeddings={self.embeddings} trains word vectors: encoder={self.encoder} has none (its own "
+                "embedding layer trains unless hf_freeze_embeddings=true)"
             )
         if self.gradient_checkpointing and not traits(self.encoder).pretrained:
             raise UserError(
@@ -123,6 +132,7 @@ class EncoderTraits:
 BUILTIN: dict[str, tuple[str, EncoderTraits]] = {
     "bilstm": ("mtl.models.encoders.bilstm", EncoderTraits(recurrent=True)),
     "bilstm2": ("mtl.models.encoders.bilstm2", EncoderTraits(recurrent=True)),
+    "bow": ("mtl.models.encoders.bow", EncoderTraits(default_pooling="mean")),
     "decomposable": ("mtl.models.encoders.decomposable", EncoderTraits()),
     "gatedconv": ("mtl.models.encoders.gatedconv", EncoderTraits()),
     "gru": ("mtl.models.encoders.gru", EncoderTraits(recurrent=True)),
