@@ -293,6 +293,13 @@ def build(config: BuildConfig) -> dict[str, object]:
             raise
 
 
+def tokenizing_processes() -> int:
+    """Worker processes for tokenizing SQuAD: the CPUs this process may use, up to 8 (the same
+    tokens with any number)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(usable, 8))
+
+
 def _build(
     config: BuildConfig, out: Path, squad_source: str, vectors_path: Path, tracker: Tracker, started: float
 ) -> dict[str, object]:
@@ -308,7 +315,7 @@ def _build(
     stages.set_postfix_str("tokenize")
 
     texts = [text for articles in squad.values() for text in squad_texts(articles)]
-    tokens_of = dict(zip(texts, tokenizer.tokenize(texts), strict=True))
+    tokens_of = dict(zip(texts, tokenizer.tokenize(texts, processes=tokenizing_processes()), strict=True))
     words = {token for tokens in tokens_of.values() for token in tokens}
     stages.update(1)
     stages.set_postfix_str("vectors")

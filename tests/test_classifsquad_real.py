@@ -40,7 +40,7 @@ def test_output_satisfies_every_filter(builds, scope):
     for split, dataset in datasets.load_from_disk(str(builds[scope])).items():
         columns = dataset.to_dict()
         texts = list(dict.fromkeys(columns["question"] + columns["answer1"] + columns["answer2"]))
-        tokens_of = dict(zip(texts, tokenizer.tokenize(texts), strict=True))
+        tokens_of = dict(zip(texts, tokenizer.tokenize(texts, processes=2), strict=True))
         words = {w for tokens in tokens_of.values() for w in tokens}
         vocabulary = set(load_vectors(resolve_vectors_path(None), words).words)
 

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Iterable, Sequence
 
 import spacy
+from joblib import Parallel, delayed
 
 from mtl.errors import UserError
 
@@ -13,14 +14,21 @@ from mtl.errors import UserError
 class _Tokenizer:
     """Tokenizes a batch of texts, identical texts once; subclasses tokenize the distinct ones."""
 
+    name: str  # its key in TOKENIZERS
     lowercase: bool
 
     def __call__(self, text: str) -> list[str]:
         return self.tokenize([text])[0]
 
-    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+    def tokenize(self, texts: Sequence[str], processes: int = 1) -> list[list[str]]:
+        """Each text's tokens; `processes` > 1 splits many texts over that many worker processes
+        (the same tokens, in the same order)."""
         unique = list(dict.fromkeys(texts))
-        tokens = dict(zip(unique, self._tokenize_unique(unique), strict=True))
+        if processes > 1 and len(unique) >= PARALLEL_TEXTS:
+            tokenized = _in_processes(self.name, self.lowercase, unique, processes)
+        else:
+            tokenized = self._tokenize_unique(unique)
+        tokens = dict(zip(unique, tokenized, strict=True))
         return [tokens[text] for text in texts]
 
     def _tokenize_unique(self, texts: Sequence[str]) -> Iterable[list[str]]:
@@ -108,6 +116,37 @@ class WhitespaceTokenizer(_Tokenizer):
 
 
 TOKENIZERS = {"spacy": Tokenizer, "treebank": TreebankTokenizer, "whitespace": WhitespaceTokenizer}
+for _name, _class in TOKENIZERS.items():
+    _class.name = _name
+
+PARALLEL_TEXTS = 20_000  # fewer are tokenized in the caller: starting the workers costs a second or two
+
+
+def _in_processes(name: str, lowercase: bool, texts: list[str], processes: int) -> list[list[str]]:
+    """`texts` tokenized by `processes` workers, in order (joblib's loky workers, as the transfer
+    suite's: started clean rather than forked from a caller that may hold threads, and reused).
+    A chunk's tokens come back as one string, SEPARATOR between tokens and TEXT_END after each
+    text: a third of the time that pickling lists of lists takes; texts holding either
+    character are tokenized here."""
+    inline = [i for i, text in enumerate(texts) if SEPARATOR in text or TEXT_END in text]
+    sent = [text for text in texts if SEPARATOR not in text and TEXT_END not in text]
+    size = -(-len(sent) // (4 * processes))  # a few chunks per worker, so that none waits long for another
+    chunks = [sent[i : i + size] for i in range(0, len(sent), size)]
+    parts = Parallel(n_jobs=processes)(delayed(_tokenize_chunk)(name, lowercase, chunk) for chunk in chunks)
+    tokens = [text.split(SEPARATOR) if text else [] for part in parts for text in part.split(TEXT_END)[:-1]]
+    for i in inline:  # back in their places
+        tokens.insert(i, next(iter(make_tokenizer(name, lowercase)._tokenize_unique([texts[i]]))))
+    return tokens
+
+
+SEPARATOR, TEXT_END = "\x1f", "\x1e"  # ASCII's unit and record separators
+
+
+def _tokenize_chunk(name: str, lowercase: bool, texts: list[str]) -> str:
+    return "".join(
+        SEPARATOR.join(tokens) + TEXT_END
+        for tokens in make_tokenizer(name, lowercase)._tokenize_unique(texts)
+    )
 
 
 def make_tokenizer(name: str, lowercase: bool = True) -> Tokenizer | TreebankTokenizer | WhitespaceTokenizer:
