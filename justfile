@@ -83,6 +83,10 @@ decompose *args:
 maxpool *args:
     {{python}} -m mtl maxpool "$@"
 
+# a transfer task's sentences laid out by t-SNE, coloured by label (e.g. run=runs/<run> task=TREC out=trec.html)
+tsne *args:
+    {{python}} -m mtl tsne "$@"
+
 # nearest neighbours of a sentence among a pool's (e.g. run=runs/<run> query="a man plays a guitar ." pool=sentences.txt)
 neighbours *args:
     {{python}} -m mtl neighbours "$@"

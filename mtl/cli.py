@@ -182,6 +182,11 @@ COMMANDS: dict[str, Command] = {
         "mtl.analysis.neighbours:NeighboursConfig",
         "the pool sentences nearest to a query by the cosine of their embeddings",
     ),
+    "tsne": Command(
+        "mtl.analysis.tsne",
+        "mtl.analysis.tsne:TsneConfig",
+        "a transfer task's sentences embedded by a run, laid out by t-SNE and coloured by label (a page)",
+    ),
     "probing": Command(
         "mtl.eval.probing",
         "mtl.eval.probing:ProbingConfig",

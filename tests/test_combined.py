@@ -3,11 +3,13 @@
 import json
 
 import numpy as np
+import pytest
 import torch
 
 from mtl import load_encoder
 from mtl.analysis.neighbours import nearest
 from mtl.cli import main
+from mtl.errors import UserError
 from mtl.eval.combined import CombinedEncoder
 from mtl.eval.transfer.suite import TransferConfig, output_folder
 from mtl.runs import wandb_group
@@ -185,3 +187,58 @@ def test_an_analogy_ranks_the_pool_by_b_minus_a_plus_c_without_the_three(tiny_da
         'analogy=true reads query="a|b|c" (a is to b as c is to ?): 2 sentences given'
         in capsys.readouterr().err
     )
+
+
+def test_an_ensemble_averages_each_runs_log_probabilities_weighted_by_its_validation_accuracy(
+    tiny_data, senteval, tmp_path
+):
+    # Quick-Thoughts 4.4.2: each encoder's own classifier; per item, the log-probabilities'
+    # average weighted by the classifiers' normalised validation accuracies.
+    a, _ = start_run(tiny_data, tmp_path / "a", "hidden=4")
+    b, _ = start_run(tiny_data, tmp_path / "b", "encoder=gru", "hidden=6", "pooling=last")
+    common = [
+        "mode=fast",
+        "tasks=MR,CR",
+        f"data={senteval}",
+        f"vectors={tiny_data['vectors']}",
+        "wandb=disabled",
+    ]
+    for run in (a, b):
+        assert main(["transfer", f"run={run}", *common]) == 0
+    assert (
+        output_folder(TransferConfig(run=f"{a},{b}", ensemble="mean")) == tmp_path.absolute() / "ensemble-a+b"
+    )
+    assert main(["transfer", f"run={a},{b}", "ensemble=mean", *common]) == 0
+    folder = tmp_path / "ensemble-a+b"
+    report = json.loads((folder / "transfer-fast.json").read_text())
+    assert report["encoder"] == "ensemble-a+b" and report["dim"] == 8 + 6
+    items = np.load(folder / "transfer-fast.items.npz")
+    for task in ("MR", "CR"):
+        alone = [json.loads((run / "transfer-fast.json").read_text())["results"][task] for run in (a, b)]
+        log_probs = [np.load(run / "transfer-fast.items.npz")[f"{task}/log_probs"] for run in (a, b)]
+        weights = np.array([r["dev_acc"] for r in alone]) / sum(r["dev_acc"] for r in alone)
+        expected = (weights[0] * log_probs[0].astype(np.float64) + weights[1] * log_probs[1]).argmax(axis=1)
+        result = report["results"][task]
+        assert [result["acc:a"], result["acc:b"]] == [r["acc"] for r in alone]
+        assert [result["weight:a"], result["weight:b"]] == pytest.approx(weights.tolist())
+        np.testing.assert_array_equal(items[f"{task}/predicted"], expected)
+        assert result["acc"] == pytest.approx(float((expected == items[f"{task}/gold"]).mean()))
+
+
+@pytest.mark.parametrize(
+    "keys, message",
+    [
+        ({"run": "a"}, "give run=runs/a,runs/b"),
+        ({"run": "a,b", "tasks": "MR,STS14"}, "STS14 fit no classifier"),
+        ({"run": "a,b", "pooling": "selfattn", "tasks": "MR"}, "leave out pooling=selfattn"),
+    ],
+)
+def test_an_ensemble_that_cannot_be_formed_is_refused(keys, message):
+    with pytest.raises(UserError, match=message):
+        TransferConfig(ensemble="mean", **keys)
+
+
+def test_an_ensembles_tasks_are_the_classification_ones():
+    names = TransferConfig(run="a,b", ensemble="mean").task_names
+    assert "MR" in names and "TREC" in names and "SICK-E" in names
+    assert not {"STS14", "SICK-R", "STSB"} & set(names)

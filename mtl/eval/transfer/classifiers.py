@@ -26,6 +26,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from mtl.eval.transfer.progress import stage
 from mtl.eval.transfer.senteval_classifier import SentEvalParams
+from mtl.eval.transfer.skipthought_features import with_nb
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Protocol:
     jobs: int = 2  # outer folds fitted in parallel processes
     senteval: SentEvalParams | None = None  # classification by SentEval's PyTorch classifier instead
     train_fraction: float = 1.0  # share of each training set the classifier sees (a learning curve)
+    features: str = "senteval"  # or Skip-Thought's: skipthought-mrpc, nb-bigram (skipthought_features.py)
 
     @classmethod
     def named(cls, mode: str, senteval: SentEvalParams | None = None) -> Protocol:
@@ -73,20 +75,32 @@ def _fit(x: np.ndarray, y: np.ndarray, penalty: float, protocol: Protocol) -> Lo
         return model.fit(x, y)
 
 
-def best_penalty_by_cv(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> tuple[float, float]:
+def fold_inputs(x: np.ndarray, y: np.ndarray, texts: np.ndarray | None, train: np.ndarray, test: np.ndarray):
+    """A fit's training and test inputs: the embeddings' rows, with NB features (counted on the
+    training rows) appended when `texts` are given (features=nb-bigram)."""
+    if texts is None:
+        return x[train], x[test]
+    x_train, (x_test,) = with_nb(x[train], texts[train], y[train], [(x[test], texts[test])])
+    return x_train, x_test
+
+
+def best_penalty_by_cv(
+    x: np.ndarray, y: np.ndarray, protocol: Protocol, texts: np.ndarray | None = None
+) -> tuple[float, float]:
     """The C of the grid with the best mean accuracy over inner folds (first of the best on ties),
-    and that accuracy (SentEval's `devacc`)."""
+    and that accuracy (SentEval's `devacc`); `texts`: the sentences, for NB features."""
     folds = StratifiedKFold(protocol.inner_folds, shuffle=True, random_state=protocol.seed)
     scores = dict.fromkeys(protocol.penalties, 0.0)
     for fold, (train, test) in enumerate(folds.split(x, y), start=1):
         stage(f"choosing C: fold {fold}/{protocol.inner_folds}")  # silent in the k-fold workers
+        x_train, x_test = fold_inputs(x, y, texts, train, test)
         # Along the grid in increasing C, each fit starts from the previous solution: same optimum, fewer steps.
         model = LogisticRegression(max_iter=protocol.max_iter, random_state=protocol.seed, warm_start=True)
         for penalty in sorted(protocol.penalties):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                model.set_params(C=penalty).fit(x[train], y[train])
-            scores[penalty] += model.score(x[test], y[test]) / protocol.inner_folds
+                model.set_params(C=penalty).fit(x_train, y[train])
+            scores[penalty] += model.score(x_test, y[test]) / protocol.inner_folds
     # As SentEval's validation.py: compared in %, rounded to 2 decimals; near-ties go to the first C.
     best = max(protocol.penalties, key=lambda c: round(100 * scores[c], 2))
     return best, scores[best]
@@ -106,37 +120,62 @@ def training_share(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray
     return np.sort(np.concatenate(chosen))
 
 
+def tested(model, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    """Per test item: the prediction, the gold label and the classes' log-probabilities (what an
+    ensemble averages, Quick-Thoughts 4.4.2)."""
+    log_probs = model.predict_log_proba(x).astype(np.float32)
+    return {
+        "predicted": model.classes_[log_probs.argmax(axis=1)],
+        "gold": np.asarray(y),
+        "log_probs": log_probs,
+    }
+
+
 def _outer_fold(
-    x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, protocol: Protocol
-) -> np.ndarray:
-    """The fold's predictions for its test items, and its inner cross-validation accuracy."""
+    x: np.ndarray,
+    y: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    protocol: Protocol,
+    texts: np.ndarray | None = None,
+) -> tuple[dict[str, np.ndarray], float]:
+    """The fold's test items (`tested`), and its inner cross-validation accuracy."""
     train = train[training_share(y[train], protocol.train_fraction, protocol.seed)]
-    penalty, inner = best_penalty_by_cv(x[train], y[train], protocol)
-    return _fit(x[train], y[train], penalty, protocol).predict(x[test]), inner
+    penalty, inner = best_penalty_by_cv(x[train], y[train], protocol, None if texts is None else texts[train])
+    x_train, x_test = fold_inputs(x, y, texts, train, test)
+    return tested(_fit(x_train, y[train], penalty, protocol), x_test, y[test]), inner
 
 
-def cross_validated_accuracy(x: np.ndarray, y: np.ndarray, protocol: Protocol) -> dict:
+def cross_validated_accuracy(
+    x: np.ndarray, y: np.ndarray, protocol: Protocol, texts: Sequence[str] | None = None
+) -> dict:
     """Mean test accuracy over `folds` outer folds, C tuned inside each training fold; `items`:
-    every item's prediction, from the fold it was a test item of (for paired significance tests)."""
+    every item's prediction, from the fold it was a test item of (for paired significance tests);
+    `texts`: the sentences, for NB features counted inside every fold."""
     folds = list(StratifiedKFold(protocol.folds, shuffle=True, random_state=protocol.seed).split(x, y))
+    texts = None if texts is None else np.asarray(texts, dtype=object)
     stage(f"fold 0/{len(folds)}")
     predictions = []
     # As a generator: each fold's result comes back (in fold order) as it is done, so the bar moves.
     for fold in Parallel(n_jobs=protocol.jobs, return_as="generator")(
-        delayed(_outer_fold)(x, y, train, test, protocol) for train, test in folds
+        delayed(_outer_fold)(x, y, train, test, protocol, texts) for train, test in folds
     ):
         predictions.append(fold)
         stage(f"fold {len(predictions)}/{len(folds)}")
-    predicted = np.empty_like(y)
+    items = {"predicted": np.empty_like(y), "gold": y}
+    items["log_probs"] = np.empty((len(y), predictions[0][0]["log_probs"].shape[1]), dtype=np.float32)
     for (_, test), (fold, _) in zip(folds, predictions, strict=True):
-        predicted[test] = fold
+        items["predicted"][test], items["log_probs"][test] = fold["predicted"], fold["log_probs"]
     accuracy = np.mean(
-        [(fold == y[test]).mean() for (_, test), (fold, _) in zip(folds, predictions, strict=True)]
+        [
+            (fold["predicted"] == y[test]).mean()
+            for (_, test), (fold, _) in zip(folds, predictions, strict=True)
+        ]
     )
     return {
         "acc": float(accuracy),
         "dev_acc": float(np.mean([inner for _, inner in predictions])),
-        "items": {"predicted": predicted, "gold": y},
+        "items": items,
     }
 
 
@@ -145,30 +184,36 @@ def train_test_accuracy(x_train, y_train, x_test, y_test, protocol: Protocol) ->
     grid = dataclasses.replace(protocol, penalties=protocol.train_test_penalties)
     penalty, inner = best_penalty_by_cv(x_train, y_train, grid)
     stage(f"final fit (C={penalty:g})")
-    predicted = _fit(x_train, y_train, penalty, protocol).predict(x_test)
+    items = tested(_fit(x_train, y_train, penalty, protocol), x_test, y_test)
+    predicted = items["predicted"]
     binary = len(np.unique(y_train)) == 2  # F1 of class 1: MRPC's; TREC's six classes have none
     return {
         "acc": float((predicted == y_test).mean()),
         **({"f1": float(f1_score(y_test, predicted, average="binary"))} if binary else {}),
         "dev_acc": float(inner),
-        "items": {"predicted": predicted, "gold": np.asarray(y_test)},
+        "items": items,
     }
 
 
 def dev_tuned_accuracy(
-    x_train, y_train, x_dev, y_dev, x_test, y_test, protocol: Protocol
+    x_train, y_train, x_dev, y_dev, x_test, y_test, protocol: Protocol, texts: Sequence | None = None
 ) -> dict[str, float]:
+    """C by dev accuracy, then tested; `texts`: the (train, dev, test) sentences, for NB features."""
+    if texts is not None:
+        x_train, (x_dev, x_test) = with_nb(
+            x_train, texts[0], np.asarray(y_train), [(x_dev, texts[1]), (x_test, texts[2])]
+        )
     scores = {}
     for number, c in enumerate(protocol.penalties, start=1):
         stage(f"choosing C: {number}/{len(protocol.penalties)}")
         scores[c] = _fit(x_train, y_train, c, protocol).score(x_dev, y_dev)
     penalty = max(protocol.penalties, key=lambda c: round(100 * scores[c], 2))
     stage(f"final fit (C={penalty:g})")
-    predicted = _fit(x_train, y_train, penalty, protocol).predict(x_test)
+    items = tested(_fit(x_train, y_train, penalty, protocol), x_test, y_test)
     return {
-        "acc": float((predicted == np.asarray(y_test)).mean()),
+        "acc": float((items["predicted"] == np.asarray(y_test)).mean()),
         "dev_acc": scores[penalty],
-        "items": {"predicted": predicted, "gold": np.asarray(y_test)},
+        "items": items,
     }
 
 

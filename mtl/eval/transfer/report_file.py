@@ -26,10 +26,17 @@ ITEMS_SUFFIX = ".items.npz"  # beside <report>.json: each task's predictions and
 
 
 def report_name(
-    mode: str, classifier: str, pooling: str | None, train_fraction: float, truncate_dim: int | None = None
+    mode: str,
+    classifier: str,
+    pooling: str | None,
+    train_fraction: float,
+    truncate_dim: int | None = None,
+    features: str = "senteval",
 ) -> str:
-    """One report per protocol, pooling and width, so runs with other settings never overwrite it."""
+    """One report per protocol, features, pooling and width, so runs with other settings never
+    overwrite it."""
     parts = [] if mode == "standard" else [mode]
+    parts += [] if features == "senteval" else [features]
     parts += ["mlp"] if classifier == "mlp" else []
     parts += [f"pool-{pooling}"] if pooling else []
     parts += [f"frac{train_fraction:g}"] if train_fraction < 1 else []

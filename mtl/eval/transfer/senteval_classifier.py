@@ -151,6 +151,17 @@ class SentEvalClassifier:
         with torch.no_grad():
             return self.model(torch.as_tensor(x, dtype=torch.float32)).argmax(dim=1).numpy()
 
+    def tested(self, x, y) -> dict[str, np.ndarray]:
+        """Per test item: the prediction, the gold label and the classes' log-probabilities."""
+        self.model.eval()
+        with torch.no_grad():
+            logits = self.model(torch.as_tensor(x, dtype=torch.float32))
+        return {
+            "predicted": logits.argmax(dim=1).numpy(),
+            "gold": np.asarray(y),
+            "log_probs": torch.log_softmax(logits, dim=1).numpy(),
+        }
+
     def score(self, x, y) -> float:
         return float((self.predict(x) == np.asarray(y)).mean())
 
@@ -183,12 +194,14 @@ def _scan_penalty(x, y, l2reg: float, params: SentEvalParams) -> float:
         return in_points(np.mean(scores))
 
 
-def _fit_and_test(x_train, y_train, x_test, y_test, l2reg: float, params: SentEvalParams) -> float:
-    """The final fit of a k-fold protocol (5% of the training data held out to stop on), tested."""
+def _fit_and_test(
+    x_train, y_train, x_test, y_test, l2reg: float, params: SentEvalParams
+) -> dict[str, np.ndarray]:
+    """The final fit of a k-fold protocol (5% of the training data held out to stop on): its test items."""
     with one_thread():
         model = _classifier(x_train, y_train, l2reg, params)
         model.fit(x_train, y_train, validation_split=0.05)
-        return model.score(x_test, y_test)
+        return model.tested(x_test, y_test)
 
 
 def inner_kfold(x: np.ndarray, y: np.ndarray, params: SentEvalParams) -> dict[str, float]:
@@ -210,7 +223,15 @@ def inner_kfold(x: np.ndarray, y: np.ndarray, params: SentEvalParams) -> dict[st
         )
         for (train, test), row in zip(outer, scores, strict=True)
     )
-    return {"acc": float(np.mean(tests)), "dev_acc": float(np.mean(scores.max(axis=1) / 100))}
+    items = {"predicted": np.empty_like(y), "gold": np.asarray(y)}
+    items["log_probs"] = np.empty((len(y), tests[0]["log_probs"].shape[1]), dtype=np.float32)
+    for (_, test), fold in zip(outer, tests, strict=True):
+        items["predicted"][test], items["log_probs"][test] = fold["predicted"], fold["log_probs"]
+    return {
+        "acc": float(np.mean([(fold["predicted"] == fold["gold"]).mean() for fold in tests])),
+        "dev_acc": float(np.mean(scores.max(axis=1) / 100)),
+        "items": items,
+    }
 
 
 def kfold_train_test(x_train, y_train, x_test, y_test, params: SentEvalParams) -> dict[str, float]:
@@ -220,12 +241,14 @@ def kfold_train_test(x_train, y_train, x_test, y_test, params: SentEvalParams) -
     )
     model = _classifier(x_train, y_train, params.penalties[int(np.argmax(scores))], params)
     model.fit(x_train, y_train, validation_split=0.05)
-    predicted = model.predict(x_test)
+    items = model.tested(x_test, y_test)
+    predicted = items["predicted"]
     binary = len(np.unique(y_train)) == 2
     return {
         "acc": float((predicted == y_test).mean()),
         **({"f1": float(f1_score(y_test, predicted, average="binary"))} if binary else {}),  # MRPC, not TREC
         "dev_acc": float(np.max(scores)) / 100,
+        "items": items,
     }
 
 
@@ -238,7 +261,12 @@ def split(x_train, y_train, x_dev, y_dev, x_test, y_test, params: SentEvalParams
         scores.append(in_points(model.score(x_dev, y_dev)))
     model = _classifier(x_train, y_train, params.penalties[int(np.argmax(scores))], params)
     model.fit(x_train, y_train, validation=(x_dev, y_dev))
-    return {"acc": model.score(x_test, y_test), "dev_acc": float(np.max(scores)) / 100}
+    items = model.tested(x_test, y_test)
+    return {
+        "acc": float((items["predicted"] == items["gold"]).mean()),
+        "dev_acc": float(np.max(scores)) / 100,
+        "items": items,
+    }
 
 
 def in_points(accuracy: float) -> float:

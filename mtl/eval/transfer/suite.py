@@ -25,27 +25,33 @@ from mtl.eval.encoder import (
     pretrained_encoder,
 )
 from mtl.eval.transfer import classifiers as protocol_fns
-from mtl.eval.transfer import report_file, selfattn, senteval_classifier
+from mtl.eval.transfer import ensemble, report_file, selfattn, senteval_classifier
 from mtl.eval.transfer.classifiers import Protocol, relatedness_features
 from mtl.eval.transfer.progress import reporting, stage
 from mtl.eval.transfer.provenance import evaluated, weights_digest
 from mtl.eval.transfer.registry import default_tasks, spec
 from mtl.eval.transfer.senteval_classifier import OPTIMIZERS, SentEvalParams, valid_optimizer
 from mtl.eval.transfer.senteval_format import micro_macro
+from mtl.eval.transfer.skipthought_features import pair_statistics
 from mtl.eval.transfer.tasks import Split, TransferTask, read_task
 from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
 from mtl.files.paths import data_dir
 from mtl.models.encoders.base import EncoderConfig
 from mtl.runs import beside, encoder_artifact, run_folder_of, wandb_group
+from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vectors import resolve_vectors_path
 from mtl.tracking.tracker import Tracker
+
+# features=nb-bigram: the single-sentence, two-class tasks (Skip-Thought's Table 5 and SST2)
+NB_TASKS = ["MR", "CR", "SUBJ", "MPQA", "SST2"]
 
 
 @dataclass
 class TransferConfig:
-    run: str | None = (
-        None  # run folder or checkpoint; several, comma-separated: their embeddings concatenated
+    run: str | None = None  # run folder or checkpoint; several, comma-separated: combined as ensemble= says
+    ensemble: Literal["concat", "mean"] = (
+        "concat"  # several runs: concat: embeddings side by side; mean: each one's classifier, log-probs averaged
     )
     baseline: Literal["glove-bow", "random-bilstm", "hf"] | None = (
         None  # instead of run=: a reference encoder; hf: hf_model= as it comes, before fine-tuning
@@ -58,6 +64,9 @@ class TransferConfig:
     tasks: str = "all"  # comma-separated, e.g. MR,CR,STS14
     mode: Literal["standard", "fast", "senteval", "senteval-prototyping"] = (
         "standard"  # fast: 5 folds, a smaller grid; senteval(-prototyping): SentEval's classifier and settings
+    )
+    features: Literal["senteval", "skipthought-mrpc", "nb-bigram"] = (
+        "senteval"  # what the classifier reads besides: Skip-Thought's MRPC pair statistics, or NB bigrams
     )
     classifier: Literal["logreg", "mlp"] = "logreg"  # senteval modes: nhid=0, or an MLP of nhid sigmoid units
     nhid: AtLeast1 = 50  # classifier=mlp: hidden units
@@ -144,11 +153,47 @@ class TransferConfig:
             raise UserError(f"tasks={self.tasks!r} names no task: give all or a list such as MR,CR,STS14")
         for name in self.task_names:
             spec(name)  # an unknown name: a one-line error with the choices
+        if self.ensemble == "mean":
+            self._check_ensemble()
+        if self.features != "senteval":
+            self._check_features()
+
+    def _check_features(self) -> None:
+        """Skip-Thought's features go to scikit-learn's classifier, on the tasks they were made for."""
+        if self.mode.startswith("senteval") or self.pooling == "selfattn":
+            raise UserError(
+                f"features={self.features} feeds scikit-learn's logistic regression: use mode=standard or fast"
+                + (", without pooling=selfattn" if self.pooling == "selfattn" else f", not mode={self.mode}")
+            )
+        allowed = ["MRPC"] if self.features == "skipthought-mrpc" else NB_TASKS
+        if others := [t for t in self.task_names if t not in allowed]:
+            raise UserError(
+                f"features={self.features} is for {', '.join(allowed)} (Skip-Thought "
+                f"{'3.3' if allowed == ['MRPC'] else '3.5'}): leave {', '.join(others)} out of tasks="
+            )
+
+    def _check_ensemble(self) -> None:
+        if self.baseline or len([r for r in (self.run or "").split(",") if r.strip()]) < 2:
+            raise UserError("ensemble=mean combines several runs' classifiers: give run=runs/a,runs/b")
+        if self.pooling == "selfattn":
+            raise UserError(
+                "ensemble=mean averages the classifiers of pooled embeddings: leave out pooling=selfattn"
+            )
+        if unclassified := [t for t in self.task_names if spec(t).protocol not in ensemble.CLASSIFIED]:
+            raise UserError(
+                f"ensemble=mean averages classifiers' log-probabilities: {', '.join(unclassified)} fit no "
+                "classifier (leave them out of tasks=, or use ensemble=concat)"
+            )
 
     @property
     def task_names(self) -> list[str]:
+        if self.tasks.strip().lower() == "all" and self.features != "senteval":  # the tasks they apply to
+            return ["MRPC"] if self.features == "skipthought-mrpc" else NB_TASKS
         if self.tasks.strip().lower() == "all":
-            return default_tasks(attention=self.pooling == "selfattn")
+            names = default_tasks(attention=self.pooling == "selfattn")
+            if self.ensemble == "mean":  # the classification tasks: the others fit no classifier
+                names = [name for name in names if spec(name).protocol in ensemble.CLASSIFIED]
+            return names
         return [t.strip() for t in self.tasks.split(",") if t.strip()]
 
 
@@ -192,7 +237,9 @@ def make_encoder(config: TransferConfig) -> SentenceEncoder:
     if config.vectors:
         for encoder in encoders:
             encoder.vectors = str(resolve_vectors_path(config.vectors))
-    return encoders[0] if len(encoders) == 1 else CombinedEncoder(encoders)
+    if len(encoders) == 1:
+        return encoders[0]
+    return ensemble.Ensemble(encoders) if config.ensemble == "mean" else CombinedEncoder(encoders)
 
 
 def run_paths(config: TransferConfig) -> list[str]:
@@ -315,7 +362,19 @@ def _fitted(task: TransferTask, embedded: np.ndarray, row: dict[str, int], proto
         if task.nli_features:  # SentEval's SNLI: [u, v, u*v, |u-v|]
             u, v = parts
             return np.concatenate([u, v, u * v, np.abs(u - v)], axis=1)
+        if protocol.features == "skipthought-mrpc":  # Skip-Thought 3.3: [|u-v|, u*v, feats]
+            tokenizer = make_tokenizer("spacy", lowercase=False)
+            a, b = (tokenizer.tokenize(column) for column in task.splits[split].sentences)
+            return np.concatenate([relatedness_features(*parts), pair_statistics(a, b)], axis=1)
         return relatedness_features(*parts)
+
+    def texts(*splits: str) -> list[list[str]] | None:
+        """Each split's sentences, for NB features (features=nb-bigram); None otherwise."""
+        if protocol.features != "nb-bigram":
+            return None
+        if any(len(task.splits[s].sentences) != 1 for s in splits):
+            raise UserError(f"features=nb-bigram reads one sentence per example: {task.name} has pairs")
+        return [task.splits[s].sentences[0] for s in splits]
 
     def labels(split: str) -> np.ndarray:
         return np.asarray(task.splits[split].labels)
@@ -329,7 +388,10 @@ def _fitted(task: TransferTask, embedded: np.ndarray, row: dict[str, int], proto
     if task.kind == "cv" and senteval:
         return senteval_classifier.inner_kfold(features("all"), labels("all"), senteval)
     if task.kind == "cv":
-        return protocol_fns.cross_validated_accuracy(features("all"), labels("all"), protocol)
+        all_texts = texts("all")
+        return protocol_fns.cross_validated_accuracy(
+            features("all"), labels("all"), protocol, all_texts and all_texts[0]
+        )
     if task.kind == "trec":
         train_test = senteval_classifier.kfold_train_test if senteval else protocol_fns.train_test_accuracy
         return train_test(
@@ -348,6 +410,7 @@ def _fitted(task: TransferTask, embedded: np.ndarray, row: dict[str, int], proto
             features("test"),
             labels("test"),
             protocol,
+            texts("train", "dev", "test"),
         )
     if task.kind == "relatedness":
         x = {s: relatedness_features(*columns(s)) for s in ("train", "dev", "test")}
@@ -386,7 +449,8 @@ def output_folder(config: TransferConfig) -> Path:
     if config.baseline:
         return Path(f"runs/baseline-{baseline_name(config)}")
     if len(runs := run_paths(config)) > 1:
-        return beside(runs) / ("combined-" + "+".join(Path(run).expanduser().name for run in runs))
+        kind = "ensemble-" if config.ensemble == "mean" else "combined-"
+        return beside(runs) / (kind + "+".join(Path(run).expanduser().name for run in runs))
     source = Path(config.run).expanduser()
     if source.is_dir():
         return source
@@ -421,7 +485,12 @@ def senteval_params(config: TransferConfig) -> SentEvalParams | None:
 
 def report_name(config: TransferConfig) -> str:
     return report_file.report_name(
-        config.mode, config.classifier, config.pooling, config.train_fraction, config.truncate_dim
+        config.mode,
+        config.classifier,
+        config.pooling,
+        config.train_fraction,
+        config.truncate_dim,
+        config.features,
     )
 
 
@@ -453,7 +522,9 @@ def _reports(
     source: str | None = None,
 ) -> dict:
     protocol = dataclasses.replace(
-        Protocol.named(config.mode, senteval_params(config)), train_fraction=config.train_fraction
+        Protocol.named(config.mode, senteval_params(config)),
+        train_fraction=config.train_fraction,
+        features=config.features,
     )
     name = report_name(config)
     # One writer per report: a second transfer of the same encoder and protocol would merge
@@ -487,7 +558,10 @@ def pooled_dim(encoder: SentenceEncoder, pooling: str | None, attention_views: i
 
 
 def scored_dim(encoder: SentenceEncoder, config: TransferConfig) -> int:
-    """The width the classifiers see: the pooled embeddings', or their first `truncate_dim=`."""
+    """The width the classifiers see: the pooled embeddings', or their first `truncate_dim=`; an
+    ensemble's: its members' widths, summed."""
+    if isinstance(encoder, ensemble.Ensemble):
+        return sum(scored_dim(member, config) for member in encoder.members)
     width = pooled_dim(encoder, config.pooling, config.selfattn_r)
     if config.truncate_dim is None:
         return width
@@ -553,15 +627,22 @@ def _evaluate_all(
         bar.set_postfix_str(task_name)
         task_started = time.perf_counter()
         with reporting(lambda text, name=task_name: bar.set_postfix_str(f"{name}: {text}")):
-            result = evaluate_task(
-                task,
-                encoder,
-                protocol,
-                config.batch_size,
-                config.pooling,
-                (config.selfattn_da, config.selfattn_r),
-                config.truncate_dim,
-            )
+
+            def scored(member, task=task) -> dict:
+                return evaluate_task(
+                    task,
+                    member,
+                    protocol,
+                    config.batch_size,
+                    config.pooling,
+                    (config.selfattn_da, config.selfattn_r),
+                    config.truncate_dim,
+                )
+
+            if isinstance(encoder, ensemble.Ensemble):
+                result = ensemble.evaluate(encoder, scored)
+            else:
+                result = scored(encoder)
         items.pop(task_name, None)
         if "items" in result:  # per test item: what `just compare` resamples
             items[task_name] = result.pop("items")

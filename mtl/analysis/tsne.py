@@ -1,0 +1,134 @@
+"""`just tsne`: a transfer task's sentences as a run embeds them, laid out in two dimensions by
+t-SNE (van der Maaten and Hinton 2008, scikit-learn's `TSNE`) and coloured by label, as
+Skip-Thought's Figure 2 (Kiros et al. 2015, Section 3.6): TREC by question type, SUBJ by
+subjectivity, and SICK's sentence pairs, each as [|u - v|, u * v], on a colour gradient by
+relatedness.
+
+The points are the task's test split (a cross-validated task's only one), at most `limit` of
+them drawn with `seed`; the page is one self-contained HTML file (the plot as SVG).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+
+from mtl.analysis.page import STYLE, pyplot, svg_base64
+from mtl.config import AtLeast1, Range, apply_overrides
+from mtl.data.snli import LABELS as SNLI_LABELS
+from mtl.errors import UserError
+from mtl.eval.transfer.classifiers import relatedness_features
+from mtl.eval.transfer.suite import TransferConfig, data_root, make_encoder
+from mtl.eval.transfer.tasks import SICK_LABELS, TREC_CLASSES, TransferTask, read_task
+from mtl.files import atomic
+
+
+@dataclass
+class TsneConfig:
+    run: str = ""  # run folder (several, comma-separated: embeddings concatenated)
+    task: str = "TREC"  # a transfer task: its test split is drawn (a cross-validated task's only split)
+    out: str = ""  # the page (.html); empty: tsne-<task>.html in the run folder
+    limit: AtLeast1 = 2000  # points at most, drawn at random (seed=)
+    perplexity: Annotated[float, Range(1)] = 30.0  # t-SNE's perplexity (scikit-learn's default)
+    seed: int = 1234  # the draw and t-SNE's initialisation
+    data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
+    vectors: str | None = None  # for vocabulary expansion; None: the run's
+    batch_size: AtLeast1 = 128
+    device: str = "auto"
+
+
+LABEL_NAMES: dict[str, Sequence[str]] = {
+    "TREC": TREC_CLASSES,
+    "SICK-E": sorted(SICK_LABELS, key=SICK_LABELS.__getitem__),
+    "SNLI": SNLI_LABELS,
+    "MR": ("negative", "positive"),
+    "CR": ("negative", "positive"),
+    "MPQA": ("negative", "positive"),
+    "SUBJ": ("objective", "subjective"),
+}
+
+
+def drawn(task: TransferTask, limit: int, seed: int) -> tuple[list[list[str]], np.ndarray]:
+    """The sentence columns and labels of the task's test split (or only split), `limit` at most."""
+    split = task.splits.get("test") or task.splits.get("all")
+    if split is None:
+        raise UserError(f"{task.name} has no test split to draw: choose a classification or relatedness task")
+    rows = np.arange(len(split))
+    if len(rows) > limit:
+        rows = np.sort(np.random.default_rng(seed).choice(len(rows), limit, replace=False))
+    return [[column[i] for i in rows] for column in split.sentences], np.asarray(split.labels)[rows]
+
+
+def layout(points: np.ndarray, perplexity: float, seed: int) -> np.ndarray:
+    """(N, D) -> (N, 2) by t-SNE; the perplexity is capped below N, as t-SNE requires."""
+    from sklearn.manifold import TSNE
+
+    if len(points) < 3:
+        raise UserError(f"t-SNE needs 3 points at least: the task gave {len(points)}")
+    perplexity = min(perplexity, (len(points) - 1) / 3)
+    return TSNE(2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(points)
+
+
+def page(xy: np.ndarray, labels: np.ndarray, task: str, title: str, graded: bool) -> str:
+    plt = pyplot()
+    figure, axes = plt.subplots(figsize=(8, 7))
+    if graded:  # relatedness: a score per pair, on a gradient
+        scatter = axes.scatter(xy[:, 0], xy[:, 1], c=labels, cmap="viridis", s=8)
+        figure.colorbar(scatter, ax=axes, label="relatedness")
+    else:
+        names = LABEL_NAMES.get(task, ())
+        for index, label in enumerate(np.unique(labels)):
+            chosen = labels == label
+            name = names[int(label)] if int(label) < len(names) else f"label {label}"
+            axes.scatter(xy[chosen, 0], xy[chosen, 1], s=8, color=f"C{index % 10}", label=name)
+        axes.legend(markerscale=2, fontsize="small")
+    axes.set_xticks([])
+    axes.set_yticks([])
+    axes.set_title(title)
+    figure.tight_layout()
+    image = svg_base64(figure)
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body><h1>t-SNE: {html.escape(task)}</h1>"
+        f"<p>{html.escape(title)}</p><img alt='t-SNE of {html.escape(task)}' "
+        f"src='data:image/svg+xml;base64,{image}'></body></html>\n"
+    )
+
+
+def run(config: TsneConfig) -> Path:
+    if not config.run:
+        raise UserError("just tsne needs run=runs/<run> (and task=TREC, SUBJ, SICK-R, ...)")
+    transfer = TransferConfig(
+        run=config.run, tasks=config.task, data=config.data, vectors=config.vectors, device=config.device
+    )
+    task = read_task(config.task, data_root(transfer))
+    if task.kind == "sts":
+        raise UserError(
+            f"{config.task} is scored without labels per sentence: choose a labelled task (TREC, SICK-R)"
+        )
+    columns, labels = drawn(task, config.limit, config.seed)
+    encoder = make_encoder(transfer)
+    embedded = [encoder.encode(column, batch_size=config.batch_size) for column in columns]
+    points = embedded[0] if len(embedded) == 1 else relatedness_features(*embedded)  # a pair: [|u-v|, u*v]
+    xy = layout(points.astype(np.float64), config.perplexity, config.seed)
+    what = "sentence pairs as [|u-v|, u*v]" if len(embedded) == 2 else "sentences"
+    title = f"{encoder.name}: {len(labels):,} {config.task} {what}, perplexity {min(config.perplexity, (len(labels) - 1) / 3):g}"
+    out = (
+        Path(config.out).expanduser()
+        if config.out
+        else Path(config.run.split(",")[0]).expanduser() / f"tsne-{config.task}.html"
+    )
+    text = page(xy, labels, config.task, title, graded=task.kind == "relatedness")
+    with atomic.atomic_path(out, "t-SNE page") as partial:
+        partial.write_text(text, encoding="utf-8")
+    return out
+
+
+def command(args: Sequence[str]) -> None:
+    out = run(apply_overrides(TsneConfig(), args))
+    print(f"written to {out}")
