@@ -236,6 +236,9 @@ def test_checkpointing_report_sets_the_checkpointed_step_beside_the_plain_one():
     rows = [
         {"batch": 64, "contender": "plain", "ms": 2000.0, "peak_mb": 600.0},
         {"batch": 64, "contender": "checkpointed", "ms": 2600.0, "peak_mb": 300.0},
+        {"batch": 64, "contender": "lora r=8", "ms": 1500.0, "peak_mb": 450.0},
     ]
-    text = hf.checkpointing_report(rows, hf.BenchHFConfig(checkpointing=True, steps=3))
-    assert "| 64 | 2000 | 2600 | 1.30x | 600.0 | 300.0 | 0.50x |" in text
+    text = hf.checkpointing_report(rows, hf.BenchHFConfig(checkpointing=True, lora_r=8, steps=3))
+    assert "| 64 | checkpointed | 2000 | 2600 | 1.30x | 600.0 | 300.0 | 0.50x |" in text
+    assert "| 64 | lora r=8 | 2000 | 1500 | 0.75x | 600.0 | 450.0 | 0.75x |" in text
+    assert list(hf.memory_contenders(hf.BenchHFConfig(lora_r=8))) == ["plain", "lora r=8"]

@@ -378,3 +378,53 @@ def test_gradient_checkpointing_trains_an_hf_run_and_is_refused_elsewhere(tiny_d
         UserError, match=r"gradient_checkpointing=true .* is for encoder=hf, not encoder=bilstm"
     ):
         EncoderConfig(encoder="bilstm", gradient_checkpointing=True)
+
+
+def test_lora_starts_as_the_model_trains_only_adapters_and_exports_them_merged(
+    tiny_data, tiny_bert, tmp_path
+):
+    # Hu et al. (2021): W + (alpha / r) B A with B = 0 at first: the same embeddings before training.
+    torch.manual_seed(0)
+    plain = pretrained_encoder(
+        EncoderConfig(encoder="hf", hf_model=str(tiny_bert), max_seq_length=16), "cpu", "p"
+    )
+    adapted_config = EncoderConfig(encoder="hf", hf_model=str(tiny_bert), max_seq_length=16, lora_r=4)
+    adapted = pretrained_encoder(adapted_config, "cpu", "a")
+    np.testing.assert_allclose(adapted.encode(SENTENCES), plain.encode(SENTENCES), rtol=1e-6, atol=1e-6)
+    trained = [name for name, p in adapted.encoder.named_parameters() if p.requires_grad]
+    assert trained and all("lora_" in name for name in trained)  # peft's default for BERT: query, value
+    assert {name.split(".")[-4] for name in trained} == {"query", "value"}  # ...query.lora_A.default.weight
+
+    extra = hf_args(tiny_bert, "lora_r=4", "lora_targets=query,key,value", "encoder_lr=0.01", "max_steps=12")
+    from mtl.train import run
+
+    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)
+    _, resumed = run.resume(cut_dir, progress=False)
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
+    encoded = load_encoder(straight_dir, device="cpu").encode(SENTENCES, progress=False)
+    assert not np.allclose(encoded, plain.encode(SENTENCES), atol=1e-4)  # the adapters trained
+    # The export is a plain transformers folder, the adapters folded in: no peft needed to read it.
+    from transformers import AutoModel
+
+    merged = AutoModel.from_pretrained(straight_dir / "encoder").state_dict()
+    assert not any("lora" in key for key in merged)
+    before = AutoModel.from_pretrained(tiny_bert).state_dict()
+    # (mtl drops BERT's pooler: transformers gives the folder a fresh one, not part of the embedding)
+    changed = {k for k in before if not k.startswith("pooler.") and not torch.equal(before[k], merged[k])}
+    assert changed and all(key.split(".")[-2] in ("query", "key", "value") for key in changed)
+    best = load_encoder(straight_dir / "checkpoints" / "best.pt", device="cpu")
+    np.testing.assert_allclose(best.encode(SENTENCES, progress=False), encoded, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "keys, message",
+    [
+        (("encoder=bilstm", "lora_r=4"), "it is for encoder=hf"),
+        (("lora_r=4", "hf_freeze_layers=1"), "leave out hf_freeze_layers="),
+        (("lora_r=4", "lora_targets=nothing_here"), "lora_targets=nothing_here"),
+    ],
+)
+def test_lora_where_it_cannot_apply_is_one_line(tiny_data, tiny_bert, tmp_path, keys, message):
+    with pytest.raises(UserError, match=message):
+        start_run(tiny_data, tmp_path / "run", *hf_args(tiny_bert, *keys))

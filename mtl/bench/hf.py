@@ -40,9 +40,11 @@ class BenchHFConfig:
     max_seq_length: AtLeast1 = 128  # subword tokens per sentence
     threads: AtLeast1 | None = None  # torch threads; None: torch's default
     device: str = "cpu"  # cpu or cuda
-    # Instead: the NLI step's time and peak memory with gradient_checkpointing=true next to
-    # without, at each batch size of checkpointing_batches (fp32).
+    # Instead: the NLI step's time and peak memory with gradient_checkpointing=true, and with
+    # LoRA adapters of rank lora_r (when > 0), each next to the plain step, at each batch size
+    # of checkpointing_batches (fp32).
     checkpointing: bool = False
+    lora_r: int = 0
     checkpointing_batches: str = "16,64"
 
 
@@ -72,25 +74,32 @@ def run(config: BenchHFConfig) -> dict[str, dict[str, list[float]]]:
     return seconds
 
 
+def memory_contenders(config: BenchHFConfig) -> dict[str, str]:
+    """The contenders' names and their training key: the plain step first."""
+    contenders = {"plain": "gradient_checkpointing=false"}
+    if config.checkpointing:
+        contenders["checkpointed"] = "gradient_checkpointing=true"
+    if config.lora_r:
+        contenders[f"lora r={config.lora_r}"] = f"lora_r={config.lora_r}"
+    return contenders
+
+
 def checkpointing_rows(config: BenchHFConfig) -> list[dict]:
-    """Per NLI batch size: ms and peak MB per step, plain and with gradient checkpointing."""
+    """Per NLI batch size: ms and peak MB per step of the plain step and of each contender."""
     if config.threads:
         torch.set_num_threads(config.threads)
     rows = []
     data = None
     for batch in [int(b) for b in config.checkpointing_batches.split(",")]:
-        for checkpointing in (False, True):
+        for contender, key in memory_contenders(config).items():
             sized = dataclasses.replace(config, batch_nli=batch)
-            train = _train_config(sized, f"gradient_checkpointing={str(checkpointing).lower()}")
+            train = _train_config(sized, key)
             data = data or prepare(train, progress=True)  # the same data for every contender
             with tempfile.TemporaryDirectory(prefix="mtl-bench-hf-") as scratch:
                 trainer = Trainer(train, Path(scratch) / "run", data=data, progress=False)
                 row = gradcache.measured(trainer, "nli", 1, config.steps, trainer.device)
-            row.update(batch=batch, contender="checkpointed" if checkpointing else "plain")
-            print(
-                f"batch {batch} {row['contender']}: {row['ms']:.0f} ms, peak {row['peak_mb']:.1f} MB",
-                flush=True,
-            )
+            row.update(batch=batch, contender=contender)
+            print(f"batch {batch} {contender}: {row['ms']:.0f} ms, peak {row['peak_mb']:.1f} MB", flush=True)
             rows.append(row)
     return rows
 
@@ -100,18 +109,21 @@ def checkpointing_report(rows: list[dict], config: BenchHFConfig) -> str:
         f"{config.hf_model}: NLI training step, median of {config.steps}, fp32, {config.device}; peak memory "
         "above the step's start (gradcache.py's measure)",
         "",
-        "| batch | plain ms | checkpointed ms | time ratio | plain peak MB | checkpointed peak MB | memory ratio |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| batch | contender | plain ms | ms | time ratio | plain peak MB | peak MB | memory ratio |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     by_batch: dict[int, dict[str, dict]] = {}
     for row in rows:
         by_batch.setdefault(row["batch"], {})[row["contender"]] = row
-    for batch, pair in by_batch.items():
-        plain, cached = pair["plain"], pair["checkpointed"]
-        lines.append(
-            f"| {batch} | {plain['ms']:.0f} | {cached['ms']:.0f} | {cached['ms'] / plain['ms']:.2f}x | "
-            f"{plain['peak_mb']:.1f} | {cached['peak_mb']:.1f} | {cached['peak_mb'] / max(plain['peak_mb'], 1e-9):.2f}x |"
-        )
+    for batch, contenders in by_batch.items():
+        plain = contenders["plain"]
+        for name, row in contenders.items():
+            if name == "plain":
+                continue
+            lines.append(
+                f"| {batch} | {name} | {plain['ms']:.0f} | {row['ms']:.0f} | {row['ms'] / plain['ms']:.2f}x | "
+                f"{plain['peak_mb']:.1f} | {row['peak_mb']:.1f} | {row['peak_mb'] / max(plain['peak_mb'], 1e-9):.2f}x |"
+            )
     return "\n".join(lines)
 
 
@@ -156,7 +168,7 @@ def report(seconds: dict[str, dict[str, list[float]]], config: BenchHFConfig) ->
 def command(args: Sequence[str]) -> None:
     """The command line's `key=value` arguments onto BenchHFConfig; run; print what it gives."""
     config = apply_overrides(BenchHFConfig(), args)
-    if config.checkpointing:
+    if config.checkpointing or config.lora_r:
         print(checkpointing_report(checkpointing_rows(config), config))
         return
     print(report(run(config), config))

@@ -541,6 +541,7 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
             if not isinstance(folder, str) or Path(folder).name != folder or folder in ("", ".", ".."):
                 raise UserError(f"{file} names {folder!r} as its model folder: expected a folder beside it")
             config.model.hf_model = str(file.parent / folder)
+            config.model.lora_r, config.model.lora_targets = 0, ""  # its weights hold the adapters merged
             encoder = pretrained_encoder(config.model, device, name)
         else:
             encoder = pretrained_encoder(config.model, device, name, _encoder_state(saved, file))

@@ -61,6 +61,12 @@ class EncoderConfig:
     gradient_checkpointing: bool = (
         False  # encoder=hf: recompute activations in backward (Chen et al. 2016): less memory
     )
+    lora_r: AtLeast0 = 0  # encoder=hf: train rank-r LoRA adapters (Hu et al. 2021, via peft), the backbone frozen; 0: all of it
+    lora_alpha: Annotated[float, Range(0, low_open=True)] = 16.0  # lora_r: the adapters' scale (alpha / r)
+    lora_dropout: Annotated[float, Range(0, 1, high_open=True)] = (
+        0.0  # lora_r: dropout on the adapters' input
+    )
+    lora_targets: str = ""  # lora_r: modules to adapt (query,value or all-linear); empty: peft's for the model (BERT: query,value)
 
     def __post_init__(self) -> None:
         check_fields(self)  # before the rule below divides by transformer_heads
@@ -81,6 +87,16 @@ class EncoderConfig:
             raise UserError(
                 f"gradient_checkpointing=true recomputes a pretrained transformer's layers: it is for encoder=hf, "
                 f"not encoder={self.encoder}"
+            )
+        if (self.lora_r or self.lora_targets) and not traits(self.encoder).pretrained:
+            raise UserError(
+                f"lora_r={self.lora_r} adds LoRA adapters to a pretrained transformer: it is for encoder=hf, "
+                f"not encoder={self.encoder}"
+            )
+        if self.lora_r and (self.hf_freeze_layers or self.hf_freeze_embeddings):
+            raise UserError(
+                f"lora_r={self.lora_r} keeps every pretrained weight fixed and trains adapters: leave out "
+                "hf_freeze_layers= and hf_freeze_embeddings="
             )
         if self.gru_init != "pytorch" and self.encoder != "gru":
             raise UserError(f"gru_init={self.gru_init} initializes encoder=gru, not encoder={self.encoder}")

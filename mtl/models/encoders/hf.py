@@ -6,7 +6,9 @@ sentence embeddings pool its last hidden states over real tokens (mean by defaul
 
 from __future__ import annotations
 
+import copy
 import json
+import warnings
 from pathlib import Path
 
 import torch
@@ -38,6 +40,8 @@ class HFEncoder(Encoder):
         self.freeze(config.hf_freeze_embeddings, config.hf_freeze_layers)
         if config.gradient_checkpointing:
             enable_checkpointing(self.backbone)
+        if config.lora_r:
+            self.backbone = with_lora(self.backbone, config)
 
     def freeze(self, embeddings: bool, layers: int) -> None:
         blocks = transformer_layers(self.backbone)
@@ -55,6 +59,41 @@ class HFEncoder(Encoder):
             input_ids=tokens.masked_fill(~mask, self.pad_id), attention_mask=mask.long()
         ).last_hidden_state  # (B, T, W)
         return self.pool_states(states, mask)
+
+
+def with_lora(backbone: nn.Module, config: EncoderConfig) -> nn.Module:
+    """`backbone` frozen, with trainable LoRA adapters (Hu et al. 2021: W + (alpha / r) B A, B
+    zero at first, so the model starts as it was) on the modules `lora_targets` names (peft's
+    default for the architecture when empty: BERT's query and value, as Hu et al.)."""
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:
+        raise UserError(
+            f"lora_r={config.lora_r} trains adapters with peft, which is not installed: "
+            "pip install 'mtl[lora]' (or pip install peft)"
+        ) from None
+    targets = [name.strip() for name in config.lora_targets.split(",") if name.strip()]
+    lora = LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=("all-linear" if targets == ["all-linear"] else targets) or None,
+        bias="none",
+    )
+    try:
+        with warnings.catch_warnings():  # peft asks transformers 5 by a name it deprecates
+            warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+            return get_peft_model(backbone, lora)
+    except ValueError as error:  # no module of those names, or an architecture peft has no default for
+        raise UserError(f"lora_targets={config.lora_targets or '(peft default)'}: {error}") from None
+
+
+def merged(backbone: nn.Module) -> nn.Module:
+    """A plain transformers model of `backbone`: with LoRA adapters, a copy with them folded into
+    its weights (what sentence-transformers loads without peft); else `backbone` itself."""
+    if not hasattr(backbone, "merge_and_unload"):
+        return backbone
+    return copy.deepcopy(backbone).merge_and_unload()
 
 
 def enable_checkpointing(backbone: nn.Module) -> None:
@@ -108,7 +147,8 @@ def save_sentence_transformer(
 ) -> None:
     """The backbone and tokenizer in Hugging Face format, plus the files that let sentence-transformers
     load the folder with the same pooling."""
-    encoder.backbone.save_pretrained(folder, safe_serialization=True)
+    backbone = merged(encoder.backbone)
+    backbone.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
     # sentence-transformers concatenates cls, max, mean in this order, as `pool` does max+mean.
     pooling_config = {
@@ -120,7 +160,7 @@ def save_sentence_transformer(
     (folder / "1_Pooling").mkdir(exist_ok=True)
     _write_json(folder / "1_Pooling" / "config.json", pooling_config)
     sentence_bert = {"max_seq_length": max_seq_length, "do_lower_case": False}
-    if hasattr(encoder.backbone, "pooler"):  # BERT's: removed, so loading must not build a fresh one
+    if hasattr(backbone, "pooler"):  # BERT's: removed, so loading must not build a fresh one
         sentence_bert["model_args"] = {"add_pooling_layer": False}
     _write_json(folder / "sentence_bert_config.json", sentence_bert)
     _write_json(
