@@ -131,6 +131,30 @@ def test_transfer_against_embedding_size_is_drawn_per_encoder(sweep_dir, tmp_pat
     assert "Transfer against embedding dimension" not in (tmp_path / "one.html").read_text()
 
 
+def test_transfer_against_the_first_dimensions_is_a_curve_per_run_and_task(sweep_dir, tmp_path):
+    run = member_copy(sweep_dir, tmp_path, "matryoshka", lambda config: None)
+    for name, dim, acc in (
+        ("transfer-fast", 16, 0.75),
+        ("transfer-fast-dim8", 8, 0.72),
+        ("transfer-fast-dim4", 4, 0.6),
+    ):
+        report = {"dim": dim, "results": {"MR": {"acc": acc}, "CR": {"acc": acc - 0.1}}}
+        (run / f"{name}.json").write_text(json.dumps(report))
+    page_path = tmp_path / "widths.html"
+    assert main(["report", str(run), f"out={page_path}"]) == 0
+    page = Page()
+    page.feed(page_path.read_text(encoding="utf-8"))
+    (image,) = [
+        i for i in page.images if i["alt"].startswith("Transfer against the embedding's first dimensions")
+    ]
+    svg = base64.b64decode(image["src"].split(",", 1)[1]).decode()
+    assert "matryoshka (transfer-fast)" in svg
+    (run / "transfer-fast-dim8.json").unlink()
+    (run / "transfer-fast-dim4.json").unlink()
+    assert main(["report", str(run), f"out={page_path}"]) == 0  # one width: no curve
+    assert "first dimensions" not in page_path.read_text(encoding="utf-8")
+
+
 def test_a_learning_curve_over_the_share_of_training_data(tiny_data, senteval, tmp_path, capsys):
     run_dir, _ = start_run(tiny_data, tmp_path / "run")
     common = ["transfer", f"run={run_dir}", "mode=fast", "tasks=MR,CR", f"data={senteval}", "wandb=disabled"]

@@ -62,6 +62,9 @@ def build(runs: list[Run]) -> str:
             figures.append((title, _figure2(runs, axis)))
     if (curve := _learning_curves(runs)) is not None:
         figures.append(("Transfer against the share of each task's training data (train_fraction=)", curve))
+    if (widths := _width_curves(runs)) is not None:
+        title = "Transfer against the embedding's first dimensions (truncate_dim=; Matryoshka training keeps it up)"
+        figures.append((title, widths))
     if (sized := _size_curves(runs)) is not None:
         figures.append(("Transfer against embedding dimension (InferSent Figure 4, micro average)", sized))
     if (monitored := multitask.monitor_figure(runs, run_colours(runs))) is not None:
@@ -517,6 +520,55 @@ def _learning_curves(runs: list[Run]) -> str | None:
         axis.set_xscale("log")
         axis.set_title(task, fontsize=10)
         axis.set_xlabel("share of training data")
+        axis.grid(alpha=0.3)
+    for axis in list(axes.flat)[len(tasks) :]:
+        axis.set_visible(False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper center", ncol=min(len(labels), 3), fontsize=8, frameon=False)
+    figure.tight_layout(rect=(0, 0, 1, 0.92))
+    return svg_base64(figure)
+
+
+def _width_curves(runs: list[Run]) -> str | None:
+    """Per transfer task, its score against the width scored (reports `<report>-dim<N>`, and
+    `<report>` itself at the encoder's full width), a line per run and report: how much of it
+    the first dimensions keep (Kusupati et al. 2022's curve, for runs trained with
+    `<task>.matryoshka=`, or any other)."""
+    lines: dict[tuple[str, str], dict[str, list[tuple[int, float]]]] = {}
+    for run in runs:
+        for report, scores in run.transfer.items():
+            base, _, width = report.rpartition("-dim")
+            if not base or not width.isdigit():
+                base, width = report, str(run.sizes.get(report, (0, 0.0))[0])
+            if not int(width):
+                continue  # a full-width report without its width recorded
+            for task, headline in scores.items():
+                if (value := _first_number(headline)) is not None:
+                    lines.setdefault((run.name, base), {}).setdefault(task, []).append((int(width), value))
+    curves = {
+        key: {task: sorted(points) for task, points in tasks.items() if len(points) > 1}
+        for key, tasks in lines.items()
+    }
+    tasks = sorted({task for by_task in curves.values() for task in by_task})
+    if not tasks:
+        return None
+    plt = pyplot()
+    columns = min(len(tasks), 4)
+    rows = -(-len(tasks) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.2 * rows), squeeze=False)
+    colours = run_colours(runs)
+    for axis, task in zip(axes.flat, tasks, strict=False):
+        for (name, base), by_task in sorted(curves.items()):
+            if task in by_task:
+                points = by_task[task]
+                axis.plot(
+                    *zip(*points, strict=True), marker="o", color=colours[name], label=f"{name} ({base})"
+                )
+        widths = sorted({d for by_task in curves.values() for d, _ in by_task.get(task, [])})
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(widths, [str(d) for d in widths])
+        axis.set_title(task, fontsize=10)
+        axis.set_xlabel("dimensions scored")
         axis.grid(alpha=0.3)
     for axis in list(axes.flat)[len(tasks) :]:
         axis.set_visible(False)
