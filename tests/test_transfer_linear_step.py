@@ -69,7 +69,7 @@ def test_inner_kfold_rescheduled_equals_senteval_nested_loops():
     x = rng.normal(size=(300, 6)).astype(np.float32)
     y = (x[:, 0] + x[:, 1] + rng.normal(scale=1.5, size=300) > 0).astype(np.int64)
     params = SentEvalParams.prototyping(kfold=3, jobs=1)
-    tests, devs = [], []
+    tests, devs, predicted = [], [], np.empty_like(y)
     for train, test in StratifiedKFold(3, shuffle=True, random_state=params.seed).split(x, y):
         inner, scores = StratifiedKFold(3, shuffle=True, random_state=params.seed), []
         for l2reg in params.penalties:
@@ -83,4 +83,9 @@ def test_inner_kfold_rescheduled_equals_senteval_nested_loops():
         model.fit(x[train], y[train], validation_split=0.05)
         tests.append(model.score(x[test], y[test]))
         devs.append(max(scores) / 100)
-    assert inner_kfold(x, y, params) == {"acc": float(np.mean(tests)), "dev_acc": float(np.mean(devs))}
+        predicted[test] = model.predict(x[test])
+    result = inner_kfold(x, y, params)
+    items = result.pop("items")  # each item's prediction, from the fold it was tested in
+    assert result == {"acc": float(np.mean(tests)), "dev_acc": float(np.mean(devs))}
+    np.testing.assert_array_equal(items["predicted"], predicted)
+    np.testing.assert_array_equal(items["log_probs"].argmax(axis=1), predicted)

@@ -143,7 +143,9 @@ def test_snli_pairs_are_classified_on_u_v_their_product_and_difference(monkeypat
     assert senteval_order(split, (1, 0)).tolist() == [0, 1] and senteval_order(split).tolist() == [1, 0]
     seen = {}
     monkeypatch.setattr(
-        classifiers, "dev_tuned_accuracy", lambda x, *rest: seen.update(x=x, protocol=rest[-1]) or {}
+        classifiers,
+        "dev_tuned_accuracy",
+        lambda x, *rest, texts=None: seen.update(x=x, protocol=rest[-1]) or {},
     )
     rows = {"a b": 0, "c": 1, "d": 2, "e f g": 3}
     embedded = np.arange(8, dtype=np.float32).reshape(4, 2)

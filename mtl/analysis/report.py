@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import html
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -487,46 +487,12 @@ def _maxpool_links(runs: list[Run]) -> list[str]:
 def _learning_curves(runs: list[Run]) -> str | None:
     """Per transfer task, its score against the share of training data the classifier saw
     (reports `<report>-frac<f>`, and `<report>` itself at 1), a line per run and report."""
-    lines: dict[tuple[str, str], dict[str, list[tuple[float, float]]]] = {}
-    for run in runs:
-        for report, scores in run.transfer.items():
-            base, _, fraction = report.rpartition("-frac")
-            if not base:
-                base, fraction = report, "1"
-            for task, headline in scores.items():
-                if (value := _first_number(headline)) is not None:
-                    lines.setdefault((run.name, base), {}).setdefault(task, []).append(
-                        (float(fraction), value)
-                    )
-    curves = {
-        key: {task: sorted(points) for task, points in tasks.items() if len(points) > 1}
-        for key, tasks in lines.items()
-    }
-    tasks = sorted({task for by_task in curves.values() for task in by_task})
-    if not tasks:
-        return None
-    plt = pyplot()
-    columns = min(len(tasks), 4)
-    rows = -(-len(tasks) // columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.2 * rows), squeeze=False)
-    colours = run_colours(runs)
-    for axis, task in zip(axes.flat, tasks, strict=False):
-        for (name, base), by_task in sorted(curves.items()):
-            if task in by_task:
-                points = by_task[task]
-                axis.plot(
-                    *zip(*points, strict=True), marker="o", color=colours[name], label=f"{name} ({base})"
-                )
-        axis.set_xscale("log")
-        axis.set_title(task, fontsize=10)
-        axis.set_xlabel("share of training data")
-        axis.grid(alpha=0.3)
-    for axis in list(axes.flat)[len(tasks) :]:
-        axis.set_visible(False)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="upper center", ncol=min(len(labels), 3), fontsize=8, frameon=False)
-    figure.tight_layout(rect=(0, 0, 1, 0.92))
-    return svg_base64(figure)
+
+    def share(run: Run, report: str) -> tuple[str, float] | None:
+        base, _, fraction = report.rpartition("-frac")
+        return (base, float(fraction)) if base else (report, 1.0)
+
+    return _per_task_curves(runs, share, "share of training data", log_base=10)
 
 
 def _width_curves(runs: list[Run]) -> str | None:
@@ -534,17 +500,36 @@ def _width_curves(runs: list[Run]) -> str | None:
     `<report>` itself at the encoder's full width), a line per run and report: how much of it
     the first dimensions keep (Kusupati et al. 2022's curve, for runs trained with
     `<task>.matryoshka=`, or any other)."""
-    lines: dict[tuple[str, str], dict[str, list[tuple[int, float]]]] = {}
+
+    def width(run: Run, report: str) -> tuple[str, float] | None:
+        base, _, dims = report.rpartition("-dim")
+        if base and dims.isdigit():
+            return base, int(dims)
+        full = run.sizes.get(report, (0, 0.0))[0]
+        return (report, full) if full else None  # a full-width report without its width: left out
+
+    return _per_task_curves(runs, width, "dimensions scored", log_base=2, ticks=True)
+
+
+def _per_task_curves(
+    runs: list[Run],
+    place: Callable[[Run, str], tuple[str, float] | None],
+    xlabel: str,
+    log_base: int,
+    ticks: bool = False,
+) -> str | None:
+    """A panel per transfer task, its score against the x that `place(run, report)` gives a
+    report (with the report's line: its base name), a line per run and base; None unless some
+    line has two points. `ticks`: the x values themselves as ticks."""
+    lines: dict[tuple[str, str], dict[str, list[tuple[float, float]]]] = {}
     for run in runs:
         for report, scores in run.transfer.items():
-            base, _, width = report.rpartition("-dim")
-            if not base or not width.isdigit():
-                base, width = report, str(run.sizes.get(report, (0, 0.0))[0])
-            if not int(width):
-                continue  # a full-width report without its width recorded
+            if (placed := place(run, report)) is None:
+                continue
+            base, x = placed
             for task, headline in scores.items():
                 if (value := _first_number(headline)) is not None:
-                    lines.setdefault((run.name, base), {}).setdefault(task, []).append((int(width), value))
+                    lines.setdefault((run.name, base), {}).setdefault(task, []).append((x, value))
     curves = {
         key: {task: sorted(points) for task, points in tasks.items() if len(points) > 1}
         for key, tasks in lines.items()
@@ -564,11 +549,12 @@ def _width_curves(runs: list[Run]) -> str | None:
                 axis.plot(
                     *zip(*points, strict=True), marker="o", color=colours[name], label=f"{name} ({base})"
                 )
-        widths = sorted({d for by_task in curves.values() for d, _ in by_task.get(task, [])})
-        axis.set_xscale("log", base=2)
-        axis.set_xticks(widths, [str(d) for d in widths])
+        axis.set_xscale("log", base=log_base)
+        if ticks:
+            xs = sorted({x for by_task in curves.values() for x, _ in by_task.get(task, [])})
+            axis.set_xticks(xs, [f"{x:g}" for x in xs])
         axis.set_title(task, fontsize=10)
-        axis.set_xlabel("dimensions scored")
+        axis.set_xlabel(xlabel)
         axis.grid(alpha=0.3)
     for axis in list(axes.flat)[len(tasks) :]:
         axis.set_visible(False)

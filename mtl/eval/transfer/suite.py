@@ -390,7 +390,7 @@ def _fitted(task: TransferTask, embedded: np.ndarray, row: dict[str, int], proto
     if task.kind == "cv":
         all_texts = texts("all")
         return protocol_fns.cross_validated_accuracy(
-            features("all"), labels("all"), protocol, all_texts and all_texts[0]
+            features("all"), labels("all"), protocol, texts=all_texts and all_texts[0]
         )
     if task.kind == "trec":
         train_test = senteval_classifier.kfold_train_test if senteval else protocol_fns.train_test_accuracy
@@ -410,7 +410,7 @@ def _fitted(task: TransferTask, embedded: np.ndarray, row: dict[str, int], proto
             features("test"),
             labels("test"),
             protocol,
-            texts("train", "dev", "test"),
+            texts=texts("train", "dev", "test"),
         )
     if task.kind == "relatedness":
         x = {s: relatedness_features(*columns(s)) for s in ("train", "dev", "test")}
