@@ -21,35 +21,47 @@ sys.modules["mtl"] = None  # any import of mtl fails: the folder must stand alon
 import warnings
 warnings.simplefilter("error")  # no "newly initialized" weights, no deprecated names
 from sentence_transformers import SentenceTransformer
-model = SentenceTransformer(sys.argv[1], device="cpu")
-print(json.dumps(model.encode(json.loads(sys.argv[2])).tolist()))
+sentences = json.loads(sys.argv[1])
+print(json.dumps([SentenceTransformer(f, device="cpu").encode(sentences).tolist() for f in sys.argv[2:]]))
 """
 
 
-def encoded_by_sentence_transformers(folder) -> tuple[np.ndarray, str]:
+def encoded_by_sentence_transformers(*folders) -> tuple[list[np.ndarray], str]:
+    """Each folder's embeddings of SENTENCES, all read by one process (it imports for seconds)."""
     done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_MTL, str(folder), json.dumps(SENTENCES)],
+        [sys.executable, "-c", WITHOUT_MTL, json.dumps(SENTENCES), *map(str, folders)],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    return np.array(json.loads(done.stdout), dtype=np.float32), done.stderr
+    return [np.array(rows, dtype=np.float32) for rows in json.loads(done.stdout)], done.stderr
 
 
-@pytest.mark.parametrize(
-    "extra",
-    [
-        ("encoder=bilstm", "pooling=max"),
-        ("encoder=bilstm2", "pooling=max+mean"),
-        ("encoder=lstm", "pooling=last"),
-        ("encoder=bilstm", "pooling=mean", "bottleneck=6"),
-        ("encoder=bow", "pooling=max", "embeddings=both"),  # one matrix [GloVe ; trained copy]
-    ],
-    ids=["bilstm-max", "bilstm2-maxmean", "lstm-last", "bilstm-bottleneck", "bow-both"],
-)
-def test_a_glove_encoder_exports_a_sentence_transformers_folder(tiny_data, tmp_path, extra):
-    run_dir, summary = start_run(tiny_data, tmp_path / "run", *extra)
+GLOVE_EXPORTS = {
+    "bilstm-max": ("encoder=bilstm", "pooling=max"),
+    "bilstm2-maxmean": ("encoder=bilstm2", "pooling=max+mean"),
+    "lstm-last": ("encoder=lstm", "pooling=last"),
+    "bilstm-bottleneck": ("encoder=bilstm", "pooling=mean", "bottleneck=6"),
+    "bow-both": ("encoder=bow", "pooling=max", "embeddings=both"),  # one matrix [GloVe ; trained copy]
+}
+
+
+@pytest.fixture(scope="module")
+def exports(tiny_data, tiny_bert, tmp_path_factory):
+    """Every exportable kind of run, and what sentence-transformers makes of its folder."""
+    root = tmp_path_factory.mktemp("exports")
+    runs = {name: start_run(tiny_data, root / name, *extra) for name, extra in GLOVE_EXPORTS.items()}
+    runs["hf"] = start_run(tiny_data, root / "hf", "encoder=hf", f"hf_model={tiny_bert}", "max_seq_length=16")
+    theirs, stderr = encoded_by_sentence_transformers(*(run_dir / "encoder" for run_dir, _ in runs.values()))
+    return {
+        name: (*run, embedded) for (name, run), embedded in zip(runs.items(), theirs, strict=True)
+    }, stderr
+
+
+@pytest.mark.parametrize("name", GLOVE_EXPORTS)
+def test_a_glove_encoder_exports_a_sentence_transformers_folder(exports, name):
+    (run_dir, summary, theirs), _ = exports[0][name], exports[1]
     folder = run_dir / "encoder"
     assert summary["sentence_transformers"] == "encoder"
     files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
@@ -58,7 +70,6 @@ def test_a_glove_encoder_exports_a_sentence_transformers_folder(tiny_data, tmp_p
     ours = load_encoder(run_dir, device="cpu")
     expected = ours.encode(SENTENCES)
     assert ours.coverage.tokens_found == ours.coverage.tokens  # every word is in the trained vocabulary
-    theirs, _ = encoded_by_sentence_transformers(folder)
     np.testing.assert_allclose(theirs, expected, rtol=1e-5, atol=1e-6)
 
 
@@ -78,17 +89,12 @@ def test_an_encoder_sentence_transformers_cannot_express_says_why(tiny_data, tmp
     )
 
 
-def test_a_fine_tuned_transformer_loads_in_sentence_transformers_without_fresh_weights(
-    tiny_data, tiny_bert, tmp_path
-):
-    run_dir, _ = start_run(
-        tiny_data, tmp_path / "run", "encoder=hf", f"hf_model={tiny_bert}", "max_seq_length=16"
-    )
+def test_a_fine_tuned_transformer_loads_in_sentence_transformers_without_fresh_weights(exports):
+    (run_dir, _, theirs), stderr = exports[0]["hf"], exports[1]
     folder = run_dir / "encoder"
     config = json.loads((folder / "config_sentence_transformers.json").read_text())
     assert config["similarity_fn_name"] == "cosine"
     assert "library_name: sentence-transformers" in (folder / "README.md").read_text()
-    theirs, stderr = encoded_by_sentence_transformers(folder)
     assert "newly initialized" not in stderr and "MISSING" not in stderr
     np.testing.assert_allclose(
         theirs, load_encoder(run_dir, device="cpu").encode(SENTENCES), rtol=1e-4, atol=1e-5
