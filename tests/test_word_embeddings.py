@@ -163,3 +163,15 @@ def test_quick_thoughts_g_trains_word_vectors_of_its_own_and_loads_them_back(tin
     np.testing.assert_allclose(best.encode(sentence, progress=False)[0], embedded, rtol=1e-5, atol=1e-6)
     unused = glove(tiny_data)["unused"]  # added at encode time to f's and g's tables alike
     np.testing.assert_allclose(encoder.encode(["unused"], progress=False)[0], np.tile(unused, 2), atol=1e-6)
+
+
+def test_quick_thoughts_g_trains_its_vectors_at_embedding_lr_without_decay(tiny_data, tmp_path):
+    corpus = FIXTURES / "corpus_tiny.txt"
+    qt = ("tasks=qt", f"qt.corpus={corpus}", f"qt.dev={corpus}", "qt.batch=6", "qt.steps=2")
+    keys = ("encoder=bow", "embeddings=both", "optim=adamw", "lr=0.001", "embedding_lr=x10", "max_steps=2")
+    run_dir, _ = start_run(tiny_data, tmp_path / "qt", *qt, *keys)
+    groups = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)["optimizers"]["qt"][
+        "param_groups"
+    ]
+    (vectors,) = [g for g in groups if g["base_lr"] == pytest.approx(0.01)]
+    assert len(vectors["params"]) == 2 and vectors["weight_decay"] == 0.0  # f's trained half and g's

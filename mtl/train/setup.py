@@ -13,7 +13,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from mtl.data.batches import TaskStream
 from mtl.models.encoders import traits
-from mtl.models.encoders.base import build_encoder, word_embedding
+from mtl.models.encoders.base import Encoder, build_encoder, word_embedding
 from mtl.models.heads import MultitaskModel
 from mtl.models.memory import check_fits
 from mtl.runtime.distributed import Distributed
@@ -69,12 +69,20 @@ def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, devi
     """`config` resolved (`resolve_settings`); the model's initial weights come from the torch seed."""
     model = build_model(config, data, device).to(device)
     training = config.training_tasks  # a train=false task has no optimizer, stream or network
-    # Trained word vectors (embeddings=trainable|both) go last, so that an optimizer's first
-    # group, whose lr a task logs, is the encoder's whatever embedding_lr= is.
-    embedding = model.encoder.embedding
-    word_vectors = [p for p in embedding.parameters() if p.requires_grad] if embedding is not None else []
+    # Trained word vectors (embeddings=trainable|both: the shared encoder's, and those of an
+    # encoder a head holds, Quick-Thoughts' g) take embedding_lr= and no weight decay; they go
+    # last, so that an optimizer's first group, whose lr a task logs, is the encoder's.
+    word_vectors = list(
+        {
+            id(p): p
+            for module in model.modules()
+            if isinstance(module, Encoder) and module.embedding is not None
+            for p in module.embedding.parameters()
+            if p.requires_grad
+        }.values()
+    )
     parameters = {
-        task: sorted(  # each once: Quick-Thoughts' second encoder shares the (trained) word vectors
+        task: sorted(  # each once: a head's encoder may share parameters with the shared one
             {
                 id(p): p
                 for m in (model.encoder, model.heads[task])
