@@ -175,3 +175,20 @@ def test_quick_thoughts_g_trains_its_vectors_at_embedding_lr_without_decay(tiny_
     ]
     (vectors,) = [g for g in groups if g["base_lr"] == pytest.approx(0.01)]
     assert len(vectors["params"]) == 2 and vectors["weight_decay"] == 0.0  # f's trained half and g's
+
+
+@pytest.mark.parametrize("embeddings", ["trainable", "both"])
+def test_the_monitors_scoring_copy_reads_the_trained_vectors(tiny_data, senteval, tmp_path, embeddings):
+    from mtl.train.trainer import Trainer
+
+    keys = ("encoder=bow", f"embeddings={embeddings}", "monitor=MR", f"monitor_data={senteval}", "device=cpu")
+    trainer = Trainer(
+        run.config_from_args(args_for(tiny_data, tmp_path / "run", *keys)), tmp_path / "run", progress=False
+    )
+    live = trainer.model.encoder.embedding
+    for step in range(2):  # as training moves the vectors between two evaluations
+        with torch.no_grad():
+            for vectors in (p for p in live.parameters() if p.requires_grad):
+                vectors[2:].add_(1.0 + step)
+        copy = trainer.monitor._refreshed().encoder.embedding.weight
+        assert torch.equal(copy[: len(live.weight)], live.weight)

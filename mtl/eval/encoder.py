@@ -623,7 +623,7 @@ def _part_states(saved: dict, file: Path) -> dict[str, dict[str, torch.Tensor]]:
         raise UserError(f"{file}: its embedding_parts is not a list of names: {NOT_AN_ENCODER}")
     shared = model.get("encoder.embedding.weight")
 
-    def own_vectors(key: str, value: object) -> bool:  # trained, so unlike the shared frozen ones
+    def own_vectors(value: object) -> bool:  # trained, so unlike the shared frozen ones
         return not isinstance(value, torch.Tensor) or not (
             isinstance(shared, torch.Tensor) and value.shape == shared.shape and torch.equal(value, shared)
         )
@@ -632,7 +632,7 @@ def _part_states(saved: dict, file: Path) -> dict[str, dict[str, torch.Tensor]]:
         path: {
             key.removeprefix(f"{path}."): value
             for key, value in model.items()
-            if key.startswith(f"{path}.") and (key != f"{path}.embedding.weight" or own_vectors(key, value))
+            if key.startswith(f"{path}.") and (key != f"{path}.embedding.weight" or own_vectors(value))
         }
         for path in paths
     }
