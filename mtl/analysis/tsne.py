@@ -64,13 +64,17 @@ def drawn(task: TransferTask, limit: int, seed: int) -> tuple[list[list[str]], n
     return [[column[i] for i in rows] for column in split.sentences], np.asarray(split.labels)[rows]
 
 
+def usable_perplexity(perplexity: float, points: int) -> float:
+    """`perplexity` capped below the number of points, as t-SNE requires."""
+    if points < 3:
+        raise UserError(f"t-SNE needs 3 points at least: the task gave {points}")
+    return min(perplexity, (points - 1) / 3)
+
+
 def layout(points: np.ndarray, perplexity: float, seed: int) -> np.ndarray:
-    """(N, D) -> (N, 2) by t-SNE; the perplexity is capped below N, as t-SNE requires."""
+    """(N, D) -> (N, 2) by t-SNE at a `usable_perplexity`."""
     from sklearn.manifold import TSNE
 
-    if len(points) < 3:
-        raise UserError(f"t-SNE needs 3 points at least: the task gave {len(points)}")
-    perplexity = min(perplexity, (len(points) - 1) / 3)
     return TSNE(2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(points)
 
 
@@ -115,9 +119,10 @@ def run(config: TsneConfig) -> Path:
     encoder = make_encoder(transfer)
     embedded = [encoder.encode(column, batch_size=config.batch_size) for column in columns]
     points = embedded[0] if len(embedded) == 1 else relatedness_features(*embedded)  # a pair: [|u-v|, u*v]
-    xy = layout(points.astype(np.float64), config.perplexity, config.seed)
+    perplexity = usable_perplexity(config.perplexity, len(labels))
+    xy = layout(points.astype(np.float64), perplexity, config.seed)
     what = "sentence pairs as [|u-v|, u*v]" if len(embedded) == 2 else "sentences"
-    title = f"{encoder.name}: {len(labels):,} {config.task} {what}, perplexity {min(config.perplexity, (len(labels) - 1) / 3):g}"
+    title = f"{encoder.name}: {len(labels):,} {config.task} {what}, perplexity {perplexity:g}"
     out = (
         Path(config.out).expanduser()
         if config.out

@@ -24,6 +24,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
+from mtl.eval.transfer.items import across_folds
 from mtl.eval.transfer.progress import stage
 from mtl.eval.transfer.senteval_classifier import SentEvalParams
 from mtl.eval.transfer.skipthought_features import with_nb
@@ -162,18 +163,9 @@ def cross_validated_accuracy(
     ):
         predictions.append(fold)
         stage(f"fold {len(predictions)}/{len(folds)}")
-    items = {"predicted": np.empty_like(y), "gold": y}
-    items["log_probs"] = np.empty((len(y), predictions[0][0]["log_probs"].shape[1]), dtype=np.float32)
-    for (_, test), (fold, _) in zip(folds, predictions, strict=True):
-        items["predicted"][test], items["log_probs"][test] = fold["predicted"], fold["log_probs"]
-    accuracy = np.mean(
-        [
-            (fold["predicted"] == y[test]).mean()
-            for (_, test), (fold, _) in zip(folds, predictions, strict=True)
-        ]
-    )
+    items, accuracy = across_folds(y, [test for _, test in folds], [fold for fold, _ in predictions])
     return {
-        "acc": float(accuracy),
+        "acc": accuracy,
         "dev_acc": float(np.mean([inner for _, inner in predictions])),
         "items": items,
     }

@@ -24,6 +24,7 @@ from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
 from mtl.eval.transfer import linear_step
+from mtl.eval.transfer.items import across_folds
 
 
 @dataclass(frozen=True)
@@ -223,12 +224,9 @@ def inner_kfold(x: np.ndarray, y: np.ndarray, params: SentEvalParams) -> dict[st
         )
         for (train, test), row in zip(outer, scores, strict=True)
     )
-    items = {"predicted": np.empty_like(y), "gold": np.asarray(y)}
-    items["log_probs"] = np.empty((len(y), tests[0]["log_probs"].shape[1]), dtype=np.float32)
-    for (_, test), fold in zip(outer, tests, strict=True):
-        items["predicted"][test], items["log_probs"][test] = fold["predicted"], fold["log_probs"]
+    items, accuracy = across_folds(y, [test for _, test in outer], tests)
     return {
-        "acc": float(np.mean([(fold["predicted"] == fold["gold"]).mean() for fold in tests])),
+        "acc": accuracy,
         "dev_acc": float(np.mean(scores.max(axis=1) / 100)),
         "items": items,
     }
