@@ -48,7 +48,7 @@ def test_cudnn_runs_the_function_the_cpu_runs(name, exact_float32, monkeypatch):
     on_gpu = copy.deepcopy(encoder).cuda()
     packed_calls = []
     real = bilstm.run_packed
-    monkeypatch.setattr(bilstm, "run_packed", lambda *a: packed_calls.append(1) or real(*a))
+    monkeypatch.setattr(bilstm, "run_packed", lambda *a, **k: packed_calls.append(1) or real(*a, **k))
     # Lengths on the CPU, as batches keep them, or on the GPU.
     for kernel, where in (("auto", "cpu"), ("packed", "cpu"), ("packed", "cuda")):
         output, gradients = outputs_and_gradients(on_gpu, tokens.cuda(), lengths.to(where), kernel)
@@ -114,3 +114,81 @@ def test_a_training_step_never_waits_for_the_gpu_before_its_metrics(tiny_data, t
             torch.cuda.set_sync_debug_mode("default")
         loss, correct, grad_norm = totals.tolist()
         assert loss > 0 and 0 <= correct <= len(rows) and grad_norm > 0
+
+
+@pytest.mark.parametrize("task", ["mnrl", "qt"])
+def test_cached_steps_give_the_whole_batchs_gradients_on_cuda(tiny_data, tmp_path, task, exact_float32):
+    from .test_grad_cache import one_step
+
+    loss, gradients, _ = one_step(tiny_data, tmp_path / "whole", task, "device=cuda")
+    cached_loss, cached, _ = one_step(
+        tiny_data, tmp_path / "cached", task, "device=cuda", f"{task}.mini_batch=5"
+    )
+    assert cached_loss == pytest.approx(loss, rel=1e-5)
+    assert gradients.keys() == cached.keys() and len(gradients) > 2
+    for name, gradient in gradients.items():
+        torch.testing.assert_close(cached[name], gradient, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_cached_steps_replay_cudnns_dropout_masks(tiny_data, tmp_path):
+    # A stacked BiLSTM on CUDA is one cuDNN call whose dropout between layers draws from cuDNN's
+    # own state, not from torch's generator: the replay must reach that state too.
+    from mtl.train import grad_cache
+
+    from .test_grad_cache import one_step
+
+    keys = ("device=cuda", "encoder_dropout=0.5", "encoder=bilstm2", "mnrl.mini_batch=4")
+    _, _, trainer = one_step(tiny_data, tmp_path / "run", "mnrl", *keys)
+    encoder, head = trainer.model.encoder, trainer.model.heads["mnrl"]
+    assert encoder.skips_padding(torch.zeros(1, device="cuda"))  # the packed cuDNN call
+    sentences = trainer.step.prepare("mnrl", trainer.setup.streams["mnrl"].next()[0]).micro_batches[0][0]
+    trainer.model.train()
+    chunk = grad_cache.rows_of(sentences, slice(0, 4))
+    for _ in range(2):  # a pass before, so cuDNN's state has moved on from its first seeding
+        state = grad_cache.RandomState(trainer.device)
+        first = head.embed(encoder, chunk)
+        state.restore()
+        again = head.embed(encoder, chunk)
+        for a, b in zip(first, again, strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert not torch.equal(head.embed(encoder, chunk)[0], first[0])  # dropout does draw masks
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        ("encoder=gru",),
+        ("encoder=gatedconv",),
+        ("encoder=hconvnet",),
+        ("encoder=innerattention",),
+        ("encoder=bow", "embeddings=trainable"),
+        ("encoder=bilstm2", "embeddings=both", "embedding_lr=x0.5"),
+    ],
+    ids=lambda keys: " ".join(keys),
+)
+def test_each_encoder_trains_on_cuda_and_encodes_alike_on_the_cpu(tiny_data, tmp_path, keys, exact_float32):
+    from mtl.eval.encoder import load_encoder
+
+    run_dir, summary = start_run(tiny_data, tmp_path / "run", "device=cuda", "precision=fp32", *keys)
+    assert summary["global_step"] == 10
+    on_gpu = load_encoder(run_dir, device="cuda").encode(SENTENCES, progress=False)
+    on_cpu = load_encoder(run_dir, device="cpu").encode(SENTENCES, progress=False)
+    torch.testing.assert_close(torch.as_tensor(on_gpu), torch.as_tensor(on_cpu), rtol=1e-4, atol=1e-5)
+
+
+def test_lora_with_checkpointing_trains_on_cuda_and_resumes_exactly(tiny_data, tiny_bert, tmp_path):
+    from mtl.eval.encoder import load_encoder
+    from mtl.train import run
+
+    from .conftest import deterministic_summary
+    from .test_hf import SENTENCES as HF_SENTENCES
+    from .test_hf import hf_args
+
+    extra = hf_args(tiny_bert, "device=cuda", "lora_r=4", "gradient_checkpointing=true", "max_steps=12")
+    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)
+    _, resumed = run.resume(cut_dir, progress=False)
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
+    on_gpu = load_encoder(straight_dir, device="cuda").encode(HF_SENTENCES, progress=False)
+    on_cpu = load_encoder(straight_dir, device="cpu").encode(HF_SENTENCES, progress=False)
+    torch.testing.assert_close(torch.as_tensor(on_gpu), torch.as_tensor(on_cpu), rtol=1e-4, atol=1e-5)

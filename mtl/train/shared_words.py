@@ -48,7 +48,7 @@ def pruned_state(state: Mapping[str, torch.Tensor], rows: np.ndarray, vocabulary
     """`state` with every word-embedding matrix (`*embedding.weight` with a row per word) cut to `rows`."""
     index = torch.from_numpy(rows)
     return {
-        key: value.index_select(0, index)
+        key: value.index_select(0, index.to(value.device))
         if key.endswith(EMBEDDING_SUFFIX) and value.dim() == 2 and value.shape[0] == vocabulary_size
         else value
         for key, value in state.items()
