@@ -29,7 +29,14 @@ class RandomState:
     def __init__(self, device: torch.device):
         self.device = device
         self.cpu = torch.get_rng_state()
-        self.cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+        self.cuda = None
+        if device.type == "cuda":
+            self.cuda = torch.cuda.get_rng_state(device)
+            # Setting the generator's state makes cuDNN re-seed its RNN dropout state (one per
+            # device, kept between calls) from the generator at its next call: so the first pass
+            # draws from the state that restore() brings back, and a stacked cuDNN LSTM's
+            # dropout between layers is replayed too.
+            torch.cuda.set_rng_state(self.cuda, device)
 
     def restore(self) -> None:
         torch.set_rng_state(self.cpu)
