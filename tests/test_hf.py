@@ -428,3 +428,34 @@ def test_lora_starts_as_the_model_trains_only_adapters_and_exports_them_merged(
 def test_lora_where_it_cannot_apply_is_one_line(tiny_data, tiny_bert, tmp_path, keys, message):
     with pytest.raises(UserError, match=message):
         start_run(tiny_data, tmp_path / "run", *hf_args(tiny_bert, *keys))
+
+
+def test_compile_runs_the_compiled_transformer_and_resumes_exactly(
+    tiny_data, tiny_bert, tmp_path, monkeypatch
+):
+    # Inductor takes minutes to compile on CI's CPUs; dynamo's "eager" backend traces the same
+    # graphs (what compile=true changes about a run) in seconds. The speed: just bench-hf compile=true.
+    from mtl.train import run
+
+    real, compiled = torch.nn.Module.compile, []
+
+    def traced_eagerly(module, *args, **kwargs):
+        compiled.append(type(module).__name__)
+        real(module, *args, **{**kwargs, "backend": "eager"})
+
+    monkeypatch.setattr(torch.nn.Module, "compile", traced_eagerly)
+    extra = hf_args(tiny_bert, "compile=true", "max_steps=12", "checkpoint_every=4")
+    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
+    assert compiled == ["BertModel"]
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)
+    _, resumed = run.resume(cut_dir, progress=False)
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
+    # The same weights under the same names as an uncompiled run's: checkpoints and exports unchanged.
+    _, plain = start_run(tiny_data, tmp_path / "plain", *hf_args(tiny_bert, "max_steps=12"))
+    dev = lambda summary: {k: v for k, v in summary.items() if "/dev/" in k}  # noqa: E731
+    assert dev(straight) and dev(plain) == dev(straight)
+    compiled.clear()
+    load_encoder(straight_dir, device="cpu").encode(SENTENCES, progress=False)
+    assert compiled == []  # a loaded encoder runs as it is
+    with pytest.raises(UserError, match=r"compile=true .* is for encoder=hf, not encoder=bilstm"):
+        EncoderConfig(encoder="bilstm", compile=True)

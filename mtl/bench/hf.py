@@ -40,12 +40,14 @@ class BenchHFConfig:
     max_seq_length: AtLeast1 = 128  # subword tokens per sentence
     threads: AtLeast1 | None = None  # torch threads; None: torch's default
     device: str = "cpu"  # cpu or cuda
-    # Instead: the NLI step's time and peak memory with gradient_checkpointing=true, and with
-    # LoRA adapters of rank lora_r (when > 0), each next to the plain step, at each batch size
-    # of checkpointing_batches (fp32).
+    # Instead: the NLI step's time and peak memory with gradient_checkpointing=true, with LoRA
+    # adapters of rank lora_r (when > 0) and compiled (compile=true), each next to the plain step,
+    # at each batch size of checkpointing_batches (fp32).
     checkpointing: bool = False
     lora_r: int = 0
+    compile: bool = False  # also the step with compile=true (torch.compile; its compilation in the warm-up)
     checkpointing_batches: str = "16,64"
+    warmup: AtLeast1 = 1  # untimed steps before each contender's timed ones (compile=true: 3 or more)
 
 
 def run(config: BenchHFConfig) -> dict[str, dict[str, list[float]]]:
@@ -81,6 +83,8 @@ def memory_contenders(config: BenchHFConfig) -> dict[str, str]:
         contenders["checkpointed"] = "gradient_checkpointing=true"
     if config.lora_r:
         contenders[f"lora r={config.lora_r}"] = f"lora_r={config.lora_r}"
+    if config.compile:
+        contenders["compiled"] = "compile=true"
     return contenders
 
 
@@ -91,13 +95,19 @@ def checkpointing_rows(config: BenchHFConfig) -> list[dict]:
     rows = []
     data = None
     for batch in [int(b) for b in config.checkpointing_batches.split(",")]:
-        for contender, key in memory_contenders(config).items():
-            sized = dataclasses.replace(config, batch_nli=batch)
+        sized = dataclasses.replace(config, batch_nli=batch)
+        # Every contender steps through the same batches. The plain step goes through them once
+        # untimed first: the first step of each new shape pays one-time costs (on CUDA, loading
+        # kernels and planning matrix products) that would otherwise fall on the first contender.
+        contenders = {"(untimed)": "gradient_checkpointing=false", **memory_contenders(config)}
+        for contender, key in contenders.items():
             train = _train_config(sized, key)
             data = data or prepare(train, progress=True)  # the same data for every contender
             with tempfile.TemporaryDirectory(prefix="mtl-bench-hf-") as scratch:
                 trainer = Trainer(train, Path(scratch) / "run", data=data, progress=False)
-                row = gradcache.measured(trainer, "nli", 1, config.steps, trainer.device)
+                row = gradcache.measured(trainer, "nli", config.warmup, config.steps, trainer.device)
+            if contender == "(untimed)":
+                continue
             row.update(batch=batch, contender=contender)
             print(f"batch {batch} {contender}: {row['ms']:.0f} ms, peak {row['peak_mb']:.1f} MB", flush=True)
             rows.append(row)
@@ -168,7 +178,7 @@ def report(seconds: dict[str, dict[str, list[float]]], config: BenchHFConfig) ->
 def command(args: Sequence[str]) -> None:
     """The command line's `key=value` arguments onto BenchHFConfig; run; print what it gives."""
     config = apply_overrides(BenchHFConfig(), args)
-    if config.checkpointing or config.lora_r:
+    if config.checkpointing or config.lora_r or config.compile:
         print(checkpointing_report(checkpointing_rows(config), config))
         return
     print(report(run(config), config))

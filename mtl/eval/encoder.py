@@ -536,6 +536,7 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
     config = recorded_config(saved["config"], str(file), tasks_needed=False)
     name = Path(path).expanduser().name
     if traits(config.model.encoder).pretrained:
+        config.model.compile = False  # compiling is for training; encode() runs the model as it is
         if "pretrained" in saved:  # the export names the fine-tuned model's Hugging Face folder
             folder = saved["pretrained"]
             if not isinstance(folder, str) or Path(folder).name != folder or folder in ("", ".", ".."):

@@ -67,6 +67,7 @@ class EncoderConfig:
         0.0  # lora_r: dropout on the adapters' input
     )
     lora_targets: str = ""  # lora_r: modules to adapt (query,value or all-linear); empty: peft's for the model (BERT: query,value)
+    compile: bool = False  # encoder=hf: torch.compile the transformer for training (dynamic shapes; the first step compiles)
 
     def __post_init__(self) -> None:
         check_fields(self)  # before the rule below divides by transformer_heads
@@ -91,6 +92,11 @@ class EncoderConfig:
         if (self.lora_r or self.lora_targets) and not traits(self.encoder).pretrained:
             raise UserError(
                 f"lora_r={self.lora_r} adds LoRA adapters to a pretrained transformer: it is for encoder=hf, "
+                f"not encoder={self.encoder}"
+            )
+        if self.compile and not traits(self.encoder).pretrained:
+            raise UserError(
+                f"compile=true compiles a pretrained transformer with torch.compile: it is for encoder=hf, "
                 f"not encoder={self.encoder}"
             )
         if self.lora_r and (self.hf_freeze_layers or self.hf_freeze_embeddings):

@@ -42,6 +42,10 @@ class HFEncoder(Encoder):
             enable_checkpointing(self.backbone)
         if config.lora_r:
             self.backbone = with_lora(self.backbone, config)
+        if config.compile:
+            # In place: the module and its state_dict keys stay as they are (checkpoints, exports,
+            # resume); only its forward runs compiled. Dynamic shapes, as every batch's length differs.
+            self.backbone.compile(dynamic=True)
 
     def freeze(self, embeddings: bool, layers: int) -> None:
         blocks = transformer_layers(self.backbone)
