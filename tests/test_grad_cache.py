@@ -47,6 +47,16 @@ def test_cached_steps_give_the_whole_batchs_loss_and_gradients(tiny_data, tmp_pa
         torch.testing.assert_close(cached[name], gradient, rtol=1e-4, atol=1e-6, msg=name)
 
 
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_cached_steps_with_matryoshka_give_the_whole_batchs_gradients(tiny_data, tmp_path, task):
+    widths = f"{task}.matryoshka=8,2"
+    loss, gradients, _ = one_step(tiny_data, tmp_path / "whole", task, widths)
+    cached_loss, cached, _ = one_step(tiny_data, tmp_path / "cached", task, widths, f"{task}.mini_batch=5")
+    assert cached_loss == pytest.approx(loss, rel=1e-5)
+    for name, gradient in gradients.items():
+        torch.testing.assert_close(cached[name], gradient, rtol=1e-4, atol=1e-6, msg=name)
+
+
 def test_dropout_draws_the_same_masks_in_both_passes(tiny_data, tmp_path, monkeypatch):
     """With dropout the second pass must replay the first's masks: else the cached gradients
     belong to other embeddings than the ones the loss saw (and training drifts)."""

@@ -160,6 +160,55 @@ def test_matryoshka_adds_the_weighted_loss_at_each_width():
     )
 
 
+def test_qt_matryoshka_scores_f_against_g_at_each_width():
+    qt = task("qt", "matryoshka=5,2", "matryoshka_weights=1,0.25")
+    torch.manual_seed(0)
+    encoder = build_encoder(
+        frozen_embedding(torch.randn(30, 4)), EncoderConfig(encoder="gru", hidden=5, pooling="last")
+    )
+    head = qt.head(encoder, 0, 0, 0.0)
+    tokens, lengths = torch.tensor([[2, 3, 0], [4, 5, 6], [7, 0, 0]]), torch.tensor([2, 3, 1])
+    f, g = encoder(tokens, lengths), head.output_encoder(tokens, lengths)
+    labels = torch.tensor(neighbour_labels([["a", "b", "c"]], radius=1))
+
+    def at_width(width: int) -> torch.Tensor:
+        logits = f[:, :width] @ g[:, :width].T
+        return qt.losses(InBatchScores(logits.fill_diagonal_(0.0), 0), labels)
+
+    out = head(encoder, [(tokens, lengths)])
+    torch.testing.assert_close(qt.losses(out, labels), at_width(5) + 0.25 * at_width(2))
+    head.eval()  # evaluation scores the full width alone
+    out = head(encoder, [(tokens, lengths)])
+    assert out.truncated == ()
+    torch.testing.assert_close(qt.losses(out, labels), at_width(5))
+
+
+def test_sts_matryoshka_regresses_the_cosine_at_each_width():
+    sts = task("sts", "matryoshka=4,1", "matryoshka_weights=1,0.5")
+    torch.manual_seed(0)
+    first, second = torch.randn(3, 4), torch.randn(3, 4)
+    labels = torch.tensor([0.0, 1.0, 0.25])
+
+    def encoder(tokens, lengths):
+        return next(embeddings)
+
+    encoder.pair_model, encoder.output_dim = False, 4
+    head = sts.head(encoder, 0, 0, 0.0)
+
+    def at_width(width: int) -> torch.Tensor:
+        return (torch.nn.functional.cosine_similarity(first[:, :width], second[:, :width]) - labels) ** 2
+
+    embeddings = iter([first, second])
+    out = head(encoder, [(None, None)] * 2)
+    torch.testing.assert_close(sts.losses(out, labels), at_width(4) + 0.5 * at_width(1))
+    torch.testing.assert_close(sts.scores(out, labels), -at_width(4))  # what a step logs: the full width
+    head.eval()  # evaluation: the full width's cosines, as the corpus metrics read them
+    embeddings = iter([first, second])
+    torch.testing.assert_close(
+        head(encoder, [(None, None)] * 2), torch.nn.functional.cosine_similarity(first, second)
+    )
+
+
 @pytest.mark.parametrize(
     "keys, message",
     [
@@ -186,6 +235,8 @@ def test_matryoshka_widths_are_checked_against_the_encoder(keys, message):
     encoder.pair_model, encoder.output_dim = False, 4
     with pytest.raises(UserError, match=message):
         task("mnrl", *keys).head(encoder, 0, 0, 0.0)
+    with pytest.raises(UserError, match=message.replace("mnrl.", "sts.")):
+        task("sts", *keys).head(encoder, 0, 0, 0.0)
 
 
 def test_snli_triples_pair_each_entailment_with_a_contradiction_of_its_premise():
@@ -317,12 +368,12 @@ def test_a_qt_corpus_from_squad_passages_trains_with_nli_and_classifsquad(tiny_d
 @pytest.mark.parametrize(
     "keys",
     [
-        QT + ("encoder=gru",),
+        QT + ("encoder=gru", "qt.matryoshka=8,4"),
         MNRL,
-        ("tasks=nli,sts", f"sts.source={FIXTURES / 'sts_tiny'}", "sts.steps=2"),
+        ("tasks=nli,sts", f"sts.source={FIXTURES / 'sts_tiny'}", "sts.steps=2", "sts.matryoshka=8,2"),
         SKIPTHOUGHT,
     ],
-    ids=["qt", "mnrl", "sts", "skipthought"],
+    ids=["qt-matryoshka", "mnrl", "sts-matryoshka", "skipthought"],
 )
 def test_a_run_of_each_new_task_resumes_exactly(tiny_data, tmp_path, keys):
     _, straight = start_run(tiny_data, tmp_path / "straight", *keys, "max_steps=12", "eval_every=5")

@@ -121,7 +121,16 @@ class PairsConfig(TaskConfig):
 
 
 @dataclass
-class STSConfig(TaskConfig):
+class MatryoshkaKeys:
+    """Matryoshka training (Kusupati et al. 2022), for the tasks whose loss compares embeddings
+    directly (mnrl, qt, sts): the loss at each width, so truncated embeddings keep quality."""
+
+    matryoshka: str = ""  # widths (768,512,256,128,64): the loss is the sum over them of the loss on the first that many dims
+    matryoshka_weights: str = ""  # a weight per width of matryoshka= (1,1,0.5,...); empty: 1 each
+
+
+@dataclass
+class STSConfig(MatryoshkaKeys, TaskConfig):
     kind: str = "sts"
     source: str = ""  # as pairs.source: a folder of files, a save_to_disk folder, or a Hub dataset id
     subset: str = ""  # as pairs.subset: a Hub dataset's configuration
@@ -140,7 +149,7 @@ class STSConfig(TaskConfig):
 
 
 @dataclass
-class RankingConfig(TaskConfig):
+class RankingConfig(MatryoshkaKeys, TaskConfig):
     kind: str = "mnrl"
     steps: AtLeast1 = 1000
     batch: AtLeast1 = 64  # anchors per step: each one's candidates are the batch's positives (and negatives)
@@ -156,8 +165,6 @@ class RankingConfig(TaskConfig):
     triples: str = ""
     provenance: str = ""  # who made triples= (the miner and its settings): recorded with the run
     scale: float = 20.0  # cosine similarities are multiplied by this (sentence-transformers' default)
-    matryoshka: str = ""  # widths (768,512,256,128,64): the loss is the sum over them of the loss on the first that many dims
-    matryoshka_weights: str = ""  # a weight per width of matryoshka= (1,1,0.5,...); empty: 1 each
     mini_batch: AtLeast1 | None = (
         None  # GradCache: embed the batch this many examples at a time; the same loss and gradients, less memory
     )
@@ -195,7 +202,7 @@ class CorpusConfig(TaskConfig):
 
 
 @dataclass
-class QTConfig(CorpusConfig):
+class QTConfig(MatryoshkaKeys, CorpusConfig):
     kind: str = "qt"
     steps: AtLeast1 = 1000
     batch: AtLeast1 = 400  # contiguous sentences per step: each one's candidates (the paper: 400)

@@ -31,6 +31,7 @@ from mtl.tasks.base import Task
 from mtl.tasks.configs import QTConfig
 from mtl.tasks.context import CorpusTask
 from mtl.tasks.kinds import register
+from mtl.tasks.matryoshka import Widths, matryoshka_widths, over_widths
 
 
 def neighbour_labels(documents: list[list[str]], radius: int) -> list[int]:
@@ -77,9 +78,10 @@ def fresh_copy(encoder: Encoder) -> Encoder:
 
 
 class QuickThoughtsHead(nn.Module):
-    def __init__(self, encoder: Encoder):
+    def __init__(self, encoder: Encoder, widths: Widths = ()):
         super().__init__()
         self.output_encoder = fresh_copy(encoder)  # g; the shared encoder is f
+        self.widths = widths  # matryoshka=: f and g both cut to each width
 
     def forward(self, encoder: Encoder, sentences) -> InBatchScores:
         return self.score(self.embed(encoder, sentences))
@@ -93,11 +95,15 @@ class QuickThoughtsHead(nn.Module):
         """The batch's scores from its embeddings (GradCache calls the two halves apart)."""
         inputs, outputs = embeddings  # f(s): (b, D), g(s'): (b, D)
         candidates, offset = gather_batch(outputs)  # (B, D)
-        logits = inputs @ candidates.T
-        own = offset + torch.arange(len(inputs), device=logits.device)
-        is_own = torch.zeros_like(logits, dtype=torch.bool)
-        is_own[torch.arange(len(inputs), device=logits.device), own] = True
-        return InBatchScores(logits.masked_fill(is_own, 0.0), offset)  # as S2V: logit 0, not removed
+        own = offset + torch.arange(len(inputs), device=inputs.device)
+        is_own = torch.zeros(len(inputs), len(candidates), dtype=torch.bool, device=inputs.device)
+        is_own[torch.arange(len(inputs), device=inputs.device), own] = True
+
+        def logits(width: int | None) -> torch.Tensor:  # on the first `width` dims of f and g
+            return (inputs[:, :width] @ candidates[:, :width].T).masked_fill(is_own, 0.0)  # as S2V: logit 0
+
+        truncated = tuple((weight, logits(width)) for width, weight in self.widths if self.training)
+        return InBatchScores(logits(None), offset, truncated)
 
 
 @register
@@ -133,12 +139,16 @@ class QuickThoughts(CorpusTask, Task):
             raise UserError(
                 f"{self.name}: Quick-Thoughts embeds sentences alone; encoder=decomposable cannot"
             )
-        return QuickThoughtsHead(encoder)
+        return QuickThoughtsHead(encoder, matryoshka_widths(self.config, self.name, encoder.output_dim))
 
     def losses(self, outputs: InBatchScores, labels: torch.Tensor) -> torch.Tensor:
         targets = neighbour_targets(labels, outputs.offset, outputs.logits.shape[1], self.radius)
         targets = targets / targets.sum(dim=1, keepdim=True).clamp(min=1)
-        return -(targets * torch.log_softmax(outputs.logits, dim=1)).sum(dim=1)
+        return over_widths(
+            lambda logits: -(targets * torch.log_softmax(logits, dim=1)).sum(dim=1),
+            outputs.logits,
+            outputs.truncated,
+        )
 
     def scores(self, outputs: InBatchScores, labels: torch.Tensor) -> torch.Tensor:
         targets = neighbour_targets(labels, outputs.offset, outputs.logits.shape[1], self.radius)

@@ -26,6 +26,7 @@ from mtl.runtime.distributed import gather_batch
 from mtl.tasks.base import Task
 from mtl.tasks.configs import NLIConfig, RankingConfig, TaskConfig
 from mtl.tasks.kinds import register
+from mtl.tasks.matryoshka import matryoshka_widths, over_widths
 from mtl.text.unicode import decode_utf8, text_lines
 
 ENTAILMENT, CONTRADICTION = LABELS.index("entailment"), LABELS.index("contradiction")
@@ -121,38 +122,6 @@ class RankingHead(nn.Module):
         return InBatchScores(scores(None), offset, truncated)
 
 
-def matryoshka_widths(config: RankingConfig, name: str, dim: int) -> tuple[tuple[int, float], ...]:
-    """(width, weight) of each width of `matryoshka=` (Kusupati et al. 2022; sentence-transformers'
-    MatryoshkaLoss), checked against the encoder's `dim`."""
-    if not config.matryoshka.strip():
-        if config.matryoshka_weights.strip():
-            raise UserError(
-                f"{name}.matryoshka_weights= weighs the widths of {name}.matryoshka=: give those too"
-            )
-        return ()
-    try:
-        widths = [int(w) for w in config.matryoshka.split(",")]
-        weights = (
-            [float(w) for w in config.matryoshka_weights.split(",")] if config.matryoshka_weights else []
-        )
-    except ValueError:
-        raise UserError(
-            f"{name}.matryoshka={config.matryoshka}: give widths as whole numbers (768,512,256) and "
-            "matryoshka_weights= as numbers"
-        ) from None
-    if weights and len(weights) != len(widths):
-        raise UserError(
-            f"{name}.matryoshka_weights={config.matryoshka_weights}: give one weight per width of "
-            f"{name}.matryoshka={config.matryoshka} ({len(widths)})"
-        )
-    if not all(0 < w <= dim for w in widths) or len(set(widths)) < len(widths):
-        raise UserError(
-            f"{name}.matryoshka={config.matryoshka}: the encoder's embeddings have {dim} dimensions: "
-            f"give distinct widths from 1 to {dim}"
-        )
-    return tuple(zip(widths, weights or [1.0] * len(widths), strict=True))
-
-
 @register
 class Ranking(Task):
     kind = "mnrl"
@@ -217,11 +186,10 @@ class Ranking(Task):
         """Training with matryoshka=: the weighted sum of the loss at each width (the full width
         only where listed, as sentence-transformers' MatryoshkaLoss); else the full width's."""
         own = self._own(outputs, labels)
-        if not outputs.truncated:
-            return nn.functional.cross_entropy(outputs.logits, own, reduction="none")
-        return sum(
-            weight * nn.functional.cross_entropy(logits, own, reduction="none")
-            for weight, logits in outputs.truncated
+        return over_widths(
+            lambda logits: nn.functional.cross_entropy(logits, own, reduction="none"),
+            outputs.logits,
+            outputs.truncated,
         )
 
     def scores(self, outputs: InBatchScores, labels: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -21,13 +22,34 @@ from mtl.errors import UserError
 from mtl.tasks.base import Task
 from mtl.tasks.configs import STSConfig
 from mtl.tasks.kinds import register
+from mtl.tasks.matryoshka import Widths, matryoshka_widths, over_widths
 from mtl.tasks.pairs import read_rows, resolve_folder, streamed_rows
 
 
+class WidthCosines(NamedTuple):
+    """Training with matryoshka=: the full width's cosines and (weight, cosines on the first w
+    dimensions) per width."""
+
+    full: torch.Tensor
+    truncated: tuple[tuple[float, torch.Tensor], ...]
+
+
 class CosineHead(nn.Module):
-    def forward(self, encoder, sentences) -> torch.Tensor:
+    def __init__(self, widths: Widths = ()):
+        super().__init__()
+        self.widths = widths
+
+    def forward(self, encoder, sentences) -> torch.Tensor | WidthCosines:
         first, second = (encoder(tokens, lengths).float() for tokens, lengths in sentences)
-        return nn.functional.cosine_similarity(first, second, dim=-1)
+
+        def cosines(width: int | None) -> torch.Tensor:
+            return nn.functional.cosine_similarity(first[:, :width], second[:, :width], dim=-1)
+
+        if self.training and self.widths:
+            return WidthCosines(
+                cosines(None), tuple((weight, cosines(width)) for width, weight in self.widths)
+            )
+        return cosines(None)
 
 
 @register
@@ -85,15 +107,18 @@ class STS(Task):
             raise UserError(
                 f"{self.name}: cosine similarity embeds sentences alone; encoder=decomposable cannot"
             )
-        return CosineHead()
+        return CosineHead(matryoshka_widths(self.config, self.name, encoder.output_dim))
 
-    def losses(self, outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def losses(self, outputs: torch.Tensor | WidthCosines, labels: torch.Tensor) -> torch.Tensor:
+        if isinstance(outputs, WidthCosines):
+            return over_widths(lambda cosines: (cosines - labels) ** 2, outputs.full, outputs.truncated)
         return (outputs - labels) ** 2
 
-    def scores(self, outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Per example, what a training step logs: minus the squared error (a step's Pearson over
-        a batch would be noise)."""
-        return -((outputs - labels) ** 2)
+    def scores(self, outputs: torch.Tensor | WidthCosines, labels: torch.Tensor) -> torch.Tensor:
+        """Per example, what a training step logs: minus the squared error of the full width (a
+        step's Pearson over a batch would be noise)."""
+        full = outputs.full if isinstance(outputs, WidthCosines) else outputs
+        return -((full - labels) ** 2)
 
     def dev_metrics(self) -> tuple[str, ...]:
         return ("pearson", "spearman")
