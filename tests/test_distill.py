@@ -199,3 +199,42 @@ def test_resuming_against_other_teacher_embeddings_is_refused(tiny_data, tmp_pat
         UserError, match=r"the distillation teacher's embeddings \(.*/run\) changed since the run started"
     ):
         run.resume(killed, progress=False)
+
+
+def test_another_tasks_sentences_are_distilled_as_that_task_splits_them(tiny_data, tmp_path, teacher_run):
+    from mtl.train.data import prepare
+    from mtl.train.resolve import resolve_inputs
+    from mtl.train.run import config_from_args
+
+    from .conftest import args_for
+
+    keys = ("tasks=nli,squad,distill", f"distill.teacher={teacher_run}", "distill.sentences_of=squad")
+    config = resolve_inputs(config_from_args(args_for(tiny_data, tmp_path / "run", *keys)))
+    data = prepare(config, progress=False)
+    squad, distilled = data.examples["squad"], data.examples["distill"]
+    assert squad.keys() == distilled.keys()
+    for split in squad:  # the same examples, each question with both its answers
+        assert np.array_equal(squad[split].sentences, distilled[split].sentences), split
+    texts = {data.table.texts[row] for split in squad for row in squad[split].sentences.ravel()}
+    assert set(data.tasks["distill"].teacher_texts) == texts
+    _, summary = start_run(tiny_data, tmp_path / "student", *keys, "max_steps=6", "distill.batch=8")
+    assert summary["best/distill/dev/mse"] > 0
+    with pytest.raises(UserError, match=r"distill.sentences_of=squad: .* use distill.loss=mse"):
+        distill("sentences_of=squad", "loss=kl")
+    with pytest.raises(
+        UserError, match=r"distill.sentences_of=qt: the run has no such task .* \(its others: nli\)"
+    ):
+        other = ("tasks=nli,distill", *keys[1:2], "distill.sentences_of=qt")
+        resolve_inputs(config_from_args(args_for(tiny_data, tmp_path / "other", *other)))
+
+
+def test_a_run_distilling_another_tasks_sentences_resumes_exactly(
+    tiny_data, tmp_path, teacher_run, fresh_cache
+):
+    keys = ("tasks=nli,squad,distill", f"distill.teacher={teacher_run}", "distill.sentences_of=squad")
+    keys += ("distill.batch=6", "distill.steps=2", "max_steps=12", "eval_every=5")
+    _, straight = start_run(tiny_data, tmp_path / "straight", *keys)
+    killed, _ = start_run(tiny_data, tmp_path / "killed", *keys, killed_after=7)
+    _, resumed = run.resume(killed, progress=False)
+    best = lambda summary: {k: v for k, v in summary.items() if k.startswith("best/")}  # noqa: E731
+    assert "best/distill/dev/mse" in best(straight) and best(resumed) == best(straight)

@@ -111,6 +111,16 @@ class Task:
         """The whole `split` (one of SPLITS) as text columns and labels; None where it has none."""
         raise NotImplementedError
 
+    @property
+    def borrows(self) -> str | None:
+        """The run's other task whose splits this task's examples are made from (`splits_from`),
+        read before this task's; None: its own data (`splits`)."""
+        return None
+
+    def splits_from(self, donor: dict[str, LabelledTexts]) -> dict[str, LabelledTexts]:
+        """This task's splits made from `borrows`' splits (as cut, before any prompt)."""
+        raise NotImplementedError
+
     def bind(self, table: Any, examples: dict[str, Any]) -> None:
         """Called once the run's sentences are indexed (`table`: the SentenceTable; `examples`:
         this task's TaskExamples by split), before the head is built: a task whose head depends

@@ -186,6 +186,9 @@ class DistillConfig(TaskConfig):
     # negative; kl: an anchor, then its candidates; mse: any). Empty: SNLI, as mnrl reads it.
     corpus: str = ""
     dev_size: AtLeast1 = 1000  # corpus=: lines held out (seeded) for dev; the rest train
+    # Another task of the run (squad, qt, a task file's name): its examples' sentences, split as that
+    # task splits them, in place of SNLI or corpus= (loss=mse: they come without candidates).
+    sentences_of: str = ""
     source: str | None = None  # as mnrl: SNLI's folder or Hub id; unset: as the run's nli task
     train_split: str | None = None
     dev_split: str | None = None

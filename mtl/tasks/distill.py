@@ -64,6 +64,17 @@ class Distill(Task):
                 f"{name}.teacher= is empty: give the encoder to learn from, an mtl run folder or a Hugging Face "
                 "model folder or Hub id (sentence-transformers/all-MiniLM-L6-v2)"
             )
+        if config.sentences_of and config.loss != "mse":
+            raise UserError(
+                f"{name}.sentences_of={config.sentences_of}: another task's sentences come without the "
+                f"candidates {name}.loss={config.loss} compares; use {name}.loss=mse, or a corpus= of "
+                "tab-separated examples"
+            )
+        if config.sentences_of and config.corpus:
+            raise UserError(
+                f"{name}.sentences_of={config.sentences_of} and {name}.corpus={config.corpus} both name the "
+                "sentences to distill: give one"
+            )
         self.in_batch = config.loss == "kl"  # every anchor against the whole batch's candidates
         self.metric = "kl" if config.loss == "kl" else "mse"
         self.teacher_texts: list[str] = []  # what the teacher embeds (set by bind)
@@ -73,11 +84,26 @@ class Distill(Task):
 
     @property
     def source(self) -> str:
+        if self.config.sentences_of:
+            return f"the sentences of task {self.config.sentences_of}, teacher {self.config.teacher}"
         data = self.config.corpus or self.config.source or "SNLI"
         return f"{data}, teacher {self.config.teacher}"
 
+    @property
+    def borrows(self) -> str | None:
+        return self.config.sentences_of or None
+
     def inherit(self, tasks: dict[str, TaskConfig]) -> DistillConfig:
-        return self.config if self.config.corpus else following_nli(self.config, tasks)
+        donor = self.config.sentences_of
+        if donor:
+            others = [name for name in tasks if name != self.name and tasks[name].kind != "distill"]
+            if donor not in others:
+                raise UserError(
+                    f"{self.name}.sentences_of={donor}: the run has no such task to take sentences from"
+                    f" (its others: {', '.join(others) or 'none'}); add it to tasks=, with {donor}.train=false"
+                    " where it should not train itself"
+                )
+        return self.config if self.config.corpus or donor else following_nli(self.config, tasks)
 
     def resolve_inputs(self) -> DistillConfig:
         """Local paths made absolute (a resumed run finds them from anywhere); a Hub id stays one."""
@@ -87,6 +113,8 @@ class Distill(Task):
         )
         if config.corpus:
             return replace(config, corpus=str(self._corpus_path().resolve()))
+        if config.sentences_of:
+            return config
         return replace(config, source=resolve_snli_source(config.source, self.name))
 
     def _corpus_path(self) -> Path:
@@ -114,6 +142,13 @@ class Distill(Task):
         found = {split: _texts(rows) for split, rows in cut.items()}
         found["train"] = found["train"].head(self.config.max_train)
         found["dev"] = found["dev"].sample(max_eval, seed)
+        return found
+
+    def splits_from(self, donor: dict[str, LabelledTexts]) -> dict[str, LabelledTexts]:
+        """Every sentence of the other task's examples, each example's sentences together (mse
+        compares each with the teacher's); its train split cut to this task's max_train."""
+        found = {split: LabelledTexts(texts.columns, [0] * len(texts)) for split, texts in donor.items()}
+        found["train"] = found["train"].head(self.config.max_train)
         return found
 
     def load(self, split: str) -> LabelledTexts | None:

@@ -123,8 +123,13 @@ def _load_texts(
     """Each task's splits as texts and labels, and their fingerprints."""
     splits: dict[str, dict[str, LabelledTexts]] = {}
     fingerprints: dict[str, dict[str, Any]] = {}
-    for name, task in tasks.items():
-        splits[name] = task.splits(config.run.seed, config.data.max_eval)
+    unprompted: dict[str, dict[str, LabelledTexts]] = {}  # what a borrowing task reads
+    for name, task in sorted(tasks.items(), key=lambda item: item[1].borrows is not None):
+        if task.borrows is None:
+            splits[name] = task.splits(config.run.seed, config.data.max_eval)
+        else:
+            splits[name] = task.splits_from(unprompted[task.borrows])
+        unprompted[name] = splits[name]
         fingerprints[task.input_name] = {"source": task.source, "sha256": texts_digest(splits[name])}
         legacy = texts_digest(splits[name], legacy=True)
         if legacy != fingerprints[task.input_name]["sha256"]:  # scores: what older runs recorded
