@@ -59,6 +59,17 @@ def start_run(tiny_data, out: Path, *extra: str, killed_after: int | None = None
     return Path(out), None
 
 
+def straight_and_resumed(tiny_data, root: Path, *extra: str) -> tuple[Path, dict, dict]:
+    """The same run trained straight through (in root/straight) and killed after step 7 then
+    resumed (root/cut): the straight run's folder, its summary, and the resumed run's summary."""
+    from mtl.train import run
+
+    straight_dir, straight = start_run(tiny_data, root / "straight", *extra)
+    cut_dir, _ = start_run(tiny_data, root / "cut", *extra, killed_after=7)
+    _, resumed = run.resume(cut_dir, progress=False)
+    return straight_dir, straight, resumed
+
+
 @contextlib.contextmanager
 def killed_after_step(step: int):
     from mtl.train.trainer import Trainer

@@ -178,16 +178,13 @@ def test_each_encoder_trains_on_cuda_and_encodes_alike_on_the_cpu(tiny_data, tmp
 
 def test_lora_with_checkpointing_trains_on_cuda_and_resumes_exactly(tiny_data, tiny_bert, tmp_path):
     from mtl.eval.encoder import load_encoder
-    from mtl.train import run
 
-    from .conftest import deterministic_summary
+    from .conftest import deterministic_summary, straight_and_resumed
     from .test_hf import SENTENCES as HF_SENTENCES
     from .test_hf import hf_args
 
     extra = hf_args(tiny_bert, "device=cuda", "lora_r=4", "gradient_checkpointing=true", "max_steps=12")
-    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
-    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)
-    _, resumed = run.resume(cut_dir, progress=False)
+    straight_dir, straight, resumed = straight_and_resumed(tiny_data, tmp_path, *extra)
     assert deterministic_summary(resumed) == deterministic_summary(straight)
     on_gpu = load_encoder(straight_dir, device="cuda").encode(HF_SENTENCES, progress=False)
     on_cpu = load_encoder(straight_dir, device="cpu").encode(HF_SENTENCES, progress=False)

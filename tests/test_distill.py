@@ -14,7 +14,7 @@ from mtl.runs import read_metrics
 from mtl.tasks import build_task, named_config
 from mtl.train import run, teacher
 
-from .conftest import FIXTURES, exported_encoder, start_run
+from .conftest import FIXTURES, exported_encoder, start_run, straight_and_resumed
 
 SNLI = FIXTURES / "snli_tiny"
 
@@ -233,8 +233,6 @@ def test_a_run_distilling_another_tasks_sentences_resumes_exactly(
 ):
     keys = ("tasks=nli,squad,distill", f"distill.teacher={teacher_run}", "distill.sentences_of=squad")
     keys += ("distill.batch=6", "distill.steps=2", "max_steps=12", "eval_every=5")
-    _, straight = start_run(tiny_data, tmp_path / "straight", *keys)
-    killed, _ = start_run(tiny_data, tmp_path / "killed", *keys, killed_after=7)
-    _, resumed = run.resume(killed, progress=False)
+    _, straight, resumed = straight_and_resumed(tiny_data, tmp_path, *keys)
     best = lambda summary: {k: v for k, v in summary.items() if k.startswith("best/")}  # noqa: E731
     assert "best/distill/dev/mse" in best(straight) and best(resumed) == best(straight)

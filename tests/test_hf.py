@@ -11,7 +11,7 @@ from mtl.eval.encoder import load_encoder, pretrained_encoder
 from mtl.models.encoders import hf
 from mtl.models.encoders.base import EncoderConfig
 from mtl.train.lr_schedules import warmup_then_decay
-from tests.conftest import args_for, deterministic_summary, exported_weights, start_run
+from tests.conftest import args_for, deterministic_summary, exported_weights, start_run, straight_and_resumed
 
 SENTENCES = ["A man plays a guitar.", "Two dogs run in the park near a small red house.", "A woman sleeps."]
 
@@ -396,11 +396,7 @@ def test_lora_starts_as_the_model_trains_only_adapters_and_exports_them_merged(
     assert {name.split(".")[-4] for name in trained} == {"query", "value"}  # ...query.lora_A.default.weight
 
     extra = hf_args(tiny_bert, "lora_r=4", "lora_targets=query,key,value", "encoder_lr=0.01", "max_steps=12")
-    from mtl.train import run
-
-    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
-    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)
-    _, resumed = run.resume(cut_dir, progress=False)
+    straight_dir, straight, resumed = straight_and_resumed(tiny_data, tmp_path, *extra)
     assert deterministic_summary(resumed) == deterministic_summary(straight)
     encoded = load_encoder(straight_dir, device="cpu").encode(SENTENCES, progress=False)
     assert not np.allclose(encoded, plain.encode(SENTENCES), atol=1e-4)  # the adapters trained
@@ -435,8 +431,6 @@ def test_compile_runs_the_compiled_transformer_and_resumes_exactly(
 ):
     # Inductor takes minutes to compile on CI's CPUs; dynamo's "eager" backend traces the same
     # graphs (what compile=true changes about a run) in seconds. The speed: just bench-hf compile=true.
-    from mtl.train import run
-
     real, compiled = torch.nn.Module.compile, []
 
     def traced_eagerly(module, *args, **kwargs):
@@ -445,10 +439,8 @@ def test_compile_runs_the_compiled_transformer_and_resumes_exactly(
 
     monkeypatch.setattr(torch.nn.Module, "compile", traced_eagerly)
     extra = hf_args(tiny_bert, "compile=true", "max_steps=12", "checkpoint_every=4")
-    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
-    assert compiled == ["BertModel"]
-    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)
-    _, resumed = run.resume(cut_dir, progress=False)
+    straight_dir, straight, resumed = straight_and_resumed(tiny_data, tmp_path, *extra)
+    assert compiled[0] == "BertModel" and set(compiled) == {"BertModel"}  # each run's backbone
     assert deterministic_summary(resumed) == deterministic_summary(straight)
     # The same weights under the same names as an uncompiled run's: checkpoints and exports unchanged.
     _, plain = start_run(tiny_data, tmp_path / "plain", *hf_args(tiny_bert, "max_steps=12"))
