@@ -209,6 +209,49 @@ def test_sts_matryoshka_regresses_the_cosine_at_each_width():
     )
 
 
+def test_classification_matryoshka_trains_a_classifier_per_width():
+    """The MRL paper's classification: a classifier of its own on each width's features
+    ([u; v; |u-v|; u*v] of the first w dimensions), the full width's being the task's own."""
+    nli = task("nli", "matryoshka=8,3", "matryoshka_weights=1,0.5")
+    torch.manual_seed(0)
+    encoder = build_encoder(frozen_embedding(torch.randn(30, 6)), EncoderConfig(encoder="bilstm", hidden=4))
+    head = nli.head(encoder, 5, 1, 0.0)
+    assert list(head.width_classifiers) == ["3"]  # 8 is the full width: the task's own classifier
+    premises = (torch.tensor([[2, 3, 0], [4, 5, 6]]), torch.tensor([2, 3]))
+    hypotheses = (torch.tensor([[7, 8], [9, 0]]), torch.tensor([2, 1]))
+    labels = torch.tensor([0, 2])
+    out = head(encoder, [premises, hypotheses])
+    u, v = encoder(*premises), encoder(*hypotheses)
+
+    def loss(classifier, width):
+        a, b = u[:, :width], v[:, :width]
+        features = torch.cat([a, b, (a - b).abs(), a * b], dim=-1)
+        return torch.nn.functional.cross_entropy(classifier(features), labels, reduction="none")
+
+    expected = loss(head.classifier, 8) + 0.5 * loss(head.width_classifiers["3"], 3)
+    torch.testing.assert_close(nli.losses(out, labels), expected)
+    torch.testing.assert_close(nli.scores(out, labels), nli.scores(out.full, labels))  # the full width's
+    head.eval()
+    torch.testing.assert_close(head(encoder, [premises, hypotheses]), out.full)  # evaluation: full width
+
+
+@pytest.mark.parametrize(
+    "keys, message",
+    [
+        (SKIPTHOUGHT + ("skipthought.matryoshka=4",), "a skipthought task does not train at several widths"),
+        (("encoder=decomposable", "tasks=nli", "nli.matryoshka=4"), "has no sentence embedding to cut"),
+    ],
+    ids=["skipthought", "decomposable"],
+)
+def test_matryoshka_where_it_cannot_apply_is_one_line(tiny_data, tmp_path, keys, message):
+    from mtl.train.resolve import resolve_inputs
+    from mtl.train.trainer import Trainer
+
+    with pytest.raises(UserError, match=message):
+        config = resolve_inputs(run.config_from_args(args_for(tiny_data, tmp_path / "run", *keys)))
+        Trainer(config, tmp_path / "run", progress=False)
+
+
 @pytest.mark.parametrize(
     "keys, message",
     [
@@ -372,8 +415,9 @@ def test_a_qt_corpus_from_squad_passages_trains_with_nli_and_classifsquad(tiny_d
         MNRL,
         ("tasks=nli,sts", f"sts.source={FIXTURES / 'sts_tiny'}", "sts.steps=2", "sts.matryoshka=8,2"),
         SKIPTHOUGHT,
+        ("tasks=nli,squad", "nli.matryoshka=16,4", "squad.matryoshka=8"),
     ],
-    ids=["qt-matryoshka", "mnrl", "sts-matryoshka", "skipthought"],
+    ids=["qt-matryoshka", "mnrl", "sts-matryoshka", "skipthought", "classification-matryoshka"],
 )
 def test_a_run_of_each_new_task_resumes_exactly(tiny_data, tmp_path, keys):
     _, straight = start_run(tiny_data, tmp_path / "straight", *keys, "max_steps=12", "eval_every=5")

@@ -57,6 +57,17 @@ class HeadRecipe:
         return self.width * encoder.output_dim
 
 
+Widths = tuple[tuple[int, float], ...]  # matryoshka=: (width, weight) of each width trained
+
+
+class AtWidths(NamedTuple):
+    """A head's outputs in training with matryoshka=: the full width's, and (weight, the outputs
+    from the embeddings' first w dimensions) per width w. Evaluation gets the full width's alone."""
+
+    full: torch.Tensor
+    truncated: tuple[tuple[float, torch.Tensor], ...]
+
+
 class InBatchScores(NamedTuple):
     """An in-batch head's output: (b, B) scores of this rank's b examples against the batch's B
     candidates, and where this rank's examples start among the batch's (`gather_batch`)."""
@@ -78,7 +89,15 @@ def mlp(inputs: int, hidden: int, layers: int, outputs: int, dropout: float) -> 
 class TaskHead(nn.Module):
     """A task's features over the shared encoder's embeddings, then an MLP."""
 
-    def __init__(self, recipe: HeadRecipe, encoder: Encoder, hidden: int, layers: int, dropout: float):
+    def __init__(
+        self,
+        recipe: HeadRecipe,
+        encoder: Encoder,
+        hidden: int,
+        layers: int,
+        dropout: float,
+        widths: Widths = (),
+    ):
         super().__init__()
         if encoder.pair_model and not recipe.pairs:
             raise UserError(
@@ -87,8 +106,18 @@ class TaskHead(nn.Module):
             )
         self.recipe = recipe
         self.classifier = mlp(recipe.input_dim(encoder), hidden, layers, recipe.outputs, dropout)
+        # matryoshka=: a classifier of its own on the features of the first w dimensions, for each
+        # width w below the full one (Kusupati et al. 2022's MRL, a classifier per nesting).
+        self.widths = widths
+        self.width_classifiers = nn.ModuleDict(
+            {
+                str(width): mlp(recipe.width * width, hidden, layers, recipe.outputs, dropout)
+                for width, _ in widths
+                if width != encoder.output_dim
+            }
+        )
 
-    def forward(self, encoder: Encoder, sentences: Sentences) -> torch.Tensor:
+    def forward(self, encoder: Encoder, sentences: Sentences) -> torch.Tensor | AtWidths:
         if encoder.pair_model:
             compared = [encoder.compare(*sentences[i], *sentences[j]) for i, j in self.recipe.pairs]
             return self.classifier(torch.cat(compared, dim=-1))
@@ -110,7 +139,17 @@ class TaskHead(nn.Module):
             encoded = encoder(tokens, lengths)  # (kB, D)
             for i, part in zip(call, encoded.chunk(len(call)), strict=True):
                 embeddings[i] = part
-        return self.classifier(self.recipe.features(*embeddings))
+        logits = self.classifier(self.recipe.features(*embeddings))
+        if not (self.training and self.widths):
+            return logits
+
+        def at_width(width: int) -> torch.Tensor:
+            if str(width) not in self.width_classifiers:  # the full width
+                return logits
+            truncated = [embedding[:, :width] for embedding in embeddings]
+            return self.width_classifiers[str(width)](self.recipe.features(*truncated))
+
+        return AtWidths(logits, tuple((weight, at_width(width)) for width, weight in self.widths))
 
 
 class MultitaskModel(nn.Module):

@@ -17,9 +17,10 @@ from torch import nn
 
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
-from mtl.models.heads import HeadRecipe, TaskHead
+from mtl.models.heads import AtWidths, HeadRecipe, TaskHead
 from mtl.tasks.configs import SPLITS, TaskConfig
 from mtl.tasks.kinds import title_of
+from mtl.tasks.matryoshka import matryoshka_widths, over_widths
 
 
 class Task:
@@ -54,6 +55,8 @@ class Task:
     # classification head means nothing untrained), "direct" (its metric needs no trained head:
     # a cosine, in-batch recall), "never" (its head is a trained model of its own).
     untrained: ClassVar[str] = "probe"
+    # The task's loss can be taken at several widths of the embeddings (matryoshka=).
+    trains_widths: ClassVar[bool] = True
 
     def __init__(self, name: str, config: TaskConfig):
         self.name, self.config = name, config
@@ -61,6 +64,11 @@ class Task:
             raise UserError(
                 f"{name}.train=false: a {self.kind} task's head is a model trained with it, so it cannot "
                 "watch a run untrained; train it, or watch a task scored without one (sts, mnrl, a classification)"
+            )
+        if config.matryoshka.strip() and not self.trains_widths:
+            raise UserError(
+                f"{name}.matryoshka={config.matryoshka}: a {self.kind} task does not train at several widths "
+                "(mnrl, qt, sts and the classification tasks do)"
             )
 
     @property
@@ -137,16 +145,32 @@ class Task:
 
     def head(self, encoder: nn.Module, hidden: int, layers: int, dropout: float) -> nn.Module:
         """The module that maps the encoder's work on a batch's sentences to this task's outputs."""
-        return TaskHead(self.recipe, encoder, hidden, layers, dropout)
+        widths = ()
+        if self.config.matryoshka.strip():
+            if encoder.pair_model:
+                raise UserError(
+                    f"{self.name}.matryoshka={self.config.matryoshka}: encoder={type(encoder).__name__} "
+                    "compares sentence pairs and has no sentence embedding to cut"
+                )
+            widths = matryoshka_widths(self.config, self.name, encoder.output_dim)
+        return TaskHead(self.recipe, encoder, hidden, layers, dropout, widths)
 
-    def losses(self, outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """(B,) per-example training loss."""
-        logits = outputs if outputs.dtype == torch.float32 else outputs.float()  # (bf16/fp16 under autocast)
-        return nn.functional.cross_entropy(logits, labels, reduction="none")
+    def losses(self, outputs: torch.Tensor | AtWidths, labels: torch.Tensor) -> torch.Tensor:
+        """(B,) per-example training loss (with matryoshka=, summed over the widths)."""
 
-    def scores(self, outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """(B,) per-example value of `metric` (their mean is the metric): here, 1 when right."""
-        return (outputs.argmax(dim=-1) == labels).float()
+        def cross_entropy(logits: torch.Tensor) -> torch.Tensor:
+            logits = logits if logits.dtype == torch.float32 else logits.float()  # (bf16/fp16 under autocast)
+            return nn.functional.cross_entropy(logits, labels, reduction="none")
+
+        if isinstance(outputs, AtWidths):
+            return over_widths(cross_entropy, outputs.full, outputs.truncated)
+        return cross_entropy(outputs)
+
+    def scores(self, outputs: torch.Tensor | AtWidths, labels: torch.Tensor) -> torch.Tensor:
+        """(B,) per-example value of `metric` (their mean is the metric): here, 1 when right (at
+        the full width)."""
+        logits = outputs.full if isinstance(outputs, AtWidths) else outputs
+        return (logits.argmax(dim=-1) == labels).float()
 
     def dev_metrics(self) -> tuple[str, ...]:
         """The metrics an evaluation logs for the task, `metric` first (what select= may name)."""

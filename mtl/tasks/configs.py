@@ -41,6 +41,10 @@ class TaskConfig:
     # encoder=hf: text put before each of the task's sentences ("query: ", as E5 and BGE train);
     # the export records it under the task's name, so encode(prompt_name=<task>) embeds as trained.
     prompt: str = ""
+    # Matryoshka training (Kusupati et al. 2022): the task's loss at each width of the embeddings,
+    # so truncated embeddings keep quality (a classifier per width for a classification task).
+    matryoshka: str = ""  # widths (768,512,256,128,64): the loss is the sum over them of the loss on the first that many dims
+    matryoshka_weights: str = ""  # a weight per width of matryoshka= (1,1,0.5,...); empty: 1 each
 
 
 def task_key(config_class: type[TaskConfig], key: str, value: str) -> str:
@@ -121,16 +125,7 @@ class PairsConfig(TaskConfig):
 
 
 @dataclass
-class MatryoshkaKeys:
-    """Matryoshka training (Kusupati et al. 2022), for the tasks whose loss compares embeddings
-    directly (mnrl, qt, sts): the loss at each width, so truncated embeddings keep quality."""
-
-    matryoshka: str = ""  # widths (768,512,256,128,64): the loss is the sum over them of the loss on the first that many dims
-    matryoshka_weights: str = ""  # a weight per width of matryoshka= (1,1,0.5,...); empty: 1 each
-
-
-@dataclass
-class STSConfig(MatryoshkaKeys, TaskConfig):
+class STSConfig(TaskConfig):
     kind: str = "sts"
     source: str = ""  # as pairs.source: a folder of files, a save_to_disk folder, or a Hub dataset id
     subset: str = ""  # as pairs.subset: a Hub dataset's configuration
@@ -149,7 +144,7 @@ class STSConfig(MatryoshkaKeys, TaskConfig):
 
 
 @dataclass
-class RankingConfig(MatryoshkaKeys, TaskConfig):
+class RankingConfig(TaskConfig):
     kind: str = "mnrl"
     steps: AtLeast1 = 1000
     batch: AtLeast1 = 64  # anchors per step: each one's candidates are the batch's positives (and negatives)
@@ -205,7 +200,7 @@ class CorpusConfig(TaskConfig):
 
 
 @dataclass
-class QTConfig(MatryoshkaKeys, CorpusConfig):
+class QTConfig(CorpusConfig):
     kind: str = "qt"
     steps: AtLeast1 = 1000
     batch: AtLeast1 = 400  # contiguous sentences per step: each one's candidates (the paper: 400)

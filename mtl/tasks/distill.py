@@ -51,6 +51,7 @@ class DistillHead(nn.Module):
 @register
 class Distill(Task):
     kind = "distill"
+    trains_widths = False  # mse maps the whole embedding onto the teacher's width
     config_class = DistillConfig
     display = "distillation"
     untrained = "never"  # mse's map onto the teacher's width is trained with the task

@@ -1,7 +1,8 @@
 """Matryoshka representation learning (Kusupati et al. 2022; sentence-transformers' MatryoshkaLoss):
 a task's loss at several widths of the embeddings (their first w dimensions), weighted and
-summed, so that `encode(truncate_dim=w)` keeps quality. For the tasks whose loss compares
-embeddings directly (mnrl, qt, sts); their heads score each width in training only.
+summed, so that `encode(truncate_dim=w)` keeps quality. Heads that compare embeddings (mnrl,
+qt, sts) score each width directly; a classification head has a classifier of its own for each
+width below the full one (the paper's MRL: a linear classifier per nesting). In training only.
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ from collections.abc import Callable
 import torch
 
 from mtl.errors import UserError
-from mtl.tasks.configs import MatryoshkaKeys
+from mtl.models.heads import Widths
+from mtl.tasks.configs import TaskConfig
 
-Widths = tuple[tuple[int, float], ...]  # (width, weight) of each width of matryoshka=
 
-
-def matryoshka_widths(config: MatryoshkaKeys, name: str, dim: int) -> Widths:
+def matryoshka_widths(config: TaskConfig, name: str, dim: int) -> Widths:
     """(width, weight) of each width of `matryoshka=` (Kusupati et al. 2022; sentence-transformers'
     MatryoshkaLoss), checked against the encoder's `dim`."""
     if not config.matryoshka.strip():

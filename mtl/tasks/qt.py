@@ -25,13 +25,13 @@ from torch import nn
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.encoders.base import Encoder
-from mtl.models.heads import InBatchScores
+from mtl.models.heads import InBatchScores, Widths
 from mtl.runtime.distributed import gather_batch
 from mtl.tasks.base import Task
 from mtl.tasks.configs import QTConfig
 from mtl.tasks.context import CorpusTask
 from mtl.tasks.kinds import register
-from mtl.tasks.matryoshka import Widths, matryoshka_widths, over_widths
+from mtl.tasks.matryoshka import matryoshka_widths, over_widths
 
 
 def neighbour_labels(documents: list[list[str]], radius: int) -> list[int]:

@@ -73,6 +73,7 @@ class SkipThoughtHead(nn.Module):
 @register
 class SkipThought(CorpusTask, Task):
     kind = "skipthought"
+    trains_widths = False  # its decoders start from the whole embedding
     config_class = SkipThoughtConfig
     untrained = "never"  # with train=false (see Task.untrained)
     display = "Skip-Thought"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -19,19 +18,12 @@ from torch import nn
 
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
+from mtl.models.heads import AtWidths, Widths
 from mtl.tasks.base import Task
 from mtl.tasks.configs import STSConfig
 from mtl.tasks.kinds import register
-from mtl.tasks.matryoshka import Widths, matryoshka_widths, over_widths
+from mtl.tasks.matryoshka import matryoshka_widths, over_widths
 from mtl.tasks.pairs import read_rows, resolve_folder, streamed_rows
-
-
-class WidthCosines(NamedTuple):
-    """Training with matryoshka=: the full width's cosines and (weight, cosines on the first w
-    dimensions) per width."""
-
-    full: torch.Tensor
-    truncated: tuple[tuple[float, torch.Tensor], ...]
 
 
 class CosineHead(nn.Module):
@@ -39,16 +31,14 @@ class CosineHead(nn.Module):
         super().__init__()
         self.widths = widths
 
-    def forward(self, encoder, sentences) -> torch.Tensor | WidthCosines:
+    def forward(self, encoder, sentences) -> torch.Tensor | AtWidths:
         first, second = (encoder(tokens, lengths).float() for tokens, lengths in sentences)
 
         def cosines(width: int | None) -> torch.Tensor:
             return nn.functional.cosine_similarity(first[:, :width], second[:, :width], dim=-1)
 
         if self.training and self.widths:
-            return WidthCosines(
-                cosines(None), tuple((weight, cosines(width)) for width, weight in self.widths)
-            )
+            return AtWidths(cosines(None), tuple((weight, cosines(width)) for width, weight in self.widths))
         return cosines(None)
 
 
@@ -109,15 +99,15 @@ class STS(Task):
             )
         return CosineHead(matryoshka_widths(self.config, self.name, encoder.output_dim))
 
-    def losses(self, outputs: torch.Tensor | WidthCosines, labels: torch.Tensor) -> torch.Tensor:
-        if isinstance(outputs, WidthCosines):
+    def losses(self, outputs: torch.Tensor | AtWidths, labels: torch.Tensor) -> torch.Tensor:
+        if isinstance(outputs, AtWidths):
             return over_widths(lambda cosines: (cosines - labels) ** 2, outputs.full, outputs.truncated)
         return (outputs - labels) ** 2
 
-    def scores(self, outputs: torch.Tensor | WidthCosines, labels: torch.Tensor) -> torch.Tensor:
+    def scores(self, outputs: torch.Tensor | AtWidths, labels: torch.Tensor) -> torch.Tensor:
         """Per example, what a training step logs: minus the squared error of the full width (a
         step's Pearson over a batch would be noise)."""
-        full = outputs.full if isinstance(outputs, WidthCosines) else outputs
+        full = outputs.full if isinstance(outputs, AtWidths) else outputs
         return -((full - labels) ** 2)
 
     def dev_metrics(self) -> tuple[str, ...]:
