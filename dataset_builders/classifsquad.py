@@ -30,6 +30,7 @@ from mtl.files import jsonfile
 from mtl.files.atomic import check_output_dir, write_folder
 from mtl.files.locks import FolderLock
 from mtl.text.coverage import Coverage
+from mtl.text.token_cache import cached_tokenize
 from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vectors import load_vectors, resolve_vectors_path
 from mtl.tracking.tracker import Tracker
@@ -315,7 +316,8 @@ def _build(
     stages.set_postfix_str("tokenize")
 
     texts = [text for articles in squad.values() for text in squad_texts(articles)]
-    tokens_of = dict(zip(texts, tokenizer.tokenize(texts, processes=tokenizing_processes()), strict=True))
+    tokens = cached_tokenize(tokenizer, texts, processes=tokenizing_processes())  # (a rebuild reads them)
+    tokens_of = dict(zip(texts, tokens, strict=True))
     words = {token for tokens in tokens_of.values() for token in tokens}
     stages.update(1)
     stages.set_postfix_str("vectors")

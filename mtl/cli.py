@@ -92,7 +92,7 @@ COMMANDS: dict[str, Command] = {
     "bench-build": Command(
         "mtl.bench.build",
         "mtl.bench.build:BenchBuildConfig",
-        "wall time of a full build, vector cache cold and warm",
+        "wall time of a full build, caches (vectors, tokens) cold and warm",
     ),
     "train-multitask": Command(
         "mtl.train.run",

@@ -46,3 +46,29 @@ def test_worker_processes_give_the_same_tokens_in_the_same_order(monkeypatch, na
     texts += ["", "  ", "a\x1fb c", "x\x1ey", "Sentence 3: the U.S. isn't !"]  # the separators stay here
     tokenizer = module.make_tokenizer(name)
     assert tokenizer.tokenize(texts, processes=2) == tokenizer.tokenize(texts)
+
+
+def test_a_second_tokenization_of_the_same_texts_reads_the_cache(tmp_path, monkeypatch):
+    from mtl.text import token_cache
+
+    monkeypatch.setenv("MTL_CACHE_DIR", str(tmp_path))
+    texts = ["A man plays a guitar.", "Two dogs run.", "A man plays a guitar.", "U.S. troops"]
+    first = token_cache.cached_tokenize(Tokenizer(), texts)
+    assert first == Tokenizer().tokenize(texts)
+    (entry,) = (tmp_path / "tokens").glob("*.json")
+
+    def not_again(self, texts, processes=1):
+        raise AssertionError("tokenized again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Tokenizer, "tokenize", not_again)
+        assert token_cache.cached_tokenize(Tokenizer(), texts) == first
+    # Another tokenizer setting, or other texts, is another entry.
+    assert token_cache.cached_tokenize(Tokenizer(lowercase=False), texts)[3] == ["U.S.", "troops"]
+    token_cache.cached_tokenize(Tokenizer(), texts[:2])
+    assert len(list((tmp_path / "tokens").glob("*.json"))) == 3
+    # A damaged entry is said and tokenized again.
+    entry.write_text('[["a"]', encoding="utf-8")
+    with pytest.warns(UserWarning, match="token cache entry .* is damaged"):
+        assert token_cache.cached_tokenize(Tokenizer(), texts) == first
+    assert token_cache.cached_tokenize(Tokenizer(), texts) == first  # and written again

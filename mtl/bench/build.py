@@ -1,4 +1,4 @@
-"""`just bench-build`: wall time of a full ClassifSQuAD build, vector cache cold and warm.
+"""`just bench-build`: wall time of a full ClassifSQuAD build, caches (vectors, tokens) cold and warm.
 
 Each build runs as its own `python -m mtl build-classifsquad` process, so the times are
 what a user waits for, imports included. Cold runs get an empty cache directory each;
@@ -73,7 +73,7 @@ def report(times: dict[str, list[float]], config: BenchBuildConfig) -> str:
     ]
     for kind, values in times.items():
         lines.append(
-            f"  vector cache {kind}: median {statistics.median(values):6.1f} s "
+            f"  cache {kind}: median {statistics.median(values):6.1f} s "
             f"(min {min(values):.1f}, max {max(values):.1f})"
         )
     warm = statistics.median(times["warm"])
