@@ -240,8 +240,10 @@ def test_classification_matryoshka_trains_a_classifier_per_width():
     [
         (SKIPTHOUGHT + ("skipthought.matryoshka=4",), "a skipthought task does not train at several widths"),
         (("encoder=decomposable", "tasks=nli", "nli.matryoshka=4"), "has no sentence embedding to cut"),
+        (("tasks=nli", "nli.matryoshka_weights=1,2"), "nli.matryoshka_weights= weighs the widths"),
+        (SKIPTHOUGHT + ("skipthought.matryoshka_weights=1",), "a skipthought task does not train at"),
     ],
-    ids=["skipthought", "decomposable"],
+    ids=["skipthought", "decomposable", "weights-alone", "skipthought-weights"],
 )
 def test_matryoshka_where_it_cannot_apply_is_one_line(tiny_data, tmp_path, keys, message):
     from mtl.train.resolve import resolve_inputs

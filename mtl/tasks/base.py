@@ -65,7 +65,7 @@ class Task:
                 f"{name}.train=false: a {self.kind} task's head is a model trained with it, so it cannot "
                 "watch a run untrained; train it, or watch a task scored without one (sts, mnrl, a classification)"
             )
-        if config.matryoshka.strip() and not self.trains_widths:
+        if (config.matryoshka.strip() or config.matryoshka_weights.strip()) and not self.trains_widths:
             raise UserError(
                 f"{name}.matryoshka={config.matryoshka}: a {self.kind} task does not train at several widths "
                 "(mnrl, qt, sts and the classification tasks do)"
@@ -145,14 +145,12 @@ class Task:
 
     def head(self, encoder: nn.Module, hidden: int, layers: int, dropout: float) -> nn.Module:
         """The module that maps the encoder's work on a batch's sentences to this task's outputs."""
-        widths = ()
-        if self.config.matryoshka.strip():
-            if encoder.pair_model:
-                raise UserError(
-                    f"{self.name}.matryoshka={self.config.matryoshka}: encoder={type(encoder).__name__} "
-                    "compares sentence pairs and has no sentence embedding to cut"
-                )
-            widths = matryoshka_widths(self.config, self.name, encoder.output_dim)
+        if encoder.pair_model and (self.config.matryoshka.strip() or self.config.matryoshka_weights.strip()):
+            raise UserError(
+                f"{self.name}.matryoshka={self.config.matryoshka}: encoder={type(encoder).__name__} "
+                "compares sentence pairs and has no sentence embedding to cut"
+            )
+        widths = () if encoder.pair_model else matryoshka_widths(self.config, self.name, encoder.output_dim)
         return TaskHead(self.recipe, encoder, hidden, layers, dropout, widths)
 
     def losses(self, outputs: torch.Tensor | AtWidths, labels: torch.Tensor) -> torch.Tensor:

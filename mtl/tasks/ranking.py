@@ -21,7 +21,7 @@ from torch import nn
 from mtl.data.snli import LABELS, load_snli, resolve_snli_source
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
-from mtl.models.heads import InBatchScores
+from mtl.models.heads import InBatchScores, Widths
 from mtl.runtime.distributed import gather_batch
 from mtl.tasks.base import Task
 from mtl.tasks.configs import NLIConfig, RankingConfig, TaskConfig
@@ -96,9 +96,9 @@ def read_triples(path: Path, task: str = "mnrl") -> LabelledTexts:
 
 
 class RankingHead(nn.Module):
-    def __init__(self, scale: float, widths: tuple[tuple[int, float], ...] = ()):
+    def __init__(self, scale: float, widths: Widths = ()):
         super().__init__()
-        self.scale, self.widths = scale, widths  # widths: (width, weight) of matryoshka=
+        self.scale, self.widths = scale, widths
 
     def forward(self, encoder, sentences) -> InBatchScores:
         return self.score(self.embed(encoder, sentences))
