@@ -4,12 +4,16 @@ Each process count trains the same run (a preset, the same global batches) as it
 `torchrun --standalone` job with `threads` threads per process; runs alternate between
 process counts `repeats` times so machine noise falls on all of them alike. Reported:
 the median over steps of each task's examples per second (the global batch over the
-step's wall time on rank 0, all-reduce included), after `warmup` steps of each task.
+step's wall time on rank 0, all-reduce included), after `warmup` steps of each task, and
+the peak resident memory of the job's largest process (the kernel's count, imports and
+data included). `strategies=ddp,fsdp` measures each process count under both (fsdp: an
+encoder=hf preset; one process has nothing to shard, so it runs once).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -27,6 +31,8 @@ from mtl.runs import RunFolder, read_json, read_metrics
 @dataclass
 class BenchRanksConfig:
     processes: str = "1,2"  # comma-separated process counts to compare
+    strategies: str = "ddp"  # comma-separated: ddp, fsdp (strategy=, for an encoder=hf preset)
+    hf_model: str | None = None  # an encoder=hf preset's model (a Hub id or a local folder)
     threads: AtLeast1 = 1  # torch threads per process
     preset: str = "cpu-small"  # the run to time (experiments/<preset>.toml)
     steps_nli: AtLeast1 = 20  # NLI steps per block
@@ -40,24 +46,49 @@ class BenchRanksConfig:
     max_eval: AtLeast1 = 500  # dev/test examples per task for the final evaluation
 
 
-def run(config: BenchRanksConfig) -> dict[int, dict[str, list[float]]]:
+# Runs the torchrun job and says the peak RSS of the largest process it waited for (Linux: KiB).
+PEAK_MEMORY = (
+    "import resource, subprocess, sys; done = subprocess.run(sys.argv[1:]); "
+    "print(f'peak rss kib {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}', file=sys.stderr); "
+    "sys.exit(done.returncode)"
+)
+
+
+@dataclass
+class Measured:
+    rates: dict[str, list[float]]  # task -> examples/s of each timed step
+    peak_mib: list[float]  # of each run
+
+
+def jobs(config: BenchRanksConfig) -> list[tuple[int, str]]:
+    """(process count, strategy) pairs to time, in order; one process once, sharded or not."""
     counts = [int(n) for n in config.processes.split(",") if n.strip()]
     if not counts or min(counts) < 1:
         raise UserError(f"processes={config.processes!r}: give process counts such as 1,2")
-    rates: dict[int, dict[str, list[float]]] = {n: {} for n in counts}
+    strategies = [name.strip() for name in config.strategies.split(",") if name.strip()]
+    if not strategies or set(strategies) - {"ddp", "fsdp"}:
+        raise UserError(f"strategies={config.strategies!r}: give ddp, fsdp or both (ddp,fsdp)")
+    # One process has nothing to shard over: it trains alike under either, so it runs once.
+    return [(n, strategy) for n in counts for strategy in (strategies[:1] if n == 1 else strategies)]
+
+
+def run(config: BenchRanksConfig) -> dict[tuple[int, str], Measured]:
+    measured = {job: Measured({}, []) for job in jobs(config)}
     with tempfile.TemporaryDirectory(prefix="mtl-bench-ranks-") as scratch:
         for repeat in range(config.repeats):
-            for n in counts:
-                out = Path(scratch) / f"{n}-{repeat}"
-                _train(config, n, out)
+            for (n, strategy), results in measured.items():
+                out = Path(scratch) / f"{n}-{strategy}-{repeat}"
+                results.peak_mib.append(_train(config, n, strategy, out))
                 for task, values in _rates(out, config.warmup).items():
-                    rates[n].setdefault(task, []).extend(values)
-                print(f"{n} process(es), run {repeat + 1}: {_line(rates[n])}", flush=True)
-    return rates
+                    results.rates.setdefault(task, []).extend(values)
+                print(f"{_label(n, strategy)}, run {repeat + 1}: {_line(results)}", flush=True)
+    return measured
 
 
-def _train(config: BenchRanksConfig, processes: int, out: Path) -> None:
+def _train(config: BenchRanksConfig, processes: int, strategy: str, out: Path) -> float:
+    """Train one job; its largest process's peak memory in MiB."""
     command = [
+        *(sys.executable, "-c", PEAK_MEMORY),
         *(sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"),
         *("-m", "mtl", "train-multitask", f"preset={config.preset}", f"out={out}"),
         f"steps_nli={config.steps_nli}",
@@ -69,13 +100,16 @@ def _train(config: BenchRanksConfig, processes: int, out: Path) -> None:
         f"max_squad_train={config.max_squad_train}",
         f"max_eval={config.max_eval}",
         f"device={config.device}",
+        f"strategy={strategy}",
+        *([f"hf_model={config.hf_model}"] if config.hf_model else []),
         "wandb=disabled",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": str(config.threads), "MKL_NUM_THREADS": str(config.threads)}
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         print(done.stderr[-2000:], file=sys.stderr)
-        raise UserError(f"the {processes}-process run failed (the end of its output is above)")
+        raise UserError(f"the {_label(processes, strategy)} run failed (the end of its output is above)")
+    return int(re.findall(r"peak rss kib (\d+)", done.stderr)[-1]) / 1024
 
 
 def _rates(run_dir: Path, warmup: int) -> dict[str, list[float]]:
@@ -92,24 +126,32 @@ def _rates(run_dir: Path, warmup: int) -> dict[str, list[float]]:
     return rates
 
 
-def _line(rates: dict[str, list[float]]) -> str:
-    return ", ".join(
+def _label(processes: int, strategy: str) -> str:
+    return "1 process" if processes == 1 else f"{processes} processes, {strategy}"
+
+
+def _line(measured: Measured) -> str:
+    rates = ", ".join(
         f"{task} {statistics.median(values):,.0f} examples/s (min {min(values):,.0f}, max {max(values):,.0f})"
-        for task, values in rates.items()
+        for task, values in measured.rates.items()
         if values
     )
+    return f"{rates}; peak memory {statistics.median(measured.peak_mib):,.0f} MiB"
 
 
-def report(rates: dict[int, dict[str, list[float]]], threads: int) -> str:
-    one = min(rates)
-    lines = [f"examples/s per process count ({threads} thread(s) per process; median over steps):"]
-    for n, by_task in rates.items():
+def report(measured: dict[tuple[int, str], Measured], threads: int) -> str:
+    first = next(iter(measured.values()))
+    lines = [
+        f"examples/s per process count ({threads} thread(s) per process; median over steps), "
+        "and the largest process's peak memory (median over runs):"
+    ]
+    for (n, strategy), results in measured.items():
         speedups = ", ".join(
-            f"{task} {statistics.median(values) / statistics.median(rates[one][task]):.2f}x"
-            for task, values in by_task.items()
-            if values and rates[one].get(task)
+            f"{task} {statistics.median(values) / statistics.median(first.rates[task]):.2f}x"
+            for task, values in results.rates.items()
+            if values and first.rates.get(task)
         )
-        lines.append(f"  {n} process(es): {_line(by_task)}; vs {one}: {speedups}")
+        lines.append(f"  {_label(n, strategy)}: {_line(results)}; vs the first: {speedups}")
     return "\n".join(lines)
 
 

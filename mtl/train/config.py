@@ -186,6 +186,9 @@ class RunConfig:
     prefetch: Literal["auto", "on", "off"] = (
         "auto"  # the next step's batch prepared on a thread during this one; auto: on with CUDA
     )
+    strategy: Literal["ddp", "fsdp"] = (
+        "ddp"  # under torchrun: ddp copies the model to every process; fsdp (encoder=hf) shards it over them
+    )
 
 
 @dataclass
@@ -223,11 +226,35 @@ class TrainConfig:
                 )
         self._check_schedule()
         self._check_learning_rates()
+        self._check_strategy()
         if self.model.encoder == "transformer" and self.data.max_tokens > MAX_POSITIONS:
             raise UserError(
                 f"max_tokens={self.data.max_tokens} is more than encoder=transformer's {MAX_POSITIONS} "
                 f"positions: give max_tokens={MAX_POSITIONS} or less"
             )
+
+    def _check_strategy(self) -> None:
+        """What strategy=fsdp cannot shard is refused before any work (mtl/train/sharding.py)."""
+        if self.run.strategy != "fsdp":
+            return
+        if self.model.encoder != "hf":
+            raise UserError(
+                f"strategy=fsdp shards a pretrained transformer's layers over the processes: it is for "
+                f"encoder=hf, not encoder={self.model.encoder} (which fits each process: leave strategy= out)"
+            )
+        refused = {  # (why each does not combine with sharded parameters)
+            "schedule=mixed": "its balancers compare whole per-task gradients, which sharding splits",
+            "affinity_every=": "the affinity steps a copy of the whole model in each process",
+            "compile=true": "compiling a sharded transformer is not supported by mtl yet",
+        }
+        given = {
+            "schedule=mixed": self.schedule.schedule == "mixed",
+            "affinity_every=": self.run.affinity_every is not None,
+            "compile=true": self.model.compile,
+        }
+        for key, why in refused.items():
+            if given[key]:
+                raise UserError(f"strategy=fsdp does not combine with {key} ({why}): leave one of them out")
 
     def _check_learning_rates(self) -> None:
         """`<task>.lr=` and `encoder_lr=` are values or multiples of lr= (which may be unset yet)."""

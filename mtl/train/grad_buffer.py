@@ -13,6 +13,7 @@ import math
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 
 class GradientBuffer:
@@ -27,7 +28,10 @@ class GradientBuffer:
     def __init__(self, parameters: list[nn.Parameter]):
         self.parameters = list({id(p): p for p in parameters}.values())
         kinds = {(p.dtype, p.device) for p in self.parameters}
-        self.enabled = len(kinds) == 1 and all(p.is_contiguous() for p in self.parameters)
+        # (A sharded parameter's gradient is its shard, strategy=fsdp's, which the views are not.)
+        self.enabled = len(kinds) == 1 and all(
+            p.is_contiguous() and not isinstance(p, DTensor) for p in self.parameters
+        )
         self.views: dict[int, torch.Tensor] = {}
         self.constants: dict[float, torch.Tensor] = {}
         if not self.enabled:
@@ -51,7 +55,8 @@ class GradientBuffer:
         """Scale the gradients of `parameters` so that their norm is at most `max_norm` (inf: not
         at all), as `clip_grad_norm_` does; return their norm before clipping (on the device)."""
         if not self.holds(parameters):
-            return nn.utils.clip_grad_norm_(parameters, max_norm)
+            norm = nn.utils.clip_grad_norm_(parameters, max_norm)
+            return norm.full_tensor() if isinstance(norm, DTensor) else norm  # (sharded: the whole norm)
         # Parameters attached but not trained by this step hold zeros: the norm over the whole
         # buffer is theirs.
         norm = torch.linalg.vector_norm(self.flat)

@@ -33,6 +33,7 @@ from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vocab import Vocabulary
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
+from mtl.train.sharding import whole_state
 
 PREFIX = "monitor"
 SEED_OFFSET = 15_485_863  # the subsample's draw: apart from the run's other generators
@@ -79,8 +80,9 @@ class Monitor:
     def scores(self) -> dict[str, float]:
         """Every monitored task's headline metrics now, as `monitor/<task>/<metric>`, on every rank."""
         results: dict[str, float] = {}
+        weights = whole_state(self.model.encoder)  # (strategy=fsdp: each rank gives its shards)
         if self.dist.is_main:
-            encoder = self._refreshed()
+            encoder = self._refreshed(weights)
             was_training = self.model.training
             try:
                 for name, task in self.tasks.items():
@@ -91,8 +93,8 @@ class Monitor:
                 self.model.train(was_training)
         return self.dist.broadcast(results)
 
-    def _refreshed(self) -> SentenceEncoder:
-        """The scoring copy of the shared encoder, with the live one's current weights."""
+    def _refreshed(self, weights: dict[str, torch.Tensor]) -> SentenceEncoder:
+        """The scoring copy of the shared encoder, with the live one's current `weights`."""
         live = self.model.encoder
         if self.encoder is None:
             model_config = self.config.model
@@ -113,7 +115,7 @@ class Monitor:
                 )
         # Every weight but the word embedding, which the copy may have grown by words with a
         # vector; trained word vectors (embeddings=trainable|both) are its first rows.
-        current = {k: v for k, v in live.state_dict().items() if k != "embedding.weight"}
+        current = {k: v for k, v in weights.items() if k != "embedding.weight"}
         missing = self.encoder.encoder.load_state_dict(current, strict=False).missing_keys
         assert set(missing) <= {"embedding.weight"}, missing
         if live.embedding is not None and any(p.requires_grad for p in live.embedding.parameters()):

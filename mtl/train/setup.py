@@ -26,6 +26,15 @@ from mtl.train.optimizers import build_optimizers, learning_rates
 from mtl.train.precision import grad_scaler
 from mtl.train.resolve import task_scheduler
 from mtl.train.scheduler import Scheduler
+from mtl.train.sharding import (
+    ShardedTaskNetwork,
+    is_sharded,
+    load_whole_optimizer_state,
+    load_whole_state,
+    shard,
+    whole_optimizer_state,
+    whole_state,
+)
 
 BUCKET_WINDOW = 50  # batches sorted together: long enough to group lengths, short enough to stay random
 
@@ -43,20 +52,42 @@ class Setup:
     scaler: torch.amp.GradScaler
     balancer: Balancer | None = None  # schedule=mixed: how a step's tasks combine
 
+    @property
+    def sharded(self) -> bool:
+        """strategy=fsdp over several processes: the model's tensors are each process's shards."""
+        return is_sharded(self.model)
+
+    def model_state(self) -> dict[str, Any]:
+        """The model's weights, whole (under strategy=fsdp every process must call it)."""
+        return whole_state(self.model) if self.sharded else self.model.state_dict()
+
+    def load_model_state(self, saved: dict[str, Any]) -> None:
+        if self.sharded:
+            load_whole_state(self.model, saved)
+        else:
+            self.model.load_state_dict(saved)
+
     def state_dict(self) -> dict[str, Any]:
-        """What of it a checkpoint holds (plain values, so it loads with `weights_only`)."""
+        """What of it a checkpoint holds (plain values, so it loads with `weights_only`): whole
+        tensors at any number of processes and either strategy, so a run resumes with any."""
+        optimizer_state = (
+            whole_optimizer_state if self.sharded else (lambda optimizer: optimizer.state_dict())
+        )
         return {
-            "model": self.model.state_dict(),
-            "optimizers": {task: opt.state_dict() for task, opt in self.optimizers.items()},
+            "model": self.model_state(),
+            "optimizers": {task: optimizer_state(opt) for task, opt in self.optimizers.items()},
             "streams": {task: stream.state_dict() for task, stream in self.streams.items()},
             "scaler": self.scaler.state_dict(),
             **({"balancer": self.balancer.state_dict()} if self.balancer is not None else {}),
         }
 
     def load_state_dict(self, saved: dict[str, Any]) -> None:
-        self.model.load_state_dict(saved["model"])
+        self.load_model_state(saved["model"])
         for task, optimizer in self.optimizers.items():
-            optimizer.load_state_dict(saved["optimizers"][task])
+            if self.sharded:
+                load_whole_optimizer_state(optimizer, saved["optimizers"][task])
+            else:
+                optimizer.load_state_dict(saved["optimizers"][task])
         for task, stream in self.streams.items():
             stream.load_state_dict(saved["streams"][task])
         if saved.get("scaler"):
@@ -68,6 +99,8 @@ class Setup:
 def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, device: torch.device) -> Setup:
     """`config` resolved (`resolve_settings`); the model's initial weights come from the torch seed."""
     model = build_model(config, data, device).to(device)
+    if config.run.strategy == "fsdp" and dist.active:  # (alone, a process has nothing to shard over)
+        shard(model, device)  # before the optimizers: they hold the sharded parameters
     training = config.training_tasks  # a train=false task has no optimizer, stream or network
     # Trained word vectors (embeddings=trainable|both: the shared encoder's, and those of an
     # encoder a head holds, Quick-Thoughts' g) take embedding_lr= and no weight decay; they go
@@ -166,13 +199,16 @@ def build_model(config: TrainConfig, data: TrainingData, device: torch.device) -
 
 
 def task_network(model: MultitaskModel, task: str, dist: Distributed) -> nn.Module:
-    """The encoder and `task`'s head; over several ranks, wrapped in DDP.
+    """The encoder and `task`'s head; over several ranks, wrapped in DDP (sharded: entered
+    through the sharded model, whose units gather and reduce their own parameters).
 
     One DDP per task, sharing the encoder: a step then all-reduces the gradients of the
     parameters it trains only, not zeros for the other tasks' heads (a DDP of the whole
     model would, with `find_unused_parameters`). A DDP ignores backward passes of another's
     forward.
     """
+    if is_sharded(model):
+        return ShardedTaskNetwork(model, task)
     network = TaskNetwork(model, task)
     if not dist.active:
         return network

@@ -36,7 +36,8 @@ from mtl.train.prefetch import Prefetcher
 from mtl.train.resolve import resolve_settings
 from mtl.train.runlog import NullLog, RunLog
 from mtl.train.selection import selection_for
-from mtl.train.setup import build_setup
+from mtl.train.setup import build_model, build_setup
+from mtl.train.sharding import describe, gathered
 from mtl.train.state import StopReason, TrainState
 from mtl.train.step import Diverged, StepResult, TaskStep
 from mtl.train.stopping import stop_reason
@@ -108,6 +109,8 @@ class Trainer:
         counts = self.model.parameter_counts()
         if resume:
             self.affinity_log.cut_to(self.state.global_step)
+        if self.setup.sharded:
+            print(describe(self.model, self.dist.world_size))
         self.log, self.callbacks = open_run_logs(
             self.config, self.data, self.run_dir, self.state, self.checkpointer, counts, self.dist.world_size,
             resume, self.command, self.progress,
@@ -269,9 +272,10 @@ class Trainer:
 
     def _evaluate_and_checkpoint(self) -> None:
         started, state = time.perf_counter(), self.state
-        results = self.evaluate("dev")
-        if self.monitor is not None:  # monitor=: transfer tasks, scored alongside
-            results.update(self.monitor.scores())
+        with gathered(self.model):  # (strategy=fsdp: the ranks score different numbers of batches)
+            results = self.evaluate("dev")
+            if self.monitor is not None:  # monitor=: transfer tasks, scored alongside
+                results.update(self.monitor.scores())
         record = {metrics.GLOBAL_STEP: state.global_step}
         record.update({metrics.of_task(task, "step"): n for task, n in state.task_steps.items()})
         record.update({**results, metrics.EVENT: "evaluation"})
@@ -282,7 +286,7 @@ class Trainer:
             self.lr_schedule.after_evaluation(name, better)
         if new_best:
             self._event("checkpoint", best=True)
-            self.checkpointer.save_best(self.model.state_dict(), state.best)
+            self.checkpointer.save_best(self.setup.model_state(), state.best)
         self._save_latest()
 
     def _save_latest(self) -> None:
@@ -314,6 +318,8 @@ class Trainer:
         if state.global_step == 0 or not self._evaluation_due(state.global_step - 1):
             self._evaluate_and_checkpoint()
         best = self.checkpointer.load_best()
+        if self.setup.sharded:  # what is left evaluates and exports: whole weights in every process
+            self.model = build_model(self.config, self.data, self.device).to(self.device)
         self.model.load_state_dict(best["model"])
         results = {metrics.best(key): value for key, value in best["best"].items()}
         results.update({metrics.best(k): v for k, v in self.evaluate("test").items()})

@@ -1,0 +1,148 @@
+"""strategy=fsdp: a pretrained transformer sharded over 2 gloo processes trains as one process
+does, and its checkpoints resume exactly at another number of processes, both ways."""
+
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+
+from mtl.cli import main
+from mtl.train import run
+
+from .conftest import FIXTURES, args_for, start_run
+from .test_distributed import finished, one_thread, rank_pid, torchrun, train_distributed, wait_for_checkpoint
+
+# 200 NLI pairs at batch 7 leave a last batch of 4 per epoch; 12 triples at batch 11 leave one
+# row (rank 1 steps at weight 0). accumulate=2: the first micro-batch keeps its gradients local.
+STEPS = 10
+
+
+@pytest.fixture(scope="module")
+def still_bert(tiny_bert, tmp_path_factory) -> Path:
+    """The tiny BERT without dropout: masks are drawn per process, so with dropout 2 processes
+    train as one only in expectation (as under DDP)."""
+    folder = tmp_path_factory.mktemp("still-bert") / "model"
+    shutil.copytree(tiny_bert, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def settings(bert: Path) -> tuple[str, ...]:
+    return (
+        "device=cpu",
+        "encoder=hf",
+        f"hf_model={bert}",
+        "strategy=fsdp",
+        # Quick-Thoughts: an in-batch loss over both processes' rows, a head with a transformer
+        # of its own, and a dev set that the 2 processes score in different numbers of batches.
+        "tasks=nli,squad,qt",
+        f"qt.corpus={FIXTURES / 'corpus_tiny.txt'}",
+        "qt.batch=8",
+        "qt.steps=2",
+        "precision=fp32",
+        "batch_nli=7",
+        "batch_squad=11",
+        "accumulate=2",
+        "eval_every=5",
+        "checkpoint_every=2",
+        f"max_steps={STEPS}",
+    )
+
+
+@pytest.fixture(scope="module")
+def one_process(tiny_data, still_bert, tmp_path_factory) -> Path:
+    """The reference: strategy=fsdp in one process (nothing to shard over: it trains as usual)."""
+    out = tmp_path_factory.mktemp("one") / "run"
+    with one_thread():
+        start_run(tiny_data, out, *settings(still_bert))
+    return out
+
+
+def assert_same_training(a: Path, b: Path) -> None:
+    """The same weights (final checkpoint and best one) and the same dev and test accuracies."""
+    for name in ("latest.pt", "best.pt"):
+        first, second = (torch.load(d / "checkpoints" / name, weights_only=True)["model"] for d in (a, b))
+        assert first.keys() == second.keys()
+        for key in first:
+            assert type(second[key]) is torch.Tensor, key  # whole tensors, not a process's shards
+            torch.testing.assert_close(first[key], second[key], rtol=1e-4, atol=1e-5, msg=f"{name} {key}")
+    summaries = [json.loads((d / "summary.json").read_text()) for d in (a, b)]
+    accuracies = [key for key in summaries[0] if key.endswith("/acc")]
+    assert accuracies
+    for key in accuracies:
+        assert summaries[1][key] == pytest.approx(summaries[0][key], abs=1e-9), key
+
+
+def test_two_sharded_processes_train_like_one(tiny_data, still_bert, tmp_path, one_process):
+    out = tmp_path / "two"
+    code, output = finished(torchrun(2, *args_for(tiny_data, out, *settings(still_bert))))
+    assert code == 0, output[-3000:]
+    assert "strategy=fsdp: 8 units sharded over 2 processes" in output  # 2 + 2 layers, 3 heads, the root
+    assert_same_training(one_process, out)
+    assert (out / "encoder" / "model.safetensors").is_file()  # exported whole, in Hugging Face format
+
+
+def test_a_sharded_run_killed_resumes_in_one_process_and_a_one_process_run_sharded(
+    tiny_data, still_bert, tmp_path, one_process
+):
+    """2 processes -> 1: the checkpoint the shards were gathered into resumes unsharded; and
+    1 -> 2: a one-process checkpoint is cut into shards."""
+    out = tmp_path / "two-then-one"
+    launcher = train_distributed(2, *args_for(tiny_data, out, *settings(still_bert)))
+    wait_for_checkpoint(out, 4, launcher)
+    os.kill(rank_pid(launcher, 1), signal.SIGKILL)
+    code, output = finished(launcher)
+    assert code == 2 and not (out / "summary.json").exists(), output[-3000:]
+    with one_thread():
+        _, summary = run.resume(out, progress=False)
+    assert summary["global_step"] == STEPS
+    assert_same_training(one_process, out)
+
+    out = tmp_path / "one-then-two"
+    with one_thread():
+        start_run(tiny_data, out, *settings(still_bert), killed_after=3)
+    code, output = finished(torchrun(2, f"resume={out}"))
+    assert code == 0, output[-3000:]
+    assert_same_training(one_process, out)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["encoder=bilstm"],
+            "strategy=fsdp shards a pretrained transformer's layers over the processes: it is for "
+            "encoder=hf, not encoder=bilstm",
+        ),
+        (["schedule=mixed"], "strategy=fsdp does not combine with schedule=mixed"),
+        (["affinity_every=5"], "strategy=fsdp does not combine with affinity_every="),
+        (["compile=true"], "strategy=fsdp does not combine with compile=true"),
+    ],
+)
+def test_what_fsdp_cannot_shard_is_refused_in_one_line(
+    tiny_data, tiny_bert, tmp_path, capsys, extra, message
+):
+    replaced = {arg.partition("=")[0] for arg in extra} | (
+        {"hf_model"} if "encoder=bilstm" in extra else set()
+    )
+    keys = [key for key in settings(tiny_bert) if key.partition("=")[0] not in replaced]
+    code = main(["train-multitask", *args_for(tiny_data, tmp_path / "run", *keys, *extra)])
+    error = capsys.readouterr().err
+    assert code == 2 and message in error and error.count("\n") == 1, error
+    assert not (tmp_path / "run").exists()
+
+
+def test_bench_ranks_times_each_process_count_under_each_strategy_and_one_process_once():
+    from mtl.bench.ranks import BenchRanksConfig, jobs
+    from mtl.errors import UserError
+
+    config = BenchRanksConfig(processes="1,2,4", strategies="ddp,fsdp")
+    assert jobs(config) == [(1, "ddp"), (2, "ddp"), (2, "fsdp"), (4, "ddp"), (4, "fsdp")]
+    with pytest.raises(UserError, match="strategies='zero': give ddp, fsdp or both"):
+        jobs(BenchRanksConfig(strategies="zero"))
