@@ -13,12 +13,12 @@ import torch
 from mtl.cli import main
 from mtl.train import run
 
-from .conftest import FIXTURES, args_for, start_run
+from .conftest import FIXTURES, Killed, args_for, killed_after_step, start_run
 from .test_distributed import finished, one_thread, rank_pid, torchrun, train_distributed, wait_for_checkpoint
 
 # 200 NLI pairs at batch 7 leave a last batch of 4 per epoch; 12 triples at batch 11 leave one
 # row (rank 1 steps at weight 0). accumulate=2: the first micro-batch keeps its gradients local.
-STEPS = 10
+STEPS = 16
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,9 @@ def assert_same_training(a: Path, b: Path) -> None:
         assert first.keys() == second.keys()
         for key in first:
             assert type(second[key]) is torch.Tensor, key  # whole tensors, not a process's shards
-            torch.testing.assert_close(first[key], second[key], rtol=1e-4, atol=1e-5, msg=f"{name} {key}")
+            # Summed in another order over 2 processes, a gradient of float-noise size still moves
+            # its weight by up to AdamW's lr (2e-5) a step: 16 steps allow about 3e-4.
+            torch.testing.assert_close(first[key], second[key], rtol=1e-4, atol=1e-4, msg=f"{name} {key}")
     summaries = [json.loads((d / "summary.json").read_text()) for d in (a, b)]
     accuracies = [key for key in summaries[0] if key.endswith("/acc")]
     assert accuracies
@@ -80,37 +82,26 @@ def assert_same_training(a: Path, b: Path) -> None:
         assert summaries[1][key] == pytest.approx(summaries[0][key], abs=1e-9), key
 
 
-def test_two_sharded_processes_train_like_one(tiny_data, still_bert, tmp_path, one_process):
-    out = tmp_path / "two"
-    code, output = finished(torchrun(2, *args_for(tiny_data, out, *settings(still_bert))))
-    assert code == 0, output[-3000:]
-    assert "strategy=fsdp: 8 units sharded over 2 processes" in output  # 2 + 2 layers, 3 heads, the root
-    assert_same_training(one_process, out)
-    assert (out / "encoder" / "model.safetensors").is_file()  # exported whole, in Hugging Face format
-
-
-def test_a_sharded_run_killed_resumes_in_one_process_and_a_one_process_run_sharded(
+def test_sharded_processes_train_like_one_and_resume_at_another_number_of_processes(
     tiny_data, still_bert, tmp_path, one_process
 ):
-    """2 processes -> 1: the checkpoint the shards were gathered into resumes unsharded; and
-    1 -> 2: a one-process checkpoint is cut into shards."""
-    out = tmp_path / "two-then-one"
+    """2 sharded processes, one killed; 1 process resumes from the checkpoint their shards were
+    gathered into, and is killed in turn; 2 sharded processes cut its checkpoint into shards and
+    finish (the test evaluation and export from whole weights): one run, equal to one process's."""
+    out = tmp_path / "run"
     launcher = train_distributed(2, *args_for(tiny_data, out, *settings(still_bert)))
-    wait_for_checkpoint(out, 4, launcher)
+    wait_for_checkpoint(out, 2, launcher)
     os.kill(rank_pid(launcher, 1), signal.SIGKILL)
     code, output = finished(launcher)
     assert code == 2 and not (out / "summary.json").exists(), output[-3000:]
-    with one_thread():
-        _, summary = run.resume(out, progress=False)
-    assert summary["global_step"] == STEPS
-    assert_same_training(one_process, out)
-
-    out = tmp_path / "one-then-two"
-    with one_thread():
-        start_run(tiny_data, out, *settings(still_bert), killed_after=3)
+    assert "strategy=fsdp: 8 units sharded over 2 processes" in output  # 2 + 2 layers, 3 heads, the root
+    saved = torch.load(out / "checkpoints" / "latest.pt", weights_only=True)["state"]["global_step"]
+    with one_thread(), killed_after_step(min(saved + 3, STEPS - 1)), pytest.raises(Killed):
+        run.resume(out, progress=False)
     code, output = finished(torchrun(2, f"resume={out}"))
     assert code == 0, output[-3000:]
     assert_same_training(one_process, out)
+    assert (out / "encoder" / "model.safetensors").is_file()  # exported whole, in Hugging Face format
 
 
 @pytest.mark.parametrize(
@@ -124,6 +115,7 @@ def test_a_sharded_run_killed_resumes_in_one_process_and_a_one_process_run_shard
         (["schedule=mixed"], "strategy=fsdp does not combine with schedule=mixed"),
         (["affinity_every=5"], "strategy=fsdp does not combine with affinity_every="),
         (["compile=true"], "strategy=fsdp does not combine with compile=true"),
+        (["precision=fp16"], "strategy=fsdp does not combine with precision=fp16"),
     ],
 )
 def test_what_fsdp_cannot_shard_is_refused_in_one_line(

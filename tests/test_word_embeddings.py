@@ -190,5 +190,5 @@ def test_the_monitors_scoring_copy_reads_the_trained_vectors(tiny_data, senteval
         with torch.no_grad():
             for vectors in (p for p in live.parameters() if p.requires_grad):
                 vectors[2:].add_(1.0 + step)
-        copy = trainer.monitor._refreshed().encoder.embedding.weight
+        copy = trainer.monitor._refreshed(trainer.model.encoder.state_dict()).encoder.embedding.weight
         assert torch.equal(copy[: len(live.weight)], live.weight)

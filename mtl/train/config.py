@@ -246,11 +246,13 @@ class TrainConfig:
             "schedule=mixed": "its balancers compare whole per-task gradients, which sharding splits",
             "affinity_every=": "the affinity steps a copy of the whole model in each process",
             "compile=true": "compiling a sharded transformer is not supported by mtl yet",
+            "precision=fp16": "its gradient scaler is untested on sharded gradients: take bf16",
         }
         given = {
             "schedule=mixed": self.schedule.schedule == "mixed",
             "affinity_every=": self.run.affinity_every is not None,
             "compile=true": self.model.compile,
+            "precision=fp16": self.run.precision == "fp16",
         }
         for key, why in refused.items():
             if given[key]:
