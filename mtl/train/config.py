@@ -242,20 +242,30 @@ class TrainConfig:
                 f"strategy=fsdp shards a pretrained transformer's layers over the processes: it is for "
                 f"encoder=hf, not encoder={self.model.encoder} (which fits each process: leave strategy= out)"
             )
-        refused = {  # (why each does not combine with sharded parameters)
-            "schedule=mixed": "its balancers compare whole per-task gradients, which sharding splits",
-            "affinity_every=": "the affinity steps a copy of the whole model in each process",
-            "compile=true": "compiling a sharded transformer is not supported by mtl yet",
-            "precision=fp16": "its gradient scaler is untested on sharded gradients: take bf16",
-        }
-        given = {
-            "schedule=mixed": self.schedule.schedule == "mixed",
-            "affinity_every=": self.run.affinity_every is not None,
-            "compile=true": self.model.compile,
-            "precision=fp16": self.run.precision == "fp16",
-        }
-        for key, why in refused.items():
-            if given[key]:
+        refused = [  # (key, whether given, why it does not combine with sharded parameters)
+            (
+                "schedule=mixed",
+                self.schedule.schedule == "mixed",
+                "its balancers compare whole per-task gradients, which sharding splits",
+            ),
+            (
+                "affinity_every=",
+                self.run.affinity_every is not None,
+                "the affinity steps a copy of the whole model in each process",
+            ),
+            (
+                "compile=true",
+                self.model.compile,
+                "compiling a sharded transformer is not supported by mtl yet",
+            ),
+            (
+                "precision=fp16",
+                self.run.precision == "fp16",
+                "its gradient scaler is untested on sharded gradients: take bf16",
+            ),
+        ]
+        for key, given, why in refused:
+            if given:
                 raise UserError(f"strategy=fsdp does not combine with {key} ({why}): leave one of them out")
 
     def _check_learning_rates(self) -> None:
