@@ -20,7 +20,7 @@ from mtl.errors import UserError
 from mtl.models.heads import AtWidths, HeadRecipe, TaskHead
 from mtl.tasks.configs import SPLITS, TaskConfig
 from mtl.tasks.kinds import title_of
-from mtl.tasks.matryoshka import matryoshka_widths, over_widths
+from mtl.tasks.matryoshka import asks_widths, matryoshka_widths, over_widths
 
 
 class Task:
@@ -65,7 +65,7 @@ class Task:
                 f"{name}.train=false: a {self.kind} task's head is a model trained with it, so it cannot "
                 "watch a run untrained; train it, or watch a task scored without one (sts, mnrl, a classification)"
             )
-        if (config.matryoshka.strip() or config.matryoshka_weights.strip()) and not self.trains_widths:
+        if asks_widths(config) and not self.trains_widths:
             raise UserError(
                 f"{name}.matryoshka={config.matryoshka}: a {self.kind} task does not train at several widths "
                 "(mnrl, qt, sts and the classification tasks do)"
@@ -145,7 +145,7 @@ class Task:
 
     def head(self, encoder: nn.Module, hidden: int, layers: int, dropout: float) -> nn.Module:
         """The module that maps the encoder's work on a batch's sentences to this task's outputs."""
-        if encoder.pair_model and (self.config.matryoshka.strip() or self.config.matryoshka_weights.strip()):
+        if encoder.pair_model and asks_widths(self.config):
             raise UserError(
                 f"{self.name}.matryoshka={self.config.matryoshka}: encoder={type(encoder).__name__} "
                 "compares sentence pairs and has no sentence embedding to cut"

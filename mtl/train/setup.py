@@ -59,35 +59,23 @@ class Setup:
 
     def model_state(self) -> dict[str, Any]:
         """The model's weights, whole (under strategy=fsdp every process must call it)."""
-        return whole_state(self.model) if self.sharded else self.model.state_dict()
-
-    def load_model_state(self, saved: dict[str, Any]) -> None:
-        if self.sharded:
-            load_whole_state(self.model, saved)
-        else:
-            self.model.load_state_dict(saved)
+        return whole_state(self.model)
 
     def state_dict(self) -> dict[str, Any]:
         """What of it a checkpoint holds (plain values, so it loads with `weights_only`): whole
         tensors at any number of processes and either strategy, so a run resumes with any."""
-        optimizer_state = (
-            whole_optimizer_state if self.sharded else (lambda optimizer: optimizer.state_dict())
-        )
         return {
             "model": self.model_state(),
-            "optimizers": {task: optimizer_state(opt) for task, opt in self.optimizers.items()},
+            "optimizers": {task: whole_optimizer_state(opt) for task, opt in self.optimizers.items()},
             "streams": {task: stream.state_dict() for task, stream in self.streams.items()},
             "scaler": self.scaler.state_dict(),
             **({"balancer": self.balancer.state_dict()} if self.balancer is not None else {}),
         }
 
     def load_state_dict(self, saved: dict[str, Any]) -> None:
-        self.load_model_state(saved["model"])
+        load_whole_state(self.model, saved["model"])
         for task, optimizer in self.optimizers.items():
-            if self.sharded:
-                load_whole_optimizer_state(optimizer, saved["optimizers"][task])
-            else:
-                optimizer.load_state_dict(saved["optimizers"][task])
+            load_whole_optimizer_state(optimizer, saved["optimizers"][task])
         for task, stream in self.streams.items():
             stream.load_state_dict(saved["streams"][task])
         if saved.get("scaler"):

@@ -121,12 +121,13 @@ def whole(tensor: Any) -> Any:
 
 
 def whole_state(module: nn.Module) -> dict[str, Any]:
-    """`module.state_dict()` with whole tensors: what a one-process run saves."""
+    """`module.state_dict()` with whole tensors: what a one-process run saves (unsharded: its own)."""
     return {key: whole(value) for key, value in module.state_dict().items()}
 
 
 def load_whole_state(module: nn.Module, saved: dict[str, Any]) -> None:
-    """`module.load_state_dict` of whole tensors (`whole_state`'s), each process keeping its shards."""
+    """`module.load_state_dict` of whole tensors (`whole_state`'s), each process keeping its shards
+    (unsharded: a plain load)."""
     current = module.state_dict()
     module.load_state_dict({key: _like(value, current.get(key)) for key, value in saved.items()})
 
