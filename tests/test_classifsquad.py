@@ -19,7 +19,9 @@ from dataset_builders.classifsquad import (
     build_split,
     contains,
     count_oov,
+    joined,
     negative_candidates,
+    padded,
     pick_answer,
     squad_texts,
 )
@@ -61,9 +63,10 @@ def test_contains_works_on_whole_tokens():
     assert not contains(["the", "cat"], ["cat", "the"])
 
 
-def test_negative_candidates_skip_equal_and_overlapping_answers():
-    pool = [("the", "cat", "sat"), ("the", "cat"), ("a", "dog"), ("the", "cat", "sat", "on")]
-    assert negative_candidates(("the", "cat", "sat"), pool) == ([2], 2)
+def test_negative_candidates_skip_the_answer_itself_and_overlapping_answers():
+    pool = [("the", "cat", "sat"), ("cat",), ("a", "dog"), ("the", "cat", "sat", "on"), ("concat",)]
+    assert negative_candidates(0, [padded(tokens) for tokens in pool]) == ([2, 4], 2)
+    assert negative_candidates(1, [joined(tokens) for tokens in pool]) == ([2], 3)  # "cat" in "concat"
 
 
 # ---- one split ---------------------------------------------------------------------------
@@ -265,6 +268,20 @@ def test_build_writes_dataset_stats_and_card(tmp_path, tiny_vectors):
         and hub_view["train"].features == train.features
     )
     assert [p.name for p in tmp_path.glob(".out.*")] == [".out.lock"]  # no temporary folder, the lock file
+
+
+def test_a_splits_fingerprint_follows_its_content():
+    """`datasets` caches map() results under a dataset's fingerprint: the build derives it from
+    the Arrow buffers, so equal content gives an equal one and any change another."""
+    from mtl.data.classifsquad import to_dataset_dict
+
+    def fingerprint(**changes):
+        columns = {"question": ["q1", "q1"], "answer1": ["a", "b"], "answer2": ["b", "a"], "label": [1, 0]}
+        columns |= {"title": ["t", "t"], "question_id": ["1", "1"]} | changes
+        return to_dataset_dict({"train": columns})["train"]._fingerprint
+
+    assert fingerprint() == fingerprint()
+    assert len({fingerprint(), fingerprint(label=[0, 0]), fingerprint(answer1=["a", "c"])}) == 3
 
 
 def file_digests(folder: Path) -> dict[str, str]:

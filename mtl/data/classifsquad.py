@@ -6,6 +6,7 @@ build's `stats.json` and dataset card `README.md`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -31,15 +32,29 @@ def to_dataset_dict(splits: dict[str, dict[str, list]]) -> datasets.DatasetDict:
         }
     )
     # Building the Arrow table directly skips `from_dict`'s per-example encoding (labels are ints).
+    tables = {
+        split: pa.Table.from_pydict(columns, schema=features.arrow_schema)
+        for split, columns in splits.items()
+    }
     return datasets.DatasetDict(
         {
             split: datasets.Dataset(
-                pa.Table.from_pydict(columns, schema=features.arrow_schema),
-                info=datasets.DatasetInfo(features=features),
+                table, info=datasets.DatasetInfo(features=features), fingerprint=content_fingerprint(table)
             )
-            for split, columns in splits.items()
+            for split, table in tables.items()
         }
     )
+
+
+def content_fingerprint(table: pa.Table) -> str:
+    """A digest of the table's schema and Arrow buffers: what `datasets` would otherwise derive by
+    pickling the whole table (0.7 s for a build's million rows), from the same content."""
+    digest = hashlib.sha256(table.schema.to_string().encode())
+    for column in table.columns:
+        for chunk in column.chunks:
+            for buffer in chunk.buffers():
+                digest.update(b"" if buffer is None else buffer)
+    return digest.hexdigest()[:16]
 
 
 def is_build(folder: Path) -> bool:

@@ -95,18 +95,16 @@ def parse_squad(document: Any, name: str) -> list[Article]:
     articles = []
     question_of_id: dict[str, str] = {}
     renamed = 0
-    for a, article in enumerate(_list(document, "data", name, "")):
-        where = f"data[{a}]"
-        title = _text(article, "title", name, where)
+    for a, article in enumerate(_list(document, "data", name)):
+        title = _text(article, "title", name, a)
         paragraphs = []
-        for p, paragraph in enumerate(_list(article, "paragraphs", name, where)):
+        for p, paragraph in enumerate(_list(article, "paragraphs", name, a)):
             questions = []
-            for q, qa in enumerate(_list(paragraph, "qas", name, f"{where}.paragraphs[{p}]")):
-                at = f"{where}.paragraphs[{p}].qas[{q}]"
-                answers = _list(qa, "answers", name, at)
+            for q, qa in enumerate(_list(paragraph, "qas", name, a, p)):
+                answers = _list(qa, "answers", name, a, p, q)
                 if not answers:
-                    raise UserError(f"{name}: {at} has no answers (SQuAD v2.0? use v1.1)")
-                question_id, text = _text(qa, "id", name, at), _text(qa, "question", name, at)
+                    raise UserError(f"{name}: {_where(a, p, q)} has no answers (SQuAD v2.0? use v1.1)")
+                question_id, text = _text(qa, "id", name, a, p, q), _text(qa, "question", name, a, p, q)
                 if question_of_id.setdefault(question_id, text) != text:
                     question_id = _unused_id(question_id, text, question_of_id)
                     renamed += 1
@@ -115,8 +113,7 @@ def parse_squad(document: Any, name: str) -> list[Article]:
                         id=question_id,
                         text=text,
                         answers=tuple(
-                            _text(answer, "text", name, f"{at}.answers[{i}]")
-                            for i, answer in enumerate(answers)
+                            _text(answer, "text", name, a, p, q, i) for i, answer in enumerate(answers)
                         ),
                     )
                 )
@@ -139,23 +136,33 @@ def _unused_id(question_id: str, text: str, question_of_id: dict[str, str]) -> s
     return f"{question_id}-{n}"
 
 
-def _list(container: Any, key: str, name: str, where: str) -> list:
+def _where(*indices: int) -> str:
+    """The JSON path of the field at these indices (article, paragraph, question, answer), made
+    only for an error message: a build checks some 300,000 fields."""
+    parts = ("data", "paragraphs", "qas", "answers")
+    return ".".join(f"{part}[{index}]" for part, index in zip(parts, indices, strict=False))
+
+
+def _list(container: Any, key: str, name: str, *indices: int) -> list:
     if not isinstance(container, dict) or key not in container:
-        raise UserError(f"{name}: {where or 'top level'} has no {key!r} field: is this SQuAD v1.1?")
+        where = _where(*indices) or "top level"
+        raise UserError(f"{name}: {where} has no {key!r} field: is this SQuAD v1.1?")
     value = container[key]
     if not isinstance(value, list):
-        raise UserError(f"{name}: {where}.{key} must be a list, found {type(value).__name__}")
+        raise UserError(f"{name}: {_where(*indices)}.{key} must be a list, found {type(value).__name__}")
     return value
 
 
-def _text(container: Any, key: str, name: str, where: str) -> str:
+def _text(container: Any, key: str, name: str, *indices: int) -> str:
     if not isinstance(container, dict) or key not in container:
-        raise UserError(f"{name}: {where} has no {key!r} field: is this SQuAD v1.1?")
+        raise UserError(f"{name}: {_where(*indices)} has no {key!r} field: is this SQuAD v1.1?")
     value = container[key]
     if not isinstance(value, str) or not value.strip():
-        raise UserError(f"{name}: {where}.{key} must be a non-empty string, found {value!r:.80}")
+        raise UserError(f"{name}: {_where(*indices)}.{key} must be a non-empty string, found {value!r:.80}")
     if bad := invalid_unicode(value):
-        raise UserError(f"{name}: {where}.{key} holds a lone surrogate ({bad}), which is not text: fix it")
+        raise UserError(
+            f"{name}: {_where(*indices)}.{key} holds a lone surrogate ({bad}), which is not text: fix it"
+        )
     return value
 
 
