@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from mtl.text.tokenizer import treebank_tokenizer
+
 SPLIT_FILES = {"train": "train-v1.1.json", "dev": "dev-v1.1.json"}  # their driver's two calls
 ENGINES = ("installed", "re")
 
@@ -45,8 +47,6 @@ def main(sampler: str, squad: str, vectors: str, out: str, engine: str) -> None:
 
     started = time.perf_counter()
     if engine == "re":
-        from mtl.text.tokenizer import treebank_tokenizer
-
         nltk.tokenize._treebank_word_tokenizer = treebank_tokenizer()  # what word_tokenize calls
     if not has_punkt():
         word_tokenize = nltk.word_tokenize
