@@ -80,7 +80,7 @@ def test_a_second_tokenization_of_the_same_texts_reads_the_cache(tmp_path, monke
 # Texts that reach each of NLTK's rules: quotes of every kind, clitics and contractions, final
 # periods inside brackets and quotes, ellipses, dashes, symbols, brackets, and a multi-line text.
 TREEBANK_CASES = [
-    '"Hello," she said. \'Tis the season -- isn\'t it?',
+    "\"Hello,\" she said. 'Tis the season -- isn't it?",
     "“Curly” and ‘single’ quotes, «chevrons» and „low” ones; ``backticks'' too.",
     "I cannot believe you're gonna wanna gimme more'n that, d'ye? Lemme go, I've gotta.",
     "Prices rose 3.5% ($4.20) on 12/03... then fell—sharply—to #2 @ noon & more.",
