@@ -48,7 +48,8 @@ def main(sampler: str, squad: str, vectors: str, out: str, engine: str) -> None:
     started = time.perf_counter()
     if engine == "re":
         nltk.tokenize._treebank_word_tokenizer = treebank_tokenizer()  # what word_tokenize calls
-    if not has_punkt():
+    punkt = has_punkt()
+    if not punkt:
         word_tokenize = nltk.word_tokenize
         nltk.word_tokenize = lambda text: word_tokenize(text, preserve_line=True)
     np.random.seed(0)  # their sampler draws each pair's order from numpy's global generator
@@ -66,7 +67,7 @@ def main(sampler: str, squad: str, vectors: str, out: str, engine: str) -> None:
         module.sample_squad_classif_dataset(
             gl_vocab=vocabulary, source_data=source, output_path=str(Path(out) / f"{split}.tsv")
         )
-    print(json.dumps({"seconds": time.perf_counter() - started, "punkt": has_punkt()}))
+    print(json.dumps({"seconds": time.perf_counter() - started, "punkt": punkt}))
 
 
 if __name__ == "__main__":

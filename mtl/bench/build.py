@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,7 @@ from mtl.bench import authors_sampler
 from mtl.config import AtLeast1, apply_overrides
 from mtl.data.squad import SPLITS, resolve_squad_source
 from mtl.errors import UserError
-from mtl.text.vectors import resolve_vectors_path
+from mtl.text.vectors import open_lines, resolve_vectors_path
 
 TARGET_WARM_SECONDS = 30.0
 
@@ -90,17 +90,17 @@ def _build_once(config: BenchBuildConfig, out: Path, cache: Path) -> float:
 
 def _authors_inputs(config: BenchBuildConfig, scratch: Path) -> tuple[Path, Path]:
     """The SQuAD folder and a plain-text vectors file, as the authors' driver reads them: a zipped
-    file is extracted once, untimed (their driver opened a .txt)."""
+    or gzipped file is unpacked once, untimed (their driver opened a .txt)."""
     squad = Path(resolve_squad_source(config.squad))
     if not all((squad / name).is_file() for name, _ in SPLITS.values()):
         raise UserError(f"authors= needs SQuAD's JSON files in a folder: squad={squad} is not one")
     vectors = resolve_vectors_path(config.vectors)
-    if vectors.suffix == ".zip":
-        with zipfile.ZipFile(vectors) as archive:
-            (member,) = [name for name in archive.namelist() if not name.endswith("/")]
-            vectors = Path(archive.extract(member, scratch / "vectors"))
-    elif vectors.suffix == ".gz":
-        raise UserError(f"authors= reads a plain-text vectors file as the authors did: unpack {vectors}")
+    if vectors.suffix in (".zip", ".gz"):
+        text = scratch / "vectors" / vectors.name.removesuffix(vectors.suffix)
+        text.parent.mkdir(parents=True, exist_ok=True)
+        with open_lines(vectors) as packed, open(text, "wb") as unpacked:
+            shutil.copyfileobj(packed, unpacked, 1 << 20)
+        vectors = text
     return squad, vectors
 
 

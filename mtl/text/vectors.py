@@ -213,7 +213,7 @@ def _read(path: Path, wanted: set[str] | None) -> WordVectors:
     words: list[str] = []
     rows: list[np.ndarray] = []
     seen: set[bytes] = set()
-    with _open_lines(path) as lines:
+    with open_lines(path) as lines:
         lines = iter(lines)
         head = [line for _, line in zip(range(_DIM_PROBE_LINES), lines, strict=False)]
         if head:
@@ -292,7 +292,8 @@ def _malformed(path: Path, number: int, reason: str) -> UserError:
 
 
 @contextmanager
-def _open_lines(path: Path) -> Iterator[BinaryIO]:
+def open_lines(path: Path) -> Iterator[BinaryIO]:
+    """The vectors file's bytes as a stream, out of its zip (one member) or gzip when it is one."""
     try:
         if path.suffix == ".zip":
             with zipfile.ZipFile(path) as archive:
