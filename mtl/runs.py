@@ -29,10 +29,10 @@ from mtl import metrics
 from mtl.config import flattened
 from mtl.errors import UserError
 from mtl.eval.transfer.report_file import headline, read_report, report_paths
+from mtl.files import schemas
 from mtl.files.digest import file_sha256
 from mtl.files.locks import FolderLock
 from mtl.tasks import KINDS, config_classes, task_title
-from mtl.text.unicode import text_lines
 
 
 class RunStatus(enum.Enum):
@@ -137,35 +137,45 @@ def run_folder_of(path: Path) -> Path | None:
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """A run's metrics.jsonl: one record per step and event."""
-    return [json.loads(line) for line in text_lines(Path(path).read_text(encoding="utf-8")) if line]
+    """A run's metrics.jsonl: one record per step and event (a last line a kill cut short left out)."""
+    return schemas.read_json_lines(path, schemas.MetricsRow, schemas.RESTORE)
 
 
 def read_affinity(path: Path) -> list[dict[str, Any]]:
     """A run's affinity.jsonl (affinity_every=): its measurements, each {step, block, task, tasks,
-    matrix}; none when the run measured none. A line a kill cut short is skipped."""
-    if not Path(path).is_file():
-        return []
-    rows = []
-    for line in text_lines(Path(path).read_text(encoding="utf-8")):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if (
-            isinstance(row, dict)
-            and isinstance(row.get("matrix"), list)
-            and isinstance(row.get("tasks"), list)
-        ):
-            rows.append(row)
+    matrix}, all over the same tasks; none when the run measured none."""
+    rows = schemas.read_json_lines(path, schemas.AffinityRow, schemas.RESTORE)
+    for number, row in enumerate(rows[1:], start=2):
+        if row["tasks"] != rows[0]["tasks"]:
+            raise schemas.DamagedFile(
+                f"{path}: measurement {number} is over tasks {row['tasks']}, the first over "
+                f"{rows[0]['tasks']}: {schemas.RESTORE}"
+            )
     return rows
 
 
 def read_json(path: Path) -> Any:
-    """A run folder's JSON file (config.json, summary.json), or None when missing or damaged."""
+    """A JSON file, or None when missing or damaged."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
+        return None
+
+
+def read_summary(path: Path) -> dict[str, Any] | None:
+    """A run's summary.json, checked; None when there is none yet or it is damaged (for what only
+    decorates its output with the scores: `checked_summary` where the scores are the answer)."""
+    try:
+        return schemas.read_json(path, schemas.Summary, schemas.RESTORE)
+    except schemas.DamagedFile:
+        return None
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A run's config.json, checked; None when missing or damaged."""
+    try:
+        return schemas.read_json(path, schemas.RunRecord, schemas.RESTORE)
+    except schemas.DamagedFile:
         return None
 
 
@@ -182,6 +192,7 @@ class Run:
     stale: dict[str, str]  # transfer report -> why it is not a result of the run's final encoder
     recorded_metrics: dict[str, Any]  # task -> {metric, higher_is_better}, as the run recorded them
     affinity: list[dict[str, Any]] = field(default_factory=list)  # affinity.jsonl's measurements
+    damaged: list[str] = field(default_factory=list)  # files left out, each with why (one line)
 
     @property
     def name(self) -> str:
@@ -250,45 +261,55 @@ class Run:
             raise UserError(
                 f"{folder} is not a run folder (no config.json and metrics.jsonl): pass runs/<run>"
             )
+        record = schemas.read_json(record_path, schemas.RunRecord, schemas.RESTORE)
         try:
-            record = json.loads(record_path.read_text(encoding="utf-8"))
             config = upgrade(record["config"])
-            recorded = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
-            records = read_metrics(run.metrics)
-            summary_path = run.summary
-            summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
-        except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
-            raise UserError(f"{folder} cannot be read ({error}): is it a complete run folder?") from None
+        except (KeyError, TypeError, AttributeError) as error:
+            raise schemas.DamagedFile(
+                f"{record_path}, config: not a run's config ({type(error).__name__}: {error}): {schemas.RESTORE}"
+            ) from None
+        try:
+            schemas.RunConfig.model_validate(config)
+        except schemas.ValidationError as error:
+            raise schemas.DamagedFile(
+                f"{record_path}, config.{schemas.described(error)}: {schemas.RESTORE}"
+            ) from None
+        recorded = record.get("metrics") or {}
+        records = read_metrics(run.metrics)
+        summary = schemas.read_json(run.summary, schemas.Summary, schemas.RESTORE) or {}
+        damaged: list[str] = []
+        try:
+            affinity = read_affinity(run.affinity)
+        except schemas.DamagedFile as error:  # what the run measured on the side: the rest still reads
+            affinity = []
+            damaged.append(str(error))
         return cls(
-            folder,
-            config,
-            records,
-            summary,
-            *_transfer_results(folder),
-            recorded,
-            read_affinity(run.affinity),
+            folder, config, records, summary, *_transfer_results(folder, damaged), recorded, affinity, damaged
         )
 
 
 def _transfer_results(
-    folder: Path,
+    folder: Path, damaged: list[str]
 ) -> tuple[dict[str, dict[str, str]], dict[str, tuple[int, float]], dict[str, str]]:
     """Report -> task -> the number Table 2 shows, from every transfer report of the run
     (`transfer.json`, `transfer-fast.json`, `transfer-fast-pool-mean.json`, ...); report ->
     (embedding dimension, micro average of dev accuracies) where the report has both; and report ->
-    why it did not evaluate the run's final encoder, for those that did not."""
+    why it did not evaluate the run's final encoder, for those that did not. A damaged report is
+    left out, and why is added to `damaged`: the others still show."""
     found, sizes, stale_reports = {}, {}, {}
     for path in report_paths(folder):
-        if (report := read_report(path)) is None:
-            continue  # not a report (or a damaged one): the page shows the others
         try:
-            found[path.stem] = {task: headline(task, values) for task, values in report["results"].items()}
-            if reason := stale(report, path, folder):
-                stale_reports[path.stem] = reason
-            if report.get("dim") and (report.get("aggregate") or {}).get("micro") is not None:
-                sizes[path.stem] = (int(report["dim"]), float(report["aggregate"]["micro"]))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-            continue  # not a report (or a damaged one): the page shows the others
+            report = read_report(path)
+        except schemas.DamagedFile as error:
+            damaged.append(str(error))
+            continue
+        if report is None:
+            continue
+        found[path.stem] = {task: headline(task, values) for task, values in report["results"].items()}
+        if reason := stale(report, path, folder):
+            stale_reports[path.stem] = reason
+        if report.get("dim") and (report.get("aggregate") or {}).get("micro") is not None:
+            sizes[path.stem] = (int(report["dim"]), float(report["aggregate"]["micro"]))
     return found, sizes, stale_reports
 
 

@@ -46,8 +46,8 @@ def test_clearing_removes_what_a_run_wrote_and_nothing_else(tmp_path):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda text: text[: len(text) // 2], r"config.json cannot be read \("),
-        (lambda text: "[" * 100_000 + "]" * 100_000, r"config.json cannot be read \(nested too deeply\)"),
+        (lambda text: text[: len(text) // 2], r"config.json is not JSON \(Unterminated string"),
+        (lambda text: "[" * 100_000 + "]" * 100_000, r"config.json is nested too deeply: restore it"),
         (
             lambda text: text.replace('"lr": 0.1', '"lr": "fast"'),
             r"config.json: optim.lr='fast' must be of type float",
@@ -61,7 +61,11 @@ def test_clearing_removes_what_a_run_wrote_and_nothing_else(tmp_path):
             lambda text: text.replace('"encoder": "bilstm"', '"encoder": "cnn"'),
             r"encoder='cnn' is not valid",
         ),
-        (lambda text: "[1, 2]", r"config.json has no 'config' table"),
+        (lambda text: "[1, 2]", r"config.json holds list, not a JSON object"),
+        (
+            lambda text: text.replace('"command": "just', '"command": "\\"just'),
+            r"config.json, command: not a command line",
+        ),
     ],
 )
 def test_a_damaged_or_hand_edited_config_json_is_one_line(tiny_data, tmp_path, capsys, edit, message):

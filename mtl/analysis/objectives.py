@@ -83,7 +83,7 @@ def _member(folder: Path, config: CompareConfig) -> Member:
         device=config.device,
         wandb="disabled",
     )
-    report = read_report(folder / f"{suite.report_name(transfer)}.json")
+    report = read_report(folder / f"{suite.report_name(transfer)}.json", damaged_is_missing=True)
     results = report["results"] if report is not None else {}
     if any(task not in results for task in transfer.task_names):
         results = suite.run(transfer)[1]["results"]

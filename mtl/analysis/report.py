@@ -27,6 +27,7 @@ from mtl.analysis import multitask, reproduce, significance
 from mtl.analysis.decompose import DecomposeConfig, decomposition
 from mtl.analysis.page import STYLE, integer_ticks, pyplot, smoothed, svg_base64
 from mtl.config import apply_overrides, flattened, paths_and_keys
+from mtl.console import say
 from mtl.errors import UserError
 from mtl.eval.contamination import seen_test_sets
 from mtl.eval.transfer.registry import ordered
@@ -602,6 +603,8 @@ def _size_curves(runs: list[Run]) -> str | None:
 def run(paths: list[str], config: ReportConfig) -> Path:
     folders = find_runs(paths, config.group, Path(config.runs).expanduser())
     runs = [Run.read(folder) for folder in folders]
+    for why in (why for run in runs for why in run.damaged):
+        say(f"left out of the report: {why}")
     if config.out:
         out = Path(config.out).expanduser()
     elif len(paths) == 1 and (Path(paths[0]) / "sweep.json").is_file():

@@ -18,8 +18,10 @@ from typing import Any
 from mtl import metrics
 from mtl.config import apply_overrides
 from mtl.errors import UserError
+from mtl.eval.transfer.report_file import read_report
+from mtl.files import schemas
 from mtl.published import figures_file, published_for_command
-from mtl.runs import RunFolder, read_json
+from mtl.runs import RunFolder, upgrade
 
 PAPER_VECTORS = "glove.840B.300d"  # every row of the two papers' tables used these vectors
 
@@ -30,9 +32,14 @@ class ReproduceConfig:
 
 
 def read_record(folder: Path) -> dict[str, Any]:
-    record = read_json(RunFolder(folder).record)
-    if not isinstance(record, dict):
-        raise UserError(f"{folder} is not a run folder (no readable config.json): pass runs/<run>")
+    record = schemas.read_json(RunFolder(folder).record, schemas.RunRecord, schemas.RESTORE)
+    if record is None:
+        raise UserError(f"{folder} is not a run folder (no config.json): pass runs/<run>")
+    try:
+        schemas.RunConfig.model_validate(upgrade(record["config"]))
+    except (schemas.ValidationError, KeyError, TypeError, AttributeError) as error:
+        why = schemas.described(error) if isinstance(error, schemas.ValidationError) else type(error).__name__
+        raise schemas.DamagedFile(f"{RunFolder(folder).record}, config: {why}: {schemas.RESTORE}") from None
     return record
 
 
@@ -108,9 +115,8 @@ def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
             f"{folder} is not a run of a preset with published figures: train one of "
             f"{', '.join(sorted(_presets()))} (just train-multitask preset=NAME)"
         )
-    summary = read_json(RunFolder(folder).summary)
-    summary = summary if isinstance(summary, dict) else None
-    report = read_json(folder / "transfer.json") or {}  # the standard protocol's: the papers' tables
+    summary = schemas.read_json(RunFolder(folder).summary, schemas.Summary, schemas.RESTORE)
+    report = read_report(folder / "transfer.json") or {}  # the standard protocol's: the papers' tables
     transfer, aggregate = report.get("results", {}), report.get("aggregate") or {}
     reasons = not_comparable(record, summary)
     summary = summary or {}

@@ -117,10 +117,8 @@ def hashed_test_sets(root: Path, progress: bool = False) -> dict[str, dict[str, 
         + [(str(f.relative_to(root)), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
     )
     file = cache_dir() / "contamination" / f"{hashlib.sha256(identity.encode()).hexdigest()[:32]}.npz"
-    if file.is_file():
-        with np.load(file, allow_pickle=False) as saved:
-            names = json.loads(str(saved["names"]))
-            return {n: {"keys": saved[f"{n}/keys"], "signatures": saved[f"{n}/signatures"]} for n in names}
+    if (cached := read_cached(file)) is not None:
+        return cached
     hashed = {
         name: {"keys": exact_keys(texts), "signatures": signatures(texts)}
         for name, texts in test_sets(root, progress).items()
@@ -129,6 +127,29 @@ def hashed_test_sets(root: Path, progress: bool = False) -> dict[str, dict[str, 
     with atomic_path(file, "contamination cache") as partial, open(partial, "wb") as out:
         np.savez(out, names=json.dumps(sorted(hashed)), **arrays)
     return hashed
+
+
+def read_cached(file: Path) -> dict[str, dict[str, np.ndarray]] | None:
+    """A cache entry of `hashed_test_sets`, or None when there is none or it is damaged (a miss:
+    it is computed again, never an error at the end of a training run)."""
+    try:
+        with np.load(file, allow_pickle=False) as saved:
+            names = json.loads(str(saved["names"]))
+            if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+                return None
+            found = {n: {"keys": saved[f"{n}/keys"], "signatures": saved[f"{n}/signatures"]} for n in names}
+    except Exception:  # noqa: BLE001  (numpy and zipfile raise many kinds for a damaged archive)
+        return None
+    for parts in found.values():
+        keys, marks = parts["keys"], parts["signatures"]
+        if (
+            keys.dtype != np.dtype("S16")
+            or marks.dtype != np.uint64
+            or keys.ndim != 1
+            or marks.shape != (len(keys), PERMUTATIONS)
+        ):
+            return None
+    return found
 
 
 def transfer_root() -> Path | None:

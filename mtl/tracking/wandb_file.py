@@ -4,7 +4,7 @@ A resumed offline run continues in a new file: what the earlier files hold tells
 history rows W&B already has.
 
 The file is a LevelDB-style log: a 7-byte file header (":W&B", magic, version), then
-32 KiB blocks of records, each with a 7-byte header (crc32c, length, type) and a chunk of
+32 KiB blocks of records, each with a 7-byte header (CRC-32 of type and chunk, length, type) and a chunk of
 a serialized `Record` protobuf split as FULL, or FIRST, MIDDLE..., LAST.
 
 W&B has no public Python reader of these files; its public one is the `wandb leet inspect
@@ -16,6 +16,7 @@ that test before it misleads a resume.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,16 @@ def last_history_step(files: list[Path]) -> int | None:
 
 
 def records(path: Path) -> Iterator[Any]:
-    data = Path(path).read_bytes()
+    """The file's records in order. A file cut short, or damaged after some whole records (a kill
+    mid-write, a disk error), ends at the last record that decodes: W&B holds at most those."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise UserError(
+            f"{path} cannot be read ({error.strerror or error}): resume with wandb=disabled"
+        ) from None
+    if len(data) < HEADER:
+        return  # killed before W&B wrote its header: no record
     if data[:4] != IDENT or int.from_bytes(data[4:6], "little") != MAGIC or data[6:7] != bytes([VERSION]):
         from importlib.metadata import version
 
@@ -60,27 +70,39 @@ def records(path: Path) -> Iterator[Any]:
         if left_in_block < HEADER:
             position += left_in_block
             continue
+        checksum = int.from_bytes(data[position : position + 4], "little")
         length = int.from_bytes(data[position + 4 : position + 6], "little")
         kind = data[position + 6]
         chunk = data[position + HEADER : position + HEADER + length]
+        if len(chunk) < length or length > left_in_block - HEADER or kind not in (FULL, FIRST, MIDDLE, LAST):
+            return  # a length or kind that lies, or a record cut short
+        if zlib.crc32(bytes([kind]) + chunk) != checksum:  # W&B's: CRC-32 of the kind and chunk
+            return  # bytes overwritten since W&B wrote them
         position += HEADER + length
         if kind == FULL:
-            yield _parse(chunk)
+            record = _parse(chunk)
         elif kind == FIRST:
-            pending = chunk
+            pending, record = chunk, None
         elif kind == MIDDLE:
-            pending += chunk
-        elif kind == LAST:
-            yield _parse(pending + chunk)
+            pending, record = pending + chunk, None
         else:
-            break
+            record = _parse(pending + chunk)
+        if record is False:
+            return
+        if record is not None:
+            yield record
 
 
 def _parse(chunk: bytes) -> Any:
+    """The record `chunk` holds, or False when it does not decode."""
+    from google.protobuf.message import DecodeError
     from wandb.proto import wandb_internal_pb2  # only when a file is read: W&B is slow to import
 
     record = wandb_internal_pb2.Record()
-    record.ParseFromString(chunk)
+    try:
+        record.ParseFromString(chunk)
+    except DecodeError:
+        return False
     return record
 
 

@@ -18,7 +18,6 @@ random state: a run trains to the same bits with or without it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ import torch
 from torch.func import functional_call
 
 from mtl.files import atomic, jsonfile
+from mtl.runs import read_affinity
 from mtl.runtime.distributed import local_batches
 from mtl.train.data import TrainingData
 from mtl.train.precision import autocast
@@ -115,14 +115,7 @@ class AffinityLog:
     def cut_to(self, step: int) -> None:
         if not self.path.is_file():
             return
-        kept = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:  # the line a kill cut short
-                continue
-            if isinstance(row, dict) and row.get("step", 0) <= step:
-                kept.append(row)
+        kept = [row for row in read_affinity(self.path) if row["step"] <= step]
         atomic.write_text(self.path, "".join(jsonfile.dumps(row) + "\n" for row in kept))
 
     def append(self, row: dict[str, Any]) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from mtl import plugins
 from mtl.config import from_dict
 from mtl.errors import UserError
+from mtl.files import schemas
 from mtl.runs import RunFolder
 from mtl.train.config import TrainConfig
 
@@ -16,15 +16,9 @@ from mtl.train.config import TrainConfig
 def read_run_record(run_dir: Path) -> dict[str, Any]:
     """The run's config.json: its config, the command that started it, its inputs' fingerprints."""
     path = RunFolder(run_dir).record
-    if not path.is_file():
+    record = schemas.read_json(path, schemas.RunRecord, "restore it, or start a new run")
+    if record is None:
         raise UserError(f"{run_dir} is not a run folder (no config.json): pass resume=runs/<run>")
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
-        reason = "nested too deeply" if isinstance(error, RecursionError) else error
-        raise UserError(f"{path} cannot be read ({reason}): restore it, or start a new run") from None
-    if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
-        raise UserError(f"{path} has no 'config' table: restore it, or start a new run")
     plugins.require(record.get("plugins"), f"run {run_dir}")  # before its config names what they register
     return record
 

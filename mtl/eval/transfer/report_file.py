@@ -12,7 +12,6 @@ the per-item arrays beside it; written by the suite, read by `just report`, `jus
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import numpy as np
 
 from mtl.eval.transfer.registry import headline_metrics, ordered
 from mtl.eval.transfer.senteval_format import micro_macro, senteval_results
-from mtl.files import atomic, jsonfile
+from mtl.files import atomic, jsonfile, schemas
 
 ITEMS_SUFFIX = ".items.npz"  # beside <report>.json: each task's predictions and gold values per test item
 
@@ -49,13 +48,15 @@ def report_paths(folder: Path) -> list[Path]:
     return [p for p in sorted(Path(folder).glob("transfer*.json")) if not p.name.endswith(".senteval.json")]
 
 
-def read_report(path: Path) -> dict[str, Any] | None:
-    """A report's record, or None when it is missing, damaged or not a report."""
+def read_report(path: Path, damaged_is_missing: bool = False) -> dict[str, Any] | None:
+    """A report's record, checked (schemas.TransferReport); None when there is none. A damaged one
+    is a one-line error, or with `damaged_is_missing` (what will be evaluated again anyway) None."""
     try:
-        report = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    return report if isinstance(report, dict) and isinstance(report.get("results"), dict) else None
+        return schemas.read_json(path, schemas.TransferReport, "run just transfer again, or remove it")
+    except schemas.DamagedFile:
+        if damaged_is_missing:
+            return None
+        raise
 
 
 def _formatted(metric: str, value: float) -> str:
@@ -134,7 +135,7 @@ def read_items(path: Path, tasks: dict) -> dict[str, dict[str, np.ndarray]]:
 
 def earlier_results(path: Path, report: dict) -> dict[str, dict[str, float]]:
     """Results of tasks not re-run this time, from an earlier report of the same encoder and settings."""
-    earlier = read_report(path)
+    earlier = read_report(path, damaged_is_missing=True)
     if earlier is None:
         return {}
     keys = ("encoder", "source", "vectors", "mode", "pooling", "evaluated")  # the same weights, too

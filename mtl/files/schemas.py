@@ -1,0 +1,313 @@
+"""The files mtl writes and later reads back, each with its schema, checked when read.
+
+A run folder travels (a colleague's `runs/`, a copied sweep), is cut by a kill, or edited by
+hand: what mtl wrote is input like any other. Each format below is a pydantic model; `read_json`
+and `read_json_lines` parse a file and check it, and a file that does not fit is one
+`DamagedFile` error naming the file, the line (JSON Lines) and the field:
+
+    runs/a/affinity.jsonl line 3, matrix: 3 tasks but 2 rows: restore the file, or remove it
+
+`FORMATS` lists every format with its reader; `just fuzz` has a target for each (a test fails
+when one is added without).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from mtl.errors import UserError
+
+# JSON numbers as mtl writes them: finite, or null where a value was not finite (jsonfile.dumps).
+Number = float | None
+Count = Annotated[int, Field(ge=0)]
+
+
+class DamagedFile(UserError):
+    """A file mtl wrote earlier that no longer fits its format."""
+
+
+class Record(BaseModel):
+    """A JSON object of a file mtl writes: types strict (a number written as text is damage), keys
+    beyond those read kept (older and newer mtl versions write more)."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+# ---- the run folder --------------------------------------------------------------------------
+
+
+class TaskMetric(Record):
+    metric: str
+    higher_is_better: bool
+
+
+class RunRecord(Record):
+    """config.json: the resolved config, the command that started the run, its inputs."""
+
+    config: dict[str, Any]
+    command: str = ""
+    metrics: dict[str, TaskMetric] | None = None
+    plugins: list[Any] | None = None
+
+    @field_validator("command")
+    @classmethod
+    def _splits_as_shell_words(cls, command: str) -> str:
+        try:
+            shlex.split(command)
+        except ValueError as error:  # an unclosed quote
+            raise ValueError(f"not a command line ({error})") from None
+        return command
+
+
+class TaskEntry(Record):
+    kind: str | None = None
+    steps: Count | None = None
+    train_split: str | None = None
+    max_train: Count | None = None
+
+
+class ModelShape(Record):
+    encoder: str
+    hidden: Count | None = None
+    hf_model: str | None = None
+
+
+class DataShape(Record):
+    vectors: str | None = None
+    max_eval: Count | None = None
+
+
+class OptimShape(Record):
+    optim: str | None = None
+    stop: str | None = None
+    max_steps: Count | None = None
+
+
+class RunShape(Record):
+    name: str | None = None
+    group: str | None = None
+
+
+class ScheduleShape(Record):
+    schedule: str | None = None
+
+
+class RunConfig(Record):
+    """The keys of a recorded config (after `runs.upgrade`) that the readers of finished runs use;
+    training reads the whole config back through its own dataclasses (`config.from_dict`)."""
+
+    tasks: dict[str, TaskEntry]
+    model: ModelShape
+    optim: OptimShape = OptimShape()
+    data: DataShape = DataShape()
+    run: RunShape = RunShape()
+    schedule: ScheduleShape = ScheduleShape()
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+class Summary(Record):
+    """summary.json, written last: the stop reason, step counts and the best checkpoint's scores."""
+
+    stop_reason: str | None = None
+    global_step: Count | None = None
+    train_seconds: Number = None
+
+    @model_validator(mode="after")
+    def _scores_are_numbers(self) -> Summary:
+        for key, value in (self.model_extra or {}).items():
+            if key.startswith(("best/", "steps/", "examples/", "params/", "recovery/")) and not _is_number(
+                value
+            ):
+                raise ValueError(f"{key} is {value!r:.40}, not a number")
+        return self
+
+
+class MetricsRow(Record):
+    """A line of metrics.jsonl: the step, then metric -> value (a number, or an event's text)."""
+
+    global_step: Count
+
+    @model_validator(mode="after")
+    def _values_are_scalars(self) -> MetricsRow:
+        for key, value in (self.model_extra or {}).items():
+            if not (_is_number(value) or isinstance(value, str | bool)):
+                raise ValueError(f"{key} is {type(value).__name__}, not a number or text")
+        return self
+
+
+class AffinityRow(Record):
+    """A line of affinity.jsonl (affinity_every=): at `step`, in `block` of `task`, entry (i, j) of
+    `matrix` is what a step on tasks[i] did to tasks[j]'s loss."""
+
+    step: Count
+    block: Count = 0
+    task: str = ""
+    tasks: list[str] = Field(min_length=1)
+    matrix: list[list[Number]]
+
+    @model_validator(mode="after")
+    def _square_over_tasks(self) -> AffinityRow:
+        size = len(self.tasks)
+        if len(set(self.tasks)) != size:
+            raise ValueError(f"tasks {self.tasks} names a task twice")
+        if len(self.matrix) != size or any(len(row) != size for row in self.matrix):
+            shape = f"{len(self.matrix)} rows of {sorted({len(row) for row in self.matrix})} entries"
+            raise ValueError(f"matrix: {size} tasks need {size} rows of {size}, found {shape}")
+        return self
+
+
+# ---- transfer reports ------------------------------------------------------------------------
+
+# The entries of a task's result that readers take as numbers (headlines, averages, compare).
+NUMERIC_RESULTS = (
+    "acc",
+    "dev_acc",
+    "ndev",
+    "ntest",
+    "seconds",
+    "pearson",
+    "spearman",
+    "f1",
+    "mse",
+    "main_score",
+)
+
+
+class Aggregate(Record):
+    micro: Number = None
+    macro: Number = None
+    tasks: list[str] = []
+
+
+class TransferReport(Record):
+    """<run>/transfer*.json: the suite's results, task -> metric -> value."""
+
+    results: dict[str, dict[str, Any]]
+    dim: Count | None = None
+    encoder: str = ""
+    mode: str = ""
+    pooling: str | None = None
+    seconds: Number = None
+    aggregate: Aggregate | None = None
+    evaluated: list[dict[str, Any]] | None = None
+
+    @field_validator("results")
+    @classmethod
+    def _metrics_are_numbers(cls, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for task, result in results.items():
+            for key, value in result.items():
+                if (key in NUMERIC_RESULTS or key.startswith("all/")) and not _is_number(value):
+                    raise ValueError(f"{task}.{key} is {value!r:.40}, not a number")
+        return results
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+
+def described(error: ValidationError) -> str:
+    """pydantic's first complaint as `field: what is wrong`."""
+    first = error.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
+
+
+def _checked(model: type[Record], value: Any, where: str, fix: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise DamagedFile(f"{where} holds {type(value).__name__}, not a JSON object: {fix}")
+    try:
+        return model.model_validate(value).model_dump(exclude_unset=True)
+    except ValidationError as error:
+        raise DamagedFile(f"{where}, {described(error)}: {fix}") from None
+
+
+def _json(text: str, where: str, fix: str) -> Any:
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise DamagedFile(f"{where} is nested too deeply: {fix}") from None
+    except ValueError as error:
+        raise DamagedFile(f"{where} is not JSON ({error}): {fix}") from None
+    return value
+
+
+def read_json(path: Path, model: type[Record], fix: str) -> dict[str, Any] | None:
+    """The file at `path` checked against `model`; None when there is none. `fix` ends the error."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise DamagedFile(f"{path} cannot be read ({error.strerror or error}): {fix}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise DamagedFile(f"{path} is not UTF-8 text: {fix}") from None
+    return _checked(model, _json(text, str(path), fix), str(path), fix)
+
+
+def read_json_lines(path: Path, model: type[Record], fix: str) -> list[dict[str, Any]]:
+    """Every line of the JSON Lines file at `path`, each checked against `model`; none when there is
+    no file. Only the last line may be cut short (a kill mid-write): it is left out."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        raise DamagedFile(f"{path} cannot be read ({error.strerror or error}): {fix}") from None
+    # Split at line feeds only: U+2028 and the like are text inside a JSON string.
+    lines = [line.removesuffix("\r") for line in data.decode("utf-8", errors="surrogateescape").split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {number}"
+        # Every write ends its line: a last line without its line feed is one a kill cut short.
+        cut_short = number == len(lines) and not data.endswith(b"\n")
+        if any("\udc80" <= character <= "\udcff" for character in line):
+            if cut_short:
+                continue
+            raise DamagedFile(f"{where} is not UTF-8 text: {fix}")
+        try:
+            value = json.loads(line)
+        except ValueError as error:
+            if cut_short:
+                continue
+            raise DamagedFile(f"{where} is not JSON ({error}): {fix}") from None
+        except RecursionError:
+            raise DamagedFile(f"{where} is nested too deeply: {fix}") from None
+        rows.append(_checked(model, value, where, fix))
+    return rows
+
+
+# ---- every format, for the fuzzer and the test that each has a target ------------------------
+
+RESTORE = "restore it from a copy, or remove it"
+
+FORMATS: dict[str, Callable[[Path], Any]] = {
+    "config.json": lambda path: read_json(path, RunRecord, RESTORE),
+    "summary.json": lambda path: read_json(path, Summary, RESTORE),
+    "metrics.jsonl": lambda path: read_json_lines(path, MetricsRow, RESTORE),
+    "affinity.jsonl": lambda path: read_json_lines(path, AffinityRow, RESTORE),
+    "transfer report": lambda path: read_json(path, TransferReport, "run just transfer again"),
+}
