@@ -19,6 +19,7 @@ import json
 import shutil
 import tempfile
 import warnings
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +55,7 @@ ODD = [
 
 @dataclass
 class FuzzConfig:
-    readers: str = "encoder,task,corpus,vectors,snli"  # which readers, comma-separated
+    readers: str = "encoder,task,corpus,vectors,snli,run,wandb,caches"  # which readers, comma-separated
     cases: AtLeast1 = 2000  # damaged copies per reader
     seed: int = 0  # cases of one seed are always the same damage
 
@@ -77,7 +78,8 @@ def fuzz(reader: str, cases: int, seed: int = 0, progress: bool = False) -> Outc
     """`cases` damaged copies of `reader`'s valid input, each read once."""
     if reader not in READERS:
         raise UserError(f"unknown reader {reader!r}: choose among {', '.join(READERS)}")
-    make, damage, read = READERS[reader]
+    target = READERS[reader]
+    make, damage, read = target.make, target.damage, target.read
     outcomes = Outcomes(reader)
     with tempfile.TemporaryDirectory(prefix=f"mtl-fuzz-{reader}-") as root:
         valid = Path(root) / "valid"
@@ -389,12 +391,229 @@ def _read_encoder(folder: Path) -> None:
     _finite(encoder.encode(SENTENCES), "embeddings")
 
 
-READERS: dict[str, tuple[Callable[[Path], None], Callable[[Path, np.random.Generator], None], Callable[[Path], None]]] = {
-    "encoder": (_make_encoder, _damage_encoder, _read_encoder),
-    "task": (_make_task_files, _damage_task_files, _read_task_files),
-    "corpus": (_make_corpus, _damage_each_file, _read_corpus),
-    "vectors": (_make_vectors, _damage_each_file, _read_vectors),
-    "snli": (_make_snli, _damage_snli, _read_snli),
+# ---- a run folder: what report and reproduce read back -------------------------------------
+
+
+def _make_run(folder: Path) -> None:
+    from mtl.published import published
+
+    config = to_dict(TrainConfig())
+    files = {
+        "config.json": {
+            "config": config,
+            "command": "just train-multitask preset=paper-blstm2048-nli",
+            "metrics": {task: {"metric": "acc", "higher_is_better": True} for task in config["tasks"]},
+            "published": published("paper-blstm2048-nli"),
+        },
+        "summary.json": {
+            "stop_reason": "min_lr",
+            "global_step": 40,
+            "steps/nli": 30,
+            "steps/squad": 10,
+            "examples/nli": 1920,
+            "examples/squad": 640,
+            "best/step": 30,
+            "best/nli/dev/acc": 0.52,
+            "best/nli/test/acc": 0.5,
+            "best/squad/dev/acc": 0.61,
+            "wandb_artifacts": {"encoder": "run-encoder"},
+        },
+        "transfer.json": {
+            "encoder": "run",
+            "mode": "standard",
+            "pooling": None,
+            "dim": 4096,
+            "seconds": 12.0,
+            "results": {
+                "MR": {"acc": 0.7, "dev_acc": 0.71, "ndev": 100, "ntest": 100, "seconds": 1.0},
+                "SICK-R": {"pearson": 0.8, "spearman": 0.75, "seconds": 1.0},
+                "STS14": {"all/pearson": 0.6, "all/spearman": 0.58, "seconds": 1.0},
+            },
+            "aggregate": {"micro": 71.0, "macro": 71.0, "tasks": ["MR"]},
+        },
+    }
+    for name, value in files.items():
+        (folder / name).write_text(json.dumps(value, indent=1), encoding="utf-8")
+    rows = [{"global_step": 0, "phase/event": "block_start", "phase/task": "nli", "phase/block": 0}]
+    for step in range(1, 41, 4):
+        task = "nli" if step <= 30 else "squad"
+        rows.append(
+            {
+                "global_step": step,
+                f"{task}/step": step if task == "nli" else step - 30,
+                f"{task}/train/loss": 1.0 / step,
+                f"{task}/train/acc": 0.5,
+                f"{task}/lr": 0.1,
+                "phase/task_id": 0 if task == "nli" else 1,
+            }
+        )
+        rows.append({"global_step": step, "phase/event": "evaluation", "nli/dev/acc": 0.4 + step / 100})
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    measurements = [
+        {"step": step, "block": step // 20, "task": "nli", "tasks": ["nli", "squad"], "matrix": [[0.1, -0.01], [0.02, 0.2]]}
+        for step in (10, 20, 30)
+    ]  # fmt: skip
+    (folder / "affinity.jsonl").write_text(
+        "".join(json.dumps(row) + "\n" for row in measurements), encoding="utf-8"
+    )
+
+
+def _damage_run(folder: Path, rng: np.random.Generator) -> None:
+    """One of the run's files: its bytes, or one value of one record (a hand edit, a newer writer)."""
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    path = files[int(rng.integers(len(files)))]
+    if rng.random() < 0.5:
+        path.write_bytes(damaged_bytes(path.read_bytes(), rng))
+        return
+    lines = path.read_text(encoding="utf-8").splitlines() if path.suffix == ".jsonl" else [path.read_text()]
+    at = int(rng.integers(len(lines)))
+    record = json.loads(lines[at])
+    lines[at] = json.dumps(
+        _damaged_value(record, rng) if rng.random() < 0.8 else [None, [], "x", 3][int(rng.integers(4))]
+    )
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _read_run(folder: Path) -> None:
+    from mtl.analysis import report, reproduce
+    from mtl.runs import Run
+
+    run = Run.read(folder)
+    report.build([run])
+    reproduce.text(folder)
+
+
+# ---- a W&B offline run file (what resume= reads to know which rows W&B has) ---------------------
+
+
+def _make_wandb(folder: Path) -> None:
+    from wandb.proto import wandb_internal_pb2
+
+    from mtl.tracking import wandb_file
+
+    records = []
+    for step in range(12):
+        record = wandb_internal_pb2.Record()
+        record.history.step.num = step
+        item = record.history.item.add()
+        item.key, item.value_json = "loss", json.dumps(1.0 / (step + 1))
+        if step == 7:  # one record longer than a block: written as FIRST, MIDDLE..., LAST
+            item = record.history.item.add()
+            item.key, item.value_json = "text", json.dumps("x" * 70_000)
+        records.append(record.SerializeToString())
+    out = bytearray(wandb_file.IDENT + wandb_file.MAGIC.to_bytes(2, "little") + bytes([wandb_file.VERSION]))
+    for data in records:
+        first = True
+        while True:
+            room = wandb_file.BLOCK - len(out) % wandb_file.BLOCK
+            if room < wandb_file.HEADER:
+                out += b"\0" * room
+                continue
+            chunk, data = data[: room - wandb_file.HEADER], data[room - wandb_file.HEADER :]
+            kind = (
+                (wandb_file.FULL if first else wandb_file.LAST)
+                if not data
+                else (wandb_file.FIRST if first else wandb_file.MIDDLE)
+            )
+            header = zlib.crc32(bytes([kind]) + chunk).to_bytes(4, "little") + len(chunk).to_bytes(
+                2, "little"
+            )
+            out += header + bytes([kind]) + chunk
+            first = False
+            if not data:
+                break
+    (folder / "run-fuzz.wandb").write_bytes(bytes(out))
+
+
+def _read_wandb(folder: Path) -> None:
+    from mtl.tracking import wandb_file
+
+    path = folder / "run-fuzz.wandb"
+    steps = [r.history.step.num for r in wandb_file.records(path) if r.WhichOneof("record_type") == "history"]
+    if steps != list(range(len(steps))):  # what was read is a prefix of what was written
+        raise NotFinite(f"history steps {steps} are not the file's first ones")
+    wandb_file.last_history_step([path])
+
+
+# ---- cache entries (a damaged one is a miss, never an error) --------------------------------
+
+
+def _make_caches(folder: Path) -> None:
+    from mtl.eval import contamination
+
+    texts = [a for a, _, _ in SNLI_ROWS]
+    with open(folder / "contamination.npz", "wb") as out:
+        np.savez(
+            out,
+            names=json.dumps(["MR", "TREC"]),
+            **{
+                f"{name}/{part}": values
+                for name in ("MR", "TREC")
+                for part, values in (
+                    ("keys", contamination.exact_keys(texts)),
+                    ("signatures", contamination.signatures(texts)),
+                )
+            },
+        )
+    tokens = [text.split() for text in texts]
+    (folder / "tokens.json").write_text(json.dumps(tokens), encoding="utf-8")
+
+
+def _damage_caches(folder: Path, rng: np.random.Generator) -> None:
+    if rng.random() < 0.5:
+        _damage_each_file(folder, rng)
+        return
+    with np.load(folder / "contamination.npz", allow_pickle=False) as saved:
+        arrays = {key: saved[key] for key in saved.files}
+    key = sorted(arrays)[int(rng.integers(len(arrays)))]
+    if key == "names":
+        arrays[key] = np.array(json.dumps(["MR", "SST2", 3][: int(rng.integers(1, 4))]))
+    else:
+        values = arrays[key]
+        arrays[key] = [values[:-1], np.zeros(values.shape, np.int8), values.reshape(-1), np.zeros(0)][
+            int(rng.integers(4))
+        ]
+    with open(folder / "contamination.npz", "wb") as out:
+        np.savez(out, **arrays)
+
+
+def _read_caches(folder: Path) -> None:
+    from mtl.eval import contamination
+    from mtl.text import token_cache
+
+    if (found := contamination.read_cached(folder / "contamination.npz")) is not None:
+        for parts in found.values():
+            if len(parts["keys"]) != len(parts["signatures"]):
+                raise NotFinite("a cache entry of unequal arrays was taken")
+    tokens = token_cache.read_entry(folder / "tokens.json", len(SNLI_ROWS))
+    if tokens is not None and not all(isinstance(token, str) for sentence in tokens for token in sentence):
+        raise NotFinite("a token cache entry that holds other than text was taken")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A reader under fuzzing: make a valid input in a folder, damage a copy, read it."""
+
+    make: Callable[[Path], None]
+    damage: Callable[[Path, np.random.Generator], None]
+    read: Callable[[Path], None]
+    formats: tuple[str, ...]  # the file formats (schemas.READ_BACK) whose readers it reaches
+
+
+READERS: dict[str, Target] = {
+    "encoder": Target(_make_encoder, _damage_encoder, _read_encoder, ("encoder file",)),
+    "task": Target(_make_task_files, _damage_task_files, _read_task_files, ("task files",)),
+    "corpus": Target(_make_corpus, _damage_each_file, _read_corpus, ("corpus",)),
+    "vectors": Target(_make_vectors, _damage_each_file, _read_vectors, ("vectors",)),
+    "snli": Target(_make_snli, _damage_snli, _read_snli, ("snli",)),
+    "run": Target(
+        _make_run,
+        _damage_run,
+        _read_run,
+        ("config.json", "summary.json", "metrics.jsonl", "affinity.jsonl", "transfer report", "published figures"),
+    ),
+    "wandb": Target(_make_wandb, _damage_each_file, _read_wandb, ("W&B run file",)),
+    "caches": Target(_make_caches, _damage_caches, _read_caches, ("contamination cache", "token cache")),
 }  # fmt: skip
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -300,14 +299,19 @@ def read_json_lines(path: Path, model: type[Record], fix: str) -> list[dict[str,
     return rows
 
 
-# ---- every format, for the fuzzer and the test that each has a target ------------------------
-
 RESTORE = "restore it from a copy, or remove it"
 
-FORMATS: dict[str, Callable[[Path], Any]] = {
-    "config.json": lambda path: read_json(path, RunRecord, RESTORE),
-    "summary.json": lambda path: read_json(path, Summary, RESTORE),
-    "metrics.jsonl": lambda path: read_json_lines(path, MetricsRow, RESTORE),
-    "affinity.jsonl": lambda path: read_json_lines(path, AffinityRow, RESTORE),
-    "transfer report": lambda path: read_json(path, TransferReport, "run just transfer again"),
+# Every format mtl writes and reads back, with the reader that checks it: `just fuzz` has a
+# target for each (tests/test_fuzz.py fails for a format added here without one).
+READ_BACK = {
+    "config.json": "runs.Run.read, train.record.read_run_record (RunRecord, RunConfig)",
+    "summary.json": "runs.Run.read, runs.read_summary (Summary)",
+    "metrics.jsonl": "runs.read_metrics (MetricsRow)",
+    "affinity.jsonl": "runs.read_affinity (AffinityRow)",
+    "transfer report": "eval.transfer.report_file.read_report (TransferReport)",
+    "published figures": "analysis.reproduce.recorded_figures (a run's copy of its paper's figures)",
+    "encoder file": "eval.encoder.load_encoder",
+    "W&B run file": "tracking.wandb_file.records",
+    "contamination cache": "eval.contamination.read_cached",
+    "token cache": "text.token_cache.read_entry",
 }

@@ -29,7 +29,7 @@ FORMAT = 1
 def cached_tokenize(tokenizer, texts: Sequence[str], processes: int = 1) -> list[list[str]]:
     """`tokenizer.tokenize(texts, processes)`, from the cache when these texts were tokenized so before."""
     entry = _entry(tokenizer, texts)
-    if (tokens := _read(entry, len(texts))) is not None:
+    if (tokens := read_entry(entry, len(texts))) is not None:
         return tokens
     tokens = tokenizer.tokenize(texts, processes=processes)
     _write(entry, tokens)
@@ -49,7 +49,8 @@ def _module_digest() -> str:
     return hashlib.sha256(Path(tokenizer_module.__file__).read_bytes()).hexdigest()
 
 
-def _read(entry: Path, count: int) -> list[list[str]] | None:
+def read_entry(entry: Path, count: int) -> list[list[str]] | None:
+    """The `count` token lists of a cache entry, or None when there is none or it is damaged (a miss)."""
     if not entry.is_file():
         return None
     try:
@@ -57,10 +58,14 @@ def _read(entry: Path, count: int) -> list[list[str]] | None:
         if (
             not isinstance(tokens, list)
             or len(tokens) != count
-            or not all(isinstance(t, list) for t in tokens)
+            or not all(isinstance(t, list) and all(isinstance(w, str) for w in t) for t in tokens)
         ):
             raise ValueError(f"not {count} lists of tokens")
-    except (OSError, ValueError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except (
+        OSError,
+        ValueError,
+        RecursionError,
+    ) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         warnings.warn(f"token cache entry {entry} is damaged ({error}): tokenizing again", stacklevel=3)
         return None
     return tokens
