@@ -63,6 +63,31 @@ class OneOf:
         return [*self.fixed, *self.registry]
 
 
+@dataclasses.dataclass(frozen=True)
+class IsName:
+    """A text field that becomes a folder's name (a run's, a sweep's): a name, never a path."""
+
+
+NAME_CHARACTERS = re.compile(r"[A-Za-z0-9_.+\-]+")
+
+
+def check_name(key: str, value: str) -> str:
+    """`value` when it is a name (letters, digits, `-_.+`; not `.` or `..`), else a one-line error."""
+    if not NAME_CHARACTERS.fullmatch(value) or value in (".", ".."):
+        raise UserError(
+            f"{key}={value!r} is not a name: use letters, digits, '-', '_', '.' and '+' (no '/', not '..'); "
+            "to choose the folder, use out="
+        )
+    return value
+
+
+def as_name(text: str) -> str:
+    """`text` made a name: each character a name cannot hold becomes `_` (`vectors=a/b.txt`: `a_b.txt`)."""
+    name = re.sub(r"[^A-Za-z0-9_.+\-]", "_", text)
+    return name if name not in ("", ".", "..") else name.replace(".", "_") or "_"
+
+
+Name = Annotated[str, IsName()]
 AtLeast0 = Annotated[int, Range(0)]
 AtLeast1 = Annotated[int, Range(1)]
 PositiveFloat = Annotated[float, Range(0, low_open=True)]
@@ -146,6 +171,9 @@ def check_fields(config: Any, prefix: str = "") -> None:
                     "(a plugin's own: load it with plugins=)"
                 )
             continue
+        if isinstance(value, str) and _is_name(hints[field.name]):
+            check_name(f"{prefix}{field.name}", value)
+            continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue
         key = f"{prefix}{field.name}={value}"
@@ -167,6 +195,13 @@ def _range_of(annotation: Any) -> Range | None:
         if typing.get_origin(option) is Annotated:
             return next((m for m in option.__metadata__ if isinstance(m, Range)), None)
     return None
+
+
+def _is_name(annotation: Any) -> bool:
+    return any(
+        typing.get_origin(option) is Annotated and any(isinstance(m, IsName) for m in option.__metadata__)
+        for option in _options(annotation)
+    )
 
 
 def _one_of(annotation: Any) -> OneOf | None:

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from mtl.cli import COMMANDS, main
-from mtl.config import apply_overrides
+from mtl.config import apply_overrides, as_name
 from mtl.errors import UserError
+from mtl.train.config import TrainConfig
 
 from .conftest import (
     one_error_line,
@@ -182,3 +183,17 @@ def test_a_broken_preset_names_its_file(tiny_data, tmp_path, capsys, monkeypatch
     (tmp_path / "broken.toml").write_text(text)
     assert train_cli(tiny_data, tmp_path / "run", "preset=broken") == 2
     assert re.match(f"error: {message}", one_error_line(capsys))
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "a/b", "..", ".", "", "x y", "/abs"])
+def test_a_name_is_never_a_path(name):
+    with pytest.raises(
+        UserError, match=r"is not a name: use letters, digits.*to choose the folder, use out="
+    ):
+        apply_overrides(TrainConfig(), [f"name={name}"])
+
+
+def test_a_value_made_a_name_stays_one_folder():
+    assert as_name("vectors/data/glove.6B.50d.txt") == "vectors_data_glove.6B.50d.txt"
+    assert as_name("tasksnli+squad") == "tasksnli+squad"
+    assert as_name("..") == "__"

@@ -2,6 +2,7 @@
 `just export-encoder vocabulary=public` keeps only the words of the public vectors file."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -88,3 +89,26 @@ def test_export_encoder_keeps_only_public_words(finished_run_for_sharing, tiny_d
 def finished_run_for_sharing(tiny_data, tmp_path_factory):
     run_dir, _ = start_run(tiny_data, tmp_path_factory.mktemp("sharing") / "run", "max_steps=3")
     return run_dir
+
+
+@pytest.mark.parametrize(
+    ("kept", "message"),
+    [
+        (
+            {"notes.txt": "mine"},
+            r"out=.* holds files that are not an export \(notes.txt\): choose a new folder",
+        ),
+        ({"encoder/mine.txt": "mine"}, r"holds an encoder/ folder but no encoder.json: choose a new folder"),
+    ],
+)
+def test_export_encoder_never_replaces_a_folder_of_the_users(
+    finished_run_for_sharing, tmp_path, capsys, kept, message
+):
+    out = tmp_path / "mine"
+    for name, text in kept.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+    args = ["export-encoder", f"run={finished_run_for_sharing}", f"out={out}", "overwrite=true"]
+    assert main(args) == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()} == set(kept)  # untouched

@@ -9,6 +9,7 @@ import pytest
 from mtl.cli import main
 from mtl.errors import UserError
 from mtl.tracking.wandb_file import run_files
+from mtl.train.sweep import parse
 
 from .conftest import args_for, long_sweep_args, wait_until_training
 
@@ -102,3 +103,11 @@ def test_a_parallel_sweep_shows_each_running_members_step(sweep_dir, tiny_data, 
     )
     err = capsys.readouterr().err
     assert "sweep sweep: 100%" in err and "2/2" in err, err  # the sweep's own bar, in runs
+
+
+def test_a_sweep_and_its_members_stay_inside_its_folder(tmp_path):
+    with pytest.raises(UserError, match=r"sweep='../../../x' is not a name"):
+        parse(["sweep=../../../x", "lr=0.1,0.2"])
+    sweep = parse([f"out={tmp_path}", "vectors=../a/b.txt,/c/d.txt"])
+    assert [m.run_dir.parent for m in sweep.members()] == [tmp_path, tmp_path]
+    assert [m.name for m in sweep.members()] == ["vectors.._a_b.txt", "vectors_c_d.txt"]

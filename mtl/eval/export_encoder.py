@@ -40,12 +40,25 @@ class ExportConfig:
     overwrite: bool = False  # replace an existing export in out=
 
 
+# What an export writes in out=; a folder holding anything else is not an export.
+EXPORT_ENTRIES = ("encoder.json", "encoder.safetensors", "encoder")
+
+
 def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
     """Write the export; returns its folder, the words kept and the words left out."""
     if not config.run or not config.out:
         raise UserError("export-encoder needs run=<run folder or encoder file> and out=<new folder>")
     out = atomic.check_output_dir(Path(config.out), "out")
     target = RunFolder(out).encoder
+    entries = [p.name for p in out.iterdir()] if out.is_dir() else []
+    # (a killed export's temporary files, `.encoder.json.<pid>.partial`, are its own)
+    if others := sorted(n for n in entries if n not in EXPORT_ENTRIES and not n.startswith(".encoder")):
+        # An export replaces its own encoder/ folder whole: never a folder of the user's.
+        raise UserError(
+            f"out={out} holds files that are not an export ({', '.join(others[:3])}): choose a new folder"
+        )
+    if "encoder" in entries and not target.is_file():
+        raise UserError(f"out={out} holds an encoder/ folder but no encoder.json: choose a new folder")
     if target.exists() and not config.overwrite:
         raise UserError(f"{target} exists: choose another out= or set overwrite=true")
     loaded = load_encoder(config.run, device="cpu")  # every tensor and word checked on the way

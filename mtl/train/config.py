@@ -19,6 +19,7 @@ from mtl import tasks as task_kinds
 from mtl.config import (
     AtLeast0,
     AtLeast1,
+    Name,
     NonNegativeFloat,
     OneOf,
     PositiveFloat,
@@ -141,7 +142,7 @@ class OptimConfig:
 
 @dataclass
 class RunConfig:
-    name: str = "multitask"  # run name (a preset's name by default)
+    name: Name = "multitask"  # run name (a preset's name by default): letters, digits, -_.+
     out: str | None = None  # run folder; None: runs/<name>-<time>
     seed: AtLeast0 = 1234  # model initialization, data order, dropout
     device: str = "auto"  # auto: cuda when available

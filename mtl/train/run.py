@@ -14,7 +14,7 @@ from typing import Any
 import torch.distributed
 
 from mtl import metrics, plugins
-from mtl.config import to_dict
+from mtl.config import as_name, to_dict
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
@@ -43,7 +43,7 @@ def config_from_args(args: Sequence[str]) -> TrainConfig:
             raise UserError(f"preset file {preset_path(presets[-1])}: {error}") from None
     config = with_overrides(base, rest)
     if presets and not any(a.startswith(("name=", "run.name=")) for a in rest):
-        config.run.name = preset_name(presets[-1])
+        config.run.name = as_name(preset_name(presets[-1]))
     return config
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from mtl import metrics
-from mtl.config import paths_and_keys, to_dict
+from mtl.config import as_name, check_name, paths_and_keys, to_dict
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
@@ -81,7 +81,8 @@ class Sweep:
         members = []
         for values in itertools.product(*self.axes.values()):
             chosen = dict(zip(self.axes, values, strict=True))
-            name = "-".join(f"{key}{value}" for key, value in chosen.items()) or self.name
+            # a value may be a path (vectors=/data/a.txt): its member's folder is still one name
+            name = as_name("-".join(f"{key}{value}" for key, value in chosen.items())) or self.name
             run_dir = self.out / name
             overrides = [
                 *self.fixed,
@@ -134,7 +135,10 @@ def parse(args: list[str]) -> Sweep:
         raise UserError("a sweep needs an axis: a key with several values, e.g. steps_nli=250,500,1000")
     if taken := [key for key in ("name", "group", "resume") if key in fixed or key in axes]:
         raise UserError(f"{taken[0]}= is set by the sweep for each member: leave it out")
-    name = settings.get("sweep") or (preset_name(named[0]) if named else "sweep")
+    if "sweep" in settings:
+        name = check_name("sweep", settings["sweep"])
+    else:
+        name = as_name(preset_name(named[0])) if named else "sweep"
     try:
         parallel = int(settings.get("parallel", "1"))
     except ValueError:
