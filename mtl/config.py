@@ -176,18 +176,52 @@ def check_fields(config: Any, prefix: str = "") -> None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue
-        key = f"{prefix}{field.name}={value}"
-        if not math.isfinite(value):
-            raise UserError(f"{key} must be a finite number")
-        # What consumes the value: torch and numpy hold integers in 64 bits and train in float32.
-        if isinstance(value, int) and not -(2**63) <= value < 2**63:
-            raise UserError(f"{key} is too large: it must fit in 64 bits (below 2**63)")
-        if isinstance(value, float) and abs(value) > FLOAT32_MAX:
-            raise UserError(f"{key} is too large: it must fit in float32 (at most {FLOAT32_MAX:.3g})")
-        bounds = _range_of(hints[field.name])
-        if bounds is not None and not bounds.admits(value):
-            optional = " (or none)" if _is_optional(hints[field.name]) else ""
-            raise UserError(f"{key} must be {bounds.describe()}{optional}")
+        check_number(
+            f"{prefix}{field.name}", value, _range_of(hints[field.name]), _is_optional(hints[field.name])
+        )
+
+
+def check_number(
+    key: str, value: float, bounds: Range | None = None, optional: bool = False, given: str = ""
+) -> float:
+    """`value` of `key` when it is finite, fits what consumes it and lies in `bounds`; else a one-line
+    error naming `key` (or `given`: what the user typed, when the value is part of it). Every number
+    of every command passes here (`read_number` for text)."""
+    given = given or f"{key}={value}"
+    if not math.isfinite(value):
+        raise UserError(f"{given} must be a finite number")
+    # What consumes the value: torch and numpy hold integers in 64 bits and train in float32.
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise UserError(f"{given} is too large: it must fit in 64 bits (below 2**63)")
+    if isinstance(value, float) and abs(value) > FLOAT32_MAX:
+        raise UserError(f"{given} is too large: it must fit in float32 (at most {FLOAT32_MAX:.3g})")
+    if bounds is not None and not bounds.admits(value):
+        raise UserError(f"{given} must be {bounds.describe()}{' (or none)' if optional else ''}")
+    return value
+
+
+def read_number(key: str, text: str, kind: type = float, bounds: Range | None = None, given: str = "") -> Any:
+    """The number `text` as `kind`, checked by `check_number`; `given` names it in an error when it is
+    part of what the user typed for `key` (`select=a:2,b:x: b's weight x`). An integer is a whole
+    number (`600`, `6e2`), never a fraction cut short."""
+    given = given or f"{key}={text}"
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise UserError(f"{given} is not {'a whole number' if kind is int else 'a number'}") from None
+    if kind is int and math.isfinite(value):
+        if value != int(value):
+            raise UserError(f"{given} is not a whole number")
+        value = int(value)
+    return check_number(key, value, bounds, given=given)
+
+
+def read_numbers(key: str, text: str, kind: type = float, bounds: Range | None = None) -> list[Any]:
+    """`text` as comma-separated numbers (`768,512,256`), each read by `read_number`."""
+    parts = [part.strip() for part in text.split(",")]
+    if not text.strip() or "" in parts:
+        raise UserError(f"{key}={text!r}: give numbers separated by commas (e.g. 1,0.5)")
+    return [read_number(key, part, kind, bounds, f"{key}={text}: {part}") for part in parts]
 
 
 def _range_of(annotation: Any) -> Range | None:

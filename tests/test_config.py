@@ -7,9 +7,13 @@ import pytest
 import torch
 
 from mtl.cli import COMMANDS, main
-from mtl.config import apply_overrides, as_name
+from mtl.config import Range, apply_overrides, as_name, read_number, read_numbers
 from mtl.errors import UserError
+from mtl.tasks import config_classes
+from mtl.tasks.matryoshka import matryoshka_widths
 from mtl.train.config import TrainConfig
+from mtl.train.selection import parse_terms
+from mtl.train.versus import budget_amount
 
 from .conftest import (
     one_error_line,
@@ -197,3 +201,43 @@ def test_a_value_made_a_name_stays_one_folder():
     assert as_name("vectors/data/glove.6B.50d.txt") == "vectors_data_glove.6B.50d.txt"
     assert as_name("tasksnli+squad") == "tasksnli+squad"
     assert as_name("..") == "__"
+
+
+@pytest.mark.parametrize(
+    ("read", "message"),
+    [
+        (
+            lambda: parse_terms("nli/dev/acc:1e308,squad/dev/acc:1e308"),
+            r"select=.*the weight of nli/dev/acc, 1e308, is too large: it must fit in float32",
+        ),
+        (
+            lambda: apply_overrides(
+                TrainConfig(), ["schedule=proportional", "nli.prob=0.2", "squad.prob=0.2"]
+            ),
+            r"nli.prob=0.2 squad.prob=0.2 add up to 0.4: every task has a share, so they must add up to 1",
+        ),
+        (lambda: budget_amount("steps:inf"), r"budget=steps:inf: inf must be a finite number"),
+        (lambda: budget_amount("steps:0.5"), r"budget=steps:0.5: 0.5 is not a whole number"),
+        (lambda: budget_amount("minutes:inf"), r"budget=minutes:inf: inf must be a finite number"),
+        (lambda: budget_amount("examples:0"), r"budget=examples:0: 0 must be 1 or more"),
+        (
+            lambda: matryoshka_widths(
+                config_classes()["nli"](matryoshka="8,4", matryoshka_weights="1,nan"), "nli", 16
+            ),
+            r"nli.matryoshka_weights=1,nan: nan must be a finite number",
+        ),
+        (lambda: apply_overrides(TrainConfig(), ["nli.lr=x1e308"]), r"nli.lr=x1e308: give a learning rate"),
+    ],
+)
+def test_every_number_a_command_reads_is_checked_in_one_place(read, message):
+    with pytest.raises(UserError, match=message):
+        read()
+
+
+def test_a_number_is_read_as_its_key_needs():
+    assert read_number("k", "6e2", int, Range(1)) == 600
+    assert read_numbers("k", "1, 0.5", float) == [1.0, 0.5]
+    assert budget_amount("minutes:2.5") == ("minutes", 2.5)
+    for text, message in [("1e39", "too large"), ("nan", "finite"), ("x", "not a number")]:
+        with pytest.raises(UserError, match=f"k={text} .*{message}|k={text} is {message}"):
+            read_number("k", text)

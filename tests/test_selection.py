@@ -33,8 +33,8 @@ def test_the_aggregate_is_the_weighted_mean_of_signed_terms():
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("nli/dev/acc:0", "the weight of nli/dev/acc must be a positive number"),
-        ("nli/dev/acc:x", "the weight of nli/dev/acc must be a positive number"),
+        ("nli/dev/acc:0", "the weight of nli/dev/acc, 0, must be positive"),
+        ("nli/dev/acc:x", "the weight of nli/dev/acc, x, is not a number"),
         ("nli/test/acc", "nli/test/acc is not a dev metric"),
         ("acc", "acc is not a dev metric"),
     ],

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import torch
 
+from mtl.config import Range, read_numbers
 from mtl.errors import UserError
 from mtl.models.heads import Widths
 from mtl.tasks.configs import TaskConfig
@@ -30,16 +31,12 @@ def matryoshka_widths(config: TaskConfig, name: str, dim: int) -> Widths:
                 f"{name}.matryoshka_weights= weighs the widths of {name}.matryoshka=: give those too"
             )
         return ()
-    try:
-        widths = [int(w) for w in config.matryoshka.split(",")]
-        weights = (
-            [float(w) for w in config.matryoshka_weights.split(",")] if config.matryoshka_weights else []
-        )
-    except ValueError:
-        raise UserError(
-            f"{name}.matryoshka={config.matryoshka}: give widths as whole numbers (768,512,256) and "
-            "matryoshka_weights= as numbers"
-        ) from None
+    widths = read_numbers(f"{name}.matryoshka", config.matryoshka, int, Range(1))
+    weights = (
+        read_numbers(f"{name}.matryoshka_weights", config.matryoshka_weights, float, Range(0, low_open=True))
+        if config.matryoshka_weights.strip()
+        else []
+    )
     if weights and len(weights) != len(widths):
         raise UserError(
             f"{name}.matryoshka_weights={config.matryoshka_weights}: give one weight per width of "

@@ -10,7 +10,6 @@ stay valid: each task declares its old keys, and runs recorded with them are rea
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -25,7 +24,9 @@ from mtl.config import (
     PositiveFloat,
     Range,
     apply_overrides,
+    check_number,
     from_dict,
+    read_number,
     table,
     to_dict,
 )
@@ -48,12 +49,12 @@ def parse_lr(text: str, lr: float, key: str) -> float | None:
         return None
     multiple = text[1:] if text[:1] in "xX*" else text[:-1] if text[-1:] in "xX" else None
     try:
-        value = float(multiple if multiple is not None else text)
-    except ValueError:
-        value = math.nan
-    if not value > 0 or math.isinf(value):
-        raise UserError(f"{key}={text}: give a learning rate (0.05) or a multiple of lr= (x0.5), above 0")
-    return value * lr if multiple is not None else value
+        value = read_number(key, multiple if multiple is not None else text, float, Range(0, low_open=True))
+    except UserError:
+        raise UserError(
+            f"{key}={text}: give a learning rate (0.05) or a multiple of lr= (x0.5), above 0 and finite"
+        ) from None
+    return check_number(key, value * lr) if multiple is not None else value
 
 
 @dataclass
@@ -291,6 +292,12 @@ class TrainConfig:
             raise UserError(
                 f"{next(iter(shares))}.prob= is a share of the steps drawn at random: give "
                 f"schedule=proportional (or temperature), not schedule={schedule.schedule}"
+            )
+        if shares and len(shares) == len(self.training_tasks) and abs(sum(shares.values()) - 1) > 1e-6:
+            given = " ".join(f"{name}.prob={share:g}" for name, share in shares.items())
+            raise UserError(
+                f"{given} add up to {sum(shares.values()):g}: every task has a share, so they must add up "
+                "to 1 (or leave one task's prob= out: it takes what is left)"
             )
         if shares and len(shares) < len(self.training_tasks) and sum(shares.values()) >= 1:
             raise UserError(

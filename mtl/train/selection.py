@@ -8,11 +8,11 @@ choice is today's: a checkpoint is the best when its metric beats the best one's
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from mtl import metrics
+from mtl.config import Range, read_number
 from mtl.errors import UserError
 
 
@@ -33,17 +33,22 @@ class Selection:
         return best is None or self.value(results) > self.value(best)
 
 
+POSITIVE = Range(0, low_open=True)
+
+
 def parse_terms(text: str) -> tuple[tuple[str, float], ...]:
     """`key[:weight],...` as (key, weight) pairs; a one-line error for a malformed one."""
     terms = []
     for part in [p.strip() for p in text.split(",") if p.strip()]:
         key, _, weight_text = part.partition(":")
-        try:
-            weight = float(weight_text) if weight_text else 1.0
-        except ValueError:
-            weight = math.nan
-        if not math.isfinite(weight) or weight <= 0:
-            raise UserError(f"select={text}: the weight of {key} must be a positive number (key:0.5)")
+        # weights up to float32's range: their sum and the weighted mean stay finite
+        weight = (
+            read_number(
+                "select", weight_text, float, POSITIVE, f"select={text}: the weight of {key}, {weight_text},"
+            )
+            if weight_text
+            else 1.0
+        )
         monitored = key.startswith("monitor/") and key.count("/") == 2
         if not monitored and (not metrics.is_evaluation(key) or key.split("/")[1] != "dev"):
             raise UserError(

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mtl.config import apply_overrides, paths_and_keys
+from mtl.config import Range, apply_overrides, paths_and_keys, read_number
 from mtl.errors import UserError
 from mtl.eval.transfer.suite import TransferConfig, report_name
 from mtl.eval.transfer.suite import run as transfer
@@ -70,19 +70,21 @@ def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
     apply_overrides(TransferConfig(), [f"tasks={config.transfer_tasks}", f"mode={config.transfer_mode}"])
     if len([a for a in keys if a.partition("=")[0] in VERSUS_KEYS]) > len(own):
         raise UserError("a versus-single key is given twice: give it once")
-    kind, _, amount = config.budget.partition(":")
-    if kind not in ("steps", "examples", "minutes") or not _positive(amount):
-        raise UserError(
-            f"budget={config.budget!r}: give steps:N, examples:N or minutes:N (e.g. budget=steps:600)"
-        )
+    budget_amount(config.budget)
     return config, train
 
 
-def _positive(text: str) -> bool:
-    try:
-        return float(text) > 0
-    except ValueError:
-        return False
+def budget_amount(budget: str) -> tuple[str, float]:
+    """(kind, amount) of `budget=`: steps and examples whole numbers from 1, minutes above 0; a
+    one-line error naming budget= otherwise."""
+    kind, _, amount = budget.partition(":")
+    if kind not in ("steps", "examples", "minutes") or not amount:
+        raise UserError(f"budget={budget!r}: give steps:N, examples:N or minutes:N (e.g. budget=steps:600)")
+    if kind == "minutes":
+        return kind, read_number(
+            "budget", amount, float, Range(0, low_open=True), f"budget={budget}: {amount}"
+        )
+    return kind, read_number("budget", amount, int, Range(1), f"budget={budget}: {amount}")
 
 
 def examples_per_step(config: TrainConfig) -> float:
@@ -112,7 +114,7 @@ def members(train: list[str], budget: str, out: Path) -> list[Member]:
     watching = [name for name in config.tasks if name not in training]
     entries = _task_entries(train)
     legacy = legacy_keys()
-    kind, _, amount = budget.partition(":")
+    kind, amount = budget_amount(budget)
     found = []
     for chosen in [*([task] for task in training), training]:
         name = chosen[0] if len(chosen) == 1 else MIXTURE
@@ -127,9 +129,9 @@ def members(train: list[str], budget: str, out: Path) -> list[Member]:
         if kind == "minutes":
             keys.append(f"max_minutes={amount}")
         elif kind == "steps":
-            keys.append(f"max_steps={int(float(amount))}")
+            keys.append(f"max_steps={amount}")
         else:
-            keys.append(f"max_steps={math.ceil(float(amount) / examples_per_step(config_from_args(keys)))}")
+            keys.append(f"max_steps={math.ceil(amount / examples_per_step(config_from_args(keys)))}")
         run_dir = out / name
         keys += [f"name={name}", f"group={out.name}", f"out={run_dir}"]
         config_from_args(keys)  # a key that does not fit a member stops everything before work
