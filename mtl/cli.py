@@ -16,7 +16,7 @@ from typing import Any
 
 from mtl import plugins
 from mtl.config import apply_overrides, describe_keys, paths_and_keys
-from mtl.console import say
+from mtl.console import printable_stdout, say
 from mtl.errors import UserError
 from mtl.runtime.ranks import LOST_A_PEER, rank_says
 from mtl.train.interrupts import PARENT_DIED
@@ -322,7 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # per record: the write that matters fails too, and says so in one line.
     logging.raiseExceptions = False
     try:
-        COMMANDS[argv[0]].run(argv[1:])
+        with printable_stdout():
+            COMMANDS[argv[0]].run(argv[1:])
     except UserError as error:
         if not getattr(error, "quiet", False):
             start = "\n" if getattr(error, "after_other_output", False) else ""  # see JobFailed

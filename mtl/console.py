@@ -6,11 +6,16 @@ import contextlib
 import io
 import os
 import sys
+from collections.abc import Iterator
 from typing import TextIO
+
+from mtl.errors import printable
 
 
 def say(message: str) -> None:
-    """Print to stderr; when Ctrl-C has killed the pipe it went to (`2>&1 | tee log`), to the terminal."""
+    """Print to stderr; when Ctrl-C has killed the pipe it went to (`2>&1 | tee log`), to the terminal.
+    Control characters (a file's text quoted in a message) are written as escapes."""
+    message = printable(message)
     try:
         print(message, file=sys.stderr, flush=True)
         return
@@ -38,6 +43,43 @@ def end_progress_bars() -> None:
     for bar in list(getattr(tqdm, "_instances", ())):
         with contextlib.suppress(Exception):  # a bar on a closed stream: nothing to end
             bar.close()
+
+
+class Printable(io.TextIOBase):
+    """A command's standard output with every control character but line feeds and tabs written as an
+    escape: what commands print (tables, reports) quotes run names, task names and lines of files,
+    which must not drive the terminal (an ESC sequence that recolours, retitles or clears it)."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(printable(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.stream, "encoding", None) or "utf-8"
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+
+@contextlib.contextmanager
+def printable_stdout() -> Iterator[None]:
+    """`sys.stdout` as `Printable` for the duration (a command's run)."""
+    original = sys.stdout
+    sys.stdout = Printable(original)
+    try:
+        yield
+    finally:
+        sys.stdout = original
 
 
 class Unbreakable(io.TextIOBase):
