@@ -9,15 +9,18 @@ it or loading its encoder needs them loaded again and otherwise stops with one l
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from mtl.console import say
 from mtl.errors import UserError
 
 ENTRY_POINT_GROUP = "mtl.plugins"
@@ -80,7 +83,20 @@ def adds_to(registry: MutableMapping[str, Registered], name: str) -> Callable[[R
     return add
 
 
-_loaded: dict[str, str] = {}  # plugin name -> how it came (the path or module given, or installed)
+@dataclass(frozen=True)
+class Plugin:
+    """A loaded plugin as a run records it: a name is not enough (two files may be `example.py`),
+    so the module's file, or the `.py` file itself, is named and its content hashed."""
+
+    name: str  # a module's dotted name, a .py file's stem
+    source: str  # the module's dotted name, or the .py file's resolved path
+    sha256: str  # of the module's file ("" for a namespace package, which has none)
+
+    def record(self) -> dict[str, str]:
+        return {"name": self.name, "source": self.source, "sha256": self.sha256}
+
+
+_loaded: dict[str, Plugin] = {}  # source -> the plugin loaded from it
 _installed_loaded = False
 
 
@@ -90,24 +106,31 @@ def name_of(spec: str) -> str:
     return Path(spec).stem if spec.endswith(".py") else spec
 
 
+def _sha256(path: str | None) -> str:
+    if not path or not Path(path).is_file():
+        return ""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def load(specs: str | Sequence[str]) -> list[str]:
     """Import each plugin of `specs` (a comma list or names); its registrations take effect."""
     names = []
     for spec in [s.strip() for s in (specs.split(",") if isinstance(specs, str) else specs) if s.strip()]:
-        name = name_of(spec)
-        if name not in _loaded:
-            _import(spec, name)
-            _loaded[name] = spec
-        names.append(name)
+        source = str(Path(spec).expanduser().resolve()) if spec.endswith(".py") else spec
+        if source not in _loaded:
+            _loaded[source] = _import(spec, name_of(spec), source)
+        names.append(_loaded[source].name)
     return names
 
 
-def _import(spec: str, name: str) -> None:
+def _import(spec: str, name: str, source: str) -> Plugin:
     if spec.endswith(".py"):
-        path = Path(spec).expanduser()
+        path = Path(source)
         if not path.is_file():
             raise UserError(f"plugins={spec}: no such file: give a .py file or an importable module name")
-        module_spec = importlib.util.spec_from_file_location(f"mtl_plugin_{name}", path)
+        digest = _sha256(source)
+        # Named by content too: two files called example.py are two modules, neither replaces the other.
+        module_spec = importlib.util.spec_from_file_location(f"mtl_plugin_{name}_{digest[:12]}", path)
         assert module_spec is not None and module_spec.loader is not None
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module
@@ -116,9 +139,9 @@ def _import(spec: str, name: str) -> None:
         except BaseException:
             sys.modules.pop(module_spec.name, None)
             raise
-        return
+        return Plugin(name, source, digest)
     try:
-        importlib.import_module(spec)
+        module = importlib.import_module(spec)
     except ModuleNotFoundError as error:
         if error.name is None or not (spec == error.name or spec.startswith(error.name + ".")):
             raise  # the plugin was found, and a module it imports was not: its own traceback says which
@@ -126,37 +149,81 @@ def _import(spec: str, name: str) -> None:
             f"plugins={spec}: no module {error.name!r} is importable: install its package, or give the "
             "path of a .py file"
         ) from None
+    return Plugin(name, source, _sha256(getattr(module, "__file__", None)))
 
 
 def load_installed() -> list[str]:
-    """Import every plugin of the installed packages' `mtl.plugins` entry points (once)."""
+    """Import every plugin of the installed packages' `mtl.plugins` entry points (once). One that
+    fails to import is one warning naming its distribution: every other command still works."""
     global _installed_loaded
     if not _installed_loaded:
         _installed_loaded = True
         for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            if entry.module not in _loaded:
-                entry.load()
-                _loaded[entry.module] = f"installed ({entry.name})"
-    return list(_loaded)
+            if entry.module in _loaded:
+                continue
+            try:
+                module = entry.load()
+            except Exception as error:  # noqa: BLE001  (someone else's package: any error is theirs)
+                distribution = entry.dist.name if entry.dist is not None else "an installed package"
+                say(
+                    f"warning: the mtl plugin {entry.name!r} of {distribution} cannot be loaded "
+                    f"({type(error).__name__}: {error}); going on without it (reinstall or uninstall {distribution})"
+                )
+                continue
+            file = getattr(module, "__file__", None) or getattr(
+                sys.modules.get(entry.module), "__file__", None
+            )
+            _loaded[entry.module] = Plugin(entry.module, entry.module, _sha256(file))
+    return loaded()
 
 
 def loaded() -> list[str]:
     """The names of the plugins loaded in this process, in the order they came."""
-    return list(_loaded)
+    return [plugin.name for plugin in _loaded.values()]
 
 
-def require(names: Iterable[str] | None, what: str) -> None:
+def records() -> list[dict[str, str]]:
+    """What a run or an encoder records of the plugins loaded: name, source and content hash."""
+    return [plugin.record() for plugin in _loaded.values()]
+
+
+def require(recorded: Iterable[object] | None, what: str) -> None:
     """Stop with one line when a plugin `what` was made with is not loaded (installed ones are
-    loaded first)."""
-    names = [n for n in (names or []) if isinstance(n, str)]
-    if names and any(n not in _loaded for n in names):
+    loaded first): by name for what older runs recorded, by content for a record with a hash, so
+    another file of the same name is not taken for it."""
+    wanted = [_as_plugin(entry) for entry in (recorded or [])]
+    if not all(isinstance(plugin, Plugin) for plugin in wanted):
+        raise UserError(f"{what} records its plugins damaged ({recorded!r:.80}): restore its file")
+    if wanted and any(not _has(plugin) for plugin in wanted):
         load_installed()
-    if missing := [n for n in names if n not in _loaded]:
+    if missing := [plugin for plugin in wanted if not _has(plugin)]:
+        other = next((p for m in missing for p in _loaded.values() if p.name == m.name), None)
+        if other is not None:
+            made = next(m for m in missing if m.name == other.name)
+            raise UserError(
+                f"{what} was made with the plugin {made.name} of content {made.sha256[:12]} ({made.source}); "
+                f"the {other.name} loaded now ({other.source}) is {other.sha256[:12]}: give the file it was made with"
+            )
+        names = [plugin.name for plugin in missing]
         raise UserError(
-            f"{what} was made with the plugin{'s' * (len(missing) > 1)} {', '.join(missing)}: give "
-            f"plugins={','.join(missing)} (its module or .py file) or install it; a run folder never "
+            f"{what} was made with the plugin{'s' * (len(names) > 1)} {', '.join(names)}: give "
+            f"plugins={','.join(names)} (its module or .py file) or install it; a run folder never "
             "imports code by itself"
         )
+
+
+def _as_plugin(entry: object) -> Plugin | None:
+    if isinstance(entry, str):  # runs before plugins were recorded with their content: the name alone
+        return Plugin(entry, "", "")
+    if isinstance(entry, dict) and all(isinstance(entry.get(k), str) for k in ("name", "source", "sha256")):
+        return Plugin(entry["name"], entry["source"], entry["sha256"])
+    return None
+
+
+def _has(wanted: Plugin) -> bool:
+    if not wanted.sha256:
+        return any(plugin.name == wanted.name for plugin in _loaded.values())
+    return any(plugin.name == wanted.name and plugin.sha256 == wanted.sha256 for plugin in _loaded.values())
 
 
 def load_for_command(args: Sequence[str]) -> list[str]:

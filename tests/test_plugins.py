@@ -2,6 +2,7 @@
 callback from outside the package; a run with all four trains, resumes exactly, transfers and
 reports, and a run folder never imports its plugin by itself."""
 
+import hashlib
 import importlib
 import json
 import os
@@ -44,8 +45,9 @@ def example():
     ):
         registry.clear()
         registry.update(saved)
-    plugins._loaded.pop("example", None)
-    sys.modules.pop("mtl_plugin_example", None)
+    plugins._loaded.pop(str(EXAMPLE.resolve()), None)
+    for name in [n for n in sys.modules if n.startswith("mtl_plugin_example")]:
+        sys.modules.pop(name)
 
 
 PLUGIN_ARGS = (
@@ -65,9 +67,12 @@ def test_a_run_of_every_plugin_extension_resumes_exactly_and_needs_its_plugin_ag
     run_dir, straight = start_run(tiny_data, tmp_path / "straight", *PLUGIN_ARGS)
     assert straight["steps/hypothesis_only"] == 4 and 0 <= straight["best/hypothesis_only/test/acc"] <= 1
     record = json.loads((run_dir / "config.json").read_text())
-    assert record["plugins"] == ["example"]
+    example_sha256 = hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
+    assert record["plugins"] == [
+        {"name": "example", "source": str(EXAMPLE.resolve()), "sha256": example_sha256}
+    ]
     assert record["metrics"]["hypothesis_only"] == {"metric": "acc", "higher_is_better": True}
-    assert json.loads((run_dir / "encoder.json").read_text())["plugins"] == ["example"]
+    assert json.loads((run_dir / "encoder.json").read_text())["plugins"] == record["plugins"]
     watched = [json.loads(line) for line in (run_dir / "loss_watch.jsonl").read_text().splitlines()]
     assert [row["task"] for row in watched] == ["nli", "hypothesis_only"] * 2  # blocks end at 3, 5, 8, 10
 
@@ -142,3 +147,54 @@ def test_a_registry_lists_its_builtin_names_without_importing_them(tmp_path, mon
     names["added"] = "by a plugin"
     assert list(names) == ["lazy", "added"] and len(names) == 2
     assert names.loaded() == {"lazy": "the entry", "added": "by a plugin"}
+
+
+def test_a_plugin_is_its_file_and_content_not_its_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(plugins, "_loaded", {})
+    monkeypatch.setattr(plugins, "_installed_loaded", True)
+    for folder, text in (("a", "A = 1\n"), ("b", "B = 2\n")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "example.py").write_text(text)
+    first, second = tmp_path / "a" / "example.py", tmp_path / "b" / "example.py"
+    assert plugins.load(f"{first},{second}") == ["example", "example"]  # the second is not dropped
+    assert {p["source"] for p in plugins.records()} == {str(first.resolve()), str(second.resolve())}
+    made_with_first = [plugins.records()[0]]
+    monkeypatch.setattr(plugins, "_loaded", {})
+    plugins.load(str(second))
+    with pytest.raises(
+        UserError, match=r"made with the plugin example of content \w{12} .*give the file it was made"
+    ):
+        plugins.require(made_with_first, "run runs/x")
+    moved = tmp_path / "moved.py"
+    moved.write_text(first.read_text())
+    monkeypatch.setattr(plugins, "_loaded", {})
+    plugins.load(str(moved))
+    plugins.require([{**made_with_first[0], "name": "moved"}], "run runs/x")  # the same content elsewhere
+    with pytest.raises(UserError, match=r"records its plugins damaged"):
+        plugins.require(["example", 3], "run runs/x")
+
+
+def test_a_run_record_whose_plugins_are_text_is_one_line(tiny_data, tmp_path, capsys):
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", killed_after=4)
+    record = json.loads((run_dir / "config.json").read_text())
+    (run_dir / "config.json").write_text(json.dumps({**record, "plugins": "example"}))
+    assert cli.main(["train-multitask", f"resume={run_dir}"]) == 2
+    assert "config.json, plugins: Input should be a valid list" in capsys.readouterr().err
+
+
+def test_a_broken_installed_plugin_is_one_warning_and_every_command_still_works(
+    tmp_path, monkeypatch, capsys
+):
+    info = tmp_path / "broken_mtl_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-mtl-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[mtl.plugins]\nbroken = no_such_module_for_mtl\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(plugins, "_installed_loaded", False)
+    monkeypatch.setenv(plugins.ENVIRONMENT, "")
+    assert cli.main(["train-multitask", "--help"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "warning: the mtl plugin 'broken' of broken-mtl-plugin cannot be loaded (ModuleNotFoundError" in err
+    )
+    assert len(err.strip().splitlines()) == 1

@@ -156,7 +156,7 @@ def encoder_metadata(config: TrainConfig, data: TrainingData) -> dict[str, Any]:
         "vocabulary": data.vocabulary.words if data.vocabulary is not None else None,
         "vectors": str(data.vectors_path) if data.vectors_path is not None else None,
         "embedding_parts": embedding_parts(data),
-        "plugins": plugins.loaded(),  # loading the encoder needs them given again (or installed)
+        "plugins": plugins.records(),  # loading the encoder needs them given again (or installed)
     }
 
 

@@ -75,7 +75,7 @@ def train_new(
             "inputs": trainer.data.fingerprints,
             "world_size": dist.world_size,
             "python": sys.version.split()[0],
-            "plugins": plugins.loaded(),  # resuming needs them given again (or installed)
+            "plugins": plugins.records(),  # resuming needs them given again (or installed)
             # each task's metric and its direction, so a reader of the folder needs no task's code
             "metrics": {
                 name: {"metric": task.metric, "higher_is_better": metrics.higher_is_better(task.metric)}
