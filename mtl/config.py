@@ -108,6 +108,13 @@ def paths_and_keys(args: Sequence[str]) -> tuple[list[str], list[str]]:
     return [a for a in args if not is_key_value(a)], [a for a in args if is_key_value(a)]
 
 
+def not_key_value(arg: str) -> str:
+    """Why `arg` is refused where only key=value arguments go (a key given without its value)."""
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", arg):
+        return f"argument {arg!r} has no value: give {arg}=<value> (or leave it out for its default)"
+    return f"argument {arg!r} is not of the form key=value"
+
+
 def apply_overrides(config: Any, args: Sequence[str], aliases: Sequence[str] = ()) -> Any:
     """Return a copy of `config` with each `key=value` in `args` applied.
 
@@ -128,7 +135,7 @@ def apply_overrides(config: Any, args: Sequence[str], aliases: Sequence[str] = (
     for arg in args:
         key, sep, raw = arg.partition("=")
         if not sep or not key:
-            raise UserError(f"argument {arg!r} is not of the form key=value")
+            raise UserError(not_key_value(arg))
         run_wide = [p for p in by_name.get(key, []) if p in run_wide_paths]
         if key in by_path:
             path = key

@@ -2,6 +2,7 @@
 that mnrl trains on, its provenance recorded with the run."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -96,3 +97,22 @@ def test_a_damaged_triples_line_is_one_clear_error(tiny_data, tmp_path):
     (tmp_path / "bad_mined.toml").write_text(f'kind = "mnrl"\ntriples = "{tmp_path / "bad.tsv"}"\n')
     with pytest.raises(UserError, match=r"line 1 is not anchor<TAB>positive<TAB>negative \(2 fields\)"):
         start_run(tiny_data, tmp_path / "run", f"tasks=nli,{tmp_path / 'bad_mined.toml'}", "max_steps=2")
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        (["pairs={empty}"], r"pairs=.*empty.tsv holds no anchor<TAB>positive line"),
+        (
+            [f"source={FIXTURES / 'snli_tiny'}", "split=nope"],
+            r"split 'nope' not found .*: set split= or source=PATH",
+        ),
+        (["out={tmp}/nli.toml"], r"out=.*nli.toml: nli is a built-in task of mtl .*mined_nli.toml"),
+    ],
+)
+def test_a_degenerate_input_or_a_colliding_name_is_one_line_naming_the_key(tmp_path, capsys, keys, message):
+    (tmp_path / "empty.tsv").write_text("\n\n")
+    given = [k.format(empty=tmp_path / "empty.tsv", tmp=tmp_path) for k in keys]
+    out = [] if any(k.startswith("out=") for k in given) else [f"out={tmp_path}/mined.toml"]
+    assert main(["mine-negatives", "encoder=sentence-transformers/none", *out, *given]) == 2
+    assert re.search(message, capsys.readouterr().err)

@@ -16,9 +16,10 @@ LABELS = ("entailment", "neutral", "contradiction")  # the Hub's label ids 0, 1,
 HUB_SPLITS = {"dev": "validation"}
 
 
-def resolve_snli_source(source: str | None, task: str = "nli") -> str:
+def resolve_snli_source(source: str | None, task: str = "nli", source_key: str = "") -> str:
     """An absolute folder or a Hub id; `source` None means `$MTL_DATA_DIR/snli`, else the Hub.
-    `task`: the task whose `<task>.source=` an error tells the user to set."""
+    `task`: the task whose `<task>.source=` (or `source_key=`) an error tells the user to set."""
+    source_key = source_key or f"{task}.source"
     if source is None:
         source = str(data_dir() / "snli") if data_dir() is not None else HUB_ID
     folder = Path(source).expanduser()
@@ -26,31 +27,43 @@ def resolve_snli_source(source: str | None, task: str = "nli") -> str:
         return str(folder.resolve())
     if source.count("/") != 1 or source.startswith((".", "/", "~")):
         raise UserError(
-            f"{task}: folder {folder} does not exist: point {task}.source=PATH at it or set MTL_DATA_DIR"
+            f"{task}: folder {folder} does not exist: point {source_key}=PATH at it or set MTL_DATA_DIR"
         )
     return source
 
 
-def load_snli(source: str | None, split: str, task: str = "nli", role: str = "train") -> LabelledTexts:
+def load_snli(
+    source: str | None,
+    split: str,
+    task: str = "nli",
+    role: str = "train",
+    keys: tuple[str, str] | None = None,
+) -> LabelledTexts:
     """`split` of SNLI (or data in its layout: MultiNLI) from a folder or the Hub (see
     `resolve_snli_source`); never empty. Errors name `task`'s own keys: `<task>.<role>_split=`
-    and `<task>.source=` (role: train, dev or test)."""
-    source = resolve_snli_source(source, task)
+    and `<task>.source=` (role: train, dev or test), or `keys` (source key, split key) for a
+    command whose keys are its own (mine-negatives: `source=`, `split=`)."""
+    source_key, split_key = keys or (f"{task}.source", f"{task}.{role}_split")
+    source = resolve_snli_source(source, task, source_key)
     folder = Path(source)
     if not folder.is_dir():
         return _nonempty(
-            _load_from_hub(source, HUB_SPLITS.get(split, split), task), f"{source} split {split!r}", task
+            _load_from_hub(source, HUB_SPLITS.get(split, split), task, source_key),
+            f"{source} split {split!r}",
+            task,
+            source_key,
         )
     # SNLI's and MultiNLI's own file names, or a plain <split>.jsonl, in the same layout.
     for name in (f"snli_1.0_{split}.jsonl", f"multinli_1.0_{split}.jsonl", f"{split}.jsonl"):
         if (folder / name).is_file():
-            return _nonempty(_read_jsonl(folder / name), f"file {folder / name}", task)
+            return _nonempty(_read_jsonl(folder / name), f"file {folder / name}", task, source_key)
     if (folder / f"s1.{split}").is_file():
-        return _nonempty(_read_line_files(folder, split), f"files {folder}/{{s1,s2,labels}}.{split}", task)
+        where = f"files {folder}/{{s1,s2,labels}}.{split}"
+        return _nonempty(_read_line_files(folder, split), where, task, source_key)
     raise UserError(
         f"{task}: split {split!r} not found in {folder} (looked for snli_1.0_{split}.jsonl, "
         f"{split}.jsonl and s1.{split}); available: {', '.join(_available_splits(folder)) or 'none'}: "
-        f"set {task}.{role}_split= or {task}.source=PATH"
+        f"set {split_key}= or {source_key}=PATH"
     )
 
 
@@ -64,11 +77,11 @@ def snli_sentences(source: str | None, splits: Sequence[str] = ("dev", "test")) 
     return [sentence for sentence in found if sentence]
 
 
-def _nonempty(pairs: LabelledTexts, where: str, task: str) -> LabelledTexts:
+def _nonempty(pairs: LabelledTexts, where: str, task: str, source_key: str) -> LabelledTexts:
     if not len(pairs):
         raise UserError(
             f"{task}: {where} holds no labelled pair (pairs labelled '-' are dropped): point "
-            f"{task}.source=PATH at data in SNLI's layout"
+            f"{source_key}=PATH at data in SNLI's layout"
         )
     return pairs
 
@@ -143,7 +156,7 @@ def _keep_labelled(premises: list[str], hypotheses: list[str], labels: list[int]
     )
 
 
-def _load_from_hub(hub_id: str, split: str, task: str) -> LabelledTexts:
+def _load_from_hub(hub_id: str, split: str, task: str, source_key: str) -> LabelledTexts:
     import datasets  # a second to import: only for a Hub dataset
 
     try:
@@ -151,7 +164,7 @@ def _load_from_hub(hub_id: str, split: str, task: str) -> LabelledTexts:
     except Exception as error:  # the Hub raises many types; all mean the same to the user
         raise UserError(
             f"{task}: could not load {hub_id!r} split {split!r} from the Hugging Face Hub ({type(error).__name__}): "
-            f"point {task}.source=PATH at a folder with snli_1.0_<split>.jsonl or s1/s2/labels.<split> files, "
+            f"point {source_key}=PATH at a folder with snli_1.0_<split>.jsonl or s1/s2/labels.<split> files, "
             "or set MTL_DATA_DIR"
         ) from None
     return _keep_labelled(list(rows["premise"]), list(rows["hypothesis"]), list(rows["label"]))

@@ -31,6 +31,7 @@ from mtl.data.snli import load_snli
 from mtl.errors import UserError
 from mtl.eval.encoder import load_any_encoder
 from mtl.files.atomic import write_text
+from mtl.tasks import KINDS
 from mtl.tasks.ranking import snli_triples
 from mtl.text.unicode import decode_utf8, text_lines
 
@@ -77,10 +78,16 @@ def anchor_pairs(config: MineConfig) -> list[tuple[str, str]]:
                 if len(fields) != 2 or not all(fields):
                     raise UserError(f"pairs={path}: line {number} is not anchor<TAB>positive")
                 pairs.append((fields[0], fields[1]))
+        if not pairs:
+            raise UserError(f"pairs={path} holds no anchor<TAB>positive line: give a file of pairs")
         return pairs
-    entailed = snli_triples(
-        load_snli(config.source, config.split, "mine-negatives", "train"), hard_negatives=False
-    )
+    snli = load_snli(config.source, config.split, "mine-negatives", keys=("source", "split"))
+    entailed = snli_triples(snli, hard_negatives=False)
+    if not len(entailed):
+        raise UserError(
+            f"mine-negatives: {config.split} of {config.source or 'SNLI'} holds no entailed pair to mine for: "
+            "give split= or source= of data with entailment labels, or pairs="
+        )
     return list(zip(*entailed.columns, strict=True))
 
 
@@ -129,14 +136,25 @@ def _negative_ceiling(scores: torch.Tensor, positives: set[int], margin: float) 
     return min(float(scores[i]) for i in positives) - margin
 
 
-def write(config: MineConfig, triples: list[tuple[str, str, str]], provenance: dict) -> tuple[Path, Path]:
+def checked_out(config: MineConfig) -> Path:
+    """out=, refused before any work when it cannot be the task file written."""
     task_file = Path(config.out).expanduser()
+    if task_file.stem in KINDS:  # its stem names the task, which would be taken for the built-in one
+        raise UserError(
+            f"out={config.out}: {task_file.stem} is a built-in task of mtl and the file's name names the task: "
+            f"choose another name (mined_{task_file.stem}.toml)"
+        )
     if task_file.suffix != ".toml" or not task_file.stem.isidentifier():
         raise UserError(
             f"out={config.out}: give a task file such as mined_snli.toml (its stem names the task)"
         )
     if task_file.exists() and not config.overwrite:
         raise UserError(f"{task_file} exists: choose another out= or set overwrite=true")
+    return task_file
+
+
+def write(config: MineConfig, triples: list[tuple[str, str, str]], provenance: dict) -> tuple[Path, Path]:
+    task_file = checked_out(config)
     triples_file = task_file.with_suffix(".tsv")
     write_text(triples_file, "".join(f"{a}\t{p}\t{n}\n" for a, p, n in triples), "triples file")
     summary = json.dumps(provenance, sort_keys=True)
@@ -157,6 +175,7 @@ def command(args: Sequence[str]) -> None:
         raise UserError(
             "mine-negatives needs encoder=<run folder or Hugging Face model> and out=<task file .toml>"
         )
+    checked_out(config)
     pairs = anchor_pairs(config)
     encoder = load_any_encoder(config.encoder, config.max_seq_length, config.device)
     triples, left_out = mine(

@@ -42,7 +42,8 @@ def unsupported(encoder: Encoder) -> str | None:
     if inner.pooling == "last" and isinstance(inner, LSTMEncoder):
         return None
     if inner.pooling not in _POOLINGS:
-        return f"sentence-transformers' Pooling has no {inner.pooling} over a BiLSTM's states"
+        over = "word vectors" if isinstance(inner, BagOfWordsEncoder) else f"{type(inner).__name__}'s states"
+        return f"sentence-transformers' Pooling has no {inner.pooling} pooling over the {over}"
     return None
 
 

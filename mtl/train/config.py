@@ -26,6 +26,7 @@ from mtl.config import (
     apply_overrides,
     check_number,
     from_dict,
+    not_key_value,
     read_number,
     table,
     to_dict,
@@ -339,6 +340,8 @@ def with_overrides(config: TrainConfig, args: Sequence[str]) -> TrainConfig:
     A task's old key (`steps_squad=`) sets its new one; `steps_<task>=0` meant "without that
     task" and still does, and a positive one brings a task back unless `tasks=` is given.
     """
+    if bare := [arg for arg in args if "=" not in arg]:
+        raise UserError(not_key_value(bare[0]))
     config = copy.deepcopy(config)
     listed = [arg for arg in args if arg.partition("=")[0] == "tasks"]
     if len(listed) > 1:
