@@ -34,7 +34,7 @@ class CallableEncoder:
             raise UserError(
                 f"mtl.transfer.evaluate takes a function of a list of sentences, not {type(encode).__name__}"
             )
-        self.function, self.name = encode, name
+        self.function, self.name, self.dim = encode, name, None
         self.dim = self.encode(["a sentence ."]).shape[1]
 
     def encode(
@@ -53,10 +53,15 @@ class CallableEncoder:
         if hasattr(embedded, "detach"):  # a torch tensor, on any device
             embedded = embedded.detach().float().cpu().numpy()
         embedded = np.asarray(embedded, dtype=np.float32)
-        if embedded.ndim != 2 or len(embedded) != len(sentences):
+        if embedded.ndim != 2 or len(embedded) != len(sentences) or embedded.shape[1] == 0:
             raise UserError(
                 f"{self.name}: encode gave an array of shape {embedded.shape} for {len(sentences)} sentences: "
-                "return one row per sentence, (N, D)"
+                "return one row per sentence, (N, D) with D of at least 1"
+            )
+        if self.dim is not None and embedded.shape[1] != self.dim:
+            raise UserError(
+                f"{self.name}: encode gave {embedded.shape[1]} dimensions, and {self.dim} for the first "
+                "sentences: return the same D for every batch"
             )
         if not np.isfinite(embedded).all():
             raise UserError(f"{self.name}: encode gave NaN or infinite values")

@@ -197,6 +197,14 @@ def test_a_saved_dataset_and_parquet_and_arrow_files_are_task_sources(tmp_path):
         UserError, match=r"has no split 'heldout.jsonl': it has train, validation; set pairs.train_file="
     ):
         build_task("pairs", PairsConfig(source=str(saved), labels=LABELS, test="heldout.jsonl")).load("test")
+    one = tmp_path / "one"
+    datasets.Dataset.from_list(ROWS).save_to_disk(str(one))
+    task = build_task("pairs", PairsConfig(source=str(one), labels=LABELS))
+    assert task.load("train") == want
+    with pytest.raises(
+        UserError, match=r"is one saved Dataset, without splits: it gives the training rows only"
+    ):
+        task.load("dev")  # never the training rows again
     tables = tmp_path / "tables"
     tables.mkdir()
     table = pa.Table.from_pylist(ROWS)
@@ -212,6 +220,10 @@ def test_a_saved_dataset_and_parquet_and_arrow_files_are_task_sources(tmp_path):
         ),
     )
     assert task.load("train") == want == task.load("dev") == task.load("test")
+    whole = (tables / "dev.arrow").read_bytes()
+    (tables / "dev.arrow").write_bytes(whole[:-8])  # cut where a batch ends: pyarrow reads it
+    with pytest.raises(UserError, match=r"dev.arrow is an Arrow stream cut short \(no end-of-stream marker"):
+        task.load("dev")
     (tables / "bad.parquet").write_bytes(b"not parquet")
     with pytest.raises(UserError, match=r"pairs: .*bad.parquet is not a readable parquet file"):
         build_task("pairs", PairsConfig(source=str(tables), labels=LABELS, train_file="bad.parquet")).load(

@@ -459,7 +459,8 @@ def check_batch_limit(name: str, value: object, unit: str) -> None:
 
 def checked_sentences(sentences: object) -> list[str]:
     """`sentences` as a list of str (numpy strings included), or a one-line error naming the bad one."""
-    if isinstance(sentences, bytes) or not isinstance(sentences, Iterable):
+    # A dict or a set would give its keys in an order that is not the caller's rows.
+    if isinstance(sentences, bytes | dict | set | frozenset) or not isinstance(sentences, Iterable):
         raise UserError(f"encode() takes a list of sentences (str), not {type(sentences).__name__}")
     texts = []
     for position, sentence in enumerate(sentences):

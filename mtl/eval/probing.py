@@ -26,6 +26,7 @@ from mtl.eval.transfer.probing_tasks import GENERATED, SENTEVAL_FILES, generate,
 from mtl.files.atomic import write_text
 from mtl.files.paths import data_dir
 from mtl.runs import RunFolder
+from mtl.text.unicode import decode_utf8, text_lines
 
 
 @dataclass
@@ -70,7 +71,7 @@ def corpus_sentences(config: ProbingConfig) -> list[str]:
         path = Path(config.corpus).expanduser()
         if not path.is_file():
             raise UserError(f"corpus={config.corpus}: no such file; give a text file, a sentence a line")
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = text_lines(decode_utf8(path.read_bytes(), "corpus", path))
     else:
         root = data_dir()
         if root is None:

@@ -48,6 +48,18 @@ def failed_write(path: Path, error: Exception) -> OSError:
     return OSError(errno.EIO, f"the write failed ({reason}){room}")
 
 
+@contextmanager
+def safetensors_errors(path: Path) -> Iterator[None]:
+    """safetensors' own error for a failed write (a full disk: `SafetensorError: ... No space left`)
+    as the OSError it stands for, which the writers around it say in one line."""
+    from safetensors import SafetensorError  # where safetensors writes, it is loaded already
+
+    try:
+        yield
+    except SafetensorError as error:
+        raise failed_write(Path(path), error) from None
+
+
 def _advice(error: OSError) -> str:
     if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return ": choose a place you can write to"

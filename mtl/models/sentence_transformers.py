@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from mtl.files.atomic import safetensors_errors
 from mtl.models.card import CardFacts, write_card
 from mtl.models.encoders.base import Bottleneck, Encoder
 from mtl.models.encoders.bilstm import BiLSTMEncoder
@@ -113,9 +114,11 @@ def write_sentence_transformer(
 
 def _weights(folder: Path, tensors: dict[str, torch.Tensor]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    save_file(
-        {k: v.detach().cpu().float().contiguous() for k, v in tensors.items()}, folder / "model.safetensors"
-    )
+    with safetensors_errors(folder / "model.safetensors"):
+        save_file(
+            {k: v.detach().cpu().float().contiguous() for k, v in tensors.items()},
+            folder / "model.safetensors",
+        )
 
 
 def _json(path: Path, value: object) -> None:

@@ -58,7 +58,7 @@ class Pairs(Task):
         columns = tuple(c for c in (config.first, config.second, config.label) if c)
         rows = read_rows(
             self.name, config.source, name, config.format, config.header, columns, config.subset,
-            streamed_rows(config, split),
+            streamed_rows(config, split), split,
         )  # fmt: skip
         classes = {name: index for index, name in enumerate(config.class_names)}
         first, second, labels = [], [], []
@@ -108,13 +108,14 @@ def read_rows(
     columns: tuple[str, ...] = (),
     subset: str = "",
     stream: int | None = None,
+    split: str = "train",
 ) -> list[Row]:
     """The rows of file `name` in folder `source` (or split `name` of Hub dataset `source`), each
     with its line number; without a `header` line, a tsv or csv file's columns are named 0, 1, 2, ...
 
     Every row is checked as it is read: an object (JSON Lines), holding each of `columns` with a
     text or a number, so a bad row is an error naming the file and line, never a traceback or a
-    sentence read as "None"."""
+    sentence read as "None". `split` (train, dev, test) is the role of the rows asked for."""
     folder = Path(source)
     if not folder.is_dir():
         import datasets  # a second to import: only for a Hub dataset
@@ -130,7 +131,7 @@ def read_rows(
             raise UserError(f"{task}: cannot load {where} split {name!r} ({error})") from None
         return _numbered(rows, f"{source} split {name}", task, columns)
     if saved_dataset(folder):
-        return _numbered(_saved_split(task, folder, name), f"{folder} split {name}", task, columns)
+        return _numbered(_saved_split(task, folder, name, split), f"{folder} split {name}", task, columns)
     path = folder / name
     if not path.is_file():
         raise UserError(f"{task}: {path} does not exist: fix {task}.train_file/dev/test= or source=")
@@ -181,9 +182,10 @@ def saved_dataset(folder: Path) -> bool:
 SPLIT_ALIASES = {"dev": ("validation", "valid"), "validation": ("dev",)}
 
 
-def _saved_split(task: str, folder: Path, name: str) -> list[dict]:
+def _saved_split(task: str, folder: Path, name: str, split: str) -> list[dict]:
     """Split `name` of a save_to_disk folder: the split itself, or the one its file name's stem
-    names (train.jsonl -> train; dev.jsonl -> dev, else validation)."""
+    names (train.jsonl -> train; dev.jsonl -> dev, else validation). One saved Dataset has no
+    splits: it is the training rows, and never the dev or test rows too."""
     import datasets  # only for a saved dataset
 
     try:
@@ -191,7 +193,13 @@ def _saved_split(task: str, folder: Path, name: str) -> list[dict]:
     except Exception as error:  # a damaged folder raises many types
         raise UserError(f"{task}: {folder} is not a dataset save_to_disk can read back ({error})") from None
     if isinstance(saved, datasets.Dataset):
-        return saved.to_list()  # one dataset: every split key names it
+        if split != "train":  # its rows as dev or test would score the model on what it trained on
+            raise UserError(
+                f"{task}: {folder} is one saved Dataset, without splits: it gives the training rows only; "
+                f"set {task}.{split}= empty (no {split} set), or save a DatasetDict with train, validation "
+                "and test"
+            )
+        return saved.to_list()
     stem = Path(name).stem
     for candidate in (name, stem, *SPLIT_ALIASES.get(stem, ())):
         if candidate in saved:
@@ -215,9 +223,21 @@ def _table_rows(task: str, path: Path) -> list[dict]:
                 return pa.ipc.open_file(source).read_all().to_pylist()
         except pa.ArrowInvalid:
             with pa.memory_map(str(path)) as source:
-                return pa.ipc.open_stream(source).read_all().to_pylist()
+                rows = pa.ipc.open_stream(source).read_all().to_pylist()
     except (pa.ArrowException, OSError) as error:
         raise UserError(f"{task}: {path} is not a readable {path.suffix[1:]} file ({error})") from None
+    # A stream cut at a batch boundary reads as fewer rows: only its end-of-stream marker tells.
+    with open(path, "rb") as file:
+        file.seek(max(0, path.stat().st_size - len(END_OF_STREAM)))
+        if file.read() != END_OF_STREAM:
+            raise UserError(
+                f"{task}: {path} is an Arrow stream cut short (no end-of-stream marker after {len(rows):,} "
+                "rows): write it again"
+            )
+    return rows
+
+
+END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # Arrow IPC: continuation, then a length of 0
 
 
 def _numbered(rows: list[dict], where: str, task: str, columns: tuple[str, ...]) -> list[Row]:

@@ -69,7 +69,7 @@ class STS(Task):
         columns = (config.first, config.second, config.score)
         rows = read_rows(
             self.name, config.source, name, config.format, config.header, columns, config.subset,
-            streamed_rows(config, split),
+            streamed_rows(config, split), split,
         )  # fmt: skip
         first, second, scores = [], [], []
         for row in rows:

@@ -52,7 +52,10 @@ def write(
     files = [path]
     record = {"format": FORMAT, **metadata, "pretrained": pretrained}
     if tensors:
-        with atomic.atomic_path(weights_path, "encoder weights") as partial:
+        with (
+            atomic.atomic_path(weights_path, "encoder weights") as partial,
+            atomic.safetensors_errors(partial),
+        ):
             save_file({k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}, partial)
         record.update(weights=weights_path.name, weights_sha256=file_sha256(weights_path))
         files.insert(0, weights_path)

@@ -110,6 +110,8 @@ def generate(
     (whitespace-tokenized, as SentEval's are), split train/dev/test by `shares`, seeded."""
     random = np.random.default_rng(seed)
     tokens = [s.split() for s in dict.fromkeys(s.strip() for s in sentences) if s.strip()]
+    if not tokens:
+        raise UserError(f"generate={task}: the corpus holds no sentence: give a text file, a sentence a line")
     if task == "sentence_length":
         examples = [
             (str(b), t) for t in tokens for b, (low, high) in enumerate(LENGTH_BINS) if low <= len(t) <= high
@@ -155,7 +157,7 @@ def _balanced(
     by_class: dict[str, list[int]] = {}
     for i, (label, _) in enumerate(examples):
         by_class.setdefault(label, []).append(i)
-    each = min(len(rows) for rows in by_class.values())
+    each = min((len(rows) for rows in by_class.values()), default=0)
     kept = sorted(i for rows in by_class.values() for i in random.choice(rows, size=each, replace=False))
     return [examples[i] for i in kept]
 

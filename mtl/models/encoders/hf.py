@@ -16,6 +16,7 @@ from torch import nn
 
 from mtl.console import say
 from mtl.errors import UserError
+from mtl.files.atomic import safetensors_errors
 from mtl.files.hub import load_pretrained
 from mtl.models.card import CardFacts, write_card
 from mtl.models.encoders.base import (
@@ -152,7 +153,8 @@ def save_sentence_transformer(
     """The backbone and tokenizer in Hugging Face format, plus the files that let sentence-transformers
     load the folder with the same pooling."""
     backbone = merged(encoder.backbone)
-    backbone.save_pretrained(folder, safe_serialization=True)
+    with safetensors_errors(folder / "model.safetensors"):
+        backbone.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
     # sentence-transformers concatenates cls, max, mean in this order, as `pool` does max+mean.
     pooling_config = {
