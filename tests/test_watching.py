@@ -1,13 +1,16 @@
 """Tasks that watch a run without training (`<task>.train=false`): evaluated at every evaluation,
 never scheduled, never updated; a classification task scored by a linear probe."""
 
+import re
+
 import pytest
 import torch
 
+from mtl.cli import main
 from mtl.errors import UserError
 from mtl.runs import read_metrics
 from mtl.train import run
-from tests.conftest import FIXTURES, args_for, start_run
+from tests.conftest import FIXTURES, args_for, one_error_line, start_run
 
 STS = ("tasks=nli,sts,squad", f"sts.source={FIXTURES / 'sts_tiny'}", "sts.train=false", "squad.train=false")
 
@@ -137,3 +140,9 @@ def test_monitored_transfer_tasks_are_logged_at_every_evaluation_without_changin
 def test_monitor_keys_are_checked_before_training(tiny_data, tmp_path, args, message):
     with pytest.raises(UserError, match=message):
         run.config_from_args(args_for(tiny_data, tmp_path / "run", *args))
+
+
+def test_missing_watching_data_names_the_key_this_command_takes(tiny_data, tmp_path, capsys):
+    args = args_for(tiny_data, tmp_path / "run", "monitor=MR", f"monitor_data={tmp_path / 'none'}")
+    assert main(["train-multitask", *args]) == 2
+    assert re.search(r"MR/rt-polarity.pos is missing: point monitor_data=PATH at", one_error_line(capsys))

@@ -23,7 +23,7 @@ from mtl.eval.encoder import PretrainedSentenceEncoder, SentenceEncoder
 from mtl.eval.transfer.classifiers import Protocol
 from mtl.eval.transfer.registry import headline_metrics, spec
 from mtl.eval.transfer.suite import evaluate_task
-from mtl.eval.transfer.tasks import Split, TransferTask
+from mtl.eval.transfer.tasks import Split, TransferDataError, TransferTask, read_task
 from mtl.files.paths import data_dir
 from mtl.models.encoders import traits
 from mtl.models.encoders.base import build_encoder, frozen_embedding
@@ -69,9 +69,11 @@ class Monitor:
         if dist.is_main:
             folder = monitor_folder(config.run.monitor_data, config.run.monitor)
             for name in self.names:
-                self.tasks[name] = subsample(
-                    spec(name).read(folder), config.run.monitor_examples, config.run.seed
-                )
+                try:
+                    task = read_task(name, folder)
+                except TransferDataError as error:  # said with the key this command takes
+                    raise error.naming("monitor_data") from None
+                self.tasks[name] = subsample(task, config.run.monitor_examples, config.run.seed)
 
     def keys(self) -> list[str]:
         """Every key `scores` logs (what select= may name)."""

@@ -27,6 +27,7 @@ from mtl.config import Range, apply_overrides, paths_and_keys, read_number
 from mtl.errors import UserError
 from mtl.eval.transfer.suite import TransferConfig, report_name
 from mtl.eval.transfer.suite import run as transfer
+from mtl.eval.transfer.tasks import TransferDataError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
@@ -250,7 +251,10 @@ def command(args: Sequence[str]) -> None:
     report = report_name(apply_overrides(TransferConfig(), keys))
     for member in found:
         print(f"transfer {member.name} ({report})", flush=True)
-        transfer(apply_overrides(TransferConfig(), [*keys, f"run={member.run_dir}"]))
+        try:
+            transfer(apply_overrides(TransferConfig(), [*keys, f"run={member.run_dir}"]))
+        except TransferDataError as error:  # said with the key this command takes
+            raise error.naming("transfer_data") from None
     compared_path = out / "compare.md"
     done = subprocess.run(
         [

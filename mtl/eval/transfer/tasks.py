@@ -42,10 +42,22 @@ class TransferTask:
     )
 
 
+class TransferDataError(UserError):
+    """SentEval's data missing or damaged. The message names the key that points at the data:
+    `data=` (just transfer), or the key of the command that read it (`monitor_data=`), by `naming`."""
+
+    def __init__(self, text: str, key: str = "data"):
+        self.text = text  # with "{key}" where the key goes
+        super().__init__(text.replace("{key}", key))
+
+    def naming(self, key: str) -> TransferDataError:
+        return TransferDataError(self.text, key)
+
+
 def _lines(path: Path, encoding: str = "utf-8-sig") -> list[str]:  # -sig: a byte-order mark dropped
     if not path.is_file():
-        raise UserError(
-            f"transfer data file {path} is missing: point data=PATH at SentEval's downstream folder"
+        raise TransferDataError(
+            f"transfer data file {path} is missing: point {{key}}=PATH at SentEval's downstream folder"
         )
     return path.read_text(encoding=encoding, errors="replace").splitlines()
 
@@ -198,8 +210,8 @@ def _read_sts(year: int) -> Callable[[Path], TransferTask]:
     def read(root: Path) -> TransferTask:
         folder = root / "STS" / f"STS{year % 100}-en-test"
         if not folder.is_dir():
-            raise UserError(
-                f"transfer data folder {folder} is missing: point data=PATH at SentEval's downstream folder"
+            raise TransferDataError(
+                f"transfer data folder {folder} is missing: point {{key}}=PATH at SentEval's downstream folder"
             )
         splits = {}
         # Subsets whose inputs are absent (STS13 SMT, under licence) are skipped, as SentEval does.
@@ -282,12 +294,12 @@ def read_task(name: str, root: Path) -> TransferTask:
     except UserError:
         raise
     except (OSError, ValueError, IndexError, KeyError) as error:  # a damaged or partial SentEval folder
-        raise UserError(
+        raise TransferDataError(
             f"transfer data of {name} in {root} cannot be read ({type(error).__name__}: {error}): "
-            "re-download SentEval's data or point data=PATH at a complete copy"
+            "re-download SentEval's data or point {key}=PATH at a complete copy"
         ) from None
     if not all(len(split) for split in task.splits.values()):
-        raise UserError(
-            f"transfer data of {name} in {root} has an empty split: point data=PATH at a complete copy"
+        raise TransferDataError(
+            f"transfer data of {name} in {root} has an empty split: point {{key}}=PATH at a complete copy"
         )
     return task
