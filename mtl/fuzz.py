@@ -29,19 +29,25 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
+from mtl.analysis import report, reproduce
 from mtl.config import AtLeast1, apply_overrides, to_dict
 from mtl.data.snli import load_snli
 from mtl.errors import UserError
+from mtl.eval import contamination
 from mtl.eval.encoder import load_encoder
 from mtl.files.digest import file_sha256
 from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
+from mtl.published import published
+from mtl.runs import Run
 from mtl.tasks import build_task
 from mtl.tasks.pairs import PairsConfig
 from mtl.tasks.qt import QTConfig
 from mtl.tasks.skipthought import SkipThoughtConfig
 from mtl.tasks.sts import STSConfig
+from mtl.text import token_cache
 from mtl.text.vectors import load_vectors
 from mtl.text.vocab import PAD, UNK
+from mtl.tracking import wandb_file
 from mtl.train import encoder_file
 from mtl.train.config import TrainConfig
 
@@ -395,8 +401,6 @@ def _read_encoder(folder: Path) -> None:
 
 
 def _make_run(folder: Path) -> None:
-    from mtl.published import published
-
     config = to_dict(TrainConfig())
     files = {
         "config.json": {
@@ -475,9 +479,6 @@ def _damage_run(folder: Path, rng: np.random.Generator) -> None:
 
 
 def _read_run(folder: Path) -> None:
-    from mtl.analysis import report, reproduce
-    from mtl.runs import Run
-
     run = Run.read(folder)
     report.build([run])
     reproduce.text(folder)
@@ -487,9 +488,7 @@ def _read_run(folder: Path) -> None:
 
 
 def _make_wandb(folder: Path) -> None:
-    from wandb.proto import wandb_internal_pb2
-
-    from mtl.tracking import wandb_file
+    from wandb.proto import wandb_internal_pb2  # W&B is slow to import: only when this target runs
 
     records = []
     for step in range(12):
@@ -526,8 +525,6 @@ def _make_wandb(folder: Path) -> None:
 
 
 def _read_wandb(folder: Path) -> None:
-    from mtl.tracking import wandb_file
-
     path = folder / "run-fuzz.wandb"
     steps = [r.history.step.num for r in wandb_file.records(path) if r.WhichOneof("record_type") == "history"]
     if steps != list(range(len(steps))):  # what was read is a prefix of what was written
@@ -539,8 +536,6 @@ def _read_wandb(folder: Path) -> None:
 
 
 def _make_caches(folder: Path) -> None:
-    from mtl.eval import contamination
-
     texts = [a for a, _, _ in SNLI_ROWS]
     with open(folder / "contamination.npz", "wb") as out:
         np.savez(
@@ -578,9 +573,6 @@ def _damage_caches(folder: Path, rng: np.random.Generator) -> None:
 
 
 def _read_caches(folder: Path) -> None:
-    from mtl.eval import contamination
-    from mtl.text import token_cache
-
     if (found := contamination.read_cached(folder / "contamination.npz")) is not None:
         for parts in found.values():
             if len(parts["keys"]) != len(parts["signatures"]):

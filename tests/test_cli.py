@@ -18,6 +18,7 @@ from mtl.cli import COMMANDS, main
 from mtl.config import describe_keys, paths_and_keys
 from mtl.runtime.ranks import rank_says
 from mtl.tracking.wandb_file import by_kind, run_files
+from mtl.train.precision import bf16_supported
 
 from .conftest import FIXTURES, one_error_line, start_run, write_glove
 
@@ -238,7 +239,12 @@ def test_print_config_shows_the_values_a_run_resolves_from_auto(capsys):
         0.1,
         "infersent",
     )
-    assert (config["run"]["precision"], config["run"]["checkpoint_every"]) == ("fp32", 500)
+    # auto: bf16 on a CPU that computes it natively (AVX512-BF16 or AMX), else fp32
+    native = bf16_supported(torch.device("cpu"))
+    assert (config["run"]["precision"], config["run"]["checkpoint_every"]) == (
+        "bf16" if native else "fp32",
+        500,
+    )
     # One epoch of the main task's data decides it, unknown until the data is read.
     assert main(["train-multitask", "device=cpu", "encoder=hf", "--print-config"]) == 0
     optim = json.loads(capsys.readouterr().out)["optim"]

@@ -262,7 +262,7 @@ def test_matryoshka_where_it_cannot_apply_is_one_line(tiny_data, tmp_path, keys,
             r"mnrl.matryoshka=8,4: the encoder's embeddings have 4 dimensions: give distinct widths from 1 to 4",
         ),
         (("matryoshka=4,4",), r"give distinct widths from 1 to 4"),
-        (("matryoshka=4,half",), r"mnrl.matryoshka=4,half: give widths as whole numbers"),
+        (("matryoshka=4,half",), r"mnrl.matryoshka=4,half: half is not a whole number"),
         (
             ("matryoshka=4,2", "matryoshka_weights=1"),
             r"give one weight per width of mnrl.matryoshka=4,2 \(2\)",

@@ -74,7 +74,9 @@ def cached_backward(
             with computing():
                 chunks.append(head.embed(encoder, rows_of(sentences, part)))
     embeddings = [torch.cat(column).requires_grad_() for column in zip(*chunks, strict=True)]  # (B, D) each
-    loss_sum, score_sum = loss_and_score(head.score(embeddings))
+    with computing():  # scored at the whole batch's precision, as its forward scores them
+        scores = head.score(embeddings)
+    loss_sum, score_sum = loss_and_score(scores)
     loss_sum.backward(seed(loss_sum))  # the gradient with respect to the embeddings (and any scoring weights)
     for part, state in zip(parts, states, strict=True):
         state.restore()
