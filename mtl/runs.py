@@ -464,7 +464,7 @@ def wandb_group(folder: Path) -> str | None:
 def encoder_artifact(folder: Path) -> str:
     """The W&B artifact the training run logged its encoder as (summary.json says; older runs:
     named after the folder)."""
-    summary = read_json(RunFolder(folder).summary)
+    summary = read_summary(RunFolder(folder).summary)
     try:
         return summary["wandb_artifacts"]["encoder"]
     except (KeyError, TypeError):

@@ -24,7 +24,7 @@ from mtl.models.card import CardFacts, facts_of
 from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.encoders.embedding import part_state
 from mtl.models.sentence_transformers import unsupported, write_sentence_transformer
-from mtl.runs import RunFolder, read_json
+from mtl.runs import RunFolder, read_summary
 from mtl.tasks.kinds import title_of
 from mtl.text.vectors import vector_store
 from mtl.train import encoder_file as exported
@@ -110,7 +110,7 @@ def run_card(name: str, saved: dict, file: Path) -> CardFacts:
     """The card of an exported encoder: its run's config, and its run's best scores when the
     encoder file sits in the run folder beside summary.json."""
     config = saved["config"] if isinstance(saved.get("config"), dict) else {}
-    summary = read_json(RunFolder(file.parent).summary)
+    summary = read_summary(RunFolder(file.parent).summary)
     tasks = config.get("tasks", {}) if isinstance(config.get("tasks"), dict) else {}
     titles = {
         task: title_of(task, str(values.get("kind", task)), str(values.get("display", "")))

@@ -16,7 +16,7 @@ import numpy as np
 from mtl.errors import UserError
 from mtl.eval.contamination import mteb_training_datasets
 from mtl.eval.encoder import SentenceEncoder, load_encoder
-from mtl.runs import RunFolder, read_json
+from mtl.runs import RunFolder, read_summary
 
 try:
     from mteb.models.abs_encoder import AbsEncoder
@@ -29,7 +29,7 @@ def seen_mteb_tasks(encoder: SentenceEncoder | str | Path) -> set[str]:
     """The MTEB tasks a run folder's summary.json says it saw test sentences of."""
     if isinstance(encoder, SentenceEncoder):
         return set()
-    summary = read_json(RunFolder(Path(encoder)).summary)
+    summary = read_summary(RunFolder(Path(encoder)).summary)
     return mteb_training_datasets(summary.get("contamination") or {}) if isinstance(summary, dict) else set()
 
 

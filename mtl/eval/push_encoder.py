@@ -17,7 +17,7 @@ from pathlib import Path
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.models.card import DEFAULT_LICENSE
-from mtl.runs import RunFolder, read_json
+from mtl.runs import RunFolder, read_summary
 
 
 @dataclass
@@ -39,7 +39,7 @@ def push_encoder(config: PushConfig) -> str:
     run = RunFolder(Path(config.run))
     folder = run.pretrained_encoder
     if not (folder / "modules.json").is_file():
-        why = (read_json(run.summary) or {}).get("sentence_transformers")
+        why = (read_summary(run.summary) or {}).get("sentence_transformers")
         reason = f": {why}" if isinstance(why, str) and why != "encoder" else ""
         raise UserError(
             f"{run.path} has no sentence-transformers folder ({folder}){reason}; only a finished run "

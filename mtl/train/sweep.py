@@ -34,7 +34,7 @@ from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
-from mtl.runs import RunFolder, RunStatus, read_json
+from mtl.runs import RunFolder, RunStatus, read_json, read_summary
 from mtl.train.interrupts import PARENT_DIED
 from mtl.train.presets import preset_dir, preset_name
 from mtl.train.run import config_from_args, config_from_command
@@ -350,7 +350,7 @@ def summary(sweep: Sweep, outcomes: dict[str, str]) -> str:
     lines = [f"sweep {sweep.name} ({sweep.out}):"]
     for member in sweep.members():
         results = ""
-        values = read_json(RunFolder(member.run_dir).summary)
+        values = read_summary(RunFolder(member.run_dir).summary)
         if isinstance(values, dict):
             results = ", ".join(
                 f"{metrics.without_prefix(key)} {value:.4f}"

@@ -31,7 +31,7 @@ from mtl.eval.transfer.tasks import TransferDataError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
-from mtl.runs import RunFolder, read_json
+from mtl.runs import RunFolder, read_summary
 from mtl.tasks import named_config
 from mtl.train.config import TrainConfig, legacy_keys
 from mtl.train.run import config_from_args
@@ -159,7 +159,7 @@ def _task_of(key: str, legacy: dict[str, tuple[str, str]]) -> str | None:
 
 def _starved(member: Member) -> list[str]:
     """The training tasks a finished run saw no example of."""
-    summary = read_json(RunFolder(member.run_dir).summary)
+    summary = read_summary(RunFolder(member.run_dir).summary)
     if not isinstance(summary, dict):
         return []
     steps = [key.removeprefix("steps/") for key in summary if key.startswith("steps/")]

@@ -17,7 +17,7 @@ import torch
 
 from mtl.eval.encoder import encoder_file
 from mtl.files.locks import lock_file_of
-from mtl.runs import RunFolder, read_json, run_folder_of, weights_digest
+from mtl.runs import RunFolder, read_summary, run_folder_of, weights_digest
 
 
 def evaluated(run: str) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def _best_step(folder: Path, file: Path) -> int | None:
     `load_encoder` has just read and verified it, and only one number is wanted."""
     try:
         if file.name in ("encoder.json", "encoder.pt"):
-            return int(read_json(RunFolder(folder).summary)["best/step"])
+            return int(read_summary(RunFolder(folder).summary)["best/step"])
         return int(torch.load(file, map_location="cpu", weights_only=True, mmap=True)["best"]["step"])
     except Exception:  # noqa: BLE001  (no summary yet, latest.pt has no best step, a file replaced since)
         return None
