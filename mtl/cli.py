@@ -74,6 +74,11 @@ TRAIN_KEYS = (
     ("resume", "none", "continue runs/<run> where its last checkpoint left it"),
     ("plugins", "none", "modules or .py files that register tasks, encoders, ... (comma-separated)"),
 )
+LAUNCHER_KEY = (
+    "launcher",
+    "local",
+    "local: train here; slurm: as a SLURM job (slurm.<key>=, listed by just sweep --help; docs/cluster.md)",
+)
 
 COMMANDS: dict[str, Command] = {
     "build-classifsquad": Command(
@@ -95,12 +100,12 @@ COMMANDS: dict[str, Command] = {
         "wall time of a full build, caches (vectors, tokens) cold and warm",
     ),
     "train-multitask": Command(
-        "mtl.train.run",
+        "mtl.jobs.train",
         "mtl.train.config:TrainConfig",
         "multitask training of a shared sentence encoder (SNLI and ClassifSQuAD by default; tasks=)",
-        TRAIN_KEYS,
+        (*TRAIN_KEYS, LAUNCHER_KEY),
         task_keys=True,
-        resolve="mtl.train.run:config_to_print",
+        resolve="mtl.jobs.train:config_to_print",
     ),
     "train-distributed": Command(
         "mtl.train.launch",
@@ -111,14 +116,14 @@ COMMANDS: dict[str, Command] = {
         resolve="mtl.train.launch:config_to_print",
     ),
     "sweep": Command(
-        "mtl.train.sweep",
-        "mtl.train.sweep:SweepConfig",
+        "mtl.jobs.sweep",
+        "mtl.jobs.sweep:SweepConfig",
         "a grid of training runs in one W&B group (a named sweep such as fig2, or key=v1,v2 axes)",
         (
             ("NAME", "none", "a sweep in experiments/sweeps/ (fig2); its keys come first"),
             ("KEY", "none", "any train-multitask key; comma-separated values make an axis of the grid"),
         ),
-        resolve="mtl.train.sweep:member_configs",
+        resolve="mtl.jobs.sweep:member_configs",
     ),
     "report": Command(
         "mtl.analysis.report",
@@ -228,8 +233,8 @@ COMMANDS: dict[str, Command] = {
         "transfer each run of a sweep over objectives; a table and a page of score against time",
     ),
     "versus-single": Command(
-        "mtl.train.versus",
-        "mtl.train.versus:VersusConfig",
+        "mtl.jobs.versus",
+        "mtl.jobs.versus:VersusConfig",
         "each training task alone and the mixture at one budget, transferred, with paired-bootstrap verdicts",
         (
             (

@@ -485,7 +485,11 @@ def describe_keys(config: Any) -> list[tuple[str, str, str]]:
         name = path.rsplit(".", 1)[-1]
         value = getattr(owner, field.name)
         shown = "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-        short = counts[name] == 1 and path.split(".", 1)[0] not in entries  # a table's keys: always in full
+        short = (
+            counts[name] == 1
+            and path.split(".", 1)[0] not in entries  # a table's keys: always in full
+            and not getattr(type(owner), "DOTTED_KEYS", False)  # nor a config that asks for it (slurm.)
+        )
         text = field_help(type(owner)).get(field.name, "")
         annotation = typing.get_type_hints(type(owner), include_extras=True)[field.name]
         if choices := _choices(annotation):

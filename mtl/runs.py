@@ -50,6 +50,8 @@ class RunFolder:
     # What a run writes before it finishes: a folder of these alone, without a checkpoint,
     # is a run that died early.
     STARTED_FILES = ("config.json", "metrics.jsonl", "checkpoints", "wandb")
+    # What a launcher writes before the run starts (launcher=slurm: the job that trains it).
+    LAUNCHER_FILES = ("slurm.json", "slurm-jobs.json", "slurm")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path).expanduser())
@@ -99,13 +101,13 @@ class RunFolder:
         return self.path / "encoder"
 
     def status(self) -> RunStatus:
-        if not self.path.is_dir() or not any(self.path.iterdir()):
+        if not self.path.is_dir() or not any(p.name not in self.LAUNCHER_FILES for p in self.path.iterdir()):
             return RunStatus.EMPTY
         if self.summary.is_file():
             return RunStatus.FINISHED
         if self.checkpoints.is_dir() and any(p.suffix == ".pt" for p in self.checkpoints.iterdir()):
             return RunStatus.INTERRUPTED
-        names = {entry.name for entry in self.path.iterdir()}
+        names = {entry.name for entry in self.path.iterdir()} - set(self.LAUNCHER_FILES)
         if "config.json" in names and names <= set(self.STARTED_FILES):
             return RunStatus.NEVER_CHECKPOINTED
         return RunStatus.NOT_A_RUN

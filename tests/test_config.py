@@ -9,11 +9,11 @@ import torch
 from mtl.cli import COMMANDS, main
 from mtl.config import Range, apply_overrides, as_name, read_number, read_numbers
 from mtl.errors import UserError
+from mtl.jobs.versus import budget_amount
 from mtl.tasks import config_classes
 from mtl.tasks.matryoshka import matryoshka_widths
 from mtl.train.config import TrainConfig
 from mtl.train.selection import parse_terms
-from mtl.train.versus import budget_amount
 
 from .conftest import (
     one_error_line,

@@ -26,6 +26,7 @@ LAYERS = [
     ),
     ("run folders", ["mtl.runs", "mtl.published"]),
     ("training and evaluation", ["mtl.train", "mtl.eval"]),
+    ("studies and where they run", ["mtl.jobs"]),
     ("commands", ["mtl.analysis", "mtl.bench", "mtl.fuzz"]),
     ("entry points", ["mtl.registry", "mtl.cli", "mtl.__main__", "=mtl", "=mtl.transfer"]),
 ]

@@ -8,8 +8,8 @@ import pytest
 
 from mtl.cli import main
 from mtl.errors import UserError
+from mtl.jobs.sweep import parse
 from mtl.tracking.wandb_file import run_files
-from mtl.train.sweep import parse
 
 from .conftest import args_for, long_sweep_args, wait_until_training
 
@@ -50,7 +50,7 @@ def test_ctrl_c_stops_a_sweep_with_its_running_member_checkpointed_for_the_next_
     import os
     import signal
 
-    from mtl.train.sweep import parse
+    from mtl.jobs.sweep import parse
 
     out = tmp_path / "sweep"
     args = long_sweep_args(tiny_data, out)
@@ -71,7 +71,7 @@ def test_ctrl_c_stops_a_sweep_with_its_running_member_checkpointed_for_the_next_
 
 def test_a_named_sweeps_axis_shrinks_from_the_command_line(tmp_path):
     """`just sweep objectives tasks=nli+squad` trains that one member, not a sweep with no axis."""
-    from mtl.train.sweep import parse
+    from mtl.jobs.sweep import parse
 
     out = f"out={tmp_path / 's'}"
     whole = [member.name for member in parse(["objectives", out]).members()]
@@ -85,7 +85,8 @@ def test_a_named_sweeps_axis_shrinks_from_the_command_line(tmp_path):
 
 
 def test_a_parallel_sweep_shows_each_running_members_step(sweep_dir, tiny_data, tmp_path, capsys):
-    from mtl.train.sweep import member_progress, parse
+    from mtl.jobs.local import member_progress
+    from mtl.jobs.sweep import parse
 
     out, args = sweep_dir
     first = parse(["fig2", *args]).members()[0]

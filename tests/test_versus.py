@@ -7,7 +7,7 @@ import pytest
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.train import versus
+from mtl.jobs import versus
 from tests.conftest import args_for
 
 

@@ -31,11 +31,12 @@ from mtl.eval.transfer.tasks import TransferDataError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
+from mtl.jobs.member import Member
+from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
 from mtl.runs import RunFolder, read_summary
 from mtl.tasks import named_config
 from mtl.train.config import TrainConfig, legacy_keys
 from mtl.train.run import config_from_args
-from mtl.train.sweep import Member, Sweep, check_same_fixed_keys, train_members
 
 VERSUS_KEYS = ("budget", "transfer_tasks", "transfer_mode", "transfer_data", "out")
 MIXTURE = "mixture"

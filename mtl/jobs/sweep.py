@@ -1,4 +1,5 @@
-"""`just sweep`: a grid of training runs in one W&B group, one after another or `parallel=N` at once.
+"""`just sweep`: a grid of training runs in one W&B group, one after another or `parallel=N` at once
+on this machine, or as one SLURM job array (`launcher=slurm`, mtl/jobs/slurm.py).
 
     just sweep fig2 preset=cpu-small max_steps=600       # experiments/sweeps/fig2.toml, CPU-sized
     just sweep steps_nli=250,500,1000 steps_squad=500 preset=cpu-small sweep=nli-ratio
@@ -11,22 +12,13 @@ Running the sweep again skips finished members, resumes interrupted ones and sta
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import itertools
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from tqdm.auto import tqdm
 
 from mtl import metrics
 from mtl.config import as_name, check_name, paths_and_keys, to_dict
@@ -34,39 +26,23 @@ from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
-from mtl.runs import RunFolder, RunStatus, read_json, read_summary
-from mtl.train.interrupts import PARENT_DIED
+from mtl.jobs.launchers import Launcher, LauncherConfig, is_launcher_key, launcher_from
+from mtl.jobs.local import LocalLauncher
+from mtl.jobs.member import Member
+from mtl.runs import RunFolder, read_summary
 from mtl.train.presets import preset_dir, preset_name
 from mtl.train.run import config_from_args, config_from_command
 
-SWEEP_KEYS = ("sweep", "out", "parallel")  # the sweep's own keys; the rest go to every member
+SWEEP_KEYS = ("sweep", "out")  # the sweep's own keys (and the launcher's); the rest go to every member
 
 
 @dataclass
-class SweepConfig:
-    """The sweep's own keys (for --help); every other key goes to train-multitask."""
+class SweepConfig(LauncherConfig):
+    """The sweep's own keys (for --help), and where its runs train; every other key goes to
+    train-multitask."""
 
     sweep: str = "sweep"  # the sweep's name and W&B group (a named sweep: its name)
     out: str | None = None  # folder of the members' runs; None: runs/sweeps/<sweep>
-    parallel: int = 1  # runs at once (each then gets cores/parallel threads)
-
-
-@dataclass
-class Member:
-    name: str
-    overrides: list[str]  # key=value for train-multitask
-    run_dir: Path
-
-    def status(self) -> str:
-        """`finished`, `interrupted` (resumed by the next run of the sweep), or `new`."""
-        status = RunFolder(self.run_dir).status()
-        return status.value if status in (RunStatus.FINISHED, RunStatus.INTERRUPTED) else "new"
-
-    def command(self) -> list[str]:
-        train = [sys.executable, "-m", "mtl", "train-multitask"]
-        if self.status() == "interrupted":
-            return [*train, f"resume={self.run_dir}"]
-        return [*train, *self.overrides]
 
 
 @dataclass
@@ -75,7 +51,7 @@ class Sweep:
     axes: dict[str, list[str]]
     fixed: list[str]
     out: Path
-    parallel: int = 1
+    launcher: Launcher = field(default_factory=LocalLauncher)
 
     def members(self) -> list[Member]:
         members = []
@@ -118,9 +94,12 @@ def parse(args: list[str]) -> Sweep:
     settings: dict[str, str] = {}
     axes: dict[str, list[str]] = {}
     fixed: dict[str, str] = {}
+    launcher_keys: list[str] = []
     for key, value in pairs:
         if key in SWEEP_KEYS:
             settings[key] = value
+        elif is_launcher_key(key):
+            launcher_keys.append(f"{key}={value}")
         elif "," in value or key in file_axes:
             axes[key] = [v.strip() for v in value.split(",") if v.strip()]
             if repeated := sorted({v for v in axes[key] if axes[key].count(v) > 1}):
@@ -139,16 +118,9 @@ def parse(args: list[str]) -> Sweep:
         name = check_name("sweep", settings["sweep"])
     else:
         name = as_name(preset_name(named[0])) if named else "sweep"
-    try:
-        parallel = int(settings.get("parallel", "1"))
-    except ValueError:
-        parallel = 0
-    if parallel < 1:
-        raise UserError(
-            f"parallel={settings['parallel']!r}: give the number of runs at once, e.g. parallel=2"
-        )
+    launcher = launcher_from(launcher_keys)
     out = check_output_dir(Path(settings.get("out") or Path("runs") / "sweeps" / name), "out")
-    return Sweep(name, axes, [f"{k}={v}" for k, v in fixed.items()], out, parallel)
+    return Sweep(name, axes, [f"{k}={v}" for k, v in fixed.items()], out, launcher)
 
 
 def _sweep_file(name: str) -> list[tuple[str, str]]:
@@ -212,138 +184,18 @@ def _result_keys(fixed: list[str]) -> set[str]:
 
 
 def train_members(sweep: Sweep, members: list[Member]) -> dict[str, str]:
-    """Train each of `members` that has not finished (resume the interrupted), `sweep.parallel`
-    at a time; each one's outcome. (The caller holds the folder's lock.)"""
+    """Train each of `members` that has not finished (resume the interrupted) with the sweep's
+    launcher; each one's outcome. (The caller holds the folder's lock.)"""
     sweep.out.mkdir(parents=True, exist_ok=True)
     record = {
         "sweep": sweep.name,
         "axes": sweep.axes,
         "fixed": sweep.fixed,
         "members": {m.name: str(m.run_dir) for m in members},
+        "launcher": sweep.launcher.name,
     }
     atomic.write_text(sweep.out / "sweep.json", jsonfile.dumps(record, indent=2) + "\n", "sweep record")
-    outcomes = {m.name: "finished (before)" for m in members if m.status() == "finished"}
-    waiting = [m for m in members if m.status() != "finished"]
-    print(
-        f"sweep {sweep.name}: {len(members)} runs in {sweep.out}, {len(outcomes)} finished before, "
-        f"{len(waiting)} to train, {sweep.parallel} at a time"
-    )
-    running: dict[str, tuple[subprocess.Popen, Any]] = {}
-    by_name = {m.name: m for m in members}
-    # Members side by side write to logs: the sweep's own bar says how far each one is. One at a
-    # time, the member's own bar shows in the terminal instead.
-    bar = tqdm(total=len(waiting), desc=f"sweep {sweep.name}", unit=" runs", disable=sweep.parallel == 1)
-    shown = 0.0
-    try:
-        while waiting or running:
-            while waiting and len(running) < sweep.parallel:
-                member = waiting.pop(0)
-                running[member.name] = _launch(member, sweep, bar)
-            time.sleep(0.2)
-            if sweep.parallel > 1 and time.monotonic() - shown > PROGRESS_EVERY_S:
-                bar.set_postfix_str("; ".join(member_progress(by_name[name]) for name in running))
-                shown = time.monotonic()
-            for name, (process, log) in list(running.items()):
-                if process.poll() is None:
-                    continue
-                if log is not None:
-                    log.close()
-                outcomes[name] = (
-                    "finished" if process.returncode == 0 else f"failed (exit {process.returncode})"
-                )
-                bar.write(f"  {name}: {outcomes[name]}")
-                bar.update(1)
-                del running[name]
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: each running member checkpoints and stops
-        for process, _ in running.values():
-            process.send_signal(signal.SIGINT)  # once: members run in their own sessions
-        for process, _ in running.values():
-            process.wait()
-        raise KeyboardInterrupt(
-            f"sweep stopped: run `just sweep {sweep.name} ...` again to resume it"
-        ) from None
-    finally:
-        bar.close()
-    return outcomes
-
-
-PROGRESS_EVERY_S = 2.0  # how often the sweep's bar re-reads its running members' steps
-
-
-def member_progress(member: Member) -> str:
-    """`<name> step N/M` (M: the planned steps, when the run has a fixed number) from the last
-    lines of the member's metrics.jsonl; only its tail is read, however long the run."""
-    folder = RunFolder(member.run_dir)
-    try:
-        with open(folder.metrics, "rb") as file:
-            file.seek(max(0, file.seek(0, os.SEEK_END) - 4096))
-            lines = file.read().splitlines()
-    except OSError:
-        return f"{member.name} starting"
-    step = None
-    for line in reversed(lines):
-        try:
-            step = json.loads(line).get(metrics.GLOBAL_STEP)
-        except (ValueError, AttributeError):
-            continue  # a line cut by the seek, or one being written
-        if isinstance(step, int):
-            break
-    if not isinstance(step, int):
-        return f"{member.name} starting"
-    record = read_json(folder.record)
-    optim = record.get("config", {}).get("optim", {}) if isinstance(record, dict) else {}
-    planned = optim.get("max_steps") if isinstance(optim, dict) else None
-    return f"{member.name} step {step}" + (f"/{planned}" if isinstance(planned, int) else "")
-
-
-def _launch(member: Member, sweep: Sweep, bar: tqdm) -> tuple[subprocess.Popen, Any]:
-    env = dict(os.environ)
-    if sweep.parallel > 1:
-        # Runs side by side share the cores rather than each taking all of them.
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // sweep.parallel)))
-        logs = sweep.out / "logs"
-        logs.mkdir(exist_ok=True)
-        log = open(logs / f"{member.name}.log", "a", encoding="utf-8")  # noqa: SIM115  (a resumed run appends)
-        bar.write(f"  {member.name}: {member.status()} -> training (log: {logs / member.name}.log)")
-        process = subprocess.Popen(
-            member.command(),
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_parent(),
-        )
-        return process, log
-    print(f"  {member.name}: {member.status()} -> training", flush=True)
-    # Its own session: a terminal's Ctrl-C reaches the sweep only, which passes on one SIGINT.
-    return subprocess.Popen(
-        member.command(), env=env, start_new_session=True, preexec_fn=die_with_parent()
-    ), None
-
-
-def die_with_parent():
-    """Run in a member before it starts: signal it when the sweep dies, even by `kill -9`.
-
-    A member has its own session (so a terminal's Ctrl-C reaches the sweep alone), so it
-    would otherwise outlive a killed sweep and train on unsupervised. PARENT_DIED makes it
-    checkpoint and stop, as Ctrl-C would. Linux's parent-death signal; elsewhere nothing.
-    """
-    sweep_pid = os.getpid()
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-
-    def arm() -> None:
-        prctl(PR_SET_PDEATHSIG, PARENT_DIED)
-        if os.getppid() != sweep_pid:  # the sweep died before the signal was armed
-            os.kill(os.getpid(), PARENT_DIED)
-
-    return arm
-
-
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+    return sweep.launcher.run(members, sweep.out, f"sweep {sweep.name}")
 
 
 def summary(sweep: Sweep, outcomes: dict[str, str]) -> str:

@@ -1,0 +1,298 @@
+"""`launcher=slurm`: a study's runs as one SLURM job array, or one run over nodes and GPUs, through
+submitit (what hydra, fairseq and detectron2 submit with).
+
+Each job runs `mtl train-multitask` in its own folder, new or resumed from where the folder
+stands: a job requeued (preempted, near its time limit, `scontrol requeue`) starts again and
+resumes from its last checkpoint, and a finished member is never trained again. Before the time
+limit SLURM sends USR2 (`--signal`), submitit requeues the job, and the SIGTERM that follows makes
+the run checkpoint and stop. Every job's id and logs are recorded in the study folder
+(`slurm-jobs.json`) and in its run folder (`slurm.json`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from tqdm.auto import tqdm
+
+from mtl.config import AtLeast0, AtLeast1
+from mtl.errors import UserError
+from mtl.files import atomic, jsonfile
+from mtl.jobs.member import Member
+
+JOBS_FILE = "slurm-jobs.json"  # in the study folder: member -> job id, logs, run folder
+RUN_FILE = "slurm.json"  # in a run folder: the job that trains it
+POLL_S = 2.0
+
+
+@dataclass
+class SlurmConfig:
+    """The `slurm.<key>=` keys: what each job asks SLURM for."""
+
+    DOTTED_KEYS: ClassVar[bool] = True  # typed and listed as slurm.<key>= (never short)
+
+    partition: str = ""  # the partition (queue); empty: the cluster's default
+    time: AtLeast1 = 60  # each job's time limit in minutes; the run checkpoints and requeues before it
+    nodes: AtLeast1 = 1  # nodes per job (one run over several nodes: one process per GPU on each)
+    gpus_per_node: AtLeast0 = 0  # GPUs per node; one process per GPU (0: one process on CPUs)
+    tasks_per_node: AtLeast0 = 0  # processes per node; 0: one per GPU (one without GPUs)
+    cpus_per_task: AtLeast1 = 1  # CPU cores per process
+    mem: str = ""  # memory per node, as sbatch takes it (32G); empty: the partition's default
+    account: str = ""  # the account charged
+    qos: str = ""  # the quality of service
+    constraint: str = ""  # node features (a100, ...)
+    array_parallelism: AtLeast1 = 256  # a study's jobs running at once
+    setup: str = ""  # shell lines run first, ';'-separated (module load cuda; . .venv/bin/activate)
+    extra: str = ""  # any other sbatch options, as is, space-separated (--exclusive --reservation=r)
+    signal_s: AtLeast1 = 120  # seconds before the time limit that SLURM signals a job to checkpoint
+
+    def executor_parameters(self) -> dict[str, Any]:
+        """The keys as submitit's SlurmExecutor takes them."""
+        processes = self.tasks_per_node or max(1, self.gpus_per_node)
+        parameters: dict[str, Any] = {
+            "time": self.time,
+            "nodes": self.nodes,
+            "ntasks_per_node": processes,
+            "cpus_per_task": self.cpus_per_task,
+            "array_parallelism": self.array_parallelism,
+            "signal_delay_s": self.signal_s,
+            "stderr_to_stdout": False,
+        }
+        if self.gpus_per_node:
+            parameters["gpus_per_node"] = self.gpus_per_node
+        for key in ("partition", "mem", "account", "qos", "constraint"):
+            if value := getattr(self, key):
+                parameters[key] = value
+        if self.setup.strip():
+            parameters["setup"] = [line.strip() for line in self.setup.split(";") if line.strip()]
+        if self.extra.strip():
+            parameters["additional_parameters"] = _sbatch_options(self.extra)
+        return parameters
+
+
+def _sbatch_options(text: str) -> dict[str, Any]:
+    """`--exclusive --reservation=r` as submitit's additional_parameters ({"exclusive": True, ...})."""
+    options: dict[str, Any] = {}
+    for word in shlex.split(text):
+        if not word.startswith("--") or len(word) < 3:
+            raise UserError(f"slurm.extra={text!r}: give sbatch options as --name or --name=value")
+        name, sep, value = word[2:].partition("=")
+        options[name.replace("-", "_")] = value if sep else True
+    return options
+
+
+class MemberJob:
+    """What a SLURM job runs: one member's training, new or resumed; on SLURM's signal before the
+    time limit or a preemption, the same job again (submitit's checkpoint protocol)."""
+
+    def __init__(self, member: Member):
+        self.member = member
+
+    def __call__(self) -> str:
+        _join_the_job_processes()
+        # A process of its own: it takes SLURM's SIGTERM (a requeue, a preemption, scancel) as
+        # Ctrl-C and checkpoints; USR2 is submitit's, here in the job's own process, and ignored there.
+        done = subprocess.run(self.member.command(), preexec_fn=_ignore_usr2, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"{self.member.name}: mtl train-multitask exited with {done.returncode} (its log says why)"
+            )
+        return self.member.status()
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(MemberJob(self.member))
+
+
+def _ignore_usr2() -> None:
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+
+
+def _join_the_job_processes() -> None:
+    """One process per GPU (or one on CPUs) of every node, as srun started them: the ranks of one
+    process group, found from SLURM's environment as torchrun would give them."""
+    import submitit
+
+    environment = submitit.JobEnvironment()
+    if environment.num_tasks <= 1:
+        return
+    os.environ.update(
+        {
+            "RANK": str(environment.global_rank),
+            "LOCAL_RANK": str(environment.local_rank),
+            "WORLD_SIZE": str(environment.num_tasks),
+            "LOCAL_WORLD_SIZE": str(environment.num_tasks // max(1, environment.num_nodes)),
+            "MASTER_ADDR": environment.hostnames[0],
+            "MASTER_PORT": str(20000 + int(str(environment.job_id).split("_")[0]) % 20000),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class SlurmLauncher:
+    """`launcher=slurm`: the study's unfinished members as one job array."""
+
+    config: SlurmConfig = field(default_factory=SlurmConfig)
+    name: str = "slurm"
+
+    def run(self, members: list[Member], out: Path, label: str) -> dict[str, str]:
+        outcomes = {m.name: "finished (before)" for m in members if m.status() == "finished"}
+        waiting = [m for m in members if m.status() != "finished"]
+        print(
+            f"{label}: {len(members)} runs in {out}, {len(outcomes)} finished before, {len(waiting)} to submit"
+        )
+        if not waiting:
+            return outcomes
+        jobs = submit(waiting, self.config, out)
+        print(
+            f"{label}: submitted job {jobs[0].job_id.split('_')[0]} ({len(jobs)} jobs); follow it with just status {out}"
+        )
+        outcomes.update(wait(dict(zip((m.name for m in waiting), jobs, strict=True)), waiting, label))
+        return outcomes
+
+
+def submit(members: list[Member], config: SlurmConfig, out: Path) -> list[Any]:
+    """Submit `members` as one job array (a single member: one job); record each job."""
+    try:
+        import submitit
+    except ModuleNotFoundError:
+        raise UserError(
+            "launcher=slurm needs submitit: pip install 'mtl[cluster]' (or pip install submitit)"
+        ) from None
+    logs = out / "slurm"
+    executor = submitit.SlurmExecutor(folder=logs)
+    executor.update_parameters(job_name=out.name[:64] or "mtl", **config.executor_parameters())
+    try:
+        with _quiet_stderr(), executor.batch():
+            jobs = [executor.submit(MemberJob(member)) for member in members]
+    except (subprocess.CalledProcessError, submitit.core.utils.FailedJobError, OSError) as error:
+        raise UserError(refusal(error, config)) from None
+    records = {}
+    for member, job in zip(members, jobs, strict=True):
+        record = {
+            "job_id": job.job_id,
+            "stdout": str(job.paths.stdout),
+            "stderr": str(job.paths.stderr),
+            "run": str(member.run_dir),
+            "submitted": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+        records[member.name] = record
+        member.run_dir.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(member.run_dir / RUN_FILE, jsonfile.dumps(record, indent=2) + "\n", "SLURM record")
+    earlier = _read_jobs(out)
+    atomic.write_text(
+        out / JOBS_FILE, jsonfile.dumps({**earlier, **records}, indent=2) + "\n", "SLURM job record"
+    )
+    return jobs
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """sbatch's own lines (its refusal, which the error then says in one line) kept off the terminal:
+    submitit lets the command write to the process's stderr."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink, contextlib.redirect_stderr(io.StringIO()):
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+# sbatch's words for a refused request, and the key that asked for it
+REFUSED_KEYS = {
+    "partition": "partition",
+    "account": "account",
+    "qos": "qos",
+    "time limit": "time",
+    "feature": "constraint",
+    "constraint": "constraint",
+    "memory": "mem",
+    "node count": "nodes",
+    "gres": "gpus_per_node",
+    "gpu": "gpus_per_node",
+}
+
+
+def refusal(error: Exception, config: SlurmConfig) -> str:
+    """sbatch's refusal in one line, naming the slurm.<key>= that asked for what it refused."""
+    text = str(getattr(error, "stderr", None) or error)
+    lines = [line.strip() for line in text.splitlines() if "error" in line.lower()] or [text.strip()]
+    reason = lines[0].removeprefix("sbatch: error: ")[:200]
+    lowered = reason.lower()
+    key = next((k for words, k in REFUSED_KEYS.items() if words in lowered), None)
+    if key is not None:
+        return f"slurm.{key}={getattr(config, key)}: SLURM refused the job ({reason}): fix slurm.{key}="
+    return f"SLURM refused the job ({reason}): check the slurm.* keys (just sweep --help lists them)"
+
+
+def _read_jobs(out: Path) -> dict[str, Any]:
+    try:
+        jobs = json.loads((out / JOBS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return jobs if isinstance(jobs, dict) else {}
+
+
+def queue_states(job_ids: list[str]) -> dict[str, str]:
+    """job id -> SLURM's state (PENDING, RUNNING, REQUEUED, ...) of the jobs still in the queue."""
+    if not job_ids:
+        return {}
+    done = subprocess.run(
+        ["squeue", "-h", "-o", "%i %T", "-j", ",".join(sorted({j.split("_")[0] for j in job_ids}))],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    states = {}
+    for line in done.stdout.splitlines():
+        job, _, state = line.strip().partition(" ")
+        states[job] = state
+    return {job: states[job] for job in job_ids if job in states}
+
+
+def wait(jobs: dict[str, Any], members: list[Member], label: str) -> dict[str, str]:
+    """Follow the jobs until none is queued or running; each member's outcome, from its folder.
+    Ctrl-C stops the following, not the jobs."""
+    by_name = {m.name: m for m in members}
+    bar = tqdm(total=len(jobs), desc=label, unit=" runs")
+    left = dict(jobs)
+    outcomes: dict[str, str] = {}
+    try:
+        while left:
+            time.sleep(POLL_S)
+            queued = queue_states([job.job_id for job in left.values()])
+            for name, job in list(left.items()):
+                if job.job_id in queued:
+                    continue
+                member = by_name[name]
+                outcomes[name] = (
+                    "finished" if member.status() == "finished" else f"failed (log: {job.paths.stdout})"
+                )
+                bar.write(f"  {name}: {outcomes[name]}")
+                bar.update(1)
+                del left[name]
+            bar.set_postfix_str(", ".join(sorted({s.lower() for s in queued.values()})))
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            f"{label}: stopped following; its jobs run on (just status, just cancel)"
+        ) from None
+    finally:
+        bar.close()
+    return outcomes

@@ -1,0 +1,173 @@
+"""A one-node SLURM on this machine, from Debian's `slurm-wlm` and `munge` packages: munged,
+slurmctld and slurmd, their configuration, state, sockets and logs in one folder, stopped by
+the process ids it started. What the SLURM tests run against, and what a person can start to
+try mtl's cluster commands without a cluster:
+
+    python3 tests/slurm_cluster.py start /tmp/slurm    # prints the line to export
+    export SLURM_CONF=/tmp/slurm/slurm.conf
+    just sweep lr=0.1,0.05 preset=cpu-small launcher=slurm slurm.partition=debug
+    python3 tests/slurm_cluster.py stop /tmp/slurm
+
+Needs root (the daemons run as the user that starts them, and slurmd must be able to run jobs
+as any user) and the packages: `apt-get install slurmctld slurmd slurm-client munge`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PARTITION = "debug"
+DAEMONS = ("munged", "slurmctld", "slurmd")
+
+
+def missing() -> str | None:
+    """Why a cluster cannot start here, or None when it can."""
+    if absent := [name for name in (*DAEMONS, "sbatch", "scontrol") if shutil.which(name) is None]:
+        return f"{', '.join(absent)} not installed (apt-get install slurmctld slurmd slurm-client munge)"
+    if os.geteuid() != 0:
+        return "the one-node SLURM runs its daemons as root"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _config(folder: Path, host: str, cpus: int, memory_mb: int) -> str:
+    ctld_port, slurmd_port = _free_port(), _free_port()
+    return f"""# a one-node SLURM made by tests/slurm_cluster.py
+ClusterName=mtl-test
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={folder / "munge.socket"}
+CredType=cred/munge
+StateSaveLocation={folder / "state"}
+SlurmdSpoolDir={folder / "spool"}
+SlurmctldPidFile={folder / "slurmctld.pid"}
+SlurmdPidFile={folder / "slurmd.pid"}
+SlurmctldLogFile={folder / "slurmctld.log"}
+SlurmdLogFile={folder / "slurmd.log"}
+PlugStackConfig={folder / "plugstack.conf"}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+SchedulerParameters=sched_interval=1
+JobRequeue=1
+KillWait=5
+MinJobAge=600
+SlurmctldTimeout=30
+SlurmdTimeout=30
+NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN
+PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+"""
+
+
+class OneNodeCluster:
+    """The daemons of a one-node SLURM whose files are in `folder`."""
+
+    def __init__(self, folder: Path, cpus: int = 4):
+        self.folder = Path(folder).resolve()
+        self.cpus = cpus
+        self.conf = self.folder / "slurm.conf"
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def start(self, timeout: float = 60) -> None:
+        if reason := missing():
+            raise RuntimeError(f"cannot start a one-node SLURM: {reason}")
+        folder = self.folder
+        for sub in ("state", "spool"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        key = folder / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        (folder / "plugstack.conf").write_text("")
+        host = socket.gethostname().split(".")[0]
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+        self.conf.write_text(_config(folder, host, self.cpus, memory // 2))
+        subprocess.run(
+            [
+                "munged", "--force", f"--key-file={key}", f"--socket={folder / 'munge.socket'}",
+                f"--pid-file={folder / 'munged.pid'}", f"--log-file={folder / 'munged.log'}",
+                f"--seed-file={folder / 'munged.seed'}",
+            ],
+            check=True, env=self.env,
+        )  # fmt: skip
+        subprocess.run(["slurmctld", "-i", "-f", str(self.conf)], check=True, env=self.env)
+        subprocess.run(["slurmd", "-f", str(self.conf)], check=True, env=self.env)
+        self._wait_for_node(timeout)
+
+    def _wait_for_node(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        state = ""
+        while time.monotonic() < deadline:
+            done = subprocess.run(
+                ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, env=self.env, check=False
+            )
+            state = done.stdout.strip()
+            if state in ("idle", "mixed", "allocated"):
+                return
+            time.sleep(0.5)
+        logs = {name: (self.folder / f"{name}.log") for name in DAEMONS}
+        tails = {n: p.read_text()[-600:] if p.is_file() else "(no log)" for n, p in logs.items()}
+        raise RuntimeError(f"the one-node SLURM did not come up (node state {state!r}): {tails}")
+
+    def stop(self) -> None:
+        """Stop the daemons this folder's pid files name (the ones it started), slurmd first."""
+        for name in ("slurmd", "slurmctld", "munged"):
+            pid_file = self.folder / f"{name}.pid"
+            try:
+                pid = int(pid_file.read_text().strip())
+            except (OSError, ValueError):
+                continue
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            for _ in range(100):
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.1)
+            else:
+                os.kill(pid, signal.SIGKILL)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in ("start", "stop"):
+        print("usage: python3 tests/slurm_cluster.py start|stop FOLDER", file=sys.stderr)
+        return 2
+    cluster = OneNodeCluster(Path(argv[1]))
+    if argv[0] == "start":
+        cluster.start()
+        print(f"export SLURM_CONF={cluster.conf}")
+    else:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

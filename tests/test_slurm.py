@@ -1,0 +1,136 @@
+"""launcher=slurm against a real SLURM: the one-node cluster tests/slurm_cluster.py starts from
+Debian's packages (munged, slurmctld, slurmd). Under CI these must run (.ci/run installs the
+packages); elsewhere they skip and say why."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mtl.cli import main
+from mtl.runs import read_metrics
+
+from .conftest import args_for, deterministic_summary, start_run
+from .slurm_cluster import PARTITION, OneNodeCluster, missing
+from .test_distributed import SETTINGS, assert_same_training, one_thread
+
+SLURM = ("launcher=slurm", f"slurm.partition={PARTITION}")
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    if reason := missing():
+        if os.environ.get("CI"):
+            pytest.fail(f"the SLURM tests must run under CI, and cannot here: {reason}")
+        pytest.skip(f"no one-node SLURM here: {reason}")
+    cluster = OneNodeCluster(tmp_path_factory.mktemp("slurm"))
+    cluster.start()
+    before = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    yield cluster
+    cluster.stop()
+    if before is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = before
+
+
+def training_rows(run_dir: Path) -> list[dict]:
+    """Each training step's logged values (loss, accuracy, lr, ...), without the clock's."""
+    return [
+        {k: v for k, v in row.items() if not k.endswith(("examples_per_s", "seconds"))}
+        for row in read_metrics(run_dir / "metrics.jsonl")
+        if any(k.endswith("/train/loss") for k in row)
+    ]
+
+
+def test_a_sweep_through_slurm_is_one_job_array_with_the_local_sweeps_results(
+    slurm, tiny_data, tmp_path, capsys
+):
+    base = [a for a in args_for(tiny_data, tmp_path) if not a.startswith("out=")]
+    axis = "steps_nli=2,3,4"
+    assert main(["sweep", *base, axis, f"out={tmp_path / 'local'}"]) == 0
+    assert main(["sweep", *base, axis, f"out={tmp_path / 'slurm'}", *SLURM]) == 0
+    assert "submitted job" in capsys.readouterr().out
+    jobs = json.loads((tmp_path / "slurm" / "slurm-jobs.json").read_text())
+    assert sorted(jobs) == ["steps_nli2", "steps_nli3", "steps_nli4"]
+    assert len({job["job_id"].split("_")[0] for job in jobs.values()}) == 1  # one array
+    for name, job in jobs.items():
+        here, there = tmp_path / "local" / name, tmp_path / "slurm" / name
+        assert json.loads((there / "slurm.json").read_text())["job_id"] == job["job_id"]
+        assert Path(job["stdout"]).is_file()
+        assert training_rows(there) == training_rows(here)
+        summaries = [json.loads((d / "summary.json").read_text()) for d in (here, there)]
+        assert deterministic_summary(summaries[1]) == deterministic_summary(summaries[0])
+    # Again: every member finished, none is submitted
+    assert main(["sweep", *base, axis, f"out={tmp_path / 'slurm'}", *SLURM]) == 0
+    assert "3 finished before, 0 to submit" in capsys.readouterr().out
+
+
+def test_a_member_requeued_mid_run_finishes_with_the_uninterrupted_runs_losses(slurm, tiny_data, tmp_path):
+    keys = ("max_steps=400", "checkpoint_every=20", "eval_every=100000", "hidden=64")
+    straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
+    out = tmp_path / "requeued"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 180
+    while not any(r.get("phase/event") == "checkpoint" for r in _rows(out)):
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0]
+        time.sleep(0.2)
+    job_id = json.loads((out / "slurm.json").read_text())["job_id"]
+    subprocess.run(["scontrol", "requeue", job_id], check=True)
+    _start_now(job_id)  # SLURM holds a requeued job back for two minutes: the test does not wait them out
+    output, _ = job.communicate(timeout=300)
+    assert job.returncode == 0, output
+    assert training_rows(out) == training_rows(straight)
+    summaries = [json.loads((d / "summary.json").read_text()) for d in (straight, out)]
+    assert deterministic_summary(summaries[1]) == deterministic_summary(summaries[0])
+    log = Path(json.loads((out / "slurm.json").read_text())["stdout"]).read_text()
+    assert "resum" in log  # the requeued job resumed the folder, it did not start again
+
+
+def _start_now(job_id: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = subprocess.run(
+            ["squeue", "-h", "-o", "%T", "-j", job_id], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        if state == "PENDING":
+            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} was not requeued (state {state!r})")
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    try:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()[:-1]
+    except OSError:
+        return []
+    return [json.loads(line) for line in lines]
+
+
+def test_two_processes_started_by_srun_train_like_one(slurm, tiny_data, tmp_path):
+    keys = (*SETTINGS, "max_steps=60")
+    with one_thread():
+        reference, _ = start_run(tiny_data, tmp_path / "one", *keys)
+    out = tmp_path / "two"
+    args = args_for(tiny_data, out, *keys)
+    assert main(["train-multitask", *args, *SLURM, "slurm.tasks_per_node=2"]) == 0
+    assert json.loads((out / "config.json").read_text())["world_size"] == 2
+    assert_same_training(reference, out)
+
+
+def test_a_refused_submission_is_one_line_naming_the_key(slurm, tiny_data, tmp_path, capsys):
+    args = args_for(tiny_data, tmp_path / "run")
+    assert main(["train-multitask", *args, "launcher=slurm", "slurm.partition=nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: slurm.partition=nope: SLURM refused the job (") and "\n" not in err
