@@ -39,6 +39,14 @@ train-distributed *args:
 sweep *args:
     {{python}} -m mtl sweep "$@"
 
+# where each run of a study stands: state, step, time left, SLURM job (e.g. just status runs/sweeps/fig2)
+status *args:
+    {{python}} -m mtl status "$@"
+
+# stop a study's SLURM jobs; each run checkpoints and stays resumable (e.g. just cancel runs/sweeps/fig2)
+cancel *args:
+    {{python}} -m mtl cancel "$@"
+
 # one HTML page of plots and results from run folders (e.g. just report runs/sweeps/fig2, or group=fig2)
 report *args:
     {{python}} -m mtl report "$@"

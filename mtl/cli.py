@@ -107,6 +107,18 @@ COMMANDS: dict[str, Command] = {
         task_keys=True,
         resolve="mtl.jobs.train:config_to_print",
     ),
+    "status": Command(
+        "mtl.jobs.status",
+        "mtl.jobs.status:StatusConfig",
+        "where each run of a study (or one run) stands: state, step, time left, SLURM job",
+        (("FOLDER", "none", "a study's folder (runs/sweeps/<study>, a versus-single folder) or a run's"),),
+    ),
+    "cancel": Command(
+        "mtl.jobs.cancel",
+        "mtl.jobs.status:StatusConfig",
+        "stop a study's SLURM jobs (each run checkpoints and stays resumable)",
+        (("FOLDER", "none", "a study's folder or a run's, launched with launcher=slurm"),),
+    ),
     "train-distributed": Command(
         "mtl.train.launch",
         "mtl.train.config:TrainConfig",

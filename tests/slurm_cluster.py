@@ -27,9 +27,14 @@ PARTITION = "debug"
 DAEMONS = ("munged", "slurmctld", "slurmd")
 
 
+def program(name: str) -> str | None:
+    """A daemon or client's path: the daemons are in /usr/sbin, which a user's PATH may lack."""
+    return shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+
+
 def missing() -> str | None:
     """Why a cluster cannot start here, or None when it can."""
-    if absent := [name for name in (*DAEMONS, "sbatch", "scontrol") if shutil.which(name) is None]:
+    if absent := [name for name in (*DAEMONS, "sbatch", "scontrol") if program(name) is None]:
         return f"{', '.join(absent)} not installed (apt-get install slurmctld slurmd slurm-client munge)"
     if os.geteuid() != 0:
         return "the one-node SLURM runs its daemons as root"
@@ -109,14 +114,14 @@ class OneNodeCluster:
         self.conf.write_text(_config(folder, host, self.cpus, memory // 2))
         subprocess.run(
             [
-                "munged", "--force", f"--key-file={key}", f"--socket={folder / 'munge.socket'}",
+                program("munged"), "--force", f"--key-file={key}", f"--socket={folder / 'munge.socket'}",
                 f"--pid-file={folder / 'munged.pid'}", f"--log-file={folder / 'munged.log'}",
                 f"--seed-file={folder / 'munged.seed'}",
             ],
             check=True, env=self.env,
         )  # fmt: skip
-        subprocess.run(["slurmctld", "-i", "-f", str(self.conf)], check=True, env=self.env)
-        subprocess.run(["slurmd", "-f", str(self.conf)], check=True, env=self.env)
+        subprocess.run([program("slurmctld"), "-i", "-f", str(self.conf)], check=True, env=self.env)
+        subprocess.run([program("slurmd"), "-f", str(self.conf)], check=True, env=self.env)
         self._wait_for_node(timeout)
 
     def _wait_for_node(self, timeout: float) -> None:

@@ -3,6 +3,7 @@ Debian's packages (munged, slurmctld, slurmd). Under CI these must run (.ci/run 
 packages); elsewhere they skip and say why."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -69,9 +70,17 @@ def test_a_sweep_through_slurm_is_one_job_array_with_the_local_sweeps_results(
     # Again: every member finished, none is submitted
     assert main(["sweep", *base, axis, f"out={tmp_path / 'slurm'}", *SLURM]) == 0
     assert "3 finished before, 0 to submit" in capsys.readouterr().out
+    for study, job in (("slurm", jobs["steps_nli3"]["job_id"]), ("local", "-")):
+        assert main(["status", str(tmp_path / study)]) == 0
+        (row,) = [
+            line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("steps_nli3 ")
+        ]
+        assert row == ["steps_nli3", "10/10", "-", job, "finished"]
 
 
-def test_a_member_requeued_mid_run_finishes_with_the_uninterrupted_runs_losses(slurm, tiny_data, tmp_path):
+def test_a_member_requeued_mid_run_finishes_with_the_uninterrupted_runs_losses(
+    slurm, tiny_data, tmp_path, capsys
+):
     keys = ("max_steps=400", "checkpoint_every=20", "eval_every=100000", "hidden=64")
     straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
     out = tmp_path / "requeued"
@@ -86,6 +95,8 @@ def test_a_member_requeued_mid_run_finishes_with_the_uninterrupted_runs_losses(s
         assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0]
         time.sleep(0.2)
     job_id = json.loads((out / "slurm.json").read_text())["job_id"]
+    assert main(["status", str(out)]) == 0
+    assert re.search(rf"^requeued +\d+/400 +~\d+ s +{job_id} +running$", capsys.readouterr().out, re.M)
     subprocess.run(["scontrol", "requeue", job_id], check=True)
     _start_now(job_id)  # SLURM holds a requeued job back for two minutes: the test does not wait them out
     output, _ = job.communicate(timeout=300)
@@ -134,3 +145,25 @@ def test_a_refused_submission_is_one_line_naming_the_key(slurm, tiny_data, tmp_p
     assert main(["train-multitask", *args, "launcher=slurm", "slurm.partition=nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: slurm.partition=nope: SLURM refused the job (") and "\n" not in err
+
+
+def test_a_cancelled_run_is_left_resumable_and_resumes(slurm, tiny_data, tmp_path, capsys):
+    out = tmp_path / "cancelled"
+    keys = ("max_steps=1500", "checkpoint_every=20", "eval_every=100000", "hidden=64")
+    job = subprocess.Popen(
+        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 180
+    while not any(r.get("phase/event") == "checkpoint" for r in _rows(out)):
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0]
+        time.sleep(0.2)
+    assert main(["cancel", str(out)]) == 0
+    assert "cancelled 1 jobs" in capsys.readouterr().out
+    job.communicate(timeout=120)
+    assert main(["status", str(out)]) == 0
+    assert "interrupted (resumable: run the same command again)" in capsys.readouterr().out
+    assert main(["train-multitask", f"resume={out}", *SLURM]) == 0
+    assert json.loads((out / "summary.json").read_text())["global_step"] == 1500

@@ -31,6 +31,7 @@ from mtl.eval.transfer.tasks import TransferDataError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
+from mtl.jobs.launchers import LauncherConfig, launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
 from mtl.runs import RunFolder, read_summary
@@ -43,7 +44,7 @@ MIXTURE = "mixture"
 
 
 @dataclass
-class VersusConfig:
+class VersusConfig(LauncherConfig):
     """versus-single's own keys (for --help); every other key goes to train-multitask."""
 
     budget: str = ""  # steps:N, examples:N or minutes:N: what every run gets
@@ -228,6 +229,8 @@ def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float) 
 
 
 def command(args: Sequence[str]) -> None:
+    launcher_args, args = split_launcher_keys(args)
+    launcher = launcher_from(launcher_args)
     config, train = parse(args)
     out = check_output_dir(
         Path(config.out).expanduser()
@@ -238,7 +241,7 @@ def command(args: Sequence[str]) -> None:
     found = members(train, config.budget, out)
     # The budget is a fixed key of every run: a folder trained with another budget is refused,
     # not resumed under its old one.
-    sweep = Sweep(out.name, {}, [*train, f"budget={config.budget}"], out)
+    sweep = Sweep(out.name, {}, [*train, f"budget={config.budget}"], out, launcher)
     with FolderLock(out, "versus folder", "out"):
         check_same_fixed_keys(sweep, found)
         outcomes = train_members(sweep, found)
