@@ -3,8 +3,8 @@ Debian's packages (munged, slurmctld, slurmd). Under CI these must run (.ci/run 
 packages); elsewhere they skip and say why."""
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import time
