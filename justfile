@@ -71,6 +71,10 @@ bench-loop *args:
 bench-ranks *args:
     {{python}} -m mtl bench-ranks "$@"
 
+# start-up through SLURM against here, and a requeued run's lost work (on the SLURM that SLURM_CONF names)
+bench-slurm *args:
+    {{python}} -m mtl bench-slurm "$@"
+
 # training steps/s of a pretrained transformer, fp32 and bf16 (e.g. hf_model=../shared/data/models/all-MiniLM-L6-v2)
 bench-hf *args:
     {{python}} -m mtl bench-hf "$@"

@@ -168,6 +168,11 @@ COMMANDS: dict[str, Command] = {
         "mtl.bench.ranks:BenchRanksConfig",
         "training throughput with 1, 2, ... torchrun processes, side by side",
     ),
+    "bench-slurm": Command(
+        "mtl.bench.slurm",
+        "mtl.bench.slurm:BenchSlurmConfig",
+        "start-up through SLURM against here, and a requeued run's lost work (needs SLURM_CONF)",
+    ),
     "bench-hf": Command(
         "mtl.bench.hf",
         "mtl.bench.hf:BenchHFConfig",

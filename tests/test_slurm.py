@@ -167,3 +167,46 @@ def test_a_cancelled_run_is_left_resumable_and_resumes(slurm, tiny_data, tmp_pat
     assert "interrupted (resumable: run the same command again)" in capsys.readouterr().out
     assert main(["train-multitask", f"resume={out}", *SLURM]) == 0
     assert json.loads((out / "summary.json").read_text())["global_step"] == 1500
+
+
+def test_a_lock_left_by_a_job_slurm_says_is_gone_is_stale(slurm, tmp_path):
+    """A holder on another node (a dead node keeps its lock on a shared file system) whose job
+    SLURM no longer knows: the lock is taken over. One whose job still runs: refused."""
+    from mtl.files.locks import FolderInUse, FolderLock, lock_file_of
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    hold = (
+        "import fcntl, os, sys, time; d = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+        "fcntl.flock(d, fcntl.LOCK_EX); os.pwrite(d, sys.argv[2].encode(), 0); print('held', flush=True); "
+        "time.sleep(60)"
+    )
+    running = subprocess.run(
+        ["sbatch", "--parsable", f"--partition={PARTITION}", "--wrap", "sleep 60"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    for job, taken in ((running, False), ("999999", True)):
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                hold,
+                str(lock_file_of(folder)),
+                f"process 1 on node-17, SLURM job {job} (x)",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert holder.stdout.readline() == "held\n"
+        try:
+            if taken:
+                FolderLock(folder, "run folder", "out").acquire().release()
+            else:
+                with pytest.raises(FolderInUse, match=f"SLURM job {job}"):
+                    FolderLock(folder, "run folder", "out").acquire()
+        finally:
+            holder.kill()
+            holder.wait()
+    subprocess.run(["scancel", running], check=True)

@@ -5,14 +5,20 @@ The lock is `flock` on a hidden sibling file, `.<name>.lock`, beside the folder 
 anything in the folder is read, written or deleted and held until the work ends; the kernel
 drops it when its process exits in any way, `kill -9` included, so a dead run never keeps
 its folder locked and "restart a dead run" is only ever done with the lock in hand. The file
-holds the holder's pid, host and command, which a second process is told.
+holds the holder's pid, host, SLURM job and command, which a second process is told.
+
+On a cluster's shared file system a node that dies keeps its lock on the file server until
+its lease runs out. A lock whose holder names a SLURM job that SLURM says is gone (not queued,
+not running) is stale: the lock file is replaced and taken, so a requeued job resumes its run.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import re
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,6 +54,10 @@ class FolderLock:
         except BlockingIOError:
             holder = _read(descriptor)
             os.close(descriptor)
+            if stale_holder(holder) and not getattr(self, "_replaced", False):
+                self.path.unlink(missing_ok=True)  # a new file, which the dead holder does not lock
+                self._replaced = True
+                return self.acquire()
             raise FolderInUse(
                 f"{self.what} {self.folder} is in use by {holder}: wait for it to end or stop it, "
                 f"or choose another {self.key}="
@@ -73,7 +83,41 @@ class FolderLock:
 def describe_this_process() -> str:
     command = " ".join(Path(sys.argv[0]).name if i == 0 else a for i, a in enumerate(sys.argv))
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    return f"process {os.getpid()} on {socket.gethostname()} (since {started}: {command[:200]})"
+    job = f", SLURM job {os.environ['SLURM_JOB_ID']}" if os.environ.get("SLURM_JOB_ID") else ""
+    return f"process {os.getpid()} on {socket.gethostname()}{job} (since {started}: {command[:200]})"
+
+
+_HOLDER = re.compile(r"process (\d+) on (\S+?), SLURM job (\d+)")
+
+
+def stale_holder(holder: str) -> bool:
+    """Whether the lock's holder ran in a SLURM job that SLURM says is gone (and is no process of
+    this host that still runs)."""
+    found = _HOLDER.match(holder)
+    if found is None:
+        return False
+    pid, host, job = int(found[1]), found[2], found[3]
+    if host == socket.gethostname() and _alive(pid):
+        return False
+    try:
+        done = subprocess.run(
+            ["squeue", "-h", "-o", "%T", "-j", job], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False  # no SLURM to ask here: never taken for stale
+    if done.returncode == 0:
+        return not done.stdout.strip()
+    return "Invalid job id" in done.stderr  # purged from SLURM's memory: long gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _read(descriptor: int) -> str:
