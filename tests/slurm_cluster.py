@@ -102,6 +102,8 @@ class OneNodeCluster:
     def start(self, timeout: float = 60) -> None:
         if reason := missing():
             raise RuntimeError(f"cannot start a one-node SLURM: {reason}")
+        if (self.folder / "slurmctld.pid").is_file():
+            raise RuntimeError(f"{self.folder} holds a cluster already: stop it first (stop {self.folder})")
         folder = self.folder
         for sub in ("state", "spool"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
@@ -140,7 +142,18 @@ class OneNodeCluster:
         raise RuntimeError(f"the one-node SLURM did not come up (node state {state!r}): {tails}")
 
     def stop(self) -> None:
-        """Stop the daemons this folder's pid files name (the ones it started), slurmd first."""
+        """Cancel every job (a job's processes outlive its slurmd), then stop the daemons this
+        folder's pid files name (the ones it started), slurmd first."""
+        if (self.folder / "slurmctld.pid").is_file():
+            subprocess.run([program("scancel"), f"--partition={PARTITION}"], env=self.env, check=False)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                queued = subprocess.run(
+                    [program("squeue"), "-h"], capture_output=True, text=True, env=self.env, check=False
+                )
+                if queued.returncode != 0 or not queued.stdout.strip():
+                    break
+                time.sleep(0.2)
         for name in ("slurmd", "slurmctld", "munged"):
             pid_file = self.folder / f"{name}.pid"
             try:

@@ -77,8 +77,10 @@ def test_wrong_types_and_choices_are_named():
         apply_overrides(Config(), ["name=sgdd"])
     with pytest.raises(UserError, match=r"overwrite='maybe' is not a boolean"):
         apply_overrides(Config(), ["overwrite=maybe"])
-    with pytest.raises(UserError, match="not of the form key=value"):
+    with pytest.raises(UserError, match=r"argument 'seed' has no value: give seed=<value>"):
         apply_overrides(Config(), ["seed"])
+    with pytest.raises(UserError, match="not of the form key=value"):
+        apply_overrides(Config(), ["--seed"])
 
 
 def test_rules_between_fields_run_after_overrides():

@@ -266,7 +266,13 @@ def _curves(runs: list[Run]) -> str:
         metric = "acc"
         for run in having:
             colour = colours[run.name]
-            trained = [r for r in run.records if metrics.train(task, "loss") in r]
+            # (a value logged as null was not finite: a diverged step's loss, say; not drawn)
+            trained = [
+                r
+                for r in run.records
+                if r.get(metrics.train(task, "loss")) is not None
+                and r.get(metrics.of_task(task, "step")) is not None
+            ]
             steps = [r[metrics.of_task(task, "step")] for r in trained]
             losses = [r[metrics.train(task, "loss")] for r in trained]
             if len(runs) == 1:
@@ -276,7 +282,7 @@ def _curves(runs: list[Run]) -> str:
                 continue
             metric = metrics.metric_name(dev)
             scale = 100 if metrics.is_fraction(metric) else 1
-            evaluations = [r for r in run.records if dev in r]
+            evaluations = [r for r in run.records if r.get(dev) is not None]
             # a task that only watched (train=false) has no steps of its own: the run's steps
             dev_axis.plot(
                 [r.get(metrics.of_task(task, "step"), r[metrics.GLOBAL_STEP]) for r in evaluations],

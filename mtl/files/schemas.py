@@ -138,15 +138,19 @@ class Summary(Record):
 
 
 class MetricsRow(Record):
-    """A line of metrics.jsonl: the step, then metric -> value (a number, or an event's text)."""
+    """A line of metrics.jsonl: the step, then metric -> number (null: not finite); only an event's
+    own values (`phase/...`: its name, task, reason) may be text."""
 
     global_step: Count
 
     @model_validator(mode="after")
-    def _values_are_scalars(self) -> MetricsRow:
+    def _values_are_numbers(self) -> MetricsRow:
         for key, value in (self.model_extra or {}).items():
-            if not (_is_number(value) or isinstance(value, str | bool)):
-                raise ValueError(f"{key} is {type(value).__name__}, not a number or text")
+            text_allowed = key.startswith("phase/")
+            if not (
+                _is_number(value) or isinstance(value, bool) or (text_allowed and isinstance(value, str))
+            ):
+                raise ValueError(f"{key} is {value!r:.40}, not a number")
         return self
 
 
