@@ -414,14 +414,18 @@ def _first_line(error: BaseException) -> str:
     return text.split("] ", 1)[-1].split(". ")[0][:120]  # without gloo's source location and advice
 
 
+STOPPED_BY = {signal.SIGTERM: "terminated", signal.SIGUSR2: "SLURM's signal before the job's time limit"}
+
+
 def _stop_on_signals() -> dict[int, Any]:
-    """SIGTERM and a dead sweep's PARENT_DIED unwind like Ctrl-C, so temporary files are removed
-    and runs checkpoint; PARENT_DIED only once (it may come several times, see interrupts)."""
+    """SIGTERM, SLURM's SIGUSR2 before a job's time limit (`--signal`) and a dead sweep's
+    PARENT_DIED unwind like Ctrl-C, so temporary files are removed and runs checkpoint;
+    PARENT_DIED and SIGUSR2 only once (they may come several times, see interrupts)."""
     unwinding = False
 
     def handler(signum, frame):
         nonlocal unwinding
-        if signum == PARENT_DIED and unwinding:
+        if signum in (PARENT_DIED, signal.SIGUSR2) and unwinding:
             return
         if _in_finalizer(frame):
             # An exception out of a __del__ is printed and dropped ("Exception ignored in"): the
@@ -429,12 +433,10 @@ def _stop_on_signals() -> dict[int, Any]:
             os.kill(os.getpid(), signum)
             return
         unwinding = True
-        raise KeyboardInterrupt(
-            "terminated" if signum == signal.SIGTERM else "the sweep that started this run ended"
-        )
+        raise KeyboardInterrupt(STOPPED_BY.get(signum, "the sweep that started this run ended"))
 
     previous = {}
-    for signum in (signal.SIGTERM, PARENT_DIED):
+    for signum in (signal.SIGTERM, signal.SIGUSR2, PARENT_DIED):
         with contextlib.suppress(ValueError):  # not the main thread
             previous[signum] = signal.signal(signum, handler)
     return previous

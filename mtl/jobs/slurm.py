@@ -4,9 +4,10 @@ submitit (what hydra, fairseq and detectron2 submit with).
 Each job runs `mtl train-multitask` in its own folder, new or resumed from where the folder
 stands: a job requeued (preempted, near its time limit, `scontrol requeue`) starts again and
 resumes from its last checkpoint, and a finished member is never trained again. Before the time
-limit SLURM sends USR2 (`--signal`), submitit requeues the job, and the SIGTERM that follows makes
-the run checkpoint and stop. Every job's id and logs are recorded in the study folder
-(`slurm-jobs.json`) and in its run folder (`slurm.json`).
+limit SLURM sends USR2 (`--signal`, `slurm.signal_s`): the run checkpoints after its step and
+stops, then the job requeues itself; a preemption's or a requeue's SIGTERM is taken the same way.
+Every job's id and logs are recorded in the study folder (`slurm-jobs.json`) and in its run
+folder (`slurm.json`).
 """
 
 from __future__ import annotations
@@ -95,31 +96,39 @@ def _sbatch_options(text: str) -> dict[str, Any]:
 
 
 class MemberJob:
-    """What a SLURM job runs: one member's training, new or resumed; on SLURM's signal before the
-    time limit or a preemption, the same job again (submitit's checkpoint protocol)."""
+    """What a SLURM job runs: one member's training, new or resumed.
+
+    `slurm.signal_s` seconds before the time limit SLURM sends USR2 to the job's processes: the
+    run (a process of its own) checkpoints and stops, and then this job requeues itself, so the
+    requeued job resumes from that checkpoint. (submitit's own protocol requeues at once, and
+    the kill that follows a requeue can come before the checkpoint is written.) A preemption or
+    `scontrol requeue` sends SIGTERM, which the run takes the same way."""
 
     def __init__(self, member: Member):
         self.member = member
 
     def __call__(self) -> str:
         _join_the_job_processes()
-        # A process of its own: it takes SLURM's SIGTERM (a requeue, a preemption, scancel) as
-        # Ctrl-C and checkpoints; USR2 is submitit's, here in the job's own process, and ignored there.
-        done = subprocess.run(self.member.command(), preexec_fn=_ignore_usr2, check=False)
+        warned = []
+        signal.signal(signal.SIGUSR2, lambda signum, frame: warned.append(signum))
+        done = subprocess.run(self.member.command(), check=False)
+        if warned and self.member.status() != "finished":
+            _requeue_this_job()
         if done.returncode != 0:
             raise RuntimeError(
                 f"{self.member.name}: mtl train-multitask exited with {done.returncode} (its log says why)"
             )
         return self.member.status()
 
-    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        import submitit
 
-        return submitit.helpers.DelayedSubmission(MemberJob(self.member))
+def _requeue_this_job() -> None:
+    """Put this job back in the queue (SLURM stops it now and starts it again later)."""
+    import submitit
 
-
-def _ignore_usr2() -> None:
-    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    job = submitit.JobEnvironment().job_id
+    if submitit.JobEnvironment().global_rank == 0:
+        subprocess.run(["scontrol", "requeue", job], check=False)
+    time.sleep(600)  # SLURM ends this process; the requeued job starts afresh
 
 
 def _join_the_job_processes() -> None:

@@ -1,4 +1,5 @@
-"""Ctrl-C and SIGTERM as a request to stop after the current step, not in the middle of it."""
+"""Ctrl-C, SIGTERM and SLURM's warning before a time limit as a request to stop after the
+current step, not in the middle of it."""
 
 from __future__ import annotations
 
@@ -18,16 +19,24 @@ immediate one. Also `kill -USR1 PID` for a user: stop after this step, however o
 """
 
 
+TIME_LIMIT = signal.SIGUSR2
+"""What SLURM sends `--signal` seconds before a job's time limit (launcher=slurm: `slurm.signal_s`):
+stop after this step with a checkpoint, and the job is requeued. A repeat is not a second Ctrl-C:
+SLURM may signal the job's processes more than once."""
+
+ONCE = (PARENT_DIED, TIME_LIMIT)  # signals whose repeat does not turn the stop into an immediate one
+
+
 class StopRequests:
-    """While entered, the first Ctrl-C, SIGTERM or PARENT_DIED sets `requested`; a second Ctrl-C
-    or SIGTERM stops at once, a repeated PARENT_DIED does nothing."""
+    """While entered, the first Ctrl-C, SIGTERM, TIME_LIMIT or PARENT_DIED sets `requested`; a second
+    Ctrl-C or SIGTERM stops at once, a repeated PARENT_DIED or TIME_LIMIT does nothing."""
 
     def __init__(self) -> None:
         self.requested = False
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopRequests:
-        for signum in (signal.SIGINT, signal.SIGTERM, PARENT_DIED):
+        for signum in (signal.SIGINT, signal.SIGTERM, *ONCE):
             with contextlib.suppress(ValueError):  # not the main thread
                 self._previous[signum] = signal.signal(signum, self._handle)
         return self
@@ -38,7 +47,7 @@ class StopRequests:
 
     def _handle(self, signum: int, frame: object) -> None:
         if self.requested:
-            if signum == PARENT_DIED:
+            if signum in ONCE:
                 return
             raise KeyboardInterrupt
         self.requested = True
