@@ -30,7 +30,7 @@ from mtl.data.squad import Article, load_squad, resolve_squad_source
 from mtl.errors import UserError
 from mtl.files import jsonfile
 from mtl.files.atomic import check_output_dir, write_folder
-from mtl.files.locks import FolderLock
+from mtl.files.locks import FolderLock, process_alive
 from mtl.text.coverage import Coverage
 from mtl.text.token_cache import cached_tokenize
 from mtl.text.tokenizer import make_tokenizer
@@ -451,15 +451,8 @@ def remove_abandoned(out: Path) -> None:
 
 
 def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # a leftover of an earlier process that had our pid
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    # our own pid: a leftover of an earlier process that had it
+    return pid != os.getpid() and process_alive(pid)
 
 
 def card_metadata(summary: dict) -> str:

@@ -84,16 +84,7 @@ def test_a_member_requeued_mid_run_finishes_with_the_uninterrupted_runs_losses(
     keys = ("max_steps=400", "checkpoint_every=20", "eval_every=100000", "hidden=64")
     straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
     out = tmp_path / "requeued"
-    job = subprocess.Popen(
-        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    deadline = time.monotonic() + 180
-    while not any(r.get("phase/event") == "checkpoint" for r in _rows(out)):
-        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0]
-        time.sleep(0.2)
+    job = submitted_until_a_checkpoint(tiny_data, out, keys)
     job_id = json.loads((out / "slurm.json").read_text())["job_id"]
     assert main(["status", str(out)]) == 0
     assert re.search(rf"^requeued +\d+/400 +~\d+ s +{job_id} +running$", capsys.readouterr().out, re.M)
@@ -106,6 +97,21 @@ def test_a_member_requeued_mid_run_finishes_with_the_uninterrupted_runs_losses(
     assert deterministic_summary(summaries[1]) == deterministic_summary(summaries[0])
     log = Path(json.loads((out / "slurm.json").read_text())["stdout"]).read_text()
     assert "resum" in log  # the requeued job resumed the folder, it did not start again
+
+
+def submitted_until_a_checkpoint(tiny_data, out: Path, keys: tuple[str, ...]) -> subprocess.Popen:
+    """`just train-multitask ... launcher=slurm` in a process of its own, once its run has checkpointed."""
+    job = subprocess.Popen(
+        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 180
+    while not any(r.get("phase/event") == "checkpoint" for r in _rows(out)):
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0]
+        time.sleep(0.2)
+    return job
 
 
 def _start_now(job_id: str) -> None:
@@ -150,16 +156,7 @@ def test_a_refused_submission_is_one_line_naming_the_key(slurm, tiny_data, tmp_p
 def test_a_cancelled_run_is_left_resumable_and_resumes(slurm, tiny_data, tmp_path, capsys):
     out = tmp_path / "cancelled"
     keys = ("max_steps=1500", "checkpoint_every=20", "eval_every=100000", "hidden=64")
-    job = subprocess.Popen(
-        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    deadline = time.monotonic() + 180
-    while not any(r.get("phase/event") == "checkpoint" for r in _rows(out)):
-        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0]
-        time.sleep(0.2)
+    job = submitted_until_a_checkpoint(tiny_data, out, keys)
     assert main(["cancel", str(out)]) == 0
     assert "cancelled 1 jobs" in capsys.readouterr().out
     job.communicate(timeout=120)

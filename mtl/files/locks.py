@@ -97,7 +97,7 @@ def stale_holder(holder: str) -> bool:
     if found is None:
         return False
     pid, host, job = int(found[1]), found[2], found[3]
-    if host == socket.gethostname() and _alive(pid):
+    if host == socket.gethostname() and process_alive(pid):
         return False
     try:
         done = subprocess.run(
@@ -110,7 +110,8 @@ def stale_holder(holder: str) -> bool:
     return "Invalid job id" in done.stderr  # purged from SLURM's memory: long gone
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process `pid` runs on this host (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
