@@ -210,33 +210,37 @@ def test_a_lock_left_by_a_job_slurm_says_is_gone_is_stale(slurm, tmp_path):
 
 
 def test_a_run_near_its_time_limit_checkpoints_requeues_and_resumes_exactly(slurm, tiny_data, tmp_path):
-    """slurm.time=1 with slurm.signal_s=45: SLURM's USR2 comes 15 s into each attempt; the run
-    checkpoints after its step, the job requeues itself and the next attempt resumes."""
-    keys = ("max_steps=3000", "checkpoint_every=100000", "eval_every=100000", "hidden=64")  # ~14 s
+    """SLURM's USR2 before the time limit (`#SBATCH --signal=USR2@<slurm.signal_s>`): the run
+    checkpoints after its step, the job requeues itself and the next attempt resumes. The signal is
+    sent as SLURM sends it (to the job's processes), once the run trains: a clock-timed one could
+    come before a loaded machine has started the job."""
+    keys = ("max_steps=3000", "checkpoint_every=100000", "eval_every=100000", "hidden=64")
     straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
     out = tmp_path / "limited"
-    timed = ("slurm.time=1", "slurm.signal_s=45")
     job = subprocess.Popen(
-        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM, *timed],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    deadline = time.monotonic() + 400
-    while job.poll() is None:
-        assert time.monotonic() < deadline, "the run did not finish"
-        if (out / "slurm.json").is_file():  # lift SLURM's two-minute hold on each requeued attempt
-            job_id = json.loads((out / "slurm.json").read_text())["job_id"]
-            state = subprocess.run(
-                ["squeue", "-h", "-o", "%T %r", "-j", job_id], capture_output=True, text=True, check=False
-            ).stdout.split()
-            if state[:2] == ["PENDING", "BeginTime"]:
-                subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=False)
-        time.sleep(0.5)
-    output = job.communicate()[0]
+        [
+            sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM,
+            "slurm.time=30", "slurm.signal_s=300",
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    while len(training_rows_so_far(out)) < 20:
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0]
+        time.sleep(0.1)
+    job_id = json.loads((out / "slurm.json").read_text())["job_id"]
+    script = (out / "slurm" / f"{job_id}_submission.sh").read_text()
+    assert "#SBATCH --time=30" in script and "#SBATCH --signal=USR2@300" in script
+    subprocess.run(["scancel", "--signal=USR2", job_id], check=True)
+    _start_now(job_id)  # the job requeued itself; SLURM's two-minute hold lifted
+    output = job.communicate(timeout=300)[0]
     assert job.returncode == 0, output
     log = Path(json.loads((out / "slurm.json").read_text())["stderr"]).read_text()
     assert "interrupt: saving a checkpoint after this step" in log  # stopped by the signal, checkpointed
     assert training_rows(out) == training_rows(straight)
     summaries = [json.loads((d / "summary.json").read_text()) for d in (straight, out)]
     assert deterministic_summary(summaries[1]) == deterministic_summary(summaries[0])
+
+
+def training_rows_so_far(run_dir: Path) -> list[dict]:
+    return [row for row in _rows(run_dir) if any(k.endswith("/train/loss") for k in row)]
