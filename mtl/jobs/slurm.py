@@ -125,9 +125,16 @@ def _requeue_this_job() -> None:
     """Put this job back in the queue (SLURM stops it now and starts it again later)."""
     import submitit
 
-    job = submitit.JobEnvironment().job_id
-    if submitit.JobEnvironment().global_rank == 0:
-        subprocess.run(["scontrol", "requeue", job], check=False)
+    environment = submitit.JobEnvironment()
+    if environment.global_rank == 0:
+        done = subprocess.run(
+            ["scontrol", "requeue", environment.job_id], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:  # a cluster that allows no requeue: the run is checkpointed all the same
+            raise RuntimeError(
+                f"could not requeue job {environment.job_id} ({done.stderr.strip()[:200]}): its run is "
+                "checkpointed; run the same command again to resume it"
+            )
     time.sleep(600)  # SLURM ends this process; the requeued job starts afresh
 
 
@@ -146,7 +153,8 @@ def _join_the_job_processes() -> None:
             "WORLD_SIZE": str(environment.num_tasks),
             "LOCAL_WORLD_SIZE": str(environment.num_tasks // max(1, environment.num_nodes)),
             "MASTER_ADDR": environment.hostnames[0],
-            "MASTER_PORT": str(20000 + int(str(environment.job_id).split("_")[0]) % 20000),
+            # each job of an array its own port (SLURM_JOB_ID differs per array task; job_id does not)
+            "MASTER_PORT": str(20000 + int(os.environ.get("SLURM_JOB_ID", "0")) % 20000),
         }
     )
 
