@@ -339,16 +339,20 @@ def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) ->
     return list(dict.fromkeys(folders))
 
 
-def _sweep_members(record: Path) -> list[Path]:
-    """The run folders a sweep's record lists that have started training."""
+def sweep_members(record: Path) -> dict[str, Path]:
+    """Every run a study's record (sweep.json) lists, by member name."""
     try:
         members = json.loads(record.read_text(encoding="utf-8"))["members"]
-        folders = [Path(p) for p in members.values()]
+        return {str(name): Path(path) for name, path in members.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         raise UserError(
             f"{record} is damaged ({type(error).__name__}): pass the sweep's run folders themselves"
         ) from None
-    return [folder for folder in folders if RunFolder(folder).metrics.is_file()]
+
+
+def _sweep_members(record: Path) -> list[Path]:
+    """The run folders a sweep's record lists that have started training."""
+    return [folder for folder in sweep_members(record).values() if RunFolder(folder).metrics.is_file()]
 
 
 # Keys that name or place a run, or only pace its bookkeeping: not what a comparison varies.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import json
 import os
 import signal
 import subprocess
@@ -16,9 +15,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from mtl import metrics
-from mtl.jobs.member import Member
-from mtl.runs import RunFolder, read_json
+from mtl.jobs.member import Member, progress
 from mtl.train.interrupts import PARENT_DIED
 
 
@@ -83,29 +80,11 @@ PROGRESS_EVERY_S = 2.0  # how often the sweep's bar re-reads its running members
 
 
 def member_progress(member: Member) -> str:
-    """`<name> step N/M` (M: the planned steps, when the run has a fixed number) from the last
-    lines of the member's metrics.jsonl; only its tail is read, however long the run."""
-    folder = RunFolder(member.run_dir)
-    try:
-        with open(folder.metrics, "rb") as file:
-            file.seek(max(0, file.seek(0, os.SEEK_END) - 4096))
-            lines = file.read().splitlines()
-    except OSError:
+    """`<name> step N/M` (M: the planned steps, when the run has a fixed number)."""
+    step, planned = progress(member.run_dir)
+    if step is None:
         return f"{member.name} starting"
-    step = None
-    for line in reversed(lines):
-        try:
-            step = json.loads(line).get(metrics.GLOBAL_STEP)
-        except (ValueError, AttributeError):
-            continue  # a line cut by the seek, or one being written
-        if isinstance(step, int):
-            break
-    if not isinstance(step, int):
-        return f"{member.name} starting"
-    record = read_json(folder.record)
-    optim = record.get("config", {}).get("optim", {}) if isinstance(record, dict) else {}
-    planned = optim.get("max_steps") if isinstance(optim, dict) else None
-    return f"{member.name} step {step}" + (f"/{planned}" if isinstance(planned, int) else "")
+    return f"{member.name} step {step}" + (f"/{planned}" if planned else "")
 
 
 def _launch(member: Member, parallel: int, out: Path, bar: tqdm) -> tuple[subprocess.Popen, Any]:

@@ -3,11 +3,14 @@ from where its folder says it stands."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from mtl.runs import RunFolder, RunStatus
+from mtl import metrics
+from mtl.runs import RunFolder, RunStatus, read_record
 
 
 @dataclass
@@ -29,3 +32,28 @@ class Member:
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "mtl", *self.arguments()]
+
+
+def progress(run_dir: Path) -> tuple[int | None, int | None]:
+    """(the last step the run logged, its planned max_steps) from the tail of its metrics.jsonl:
+    only the tail is read, however long the run."""
+    step = None
+    try:
+        with open(RunFolder(run_dir).metrics, "rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - 4096))
+            tail = file.read().splitlines()
+    except OSError:
+        tail = []
+    for line in reversed(tail):
+        try:
+            value = json.loads(line).get(metrics.GLOBAL_STEP)
+        except (ValueError, AttributeError):
+            continue  # a line cut by the seek, or one being written
+        if isinstance(value, int):
+            step = value
+            break
+    planned = None
+    if step is not None:
+        record = read_record(RunFolder(run_dir).record) or {}
+        planned = ((record.get("config") or {}).get("optim") or {}).get("max_steps")
+    return step, planned if isinstance(planned, int) else None

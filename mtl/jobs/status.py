@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mtl import metrics
 from mtl.config import paths_and_keys
 from mtl.errors import UserError
 from mtl.files.locks import FolderInUse, FolderLock
+from mtl.jobs.member import progress
 from mtl.jobs.slurm import RUN_FILE, queue_states
-from mtl.runs import RunFolder, RunStatus, read_record
+from mtl.runs import RunFolder, RunStatus, sweep_members
 
 QUEUE_WORDS = {"PENDING": "pending", "RUNNING": "running", "REQUEUED": "requeued", "REQUEUE_HOLD": "requeued"}
 
@@ -41,11 +41,7 @@ def members_of(folder: Path) -> dict[str, Path]:
     """A study's runs by name (from its sweep.json), or the one run `folder` is."""
     record = folder / "sweep.json"
     if record.is_file():
-        try:
-            members = json.loads(record.read_text(encoding="utf-8"))["members"]
-            return {str(name): Path(path) for name, path in members.items()}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            raise UserError(f"{record} is damaged: pass the study's run folders themselves") from None
+        return sweep_members(record)
     if RunFolder(folder).status() is not RunStatus.NOT_A_RUN or (folder / RUN_FILE).is_file():
         return {folder.name: folder}
     raise UserError(f"{folder} is neither a study (sweep.json) nor a run folder: pass runs/sweeps/<study>")
@@ -122,28 +118,6 @@ def _last_error(job: dict[str, Any]) -> str | None:
             continue
     errors = [line.strip() for line in lines if line.strip().startswith("error:")]
     return errors[-1].removeprefix("error:").strip()[:160] if errors else None
-
-
-def progress(run_dir: Path) -> tuple[int | None, int | None]:
-    """(the last step the run logged, its planned max_steps) from the tail of metrics.jsonl."""
-    step = None
-    try:
-        with open(RunFolder(run_dir).metrics, "rb") as file:
-            file.seek(max(0, file.seek(0, 2) - 4096))
-            tail = file.read().splitlines()
-    except OSError:
-        tail = []
-    for line in reversed(tail):
-        try:
-            value = json.loads(line).get(metrics.GLOBAL_STEP)
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(value, int):
-            step = value
-            break
-    record = read_record(RunFolder(run_dir).record) or {}
-    planned = ((record.get("config") or {}).get("optim") or {}).get("max_steps")
-    return step, planned if isinstance(planned, int) else None
 
 
 def eta(run_dir: Path, step: int | None, planned: int | None) -> str:
