@@ -75,6 +75,10 @@ bench-ranks *args:
 bench-slurm *args:
     {{python}} -m mtl bench-slurm "$@"
 
+# the false-positive rate of just compare's verdicts (seeds of one config) and its power (a planted effect)
+bench-verdicts *args:
+    {{python}} -m mtl bench-verdicts "$@"
+
 # training steps/s of a pretrained transformer, fp32 and bf16 (e.g. hf_model=../shared/data/models/all-MiniLM-L6-v2)
 bench-hf *args:
     {{python}} -m mtl bench-hf "$@"

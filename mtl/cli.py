@@ -173,6 +173,11 @@ COMMANDS: dict[str, Command] = {
         "mtl.bench.slurm:BenchSlurmConfig",
         "start-up through SLURM against here, and a requeued run's lost work (needs SLURM_CONF)",
     ),
+    "bench-verdicts": Command(
+        "mtl.bench.verdicts",
+        "mtl.bench.verdicts:BenchVerdictsConfig",
+        "how often just compare's verdicts are wrong: seeds of one config against each other, and a planted effect",
+    ),
     "bench-hf": Command(
         "mtl.bench.hf",
         "mtl.bench.hf:BenchHFConfig",

@@ -26,13 +26,14 @@ def test_encoders_a_fixed_margin_apart_are_told_apart_and_identical_ones_are_not
     better = {"predicted": np.where(rng.random(800) < 0.90, gold, 1 - gold), "gold": gold}
     worse = {"predicted": np.where(rng.random(800) < 0.75, gold, 1 - gold), "gold": gold}
     result = compare_task("MR", ("a", [better]), ("b", [worse]), CONFIG)
-    assert result.verdict == "a better" and 0 < result.low < result.difference < result.high
+    # one seed each: the items speak, the seeds cannot
+    assert result.verdict == "a ahead (1 seed)" and 0 < result.low < result.difference < result.high
     assert result.difference == pytest.approx(
         100 * ((better["predicted"] == gold).mean() - (worse["predicted"] == gold).mean())
     )
-    assert compare_task("MR", ("b", [worse]), ("a", [better]), CONFIG).verdict == "a better"
+    assert compare_task("MR", ("b", [worse]), ("a", [better]), CONFIG).verdict == "a ahead (1 seed)"
     same = compare_task("MR", ("a", [better]), ("copy", [dict(better)]), CONFIG)
-    assert same.verdict == "not distinguishable" and same.low == same.high == 0
+    assert same.verdict == "no evidence" and same.low == same.high == 0
 
 
 def test_the_interval_covers_the_true_difference_at_its_level():
@@ -48,6 +49,62 @@ def test_the_interval_covers_the_true_difference_at_its_level():
         result = compare_task("MR", ("a", [a]), ("b", [b]), SignificanceConfig(resamples=500, seed=trial))
         covered += result.low <= 5.0 <= result.high
     assert 0.91 <= covered / trials <= 0.99
+
+
+def seeds_of(accuracy: float, seed_sd: float, gold: np.ndarray, count: int, rng) -> list[dict]:
+    """`count` training seeds of one configuration: each seed's accuracy drawn around `accuracy`."""
+    return [
+        {
+            "predicted": np.where(rng.random(len(gold)) < accuracy + rng.normal(0, seed_sd), gold, 1 - gold),
+            "gold": gold,
+        }
+        for _ in range(count)
+    ]
+
+
+def test_seed_variance_widens_the_interval_so_seeds_of_one_config_are_not_told_apart():
+    """Three seeds against three other seeds of the same configuration, the seeds' accuracies 3
+    points apart (sd): a bootstrap over items alone calls most pairs different, the two-level one
+    keeps its error rate near its level; a real 12-point gap is still found."""
+    rng = np.random.default_rng(3)
+    config = SignificanceConfig(resamples=1000)
+    two_level = items_only = 0
+    trials = 60
+    for trial in range(trials):
+        gold = rng.integers(0, 2, 1000)
+        a, b = seeds_of(0.75, 0.03, gold, 3, rng), seeds_of(0.75, 0.03, gold, 3, rng)
+        two_level += compare_task("MR", ("a", a), ("b", b), config).verdict != "no evidence"
+        pooled = [
+            {"predicted": np.concatenate([s["predicted"] for s in seeds]), "gold": np.tile(gold, 3)}
+            for seeds in (a, b)
+        ]
+        items_only += (
+            compare_task("MR", ("a", [pooled[0]]), ("b", [pooled[1]]), config).verdict != "no evidence"
+        )
+    assert two_level / trials <= 0.10 < 0.3 <= items_only / trials, (two_level, items_only)
+    gold = rng.integers(0, 2, 1000)
+    planted = compare_task(
+        "MR", ("a", seeds_of(0.80, 0.01, gold, 3, rng)), ("b", seeds_of(0.68, 0.01, gold, 3, rng)), config
+    )
+    assert planted.verdict == "a better" and planted.first_seeds == planted.second_seeds == 3
+
+
+def test_holm_corrects_over_the_tasks_of_one_pair():
+    """Ten tasks each at p = 0.03: each alone would be a verdict at 95%, together none is; one
+    task at p = 0.001 stays one (0.001 x 10 <= 0.05), and the step-down tests the next at alpha/9."""
+    from mtl.analysis.significance import Comparison, correct
+
+    family = [Comparison(f"T{i}", "a", "b", 71.0, 70.0, 0.1, 1.9, 3, 3, p=0.03) for i in range(10)]
+    assert all(c.verdict == "a better" for c in family)  # uncorrected: each interval excludes 0
+    correct(family)
+    assert all(c.verdict == "no evidence" and c.holm_p == pytest.approx(0.3) for c in family)
+    family = [Comparison("T0", "a", "b", 71.0, 70.0, 0.1, 1.9, 3, 3, p=0.001)]
+    family += [Comparison(f"T{i}", "a", "b", 71.0, 70.0, 0.1, 1.9, 3, 3, p=0.005) for i in range(1, 3)]
+    family += [Comparison(f"T{i}", "a", "b", 71.0, 70.0, -0.5, 1.9, 3, 3, p=0.5) for i in range(3, 10)]
+    correct(family)
+    assert [c.verdict for c in family[:3]] == ["a better"] * 3  # 0.01, then 0.005 x 9 = 0.045
+    assert family[0].holm_p == pytest.approx(0.01) and family[1].holm_p == pytest.approx(0.045)
+    assert {c.verdict for c in family[3:]} == {"no evidence"} and family[3].family == 10
 
 
 def test_relatedness_and_sts_are_scored_by_pearson_as_the_report_does():
@@ -66,7 +123,7 @@ def test_relatedness_and_sts_are_scored_by_pearson_as_the_report_does():
         [pearsonr(sts[f"{s}/predicted"], sts[f"{s}/gold"]).statistic for s in ("images", "forum")]
     )
     assert float(scores(sts, everything(item_counts(sts)))) == pytest.approx(100 * expected)
-    assert compare_task("STS14", ("a", [sts]), ("b", [sts]), CONFIG).verdict == "not distinguishable"
+    assert compare_task("STS14", ("a", [sts]), ("b", [sts]), CONFIG).verdict == "no evidence"
 
 
 def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_path, capsys, monkeypatch):
@@ -93,7 +150,8 @@ def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_pa
     assert "- hidden=4: " in text and "- hidden=12: " in text  # seeds 1 and 2 grouped
     rows = [line for line in text.splitlines() if line.startswith(("| MR |", "| CR |"))]
     assert len(rows) == 2 and all("(2 seeds)" in row for row in rows)
-    assert all(row.rstrip(" |").endswith(("better", "not distinguishable")) for row in rows)
+    assert all(row.rstrip(" |").endswith(("better", "no evidence")) for row in rows)
+    assert "(Holm, 2 tasks)" in text and "seeds of each encoder resampled" in text
     assert (tmp_path / "cmp.json").is_file()
     (run_file,) = run_files(tmp_path)  # the table as a W&B run beside the comparison
     records = by_kind(run_file)
@@ -102,7 +160,7 @@ def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_pa
     # just report shows the same test on its page.
     assert main(["report", *map(str, runs.values()), f"out={tmp_path / 'page.html'}"]) == 0
     page = (tmp_path / "page.html").read_text()
-    assert "Is the difference real? (transfer-fast, paired bootstrap over test items)" in page
+    assert "Is the difference real? (transfer-fast, two-level bootstrap: seeds, then test items)" in page
     assert page.count("<td>MR</td>") == 1 and "(2 seeds)" in page
     # Runs of other tasks are named by their tasks, not by every key of the task one of them lacks.
     for seed in (1, 2):
@@ -139,13 +197,14 @@ def test_compare_rows_stay_short_with_real_run_names():
         "paper-multitask-blstm2048-20261124-171544-steps_nli500",
     ]
     encoders = [Encoder(name, [Path(f"runs/sweeps/fig2/{name}")], items) for name in names]
-    comparisons = [Comparison("MR", names[0], names[1], 71.2, 69.9, 0.4, 2.2)]
+    comparisons = [Comparison("MR", names[0], names[1], 71.2, 69.9, 0.4, 2.2, 3, 3)]
     text = markdown(encoders, comparisons, CONFIG)
     (row,) = [line for line in text.splitlines() if line.startswith("| MR |")]
     assert row.startswith("| MR | E1 | E2 |") and row.endswith("| A better |") and len(row) < 100, row
     assert f"- E1 = {names[0]}: runs/sweeps/fig2/{names[0]}" in text
     short = [Encoder(name, [Path(name)], items) for name in ("hidden=4", "hidden=12")]
     text = markdown(short, [Comparison("MR", "hidden=4", "hidden=12", 70.0, 70.1, -1.0, 0.8)], CONFIG)
-    assert "| MR | hidden=4 | hidden=12 |" in text and "not distinguishable" in text
+    assert "| MR | hidden=4 | hidden=12 |" in text and "no evidence" in text
+    assert "the variance between training seeds is unknown" in text
     assert short_value("/home/me/glove/glove.840B.300d.txt") == "glove.840B.300d.txt"
     assert short_value("stanfordnlp/snli") == "stanfordnlp/snli" and short_value(2048) == 2048

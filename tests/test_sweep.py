@@ -112,3 +112,20 @@ def test_a_sweep_and_its_members_stay_inside_its_folder(tmp_path):
     sweep = parse([f"out={tmp_path}", "vectors=../a/b.txt,/c/d.txt"])
     assert [m.run_dir.parent for m in sweep.members()] == [tmp_path, tmp_path]
     assert [m.name for m in sweep.members()] == ["vectors.._a_b.txt", "vectors_c_d.txt"]
+
+
+def test_seeds_make_the_seed_an_axis_of_every_member(tmp_path):
+    """`seeds=3`: each value of the grid trained with seeds 1..3 (from seed= when given), one folder
+    each; `just compare` then groups the seeds of each value (test_significance)."""
+    out = f"out={tmp_path}"
+    names = [member.name for member in parse(["lr=1e-3,3e-4", "seeds=3", out]).members()]
+    assert names == [f"lr{lr}-seed{s}" for lr in ("1e-3", "3e-4") for s in (1, 2, 3)]
+    (member,) = [
+        m for m in parse(["lr=1e-3,3e-4", "seeds=2", "seed=7", out]).members() if m.name == "lr1e-3-seed8"
+    ]
+    assert "seed=8" in member.overrides
+    assert [m.name for m in parse(["seed=4,5", out]).members()] == ["seed4", "seed5"]  # a list: an axis
+    with pytest.raises(UserError, match="not both"):
+        parse(["seed=4,5,6", "seeds=2", out])
+    with pytest.raises(UserError, match="seeds=x is not a whole number"):
+        parse(["lr=1,2", "seeds=x", out])

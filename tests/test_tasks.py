@@ -144,3 +144,27 @@ def test_a_task_file_without_a_kind_or_labels_is_refused(tmp_path):
 
     with pytest.raises(UserError, match=r"pairs.labels='': a pair task needs the values of its label column"):
         build_task("pairs", config.tasks["pairs"])
+
+
+def test_shuffle_labels_plants_a_noise_task_with_its_training_labels_permuted(tiny_data, tmp_path):
+    """`<task>.shuffle_labels=true`: the training labels permuted (the same counts, seeded by the
+    run's seed), dev and test untouched, so the task trains on no signal."""
+    import numpy as np
+
+    from mtl.train.data import prepare
+    from mtl.train.resolve import resolve_inputs
+    from mtl.train.run import config_from_args
+
+    def examples(*keys: str):
+        config = resolve_inputs(config_from_args(args_for(tiny_data, tmp_path / "run", *keys)))
+        return prepare(config, progress=False).examples["nli"]
+
+    plain, shuffled = examples(), examples("nli.shuffle_labels=true")
+    again, other = examples("nli.shuffle_labels=true"), examples("nli.shuffle_labels=true", "seed=2")
+    assert np.array_equal(plain["train"].sentences, shuffled["train"].sentences)
+    assert sorted(plain["train"].labels) == sorted(shuffled["train"].labels)
+    assert (plain["train"].labels != shuffled["train"].labels).mean() > 0.4
+    assert np.array_equal(shuffled["train"].labels, again["train"].labels)  # seeded
+    assert not np.array_equal(shuffled["train"].labels, other["train"].labels)
+    for split in ("dev", "test"):
+        assert np.array_equal(plain[split].labels, shuffled[split].labels)

@@ -11,7 +11,7 @@ from mtl.jobs import versus
 from tests.conftest import args_for
 
 
-def test_every_task_alone_and_the_mixture_train_at_the_budget_then_get_verdicts(
+def test_every_task_alone_and_the_mixture_train_at_the_budget_with_each_seed_then_get_verdicts(
     tiny_data, senteval, tmp_path, capsys
 ):
     out = tmp_path / "versus"
@@ -23,6 +23,7 @@ def test_every_task_alone_and_the_mixture_train_at_the_budget_then_get_verdicts(
             "versus-single",
             *train,
             "budget=steps:4",
+            "seeds=2",
             "transfer_tasks=MR,CR",
             f"transfer_data={senteval}",
             f"out={out}",
@@ -30,20 +31,31 @@ def test_every_task_alone_and_the_mixture_train_at_the_budget_then_get_verdicts(
     )
     assert code == 0, capsys.readouterr().err
     runs = {
-        name: json.loads((out / name / "summary.json").read_text()) for name in ("nli", "squad", "mixture")
+        f"{arm}-seed{seed}": json.loads((out / f"{arm}-seed{seed}" / "summary.json").read_text())
+        for arm in ("nli", "squad", "mixture")
+        for seed in (1, 2)
     }
-    assert runs["nli"]["steps/nli"] == runs["squad"]["steps/squad"] == runs["mixture"]["global_step"] == 4
-    assert "steps/squad" not in runs["nli"]  # squad.weight= went to the runs that have squad only
+    for seed in (1, 2):
+        assert runs[f"nli-seed{seed}"]["steps/nli"] == runs[f"squad-seed{seed}"]["steps/squad"] == 4
+        assert runs[f"mixture-seed{seed}"]["global_step"] == 4
+        config = json.loads((out / f"nli-seed{seed}" / "config.json").read_text())["config"]
+        assert config["run"]["seed"] == seed and config["optim"]["stop"] == "max_steps"  # no early stop
+    assert "steps/squad" not in runs["nli-seed1"]  # squad.weight= went to the runs that have squad only
     record = json.loads((out / "versus.json").read_text())
-    assert record["starved"] == []  # blocks of 3 nli and 2 squad steps: the mixture saw squad
+    assert record["starved"] == [] and record["left_out"] == {}  # the mixture saw squad (blocks of 3, 2)
+    assert record["seeds"] == [1, 2] and "whole budget" in record["equal_compute"]
     assert [row["task"] for row in record["verdicts"]] == ["MR", "CR"]
     for row in record["verdicts"]:
         assert row["best_single"] == max(("nli", "squad"), key=lambda r: row["scores"][r])
-        assert row["low"] <= row["difference"] <= row["high"]
+        assert row["low"] <= row["difference"] <= row["high"] and row["seeds"] == 2
+        assert len(row["seed_scores"]["mixture"]) == 2
+        assert row["scores"]["mixture"] == pytest.approx(sum(row["seed_scores"]["mixture"]) / 2)
+        decided = row["holm_p"] <= 0.05
         assert row["verdict"] == (
-            "helps" if row["low"] > 0 else "hurts" if row["high"] < 0 else "no evidence"
+            ("helps" if row["difference"] > 0 else "hurts") if decided else "no evidence"
         )
-    assert "| MR |" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "| MR |" in printed and "± " in printed and "(Holm)" in printed
     # the same folder with another budget is refused, not resumed under the old one
     again = [
         "versus-single",
@@ -53,7 +65,14 @@ def test_every_task_alone_and_the_mixture_train_at_the_budget_then_get_verdicts(
         f"transfer_data={senteval}",
         f"out={out}",
     ]
-    assert main(again) == 2 and "other fixed keys (budget=steps:4, budget=steps:5)" in capsys.readouterr().err
+    assert main([*again, "seeds=2"]) == 2
+    assert "other fixed keys (budget=steps:4, budget=steps:5)" in capsys.readouterr().err
+    # a run that ended short of the budget is said and left out, never compared
+    summary = out / "nli-seed2" / "summary.json"
+    values = json.loads(summary.read_text())
+    summary.write_text(json.dumps({**values, "global_step": 3, "stop_reason": "patience"}))
+    member = next(m for m in versus.members(train, "steps:4", out, [1, 2]) if m.name == "nli-seed2")
+    assert versus.short_of_budget(member, "steps:4") == "trained 3 of its 4 steps (stopped by patience)"
 
 
 def test_an_examples_budget_gives_each_run_its_own_steps(tiny_data, tmp_path):
@@ -76,6 +95,10 @@ def test_an_examples_budget_gives_each_run_its_own_steps(tiny_data, tmp_path):
         (["budget=steps:5", "max_steps=9"], "versus-single sets it for each run"),
         (["budget=steps:5", "tasks=nli"], "nli trains alone already"),
         (["budget=steps:5", "transfer_mode=slow"], "mode='slow' is not valid"),
+        (["budget=steps:5", "seed=1,1"], "names a seed twice"),
+        (["budget=steps:5", "seeds=3", "seed=1,2"], "not both"),
+        (["budget=steps:5", "seeds=0"], "seeds=0"),
+        (["budget=steps:5", "stop=patience"], "equal compute"),
     ],
 )
 def test_bad_versus_arguments_are_one_line(tiny_data, tmp_path, args, message):

@@ -424,7 +424,7 @@ def _significance(runs: list[Run]) -> list[str]:
     ]
     if not shared:
         return []
-    config = significance.SignificanceConfig(report=shared[0], resamples=1000)
+    config = significance.SignificanceConfig(report=shared[0], resamples=2000)
     try:
         encoders = significance.group_runs([run.folder for run in runs], config.report)
         comparisons = significance.compare(encoders, config, against_first=True)
@@ -436,12 +436,13 @@ def _significance(runs: list[Run]) -> list[str]:
     labels = significance.table_labels(encoders)
     named = [f"{html.escape(label)} = {html.escape(name)}" for name, label in labels.items() if label != name]
     return [
-        f"<h2>Is the difference real? ({html.escape(config.report)}, paired bootstrap over test items)</h2>",
+        f"<h2>Is the difference real? ({html.escape(config.report)}, two-level bootstrap: seeds, then test items)</h2>",
+        f"<p>{html.escape(significance.explanation(comparisons, config))}</p>",
         f'<div class="wide"><table><tr>{table}</tr>{body}</table></div>',
         *([f"<p>{'; '.join(named)}.</p>"] if named else []),
         "<p>Each encoder against the first; points: accuracy in %, Pearson r x 100 (STS: mean over "
         "subsets); runs that differ only in seed= are one encoder. Every pair: <code>just compare</code> "
-        "(here 1,000 replicates).</p>",
+        "(here 2,000 replicates).</p>",
     ]
 
 

@@ -1,15 +1,20 @@
 """`just compare`: is one encoder's transfer result really better than another's?
 
 For each transfer task, the difference between encoders (or groups of runs that differ only
-in their seed) with a paired bootstrap confidence interval over the test items (Koehn
-2004; Berg-Kirkpatrick et al. 2012): the same resampled items score every encoder, so what
-the test set happens to hold cancels out. Each replicate scores the task's own metric:
-accuracy, Pearson r of the predicted relatedness, or the mean over STS subsets of Pearson r
-of the cosine (each subset resampled on its own). With several seeds in a group, a
-replicate's score is the mean over the seeds, and their spread is reported beside it.
+in their seed) with a two-level bootstrap interval: each replicate resamples the training seeds
+within each group, then the test items (Koehn 2004; Berg-Kirkpatrick et al. 2012, paired: the
+same resampled items score every encoder, so what the test set happens to hold cancels out).
+The interval so carries both sources of variance: which items the test set holds and which
+seed training drew, often the larger (Reimers & Gurevych 2017). Each replicate scores the
+task's own metric: accuracy, Pearson r of the predicted relatedness, or the mean over STS
+subsets of Pearson r of the cosine (each subset resampled on its own).
 
-The verdict at the chosen confidence: better (the interval lies above 0), worse (below 0)
-or not distinguishable (it holds 0). Differences are in points: percent for accuracy, r x 100.
+Several tasks compared at once are several tests: the verdicts are corrected over the tasks of
+one pair of encoders by Holm's step-down (family-wise error at 1 - confidence), and each task's
+interval is shown at the level its step tested it. A verdict: "A better" / "B better" (the
+corrected test rejects no difference), "no evidence" otherwise. With one seed in a group the
+variance between seeds is unknown: its verdict says "(1 seed)" and speaks of these encoders,
+not of their configurations. Differences are in points: percent for accuracy, r x 100.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import itertools
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -40,7 +45,9 @@ class SignificanceConfig:
     report: str = (
         "transfer"  # which transfer report of each run: transfer, transfer-fast, transfer-fast-pool-mean, ...
     )
-    resamples: Annotated[int, Range(100)] = 2000  # bootstrap replicates
+    resamples: Annotated[int, Range(100)] = (
+        4000  # bootstrap replicates (Holm's smallest level needs thousands)
+    )
     confidence: Annotated[float, Range(0.5, 0.999)] = 0.95  # of the interval and the verdict
     seed: AtLeast0 = 0  # of the resampling
     out: str | None = None  # a .md file (and .json beside it); None: compare-<time>.md beside the runs
@@ -56,20 +63,44 @@ class Comparison:
     second: str
     first_score: float  # points, on all the test items (mean over seeds)
     second_score: float
-    low: float  # the interval of first - second, in points
+    low: float  # the interval of first - second, in points, at the comparison's level
     high: float
+    first_seeds: int = 1
+    second_seeds: int = 1
+    p: float = 1.0  # two-sided bootstrap p-value of "no difference"
+    holm_p: float | None = (
+        None  # p corrected over the `family` tasks of this pair (Holm); None: not corrected
+    )
+    family: int = 1  # the tasks the correction is over
+    confidence: float = 0.95
+    differences: np.ndarray | None = field(default=None, repr=False)  # the replicates of first - second
 
     @property
     def difference(self) -> float:
         return self.first_score - self.second_score
 
     @property
+    def seed_variance_known(self) -> bool:
+        return min(self.first_seeds, self.second_seeds) > 1
+
+    @property
     def verdict(self) -> str:
-        if self.low > 0:
-            return f"{self.first} better"
-        if self.high < 0:
-            return f"{self.second} better"
-        return "not distinguishable"
+        return self.says(self.first, self.second)
+
+    def says(self, first: str, second: str) -> str:
+        """The verdict with the encoders called `first` and `second` (a table's A and B)."""
+        decided = (
+            (self.low > 0 or self.high < 0) if self.holm_p is None else self.holm_p <= 1 - self.confidence
+        )
+        if not decided:
+            return "no evidence"
+        ahead = first if self.difference > 0 else second
+        return f"{ahead} better" if self.seed_variance_known else f"{ahead} ahead (1 seed)"
+
+    def record(self) -> dict:
+        """The comparison as the verdict file keeps it."""
+        kept = {k: v for k, v in self.__dict__.items() if k != "differences"}
+        return {**kept, "difference": self.difference, "verdict": self.verdict}
 
 
 def scores(items: Items, indices: dict[str, np.ndarray] | np.ndarray) -> np.ndarray:
@@ -113,13 +144,17 @@ def everything(counts: dict[str, int] | int):
     return np.arange(counts)
 
 
+CHUNK = 500  # replicates resampled at once: (CHUNK, items) indices stay small for 10,000-item tasks
+
+
 def compare_task(
     task: str,
     first: tuple[str, list[Items]],
     second: tuple[str, list[Items]],
     config: SignificanceConfig,
 ) -> Comparison:
-    """`first` and `second`: a name and the task's items of each of its seeds."""
+    """`first` and `second`: a name and the task's items of each of its seeds. The interval at
+    `config.confidence`, uncorrected (`correct` sets the family's)."""
     (first_name, first_seeds), (second_name, second_seeds) = first, second
     counts = item_counts(first_seeds[0])
     for items in first_seeds + second_seeds:
@@ -129,22 +164,97 @@ def compare_task(
                 "transfer data and protocol (report=)"
             )
     rng = np.random.default_rng([config.seed, *task.encode()])
-    indices = resample(counts, config.resamples, rng)
-    replicates = [
-        np.mean([scores(i, indices) for i in seeds], axis=0) for seeds in (first_seeds, second_seeds)
-    ]
-    tail = 100 * (1 - config.confidence) / 2
-    low, high = np.percentile(replicates[0] - replicates[1], [tail, 100 - tail])
+    per_seed = item_resampled_scores(first_seeds + second_seeds, config.resamples, rng)
     full = everything(counts)
+    return from_scores(
+        task,
+        (first_name, per_seed[: len(first_seeds)], [float(scores(i, full)) for i in first_seeds]),
+        (second_name, per_seed[len(first_seeds) :], [float(scores(i, full)) for i in second_seeds]),
+        config,
+        rng,
+    )
+
+
+def item_resampled_scores(seeds: list[Items], resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """(K, B): each seed's score on the same B resamples of the test items (paired)."""
+    counts = item_counts(seeds[0])
+    chunks = []
+    for start in range(0, resamples, CHUNK):
+        indices = resample(counts, min(CHUNK, resamples - start), rng)
+        chunks.append(np.stack([scores(items, indices) for items in seeds]))
+    return np.concatenate(chunks, axis=1)
+
+
+def from_scores(
+    task: str,
+    first: tuple[str, np.ndarray, list[float]],
+    second: tuple[str, np.ndarray, list[float]],
+    config: SignificanceConfig,
+    rng: np.random.Generator,
+) -> Comparison:
+    """The comparison of two groups given each seed's scores on shared item resamples ((K, B))
+    and on all the items (K values)."""
+    (first_name, first_scores, first_full), (second_name, second_scores, second_full) = first, second
+    differences = seeds_resampled(first_scores, rng) - seeds_resampled(second_scores, rng)
+    low, high = interval(differences, 1 - config.confidence)
     return Comparison(
         task,
         first_name,
         second_name,
-        float(np.mean([scores(i, full) for i in first_seeds])),
-        float(np.mean([scores(i, full) for i in second_seeds])),
-        float(low),
-        float(high),
+        float(np.mean(first_full)),
+        float(np.mean(second_full)),
+        low,
+        high,
+        first_seeds=len(first_full),
+        second_seeds=len(second_full),
+        p=bootstrap_p(differences),
+        confidence=config.confidence,
+        differences=differences,
     )
+
+
+def seeds_resampled(per_seed: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """(B,) a group's score on each item resample ((K, B) per seed), its seeds resampled too: the
+    mean over all seeds, plus the resampled seeds' departure from it scaled by sqrt(K / (K - 1)),
+    since a bootstrap of K values spreads their mean by (K - 1) / K of its variance (the rescaled
+    bootstrap; with K = 3 the plain one would give intervals a fifth too narrow)."""
+    mean = per_seed.mean(axis=0)
+    count = len(per_seed)
+    if count == 1:
+        return mean
+    drawn = rng.integers(0, count, size=per_seed.shape)  # (K, B): seeds drawn per replicate
+    resampled = np.take_along_axis(per_seed, drawn, axis=0).mean(axis=0)
+    return mean + np.sqrt(count / (count - 1)) * (resampled - mean)
+
+
+def bootstrap_p(differences: np.ndarray) -> float:
+    """Two-sided p-value of "no difference": twice the smaller share of replicates on a side of 0
+    (ties count on both), with the +1 of a Monte Carlo p-value (Davison & Hinkley 1997) so it is
+    never 0."""
+    count = len(differences)
+    below = (np.count_nonzero(differences <= 0) + 1) / (count + 1)
+    above = (np.count_nonzero(differences >= 0) + 1) / (count + 1)
+    return float(min(1.0, 2 * min(below, above)))
+
+
+def interval(differences: np.ndarray, alpha: float) -> tuple[float, float]:
+    low, high = np.percentile(differences, [50 * alpha, 100 - 50 * alpha])
+    return float(low), float(high)
+
+
+def correct(family: list[Comparison]) -> None:
+    """Holm's step-down over one pair's tasks: sorted by p, the r-th of m is tested at
+    alpha / (m - r + 1) and testing stops at the first kept; each task's interval is widened to the
+    level its step used (the first at Bonferroni's alpha / m), its p to Holm's adjusted p."""
+    alpha = 1 - family[0].confidence if family else 0.05
+    ordered = sorted(family, key=lambda c: c.p)
+    running = 0.0
+    for rank, comparison in enumerate(ordered):
+        level = alpha / (len(family) - rank)
+        running = max(running, min(1.0, comparison.p * (len(family) - rank)))
+        comparison.holm_p, comparison.family = running, len(family)
+        if comparison.differences is not None:
+            comparison.low, comparison.high = interval(comparison.differences, level)
 
 
 def _same_gold(items: Items, reference: Items) -> bool:
@@ -228,13 +338,16 @@ def compare(
     comparisons = []
     pairs = [(encoders[0], e) for e in encoders[1:]] if against_first else itertools.combinations(encoders, 2)
     for first, second in pairs:
-        for task in [t for t in _all_tasks() if t in first.items and t in second.items]:
-            if len(first.items[task]) == len(first.runs) and len(second.items[task]) == len(second.runs):
-                comparisons.append(
-                    compare_task(
-                        task, (first.name, first.items[task]), (second.name, second.items[task]), config
-                    )
-                )
+        family = [
+            compare_task(task, (first.name, first.items[task]), (second.name, second.items[task]), config)
+            for task in _all_tasks()
+            if task in first.items
+            and task in second.items
+            and len(first.items[task]) == len(first.runs)
+            and len(second.items[task]) == len(second.runs)
+        ]
+        correct(family)
+        comparisons += family
     if not comparisons:
         raise UserError(
             "the runs share no transfer task with per-item results: transfer them with one protocol"
@@ -242,9 +355,14 @@ def compare(
     return comparisons
 
 
+def per_seed(encoder: Encoder, task: str) -> list[float]:
+    """The encoder's score on all of `task`'s test items, for each of its seeds."""
+    return [float(scores(items, everything(item_counts(items)))) for items in encoder.items[task]]
+
+
 def seed_spread(encoder: Encoder, task: str) -> str:
     """mean ± standard deviation over the seeds (one seed: its score alone)."""
-    values = [float(scores(items, everything(item_counts(items)))) for items in encoder.items[task]]
+    values = per_seed(encoder, task)
     if len(values) == 1:
         return f"{values[0]:.2f}"
     return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f} ({len(values)} seeds)"
@@ -263,7 +381,7 @@ def table(
         "A",
         "B",
         "A - B",
-        f"{100 * config.confidence:g}% interval",
+        f"{100 * config.confidence:g}% interval{holm_note(comparisons)}",
         "verdict",
     ]
     rows = [
@@ -275,11 +393,37 @@ def table(
             seed_spread(by_name[c.second], c.task),
             f"{c.difference:+.2f}",
             f"[{c.low:+.2f}, {c.high:+.2f}]",
-            "A better" if c.low > 0 else "B better" if c.high < 0 else "not distinguishable",
+            c.says("A", "B"),
         ]  # fmt: skip
         for c in comparisons
     ]
     return head, rows
+
+
+def holm_note(comparisons: list[Comparison]) -> str:
+    families = {c.family for c in comparisons}
+    return f" (Holm, {max(families)} tasks)" if max(families, default=1) > 1 else ""
+
+
+def explanation(comparisons: list[Comparison], config: SignificanceConfig) -> str:
+    """What the table's intervals hold and what its verdicts can say, above the table."""
+    lines = [
+        f"Two-level bootstrap ({config.resamples} replicates, report {config.report}): the seeds of each "
+        "encoder resampled, then the test items (paired). Points: accuracy in %, Pearson r x 100 "
+        "(STS: mean over subsets)."
+    ]
+    if max((c.family for c in comparisons), default=1) > 1:
+        lines.append(
+            f"Verdicts at {100 * config.confidence:g}% corrected over each pair's tasks (Holm): better "
+            "means the corrected interval excludes 0; no evidence is not evidence of no difference."
+        )
+    if any(not c.seed_variance_known for c in comparisons):
+        lines.append(
+            "An encoder of 1 seed: its interval holds the test items' variance only; the variance "
+            "between training seeds is unknown, so '(1 seed)' speaks of these encoders, not of their "
+            "configurations: train seeds=3 for a verdict on the configuration."
+        )
+    return "\n".join(lines)
 
 
 LONGEST_LABEL = 24  # characters of an encoder's name in a table row; longer names go by number
@@ -304,8 +448,7 @@ def markdown(encoders: list[Encoder], comparisons: list[Comparison], config: Sig
     head, rows = table(encoders, comparisons, config)
     label = table_labels(encoders)
     lines = [
-        f"Paired bootstrap over test items ({config.resamples} replicates, report {config.report}); "
-        "points: accuracy in %, Pearson r x 100 (STS: mean over subsets).",
+        explanation(comparisons, config),
         "",
         *(
             f"- {e.name}: {', '.join(str(r) for r in e.runs)}"
@@ -337,9 +480,8 @@ def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
     record = {
         "config": config.__dict__,
         "encoders": {e.name: [str(r) for r in e.runs] for e in encoders},
-        "comparisons": [
-            {**c.__dict__, "difference": c.difference, "verdict": c.verdict} for c in comparisons
-        ],
+        "comparisons": [c.record() for c in comparisons],
+        "seed_scores": {e.name: {task: per_seed(e, task) for task in e.items} for e in encoders},
     }
     atomic.write_text(out.with_suffix(".json"), jsonfile.dumps(record, indent=2) + "\n", "comparison")
     columns = ["task", "encoder A", "encoder B", "A", "B", "difference", "low", "high", "verdict"]

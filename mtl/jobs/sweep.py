@@ -3,6 +3,7 @@ on this machine, or as one SLURM job array (`launcher=slurm`, mtl/jobs/slurm.py)
 
     just sweep fig2 preset=cpu-small max_steps=600       # experiments/sweeps/fig2.toml, CPU-sized
     just sweep steps_nli=250,500,1000 steps_squad=500 preset=cpu-small sweep=nli-ratio
+    just sweep lr=1e-3,3e-4 preset=cpu-small seeds=3        # each value trained with seeds 1, 2, 3
 
 A key with comma-separated values is an axis of the grid; a named sweep's file gives its
 axes as lists and its fixed keys as plain values, and later keys override it. Each member
@@ -29,11 +30,16 @@ from mtl.files.locks import FolderLock
 from mtl.jobs.launchers import Launcher, LauncherConfig, is_launcher_key, launcher_from
 from mtl.jobs.local import LocalLauncher
 from mtl.jobs.member import Member
+from mtl.jobs.seeds import seed_list
 from mtl.runs import RunFolder, read_summary
 from mtl.train.presets import preset_dir, preset_name
 from mtl.train.run import config_from_args, config_from_command
 
-SWEEP_KEYS = ("sweep", "out")  # the sweep's own keys (and the launcher's); the rest go to every member
+SWEEP_KEYS = (
+    "sweep",
+    "out",
+    "seeds",
+)  # the sweep's own keys (and the launcher's); the rest go to every member
 
 
 @dataclass
@@ -43,6 +49,9 @@ class SweepConfig(LauncherConfig):
 
     sweep: str = "sweep"  # the sweep's name and W&B group (a named sweep: its name)
     out: str | None = None  # folder of the members' runs; None: runs/sweeps/<sweep>
+    seeds: int | None = (
+        None  # each member trained with seeds seed..seed+K-1 (an axis seed=); `just compare` groups them
+    )
 
 
 @dataclass
@@ -110,6 +119,9 @@ def parse(args: list[str]) -> Sweep:
         else:
             fixed[key] = value
             axes.pop(key, None)
+    if "seeds" in settings:  # the seed axis: seeds=K, or seed=1,2,3 given as a list
+        listed = ",".join(axes.pop("seed", [])) or fixed.pop("seed", None)
+        axes["seed"] = [str(seed) for seed in seed_list(settings["seeds"], listed)]
     if not axes:
         raise UserError("a sweep needs an axis: a key with several values, e.g. steps_nli=250,500,1000")
     if taken := [key for key in ("name", "group", "resume") if key in fixed or key in axes]:

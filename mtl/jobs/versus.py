@@ -1,21 +1,26 @@
 """`just versus-single`: does the mixture beat each of its tasks alone at the same compute?
 
-    just versus-single preset=cpu-small budget=steps:600 transfer_tasks=MR,CR,TREC,STS14
+    just versus-single preset=cpu-small seeds=3 budget=steps:600 transfer_tasks=MR,CR,TREC,STS14
 
 Trains every training task of the configuration alone and the configuration itself (its
 mixture), each at the same budget (`steps:N` optimizer steps; `examples:N` training examples,
-turned into each run's steps by its examples per step; `minutes:N` of training steps), with the
-same seed, encoder and vectors, and the configuration's watching tasks (train=false) and select=
-in every run. The runs are a sweep (`just sweep`'s machinery: finished runs are kept, interrupted
-ones resumed), then each is transferred (`just transfer`), then `just compare` gives the paired
-bootstrap interval of every difference; per transfer task the mixture is set against the best
-single-task run, with a verdict: helps (the interval above 0), hurts (below), no evidence.
+turned into each run's steps by its examples per step; `minutes:N` of training steps) with each
+of the seeds (`seeds=K` or `seed=1,2,3`), the same encoder and vectors, and the configuration's
+watching tasks (train=false) and select= in every run. Equal compute is enforced: every run
+trains with stop=max_steps (no early stopping), and a run that ended short of the budget is
+said and left out, never compared. The runs are a sweep (`just sweep`'s machinery: finished
+runs are kept, interrupted ones resumed), then each is transferred (`just transfer`), then
+`just compare` gives the two-level bootstrap interval (seeds, then test items) of every
+difference, Holm-corrected over the transfer tasks; per transfer task the mixture is set against
+the best single-task arm, with a verdict: helps (the corrected interval above 0), hurts (below),
+no evidence. With one seed an arm's seed variance is unknown: the verdict says "(1 seed)".
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
 import subprocess
 import sys
 import time
@@ -33,13 +38,14 @@ from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
 from mtl.jobs.launchers import LauncherConfig, launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
+from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
 from mtl.runs import RunFolder, read_summary
 from mtl.tasks import named_config
 from mtl.train.config import TrainConfig, legacy_keys
 from mtl.train.run import config_from_args
 
-VERSUS_KEYS = ("budget", "transfer_tasks", "transfer_mode", "transfer_data", "out")
+VERSUS_KEYS = ("budget", "transfer_tasks", "transfer_mode", "transfer_data", "out", "seeds", "seed")
 MIXTURE = "mixture"
 
 
@@ -52,6 +58,10 @@ class VersusConfig(LauncherConfig):
     transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
     transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
     out: str | None = None  # where the runs and the verdict go; None: runs/versus-<time>
+    seeds: int | None = (
+        None  # each arm trained with seeds seed..seed+K-1 (3 for a verdict on the configurations)
+    )
+    seed: str = "1"  # the seed, or comma-separated seeds (1,2,3) of every arm
 
 
 def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
@@ -68,7 +78,16 @@ def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
         if a.partition("=")[0] in ("max_steps", "max_minutes", "out", "name", "group", "resume")
     ]:
         raise UserError(f"{taken[0]}: versus-single sets it for each run; give the budget with budget=")
+    if stops := [
+        a
+        for a in train
+        if a.partition("=")[0] in ("stop", "optim.stop") and a.partition("=")[2] != "max_steps"
+    ]:
+        raise UserError(
+            f"{stops[0]}: versus-single trains every arm the whole budget (equal compute): leave stop= out"
+        )
     config = VersusConfig(**own)
+    seed_list(own.get("seeds"), own.get("seed"))
     # the transfer keys, checked before any training
     apply_overrides(TransferConfig(), [f"tasks={config.transfer_tasks}", f"mode={config.transfer_mode}"])
     if len([a for a in keys if a.partition("=")[0] in VERSUS_KEYS]) > len(own):
@@ -106,8 +125,10 @@ def examples_per_step(config: TrainConfig) -> float:
     )
 
 
-def members(train: list[str], budget: str, out: Path) -> list[Member]:
-    """Each training task alone, then the mixture; every run with the budget made concrete."""
+def members(train: list[str], budget: str, out: Path, seeds: Sequence[int] = (1,)) -> list[Member]:
+    """Each training task alone, then the mixture, each with every seed; every run with the budget
+    made concrete and no early stopping. One seed: the members are named by their arm alone (as
+    before seeds were an axis, so such folders still resume); several: `<arm>-seed<N>`."""
     config = config_from_args(train)
     training = config.training_tasks
     if len(training) < 2:
@@ -120,7 +141,7 @@ def members(train: list[str], budget: str, out: Path) -> list[Member]:
     kind, amount = budget_amount(budget)
     found = []
     for chosen in [*([task] for task in training), training]:
-        name = chosen[0] if len(chosen) == 1 else MIXTURE
+        arm = chosen[0] if len(chosen) == 1 else MIXTURE
         left_out = set(training) - set(chosen)
         keys = [
             a
@@ -135,11 +156,35 @@ def members(train: list[str], budget: str, out: Path) -> list[Member]:
             keys.append(f"max_steps={amount}")
         else:
             keys.append(f"max_steps={math.ceil(amount / examples_per_step(config_from_args(keys)))}")
-        run_dir = out / name
-        keys += [f"name={name}", f"group={out.name}", f"out={run_dir}"]
-        config_from_args(keys)  # a key that does not fit a member stops everything before work
-        found.append(Member(name, keys, run_dir))
+        keys.append("stop=max_steps")  # equal compute: no arm stops early (patience, min_lr)
+        for seed in seeds:
+            name = arm if len(seeds) == 1 else f"{arm}-seed{seed}"
+            run_dir = out / name
+            member_keys = [*keys, f"seed={seed}", f"name={name}", f"group={out.name}", f"out={run_dir}"]
+            config_from_args(member_keys)  # a key that does not fit a member stops everything before work
+            found.append(Member(name, member_keys, run_dir))
     return found
+
+
+def arm_of(member: Member) -> str:
+    return member.name.rsplit("-seed", 1)[0] if "-seed" in member.name else member.name
+
+
+def short_of_budget(member: Member, budget: str) -> str | None:
+    """Why a finished run did not use the whole budget, or None: it trained max_steps= steps (a
+    steps or examples budget) or until max_minutes= (a minutes budget)."""
+    summary = read_summary(RunFolder(member.run_dir).summary)
+    if not isinstance(summary, dict):
+        return "its summary.json is missing or damaged"
+    kind, _ = budget_amount(budget)
+    if kind == "minutes":
+        if summary.get("stop_reason") != "max_minutes":
+            return f"stopped by {summary.get('stop_reason')} before {budget}"
+        return None
+    wanted = next(int(k.partition("=")[2]) for k in member.overrides if k.startswith("max_steps="))
+    if summary.get("global_step") != wanted:
+        return f"trained {summary.get('global_step')} of its {wanted} steps (stopped by {summary.get('stop_reason')})"
+    return None
 
 
 def _task_entries(train: list[str]) -> dict[str, str]:
@@ -168,9 +213,11 @@ def _starved(member: Member) -> list[str]:
     return [task for task in steps if not summary.get(f"examples/{task}")]
 
 
-def verdicts(compared: dict, scores: dict[str, dict[str, float]], singles: list[str]) -> list[dict]:
-    """Per transfer task: each run's score, the best single-task run, the mixture's difference to
-    it with its interval, and the verdict."""
+def verdicts(
+    compared: dict, scores: dict[str, dict[str, float]], singles: list[str], spreads: dict | None = None
+) -> list[dict]:
+    """Per transfer task: each arm's score (mean over its seeds; `spreads`: each seed's), the best
+    single-task arm, the mixture's difference to it with its corrected interval, and the verdict."""
     rows = []
     for task, by_run in scores.items():
         if MIXTURE not in by_run or not any(s in by_run for s in singles):
@@ -188,39 +235,68 @@ def verdicts(compared: dict, scores: dict[str, dict[str, float]], singles: list[
             continue
         sign = 1 if pair["first"] == MIXTURE else -1
         low, high = sorted((sign * pair["low"] + 0.0, sign * pair["high"] + 0.0))  # (+ 0.0: no -0.00)
-        verdict = "helps" if low > 0 else "hurts" if high < 0 else "no evidence"
+        difference = sign * (pair["first_score"] - pair["second_score"]) + 0.0
+        if pair.get("holm_p") is None:  # a comparison of before the correction: its interval decides
+            decided = low > 0 or high < 0
+        else:
+            decided = pair["holm_p"] <= 1 - pair.get("confidence", 0.95)
+        verdict = ("helps" if difference > 0 else "hurts") if decided else "no evidence"
+        seeds = min(pair.get("first_seeds", 1), pair.get("second_seeds", 1))
+        if decided and seeds < 2:
+            verdict += " (1 seed)"
         rows.append(
             {
                 "task": task,
                 "scores": by_run,
+                "seed_scores": {arm: (spreads or {}).get(arm, {}).get(task) for arm in by_run},
                 "best_single": best,
-                "difference": sign * pair["difference"] + 0.0,
+                "difference": difference,
                 "low": low,
                 "high": high,
+                "holm_p": pair.get("holm_p"),
+                "seeds": seeds,
                 "verdict": verdict,
             }  # fmt: skip
         )
     return rows
 
 
-def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float) -> str:
+def _cell(row: dict, arm: str) -> str:
+    values = row.get("seed_scores", {}).get(arm) or []
+    mean = row["scores"].get(arm, float("nan"))
+    if len(values) > 1:
+        return f"{mean:.2f} ± {statistics.stdev(values):.2f}"
+    return f"{mean:.2f}"
+
+
+def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, seeds: int = 1) -> str:
+    family = len(rows)
     head = [
         "transfer task",
         *runs,
         "best alone",
         "mixture - best",
-        f"{100 * confidence:g}% interval",
+        f"{100 * confidence:g}% interval (Holm)",
         "verdict",
     ]
+    spread = " (mean ± sd over seeds)" if seeds > 1 else ""
     lines = [
-        f"Equal compute ({budget}): each training task alone and the mixture; points: accuracy in %, "
-        "Pearson r x 100 (STS: mean over subsets); paired bootstrap over the test items.",
+        f"Equal compute ({budget}, every run the whole budget): each training task alone and the mixture, "
+        f"{seeds} seed{'s' * (seeds > 1)} each{spread}; points: accuracy in %, Pearson r x 100 (STS: mean over "
+        f"subsets). Two-level bootstrap (seeds, then test items), corrected over the {family} transfer "
+        "tasks (Holm): helps / hurts when the corrected interval excludes 0; no evidence is not evidence "
+        "of no effect.",
         "",
         f"| {' | '.join(head)} |",
         "|---|" + "---:|" * (len(runs) + 3) + "---|",
     ]
+    if seeds < 2:
+        lines[0] += (
+            " One seed per arm: the variance between training seeds is unknown, so a verdict says "
+            "'(1 seed)' and speaks of these runs, not of the configurations: give seeds=3."
+        )
     for row in rows:
-        cells = [f"{row['scores'].get(r, float('nan')):.2f}" for r in runs]
+        cells = [_cell(row, r) for r in runs]
         interval = f"[{row['low']:+.2f}, {row['high']:+.2f}]"
         lines.append(
             f"| {row['task']} | {' | '.join(cells)} | {row['best_single']} | {row['difference']:+.2f} | {interval} | {row['verdict']} |"
@@ -232,13 +308,14 @@ def command(args: Sequence[str]) -> None:
     launcher_args, args = split_launcher_keys(args)
     launcher = launcher_from(launcher_args)
     config, train = parse(args)
+    seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
     out = check_output_dir(
         Path(config.out).expanduser()
         if config.out
         else Path("runs") / f"versus-{time.strftime('%Y%m%d-%H%M%S')}",
         "out",
     )
-    found = members(train, config.budget, out)
+    found = members(train, config.budget, out, seeds)
     # The budget is a fixed key of every run: a folder trained with another budget is refused,
     # not resumed under its old one.
     sweep = Sweep(out.name, {}, [*train, f"budget={config.budget}"], out, launcher)
@@ -247,13 +324,23 @@ def command(args: Sequence[str]) -> None:
         outcomes = train_members(sweep, found)
     if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
         raise UserError(f"{', '.join(failed)} failed: see its output above, then run the same command again")
+    short = {m.name: why for m in found if (why := short_of_budget(m, config.budget))}
+    for name, why in short.items():
+        print(f"left out {name}: {why}; equal compute needs the whole budget", flush=True)
+    kept = [m for m in found if m.name not in short]
+    arms = list(dict.fromkeys(arm_of(m) for m in found))
+    if missing := [arm for arm in arms if not any(arm_of(m) == arm for m in kept)]:
+        raise UserError(
+            f"no run of {', '.join(missing)} used the whole budget: see the lines above, then resume its "
+            "runs or choose another budget"
+        )
     keys = [
         f"tasks={config.transfer_tasks}",
         f"mode={config.transfer_mode}",
         f"data={config.transfer_data or ''}",
     ]
     report = report_name(apply_overrides(TransferConfig(), keys))
-    for member in found:
+    for member in kept:
         print(f"transfer {member.name} ({report})", flush=True)
         try:
             transfer(apply_overrides(TransferConfig(), [*keys, f"run={member.run_dir}"]))
@@ -266,7 +353,7 @@ def command(args: Sequence[str]) -> None:
             "-m",
             "mtl",
             "compare",
-            *(str(m.run_dir) for m in found),
+            *(str(m.run_dir) for m in kept),
             f"report={report}",
             f"out={compared_path}",
             "wandb=disabled",
@@ -279,30 +366,38 @@ def command(args: Sequence[str]) -> None:
             f"just compare failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
         )
     compared = json.loads(compared_path.with_suffix(".json").read_text(encoding="utf-8"))
-    # compare names an encoder by the keys its runs differ in (tasks=nli): here, by member
-    member_of = {str(m.run_dir): m.name for m in found}
-    names = {encoder: member_of[paths[0]] for encoder, paths in compared["encoders"].items()}
+    # compare names an encoder (its seeds) by the keys its runs differ in (tasks=nli): here, by arm
+    arm_at = {str(m.run_dir): arm_of(m) for m in kept}
+    names = {encoder: arm_at[paths[0]] for encoder, paths in compared["encoders"].items()}
     for c in compared["comparisons"]:
         c["first"], c["second"] = names[c["first"]], names[c["second"]]
+    spreads = {names[e]: by_task for e, by_task in compared.get("seed_scores", {}).items()}
     scores: dict[str, dict[str, float]] = {}
     for c in compared["comparisons"]:
         scores.setdefault(c["task"], {}).update(
             {c["first"]: c["first_score"], c["second"]: c["second_score"]}
         )
-    singles = [m.name for m in found if m.name != MIXTURE]
-    rows = verdicts(compared, scores, singles)
+    singles = [arm for arm in arms if arm != MIXTURE]
+    rows = verdicts(compared, scores, singles, spreads)
     confidence = compared["config"]["confidence"]
-    text = markdown(rows, [m.name for m in found], config.budget, confidence)
-    if starved := _starved(found[-1]):  # the mixture is the last member
+    text = markdown(rows, arms, config.budget, confidence, len(seeds))
+    mixtures = [m for m in kept if arm_of(m) == MIXTURE]
+    starved = sorted({task for m in mixtures for task in _starved(m)})
+    if starved:
         text += (
             f"\nThe mixture saw no {', '.join(starved)} example within {config.budget}: it is not a mixture "
             "(blocks longer than the budget?); give a larger budget or shorter <task>.steps.\n"
         )
+    if short:
+        text += "\nLeft out (short of the budget): " + "; ".join(f"{n}: {w}" for n, w in short.items()) + "\n"
     atomic.write_text(out / "versus.md", text, "verdict")
     record = {
         "budget": config.budget,
+        "equal_compute": "every compared run trained the whole budget with stop=max_steps",
+        "seeds": seeds,
         "report": report,
         "runs": {m.name: str(m.run_dir) for m in found},
+        "left_out": short,  # runs that ended short of the budget: not compared
         "verdicts": rows,
         "starved": starved,  # the training tasks the mixture saw no example of
     }

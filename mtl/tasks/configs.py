@@ -33,6 +33,9 @@ class TaskConfig:
         True  # false: evaluated at every evaluation, never trained (a probe scores a classification task)
     )
     probe_train: AtLeast1 = 2000  # train=false: training examples a linear probe is fitted on
+    # A planted noise task (calibrating verdicts, mixture search, affinity): the training labels
+    # permuted by a draw seeded by the run's seed; dev and test keep theirs, so the task scores chance.
+    shuffle_labels: bool = False
     weight: PositiveFloat = 1.0  # scales the task's loss (in its own steps, and in schedule=mixed's sum)
     lr: str = ""  # this task's lr: a value (0.05) or a multiple of lr= (x0.5); empty: lr= (see encoder_lr=)
     prob: PositiveFloat | None = (

@@ -129,6 +129,8 @@ def _load_texts(
             splits[name] = task.splits(config.run.seed, config.data.max_eval)
         else:
             splits[name] = task.splits_from(unprompted[task.borrows])
+        if task.config.shuffle_labels:
+            splits[name] = shuffled_labels(name, splits[name], config.run.seed)
         unprompted[name] = splits[name]
         fingerprints[task.input_name] = {"source": task.source, "sha256": texts_digest(splits[name])}
         legacy = texts_digest(splits[name], legacy=True)
@@ -138,6 +140,24 @@ def _load_texts(
             splits[name] = prompted(config, name, task.config.prompt, splits[name])
         steps.update()
     return splits, fingerprints
+
+
+SHUFFLE_SEED = 104_729  # the label permutation's draw, apart from every other generator of the run
+
+
+def shuffled_labels(task: str, splits: dict[str, LabelledTexts], seed: int) -> dict[str, LabelledTexts]:
+    """`<task>.shuffle_labels=true`: the training split's labels permuted (seeded by the run's seed
+    and the task's name), so the task carries no signal while its sentences and label counts stay."""
+    train = splits.get("train")
+    if train is None or len(set(np.asarray(train.labels).ravel().tolist())) < 2:
+        raise UserError(
+            f"{task}.shuffle_labels=true: {task} has no training labels to shuffle (its examples are "
+            "scored against each other); plant noise in a classification task"
+        )
+    rng = np.random.default_rng([seed, SHUFFLE_SEED, *task.encode()])
+    order = rng.permutation(len(train))
+    labels = [train.labels[i] for i in order]
+    return {**splits, "train": LabelledTexts(train.columns, labels)}
 
 
 def prompted(

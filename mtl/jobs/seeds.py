@@ -1,0 +1,24 @@
+"""The seeds axis every study takes: `seeds=K` (seeds seed..seed+K-1, seed= 1 unless given) or a
+list `seed=1,2,3`. A verdict about a configuration needs several training seeds: the variance
+between seeds is often larger than the effect a study looks for (Reimers & Gurevych 2017)."""
+
+from __future__ import annotations
+
+from mtl.config import Range, read_number
+from mtl.errors import UserError
+
+
+def seed_list(seeds: str | None, seed: str | None) -> list[int]:
+    """The training seeds of `seeds=` and `seed=` (a value or comma-separated values); one-line
+    errors naming the key."""
+    values = [v.strip() for v in (seed or "").split(",") if v.strip()]
+    given = [read_number("seed", v, int, Range(0), f"seed={seed}: {v}") for v in values]
+    if len(set(given)) < len(given):
+        raise UserError(f"seed={seed} names a seed twice: each seed trains one run, give it once")
+    if seeds is None:
+        return given or [1]
+    count = read_number("seeds", seeds, int, Range(1), f"seeds={seeds}")
+    if len(given) > 1:
+        raise UserError(f"seeds={seeds} with seed={seed}: give the number of seeds or their list, not both")
+    first = given[0] if given else 1
+    return list(range(first, first + count))
