@@ -70,7 +70,7 @@ def test_seed_variance_widens_the_interval_so_seeds_of_one_config_are_not_told_a
     config = SignificanceConfig(resamples=1000)
     two_level = items_only = 0
     trials = 60
-    for trial in range(trials):
+    for _ in range(trials):
         gold = rng.integers(0, 2, 1000)
         a, b = seeds_of(0.75, 0.03, gold, 3, rng), seeds_of(0.75, 0.03, gold, 3, rng)
         two_level += compare_task("MR", ("a", a), ("b", b), config).verdict != "no evidence"
