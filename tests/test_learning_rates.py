@@ -80,6 +80,6 @@ def test_every_lr_schedule_keeps_the_ratios(tiny_data, tmp_path, schedule):
     trainer = trainer_with(tiny_data, tmp_path, *keys, *(["warmup_steps=4"] if schedule == "linear" else []))
     trainer.lr_schedule.before_step(2)
     trainer.lr_schedule.after_epoch("nli")
-    trainer.lr_schedule.after_evaluation("nli", improved=False)
+    trainer.lr_schedule.after_epoch_dev("nli", improved=False)
     encoder, head = (g["lr"] for g in trainer.setup.optimizers["nli"].param_groups)
     assert head == pytest.approx(5 * encoder) and encoder < 0.01

@@ -376,7 +376,7 @@ def test_adam_stops_at_its_second_evaluation_not_above_the_best(tiny_data, tmp_p
     assert stalls == 2 and evaluations[-1] <= max(evaluations[:-1])
 
 
-def test_sgd_divides_the_lr_when_dev_accuracy_is_not_above_the_best():
+def test_sgd_divides_the_lr_when_an_epochs_dev_accuracy_is_not_above_the_best():
     from mtl.train.config import OptimConfig
     from mtl.train.lr_schedules import build_lr_schedule
     from mtl.train.state import TrainState
@@ -386,11 +386,35 @@ def test_sgd_divides_the_lr_when_dev_accuracy_is_not_above_the_best():
     state = TrainState.for_tasks(["nli"])
     lrs = []
     for acc in (0.5, 0.6, 0.55, 0.58, 0.61):  # the last value rule would not shrink at 0.58
-        for task, improved in state.record_evaluation({"nli": acc}, "nli").items():
-            schedule.after_evaluation(task, improved)
+        schedule.after_epoch_dev("nli", state.record_epoch_dev("nli", acc))
+        schedule.after_evaluation("nli", False)  # an evaluation between epoch ends decides nothing
         lrs.append(schedule.lr("nli"))
     assert lrs == pytest.approx([0.1, 0.1, 0.02, 0.004, 0.004])
-    assert state.best_dev == {"nli": 0.61} and state.stalls == 2
+    assert state.epoch_best == {"nli": 0.61}
+
+
+def test_infersents_lr_trajectory_does_not_depend_on_eval_every(tiny_data, tmp_path):
+    """InferSent decides its shrink once per epoch on the epoch's dev accuracy: evaluating every
+    step (eval_every=1) or rarely trains to the same lrs and losses (an evaluation changes no
+    training bit), each shrink at an epoch end of the task."""
+    trajectories = {}
+    for every in (1, 7):
+        out = tmp_path / f"every{every}"
+        start_run(
+            tiny_data, out, "optim=sgd", "lr_schedule=infersent", "lr=0.5", "max_steps=40", f"eval_every={every}",
+            "precision=fp32", "stop=max_steps",
+        )  # fmt: skip
+        rows = read_metrics(out / "metrics.jsonl")
+        trajectories[every] = [
+            (r["global_step"], r.get("nli/lr"), r.get("squad/lr"), r.get("nli/train/loss"))
+            for r in rows
+            if "nli/lr" in r or "squad/lr" in r
+        ]
+        ends = [r for r in rows if r.get("phase/event") == "epoch_end" and r.get("phase/task") == "squad"]
+        assert ends and all("phase/dev" in r for r in ends)
+    assert trajectories[1] == trajectories[7]
+    lrs = [lr for _, _, lr, _ in trajectories[1] if lr is not None]
+    assert min(lrs) < 0.5 * 0.99**3  # a shrink happened (tiny data: dev accuracy stalls)
 
 
 @pytest.mark.parametrize("streams", ["stdout", "stdout and stderr"])

@@ -27,8 +27,9 @@ def evaluate_tasks(
     dist: Distributed,
     device: torch.device,
     progress: bool = False,
+    only: str | None = None,
 ) -> dict[str, float]:
-    """Each task's metric on `split` (where it has one); each rank scores its share of the examples
+    """Each task's metric on `split` (where it has one; `only`: that task's alone); each rank scores its share of the examples
     (a `train=false` classification task is scored by a linear probe, `probe.probed_metrics`).
 
         `data`: the run's TrainingData; `run`: its RunConfig (precision, eval_batch). `progress`: a
@@ -37,7 +38,7 @@ def evaluate_tasks(
     results = {}
     shares = {}
     for name, task in data.tasks.items():
-        if split not in data.examples[name]:
+        if split not in data.examples[name] or only not in (None, name):
             continue
         if not task.config.train and task.untrained == "probe":  # an untrained head: a linear probe
             results.update(

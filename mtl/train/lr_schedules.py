@@ -1,7 +1,10 @@
 """Learning-rate schedules, one per entry of `lr_schedule=`, over each task's optimizer.
 
 `infersent` (Conneau et al. 2017, train_nli.py): multiply the lr by `lr_decay` after each
-pass over a task's data, divide it by `lr_shrink` when dev accuracy is not above the best.
+pass over a task's data, and at the same epoch end divide it by `lr_shrink` when the task's dev
+accuracy is not above its best at earlier epoch ends. InferSent evaluates once per epoch, so the
+decision is made there whatever `eval_every=` is (the trainer scores the task's dev set at each
+of its epoch ends for it): deciding at every evaluation made the lr depend on how often one looks.
 `constant`, `linear` and `cosine` are functions of the global step (a linear warmup over
 `warmup_steps`, then flat, linear decay to 0 at `max_steps` as SBERT, or a half cosine to 0),
 so resuming needs no schedule state.
@@ -31,8 +34,14 @@ class LrSchedule:
     def after_epoch(self, task: str) -> None:
         """`task` has seen its training data once more."""
 
+    # True: the trainer scores the task's dev set at each of its epoch ends and calls `after_epoch_dev`.
+    decides_at_epoch_end: bool = False
+
     def after_evaluation(self, task: str, improved: bool) -> None:
         """An evaluation ended; `improved`: `task`'s dev metric is above its best so far."""
+
+    def after_epoch_dev(self, task: str, improved: bool) -> None:
+        """`decides_at_epoch_end`: `task`'s epoch ended with its dev metric above (or not) its best at earlier epoch ends."""
 
     def lr(self, task: str) -> float:
         return self.optimizers[task].param_groups[0]["lr"]
@@ -42,11 +51,13 @@ class LrSchedule:
 
 
 class InferSent(LrSchedule):
+    decides_at_epoch_end = True
+
     def after_epoch(self, task: str) -> None:
         if self._owns_lr(task):
             self._scale(task, self.config.lr_decay)
 
-    def after_evaluation(self, task: str, improved: bool) -> None:
+    def after_epoch_dev(self, task: str, improved: bool) -> None:
         if not improved and self._owns_lr(task):
             self._scale(task, 1.0 / self.config.lr_shrink)
 

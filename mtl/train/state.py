@@ -42,6 +42,7 @@ class TrainState:
     block: Block = field(default_factory=Block)
     best_dev: dict[str, float] = field(default_factory=dict)  # task -> its best dev metric so far
     stalls: int = 0  # evaluations whose main-task dev metric was not above the best (stop=patience)
+    epoch_best: dict[str, float] = field(default_factory=dict)  # task -> its best dev metric at its epoch ends (lr_schedule=infersent)
     best: dict[str, float] | None = None  # {"step", "<task>/dev/<metric>", ...} of the best checkpoint
     # A W&B sweep agent names the run it starts; otherwise a fresh id.
     wandb_id: str = field(default_factory=lambda: os.environ.get("WANDB_RUN_ID") or secrets.token_hex(4))
@@ -65,6 +66,14 @@ class TrainState:
             elif task == main_task:
                 self.stalls += 1
         return improved
+
+    def record_epoch_dev(self, task: str, value: float) -> bool:
+        """Keep `task`'s best dev metric at its epoch ends (higher is better); whether `value` is above it."""
+        best = self.epoch_best.get(task)
+        if best is None or value > best:
+            self.epoch_best[task] = value
+            return True
+        return False
 
     def after_step(
         self, task: str, metric: str, result: StepResult, lr: float, train_size: int, task_id: int

@@ -175,8 +175,7 @@ class Trainer:
                 self.train_batch(tasks[0], batches[tasks[0]])
             for task, (rows, epoch_done) in drawn.items():
                 if epoch_done:
-                    self.lr_schedule.after_epoch(task)
-                    self._event("epoch_end", task=task, epoch=self.setup.streams[task].epoch)
+                    self._end_epoch(task)
                 state.block.examples += len(rows)
             if self.affinity is not None and state.global_step % self.config.run.affinity_every == 0:
                 self._measure_affinity(block_task)
@@ -257,6 +256,24 @@ class Trainer:
             0,
             {},
         )
+
+    def _end_epoch(self, task: str) -> None:
+        """`task` has seen its training data once more: the lr schedule's epoch rules (InferSent:
+        decay, then shrink on the epoch's dev metric, scored here whatever eval_every= is)."""
+        self.lr_schedule.after_epoch(task)
+        values: dict[str, Any] = {"task": task, "epoch": self.setup.streams[task].epoch}
+        if self.lr_schedule.decides_at_epoch_end and task in self.config.training_tasks:
+            definition = self.data.tasks[task]
+            with gathered(self.model):
+                results = evaluate_tasks(
+                    self.model, self.data, "dev", self.config.run, self.dist, self.device, only=task
+                )
+            key = metrics.evaluation(task, "dev", definition.metric)
+            if key in results:
+                improved = self.state.record_epoch_dev(task, metrics.signed(definition.metric, results[key]))
+                self.lr_schedule.after_epoch_dev(task, improved)
+                values.update({"dev": results[key], "lr": self.lr_schedule.lr(task)})
+        self._event("epoch_end", **values)
 
     def _evaluation_due(self, step: int) -> bool:
         every = self.config.run.eval_every
