@@ -44,6 +44,53 @@ def test_batches_group_similar_lengths():
     assert spread < np.ptp(lengths) / 3
 
 
+def test_in_batch_streams_never_put_a_sentence_twice_in_a_batch_and_resume_exactly():
+    """SNLI-like pairs: each premise (anchor) with three hypotheses. Plain bucketed batches hold a
+    premise twice (a false negative for an in-batch loss); `distinct` batches never do, keep every
+    example once an epoch, stay bucketed by length, and resume from (epoch, position) exactly."""
+    from mtl.data.batches import holds_repeats, without_repeats
+
+    premises = np.repeat(np.arange(400), 3)  # 1,200 examples, 400 anchors
+    pairs = np.stack([premises, 1000 + np.arange(1200)], axis=1)
+    examples = TaskExamples(pairs, np.zeros(1200, dtype=np.int64))
+    lengths = np.random.default_rng(0).integers(1, 30, 1200)[premises]  # a premise's pairs are equally long
+
+    def make(distinct, window=4):
+        return TaskStream(
+            examples, lengths, 32, seed=(3, 1), window=window, distinct=pairs if distinct else None
+        )
+
+    def padding(batches):  # the share of a padded batch that is padding
+        padded = sum(len(b) * lengths[b].max() for b in batches)
+        return 1 - sum(lengths[b].sum() for b in batches) / padded
+
+    plain, fixed = make(False), make(True)
+    assert plain.repeats_share() == 0.0 and 0.5 < fixed.repeats_share() <= 1.0  # most plain batches repeat
+    for s in (plain, fixed):
+        batches = [b for b, _ in take(s, s.batches_per_epoch)]
+        assert sorted(np.concatenate(batches).tolist()) == list(range(1200)) and s.epoch == 1
+        repeated = sum(holds_repeats(pairs[b]) for b in batches)
+        if s is fixed:
+            assert repeated == 0 and sum(len(b) < 32 for b in batches) <= 2
+            # still bucketed: less padding than unsorted batches (more than with repeats, the price
+            # of 32 distinct anchors where a premise's three pairs are equally long)
+            assert padding(batches) < padding(make(True, window=1).epoch_batches(0)) - 0.1
+        else:
+            assert repeated > len(batches) / 2
+    again = make(True)
+    take(again, 7)
+    state, expected = again.state_dict(), take(again, 60)
+    restored = make(True)
+    restored.load_state_dict(state)
+    assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(expected, take(restored, 60), strict=True))
+    # an example is only moved to a later batch, never dropped, whatever repeats
+    assert [b.tolist() for b in without_repeats(np.arange(4), np.array([[0], [0], [0], [1]]), 2)] == [
+        [0, 3],
+        [1],
+        [2],
+    ]
+
+
 def test_sentence_table_pads_and_counts_lengths():
     table = SentenceTable(["a b c", "b", "a b c", "", "z z"], Tokenizer())
     table.index_with(Vocabulary(["a", "b", "c"]))

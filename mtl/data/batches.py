@@ -106,7 +106,9 @@ class TaskStream:
     Within an epoch examples are shuffled, grouped into windows of `window` batches, sorted
     by length inside each window (less padding), cut into batches, and the batches are
     shuffled. `contiguous`: each batch is instead a run of consecutive examples (a corpus's
-    sentences in order, as Quick-Thoughts builds its batches), the runs shuffled. Its whole
+    sentences in order, as Quick-Thoughts builds its batches), the runs shuffled. `distinct`
+    ((N, P) sentence rows of each example): no sentence twice in a batch, for losses that score
+    each example against the batch's others (a repeated anchor is a false negative). Its whole
     state is (epoch, position), so resuming is exact.
     """
 
@@ -118,9 +120,10 @@ class TaskStream:
         seed: Sequence[int],
         window: int = 50,
         contiguous: bool = False,
+        distinct: np.ndarray | None = None,
     ):
         self.examples, self.batch_size, self.seed, self.window = examples, batch_size, list(seed), window
-        self.contiguous = contiguous
+        self.contiguous, self.distinct = contiguous, None if contiguous else distinct
         self.example_lengths = lengths  # (N,) sort key: similar keys, similar padded lengths
         self.epoch, self.position = 0, 0
         self._batches: list[np.ndarray] | None = None
@@ -133,7 +136,12 @@ class TaskStream:
 
     @property
     def batches_per_epoch(self) -> int:
-        return -(-len(self.examples) // self.batch_size)
+        """Of the current epoch (no-duplicate batching can add a short batch or two)."""
+        if self.distinct is None:
+            return -(-len(self.examples) // self.batch_size)
+        if self._batches is None:
+            self._batches = self.epoch_batches(self.epoch)
+        return len(self._batches)
 
     def peek(self) -> np.ndarray:
         """Indices of the batch `next` will give, without moving on."""
@@ -164,14 +172,69 @@ class TaskStream:
         if self.contiguous:
             runs = contiguous_batches(len(self.examples), self.batch_size)
             return [runs[i] for i in rng.permutation(len(runs))]
+        windows = self._windows(rng)
+        if self.distinct is None:
+            batches = [w[i : i + self.batch_size] for w in windows for i in range(0, len(w), self.batch_size)]
+        else:
+            batches, carried = [], np.zeros(0, dtype=np.int64)
+            for number, window in enumerate(windows):
+                made = without_repeats(np.concatenate([carried, window]), self.distinct, self.batch_size)
+                if number < len(windows) - 1:  # a short last batch waits for the next window's examples
+                    full = [b for b in made if len(b) == self.batch_size]
+                    carried = np.concatenate([b for b in made if len(b) < self.batch_size] or [carried[:0]])
+                    made = full
+                batches += made
+        return [batches[i] for i in rng.permutation(len(batches))]
+
+    def _windows(self, rng: np.random.Generator) -> list[np.ndarray]:
+        """The epoch's examples shuffled, cut into windows of `window` batches, each sorted by length."""
         order = rng.permutation(len(self.examples))
         span = self.batch_size * self.window
-        batches = []
+        windows = []
         for start in range(0, len(order), span):
             chunk = order[start : start + span]
-            chunk = chunk[np.argsort(self.example_lengths[chunk], kind="stable")]
-            batches += [chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
-        return [batches[i] for i in rng.permutation(len(batches))]
+            windows.append(chunk[np.argsort(self.example_lengths[chunk], kind="stable")])
+        return windows
+
+    def repeats_share(self, epoch: int = 0) -> float:
+        """The share of the epoch's plain batches (`distinct` not applied) that held a sentence
+        twice: the batches no-duplicate batching changed."""
+        if self.distinct is None:
+            return 0.0
+        windows = self._windows(np.random.default_rng([*self.seed, epoch]))
+        plain = [w[i : i + self.batch_size] for w in windows for i in range(0, len(w), self.batch_size)]
+        return sum(holds_repeats(self.distinct[b]) for b in plain) / max(1, len(plain))
+
+
+def holds_repeats(rows: np.ndarray) -> bool:
+    """Whether a sentence of one example ((B, P) rows) is also one of another's."""
+    return sum(len(set(example.tolist())) for example in rows) > len(np.unique(rows))
+
+
+def without_repeats(order: np.ndarray, sentences: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """`order` cut into batches of `batch_size` in which no sentence row of `sentences` ((N, P))
+    appears twice: an example that would repeat one waits for the next batch that has room for it
+    (sentence-transformers' NoDuplicatesBatchSampler, in order, so length bucketing holds). Every
+    example is kept; only the last batches can be short."""
+    batches: list[np.ndarray] = []
+    waiting = list(order)
+    while waiting:
+        batch: list[int] = []
+        seen: set[int] = set()
+        deferred: list[int] = []
+        position = 0
+        while position < len(waiting) and len(batch) < batch_size:
+            index = waiting[position]
+            rows = sentences[index].tolist()
+            if seen.isdisjoint(rows):
+                batch.append(index)
+                seen.update(rows)
+            else:
+                deferred.append(index)
+            position += 1
+        batches.append(np.asarray(batch, dtype=order.dtype))
+        waiting = deferred + waiting[position:]
+    return batches
 
 
 def contiguous_batches(count: int, batch_size: int) -> list[np.ndarray]:

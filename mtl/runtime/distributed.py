@@ -189,6 +189,21 @@ def local_batches() -> Iterator[None]:
         _local_only.on = False
 
 
+_padding = threading.local()
+
+
+@contextlib.contextmanager
+def rows_are_padding(on: bool) -> Iterator[None]:
+    """Within it (when `on`), this rank's rows are a weight-0 stand-in (a rank left without rows of
+    a short batch still steps, as DDP needs): `gather_batch` gives the other ranks none of them, so
+    the stand-in is no one's candidate and the loss stays the whole batch's."""
+    _padding.on = on
+    try:
+        yield
+    finally:
+        _padding.on = False
+
+
 def gather_batch(local: torch.Tensor) -> tuple[torch.Tensor, int]:
     """Every rank's rows of `local` (the ranks' shares of one batch, in rank order), and where
     this rank's rows start among them; gradients flow back to the rank each row came from.
@@ -204,14 +219,19 @@ def gather_batch(local: torch.Tensor) -> tuple[torch.Tensor, int]:
         return local, 0
     import torch.distributed.nn.functional as differentiable  # its autograd ops, only for a gather
 
-    sizes = torch.tensor([len(local)], device=local.device)
+    padding = getattr(_padding, "on", False)
+    sizes = torch.tensor([0 if padding else len(local)], device=local.device)
     every_size = [torch.zeros_like(sizes) for _ in range(dist.get_world_size())]
     dist.all_gather(every_size, sizes)
     counts = [int(size) for size in every_size]
-    padded = _pad_rows(local, max(counts))  # all_gather needs equal shapes; shares differ by one at most
+    # all_gather needs equal shapes; shares differ by one at most
+    padded = _pad_rows(local[: counts[dist.get_rank()]], max(counts))
     parts = differentiable.all_gather(padded)
-    rank = dist.get_rank()
-    return torch.cat([part[:count] for part, count in zip(parts, counts, strict=True)]), sum(counts[:rank])
+    gathered = torch.cat([part[:count] for part, count in zip(parts, counts, strict=True)])
+    offset = sum(counts[: dist.get_rank()])
+    if padding:  # the stand-in's labels must index a candidate; its loss weighs 0
+        offset = max(0, min(offset, len(gathered) - len(local)))
+    return gathered, offset
 
 
 def _pad_rows(tensor: torch.Tensor, rows: int) -> torch.Tensor:

@@ -154,6 +154,9 @@ def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, devi
                 seed=[config.run.seed, seeds[task]],
                 window=BUCKET_WINDOW if config.schedule.bucket else 1,  # 1: no sorting across batches
                 contiguous=data.tasks[task].batching == "contiguous",
+                distinct=data.examples[task]["train"].sentences
+                if data.tasks[task].in_batch and config.schedule.no_duplicates
+                else None,
             )
             for task in training
         },

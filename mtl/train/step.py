@@ -16,7 +16,7 @@ import torch
 
 from mtl.errors import UserError
 from mtl.runtime.device import to_device
-from mtl.runtime.distributed import Distributed
+from mtl.runtime.distributed import Distributed, rows_are_padding
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.grad_buffer import GradientBuffer
@@ -139,7 +139,11 @@ class TaskStep:
                 return weighted(losses, weight).sum(), weighted(scores, weight).sum()
 
             syncs = i == len(parts) - 1 or not self.dist.active
-            with contextlib.nullcontext() if syncs else network.no_sync():
+            # a weight means a stand-in row (this rank has none of a short batch): not a candidate
+            with (
+                contextlib.nullcontext() if syncs else network.no_sync(),
+                rows_are_padding(weight is not None),
+            ):
                 if mini_batch is not None and mini_batch < len(labels):  # GradCache (grad_cache.py)
                     sums += cached_backward(
                         network, sentences, mini_batch, computing, loss_and_score, seed, self.device
