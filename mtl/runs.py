@@ -444,6 +444,11 @@ def upgrade(values: dict[str, Any]) -> dict[str, Any]:
         "adam": ("constant", "patience"),
         "adamw": ("linear", "max_steps"),
     }
+    if isinstance(optim, dict) and "lr_shrink_at" not in optim:  # recorded before the epoch rule
+        optim["lr_shrink_at"] = "evaluation"
+    schedule = values.get("schedule")
+    if isinstance(schedule, dict) and "no_duplicates" not in schedule:  # before in-batch dedup
+        schedule["no_duplicates"] = False
     if optim.get("optim") in implied and "lr_schedule" not in optim:
         optim["lr_schedule"], optim["stop"] = implied[optim["optim"]]
         optim["warmup_steps"] = optim.get("warmup_steps") or 0

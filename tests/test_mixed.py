@@ -181,6 +181,7 @@ def test_measuring_affinity_leaves_training_bitwise_the_same(tiny_data, tmp_path
     rows = [json.loads(line) for line in (tmp_path / "on/affinity.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [2, 4, 6, 8] and rows[0]["tasks"] == ["nli", "squad"]
     assert all(len(r["matrix"]) == 2 and len(r["matrix"][0]) == 2 for r in rows)
+    assert all(r["unit"] == "per_lr" and r["batches"] == 3 and len(r["stderr"]) == 2 for r in rows)
     logged = [r for r in read_metrics(tmp_path / "on/metrics.jsonl") if r.get("phase/event") == "affinity"]
     assert [r["affinity/squad>nli"] for r in logged] == [r["matrix"][1][0] for r in rows]
     strip = lambda records: [r for r in without_timing(records) if r.get("phase/event") != "affinity"]  # noqa: E731
@@ -189,22 +190,92 @@ def test_measuring_affinity_leaves_training_bitwise_the_same(tiny_data, tmp_path
     )
 
 
-def test_a_step_on_a_task_lowers_its_own_held_loss(tiny_data, tmp_path):
-    """Z(i -> i) > 0 for a small lr: a gradient step on a batch lowers the loss on that batch."""
+def affinity_of(tiny_data, tmp_path, *keys: str, tasks=("nli", "squad")):
+    """A fresh run's trainer (nothing trained) and its affinity measurement over `tasks`."""
     from mtl.train.affinity import Affinity
     from mtl.train.trainer import Trainer
     from tests.conftest import args_for
 
-    config = run.config_from_args(args_for(tiny_data, tmp_path / "run", "max_steps=1"))
+    config = run.config_from_args(
+        args_for(tiny_data, tmp_path / "run", "max_steps=1", "precision=fp32", *keys)
+    )
     trainer = Trainer(config, tmp_path / "run", progress=False)
-    affinity = Affinity(trainer.data, trainer.setup, ["nli", "squad"], 0, trainer.device, "fp32")
+    return trainer, Affinity(trainer.data, trainer.setup, list(tasks), 0, trainer.device, 3, 5.0)
+
+
+@pytest.mark.parametrize("optim", ["sgd", "adam"])
+def test_a_step_on_a_task_lowers_its_own_held_loss(tiny_data, tmp_path, optim):
+    """Z(i -> i) > 0 for a small lr: the optimizer's step on a batch lowers the loss on that
+    batch; measuring touches no weight, gradient or optimizer state, and repeats to the bit."""
+    trainer, affinity = affinity_of(tiny_data, tmp_path, f"optim={optim}", "lr=1e-3")
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    matrix = affinity.matrix({"nli": 0.05, "squad": 0.05})
-    assert matrix[0, 0] > 0 and matrix[1, 1] > 0
+    optimizer_state = str(trainer.setup.optimizers["nli"].state_dict())
+    measured = affinity.measure()
+    assert measured.per_batch.shape == (3, 2, 2) and (measured.per_batch[:, [0, 1], [0, 1]] > 0).all()
     assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
     assert all(p.grad is None for p in trainer.model.parameters())
-    assert np.array_equal(matrix, affinity.matrix({"nli": 0.05, "squad": 0.05}))  # a fixed held batch
-    assert np.allclose(affinity.matrix({"nli": 0.0, "squad": 0.0}), 0.0)
+    assert str(trainer.setup.optimizers["nli"].state_dict()) == optimizer_state
+    assert np.array_equal(measured.per_batch, affinity.measure().per_batch)  # fixed held batches
+
+
+def test_the_lookahead_takes_adams_own_step_with_its_state():
+    """optimizer_step runs the optimizer's update rule on float64 copies: Adam's second step (its
+    moments from the first) equals what torch's Adam does to the parameters themselves."""
+    from mtl.train.affinity import optimizer_step
+
+    torch.manual_seed(0)
+    weight = torch.nn.Parameter(torch.randn(4, 3))
+    adam = torch.optim.Adam([weight], lr=0.01, betas=(0.8, 0.9))
+    weight.grad = torch.randn(4, 3)
+    adam.step()  # the state the lookahead must use
+    gradient = torch.randn(4, 3)
+    stepped, lr = optimizer_step(
+        adam, {"w": weight}, {"w": weight.detach().double()}, {"w": gradient.double()}
+    )
+    weight.grad = gradient
+    adam.step()
+    assert lr == 0.01 and stepped["w"].dtype == torch.float64
+    torch.testing.assert_close(stepped["w"].float(), weight.detach(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(("optim", "lrs"), [("sgd", (1e-5, 1e-3, 1e-1)), ("adam", (1e-5, 1e-4, 1e-3))])
+def test_affinity_per_lr_is_flat_across_learning_rates(tiny_data, tmp_path, optim, lrs):
+    """Divided by the lr (TAG's code) and in float64, the same state measured at lrs four orders
+    apart gives the same affinity: with float32 losses a 1e-5 step changed nothing measurable.
+    (Adam's step at lr 0.1, one tenth on every weight of this tiny model, leaves the linear regime.)"""
+    means = []
+    for lr in lrs:
+        _, affinity = affinity_of(tiny_data, tmp_path / f"{lr}", f"optim={optim}", f"lr={lr}")
+        means.append(affinity.measure().mean)
+    for mean in means[1:]:
+        np.testing.assert_allclose(mean, means[0], rtol=0.1, atol=0.05 * np.abs(means[0]).max())
+
+
+def test_a_label_shuffled_copy_of_a_task_is_inside_the_noise_floor(tiny_data, tmp_path):
+    """`noise`: SNLI with its training labels shuffled. Its affinity with nli, both ways, is
+    inside the held batches' interval (shown ~0), while each task's step plainly helps itself."""
+    from mtl.analysis.multitask import summarize
+
+    from .conftest import FIXTURES
+
+    noise = tmp_path / "noise.toml"
+    noise.write_text(
+        f'kind = "nli"\nsource = "{FIXTURES / "snli_tiny"}"\nshuffle_labels = true\nbatch = 8\nsteps = 3\n'
+    )
+    _, affinity = affinity_of(
+        tiny_data,
+        tmp_path,
+        "optim=adam",
+        "lr=1e-3",
+        f"tasks=nli,squad,{noise}",
+        tasks=("nli", "squad", "noise"),
+    )
+    measured = affinity.measure()
+    row = {"tasks": ["nli", "squad", "noise"], "matrix": measured.mean.tolist(), "stderr": measured.stderr.tolist(), "batches": 3, "unit": "per_lr"}  # fmt: skip
+    summary = summarize([row])
+    within = summary.within_noise()
+    assert within[2, 0] and within[0, 2]  # noise -> nli and nli -> noise: ~0
+    assert not within.diagonal().any() and (summary.mean.diagonal() > 0).all()
 
 
 def test_a_resumed_run_measures_again_what_the_kill_lost(tiny_data, tmp_path):
@@ -232,5 +303,29 @@ def test_the_report_draws_a_mixed_runs_affinity_and_balancer(tiny_data, tmp_path
     page.feed((tmp_path / "report.html").read_text(encoding="utf-8"))
     titles = [image["alt"] for image in page.images]
     affinity = next(t for t in titles if t.startswith("Task affinity of run"))
-    assert " mean" in affinity and ("helps" in affinity or "hurts" in affinity)
+    assert (
+        " mean" in affinity and ("helps" in affinity or "hurts" in affinity)
+    ) or "noise floor (~0)" in affinity
+    text = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "Task affinity of run: mean of" in text and "95% t interval" in text and " ± " in text
     assert "Balancer of run (schedule=mixed, balancer=gradnorm)" in titles
+
+
+def test_tag_groups_tasks_that_help_each_other_and_old_logs_still_read():
+    """Two pairs that help within and hurt across: TAG's best two groups are the pairs; an entry
+    inside the noise floor counts as 0; a log from before the floor (no stderr) still summarizes."""
+    from mtl.analysis.multitask import affinity_table, groupings, summarize
+
+    tasks = ["a", "b", "c", "d"]
+    mean = np.array(
+        [[0.5, 0.3, -0.2, -0.2], [0.3, 0.5, -0.2, -0.2], [-0.2, -0.2, 0.5, 0.4], [-0.2, -0.2, 0.4, 0.5]]
+    )
+    row = {"tasks": tasks, "matrix": mean.tolist(), "stderr": np.full((4, 4), 0.01).tolist(), "batches": 3, "unit": "per_lr"}  # fmt: skip
+    found = {k: (groups, score) for k, groups, score in groupings(summarize([row]))}
+    assert sorted(map(sorted, found[2][0])) == [["a", "b"], ["c", "d"]]
+    assert found[2][1] == pytest.approx(0.3 + 0.3 + 0.4 + 0.4) and set(found) == {1, 2, 3, 4}
+    noisy = {**row, "stderr": np.full((4, 4), 0.2).tolist()}  # 0.3 and 0.4 within +-4.3 x 0.2
+    assert summarize([noisy]).within_noise()[0, 1] and not summarize([row]).within_noise()[0, 1]
+    old = {"step": 2, "block": 0, "task": "a", "tasks": tasks, "matrix": mean.tolist()}
+    assert summarize([old]).half_width is None and not summarize([old]).within_noise().any()
+    assert "no noise floor" in "".join(affinity_table("run", [old]))

@@ -1,12 +1,17 @@
 """The report's multitask sections: the online task affinity of a run (affinity_every=), as
-heatmaps per block and the run's mean with a one-line reading, and a mixed run's balancer
-(each task's loss weight and the cosine of the tasks' encoder gradients against steps)."""
+heatmaps per block and the run's mean with a one-line reading, a table of the mean with its
+noise floor and TAG's suggested task groupings, and a mixed run's balancer (each task's loss
+weight and the cosine of the tasks' encoder gradients against steps)."""
 
 from __future__ import annotations
 
+import html
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from mtl import metrics
 from mtl.analysis.page import pyplot, smoothed, svg_base64
@@ -19,12 +24,128 @@ def mean_matrix(rows: list[dict[str, Any]]) -> np.ndarray:
     return np.mean([np.array(row["matrix"], dtype=float) for row in rows], axis=0)
 
 
-def reading(tasks: list[str], mean: np.ndarray) -> str:
+@dataclass
+class AffinityMean:
+    """A run's affinity over its measurements: the mean, and (for logs that measured it) the
+    half-width of its 95% t interval from the held batches' spread (the noise floor)."""
+
+    tasks: list[str]
+    mean: np.ndarray  # (T, T)
+    half_width: np.ndarray | None  # (T, T); None: a log from before the noise floor
+    per_lr: bool  # divided by the lr (TAG's code); older logs: the plain loss ratio
+
+    def within_noise(self) -> np.ndarray:
+        """(T, T) whether each entry's interval holds 0 (all False when the floor is unknown)."""
+        if self.half_width is None:
+            return np.zeros_like(self.mean, dtype=bool)
+        return np.abs(self.mean) <= self.half_width
+
+
+def summarize(rows: list[dict[str, Any]]) -> AffinityMean:
+    """The mean over measurements; its standard error combines each measurement's (independent
+    held-batch repeats), with the t quantile of their pooled degrees of freedom."""
+    mean = mean_matrix(rows)
+    floors = [row for row in rows if row.get("stderr") is not None and (row.get("batches") or 0) > 1]
+    half = None
+    if len(floors) == len(rows):
+        variance = np.sum([np.square(np.array(r["stderr"], dtype=float)) for r in rows], axis=0)
+        freedom = sum(int(r["batches"]) - 1 for r in rows)
+        half = stats.t.ppf(0.975, freedom) * np.sqrt(variance) / len(rows)
+    return AffinityMean(list(rows[0]["tasks"]), mean, half, all(r.get("unit") == "per_lr" for r in rows))
+
+
+def groupings(summary: AffinityMean) -> Iterator[tuple[int, list[list[str]], float]]:
+    """TAG's network selection (Fifty et al. 2021, Section 3.2) over partitions: for each number
+    of groups k, the partition of the tasks whose total affinity onto each task from its group's
+    other members (their mean; alone: 0) is highest. Exhaustive: fine up to 8 tasks (4,140
+    partitions); entries inside the noise floor count as 0."""
+    tasks = summary.tasks
+    matrix = np.where(summary.within_noise(), 0.0, summary.mean)
+    best: dict[int, tuple[float, list[list[int]]]] = {}
+    for partition in _partitions(list(range(len(tasks)))):
+        score = 0.0
+        for group in partition:
+            for j in group:
+                others = [i for i in group if i != j]
+                score += float(np.mean([matrix[i, j] for i in others])) if others else 0.0
+        if len(partition) not in best or score > best[len(partition)][0]:
+            best[len(partition)] = (score, partition)
+    for k in sorted(best):
+        score, partition = best[k]
+        yield k, [[tasks[i] for i in group] for group in partition], score
+
+
+def _partitions(items: list[int]) -> Iterator[list[list[int]]]:
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for smaller in _partitions(rest):
+        for index in range(len(smaller)):
+            yield [*smaller[:index], [first, *smaller[index]], *smaller[index + 1 :]]
+        yield [[first], *smaller]
+
+
+MOST_GROUPED = 8  # tasks over which every partition is tried
+
+
+def affinity_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
+    """HTML: the run's mean affinity with its interval, ~0 inside the noise floor, and TAG's groupings."""
+    summary = summarize(rows)
+    tasks, inside = summary.tasks, summary.within_noise()
+    unit = "Z(i → j) / lr" if summary.per_lr else "Z(i → j)"
+    head = "".join(f"<th>→ {html.escape(t)}</th>" for t in tasks)
+    body = ""
+    for i, source in enumerate(tasks):
+        cells = []
+        for j in range(len(tasks)):
+            value = summary.mean[i, j]
+            if summary.half_width is None:
+                cells.append(_signed(value))
+            elif inside[i, j]:
+                cells.append(f"~0 ({_signed(value)} ± {summary.half_width[i, j]:.2g})")
+            else:
+                cells.append(f"{_signed(value)} ± {summary.half_width[i, j]:.2g}")
+        body += f"<tr><td>{html.escape(source)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+    floor = (
+        "± the 95% t interval from the measurement repeated on held batches (affinity_batches=); ~0: the "
+        "interval holds 0, so the sign is noise, never help or harm"
+        if summary.half_width is not None
+        else "no noise floor: the log is from before mtl repeated each measurement; read small values as noise"
+    )
+    parts = [
+        f"<h2>Task affinity of {html.escape(name)}: mean of {len(rows)} measurements ({unit})</h2>",
+        f"<p>Row: the task stepped; column: the task whose loss it changed; {floor}.</p>",
+        f'<div class="wide"><table><tr><th>stepped</th>{head}</tr>{body}</table></div>',
+    ]
+    if 2 < len(tasks) <= MOST_GROUPED:
+        lines = [
+            f"{k} group{'s' * (k > 1)}: {' | '.join(' + '.join(g) for g in groups)} (total {_signed(score)})"
+            for k, groups, score in groupings(summary)
+        ]
+        parts.append(
+            "<p>TAG's suggested grouping (each task served by its group; the highest total affinity "
+            "onto each task from its group's others, entries inside the floor as 0):</p><ul>"
+            + "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+            + "</ul>"
+        )
+    return parts
+
+
+def reading(tasks: list[str], mean: np.ndarray, within: np.ndarray | None = None) -> str:
     """One line on a run's mean affinity: the pair where one task helps another most, and the
-    one where it hurts most (`squad helps nli: +0.012 mean; nli hurts squad: -0.003 mean`)."""
-    pairs = [(mean[i, j], a, b) for i, a in enumerate(tasks) for j, b in enumerate(tasks) if i != j]
-    if not pairs:
+    one where it hurts most (`squad helps nli: +0.012 mean; nli hurts squad: -0.003 mean`); pairs
+    inside the noise floor (`within`) are never named."""
+    pairs = [
+        (mean[i, j], a, b)
+        for i, a in enumerate(tasks)
+        for j, b in enumerate(tasks)
+        if i != j and (within is None or not within[i, j])
+    ]
+    if len(tasks) < 2:
         return "one training task: no pair to measure"
+    if not pairs:
+        return "no pair's affinity is above its noise floor (~0)"
     best, worst = max(pairs), min(pairs)
     parts = [f"{best[1]} {'helps' if best[0] > 0 else 'hurts'} {best[2]}: {_signed(best[0])} mean"]
     if worst is not best and worst[0] < 0 < best[0]:
@@ -49,6 +170,7 @@ def affinity_figure(run: Run) -> tuple[str, str]:
     """(SVG as base64, the reading) of one run: its mean matrix first, then some of its blocks'."""
     rows = run.affinity
     tasks = list(rows[0]["tasks"])
+    summary = summarize(rows)
     blocks = by_block(rows)
     if len(blocks) > MOST_BLOCKS:
         chosen = np.linspace(0, len(blocks) - 1, MOST_BLOCKS).round().astype(int)
@@ -77,11 +199,13 @@ def affinity_figure(run: Run) -> tuple[str, str]:
         axis.set_xlabel("helped task (j)", fontsize=8)
         axis.set_ylabel("stepped task (i)", fontsize=8)
         axis.set_title(title, fontsize=9)
+        within = summary.within_noise() if matrix is matrices[0] else np.zeros_like(matrix, dtype=bool)
         for i in range(len(tasks)):
             for j in range(len(tasks)):
-                axis.text(j, i, f"{matrix[i, j]:+.2g}", ha="center", va="center", fontsize=8)
-    figure.colorbar(image, ax=flat, shrink=0.8, label="Z(i → j)")
-    return svg_base64(figure), reading(tasks, matrices[0])
+                text = "~0" if within[i, j] else f"{matrix[i, j]:+.2g}"
+                axis.text(j, i, text, ha="center", va="center", fontsize=8)
+    figure.colorbar(image, ax=flat, shrink=0.8, label="Z(i → j) / lr" if summary.per_lr else "Z(i → j)")
+    return svg_base64(figure), reading(tasks, matrices[0], summary.within_noise())
 
 
 def balance_figure(run: Run) -> str | None:

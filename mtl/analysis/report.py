@@ -78,6 +78,9 @@ def build(runs: list[Run]) -> str:
             balancer = run.config.get("schedule", {}).get("balancer", "sum")
             figures.append((f"Balancer of {run.name} (schedule=mixed, balancer={balancer})", balance))
     significance = _significance(runs)
+    affinity = [
+        line for run in runs if run.affinity for line in multitask.affinity_table(run.name, run.affinity)
+    ]
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8"><title>mtl report</title>',
@@ -93,7 +96,7 @@ def build(runs: list[Run]) -> str:
             f"<h2>{html.escape(title)}</h2>",
             f'<img src="data:image/svg+xml;base64,{image}" alt="{html.escape(title)}">',
         ]
-    parts += [*significance, *_decomposition(runs), *_maxpool_links(runs), "</body></html>"]
+    parts += [*affinity, *significance, *_decomposition(runs), *_maxpool_links(runs), "</body></html>"]
     return "\n".join(parts) + "\n"
 
 

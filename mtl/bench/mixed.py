@@ -44,7 +44,7 @@ def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: 
 
         blocks = trainer()
         mixed = {name: trainer("schedule=mixed", f"balancer={name}") for name in BALANCERS}
-        affinity = Affinity(data, mixed["sum"].setup, tasks, base.run.seed, device, "fp32")
+        affinity = Affinity(data, mixed["sum"].setup, tasks, base.run.seed, device)
         streams = {
             task: TaskStream(
                 data.examples[task]["train"],
@@ -63,7 +63,7 @@ def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: 
         contenders = {
             "single steps": single,
             **{f"mixed {name}": (lambda rows, t=mixed[name]: t.train_mixed(rows)) for name in BALANCERS},
-            "affinity": lambda rows: affinity.matrix({task: 0.1 for task in tasks}),
+            "affinity": lambda rows: affinity.measure(),
         }
         finish = torch.cuda.synchronize if device.type == "cuda" else lambda: None
         names = list(contenders)

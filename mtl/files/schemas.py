@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -163,15 +163,21 @@ class AffinityRow(Record):
     task: str = ""
     tasks: list[str] = Field(min_length=1)
     matrix: list[list[Number]]
+    # Since the noise floor (absent in older logs): the standard error of each entry over `batches`
+    # held batches, and the unit: "per_lr" ((1 - L_after / L_before) / lr); older: not divided.
+    stderr: list[list[Number]] | None = None
+    batches: Count | None = None
+    unit: Literal["per_lr", "ratio"] = "ratio"
 
     @model_validator(mode="after")
     def _square_over_tasks(self) -> AffinityRow:
         size = len(self.tasks)
         if len(set(self.tasks)) != size:
             raise ValueError(f"tasks {self.tasks} names a task twice")
-        if len(self.matrix) != size or any(len(row) != size for row in self.matrix):
-            shape = f"{len(self.matrix)} rows of {sorted({len(row) for row in self.matrix})} entries"
-            raise ValueError(f"matrix: {size} tasks need {size} rows of {size}, found {shape}")
+        for name, matrix in (("matrix", self.matrix), ("stderr", self.stderr or [[0] * size] * size)):
+            if len(matrix) != size or any(len(row) != size for row in matrix):
+                shape = f"{len(matrix)} rows of {sorted({len(row) for row in matrix})} entries"
+                raise ValueError(f"{name}: {size} tasks need {size} rows of {size}, found {shape}")
         return self
 
 

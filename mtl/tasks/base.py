@@ -157,7 +157,7 @@ class Task:
         """(B,) per-example training loss (with matryoshka=, summed over the widths)."""
 
         def cross_entropy(logits: torch.Tensor) -> torch.Tensor:
-            logits = logits if logits.dtype == torch.float32 else logits.float()  # (bf16/fp16 under autocast)
+            logits = at_least_fp32(logits)  # (bf16/fp16 under autocast)
             return nn.functional.cross_entropy(logits, labels, reduction="none")
 
         if isinstance(outputs, AtWidths):
@@ -181,3 +181,9 @@ class Task:
     def bucket_key(self, lengths: np.ndarray) -> np.ndarray:
         """(N,) what length bucketing sorts examples by; `lengths`: (N, sentences)."""
         return self.recipe.bucket_key(lengths)
+
+
+def at_least_fp32(values: torch.Tensor) -> torch.Tensor:
+    """`values` in float32 for a loss (autocast's bf16 or fp16 widened), float64 kept: the affinity
+    lookahead scores losses in float64 (mtl/train/affinity.py)."""
+    return values if values.dtype == torch.float64 else values.float()

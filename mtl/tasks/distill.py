@@ -26,7 +26,7 @@ from mtl.data.snli import load_snli, resolve_snli_source
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.runtime.distributed import gather_batch
-from mtl.tasks.base import Task
+from mtl.tasks.base import Task, at_least_fp32
 from mtl.tasks.configs import SPLITS, DistillConfig, TaskConfig
 from mtl.tasks.kinds import register
 from mtl.tasks.ranking import following_nli, snli_split, snli_triples
@@ -44,7 +44,9 @@ class DistillHead(nn.Module):
         self.projection = projection
 
     def forward(self, encoder, sentences) -> torch.Tensor:
-        embeddings = torch.stack([encoder(tokens, lengths).float() for tokens, lengths in sentences], dim=1)
+        embeddings = torch.stack(
+            [at_least_fp32(encoder(tokens, lengths)) for tokens, lengths in sentences], dim=1
+        )
         return self.projection(embeddings) if self.projection is not None else embeddings
 
 

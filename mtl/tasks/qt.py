@@ -27,7 +27,7 @@ from mtl.errors import UserError
 from mtl.models.encoders.base import Encoder
 from mtl.models.heads import InBatchScores, Widths
 from mtl.runtime.distributed import gather_batch
-from mtl.tasks.base import Task
+from mtl.tasks.base import Task, at_least_fp32
 from mtl.tasks.configs import QTConfig
 from mtl.tasks.context import CorpusTask
 from mtl.tasks.kinds import register
@@ -89,7 +89,7 @@ class QuickThoughtsHead(nn.Module):
     def embed(self, encoder: Encoder, sentences) -> list[torch.Tensor]:
         """f(s) and g(s) of the batch's sentences: (b, D) each."""
         tokens, lengths = sentences[0]
-        return [encoder(tokens, lengths).float(), self.output_encoder(tokens, lengths).float()]
+        return [at_least_fp32(encoder(tokens, lengths)), at_least_fp32(self.output_encoder(tokens, lengths))]
 
     def score(self, embeddings: list[torch.Tensor]) -> InBatchScores:
         """The batch's scores from its embeddings (GradCache calls the two halves apart)."""

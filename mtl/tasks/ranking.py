@@ -23,7 +23,7 @@ from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import InBatchScores, Widths
 from mtl.runtime.distributed import gather_batch
-from mtl.tasks.base import Task
+from mtl.tasks.base import Task, at_least_fp32
 from mtl.tasks.configs import NLIConfig, RankingConfig, TaskConfig
 from mtl.tasks.kinds import register
 from mtl.tasks.matryoshka import matryoshka_widths, over_widths
@@ -105,7 +105,7 @@ class RankingHead(nn.Module):
 
     def embed(self, encoder, sentences) -> list[torch.Tensor]:
         """Each sentence column's (b, D) embeddings: anchors, positives, negatives."""
-        return [encoder(tokens, lengths).float() for tokens, lengths in sentences]
+        return [at_least_fp32(encoder(tokens, lengths)) for tokens, lengths in sentences]
 
     def score(self, embeddings: list[torch.Tensor]) -> InBatchScores:
         """The batch's scores from its embeddings (GradCache calls the two halves apart)."""

@@ -18,7 +18,7 @@ from torch import nn
 
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
-from mtl.tasks.base import Task
+from mtl.tasks.base import Task, at_least_fp32
 from mtl.tasks.configs import SkipThoughtConfig
 from mtl.tasks.context import CorpusTask
 from mtl.tasks.kinds import register
@@ -50,12 +50,12 @@ class SkipThoughtHead(nn.Module):
 
     def forward(self, encoder, sentences) -> torch.Tensor:
         (tokens, lengths), *neighbours = sentences
-        thought = encoder(tokens, lengths).float()  # (B, D)
+        thought = at_least_fp32(encoder(tokens, lengths))  # (B, D)
         totals = torch.zeros(len(thought), 2, device=thought.device)
         for decoder, (target, target_lengths) in zip(self.decoders, neighbours, strict=True):
             # Teacher forcing: the previous word's vector (zeros, the padding row, before the first).
             previous = nn.functional.pad(target[:, :-1], (1, 0))
-            words = encoder.embedding(previous).float()  # (B, T, E)
+            words = at_least_fp32(encoder.embedding(previous))  # (B, T, E)
             conditioned = torch.cat([words, thought[:, None].expand(-1, words.shape[1], -1)], dim=-1)
             states, _ = decoder(conditioned)  # left to right: padding comes after every real word
             logits = self.vocabulary(states)  # (B, T, classes)

@@ -19,7 +19,7 @@ from torch import nn
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import AtWidths, Widths
-from mtl.tasks.base import Task
+from mtl.tasks.base import Task, at_least_fp32
 from mtl.tasks.configs import STSConfig
 from mtl.tasks.kinds import register
 from mtl.tasks.matryoshka import matryoshka_widths, over_widths
@@ -32,7 +32,7 @@ class CosineHead(nn.Module):
         self.widths = widths
 
     def forward(self, encoder, sentences) -> torch.Tensor | AtWidths:
-        first, second = (encoder(tokens, lengths).float() for tokens, lengths in sentences)
+        first, second = (at_least_fp32(encoder(tokens, lengths)) for tokens, lengths in sentences)
 
         def cosines(width: int | None) -> torch.Tensor:
             return nn.functional.cosine_similarity(first[:, :width], second[:, :width], dim=-1)

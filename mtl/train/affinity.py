@@ -1,23 +1,32 @@
 """Online inter-task affinity (Fifty, Amid, Zhao, Yu, Anil and Finn 2021, "Efficiently
-Identifying Task Groupings in Multi-Task Networks"), measured during training.
+Identifying Task Groupings in Multi-Task Networks"), measured during training as TAG's code
+(google-research/tag) measures it.
 
-For every ordered pair of training tasks (i, j): how much a step on task i alone would lower
-task j's loss,
+For every ordered pair of training tasks (i, j): how much task i's update would lower task j's
+loss, per unit of learning rate,
 
-    Z(i -> j) = 1 - L_j(theta_s - lr * grad_s L_i(theta)) / L_j(theta)
+    Z(i -> j) = (1 - L_j(theta_s') / L_j(theta_s)) / lr_i
 
-with theta_s the shared encoder's parameters (the heads stay as they are, as in the paper), lr
-the current learning rate, and L_i, L_j measured on a fixed held batch of each task (a seeded
-draw of `<task>.batch` dev examples, the same at every measurement, so values compare over
-time; the paper takes task i's gradient on its training batch, which would tie the value to
-the data order). Z > 0: i's update helps j. Everything is computed functionally, without
-touching the model's weights or gradients, the optimizer or the data streams, in training mode
-(cuDNN's LSTM has no backward in eval mode) with dropout masks from a fixed seed inside a forked
-random state: a run trains to the same bits with or without it.
+with theta_s' the shared encoder's parameters after the step task i's optimizer would take now:
+its own update rule with its state (Adam's moments and step count, SGD's momentum), its lr and
+gradient clipping, applied to copies (the heads stay as they are, as in the paper). Dividing by
+the lr (TAG's code does) makes measurements at different lrs comparable. L_i and L_j are
+measured on held batches of each task's training data (a seeded draw of `<task>.batch` examples,
+the same at every measurement, so values compare over time; TAG takes the step's own batch) and
+in float64: at Adam's learning rates the change is far below float32's resolution of a loss.
+
+The noise floor: the measurement is repeated on `affinity_batches=` held batches, and each entry
+carries the standard error of its mean over them; `just report` shows an entry whose t interval
+holds 0 as ~0, never as help or harm. Everything is computed functionally, without touching the
+model's weights or gradients, the optimizer or the data streams, in training mode (cuDNN's LSTM
+has no backward in eval mode) with dropout masks from a fixed seed inside a forked random state:
+a run trains to the same bits with or without it.
 """
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +38,28 @@ from mtl.files import atomic, jsonfile
 from mtl.runs import read_affinity
 from mtl.runtime.distributed import local_batches
 from mtl.train.data import TrainingData
-from mtl.train.precision import autocast
 from mtl.train.setup import Setup, TaskNetwork
 
 SEED_OFFSET = 7_919  # the held batches' draw: apart from every other generator seeded by the run's seed
+
+
+@dataclass
+class Measurement:
+    """One measurement: (T, T) matrices over the tasks, row i the stepped task, column j the helped."""
+
+    per_batch: np.ndarray  # (B, T, T): Z(i -> j) / lr on each held batch
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.per_batch.mean(axis=0)
+
+    @property
+    def stderr(self) -> np.ndarray:
+        """The standard error of the mean over the held batches (0 with one batch: unknown)."""
+        count = len(self.per_batch)
+        if count < 2:
+            return np.zeros(self.per_batch.shape[1:])
+        return self.per_batch.std(axis=0, ddof=1) / np.sqrt(count)
 
 
 class Affinity:
@@ -43,66 +70,125 @@ class Affinity:
         tasks: list[str],
         seed: int,
         device: torch.device,
-        precision: str,
+        batches: int = 3,
+        max_grad_norm: float | None = None,
     ):
-        self.data, self.tasks, self.device, self.precision = data, list(tasks), device, precision
-        self.model = setup.model
+        self.data, self.tasks, self.device, self.max_grad_norm = data, list(tasks), device, max_grad_norm
+        self.optimizers = setup.optimizers
         self.networks = {task: TaskNetwork(setup.model, task) for task in self.tasks}
         self.shared = {
             f"encoder.{name}": p for name, p in setup.model.encoder.named_parameters() if p.requires_grad
         }
-        rng = np.random.default_rng([seed, SEED_OFFSET])
-        self.held = {}
-        for task in self.tasks:
-            dev = data.examples[task]["dev"]
-            count = min(len(dev), data.tasks[task].config.batch)
-            # an in-batch task's candidates are its batch: a contiguous run, as its evaluation scores
-            start = int(rng.integers(0, len(dev) - count + 1)) if data.tasks[task].in_batch else None
-            rows = (
-                np.arange(start, start + count)
-                if start is not None
-                else np.sort(rng.permutation(len(dev))[:count])
-            )
-            self.held[task] = dev.subset(rows)
+        self.held = {task: self._draw(task, seed, batches) for task in self.tasks}
 
-    def matrix(self, lrs: dict[str, float]) -> np.ndarray:
-        """(T, T): row i, column j is Z(i -> j), each task i's lookahead at its lr `lrs[i]`."""
+    def _draw(self, task: str, seed: int, batches: int) -> list:
+        """`batches` fixed draws of the task's training examples (apart from each other when it has enough)."""
+        train = self.data.examples[task]["train"]
+        count = min(len(train), self.data.tasks[task].config.batch)
+        rng = np.random.default_rng([seed, SEED_OFFSET, *task.encode()])
+        order = rng.permutation(len(train))
+        held = []
+        for number in range(batches):
+            if self.data.tasks[task].in_batch:  # its candidates are its batch: a contiguous run
+                start = int(rng.integers(0, len(train) - count + 1))
+                rows = np.arange(start, start + count)
+            else:
+                rows = np.sort(np.roll(order, -number * count)[:count])
+            held.append(train.subset(rows))
+        return held
+
+    def measure(self) -> Measurement:
         devices = [self.device] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), local_batches():
-            base = {task: self._loss(task).item() for task in self.tasks}
-            result = np.zeros((len(self.tasks), len(self.tasks)))
-            for i, source in enumerate(self.tasks):
-                loss = self._loss(source, grad=True)
-                names = list(self.shared)
-                found = torch.autograd.grad(loss, [self.shared[n] for n in names], allow_unused=True)
-                with torch.no_grad():
-                    stepped = {
-                        name: (p - lrs[source] * g) if g is not None else p
-                        for name, p, g in zip(names, (self.shared[n] for n in names), found, strict=True)
-                    }
-                for j, target in enumerate(self.tasks):
-                    after = self._loss(target, stepped).item()
-                    result[i, j] = 1.0 - after / base[target] if base[target] else 0.0
+            per_batch = [self._on_batch(number) for number in range(len(self.held[self.tasks[0]]))]
+        return Measurement(np.stack(per_batch))
+
+    def _on_batch(self, number: int) -> np.ndarray:
+        weights = {task: _float64(self.networks[task]) for task in self.tasks}
+        base = {task: self._loss(task, number, weights[task]).item() for task in self.tasks}
+        result = np.zeros((len(self.tasks), len(self.tasks)))
+        for i, source in enumerate(self.tasks):
+            stepped, lr = self._lookahead(source, number, weights[source])
+            for j, target in enumerate(self.tasks):
+                after = self._loss(target, number, {**weights[target], **stepped}).item()
+                result[i, j] = (1.0 - after / base[target]) / lr if base[target] and lr else 0.0
         return result
 
+    def _lookahead(
+        self, task: str, number: int, weights: dict[str, torch.Tensor]
+    ) -> tuple[dict[str, torch.Tensor], float]:
+        """The shared parameters (float64) after the step `task`'s optimizer would take on its held
+        batch `number`, and that step's lr on the shared encoder."""
+        names = [name for name in self.shared if name in weights]
+        leaves = {name: weights[name].clone().requires_grad_() for name in names}
+        loss = self._loss(task, number, {**weights, **leaves}, grad=True)
+        found = torch.autograd.grad(loss, [leaves[n] for n in names], allow_unused=True)
+        gradients = {n: g for n, g in zip(names, found, strict=True) if g is not None}
+        if self.max_grad_norm:  # the training step clips before it steps
+            norm = torch.linalg.vector_norm(
+                torch.stack([torch.linalg.vector_norm(g) for g in gradients.values()])
+            )
+            factor = min(1.0, self.max_grad_norm / (float(norm) + 1e-6))
+            gradients = {n: g * factor for n, g in gradients.items()}
+        return optimizer_step(self.optimizers[task], self.shared, weights, gradients)
+
     def _loss(
-        self, task: str, parameters: dict[str, torch.Tensor] | None = None, grad: bool = False
+        self, task: str, number: int, weights: dict[str, torch.Tensor], grad: bool = False
     ) -> torch.Tensor:
-        """`task`'s mean loss on its held batch, with the shared encoder's `parameters` when given."""
-        examples, definition = self.held[task], self.data.tasks[task]
+        """`task`'s mean loss (float64) on its held batch `number`, the network run with `weights`."""
+        examples, definition = self.held[task][number], self.data.tasks[task]
         sentences = self.data.table.batch_columns(examples.sentences, self.device)
         labels = torch.from_numpy(examples.labels).to(self.device)
-        torch.manual_seed(
-            SEED_OFFSET + self.tasks.index(task)
-        )  # a task's same dropout masks before and after
-        with torch.set_grad_enabled(grad), autocast(self.precision, self.device):
-            network = self.networks[task]
-            outputs = (
-                network(sentences)
-                if parameters is None
-                else functional_call(network, parameters, (sentences,))
+        # a task's same dropout masks before and after the lookahead
+        torch.manual_seed(SEED_OFFSET + 1_000 * number + self.tasks.index(task))
+        with torch.set_grad_enabled(grad):
+            outputs = functional_call(self.networks[task], weights, (sentences,))
+            return definition.losses(outputs, labels).double().mean()
+
+
+def _float64(network: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The network's floating-point parameters and buffers as float64 copies."""
+    named = itertools.chain(network.named_parameters(), network.named_buffers())
+    return {name: t.detach().double() for name, t in named if t.is_floating_point()}
+
+
+def optimizer_step(
+    optimizer: torch.optim.Optimizer,
+    shared: dict[str, torch.nn.Parameter],
+    weights: dict[str, torch.Tensor],
+    gradients: dict[str, torch.Tensor],
+) -> tuple[dict[str, torch.Tensor], float]:
+    """What `optimizer`'s own update rule, with its state and hyperparameters, would make of the
+    shared parameters (float64 `weights`) given `gradients`: run on float64 copies by an optimizer
+    of its class, so any torch optimizer (or a plugin's) steps as in training. Also the lr of the
+    group that holds the shared parameters."""
+    copies = {name: weights[name].clone() for name in gradients}
+    of_parameter = {id(shared[name]): name for name in gradients}
+    groups, lr = [], 0.0
+    for group in optimizer.param_groups:
+        mine = [of_parameter[id(p)] for p in group["params"] if id(p) in of_parameter]
+        if not mine:
+            continue
+        lr = lr or float(group["lr"])
+        settings = {k: v for k, v in group.items() if k != "params"}
+        settings.update({k: False for k in ("fused", "foreach", "capturable") if k in settings})
+        groups.append({**settings, "params": [copies[name] for name in mine]})
+    if not groups:
+        return {}, 0.0
+    shadow = type(optimizer)(groups)
+    for name, copy in copies.items():
+        copy.grad = gradients[name]
+        state = optimizer.state.get(shared[name], {})
+        shadow.state[copy] = {
+            k: (
+                v.detach().to(torch.float64 if v.is_floating_point() and v.dim() else v.dtype, copy=True)
+                if torch.is_tensor(v)
+                else v
             )
-            return definition.losses(outputs, labels).float().mean()
+            for k, v in state.items()
+        }
+    shadow.step()
+    return {name: copy.detach() for name, copy in copies.items()}, lr
 
 
 class AffinityLog:

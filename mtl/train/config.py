@@ -95,6 +95,9 @@ class ScheduleConfig:
     bucket: bool = (
         True  # batches of similar lengths (sorted windows of 50 batches, shuffled); false: plain shuffle
     )
+    # A task scored against its batch (mnrl, qt, distill loss=kl): no sentence twice in a batch, since
+    # a repeated anchor or positive is a false negative (sentence-transformers' NoDuplicatesBatchSampler)
+    no_duplicates: bool = True
 
 
 @dataclass
@@ -119,6 +122,9 @@ class OptimConfig:
     lr_shrink: Annotated[float, Range(1)] = (
         5.0  # lr_schedule=infersent: divide when dev accuracy is not above the best
     )
+    # InferSent decides at each epoch end on that epoch's dev accuracy; "evaluation": at every
+    # evaluation, as mtl did before (then eval_every= changes the lr; runs recorded then keep it).
+    lr_shrink_at: Literal["epoch", "evaluation"] = "epoch"
     stop: Literal["auto", "min_lr", "patience", "max_steps"] = (
         "auto"  # auto: min_lr for sgd, patience for adam, max_steps for adamw (max_steps= always stops)
     )
@@ -159,6 +165,7 @@ class RunConfig:
     affinity_every: AtLeast1 | None = (
         None  # steps between measurements of every pair's lookahead task affinity (Fifty et al. 2021): affinity.jsonl
     )
+    affinity_batches: AtLeast1 = 3  # held batches per task each measurement is repeated on: its noise floor
     monitor: str = (
         ""  # transfer tasks scored at every evaluation (STS14,SICK-R,TREC): monitor/<task>/<metric>
     )

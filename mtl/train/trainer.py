@@ -80,7 +80,15 @@ class Trainer:
         tasks = self.setup.scheduler.tasks
         every = config.run.affinity_every
         self.affinity = (
-            Affinity(self.data, self.setup, tasks, config.run.seed, self.device, config.run.precision)
+            Affinity(
+                self.data,
+                self.setup,
+                tasks,
+                config.run.seed,
+                self.device,
+                config.run.affinity_batches,
+                config.optim.max_grad_norm,
+            )  # fmt: skip
             if every
             else None
         )
@@ -120,7 +128,20 @@ class Trainer:
                 f"trainable parameters: {counts['params/trainable']:,} (encoder {counts['params/encoder']:,}; "
                 f"frozen, excluded: {counts['params/frozen']:,})"
             )
-            self.log.log({metrics.GLOBAL_STEP: 0, **counts})  # in the file; W&B has them in its config
+            # no_duplicates: the share of the first epoch's batches that held a sentence twice
+            changed = {
+                f"batches_changed/{task}": stream.repeats_share()
+                for task, stream in self.setup.streams.items()
+                if stream.distinct is not None
+            }
+            for key, share in changed.items():
+                print(
+                    f"{key.split('/', 1)[1]}: {100 * share:.0f}% of the first epoch's batches held a sentence "
+                    "twice (a false negative for an in-batch loss); batched without repeats (no_duplicates=true)"
+                )
+            self.log.log(
+                {metrics.GLOBAL_STEP: 0, **counts, **changed}
+            )  # in the file; W&B has them in its config
 
     def _event(self, name: str, **values: Any) -> None:
         record = {metrics.GLOBAL_STEP: self.state.global_step, metrics.EVENT: name}
@@ -232,12 +253,21 @@ class Trainer:
     def _measure_affinity(self, block_task: str) -> None:
         """Every pair's lookahead affinity now (affinity_every=): to affinity.jsonl and the run log."""
         tasks = self.setup.scheduler.tasks
-        matrix = self.affinity.matrix({task: self.lr_schedule.lr(task) for task in tasks})
+        measured = self.affinity.measure()
         if not self.dist.is_main:
             return
-        step, block = self.state.global_step, self.state.block.index
+        step, block, matrix = self.state.global_step, self.state.block.index, measured.mean
         self.affinity_log.append(
-            {"step": step, "block": block, "task": block_task, "tasks": tasks, "matrix": matrix.tolist()}
+            {
+                "step": step,
+                "block": block,
+                "task": block_task,
+                "tasks": tasks,
+                "matrix": matrix.tolist(),
+                "stderr": measured.stderr.tolist(),  # over the held batches: the noise floor
+                "batches": len(measured.per_batch),
+                "unit": "per_lr",  # (1 - L_after / L_before) / lr
+            }
         )
         values = {f"affinity/{a}>{b}": matrix[i, j] for i, a in enumerate(tasks) for j, b in enumerate(tasks)}
         self.callbacks.on_event({metrics.GLOBAL_STEP: step, metrics.EVENT: "affinity", **values})
