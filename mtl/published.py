@@ -19,7 +19,15 @@ def published(preset: str) -> dict[str, Any] | None:
     """The published figures of `preset`'s row (with `cite` and the `tolerance`), or None."""
     table = tomllib.loads(figures_file().read_text(encoding="utf-8"))
     entry = table.get(preset)
-    return None if entry is None else {"preset": preset, **entry, "tolerance": table["tolerance"]}
+    if entry is None:
+        return None
+    return {"preset": preset, **entry, "tolerance": table["tolerance"], "comparable": table["comparable"]}
+
+
+def comparability() -> dict[str, Any]:
+    """What every published row assumes (figures.toml [comparable]): for runs that recorded their
+    figures before the file said."""
+    return tomllib.loads(figures_file().read_text(encoding="utf-8"))["comparable"]
 
 
 def published_for_command(args: Sequence[str]) -> dict[str, Any] | None:

@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_a_paper_run_records_its_row_and_is_set_beside_it(tiny_data, tmp_path, c
         "not comparable",
     ]
     assert table["MR accuracy"] == ["81.32", "–", "not measured (transfer.json has none)"]
-    assert "not comparable: vectors tiny.8d.txt, the paper glove.840B.300d" in printed
+    assert "not comparable: vectors of 8 dimensions (tiny.8d.txt), the paper's 300" in printed
     # Its transfer report read back: the verdict per task; the report page shows the count
     (out / "transfer.json").write_text(json.dumps({"results": {"MR": {"acc": 0.8132}}, "aggregate": None}))
     assert main(["reproduce", f"run={out}"]) == 0
@@ -44,7 +45,8 @@ def test_a_paper_run_records_its_row_and_is_set_beside_it(tiny_data, tmp_path, c
     page = tmp_path / "page.html"
     assert main(["report", str(out), f"out={page}"]) == 0
     assert (
-        "<th>vs paper</th>" in page.read_text() and "not comparable (vectors tiny.8d.txt" in page.read_text()
+        "<th>vs paper</th>" in page.read_text()
+        and "not comparable (vectors of 8 dimensions" in page.read_text()
     )
 
 
@@ -59,11 +61,9 @@ def test_a_run_the_paper_can_be_compared_with_gets_a_verdict(tiny_data, tmp_path
 
     out = tmp_path / "run"
     paper_run(tiny_data, out)
-    record = json.loads((out / "config.json").read_text())
-    record["config"]["data"]["vectors"] = "/data/glove.840B.300d.zip"  # as if trained as the paper was
-    (out / "config.json").write_text(json.dumps(record))
+    as_the_paper(out)
     summary = json.loads((out / "summary.json").read_text())
-    summary.update({"best/nli/dev/acc": 0.8340, "best/nli/test/acc": 0.8150})
+    summary.update({"best/nli/dev/acc": 0.8340, "best/nli/test/acc": 0.8150, "params/trainable": 47_200_000})
     (out / "summary.json").write_text(json.dumps(summary))
     _, table, reasons = reproduce.rows(out)
     assert reasons == ["stopped by max_steps before its stopping rule"]  # max_steps=10: a capped run
@@ -76,13 +76,55 @@ def test_a_run_the_paper_can_be_compared_with_gets_a_verdict(tiny_data, tmp_path
     assert reproduce.verdict_line(out) == "1 of 2 reproduced"
 
 
+def as_the_paper(out):
+    """The run's record as if it trained as the paper did: glove.840B.300d (by content), all of SNLI."""
+    record = json.loads((out / "config.json").read_text())
+    record["config"]["data"]["vectors"] = "/data/glove.840B.300d.zip"
+    record["inputs"]["vectors"].update({"dim": 300, "the": [0.27204, -0.06203, -0.1884]})
+    record["inputs"]["snli"]["sizes"] = {"train": 549367, "dev": 9842, "test": 9824}
+    (out / "config.json").write_text(json.dumps(record))
+    return record
+
+
+def test_a_run_that_cannot_be_compared_says_every_reason(tiny_data, tmp_path):
+    """hidden=8, a 200-pair training slice, 8-d vectors in a file named like glove.840B.300d, and a
+    transfer average over a subset of InferSent's tasks: "not comparable", each reason said."""
+    from mtl.analysis import reproduce
+
+    vectors = tmp_path / "glove.840B.300d.txt"
+    vectors.write_text(Path(tiny_data["vectors"]).read_text())
+    out = tmp_path / "run"
+    args = [
+        a for a in args_for(tiny_data, out, "nli.max_train=200", f"vectors={vectors}") if "squad" not in a
+    ]
+    assert main(["train-multitask", "preset=infersent-blstm4096", "stop=max_steps", *args]) == 0
+    _, table, reasons = reproduce.rows(out)
+    said = " | ".join(reasons)
+    assert "vectors of 8 dimensions (glove.840B.300d.txt), the paper's 300" in said
+    assert "glove.840B.300d.txt are another file than glove.840B.300d" in said
+    assert (
+        "nli trained on its first 200 examples" in said
+        and "SNLI's train split as read holds 200 pairs, the whole 549,367" in said
+    )
+    assert {row[3] for row in table if row[2] != "–"} <= {"not comparable"}
+    report = {"results": {"MR": {"acc": 0.8}}, "aggregate": {"micro": 80.0, "macro": 80.0, "tasks": ["MR"]}}
+    (out / "transfer.json").write_text(json.dumps(report))
+    _, _, reasons = reproduce.rows(out)
+    assert "averaged over MR, the paper over MR, CR, SUBJ, MPQA, SST2, TREC, MRPC, SICK-E" in reasons
+    # the paper's size: the published row's parameter count against the run's (hidden=8: far off)
+    out2 = tmp_path / "small"
+    paper_run(tiny_data, out2)
+    as_the_paper(out2)
+    assert any("trainable parameters, the paper's model 47M" in r for r in reproduce.rows(out2)[2])
+
+
 def test_a_run_of_no_paper_preset_is_one_line(tiny_data, tmp_path, capsys):
     from .conftest import start_run
 
     run_dir, _ = start_run(tiny_data, tmp_path / "run")
     assert main(["reproduce", f"run={run_dir}"]) == 2
     assert (
-        "is not a run of a preset with published figures: train one of infersent-hconvnet"
+        "is not a run of a preset with published figures: train one of infersent-blstm4096, infersent-hconvnet"
         in capsys.readouterr().err
     )
     with pytest.raises(UserError):

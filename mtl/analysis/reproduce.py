@@ -1,6 +1,10 @@
 """`just reproduce run=R`: a run of a paper-* or infersent-* preset beside the figures its paper
 publishes for that row (experiments/published/figures.toml), each marked reproduced, not
-reproduced, or not comparable, and why (another vectors file, a train slice, a capped run).
+reproduced, or not comparable, with every reason it is not: a run is set against a published
+figure only when its encoder has the paper's size (trainable parameters), its word vectors are
+the paper's file (dimension and content, whatever the file is called), it trained on the whole
+training split and was scored on whole evaluation sets, it ran to its stopping rule, and an
+average is over the paper's task set.
 
 A run records the figures of its preset when it starts (config.json, "published"); a run of
 an older mtl is matched by the preset its recorded command names.
@@ -20,7 +24,7 @@ from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.eval.transfer.report_file import read_report
 from mtl.files import schemas
-from mtl.published import figures_file, published_for_command
+from mtl.published import comparability, figures_file, published_for_command
 from mtl.runs import RunFolder, upgrade
 
 PAPER_VECTORS = "glove.840B.300d"  # every row of the two papers' tables used these vectors
@@ -82,29 +86,68 @@ def well_formed(figures: object) -> bool:
     return True
 
 
-def not_comparable(record: dict[str, Any], summary: dict[str, Any] | None) -> list[str]:
+def not_comparable(
+    record: dict[str, Any], summary: dict[str, Any] | None, figures: dict[str, Any] | None = None
+) -> list[str]:
     """Why the run's numbers (`record`: its config.json, `summary`: its summary.json, None before
-    it finishes) cannot be set against the paper's, whatever they are."""
+    it finishes) cannot be set against the paper's (`figures`), whatever they are."""
     config = record.get("config", {})
-    reasons = []
-    vectors = Path(str(config.get("data", {}).get("vectors") or "")).name
-    if vectors and not vectors.startswith(PAPER_VECTORS):
-        reasons.append(f"vectors {vectors}, the paper {PAPER_VECTORS}")
+    figures = figures or {}
+    rules = figures.get("comparable") or comparability()
+    inputs = record.get("inputs") if isinstance(record.get("inputs"), dict) else {}
+    reasons = _vector_reasons(config, inputs.get("vectors") or {}, rules)
     for name, task in config.get("tasks", {}).items():
         if task.get("kind") == "nli" and task.get("train_split", "train") != "train":
             reasons.append(f"{name} trained on the {task['train_split']} split, the paper on all of train")
         if task.get("max_train"):
             reasons.append(f"{name} trained on its first {task['max_train']:,} examples")
+    snli = inputs.get("snli")  # the SNLI data's fingerprint, with its splits' sizes since mtl records them
+    sizes = snli.get("sizes") if isinstance(snli, dict) else None
+    if isinstance(sizes, dict):
+        for split, full in rules.get("nli_sizes", {}).items():
+            if split in sizes and sizes[split] != full:
+                reasons.append(
+                    f"SNLI's {split} split as read holds {sizes[split]:,} pairs, the whole {full:,}"
+                )
     if config.get("data", {}).get("max_eval"):
         reasons.append(f"dev and test scored on {config['data']['max_eval']:,}-example subsets")
     if summary is None:
         reasons.append("the run has not finished")
-    elif (
-        summary.get("stop_reason") in ("max_steps", "max_minutes")
-        and config.get("optim", {}).get("stop") != "max_steps"
-    ):
-        reasons.append(f"stopped by {summary['stop_reason']} before its stopping rule")
+    else:
+        if (
+            summary.get("stop_reason") in ("max_steps", "max_minutes")
+            and config.get("optim", {}).get("stop") != "max_steps"
+        ):
+            reasons.append(f"stopped by {summary['stop_reason']} before its stopping rule")
+        paper, params = figures.get("params"), summary.get("params/trainable")
+        if paper and isinstance(params, int | float) and abs(params - paper) > rules["params"] * paper:
+            reasons.append(f"{params / 1e6:.1f}M trainable parameters, the paper's model {paper / 1e6:.3g}M")
     return reasons
+
+
+def _vector_reasons(config: dict[str, Any], vectors: dict[str, Any], rules: dict[str, Any]) -> list[str]:
+    """Whether the run's word vectors are the paper's file, by their recorded dimension and content."""
+    name = Path(str(config.get("data", {}).get("vectors") or "")).name or "the default vectors"
+    if config.get("model", {}).get("encoder") == "hf":
+        return []  # a pretrained transformer reads no word vectors (no paper row is one)
+    if "dim" not in vectors:
+        return [f"vectors {name}: the run recorded no dimension or content (trained before mtl checked them)"]
+    reasons = []
+    if vectors["dim"] != rules["vectors_dim"]:
+        reasons.append(f"vectors of {vectors['dim']} dimensions ({name}), the paper's {rules['vectors_dim']}")
+    the = vectors.get("the")
+    if the is None or any(abs(a - b) > 1e-4 for a, b in zip(the, rules["vectors_the"], strict=False)):
+        reasons.append(
+            f"vectors {name} are another file than {PAPER_VECTORS} (its vector for 'the' begins {the})"
+        )
+    return reasons
+
+
+def _aggregate_reason(aggregate: dict[str, Any], rules: dict[str, Any]) -> str | None:
+    tasks, wanted = aggregate.get("tasks") or [], rules["aggregate_tasks"]
+    if sorted(tasks) != sorted(wanted):
+        return f"averaged over {', '.join(tasks) or 'no task'}, the paper over {', '.join(wanted)}"
+    return None
 
 
 def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
@@ -118,9 +161,12 @@ def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
             f"{', '.join(sorted(_presets()))} (just train-multitask preset=NAME)"
         )
     summary = schemas.read_json(RunFolder(folder).summary, schemas.Summary, schemas.RESTORE)
-    report = read_report(folder / "transfer.json") or {}  # the standard protocol's: the papers' tables
+    source = f"{figures.get('report', 'transfer')}.json"  # the standard protocol's: the papers' tables
+    report = read_report(folder / source) or {}
     transfer, aggregate = report.get("results", {}), report.get("aggregate") or {}
-    reasons = not_comparable(record, summary)
+    reasons = not_comparable(record, summary, figures)
+    rules = figures.get("comparable") or comparability()
+    notes: list[str] = []  # why some rows alone are not comparable
     summary = summary or {}
     tolerance = figures["tolerance"]
     table = []
@@ -141,9 +187,13 @@ def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
     for task, paper in figures.get("transfer", {}).items():
         if task in ("micro", "macro"):
             measured = aggregate.get(task)
+            averaged = [why] if aggregate and (why := _aggregate_reason(aggregate, rules)) else []
             table.append(
-                _row(f"transfer {task} (dev)", paper, measured, tolerance["points"], reasons, "transfer.json")
+                _row(
+                    f"transfer {task} (dev)", paper, measured, tolerance["points"], reasons + averaged, source
+                )
             )
+            notes += [why for why in averaged if why not in notes]
             continue
         result = transfer.get(task, {})
         if isinstance(paper, list):  # STS: Pearson/Spearman
@@ -156,7 +206,7 @@ def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
                         measured,
                         tolerance["correlation"],
                         reasons,
-                        "transfer.json",
+                        source,
                     )
                 )
         elif paper < 1:  # a correlation (SICK-R)
@@ -167,15 +217,13 @@ def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
                     result.get("pearson"),
                     tolerance["correlation"],
                     reasons,
-                    "transfer.json",
+                    source,
                 )
             )
         else:
             measured = None if result.get("acc") is None else 100 * result["acc"]
-            table.append(
-                _row(f"{task} accuracy", paper, measured, tolerance["points"], reasons, "transfer.json")
-            )
-    return figures, table, reasons
+            table.append(_row(f"{task} accuracy", paper, measured, tolerance["points"], reasons, source))
+    return figures, table, reasons + notes
 
 
 def _row(
@@ -196,7 +244,7 @@ def _number(value: float) -> str:
 
 def _presets() -> list[str]:
     table = tomllib.loads(figures_file().read_text(encoding="utf-8"))
-    return [name for name in table if name != "tolerance"]
+    return [name for name in table if name not in ("tolerance", "comparable")]
 
 
 def verdict_line(folder: Path) -> str | None:
@@ -207,10 +255,16 @@ def verdict_line(folder: Path) -> str | None:
     except UserError:
         return None
     measured = [row for row in table if not row[3].startswith("not measured")]
-    if reasons:
+    comparable = [row for row in measured if row[3] != "not comparable"]
+    if reasons and not comparable:
         return f"not comparable ({reasons[0]})"
-    reproduced = sum(row[3] == "reproduced" for row in measured)
-    return f"{reproduced} of {len(measured)} reproduced" if measured else "nothing measured yet"
+    reproduced = sum(row[3] == "reproduced" for row in comparable)
+    if not measured:
+        return "nothing measured yet"
+    left = len(measured) - len(comparable)
+    return f"{reproduced} of {len(comparable)} reproduced" + (
+        f"; {left} not comparable ({reasons[0]})" if left else ""
+    )
 
 
 def text(folder: Path) -> str:

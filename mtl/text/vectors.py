@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -61,6 +61,14 @@ class WordVectors:
         hasher = hashlib.sha256("\n".join(self.words).encode("utf-8"))
         hasher.update(np.ascontiguousarray(self.matrix, dtype=np.float32).tobytes())
         return hasher.hexdigest()
+
+    def identity(self) -> dict[str, Any]:
+        """What recognises the file whatever its name (`just reproduce`): its dimension and the
+        first values of its vector for "the", when it has one."""
+        found: dict[str, Any] = {"dim": int(self.matrix.shape[1])}
+        if "the" in self.index:
+            found["the"] = [round(float(v), 5) for v in self.matrix[self.index["the"]][:3]]
+        return found
 
     def __len__(self) -> int:
         return len(self.words)

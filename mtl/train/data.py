@@ -132,7 +132,13 @@ def _load_texts(
         if task.config.shuffle_labels:
             splits[name] = shuffled_labels(name, splits[name], config.run.seed)
         unprompted[name] = splits[name]
-        fingerprints[task.input_name] = {"source": task.source, "sha256": texts_digest(splits[name])}
+        fingerprints[task.input_name] = {
+            "source": task.source,
+            "sha256": texts_digest(splits[name]),
+            "sizes": {
+                split: len(part) for split, part in splits[name].items()
+            },  # `just reproduce` reads them
+        }
         legacy = texts_digest(splits[name], legacy=True)
         if legacy != fingerprints[task.input_name]["sha256"]:  # scores: what older runs recorded
             fingerprints[task.input_name]["legacy_sha256"] = legacy
@@ -229,7 +235,7 @@ def _with_vectors(
         np.concatenate([by_split["train"].sentences.ravel() for by_split in examples.values()])
     )
     vectors = load_vectors(vectors_path, {w for tokens in table.tokens for w in tokens})
-    fingerprints["vectors"] = {"source": str(vectors_path), "sha256": vectors.digest()}
+    fingerprints["vectors"] = {"source": str(vectors_path), "sha256": vectors.digest(), **vectors.identity()}
     coverage = Coverage.of(
         table.tokens, vectors.__contains__, "the training and evaluation data", vectors_path.name
     )

@@ -51,11 +51,17 @@ class LrSchedule:
 
 
 class InferSent(LrSchedule):
-    decides_at_epoch_end = True
+    @property
+    def decides_at_epoch_end(self) -> bool:  # type: ignore[override]
+        return self.config.lr_shrink_at == "epoch"
 
     def after_epoch(self, task: str) -> None:
         if self._owns_lr(task):
             self._scale(task, self.config.lr_decay)
+
+    def after_evaluation(self, task: str, improved: bool) -> None:
+        if self.config.lr_shrink_at == "evaluation":
+            self.after_epoch_dev(task, improved)
 
     def after_epoch_dev(self, task: str, improved: bool) -> None:
         if not improved and self._owns_lr(task):

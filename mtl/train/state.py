@@ -42,7 +42,9 @@ class TrainState:
     block: Block = field(default_factory=Block)
     best_dev: dict[str, float] = field(default_factory=dict)  # task -> its best dev metric so far
     stalls: int = 0  # evaluations whose main-task dev metric was not above the best (stop=patience)
-    epoch_best: dict[str, float] = field(default_factory=dict)  # task -> its best dev metric at its epoch ends (lr_schedule=infersent)
+    epoch_best: dict[str, float] = field(
+        default_factory=dict
+    )  # task -> its best dev metric at its epoch ends (lr_schedule=infersent)
     best: dict[str, float] | None = None  # {"step", "<task>/dev/<metric>", ...} of the best checkpoint
     # A W&B sweep agent names the run it starts; otherwise a fresh id.
     wandb_id: str = field(default_factory=lambda: os.environ.get("WANDB_RUN_ID") or secrets.token_hex(4))
