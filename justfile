@@ -139,7 +139,11 @@ fuzz *args:
 compare-objectives *args:
     {{python}} -m mtl compare-objectives "$@"
 
-# each training task alone vs their mixture at equal compute, with verdicts (e.g. just versus-single preset=cpu-small budget=steps:600)
+# the task mixture proxy runs predict best (RegMix), against the usual mixtures (e.g. just mixture-search preset=cpu-small tasks=nli,squad,qt trials=16 seeds=3)
+mixture-search *args:
+    {{python}} -m mtl mixture-search "$@"
+
+# each training task alone vs their mixture at equal compute, with verdicts (e.g. just versus-single preset=cpu-small seeds=3 budget=steps:600)
 versus-single *args:
     {{python}} -m mtl versus-single "$@"
 

@@ -266,6 +266,18 @@ COMMANDS: dict[str, Command] = {
             ),
         ),
     ),
+    "mixture-search": Command(
+        "mtl.jobs.mixture",
+        "mtl.jobs.mixture:MixtureSearchConfig",
+        "proxy runs of sampled task mixtures, a regression to the best one, then it against the usual mixtures with seeds and verdicts (RegMix)",
+        (
+            (
+                "KEY",
+                "none",
+                "any train-multitask key (preset=, tasks=, select=, ...): the runs' configuration",
+            ),
+        ),
+    ),
     "bench-transfer": Command(
         "mtl.bench.transfer", "mtl.bench.transfer:BenchTransferConfig", "wall time of the transfer suite"
     ),

@@ -1,0 +1,460 @@
+"""`just mixture-search`: the mixture of the training tasks that small proxy runs predict best
+(RegMix: Liu et al. 2024, "RegMix: Data Mixture as Regression for Language Model Pre-training"),
+trained at the target budget with seeds against the usual mixtures, with verdicts.
+
+    just mixture-search preset=cpu-small tasks=nli,squad,qt trials=16 seeds=3 transfer_tasks=MR,TREC,STS14
+
+1. `trials` mixtures of the training tasks are drawn from a Dirichlet(`alpha`) over their
+   probabilities; each trains as a proxy run at `proxy_budget` (schedule=proportional with each
+   task's `<task>.prob=`), one seed, and is scored by `score=` (select: the run's select= value,
+   the first task's dev metric unless select= says; or any key of its summary.json).
+2. A regression from mixture to score (scikit-learn: ridge on the mixture and, when it predicts
+   held-out proxies better, its pairwise products; RegMix fits LightGBM on hundreds of proxies,
+   a dozen need fewer parameters) is checked by leave-one-out: its held-out error is reported.
+3. The mixture it predicts best among `candidates` Dirichlet draws is trained at `budget` with
+   `seeds`, beside the baselines: size-proportional sampling, temperature sampling (T =
+   `temperature`) and the best proxy's mixture; every arm runs the whole budget (stop=max_steps).
+4. Each arm is transferred and `just compare` gives the two-level bootstrap (seeds, then items)
+   of the predicted mixture against each baseline, Holm-corrected over the transfer tasks.
+
+Everything trains as a sweep: an interrupted search resumes, a finished proxy or arm is never
+trained again. It writes mixture-search.md and .json, and a page (predicted against observed, the
+mixtures' weights, the verdicts), and logs its tables to W&B in the search's group.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mtl.analysis.page import STYLE, pyplot, svg_base64
+from mtl.config import AtLeast1, PositiveFloat, apply_overrides, paths_and_keys
+from mtl.errors import UserError
+from mtl.eval.transfer.suite import TransferConfig, report_name
+from mtl.eval.transfer.suite import run as transfer
+from mtl.eval.transfer.tasks import TransferDataError
+from mtl.files import atomic, jsonfile
+from mtl.files.atomic import check_output_dir
+from mtl.files.locks import FolderLock
+from mtl.jobs.launchers import LauncherConfig, launcher_from, split_launcher_keys
+from mtl.jobs.member import Member
+from mtl.jobs.seeds import seed_list
+from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
+from mtl.jobs.versus import budget_amount, short_of_budget
+from mtl.runs import RunFolder, read_summary
+from mtl.tracking.tracker import log_tables
+from mtl.train.run import config_from_args
+
+SEARCH_KEYS = (
+    "trials", "proxy_budget", "budget", "seeds", "seed", "score", "alpha", "candidates", "temperature",
+    "transfer_tasks", "transfer_mode", "transfer_data", "out", "search_seed",
+)  # fmt: skip
+PREDICTED = "predicted"
+
+
+@dataclass
+class MixtureSearchConfig(LauncherConfig):
+    """mixture-search's own keys (for --help); every other key goes to train-multitask."""
+
+    trials: AtLeast1 = 16  # proxy mixtures drawn and trained
+    proxy_budget: str = "steps:200"  # each proxy's budget (steps:N, examples:N or minutes:N)
+    budget: str = "steps:1000"  # the target budget of the predicted mixture and the baselines
+    seeds: int | None = 3  # seeds of each arm at the target budget
+    seed: str = "1"  # the first seed (or a list, 1,2,3) of each arm
+    score: str = (
+        "select"  # a proxy's score: select (its select= value) or a summary.json key (best/nli/dev/acc)
+    )
+    alpha: PositiveFloat = 1.0  # the Dirichlet's concentration (1: uniform over mixtures)
+    candidates: AtLeast1 = 100_000  # mixtures the regression scores to pick the best
+    temperature: PositiveFloat = 2.0  # the temperature-sampling baseline's T
+    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every arm
+    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
+    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
+    out: str | None = None  # where the runs and the result go; None: runs/mixture-<time>
+    search_seed: int = 0  # of the Dirichlet draws
+
+
+def parse(args: Sequence[str]) -> tuple[MixtureSearchConfig, list[str]]:
+    named, keys = paths_and_keys(list(args))
+    if named:
+        raise UserError(
+            f"{named[0]}: mixture-search takes key=value arguments only (preset=NAME for a preset)"
+        )
+    own = [a for a in keys if a.partition("=")[0] in SEARCH_KEYS]
+    train = [a for a in keys if a.partition("=")[0] not in SEARCH_KEYS]
+    if taken := [
+        a
+        for a in train
+        if a.partition("=")[0]
+        in ("max_steps", "max_minutes", "out", "name", "group", "resume", "schedule", "stop")
+        or a.partition("=")[0].endswith(".prob")
+    ]:
+        raise UserError(
+            f"{taken[0]}: mixture-search sets it for each run (give budgets with proxy_budget= and budget=)"
+        )
+    config = apply_overrides(MixtureSearchConfig(), own)
+    apply_overrides(TransferConfig(), [f"tasks={config.transfer_tasks}", f"mode={config.transfer_mode}"])
+    budget_amount(config.proxy_budget)
+    budget_amount(config.budget)
+    if budget_amount(config.proxy_budget)[0] == "examples" or budget_amount(config.budget)[0] == "examples":
+        raise UserError("mixture-search samples tasks by probability: give steps:N or minutes:N budgets")
+    seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
+    return config, train
+
+
+def training_tasks(train: list[str]) -> list[str]:
+    tasks = config_from_args(train).training_tasks
+    if len(tasks) < 2:
+        raise UserError(f"mixture-search mixes training tasks: {tasks[0]} trains alone; give tasks=a,b,...")
+    return tasks
+
+
+def draw_mixtures(count: int, tasks: int, alpha: float, seed: int) -> np.ndarray:
+    """(count, tasks) Dirichlet draws, each share at least 0.005 (a task a proxy never sees says
+    nothing about it), rounded so a run's keys stay readable, then normalised."""
+    rng = np.random.default_rng([seed, 0x5EA12C])
+    drawn = np.maximum(rng.dirichlet(np.full(tasks, alpha), size=count), 0.005)
+    drawn = np.round(drawn / drawn.sum(axis=1, keepdims=True), 4)
+    return drawn / drawn.sum(axis=1, keepdims=True)
+
+
+def budget_keys(budget: str) -> list[str]:
+    kind, amount = budget_amount(budget)
+    return [f"max_minutes={amount}" if kind == "minutes" else f"max_steps={amount}", "stop=max_steps"]
+
+
+def mixture_keys(tasks: list[str], mixture: np.ndarray) -> list[str]:
+    """The keys of a mixture: each task's prob= but the last's, which takes what is left (so
+    rounding never makes the shares add up to other than 1)."""
+    shares = zip(tasks[:-1], mixture[:-1], strict=True)
+    return ["schedule=proportional", *(f"{task}.prob={share:.4f}" for task, share in shares)]
+
+
+def proxies(train: list[str], tasks: list[str], mixtures: np.ndarray, budget: str, out: Path) -> list[Member]:
+    found = []
+    for number, mixture in enumerate(mixtures, start=1):
+        name = f"proxy{number:02d}"
+        keys = [*train, *mixture_keys(tasks, mixture), *budget_keys(budget), "seed=1"]
+        keys += [f"name={name}", f"group={out.name}", f"out={out / 'proxies' / name}"]
+        found.append(Member(name, keys, out / "proxies" / name))
+    return found
+
+
+def proxy_score(member: Member, score: str) -> float | None:
+    summary = read_summary(RunFolder(member.run_dir).summary)
+    if not isinstance(summary, dict):
+        return None
+    if score == "select":
+        value = (summary.get("selection") or {}).get("value")
+    else:
+        value = summary.get(score)
+        if value is None and score not in summary:
+            known = ", ".join(sorted(k for k in summary if k.startswith("best/"))[:8])
+            raise UserError(f"score={score}: {member.run_dir}/summary.json has no such key; e.g. {known}")
+    return float(value) if isinstance(value, int | float) else None
+
+
+@dataclass
+class Fit:
+    model: Any
+    kind: str  # linear or quadratic
+    loo_mae: float  # mean absolute error of each proxy's score predicted without it
+    loo_predicted: np.ndarray  # (M,)
+
+    def predict(self, mixtures: np.ndarray) -> np.ndarray:
+        return self.model.predict(mixtures)
+
+
+def fit(mixtures: np.ndarray, scores: np.ndarray) -> Fit:
+    """Ridge on the mixture, or on it and its pairwise products: whichever predicts held-out
+    proxies better (leave-one-out), refitted on all of them."""
+    from sklearn.linear_model import RidgeCV
+    from sklearn.model_selection import LeaveOneOut, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import PolynomialFeatures
+
+    alphas = np.logspace(-4, 2, 13)
+    models = {
+        "linear": lambda: RidgeCV(alphas=alphas),
+        "quadratic": lambda: make_pipeline(PolynomialFeatures(2, include_bias=False), RidgeCV(alphas=alphas)),
+    }
+    best = None
+    for kind, make in models.items():
+        predicted = cross_val_predict(make(), mixtures, scores, cv=LeaveOneOut())
+        error = float(np.mean(np.abs(predicted - scores)))
+        if best is None or error < best.loo_mae:
+            best = Fit(make().fit(mixtures, scores), kind, error, predicted)
+    assert best is not None
+    return best
+
+
+def arms(
+    train: list[str], tasks: list[str], predicted: np.ndarray, best_proxy: np.ndarray, config: MixtureSearchConfig,
+    seeds: list[int], out: Path,
+) -> list[Member]:  # fmt: skip
+    """The predicted mixture and the baselines, each with every seed, at the target budget."""
+    schedules = {
+        PREDICTED: mixture_keys(tasks, predicted),
+        "best-proxy": mixture_keys(tasks, best_proxy),
+        "proportional": ["schedule=proportional"],
+        "temperature": ["schedule=temperature", f"temperature={config.temperature:g}"],
+    }
+    found = []
+    for arm, keys in schedules.items():
+        for seed in seeds:
+            name = f"{arm}-seed{seed}"
+            member_keys = [*train, *keys, *budget_keys(config.budget), f"seed={seed}"]
+            member_keys += [f"name={name}", f"group={out.name}", f"out={out / 'arms' / name}"]
+            found.append(Member(name, member_keys, out / "arms" / name))
+    return found
+
+
+def arm_of(member: Member) -> str:
+    return member.name.rsplit("-seed", 1)[0]
+
+
+def _train(sweep: Sweep, members: list[Member]) -> None:
+    for member in members:  # a wrong key stops everything before work
+        config_from_args(member.overrides)
+    with FolderLock(sweep.out, "mixture-search folder", "out"):
+        check_same_fixed_keys(sweep, members)
+        outcomes = train_members(sweep, members)
+    if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
+        raise UserError(f"{', '.join(failed)} failed: see its output above, then run the same command again")
+
+
+def verdict_rows(compared: dict, names: dict[str, str], baselines: list[str]) -> list[dict]:
+    """Per transfer task and baseline: the predicted mixture's difference, corrected interval, verdict."""
+    rows = []
+    for c in compared["comparisons"]:
+        first, second = names[c["first"]], names[c["second"]]
+        if PREDICTED not in (first, second):
+            continue
+        other = second if first == PREDICTED else first
+        if other not in baselines:
+            continue
+        sign = 1 if first == PREDICTED else -1
+        low, high = sorted((sign * c["low"] + 0.0, sign * c["high"] + 0.0))
+        difference = sign * (c["first_score"] - c["second_score"]) + 0.0
+        decided = c["holm_p"] <= 1 - c["confidence"]
+        verdict = ("helps" if difference > 0 else "hurts") if decided else "no evidence"
+        if decided and min(c["first_seeds"], c["second_seeds"]) < 2:
+            verdict += " (1 seed)"
+        rows.append({"task": c["task"], "baseline": other, "difference": difference, "low": low, "high": high,
+                     "holm_p": c["holm_p"], "verdict": verdict})  # fmt: skip
+    return rows
+
+
+def markdown(result: dict) -> str:
+    tasks = result["tasks"]
+    lines = [
+        f"Mixture search over {', '.join(tasks)}: {len(result['proxies'])} proxies at {result['proxy_budget']}, "
+        f"scored by {result['score']}; regression: {result['fit']['kind']} ridge, held-out error "
+        f"{result['fit']['loo_mae']:.4f} (leave-one-out mean absolute error; the scores' sd "
+        f"{result['fit']['score_sd']:.4f}).",
+        "",
+        "| mixture | " + " | ".join(tasks) + " |",
+        "|---|" + "---:|" * len(tasks),
+        *(
+            f"| {name} | " + " | ".join(f"{share:.3f}" for share in mixture) + " |"
+            for name, mixture in result["mixtures"].items()
+        ),
+        "",
+        f"At {result['budget']} with seeds {', '.join(map(str, result['seeds']))}: the predicted mixture against each "
+        "baseline, two-level bootstrap (seeds, then test items), Holm over the transfer tasks.",
+        "",
+        "| transfer task | baseline | predicted - baseline | 95% interval (Holm) | verdict |",
+        "|---|---|---:|---:|---|",
+        *(
+            f"| {r['task']} | {r['baseline']} | {r['difference']:+.2f} | [{r['low']:+.2f}, {r['high']:+.2f}] | {r['verdict']} |"
+            for r in result["verdicts"]
+        ),
+    ]
+    if result.get("left_out"):
+        lines += [
+            "",
+            "Left out (short of the budget): "
+            + "; ".join(f"{k}: {v}" for k, v in result["left_out"].items()),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def page(result: dict, observed: np.ndarray, loo: np.ndarray) -> str:
+    plt = pyplot()
+    figure, (scatter, bars) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    scatter.scatter(loo, observed, color="tab:blue")
+    low, high = float(min(loo.min(), observed.min())), float(max(loo.max(), observed.max()))
+    scatter.plot([low, high], [low, high], color="grey", linewidth=0.8)
+    scatter.set_xlabel("predicted without the proxy (leave-one-out)")
+    scatter.set_ylabel(f"observed ({result['score']})")
+    scatter.set_title(f"proxies: held-out error {result['fit']['loo_mae']:.4f}", fontsize=10)
+    names, tasks = list(result["mixtures"]), result["tasks"]
+    width = 0.8 / len(tasks)
+    for index, task in enumerate(tasks):
+        shares = [result["mixtures"][name][index] for name in names]
+        bars.bar(np.arange(len(names)) + index * width, shares, width, label=task)
+    bars.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, fontsize=8)
+    bars.set_ylabel("share of steps")
+    bars.set_title("mixtures (proportional and temperature: their shares by data size)", fontsize=10)
+    bars.legend(fontsize=8)
+    image = svg_base64(figure)
+    head = "<tr><th>transfer task</th><th>baseline</th><th>predicted - baseline</th><th>95% interval (Holm)</th><th>verdict</th></tr>"
+    body = "".join(
+        f"<tr><td>{html.escape(r['task'])}</td><td>{html.escape(r['baseline'])}</td><td>{r['difference']:+.2f}</td>"
+        f"<td>[{r['low']:+.2f}, {r['high']:+.2f}]</td><td>{html.escape(r['verdict'])}</td></tr>"
+        for r in result["verdicts"]
+    )
+    return "\n".join([
+        "<!doctype html>", '<html lang="en"><head><meta charset="utf-8"><title>mtl mixture search</title>',
+        f"<style>{STYLE}</style></head><body>", f"<h1>Mixture search: {html.escape(', '.join(tasks))}</h1>",
+        f"<p>{html.escape(markdown(result).splitlines()[0])}</p>",
+        f'<img src="data:image/svg+xml;base64,{image}" alt="proxies predicted against observed; the mixtures">',
+        "<h2>Verdicts at the target budget</h2>",
+        f'<div class="wide"><table>{head}{body}</table></div>',
+        "<p>helps / hurts: the Holm-corrected interval of the predicted mixture against that baseline excludes 0 "
+        "(seeds and test items resampled); no evidence is not evidence of no difference.</p>",
+        "</body></html>",
+    ]) + "\n"  # fmt: skip
+
+
+def training_sizes(train: list[str], tasks: list[str]) -> np.ndarray:
+    """Each training task's number of training examples (what size-driven schedules sample by)."""
+    from mtl.train.data import prepare
+
+    data = prepare(config_from_args([*train, "max_steps=1"]), progress=False)
+    return np.array([len(data.examples[task]["train"]) for task in tasks], dtype=float)
+
+
+def by_size(sizes: np.ndarray, power: float) -> np.ndarray:
+    """The shares of sampling by size**power (proportional: 1; temperature T: 1 / T)."""
+    weights = np.exp(power * np.log(sizes) - (power * np.log(sizes)).max())
+    return weights / weights.sum()
+
+
+def command(args: Sequence[str]) -> None:
+    launcher_args, args = split_launcher_keys(args)
+    launcher = launcher_from(launcher_args)
+    config, train = parse(args)
+    tasks = training_tasks(train)
+    seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
+    out = check_output_dir(
+        Path(config.out).expanduser()
+        if config.out
+        else Path("runs") / f"mixture-{time.strftime('%Y%m%d-%H%M%S')}",
+        "out",
+    )
+    mixtures = draw_mixtures(config.trials, len(tasks), config.alpha, config.search_seed)
+    fixed = [
+        *train,
+        f"proxy_budget={config.proxy_budget}",
+        f"search_seed={config.search_seed}",
+        f"alpha={config.alpha:g}",
+    ]
+    found = proxies(train, tasks, mixtures, config.proxy_budget, out)
+    _train(Sweep(out.name, {}, fixed, out / "proxies", launcher), found)
+    scores = [proxy_score(member, config.score) for member in found]
+    kept = [
+        i
+        for i, s in enumerate(scores)
+        if s is not None and short_of_budget(found[i], config.proxy_budget) is None
+    ]
+    if len(kept) < 4:
+        raise UserError(
+            f"{len(kept)} proxies finished with a {config.score} score: a regression needs 4 at least"
+        )
+    observed = np.array([scores[i] for i in kept])
+    fitted = fit(mixtures[kept], observed)
+    candidates = np.random.default_rng([config.search_seed, 0xCA11]).dirichlet(
+        np.full(len(tasks), config.alpha), size=config.candidates
+    )
+    predicted = candidates[int(np.argmax(fitted.predict(candidates)))]
+    predicted = np.round(np.maximum(predicted, 0.005) / np.maximum(predicted, 0.005).sum(), 4)
+    best_proxy = mixtures[kept[int(np.argmax(observed))]]
+    print(
+        f"regression ({fitted.kind} ridge): held-out error {fitted.loo_mae:.4f}; predicted best mixture "
+        + ", ".join(f"{t} {p:.3f}" for t, p in zip(tasks, predicted, strict=True)),
+        flush=True,
+    )
+    final = arms(train, tasks, predicted, best_proxy, config, seeds, out)
+    _train(Sweep(out.name, {}, [*fixed, f"budget={config.budget}"], out / "arms", launcher), final)
+    short = {m.name: why for m in final if (why := short_of_budget(m, config.budget))}
+    for name, why in short.items():
+        print(f"left out {name}: {why}; equal compute needs the whole budget", flush=True)
+    compared_runs = [m for m in final if m.name not in short]
+    keys = [
+        f"tasks={config.transfer_tasks}",
+        f"mode={config.transfer_mode}",
+        f"data={config.transfer_data or ''}",
+    ]
+    report = report_name(apply_overrides(TransferConfig(), keys))
+    for member in compared_runs:
+        print(f"transfer {member.name} ({report})", flush=True)
+        try:
+            transfer(apply_overrides(TransferConfig(), [*keys, f"run={member.run_dir}"]))
+        except TransferDataError as error:
+            raise error.naming("transfer_data") from None
+    compared_path = out / "compare.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "mtl", "compare", *(str(m.run_dir) for m in compared_runs), f"report={report}",
+         f"out={compared_path}", "wandb=disabled"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise UserError(
+            f"just compare failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
+        )
+    compared = json.loads(compared_path.with_suffix(".json").read_text(encoding="utf-8"))
+    arm_at = {str(m.run_dir): arm_of(m) for m in compared_runs}
+    names = {encoder: arm_at[paths[0]] for encoder, paths in compared["encoders"].items()}
+    baselines = ["best-proxy", "proportional", "temperature"]
+    sizes = training_sizes(train, tasks)
+    result = {
+        "tasks": tasks,
+        "proxy_budget": config.proxy_budget,
+        "budget": config.budget,
+        "score": config.score,
+        "seeds": seeds,
+        "proxies": {found[i].name: {"mixture": mixtures[i].tolist(), "score": scores[i]} for i in range(len(found))},
+        "fit": {"kind": fitted.kind, "loo_mae": fitted.loo_mae, "score_sd": float(np.std(observed, ddof=1)),
+                "loo_predicted": dict(zip([found[i].name for i in kept], fitted.loo_predicted.tolist(), strict=True))},
+        "mixtures": {
+            PREDICTED: predicted.tolist(),
+            "best-proxy": best_proxy.tolist(),
+            "proportional": by_size(sizes, 1.0).tolist(),
+            "temperature": by_size(sizes, 1.0 / config.temperature).tolist(),
+        },
+        "runs": {m.name: str(m.run_dir) for m in final},
+        "left_out": short,
+        "equal_compute": "every compared arm trained the whole budget with stop=max_steps",
+        "verdicts": verdict_rows(compared, names, baselines),
+    }  # fmt: skip
+    text = markdown(result)
+    atomic.write_text(out / "mixture-search.md", text, "mixture search")
+    atomic.write_text(out / "mixture-search.json", jsonfile.dumps(result, indent=2) + "\n", "mixture search")
+    atomic.write_text(
+        out / "mixture-search.html", page(result, observed, fitted.loo_predicted), "mixture search page"
+    )
+    log_tables(
+        job_type="mixture-search",
+        name=out.name,
+        config={k: v for k, v in result.items() if k in ("tasks", "proxy_budget", "budget", "score", "seeds")},
+        tables={
+            "proxies": (["proxy", *tasks, "score", "held-out prediction"],
+                        [[found[i].name, *mixtures[i].tolist(), scores[i], float(fitted.loo_predicted[n])] for n, i in enumerate(kept)]),
+            "verdicts": (["task", "baseline", "difference", "low", "high", "verdict"],
+                         [[r["task"], r["baseline"], r["difference"], r["low"], r["high"], r["verdict"]] for r in result["verdicts"]]),
+        },
+        directory=out,
+        mode="auto",
+        group=out.name,
+    )  # fmt: skip
+    print(text + f"\nwritten to {out / 'mixture-search.md'}, .json and .html")
