@@ -540,12 +540,16 @@ def test_compare_objectives_transfers_each_member_and_writes_a_table_and_a_page(
     from mtl.analysis.objectives import CompareConfig, compare
 
     out = tmp_path / "sweep"
-    start_run(tiny_data, out / "tasksnli", "tasks=nli", "max_steps=4")
+    for seed in (1, 2):  # `just sweep objectives seeds=2`: an objective's seeds are one row
+        start_run(tiny_data, out / f"tasksnli-seed{seed}", "tasks=nli", "max_steps=4", f"seed={seed}")
     start_run(tiny_data, out / "tasksqt", *QT[1:], "tasks=qt", "max_steps=4")
     page = compare(CompareConfig(out=str(out), transfer_tasks="MR,CR", data=str(senteval), device="cpu"))
     table = (out / "comparison.md").read_text()
-    assert "| nli |" in table and "| qt |" in table and table.count("\n") == 4
-    for member in ("tasksnli", "tasksqt"):
+    rows = [line for line in table.splitlines() if line.startswith(("| nli |", "| qt |"))]
+    assert len(rows) == 2 and rows[0].count(" ± ") + rows[1].count(" ± ") == 3  # nli: MR, CR, mean
+    assert "| nli | 2 |" in table and "| qt | 1 |" in table
+    assert "Holm" in table and "| MR | tasks=nli | tasks=qt |" in table  # the verdicts below
+    for member in ("tasksnli-seed1", "tasksnli-seed2", "tasksqt"):
         assert (out / member / "transfer-fast.json").is_file()
     text = page.read_text()
     assert text.startswith("<!doctype html>") and 'src="data:image/svg+xml;base64,' in text
@@ -582,6 +586,7 @@ def test_a_member_whose_objective_got_no_examples_is_marked_and_ranked_last(tiny
     start_run(tiny_data, out / "tasksnli", "tasks=nli", "max_steps=4")
     start_run(tiny_data, out / "tasksnli+qt", *QT[1:], "tasks=nli,qt", "steps_nli=10", "max_steps=4")
     compare(CompareConfig(out=str(out), transfer_tasks="MR,CR", data=str(senteval), device="cpu"))
-    rows = [line for line in (out / "comparison.md").read_text().splitlines()[2:] if line]
+    text = (out / "comparison.md").read_text()
+    rows = [line for line in text.split("\n\n")[0].splitlines()[2:] if line]  # the table before the verdicts
     assert rows[-1].startswith("| nli + qt (no qt examples: not this mixture) |")
     assert rows[0].startswith("| nli |")

@@ -2,15 +2,19 @@
 one page: transfer score against minutes of training and examples seen (Quick-Thoughts,
 Appendix C, compares objectives at equal training time this way).
 
-    just sweep objectives max_minutes=20        # the members (experiments/sweeps/objectives.toml)
-    just compare-objectives                     # transfer each, then comparison.md and comparison.html
+    just sweep objectives max_minutes=20 seeds=3   # the members (experiments/sweeps/objectives.toml)
+    just compare-objectives                        # transfer each, then comparison.md and comparison.html
 
-A member already transferred with the same protocol is not transferred again.
+A member already transferred with the same protocol is not transferred again. The seeds of an
+objective (`just sweep ... seeds=3`) are one row, each score their mean ± sd; below the table,
+`just compare`'s verdicts between every two objectives (two-level bootstrap over seeds and test
+items, Holm over the transfer tasks).
 """
 
 from __future__ import annotations
 
 import html
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,10 +72,24 @@ def compare(config: CompareConfig) -> Path:
     if not finished:
         raise UserError(f"out={sweep} holds no finished run: train the sweep first (just sweep objectives)")
     members = [_member(folder, config) for folder in finished]
-    atomic.write_text(sweep / "comparison.md", markdown(members, config), "comparison table")
+    text = markdown(members, config) + "\n" + verdicts(finished, config)
+    atomic.write_text(sweep / "comparison.md", text, "comparison table")
     atomic.write_text(sweep / "comparison.html", page(members, config), "comparison page")
-    print(markdown(members, config))
+    print(text)
     return sweep / "comparison.html"
+
+
+def verdicts(folders: list[Path], config: CompareConfig) -> str:
+    """`just compare`'s table between the objectives (their seeds grouped), or why there is none."""
+    from mtl.analysis import significance
+
+    transfer = suite.TransferConfig(tasks=config.transfer_tasks, mode=config.mode)
+    settings = significance.SignificanceConfig(report=suite.report_name(transfer))
+    try:
+        encoders = significance.group_runs(folders, settings.report)
+        return significance.markdown(encoders, significance.compare(encoders, settings), settings)
+    except UserError as error:
+        return f"No verdicts: {error}\n"
 
 
 def _member(folder: Path, config: CompareConfig) -> Member:
@@ -111,16 +129,32 @@ def _score(result: dict[str, Any]) -> float:
 
 
 def markdown(members: list[Member], config: CompareConfig) -> str:
+    """A row per objective: its seeds' mean ± sd per transfer task when it has several."""
     tasks = config.transfer_tasks.split(",")
     lines = [
-        f"| objective | train min | examples seen | {' | '.join(tasks)} | mean |",
-        "|---" * (len(tasks) + 4) + "|",
+        f"| objective | seeds | train min | examples seen | {' | '.join(tasks)} | mean |",
+        "|---" * (len(tasks) + 5) + "|",
     ]
+    groups: dict[str, list[Member]] = {}
+    for m in members:
+        groups.setdefault(m.label, []).append(m)
+
+    def cell(values: list[float]) -> str:
+        if len(values) > 1:
+            return f"{statistics.fmean(values):.1f} ± {statistics.stdev(values):.1f}"
+        return f"{values[0]:.1f}"
+
     # A member whose objective got no examples is not that mixture: it ranks after the others.
-    for m in sorted(members, key=lambda m: (bool(m.starved), -m.mean)):
-        seen = ", ".join(f"{t} {n:,}" for t, n in m.examples.items())
-        scores = " | ".join(f"{m.transfer[t]:.1f}" for t in tasks)
-        lines.append(f"| {m.label} | {m.minutes:.1f} | {seen} | {scores} | {m.mean:.1f} |")
+    ordered = sorted(
+        groups.items(), key=lambda g: (bool(g[1][0].starved), -statistics.fmean(m.mean for m in g[1]))
+    )
+    for label, runs in ordered:
+        seen = ", ".join(f"{t} {n:,}" for t, n in runs[0].examples.items())
+        scores = " | ".join(cell([m.transfer[t] for m in runs]) for t in tasks)
+        minutes = statistics.fmean(m.minutes for m in runs)
+        lines.append(
+            f"| {label} | {len(runs)} | {minutes:.1f} | {seen} | {scores} | {cell([m.mean for m in runs])} |"
+        )
     return "\n".join(lines) + "\n"
 
 
