@@ -8,6 +8,7 @@ import pytest
 from mtl.cli import main
 from mtl.errors import UserError
 from mtl.jobs import versus
+from mtl.jobs.arms import short_of_budget
 from tests.conftest import args_for
 
 
@@ -72,7 +73,7 @@ def test_every_task_alone_and_the_mixture_train_at_the_budget_with_each_seed_the
     values = json.loads(summary.read_text())
     summary.write_text(json.dumps({**values, "global_step": 3, "stop_reason": "patience"}))
     member = next(m for m in versus.members(train, "steps:4", out, [1, 2]) if m.name == "nli-seed2")
-    assert versus.short_of_budget(member, "steps:4") == "trained 3 of its 4 steps (stopped by patience)"
+    assert short_of_budget(member, "steps:4") == "trained 3 of its 4 steps (stopped by patience)"
 
 
 def test_an_examples_budget_gives_each_run_its_own_steps(tiny_data, tmp_path):

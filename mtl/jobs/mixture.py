@@ -25,10 +25,6 @@ mixtures' weights, the verdicts), and logs its tables to W&B in the search's gro
 from __future__ import annotations
 
 import html
-import json
-import subprocess
-import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,17 +35,14 @@ import numpy as np
 from mtl.analysis.page import STYLE, pyplot, svg_base64
 from mtl.config import AtLeast1, PositiveFloat, apply_overrides, paths_and_keys
 from mtl.errors import UserError
-from mtl.eval.transfer.suite import TransferConfig, report_name
-from mtl.eval.transfer.suite import run as transfer
-from mtl.eval.transfer.tasks import TransferDataError
+from mtl.eval.transfer.suite import TransferConfig
 from mtl.files import atomic, jsonfile
-from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
+from mtl.jobs.arms import budget_amount, equal_compute, short_of_budget, study_folder, transfer_and_compare
 from mtl.jobs.launchers import LauncherConfig, launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
-from mtl.jobs.versus import budget_amount, short_of_budget
 from mtl.runs import RunFolder, read_summary
 from mtl.tracking.tracker import log_tables
 from mtl.train.run import config_from_args
@@ -346,12 +339,7 @@ def command(args: Sequence[str]) -> None:
     config, train = parse(args)
     tasks = training_tasks(train)
     seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
-    out = check_output_dir(
-        Path(config.out).expanduser()
-        if config.out
-        else Path("runs") / f"mixture-{time.strftime('%Y%m%d-%H%M%S')}",
-        "out",
-    )
+    out = study_folder(config.out, "mixture")
     mixtures = draw_mixtures(config.trials, len(tasks), config.alpha, config.search_seed)
     fixed = [
         *train,
@@ -386,35 +374,10 @@ def command(args: Sequence[str]) -> None:
     )
     final = arms(train, tasks, predicted, best_proxy, config, seeds, out)
     _train(Sweep(out.name, {}, [*fixed, f"budget={config.budget}"], out / "arms", launcher), final)
-    short = {m.name: why for m in final if (why := short_of_budget(m, config.budget))}
-    for name, why in short.items():
-        print(f"left out {name}: {why}; equal compute needs the whole budget", flush=True)
-    compared_runs = [m for m in final if m.name not in short]
-    keys = [
-        f"tasks={config.transfer_tasks}",
-        f"mode={config.transfer_mode}",
-        f"data={config.transfer_data or ''}",
-    ]
-    report = report_name(apply_overrides(TransferConfig(), keys))
-    for member in compared_runs:
-        print(f"transfer {member.name} ({report})", flush=True)
-        try:
-            transfer(apply_overrides(TransferConfig(), [*keys, f"run={member.run_dir}"]))
-        except TransferDataError as error:
-            raise error.naming("transfer_data") from None
-    compared_path = out / "compare.md"
-    done = subprocess.run(
-        [sys.executable, "-m", "mtl", "compare", *(str(m.run_dir) for m in compared_runs), f"report={report}",
-         f"out={compared_path}", "wandb=disabled"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise UserError(
-            f"just compare failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
-        )
-    compared = json.loads(compared_path.with_suffix(".json").read_text(encoding="utf-8"))
-    arm_at = {str(m.run_dir): arm_of(m) for m in compared_runs}
-    names = {encoder: arm_at[paths[0]] for encoder, paths in compared["encoders"].items()}
+    compared_runs, short = equal_compute(final, config.budget)
+    compared, names, _ = transfer_and_compare(
+        compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out, arm_of
+    )
     baselines = ["best-proxy", "proportional", "temperature"]
     sizes = training_sizes(train, tasks)
     result = {

@@ -18,24 +18,18 @@ no evidence. With one seed an arm's seed variance is unknown: the verdict says "
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
-import subprocess
-import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mtl.config import Range, apply_overrides, paths_and_keys, read_number
+from mtl.config import apply_overrides, paths_and_keys
 from mtl.errors import UserError
-from mtl.eval.transfer.suite import TransferConfig, report_name
-from mtl.eval.transfer.suite import run as transfer
-from mtl.eval.transfer.tasks import TransferDataError
+from mtl.eval.transfer.suite import TransferConfig
 from mtl.files import atomic, jsonfile
-from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
+from mtl.jobs.arms import budget_amount, equal_compute, study_folder, transfer_and_compare
 from mtl.jobs.launchers import LauncherConfig, launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
@@ -94,19 +88,6 @@ def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
         raise UserError("a versus-single key is given twice: give it once")
     budget_amount(config.budget)
     return config, train
-
-
-def budget_amount(budget: str) -> tuple[str, float]:
-    """(kind, amount) of `budget=`: steps and examples whole numbers from 1, minutes above 0; a
-    one-line error naming budget= otherwise."""
-    kind, _, amount = budget.partition(":")
-    if kind not in ("steps", "examples", "minutes") or not amount:
-        raise UserError(f"budget={budget!r}: give steps:N, examples:N or minutes:N (e.g. budget=steps:600)")
-    if kind == "minutes":
-        return kind, read_number(
-            "budget", amount, float, Range(0, low_open=True), f"budget={budget}: {amount}"
-        )
-    return kind, read_number("budget", amount, int, Range(1), f"budget={budget}: {amount}")
 
 
 def examples_per_step(config: TrainConfig) -> float:
@@ -168,23 +149,6 @@ def members(train: list[str], budget: str, out: Path, seeds: Sequence[int] = (1,
 
 def arm_of(member: Member) -> str:
     return member.name.rsplit("-seed", 1)[0] if "-seed" in member.name else member.name
-
-
-def short_of_budget(member: Member, budget: str) -> str | None:
-    """Why a finished run did not use the whole budget, or None: it trained max_steps= steps (a
-    steps or examples budget) or until max_minutes= (a minutes budget)."""
-    summary = read_summary(RunFolder(member.run_dir).summary)
-    if not isinstance(summary, dict):
-        return "its summary.json is missing or damaged"
-    kind, _ = budget_amount(budget)
-    if kind == "minutes":
-        if summary.get("stop_reason") != "max_minutes":
-            return f"stopped by {summary.get('stop_reason')} before {budget}"
-        return None
-    wanted = next(int(k.partition("=")[2]) for k in member.overrides if k.startswith("max_steps="))
-    if summary.get("global_step") != wanted:
-        return f"trained {summary.get('global_step')} of its {wanted} steps (stopped by {summary.get('stop_reason')})"
-    return None
 
 
 def _task_entries(train: list[str]) -> dict[str, str]:
@@ -309,12 +273,7 @@ def command(args: Sequence[str]) -> None:
     launcher = launcher_from(launcher_args)
     config, train = parse(args)
     seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
-    out = check_output_dir(
-        Path(config.out).expanduser()
-        if config.out
-        else Path("runs") / f"versus-{time.strftime('%Y%m%d-%H%M%S')}",
-        "out",
-    )
+    out = study_folder(config.out, "versus")
     found = members(train, config.budget, out, seeds)
     # The budget is a fixed key of every run: a folder trained with another budget is refused,
     # not resumed under its old one.
@@ -324,51 +283,17 @@ def command(args: Sequence[str]) -> None:
         outcomes = train_members(sweep, found)
     if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
         raise UserError(f"{', '.join(failed)} failed: see its output above, then run the same command again")
-    short = {m.name: why for m in found if (why := short_of_budget(m, config.budget))}
-    for name, why in short.items():
-        print(f"left out {name}: {why}; equal compute needs the whole budget", flush=True)
-    kept = [m for m in found if m.name not in short]
+    kept, short = equal_compute(found, config.budget)
     arms = list(dict.fromkeys(arm_of(m) for m in found))
     if missing := [arm for arm in arms if not any(arm_of(m) == arm for m in kept)]:
         raise UserError(
             f"no run of {', '.join(missing)} used the whole budget: see the lines above, then resume its "
             "runs or choose another budget"
         )
-    keys = [
-        f"tasks={config.transfer_tasks}",
-        f"mode={config.transfer_mode}",
-        f"data={config.transfer_data or ''}",
-    ]
-    report = report_name(apply_overrides(TransferConfig(), keys))
-    for member in kept:
-        print(f"transfer {member.name} ({report})", flush=True)
-        try:
-            transfer(apply_overrides(TransferConfig(), [*keys, f"run={member.run_dir}"]))
-        except TransferDataError as error:  # said with the key this command takes
-            raise error.naming("transfer_data") from None
-    compared_path = out / "compare.md"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mtl",
-            "compare",
-            *(str(m.run_dir) for m in kept),
-            f"report={report}",
-            f"out={compared_path}",
-            "wandb=disabled",
-        ],  # fmt: skip
-        capture_output=True,
-        text=True,
+    compared, names, report = transfer_and_compare(
+        kept, config.transfer_tasks, config.transfer_mode, config.transfer_data, out, arm_of
     )
-    if done.returncode != 0:
-        raise UserError(
-            f"just compare failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
-        )
-    compared = json.loads(compared_path.with_suffix(".json").read_text(encoding="utf-8"))
-    # compare names an encoder (its seeds) by the keys its runs differ in (tasks=nli): here, by arm
-    arm_at = {str(m.run_dir): arm_of(m) for m in kept}
-    names = {encoder: arm_at[paths[0]] for encoder, paths in compared["encoders"].items()}
+    compared_path = out / "compare.md"
     for c in compared["comparisons"]:
         c["first"], c["second"] = names[c["first"]], names[c["second"]]
     spreads = {names[e]: by_task for e, by_task in compared.get("seed_scores", {}).items()}

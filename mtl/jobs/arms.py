@@ -1,0 +1,103 @@
+"""The arms of a study (versus-single, mixture-search), once trained: each run held to the whole
+budget, transferred with one protocol, and compared by `just compare` with its seeds grouped."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mtl.config import Range, apply_overrides, read_number
+from mtl.errors import UserError
+from mtl.eval.transfer.suite import TransferConfig, report_name
+from mtl.eval.transfer.suite import run as transfer
+from mtl.eval.transfer.tasks import TransferDataError
+from mtl.files.atomic import check_output_dir
+from mtl.jobs.member import Member
+from mtl.runs import RunFolder, read_summary
+
+
+def budget_amount(budget: str) -> tuple[str, float]:
+    """(kind, amount) of `budget=`: steps and examples whole numbers from 1, minutes above 0; a
+    one-line error naming budget= otherwise."""
+    kind, _, amount = budget.partition(":")
+    if kind not in ("steps", "examples", "minutes") or not amount:
+        raise UserError(f"budget={budget!r}: give steps:N, examples:N or minutes:N (e.g. budget=steps:600)")
+    if kind == "minutes":
+        return kind, read_number(
+            "budget", amount, float, Range(0, low_open=True), f"budget={budget}: {amount}"
+        )
+    return kind, read_number("budget", amount, int, Range(1), f"budget={budget}: {amount}")
+
+
+def short_of_budget(member: Member, budget: str) -> str | None:
+    """Why a finished run did not use the whole budget, or None: it trained max_steps= steps (a
+    steps or examples budget) or until max_minutes= (a minutes budget)."""
+    summary = read_summary(RunFolder(member.run_dir).summary)
+    if not isinstance(summary, dict):
+        return "its summary.json is missing or damaged"
+    kind, _ = budget_amount(budget)
+    if kind == "minutes":
+        if summary.get("stop_reason") != "max_minutes":
+            return f"stopped by {summary.get('stop_reason')} before {budget}"
+        return None
+    wanted = next(int(k.partition("=")[2]) for k in member.overrides if k.startswith("max_steps="))
+    if summary.get("global_step") != wanted:
+        return f"trained {summary.get('global_step')} of its {wanted} steps (stopped by {summary.get('stop_reason')})"
+    return None
+
+
+def study_folder(out: str | None, kind: str) -> Path:
+    """Where a study's runs and results go: `out=`, else runs/<kind>-<time>; checked as out=."""
+    chosen = Path(out).expanduser() if out else Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return check_output_dir(chosen, "out")
+
+
+def equal_compute(members: list[Member], budget: str) -> tuple[list[Member], dict[str, str]]:
+    """The runs that trained the whole budget, and why each other one did not (said here): a run
+    that ended short is left out, never compared."""
+    short = {m.name: why for m in members if (why := short_of_budget(m, budget))}
+    for name, why in short.items():
+        print(f"left out {name}: {why}; equal compute needs the whole budget", flush=True)
+    return [m for m in members if m.name not in short], short
+
+
+def transfer_and_compare(
+    members: list[Member], tasks: str, mode: str, data: str | None, out: Path, arm_of: Callable[[Member], str]
+) -> tuple[dict, dict[str, str], str]:
+    """Transfer each run (`transfer_tasks=`, `transfer_mode=`, `transfer_data=`), then `just
+    compare` them into out/compare.md and .json: (its record, encoder name -> arm, the report)."""
+    keys = [f"tasks={tasks}", f"mode={mode}", f"data={data or ''}"]
+    report = report_name(apply_overrides(TransferConfig(), keys))
+    for member in members:
+        print(f"transfer {member.name} ({report})", flush=True)
+        try:
+            transfer(apply_overrides(TransferConfig(), [*keys, f"run={member.run_dir}"]))
+        except TransferDataError as error:  # said with the key the study takes
+            raise error.naming("transfer_data") from None
+    compared_path = out / "compare.md"
+    runs = [str(m.run_dir) for m in members]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mtl",
+            "compare",
+            *runs,
+            f"report={report}",
+            f"out={compared_path}",
+            "wandb=disabled",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode
+        raise UserError(f"just compare failed: {said}")
+    compared = json.loads(compared_path.with_suffix(".json").read_text(encoding="utf-8"))
+    # compare names an encoder (its seeds) by the keys its runs differ in (tasks=nli): here, by arm
+    arm_at = {str(m.run_dir): arm_of(m) for m in members}
+    return compared, {encoder: arm_at[paths[0]] for encoder, paths in compared["encoders"].items()}, report
