@@ -267,7 +267,7 @@ COMMANDS: dict[str, Command] = {
         ),
     ),
     "mixture-search": Command(
-        "mtl.jobs.mixture",
+        "mtl.analysis.mixture_page",
         "mtl.jobs.mixture:MixtureSearchConfig",
         "proxy runs of sampled task mixtures, a regression to the best one, then it against the usual mixtures with seeds and verdicts (RegMix)",
         (

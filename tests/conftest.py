@@ -133,10 +133,17 @@ def args_for(tiny_data, out: Path, *extra: str) -> list[str]:
 
 
 def long_sweep_args(tiny_data, out: Path) -> list[str]:
-    """A two-member sweep whose members train until stopped: no evaluation (SGD's min_lr stop would
-    end a member after ~28 steps) and no checkpoint until then."""
+    """A two-member sweep whose members train until stopped: no stopping rule but max_steps (SGD's
+    min_lr, decided at epoch ends, would end a member within a few hundred steps), no evaluation
+    and no checkpoint until then."""
     args = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
-    args += ["steps_nli=2,3", "max_steps=100000", "checkpoint_every=100000", "eval_every=100000"]
+    args += [
+        "steps_nli=2,3",
+        "max_steps=100000",
+        "checkpoint_every=100000",
+        "eval_every=100000",
+        "stop=max_steps",
+    ]
     return [*args, "sweep=long", f"out={out}"]
 
 

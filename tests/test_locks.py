@@ -20,7 +20,13 @@ from .conftest import FIXTURES, args_for, long_sweep_args, one_error_line, start
 def train(tiny_data, out, *extra) -> subprocess.Popen:
     """A training process that runs until it is stopped, and checkpoints only when stopped."""
     args = args_for(
-        tiny_data, out, "max_steps=100000", "checkpoint_every=100000", "eval_every=100000", *extra
+        tiny_data,
+        out,
+        "max_steps=100000",
+        "checkpoint_every=100000",
+        "eval_every=100000",
+        "stop=max_steps",
+        *extra,
     )
     return subprocess.Popen(
         [sys.executable, "-m", "mtl", "train-multitask", *args],

@@ -81,7 +81,7 @@ def test_a_sweep_through_slurm_is_one_job_array_with_the_local_sweeps_results(
 def test_a_member_requeued_mid_run_finishes_with_the_uninterrupted_runs_losses(
     slurm, tiny_data, tmp_path, capsys
 ):
-    keys = ("max_steps=400", "checkpoint_every=20", "eval_every=100000", "hidden=64")
+    keys = ("max_steps=400", "stop=max_steps", "checkpoint_every=20", "eval_every=100000", "hidden=64")
     straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
     out = tmp_path / "requeued"
     job = submitted_until_a_checkpoint(tiny_data, out, keys)
@@ -155,7 +155,7 @@ def test_a_refused_submission_is_one_line_naming_the_key(slurm, tiny_data, tmp_p
 
 def test_a_cancelled_run_is_left_resumable_and_resumes(slurm, tiny_data, tmp_path, capsys):
     out = tmp_path / "cancelled"
-    keys = ("max_steps=1500", "checkpoint_every=20", "eval_every=100000", "hidden=64")
+    keys = ("max_steps=1500", "stop=max_steps", "checkpoint_every=20", "eval_every=100000", "hidden=64")
     job = submitted_until_a_checkpoint(tiny_data, out, keys)
     assert main(["cancel", str(out)]) == 0
     assert "cancelled 1 jobs" in capsys.readouterr().out
@@ -214,7 +214,7 @@ def test_a_run_near_its_time_limit_checkpoints_requeues_and_resumes_exactly(slur
     checkpoints after its step, the job requeues itself and the next attempt resumes. The signal is
     sent as SLURM sends it (to the job's processes), once the run trains: a clock-timed one could
     come before a loaded machine has started the job."""
-    keys = ("max_steps=3000", "checkpoint_every=100000", "eval_every=100000", "hidden=64")
+    keys = ("max_steps=3000", "stop=max_steps", "checkpoint_every=100000", "eval_every=100000", "hidden=64")
     straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
     out = tmp_path / "limited"
     job = subprocess.Popen(

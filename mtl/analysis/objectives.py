@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mtl import metrics
+from mtl.analysis import significance
 from mtl.analysis.page import STYLE, pyplot, svg_base64
 from mtl.config import apply_overrides
 from mtl.errors import UserError
@@ -81,8 +82,6 @@ def compare(config: CompareConfig) -> Path:
 
 def verdicts(folders: list[Path], config: CompareConfig) -> str:
     """`just compare`'s table between the objectives (their seeds grouped), or why there is none."""
-    from mtl.analysis import significance
-
     transfer = suite.TransferConfig(tasks=config.transfer_tasks, mode=config.mode)
     settings = significance.SignificanceConfig(report=suite.report_name(transfer))
     try:

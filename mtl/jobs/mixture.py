@@ -18,13 +18,13 @@ trained at the target budget with seeds against the usual mixtures, with verdict
    of the predicted mixture against each baseline, Holm-corrected over the transfer tasks.
 
 Everything trains as a sweep: an interrupted search resumes, a finished proxy or arm is never
-trained again. It writes mixture-search.md and .json, and a page (predicted against observed, the
-mixtures' weights, the verdicts), and logs its tables to W&B in the search's group.
+trained again. It writes mixture-search.md and .json, logs its tables to W&B in the search's
+group, and `just mixture-search` adds a page (mtl/analysis/mixture_page.py: predicted against
+observed, the mixtures' weights, the verdicts).
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from mtl.analysis.page import STYLE, pyplot, svg_base64
 from mtl.config import AtLeast1, PositiveFloat, apply_overrides, paths_and_keys
 from mtl.errors import UserError
 from mtl.eval.transfer.suite import TransferConfig
@@ -45,6 +44,7 @@ from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
 from mtl.runs import RunFolder, read_summary
 from mtl.tracking.tracker import log_tables
+from mtl.train.data import prepare
 from mtl.train.run import config_from_args
 
 SEARCH_KEYS = (
@@ -281,48 +281,8 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def page(result: dict, observed: np.ndarray, loo: np.ndarray) -> str:
-    plt = pyplot()
-    figure, (scatter, bars) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
-    scatter.scatter(loo, observed, color="tab:blue")
-    low, high = float(min(loo.min(), observed.min())), float(max(loo.max(), observed.max()))
-    scatter.plot([low, high], [low, high], color="grey", linewidth=0.8)
-    scatter.set_xlabel("predicted without the proxy (leave-one-out)")
-    scatter.set_ylabel(f"observed ({result['score']})")
-    scatter.set_title(f"proxies: held-out error {result['fit']['loo_mae']:.4f}", fontsize=10)
-    names, tasks = list(result["mixtures"]), result["tasks"]
-    width = 0.8 / len(tasks)
-    for index, task in enumerate(tasks):
-        shares = [result["mixtures"][name][index] for name in names]
-        bars.bar(np.arange(len(names)) + index * width, shares, width, label=task)
-    bars.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, fontsize=8)
-    bars.set_ylabel("share of steps")
-    bars.set_title("mixtures (proportional and temperature: their shares by data size)", fontsize=10)
-    bars.legend(fontsize=8)
-    image = svg_base64(figure)
-    head = "<tr><th>transfer task</th><th>baseline</th><th>predicted - baseline</th><th>95% interval (Holm)</th><th>verdict</th></tr>"
-    body = "".join(
-        f"<tr><td>{html.escape(r['task'])}</td><td>{html.escape(r['baseline'])}</td><td>{r['difference']:+.2f}</td>"
-        f"<td>[{r['low']:+.2f}, {r['high']:+.2f}]</td><td>{html.escape(r['verdict'])}</td></tr>"
-        for r in result["verdicts"]
-    )
-    return "\n".join([
-        "<!doctype html>", '<html lang="en"><head><meta charset="utf-8"><title>mtl mixture search</title>',
-        f"<style>{STYLE}</style></head><body>", f"<h1>Mixture search: {html.escape(', '.join(tasks))}</h1>",
-        f"<p>{html.escape(markdown(result).splitlines()[0])}</p>",
-        f'<img src="data:image/svg+xml;base64,{image}" alt="proxies predicted against observed; the mixtures">',
-        "<h2>Verdicts at the target budget</h2>",
-        f'<div class="wide"><table>{head}{body}</table></div>',
-        "<p>helps / hurts: the Holm-corrected interval of the predicted mixture against that baseline excludes 0 "
-        "(seeds and test items resampled); no evidence is not evidence of no difference.</p>",
-        "</body></html>",
-    ]) + "\n"  # fmt: skip
-
-
 def training_sizes(train: list[str], tasks: list[str]) -> np.ndarray:
     """Each training task's number of training examples (what size-driven schedules sample by)."""
-    from mtl.train.data import prepare
-
     data = prepare(config_from_args([*train, "max_steps=1"]), progress=False)
     return np.array([len(data.examples[task]["train"]) for task in tasks], dtype=float)
 
@@ -333,7 +293,9 @@ def by_size(sizes: np.ndarray, power: float) -> np.ndarray:
     return weights / weights.sum()
 
 
-def command(args: Sequence[str]) -> None:
+def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
+    """The whole search (resumed where it stopped): its folder, its result, and the proxies'
+    observed scores with their held-out predictions (for the page)."""
     launcher_args, args = split_launcher_keys(args)
     launcher = launcher_from(launcher_args)
     config, train = parse(args)
@@ -403,9 +365,6 @@ def command(args: Sequence[str]) -> None:
     text = markdown(result)
     atomic.write_text(out / "mixture-search.md", text, "mixture search")
     atomic.write_text(out / "mixture-search.json", jsonfile.dumps(result, indent=2) + "\n", "mixture search")
-    atomic.write_text(
-        out / "mixture-search.html", page(result, observed, fitted.loo_predicted), "mixture search page"
-    )
     log_tables(
         job_type="mixture-search",
         name=out.name,
@@ -420,4 +379,4 @@ def command(args: Sequence[str]) -> None:
         mode="auto",
         group=out.name,
     )  # fmt: skip
-    print(text + f"\nwritten to {out / 'mixture-search.md'}, .json and .html")
+    return out, result, observed, fitted.loo_predicted
