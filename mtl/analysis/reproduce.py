@@ -93,7 +93,7 @@ def not_comparable(
     it finishes) cannot be set against the paper's (`figures`), whatever they are."""
     config = record.get("config", {})
     figures = figures or {}
-    rules = figures.get("comparable") or comparability()
+    rules = comparability_of(figures)
     inputs = record.get("inputs") if isinstance(record.get("inputs"), dict) else {}
     reasons = _vector_reasons(config, inputs.get("vectors") or {}, rules)
     for name, task in config.get("tasks", {}).items():
@@ -105,7 +105,7 @@ def not_comparable(
     sizes = snli.get("sizes") if isinstance(snli, dict) else None
     if isinstance(sizes, dict):
         for split, full in rules.get("nli_sizes", {}).items():
-            if split in sizes and sizes[split] != full:
+            if isinstance(sizes.get(split), int) and sizes[split] != full:
                 reasons.append(
                     f"SNLI's {split} split as read holds {sizes[split]:,} pairs, the whole {full:,}"
                 )
@@ -125,18 +125,29 @@ def not_comparable(
     return reasons
 
 
+def comparability_of(figures: dict[str, Any]) -> dict[str, Any]:
+    """The rules a run's recorded figures carry, else (recorded before they did, or damaged) the
+    figures file's."""
+    recorded = figures.get("comparable")
+    current = comparability()
+    if isinstance(recorded, dict) and all(type(recorded.get(k)) is type(v) for k, v in current.items()):
+        return recorded
+    return current
+
+
 def _vector_reasons(config: dict[str, Any], vectors: dict[str, Any], rules: dict[str, Any]) -> list[str]:
     """Whether the run's word vectors are the paper's file, by their recorded dimension and content."""
     name = Path(str(config.get("data", {}).get("vectors") or "")).name or "the default vectors"
     if config.get("model", {}).get("encoder") == "hf":
         return []  # a pretrained transformer reads no word vectors (no paper row is one)
-    if "dim" not in vectors:
+    if not isinstance(vectors, dict) or not isinstance(vectors.get("dim"), int):
         return [f"vectors {name}: the run recorded no dimension or content (trained before mtl checked them)"]
     reasons = []
     if vectors["dim"] != rules["vectors_dim"]:
         reasons.append(f"vectors of {vectors['dim']} dimensions ({name}), the paper's {rules['vectors_dim']}")
     the = vectors.get("the")
-    if the is None or any(abs(a - b) > 1e-4 for a, b in zip(the, rules["vectors_the"], strict=False)):
+    numbers = isinstance(the, list) and all(isinstance(v, int | float) for v in the)
+    if not numbers or any(abs(a - b) > 1e-4 for a, b in zip(the, rules["vectors_the"], strict=False)):
         reasons.append(
             f"vectors {name} are another file than {PAPER_VECTORS} (its vector for 'the' begins {the})"
         )
@@ -165,7 +176,7 @@ def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
     report = read_report(folder / source) or {}
     transfer, aggregate = report.get("results", {}), report.get("aggregate") or {}
     reasons = not_comparable(record, summary, figures)
-    rules = figures.get("comparable") or comparability()
+    rules = comparability_of(figures)
     notes: list[str] = []  # why some rows alone are not comparable
     summary = summary or {}
     tolerance = figures["tolerance"]
