@@ -12,12 +12,13 @@ from pathlib import Path
 
 from mtl.config import Range, apply_overrides, read_number
 from mtl.errors import UserError
+from mtl.eval.transfer.report_file import read_report
 from mtl.eval.transfer.suite import TransferConfig, report_name
 from mtl.eval.transfer.suite import run as transfer
 from mtl.eval.transfer.tasks import TransferDataError
 from mtl.files.atomic import check_output_dir
 from mtl.jobs.member import Member
-from mtl.runs import RunFolder, read_summary
+from mtl.runs import RunFolder, read_summary, stale
 
 
 def budget_amount(budget: str) -> tuple[str, float]:
@@ -72,7 +73,16 @@ def transfer_and_compare(
     compare` them into out/compare.md and .json: (its record, encoder name -> arm, the report)."""
     keys = [f"tasks={tasks}", f"mode={mode}", f"data={data or ''}"]
     report = report_name(apply_overrides(TransferConfig(), keys))
+    wanted = apply_overrides(TransferConfig(), keys).task_names
     for member in members:
+        path = member.run_dir / f"{report}.json"
+        done = read_report(path, damaged_is_missing=True)
+        if (
+            done is not None
+            and all(t in done["results"] for t in wanted)
+            and not stale(done, path, member.run_dir)
+        ):
+            continue  # transferred already, its final encoder: a resumed study does not transfer it again
         print(f"transfer {member.name} ({report})", flush=True)
         try:
             transfer(apply_overrides(TransferConfig(), [*keys, f"run={member.run_dir}"]))

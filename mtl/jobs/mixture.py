@@ -45,6 +45,7 @@ from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
 from mtl.runs import RunFolder, read_summary
 from mtl.tracking.tracker import log_tables
 from mtl.train.data import prepare
+from mtl.train.resolve import resolve_inputs
 from mtl.train.run import config_from_args
 
 SEARCH_KEYS = (
@@ -283,7 +284,7 @@ def markdown(result: dict) -> str:
 
 def training_sizes(train: list[str], tasks: list[str]) -> np.ndarray:
     """Each training task's number of training examples (what size-driven schedules sample by)."""
-    data = prepare(config_from_args([*train, "max_steps=1"]), progress=False)
+    data = prepare(resolve_inputs(config_from_args([*train, "max_steps=1"])), progress=False)
     return np.array([len(data.examples[task]["train"]) for task in tasks], dtype=float)
 
 
