@@ -100,11 +100,12 @@ class Affinity:
     def measure(self) -> Measurement:
         devices = [self.device] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), local_batches():
-            per_batch = [self._on_batch(number) for number in range(len(self.held[self.tasks[0]]))]
+            # float64 copies of each task's network, made once per measurement for every held batch
+            weights = {task: _float64(self.networks[task]) for task in self.tasks}
+            per_batch = [self._on_batch(number, weights) for number in range(len(self.held[self.tasks[0]]))]
         return Measurement(np.stack(per_batch))
 
-    def _on_batch(self, number: int) -> np.ndarray:
-        weights = {task: _float64(self.networks[task]) for task in self.tasks}
+    def _on_batch(self, number: int, weights: dict[str, dict[str, torch.Tensor]]) -> np.ndarray:
         base = {task: self._loss(task, number, weights[task]).item() for task in self.tasks}
         result = np.zeros((len(self.tasks), len(self.tasks)))
         for i, source in enumerate(self.tasks):
