@@ -26,10 +26,10 @@ print(json.dumps([SentenceTransformer(f, device="cpu").encode(sentences).tolist(
 """
 
 
-def encoded_by_sentence_transformers(*folders) -> tuple[list[np.ndarray], str]:
-    """Each folder's embeddings of SENTENCES, all read by one process (it imports for seconds)."""
+def encoded_by_sentence_transformers(*folders, sentences=SENTENCES) -> tuple[list[np.ndarray], str]:
+    """Each folder's embeddings of `sentences`, all read by one process (it imports for seconds)."""
     done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_MTL, json.dumps(SENTENCES), *map(str, folders)],
+        [sys.executable, "-c", WITHOUT_MTL, json.dumps(sentences), *map(str, folders)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,8 +1,9 @@
 """Sentence embeddings out of a run: `load_encoder(run).encode(sentences)`, plus baselines.
 
 Words the encoder never saw in training take their GloVe vector when the vectors file has
-one (vocabulary expansion, as Skip-Thought does with a learned map; frozen GloVe inputs
-make it a plain lookup here), else the unknown vector.
+one, else the unknown vector. Frozen GloVe inputs make that exact; for trained word vectors
+(`embeddings=trainable|both`) `load_encoder(run, vocab_expansion=True)` maps the GloVe vector
+into the trained space first, as Skip-Thought does (mtl.eval.vocab_expansion).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mtl.data.batches import longest_first_batches, tokenize_at_most
 from mtl.errors import UserError
 from mtl.eval.embeddings import checked_options, finished
 from mtl.eval.encoder_state import checked_vocabulary, conformed, embedding_weight
+from mtl.eval.vocab_expansion import ExpansionMap, fit_expansion
 from mtl.models.encoders import traits
 from mtl.models.encoders.base import (
     Bottleneck,
@@ -70,6 +72,8 @@ class SentenceEncoder:
         self.prompts: dict[str, str] = {}  # sentence-transformers' names; only encoder=hf runs take prompts
         self.default_prompt_name: str | None = None
         self.truncated = 0  # sentences cut to max_tokens so far
+        self.word_embeddings = "frozen"  # the run's embeddings=: frozen, trainable or both
+        self.expansion: ExpansionMap | None = None  # set: new words' vectors go through it (vocab_expansion)
         self.vocabulary, self.tokenizer, self.vectors, self.device, self.name = (
             vocabulary,
             tokenizer,
@@ -307,9 +311,36 @@ class SentenceEncoder:
                 f"{weight.shape[1]}-d word vectors: point at the vectors file it was trained with"
             )
         # embeddings=both: a row is [frozen ; trained copy], and a word no step trained is its
-        # pretrained vector in both halves
-        rows = torch.from_numpy(np.tile(vectors, (1, copies)))
+        # pretrained vector in both halves, or in the trained half its vector mapped there
+        trained = self.expansion(vectors) if self.expansion is not None else vectors
+        rows = torch.from_numpy(np.hstack([vectors, trained]) if copies == 2 else trained)
         return torch.cat([weight, rows.to(weight.device, weight.dtype)])
+
+    def fit_vocab_expansion(self) -> ExpansionMap:
+        """Fit Skip-Thought's map from the vectors file's space to the trained word embeddings over
+        the vocabulary's words that have a vector, and use it for every word added from now on."""
+        if self.word_embeddings == "frozen":
+            raise UserError(
+                f"vocab_expansion: {self.name} reads frozen GloVe vectors, so a new word's vector is already "
+                "in its space: leave vocab_expansion out (it is for embeddings=trainable or both)"
+            )
+        if isinstance(self.encoder, ConcatEncoder) or self.encoder.embedding is None:
+            raise UserError(
+                f"vocab_expansion: {self.name} concatenates encoders with word vectors of their own: "
+                "expansion maps one trained table (export the part you need)"
+            )
+        if not self.vectors or not Path(self.vectors).is_file():
+            raise UserError(
+                f"vocab_expansion: the vectors file {self.vectors} {self.name} was trained with is not here: "
+                "give vectors=PATH (encode(): encoder.vectors = PATH before fitting)"
+            )
+        found = lookup(self.vectors, self.vocabulary.words[2:])
+        weight = self.encoder.embedding.weight.detach().float().cpu().numpy()
+        trained = weight[self.vocabulary.ids(found.words)]
+        if self.word_embeddings == "both":
+            trained = trained[:, found.dim :]  # [frozen ; trained]: the frozen half is the vector itself
+        self.expansion = fit_expansion(found.matrix, trained)
+        return self.expansion
 
     @property
     def coverage(self) -> Coverage | None:
@@ -528,9 +559,13 @@ def read_encoder_file(file: Path) -> dict:
     return saved
 
 
-def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
+def load_encoder(path: str | Path, device: str = "auto", vocab_expansion: bool = False) -> SentenceEncoder:
     """From a run folder (its encoder.json), an exported encoder (encoder.json, or an older run's
-    encoder.pt) or a checkpoint (best.pt, latest.pt). Nothing in them is unpickled."""
+    encoder.pt) or a checkpoint (best.pt, latest.pt). Nothing in them is unpickled.
+
+    `vocab_expansion`: words training never saw enter through Skip-Thought's linear map into the
+    trained word space (runs with embeddings=trainable or both); an encoder exported with
+    vocab_expansion=true always does, with the map it recorded."""
     file = encoder_file(path)
     saved = read_encoder_file(file)
     plugins.require(saved.get("plugins"), f"encoder {file}")  # before its config names what they register
@@ -569,7 +604,7 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
             encoders.append(build_encoder(vectors, config.model))
             encoders[-1].load_state_dict({**part_state, "embedding.weight": vectors.weight})
         encoder = ConcatEncoder(encoders)
-    return SentenceEncoder(
+    loaded = SentenceEncoder(
         encoder,
         Vocabulary(words),
         make_tokenizer(config.data.tokenizer, config.data.lowercase),  # as the encoder was trained
@@ -578,6 +613,15 @@ def load_encoder(path: str | Path, device: str = "auto") -> SentenceEncoder:
         name=name,
         max_tokens=config.data.max_tokens,
     )
+    loaded.word_embeddings = config.model.embeddings
+    if isinstance(recorded := saved.get("vocab_expansion"), dict):  # exported with its map
+        words_fitted = recorded.get("words")
+        loaded.expansion = ExpansionMap.from_tensors(
+            saved.get("expansion", {}), words_fitted if isinstance(words_fitted, int) else 0, str(file)
+        )
+    elif vocab_expansion:
+        loaded.fit_vocab_expansion()
+    return loaded
 
 
 def is_mtl_encoder(source: str) -> bool:

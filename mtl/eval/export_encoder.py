@@ -38,6 +38,7 @@ class ExportConfig:
     vocabulary: Literal["public", "trained"] = "public"  # public: only words of the vectors file
     vectors: str | None = None  # the public vectors file; None: the one the encoder was trained with
     overwrite: bool = False  # replace an existing export in out=
+    vocab_expansion: bool = False  # embeddings=trainable|both: new words enter through Skip-Thought's map
 
 
 # What an export writes in out=; a folder holding anything else is not an export.
@@ -61,7 +62,8 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
         raise UserError(f"out={out} holds an encoder/ folder but no encoder.json: choose a new folder")
     if target.exists() and not config.overwrite:
         raise UserError(f"{target} exists: choose another out= or set overwrite=true")
-    loaded = load_encoder(config.run, device="cpu")  # every tensor and word checked on the way
+    # every tensor and word checked on the way; the expansion map fitted on the run's own words
+    loaded = load_encoder(config.run, device="cpu", vocab_expansion=config.vocab_expansion)
     if isinstance(loaded, PretrainedSentenceEncoder):
         raise UserError(
             f"{config.run} is a pretrained transformer: its subword vocabulary is the model's own"
@@ -93,13 +95,26 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
         "vectors": config.vectors or loaded.vectors,
         "embedding_parts": paths,
     }
-    exported.write(target, metadata, state, parts)
+    expansion = None
+    if loaded.expansion is not None:  # encode() of the export maps new words as the run's did
+        metadata["vocab_expansion"] = {"words": loaded.expansion.words}
+        expansion = loaded.expansion.tensors()
+    exported.write(target, metadata, state, parts, expansion=expansion)
     if len(encoders) == 1 and unsupported(encoders[0]) is None:
         lowercase = bool(loaded.tokenizer.lowercase) if loaded.tokenizer is not None else True
+        st_words, st_rows = kept, [int(i) for i in rows]
+        if loaded.expansion is not None:
+            # sentence-transformers looks words up, it cannot map them: every word of the vectors
+            # file goes into its vocabulary with its mapped vector (Skip-Thought's 930,911 words)
+            before = len(loaded.vocabulary.words)
+            loaded.expand_vocabulary(set(vector_store(Path(loaded.vectors)).words))
+            st_words = kept + loaded.vocabulary.words[before:]
+            st_rows += list(range(before, len(loaded.vocabulary.words)))
+            encoders = [loaded.encoder]
         atomic.write_folder(
             RunFolder(out).pretrained_encoder,
             lambda folder: write_sentence_transformer(
-                encoders[0], kept, lowercase, folder, run_card(out.name, saved, file), [int(i) for i in rows]
+                encoders[0], st_words, lowercase, folder, run_card(out.name, saved, file), st_rows
             ),
             "sentence-transformers folder",
         )

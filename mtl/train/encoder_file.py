@@ -3,9 +3,10 @@
 
 safetensors holds tensors only, under string keys: `encoder/<parameter>` for the shared
 encoder, `parts/<path>/<parameter>` for the encoders a task adds to the embedding (Quick-
-Thoughts' g). The JSON names the weights file and its SHA-256, so a damaged or swapped file
-is refused instead of loaded. Runs exported before this format have `encoder.pt` (a
-torch.save dict read with `weights_only=True`), which loading still reads.
+Thoughts' g), `expansion/weight` and `expansion/bias` for an export's vocabulary-expansion map.
+The JSON names the weights file and its SHA-256, so a damaged or swapped file is refused
+instead of loaded. Runs exported before this format have `encoder.pt` (a torch.save dict read
+with `weights_only=True`), which loading still reads.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ ENTRIES = {
     "vectors": str,
     "embedding_parts": list,
     "plugins": list,
+    "vocab_expansion": dict,
     "pretrained": str,
     "weights": str,
     "weights_sha256": str,
@@ -43,12 +45,14 @@ def write(
     encoder: dict[str, torch.Tensor],
     parts: dict[str, dict[str, torch.Tensor]],
     pretrained: str | None = None,
+    expansion: dict[str, torch.Tensor] | None = None,
 ) -> list[Path]:
     """`path` (encoder.json) and its weights beside it; returns the files written. A pretrained
     encoder's weights are in its Hugging Face folder `pretrained`, which the JSON names."""
     weights_path = path.with_suffix(".safetensors")
     tensors = {f"encoder/{k}": v for k, v in encoder.items()}
     tensors.update({f"parts/{p}/{k}": v for p, state in parts.items() for k, v in state.items()})
+    tensors.update({f"expansion/{k}": v for k, v in (expansion or {}).items()})
     files = [path]
     record = {"format": FORMAT, **metadata, "pretrained": pretrained}
     if tensors:
@@ -84,7 +88,7 @@ def read(path: Path) -> dict[str, Any]:
     if not all(isinstance(part, str) for part in order):
         raise UserError(f"{path}: its embedding_parts are not names of parts: export the encoder again")
     # every part named, weights or not (a bag of words over the shared frozen vectors has none)
-    record["encoder"], record["parts"] = {}, {part: {} for part in order}
+    record["encoder"], record["parts"], record["expansion"] = {}, {part: {} for part in order}, {}
     if weights := record.get("weights"):
         weights_path = path.parent / weights
         if Path(weights).name != weights or not weights_path.is_file():
@@ -103,6 +107,8 @@ def read(path: Path) -> dict[str, Any]:
             elif key.startswith("parts/"):
                 part, _, name = key.removeprefix("parts/").rpartition("/")
                 record["parts"].setdefault(part, {})[name] = value
+            elif key.startswith("expansion/"):
+                record["expansion"][key.removeprefix("expansion/")] = value
     record["parts"] = dict(
         sorted(
             record["parts"].items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)

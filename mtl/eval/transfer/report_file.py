@@ -31,15 +31,17 @@ def report_name(
     train_fraction: float,
     truncate_dim: int | None = None,
     features: str = "senteval",
+    vocab_expansion: bool = False,
 ) -> str:
-    """One report per protocol, features, pooling and width, so runs with other settings never
-    overwrite it."""
+    """One report per protocol, features, pooling, width and vocabulary expansion, so runs with
+    other settings never overwrite it."""
     parts = [] if mode == "standard" else [mode]
     parts += [] if features == "senteval" else [features]
     parts += ["mlp"] if classifier == "mlp" else []
     parts += [f"pool-{pooling}"] if pooling else []
     parts += [f"frac{train_fraction:g}"] if train_fraction < 1 else []
     parts += [f"dim{truncate_dim}"] if truncate_dim is not None else []
+    parts += ["vocab-expansion"] if vocab_expansion else []
     return "-".join(["transfer", *parts])
 
 

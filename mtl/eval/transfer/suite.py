@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import typing
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from mtl.eval.transfer.senteval_classifier import OPTIMIZERS, SentEvalParams, va
 from mtl.eval.transfer.senteval_format import micro_macro
 from mtl.eval.transfer.skipthought_features import pair_statistics
 from mtl.eval.transfer.tasks import Split, TransferTask, read_task
+from mtl.eval.weighted_bow import SIF_A, WEIGHTED_BASELINES, WeightedBagOfWords
 from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
 from mtl.files.paths import data_dir
@@ -42,6 +44,11 @@ from mtl.runs import beside, encoder_artifact, run_folder_of, wandb_group
 from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vectors import resolve_vectors_path
 from mtl.tracking.tracker import Tracker
+
+# The reference encoders `baseline=` names: bags of word vectors, an untrained BiLSTM, a
+# transformer as it comes.
+Baseline = Literal["glove-bow", "glove-bow-idf", "glove-positional", "sif", "random-bilstm", "hf"]
+BASELINES = typing.get_args(Baseline)
 
 # features=nb-bigram: the single-sentence, two-class tasks (Skip-Thought's Table 5 and SST2)
 NB_TASKS = ["MR", "CR", "SUBJ", "MPQA", "SST2"]
@@ -53,11 +60,17 @@ class TransferConfig:
     ensemble: Literal["concat", "mean"] = (
         "concat"  # several runs: concat: embeddings side by side; mean: each one's classifier, log-probs averaged
     )
-    baseline: Literal["glove-bow", "random-bilstm", "hf"] | None = (
+    baseline: Baseline | None = (
         None  # instead of run=: a reference encoder; hf: hf_model= as it comes, before fine-tuning
     )
     tokenizer: Literal["spacy", "whitespace"] = (
-        "spacy"  # baseline=glove-bow/random-bilstm: whitespace gives SentEval's own tokens (its bow example)
+        "spacy"  # word-vector baselines: whitespace gives SentEval's own tokens (its bow example)
+    )
+    sif_a: Annotated[float, Range(0, 1, low_open=True)] = (
+        SIF_A  # baseline=sif: a in a/(a + p(w)) (Arora et al.)
+    )
+    word_frequencies: str = (
+        "task"  # baseline=sif/glove-bow-idf: task (its own sentences), or a counts/corpus file
     )
     hf_model: str | None = None  # baseline=hf: Hub id or local folder of a transformers model
     max_seq_length: AtLeast1 = 128  # baseline=hf: subword tokens per sentence; longer ones are cut
@@ -99,6 +112,9 @@ class TransferConfig:
     selfattn_r: AtLeast1 = 3  # pooling=selfattn: attention views (Liu et al.: 3)
     data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
     vectors: str | None = None  # for baselines and vocabulary expansion; None: the run's, or the usual search
+    vocab_expansion: bool = (
+        False  # a run with embeddings=trainable|both: new words through Skip-Thought's map
+    )
     batch_size: AtLeast1 = 128  # sentences per encoding batch
     random_hidden: AtLeast1 = 2048  # random-bilstm width per direction (000_ Table 4: 4096-d embeddings)
     out: str | None = None  # where the reports go; None: the run folder, or runs/baseline-<name>
@@ -132,6 +148,21 @@ class TransferConfig:
             raise UserError(
                 f"train_fraction={self.train_fraction} subsamples scikit-learn's training sets: use mode=standard "
                 "or fast, without pooling=selfattn"
+            )
+        if self.vocab_expansion and self.baseline:
+            raise UserError(
+                f"vocab_expansion=true maps new words into a run's trained word vectors: baseline={self.baseline} "
+                "has none; give run="
+            )
+        if self.baseline in WEIGHTED_BASELINES and self.pooling is not None:
+            raise UserError(
+                f"pooling={self.pooling}: baseline={self.baseline} weighs word vectors its own way; leave pooling out"
+            )
+        frequency_keys = self.sif_a != SIF_A or self.word_frequencies != "task"
+        if frequency_keys and self.baseline not in ("sif", "glove-bow-idf"):
+            given = "sif_a" if self.sif_a != SIF_A else "word_frequencies"
+            raise UserError(
+                f"{given}= sets a weighted baseline: add baseline=sif (or glove-bow-idf for word_frequencies=)"
             )
         if self.pooling == "selfattn" and self.truncate_dim is not None:
             raise UserError(
@@ -201,7 +232,13 @@ def baseline_name(config: TransferConfig) -> str:
     """`glove-bow`, `random-bilstm`, or `hf-<model folder or id>` (e.g. hf-all-MiniLM-L6-v2)."""
     if config.baseline == "hf":
         return "hf-" + Path(str(config.hf_model).rstrip("/")).name
-    return str(config.baseline) + ("" if config.tokenizer == "spacy" else f"-{config.tokenizer}")
+    name = str(config.baseline)
+    # settings that change the embeddings name their own folder: results of two never merge
+    if config.baseline == "sif" and config.sif_a != SIF_A:
+        name += f"-a{config.sif_a:g}"
+    if config.word_frequencies != "task":
+        name += "-" + Path(config.word_frequencies).stem
+    return name + ("" if config.tokenizer == "spacy" else f"-{config.tokenizer}")
 
 
 def data_root(config: TransferConfig) -> Path:
@@ -214,15 +251,23 @@ def data_root(config: TransferConfig) -> Path:
     return data_dir() / "senteval" / "downstream"
 
 
-def make_encoder(config: TransferConfig) -> SentenceEncoder:
-    if config.tokenizer != "spacy" and config.baseline not in ("glove-bow", "random-bilstm"):
+def make_encoder(config: TransferConfig) -> SentenceEncoder | WeightedBagOfWords:
+    if config.tokenizer != "spacy" and config.baseline in (None, "hf"):
         raise UserError(
-            f"tokenizer={config.tokenizer} is for baseline=glove-bow or random-bilstm: a run reads "
+            f"tokenizer={config.tokenizer} is for the word-vector baselines (glove-bow, sif, ...): a run reads "
             "text with the tokenizer it was trained with, an hf model with its own"
         )
     if config.baseline == "hf":
         model = EncoderConfig(encoder="hf", hf_model=config.hf_model, max_seq_length=config.max_seq_length)
         return pretrained_encoder(model, config.device, baseline_name(config))
+    if config.baseline in WEIGHTED_BASELINES:
+        return WeightedBagOfWords(
+            config.baseline,
+            str(resolve_vectors_path(config.vectors)),
+            make_tokenizer(config.tokenizer, lowercase=True),
+            config.sif_a,
+            config.word_frequencies,
+        )
     if config.baseline:
         encoder = baseline_encoder(
             config.baseline,
@@ -234,9 +279,11 @@ def make_encoder(config: TransferConfig) -> SentenceEncoder:
         encoder.name = baseline_name(config)  # glove-bow-whitespace: its own row and folder
         return encoder
     encoders = [load_encoder(run, device=config.device) for run in run_paths(config)]
-    if config.vectors:
-        for encoder in encoders:
+    for encoder in encoders:
+        if config.vectors:
             encoder.vectors = str(resolve_vectors_path(config.vectors))
+        if config.vocab_expansion and encoder.expansion is None:  # an export may bring its own map
+            encoder.fit_vocab_expansion()
     if len(encoders) == 1:
         return encoders[0]
     return ensemble.Ensemble(encoders) if config.ensemble == "mean" else CombinedEncoder(encoders)
@@ -491,12 +538,13 @@ def report_name(config: TransferConfig) -> str:
         config.train_fraction,
         config.truncate_dim,
         config.features,
+        config.vocab_expansion,
     )
 
 
 def run(config: TransferConfig) -> tuple[Path, dict]:
     if (config.run is None) == (config.baseline is None):
-        raise UserError("give exactly one of run=runs/<run> and baseline=glove-bow|random-bilstm|hf")
+        raise UserError(f"give exactly one of run=runs/<run> and baseline={'|'.join(BASELINES)}")
     if config.baseline == "hf" and not config.hf_model:
         raise UserError("baseline=hf needs hf_model=: a Hub id or a local model folder")
     out = check_output_dir(output_folder(config), "out")

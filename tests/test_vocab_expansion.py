@@ -1,0 +1,116 @@
+"""vocab_expansion=true (Skip-Thought Section 2.2): words training never saw enter trained word
+spaces through a least-squares map, in encode(), transfer, the export and its
+sentence-transformers folder."""
+
+import json
+
+import numpy as np
+import pytest
+
+from mtl import load_encoder
+from mtl.errors import UserError
+from mtl.eval.export_encoder import ExportConfig, export_encoder
+from mtl.eval.vocab_expansion import fit_expansion
+from mtl.text.vectors import load_vectors
+
+from .conftest import one_error_line, start_run
+from .test_export import encoded_by_sentence_transformers
+from .test_transfer_suite import transfer
+
+
+def test_a_held_out_words_expanded_vector_is_nearer_its_trained_vector_than_its_raw_one():
+    # Toy problem: training moved every word vector by one affine map (a rotation-like mix,
+    # a shift) plus noise. The map fitted on 200 words places a word it never saw close to
+    # where training would have put it; its raw vector is far from there.
+    rng = np.random.default_rng(0)
+    raw = rng.normal(size=(201, 8))
+    mix, shift = np.eye(8) + 0.5 * rng.normal(size=(8, 8)), rng.normal(size=8)
+    trained = raw @ mix + shift + 0.05 * rng.normal(size=(201, 8))
+    expansion = fit_expansion(raw[:200], trained[:200])
+    held_out, its_trained = raw[200:], trained[200]
+    expanded = expansion(held_out)[0]
+    assert np.linalg.norm(expanded - its_trained) < 0.1 * np.linalg.norm(held_out[0] - its_trained)
+    assert expansion.words == 200
+
+
+def test_the_fitted_map_is_least_squares_with_an_intercept():
+    rng = np.random.default_rng(1)
+    raw, trained = rng.normal(size=(30, 4)), rng.normal(size=(30, 3))
+    expansion = fit_expansion(raw, trained)
+    # the normal equations of [raw 1] b = trained hold at the solution: residuals orthogonal to the design
+    design = np.hstack([raw, np.ones((30, 1))])
+    residual = trained - (raw @ expansion.weight + expansion.bias)
+    np.testing.assert_allclose(design.T @ residual, np.zeros((5, 3)), atol=1e-9)
+
+
+@pytest.fixture(scope="module")
+def trained_runs(tiny_data, tmp_path_factory):
+    root = tmp_path_factory.mktemp("expansion")
+    return {
+        embeddings: start_run(
+            tiny_data, root / embeddings, "encoder=bow", f"embeddings={embeddings}", "lr=30", "max_steps=30"
+        )[0]
+        for embeddings in ("trainable", "both", "frozen")
+    }
+
+
+def hand_map(tiny_data, encoder, half: slice):
+    """The map fitted by hand: the vocabulary's words with a vector, their trained rows."""
+    vectors = load_vectors(tiny_data["vectors"], use_cache=False)
+    glove = dict(zip(vectors.words, vectors.matrix, strict=True))
+    words = [w for w in encoder.vocabulary.words[2:] if w in glove]
+    weight = encoder.encoder.embedding.weight.detach().numpy()
+    trained = np.array([weight[encoder.vocabulary.index[w], half] for w in words])
+    design = np.hstack([np.array([glove[w] for w in words]), np.ones((len(words), 1))])
+    solution = np.linalg.lstsq(design, trained, rcond=None)[0]
+    return glove["unused"] @ solution[:-1] + solution[-1], glove["unused"]
+
+
+@pytest.mark.parametrize("embeddings", ["trainable", "both"])
+def test_encode_maps_a_new_words_vector_into_the_trained_space(tiny_data, trained_runs, embeddings):
+    encoder = load_encoder(trained_runs[embeddings], device="cpu", vocab_expansion=True)
+    mapped, raw = hand_map(tiny_data, encoder, slice(None) if embeddings == "trainable" else slice(8, None))
+    # "unused" has a GloVe vector and no training sentence: added at encode time, through the map
+    expected = (
+        mapped if embeddings == "trainable" else np.concatenate([raw, mapped])
+    )  # frozen half stays GloVe
+    np.testing.assert_allclose(encoder.encode(["unused"]), expected[None], atol=1e-5)
+    assert not np.allclose(mapped, raw, atol=1e-3)  # the map moved it
+    plain = load_encoder(trained_runs[embeddings], device="cpu")  # without: the raw vector, as before
+    np.testing.assert_allclose(plain.encode(["unused"])[0][-8:], raw, atol=1e-6)
+
+
+def test_frozen_vectors_need_no_expansion_and_say_so(trained_runs):
+    with pytest.raises(
+        UserError, match="frozen GloVe vectors, so a new word's vector is already in its space"
+    ):
+        load_encoder(trained_runs["frozen"], device="cpu", vocab_expansion=True)
+
+
+def test_the_export_records_the_map_and_its_sentence_transformers_folder_equals_encode(
+    tiny_data, trained_runs, tmp_path
+):
+    run = trained_runs["both"]
+    out, _, _ = export_encoder(
+        ExportConfig(run=str(run), out=str(tmp_path / "export"), vocabulary="trained", vocab_expansion=True)
+    )
+    record = json.loads((out / "encoder.json").read_text())
+    assert record["vocab_expansion"]["words"] > 0
+    sentences = ["unused", "a man is playing ."]  # a new word, and trained ones
+    expected = load_encoder(run, device="cpu", vocab_expansion=True).encode(sentences)
+    # the export maps new words with the map it recorded, asked or not
+    np.testing.assert_allclose(load_encoder(out, device="cpu").encode(sentences), expected, atol=1e-6)
+    (theirs,), _ = encoded_by_sentence_transformers(out / "encoder", sentences=sentences)
+    np.testing.assert_allclose(theirs, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_transfer_with_vocab_expansion_writes_its_own_report(tiny_data, senteval, trained_runs, tmp_path):
+    run = trained_runs["trainable"]
+    assert transfer(tiny_data, senteval, f"run={run}", "tasks=MR", "vocab_expansion=true") == 0
+    assert (run / "transfer-fast-vocab-expansion.json").is_file()
+    assert not (run / "transfer-fast.json").exists()  # never merged into the plain report
+
+
+def test_vocab_expansion_on_a_baseline_is_one_line(tiny_data, senteval, tmp_path, capsys):
+    assert transfer(tiny_data, senteval, "baseline=glove-bow", "vocab_expansion=true", f"out={tmp_path}") == 2
+    assert "baseline=glove-bow has none; give run=" in one_error_line(capsys)
