@@ -15,6 +15,10 @@ default:
 build-classifsquad *args:
     {{python}} -m mtl build-classifsquad "$@"
 
+# SentEval's transfer and probing data from their sources, checked (e.g. out=data/senteval tasks=MR,STS14)
+get-senteval *args:
+    {{python}} -m mtl get-senteval "$@"
+
 # wall time of a full build, vector cache cold and warm (e.g. runs=5)
 bench-build *args:
     {{python}} -m mtl bench-build "$@"

@@ -94,6 +94,11 @@ COMMANDS: dict[str, Command] = {
         ),
         resolve="dataset_builders.classifsquad:config_from_args",
     ),
+    "get-senteval": Command(
+        "dataset_builders.senteval",
+        "dataset_builders.senteval:GetSentEvalConfig",
+        "SentEval's transfer and probing data, fetched, processed and checked",
+    ),
     "bench-build": Command(
         "mtl.bench.build",
         "mtl.bench.build:BenchBuildConfig",

@@ -73,6 +73,11 @@ def write_text(path: Path, text: str, what: str = "file") -> None:
         partial.write_text(text, encoding="utf-8")
 
 
+def write_bytes(path: Path, data: bytes, what: str = "file") -> None:
+    with atomic_path(path, what) as partial:
+        partial.write_bytes(data)
+
+
 def write_folder(path: Path, fill: Callable[[Path], None], what: str = "folder") -> None:
     """`fill(temporary folder)`, then the folder replaces `path` whole (an older one is removed after).
 

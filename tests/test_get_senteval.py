@@ -1,0 +1,274 @@
+"""`just get-senteval` against a local stand-in of SentEval's sources: the files it writes are
+the recorded copy's, byte for byte; a download cut off resumes; a changed source, a damaged
+archive and no network are one line each."""
+
+import http.server
+import io
+import os
+import subprocess
+import tarfile
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from dataset_builders import senteval
+from dataset_builders.senteval_text import cat_v, moses_line, treebank_line, without_quotes
+from mtl.cli import main
+from mtl.eval.transfer.tasks import read_task
+
+from .conftest import one_error_line
+
+SHARED = Path(os.environ["MTL_DATA_DIR"]) if os.environ.get("MTL_DATA_DIR") else None
+needs_data = pytest.mark.skipif(
+    SHARED is None,
+    reason="MTL_DATA_DIR is not set: point it at ../shared/data to check against the real files",
+)
+
+
+class SourcesStandIn:
+    """Serves `files` (name -> bytes) under their names, with byte ranges; `cut_next` sends the
+    first half of the next file, then drops the connection."""
+
+    def __init__(self, files: dict[str, bytes]):
+        self.files, self.ranges, self.cut_next = files, [], False
+        handler = type("Handler", (_Handler,), {"standin": self})
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    standin: SourcesStandIn
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        name = self.path.lstrip("/")
+        if name not in self.standin.files:
+            self.send_error(404)
+            return
+        data, start = self.standin.files[name], 0
+        if ranged := self.headers.get("Range"):
+            start = int(ranged.removeprefix("bytes=").rstrip("-"))
+            self.standin.ranges.append((name, start))
+        self.send_response(206 if ranged else 200)
+        self.send_header("Content-Length", str(len(data) - start))
+        self.end_headers()
+        if self.standin.cut_next:
+            self.standin.cut_next = False
+            self.wfile.write(data[start : start + (len(data) - start) // 2])
+            self.wfile.flush()
+            self.connection.shutdown(2)  # mid-file: the client sees the connection end early
+            return
+        self.wfile.write(data[start:])
+
+
+def zipped(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def get(standin, out, tasks, *extra) -> int:
+    return main(["get-senteval", f"out={out}", f"tasks={tasks}", f"mirror={standin.url}", *extra])
+
+
+@pytest.fixture
+def standin():
+    servers = []
+
+    def start(files):
+        servers.append(SourcesStandIn(files))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def shared_sources() -> dict[str, bytes]:
+    """SentEval's downloads as they would arrive, rebuilt from the recorded copy: the plain files
+    as they are, the binary-classification zip and SNLI's zip from the tokenized files (the
+    Treebank script leaves its own output unchanged, except one SUBJ line whose raw form is
+    restored here); TREC's files are the raw ones already."""
+    down = SHARED / "senteval" / "downstream"
+    files = {
+        f"sentiment-{s}": (down / "SST/binary" / f"sentiment-{s}").read_bytes()
+        for s in ("train", "dev", "test")
+    }
+    files |= {
+        f"stsa.fine.{s}": (down / "SST/fine" / f"sentiment-{s}").read_bytes()
+        for s in ("train", "dev", "test")
+    }
+    for name in ("train_5500.label", "TREC_10.label"):
+        files[name] = (down / "TREC" / name).read_bytes()
+    for name in ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt"):
+        files[name] = (down / "MRPC" / name).read_bytes()
+    members = {}
+    for task, (folder, names) in senteval.BINARY_TASKS.items():
+        for name in names:
+            members[f"data/{folder}/{name}"] = (down / task / name).read_bytes().replace(b"it' 's", b"it''s")
+    files["datasmall_NB_ACL12.zip"] = zipped(members)
+    snli = {}
+    header = "gold_label\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\tcaptionID\tpairID\tlabel1"
+    for split in ("dev", "test"):
+        columns = [
+            (SHARED / "snli" / f"{c}.{split}").read_bytes().decode().splitlines()
+            for c in ("labels", "s1", "s2")
+        ]
+        rows = [
+            f"{label}\t(\t)\t(\t)\t{s1}\t{s2}\tc\tp\t{label}" for label, s1, s2 in zip(*columns, strict=True)
+        ]
+        rows.insert(
+            3, "-\t(\t)\t(\t)\tno gold label .\tnone .\tc\tp\t-"
+        )  # dropped, as SentEval's awk drops it
+        snli[f"snli_1.0/snli_1.0_{split}.txt"] = ("\n".join([header, *rows]) + "\n").encode()
+    snli["snli_1.0/snli_1.0_train.txt"] = (
+        header + "\nneutral\t(\t)\t(\t)\tA man.\tA dog.\tc\tp\tneutral\n"
+    ).encode()
+    files["snli_1.0.zip"] = zipped(snli)
+    return files
+
+
+EXACT_TASKS = "MR,CR,SUBJ,MPQA,SST2,SST5,TREC,MRPC,SNLI"
+
+
+@needs_data
+def test_the_files_written_are_the_recorded_copys_byte_for_byte(standin, tmp_path, capsys):
+    server = standin(shared_sources())
+    out = tmp_path / "senteval"
+    assert get(server, out, EXACT_TASKS) == 0
+    recorded = senteval.recorded()
+    written = sorted(
+        p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p.name != senteval.MANIFEST
+    )
+    assert written == sorted(
+        [p for p in recorded if p.split("/")[1] in ("MR", "CR", "SUBJ", "MPQA", "SST", "TREC", "MRPC")]
+        + [f"downstream/SNLI/{c}.{s}" for c in ("labels", "s1", "s2") for s in ("train", "dev", "test")]
+    )
+    for path in written:
+        if path in recorded:  # SNLI's training set has no recorded copy here
+            source = SHARED / ("snli/" + Path(path).name if "SNLI" in path else "senteval/" + path)
+            expected = source.read_bytes()
+            if "TREC" in path:  # the shared copy holds the raw files, before the script's quote removal
+                expected = without_quotes(expected)
+            assert (out / path).read_bytes() == expected, path
+    for task in ("MR", "CR", "SUBJ", "MPQA", "SST2", "SST5", "TREC", "MRPC"):
+        read_task(task, out / "downstream")  # the layout the transfer suite reads
+    assert not (out / ".downloads").exists() or not any((out / ".downloads").iterdir())
+    assert "SNLI     3 files" not in capsys.readouterr().out
+    assert get(server, out, EXACT_TASKS) == 0  # everything is here: nothing is fetched again
+    assert capsys.readouterr().out.count("already here") == 9
+
+
+@needs_data
+def test_a_download_cut_off_resumes_where_it_stopped(standin, tmp_path, capsys):
+    files = shared_sources()
+    server = standin(files)
+    server.cut_next = True
+    out = tmp_path / "senteval"
+    assert get(server, out, "MRPC") == 2
+    assert "run again to resume" in one_error_line(capsys)
+    partial = out / ".downloads" / "msr_paraphrase_train.txt.partial"
+    kept = partial.stat().st_size
+    assert 0 < kept < len(files["msr_paraphrase_train.txt"]) and not (out / "downstream").exists()
+    assert get(server, out, "MRPC") == 0
+    assert server.ranges == [("msr_paraphrase_train.txt", kept)]  # asked for the rest only
+    assert (out / "downstream/MRPC/msr_paraphrase_train.txt").read_bytes() == files[
+        "msr_paraphrase_train.txt"
+    ]
+
+
+@needs_data
+def test_a_source_that_changed_writes_nothing_of_its_task(standin, tmp_path, capsys):
+    files = shared_sources()
+    files["msr_paraphrase_test.txt"] += b"1\t1\t2\tA line SentEval never had .\tNor this .\n"
+    out = tmp_path / "senteval"
+    assert get(standin(files), out, "MRPC") == 2
+    assert "msr_paraphrase_test.txt has SHA-256" in (line := one_error_line(capsys))
+    assert "nothing of MRPC was written" in line
+    assert not (out / "downstream").exists() and not list((out / ".downloads").iterdir())
+
+
+def test_moses_tasks_are_tokenized_and_laid_out_as_senteval_does(standin, tmp_path, capsys):
+    sts = {
+        "sts-en-test-gs-2014/STS.input.images.txt": b"Don't stop, Bob.\tA cat's toy (red).\n",
+        "sts-en-test-gs-2014/STS.gs.images.txt": b"3.2\n",
+        **{f"sts-en-test-gs-2014/STS.input.{s}.txt": b"A b.\tC d.\n" for s in ("deft-forum", "deft-news", "headlines", "OnWN", "tweet-news")},
+        **{f"sts-en-test-gs-2014/STS.gs.{s}.txt": b"1.0\n" for s in ("deft-forum", "deft-news", "headlines", "OnWN", "tweet-news")},
+    }  # fmt: skip
+    sick = {
+        "SICK_train.txt": b"pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+        b"1\tA man isn't walking.\tA man walks.\t3.5\tCONTRADICTION\n",
+        "readme.txt": b"x",
+    }
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w:gz") as archive:
+        for split in ("train", "dev", "test"):
+            data = b"main-captions\tMSRvid\t2012test\t0001\t5.000\tA plane is taking off.\tAn air plane's taking off.\n"
+            info = tarfile.TarInfo(f"stsbenchmark/sts-{split}.csv")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    files = {
+        "STS14-en-test.zip": zipped(sts),
+        "Stsbenchmark.tar.gz": tar.getvalue(),
+        **{
+            f"sick_{s}.zip": zipped({**sick, f"SICK_{s}.txt": sick["SICK_train.txt"]})
+            for s in senteval.SICK_SPLITS
+        },
+    }
+    files["sick_train.zip"] = zipped(sick)
+    out = tmp_path / "senteval"
+    assert get(standin(files), out, "STS14,STS-B,SICK-R") == 0
+    down = out / "downstream"
+    assert (
+        down / "STS/STS14-en-test/STS.input.images.txt"
+    ).read_text() == "don 't stop , bob .\ta cat 's toy ( red ) .\n"
+    assert (
+        (down / "STS/STSBenchmark/sts-dev.csv")
+        .read_text()
+        .endswith("a plane is taking off .\tan air plane 's taking off .\n")
+    )
+    assert (down / "SICK/SICK_train.txt").read_text().splitlines()[
+        1
+    ] == "1\tA man isn 't walking .\tA man walks .\t3.5\tCONTRADICTION"
+    out_text = capsys.readouterr().out
+    assert (
+        "tokenized differently from the recorded copy" in out_text
+    )  # these stand-ins are not the real files
+    assert list(read_task("STS14", down).splits["images"].labels) == [3.2]
+
+
+def test_no_network_is_one_line_and_leaves_nothing_looking_complete(tmp_path, capsys):
+    out = tmp_path / "senteval"
+    assert main(["get-senteval", f"out={out}", "tasks=TREC", "mirror=http://127.0.0.1:9"]) == 2
+    line = one_error_line(capsys)
+    assert "could not download train_5500.label from 127.0.0.1:9" in line and "by hand at" in line
+    assert not (out / "downstream").exists()
+
+
+def test_an_unknown_task_is_one_line(tmp_path, capsys):
+    assert main(["get-senteval", f"out={tmp_path}", "tasks=MR,COCO"]) == 2
+    assert "COCO is not fetched here" in one_error_line(capsys)
+
+
+def test_cat_v_shows_bytes_as_gnu_cat_does():
+    every_byte = bytes(range(256)) + b"\n"
+    assert cat_v(every_byte) == subprocess.run(["cat", "-v"], input=every_byte, capture_output=True).stdout
+
+
+def test_the_treebank_rules_split_as_the_sed_script_does():
+    assert treebank_line('He said "I can\'t go," and left... (really)!') == (
+        "He said `` I ca n't go , '' and left ... ( really ) ! "
+    )
+    assert treebank_line("it''s a cannot-lose deal .") == "it' 's a cannot-lose deal . "
+    assert moses_line("  ", lowercase=True) == "  "  # Moses prints a blank line as it is
