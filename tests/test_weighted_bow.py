@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from mtl.analysis import significance
+from mtl.cli import main
 from mtl.errors import UserError
 from mtl.eval.weighted_bow import WeightedBagOfWords
 from mtl.text.tokenizer import make_tokenizer
@@ -141,3 +143,26 @@ def test_weighted_baseline_keys_given_wrongly_are_one_line(
 ):
     assert transfer(tiny_data, senteval, *args, "tasks=MR", f"out={tmp_path / 'out'}") == 2
     assert message in one_error_line(capsys)
+
+
+def test_baseline_folders_are_rows_of_just_compare(tiny_data, senteval, tmp_path, capsys):
+    folders = [tmp_path / name for name in ("glove-bow", "sif", "random-bilstm")]
+    for folder in folders:
+        assert transfer(tiny_data, senteval, f"baseline={folder.name}", "tasks=MR", f"out={folder}") == 0
+    capsys.readouterr()
+    out = tmp_path / "compared.md"
+    assert main(["compare", *map(str, folders), "report=transfer-fast", f"out={out}", "wandb=disabled"]) == 0
+    compared = json.loads(out.with_suffix(".json").read_text())
+    assert list(compared["encoders"]) == ["glove-bow", "sif", "random-bilstm"]
+    # two bags of GloVe vectors hold nothing random: a verdict between them needs no seeds; an
+    # untrained BiLSTM is one draw of its random weights, so its seed variance stays unknown
+    encoders = significance.group_runs(folders, "transfer-fast")
+    known = {
+        (c.first, c.second): c.seed_variance_known
+        for c in significance.compare(encoders, significance.SignificanceConfig(report="transfer-fast"))
+    }
+    assert known == {
+        ("glove-bow", "sif"): True,
+        ("glove-bow", "random-bilstm"): False,
+        ("sif", "random-bilstm"): False,
+    }

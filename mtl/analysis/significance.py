@@ -19,6 +19,7 @@ not of their configurations. Differences are in points: percent for accuracy, r 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import statistics
 import time
@@ -34,7 +35,7 @@ from mtl.errors import UserError
 from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.eval.transfer.report_file import ITEMS_SUFFIX, read_items, read_report
 from mtl.files import atomic, jsonfile
-from mtl.runs import Run, beside, differing_keys, find_runs, stale, wandb_group
+from mtl.runs import Run, RunFolder, beside, differing_keys, find_runs, stale, wandb_group
 from mtl.tracking.tracker import log_tables
 
 Items = dict[str, np.ndarray]  # a task's arrays per test item: predicted, gold (STS: per subset)
@@ -67,6 +68,8 @@ class Comparison:
     high: float
     first_seeds: int = 1
     second_seeds: int = 1
+    first_deterministic: bool = False  # a baseline with nothing random in it: no seed variance to miss
+    second_deterministic: bool = False
     p: float = 1.0  # two-sided bootstrap p-value of "no difference"
     holm_p: float | None = (
         None  # p corrected over the `family` tasks of this pair (Holm); None: not corrected
@@ -81,7 +84,9 @@ class Comparison:
 
     @property
     def seed_variance_known(self) -> bool:
-        return min(self.first_seeds, self.second_seeds) > 1
+        return (self.first_seeds > 1 or self.first_deterministic) and (
+            self.second_seeds > 1 or self.second_deterministic
+        )
 
     @property
     def verdict(self) -> str:
@@ -263,15 +268,43 @@ def _same_gold(items: Items, reference: Items) -> bool:
 
 @dataclass
 class Encoder:
-    """One encoder: a run, or runs that differ only in their seed."""
+    """One encoder: a run, or runs that differ only in their seed, or a baseline's report folder."""
 
     name: str
     runs: list[Path]
     items: dict[str, list[Items]]  # task -> per seed
+    deterministic: bool = False  # a baseline with nothing random in it (glove-bow, sif, ...)
+
+
+# Baselines whose embeddings hold nothing random: the same on every machine and seed.
+DETERMINISTIC_BASELINES = ("glove-bow", "glove-bow-idf", "glove-positional", "sif")
+
+
+def is_baseline_folder(folder: Path, report: str) -> bool:
+    """A folder `just transfer baseline=...` wrote (runs/baseline-<name>): its report, no run."""
+    return not RunFolder(folder).record.is_file() and (Path(folder) / f"{report}.json").is_file()
+
+
+def baseline_encoder(folder: Path, report: str) -> Encoder:
+    path = Path(folder) / f"{report}{ITEMS_SUFFIX}"
+    if not path.is_file():
+        raise UserError(
+            f"{folder} has no per-item results for {report} ({path.name}): run its `just transfer "
+            f"baseline=...` with the protocol of {report} again"
+        )
+    record = read_report(Path(folder) / f"{report}.json") or {}
+    source = str(record.get("source", ""))
+    items = {task: [arrays] for task, arrays in read_items(path, _all_tasks()).items()}
+    return Encoder(Path(folder).name, [Path(folder)], items, deterministic=source in DETERMINISTIC_BASELINES)
 
 
 def group_runs(folders: list[Path], report: str) -> list[Encoder]:
-    """Runs whose configs differ only in `run.seed` form one encoder, named by what sets it apart."""
+    """Runs whose configs differ only in `run.seed` form one encoder, named by what sets it apart;
+    a baseline's report folder is an encoder of its own, after them."""
+    baselines = [baseline_encoder(f, report) for f in folders if is_baseline_folder(f, report)]
+    folders = [f for f in folders if not is_baseline_folder(f, report)]
+    if not folders:
+        return baselines
     runs = [Run.read(folder) for folder in folders]
     configs = [flattened(run.config) for run in runs]
     apart = sorted(differing_keys(runs, ignored=("run.seed",)))
@@ -309,7 +342,7 @@ def group_runs(folders: list[Path], report: str) -> list[Encoder]:
             for task, arrays in read_items(path, _all_tasks()).items():
                 items.setdefault(task, []).append(arrays)
         encoders.append(Encoder(label, [runs[i].folder for i in members], items))
-    return encoders
+    return encoders + baselines
 
 
 def stale_reports(encoders: list[Encoder], report: str) -> list[str]:
@@ -339,7 +372,13 @@ def compare(
     pairs = [(encoders[0], e) for e in encoders[1:]] if against_first else itertools.combinations(encoders, 2)
     for first, second in pairs:
         family = [
-            compare_task(task, (first.name, first.items[task]), (second.name, second.items[task]), config)
+            dataclasses.replace(
+                compare_task(
+                    task, (first.name, first.items[task]), (second.name, second.items[task]), config
+                ),
+                first_deterministic=first.deterministic,
+                second_deterministic=second.deterministic,
+            )
             for task in _all_tasks()
             if task in first.items
             and task in second.items
