@@ -32,7 +32,9 @@ from mtl.text.unicode import decode_utf8, text_lines
 @dataclass
 class ProbingConfig:
     run: str | None = None  # the run folder (or checkpoint) to probe
-    baseline: Literal["glove-bow", "random-bilstm"] | None = None  # instead of run=: a reference encoder
+    baseline: Literal["glove-bow", "glove-bow-idf", "glove-positional", "sif", "random-bilstm"] | None = (
+        None  # instead of run=: a reference encoder
+    )
     data: str | None = None  # a folder of SentEval's probing files (sentence_length.txt, ...)
     generate: str = (
         ""  # comma-separated: sentence_length, word_content, bigram_shift (generated, not SentEval's)
@@ -53,7 +55,9 @@ class ProbingConfig:
 
     def check(self) -> None:
         if (self.run is None) == (self.baseline is None):
-            raise UserError("give exactly one of run=runs/<run> and baseline=glove-bow|random-bilstm")
+            raise UserError(
+                "give exactly one of run=runs/<run> and baseline=glove-bow|glove-bow-idf|glove-positional|sif|random-bilstm"
+            )
         if bool(self.data) == bool(self.generate):
             raise UserError(
                 "give data=<SentEval's probing folder> or generate=sentence_length,word_content,bigram_shift"
