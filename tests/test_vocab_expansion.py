@@ -55,13 +55,15 @@ def trained_runs(tiny_data, tmp_path_factory):
 
 
 def hand_map(tiny_data, encoder, half: slice):
-    """The map fitted by hand: the vocabulary's words with a vector, their trained rows."""
+    """The map fitted by hand: the words training saw (their rows moved), their trained rows."""
     vectors = load_vectors(tiny_data["vectors"], use_cache=False)
     glove = dict(zip(vectors.words, vectors.matrix, strict=True))
-    words = [w for w in encoder.vocabulary.words[2:] if w in glove]
     weight = encoder.encoder.embedding.weight.detach().numpy()
-    trained = np.array([weight[encoder.vocabulary.index[w], half] for w in words])
-    design = np.hstack([np.array([glove[w] for w in words]), np.ones((len(words), 1))])
+    rows = {w: weight[encoder.vocabulary.index[w], half] for w in encoder.vocabulary.words[2:] if w in glove}
+    seen = [w for w, row in rows.items() if not np.array_equal(row, glove[w])]  # the rows training moved
+    assert 20 < len(seen) < len(rows)  # some vocabulary words (dev sentences') no batch reached
+    trained = np.array([rows[w] for w in seen])
+    design = np.hstack([np.array([glove[w] for w in seen]), np.ones((len(seen), 1))])
     solution = np.linalg.lstsq(design, trained, rcond=None)[0]
     return glove["unused"] @ solution[:-1] + solution[-1], glove["unused"]
 

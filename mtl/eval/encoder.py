@@ -339,7 +339,13 @@ class SentenceEncoder:
         trained = weight[self.vocabulary.ids(found.words)]
         if self.word_embeddings == "both":
             trained = trained[:, found.dim :]  # [frozen ; trained]: the frozen half is the vector itself
-        self.expansion = fit_expansion(found.matrix, trained)
+        # The words training saw: their rows moved. A vocabulary word no batch reached (a dev
+        # sentence's) still holds its GloVe vector and would pull the map towards the identity.
+        pretrained = found.matrix.astype(np.float32)
+        seen = np.any(trained != pretrained, axis=1)
+        if seen.any():
+            pretrained, trained = pretrained[seen], trained[seen]
+        self.expansion = fit_expansion(pretrained, trained)
         return self.expansion
 
     @property
