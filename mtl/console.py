@@ -17,7 +17,7 @@ def say(message: str) -> None:
     Control characters (a file's text quoted in a message) are written as escapes."""
     message = printable(message)
     try:
-        print(message, file=sys.stderr, flush=True)
+        above_bars(sys.stderr, message + "\n")
         return
     except OSError:
         pass
@@ -31,6 +31,25 @@ def say(message: str) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             os.dup2(devnull, stream.fileno())
+
+
+def above_bars(stream: TextIO, lines: str) -> None:
+    """Write whole `lines` to `stream` with every open progress bar cleared first and drawn again
+    below them: on a terminal stdout and stderr share the screen, and a message written while a
+    bar holds the line would start in the middle of it (`...loss 1.096]step 20: ...`)."""
+    tqdm = getattr(sys.modules.get("tqdm.std"), "tqdm", None)  # no bars unless tqdm is loaded
+    bars = [b for b in list(getattr(tqdm, "_instances", ())) if hasattr(b, "start_t") and not b.disable]
+    if not bars:
+        stream.write(lines)
+        stream.flush()
+        return
+    with tqdm.get_lock():
+        for bar in bars:
+            bar.clear(nolock=True)
+        stream.write(lines)
+        stream.flush()
+        for bar in bars:
+            bar.refresh(nolock=True)
 
 
 def end_progress_bars() -> None:
@@ -52,12 +71,19 @@ class Printable(io.TextIOBase):
 
     def __init__(self, stream: TextIO):
         self.stream = stream
+        self.pending = ""  # the start of a line not ended yet: written with its end, above the bars
 
     def write(self, text: str) -> int:
-        self.stream.write(printable(text))
+        self.pending += printable(text)
+        if "\n" in self.pending:
+            lines, _, self.pending = self.pending.rpartition("\n")
+            above_bars(self.stream, lines + "\n")
         return len(text)
 
     def flush(self) -> None:
+        if self.pending:  # asked for a line's start now (print(..., end="", flush=True))
+            self.stream.write(self.pending)
+            self.pending = ""
         self.stream.flush()
 
     @property
@@ -75,10 +101,12 @@ class Printable(io.TextIOBase):
 def printable_stdout() -> Iterator[None]:
     """`sys.stdout` as `Printable` for the duration (a command's run)."""
     original = sys.stdout
-    sys.stdout = Printable(original)
+    sys.stdout = wrapped = Printable(original)
     try:
         yield
     finally:
+        with contextlib.suppress(OSError, ValueError):
+            wrapped.flush()  # a last line printed without its end
         sys.stdout = original
 
 
@@ -91,6 +119,15 @@ class Unbreakable(io.TextIOBase):
 
     def __init__(self, stream: TextIO):
         self.stream, self.broken = stream, False
+
+    # Equal to the stream it wraps, and to any other wrapper of it: tqdm clears a bar before
+    # `tqdm.write` only when the bar's stream equals the one written to, and every
+    # progress_stream() call makes a new wrapper.
+    def __eq__(self, other: object) -> bool:
+        return other is self.stream or (isinstance(other, Unbreakable) and other.stream is self.stream)
+
+    def __hash__(self) -> int:
+        return hash(id(self.stream))
 
     def write(self, text: str) -> int:
         if not self.broken:

@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 
 from mtl import metrics
 from mtl.config import to_dict
-from mtl.console import progress_stream
+from mtl.console import progress_stream, say
 from mtl.errors import UserError
 from mtl.plugins import adds_to
 from mtl.runs import RunFolder
@@ -160,7 +160,7 @@ class ProgressBar(Callback):
         values = ", ".join(
             f"{key} {value:.4f}" for key, value in record.items() if metrics.is_evaluation(key)
         )
-        self.bar.write(f"step {record[metrics.GLOBAL_STEP]}: {values}", file=progress_stream())
+        say(f"step {record[metrics.GLOBAL_STEP]}: {values}")  # above the bar, which is cleared first
 
     def close(self, exit_code: int) -> None:
         self.bar.close()
