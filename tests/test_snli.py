@@ -101,3 +101,29 @@ def test_a_deeply_nested_snli_jsonl_line_is_one_line(tiny_data, tmp_path, capsys
     assert re.match(
         r"error: line 1 of SNLI file .* is not an SNLI record: nested too deeply", one_error_line(capsys)
     )
+
+
+def test_a_local_copy_with_only_a_training_slice_trains_on_it_and_says_so(tiny_data, tmp_path, capsys):
+    # ../shared/data's SNLI holds dev, test and train_small: the README's commands run on it as written
+    from mtl.train import run
+    from mtl.train.resolve import resolve_inputs
+
+    from .conftest import FIXTURES, args_for
+
+    folder = tmp_path / "snli"
+    folder.mkdir()
+    for path in (FIXTURES / "snli_tiny").iterdir():
+        name = path.name.replace(".train", ".train_small")
+        (folder / name).write_bytes(path.read_bytes())
+    config = run.config_from_args(args_for(tiny_data, tmp_path / "run", f"snli={folder}", "tasks=nli,mnrl"))
+    resolved = resolve_inputs(config)
+    assert resolved.tasks["nli"].train_split == "train_small"
+    assert resolved.tasks["mnrl"].train_split == "train_small"  # it follows nli's
+    pairs = len(load_snli(str(folder), "train_small"))
+    assert f"training on its train_small slice ({pairs:,} pairs)" in capsys.readouterr().err
+    # the full set, where there is one, and a slice asked for by name are kept
+    (folder / "s1.train").write_bytes((folder / "s1.train_small").read_bytes())
+    assert resolve_inputs(config).tasks["nli"].train_split == "train"
+    assert resolve_inputs(run.config_from_args(args_for(
+        tiny_data, tmp_path / "run", f"snli={folder}", "nli.train_split=dev"
+    ))).tasks["nli"].train_split == "dev"  # fmt: skip

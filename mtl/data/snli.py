@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from mtl.console import say
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.files.paths import data_dir
@@ -84,6 +85,24 @@ def _nonempty(pairs: LabelledTexts, where: str, task: str, source_key: str) -> L
             f"{source_key}=PATH at data in SNLI's layout"
         )
     return pairs
+
+
+def training_split(source: str, split: str, task: str = "nli") -> str:
+    """`split`, or the slice a local copy holds instead of SNLI's full training set: a folder with
+    `train_small` and no `train` (../shared/data's copy) trains on the slice, and says so, so the
+    README's commands run as written there. The run records the split it resolved to."""
+    folder = Path(source)
+    if split != "train" or not folder.is_dir():
+        return split
+    available = _available_splits(folder)
+    if "train" in available or "train_small" not in available:
+        return split
+    pairs = len(load_snli(source, "train_small", task, "train"))
+    say(
+        f"{task}: {folder} holds no full training set: training on its train_small slice ({pairs:,} pairs); "
+        f"{task}.train_split= chooses another"
+    )
+    return "train_small"
 
 
 def _available_splits(folder: Path) -> list[str]:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mtl.data.snli import load_snli, resolve_snli_source
+from mtl.data.snli import load_snli, resolve_snli_source, training_split
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.runtime.distributed import gather_batch
@@ -118,7 +118,13 @@ class Distill(Task):
             return replace(config, corpus=str(self._corpus_path().resolve()))
         if config.sentences_of:
             return config
-        return replace(config, source=resolve_snli_source(config.source, self.name))
+        source = resolve_snli_source(config.source, self.name)
+        split = (
+            training_split(source, config.train_split, self.name)
+            if config.train_split
+            else config.train_split
+        )
+        return replace(config, source=source, train_split=split)
 
     def _corpus_path(self) -> Path:
         path = Path(self.config.corpus).expanduser()

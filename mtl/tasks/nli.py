@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import torch
 
-from mtl.data.snli import load_snli, resolve_snli_source
+from mtl.data.snli import load_snli, resolve_snli_source, training_split
 from mtl.data.texts import LabelledTexts
 from mtl.models.heads import HeadRecipe
 from mtl.tasks.base import Task
@@ -50,7 +50,10 @@ class NLI(Task):
         return "snli" if self.name == self.kind else self.name
 
     def resolve_inputs(self) -> NLIConfig:
-        return replace(self.config, source=resolve_snli_source(self.config.source, self.name))
+        source = resolve_snli_source(self.config.source, self.name)
+        return replace(
+            self.config, source=source, train_split=training_split(source, self.config.train_split, self.name)
+        )
 
     def load(self, split: str) -> LabelledTexts | None:
         names = {

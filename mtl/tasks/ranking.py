@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mtl.data.snli import LABELS, load_snli, resolve_snli_source
+from mtl.data.snli import LABELS, load_snli, resolve_snli_source, training_split
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import InBatchScores, Widths
@@ -144,7 +144,10 @@ class Ranking(Task):
         )
 
     def resolve_inputs(self) -> RankingConfig:
-        config = replace(self.config, source=resolve_snli_source(self.config.source, self.name))
+        source = resolve_snli_source(self.config.source, self.name)
+        config = replace(self.config, source=source)
+        if config.train_split is not None and not config.triples:
+            config = replace(config, train_split=training_split(source, config.train_split, self.name))
         if config.triples:
             config = replace(config, triples=str(self._triples_path().resolve()))
         return config
