@@ -31,7 +31,8 @@ def record(downstream: Path, snli: Path | None) -> dict[str, list]:
     }
     if snli is not None:
         for path in sorted(snli.glob("*")):
-            if path.name.partition(".")[0] in ("labels", "s1", "s2") and path.suffix in (".dev", ".test", ".train"):
+            column, _, split = path.name.partition(".")
+            if column in ("labels", "s1", "s2") and split in ("dev", "test", "train"):
                 files[f"downstream/SNLI/{path.name}"] = path
     recorded = {name: [path.stat().st_size, file_sha256(path)] for name, path in files.items()}
     for name, path in files.items():
