@@ -112,6 +112,14 @@ def test_help_explains_the_keys(capsys):
     assert re.search(r"^  resume=none +continue runs/<run>", out, re.MULTILINE)
 
 
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_key_of_every_command_says_what_it_does(name, capsys):
+    main([name, "--help"])
+    keys = [line for line in capsys.readouterr().out.splitlines() if re.match(r"^  [a-z_][\w.]*=", line)]
+    unexplained = [line.strip() for line in keys if len(line.strip().split(None, 1)) < 2]
+    assert not unexplained, unexplained
+
+
 def test_build_is_recorded_in_an_offline_wandb_run(tmp_path, vectors, capsys):
     assert (
         main(

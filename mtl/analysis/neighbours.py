@@ -35,8 +35,8 @@ class NeighboursConfig:
     snli: str | None = None  # for the default pool: SNLI folder or Hub id (None: $MTL_DATA_DIR/snli)
     k: AtLeast1 = 5  # neighbours per query
     analogy: bool = False  # query="a|b|c": nearest to v(b) - v(a) + v(c), the three left out
-    batch_size: AtLeast1 = 128
-    device: str = "auto"
+    batch_size: AtLeast1 = 128  # sentences per encoding batch
+    device: str = "auto"  # auto: cuda when available
     wandb: Literal["auto", "online", "offline", "disabled"] = "auto"  # the neighbours as a W&B table
 
 

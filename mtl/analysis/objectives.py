@@ -38,7 +38,7 @@ class CompareConfig:
     transfer_tasks: str = "MR,CR,SUBJ,MPQA,TREC,SICK-R"  # SentEval tasks scored for each member
     mode: Literal["standard", "fast"] = "fast"  # the transfer protocol (fast: 5 folds, a smaller grid)
     data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    device: str = "auto"
+    device: str = "auto"  # auto: cuda when available
 
 
 @dataclass

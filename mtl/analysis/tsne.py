@@ -38,8 +38,8 @@ class TsneConfig:
     seed: int = 1234  # the draw and t-SNE's initialisation
     data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
     vectors: str | None = None  # for vocabulary expansion; None: the run's
-    batch_size: AtLeast1 = 128
-    device: str = "auto"
+    batch_size: AtLeast1 = 128  # sentences per encoding batch
+    device: str = "auto"  # auto: cuda when available
 
 
 LABEL_NAMES: dict[str, Sequence[str]] = {

@@ -43,10 +43,10 @@ class BenchHFConfig:
     # Instead: the NLI step's time and peak memory with gradient_checkpointing=true, with LoRA
     # adapters of rank lora_r (when > 0) and compiled (compile=true), each next to the plain step,
     # at each batch size of checkpointing_batches (fp32).
-    checkpointing: bool = False
-    lora_r: int = 0
+    checkpointing: bool = False  # true: the step with gradient checkpointing, beside the plain one
+    lora_r: int = 0  # > 0: also the step with LoRA adapters of this rank
     compile: bool = False  # also the step with compile=true (torch.compile; its compilation in the warm-up)
-    checkpointing_batches: str = "16,64"
+    checkpointing_batches: str = "16,64"  # batch sizes the checkpointing comparison runs at
     warmup: AtLeast1 = 1  # untimed steps before each contender's timed ones (compile=true: 3 or more)
 
 

@@ -52,8 +52,8 @@ class MineConfig:
     sampling: Literal["top", "random"] = "top"  # the nearest qualifying, or at random among them
     seed: AtLeast0 = 12  # sampling=random
     max_seq_length: AtLeast1 = 128  # an hf miner's subword tokens per sentence
-    batch_size: AtLeast1 = 128
-    device: str = "auto"
+    batch_size: AtLeast1 = 128  # sentences per encoding batch
+    device: str = "auto"  # auto: cuda when available
     overwrite: bool = False  # replace an existing out=
 
     def __post_init__(self) -> None:

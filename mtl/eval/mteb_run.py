@@ -37,7 +37,7 @@ class MTEBConfig:
     device: str = "auto"  # cpu, cuda, cuda:N; auto: CUDA when there is one
     out: str | None = None  # folder of the report; None: the run folder
     wandb: str = "auto"  # online, offline, disabled; auto: offline without an API key
-    wandb_project: str = "mtl"
+    wandb_project: str = "mtl"  # W&B project
 
 
 def resolve_tasks(names: list[str]) -> list[Any]:

@@ -48,9 +48,9 @@ class ProbingConfig:
     classifier: Literal["logreg", "mlp"] = (
         "mlp"  # senteval modes: SentEval's MLP (nhid=) or its logistic regression
     )
-    nhid: AtLeast1 = 50
+    nhid: AtLeast1 = 50  # classifier=mlp: hidden units
     out: str | None = None  # where the reports go; None: the run folder
-    device: str = "auto"
+    device: str = "auto"  # auto: cuda when available
     wandb: Literal["auto", "online", "offline", "disabled"] = "auto"
 
     def check(self) -> None:

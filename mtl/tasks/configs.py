@@ -35,7 +35,7 @@ class TaskConfig:
     probe_train: AtLeast1 = 2000  # train=false: training examples a linear probe is fitted on
     # A planted noise task (calibrating verdicts, mixture search, affinity): the training labels
     # permuted by a draw seeded by the run's seed; dev and test keep theirs, so the task scores chance.
-    shuffle_labels: bool = False
+    shuffle_labels: bool = False  # true: training labels permuted (a planted noise task); dev/test kept
     weight: PositiveFloat = 1.0  # scales the task's loss (in its own steps, and in schedule=mixed's sum)
     lr: str = ""  # this task's lr: a value (0.05) or a multiple of lr= (x0.5); empty: lr= (see encoder_lr=)
     prob: PositiveFloat | None = (
@@ -43,7 +43,7 @@ class TaskConfig:
     )
     # encoder=hf: text put before each of the task's sentences ("query: ", as E5 and BGE train);
     # the export records it under the task's name, so encode(prompt_name=<task>) embeds as trained.
-    prompt: str = ""
+    prompt: str = ""  # encoder=hf: text put before each sentence ("query: "); encode(prompt_name=<task>)
     # Matryoshka training (Kusupati et al. 2022): the task's loss at each width of the embeddings,
     # so truncated embeddings keep quality (a classifier per width for a classification task).
     matryoshka: str = ""  # widths (768,512,256,128,64): the loss is the sum over them of the loss on the first that many dims

@@ -97,7 +97,7 @@ class ScheduleConfig:
     )
     # A task scored against its batch (mnrl, qt, distill loss=kl): no sentence twice in a batch, since
     # a repeated anchor or positive is a false negative (sentence-transformers' NoDuplicatesBatchSampler)
-    no_duplicates: bool = True
+    no_duplicates: bool = True  # in-batch tasks (mnrl, qt, distill kl): no sentence twice in a batch
 
 
 @dataclass
@@ -156,7 +156,7 @@ class RunConfig:
     device: str = "auto"  # auto: cuda when available
     # At the end: count the transfer test sentences the run trained on, exactly and as near
     # duplicates (summary.json, model card, MTEB's training_datasets); needs $MTL_DATA_DIR's SentEval data.
-    contamination: bool = True
+    contamination: bool = True  # count the transfer test sentences the run trained on (summary, card)
     eval_every: AtLeast1 | None = None  # steps; None: at the end of every cycle of the schedule
     checkpoint_every: AtLeast1 | None = (
         None  # steps between checkpoints (a kill loses at most this many); None: 500 on the CPU, 5000 on CUDA
