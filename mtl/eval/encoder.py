@@ -68,6 +68,7 @@ class SentenceEncoder:
         self.encoder = encoder.to(device).eval()
         self.token_counts: Counter[str] = Counter()  # every token encoded so far
         self.warned_missing_vectors = False
+        self.warned_prompt = False
         self.max_tokens = max_tokens
         self.prompts: dict[str, str] = {}  # sentence-transformers' names; only encoder=hf runs take prompts
         self.default_prompt_name: str | None = None
@@ -101,6 +102,10 @@ class SentenceEncoder:
         """The width of `encode()`'s embeddings (sentence-transformers' name for `dim`)."""
         return self.dim
 
+    def get_embedding_dimension(self) -> int:
+        """The width of `encode()`'s embeddings (sentence-transformers 6's name for it)."""
+        return self.dim
+
     def similarity(self, embeddings1, embeddings2) -> torch.Tensor:
         """(N, M) cosine similarities of every row of `embeddings1` with every row of `embeddings2`."""
         return cosine_similarities(embeddings1, embeddings2, pairwise=False)
@@ -110,15 +115,18 @@ class SentenceEncoder:
         return cosine_similarities(embeddings1, embeddings2, pairwise=True)
 
     def prompted(self, sentences: list[str], prompt_name: str | None, prompt: str | None) -> list[str]:
-        """`sentences` with the prompt asked for in front; word-vector encoders take none: their
-        prompt words would be averaged or read into every embedding, which they were not trained on."""
-        if prompt is None and prompt_name is None:
-            return sentences
-        asked = f"prompt={prompt!r}" if prompt is not None else f"prompt_name={prompt_name!r}"
-        raise UserError(
-            f"encode({asked}): {self.name} reads words through fixed word vectors, not a prompted "
-            "transformer; prompts apply to encoder=hf runs: leave prompt and prompt_name unset"
-        )
+        """`sentences` as they are: word-vector encoders were trained without prompts, whose words
+        would be averaged or read into every embedding. A prompt given is ignored with one warning
+        per encoder, as sentence-transformers lets a model that has no use for one go on."""
+        if (prompt is not None or prompt_name is not None) and not self.warned_prompt:
+            asked = f"prompt={prompt!r}" if prompt is not None else f"prompt_name={prompt_name!r}"
+            warnings.warn(
+                f"encode({asked}): {self.name} reads words through fixed word vectors, not a prompted "
+                "transformer: the prompt is ignored (prompts apply to encoder=hf runs)",
+                stacklevel=3,
+            )
+            self.warned_prompt = True
+        return sentences
 
     def encode(
         self,
