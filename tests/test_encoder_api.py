@@ -123,8 +123,21 @@ def test_glove_bag_of_vectors_baseline(tiny_data):
 
 
 def test_a_folder_without_an_encoder_is_an_error(tmp_path):
-    with pytest.raises(UserError, match="holds no encoder"):
-        load_encoder(tmp_path)
+    with pytest.raises(
+        UserError, match="holds no encoder .*give a run folder, an encoder.json or a checkpoint"
+    ):
+        load_encoder(tmp_path)  # not a run: no advice to resume it
+    with pytest.raises(UserError, match="does not exist: give a run folder"):
+        load_encoder(tmp_path / "runs" / "main")
+
+
+def test_the_sentence_transformers_folder_of_a_run_loads_as_the_run(trained_run):
+    # runs/<run>/encoder/ is what a user finds beside encoder.json, and tries first
+    from_folder = load_encoder(trained_run / "encoder", device="cpu")
+    assert from_folder.name == trained_run.name
+    np.testing.assert_array_equal(
+        from_folder.encode(SENTENCES), load_encoder(trained_run, device="cpu").encode(SENTENCES)
+    )
 
 
 def test_transfer_command_on_real_data(shared_data, tiny_data, tmp_path, capsys):

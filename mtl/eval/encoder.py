@@ -545,14 +545,26 @@ def encoder_file(path: str | Path) -> Path:
     """The file `load_encoder` reads for `path`: a run folder's encoder.json (older runs: encoder.pt;
     an unfinished run: its best checkpoint), or `path` itself."""
     path = Path(path).expanduser()
+    if not path.exists():
+        raise UserError(f"{path} does not exist: {NOT_AN_ENCODER}")
+    if (path / "modules.json").is_file() and RunFolder(path.parent).encoder.is_file():
+        # the sentence-transformers folder mtl exports inside a run (or export) folder: the same
+        # weights as the encoder.json beside it, which mtl reads with its own tokenizer
+        path = path.parent
     run = RunFolder(path)
     file = path
     if path.is_dir():
         file = next((f for f in (run.encoder, run.legacy_encoder, run.best) if f.is_file()), run.encoder)
     if not file.is_file():
+        if (path / "modules.json").is_file():
+            raise UserError(
+                f"{path} is a sentence-transformers folder mtl did not write: load it with "
+                f"SentenceTransformer({str(path)!r}), or score it with `just transfer baseline=hf hf_model={path}`"
+            )
+        unfinished = run.record.is_file()  # a run folder that has not exported or checkpointed yet
         raise UserError(
-            f"{path} holds no encoder (encoder.json or checkpoints/best.pt): train it first, or finish it "
-            f"with `just train-multitask resume={path}`"
+            f"{path} holds no encoder (encoder.json or checkpoints/best.pt): "
+            + (f"finish it with `just train-multitask resume={path}`" if unfinished else NOT_AN_ENCODER)
         )
     return file
 
@@ -584,7 +596,13 @@ def load_encoder(path: str | Path, device: str = "auto", vocab_expansion: bool =
     saved = read_encoder_file(file)
     plugins.require(saved.get("plugins"), f"encoder {file}")  # before its config names what they register
     config = recorded_config(saved["config"], str(file), tasks_needed=False)
-    name = Path(path).expanduser().name
+    given = Path(path).expanduser()
+    # the run's name, also when given its sentence-transformers folder (runs/<run>/encoder)
+    name = (
+        given.parent.name
+        if (given / "modules.json").is_file() and file.parent == given.parent
+        else given.name
+    )
     if traits(config.model.encoder).pretrained:
         config.model.compile = False  # compiling is for training; encode() runs the model as it is
         if "pretrained" in saved:  # the export names the fine-tuned model's Hugging Face folder
