@@ -166,3 +166,13 @@ def test_baseline_folders_are_rows_of_just_compare(tiny_data, senteval, tmp_path
         ("glove-bow", "random-bilstm"): False,
         ("sif", "random-bilstm"): False,
     }
+
+
+def test_compare_names_folders_as_typed_relative_to_where_it_runs(tiny_data, senteval, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("glove-bow", "sif"):
+        assert transfer(tiny_data, senteval, f"baseline={name}", "tasks=MR") == 0  # into runs/baseline-<name>
+    absolute = [str(tmp_path / "runs" / f"baseline-{n}") for n in ("glove-bow", "sif")]
+    assert main(["compare", *absolute, "report=transfer-fast", "out=compared.md", "wandb=disabled"]) == 0
+    listed = [line for line in (tmp_path / "compared.md").read_text().splitlines() if line.startswith("- ")]
+    assert listed == ["- baseline-glove-bow: runs/baseline-glove-bow", "- baseline-sif: runs/baseline-sif"]

@@ -483,6 +483,14 @@ def short_value(value: object) -> object:
     return value
 
 
+def shown(path: Path) -> str:
+    """A run's folder as the user would type it: relative to the current folder when inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def markdown(encoders: list[Encoder], comparisons: list[Comparison], config: SignificanceConfig) -> str:
     head, rows = table(encoders, comparisons, config)
     label = table_labels(encoders)
@@ -490,9 +498,9 @@ def markdown(encoders: list[Encoder], comparisons: list[Comparison], config: Sig
         explanation(comparisons, config),
         "",
         *(
-            f"- {e.name}: {', '.join(str(r) for r in e.runs)}"
+            f"- {e.name}: {', '.join(shown(r) for r in e.runs)}"
             if label[e.name] == e.name
-            else f"- {label[e.name]} = {e.name}: {', '.join(str(r) for r in e.runs)}"
+            else f"- {label[e.name]} = {e.name}: {', '.join(shown(r) for r in e.runs)}"
             for e in encoders
         ),
         "",

@@ -92,7 +92,7 @@ class Tracker:
 
         tracker.run = tracker._call(init)
         tracker.directory = Path(directory)
-        if tracker.run is not None:
+        if tracker.run is not None and tracker.mode == "online":  # its page, to watch it live
             say(tracker.where())
         return tracker
 
@@ -223,9 +223,9 @@ class Tracker:
         """End the run and wait until W&B's writer has flushed it (its service process exits)."""
         if self.run is None:
             return
-        where = self._call(self.where)
+        where = self._call(self.where) if self.mode != "online" else None  # online: said at the start
         self._call(lambda: self.run.finish(exit_code=exit_code))
-        if where:
+        if where:  # once, at the end: where the offline run is and how to upload it
             say(where)
         self.run = None
         self._call(lambda: _wandb().teardown())
