@@ -138,6 +138,43 @@ def run_folder_of(path: Path) -> Path | None:
     return next((p for p in Path(path).resolve().parents if RunFolder(p).record.is_file()), None)
 
 
+def _recorded_config(path: str | Path) -> dict[str, Any]:
+    """The config a run recorded, for the run folder `path` is or sits in; {} when there is none."""
+    given = Path(path).expanduser()
+    folder = given if RunFolder(given).record.is_file() else run_folder_of(given)
+    if folder is None:
+        return {}
+    try:
+        record = json.loads(RunFolder(folder).record.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    config = record.get("config", record) if isinstance(record, dict) else {}
+    return config if isinstance(config, dict) else {}
+
+
+def recorded_snli(path: str | Path) -> str | None:
+    """The local SNLI folder the run at `path` trained on (its nli task's source), when it is here."""
+    tasks = _recorded_config(path).get("tasks")
+    source = (
+        tasks.get("nli", {}).get("source")
+        if isinstance(tasks, dict) and isinstance(tasks.get("nli"), dict)
+        else None
+    )
+    return source if isinstance(source, str) and Path(source).is_dir() else None
+
+
+def recorded_transfer_data(path: str | Path) -> str | None:
+    """SentEval's downstream folder as the run at `path` knew it: the one it watched (monitor_data=),
+    else the one beside its recorded SNLI copy (<data>/senteval/downstream, as MTL_DATA_DIR lays
+    them out); None when neither is here."""
+    config = _recorded_config(path)
+    run = config.get("run") if isinstance(config.get("run"), dict) else {}
+    candidates = [run.get("monitor_data")]
+    if snli := recorded_snli(path):
+        candidates.append(str(Path(snli).parent / "senteval" / "downstream"))
+    return next((c for c in candidates if isinstance(c, str) and Path(c).is_dir()), None)
+
+
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """A run's metrics.jsonl: one record per step and event (a last line a kill cut short left out)."""
     return schemas.read_json_lines(path, schemas.MetricsRow, schemas.RESTORE)

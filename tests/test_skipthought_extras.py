@@ -2,6 +2,7 @@
 (3.5), and t-SNE pages of a task's embeddings (3.6)."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -119,3 +120,21 @@ def test_a_tsne_page_shows_a_tasks_sentences_coloured_by_label(tiny_data, sentev
     assert "run: 40 MR sentences" in page and "data:image/svg+xml;base64," in page
     assert f"written to {out}" in capsys.readouterr().out
     assert main(["tsne", f"run={run_dir}", "task=STS14", f"data={senteval}"]) == 2  # no labels per sentence
+
+
+def test_tsne_and_maxpool_read_the_data_the_run_recorded(tiny_data, senteval, tmp_path, monkeypatch, capsys):
+    # A run trained on data laid out as MTL_DATA_DIR lays it out (snli/, senteval/downstream/):
+    # later, without MTL_DATA_DIR, tsne and maxpool find the run's own copies, as resume= does.
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES / "snli_tiny", data / "snli")
+    shutil.copytree(senteval, data / "senteval" / "downstream")
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", "hidden=4", "pooling=max", f"snli={data / 'snli'}")
+    monkeypatch.delenv("MTL_DATA_DIR", raising=False)
+    out = tmp_path / "mr.html"
+    assert main(["tsne", f"run={run_dir}", "task=MR", f"out={out}", "limit=40"]) == 0
+    assert "run: 40 MR sentences" in out.read_text()
+    assert (
+        main(["maxpool", f"run={run_dir}", "min_count=3", "wandb=disabled", f"out={tmp_path / 'mp.html'}"])
+        == 0
+    )
+    assert "trained: most picked words" in capsys.readouterr().out

@@ -35,7 +35,7 @@ from mtl.data.batches import tokenize_at_most
 from mtl.errors import UserError
 from mtl.eval.encoder import SentenceEncoder, load_encoder
 from mtl.files import atomic
-from mtl.runs import wandb_group
+from mtl.runs import recorded_snli, wandb_group
 from mtl.text.vectors import vector_store
 from mtl.tracking.tracker import log_tables
 
@@ -46,7 +46,7 @@ RANK_BUCKETS = ((0, 100), (100, 1_000), (1_000, 10_000), (10_000, 100_000), (100
 class MaxPoolConfig:
     run: str = ""  # a run folder whose encoder max-pools (bilstm, lstm, gru)
     pool: str | None = None  # a text file, one sentence per line; None: SNLI dev + test's distinct sentences
-    snli: str | None = None  # for the default pool
+    snli: str | None = None  # for the default pool; None: the run's recorded SNLI, else $MTL_DATA_DIR's
     limit: AtLeast1 = 5000  # sentences of the pool used
     examples: str = (
         "a man is playing a guitar on stage .|two dogs are running through the snow ."  # | separated
@@ -111,7 +111,9 @@ def run(config: MaxPoolConfig) -> tuple[Path, str]:
             "encoders trained with pooling=max"
         )
     untrained = _untrained(trained, config.seed)
-    sentences = pool_sentences(NeighboursConfig(pool=config.pool, snli=config.snli))[: config.limit]
+    # the SNLI copy the run recorded, before $MTL_DATA_DIR or the Hub: as resume= finds its data
+    snli = config.snli or (None if config.pool else recorded_snli(config.run))
+    sentences = pool_sentences(NeighboursConfig(pool=config.pool, snli=snli))[: config.limit]
     examples = [e.strip() for e in config.examples.split("|") if e.strip()]
     tokens, _ = tokenize_at_most(trained.tokenizer, sentences, trained.max_tokens)
     kept = [i for i, words in enumerate(tokens) if words]

@@ -26,6 +26,7 @@ from mtl.eval.transfer.classifiers import relatedness_features
 from mtl.eval.transfer.suite import TransferConfig, data_root, make_encoder
 from mtl.eval.transfer.tasks import SICK_LABELS, TREC_CLASSES, TransferTask, read_task
 from mtl.files import atomic
+from mtl.runs import recorded_transfer_data
 
 
 @dataclass
@@ -36,7 +37,9 @@ class TsneConfig:
     limit: AtLeast1 = 2000  # points at most, drawn at random (seed=)
     perplexity: Annotated[float, Range(1)] = 30.0  # t-SNE's perplexity (scikit-learn's default)
     seed: int = 1234  # the draw and t-SNE's initialisation
-    data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
+    data: str | None = (
+        None  # SentEval's downstream folder; None: the run's recorded one, else $MTL_DATA_DIR's
+    )
     vectors: str | None = None  # for vocabulary expansion; None: the run's
     batch_size: AtLeast1 = 128  # sentences per encoding batch
     device: str = "auto"  # auto: cuda when available
@@ -107,8 +110,11 @@ def page(xy: np.ndarray, labels: np.ndarray, task: str, title: str, graded: bool
 def run(config: TsneConfig) -> Path:
     if not config.run:
         raise UserError("just tsne needs run=runs/<run> (and task=TREC, SUBJ, SICK-R, ...)")
+    # the transfer data the run recorded (watched, or beside its SNLI), before $MTL_DATA_DIR's:
+    # as resume= finds the run's data
+    data = config.data or recorded_transfer_data(config.run.split(",")[0].strip())
     transfer = TransferConfig(
-        run=config.run, tasks=config.task, data=config.data, vectors=config.vectors, device=config.device
+        run=config.run, tasks=config.task, data=data, vectors=config.vectors, device=config.device
     )
     task = read_task(config.task, data_root(transfer))
     if task.kind == "sts":
