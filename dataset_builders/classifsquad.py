@@ -435,9 +435,13 @@ def write_dataset(out: Path, splits: dict[str, dict[str, list]], summary: dict) 
     remove_abandoned(out)
 
     def fill(partial: Path) -> None:
-        to_dataset_dict(splits).save_to_disk(str(partial))
+        data = to_dataset_dict(splits)
+        data.save_to_disk(str(partial))
         (partial / "stats.json").write_text(jsonfile.dumps(summary, indent=2, sort_keys=True) + "\n")
-        (partial / "README.md").write_text(dataset_card(summary))
+        # each split's size in bytes, as datasets records it: without it the card's splits are
+        # "malformed" to datasets.load_dataset, which says so at every load
+        sizes = {split: int(data[split].data.nbytes) for split in data}
+        (partial / "README.md").write_text(dataset_card({**summary, "split_bytes": sizes}))
 
     write_folder(out, fill, "ClassifSQuAD to")
 
@@ -479,7 +483,14 @@ def card_metadata(summary: dict) -> str:
         size_categories=next((label for limit, label in sizes if total < limit), "1M<n<10M"),
         dataset_info={
             "features": features,
-            "splits": [{"name": split, "num_examples": stats["examples"]} for split, stats in splits.items()],
+            "splits": [
+                {
+                    "name": split,
+                    "num_bytes": summary.get("split_bytes", {}).get(split, 0),
+                    "num_examples": stats["examples"],
+                }
+                for split, stats in splits.items()
+            ],
         },
         configs=[
             {
@@ -527,7 +538,9 @@ def dataset_card(summary: dict) -> str:
             f"{config['scope']}; pairs where one answer contains the other are skipped.",
             "",
             f"- vectors: `{summary['vectors']['file']}` ({summary['vectors']['vocabulary_in_squad']} SQuAD words in vocabulary)",
-            f"- tokenizer: {summary['tokenizer']}, lowercase={summary['lowercase']}",
+            f"- the filters read tokens of {summary['tokenizer']}"
+            + (", lowercased" if summary["lowercase"] else "")
+            + "; the columns hold SQuAD's own text (cased, untokenized)",
             f"- max_oov={config['max_oov']}, min_answer_tokens={config['min_answer_tokens']}, "
             f"max_negatives_per_question={config['max_negatives_per_question']}, seed={config['seed']}",
             "",

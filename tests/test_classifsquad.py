@@ -1,5 +1,6 @@
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -234,7 +235,7 @@ def tiny_config(tmp_path, tiny_vectors, **overrides):
     )
 
 
-def test_build_writes_dataset_stats_and_card(tmp_path, tiny_vectors):
+def test_build_writes_dataset_stats_and_card(tmp_path, tiny_vectors, caplog):
     summary = build(tiny_config(tmp_path, tiny_vectors))
     loaded = datasets.load_from_disk(str(tmp_path / "out"))
     assert set(loaded) == {"train", "validation"}
@@ -261,8 +262,17 @@ def test_build_writes_dataset_stats_and_card(tmp_path, tiny_vectors):
     ]
     label = next(f for f in data.dataset_info["features"] if f["name"] == "label")
     assert label["dtype"]["class_label"]["names"] == {"0": "answer2", "1": "answer1"}
-    # The Hub's way of reading the folder (its configs: the Arrow files of each split) gives the build.
-    hub_view = datasets.load_dataset(str(tmp_path / "out"))
+    assert all(split["num_bytes"] > 0 for split in data.dataset_info["splits"])
+    assert "lowercased; the columns hold SQuAD's own text (cased, untokenized)" in card
+    # The Hub's way of reading the folder (its configs: the Arrow files of each split) gives the
+    # build, and reads the card's splits without a warning
+    datasets.utils.logging.enable_propagation()
+    try:
+        with caplog.at_level(logging.WARNING):
+            hub_view = datasets.load_dataset(str(tmp_path / "out"))
+    finally:
+        datasets.utils.logging.disable_propagation()
+    assert not [r for r in caplog.records if "dataset_info" in r.getMessage()], caplog.text
     assert (
         hub_view["train"]["question_id"] == train["question_id"]
         and hub_view["train"].features == train.features
