@@ -401,3 +401,13 @@ def test_bf16_compute_gives_float32_embeddings_near_fp32_ones(trained_run, tmp_p
         assert not np.array_equal(half, full)  # autocast did change the arithmetic
         cosines = (half * full).sum(1) / np.linalg.norm(half, axis=1) / np.linalg.norm(full, axis=1)
         assert cosines.min() > 0.99, cosines
+
+
+def test_encoding_says_how_far_it_is_to_a_suite_that_listens(trained_run):
+    # `just transfer`'s bar shows these words: a transformer embeds a task for minutes
+    from mtl.eval.transfer.progress import reporting
+
+    said = []
+    with reporting(said.append):
+        load_encoder(trained_run, device="cpu").encode(SENTENCES * 3, batch_size=4)
+    assert said == [f"embedding {n}/15 sentences" for n in (4, 8, 12, 15)]

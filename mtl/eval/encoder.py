@@ -24,6 +24,7 @@ from mtl.data.batches import longest_first_batches, tokenize_at_most
 from mtl.errors import UserError
 from mtl.eval.embeddings import checked_options, finished
 from mtl.eval.encoder_state import checked_vocabulary, conformed, embedding_weight
+from mtl.eval.transfer.progress import stage
 from mtl.eval.vocab_expansion import ExpansionMap, fit_expansion
 from mtl.models.encoders import traits
 from mtl.models.encoders.base import (
@@ -283,6 +284,7 @@ class SentenceEncoder:
                     total=len(ids), desc=f"encode {self.name}", disable=not progress, unit=" sentences"
                 ) as bar,
             ):
+                done = 0
                 for chosen in longest_first_batches(lengths, batch_size, batch_tokens):
                     batch = np.zeros((len(chosen), lengths[chosen].max()), dtype=np.int64)
                     for row, index in enumerate(chosen):
@@ -294,6 +296,9 @@ class SentenceEncoder:
                         ),
                     )
                     bar.update(len(chosen))
+                    done += len(chosen)
+                    # the transfer bar's words, when a suite listens: a transformer takes minutes on a task
+                    stage(f"embedding {done:,}/{len(ids):,} sentences")
         finally:
             if pooling is not None:
                 self.encoder.pooling = saved_pooling
