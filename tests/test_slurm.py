@@ -87,7 +87,7 @@ def test_a_member_requeued_mid_run_finishes_with_the_uninterrupted_runs_losses(
     job = submitted_until_a_checkpoint(tiny_data, out, keys)
     job_id = json.loads((out / "slurm.json").read_text())["job_id"]
     assert main(["status", str(out)]) == 0
-    assert re.search(rf"^requeued +\d+/400 +~\d+ s +{job_id} +running$", capsys.readouterr().out, re.M)
+    assert re.search(rf"^requeued +\d+/400 +~\d+ (s|min) +{job_id} +running$", capsys.readouterr().out, re.M)
     subprocess.run(["scontrol", "requeue", job_id], check=True)
     _start_now(job_id)  # SLURM holds a requeued job back for two minutes: the test does not wait them out
     output, _ = job.communicate(timeout=300)
