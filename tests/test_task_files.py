@@ -282,3 +282,54 @@ def test_a_streamed_hub_task_fetches_only_max_train_training_rows(monkeypatch):
     taken.clear()
     build_task("pairs", config).load("dev")  # dev is read whole, not streamed
     assert opened[-1][3] is False
+
+
+def test_a_saved_datasets_class_labels_are_read_by_their_names(tmp_path):
+    # SNLI as `datasets` holds it: the label a ClassLabel (0 entailment ... 2 contradiction, -1 none)
+    import datasets
+
+    features = datasets.Features(
+        {
+            "premise": datasets.Value("string"),
+            "hypothesis": datasets.Value("string"),
+            "label": datasets.ClassLabel(names=["entailment", "neutral", "contradiction"]),
+        }
+    )
+    rows = [
+        {"premise": "a man sings .", "hypothesis": "a man makes music .", "label": 0},
+        {"premise": "a dog runs .", "hypothesis": "a cat sleeps .", "label": 2},
+        {"premise": "a dog runs .", "hypothesis": "a dog moves .", "label": -1},  # no gold label
+    ]
+    saved = tmp_path / "snli"
+    split = datasets.Dataset.from_list(rows, features=features)
+    datasets.DatasetDict({"train": split, "validation": split}).save_to_disk(str(saved))
+    keys = {"source": str(saved), "first": "premise", "second": "hypothesis", "label": "label"}
+    by_name = build_task("pairs", PairsConfig(**keys, labels="entailment,neutral,contradiction")).load(
+        "train"
+    )
+    assert by_name.labels == [0, 2] and by_name.columns[0] == ["a man sings .", "a dog runs ."]
+    # labels= given as the numbers, as before the names were read, still works
+    assert build_task("pairs", PairsConfig(**keys, labels="0,1,2")).load("train").labels == [0, 2]
+    # the task's own class order decides, whatever order the dataset numbers them in
+    reordered = build_task("pairs", PairsConfig(**keys, labels="contradiction,entailment")).load("train")
+    assert reordered.labels == [1, 0]
+
+
+@pytest.mark.parametrize("layout", ["flat", "hub"])
+def test_a_folder_of_parquet_files_is_read_without_naming_them(tmp_path, layout):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "parquet"
+    (folder / "data").mkdir(parents=True)
+    table = pa.Table.from_pylist(ROWS)
+    if layout == "flat":  # train.parquet, validation.parquet
+        pq.write_table(table, folder / "train.parquet")
+        pq.write_table(table.slice(0, 1), folder / "validation.parquet")
+    else:  # as the Hub exports a dataset: data/<split>-0000N-of-0000M.parquet, shards in order
+        pq.write_table(table.slice(0, 1), folder / "data" / "train-00000-of-00002.parquet")
+        pq.write_table(table.slice(1, 1), folder / "data" / "train-00001-of-00002.parquet")
+        pq.write_table(table.slice(0, 1), folder / "data" / "validation-00000-of-00001.parquet")
+    for keys in ({}, {"format": "parquet"}):
+        task = build_task("pairs", PairsConfig(source=str(folder), labels=LABELS, **keys))
+        assert task.load("train").labels == [0, 2] and task.load("dev").labels == [0]

@@ -109,7 +109,9 @@ class PairsConfig(TaskConfig):
     # A Hub dataset read as a stream: with max_train=N only the first N training rows are fetched
     # (a dataset too large to download whole); dev and test are read whole.
     streaming: bool = False
-    format: Literal["jsonl", "tsv", "csv"] = "jsonl"  # of the split files (a Hub dataset has its own)
+    format: Literal["jsonl", "tsv", "csv", "parquet"] = (
+        "jsonl"  # of the split files (parquet: train*.parquet, dev or validation*.parquet are found)
+    )
     header: bool = True  # tsv/csv: the first line names the columns; false: they are named 0, 1, 2, ...
     train_file: str = "train.jsonl"  # training file in source (a Hub id: the split's name); was train=
     dev: str = "dev.jsonl"  # file that picks the best checkpoint
@@ -133,7 +135,9 @@ class STSConfig(TaskConfig):
     source: str = ""  # as pairs.source: a folder of files, a save_to_disk folder, or a Hub dataset id
     subset: str = ""  # as pairs.subset: a Hub dataset's configuration
     streaming: bool = False  # as pairs.streaming: with max_train=N, only N training rows fetched
-    format: Literal["jsonl", "tsv", "csv"] = "tsv"  # of the split files (a Hub dataset has its own)
+    format: Literal["jsonl", "tsv", "csv", "parquet"] = (
+        "tsv"  # of the split files (parquet: train*.parquet, dev or validation*.parquet are found)
+    )
     header: bool = True  # a tsv/csv file's first line names its columns; false: columns are 0, 1, 2, ...
     train_file: str = "train.tsv"  # was train=
     dev: str = "dev.tsv"

@@ -59,6 +59,8 @@ class Pairs(Task):
         rows = read_rows(
             self.name, config.source, name, config.format, config.header, columns, config.subset,
             streamed_rows(config, split), split,
+            # a saved dataset's ClassLabel column gives its names, unless labels= are its numbers
+            label_names=not all(n.isdigit() for n in config.class_names),
         )  # fmt: skip
         classes = {name: index for index, name in enumerate(config.class_names)}
         first, second, labels = [], [], []
@@ -109,13 +111,15 @@ def read_rows(
     subset: str = "",
     stream: int | None = None,
     split: str = "train",
+    label_names: bool = False,
 ) -> list[Row]:
     """The rows of file `name` in folder `source` (or split `name` of Hub dataset `source`), each
     with its line number; without a `header` line, a tsv or csv file's columns are named 0, 1, 2, ...
 
     Every row is checked as it is read: an object (JSON Lines), holding each of `columns` with a
     text or a number, so a bad row is an error naming the file and line, never a traceback or a
-    sentence read as "None". `split` (train, dev, test) is the role of the rows asked for."""
+    sentence read as "None". `split` (train, dev, test) is the role of the rows asked for.
+    `label_names`: a saved dataset's ClassLabel columns as their class names, not their numbers."""
     folder = Path(source)
     if not folder.is_dir():
         import datasets  # a second to import: only for a Hub dataset
@@ -131,8 +135,15 @@ def read_rows(
             raise UserError(f"{task}: cannot load {where} split {name!r} ({error})") from None
         return _numbered(rows, f"{source} split {name}", task, columns)
     if saved_dataset(folder):
-        return _numbered(_saved_split(task, folder, name, split), f"{folder} split {name}", task, columns)
+        rows = _saved_split(task, folder, name, split, label_names)
+        return _numbered(rows, f"{folder} split {name}", task, columns)
     path = folder / name
+    not_a_table = format == "parquet" and path.suffix not in (".parquet", ".arrow")  # the default train.jsonl
+    if (not path.is_file() or not_a_table) and (tables := parquet_files(folder, Path(name).stem)):
+        # a folder of Parquet files as the Hub exports datasets (train-00000-of-00001.parquet,
+        # data/validation-....parquet): the split's files, read in order, found without keys
+        rows = [row for table in tables for row in _table_rows(task, table)]
+        return _numbered(rows, f"{folder} ({', '.join(t.name for t in tables)})", task, columns)
     if not path.is_file():
         raise UserError(f"{task}: {path} does not exist: fix {task}.train_file/dev/test= or source=")
     if path.suffix in (".parquet", ".arrow"):
@@ -182,7 +193,7 @@ def saved_dataset(folder: Path) -> bool:
 SPLIT_ALIASES = {"dev": ("validation", "valid"), "validation": ("dev",)}
 
 
-def _saved_split(task: str, folder: Path, name: str, split: str) -> list[dict]:
+def _saved_split(task: str, folder: Path, name: str, split: str, label_names: bool = False) -> list[dict]:
     """Split `name` of a save_to_disk folder: the split itself, or the one its file name's stem
     names (train.jsonl -> train; dev.jsonl -> dev, else validation). One saved Dataset has no
     splits: it is the training rows, and never the dev or test rows too."""
@@ -199,15 +210,40 @@ def _saved_split(task: str, folder: Path, name: str, split: str) -> list[dict]:
                 f"set {task}.{split}= empty (no {split} set), or save a DatasetDict with train, validation "
                 "and test"
             )
-        return saved.to_list()
+        return _named(saved, label_names)
     stem = Path(name).stem
     for candidate in (name, stem, *SPLIT_ALIASES.get(stem, ())):
         if candidate in saved:
-            return saved[candidate].to_list()
+            return _named(saved[candidate], label_names)
     raise UserError(
         f"{task}: {folder} (a saved dataset) has no split {name!r}: it has {', '.join(saved)}; "
         f"set {task}.train_file=, dev= or test= to one of them"
     )
+
+
+def parquet_files(folder: Path, stem: str) -> list[Path]:
+    """The Parquet files of split `stem` (dev also finds validation) in `folder` or its data/."""
+    for name in (stem, *SPLIT_ALIASES.get(stem, ())):
+        for place in (folder, folder / "data"):
+            found = sorted({*place.glob(f"{name}.parquet"), *place.glob(f"{name}-*.parquet")})
+            if found:
+                return found
+    return []
+
+
+def _named(dataset, label_names: bool) -> list[dict]:
+    """The rows of a saved Dataset; with `label_names`, each ClassLabel value as its class's name
+    (SNLI's -1, no gold label, as "-"), so labels= names the classes as the dataset does."""
+    import datasets
+
+    rows = dataset.to_list()
+    if label_names:
+        for column, feature in dataset.features.items():
+            if isinstance(feature, datasets.ClassLabel):
+                for row in rows:
+                    value = row[column]
+                    row[column] = feature.int2str(value) if isinstance(value, int) and value >= 0 else "-"
+    return rows
 
 
 def _table_rows(task: str, path: Path) -> list[dict]:
