@@ -214,3 +214,23 @@ def test_penalties_are_compared_as_senteval_rounds_them():
 def test_trec_and_mrpc_tune_c_over_senteval_kfold_grid():
     assert Protocol().train_test_penalties == (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)  # validation.py
     assert Protocol().penalties == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+def test_fits_in_this_process_use_one_blas_thread(monkeypatch):
+    # OpenBLAS's threads cost more than they give on a transfer task's small matrices (TREC's fit
+    # 20x slower on 2 threads), and the thread count changes an unconverged solver's path
+    from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_info
+
+    threads = []
+    real_fit = LogisticRegression.fit
+
+    def watched_fit(self, x, y, *args, **kwargs):
+        threads.append({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
+        return real_fit(self, x, y, *args, **kwargs)
+
+    monkeypatch.setattr(LogisticRegression, "fit", watched_fit)
+    x, y = separable(300)
+    train_test_accuracy(x[:200], y[:200], x[200:], y[200:], FAST)
+    dev_tuned_accuracy(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:], FAST)
+    assert threads and all(found <= {1} for found in threads), threads

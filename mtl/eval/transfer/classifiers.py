@@ -23,6 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
+from threadpoolctl import threadpool_limits
 
 from mtl.eval.transfer.items import across_folds
 from mtl.eval.transfer.progress import stage
@@ -69,9 +70,17 @@ class Protocol:
         )
 
 
+def one_blas_thread():
+    """scikit-learn's fits on one BLAS thread, as the k-fold worker processes already run them: on
+    the small matrices of a transfer task, OpenBLAS's threads cost far more than they give (TREC's
+    fit: 6-15 s on 2 threads, 0.3 s on one, RESULTS.md), and one thread makes the solver's path,
+    and so an unconverged fit's result, the same on every machine."""
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def _fit(x: np.ndarray, y: np.ndarray, penalty: float, protocol: Protocol) -> LogisticRegression:
     model = LogisticRegression(C=penalty, max_iter=protocol.max_iter, random_state=protocol.seed)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), one_blas_thread():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return model.fit(x, y)
 
@@ -98,7 +107,7 @@ def best_penalty_by_cv(
         # Along the grid in increasing C, each fit starts from the previous solution: same optimum, fewer steps.
         model = LogisticRegression(max_iter=protocol.max_iter, random_state=protocol.seed, warm_start=True)
         for penalty in sorted(protocol.penalties):
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), one_blas_thread():
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 model.set_params(C=penalty).fit(x_train, y[train])
             scores[penalty] += model.score(x_test, y[test]) / protocol.inner_folds
