@@ -19,6 +19,10 @@ build-classifsquad *args:
 get-senteval *args:
     {{python}} -m mtl get-senteval "$@"
 
+# every CUDA path and GPU benchmark in one go, one results file (run it at once on a lent GPU)
+gpu-check *args:
+    {{python}} -m mtl gpu-check "$@"
+
 # wall time of a full build, vector cache cold and warm (e.g. runs=5)
 bench-build *args:
     {{python}} -m mtl bench-build "$@"

@@ -99,6 +99,11 @@ COMMANDS: dict[str, Command] = {
         "dataset_builders.senteval:GetSentEvalConfig",
         "SentEval's transfer and probing data, fetched, processed and checked",
     ),
+    "gpu-check": Command(
+        "mtl.bench.gpu_check",
+        "mtl.bench.gpu_check:GpuCheckConfig",
+        "every CUDA path and GPU benchmark in one go, into one results file (for a lent GPU)",
+    ),
     "bench-build": Command(
         "mtl.bench.build",
         "mtl.bench.build:BenchBuildConfig",
