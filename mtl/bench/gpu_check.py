@@ -47,7 +47,7 @@ class Step:
 def steps(config: GpuCheckConfig) -> list[Step]:
     device = f"device={config.device}"
     width = "bilstm 512" if config.quick else "bilstm 2048"
-    timed = ["steps=1", "warmup=1"] if config.quick else ["steps=5"]
+    timed = ["steps=3", "warmup=1"] if config.quick else ["steps=5"]
     hf_model = config.hf_model or (
         str(data_dir() / "models" / "all-MiniLM-L6-v2")
         if data_dir() is not None and (data_dir() / "models" / "all-MiniLM-L6-v2").is_dir()
