@@ -134,13 +134,32 @@ def test_a_fine_tuned_models_card_names_its_base_model():
     assert facts.scores == {"best/nli/dev/acc": 0.8}  # losses are not scores
     local = facts_of("run", {"model": {"encoder": "hf", "hf_model": "/models/minilm"}, "tasks": {}}, {}, {})
     assert local.base_model is None  # a folder on this machine is not a Hub model
+    assert local.fine_tuned_from == "minilm"  # but the card names it
     from mtl.models.card import card_text
 
     card = ModelCard(card_text(facts, 384, ["Transformer", "Pooling"]))
     assert card.data.base_model == "sentence-transformers/all-MiniLM-L6-v2"
+    assert "Fine-tuned from [sentence-transformers/all-MiniLM-L6-v2]" in card.text
+    assert "Fine-tuned from a local copy of `minilm`" in card_text(local, 384, ["Transformer", "Pooling"])
 
 
-def test_push_encoder_uploads_the_folder_and_card_to_a_hub(tiny_data, tmp_path, monkeypatch, capsys):
+def test_a_local_model_folder_names_its_hub_id_when_it_records_its_own(tmp_path):
+    from mtl.models.card import recorded_hub_id
+
+    folder = tmp_path / "all-MiniLM-L6-v2"
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        json.dumps({"_name_or_path": "sentence-transformers/all-MiniLM-L6-v2"})
+    )
+    assert recorded_hub_id(str(folder)) == "sentence-transformers/all-MiniLM-L6-v2"
+    # the shared MiniLM copy records the model it was trained from, not itself: not its base model
+    (folder / "config.json").write_text(json.dumps({"_name_or_path": "nreimers/MiniLM-L6-H384-uncased"}))
+    assert recorded_hub_id(str(folder)) is None
+
+
+def test_push_encoder_uploads_the_folder_and_card_to_a_hub(
+    tiny_data, senteval, tmp_path, monkeypatch, capsys
+):
     """Against a local stand-in of the Hub's upload API: every file of encoder/ arrives byte for
     byte, but the card, whose license and loading example are set for the repository."""
     from huggingface_hub import ModelCard
@@ -150,6 +169,9 @@ def test_push_encoder_uploads_the_folder_and_card_to_a_hub(tiny_data, tmp_path, 
     from .hub_standin import HubStandIn
 
     run_dir, _ = start_run(tiny_data, tmp_path / "run")
+    transfer = ["transfer", f"run={run_dir}", "tasks=MR", "mode=fast", f"data={senteval}", "wandb=disabled"]
+    assert main(transfer) == 0
+    mr = json.loads((run_dir / "transfer-fast.json").read_text())["results"]["MR"]["acc"]
     hub = HubStandIn(tmp_path / "hub")
     monkeypatch.setenv("HF_TOKEN", "hf_standin")
     try:
@@ -170,6 +192,20 @@ def test_push_encoder_uploads_the_folder_and_card_to_a_hub(tiny_data, tmp_path, 
     assert card.data.license == "apache-2.0" and "License: apache-2.0." in card.text
     assert 'SentenceTransformer("me/tiny-encoder")' in card.text
     assert card.data.datasets == ModelCard.load(local / "README.md").data.datasets  # the rest as written
+    # the run's transfer scores, each with the protocol that made them, in the text and model-index
+    assert (
+        f"| MR | acc | {100 * mr:.2f} |" in card.text
+        and "fast protocol: scikit-learn logistic regression" in card.text
+    )
+    transfer = [r for r in card.data.eval_results if r.dataset_name == "SentEval MR"]
+    assert [(r.metric_type, r.metric_value, r.metric_config) for r in transfer] == [
+        ("accuracy", round(100 * mr, 2), "transfer-fast")
+    ]
+    assert (
+        "## Training" in card.text
+        and "- tasks: nli (SNLI; 3 steps of 8 per block), squad (ClassifSQuAD; 2 steps of 4 per block)"
+        in card.text
+    )
     assert ModelCard.load(local / "README.md").data.license == "cc-by-sa-4.0"  # the run's own is untouched
     assert all(auth == "Bearer hf_standin" for _, auth in hub.requests)
     assert len(hub.cards) == 1 and "license: apache-2.0" in hub.cards[0]  # the YAML the Hub checked

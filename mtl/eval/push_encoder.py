@@ -2,12 +2,15 @@
 uploaded to the Hugging Face Hub as a model repository.
 
 What goes up is the run's `encoder/` folder as training wrote it (safetensors and JSON, nothing
-that runs code), with the card's license and its loading example set for the repository. The
-token is huggingface_hub's own: `hf auth login` or HF_TOKEN, never a key on the command line.
+that runs code), with its card written again: the run's transfer reports (each score with the
+protocol that made it, also in `model-index`), `base_model=` when the run fine-tuned a local
+copy of a Hub model, the license, and the loading example set for the repository. The token is
+huggingface_hub's own: `hf auth login` or HF_TOKEN, never a key on the command line.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -16,7 +19,13 @@ from pathlib import Path
 
 from mtl.config import apply_overrides
 from mtl.errors import UserError
-from mtl.models.card import DEFAULT_LICENSE
+from mtl.eval.encoder import encoder_file, load_encoder, read_encoder_file
+from mtl.eval.export_encoder import run_card
+from mtl.eval.transfer.classifiers import Protocol
+from mtl.eval.transfer.registry import headline_metrics, ordered
+from mtl.eval.transfer.report_file import read_report, report_paths
+from mtl.files.hub import looks_like_hub_id
+from mtl.models.card import DEFAULT_LICENSE, card_text
 from mtl.runs import RunFolder, read_summary
 
 
@@ -28,6 +37,7 @@ class PushConfig:
     license: str = DEFAULT_LICENSE  # the card's license (the default: that of SNLI and SQuAD)
     endpoint: str | None = None  # another Hub (a private mirror); None: huggingface.co or HF_ENDPOINT
     message: str = ""  # the commit message; empty: "mtl run <run>"
+    base_model: str = ""  # the Hub id of the model a local hf_model= folder copied (the card's base_model)
 
 
 def push_encoder(config: PushConfig) -> str:
@@ -51,6 +61,7 @@ def push_encoder(config: PushConfig) -> str:
     with tempfile.TemporaryDirectory(prefix="mtl-push-") as staging:
         upload = Path(staging) / "encoder"
         shutil.copytree(folder, upload)
+        (upload / "README.md").write_text(card_with_transfer(run.path, config.base_model), encoding="utf-8")
         _set_card(upload / "README.md", config, run.path.name)
         try:
             api.create_repo(config.repo, private=config.private, exist_ok=True)
@@ -65,6 +76,57 @@ def push_encoder(config: PushConfig) -> str:
                 f"{_first_line(error)}): check the network, and log in with `hf auth login` or set HF_TOKEN"
             ) from None
     return str(getattr(commit, "commit_url", commit))
+
+
+def card_with_transfer(run: Path, base_model: str = "") -> str:
+    """The run's card, with its transfer reports and the base model named."""
+    if base_model and not looks_like_hub_id(base_model):
+        raise UserError(f"base_model={base_model!r}: give the Hub id of the model, as ORG/NAME")
+    file = encoder_file(run)
+    facts = run_card(run.name, read_encoder_file(file), file)
+    facts.transfer = transfer_rows(run)
+    if base_model:
+        facts.base_model = base_model
+    encoder = load_encoder(run, device="cpu")
+    modules = json.loads((RunFolder(run).pretrained_encoder / "modules.json").read_text(encoding="utf-8"))
+    return card_text(facts, encoder.dim, [module["type"].rsplit(".", 1)[-1] for module in modules])
+
+
+def transfer_rows(run: Path) -> list[tuple[str, str, str, str, float]]:
+    """(report, protocol, task, metric, points) for every headline score of the run's transfer
+    reports (MTEB's left to MTEB's own card)."""
+    rows = []
+    for path in report_paths(run):
+        report = read_report(path, damaged_is_missing=True)
+        if report is None or path.stem == "transfer-mteb":
+            continue
+        protocol = protocol_text(report)
+        for task in ordered(report["results"]):
+            result = report["results"][task]
+            for metric in headline_metrics(task, result):
+                if isinstance(result.get(metric), int | float):
+                    rows.append((path.stem, protocol, task, metric, 100 * float(result[metric])))
+    return rows
+
+
+def protocol_text(report: dict) -> str:
+    """How a report's scores were made, in a line: the classifier, folds and penalty grid."""
+    mode = str(report.get("mode", "standard"))
+    if mode.startswith("senteval"):
+        classifier = report.get("classifier") or {}
+        return (
+            f"SentEval's PyTorch classifier ({mode}: {classifier.get('kfold', '?')}-fold, "
+            f"optimizer {classifier.get('optim', '?')}, batch {classifier.get('batch_size', '?')})"
+        )
+    protocol = Protocol.named(mode)
+    grid = ", ".join(f"{c:g}" for c in protocol.penalties)
+    cv_grid = ", ".join(f"{c:g}" for c in protocol.train_test_penalties)
+    return (
+        f"{mode} protocol: scikit-learn logistic regression; MR, CR, SUBJ, MPQA by {protocol.folds}-fold "
+        f"cross-validation, C from {{{grid}}} chosen by {protocol.inner_folds} inner folds; SST and SICK-E "
+        f"with C chosen on dev; TREC and MRPC with C from {{{cv_grid}}} by cross-validation on train, then "
+        "tested; SICK-R and STS-B by Tai et al.'s regression, STS12-16 by cosine (Pearson x 100)"
+    )
 
 
 def _set_card(path: Path, config: PushConfig, name: str) -> None:

@@ -37,6 +37,12 @@ class CardFacts:
     seen_test_sets: dict[str, dict[str, int]] = field(
         default_factory=dict
     )  # test set -> exact, near, sentences
+    fine_tuned_from: str | None = (
+        None  # encoder=hf: the model as trained from (a Hub id or a local folder's name)
+    )
+    settings: list[str] = field(default_factory=list)  # how it was trained, a line each
+    # transfer scores of the run's reports: (report, protocol, task, metric, value in points)
+    transfer: list[tuple[str, str, str, str, float]] = field(default_factory=list)
 
 
 def facts_of(
@@ -62,7 +68,9 @@ def facts_of(
     kept = {key: float(value) for key, value in scores.items() if metrics.is_best_evaluation(key)}
     return CardFacts(
         name=name,
-        base_model=hub_model if is_hub_id(hub_model) else None,
+        base_model=hub_model if is_hub_id(hub_model) else recorded_hub_id(hub_model),
+        fine_tuned_from=(hub_model if is_hub_id(hub_model) else Path(hub_model).name) if hub_model else None,
+        settings=training_settings(config, titles),
         datasets=list(dict.fromkeys(datasets)),
         scores={key: value for key, value in kept.items() if not key.endswith("/loss")},
         titles=titles,
@@ -75,6 +83,61 @@ def facts_of(
             if counts["exact"] + counts["near"]
         },
     )
+
+
+def recorded_hub_id(folder: str | None) -> str | None:
+    """The Hub id a local model folder was saved from, when its config.json records one of the
+    folder's own name (a folder saved from sentence-transformers/all-MiniLM-L6-v2 may instead
+    record the model *it* was trained from: then None, and the card names the folder)."""
+    if not folder or not (Path(folder) / "config.json").is_file():
+        return None
+    try:
+        recorded = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if (
+        isinstance(recorded, str)
+        and looks_like_hub_id(recorded)
+        and recorded.split("/")[1] == Path(folder).name
+    ):
+        return recorded
+    return None
+
+
+def training_settings(config: dict[str, Any], titles: dict[str, str] | None = None) -> list[str]:
+    """How the run trained, from its recorded config: tasks, schedule, encoder, vectors, optimizer."""
+    model, optim, run = (config.get(key, {}) or {} for key in ("model", "optim", "run"))
+    schedule = config.get("schedule", {}) or {}
+    tasks = config.get("tasks", {}) or {}
+    lines = []
+    if tasks:
+        described = [
+            f"{name} ({(titles or {}).get(name) or task.get('display') or task.get('kind', name)}; {task.get('steps')} steps of "
+            f"{task.get('batch')} per block)"
+            if task.get("train", True)
+            else f"{name} (watched, not trained)"
+            for name, task in tasks.items()
+            if isinstance(task, dict)
+        ]
+        lines.append("tasks: " + ", ".join(described))
+    if schedule.get("schedule"):
+        lines.append(f"schedule: {schedule['schedule']}")
+    if model.get("encoder"):
+        width = "" if model.get("encoder") == "hf" else f", hidden {model.get('hidden')}"
+        lines.append(f"encoder: {model['encoder']}{width}, pooling {model.get('pooling')}")
+    if model.get("encoder") != "hf" and (config.get("data", {}) or {}).get("vectors"):
+        lines.append(
+            f"word vectors: {Path(config['data']['vectors']).name} ({model.get('embeddings', 'frozen')})"
+        )
+    if optim.get("optim"):
+        lines.append(
+            f"optimizer: {optim['optim']}, lr {optim.get('lr')}, lr schedule {optim.get('lr_schedule')}, "
+            f"stop {optim.get('stop')}"
+            + (f", max_steps {optim['max_steps']}" if optim.get("max_steps") else "")
+        )
+    if run.get("seed") is not None:
+        lines.append(f"seed: {run['seed']}")
+    return lines
 
 
 def is_hub_id(source: object) -> bool:
@@ -116,12 +179,19 @@ def card_text(facts: CardFacts, dim: int, modules: list[str]) -> str:
         f"# {facts.name}\n\nA sentence encoder trained with mtl (multitask NLI + ClassifSQuAD, Liu et al. "
         f"2018, built on InferSent). It maps a sentence to a {dim}-dimensional vector.\n\n"
         f"Modules: {' → '.join(modules)}.\n\n"
+        + (_origin_text(facts))
+        + (
+            "## Training\n\n" + "".join(f"- {line}\n" for line in facts.settings) + "\n"
+            if facts.settings
+            else ""
+        )
         + (
             "Scores of the exported checkpoint (the one its dev scores chose), in %:\n\n"
             f"| dataset | split | metric | score |\n|---|---|---|---:|\n{scores}\n"
             if scores
             else ""
         )
+        + _transfer_text(facts)
         + _contamination_text(facts)
         + "```python\nfrom sentence_transformers import SentenceTransformer\n\n"
         f'model = SentenceTransformer("runs/{facts.name}/encoder")\n'
@@ -137,6 +207,31 @@ def card_text(facts: CardFacts, dim: int, modules: list[str]) -> str:
         + (" (that of SNLI and SQuAD, its training data)." if facts.license == DEFAULT_LICENSE else ".")
         + "\n"
     )
+
+
+def _origin_text(facts: CardFacts) -> str:
+    if not facts.fine_tuned_from:
+        return ""
+    if facts.base_model:
+        return f"Fine-tuned from [{facts.base_model}](https://huggingface.co/{facts.base_model}).\n\n"
+    return (
+        f"Fine-tuned from a local copy of `{facts.fine_tuned_from}` (its Hub id was not recorded: "
+        "`just push-encoder ... base_model=ORG/NAME` names it).\n\n"
+    )
+
+
+def _transfer_text(facts: CardFacts) -> str:
+    """The run's transfer reports, each with the protocol that scored it."""
+    if not facts.transfer:
+        return ""
+    parts = []
+    for report in dict.fromkeys(row[0] for row in facts.transfer):
+        rows = [row for row in facts.transfer if row[0] == report]
+        table = "".join(f"| {task} | {metric} | {value:.2f} |\n" for _, _, task, metric, value in rows)
+        parts.append(
+            f"Transfer (`{report}`), {rows[0][1]}:\n\n| task | metric | score |\n|---|---|---:|\n{table}\n"
+        )
+    return "".join(parts)
 
 
 def _contamination_text(facts: CardFacts) -> str:
@@ -177,6 +272,17 @@ def _eval_results(facts: CardFacts) -> list:
             metric_value=round(100 * value, 2),
         )
         for task, split, metric, value in _scores(facts)
+    ] + [
+        EvalResult(
+            task_type="text-classification" if metric == "acc" else "sentence-similarity",
+            dataset_type=f"senteval/{task}",
+            dataset_name=f"SentEval {task}",
+            metric_type=kinds.get(metric.rsplit("/", 1)[-1], metric),
+            metric_value=round(value, 2),
+            metric_config=report,
+            verified=False,
+        )
+        for report, _, task, metric, value in facts.transfer
     ]
 
 
