@@ -111,3 +111,30 @@ def test_just_mteb_writes_a_report_the_run_page_and_wandb_read(tiny_data, tmp_pa
     # a name it lacks is one line with the nearest
     with pytest.raises(UserError, match=r"MTEB has no task STSBenchmarc \(did you mean STSBenchmark"):
         mteb_run.resolve_tasks(["STSBenchmarc"])
+
+
+def test_a_hub_out_of_reach_is_one_line_without_retries(tiny_data, tmp_path, monkeypatch, capsys):
+    """MTEB's data from the Hub, which cannot be reached: the cache at once, then one line, not
+    minutes of "Retrying in 8s" (the Hub made unreachable here whatever the network)."""
+    import os
+    import time
+
+    import huggingface_hub.constants
+
+    from mtl.cli import main
+    from mtl.files import hub
+
+    def unreachable(*args, **kwargs):
+        raise OSError("no route to host")
+
+    monkeypatch.setattr(hub.socket, "create_connection", unreachable)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    run_dir, _ = start_run(tiny_data, tmp_path / "run")
+    started = time.perf_counter()
+    code = main(["mteb", f"run={run_dir}", "tasks=STSBenchmark", "device=cpu", "wandb=disabled"])
+    err = capsys.readouterr().err
+    assert "Retrying in" not in err and time.perf_counter() - started < 60
+    if code:  # (a cache that holds the task's data lets it run)
+        assert code == 2 and "the Hugging Face Hub is out of reach from here" in err
+    # the offline mode was this command's only: the process is as it was
+    assert "HF_HUB_OFFLINE" not in os.environ and huggingface_hub.constants.HF_HUB_OFFLINE is False

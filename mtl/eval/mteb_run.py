@@ -23,6 +23,7 @@ from mtl.errors import UserError
 from mtl.eval.mteb import MTEBEncoder  # imports mteb: a one-line error when it is missing
 from mtl.eval.transfer.provenance import evaluated
 from mtl.files import atomic, jsonfile
+from mtl.files.hub import offline_unless_reachable
 from mtl.runs import RunFolder, wandb_group
 from mtl.tracking.tracker import Tracker
 
@@ -70,9 +71,15 @@ def evaluate(config: MTEBConfig) -> dict:
     started = time.perf_counter()
     import mteb
 
-    result = mteb.evaluate(model, tasks, cache=None, raise_error=False, show_progress_bar=True)
+    with offline_unless_reachable() as offline:  # out of reach: the cache at once, not minutes of retries
+        result = mteb.evaluate(model, tasks, cache=None, raise_error=False, show_progress_bar=True)
     failed = {error.task_name: error.exception for error in result.exceptions or []}
     if failed:
+        if offline:
+            raise UserError(
+                f"MTEB could not run {', '.join(failed)}: the Hugging Face Hub is out of reach from here and "
+                "its data is not in the local cache (HF_HOME); run it once with the network, or leave it out of tasks="
+            )
         reasons = "; ".join(f"{name}: {_first_line(why)}" for name, why in failed.items())
         raise UserError(
             f"MTEB could not run {', '.join(failed)} ({reasons}): its data comes from the Hugging Face "

@@ -2,14 +2,52 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import socket
+import sys
+import urllib.parse
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from mtl.errors import UserError
 
 Loaded = TypeVar("Loaded")
+
+
+@contextlib.contextmanager
+def offline_unless_reachable(timeout: float = 3.0) -> Iterator[bool]:
+    """Within the block: whether the Hub is out of reach, checked once by opening a connection to
+    it; when it is, huggingface_hub and datasets are in their offline mode (as HF_HUB_OFFLINE=1
+    makes them), so what they need comes from the local cache at once, or fails in one line,
+    instead of after minutes of retries. Their settings are restored after the block."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}:
+        yield True
+        return
+    endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        socket.create_connection((endpoint.hostname, port), timeout=timeout).close()
+    except OSError:
+        pass
+    else:
+        yield False
+        return
+    # read at their import: each module's own setting is switched too
+    modules = [
+        sys.modules[name] for name in ("huggingface_hub.constants", "datasets.config") if name in sys.modules
+    ]
+    saved = [module.HF_HUB_OFFLINE for module in modules]
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    for module in modules:
+        module.HF_HUB_OFFLINE = True
+    try:
+        yield True
+    finally:
+        os.environ.pop("HF_HUB_OFFLINE", None)
+        for module, value in zip(modules, saved, strict=True):
+            module.HF_HUB_OFFLINE = value
 
 
 def looks_like_hub_id(source: str) -> bool:
