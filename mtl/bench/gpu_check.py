@@ -54,7 +54,7 @@ def steps(config: GpuCheckConfig) -> list[Step]:
         else "sentence-transformers/all-MiniLM-L6-v2"
     )
     return [
-        Step("CUDA tests", ["pytest", "-q", "-rs", "tests/test_cuda.py"], 0.25),
+        Step("CUDA tests", ["pytest", "-q", "-rs", "tests/test_cuda.py"], 0.2),
         Step("training step", ["mtl", "bench-train", device, f"only={width}", *timed, "threads=0"], 0.2),
         Step(
             "encode()",
