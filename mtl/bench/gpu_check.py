@@ -66,7 +66,7 @@ def steps(config: GpuCheckConfig) -> list[Step]:
                 "runs=1" if config.quick else "runs=3",
                 *(["limit=2000"] if config.quick else []),
             ],  # fmt: skip
-            0.15,
+            0.1,
         ),
         Step(
             "mixed step",
@@ -79,7 +79,7 @@ def steps(config: GpuCheckConfig) -> list[Step]:
                 "threads=0",
                 *(["preset=cpu-small"] if config.quick else []),
             ],
-            0.1,
+            0.2,
         ),  # fmt: skip
         Step(
             "GradCache",
