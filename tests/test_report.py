@@ -131,6 +131,36 @@ def test_transfer_against_embedding_size_is_drawn_per_encoder(sweep_dir, tmp_pat
     assert "Transfer against embedding dimension" not in (tmp_path / "one.html").read_text()
 
 
+def test_the_size_chart_joins_runs_that_differ_in_size_alone(sweep_dir, tmp_path):
+    # a 64-d and a 256-d run that also differ in their learning rate: a line through them would
+    # draw the learning rate's effect as the size's (a false trend); a run of another encoder with
+    # one size is named, not dropped in silence
+    def sized(name, dim, change):
+        def edit(config):
+            config["model"].update(bottleneck=dim)
+            change(config)
+
+        run = member_copy(sweep_dir, tmp_path, name, edit)
+        report = {"dim": dim, "aggregate": {"micro": 70.0 + dim / 100, "macro": 70.0, "tasks": ["MR"]},
+                  "results": {"MR": {"acc": 0.7}}}  # fmt: skip
+        (run / "transfer-fast.json").write_text(json.dumps(report))
+        return str(run)
+
+    runs = [
+        sized("small", 64, lambda config: None),
+        sized("large", 256, lambda config: config["optim"].update(lr=0.5)),
+        sized("other", 384, lambda config: config["model"].update(encoder="gru")),
+    ]
+    page_path = tmp_path / "sizes.html"
+    assert main(["report", *runs, f"out={page_path}"]) == 0
+    text = page_path.read_text(encoding="utf-8")
+    assert "Transfer against embedding dimension" not in text
+    assert (
+        "No size line for bilstm max (transfer-fast): its runs differ in optim.lr besides their size" in text
+    )
+    assert "Not in the size chart (transfer-fast): other (384-d), the only size of gru max here." in text
+
+
 def test_transfer_against_the_first_dimensions_is_a_curve_per_run_and_task(sweep_dir, tmp_path):
     run = member_copy(sweep_dir, tmp_path, "matryoshka", lambda config: None)
     for name, dim, acc in (

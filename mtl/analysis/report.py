@@ -66,7 +66,7 @@ def build(runs: list[Run]) -> str:
     if (widths := _width_curves(runs)) is not None:
         title = "Transfer against the embedding's first dimensions (truncate_dim=; Matryoshka training keeps it up)"
         figures.append((title, widths))
-    if (sized := _size_curves(runs)) is not None:
+    if (sized := _size_curves(runs, notes)) is not None:
         figures.append(("Transfer against embedding dimension (InferSent Figure 4, micro average)", sized))
     if (monitored := multitask.monitor_figure(runs, run_colours(runs))) is not None:
         figures.append(("Transfer during training (monitor=, fast mode on a fixed subsample)", monitored))
@@ -583,16 +583,36 @@ def _first_number(headline: str) -> float | None:
         return None
 
 
-def _size_curves(runs: list[Run]) -> str | None:
+# What sets an encoder's size: a line of the size chart joins runs that differ in these alone.
+SIZE_KEYS = ("model.hidden", "model.bottleneck", "model.transformer_ffn", "model.transformer_heads")
+
+
+def _size_curves(runs: list[Run], notes: list[str] | None = None) -> str | None:
     """Per encoder (architecture and pooling), the micro average of transfer dev accuracies against
-    the embedding dimension, one line per transfer report; None unless some encoder has two sizes."""
-    lines: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    the embedding dimension, one line per transfer report, joining runs that differ in their size
+    alone (InferSent's Figure 4); None unless some encoder has two sizes. Runs left out, and why,
+    go to `notes`: a line through runs that differ in more than size would draw a false trend."""
+    notes = [] if notes is None else notes
+    groups: dict[tuple[str, str], list[tuple[int, float, Run]]] = {}
     for run in runs:
         model = run.config["model"]
         label = f"{model['encoder']} {model.get('pooling', '')}".strip()
-        for report, point in run.sizes.items():
-            lines.setdefault((label, report), []).append(point)
-    lines = {key: sorted(points) for key, points in lines.items() if len({d for d, _ in points}) > 1}
+        for report, (dim, micro) in run.sizes.items():
+            groups.setdefault((label, report), []).append((dim, micro, run))
+    lines: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for (label, report), members in sorted(groups.items()):
+        if len({dim for dim, _, _ in members}) < 2:
+            if len(runs) > 1:
+                names = ", ".join(f"{run.name} ({dim}-d)" for dim, _, run in members)
+                notes.append(f"Not in the size chart ({report}): {names}, the only size of {label} here.")
+            continue
+        if others := sorted(differing_keys([run for _, _, run in members], ignored=SIZE_KEYS)):
+            notes.append(
+                f"No size line for {label} ({report}): its runs differ in {', '.join(others)} besides their "
+                "size; report runs that differ in size alone."
+            )
+            continue
+        lines[(label, report)] = sorted((dim, micro) for dim, micro, _ in members)
     if not lines:
         return None
     plt = pyplot()
