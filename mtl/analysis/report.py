@@ -153,9 +153,12 @@ def _results_table(runs: list[Run]) -> str:
         ),
         *(True for _ in transfer),  # every transfer headline: accuracy or a correlation
     ]
+    first = 1
     best = {
         column: _best_value([row[column] for row in rows], higher)
-        for column, higher in zip(range(1, 1 + len(results)), directions, strict=True)
+        for column, higher in zip(range(first, first + len(results)), directions, strict=True)
+        # a column where every run scores the same has no best run to point at
+        if len({row[column] for row in rows}) > 1
     }
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join(
@@ -163,7 +166,8 @@ def _results_table(runs: list[Run]) -> str:
         for row in rows
     )
     legend = (
-        "<p>Bold: the best run of a column (the lowest perplexity or loss, the highest other score).</p>"
+        "<p>Bold: the best run of a column (the lowest perplexity or loss, the highest other score); "
+        "whether the difference is real: the significance table below, where there is one.</p>"
         if len(runs) > 1
         else ""
     )
