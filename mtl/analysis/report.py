@@ -604,11 +604,11 @@ def _size_curves(runs: list[Run], notes: list[str] | None = None) -> str | None:
         for report, (dim, micro) in run.sizes.items():
             groups.setdefault((label, report), []).append((dim, micro, run))
     lines: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    alone = []  # said only where a chart (or its absence) is about sizes at all
     for (label, report), members in sorted(groups.items()):
         if len({dim for dim, _, _ in members}) < 2:
-            if len(runs) > 1:
-                names = ", ".join(f"{run.name} ({dim}-d)" for dim, _, run in members)
-                notes.append(f"Not in the size chart ({report}): {names}, the only size of {label} here.")
+            names = ", ".join(f"{run.name} ({dim}-d)" for dim, _, run in members)
+            alone.append(f"Not in the size chart ({report}): {names}, the only size of {label} here.")
             continue
         if others := sorted(differing_keys([run for _, _, run in members], ignored=SIZE_KEYS)):
             notes.append(
@@ -617,6 +617,8 @@ def _size_curves(runs: list[Run], notes: list[str] | None = None) -> str | None:
             )
             continue
         lines[(label, report)] = sorted((dim, micro) for dim, micro, _ in members)
+    sizes_compared = bool(lines) or any(note.startswith("No size line") for note in notes)
+    notes.extend(alone if sizes_compared else [])
     if not lines:
         return None
     plt = pyplot()
