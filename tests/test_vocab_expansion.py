@@ -116,3 +116,11 @@ def test_transfer_with_vocab_expansion_writes_its_own_report(tiny_data, senteval
 def test_vocab_expansion_on_a_baseline_is_one_line(tiny_data, senteval, tmp_path, capsys):
     assert transfer(tiny_data, senteval, "baseline=glove-bow", "vocab_expansion=true", f"out={tmp_path}") == 2
     assert "baseline=glove-bow has none; give run=" in one_error_line(capsys)
+
+
+def test_a_transformer_has_no_words_to_expand_and_says_so(tiny_data, tiny_bert, tmp_path):
+    run_dir, _ = start_run(
+        tiny_data, tmp_path / "hf", "encoder=hf", f"hf_model={tiny_bert}", "max_seq_length=16", "max_steps=2"
+    )
+    with pytest.raises(UserError, match="reads subwords, so no word is new to it"):
+        load_encoder(run_dir, device="cpu", vocab_expansion=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -98,10 +99,11 @@ def training_split(source: str, split: str, task: str = "nli") -> str:
     if "train" in available or "train_small" not in available:
         return split
     pairs = len(load_snli(source, "train_small", task, "train"))
-    say(
-        f"{task}: {folder} holds no full training set: training on its train_small slice ({pairs:,} pairs); "
-        f"{task}.train_split= chooses another"
-    )
+    if os.environ.get("RANK", "0") == "0":  # once, not once per torchrun process
+        say(
+            f"{task}: {folder} holds no full training set: training on its train_small slice ({pairs:,} pairs); "
+            f"{task}.train_split= chooses another"
+        )
     return "train_small"
 
 

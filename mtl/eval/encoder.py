@@ -332,6 +332,10 @@ class SentenceEncoder:
     def fit_vocab_expansion(self) -> ExpansionMap:
         """Fit Skip-Thought's map from the vectors file's space to the trained word embeddings over
         the vocabulary's words that have a vector, and use it for every word added from now on."""
+        if self.tokenizer is None:  # a transformer's subwords: every word has ids already
+            raise UserError(
+                f"vocab_expansion: {self.name} reads subwords, so no word is new to it: leave vocab_expansion out"
+            )
         if self.word_embeddings == "frozen":
             raise UserError(
                 f"vocab_expansion: {self.name} reads frozen GloVe vectors, so a new word's vector is already "
@@ -620,6 +624,8 @@ def load_encoder(path: str | Path, device: str = "auto", vocab_expansion: bool =
         else:
             encoder = pretrained_encoder(config.model, device, name, _encoder_state(saved, file))
         encoder.prompts = trained_prompts(config)  # encode(prompt_name=<task>) embeds as that task trained
+        if vocab_expansion:
+            encoder.fit_vocab_expansion()  # refused, in one line: subwords leave no word new
         return encoder
     # Everything is checked against the architecture the config builds before a weight is loaded.
     state = _encoder_state(saved, file)
