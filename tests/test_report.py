@@ -234,3 +234,30 @@ def test_results_come_before_the_keys_and_paths_show_their_file_name(sweep_dir, 
     assert columns.index("encoder") > columns.index("MR") and columns[-1] == "data.vectors", columns
     assert '<td title="/home/someone/embeddings/glove.840B.300d.txt">glove.840B.300d.txt</td>' in text
     assert ">/home/someone/" not in text  # no machine path shown in a cell
+
+
+def test_a_diverged_run_does_not_flatten_the_others_and_an_untrained_task_says_so(sweep_dir, tmp_path):
+    def with_losses(name, change):
+        run = member_copy(sweep_dir, tmp_path, name, lambda config: None)
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        for row in rows:
+            change(row)
+        (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+        return str(run)
+
+    def diverged(row):
+        if "nli/train/loss" in row:
+            row["nli/train/loss"] *= 400
+
+    def squad_untrained(row):
+        row.pop("squad/train/loss", None)
+
+    runs = [with_losses("fine", squad_untrained), with_losses("also-fine", squad_untrained),
+            with_losses("diverged", lambda row: (diverged(row), squad_untrained(row)))]  # fmt: skip
+    page_path = tmp_path / "curves.html"
+    assert main(["report", *runs, f"out={page_path}"]) == 0
+    page = Page()
+    page.feed(page_path.read_text(encoding="utf-8"))
+    curves = base64.b64decode(page.images[0]["src"].split(",", 1)[1]).decode()
+    assert "off the chart: diverged (up to" in curves
+    assert "never trained in these runs" in curves

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mtl import metrics
 from mtl.analysis import multitask, reproduce, significance
 from mtl.analysis.decompose import DecomposeConfig, decomposition
@@ -271,6 +273,9 @@ def _curves(runs: list[Run]) -> str:
         loss_axis, dev_axis = axes[0][column], axes[1][column]
         having = [run for run in runs if task in run.tasks]
         metric = "acc"
+        drawn: dict[
+            str, list[float]
+        ] = {}  # run -> its smoothed losses, to keep one diverged run from flattening the rest
         for run in having:
             colour = colours[run.name]
             # (a value logged as null was not finite: a diverged step's loss, say; not drawn)
@@ -284,7 +289,8 @@ def _curves(runs: list[Run]) -> str:
             losses = [r[metrics.train(task, "loss")] for r in trained]
             if len(runs) == 1:
                 loss_axis.plot(steps, losses, color=colour, alpha=0.3, linewidth=0.8)
-            loss_axis.plot(steps, smoothed(losses), color=colour, linewidth=1.6, label=run.name)
+            drawn[run.name] = list(smoothed(losses))
+            loss_axis.plot(steps, drawn[run.name], color=colour, linewidth=1.6, label=run.name)
             if (dev := run.dev_metric(task)) is None:
                 continue
             metric = metrics.metric_name(dev)
@@ -307,12 +313,20 @@ def _curves(runs: list[Run]) -> str:
             axis.grid(alpha=0.3)
         title = having[0].title(task)
         watching = not any(run.trains(task) for run in having)
+        never = not watching and not any(drawn.values())
         loss_axis.set_title(
             f"{title}: watches the run (train=false), no training loss"
             if watching
+            else f"{title}: never trained in these runs (no step of it logged)"
+            if never
             else f"{title}: training loss (mean of {metrics.LOSS_WINDOW} steps)",
             fontsize=10,
         )
+        if off := _off_the_chart(drawn):
+            (bottom, top), names = off
+            loss_axis.set_ylim(bottom=bottom, top=top)
+            loss_axis.text(0.99, 0.97, f"off the chart: {names}", transform=loss_axis.transAxes,
+                           ha="right", va="top", fontsize=8, color="#a00")  # fmt: skip
         dev_axis.set_title(
             f"{title}: dev {metric}" + (" (%)" if metrics.is_fraction(metric) else ""), fontsize=10
         )
@@ -322,6 +336,22 @@ def _curves(runs: list[Run]) -> str:
     figure.legend(handles, labels, loc="upper center", ncol=min(len(runs), 4), fontsize=8, frameon=False)
     figure.tight_layout(rect=(0, 0, 1, 1 - 0.04 * ((len(runs) + 3) // 4)))
     return svg_base64(figure)
+
+
+def _off_the_chart(losses: dict[str, list[float]]) -> tuple[tuple[float, float], str] | None:
+    """The loss axis's range and the runs above it, when one run's loss (a diverged one: ~400
+    against ~1) would flatten every other curve to a line at the bottom; None when all fit."""
+    typical = {name: float(np.percentile(values, 95)) for name, values in losses.items() if values}
+    if len(typical) < 2:
+        return None
+    usual = float(np.median(list(typical.values())))
+    high = {name: max(losses[name]) for name in typical if max(losses[name]) > 5 * usual}
+    if not high or len(high) == len(typical):
+        return None
+    shown = ", ".join(f"{name} (up to {value:.3g})" for name, value in high.items())
+    top = 2 * max(value for name, value in typical.items() if name not in high)
+    low = min(min(values) for name, values in losses.items() if values and name not in high)
+    return (low - 0.05 * (top - low), top), shown
 
 
 def run_colours(runs: list[Run]) -> dict[str, Any]:
