@@ -343,6 +343,16 @@ def fetch(download: Download, folder: Path, mirror: str | None, timeout: int) ->
                     written.write(chunk)
                     bar.update(len(chunk))
     except urllib.error.HTTPError as error:
+        if error.code == 416 and have:  # nothing after the bytes kept: complete, or not this file
+            total = (error.headers.get("Content-Range") or "").rpartition("/")[2]
+            if total.isdigit() and int(total) == have:  # killed between its last byte and its rename
+                os.replace(partial, target)
+                return target
+            partial.unlink(missing_ok=True)
+            raise UserError(
+                f"the {have:,} bytes kept of {download.name} do not fit the file {url} serves now: they were "
+                "removed; run again to download it anew"
+            ) from None
         raise UserError(
             f"{url} answered HTTP {error.code} ({error.reason}) for {download.name}: the file may have moved; "
             f"download it by hand into {target} (or give mirror=) and run again"

@@ -58,6 +58,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if ranged := self.headers.get("Range"):
             start = int(ranged.removeprefix("bytes=").rstrip("-"))
             self.standin.ranges.append((name, start))
+            if start >= len(data):  # as HTTP servers answer a range past the end
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
         self.send_response(206 if ranged else 200)
         self.send_header("Content-Length", str(len(data) - start))
         self.end_headers()
@@ -186,6 +192,23 @@ def test_a_download_cut_off_resumes_where_it_stopped(standin, tmp_path, capsys):
     assert (out / "downstream/MRPC/msr_paraphrase_train.txt").read_bytes() == files[
         "msr_paraphrase_train.txt"
     ]
+
+
+@needs_data
+def test_a_download_complete_but_not_yet_renamed_is_taken_as_it_is(standin, tmp_path):
+    # killed between a download's last byte and its rename: the next run's range request is past
+    # the end (HTTP 416), and the kept bytes are the whole file
+    files = shared_sources()
+    server = standin(files)
+    out = tmp_path / "senteval"
+    (out / ".downloads").mkdir(parents=True)
+    for name in ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt"):
+        (out / ".downloads" / f"{name}.partial").write_bytes(files[name])
+    assert get(server, out, "MRPC") == 0
+    assert sorted(server.ranges) == sorted(
+        (n, len(files[n])) for n in ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt")
+    )
+    assert (out / "downstream/MRPC/msr_paraphrase_test.txt").read_bytes() == files["msr_paraphrase_test.txt"]
 
 
 @needs_data
