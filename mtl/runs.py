@@ -142,25 +142,21 @@ def _recorded_config(path: str | Path) -> dict[str, Any]:
     """The config a run recorded, for the run folder `path` is or sits in; {} when there is none."""
     given = Path(path).expanduser()
     folder = given if RunFolder(given).record.is_file() else run_folder_of(given)
-    if folder is None:
-        return {}
-    try:
-        record = json.loads(RunFolder(folder).record.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    config = record.get("config", record) if isinstance(record, dict) else {}
+    record = read_record(RunFolder(folder).record) if folder is not None else None
+    config = record.get("config") if isinstance(record, dict) else None
     return config if isinstance(config, dict) else {}
+
+
+def _snli_of(config: dict[str, Any]) -> str | None:
+    """The local SNLI folder a recorded config's nli task read, when it is here."""
+    nli = (config.get("tasks") or {}).get("nli")
+    source = nli.get("source") if isinstance(nli, dict) else None
+    return source if isinstance(source, str) and Path(source).is_dir() else None
 
 
 def recorded_snli(path: str | Path) -> str | None:
     """The local SNLI folder the run at `path` trained on (its nli task's source), when it is here."""
-    tasks = _recorded_config(path).get("tasks")
-    source = (
-        tasks.get("nli", {}).get("source")
-        if isinstance(tasks, dict) and isinstance(tasks.get("nli"), dict)
-        else None
-    )
-    return source if isinstance(source, str) and Path(source).is_dir() else None
+    return _snli_of(_recorded_config(path))
 
 
 def recorded_transfer_data(path: str | Path) -> str | None:
@@ -170,7 +166,7 @@ def recorded_transfer_data(path: str | Path) -> str | None:
     config = _recorded_config(path)
     run = config.get("run") if isinstance(config.get("run"), dict) else {}
     candidates = [run.get("monitor_data")]
-    if snli := recorded_snli(path):
+    if snli := _snli_of(config):
         candidates.append(str(Path(snli).parent / "senteval" / "downstream"))
     return next((c for c in candidates if isinstance(c, str) and Path(c).is_dir()), None)
 

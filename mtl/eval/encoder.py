@@ -331,7 +331,7 @@ class SentenceEncoder:
 
     def fit_vocab_expansion(self) -> ExpansionMap:
         """Fit Skip-Thought's map from the vectors file's space to the trained word embeddings over
-        the vocabulary's words that have a vector, and use it for every word added from now on."""
+        the vocabulary's words that training moved, and use it for every word added from now on."""
         if self.tokenizer is None:  # a transformer's subwords: every word has ids already
             raise UserError(
                 f"vocab_expansion: {self.name} reads subwords, so no word is new to it: leave vocab_expansion out"

@@ -35,6 +35,7 @@ import torch
 
 from mtl.errors import UserError
 from mtl.eval.embeddings import checked_options, finished
+from mtl.eval.encoder import checked_sentences
 from mtl.text.coverage import Coverage
 from mtl.text.tokenizer import Tokenizer
 from mtl.text.vectors import lookup
@@ -190,7 +191,7 @@ class WeightedBagOfWords:
             raise UserError(
                 f"encode(output_value={output_value!r}): baseline={self.name} has sentence embeddings only"
             )
-        tokens = self.tokenizer.tokenize(list(sentences))
+        tokens = self.tokenizer.tokenize(checked_sentences(sentences))  # one-line errors, as encode()'s
         self.token_counts.update(word for words in tokens for word in words)
         found = lookup(self.vectors, {word for words in tokens for word in words})
         self.known |= set(found.words)
