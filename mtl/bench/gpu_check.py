@@ -35,6 +35,7 @@ class GpuCheckConfig:
     quick: bool = False  # every step shrunk: a dry run, not figures
     budget: AtLeast1 = 480  # seconds for all steps; each step's own limit is its share of it
     hf_model: str | None = None  # bench-hf's model; None: $MTL_DATA_DIR/models/all-MiniLM-L6-v2, else the Hub
+    classifsquad: str = "data/classifsquad"  # the build the training benches read (a cut will do)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ def steps(config: GpuCheckConfig) -> list[Step]:
     device = f"device={config.device}"
     width = "bilstm 512" if config.quick else "bilstm 2048"
     timed = ["steps=3", "warmup=1"] if config.quick else ["steps=5"]
+    squad = f"classifsquad={config.classifsquad}"
     hf_model = config.hf_model or (
         str(data_dir() / "models" / "all-MiniLM-L6-v2")
         if data_dir() is not None and (data_dir() / "models" / "all-MiniLM-L6-v2").is_dir()
@@ -55,7 +57,9 @@ def steps(config: GpuCheckConfig) -> list[Step]:
     )
     return [
         Step("CUDA tests", ["pytest", "-q", "-rs", "tests/test_cuda.py"], 0.2),
-        Step("training step", ["mtl", "bench-train", device, f"only={width}", *timed, "threads=0"], 0.2),
+        Step(
+            "training step", ["mtl", "bench-train", device, f"only={width}", *timed, "threads=0", squad], 0.2
+        ),
         Step(
             "encode()",
             [
@@ -75,6 +79,7 @@ def steps(config: GpuCheckConfig) -> list[Step]:
                 "bench-train",
                 device,
                 "schedule=mixed",
+                squad,
                 *timed,
                 "threads=0",
                 *(["preset=cpu-small"] if config.quick else []),
@@ -88,13 +93,14 @@ def steps(config: GpuCheckConfig) -> list[Step]:
                 "bench-train",
                 device,
                 "gradcache=mnrl",
+                squad,
                 *timed,
                 "threads=0",
                 *(["gradcache_batches=64"] if config.quick else []),
             ],
             0.15,
         ),  # fmt: skip
-        Step("bench-hf", ["mtl", "bench-hf", device, f"hf_model={hf_model}", *timed], 0.15),
+        Step("bench-hf", ["mtl", "bench-hf", device, f"hf_model={hf_model}", squad, *timed], 0.15),
     ]
 
 
