@@ -189,3 +189,44 @@ def test_lora_with_checkpointing_trains_on_cuda_and_resumes_exactly(tiny_data, t
     on_gpu = load_encoder(straight_dir, device="cuda").encode(HF_SENTENCES, progress=False)
     on_cpu = load_encoder(straight_dir, device="cpu").encode(HF_SENTENCES, progress=False)
     torch.testing.assert_close(torch.as_tensor(on_gpu), torch.as_tensor(on_cpu), rtol=1e-4, atol=1e-5)
+
+
+def test_hf_attention_in_bf16_takes_kernels_that_need_no_plan_per_length(tiny_bert, tmp_path, monkeypatch):
+    """cuDNN's attention builds an execution plan for each new padded length (seconds each on an
+    H100): the hf encoder turns it off. The control, with the switch made a no-op, shows that this
+    GPU's PyTorch would take cuDNN's attention for the same batch; else there is nothing to avoid."""
+    import shutil
+
+    from transformers import BertConfig, BertModel
+
+    from mtl.models.encoders.base import EncoderConfig
+    from mtl.models.encoders.hf import HFEncoder
+
+    folder = tmp_path / "bert-64"  # 64-d heads, as MiniLM's: a head size cuDNN's attention takes
+    shutil.copytree(tiny_bert, folder, ignore=shutil.ignore_patterns("model.safetensors", "config.json"))
+    torch.manual_seed(0)
+    vocabulary = len((tiny_bert / "vocab.txt").read_text().splitlines())
+    BertModel(BertConfig(vocab_size=vocabulary, hidden_size=128, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=128)).save_pretrained(folder)  # fmt: skip
+    tokens = torch.randint(5, vocabulary, (8, 24), device="cuda")
+    lengths = torch.tensor([24, 20, 17, 12, 9, 6, 3, 2], device="cuda")
+
+    def attention_kernels() -> set[str]:
+        encoder = HFEncoder(EncoderConfig(encoder="hf", hf_model=str(folder), pooling="mean")).cuda()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiled:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                encoder(tokens, lengths).float().sum().backward()
+            torch.cuda.synchronize()
+        return {event.key for event in profiled.key_averages() if "scaled_dot_product" in event.key}
+
+    enabled = torch.backends.cuda.cudnn_sdp_enabled()  # off already where an hf test ran on CUDA before
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        with monkeypatch.context() as patched:
+            patched.setattr(torch.backends.cuda, "enable_cudnn_sdp", lambda on: None)
+            if not any("cudnn" in name for name in attention_kernels()):
+                pytest.skip("PyTorch does not take cuDNN's attention for this batch on this GPU")
+        taken = attention_kernels()
+        assert taken and not any("cudnn" in name for name in taken), taken
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(enabled)

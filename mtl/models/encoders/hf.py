@@ -59,11 +59,26 @@ class HFEncoder(Encoder):
             module.requires_grad_(False)
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        if tokens.is_cuda and torch.backends.cuda.cudnn_sdp_enabled():
+            avoid_cudnn_attention()
         mask = length_mask(lengths, tokens.shape[1], tokens.device)  # (B, T)
         states = self.backbone(
             input_ids=tokens.masked_fill(~mask, self.pad_id), attention_mask=mask.long()
         ).last_hidden_state  # (B, T, W)
         return self.pool_states(states, mask)
+
+
+def avoid_cudnn_attention() -> None:
+    """PyTorch's attention takes flash or memory-efficient kernels, not cuDNN's, in this process.
+
+    For a padded batch in bf16 or fp16 on Hopper, PyTorch 2.11 picks cuDNN's attention first, and
+    cuDNN builds an execution plan for every new (batch, length) it meets: on an H100, MiniLM-L6's
+    bf16 step took 0.35-5.2 s on each new padded length against 41 ms on a length it had seen
+    (fp32, which cuDNN's attention does not take: 37 ms), so bench-hf measured bf16 at 0.1x fp32's
+    speed. The other kernels need no plan. Process-wide rather than a context around forward:
+    the backward, and gradient checkpointing's recomputation, must take the kernel the forward took.
+    """
+    torch.backends.cuda.enable_cudnn_sdp(False)
 
 
 def with_lora(backbone: nn.Module, config: EncoderConfig) -> nn.Module:
