@@ -139,7 +139,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "sweep": Command(
         "mtl.jobs.sweep",
-        "mtl.jobs.sweep:SweepConfig",
+        "mtl.jobs.configs:SweepConfig",
         "a grid of training runs in one W&B group (a named sweep such as fig2, or key=v1,v2 axes)",
         (
             ("NAME", "none", "a sweep in experiments/sweeps/ (fig2); its keys come first"),
@@ -149,7 +149,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "report": Command(
         "mtl.analysis.report",
-        "mtl.analysis.report:ReportConfig",
+        "mtl.analysis.configs:ReportConfig",
         "one HTML page of plots and results from run folders, a sweep folder or a W&B group",
         (("PATH", "none", "run folders (runs/<run>) or a sweep folder (runs/sweeps/<sweep>)"),),
     ),
@@ -160,17 +160,17 @@ COMMANDS: dict[str, Command] = {
     ),
     "bench-train": Command(
         "mtl.bench.train",
-        "mtl.bench.train:BenchTrainConfig",
+        "mtl.bench.configs:BenchTrainConfig",
         "a training step of mtl next to the 2018 code's and a bare-LSTM floor, at 300-d",
     ),
     "bench-encode": Command(
         "mtl.bench.encode",
-        "mtl.bench.encode:BenchEncodeConfig",
+        "mtl.bench.configs:BenchEncodeConfig",
         "sentences/s of encode() next to an InferSent-style encoder, with encode()'s time by stage",
     ),
     "bench-loop": Command(
         "mtl.bench.loop",
-        "mtl.bench.loop:BenchLoopConfig",
+        "mtl.bench.configs:BenchLoopConfig",
         "a whole training run's examples/s next to the same steps timed alone",
     ),
     "bench-ranks": Command(
@@ -185,17 +185,17 @@ COMMANDS: dict[str, Command] = {
     ),
     "bench-verdicts": Command(
         "mtl.bench.verdicts",
-        "mtl.bench.verdicts:BenchVerdictsConfig",
+        "mtl.bench.configs:BenchVerdictsConfig",
         "how often just compare's verdicts are wrong: seeds of one config against each other, and a planted effect",
     ),
     "bench-hf": Command(
         "mtl.bench.hf",
-        "mtl.bench.hf:BenchHFConfig",
+        "mtl.bench.configs:BenchHFConfig",
         "training steps per second of a pretrained transformer (encoder=hf), fp32 and bf16",
     ),
     "transfer": Command(
         "mtl.eval.transfer.suite",
-        "mtl.eval.transfer.suite:TransferConfig",
+        "mtl.eval.configs:TransferConfig",
         "SentEval-style transfer evaluation of an encoder",
     ),
     "compare": Command(
@@ -206,37 +206,37 @@ COMMANDS: dict[str, Command] = {
     ),
     "decompose": Command(
         "mtl.analysis.decompose",
-        "mtl.analysis.decompose:DecomposeConfig",
+        "mtl.analysis.configs:DecomposeConfig",
         "a run's transfer accuracy by sentence length, OOV rate and label, from its report's items",
     ),
     "maxpool": Command(
         "mtl.analysis.maxpool",
-        "mtl.analysis.maxpool:MaxPoolConfig",
+        "mtl.analysis.configs:MaxPoolConfig",
         "which words max pooling picks over a corpus, trained and untrained, with a page of examples",
     ),
     "neighbours": Command(
         "mtl.analysis.neighbours",
-        "mtl.analysis.neighbours:NeighboursConfig",
+        "mtl.analysis.configs:NeighboursConfig",
         "the pool sentences nearest to a query by the cosine of their embeddings",
     ),
     "tsne": Command(
         "mtl.analysis.tsne",
-        "mtl.analysis.tsne:TsneConfig",
+        "mtl.analysis.configs:TsneConfig",
         "a transfer task's sentences embedded by a run, laid out by t-SNE and coloured by label (a page)",
     ),
     "probing": Command(
         "mtl.eval.probing",
-        "mtl.eval.probing:ProbingConfig",
+        "mtl.eval.configs:ProbingConfig",
         "probing tasks (Conneau et al. 2018): SentEval's sets (data=) or generated surface tasks (generate=)",
     ),
     "mine-negatives": Command(
         "mtl.eval.mine_negatives",
-        "mtl.eval.mine_negatives:MineConfig",
+        "mtl.eval.configs:MineConfig",
         "hard negatives for mnrl mined by an encoder: a triples file and a task file naming it",
     ),
     "export-encoder": Command(
         "mtl.eval.export_encoder",
-        "mtl.eval.export_encoder:ExportConfig",
+        "mtl.eval.configs:ExportConfig",
         "a run's encoder for sharing: only words of the public vectors file (vocabulary=public)",
     ),
     "reproduce": Command(
@@ -246,27 +246,27 @@ COMMANDS: dict[str, Command] = {
     ),
     "mteb": Command(
         "mtl.eval.mteb_run",
-        "mtl.eval.mteb_run:MTEBConfig",
+        "mtl.eval.configs:MTEBConfig",
         "MTEB tasks on a run's encoder: a transfer report of the run (report, compare) and a W&B run",
     ),
     "push-encoder": Command(
         "mtl.eval.push_encoder",
-        "mtl.eval.push_encoder:PushConfig",
+        "mtl.eval.configs:PushConfig",
         "upload a run's sentence-transformers folder and model card to the Hugging Face Hub",
     ),
     "fuzz": Command(
         "mtl.fuzz",
-        "mtl.fuzz:FuzzConfig",
+        "mtl.bench.configs:FuzzConfig",
         "every reader of user files fed damaged copies: each must read or refuse in one line",
     ),
     "compare-objectives": Command(
         "mtl.analysis.objectives",
-        "mtl.analysis.objectives:CompareConfig",
+        "mtl.analysis.configs:CompareConfig",
         "transfer each run of a sweep over objectives; a table and a page of score against time",
     ),
     "versus-single": Command(
         "mtl.jobs.versus",
-        "mtl.jobs.versus:VersusConfig",
+        "mtl.jobs.configs:VersusConfig",
         "each training task alone and the mixture at one budget, transferred, with paired-bootstrap verdicts",
         (
             (
@@ -278,7 +278,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "mixture-search": Command(
         "mtl.analysis.mixture_page",
-        "mtl.jobs.mixture:MixtureSearchConfig",
+        "mtl.jobs.configs:MixtureSearchConfig",
         "proxy runs of sampled task mixtures, a regression to the best one, then it against the usual mixtures with seeds and verdicts (RegMix)",
         (
             (
@@ -289,7 +289,7 @@ COMMANDS: dict[str, Command] = {
         ),
     ),
     "bench-transfer": Command(
-        "mtl.bench.transfer", "mtl.bench.transfer:BenchTransferConfig", "wall time of the transfer suite"
+        "mtl.bench.transfer", "mtl.bench.configs:BenchTransferConfig", "wall time of the transfer suite"
     ),
 }
 

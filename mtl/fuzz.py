@@ -30,7 +30,10 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from mtl.analysis import report, reproduce
-from mtl.config import AtLeast1, apply_overrides, to_dict
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.bench.configs import FuzzConfig as FuzzConfig
+from mtl.config import apply_overrides, to_dict
 from mtl.data.snli import load_snli
 from mtl.errors import UserError
 from mtl.eval import contamination
@@ -57,13 +60,6 @@ ODD = [
     b"nan", b"inf", b"-inf", b"1e309", b"-1", b"0", b"\x00", b"\xff\xfe", "\u2028".encode(), b'"', b"\\",
     b"\n", b"\r\n", b"\t", b",", b" ", b"[", b"{}", b"null", b"99999999999999999999", b"\xed\xa0\x80",
 ]  # fmt: skip
-
-
-@dataclass
-class FuzzConfig:
-    readers: str = "encoder,task,corpus,vectors,snli,run,wandb,caches"  # which readers, comma-separated
-    cases: AtLeast1 = 2000  # damaged copies per reader
-    seed: int = 0  # cases of one seed are always the same damage
 
 
 @dataclass

@@ -12,12 +12,12 @@ task's data, so it costs no encoding or training.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.analysis.configs import DecomposeConfig as DecomposeConfig
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.eval.encoder import load_encoder
@@ -31,18 +31,6 @@ from mtl.tracking.tracker import log_tables
 
 LENGTH_BINS = ((0, 10), (11, 20), (21, 30), (31, None))  # tokens, inclusive
 OOV_BINS = ((0.0, 0.0), (0.0, 0.05), (0.05, 0.15), (0.15, 1.0))  # (low, high]: the first is exactly 0
-
-
-@dataclass
-class DecomposeConfig:
-    run: str = ""  # the run folder whose transfer report to decompose
-    report: str = "transfer"  # transfer, transfer-fast, ...
-    tasks: str = "all"  # comma-separated transfer tasks; all: every accuracy task the report has
-    data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    vectors: str | None = None  # the OOV reference; None: the run's own vectors file
-    wandb: Literal["auto", "online", "offline", "disabled"] = (
-        "auto"  # the tables as a W&B run (job_type decompose)
-    )
 
 
 def test_texts(task) -> list[list[str]]:

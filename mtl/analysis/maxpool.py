@@ -21,16 +21,16 @@ import html
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
 
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.analysis.configs import MaxPoolConfig as MaxPoolConfig
 from mtl.analysis.neighbours import NeighboursConfig, pool_sentences
 from mtl.analysis.page import STYLE, pyplot, svg_base64
-from mtl.config import AtLeast1, apply_overrides
+from mtl.config import apply_overrides
 from mtl.data.batches import tokenize_at_most
 from mtl.errors import UserError
 from mtl.eval.encoder import SentenceEncoder, load_encoder
@@ -40,23 +40,6 @@ from mtl.text.vectors import vector_store
 from mtl.tracking.tracker import log_tables
 
 RANK_BUCKETS = ((0, 100), (100, 1_000), (1_000, 10_000), (10_000, 100_000), (100_000, None))
-
-
-@dataclass
-class MaxPoolConfig:
-    run: str = ""  # a run folder whose encoder max-pools (bilstm, lstm, gru)
-    pool: str | None = None  # a text file, one sentence per line; None: SNLI dev + test's distinct sentences
-    snli: str | None = None  # for the default pool; None: the run's recorded SNLI, else $MTL_DATA_DIR's
-    limit: AtLeast1 = 5000  # sentences of the pool used
-    examples: str = (
-        "a man is playing a guitar on stage .|two dogs are running through the snow ."  # | separated
-    )
-    min_count: AtLeast1 = 20  # occurrences a word needs to be ranked
-    seed: int = 1234  # of the untrained encoder's initialization
-    out: str | None = None  # the page; None: <run>/maxpool.html
-    wandb: Literal["auto", "online", "offline", "disabled"] = (
-        "auto"  # the tables as a W&B run (job_type maxpool)
-    )
 
 
 def wins(states: list[np.ndarray]) -> list[np.ndarray]:

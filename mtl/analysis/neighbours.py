@@ -13,31 +13,18 @@ Appendix A and Table 5; Skip-Thought's analogies by vector arithmetic).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
-from mtl.config import AtLeast1, apply_overrides
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.analysis.configs import NeighboursConfig as NeighboursConfig
+from mtl.config import apply_overrides
 from mtl.data.snli import snli_sentences
 from mtl.errors import UserError
 from mtl.eval.transfer.suite import TransferConfig, make_encoder
 from mtl.runs import wandb_group
 from mtl.tracking.tracker import log_tables
-
-
-@dataclass
-class NeighboursConfig:
-    run: str = ""  # run folder (or several, comma-separated: embeddings concatenated)
-    query: str = ""  # the sentence to find neighbours of; several separated by |
-    pool: str | None = None  # a text file, one sentence per line; None: SNLI dev + test's distinct sentences
-    snli: str | None = None  # for the default pool: SNLI folder or Hub id (None: $MTL_DATA_DIR/snli)
-    k: AtLeast1 = 5  # neighbours per query
-    analogy: bool = False  # query="a|b|c": nearest to v(b) - v(a) + v(c), the three left out
-    batch_size: AtLeast1 = 128  # sentences per encoding batch
-    device: str = "auto"  # auto: cuda when available
-    wandb: Literal["auto", "online", "offline", "disabled"] = "auto"  # the neighbours as a W&B table
 
 
 def pool_sentences(config: NeighboursConfig) -> list[str]:

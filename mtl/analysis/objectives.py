@@ -19,10 +19,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from mtl import metrics
 from mtl.analysis import significance
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.analysis.configs import CompareConfig as CompareConfig
 from mtl.analysis.page import STYLE, pyplot, svg_base64
 from mtl.config import apply_overrides
 from mtl.errors import UserError
@@ -30,15 +33,6 @@ from mtl.eval.transfer import suite
 from mtl.eval.transfer.report_file import read_report
 from mtl.files import atomic
 from mtl.runs import Run, RunFolder, RunStatus
-
-
-@dataclass
-class CompareConfig:
-    out: str = "runs/sweeps/objectives"  # the sweep's folder
-    transfer_tasks: str = "MR,CR,SUBJ,MPQA,TREC,SICK-R"  # SentEval tasks scored for each member
-    mode: Literal["standard", "fast"] = "fast"  # the transfer protocol (fast: 5 folds, a smaller grid)
-    data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    device: str = "auto"  # auto: cuda when available
 
 
 @dataclass

@@ -18,7 +18,6 @@ from __future__ import annotations
 import html
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,9 @@ import numpy as np
 
 from mtl import metrics
 from mtl.analysis import multitask, reproduce, significance
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.analysis.configs import ReportConfig as ReportConfig
 from mtl.analysis.decompose import DecomposeConfig, decomposition
 from mtl.analysis.page import STYLE, integer_ticks, pyplot, smoothed, svg_base64
 from mtl.config import apply_overrides, flattened, paths_and_keys
@@ -36,15 +38,6 @@ from mtl.eval.transfer.registry import ordered
 from mtl.eval.transfer.report_file import ITEMS_SUFFIX
 from mtl.files import atomic
 from mtl.runs import Run, differing_keys, find_runs
-
-
-@dataclass
-class ReportConfig:
-    group: str | None = None  # every run under `runs` whose W&B group is this (e.g. fig2)
-    runs: str = "runs"  # where group= looks for run folders
-    out: str | None = (
-        None  # the HTML file; None: report.html in the sweep folder, else runs/report-<time>.html
-    )
 
 
 def build(runs: list[Run]) -> str:

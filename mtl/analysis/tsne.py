@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 
 import numpy as np
 
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.analysis.configs import TsneConfig as TsneConfig
 from mtl.analysis.page import STYLE, pyplot, svg_base64
-from mtl.config import AtLeast1, Range, apply_overrides
+from mtl.config import apply_overrides
 from mtl.data.snli import LABELS as SNLI_LABELS
 from mtl.errors import UserError
 from mtl.eval.transfer.classifiers import relatedness_features
@@ -27,23 +27,6 @@ from mtl.eval.transfer.suite import TransferConfig, data_root, make_encoder
 from mtl.eval.transfer.tasks import SICK_LABELS, TREC_CLASSES, TransferTask, read_task
 from mtl.files import atomic
 from mtl.runs import recorded_transfer_data
-
-
-@dataclass
-class TsneConfig:
-    run: str = ""  # run folder (several, comma-separated: embeddings concatenated)
-    task: str = "TREC"  # a transfer task: its test split is drawn (a cross-validated task's only split)
-    out: str = ""  # the page (.html); empty: tsne-<task>.html in the run folder
-    limit: AtLeast1 = 2000  # points at most, drawn at random (seed=)
-    perplexity: Annotated[float, Range(1)] = 30.0  # t-SNE's perplexity (scikit-learn's default)
-    seed: int = 1234  # the draw and t-SNE's initialisation
-    data: str | None = (
-        None  # SentEval's downstream folder; None: the run's recorded one, else $MTL_DATA_DIR's
-    )
-    vectors: str | None = None  # for vocabulary expansion; None: the run's
-    batch_size: AtLeast1 = 128  # sentences per encoding batch
-    device: str = "auto"  # auto: cuda when available
-
 
 LABEL_NAMES: dict[str, Sequence[str]] = {
     "TREC": TREC_CLASSES,

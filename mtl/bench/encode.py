@@ -27,14 +27,15 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from mtl.config import AtLeast0, AtLeast1, apply_overrides
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.bench.configs import BenchEncodeConfig as BenchEncodeConfig
+from mtl.config import apply_overrides
 from mtl.data.batches import longest_first_batches
 from mtl.data.snli import snli_sentences
 from mtl.eval.encoder import SentenceEncoder
@@ -45,20 +46,6 @@ from mtl.text.vocab import Vocabulary
 from mtl.train.precision import bf16_supported
 
 INPUT_DIM = 300  # glove.840B.300d, the paper's vectors
-
-
-@dataclass
-class BenchEncodeConfig:
-    snli: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
-    splits: str = "dev,test"  # the SNLI splits whose distinct sentences are encoded
-    limit: AtLeast0 = 0  # the first N distinct sentences only; 0: all
-    hidden: AtLeast1 = 512  # BiLSTM width per direction (the paper's 2048 on a GPU)
-    batch: AtLeast1 = 64  # the reference's sentences per batch (InferSent's default)
-    encode_batch: AtLeast1 = 128  # mtl's encode(batch_size=)
-    batch_tokens: AtLeast0 = 8192  # the `mtl tokens` contender's encode(batch_tokens=); 0: leave it out
-    runs: AtLeast1 = 3  # timed runs per contender (the median is reported)
-    device: str = "auto"  # auto: cuda when present
-    threads: AtLeast0 = 1  # torch threads on the CPU; 0 keeps torch's default
 
 
 class InferSentStyle:

@@ -1,5 +1,5 @@
 """`just bench-train gradcache=mnrl` (or qt): GradCache's memory and time per step next to the
-plain step, over batch sizes (issue 39 item 1).
+plain step, over batch sizes.
 
 The task alone on the objectives' BiGRU-max (bench/objectives.py), the same batches for both
 contenders (each step's peak measured alone, the median reported): `plain`, the whole batch in one forward and backward; `cached`, `<task>.mini_batch=`

@@ -14,13 +14,15 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from mtl.bench import gradcache
-from mtl.config import AtLeast1, apply_overrides
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.bench.configs import BenchHFConfig as BenchHFConfig
+from mtl.config import apply_overrides
 from mtl.train.config import TrainConfig
 from mtl.train.data import prepare
 from mtl.train.resolve import resolve_inputs
@@ -28,26 +30,6 @@ from mtl.train.run import config_from_args
 from mtl.train.trainer import Trainer
 
 PRECISIONS = ("fp32", "bf16")
-
-
-@dataclass
-class BenchHFConfig:
-    hf_model: str = "sentence-transformers/all-MiniLM-L6-v2"  # Hub id or local folder
-    steps: AtLeast1 = 5  # timed steps per task and precision
-    batch_nli: AtLeast1 = 64  # NLI pairs per step (the training default)
-    batch_squad: AtLeast1 = 128  # ClassifSQuAD triples per step (the training default)
-    classifsquad: str = "data/classifsquad"  # a ClassifSQuAD build (just build-classifsquad)
-    max_seq_length: AtLeast1 = 128  # subword tokens per sentence
-    threads: AtLeast1 | None = None  # torch threads; None: torch's default
-    device: str = "cpu"  # cpu or cuda
-    # Instead: the NLI step's time and peak memory with gradient_checkpointing=true, with LoRA
-    # adapters of rank lora_r (when > 0) and compiled (compile=true), each next to the plain step,
-    # at each batch size of checkpointing_batches (fp32).
-    checkpointing: bool = False  # true: the step with gradient checkpointing, beside the plain one
-    lora_r: int = 0  # > 0: also the step with LoRA adapters of this rank
-    compile: bool = False  # also the step with compile=true (torch.compile; its compilation in the warm-up)
-    checkpointing_batches: str = "16,64"  # batch sizes the checkpointing comparison runs at
-    warmup: AtLeast1 = 1  # untimed steps before each contender's timed ones (compile=true: 3 or more)
 
 
 def run(config: BenchHFConfig) -> dict[str, dict[str, list[float]]]:

@@ -22,38 +22,19 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.bench.configs import BenchLoopConfig as BenchLoopConfig
 from mtl.bench.train import with_300d_inputs
-from mtl.config import AtLeast1, apply_overrides
+from mtl.config import apply_overrides
 from mtl.runtime.device import resolve_device
 from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import prepare
 from mtl.train.resolve import resolve_inputs
 from mtl.train.trainer import Trainer
-
-
-@dataclass
-class BenchLoopConfig:
-    encoder: str = "bilstm"  # the shared encoder
-    hidden: AtLeast1 = 64  # its width (the paper's 2048 on a GPU; small on a CPU, where the host shows)
-    steps: AtLeast1 = 200  # NLI steps per block: one block warms up, the next is measured
-    batch: AtLeast1 = 64  # NLI pairs per step
-    runs: AtLeast1 = 3  # whole runs, each followed by the same steps alone; medians reported
-    wandb: str = "offline"  # the run's W&B mode (offline: what a user without an API key gets)
-    wandb_every: AtLeast1 | None = None  # the run's steps per W&B row; None: its default (10 on CUDA, else 1)
-    prefetch: str = "auto"  # the run's prefetching (auto: on with CUDA)
-    checkpoint_every: AtLeast1 | None = (
-        None  # the run's steps per checkpoint; None: its default (5000 on CUDA, else 500)
-    )
-    snli: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
-    nli_train_split: str = "train_small"  # SNLI split the batches come from
-    vectors: str | None = None  # GloVe file; None: the usual search (random 300-d when it is not 300-d)
-    threads: int = 1  # torch threads on the CPU; 0 keeps torch's default
-    device: str = "auto"  # auto: cuda when present
 
 
 def run(bench: BenchLoopConfig) -> dict:

@@ -2,7 +2,7 @@
 
 A GPU step whose time does not grow with the batch is bound by the host: by the ops it
 dispatches, each a kernel launch, and by the times it waits for the GPU. Both can be counted
-without a GPU (issue 40):
+without a GPU:
 
 - ops: every aten op the PyTorch profiler records in the step, nested ones included (each is
   a trip through the dispatcher), with one exception: an LSTM/GRU call counts as one op

@@ -32,9 +32,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
 
 import numpy as np
 import torch
@@ -42,12 +40,15 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from mtl.bench import gradcache, mixed, objectives, ops
-from mtl.config import AtLeast0, AtLeast1, Range, apply_overrides
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.bench.configs import BenchTrainConfig as BenchTrainConfig
+from mtl.config import apply_overrides
 from mtl.data.batches import TaskStream
 from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe, mlp
 from mtl.runtime.device import resolve_device, to_device
-from mtl.tasks import DEFAULT_TASKS, seed_indices
+from mtl.tasks import seed_indices
 from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import TrainingData, prepare
 from mtl.train.precision import bf16_supported, grad_scaler
@@ -65,34 +66,6 @@ SETTINGS = [
     ("bilstm2 1024", ["encoder=bilstm2", "hidden=1024"]),
 ]
 MODES = {"random": 1, "bucketed": BUCKET_WINDOW}  # batches per sorted window
-
-
-@dataclass
-class BenchTrainConfig:
-    steps: Annotated[int, Range(3)] = 5  # timed steps per contender, task, setting and batching mode
-    warmup: AtLeast0 = 1  # untimed steps first
-    only: str = ""  # comma-separated label prefixes, e.g. "bilstm 512"
-    tasks: str = ",".join(DEFAULT_TASKS)  # which tasks' steps to time
-    precisions: str = "fp32,bf16"  # mtl's precisions to time (bf16 only where the CPU has it)
-    nli_train_split: str = "train_small"  # SNLI split the batches come from
-    classifsquad: str = "data/classifsquad"  # ClassifSQuAD build the batches come from
-    vectors: str | None = None  # GloVe file; None: the usual search (random 300-d when it is not 300-d)
-    threads: AtLeast0 = 1  # torch threads; 0 keeps torch's default
-    device: str = "auto"  # auto: cuda when present (every contender there, cuDNN kernels), else cpu
-    objectives: str = (
-        ""  # also time these tasks' steps alone (qt,skipthought,mnrl,sts); only=objectives: just them
-    )
-    objective_hidden: AtLeast0 = 256  # the BiGRU's width per direction for objectives=
-    schedule: str = (
-        ""  # mixed: time a schedule=mixed step against the single-task steps it holds (bench/mixed.py)
-    )
-    preset: str = "paper-multitask-blstm2048"  # schedule=mixed: the configuration whose step is timed
-    ops: bool = False  # count each encoder's host work per step instead of timing (bench/ops.py)
-    gradcache: Literal["", "mnrl", "qt"] = (
-        ""  # GradCache's memory and time against the plain step (bench/gradcache.py)
-    )
-    gradcache_batches: str = "64,256,1024"  # gradcache=: the batch sizes
-    mini_batch: AtLeast1 = 32  # gradcache=: the cached contender's <task>.mini_batch=
 
 
 class ReferenceModel(nn.Module):

@@ -11,33 +11,13 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.bench.configs import BenchTransferConfig as BenchTransferConfig
 from mtl.config import apply_overrides
-from mtl.errors import UserError
 from mtl.eval.transfer import suite
 
 TARGET_FAST_1024_SECONDS = 600.0
-MODES = ("fast", "standard", "senteval", "senteval-prototyping")
-ENCODERS = ("glove-bow", "1024")
-
-
-@dataclass
-class BenchTransferConfig:
-    run: str | None = None  # a trained run with 1024-d embeddings; None: random BiLSTM-max 512
-    modes: str = "fast,standard"  # protocols to time (also senteval, senteval-prototyping)
-    tasks: str = "all"  # as transfer
-    vectors: str | None = None  # GloVe file; None: the usual search
-    encoders: str = "glove-bow,1024"  # the GloVe baseline, the 1024-d encoder, or both
-    tokenizer: str = "spacy"  # the baselines' tokens; whitespace: SentEval's own
-
-    def __post_init__(self) -> None:
-        if bad := [m for m in self.modes.split(",") if m not in MODES]:
-            raise UserError(f"modes={self.modes!r}: {bad[0]!r} is not one of {', '.join(MODES)}")
-        if bad := [e for e in self.encoders.split(",") if e not in ENCODERS]:
-            raise UserError(f"encoders={self.encoders!r}: {bad[0]!r} is not one of {', '.join(ENCODERS)}")
-        if self.tokenizer not in ("spacy", "whitespace"):
-            raise UserError(f"tokenizer={self.tokenizer!r}: use spacy or whitespace")
 
 
 def run(bench: BenchTransferConfig) -> list[dict]:

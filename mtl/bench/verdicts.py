@@ -21,13 +21,15 @@ averages over draws, not independent experiments.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from mtl.analysis import significance
-from mtl.config import AtLeast1, apply_overrides
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.bench.configs import BenchVerdictsConfig as BenchVerdictsConfig
+from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.eval.transfer import suite
 from mtl.eval.transfer.registry import TRANSFER_TASKS
@@ -35,21 +37,6 @@ from mtl.eval.transfer.report_file import ITEMS_SUFFIX, read_items, read_report
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import FolderLock
 from mtl.jobs.sweep import Sweep, train_members
-
-
-@dataclass
-class BenchVerdictsConfig:
-    preset: str = "cpu-small-nli"  # the configuration whose seeds are compared (experiments/<preset>.toml)
-    keys: str = "hidden=256 max_steps=300 wandb=disabled"  # more train-multitask keys, space-separated
-    seeds: AtLeast1 = 12  # runs of the configuration (seeds 1..N)
-    planted: AtLeast1 = 3  # runs trained on shuffled labels (seeds 1..N)
-    group: AtLeast1 = 3  # seeds per encoder in a comparison
-    trials: AtLeast1 = 200  # draws of two groups
-    tasks: str = "MR,CR,SUBJ,TREC,SICK-R,STS14"  # transfer tasks scored (the family Holm corrects over)
-    mode: str = "fast"  # the transfer protocol
-    data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    resamples: AtLeast1 = 2000  # bootstrap replicates per comparison
-    out: str = "runs/bench-verdicts"  # the runs and the result (verdicts.json, verdicts.md)
 
 
 def train(config: BenchVerdictsConfig, out: Path) -> tuple[list[Path], list[Path]]:

@@ -10,14 +10,15 @@ of the private text is left in the files. The weights are the run's, unchanged.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 from mtl.config import apply_overrides
 from mtl.errors import UserError
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.eval.configs import ExportConfig as ExportConfig
 from mtl.eval.encoder import PretrainedSentenceEncoder, encoder_file, load_encoder, read_encoder_file
 from mtl.files import atomic
 from mtl.models.card import CardFacts, facts_of
@@ -29,17 +30,6 @@ from mtl.tasks.kinds import title_of
 from mtl.text.vectors import vector_store
 from mtl.train import encoder_file as exported
 from mtl.train.shared_words import pruned_state
-
-
-@dataclass
-class ExportConfig:
-    run: str = ""  # a run folder, its encoder.json, or a checkpoint (best.pt)
-    out: str = ""  # the folder to write: encoder.json, encoder.safetensors, encoder/ (sentence-transformers)
-    vocabulary: Literal["public", "trained"] = "public"  # public: only words of the vectors file
-    vectors: str | None = None  # the public vectors file; None: the one the encoder was trained with
-    overwrite: bool = False  # replace an existing export in out=
-    vocab_expansion: bool = False  # embeddings=trainable|both: new words enter through Skip-Thought's map
-
 
 # What an export writes in out=; a folder holding anything else is not an export.
 EXPORT_ENTRIES = ("encoder.json", "encoder.safetensors", "encoder")

@@ -18,49 +18,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from mtl.config import AtLeast0, AtLeast1, apply_overrides
+from mtl.config import apply_overrides
 from mtl.data.snli import load_snli
 from mtl.errors import UserError
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.eval.configs import MineConfig as MineConfig
 from mtl.eval.encoder import load_any_encoder
 from mtl.files.atomic import write_text
 from mtl.tasks import KINDS
 from mtl.tasks.ranking import snli_triples
 from mtl.text.unicode import decode_utf8, text_lines
-
-
-@dataclass
-class MineConfig:
-    encoder: str = (
-        ""  # the miner: an mtl run folder or encoder file, or a Hugging Face model folder or Hub id
-    )
-    out: str = ""  # the task file to write (mined.toml); the triples go beside it (mined.tsv)
-    pairs: str = ""  # anchor<TAB>positive lines; empty: SNLI's entailed pairs (source=, split=)
-    source: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
-    split: str = "train"  # SNLI split to mine for (train_small: the shared slice)
-    range_min: AtLeast0 = 10  # skip this many nearest candidates (likely unlabelled positives)
-    range_max: AtLeast1 = 50  # consider candidates up to this rank
-    margin: float = 0.1  # a negative's cosine must be at least this below the positive's
-    num_negatives: AtLeast1 = 1  # negatives per anchor: a triple for each
-    sampling: Literal["top", "random"] = "top"  # the nearest qualifying, or at random among them
-    seed: AtLeast0 = 12  # sampling=random
-    max_seq_length: AtLeast1 = 128  # an hf miner's subword tokens per sentence
-    batch_size: AtLeast1 = 128  # sentences per encoding batch
-    device: str = "auto"  # auto: cuda when available
-    overwrite: bool = False  # replace an existing out=
-
-    def __post_init__(self) -> None:
-        if self.range_max <= self.range_min:
-            raise UserError(
-                f"range_max={self.range_max} must exceed range_min={self.range_min}: negatives come from the ranks between"
-            )
 
 
 def anchor_pairs(config: MineConfig) -> list[tuple[str, str]]:

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from mtl.config import apply_overrides
 from mtl.errors import UserError
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.eval.configs import MTEBConfig as MTEBConfig
 from mtl.eval.mteb import MTEBEncoder  # imports mteb: a one-line error when it is missing
 from mtl.eval.transfer.provenance import evaluated
 from mtl.files import atomic, jsonfile
@@ -28,17 +31,6 @@ from mtl.runs import RunFolder, wandb_group
 from mtl.tracking.tracker import Tracker
 
 REPORT = "transfer-mteb"  # a transfer report's name: `just report` reads transfer*.json
-
-
-@dataclass
-class MTEBConfig:
-    run: str = ""  # a run folder (or an encoder file)
-    tasks: str = ""  # MTEB task names, comma-separated (e.g. STSBenchmark,Banking77Classification)
-    batch_size: int = 128  # sentences per encode() call
-    device: str = "auto"  # cpu, cuda, cuda:N; auto: CUDA when there is one
-    out: str | None = None  # folder of the report; None: the run folder
-    wandb: str = "auto"  # online, offline, disabled; auto: offline without an API key
-    wandb_project: str = "mtl"  # W&B project
 
 
 def resolve_tasks(names: list[str]) -> list[Any]:

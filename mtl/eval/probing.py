@@ -14,60 +14,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from mtl.config import AtLeast1, apply_overrides
+from mtl.config import apply_overrides
 from mtl.data.squad import load_squad, resolve_squad_source
 from mtl.errors import UserError
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.eval.configs import ProbingConfig as ProbingConfig
 from mtl.eval.transfer import suite
 from mtl.eval.transfer.probing_tasks import GENERATED, SENTEVAL_FILES, generate, probing_file
 from mtl.files.atomic import write_text
 from mtl.files.paths import data_dir
 from mtl.runs import RunFolder
 from mtl.text.unicode import decode_utf8, text_lines
-
-
-@dataclass
-class ProbingConfig:
-    run: str | None = None  # the run folder (or checkpoint) to probe
-    baseline: Literal["glove-bow", "glove-bow-idf", "glove-positional", "sif", "random-bilstm"] | None = (
-        None  # instead of run=: a reference encoder
-    )
-    data: str | None = None  # a folder of SentEval's probing files (sentence_length.txt, ...)
-    generate: str = (
-        ""  # comma-separated: sentence_length, word_content, bigram_shift (generated, not SentEval's)
-    )
-    corpus: str | None = (
-        None  # generate=: a sentence a line; None: the shared SNLI sentences and SQuAD questions
-    )
-    max_sentences: AtLeast1 = 100000  # generate=: at most this many corpus sentences (the first ones)
-    seed: int = 1111  # generate=: the split and the bigram inversions
-    mode: Literal["senteval", "senteval-prototyping", "fast", "standard"] = "senteval-prototyping"
-    classifier: Literal["logreg", "mlp"] = (
-        "mlp"  # senteval modes: SentEval's MLP (nhid=) or its logistic regression
-    )
-    nhid: AtLeast1 = 50  # classifier=mlp: hidden units
-    out: str | None = None  # where the reports go; None: the run folder
-    device: str = "auto"  # auto: cuda when available
-    wandb: Literal["auto", "online", "offline", "disabled"] = "auto"
-
-    def check(self) -> None:
-        if (self.run is None) == (self.baseline is None):
-            raise UserError(
-                "give exactly one of run=runs/<run> and baseline=glove-bow|glove-bow-idf|glove-positional|sif|random-bilstm"
-            )
-        if bool(self.data) == bool(self.generate):
-            raise UserError(
-                "give data=<SentEval's probing folder> or generate=sentence_length,word_content,bigram_shift"
-            )
-        if bad := [g for g in self.generated if g not in GENERATED]:
-            raise UserError(f"generate={self.generate}: {bad[0]!r} is not one of {', '.join(GENERATED)}")
-
-    @property
-    def generated(self) -> list[str]:
-        return [g.strip() for g in self.generate.split(",") if g.strip()]
 
 
 def corpus_sentences(config: ProbingConfig) -> list[str]:

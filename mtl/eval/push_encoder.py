@@ -14,30 +14,21 @@ import json
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from mtl.config import apply_overrides
 from mtl.errors import UserError
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.eval.configs import PushConfig as PushConfig
 from mtl.eval.encoder import encoder_file, load_encoder, read_encoder_file
 from mtl.eval.export_encoder import run_card
 from mtl.eval.transfer.classifiers import Protocol
 from mtl.eval.transfer.registry import headline_metrics, ordered
 from mtl.eval.transfer.report_file import read_report, report_paths
 from mtl.files.hub import looks_like_hub_id
-from mtl.models.card import DEFAULT_LICENSE, card_text
+from mtl.models.card import card_text
 from mtl.runs import RunFolder, read_summary
-
-
-@dataclass
-class PushConfig:
-    run: str = ""  # the run folder whose encoder/ goes up
-    repo: str = ""  # the Hub repository, ORG/NAME (made when it does not exist)
-    private: bool = False  # a new repository is private
-    license: str = DEFAULT_LICENSE  # the card's license (the default: that of SNLI and SQuAD)
-    endpoint: str | None = None  # another Hub (a private mirror); None: huggingface.co or HF_ENDPOINT
-    message: str = ""  # the commit message; empty: "mtl run <run>"
-    base_model: str = ""  # the Hub id of the model a local hf_model= folder copied (the card's base_model)
 
 
 def push_encoder(config: PushConfig) -> str:

@@ -34,14 +34,12 @@ import numpy as np
 import torch
 
 from mtl.errors import UserError
+from mtl.eval.configs import SIF_A, WEIGHTED_BASELINES
 from mtl.eval.embeddings import checked_options, finished
 from mtl.eval.encoder import checked_sentences
 from mtl.text.coverage import Coverage
 from mtl.text.tokenizer import Tokenizer
 from mtl.text.vectors import lookup
-
-WEIGHTED_BASELINES = ("sif", "glove-bow-idf", "glove-positional")
-SIF_A = 1e-3  # the authors' weightpara (the paper: a in [1e-4, 1e-3] all work well)
 
 
 @dataclass(frozen=True)

@@ -32,13 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from mtl.config import AtLeast1, PositiveFloat, apply_overrides, paths_and_keys
+from mtl.config import apply_overrides, paths_and_keys
 from mtl.errors import UserError
 from mtl.eval.transfer.suite import TransferConfig
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import FolderLock
 from mtl.jobs.arms import budget_amount, equal_compute, short_of_budget, study_folder, transfer_and_compare
-from mtl.jobs.launchers import LauncherConfig, launcher_from, split_launcher_keys
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.jobs.configs import MixtureSearchConfig as MixtureSearchConfig
+from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
@@ -53,28 +56,6 @@ SEARCH_KEYS = (
     "transfer_tasks", "transfer_mode", "transfer_data", "out", "search_seed",
 )  # fmt: skip
 PREDICTED = "predicted"
-
-
-@dataclass
-class MixtureSearchConfig(LauncherConfig):
-    """mixture-search's own keys (for --help); every other key goes to train-multitask."""
-
-    trials: AtLeast1 = 16  # proxy mixtures drawn and trained
-    proxy_budget: str = "steps:200"  # each proxy's budget (steps:N, examples:N or minutes:N)
-    budget: str = "steps:1000"  # the target budget of the predicted mixture and the baselines
-    seeds: int | None = 3  # seeds of each arm at the target budget
-    seed: str = "1"  # the first seed (or a list, 1,2,3) of each arm
-    score: str = (
-        "select"  # a proxy's score: select (its select= value) or a summary.json key (best/nli/dev/acc)
-    )
-    alpha: PositiveFloat = 1.0  # the Dirichlet's concentration (1: uniform over mixtures)
-    candidates: AtLeast1 = 100_000  # mixtures the regression scores to pick the best
-    temperature: PositiveFloat = 2.0  # the temperature-sampling baseline's T
-    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every arm
-    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
-    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    out: str | None = None  # where the runs and the result go; None: runs/mixture-<time>
-    search_seed: int = 0  # of the Dirichlet draws
 
 
 def parse(args: Sequence[str]) -> tuple[MixtureSearchConfig, list[str]]:

@@ -27,7 +27,10 @@ from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
-from mtl.jobs.launchers import Launcher, LauncherConfig, is_launcher_key, launcher_from
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.jobs.configs import SweepConfig as SweepConfig
+from mtl.jobs.launchers import Launcher, is_launcher_key, launcher_from
 from mtl.jobs.local import LocalLauncher
 from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
@@ -40,18 +43,6 @@ SWEEP_KEYS = (
     "out",
     "seeds",
 )  # the sweep's own keys (and the launcher's); the rest go to every member
-
-
-@dataclass
-class SweepConfig(LauncherConfig):
-    """The sweep's own keys (for --help), and where its runs train; every other key goes to
-    train-multitask."""
-
-    sweep: str = "sweep"  # the sweep's name and W&B group (a named sweep: its name)
-    out: str | None = None  # folder of the members' runs; None: runs/sweeps/<sweep>
-    seeds: int | None = (
-        None  # each member trained with seeds seed..seed+K-1 (an axis seed=); `just compare` groups them
-    )
 
 
 @dataclass

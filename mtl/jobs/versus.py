@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from mtl.config import apply_overrides, paths_and_keys
@@ -30,7 +29,10 @@ from mtl.eval.transfer.suite import TransferConfig
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import FolderLock
 from mtl.jobs.arms import budget_amount, equal_compute, study_folder, transfer_and_compare
-from mtl.jobs.launchers import LauncherConfig, launcher_from, split_launcher_keys
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.jobs.configs import VersusConfig as VersusConfig
+from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
@@ -41,21 +43,6 @@ from mtl.train.run import config_from_args
 
 VERSUS_KEYS = ("budget", "transfer_tasks", "transfer_mode", "transfer_data", "out", "seeds", "seed")
 MIXTURE = "mixture"
-
-
-@dataclass
-class VersusConfig(LauncherConfig):
-    """versus-single's own keys (for --help); every other key goes to train-multitask."""
-
-    budget: str = ""  # steps:N, examples:N or minutes:N: what every run gets
-    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every run
-    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
-    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    out: str | None = None  # where the runs and the verdict go; None: runs/versus-<time>
-    seeds: int | None = (
-        None  # each arm trained with seeds seed..seed+K-1 (3 for a verdict on the configurations)
-    )
-    seed: str = "1"  # the seed, or comma-separated seeds (1,2,3) of every arm
 
 
 def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:

@@ -7,12 +7,11 @@ base model, datasets, license and scores (`model-index`) as it reads any model's
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from mtl import metrics
 from mtl.files.hub import looks_like_hub_id
@@ -148,7 +147,7 @@ def is_hub_id(source: object) -> bool:
 def write_card(folder: Path, facts: CardFacts, dim: int, modules: list[str]) -> None:
     """`config_sentence_transformers.json` (cosine similarity) and the model card README.md."""
     _json(folder / "config_sentence_transformers.json", {
-        "__version__": {"pytorch": torch.__version__.split("+")[0]},
+        "__version__": {"pytorch": importlib.metadata.version("torch").split("+")[0]},
         "prompts": facts.prompts,
         "default_prompt_name": None,
         "similarity_fn_name": "cosine",

@@ -122,7 +122,7 @@ class TaskHead(nn.Module):
             compared = [encoder.compare(*sentences[i], *sentences[j]) for i, j in self.recipe.pairs]
             return self.classifier(torch.cat(compared, dim=-1))
         # Each call pads its positions to their own longest sentence: one call padded to the
-        # longest of all (premise and hypothesis together) costs ~20% more on the CPU (issue 7).
+        # longest of all (premise and hypothesis together) costs ~20% more on the CPU (measured).
         # Packed sequences skip padding: there one call for all saves launching the others.
         calls = self.recipe.calls
         if encoder.skips_padding(sentences[0][0]):

@@ -18,8 +18,6 @@ from typing import Any
 from mtl.console import say
 from mtl.tracking import wandb_file
 
-WANDB_MODES = ("auto", "online", "offline", "disabled")
-
 
 def resolve_mode(requested: str) -> str:
     if os.environ.get("WANDB_MODE") and requested == "auto":

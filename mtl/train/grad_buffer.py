@@ -1,6 +1,6 @@
 """Every trained parameter's gradient in one contiguous tensor (Megatron-LM's and apex's
 contiguous gradient buffer), so that zeroing, the gradient norm and clipping are one op each
-instead of one per parameter (issue 40: the host's work per step is what bounds a GPU step).
+instead of one per parameter (the host's work per step is what bounds a GPU step).
 
 `torch.nn.utils.clip_grad_norm_` over P parameters dispatches about 7P ops on the host (a norm,
 a cast and a stack entry per parameter, then a scale per parameter); over this buffer the same

@@ -48,10 +48,6 @@ def monitor_key(task: str, metric: str) -> str:
     return f"{PREFIX}/{task}/{metric.removeprefix('all/')}"
 
 
-def is_monitor_key(key: str) -> bool:
-    return key.startswith(f"{PREFIX}/") and key.count("/") == 2
-
-
 class Monitor:
     def __init__(
         self,

@@ -67,8 +67,8 @@ def build_optimizer(
 def update_kernel(parameters: list[nn.Parameter]) -> dict[str, bool]:
     """The optimizer's fused kernel where PyTorch has one (CPU and CUDA, floating point): one op
     for the whole update, where the per-parameter loop PyTorch picks by default on the CPU
-    dispatches an op or more per parameter and `foreach` on CUDA several (issue 40: the host's
-    work per step)."""
+    dispatches an op or more per parameter and `foreach` on CUDA several (a GPU step of these
+    small models is bound by the host's work, not the GPU's)."""
     fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in parameters)
     return {"fused": True} if fused and parameters else {}  # else: PyTorch's choice
 

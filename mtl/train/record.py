@@ -6,11 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from mtl import plugins
-from mtl.config import from_dict
 from mtl.errors import UserError
 from mtl.files import schemas
 from mtl.runs import RunFolder
-from mtl.train.config import TrainConfig
 
 
 def read_run_record(run_dir: Path) -> dict[str, Any]:
@@ -21,7 +19,3 @@ def read_run_record(run_dir: Path) -> dict[str, Any]:
         raise UserError(f"{run_dir} is not a run folder (no config.json): pass resume=runs/<run>")
     plugins.require(record.get("plugins"), f"run {run_dir}")  # before its config names what they register
     return record
-
-
-def load_config(run_dir: Path) -> TrainConfig:
-    return from_dict(TrainConfig, read_run_record(run_dir)["config"], source=str(RunFolder(run_dir).record))

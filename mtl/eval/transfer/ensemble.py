@@ -24,8 +24,6 @@ from mtl.errors import UserError
 from mtl.eval.encoder import SentenceEncoder
 from mtl.text.coverage import Coverage
 
-CLASSIFIED = ("cv", "trec", "dev")  # the transfer protocols that fit a classifier (see registry.PROTOCOLS)
-
 
 class Ensemble:
     """Several encoders scored each on its own, quacking like one where the suite reports it."""

@@ -20,6 +20,7 @@ from mtl.errors import UserError
 # cross-validation on train then its test set; train/dev/test; SICK-R-style relatedness;
 # unsupervised STS (cosine against gold scores on every subset).
 PROTOCOLS = ("cv", "trec", "dev", "relatedness", "sts")
+CLASSIFIED = ("cv", "trec", "dev")  # the protocols that fit a classifier (ensemble=mean averages them)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from joblib import Parallel, delayed
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
+from mtl.eval.configs import OPTIMIZER_NAMES
 from mtl.eval.transfer import linear_step
 from mtl.eval.transfer.items import across_folds
 
@@ -57,22 +58,14 @@ class SentEvalParams:
         )
 
 
-OPTIMIZERS = {
-    "adam": torch.optim.Adam,
-    "rmsprop": torch.optim.RMSprop,
-    "sgd": torch.optim.SGD,
-    "adagrad": torch.optim.Adagrad,
-    "adadelta": torch.optim.Adadelta,
-    "adamax": torch.optim.Adamax,
-}
-
-
-def valid_optimizer(spec: str) -> bool:
-    name, *settings = spec.split(",")
-    try:
-        return name in OPTIMIZERS and all(float(s.split("=", 1)[1]) >= 0 for s in settings)
-    except (IndexError, ValueError):
-        return False
+OPTIMIZERS = dict(
+    zip(
+        OPTIMIZER_NAMES,
+        (torch.optim.Adam, torch.optim.RMSprop, torch.optim.SGD, torch.optim.Adagrad, torch.optim.Adadelta,
+         torch.optim.Adamax),
+        strict=True,
+    )
+)  # fmt: skip
 
 
 def optimizer(spec: str, parameters, weight_decay: float) -> torch.optim.Optimizer:

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import typing
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from mtl.config import AtLeast0, AtLeast1, Range, apply_overrides
+from mtl.config import apply_overrides
 from mtl.console import progress_stream, say
 from mtl.errors import UserError
 from mtl.eval.combined import CombinedEncoder
+from mtl.eval.configs import BASELINES
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.eval.configs import TransferConfig as TransferConfig
 from mtl.eval.encoder import (
     SentenceEncoder,
     baseline_encoder,
@@ -30,8 +33,7 @@ from mtl.eval.transfer import ensemble, report_file, selfattn, senteval_classifi
 from mtl.eval.transfer.classifiers import Protocol, relatedness_features
 from mtl.eval.transfer.progress import reporting, stage
 from mtl.eval.transfer.provenance import evaluated, weights_digest
-from mtl.eval.transfer.registry import default_tasks, spec
-from mtl.eval.transfer.senteval_classifier import OPTIMIZERS, SentEvalParams, valid_optimizer
+from mtl.eval.transfer.senteval_classifier import SentEvalParams
 from mtl.eval.transfer.senteval_format import micro_macro
 from mtl.eval.transfer.skipthought_features import pair_statistics
 from mtl.eval.transfer.tasks import Split, TransferTask, read_task
@@ -44,188 +46,6 @@ from mtl.runs import beside, encoder_artifact, run_folder_of, wandb_group
 from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vectors import resolve_vectors_path
 from mtl.tracking.tracker import Tracker
-
-# The reference encoders `baseline=` names: bags of word vectors, an untrained BiLSTM, a
-# transformer as it comes.
-Baseline = Literal["glove-bow", "glove-bow-idf", "glove-positional", "sif", "random-bilstm", "hf"]
-BASELINES = typing.get_args(Baseline)
-
-# features=nb-bigram: the single-sentence, two-class tasks (Skip-Thought's Table 5 and SST2)
-NB_TASKS = ["MR", "CR", "SUBJ", "MPQA", "SST2"]
-
-
-@dataclass
-class TransferConfig:
-    run: str | None = None  # run folder or checkpoint; several, comma-separated: combined as ensemble= says
-    ensemble: Literal["concat", "mean"] = (
-        "concat"  # several runs: concat: embeddings side by side; mean: each one's classifier, log-probs averaged
-    )
-    baseline: Baseline | None = (
-        None  # instead of run=: a reference encoder; hf: hf_model= as it comes, before fine-tuning
-    )
-    tokenizer: Literal["spacy", "whitespace"] = (
-        "spacy"  # word-vector baselines: whitespace gives SentEval's own tokens (its bow example)
-    )
-    sif_a: Annotated[float, Range(0, 1, low_open=True)] = (
-        SIF_A  # baseline=sif: a in a/(a + p(w)) (Arora et al.)
-    )
-    word_frequencies: str = (
-        "task"  # baseline=sif/glove-bow-idf: task (its own sentences), or a counts/corpus file
-    )
-    hf_model: str | None = None  # baseline=hf: Hub id or local folder of a transformers model
-    max_seq_length: AtLeast1 = 128  # baseline=hf: subword tokens per sentence; longer ones are cut
-    tasks: str = "all"  # comma-separated, e.g. MR,CR,STS14
-    mode: Literal["standard", "fast", "senteval", "senteval-prototyping"] = (
-        "standard"  # fast: 5 folds, a smaller grid; senteval(-prototyping): SentEval's classifier and settings
-    )
-    features: Literal["senteval", "skipthought-mrpc", "nb-bigram"] = (
-        "senteval"  # what the classifier reads besides: Skip-Thought's MRPC pair statistics, or NB bigrams
-    )
-    classifier: Literal["logreg", "mlp"] = "logreg"  # senteval modes: nhid=0, or an MLP of nhid sigmoid units
-    nhid: AtLeast1 = 50  # classifier=mlp: hidden units
-    dropout: Annotated[float, Range(0, 1, high_open=True)] = 0.0  # classifier=mlp: dropout
-    optim: str | None = (
-        None  # senteval modes: SentEval's optimizer string (adam, rmsprop, "sgd,lr=0.1"); None: the mode's
-    )
-    classifier_batch: AtLeast1 | None = (
-        None  # senteval modes: the classifier's batch size; None: the mode's (64, 128)
-    )
-    tenacity: AtLeast0 | None = (
-        None  # senteval modes: validation misses before stopping; None: the mode's (5, 3)
-    )
-    epoch_size: AtLeast1 | None = (
-        None  # senteval modes: passes over the data per epoch; None: the mode's (4, 2)
-    )
-    max_epoch: AtLeast1 = 200  # senteval modes: at most this many passes
-    kfold: Annotated[int, Range(2, 100)] | None = None  # senteval modes: folds; None: the mode's (10, 5)
-    seed: int = 1111  # senteval modes: SentEval's seed
-    pooling: Literal["max", "mean", "max+mean", "sum", "cls", "selfattn"] | None = (
-        None  # None: the encoder's own (hf: mean); selfattn: attention trained per task on the token states
-    )
-    train_fraction: Annotated[float, Range(0, 1, low_open=True)] = (
-        1.0  # share of each task's training data the classifier sees (drawn per class): a learning curve
-    )
-    truncate_dim: AtLeast1 | None = (
-        None  # score the embeddings' first N dimensions only (an encoder trained with <task>.matryoshka=)
-    )
-    selfattn_da: AtLeast1 = 128  # pooling=selfattn: the attention's hidden width (Liu et al.: 128)
-    selfattn_r: AtLeast1 = 3  # pooling=selfattn: attention views (Liu et al.: 3)
-    data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    vectors: str | None = None  # for baselines and vocabulary expansion; None: the run's, or the usual search
-    vocab_expansion: bool = (
-        False  # a run with embeddings=trainable|both: new words through Skip-Thought's map
-    )
-    batch_size: AtLeast1 = 128  # sentences per encoding batch
-    random_hidden: AtLeast1 = 2048  # random-bilstm width per direction (000_ Table 4: 4096-d embeddings)
-    out: str | None = None  # where the reports go; None: the run folder, or runs/baseline-<name>
-    device: str = "auto"  # auto: cuda when available
-    wandb: Literal["auto", "online", "offline", "disabled"] = (
-        "auto"  # auto: online with an API key, else offline
-    )
-    wandb_project: str = "mtl"  # W&B project
-
-    def __post_init__(self) -> None:
-        senteval_keys = {
-            "classifier": self.classifier != "logreg",
-            "optim": self.optim is not None,
-            "classifier_batch": self.classifier_batch is not None,
-            "tenacity": self.tenacity is not None,
-            "epoch_size": self.epoch_size is not None,
-            "kfold": self.kfold is not None,
-        }
-        if not self.mode.startswith("senteval") and any(senteval_keys.values()):
-            given = next(key for key, set_ in senteval_keys.items() if set_)
-            raise UserError(
-                f"{given}= sets SentEval's classifier: add mode=senteval or mode=senteval-prototyping "
-                f"(mode={self.mode} fits scikit-learn's logistic regression)"
-            )
-        if self.optim is not None and not valid_optimizer(self.optim):
-            raise UserError(
-                f"optim={self.optim!r} is not SentEval's optimizer string: one of {', '.join(OPTIMIZERS)}, "
-                "then optional settings (e.g. adam, or sgd,lr=0.1)"
-            )
-        if self.train_fraction < 1 and (self.mode.startswith("senteval") or self.pooling == "selfattn"):
-            raise UserError(
-                f"train_fraction={self.train_fraction} subsamples scikit-learn's training sets: use mode=standard "
-                "or fast, without pooling=selfattn"
-            )
-        if self.vocab_expansion and self.baseline:
-            raise UserError(
-                f"vocab_expansion=true maps new words into a run's trained word vectors: baseline={self.baseline} "
-                "has none; give run="
-            )
-        if self.baseline in WEIGHTED_BASELINES and self.pooling is not None:
-            raise UserError(
-                f"pooling={self.pooling}: baseline={self.baseline} weighs word vectors its own way; leave pooling out"
-            )
-        frequency_keys = self.sif_a != SIF_A or self.word_frequencies != "task"
-        if frequency_keys and self.baseline not in ("sif", "glove-bow-idf"):
-            given = "sif_a" if self.sif_a != SIF_A else "word_frequencies"
-            raise UserError(
-                f"{given}= sets a weighted baseline: add baseline=sif (or glove-bow-idf for word_frequencies=)"
-            )
-        if self.pooling == "selfattn" and self.truncate_dim is not None:
-            raise UserError(
-                f"truncate_dim={self.truncate_dim} cuts pooled embeddings: pooling=selfattn trains its own; "
-                "leave one of them out"
-            )
-        if self.pooling == "selfattn" and self.mode.startswith("senteval"):
-            raise UserError(
-                f"pooling=selfattn trains attention and its own classifier per task: use mode=standard or "
-                f"fast, not mode={self.mode}"
-            )
-        attention = default_tasks(attention=True)
-        if self.pooling == "selfattn" and (scored := [t for t in self.task_names if not spec(t).attention]):
-            raise UserError(
-                f"pooling=selfattn trains attention per classification task; {', '.join(scored)} "
-                f"take no classifier of that kind: choose among {', '.join(attention)}"
-            )
-        if not self.task_names:
-            raise UserError(f"tasks={self.tasks!r} names no task: give all or a list such as MR,CR,STS14")
-        for name in self.task_names:
-            spec(name)  # an unknown name: a one-line error with the choices
-        if self.ensemble == "mean":
-            self._check_ensemble()
-        if self.features != "senteval":
-            self._check_features()
-
-    def _check_features(self) -> None:
-        """Skip-Thought's features go to scikit-learn's classifier, on the tasks they were made for."""
-        if self.mode.startswith("senteval") or self.pooling == "selfattn":
-            raise UserError(
-                f"features={self.features} feeds scikit-learn's logistic regression: use mode=standard or fast"
-                + (", without pooling=selfattn" if self.pooling == "selfattn" else f", not mode={self.mode}")
-            )
-        allowed = ["MRPC"] if self.features == "skipthought-mrpc" else NB_TASKS
-        if others := [t for t in self.task_names if t not in allowed]:
-            raise UserError(
-                f"features={self.features} is for {', '.join(allowed)} (Skip-Thought "
-                f"{'3.3' if allowed == ['MRPC'] else '3.5'}): leave {', '.join(others)} out of tasks="
-            )
-
-    def _check_ensemble(self) -> None:
-        if self.baseline or len([r for r in (self.run or "").split(",") if r.strip()]) < 2:
-            raise UserError("ensemble=mean combines several runs' classifiers: give run=runs/a,runs/b")
-        if self.pooling == "selfattn":
-            raise UserError(
-                "ensemble=mean averages the classifiers of pooled embeddings: leave out pooling=selfattn"
-            )
-        if unclassified := [t for t in self.task_names if spec(t).protocol not in ensemble.CLASSIFIED]:
-            raise UserError(
-                f"ensemble=mean averages classifiers' log-probabilities: {', '.join(unclassified)} fit no "
-                "classifier (leave them out of tasks=, or use ensemble=concat)"
-            )
-
-    @property
-    def task_names(self) -> list[str]:
-        if self.tasks.strip().lower() == "all" and self.features != "senteval":  # the tasks they apply to
-            return ["MRPC"] if self.features == "skipthought-mrpc" else NB_TASKS
-        if self.tasks.strip().lower() == "all":
-            names = default_tasks(attention=self.pooling == "selfattn")
-            if self.ensemble == "mean":  # the classification tasks: the others fit no classifier
-                names = [name for name in names if spec(name).protocol in ensemble.CLASSIFIED]
-            return names
-        return [t.strip() for t in self.tasks.split(",") if t.strip()]
 
 
 def baseline_name(config: TransferConfig) -> str:

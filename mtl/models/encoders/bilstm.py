@@ -90,7 +90,7 @@ class BiLSTMEncoder(Encoder):
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         if self.pooling == "max" and self._packs(tokens, lengths):
             # Unpacked with -inf at padded positions, the max over time needs no mask: a dozen
-            # host ops less per call, forward and backward (issue 40).
+            # host ops less per call, forward and backward (what bounds a GPU step).
             states = run_packed(self.embedding(tokens), lengths, self.lstm, padding_value=float("-inf"))
             return states.max(dim=1).values  # (B, 2H)
         states = self.token_states(tokens, lengths)  # (B, T, 2H)

@@ -1,0 +1,139 @@
+"""The benchmark commands' configs (and fuzz's), apart from their code: `--help` reads them
+without importing torch, and the code is imported when the command runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from mtl.config import AtLeast0, AtLeast1, Range
+from mtl.errors import UserError
+from mtl.tasks import DEFAULT_TASKS
+
+
+@dataclass
+class BenchTrainConfig:
+    steps: Annotated[int, Range(3)] = 5  # timed steps per contender, task, setting and batching mode
+    warmup: AtLeast0 = 1  # untimed steps first
+    only: str = ""  # comma-separated label prefixes, e.g. "bilstm 512"
+    tasks: str = ",".join(DEFAULT_TASKS)  # which tasks' steps to time
+    precisions: str = "fp32,bf16"  # mtl's precisions to time (bf16 only where the CPU has it)
+    nli_train_split: str = "train_small"  # SNLI split the batches come from
+    classifsquad: str = "data/classifsquad"  # ClassifSQuAD build the batches come from
+    vectors: str | None = None  # GloVe file; None: the usual search (random 300-d when it is not 300-d)
+    threads: AtLeast0 = 1  # torch threads; 0 keeps torch's default
+    device: str = "auto"  # auto: cuda when present (every contender there, cuDNN kernels), else cpu
+    objectives: str = (
+        ""  # also time these tasks' steps alone (qt,skipthought,mnrl,sts); only=objectives: just them
+    )
+    objective_hidden: AtLeast0 = 256  # the BiGRU's width per direction for objectives=
+    schedule: str = (
+        ""  # mixed: time a schedule=mixed step against the single-task steps it holds (bench/mixed.py)
+    )
+    preset: str = "paper-multitask-blstm2048"  # schedule=mixed: the configuration whose step is timed
+    ops: bool = False  # count each encoder's host work per step instead of timing (bench/ops.py)
+    gradcache: Literal["", "mnrl", "qt"] = (
+        ""  # GradCache's memory and time against the plain step (bench/gradcache.py)
+    )
+    gradcache_batches: str = "64,256,1024"  # gradcache=: the batch sizes
+    mini_batch: AtLeast1 = 32  # gradcache=: the cached contender's <task>.mini_batch=
+
+
+@dataclass
+class BenchEncodeConfig:
+    snli: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
+    splits: str = "dev,test"  # the SNLI splits whose distinct sentences are encoded
+    limit: AtLeast0 = 0  # the first N distinct sentences only; 0: all
+    hidden: AtLeast1 = 512  # BiLSTM width per direction (the paper's 2048 on a GPU)
+    batch: AtLeast1 = 64  # the reference's sentences per batch (InferSent's default)
+    encode_batch: AtLeast1 = 128  # mtl's encode(batch_size=)
+    batch_tokens: AtLeast0 = 8192  # the `mtl tokens` contender's encode(batch_tokens=); 0: leave it out
+    runs: AtLeast1 = 3  # timed runs per contender (the median is reported)
+    device: str = "auto"  # auto: cuda when present
+    threads: AtLeast0 = 1  # torch threads on the CPU; 0 keeps torch's default
+
+
+@dataclass
+class BenchLoopConfig:
+    encoder: str = "bilstm"  # the shared encoder
+    hidden: AtLeast1 = 64  # its width (the paper's 2048 on a GPU; small on a CPU, where the host shows)
+    steps: AtLeast1 = 200  # NLI steps per block: one block warms up, the next is measured
+    batch: AtLeast1 = 64  # NLI pairs per step
+    runs: AtLeast1 = 3  # whole runs, each followed by the same steps alone; medians reported
+    wandb: str = "offline"  # the run's W&B mode (offline: what a user without an API key gets)
+    wandb_every: AtLeast1 | None = None  # the run's steps per W&B row; None: its default (10 on CUDA, else 1)
+    prefetch: str = "auto"  # the run's prefetching (auto: on with CUDA)
+    checkpoint_every: AtLeast1 | None = (
+        None  # the run's steps per checkpoint; None: its default (5000 on CUDA, else 500)
+    )
+    snli: str | None = None  # SNLI folder or Hub id; None: $MTL_DATA_DIR/snli, else stanfordnlp/snli
+    nli_train_split: str = "train_small"  # SNLI split the batches come from
+    vectors: str | None = None  # GloVe file; None: the usual search (random 300-d when it is not 300-d)
+    threads: int = 1  # torch threads on the CPU; 0 keeps torch's default
+    device: str = "auto"  # auto: cuda when present
+
+
+@dataclass
+class BenchVerdictsConfig:
+    preset: str = "cpu-small-nli"  # the configuration whose seeds are compared (experiments/<preset>.toml)
+    keys: str = "hidden=256 max_steps=300 wandb=disabled"  # more train-multitask keys, space-separated
+    seeds: AtLeast1 = 12  # runs of the configuration (seeds 1..N)
+    planted: AtLeast1 = 3  # runs trained on shuffled labels (seeds 1..N)
+    group: AtLeast1 = 3  # seeds per encoder in a comparison
+    trials: AtLeast1 = 200  # draws of two groups
+    tasks: str = "MR,CR,SUBJ,TREC,SICK-R,STS14"  # transfer tasks scored (the family Holm corrects over)
+    mode: str = "fast"  # the transfer protocol
+    data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
+    resamples: AtLeast1 = 2000  # bootstrap replicates per comparison
+    out: str = "runs/bench-verdicts"  # the runs and the result (verdicts.json, verdicts.md)
+
+
+@dataclass
+class BenchHFConfig:
+    hf_model: str = "sentence-transformers/all-MiniLM-L6-v2"  # Hub id or local folder
+    steps: AtLeast1 = 5  # timed steps per task and precision
+    batch_nli: AtLeast1 = 64  # NLI pairs per step (the training default)
+    batch_squad: AtLeast1 = 128  # ClassifSQuAD triples per step (the training default)
+    classifsquad: str = "data/classifsquad"  # a ClassifSQuAD build (just build-classifsquad)
+    max_seq_length: AtLeast1 = 128  # subword tokens per sentence
+    threads: AtLeast1 | None = None  # torch threads; None: torch's default
+    device: str = "cpu"  # cpu or cuda
+    # Instead: the NLI step's time and peak memory with gradient_checkpointing=true, with LoRA
+    # adapters of rank lora_r (when > 0) and compiled (compile=true), each next to the plain step,
+    # at each batch size of checkpointing_batches (fp32).
+    checkpointing: bool = False  # true: the step with gradient checkpointing, beside the plain one
+    lora_r: int = 0  # > 0: also the step with LoRA adapters of this rank
+    compile: bool = False  # also the step with compile=true (torch.compile; its compilation in the warm-up)
+    checkpointing_batches: str = "16,64"  # batch sizes the checkpointing comparison runs at
+    warmup: AtLeast1 = 1  # untimed steps before each contender's timed ones (compile=true: 3 or more)
+
+
+MODES = ("fast", "standard", "senteval", "senteval-prototyping")
+
+
+ENCODERS = ("glove-bow", "1024")
+
+
+@dataclass
+class BenchTransferConfig:
+    run: str | None = None  # a trained run with 1024-d embeddings; None: random BiLSTM-max 512
+    modes: str = "fast,standard"  # protocols to time (also senteval, senteval-prototyping)
+    tasks: str = "all"  # as transfer
+    vectors: str | None = None  # GloVe file; None: the usual search
+    encoders: str = "glove-bow,1024"  # the GloVe baseline, the 1024-d encoder, or both
+    tokenizer: str = "spacy"  # the baselines' tokens; whitespace: SentEval's own
+
+    def __post_init__(self) -> None:
+        if bad := [m for m in self.modes.split(",") if m not in MODES]:
+            raise UserError(f"modes={self.modes!r}: {bad[0]!r} is not one of {', '.join(MODES)}")
+        if bad := [e for e in self.encoders.split(",") if e not in ENCODERS]:
+            raise UserError(f"encoders={self.encoders!r}: {bad[0]!r} is not one of {', '.join(ENCODERS)}")
+        if self.tokenizer not in ("spacy", "whitespace"):
+            raise UserError(f"tokenizer={self.tokenizer!r}: use spacy or whitespace")
+
+
+@dataclass
+class FuzzConfig:
+    readers: str = "encoder,task,corpus,vectors,snli,run,wandb,caches"  # which readers, comma-separated
+    cases: AtLeast1 = 2000  # damaged copies per reader
+    seed: int = 0  # cases of one seed are always the same damage

@@ -1,0 +1,58 @@
+"""The study commands' configs (sweep, versus-single, mixture-search), apart from their code:
+`--help` reads them without importing torch, and the code is imported when the command runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mtl.config import AtLeast1, PositiveFloat
+from mtl.jobs.launchers import LauncherConfig
+
+
+@dataclass
+class SweepConfig(LauncherConfig):
+    """The sweep's own keys (for --help), and where its runs train; every other key goes to
+    train-multitask."""
+
+    sweep: str = "sweep"  # the sweep's name and W&B group (a named sweep: its name)
+    out: str | None = None  # folder of the members' runs; None: runs/sweeps/<sweep>
+    seeds: int | None = (
+        None  # each member trained with seeds seed..seed+K-1 (an axis seed=); `just compare` groups them
+    )
+
+
+@dataclass
+class VersusConfig(LauncherConfig):
+    """versus-single's own keys (for --help); every other key goes to train-multitask."""
+
+    budget: str = ""  # steps:N, examples:N or minutes:N: what every run gets
+    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every run
+    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
+    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
+    out: str | None = None  # where the runs and the verdict go; None: runs/versus-<time>
+    seeds: int | None = (
+        None  # each arm trained with seeds seed..seed+K-1 (3 for a verdict on the configurations)
+    )
+    seed: str = "1"  # the seed, or comma-separated seeds (1,2,3) of every arm
+
+
+@dataclass
+class MixtureSearchConfig(LauncherConfig):
+    """mixture-search's own keys (for --help); every other key goes to train-multitask."""
+
+    trials: AtLeast1 = 16  # proxy mixtures drawn and trained
+    proxy_budget: str = "steps:200"  # each proxy's budget (steps:N, examples:N or minutes:N)
+    budget: str = "steps:1000"  # the target budget of the predicted mixture and the baselines
+    seeds: int | None = 3  # seeds of each arm at the target budget
+    seed: str = "1"  # the first seed (or a list, 1,2,3) of each arm
+    score: str = (
+        "select"  # a proxy's score: select (its select= value) or a summary.json key (best/nli/dev/acc)
+    )
+    alpha: PositiveFloat = 1.0  # the Dirichlet's concentration (1: uniform over mixtures)
+    candidates: AtLeast1 = 100_000  # mixtures the regression scores to pick the best
+    temperature: PositiveFloat = 2.0  # the temperature-sampling baseline's T
+    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every arm
+    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
+    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
+    out: str | None = None  # where the runs and the result go; None: runs/mixture-<time>
+    search_seed: int = 0  # of the Dirichlet draws
