@@ -1,6 +1,6 @@
 """The evaluation commands' configs (transfer, probing, export, push, MTEB, mining), apart from
 their code: `--help` reads them without importing torch, and the code is imported when the
-command runs (the checks that need a classifier's table import it then too)."""
+command runs."""
 
 from __future__ import annotations
 
@@ -115,9 +115,8 @@ class PushConfig:
     base_model: str = ""  # the Hub id of the model a local hf_model= folder copied (the card's base_model)
 
 
+# The baselines that weigh word vectors (weighted_bow.py), and SIF's a
 WEIGHTED_BASELINES = ("sif", "glove-bow-idf", "glove-positional")
-
-
 SIF_A = 1e-3  # the authors' weightpara (the paper: a in [1e-4, 1e-3] all work well)
 
 
@@ -136,8 +135,6 @@ def valid_optimizer(text: str) -> bool:
 # The reference encoders `baseline=` names: bags of word vectors, an untrained BiLSTM, a
 # transformer as it comes.
 Baseline = Literal["glove-bow", "glove-bow-idf", "glove-positional", "sif", "random-bilstm", "hf"]
-
-
 BASELINES = typing.get_args(Baseline)
 
 
