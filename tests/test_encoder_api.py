@@ -411,3 +411,35 @@ def test_encoding_says_how_far_it_is_to_a_suite_that_listens(trained_run):
     with reporting(said.append):
         load_encoder(trained_run, device="cpu").encode(SENTENCES * 3, batch_size=4)
     assert said == [f"embedding {n}/15 sentences" for n in (4, 8, 12, 15)]
+
+
+def test_a_sentence_encoded_again_is_not_tokenized_again(trained_run, monkeypatch):
+    from mtl.eval import encoder as encoder_module
+    from mtl.text.tokenizer import WhitespaceTokenizer
+
+    encoder = load_encoder(trained_run, device="cpu")
+    tokenized: list[str] = []
+    tokenize = encoder.tokenizer.tokenize
+    monkeypatch.setattr(
+        encoder.tokenizer, "tokenize", lambda texts: tokenized.extend(texts) or tokenize(texts)
+    )
+    first = encoder.encode(SENTENCES, progress=False)
+    again = encoder.encode([*SENTENCES[::-1], "A new one ."], progress=False)
+    assert sorted(tokenized) == sorted([*SENTENCES, "A new one ."])  # each distinct sentence once
+    np.testing.assert_allclose(again[: len(SENTENCES)][::-1], first, rtol=1e-5, atol=1e-6)  # other batches
+    fresh = load_encoder(trained_run, device="cpu").encode(SENTENCES, progress=False)
+    np.testing.assert_allclose(first, fresh, rtol=1e-5, atol=1e-6)
+
+    # another tokenizer (or max_tokens) makes other tokens: the cache starts over
+    encoder.tokenizer = WhitespaceTokenizer()
+    assert encoder.cached_tokens(["Two dogs , here ."]) == [["two", "dogs", ",", "here", "."]]
+    assert set(encoder.token_cache) == {"Two dogs , here ."}
+
+    # it never holds more than its bound: emptied first when the next sentences would overflow it
+    monkeypatch.setattr(encoder_module, "TOKEN_CACHE_SENTENCES", 3)
+    encoder.cached_tokens(["a", "b"])
+    assert set(encoder.token_cache) == {"Two dogs , here .", "a", "b"}
+    encoder.cached_tokens(["c", "a"])
+    assert set(encoder.token_cache) == {"c"}
+    assert encoder.cached_tokens(["w", "x", "y", "z"]) == [["w"], ["x"], ["y"], ["z"]]
+    assert set(encoder.token_cache) == set()  # more than it may hold at once: not kept

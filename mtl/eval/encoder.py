@@ -52,6 +52,8 @@ from mtl.train.checkpoint import load
 from mtl.train.config import DataConfig, recorded_config
 from mtl.train.precision import DTYPES, autocast, bf16_supported
 
+TOKEN_CACHE_SENTENCES = 200_000  # ~870 bytes each at SNLI's 10 words a sentence: ~0.17 GB at most
+
 
 class SentenceEncoder:
     """A trained (or baseline) encoder with its tokenizer and vocabulary."""
@@ -73,7 +75,11 @@ class SentenceEncoder:
         self.max_tokens = max_tokens
         self.prompts: dict[str, str] = {}  # sentence-transformers' names; only encoder=hf runs take prompts
         self.default_prompt_name: str | None = None
-        self.truncated = 0  # sentences cut to max_tokens so far
+        self.truncated = 0  # distinct sentences cut to max_tokens so far
+        # Each sentence's tokens once tokenized, for the next encode() of it: the transfer suite
+        # and monitor= encode the same sentences again and again (keyed by what made them).
+        self.token_cache: dict[str, list[str]] = {}
+        self.token_cache_key: tuple[object, int | None] | None = None
         self.word_embeddings = "frozen"  # the run's embeddings=: frozen, trainable or both
         self.expansion: ExpansionMap | None = None  # set: new words' vectors go through it (vocab_expansion)
         self.vocabulary, self.tokenizer, self.vectors, self.device, self.name = (
@@ -306,14 +312,30 @@ class SentenceEncoder:
     def token_ids(self, sentences: Sequence[str]) -> list[np.ndarray]:
         """Each sentence's ids, at most `max_tokens` of them; words new to the vocabulary take their
         GloVe vector when there is one."""
-        tokens, truncated = tokenize_at_most(self.tokenizer, list(sentences), self.max_tokens)
-        self.truncated += truncated
+        tokens = self.cached_tokens(sentences)
         self.expand_vocabulary({word for words in tokens for word in words})
         self.token_counts.update(word for words in tokens for word in words)
         return [
             self.vocabulary.ids(words) if words else np.array([self.vocabulary.index[UNK]])
             for words in tokens
         ]
+
+    def cached_tokens(self, sentences: Sequence[str]) -> list[list[str]]:
+        """Each sentence's tokens (at most `max_tokens`), tokenizing only those not seen before;
+        the cache holds at most TOKEN_CACHE_SENTENCES (emptied when it would hold more)."""
+        if self.token_cache_key != (key := (self.tokenizer, self.max_tokens)):
+            self.token_cache, self.token_cache_key = {}, key
+        cache = self.token_cache
+        new = [sentence for sentence in dict.fromkeys(sentences) if sentence not in cache]
+        tokens, truncated = tokenize_at_most(self.tokenizer, new, self.max_tokens) if new else ([], 0)
+        self.truncated += truncated
+        fresh = dict(zip(new, tokens, strict=True))
+        found = [fresh[sentence] if sentence in fresh else cache[sentence] for sentence in sentences]
+        if len(cache) + len(fresh) > TOKEN_CACHE_SENTENCES:
+            cache.clear()
+        if len(fresh) <= TOKEN_CACHE_SENTENCES:
+            cache.update(fresh)
+        return found
 
     def _grown(self, weight: torch.Tensor, vectors: np.ndarray) -> torch.Tensor:
         """`weight` with a row for each of `vectors` (n, E) added below."""
