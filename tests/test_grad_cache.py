@@ -110,3 +110,54 @@ def test_dropout_draws_the_same_masks_in_both_passes(tiny_data, tmp_path, monkey
 def test_mini_batch_is_a_key_of_in_batch_tasks_only(tiny_data, tmp_path):
     with pytest.raises(UserError, match="nli.mini_batch"):
         config_from_args(args_for(tiny_data, tmp_path / "run", "nli.mini_batch=4"))
+
+
+def one_mixed_step(
+    tiny_data, out, balancer: str, *keys: str
+) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+    """The first schedule=mixed step's per-task losses, and every gradient it leaves (the
+    balancer's parameters' too)."""
+    config = resolve_inputs(
+        config_from_args(
+            args_for(
+                tiny_data,
+                out,
+                *TASKS["mnrl"],
+                "schedule=mixed",
+                f"balancer={balancer}",
+                "optim=sgd",
+                "max_grad_norm=0",
+                "precision=fp32",
+                *keys,
+            )  # fmt: skip
+        )
+    )
+    trainer = Trainer(config, out, progress=False)
+    batches = {task: trainer.setup.streams[task].next()[0] for task in ("nli", "mnrl")}
+    result = trainer.mixed_step(batches, 0)
+    parameters = [*trainer.model.named_parameters(), *trainer.setup.balancer.named_parameters("balancer")]
+    gradients = {name: p.grad.clone() for name, p in parameters if p.grad is not None}
+    return {task: r.loss for task, r in result.tasks.items()}, gradients
+
+
+@pytest.mark.parametrize("balancer", ["sum", "uncertainty"])
+def test_the_mixed_step_caches_an_in_batch_task_as_the_task_step_does(
+    tiny_data, tmp_path, balancer, monkeypatch
+):
+    # uncertainty weighs each task's loss by a learned exp(-s): GradCache's backward starts from
+    # that loss's gradient, and s gets its own from the whole batch's loss
+    from mtl.train import mixed
+
+    calls = []
+    real = mixed.cached_backward
+    monkeypatch.setattr(mixed, "cached_backward", lambda *args: calls.append(args[2]) or real(*args))
+    losses, gradients = one_mixed_step(tiny_data, tmp_path / "whole", balancer)
+    assert calls == []
+    cached_losses, cached = one_mixed_step(tiny_data, tmp_path / "cached", balancer, "mnrl.mini_batch=5")
+    assert calls == [5]  # mnrl's batch of 12 in chunks of 5 (was silently whole before)
+    assert cached_losses == pytest.approx(losses, rel=1e-5)
+    assert gradients.keys() == cached.keys() and len(gradients) > 4
+    if balancer == "uncertainty":
+        assert any(name.startswith("balancer") for name in gradients)
+    for name, gradient in gradients.items():
+        torch.testing.assert_close(cached[name], gradient, rtol=1e-4, atol=1e-6, msg=name)
