@@ -83,3 +83,21 @@ def test_every_lr_schedule_keeps_the_ratios(tiny_data, tmp_path, schedule):
     trainer.lr_schedule.after_epoch_dev("nli", improved=False)
     encoder, head = (g["lr"] for g in trainer.setup.optimizers["nli"].param_groups)
     assert head == pytest.approx(5 * encoder) and encoder < 0.01
+
+
+def test_a_plugins_decaying_lr_schedule_gets_max_steps_as_linear_does(tiny_data, tmp_path, monkeypatch):
+    # A schedule that decays over max_steps, given without max_steps=, trained at lr ~ 0 from
+    # step 1 (a total of 1 step) when only the built-in names were known to decay.
+    from mtl.train import lr_schedules
+
+    class Halving(lr_schedules.ByStep):
+        def factor(self, step: int, warmup: int, total: int) -> float:
+            return 1.0 - 0.5 * step / total
+
+    monkeypatch.setitem(lr_schedules.LR_SCHEDULES, "halving", Halving)
+    linear = trainer_with(tiny_data, tmp_path / "linear", "lr_schedule=linear", "max_steps=none")
+    halving = trainer_with(tiny_data, tmp_path / "halving", "lr_schedule=halving", "max_steps=none")
+    assert halving.config.optim.max_steps == linear.config.optim.max_steps > 1  # one epoch of nli
+    halving.lr_schedule.before_step(1)
+    assert halving.lr_schedule.lr("nli") > 0.09  # warm-up done or not, far from 0
+    assert lr_schedules.LR_SCHEDULES["constant"].needs_max_steps is False

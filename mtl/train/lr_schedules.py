@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mtl.errors import UserError
 from mtl.plugins import adds_to
 
 if TYPE_CHECKING:  # the config module names this one's registry in its choices (and loads no torch)
@@ -36,6 +37,9 @@ class LrSchedule:
 
     # True: the trainer scores the task's dev set at each of its epoch ends and calls `after_epoch_dev`.
     decides_at_epoch_end: bool = False
+    # True: the lr is a function of the step out of `max_steps` (a decay to 0 at the end): a run
+    # given no max_steps= gets one epoch of its main task, never a total of 1 step.
+    needs_max_steps: bool = False
 
     def after_evaluation(self, task: str, improved: bool) -> None:
         """An evaluation ended; `improved`: `task`'s dev metric is above its best so far."""
@@ -79,8 +83,12 @@ class InferSent(LrSchedule):
 class ByStep(LrSchedule):
     """An lr factor that is a function of the step alone, times each group's `base_lr`."""
 
+    needs_max_steps = True
+
     def before_step(self, step: int) -> None:
-        factor = self.factor(step, self.config.warmup_steps or 0, self.config.max_steps or 1)
+        if self.config.max_steps is None:  # resolve_inputs gives one; a caller that skipped it
+            raise UserError(f"lr_schedule={self.config.lr_schedule} decays over max_steps=: give max_steps=")
+        factor = self.factor(step, self.config.warmup_steps or 0, self.config.max_steps)
         for optimizer in self._distinct_optimizers():
             for group in optimizer.param_groups:
                 group["lr"] = group["base_lr"] * factor
@@ -90,6 +98,8 @@ class ByStep(LrSchedule):
 
 
 class Constant(ByStep):
+    needs_max_steps = False
+
     def before_step(self, step: int) -> None:
         if self.config.warmup_steps:  # else flat from the start: nothing to set (and runs from before
             super().before_step(step)  # base_lr existed had none)

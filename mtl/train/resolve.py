@@ -18,6 +18,7 @@ from mtl.models.encoders import traits
 from mtl.tasks import build_task
 from mtl.text.vectors import resolve_vectors_path
 from mtl.train.config import TrainConfig
+from mtl.train.lr_schedules import LR_SCHEDULES
 from mtl.train.precision import resolve_precision
 from mtl.train.scheduler import Scheduler
 
@@ -67,7 +68,7 @@ def resolve_settings(
         optim.optimizer_per_task = False
     if optim.max_grad_norm is None:
         optim.max_grad_norm = DEFAULT_MAX_GRAD_NORM[optim.optim]
-    decays_to_zero = optim.lr_schedule in ("linear", "cosine")
+    decays_to_zero = LR_SCHEDULES[optim.lr_schedule].needs_max_steps  # a plugin's too
     if optim.max_steps is None and (decays_to_zero or optim.stop == "max_steps") and train_sizes is not None:
         optim.max_steps = steps_for_one_epoch(config, train_sizes)
     if optim.warmup_steps is None and (optim.max_steps is not None or not decays_to_zero):
