@@ -212,8 +212,13 @@ def tiny_bert(tmp_path_factory) -> Path:
 @pytest.fixture
 def senteval(tmp_path) -> Path:
     """MR and CR in SentEval's layout, cut from the SNLI fixture (labels by sentence parity)."""
+    return senteval_folder(tmp_path)
+
+
+def senteval_folder(parent: Path) -> Path:
+    """`senteval`'s folder, written under `parent` (for fixtures of a wider scope)."""
     sentences = (FIXTURES / "snli_tiny" / "s1.train").read_text().splitlines()[:60]
-    root = tmp_path / "downstream"
+    root = parent / "downstream"
     for task, pos, neg in (
         ("MR", "rt-polarity.pos", "rt-polarity.neg"),
         ("CR", "custrev.pos", "custrev.neg"),

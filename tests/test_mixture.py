@@ -10,6 +10,7 @@ from mtl.cli import main
 from mtl.errors import UserError
 from mtl.jobs import mixture
 
+from .browser import can_look, look_at
 from .conftest import FIXTURES, args_for
 
 
@@ -70,6 +71,8 @@ def test_a_search_trains_proxies_fits_and_gives_verdicts_and_resumes_without_ret
     assert all(r["verdict"] in ("helps", "hurts", "no evidence") for r in result["verdicts"])
     page = (out / "mixture-search.html").read_text()
     assert "held-out error" in page and "<td>MR</td>" in page
+    if can_look():  # in a browser, as tests/test_pages.py looks at the other pages
+        assert not (problems := look_at(out / "mixture-search.html", "mixture-search")), problems
     # run again: nothing trains again (each run's summary untouched), the result is the same
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("*/*/summary.json")}
     assert main(command) == 0

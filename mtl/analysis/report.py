@@ -97,8 +97,10 @@ def build(runs: list[Run]) -> str:
 
 def _results_table(runs: list[Run]) -> str:
     """One row a run: its name, then its results (dev and test of each task, every transfer
-    report), then how it was trained and the keys the runs differ in. Results come first so a
-    page of many differing keys still shows them without scrolling."""
+    report), then how it was trained and the keys the runs differ in, and last the verdict
+    against a paper's row (a sentence, the widest cell: before the keys it pushed them out of
+    view). Results come first so a page of many differing keys still shows them without
+    scrolling."""
     reports = sorted({report for run in runs for report in run.transfer}, key=lambda r: (r != "transfer", r))
     transfer = [
         (report, task)
@@ -123,8 +125,10 @@ def _results_table(runs: list[Run]) -> str:
     ]
     # A run of a paper-* or infersent-* preset: its verdict against the paper's row (just reproduce)
     paper = {run.name: reproduce.verdict_line(run.folder) for run in runs}
-    against_paper = ["vs paper"] if any(paper.values()) else []
-    columns = ["run", *results, *against_paper, "encoder", "steps per block", "steps", "stopped by", *swept]
+    # the same sentence for every run (a sweep of one preset): said once under the table
+    said_once = len(runs) > 1 and len(set(paper.values())) == 1 and next(iter(paper.values()))
+    against_paper = ["vs paper"] if any(paper.values()) and not said_once else []
+    columns = ["run", *results, "encoder", "steps per block", "steps", "stopped by", *swept, *against_paper]
     rows = []
     for run in runs:
         s, flat = run.summary, flattened(run.config)
@@ -133,12 +137,12 @@ def _results_table(runs: list[Run]) -> str:
                 run.name,
                 *(_score(_best(run, task, split), run.metric(task)) for task, split in evaluations),
                 *(_transfer_cell(run, report, task) for report, task in transfer),
-                *([paper[run.name] or "–"] if against_paper else []),
                 run.encoder,
                 run.schedule_cell,  # (mixed: "mixed: a + b")
                 str(s.get(metrics.GLOBAL_STEP, _last_step(run))),
                 s.get("stop_reason") or _unfinished_state(run),
                 *(str(flat.get(key, "–")) for key in swept),
+                *([paper[run.name] or "–"] if against_paper else []),
             ]
         )
     directions = [
@@ -171,6 +175,8 @@ def _results_table(runs: list[Run]) -> str:
         for run in runs
         for report, reason in run.stale.items()
     ]
+    if said_once:
+        legend += f"<p>Against the paper's row, every run: {html.escape(str(said_once))}.</p>"
     seen = {run.name: seen_test_sets(run.summary.get("contamination") or {}) for run in runs if run.summary}
     if any(task in seen.get(run.name, {}) for run in runs for _, task in transfer):
         legend += (
@@ -323,7 +329,12 @@ def _curves(runs: list[Run]) -> str:
         dev_axis.set_title(
             f"{title}: dev {metric}" + (" (%)" if metrics.is_fraction(metric) else ""), fontsize=10
         )
-        shaded = " (its blocks shaded)" if len(blocks) == 1 else " (blocks differ between runs: not shaded)"
+        if all(run.schedule_cell.startswith("mixed:") for run in having):  # no blocks: every task, every step
+            shaded = " (schedule=mixed: every task at every step)"
+        else:
+            shaded = (
+                " (its blocks shaded)" if len(blocks) == 1 else " (blocks differ between runs: not shaded)"
+            )
         dev_axis.set_xlabel(f"{task} step{shaded}")
     handles, labels = axes[0][0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="upper center", ncol=min(len(runs), 4), fontsize=8, frameon=False)
