@@ -144,6 +144,31 @@ def test_bold_marks_a_columns_best_run_and_a_tie_marks_none(sweep_dir, tmp_path)
     assert "<strong>80.00</strong>" not in text and text.count("<td>80.00</td>") == 2  # CR: a tie
 
 
+def test_no_bold_where_just_compare_tells_no_run_apart(sweep_dir, tmp_path):
+    """A bold best where the significance test says "no evidence" would claim what it does not."""
+    from mtl.analysis.report import _results_table, _undecided
+    from mtl.analysis.significance import Comparison, SignificanceConfig
+    from mtl.runs import Run
+
+    runs = []
+    for name, mr, cr in (("a", 0.70, 0.70), ("b", 0.75, 0.80)):
+        run = member_copy(sweep_dir, tmp_path, name, lambda config: None)
+        (run / "transfer.json").write_text(json.dumps({"results": {"MR": {"acc": mr}, "CR": {"acc": cr}}}))
+        runs.append(Run.read(run))
+    # CR's interval excludes 0 (b better); MR's holds it (no evidence)
+    comparisons = [
+        Comparison("MR", "a", "b", 70.0, 75.0, low=-9.0, high=1.0, first_seeds=3, second_seeds=3),
+        Comparison("CR", "a", "b", 70.0, 80.0, low=-14.0, high=-6.0, first_seeds=3, second_seeds=3),
+    ]
+    undecided = _undecided((SignificanceConfig(report="transfer"), [], comparisons))
+    assert undecided == {("transfer", "MR")}
+    table = _results_table(runs, undecided)
+    assert "<strong>75.00</strong>" not in table and "<td>75.00</td>" in table  # MR: not told apart
+    assert "<strong>80.00</strong>" in table  # CR: b better
+    assert "no bold where it tells no run from the first" in table
+    assert "no bold where" not in _results_table(runs)  # without a test, bold as before
+
+
 def test_the_size_chart_joins_runs_that_differ_in_size_alone(sweep_dir, tmp_path):
     # a 64-d and a 256-d run that also differ in their learning rate: a line through them would
     # draw the learning rate's effect as the size's (a false trend); a run of another encoder with

@@ -72,7 +72,8 @@ def build(runs: list[Run]) -> str:
         if (balance := multitask.balance_figure(run)) is not None:
             balancer = run.config.get("schedule", {}).get("balancer", "sum")
             figures.append((f"Balancer of {run.name} (schedule=mixed, balancer={balancer})", balance))
-    significance = _significance(runs)
+    compared = _comparisons(runs)
+    significance = _significance(compared)
     affinity = [
         line for run in runs if run.affinity for line in multitask.affinity_table(run.name, run.affinity)
     ]
@@ -83,7 +84,7 @@ def build(runs: list[Run]) -> str:
         "<h1>mtl report</h1>",
         f"<p>{len(runs)} run(s), written {html.escape(time.strftime('%Y-%m-%d %H:%M'))}.</p>",
         "<h2>Results</h2>",
-        _results_table(runs),
+        _results_table(runs, _undecided(compared)),
         *(f'<p class="note">{html.escape(note)}</p>' for note in notes),
     ]
     for title, image in figures:
@@ -95,12 +96,13 @@ def build(runs: list[Run]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _results_table(runs: list[Run]) -> str:
+def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset()) -> str:
     """One row a run: its name, then its results (dev and test of each task, every transfer
     report), then how it was trained and the keys the runs differ in, and last the verdict
     against a paper's row (a sentence, the widest cell: before the keys it pushed them out of
     view). Results come first so a page of many differing keys still shows them without
-    scrolling."""
+    scrolling. `undecided`: the (report, task) columns where `just compare` tells no run from the
+    first: no bold there, as a bold best would claim what the test does not."""
     reports = sorted({report for run in runs for report in run.transfer}, key=lambda r: (r != "transfer", r))
     transfer = [
         (report, task)
@@ -153,12 +155,16 @@ def _results_table(runs: list[Run]) -> str:
         *(True for _ in transfer),  # every transfer headline: accuracy or a correlation
     ]
     first = 1
+    untested = [True] * len(evaluations) + [(report, task) not in undecided for report, task in transfer]
     best = {
         column: _best_value([row[column] for row in rows], higher)
-        for column, higher in zip(range(first, first + len(results)), directions, strict=True)
+        for column, higher, tested in zip(
+            range(first, first + len(results)), directions, untested, strict=True
+        )
         # a column where every run scores the same has no best run to point at
-        if len({row[column] for row in rows}) > 1
+        if len({row[column] for row in rows}) > 1 and tested
     }
+    unbolded = [column for column in range(len(transfer)) if not untested[len(evaluations) + column]]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join(
         "<tr>" + "".join(_cell(value, bold=best.get(i) == value) for i, value in enumerate(row)) + "</tr>"
@@ -166,7 +172,9 @@ def _results_table(runs: list[Run]) -> str:
     )
     legend = (
         "<p>Bold: the best run of a column (the lowest perplexity or loss, the highest other score); "
-        "whether the difference is real: the significance table below, where there is one.</p>"
+        "whether the difference is real: the significance table below, where there is one"
+        + ("; no bold where it tells no run from the first" if unbolded else "")
+        + ".</p>"
         if len(runs) > 1
         else ""
     )
@@ -453,24 +461,45 @@ def _figure2(runs: list[Run], swept: str) -> str:
     return svg_base64(figure)
 
 
-def _significance(runs: list[Run]) -> list[str]:
-    """`just compare`'s table for the runs (seeds grouped), on the first transfer report they all
-    keep per-item results of; nothing when there is no such report or fewer than two encoders."""
+Compared = tuple[significance.SignificanceConfig, list, list[significance.Comparison]]
+
+
+def _comparisons(runs: list[Run]) -> Compared | None:
+    """`just compare` on the runs (seeds grouped), each encoder against the first, on the first
+    transfer report they all keep per-item results of; None when there is no such report or
+    fewer than two encoders."""
     if len(runs) < 2:
-        return []
+        return None
     shared = [
         report
         for report in ("transfer", "transfer-fast", *sorted({r for run in runs for r in run.transfer}))
         if all((run.folder / f"{report}{ITEMS_SUFFIX}").is_file() for run in runs)
     ]
     if not shared:
-        return []
+        return None
     config = significance.SignificanceConfig(report=shared[0], resamples=2000)
     try:
         encoders = significance.group_runs([run.folder for run in runs], config.report)
-        comparisons = significance.compare(encoders, config, against_first=True)
+        return config, encoders, significance.compare(encoders, config, against_first=True)
     except UserError:
-        return []  # a single encoder (seeds only), or no task in common: nothing to test
+        return None  # a single encoder (seeds only), or no task in common: nothing to test
+
+
+def _undecided(compared: Compared | None) -> set[tuple[str, str]]:
+    """(report, task) of each task where no comparison found a difference."""
+    if compared is None:
+        return set()
+    config, _, comparisons = compared
+    tasks = {c.task for c in comparisons}
+    decided = {c.task for c in comparisons if c.verdict != "no evidence"}
+    return {(config.report, task) for task in tasks - decided}
+
+
+def _significance(compared: Compared | None) -> list[str]:
+    """`just compare`'s table for the runs; nothing when there was nothing to compare."""
+    if compared is None:
+        return []
+    config, encoders, comparisons = compared
     head, rows = significance.table(encoders, comparisons, config)
     table = "".join(f"<th>{html.escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
