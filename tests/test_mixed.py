@@ -329,3 +329,19 @@ def test_tag_groups_tasks_that_help_each_other_and_old_logs_still_read():
     old = {"step": 2, "block": 0, "task": "a", "tasks": tasks, "matrix": mean.tolist()}
     assert summarize([old]).half_width is None and not summarize([old]).within_noise().any()
     assert "no noise floor" in "".join(affinity_table("run", [old]))
+
+
+def test_a_plugin_schedule_that_trains_every_task_each_step_takes_the_mixed_step(
+    tiny_data, tmp_path, monkeypatch
+):
+    # "mixed" was decided by the schedule's name: a plugin's schedule of that kind was refused a
+    # balancer and trained one task a step
+    from mtl.train import scheduler
+
+    monkeypatch.setattr(scheduler, "EVERY_TASK_EACH_STEP", set())
+    monkeypatch.setitem(scheduler.SCHEDULES, "together", lambda s, step: s.tasks[0])
+    with pytest.raises(UserError, match="balancer=pcgrad combines the tasks of one step"):
+        start_run(tiny_data, tmp_path / "refused", "schedule=together", "balancer=pcgrad")
+    scheduler.register_schedule("together", every_task_each_step=True)(scheduler.SCHEDULES["together"])
+    _, summary = start_run(tiny_data, tmp_path / "run", "schedule=together", "balancer=pcgrad", "max_steps=4")
+    assert summary["steps/nli"] == summary["steps/squad"] == summary["global_step"] == 4

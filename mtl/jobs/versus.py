@@ -40,6 +40,7 @@ from mtl.runs import RunFolder, read_summary
 from mtl.tasks import named_config
 from mtl.train.config import TrainConfig, legacy_keys
 from mtl.train.run import config_from_args
+from mtl.train.scheduler import trains_every_task
 
 VERSUS_KEYS = ("budget", "transfer_tasks", "transfer_mode", "transfer_data", "out", "seeds", "seed")
 MIXTURE = "mixture"
@@ -81,7 +82,7 @@ def examples_per_step(config: TrainConfig) -> float:
     """The training examples one optimizer step of `config` takes, on average over its schedule."""
     training = {name: config.tasks[name] for name in config.training_tasks}
     kind = config.schedule.schedule
-    if kind == "mixed":
+    if trains_every_task(kind):
         return float(sum(task.batch for task in training.values()))
     if kind == "blocks" or len(training) == 1:
         return sum(t.steps * t.batch for t in training.values()) / sum(t.steps for t in training.values())

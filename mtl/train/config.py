@@ -38,7 +38,7 @@ from mtl.runs import upgrade
 from mtl.tasks import TaskConfig
 from mtl.train.balancers import BALANCERS
 from mtl.train.lr_schedules import LR_SCHEDULES
-from mtl.train.scheduler import SCHEDULES
+from mtl.train.scheduler import SCHEDULES, trains_every_task
 from mtl.train.selection import parse_terms
 
 
@@ -255,7 +255,7 @@ class TrainConfig:
         refused = [  # (key, whether given, why it does not combine with sharded parameters)
             (
                 "schedule=mixed",
-                self.schedule.schedule == "mixed",
+                trains_every_task(self.schedule.schedule),
                 "its balancers compare whole per-task gradients, which sharding splits",
             ),
             (
@@ -321,7 +321,7 @@ class TrainConfig:
                 raise UserError("temperature_end= anneals schedule=temperature: give schedule=temperature")
             if self.optim.max_steps is None:
                 raise UserError("temperature_end= anneals T over max_steps=: give max_steps=")
-        if schedule.balancer != "sum" and schedule.schedule != "mixed":
+        if schedule.balancer != "sum" and not trains_every_task(schedule.schedule):
             raise UserError(
                 f"balancer={schedule.balancer} combines the tasks of one step: give schedule=mixed"
             )

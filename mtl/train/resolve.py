@@ -20,7 +20,7 @@ from mtl.text.vectors import resolve_vectors_path
 from mtl.train.config import TrainConfig
 from mtl.train.lr_schedules import LR_SCHEDULES
 from mtl.train.precision import resolve_precision
-from mtl.train.scheduler import Scheduler
+from mtl.train.scheduler import Scheduler, trains_every_task
 
 DEFAULT_LR = {"sgd": 0.1, "adam": 1e-3, "adamw": 1e-3}
 DEFAULT_MAX_GRAD_NORM = {"sgd": 5.0, "adam": 5.0, "adamw": 1.0}  # InferSent clips at 5, SBERT at 1
@@ -64,7 +64,7 @@ def resolve_settings(
     optim.stop = stop if optim.stop == "auto" else optim.stop
     if optim.lr is None:
         optim.lr = DEFAULT_LR[optim.optim]
-    if config.schedule.schedule == "mixed":  # a step updates the encoder once, for every task
+    if trains_every_task(config.schedule.schedule):  # a step updates the encoder once, for every task
         optim.optimizer_per_task = False
     if optim.max_grad_norm is None:
         optim.max_grad_norm = DEFAULT_MAX_GRAD_NORM[optim.optim]

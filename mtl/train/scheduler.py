@@ -21,11 +21,24 @@ from mtl.plugins import adds_to
 # function of the step (and the scheduler's seed), so a resumed run draws the same tasks.
 ScheduleRule = Callable[["Scheduler", int], str]
 SCHEDULES: dict[str, ScheduleRule] = {}
+# The schedules whose every step trains every task at once (one update from all their gradients:
+# the mixed step, its balancers, one shared optimizer) rather than one task a step.
+EVERY_TASK_EACH_STEP: set[str] = set()
 
 
-def register_schedule(name: str) -> Callable[[ScheduleRule], ScheduleRule]:
-    """Make a rule available to schedule=NAME (a decorator)."""
+def register_schedule(
+    name: str, every_task_each_step: bool = False
+) -> Callable[[ScheduleRule], ScheduleRule]:
+    """Make a rule available to schedule=NAME (a decorator); `every_task_each_step`: its steps
+    train every task together (schedule=mixed's kind), its rule naming the task a step counts for."""
+    if every_task_each_step:
+        EVERY_TASK_EACH_STEP.add(name)
     return adds_to(SCHEDULES, name)
+
+
+def trains_every_task(schedule: str) -> bool:
+    """Whether `schedule`'s steps train every task at once (see EVERY_TASK_EACH_STEP)."""
+    return schedule in EVERY_TASK_EACH_STEP
 
 
 class Scheduler:
@@ -58,7 +71,7 @@ class Scheduler:
     @property
     def mixed(self) -> bool:
         """Whether every task trains at every step (schedule=mixed)."""
-        return self.kind == "mixed"
+        return trains_every_task(self.kind)
 
     def task_at(self, step: int) -> str:
         """The task that trains at `step` (under schedule=mixed: the first, which trains at every step)."""
@@ -149,7 +162,7 @@ def temperature(scheduler: Scheduler, step: int) -> str:
     return scheduler.drawn(step, 1.0 / scheduler.temperature_at(step))
 
 
-@register_schedule("mixed")
+@register_schedule("mixed", every_task_each_step=True)
 def mixed(scheduler: Scheduler, step: int) -> str:
     """Every task at every step (`tasks_at`); the first is the one that step counts for."""
     return scheduler.tasks[0]
