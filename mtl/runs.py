@@ -247,12 +247,17 @@ class Run:
         return not isinstance(entry, dict) or entry.get("train", True) is not False
 
     @property
+    def mixed(self) -> bool:
+        """Whether every step trained every task at once (schedule=mixed): no blocks."""
+        return self.config.get("schedule", {}).get("schedule") == "mixed"
+
+    @property
     def schedule_cell(self) -> str:
         """The run's schedule in a few words: `nli 1000 / squad 500`, `mixed: nli + squad`, and
         the tasks that only watched."""
         trained = [task for task in self.tasks if self.trains(task)]
         watched = [task for task in self.tasks if not self.trains(task)]
-        if self.config.get("schedule", {}).get("schedule") == "mixed":
+        if self.mixed:
             text = "mixed: " + " + ".join(trained)
         else:
             text = " / ".join(f"{task} {self.block_steps(task)}" for task in trained)

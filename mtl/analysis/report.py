@@ -154,17 +154,13 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
         ),
         *(True for _ in transfer),  # every transfer headline: accuracy or a correlation
     ]
-    first = 1
-    untested = [True] * len(evaluations) + [(report, task) not in undecided for report, task in transfer]
+    may_bold = [True] * len(evaluations) + [(report, task) not in undecided for report, task in transfer]
     best = {
         column: _best_value([row[column] for row in rows], higher)
-        for column, higher, tested in zip(
-            range(first, first + len(results)), directions, untested, strict=True
-        )
+        for column, higher, allowed in zip(range(1, 1 + len(results)), directions, may_bold, strict=True)
         # a column where every run scores the same has no best run to point at
-        if len({row[column] for row in rows}) > 1 and tested
+        if len({row[column] for row in rows}) > 1 and allowed
     }
-    unbolded = [column for column in range(len(transfer)) if not untested[len(evaluations) + column]]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join(
         "<tr>" + "".join(_cell(value, bold=best.get(i) == value) for i, value in enumerate(row)) + "</tr>"
@@ -173,7 +169,7 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
     legend = (
         "<p>Bold: the best run of a column (the lowest perplexity or loss, the highest other score); "
         "whether the difference is real: the significance table below, where there is one"
-        + ("; no bold where it tells no run from the first" if unbolded else "")
+        + ("; no bold where it tells no run from the first" if not all(may_bold) else "")
         + ".</p>"
         if len(runs) > 1
         else ""
@@ -280,9 +276,8 @@ def _curves(runs: list[Run]) -> str:
         loss_axis, dev_axis = axes[0][column], axes[1][column]
         having = [run for run in runs if task in run.tasks]
         metric = "acc"
-        drawn: dict[
-            str, list[float]
-        ] = {}  # run -> its smoothed losses, to keep one diverged run from flattening the rest
+        # run -> its smoothed losses, to keep one diverged run from flattening the rest
+        drawn: dict[str, list[float]] = {}
         for run in having:
             colour = colours[run.name]
             # (a value logged as null was not finite: a diverged step's loss, say; not drawn)
@@ -337,7 +332,7 @@ def _curves(runs: list[Run]) -> str:
         dev_axis.set_title(
             f"{title}: dev {metric}" + (" (%)" if metrics.is_fraction(metric) else ""), fontsize=10
         )
-        if all(run.schedule_cell.startswith("mixed:") for run in having):  # no blocks: every task, every step
+        if all(run.mixed for run in having):  # no blocks: every task, every step
             shaded = " (schedule=mixed: every task at every step)"
         else:
             shaded = (

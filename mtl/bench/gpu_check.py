@@ -121,7 +121,8 @@ def run(config: GpuCheckConfig) -> Path:
     header = [f"# gpu-check, {time.strftime('%Y-%m-%d %H:%M')}", "", *environment(config.device), ""]
     sections: list[str] = []
     started = time.perf_counter()
-    for step in steps(config):
+    chosen = steps(config)
+    for step in chosen:
         limit = max(1, int(config.budget * step.share))
         command = [sys.executable, "-m", *step.args]
         say(f"gpu-check: {step.name} (at most {limit} s): {shlex.join(step.args)}")
@@ -145,7 +146,7 @@ def run(config: GpuCheckConfig) -> Path:
         sections += [f"## {step.name}", "", f"    {shlex.join(step.args)}", "",
                      f"exit {code}, {seconds:.0f} s", "", "```", tail, "```", ""]  # fmt: skip
         atomic.write_text(out, "\n".join(header + sections) + "\n", "gpu-check results")  # kept step by step
-    say(f"gpu-check: {len(steps(config))} steps in {time.perf_counter() - started:.0f} s; results in {out}")
+    say(f"gpu-check: {len(chosen)} steps in {time.perf_counter() - started:.0f} s; results in {out}")
     return out
 
 

@@ -38,14 +38,17 @@ def offline_unless_reachable(timeout: float = 3.0) -> Iterator[bool]:
     modules = [
         sys.modules[name] for name in ("huggingface_hub.constants", "datasets.config") if name in sys.modules
     ]
-    saved = [module.HF_HUB_OFFLINE for module in modules]
+    saved, saved_environ = [module.HF_HUB_OFFLINE for module in modules], os.environ.get("HF_HUB_OFFLINE")
     os.environ["HF_HUB_OFFLINE"] = "1"
     for module in modules:
         module.HF_HUB_OFFLINE = True
     try:
         yield True
     finally:
-        os.environ.pop("HF_HUB_OFFLINE", None)
+        if saved_environ is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:  # a setting that did not mean offline ("0"): as it was
+            os.environ["HF_HUB_OFFLINE"] = saved_environ
         for module, value in zip(modules, saved, strict=True):
             module.HF_HUB_OFFLINE = value
 
