@@ -138,3 +138,100 @@ def test_a_hub_out_of_reach_is_one_line_without_retries(tiny_data, tmp_path, mon
         assert code == 2 and "the Hugging Face Hub is out of reach from here" in err
     # the offline mode was this command's only: the process is as it was
     assert "HF_HUB_OFFLINE" not in os.environ and huggingface_hub.constants.HF_HUB_OFFLINE is False
+
+
+def test_local_sts_tasks_hold_mtebs_own_pairs(shared_data):
+    """data=local reads SentEval's copies; MTEB recorded statistics of its own copies (pair count,
+    unique pairs, mean score, characters per column): the local build matches them, text included
+    where the report says it is MTEB's text."""
+    import mteb
+
+    from mtl.eval.mteb_local import LOCAL_TASKS, SAME_TEXT, pairs
+
+    root = shared_data / "senteval" / "downstream"
+    for name, source in LOCAL_TASKS.items():
+        first, second, scores = pairs(name, root)
+        recorded = mteb.get_task(name).metadata.descriptive_stats["test"]
+        assert len(scores) == recorded["num_samples"], name
+        assert len(set(zip(first, second, strict=True))) == recorded["unique_pairs"], name
+        assert sum(scores) / len(scores) == pytest.approx(recorded["label_statistics"]["avg_score"], abs=1e-9)
+        same_text = [
+            sum(map(len, first)) == recorded["text1_statistics"]["total_text_length"],
+            sum(map(len, second)) == recorded["text2_statistics"]["total_text_length"],
+        ]
+        # STSBenchmark and SICK-R: SentEval's script tokenized them, and the report says so
+        assert all(same_text) == (source.note == SAME_TEXT), name
+
+
+def test_just_mteb_on_local_data_scores_as_transfer_does(shared_data, tiny_data, tmp_path, capsys):
+    """`just mteb ... data=local` on MTEB's STS tasks without the Hub: each score equals the
+    Spearman correlation of the same cosines `just transfer` wrote per pair (its STS12-16 items,
+    pooled over subsets as MTEB pools them), or of the encoder's cosines (STS-B and SICK-R, which
+    `just transfer` scores with a trained regressor instead)."""
+    import json
+
+    from mtl.cli import main
+
+    glove = shared_data / "glove" / "glove.6B.50d.zip"
+    run_dir, _ = start_run(tiny_data, tmp_path / "run", f"vectors={glove}")
+    years = ["STS12", "STS13", "STS14", "STS15", "STS16"]
+    names = ",".join([*years, "STSBenchmark", "SICKR"])  # the transfer suite's own spellings work too
+    assert (
+        main(["mteb", f"run={run_dir}", f"tasks={names}", "data=local", "device=cpu", "wandb=disabled"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "tokenized by SentEval's script" in out and "written to" in out
+    report = json.loads((run_dir / "transfer-mteb-local.json").read_text())
+    assert report["data"] == str(shared_data / "senteval" / "downstream")
+    scores = {task: values["main_score"] for task, values in report["results"].items()}
+    assert set(scores) == {*years, "STSBenchmark", "SICK-R"}
+
+    downstream = shared_data / "senteval" / "downstream"
+    assert (
+        main(["transfer", f"run={run_dir}", f"tasks={','.join(years)}", "mode=fast", f"data={downstream}"])
+        == 0
+    )
+    items = np.load(run_dir / "transfer-fast.items.npz")
+    # MTEB takes its cosines in float32, the suite in float64: near ties may swap ranks (1e-5 here)
+    for year in years:
+        predicted = np.concatenate(
+            [items[k] for k in sorted(items) if k.startswith(f"{year}/") and k.endswith("/predicted")]
+        )
+        gold = np.concatenate(
+            [items[k] for k in sorted(items) if k.startswith(f"{year}/") and k.endswith("/gold")]
+        )
+        assert scores[year] == pytest.approx(spearmanr(predicted, gold).statistic, abs=1e-4), year
+
+    from mtl.eval.mteb_local import pairs
+
+    encoder = load_encoder(run_dir, device="cpu")
+    for name in ("STSBenchmark", "SICK-R"):
+        first, second, gold = pairs(name, downstream)
+        a, b = (
+            encoder.encode(first, normalize_embeddings=True),
+            encoder.encode(second, normalize_embeddings=True),
+        )
+        assert scores[name] == pytest.approx(spearmanr((a * b).sum(axis=1), gold).statistic, abs=1e-4), name
+    assert (
+        0.2 < scores["STS12"] < 0.9
+    )  # a GloVe 50d encoder barely trained: between noise and the state of the art
+
+    # both reports side by side on the run's page: two columns, never merged
+    page = tmp_path / "page.html"
+    assert main(["report", str(run_dir), f"out={page}"]) == 0
+    assert "<th>STS12 (mteb-local)</th>" in page.read_text()
+
+
+def test_local_data_names_what_it_lacks_in_one_line(tiny_data, tmp_path, monkeypatch, capsys):
+    from mtl.cli import main
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    assert main(["mteb", f"run={run_dir}", "tasks=STS12,Banking77Classification", "data=local"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(
+        "error: data=local: no local copy of Banking77Classification; SentEval's data gives STS12"
+    )
+    monkeypatch.delenv("MTL_DATA_DIR", raising=False)
+    assert main(["mteb", f"run={run_dir}", "tasks=STS12", f"data={tmp_path / 'nowhere'}"]) == 2
+    assert "SentEval's downstream folder" in capsys.readouterr().err

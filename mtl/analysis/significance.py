@@ -328,9 +328,9 @@ def group_runs(folders: list[Path], report: str) -> list[Encoder]:
         items: dict[str, list[Items]] = {}
         for index in members:
             path = runs[index].folder / f"{report}{ITEMS_SUFFIX}"
-            if not path.is_file() and report == "transfer-mteb":
+            if not path.is_file() and report.startswith("transfer-mteb"):
                 raise UserError(
-                    "report=transfer-mteb: MTEB keeps no per-item outputs, so its scores cannot be "
+                    f"report={report}: MTEB keeps no per-item outputs, so its scores cannot be "
                     "resampled; `just report` shows them beside the runs; compare a SentEval report"
                 )
             if not path.is_file():

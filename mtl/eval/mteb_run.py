@@ -7,7 +7,8 @@ shows them in the run's row and `just compare` lists them; a W&B run in the trai
 group holds them as a table and summary. MTEB keeps no per-item outputs, so `just compare`
 cannot resample them (it says so). Tasks run as MTEB gives them: its datasets come from the
 Hugging Face Hub or its local cache; a task whose data cannot be had is named, not skipped
-silently.
+silently. `data=local` builds MTEB's STS tasks from SentEval's copies instead (mteb_local.py),
+into `<run>/transfer-mteb-local.json`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from mtl.errors import UserError
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.eval.configs import MTEBConfig as MTEBConfig
 from mtl.eval.mteb import MTEBEncoder  # imports mteb: a one-line error when it is missing
+from mtl.eval.mteb_local import LOCAL_TASKS, canonical, check_local, senteval_root, with_local_data
 from mtl.eval.transfer.provenance import evaluated
 from mtl.files import atomic, jsonfile
 from mtl.files.hub import offline_unless_reachable
@@ -54,10 +56,16 @@ def resolve_tasks(names: list[str]) -> list[Any]:
 
 def evaluate(config: MTEBConfig) -> dict:
     """Run the tasks; write the report; return it."""
-    names = [name.strip() for name in config.tasks.split(",") if name.strip()]
+    names = [canonical(name.strip()) for name in config.tasks.split(",") if name.strip()]
     if not config.run or not names:
         raise UserError("mteb needs run=<run folder> and tasks=<MTEB task names, comma-separated>")
-    tasks = resolve_tasks(names)
+    local = config.data != "hub"
+    if local:
+        check_local(names)
+        root = senteval_root(config.data)
+        tasks = with_local_data(resolve_tasks(names), root)
+    else:
+        tasks = resolve_tasks(names)
     model = MTEBEncoder(config.run, config.device, config.batch_size, show_progress_bar=True)
     out = Path(config.out).expanduser() if config.out else RunFolder(Path(config.run)).path
     started = time.perf_counter()
@@ -80,6 +88,7 @@ def evaluate(config: MTEBConfig) -> dict:
     metric = {task.metadata.name: task.metadata.main_score for task in tasks}
     results = {
         task.task_name: {"main_score": float(task.get_score()), "metric": metric[task.task_name]}
+        | ({"data": LOCAL_TASKS[task.task_name].note} if local else {})
         for task in result.task_results
     }
     report = {
@@ -90,46 +99,64 @@ def evaluate(config: MTEBConfig) -> dict:
         "pooling": None,
         "mode": "mteb",
         "mteb_version": mteb.__version__,
+        "data": str(root) if local else "hub",  # where the tasks' pairs came from
         "seconds": round(time.perf_counter() - started, 1),
         "evaluated": [evaluated(config.run)],  # so a report of an early checkpoint is flagged
         "results": results,
     }
-    atomic.write_text(out / f"{REPORT}.json", jsonfile.dumps(report, indent=2) + "\n", "MTEB report")
-    atomic.write_text(out / f"{REPORT}.md", markdown(report), "MTEB report")
+    name = report_name(config)
+    atomic.write_text(out / f"{name}.json", jsonfile.dumps(report, indent=2) + "\n", "MTEB report")
+    atomic.write_text(out / f"{name}.md", markdown(report), "MTEB report")
     _track(config, out, report)
     return report
 
 
+def report_name(config: MTEBConfig) -> str:
+    """transfer-mteb, or transfer-mteb-local for tasks built from SentEval's copies: the two
+    never share a report (`just report` shows them as two columns)."""
+    return REPORT if config.data == "hub" else f"{REPORT}-local"
+
+
 def markdown(report: dict) -> str:
     rows = "".join(
-        f"| {task} | {values['metric']} | {100 * values['main_score']:.2f} |\n"
+        f"| {task} | {values['metric']} | {100 * values['main_score']:.2f} |"
+        + (f" {values['data']} |" if "data" in values else "")
+        + "\n"
         for task, values in report["results"].items()
     )
+    local = report.get("data", "hub") != "hub"
+    header = (
+        "| task | metric | score | data |\n|---|---|---:|---|"
+        if local
+        else "| task | metric | score |\n|---|---|---:|"
+    )
+    source = f" on SentEval's copies in {report['data']}" if local else ""
     return (
-        f"MTEB {report['mteb_version']} on {report['encoder']} ({report['dim']} dimensions), "
-        f"{report['seconds']:.0f} s; main score x 100.\n\n| task | metric | score |\n|---|---|---:|\n{rows}"
+        f"MTEB {report['mteb_version']} on {report['encoder']} ({report['dim']} dimensions){source}, "
+        f"{report['seconds']:.0f} s; main score x 100.\n\n{header}\n{rows}"
     )
 
 
 def _track(config: MTEBConfig, out: Path, report: dict) -> None:
     """A W&B run in the training run's group: the scores as a table and in the summary."""
+    kind = report_name(config).removeprefix("transfer-")  # mteb, or mteb-local
     tracker = Tracker.start(
         job_type="mteb-eval",
         config={**asdict(config), "dim": report["dim"], "mteb_version": report["mteb_version"]},
         project=config.wandb_project,
-        directory=out / "mteb",  # its own wandb/ folder, as transfer's
+        directory=out / kind,  # its own wandb/ folder, as transfer's
         mode=config.wandb,
-        name=f"mteb-{report['encoder']}",
+        name=f"{kind}-{report['encoder']}",
         group=wandb_group(out),
-        tags=["mteb"],
+        tags=["mteb", *(["local-data"] if kind != "mteb" else [])],
     )
     tracker.table(
-        "mteb",
+        kind,
         ["task", "metric", "main_score"],
         [[task, values["metric"], values["main_score"]] for task, values in report["results"].items()],
     )
     tracker.summary(
-        {f"mteb/{task}/main_score": values["main_score"] for task, values in report["results"].items()}
+        {f"{kind}/{task}/main_score": values["main_score"] for task, values in report["results"].items()}
     )
     tracker.finish()
 
@@ -143,5 +170,5 @@ def command(args: Sequence[str]) -> None:
     config = apply_overrides(MTEBConfig(), args)
     report = evaluate(config)
     print(markdown(report))
-    out = Path(config.out).expanduser() if config.out else Path(config.run)
-    print(f"written to {out / REPORT}.json and {out / REPORT}.md")
+    out, name = Path(config.out).expanduser() if config.out else Path(config.run), report_name(config)
+    print(f"written to {out / name}.json and {out / name}.md")

@@ -89,7 +89,7 @@ def transfer_rows(run: Path) -> list[tuple[str, str, str, str, float]]:
     rows = []
     for path in report_paths(run):
         report = read_report(path, damaged_is_missing=True)
-        if report is None or path.stem == "transfer-mteb":
+        if report is None or path.stem.startswith("transfer-mteb"):
             continue
         protocol = protocol_text(report)
         for task in ordered(report["results"]):
