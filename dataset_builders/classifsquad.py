@@ -9,6 +9,7 @@ of the same article (or paragraph), skipping pairs where one answer contains the
 from __future__ import annotations
 
 import gc
+import json
 import os
 import shlex
 import shutil
@@ -26,6 +27,7 @@ from tqdm.auto import tqdm
 from mtl.config import AtLeast0, AtLeast1, apply_overrides, flattened
 from mtl.console import progress_stream
 from mtl.data.classifsquad import COLUMNS, LABEL_NAMES, SENTENCES, describe_folder, is_build, to_dataset_dict
+from mtl.data.squad import SPLITS as SQUAD_SPLITS
 from mtl.data.squad import Article, load_squad, resolve_squad_source
 from mtl.errors import UserError
 from mtl.files import jsonfile
@@ -34,7 +36,7 @@ from mtl.files.locks import FolderLock, process_alive
 from mtl.text.coverage import Coverage
 from mtl.text.token_cache import cached_tokenize
 from mtl.text.tokenizer import make_tokenizer
-from mtl.text.vectors import load_vectors, resolve_vectors_path
+from mtl.text.vectors import content_digest, load_vectors, resolve_vectors_path
 from mtl.tracking.tracker import Tracker
 from mtl.train.presets import build_preset_dir, preset_overrides
 
@@ -303,10 +305,12 @@ def build(config: BuildConfig) -> dict[str, object]:
     """Build both splits, write `config.out` atomically, log the build to W&B, return stats."""
     out = check_output_dir(Path(config.out), "out")
     with FolderLock(out, "ClassifSQuAD output", "out"):  # a second build of `out` waits its turn: refused
-        check_replaceable(out, config.overwrite)
         started = time.perf_counter()
         squad_source = resolve_squad_source(config.squad)
         vectors_path = resolve_vectors_path(config.vectors)
+        if not config.overwrite and (built := already_built(out, config, squad_source, vectors_path)):
+            return built
+        check_replaceable(out, config.overwrite)
         tracker = _start_tracking(config, out, squad_source, vectors_path)
         try:
             with without_cycle_collection():
@@ -388,10 +392,9 @@ def _build(
         )
 
     summary = {
-        "config": {
-            k: v for k, v in asdict(config).items() if not k.startswith(("wandb", "overwrite", "out"))
-        },
+        "config": recorded_settings(config),
         "vectors": {"file": vectors_path.name, "vocabulary_in_squad": len(vocabulary)},
+        **({"input_sha256": digests} if (digests := input_digests(squad_source, vectors_path)) else {}),
         **tokenizer.description,
         "splits": stats,
     }
@@ -413,6 +416,42 @@ def squad_texts(articles: Sequence[Article]) -> list[str]:
         for question in paragraph.questions
         for text in (question.text, *question.answers)
     ]
+
+
+def recorded_settings(config: BuildConfig) -> dict:
+    """The settings a build records in stats.json: what decides its content."""
+    return {k: v for k, v in asdict(config).items() if not k.startswith(("wandb", "overwrite", "out"))}
+
+
+def input_digests(squad_source: str, vectors_path: Path) -> dict[str, str] | None:
+    """SHA-256 of each input file by name (remembered per file in the cache, as the vectors'
+    digest is); None for SQuAD from the Hub, which has no file here to hash."""
+    folder = Path(squad_source).expanduser()
+    if not folder.is_dir():
+        return None
+    files = [folder / name for name, _ in SQUAD_SPLITS.values()] + [vectors_path]
+    return {path.name: content_digest(path) for path in files}
+
+
+def already_built(out: Path, config: BuildConfig, squad_source: str, vectors_path: Path) -> dict | None:
+    """The summary of the build `out` holds when it was made with these settings from these very
+    files (a repeated command has nothing to do), else None. Builds that recorded no input digests
+    (from the Hub, or older than this check) are never taken as the same."""
+    if not is_build(out):
+        return None
+    try:
+        recorded = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    current = json.loads(jsonfile.dumps(recorded_settings(config)))  # as JSON holds it
+    digests = recorded.get("input_sha256") if isinstance(recorded, dict) else None
+    if (
+        not digests
+        or recorded.get("config") != current
+        or digests != input_digests(squad_source, vectors_path)
+    ):
+        return None
+    return {**recorded, "seconds": 0.0, "out": str(out), "unchanged": True}
 
 
 def check_replaceable(out: Path, overwrite: bool) -> None:
@@ -635,7 +674,10 @@ def command(args: Sequence[str]) -> None:
 
 def format_summary(summary: dict) -> str:
     lines = [
-        f"ClassifSQuAD written to {summary['out']} in {summary['seconds']:.1f} s "
+        f"{summary['out']} already holds this build (the same settings, SQuAD and vectors files): "
+        "nothing to do; overwrite=true builds it again"
+        if summary.get("unchanged")
+        else f"ClassifSQuAD written to {summary['out']} in {summary['seconds']:.1f} s "
         f"(vectors {summary['vectors']['file']}, scope {summary['config']['scope']})"
     ]
     for split, stats in summary["splits"].items():

@@ -342,6 +342,32 @@ def test_an_existing_build_is_replaced_only_with_overwrite(tmp_path, tiny_vector
     assert json.loads((tmp_path / "out" / "stats.json").read_text())["config"]["seed"] == 9
 
 
+def test_the_same_build_again_has_nothing_to_do(tmp_path, tiny_vectors):
+    """README's first command builds data/classifsquad; its Build section shows the command again:
+    the same settings from the same files leave the build as it is. A changed setting or a changed
+    input file is still refused without overwrite=true."""
+    from dataset_builders.classifsquad import format_summary
+
+    first = build(tiny_config(tmp_path, tiny_vectors))
+    written = {path: path.stat().st_mtime_ns for path in (tmp_path / "out").rglob("*")}
+    again = build(tiny_config(tmp_path, tiny_vectors))
+    assert again["unchanged"] and again["splits"] == first["splits"]
+    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "out").rglob("*")} == written
+    assert format_summary(again).startswith(f"{tmp_path / 'out'} already holds this build")
+    with pytest.raises(UserError, match=r"already holds a build: pass overwrite=true"):
+        build(tiny_config(tmp_path, tiny_vectors, seed=9))
+    changed = tmp_path / tiny_vectors.name  # the same file name, one value changed
+    lines = tiny_vectors.read_text().splitlines()
+    changed.write_text("\n".join([lines[0].rsplit(" ", 1)[0] + " 0.5", *lines[1:]]) + "\n")
+    with pytest.raises(UserError, match=r"already holds a build: pass overwrite=true"):
+        build(tiny_config(tmp_path, changed))
+    recorded = json.loads((tmp_path / "out" / "stats.json").read_text())
+    del recorded["input_sha256"]  # a build made before builds recorded their inputs
+    (tmp_path / "out" / "stats.json").write_text(json.dumps(recorded))
+    with pytest.raises(UserError, match=r"already holds a build: pass overwrite=true"):
+        build(tiny_config(tmp_path, tiny_vectors))
+
+
 @pytest.mark.parametrize("extra", ["train-v1.1.json", "notes.txt"])
 def test_overwrite_never_deletes_a_folder_that_is_not_a_build(tmp_path, tiny_vectors, extra):
     # A trap once: classifsquad=<the SQuAD folder> -> "build it" -> overwrite=true deleted SQuAD.
