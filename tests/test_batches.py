@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import torch
 
 from mtl.data.batches import SentenceTable, TaskExamples, TaskStream
@@ -129,3 +130,23 @@ def test_long_sentences_are_cut_at_read_time_and_counted():
     assert [len(t) for t in table.tokens] == [4, 6, 1]
     assert table.truncated == 2  # the 20,000 words, and the one 100,000-character word
     assert table.tokens[0] == ["a", "dog", "runs", "."]
+
+
+def test_a_datasets_tokens_are_read_back_by_the_next_process(monkeypatch):
+    """A task's sentences (1,000 or more) are tokenized once per machine: the next training or
+    transfer process (a sweep's member, a resume) reads them from the token cache; a short list
+    (a query) is tokenized and not kept."""
+    import mtl.data.batches as batches
+
+    texts = [f"Sentence number {i} , said the U.S. man ." for i in range(batches.DISK_CACHED_TEXTS)]
+    first = SentenceTable(texts, Tokenizer(), max_tokens=64)
+
+    def never(self, texts):
+        raise AssertionError("tokenized again")
+
+    monkeypatch.setattr(Tokenizer, "_tokenize_unique", never)
+    again = SentenceTable(texts, Tokenizer(), max_tokens=64)
+    assert again.tokens == first.tokens
+    assert first.tokens[0] == ["sentence", "number", "0", ",", "said", "the", "u.s.", "man", "."]
+    with pytest.raises(AssertionError, match="tokenized again"):
+        SentenceTable(texts[:10], Tokenizer(), max_tokens=64)

@@ -52,13 +52,11 @@ def test_a_watched_task_can_pick_the_checkpoint_and_its_probe_is_deterministic(t
 
 
 def test_a_probe_task_is_scored_on_at_most_probe_train_examples(tiny_data, tmp_path, monkeypatch):
-    from mtl.train import probe
+    from sklearn.linear_model import LogisticRegression
 
     fitted = []
-    real = probe.LogisticRegression.fit
-    monkeypatch.setattr(
-        probe.LogisticRegression, "fit", lambda self, x, y: fitted.append(len(x)) or real(self, x, y)
-    )
+    real = LogisticRegression.fit
+    monkeypatch.setattr(LogisticRegression, "fit", lambda self, x, y: fitted.append(len(x)) or real(self, x, y))
     start_run(tiny_data, tmp_path / "run", *STS, "squad.probe_train=5", "max_steps=3", "eval_every=3")
     assert fitted and set(fitted) == {5}
 

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from mtl.runtime.device import to_device
+from mtl.text.token_cache import cached_tokenize
 from mtl.text.tokenizer import Tokenizer
 from mtl.text.vocab import Vocabulary
 
@@ -65,6 +66,10 @@ class SentenceTable:
 
 
 CHARACTERS_PER_TOKEN = 64  # a text is cut to this many characters per allowed token before tokenizing
+# A list of at least this many texts is a dataset's (a task's sentences, a transfer task's): its
+# tokens are kept on disk ($MTL_CACHE_DIR/tokens), so the next process reads them instead of
+# tokenizing again (each sweep member, resume, transfer run). Shorter lists (queries) are not kept.
+DISK_CACHED_TEXTS = 1000
 
 
 def tokenize_at_most(
@@ -77,13 +82,19 @@ def tokenize_at_most(
     beyond any real sentence of `max_tokens` words, so the tokenizer's time stays bounded too.
     """
     if max_tokens is None:
-        return tokenizer.tokenize(texts), 0
+        return _tokenized(tokenizer, texts), 0
     limit = max_tokens * CHARACTERS_PER_TOKEN
-    tokens = tokenizer.tokenize([text[:limit] for text in texts])
+    tokens = _tokenized(tokenizer, [text[:limit] for text in texts])
     truncated = sum(
         len(words) > max_tokens or len(text) > limit for words, text in zip(tokens, texts, strict=True)
     )
     return [words[:max_tokens] for words in tokens], truncated
+
+
+def _tokenized(tokenizer: Tokenizer, texts: Sequence[str]) -> list[list[str]]:
+    if len(texts) >= DISK_CACHED_TEXTS and hasattr(tokenizer, "description"):
+        return cached_tokenize(tokenizer, texts)
+    return tokenizer.tokenize(texts)
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """A set of texts' tokens kept on disk (`$MTL_CACHE_DIR/tokens`), so that building ClassifSQuAD
 again (other filters, scope, seed, or the tests' three builds) reads them instead of tokenizing
 SQuAD's 176k questions and answers again (12 s with spaCy, 25-40 s with NLTK's treebank
-tokenizer on 2 cores).
+tokenizer on 2 cores), and a training or transfer process reads a task's tokens that an earlier
+one made (a sweep's members, a resume: 5.5 s of spaCy for SNLI's slice and dev/test sets).
 
 An entry is named by the digest of what decides the tokens: the tokenizer and its library's
 version (`description`), the source of mtl's tokenizer module (its post-processing: lowercasing,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from sklearn.linear_model import LogisticRegression
 
 from mtl import metrics
 from mtl.data.batches import SentenceTable, TaskExamples
@@ -43,6 +42,8 @@ def probed_metrics(
         train.labels[rows],
     )
     scored = examples[split]
+    from sklearn.linear_model import LogisticRegression  # 1 s of imports a run without probes never needs
+
     probe = LogisticRegression(max_iter=1000)
     if len(np.unique(fit_labels)) < 2:  # one class in the draw: it is every prediction
         predicted = np.full(len(scored), fit_labels[0])

@@ -31,7 +31,6 @@ from mtl.train.evaluate import evaluate_tasks
 from mtl.train.interrupts import StopRequests
 from mtl.train.lr_schedules import build_lr_schedule
 from mtl.train.mixed import MixedStep
-from mtl.train.monitor import Monitor
 from mtl.train.prefetch import Prefetcher
 from mtl.train.resolve import resolve_settings
 from mtl.train.runlog import NullLog, RunLog
@@ -93,9 +92,11 @@ class Trainer:
             else None
         )
         self.affinity_log = AffinityLog(self.files.affinity)
-        self.monitor = (
-            Monitor(config, self.data, self.model, self.device, self.dist) if config.run.monitor else None
-        )
+        self.monitor = None
+        if config.run.monitor:  # imported here: scikit-learn and SciPy cost 1 s of a run without monitor=
+            from mtl.train.monitor import Monitor
+
+            self.monitor = Monitor(config, self.data, self.model, self.device, self.dist)
         monitored = self.monitor.keys() if self.monitor else []
         self.selection = selection_for(
             config.run.select, self.data.tasks, config.main_task, monitored
