@@ -56,7 +56,9 @@ def test_a_probe_task_is_scored_on_at_most_probe_train_examples(tiny_data, tmp_p
 
     fitted = []
     real = LogisticRegression.fit
-    monkeypatch.setattr(LogisticRegression, "fit", lambda self, x, y: fitted.append(len(x)) or real(self, x, y))
+    monkeypatch.setattr(
+        LogisticRegression, "fit", lambda self, x, y: fitted.append(len(x)) or real(self, x, y)
+    )
     start_run(tiny_data, tmp_path / "run", *STS, "squad.probe_train=5", "max_steps=3", "eval_every=3")
     assert fitted and set(fitted) == {5}
 
