@@ -144,7 +144,7 @@ HOW: dict[str, How] = {
         "tests/test_probing.py reads files of their format"
     ),
     "just probing run=runs/<run> generate=sentence_length,word_content,bigram_shift": How(
-        shrink=f"max_sentences=2000 {QUIET}",
+        shrink=f"max_sentences=5000 {QUIET}",
         why="SentEval's MLP on 100,000 generated sentences per task takes 25 s",
     ),
     "MTL_DATA_DIR=../shared/data just train-multitask plugins=experiments/plugins/example.py "
