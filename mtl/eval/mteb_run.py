@@ -67,7 +67,7 @@ def evaluate(config: MTEBConfig) -> dict:
     else:
         tasks = resolve_tasks(names)
     model = MTEBEncoder(config.run, config.device, config.batch_size, show_progress_bar=True)
-    out = Path(config.out).expanduser() if config.out else RunFolder(Path(config.run)).path
+    out = report_folder(config)
     started = time.perf_counter()
     import mteb
 
@@ -109,6 +109,11 @@ def evaluate(config: MTEBConfig) -> dict:
     atomic.write_text(out / f"{name}.md", markdown(report), "MTEB report")
     _track(config, out, report)
     return report
+
+
+def report_folder(config: MTEBConfig) -> Path:
+    """out=, or the run folder of run= (a checkpoint or encoder file names its run's folder)."""
+    return Path(config.out).expanduser() if config.out else RunFolder(Path(config.run)).path
 
 
 def report_name(config: MTEBConfig) -> str:
@@ -170,5 +175,5 @@ def command(args: Sequence[str]) -> None:
     config = apply_overrides(MTEBConfig(), args)
     report = evaluate(config)
     print(markdown(report))
-    out, name = Path(config.out).expanduser() if config.out else Path(config.run), report_name(config)
+    out, name = report_folder(config), report_name(config)
     print(f"written to {out / name}.json and {out / name}.md")
