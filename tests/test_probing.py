@@ -93,6 +93,17 @@ def test_word_content_stays_linear_under_an_mlp_as_senteval_keeps_it(tmp_path, m
     assert seen == [0]
 
 
+def test_a_corpus_too_small_for_word_content_asks_for_more_sentences_not_other_data():
+    # Each of 100 words in one sentence only: every class has one example, so no class outside
+    # training was trained on and dev and test end up empty (what 2,000 of the shared sentences
+    # gave); the advice is max_sentences=, not other data.
+    words = [chr(97 + i // 26) + chr(97 + i % 26) + "x" for i in range(100)]
+    with pytest.raises(UserError, match=r"leave its dev and test splits empty: .*raise max_sentences="):
+        generate("word_content", [f"{w} ." for w in words], seed=1)
+    with pytest.raises(UserError, match=r"3 examples from 3 sentences: .*raise max_sentences="):
+        generate("bigram_shift", ["a b c", "d e f", "g h i"], seed=1)
+
+
 def test_just_probing_generates_and_scores_the_surface_tasks(tiny_data, tmp_path, capsys, sentences):
     run_dir, _ = start_run(tiny_data, tmp_path / "run", "max_steps=2")
     corpus = tmp_path / "corpus.txt"

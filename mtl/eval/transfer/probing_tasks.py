@@ -133,21 +133,29 @@ def generate(
             examples.append(("I" if shifted else "O", t))  # SentEval's labels: inverted, original
     else:
         raise UserError(f"generate={task} is not a generated task: choose from {', '.join(GENERATED)}")
+    more = "give more sentences (raise max_sentences=, or a longer corpus=FILE)"
     if len(examples) < 30:
-        raise UserError(
-            f"generate={task}: {len(examples)} examples from {len(tokens)} sentences: give more sentences"
-        )
+        raise UserError(f"generate={task}: {len(examples)} examples from {len(tokens)} sentences: {more}")
     order = random.permutation(len(examples))
     train_end = int(shares[0] * len(examples))
     dev_end = train_end + int(shares[1] * len(examples))
     positions = np.arange(len(examples))
     code = np.where(positions < train_end, "tr", np.where(positions < dev_end, "va", "te"))
     trained = {examples[i][0] for c, i in zip(code, order, strict=True) if c == "tr"}
-    return [
-        f"{c}\t{examples[i][0]}\t{' '.join(examples[i][1])}"
+    kept = [
+        (c, i)
         for c, i in zip(code, order, strict=True)
         if examples[i][0] in trained  # a class never trained on cannot be predicted (word content)
     ]
+    # Word content spreads its examples over up to 1,000 classes: a small corpus leaves a class with
+    # one example, which lands in training, and dev or test can end up empty.
+    empty = [SPLIT_CODES[split] for split in ("va", "te") if not any(c == split for c, _ in kept)]
+    if empty:
+        raise UserError(
+            f"generate={task}: {len(tokens)} sentences leave its {' and '.join(empty)} "
+            f"split{'s' if len(empty) > 1 else ''} empty: {more}"
+        )
+    return [f"{c}\t{examples[i][0]}\t{' '.join(examples[i][1])}" for c, i in kept]
 
 
 def _balanced(
