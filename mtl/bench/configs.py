@@ -4,6 +4,7 @@ without importing torch, and the code is imported when the command runs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Literal
 
 from mtl.config import AtLeast0, AtLeast1, Range
@@ -113,6 +114,9 @@ MODES = ("fast", "standard", "senteval", "senteval-prototyping")
 
 ENCODERS = ("glove-bow", "1024")
 
+# The tasks `senteval=` times SentEval itself on (its k-fold and TREC protocols)
+SENTEVAL_COMPARED = ("MR", "CR", "SUBJ", "MPQA", "TREC")
+
 
 @dataclass
 class BenchTransferConfig:
@@ -122,6 +126,11 @@ class BenchTransferConfig:
     vectors: str | None = None  # GloVe file; None: the usual search
     encoders: str = "glove-bow,1024"  # the GloVe baseline, the 1024-d encoder, or both
     tokenizer: str = "spacy"  # the baselines' tokens; whitespace: SentEval's own
+    # github.com/facebookresearch/SentEval, cloned: run under the senteval modes, task by task
+    senteval: str | None = (
+        None  # a SentEval checkout: SentEval itself times the same GloVe bag of words beside mtl
+    )
+    runs: AtLeast1 = 1  # each suite this many times; the median time is reported
 
     def __post_init__(self) -> None:
         if bad := [m for m in self.modes.split(",") if m not in MODES]:
@@ -130,6 +139,25 @@ class BenchTransferConfig:
             raise UserError(f"encoders={self.encoders!r}: {bad[0]!r} is not one of {', '.join(ENCODERS)}")
         if self.tokenizer not in ("spacy", "whitespace"):
             raise UserError(f"tokenizer={self.tokenizer!r}: use spacy or whitespace")
+        if self.senteval is not None:
+            checkout = Path(self.senteval).expanduser()
+            if not (checkout / "senteval" / "engine.py").is_file():
+                raise UserError(
+                    f"senteval={self.senteval}: no senteval/engine.py there; give the folder of a "
+                    "SentEval checkout (git clone https://github.com/facebookresearch/SentEval)"
+                )
+            if not any(m.startswith("senteval") for m in self.modes.split(",")):
+                raise UserError(
+                    f"senteval= compares SentEval's own configurations: add modes=senteval-prototyping "
+                    f"or modes=senteval (modes={self.modes})"
+                )
+            if "glove-bow" not in self.encoders.split(","):
+                raise UserError("senteval= scores the GloVe bag of words: keep glove-bow in encoders=")
+            if self.tasks == "all" or any(t not in SENTEVAL_COMPARED for t in self.tasks.split(",")):
+                raise UserError(
+                    f"senteval= compares on {', '.join(SENTEVAL_COMPARED)}: give tasks= among them "
+                    f"(tasks={self.tasks})"
+                )
 
 
 @dataclass

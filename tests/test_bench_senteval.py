@@ -1,0 +1,81 @@
+"""`just bench-transfer senteval=PATH`: SentEval itself beside mtl, on the same embeddings.
+
+SentEval's code is the user's checkout (not shipped with mtl, not here); what mtl adds is tested:
+the batcher it hands SentEval gives mtl's own `baseline=glove-bow tokenizer=whitespace`
+embeddings, SentEval's `.cuda()` calls stay on the CPU in SentEval's process only, the comparison's
+arithmetic, and the one-line refusals."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mtl.bench import transfer
+from mtl.bench.senteval_itself import bag_of_vectors
+from mtl.errors import UserError
+
+
+def test_the_batcher_given_to_senteval_embeds_as_mtls_glove_bow_with_senteval_tokens(shared_data):
+    from mtl.eval.encoder import baseline_encoder
+
+    vectors = str(shared_data / "glove" / "glove.6B.50d.zip")
+    lines = (shared_data / "senteval/downstream/CR/custrev.pos").read_text(encoding="latin-1").splitlines()
+    sentences = [*lines[:300], "", "zzzqqq xxyyzz"]  # an empty line and one of unknown words: zeros
+    ours = baseline_encoder("glove-bow", vectors, device="cpu", tokenizer="whitespace").encode(sentences)
+    theirs = bag_of_vectors(vectors)(None, [line.split() for line in sentences])  # SentEval's tokens
+    assert theirs.shape == ours.shape == (302, 50)
+    np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-6)
+    assert not theirs[-1].any() and not theirs[-2].any()
+
+
+def test_senteval_cuda_calls_stay_on_the_cpu_in_its_own_process_only():
+    code = (
+        "import torch; from mtl.bench.senteval_itself import _cuda_as_no_op; _cuda_as_no_op(); "
+        "assert torch.zeros(2).cuda().device.type == ('cuda' if torch.cuda.is_available() else 'cpu'); "
+        "assert next(torch.nn.Linear(2, 2).cuda().parameters()).device.type in ('cpu', 'cuda'); print('ok')"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout.strip() == "ok", ran.stderr
+    import torch
+
+    if not torch.cuda.is_available():  # this process keeps torch as it is
+        with pytest.raises((AssertionError, RuntimeError)):
+            torch.zeros(2).cuda()
+
+
+def test_the_comparison_gives_mtls_time_as_a_share_of_senteval_and_the_accuracy_differences():
+    rows = [
+        {
+            "encoder": "glove-bow (whitespace)", "mode": "senteval-prototyping", "seconds": 40.0, "dim": 50,
+            "tasks": {"MR": 15.0, "TREC": 2.0}, "embedding": {"MR": 1.0, "TREC": 0.5},
+            "acc": {"MR": 0.6925, "TREC": 0.684}, "runs": 3,
+        },
+        {
+            "encoder": "SentEval itself (glove-bow)", "mode": "senteval-prototyping", "seconds": 40.0,
+            "dim": None, "tasks": {"MR": 30.0, "TREC": 4.0}, "embedding": {"MR": 0.0, "TREC": 0.0},
+            "acc": {"MR": 0.6925, "TREC": 0.6860}, "runs": 3,
+        },
+    ]  # fmt: skip
+    printed = transfer.report(rows)
+    assert "17.0 s against 34.0 s = 0.50x its time" in printed
+    assert "MR +0.00, TREC -0.20" in printed
+    assert "(median of 3 runs)" in printed
+    assert "MR 30.0 s, TREC 4.0 s" in printed  # SentEval's seconds, without a fits share it cannot give
+    assert transfer.median_run([{"seconds": s} for s in (3.0, 1.0, 2.0)])["seconds"] == 2.0
+
+
+def test_senteval_comparison_is_refused_in_one_line_where_it_cannot_compare(tmp_path):
+    with pytest.raises(
+        UserError, match=r"senteval=.*no senteval/engine.py there; give the folder of a SentEval"
+    ):
+        transfer.BenchTransferConfig(senteval=str(tmp_path), modes="senteval-prototyping", tasks="MR")
+    (tmp_path / "senteval").mkdir()
+    (tmp_path / "senteval" / "engine.py").write_text("")
+    with pytest.raises(UserError, match=r"add modes=senteval-prototyping or modes=senteval"):
+        transfer.BenchTransferConfig(senteval=str(tmp_path), tasks="MR")
+    with pytest.raises(UserError, match=r"compares on MR, CR, SUBJ, MPQA, TREC: give tasks= among them"):
+        transfer.BenchTransferConfig(senteval=str(tmp_path), modes="senteval", tasks="MR,STS14")
+    with pytest.raises(UserError, match=r"keep glove-bow in encoders="):
+        transfer.BenchTransferConfig(senteval=str(tmp_path), modes="senteval", tasks="MR", encoders="1024")
+    assert transfer.BenchTransferConfig(senteval=str(tmp_path), modes="senteval", tasks="MR,TREC").runs == 1
