@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mtl.text.vectors import vector_store
+
 # SentEval's two configurations, as its README gives them (and mtl's modes of the same names)
 CONFIGURATIONS = {
     "senteval": {
@@ -46,8 +48,6 @@ def _cuda_as_no_op() -> None:
 
 def bag_of_vectors(vectors_file: str):
     """SentEval's batcher over the vectors' words (loaded once, as mtl's suite does)."""
-    from mtl.text.vectors import vector_store
-
     store = vector_store(vectors_file)
     index, matrix = store.index, store.matrix
     dim = store.dim
