@@ -37,7 +37,7 @@ from mtl.config import apply_overrides, to_dict
 from mtl.data.snli import load_snli
 from mtl.errors import UserError
 from mtl.eval import contamination
-from mtl.eval.encoder import load_encoder
+from mtl.eval.loading import load_encoder
 from mtl.files.digest import file_sha256
 from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
 from mtl.published import published

@@ -17,7 +17,7 @@ from mtl.errors import UserError
 
 
 def test_the_batcher_given_to_senteval_embeds_as_mtls_glove_bow_with_senteval_tokens(shared_data):
-    from mtl.eval.encoder import baseline_encoder
+    from mtl.eval.loading import baseline_encoder
 
     vectors = str(shared_data / "glove" / "glove.6B.50d.zip")
     lines = (shared_data / "senteval/downstream/CR/custrev.pos").read_text(encoding="latin-1").splitlines()

@@ -62,7 +62,7 @@ def test_cudnn_runs_the_function_the_cpu_runs(name, exact_float32, monkeypatch):
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_a_run_trained_on_cuda_encodes_alike_on_the_cpu(tiny_data, tmp_path, precision, exact_float32):
-    from mtl.eval.encoder import load_encoder
+    from mtl.eval.loading import load_encoder
 
     run_dir, summary = start_run(tiny_data, tmp_path / "run", "device=cuda", f"precision={precision}")
     recorded = json.loads((run_dir / "config.json").read_text())["config"]["run"]
@@ -167,7 +167,7 @@ def test_cached_steps_replay_cudnns_dropout_masks(tiny_data, tmp_path):
     ids=lambda keys: " ".join(keys),
 )
 def test_each_encoder_trains_on_cuda_and_encodes_alike_on_the_cpu(tiny_data, tmp_path, keys, exact_float32):
-    from mtl.eval.encoder import load_encoder
+    from mtl.eval.loading import load_encoder
 
     run_dir, summary = start_run(tiny_data, tmp_path / "run", "device=cuda", "precision=fp32", *keys)
     assert summary["global_step"] == 10
@@ -177,7 +177,7 @@ def test_each_encoder_trains_on_cuda_and_encodes_alike_on_the_cpu(tiny_data, tmp
 
 
 def test_lora_with_checkpointing_trains_on_cuda_and_resumes_exactly(tiny_data, tiny_bert, tmp_path):
-    from mtl.eval.encoder import load_encoder
+    from mtl.eval.loading import load_encoder
 
     from .conftest import deterministic_summary, straight_and_resumed
     from .test_hf import SENTENCES as HF_SENTENCES

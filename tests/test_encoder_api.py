@@ -9,7 +9,7 @@ from mtl import load_encoder
 from mtl.cli import main
 from mtl.data.batches import longest_first_batches
 from mtl.errors import UserError
-from mtl.eval.encoder import baseline_encoder
+from mtl.eval.loading import baseline_encoder
 from mtl.text.vectors import load_vectors
 from mtl.train import run
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from mtl.errors import UserError
-from mtl.eval.encoder import load_encoder, pretrained_encoder
+from mtl.eval.encoder import pretrained_encoder
+from mtl.eval.loading import load_encoder
 from mtl.models.encoders import hf
 from mtl.models.encoders.base import EncoderConfig
 from mtl.train.lr_schedules import warmup_then_decay

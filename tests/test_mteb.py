@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from mtl.eval.encoder import baseline_encoder, load_encoder
+from mtl.eval.loading import baseline_encoder, load_encoder
 from mtl.eval.mteb import MTEBEncoder
 
 from .conftest import start_run

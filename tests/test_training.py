@@ -327,7 +327,7 @@ def test_auto_precision_is_recorded_as_what_it_resolved_to(tiny_data, tmp_path):
 
 
 def test_training_tokenizes_as_a_paper_build_when_asked(tiny_data, tmp_path):
-    from mtl.eval.encoder import load_encoder
+    from mtl.eval.loading import load_encoder
 
     run_dir, summary = start_run(tiny_data, tmp_path / "run", "tokenizer=treebank", "max_steps=2")
     assert summary["global_step"] == 2

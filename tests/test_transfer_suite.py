@@ -165,7 +165,7 @@ def test_any_function_of_sentences_is_scored_and_reported_beside_runs(tiny_data,
     import numpy as np
 
     import mtl.transfer
-    from mtl.eval.encoder import baseline_encoder
+    from mtl.eval.loading import baseline_encoder
 
     bow = baseline_encoder("glove-bow", str(tiny_data["vectors"]), device="cpu")
     calls = []

@@ -20,7 +20,7 @@ import numpy as np
 from mtl.analysis.configs import DecomposeConfig as DecomposeConfig
 from mtl.config import apply_overrides
 from mtl.errors import UserError
-from mtl.eval.encoder import load_encoder
+from mtl.eval.loading import load_encoder
 from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.eval.transfer.report_file import ITEMS_SUFFIX, read_items
 from mtl.eval.transfer.suite import TransferConfig, data_root

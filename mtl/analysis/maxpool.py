@@ -33,7 +33,8 @@ from mtl.analysis.page import STYLE, pyplot, svg_base64
 from mtl.config import apply_overrides
 from mtl.data.batches import tokenize_at_most
 from mtl.errors import UserError
-from mtl.eval.encoder import SentenceEncoder, load_encoder
+from mtl.eval.encoder import SentenceEncoder
+from mtl.eval.loading import load_encoder
 from mtl.files import atomic
 from mtl.runs import recorded_snli, wandb_group
 from mtl.text.vectors import vector_store

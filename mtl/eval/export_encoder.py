@@ -19,7 +19,8 @@ from mtl.errors import UserError
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.eval.configs import ExportConfig as ExportConfig
-from mtl.eval.encoder import PretrainedSentenceEncoder, encoder_file, load_encoder, read_encoder_file
+from mtl.eval.encoder import PretrainedSentenceEncoder
+from mtl.eval.loading import encoder_file, load_encoder, read_encoder_file
 from mtl.files import atomic
 from mtl.models.card import CardFacts, facts_of
 from mtl.models.encoders.concat import ConcatEncoder

@@ -31,7 +31,7 @@ from mtl.errors import UserError
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.eval.configs import MineConfig as MineConfig
-from mtl.eval.encoder import load_any_encoder
+from mtl.eval.loading import load_any_encoder
 from mtl.files.atomic import write_text
 from mtl.tasks import KINDS
 from mtl.tasks.ranking import snli_triples

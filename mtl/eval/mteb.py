@@ -15,7 +15,8 @@ import numpy as np
 
 from mtl.errors import UserError
 from mtl.eval.contamination import mteb_training_datasets
-from mtl.eval.encoder import SentenceEncoder, load_encoder
+from mtl.eval.encoder import SentenceEncoder
+from mtl.eval.loading import load_encoder
 from mtl.runs import RunFolder, read_summary
 
 try:

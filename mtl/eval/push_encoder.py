@@ -21,8 +21,8 @@ from mtl.errors import UserError
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.eval.configs import PushConfig as PushConfig
-from mtl.eval.encoder import encoder_file, load_encoder, read_encoder_file
 from mtl.eval.export_encoder import run_card
+from mtl.eval.loading import encoder_file, load_encoder, read_encoder_file
 from mtl.eval.transfer.classifiers import Protocol
 from mtl.eval.transfer.registry import headline_metrics, ordered
 from mtl.eval.transfer.report_file import read_report, report_paths

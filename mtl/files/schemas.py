@@ -320,7 +320,7 @@ READ_BACK = {
     "affinity.jsonl": "runs.read_affinity (AffinityRow)",
     "transfer report": "eval.transfer.report_file.read_report (TransferReport)",
     "published figures": "analysis.reproduce.recorded_figures (a run's copy of its paper's figures)",
-    "encoder file": "eval.encoder.load_encoder",
+    "encoder file": "eval.loading.load_encoder",
     "W&B run file": "tracking.wandb_file.records",
     "contamination cache": "eval.contamination.read_cached",
     "token cache": "text.token_cache.read_entry",

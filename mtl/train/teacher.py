@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from mtl.errors import UserError
-from mtl.eval.encoder import encoder_files, is_mtl_encoder, load_any_encoder
+from mtl.eval.loading import encoder_files, is_mtl_encoder, load_any_encoder
 from mtl.files.atomic import atomic_path
 from mtl.files.paths import cache_dir
 

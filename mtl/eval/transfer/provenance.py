@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from mtl.eval.encoder import encoder_file
+from mtl.eval.loading import encoder_file
 from mtl.files.locks import lock_file_of
 from mtl.runs import RunFolder, read_summary, run_folder_of, weights_digest
 

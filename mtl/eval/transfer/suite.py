@@ -20,14 +20,8 @@ from mtl.eval.configs import BASELINES
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.eval.configs import TransferConfig as TransferConfig
-from mtl.eval.encoder import (
-    SentenceEncoder,
-    baseline_encoder,
-    encoder_file,
-    encoder_files,
-    load_encoder,
-    pretrained_encoder,
-)
+from mtl.eval.encoder import SentenceEncoder, pretrained_encoder
+from mtl.eval.loading import baseline_encoder, encoder_file, encoder_files, load_encoder
 from mtl.eval.transfer import classifiers as protocol_fns
 from mtl.eval.transfer import ensemble, report_file, selfattn, senteval_classifier
 from mtl.eval.transfer.classifiers import Protocol, relatedness_features
