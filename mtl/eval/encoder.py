@@ -1,4 +1,4 @@
-"""Sentence embeddings out of a run: `load_encoder(run).encode(sentences)`, plus baselines.
+"""Sentence embeddings out of a run: `load_encoder(run).encode(sentences)` (loading: mtl.eval.loading).
 
 Words the encoder never saw in training take their GloVe vector when the vectors file has
 one, else the unknown vector. Frozen GloVe inputs make that exact; for trained word vectors
