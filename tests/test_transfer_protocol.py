@@ -234,3 +234,15 @@ def test_fits_in_this_process_use_one_blas_thread(monkeypatch):
     train_test_accuracy(x[:200], y[:200], x[200:], y[200:], FAST)
     dev_tuned_accuracy(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:], FAST)
     assert threads and all(found <= {1} for found in threads), threads
+
+
+def test_fits_in_worker_processes_say_nothing_of_read_only_arrays(capfd):
+    # Over 1 MB, joblib hands its workers the features as a memory map; a read-only one made torch
+    # warn "The given NumPy array is not writable" on each worker's first fit (`just transfer
+    # mode=senteval...` on MR printed it twice). The workers write to the terminal's stderr.
+    params = SentEvalParams.prototyping(kfold=2, jobs=2, max_epoch=1)
+    x, y = separable(2500)
+    x = np.hstack([x, np.zeros((len(x), 150 - x.shape[1]), dtype=np.float32)])  # 1.5 MB
+    assert x.nbytes > 1_000_000
+    inner_kfold(x, y, params)
+    assert "not writable" not in capfd.readouterr().err

@@ -198,6 +198,12 @@ def _fit_and_test(
         return model.tested(x_test, y_test)
 
 
+# joblib hands a worker each array over 1 MB as a memory map of one copy on disk; read-only, torch
+# warns ("The given NumPy array is not writable") on every fit's first tensor. Copy-on-write maps
+# are writable and still shared: nothing is copied unless written, which the fits never do.
+SHARED_READ = "c"
+
+
 def inner_kfold(x: np.ndarray, y: np.ndarray, params: SentEvalParams) -> dict[str, float]:
     """MR, CR, SUBJ, MPQA: k outer folds, the penalty chosen by k inner folds of each training fold.
 
@@ -205,13 +211,13 @@ def inner_kfold(x: np.ndarray, y: np.ndarray, params: SentEvalParams) -> dict[st
     per outer fold, so that the processes share the work evenly (5 outer folds over 2 processes
     leave one idle a third of the time); every fit seeds itself, so the order changes nothing."""
     outer = list(StratifiedKFold(params.kfold, shuffle=True, random_state=params.seed).split(x, y))
-    scans = Parallel(n_jobs=params.jobs)(
+    scans = Parallel(n_jobs=params.jobs, mmap_mode=SHARED_READ)(
         delayed(_scan_penalty)(x[train], y[train], l2reg, params)
         for train, _ in outer
         for l2reg in params.penalties
     )
     scores = np.reshape(scans, (len(outer), len(params.penalties)))
-    tests = Parallel(n_jobs=params.jobs)(
+    tests = Parallel(n_jobs=params.jobs, mmap_mode=SHARED_READ)(
         delayed(_fit_and_test)(
             x[train], y[train], x[test], y[test], params.penalties[int(np.argmax(row))], params
         )
@@ -227,7 +233,7 @@ def inner_kfold(x: np.ndarray, y: np.ndarray, params: SentEvalParams) -> dict[st
 
 def kfold_train_test(x_train, y_train, x_test, y_test, params: SentEvalParams) -> dict[str, float]:
     """TREC, MRPC: the penalty by k folds of train, then trained on train (5% held out) and tested."""
-    scores = Parallel(n_jobs=params.jobs)(
+    scores = Parallel(n_jobs=params.jobs, mmap_mode=SHARED_READ)(
         delayed(_scan_penalty)(x_train, y_train, l2reg, params) for l2reg in params.penalties
     )
     model = _classifier(x_train, y_train, params.penalties[int(np.argmax(scores))], params)
