@@ -141,7 +141,8 @@ def against_senteval(rows: list[dict]) -> list[str]:
                 continue
             ours = sum(row["tasks"].values())
             differences = ", ".join(
-                f"{task} {100 * (row['acc'][task] - senteval['acc'][task]):+.2f}" for task in senteval["acc"]
+                f"{task} {round(100 * (row['acc'][task] - senteval['acc'][task]), 2) + 0.0:+.2f}"  # no "-0.00"
+                for task in senteval["acc"]
             )
             lines.append(
                 f"{row['encoder']} against SentEval itself, {row['mode']}: {ours:.1f} s against "
