@@ -5,6 +5,7 @@
     register_task          a task kind (a `Task` subclass with its config): tasks=KIND
     register_encoder       a sentence encoder's builder and traits: encoder=NAME
     register_transfer_task a transfer task's reader, protocol and metrics: just transfer tasks=NAME
+    register_transfer_protocol how a kind of transfer task is scored (a protocols.TransferProtocol)
     register_callback      side work around the training loop: callbacks=NAME
     register_schedule      which task trains at each step: schedule=NAME
     register_balancer      how schedule=mixed combines its tasks' gradients: balancer=NAME
@@ -16,7 +17,7 @@ install it with an entry point in the group `mtl.plugins`; `experiments/plugins/
 registers one of each kind.
 """
 
-from mtl.eval.transfer.registry import register_transfer_task
+from mtl.eval.transfer.registry import register_transfer_protocol, register_transfer_task
 from mtl.eval.transfer.tasks import Split, TransferTask, read_task
 from mtl.metrics import register_direction
 from mtl.models.encoders.base import Encoder
@@ -51,5 +52,6 @@ __all__ = [
     "register_lr_schedule",
     "register_schedule",
     "register_task",
+    "register_transfer_protocol",
     "register_transfer_task",
 ]

@@ -8,7 +8,7 @@ import pytest
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.eval.transfer import senteval_classifier, suite
+from mtl.eval.transfer import protocols, senteval_classifier, suite
 from mtl.eval.transfer.probing_tasks import LENGTH_BINS, generate, read_probing
 from mtl.eval.transfer.tasks import read_task
 
@@ -89,7 +89,7 @@ def test_word_content_stays_linear_under_an_mlp_as_senteval_keeps_it(tmp_path, m
     mlp = suite.Protocol.named(
         "senteval-prototyping", senteval_classifier.SentEvalParams.prototyping(nhid=50)
     )
-    suite._fitted(task, embedded, {t: i for i, t in enumerate(texts)}, mlp)
+    protocols.scored(task, embedded, {t: i for i, t in enumerate(texts)}, mlp)
     assert seen == [0]
 
 

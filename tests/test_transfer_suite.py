@@ -136,7 +136,8 @@ def test_snli_pairs_are_classified_on_u_v_their_product_and_difference(monkeypat
     import numpy as np
 
     from mtl.eval.transfer import classifiers
-    from mtl.eval.transfer.suite import _fitted, senteval_order
+    from mtl.eval.transfer.protocols import scored
+    from mtl.eval.transfer.suite import senteval_order
     from mtl.eval.transfer.tasks import Split, TransferTask
 
     split = Split([["a b", "c"], ["d", "e f g"]], [0, 1])
@@ -152,7 +153,7 @@ def test_snli_pairs_are_classified_on_u_v_their_product_and_difference(monkeypat
     task = TransferTask(
         "SNLI", "dev", dict.fromkeys(("train", "dev", "test"), split), nli_features=True, no_penalty=True
     )
-    _fitted(task, embedded, rows, classifiers.Protocol())
+    scored(task, embedded, rows, classifiers.Protocol())
     u, v = embedded[[0, 1]], embedded[[2, 3]]
     np.testing.assert_array_equal(seen["x"], np.concatenate([u, v, u * v, np.abs(u - v)], axis=1))
     assert seen["protocol"].penalties == (1e9,)  # SentEval's noreg
@@ -209,3 +210,68 @@ def test_a_matryoshka_run_transfers_at_a_truncated_width(tiny_data, senteval, tm
         UserError, match=r"truncate_dim=32: .* embeddings have 16 dimensions: give at most 16"
     ):
         suite.run(apply_overrides(suite.TransferConfig(), too_wide))
+
+
+def test_a_plugin_protocol_scores_a_plugin_task_with_no_edit_of_the_suite(
+    tiny_data, senteval, tmp_path, monkeypatch
+):
+    """A transfer task with a protocol of its own is one file: a `TransferProtocol` registered by
+    name, and a task registered with that name. Here: the nearest class centroid (cosine) of
+    the first 40 MR sentences, tested on the other 20, checked against the same rule by hand."""
+    import numpy as np
+
+    from mtl.eval.loading import baseline_encoder
+    from mtl.eval.transfer import registry
+    from mtl.eval.transfer.protocols import TaskFeatures, TransferProtocol
+    from mtl.registry import (
+        Split,
+        TransferTask,
+        read_task,
+        register_transfer_protocol,
+        register_transfer_task,
+    )
+
+    def nearest_centroid(train_x, train_y, test_x):
+        unit = lambda m: m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)  # noqa: E731
+        classes = np.unique(train_y)
+        centroids = unit(np.stack([train_x[train_y == c].mean(axis=0) for c in classes]))
+        return classes[np.argmax(unit(test_x) @ centroids.T, axis=1)]
+
+    monkeypatch.setattr(registry, "TRANSFER_PROTOCOLS", dict(registry.TRANSFER_PROTOCOLS))
+    monkeypatch.setattr(registry, "TRANSFER_TASKS", dict(registry.TRANSFER_TASKS))
+    monkeypatch.setattr("mtl.eval.transfer.protocols.TRANSFER_PROTOCOLS", registry.TRANSFER_PROTOCOLS)
+
+    @register_transfer_protocol
+    class NearestCentroid(TransferProtocol):
+        name = "centroid"
+
+        def sizes(self, splits):
+            return {"ndev": splits["train"], "ntest": splits["test"]}
+
+        def score(self, data: TaskFeatures, senteval):
+            predicted = nearest_centroid(data.features("train"), data.labels("train"), data.features("test"))
+            return {"acc": float((predicted == data.labels("test")).mean())}
+
+    def read_mr_halves(root):  # MR's sentences: the first 40 to train on, the rest to test
+        mr = read_task("MR", root).splits["all"]
+        halves = {"train": slice(0, 40), "test": slice(40, None)}
+        splits = {s: Split([mr.sentences[0][part]], mr.labels[part]) for s, part in halves.items()}
+        return TransferTask("MR-centroid", "centroid", splits)
+
+    register_transfer_task("MR-centroid", protocol="centroid", in_all=False)(read_mr_halves)
+    with pytest.raises(
+        ValueError, match=r"protocol 'knn' is not one of .*centroid.*register_transfer_protocol"
+    ):
+        register_transfer_task("MR-knn", protocol="knn")
+
+    out = tmp_path / "centroid"
+    assert transfer(tiny_data, senteval, "baseline=glove-bow", "tasks=MR-centroid", f"out={out}") == 0
+    result = json.loads((out / "transfer-fast.json").read_text())["results"]["MR-centroid"]
+    halves = read_mr_halves(senteval)
+    bow = baseline_encoder("glove-bow", str(tiny_data["vectors"]), device="cpu")
+    train, test = halves.splits["train"], halves.splits["test"]
+    expected = nearest_centroid(
+        bow.encode(train.sentences[0]), np.asarray(train.labels), bow.encode(test.sentences[0])
+    )
+    assert result["acc"] == pytest.approx(float((expected == np.asarray(test.labels)).mean()), abs=1e-6)
+    assert result["ndev"] == len(train.labels) and result["ntest"] == len(test.labels)

@@ -16,18 +16,37 @@ from typing import Any
 
 from mtl.errors import UserError
 
-# How a task is scored (suite.evaluate_task): k-fold cross-validation on one split; TREC's
-# cross-validation on train then its test set; train/dev/test; SICK-R-style relatedness;
-# unsupervised STS (cosine against gold scores on every subset).
-PROTOCOLS = ("cv", "trec", "dev", "relatedness", "sts")
+# How a task is scored (protocols.py, one class each): k-fold cross-validation on one split;
+# TREC's cross-validation on train then its test set; train/dev/test; SICK-R-style relatedness;
+# unsupervised STS (cosine against gold scores on every subset). Named here so that tasks register
+# without loading the protocols' code (the read side never does).
+BUILT_IN_PROTOCOLS = ("cv", "trec", "dev", "relatedness", "sts")
 CLASSIFIED = ("cv", "trec", "dev")  # the protocols that fit a classifier (ensemble=mean averages them)
+
+# name -> protocol class (a protocols.TransferProtocol): the built-in ones when the suite loads
+# protocols.py, a plugin's when it registers one
+TRANSFER_PROTOCOLS: dict[str, type] = {}
+
+
+def register_transfer_protocol(cls: type) -> type:
+    """Register a `TransferProtocol` subclass under its `name` (a class decorator): transfer tasks
+    registered with `protocol=<name>` are scored by it."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"transfer protocol {cls.__name__}: give it a class attribute name = '...'")
+    TRANSFER_PROTOCOLS[name] = cls
+    return cls
+
+
+def protocol_names() -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*BUILT_IN_PROTOCOLS, *TRANSFER_PROTOCOLS)))
 
 
 @dataclass(frozen=True)
 class TransferTaskSpec:
     name: str
     read: Callable[[Path], Any]  # SentEval's downstream folder -> a `tasks.TransferTask`
-    protocol: str  # one of PROTOCOLS
+    protocol: str  # a protocol's name (protocol_names())
     metrics: tuple[str, ...]  # the headline's values, the ranking one first (acc; acc, f1; pearson)
     attention: bool = False  # a classification task pooling=selfattn can train attention for
     in_all: bool = True  # part of tasks=all
@@ -45,8 +64,11 @@ def register_transfer_task(
 ) -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
     """Register a transfer task's reader under `name` (a decorator): `tasks=NAME` evaluates it,
     and every report shows its headline after the tasks registered before it."""
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"transfer task {name}: protocol {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+    if protocol not in protocol_names():
+        raise ValueError(
+            f"transfer task {name}: protocol {protocol!r} is not one of {', '.join(protocol_names())} "
+            "(register a new one with register_transfer_protocol first)"
+        )
 
     def add(reader: Callable[[Path], Any]) -> Callable[[Path], Any]:
         TRANSFER_TASKS[name] = TransferTaskSpec(name, reader, protocol, tuple(metrics), attention, in_all)

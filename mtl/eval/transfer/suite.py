@@ -23,13 +23,13 @@ from mtl.eval.configs import TransferConfig as TransferConfig
 from mtl.eval.encoder import SentenceEncoder, pretrained_encoder
 from mtl.eval.loading import baseline_encoder, encoder_file, encoder_files, load_encoder
 from mtl.eval.transfer import classifiers as protocol_fns
-from mtl.eval.transfer import ensemble, report_file, selfattn, senteval_classifier
-from mtl.eval.transfer.classifiers import Protocol, relatedness_features
+from mtl.eval.transfer import ensemble, report_file, selfattn
+from mtl.eval.transfer.classifiers import Protocol
 from mtl.eval.transfer.progress import reporting, stage
+from mtl.eval.transfer.protocols import protocol_of, scored
 from mtl.eval.transfer.provenance import evaluated, weights_digest
 from mtl.eval.transfer.senteval_classifier import SentEvalParams
 from mtl.eval.transfer.senteval_format import micro_macro
-from mtl.eval.transfer.skipthought_features import pair_statistics
 from mtl.eval.transfer.tasks import Split, TransferTask, read_task
 from mtl.eval.weighted_bow import SIF_A, WEIGHTED_BASELINES, WeightedBagOfWords
 from mtl.files.atomic import check_output_dir
@@ -119,15 +119,7 @@ def evaluate_task(
 ) -> dict:
     """The task's results, with SentEval's sample counts: `ndev` (what tuned the classifier: the
     training data under cross-validation) and `ntest`."""
-    splits = {name: len(split.labels) for name, split in task.splits.items()}
-    if task.kind == "cv":
-        sizes = {"ndev": splits["all"], "ntest": splits["all"]}
-    elif task.kind == "trec":
-        sizes = {"ndev": splits["train"], "ntest": splits["test"]}
-    elif task.kind in ("dev", "relatedness"):
-        sizes = {"ndev": splits["dev"], "ntest": splits["test"]}
-    else:  # STS: every subset is a test set
-        sizes = {"ntest": sum(splits.values())}
+    sizes = protocol_of(task).sizes({name: len(split.labels) for name, split in task.splits.items()})
     return {**_evaluated(task, encoder, protocol, batch_size, pooling, attention, truncate_dim), **sizes}
 
 
@@ -168,16 +160,17 @@ def _scored(task: TransferTask, embedded: np.ndarray, row: dict[str, int], proto
     """The task scored on its `embedded` sentences, in SentEval's order (see below)."""
 
     task = training_part(task, protocol.train_fraction, protocol.seed)  # a learning curve: train= fraction
-    if task.kind == "sts":  # a cosine per pair: nothing is fitted, the order is irrelevant
-        return _fitted(task, embedded, row, protocol)
+    scoring = protocol_of(task)
+    if not scoring.fitted:  # STS: a cosine per pair, the order is irrelevant
+        return scored(task, embedded, row, protocol)
     # SentEval sorts every split by sentence length, then label, before it embeds and fits ("to
     # reduce padding"); its folds, held-out shares and batches are drawn in that order. The same
     # order here gives the same folds; the per-item outputs go back to the files' order.
     orders = {name: senteval_order(split, task.sort_columns) for name, split in task.splits.items()}
     in_order = {name: reordered(split, orders[name]) for name, split in task.splits.items()}
-    result = _fitted(dataclasses.replace(task, splits=in_order), embedded, row, protocol)
+    result = scored(dataclasses.replace(task, splits=in_order), embedded, row, protocol)
     if "items" in result:
-        tested = orders["all" if task.kind == "cv" else "test"]
+        tested = orders[scoring.tested]
         result["items"] = {key: in_file_order(values, tested) for key, values in result["items"].items()}
     return result
 
@@ -205,87 +198,6 @@ def in_file_order(values: np.ndarray, order: np.ndarray) -> np.ndarray:
     restored = np.empty_like(values)
     restored[order] = values
     return restored
-
-
-def _fitted(task: TransferTask, embedded: np.ndarray, row: dict[str, int], protocol: Protocol) -> dict:
-    """The task's classifier (or correlation) fitted and scored on `embedded` sentences (`row`:
-    a sentence's row of it)."""
-
-    def columns(split: str) -> list[np.ndarray]:
-        return [embedded[[row[t] for t in column]] for column in task.splits[split].sentences]
-
-    def features(split: str) -> np.ndarray:
-        # SentEval's code feeds SICK-E and MRPC [|u-v|, u*v] (sick.py, mrpc.py), though its paper
-        # writes <u, v, |u-v|, u*v> for inference tasks: mtl follows the code, which made its numbers.
-        parts = columns(split)
-        if len(parts) == 1:
-            return parts[0]
-        if task.nli_features:  # SentEval's SNLI: [u, v, u*v, |u-v|]
-            u, v = parts
-            return np.concatenate([u, v, u * v, np.abs(u - v)], axis=1)
-        if protocol.features == "skipthought-mrpc":  # Skip-Thought 3.3: [|u-v|, u*v, feats]
-            tokenizer = make_tokenizer("spacy", lowercase=False)
-            a, b = (tokenizer.tokenize(column) for column in task.splits[split].sentences)
-            return np.concatenate([relatedness_features(*parts), pair_statistics(a, b)], axis=1)
-        return relatedness_features(*parts)
-
-    def texts(*splits: str) -> list[list[str]] | None:
-        """Each split's sentences, for NB features (features=nb-bigram); None otherwise."""
-        if protocol.features != "nb-bigram":
-            return None
-        if any(len(task.splits[s].sentences) != 1 for s in splits):
-            raise UserError(f"features=nb-bigram reads one sentence per example: {task.name} has pairs")
-        return [task.splits[s].sentences[0] for s in splits]
-
-    def labels(split: str) -> np.ndarray:
-        return np.asarray(task.splits[split].labels)
-
-    senteval = protocol.senteval
-    if task.linear_only and senteval:
-        senteval = dataclasses.replace(senteval, nhid=0)
-    if task.no_penalty:  # SentEval's noreg: one penalty, next to none (1e-9 for its classifier, C=1e9)
-        protocol = dataclasses.replace(protocol, penalties=(1e9,))
-        senteval = senteval and dataclasses.replace(senteval, penalties=(1e-9,))
-    if task.kind == "cv" and senteval:
-        return senteval_classifier.inner_kfold(features("all"), labels("all"), senteval)
-    if task.kind == "cv":
-        all_texts = texts("all")
-        return protocol_fns.cross_validated_accuracy(
-            features("all"), labels("all"), protocol, texts=all_texts and all_texts[0]
-        )
-    if task.kind == "trec":
-        train_test = senteval_classifier.kfold_train_test if senteval else protocol_fns.train_test_accuracy
-        return train_test(
-            features("train"), labels("train"), features("test"), labels("test"), senteval or protocol
-        )
-    if task.kind == "dev" and senteval:
-        return senteval_classifier.split(
-            *(part for s in ("train", "dev", "test") for part in (features(s), labels(s))), senteval
-        )
-    if task.kind == "dev":
-        return protocol_fns.dev_tuned_accuracy(
-            features("train"),
-            labels("train"),
-            features("dev"),
-            labels("dev"),
-            features("test"),
-            labels("test"),
-            protocol,
-            texts=texts("train", "dev", "test"),
-        )
-    if task.kind == "relatedness":
-        x = {s: relatedness_features(*columns(s)) for s in ("train", "dev", "test")}
-        return protocol_fns.relatedness(
-            x["train"],
-            labels("train"),
-            x["dev"],
-            labels("dev"),
-            x["test"],
-            labels("test"),
-            task.score_range,
-            protocol,
-        )
-    return protocol_fns.sts_scores({s: (*columns(s), labels(s)) for s in task.splits})
 
 
 def training_part(task: TransferTask, fraction: float, seed: int) -> TransferTask:
