@@ -154,6 +154,9 @@ def test_maxpool_compares_a_trained_encoder_with_its_untrained_twin(tiny_data, t
     page = (run_dir / "maxpool.html").read_text()
     assert page.count('<img src="data:image/svg+xml;base64,') == 2  # by frequency rank, example sentences
     assert "<pre" not in page and "<td>rank 0-100</td>" in page and "| rank" not in page
+    # a rank the tiny pool holds no word of has no share: a dash, not "nan", on the page and the console
+    assert "<td>rank 100,000+</td><td>0</td><td>–</td><td>–</td>" in page and "nan" not in page
+    assert "| rank 100,000+ | 0 | – | – |" in out
     assert main(["report", str(run_dir), f"out={tmp_path / 'report.html'}"]) == 0
     assert (
         f'<a href="{(run_dir / "maxpool.html").resolve().as_uri()}">run</a>'

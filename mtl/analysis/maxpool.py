@@ -138,6 +138,11 @@ def run(config: MaxPoolConfig) -> tuple[Path, str]:
     return out, text
 
 
+def _share(value: float) -> str:
+    """A bucket's share, or a dash where the sentences held no word of that rank (no share to give)."""
+    return "–" if np.isnan(value) else f"{value:.2f}"
+
+
 def _untrained(trained, seed: int):
     """`trained`'s architecture and word vectors, every other weight drawn again as at initialization."""
     fresh = copy.deepcopy(trained.encoder)
@@ -167,7 +172,7 @@ def summary(config: MaxPoolConfig, count: int, results) -> str:
     for (label, n, trained), (_, _, untrained) in zip(
         results["trained"][0], results["untrained"][0], strict=True
     ):
-        lines.append(f"| {label} | {n:,} | {trained:.2f} | {untrained:.2f} |")
+        lines.append(f"| {label} | {n:,} | {_share(trained)} | {_share(untrained)} |")
     for label in ("trained", "untrained"):
         words = sorted(results[label][1].items(), key=lambda item: -item[1][1])
         lines += [
@@ -197,7 +202,7 @@ def page(config: MaxPoolConfig, text: str, results) -> str:
     figure.tight_layout()
     by_rank = svg_base64(figure)
     rows = "".join(
-        f"<tr><td>{html.escape(label)}</td><td>{count:,}</td><td>{trained:.2f}</td><td>{untrained:.2f}</td></tr>"
+        f"<tr><td>{html.escape(label)}</td><td>{count:,}</td><td>{_share(trained)}</td><td>{_share(untrained)}</td></tr>"
         for (label, count, trained), (_, _, untrained) in buckets
     )
     words = "".join(
