@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # A training run small enough for a test: two steps, a small encoder, small evaluations
 SMALL_RUN = "max_steps=2 max_eval=64 hidden=16 head_hidden=16"
-# `just transfer` on fewer tasks: README's line trains classifiers on all 17 (minutes each)
+# `just transfer` on fewer tasks: README's line trains classifiers on all 16 (minutes each)
 FEW_TASKS = "tasks=CR,STS16"  # two of the smaller ones (3,775 and 1,867 sentences)
 # After the first training and the first transfer (which log to W&B and, training, keep the
 # contamination ledger as README's lines do), jobs skip both: 4 s of W&B and 2 s of ledger a job
