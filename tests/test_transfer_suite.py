@@ -237,9 +237,9 @@ def test_a_plugin_protocol_scores_a_plugin_task_with_no_edit_of_the_suite(
         centroids = unit(np.stack([train_x[train_y == c].mean(axis=0) for c in classes]))
         return classes[np.argmax(unit(test_x) @ centroids.T, axis=1)]
 
-    monkeypatch.setattr(registry, "TRANSFER_PROTOCOLS", dict(registry.TRANSFER_PROTOCOLS))
-    monkeypatch.setattr(registry, "TRANSFER_TASKS", dict(registry.TRANSFER_TASKS))
-    monkeypatch.setattr("mtl.eval.transfer.protocols.TRANSFER_PROTOCOLS", registry.TRANSFER_PROTOCOLS)
+    # what the test registers is taken out again afterwards
+    monkeypatch.setitem(registry.TRANSFER_PROTOCOLS, "centroid", None)
+    monkeypatch.setitem(registry.TRANSFER_TASKS, "MR-centroid", None)
 
     @register_transfer_protocol
     class NearestCentroid(TransferProtocol):

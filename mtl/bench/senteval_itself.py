@@ -20,19 +20,23 @@ from pathlib import Path
 
 import numpy as np
 
+from mtl.eval.transfer.classifiers import Protocol
 from mtl.text.vectors import vector_store
 
-# SentEval's two configurations, as its README gives them (and mtl's modes of the same names)
-CONFIGURATIONS = {
-    "senteval": {
-        "kfold": 10,
-        "classifier": {"nhid": 0, "optim": "adam", "batch_size": 64, "tenacity": 5, "epoch_size": 4},
-    },
-    "senteval-prototyping": {
-        "kfold": 5,
-        "classifier": {"nhid": 0, "optim": "rmsprop", "batch_size": 128, "tenacity": 3, "epoch_size": 2},
-    },
-}
+MODES = ("senteval", "senteval-prototyping")
+
+
+def senteval_params(mode: str) -> dict:
+    """SentEval's `params` for `mode`, taken from the very settings mtl's own mode of that name
+    fits with (SentEvalParams), so the two sides cannot drift apart."""
+    settings = Protocol.named(mode).senteval
+    classifier = ("nhid", "optim", "batch_size", "tenacity", "epoch_size", "max_epoch", "dropout")
+    return {
+        "usepytorch": True,
+        "kfold": settings.kfold,
+        "seed": settings.seed,
+        "classifier": {key: getattr(settings, key) for key in classifier},
+    }
 
 
 def _cuda_as_no_op() -> None:
@@ -67,7 +71,7 @@ def run(checkout: Path, data: Path, vectors: str, mode: str, tasks: list[str]) -
     sys.path.insert(0, str(checkout))
     import senteval.engine  # the user's SentEval
 
-    params = {"task_path": str(data), "usepytorch": True, "seed": 1111, **CONFIGURATIONS[mode]}
+    params = {"task_path": str(data), **senteval_params(mode)}
     engine = senteval.engine.SE(params, bag_of_vectors(vectors))
     results = {}
     for task in tasks:
@@ -76,7 +80,6 @@ def run(checkout: Path, data: Path, vectors: str, mode: str, tasks: list[str]) -
         results[task] = {
             "seconds": time.perf_counter() - started,
             "acc": float(scores["acc"]) / 100,
-            "devacc": float(scores["devacc"]) / 100,
         }
     return results
 
@@ -86,7 +89,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--checkout", required=True, type=Path)
     parser.add_argument("--data", required=True, type=Path)  # the folder holding downstream/
     parser.add_argument("--vectors", required=True)
-    parser.add_argument("--mode", required=True, choices=sorted(CONFIGURATIONS))
+    parser.add_argument("--mode", required=True, choices=MODES)
     parser.add_argument("--tasks", required=True)
     args = parser.parse_args(argv)
     results = run(args.checkout, args.data, args.vectors, args.mode, args.tasks.split(","))
