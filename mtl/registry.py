@@ -6,7 +6,7 @@
     register_encoder       a sentence encoder's builder and traits: encoder=NAME
     register_transfer_task a transfer task's reader, protocol and metrics: just transfer tasks=NAME
     register_transfer_protocol how a kind of transfer task is scored (a protocols.TransferProtocol)
-    register_callback      side work around the training loop: callbacks=NAME
+    register_callback      work around the training loop that sees the run (a `Callback`): callbacks=NAME
     register_schedule      which task trains at each step: schedule=NAME
     register_balancer      how schedule=mixed combines its tasks' gradients: balancer=NAME
     register_lr_schedule   an lr schedule over each task's optimizer: lr_schedule=NAME
@@ -28,13 +28,14 @@ from mtl.tasks.configs import TaskConfig
 from mtl.tasks.kinds import register as register_task
 from mtl.train.balancers import register_balancer
 from mtl.train.balancers.base import Balancer
-from mtl.train.callbacks import Callback, register_callback
+from mtl.train.callbacks import Callback, Control, TrainingRun, register_callback
 from mtl.train.lr_schedules import LrSchedule, register_lr_schedule
 from mtl.train.scheduler import Scheduler, register_schedule
 
 __all__ = [
     "Balancer",
     "Callback",
+    "Control",
     "Encoder",
     "EncoderConfig",
     "EncoderTraits",
@@ -43,6 +44,7 @@ __all__ = [
     "Split",
     "Task",
     "TaskConfig",
+    "TrainingRun",
     "TransferTask",
     "read_task",
     "register_balancer",

@@ -31,9 +31,9 @@ LAYERS = [
     ("entry points", ["mtl.registry", "mtl.cli", "mtl.__main__", "=mtl", "=mtl.transfer"]),
 ]
 # Where an import inside a function is the design: the command table imports a command's module
-# when it runs; `mtl.load_encoder` keeps `import mtl` light; the trainer loads the watching tasks
-# (monitor=) only for a run that watches: their scikit-learn and SciPy cost every run 1 s.
-LAZY = {"mtl.cli", "mtl", "mtl.train.trainer"}
+# when it runs; `mtl.load_encoder` keeps `import mtl` light; a run loads the watching tasks
+# (monitor=) only for a run that watches (mtl.train.run_callbacks): their scikit-learn and SciPy cost every run 1 s.
+LAZY = {"mtl.cli", "mtl", "mtl.train.run_callbacks"}
 
 
 def modules() -> dict[str, Path]:

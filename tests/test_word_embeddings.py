@@ -179,6 +179,7 @@ def test_quick_thoughts_g_trains_its_vectors_at_embedding_lr_without_decay(tiny_
 
 @pytest.mark.parametrize("embeddings", ["trainable", "both"])
 def test_the_monitors_scoring_copy_reads_the_trained_vectors(tiny_data, senteval, tmp_path, embeddings):
+    from mtl.train.monitor import Monitor
     from mtl.train.trainer import Trainer
 
     keys = ("encoder=bow", f"embeddings={embeddings}", "monitor=MR", f"monitor_data={senteval}", "device=cpu")
@@ -186,9 +187,10 @@ def test_the_monitors_scoring_copy_reads_the_trained_vectors(tiny_data, senteval
         run.config_from_args(args_for(tiny_data, tmp_path / "run", *keys)), tmp_path / "run", progress=False
     )
     live = trainer.model.encoder.embedding
+    (monitor,) = [callback for callback in trainer.callbacks.callbacks if isinstance(callback, Monitor)]
     for step in range(2):  # as training moves the vectors between two evaluations
         with torch.no_grad():
             for vectors in (p for p in live.parameters() if p.requires_grad):
                 vectors[2:].add_(1.0 + step)
-        copy = trainer.monitor._refreshed(trainer.model.encoder.state_dict()).encoder.embedding.weight
+        copy = monitor._refreshed(trainer.model.encoder.state_dict()).encoder.embedding.weight
         assert torch.equal(copy[: len(live.weight)], live.weight)

@@ -37,6 +37,8 @@ from torch.func import functional_call
 from mtl.files import atomic, jsonfile
 from mtl.runs import read_affinity
 from mtl.runtime.distributed import local_batches
+from mtl.train.callbacks import Callback, TrainingRun
+from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.setup import Setup, TaskNetwork
 
@@ -209,3 +211,47 @@ class AffinityLog:
         with open(self.path, "a", encoding="utf-8") as out:
             out.write(jsonfile.dumps(row) + "\n")
             out.flush()
+
+
+class AffinityMeasurements(Callback):
+    """affinity_every=N: every pair's lookahead affinity after every N-th step, into
+    affinity.jsonl and the run log. Every rank measures (each holds its share of a sharded model)."""
+
+    every_rank = True
+
+    def __init__(
+        self, config: TrainConfig, data: TrainingData, setup: Setup, device: torch.device, path: Path
+    ):
+        self.every, self.tasks = config.run.affinity_every, setup.scheduler.tasks
+        run = config.run
+        self.affinity = Affinity(
+            data, setup, self.tasks, run.seed, device, run.affinity_batches, config.optim.max_grad_norm
+        )
+        self.log = AffinityLog(path)
+
+    def on_train_begin(self, run: TrainingRun) -> None:
+        if run.resumed and run.dist.is_main:
+            self.log.cut_to(run.state.global_step)
+
+    def on_step_end(self, run: TrainingRun, task: str) -> None:
+        step = run.state.global_step
+        if step % self.every:
+            return
+        measured = self.affinity.measure()
+        if not run.dist.is_main:
+            return
+        matrix, tasks = measured.mean, self.tasks
+        self.log.append(
+            {
+                "step": step,
+                "block": run.state.block.index,
+                "task": task,
+                "tasks": tasks,
+                "matrix": matrix.tolist(),
+                "stderr": measured.stderr.tolist(),  # over the held batches: the noise floor
+                "batches": len(measured.per_batch),
+                "unit": "per_lr",  # (1 - L_after / L_before) / lr
+            }
+        )
+        values = {f"affinity/{a}>{b}": matrix[i, j] for i, a in enumerate(tasks) for j, b in enumerate(tasks)}
+        run.log("affinity", values)

@@ -1,31 +1,145 @@
-"""Side work around the training loop, out of it (as HF's `TrainerCallback`): the run log
-(metrics.jsonl and W&B) and the progress bar. The loop hands them records; they never
-change what is trained."""
+"""Work around the training loop that is not the loop itself, as callbacks (after HF's
+`TrainerCallback`): the trainer calls their hooks at fixed points of a run and they see the run
+whole (`TrainingRun`: its config, data, model, state, device and process group), so a new
+training-time feature is a callback in a file of its own, not an edit of the trainer.
+
+Two kinds of hooks:
+
+- **The run's hooks** (`on_train_begin`, `on_step_end`, `on_evaluate`, `on_checkpoint`,
+  `on_train_end`) see the run and may act on it: score the model, add results to an evaluation
+  or the summary, and ask the loop to stop or evaluate now (`run.control`). The affinity
+  measurements, the transfer monitor and the contamination ledger are such callbacks.
+- **The record hooks** (`on_step`, `on_event`, `on_finish`, `close`) receive the rows the run
+  logs, as the run log and the progress bar do.
+
+A callback runs on rank 0 alone unless its class sets `every_rank = True`; one that runs a
+collective (every process scores its share, a broadcast) must, and must then do the same on
+every rank. Plugins register theirs with `register_callback(name)` and a run names them with
+`callbacks=a,b`.
+"""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from tqdm.auto import tqdm
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from mtl import metrics
-from mtl.config import to_dict
-from mtl.console import progress_stream, say
 from mtl.errors import UserError
 from mtl.plugins import adds_to
-from mtl.runs import RunFolder
-from mtl.tracking.tracker import Tracker
-from mtl.train.config import TrainConfig
-from mtl.train.data import TrainingData
-from mtl.train.phases import COLUMNS
-from mtl.train.runlog import NullLog, RunLog
+
+if TYPE_CHECKING:  # (the trainer imports this module)
+    from mtl.runs import RunFolder
+    from mtl.runtime.distributed import Distributed
+    from mtl.train.config import TrainConfig
+    from mtl.train.data import TrainingData
+    from mtl.train.setup import Setup
+    from mtl.train.state import TrainState
+
+
+@dataclass
+class Control:
+    """What a callback may ask of the loop, decided after the step under way: stop the run
+    (it finishes as a run does, with `stop_reason` "callback" and `stop_why` in its summary), or
+    evaluate now (a dev evaluation and checkpoint outside eval_every='s rhythm). Every rank's
+    requests count: one rank asking is enough."""
+
+    stop_why: str | None = None
+    evaluate: bool = False
+
+    def stop(self, why: str) -> None:
+        self.stop_why = why
+
+    def evaluate_now(self) -> None:
+        self.evaluate = True
+
+
+class TrainingRun:
+    """The run as its callbacks see it: live views of the trainer's objects (the model is the one
+    training, the state the one checkpointed), the process group, and the loop's `control`."""
+
+    def __init__(self, trainer: Any, resumed: bool = False):
+        self._trainer = trainer
+        self.resumed = resumed  # this process continues a checkpointed run
+        self.control = Control()
+
+    @property
+    def config(self) -> TrainConfig:
+        return self._trainer.config
+
+    @property
+    def run_dir(self) -> Path:
+        return self._trainer.run_dir
+
+    @property
+    def files(self) -> RunFolder:
+        return self._trainer.files
+
+    @property
+    def data(self) -> TrainingData:
+        return self._trainer.data
+
+    @property
+    def model(self) -> Any:  # mtl.models.heads.MultitaskModel, possibly sharded (strategy=fsdp)
+        return self._trainer.model
+
+    @property
+    def setup(self) -> Setup:
+        """The optimizers, the scheduler, each task's batch stream, the gradient scaler."""
+        return self._trainer.setup
+
+    @property
+    def state(self) -> TrainState:
+        return self._trainer.state
+
+    @property
+    def device(self) -> Any:  # torch.device
+        return self._trainer.device
+
+    @property
+    def dist(self) -> Distributed:
+        """The process group: rank, world size, `is_main`, broadcast, any, barrier."""
+        return self._trainer.dist
+
+    def log(self, event: str, values: dict[str, Any]) -> None:
+        """A record of this step into the run's log (metrics.jsonl; its numbers to W&B): `values`
+        under their own keys, with the step and `event` as its name. Rank 0's are written."""
+        self._trainer.callbacks.on_event(
+            {metrics.GLOBAL_STEP: self.state.global_step, metrics.EVENT: event, **values}
+        )
 
 
 class Callback:
-    """Every hook is optional."""
+    """Every hook is optional. `every_rank`: built and called on every process, not rank 0 alone."""
+
+    every_rank: ClassVar[bool] = False
+
+    # ---- the run's hooks ----------------------------------------------------------------
+
+    def on_train_begin(self, run: TrainingRun) -> None:
+        """Before the first step of this process (`run.resumed`: after the checkpoint was restored)."""
+
+    def on_step_end(self, run: TrainingRun, task: str) -> None:
+        """An optimizer step of `task` (metrics.MIXED for schedule=mixed) ended and was counted:
+        `run.state.global_step` steps are done."""
+
+    def evaluation_keys(self) -> list[str]:
+        """The keys `on_evaluate` adds, known before training (select= may name them)."""
+        return []
+
+    def on_evaluate(self, run: TrainingRun) -> dict[str, float]:
+        """Extra results of a dev evaluation, logged with it (every rank must return the same)."""
+        return {}
+
+    def on_checkpoint(self, run: TrainingRun, best: bool) -> None:
+        """A checkpoint was written: the best one (`best`) or checkpoints/latest.pt."""
+
+    def on_train_end(self, run: TrainingRun) -> dict[str, Any]:
+        """The best checkpoint is loaded and scored on test: what to add to the run's summary."""
+        return {}
+
+    # ---- the record hooks ---------------------------------------------------------------
 
     def on_step(self, task: str, record: dict[str, Any]) -> None:
         """A step of `task` ended; `record` is its row of metrics."""
@@ -40,9 +154,8 @@ class Callback:
         """The run stops: 0 finished, 1 failed, 130 interrupted (resumable)."""
 
 
-# name -> what makes the callback for a run: (the run's config, its folder) -> Callback. Only rank
-# 0 runs them, as it writes the run's log.
-CallbackFactory = Callable[[TrainConfig, Path], Callback]
+# name -> what makes the callback for a run: (the run's config, its folder) -> Callback.
+CallbackFactory = Callable[["TrainConfig", Path], Callback]
 CALLBACKS: dict[str, CallbackFactory] = {}
 
 
@@ -60,13 +173,45 @@ def callback_names(names: str) -> list[str]:
     return chosen
 
 
-def named_callbacks(config: TrainConfig, run_dir: Path) -> list[Callback]:
-    return [CALLBACKS[name](config, run_dir) for name in callback_names(config.run.callbacks)]
+def named_callbacks(config: TrainConfig, run_dir: Path, is_main: bool) -> list[Callback]:
+    """The callbacks=a,b of a run this process builds: every one on rank 0, those that run on every
+    rank elsewhere."""
+    factories = [CALLBACKS[name] for name in callback_names(config.run.callbacks)]
+    return [make(config, run_dir) for make in factories if is_main or getattr(make, "every_rank", False)]
 
 
 class Callbacks(Callback):
+    """The run's callbacks, called in order (closed in reverse)."""
+
     def __init__(self, *callbacks: Callback):
         self.callbacks = list(callbacks)
+
+    def on_train_begin(self, run: TrainingRun) -> None:
+        for callback in self.callbacks:
+            callback.on_train_begin(run)
+
+    def on_step_end(self, run: TrainingRun, task: str) -> None:
+        for callback in self.callbacks:
+            callback.on_step_end(run, task)
+
+    def evaluation_keys(self) -> list[str]:
+        return [key for callback in self.callbacks for key in callback.evaluation_keys()]
+
+    def on_evaluate(self, run: TrainingRun) -> dict[str, float]:
+        results: dict[str, float] = {}
+        for callback in self.callbacks:
+            results.update(callback.on_evaluate(run))
+        return results
+
+    def on_checkpoint(self, run: TrainingRun, best: bool) -> None:
+        for callback in self.callbacks:
+            callback.on_checkpoint(run, best)
+
+    def on_train_end(self, run: TrainingRun) -> dict[str, Any]:
+        added: dict[str, Any] = {}
+        for callback in self.callbacks:
+            added.update(callback.on_train_end(run))
+        return added
 
     def on_step(self, task: str, record: dict[str, Any]) -> None:
         for callback in self.callbacks:
@@ -83,186 +228,3 @@ class Callbacks(Callback):
     def close(self, exit_code: int) -> None:
         for callback in reversed(self.callbacks):  # last opened, first closed: the bar before W&B's last line
             callback.close(exit_code)
-
-
-class MetricsLog(Callback):
-    """Every record into `metrics.jsonl`; numbers of steps and evaluations to W&B's history
-    (the run log decides which: the phases table, not the history, holds the blocks)."""
-
-    def __init__(self, log: RunLog | NullLog, tracker: Tracker, phases: Callable[[], list[dict[str, Any]]]):
-        """`phases`: the rows of the run's blocks so far (a resumed run's earlier ones included)."""
-        self.log, self.tracker, self.phases = log, tracker, phases
-
-    def on_step(self, task: str, record: dict[str, Any]) -> None:
-        self.log.log(record)
-
-    def on_event(self, record: dict[str, Any]) -> None:
-        self.log.log(record)
-        if record.get(metrics.EVENT) == "block_end":
-            self._log_phases(self.phases(), record[metrics.GLOBAL_STEP])
-        if record.get(metrics.EVENT) == "affinity":  # the matrix as a table and a heatmap
-            pairs = [
-                key.removeprefix("affinity/").split(">") + [v]
-                for key, v in record.items()
-                if key.startswith("affinity/")
-            ]
-            step = record[metrics.GLOBAL_STEP]
-            self.log.flush(step)
-            self.tracker.heatmap(
-                "affinity",
-                ("source", "target", "affinity"),
-                pairs,
-                "task affinity Z(row -> column), latest measurement (Fifty et al. 2021)",
-                step=step,
-            )
-
-    def on_finish(self, summary: dict[str, Any], phases: list[dict[str, Any]]) -> None:
-        self._log_phases(phases, summary[metrics.GLOBAL_STEP])
-        self.tracker.summary({k: v for k, v in summary.items() if not k.startswith("params/")})  # in config
-
-    def _log_phases(self, rows: list[dict[str, Any]], step: int) -> None:
-        """The phases table, whole, each time a block ends: it can be read while the run goes. (W&B's
-        incremental tables start over in a resumed process; the whole table, from the checkpointed
-        rows, stays complete.) One row per block keeps each version a few kB."""
-        self.log.flush(step)
-        self.tracker.table("phases", COLUMNS, [[row[c] for c in COLUMNS] for row in rows], step=step)
-
-    def close(self, exit_code: int) -> None:
-        if exit_code == 130:
-            self.tracker.mark_preempting()  # resumable: W&B shows it preempted, not failed
-        self.log.close(finished=exit_code == 0)
-        self.tracker.finish(exit_code=exit_code)
-
-
-class ProgressBar(Callback):
-    def __init__(self, start: int, total: int | None, enabled: bool):
-        self.bar = tqdm(
-            initial=start,
-            total=total,
-            desc="train",
-            unit="step",
-            # The rate is the run's mean so far, evaluations included: the ETA counts them, where
-            # tqdm's moving average swung from minutes to hours after each evaluation.
-            smoothing=0,
-            disable=not enabled,
-            dynamic_ncols=True,
-            file=progress_stream(),
-        )
-
-    def on_step(self, task: str, record: dict[str, Any]) -> None:
-        self.bar.update()
-        self.bar.set_postfix_str(f"{task} loss {record[metrics.train(task, 'loss')]:.3f}", refresh=False)
-
-    def on_event(self, record: dict[str, Any]) -> None:
-        """One line per evaluation, above the bar: every task's dev metrics."""
-        if record.get(metrics.EVENT) != "evaluation" or self.bar.disable:
-            return
-        values = ", ".join(
-            f"{key} {value:.4f}" for key, value in record.items() if metrics.is_evaluation(key)
-        )
-        say(f"step {record[metrics.GLOBAL_STEP]}: {values}")  # above the bar, which is cleared first
-
-    def close(self, exit_code: int) -> None:
-        self.bar.close()
-
-
-def start_tracking(
-    config: TrainConfig,
-    data: TrainingData,
-    run_dir: Path,
-    wandb_id: str,
-    resume: bool,
-    details: dict[str, Any],
-    command: str,
-) -> Tracker:
-    """The W&B run of a training run, with mtl's metric schema (each task's values against its own
-    step) and the task data it read as inputs."""
-    run = config.run
-    tracker = Tracker.start(
-        job_type="train",
-        config={
-            **to_dict(config),
-            **details,
-            "data": {**to_dict(config.data), **data.statistics()},
-            "inputs": data.fingerprints,
-            "git_commit": git_commit(),
-        },
-        project=run.wandb_project,
-        directory=run_dir,
-        mode=run.wandb,
-        name=run_dir.name,
-        run_id=wandb_id,
-        resume=resume,
-        group=run.group or run.name,
-        tags=[config.model.encoder, config.schedule.schedule, *config.tasks, *split_tags(run.wandb_tags)],
-        notes=run.wandb_notes or command,
-        entity=run.wandb_entity,
-        console=run.wandb_console,
-    )
-    tracker.define_metric(metrics.GLOBAL_STEP)
-    tracker.define_metric(metrics.TASK_ID, step_metric=metrics.GLOBAL_STEP)
-    tracker.save_file(run_dir / "config.json")  # the file `resume=` reads, beside W&B's flattened config
-    for name, task in data.tasks.items():
-        # a task that only watches (train=false) has no steps of its own: its values by the run's
-        task_step = metrics.of_task(name, "step") if task.config.train else metrics.GLOBAL_STEP
-        tracker.define_metric(task_step)
-        tracker.define_metric(metrics.of_task(name, "*"), step_metric=task_step)
-        tracker.define_metric(
-            metrics.evaluation(name, "dev", task.metric),
-            step_metric=task_step,
-            summary=metrics.wandb_summary(task.metric),
-        )
-        if (folder := task.input_artifact()) is not None:
-            tracker.use_input(task.input_name, "dataset", folder, reference=True)
-    return tracker
-
-
-def split_tags(tags: str) -> list[str]:
-    return [tag.strip() for tag in tags.split(",") if tag.strip()]
-
-
-def git_commit() -> str | None:
-    """The commit of the mtl checkout that runs, when it is one."""
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
-def open_run_logs(
-    config: TrainConfig,
-    data: TrainingData,
-    run_dir: Path,
-    state: Any,  # mtl.train.state.TrainState, restored already on resume (it is read live)
-    checkpointer: Any,  # mtl.train.checkpointer.Checkpointer
-    counts: dict[str, int],
-    world_size: int,
-    resume: bool,
-    command: str,
-    progress: bool,
-) -> tuple[RunLog, Callbacks]:
-    """Rank 0's run log (cut to the checkpoint on resume) and W&B run, and the callbacks of the
-    run: the log, those named by callbacks=, the progress bar."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    details = {"world_size": world_size, **counts}
-    tracker = start_tracking(config, data, run_dir, state.wandb_id, resume, details, command)
-    checkpointer.attach(tracker, state.wandb_id, counts)
-    if resume and state.best is not None:
-        checkpointer.log_best(state.best)
-    log = RunLog(
-        RunFolder(run_dir).metrics,
-        tracker,
-        resume_at_byte=state.metrics_bytes if resume else None,
-        every=config.run.wandb_every,
-    )
-    bar = ProgressBar(state.global_step, config.optim.max_steps, progress)
-    return log, Callbacks(
-        MetricsLog(log, tracker, lambda: state.phases.rows), *named_callbacks(config, run_dir), bar
-    )

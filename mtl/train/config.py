@@ -223,6 +223,7 @@ class TrainConfig:
         monitored = [name.strip() for name in self.run.monitor.split(",") if name.strip()]
         for name in monitored:
             transfer_spec(name)  # an unknown name: a one-line error with the choices
+        named_callbacks = [name.strip() for name in self.run.callbacks.split(",") if name.strip()]
         for key, _ in parse_terms(self.run.select):
             if key.startswith("monitor/"):
                 if (name := key.split("/")[1]) not in monitored:
@@ -230,9 +231,15 @@ class TrainConfig:
                         f"select={self.run.select}: {key} needs monitor={name} (monitor={self.run.monitor})"
                     )
                 continue
+            if key.split("/")[0] in named_callbacks:
+                continue  # checked against the keys the callback says it adds when the run starts
             if (task := key.split("/")[0]) not in self.tasks:
                 raise UserError(
                     f"select={self.run.select}: {task} is not a task of this run ({', '.join(self.tasks)})"
+                )
+            if key.count("/") != 2:
+                raise UserError(
+                    f"select={self.run.select}: {key} is not a dev metric: name one as {task}/dev/<metric>"
                 )
         self._check_schedule()
         self._check_learning_rates()

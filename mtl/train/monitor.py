@@ -31,6 +31,7 @@ from mtl.models.heads import MultitaskModel
 from mtl.runtime.distributed import Distributed
 from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vocab import Vocabulary
+from mtl.train.callbacks import Callback, TrainingRun
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.sharding import whole_state
@@ -48,7 +49,12 @@ def monitor_key(task: str, metric: str) -> str:
     return f"{PREFIX}/{task}/{metric.removeprefix('all/')}"
 
 
-class Monitor:
+class Monitor(Callback):
+    """monitor=: its tasks' scores join every dev evaluation (a callback on every rank: rank 0
+    scores, the others receive its values)."""
+
+    every_rank = True
+
     def __init__(
         self,
         config: TrainConfig,
@@ -71,9 +77,12 @@ class Monitor:
                     raise error.naming("monitor_data") from None
                 self.tasks[name] = subsample(task, config.run.monitor_examples, config.run.seed)
 
-    def keys(self) -> list[str]:
+    def evaluation_keys(self) -> list[str]:
         """Every key `scores` logs (what select= may name)."""
         return [monitor_key(name, metric) for name in self.names for metric in spec(name).metrics]
+
+    def on_evaluate(self, run: TrainingRun) -> dict[str, float]:
+        return self.scores()
 
     def scores(self) -> dict[str, float]:
         """Every monitored task's headline metrics now, as `monitor/<task>/<metric>`, on every rank."""

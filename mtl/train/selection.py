@@ -49,11 +49,14 @@ def parse_terms(text: str) -> tuple[tuple[str, float], ...]:
             if weight_text
             else 1.0
         )
-        monitored = key.startswith("monitor/") and key.count("/") == 2
-        if not monitored and (not metrics.is_evaluation(key) or key.split("/")[1] != "dev"):
+        rest = key.partition("/")[2]
+        # a task's dev metric, or what a callback adds to each evaluation (monitor=, a plugin's)
+        dev_metric = metrics.is_evaluation(key) and key.split("/")[1] == "dev"
+        added = rest and not metrics.is_evaluation(key) and rest.split("/")[0] not in ("train", "dev", "test")
+        if not (dev_metric or added):
             raise UserError(
-                f"select={text}: {key} is not a dev metric: name one as <task>/dev/<metric> "
-                "or monitor/<transfer task>/<metric>"
+                f"select={text}: {key} is not a dev metric: name one as <task>/dev/<metric>, "
+                "monitor/<transfer task>/<metric>, or <callback>/<metric> for a key a callback adds"
             )
         terms.append((key.strip(), weight))
     return tuple(terms)

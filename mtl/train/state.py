@@ -23,6 +23,7 @@ class StopReason(enum.Enum):
     MIN_LR = "min_lr"  # stop=min_lr: the main task's lr fell under optim.min_lr
     PATIENCE = "patience"  # stop=patience: too many evaluations not above the best
     INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM on any process: checkpointed, resumable
+    CALLBACK = "callback"  # a callback asked the run to stop (run.control.stop(why))
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Under `torchrun` every rank runs this same loop over the same schedule; each step's global
 batch is split over the ranks and DistributedDataParallel averages their gradients, so a
 run's results do not depend on how many processes it has. What a run trains with is built
-in `setup`, one step in `step`, the side work in `callbacks`; this file only orchestrates.
+in `setup`, one step in `step`, the work around the steps in callbacks (`callbacks`,
+`run_callbacks`, `run_logs`); this file only orchestrates.
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ import torch
 
 from mtl import metrics
 from mtl.errors import UserError
-from mtl.eval import contamination
 from mtl.files import atomic, jsonfile
 from mtl.runs import RunFolder
 from mtl.runtime.distributed import Distributed
-from mtl.train.affinity import Affinity, AffinityLog
-from mtl.train.callbacks import Callbacks, callback_names, open_run_logs
+from mtl.train.callbacks import Callbacks, TrainingRun, callback_names
 from mtl.train.checkpointer import Checkpointer, encoder_metadata, export_final_encoder
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData, prepare
@@ -33,6 +32,8 @@ from mtl.train.lr_schedules import build_lr_schedule
 from mtl.train.mixed import MixedStep
 from mtl.train.prefetch import Prefetcher
 from mtl.train.resolve import resolve_settings
+from mtl.train.run_callbacks import run_callbacks
+from mtl.train.run_logs import open_run_logs
 from mtl.train.runlog import NullLog, RunLog
 from mtl.train.selection import selection_for
 from mtl.train.setup import build_model, build_setup
@@ -76,73 +77,36 @@ class Trainer:
         self.task_ids = {task: i for i, task in enumerate(config.tasks)}  # their place in tasks=
         self.train_sizes = {task: max(size, 1) for task, size in sizes.items()}
         self.lr_schedule = build_lr_schedule(config.optim, self.setup.optimizers, config.main_task)
-        tasks = self.setup.scheduler.tasks
-        every = config.run.affinity_every
-        self.affinity = (
-            Affinity(
-                self.data,
-                self.setup,
-                tasks,
-                config.run.seed,
-                self.device,
-                config.run.affinity_batches,
-                config.optim.max_grad_norm,
-            )  # fmt: skip
-            if every
-            else None
+        # affinity_every=, monitor=, contamination=, callbacks=; the run log and bar join on rank 0
+        self.callbacks = Callbacks(
+            *run_callbacks(config, self.data, self.setup, self.device, self.dist, self.run_dir, self.progress)
         )
-        self.affinity_log = AffinityLog(self.files.affinity)
-        self.monitor = None
-        if config.run.monitor:  # imported here: scikit-learn and SciPy cost 1 s of a run without monitor=
-            from mtl.train.monitor import Monitor
-
-            self.monitor = Monitor(config, self.data, self.model, self.device, self.dist)
-        monitored = self.monitor.keys() if self.monitor else []
-        self.selection = selection_for(
-            config.run.select, self.data.tasks, config.main_task, monitored
-        )  # select=
+        self.selection = selection_for(  # select=, over the dev metrics and the callbacks' added keys
+            config.run.select, self.data.tasks, config.main_task, self.callbacks.evaluation_keys()
+        )
         self.state = TrainState.for_tasks(config.training_tasks)
         self.state.wandb_id = self.dist.broadcast(self.state.wandb_id)
         self.checkpointer = Checkpointer(
             self.run_dir, encoder_metadata(config, self.data), self.dist, config.run.wandb_checkpoints
         )
         self.log: RunLog | NullLog = NullLog()
-        self.callbacks = Callbacks()
+        self.run = TrainingRun(self)  # what the callbacks see
+        self._evaluated_at: int | None = None  # the step of this process's last dev evaluation
         self.command = command  # the command line, as the W&B run's notes
         self.stop_requests = StopRequests()  # Ctrl-C or SIGTERM in this process
 
     def _open_logs(self, resume: bool) -> None:
-        """Rank 0's run log, W&B run and progress bar; a new run's parameter counts."""
-        if not self.dist.is_main:
-            return
-        counts = self.model.parameter_counts()
-        if resume:
-            self.affinity_log.cut_to(self.state.global_step)
-        if self.setup.sharded:
-            print(describe(self.model, self.dist.world_size))
-        self.log, self.callbacks = open_run_logs(
-            self.config, self.data, self.run_dir, self.state, self.checkpointer, counts, self.dist.world_size,
-            resume, self.command, self.progress,
-        )  # fmt: skip
-        if not resume:
-            print(
-                f"trainable parameters: {counts['params/trainable']:,} (encoder {counts['params/encoder']:,}; "
-                f"frozen, excluded: {counts['params/frozen']:,})"
-            )
-            # no_duplicates: the share of the first epoch's batches that held a sentence twice
-            changed = {
-                f"batches_changed/{task}": stream.repeats_share()
-                for task, stream in self.setup.streams.items()
-                if stream.distinct is not None
-            }
-            for key, share in changed.items():
-                print(
-                    f"{key.split('/', 1)[1]}: {100 * share:.0f}% of the first epoch's batches held a sentence "
-                    "twice (a false negative for an in-batch loss); batched without repeats (no_duplicates=true)"
-                )
-            self.log.log(
-                {metrics.GLOBAL_STEP: 0, **counts, **changed}
-            )  # in the file; W&B has them in its config
+        """Rank 0's run log, W&B run and progress bar, then every callback's start."""
+        self.run.resumed = resume
+        if self.dist.is_main:
+            if self.setup.sharded:
+                print(describe(self.model, self.dist.world_size))
+            self.log, metrics_log, bar = open_run_logs(
+                self.config, self.data, self.run_dir, self.state, self.checkpointer,
+                self.model.parameter_counts(), self.dist.world_size, resume, self.command, self.progress,
+            )  # fmt: skip
+            self.callbacks.callbacks = [metrics_log, *self.callbacks.callbacks, bar]
+        self.callbacks.on_train_begin(self.run)
 
     def _event(self, name: str, **values: Any) -> None:
         record = {metrics.GLOBAL_STEP: self.state.global_step, metrics.EVENT: name}
@@ -199,14 +163,20 @@ class Trainer:
                 if epoch_done:
                     self._end_epoch(task)
                 state.block.examples += len(rows)
-            if self.affinity is not None and state.global_step % self.config.run.affinity_every == 0:
-                self._measure_affinity(block_task)
+            self.callbacks.on_step_end(self.run, block_task)
             if scheduler.block_ends_after(step):
                 self._end_block(block_task, time.perf_counter() - block_clock)
-            if self._evaluation_due(step):
+            control = self.run.control  # what the callbacks asked, on any rank (one collective)
+            evaluate, stop = (
+                n > 0 for n in self.dist.sum([float(control.evaluate), float(control.stop_why is not None)])
+            )
+            control.evaluate = False
+            if self._evaluation_due(step) or evaluate:
                 self._evaluate_and_checkpoint()
             elif (step + 1) % self.config.run.checkpoint_every == 0:
                 self._save_latest()
+            if stop:
+                return StopReason.CALLBACK
 
     def train_batch(self, task: str, rows: np.ndarray) -> dict[str, Any]:
         """One optimizer step of `task` on the training examples `rows` (the global batch); returns its record."""
@@ -250,28 +220,6 @@ class Trainer:
             upcoming = self.state.global_step + 1
             task = self.setup.scheduler.task_at(upcoming)
             self.prefetcher.schedule(task, self.setup.streams[task].peek())
-
-    def _measure_affinity(self, block_task: str) -> None:
-        """Every pair's lookahead affinity now (affinity_every=): to affinity.jsonl and the run log."""
-        tasks = self.setup.scheduler.tasks
-        measured = self.affinity.measure()
-        if not self.dist.is_main:
-            return
-        step, block, matrix = self.state.global_step, self.state.block.index, measured.mean
-        self.affinity_log.append(
-            {
-                "step": step,
-                "block": block,
-                "task": block_task,
-                "tasks": tasks,
-                "matrix": matrix.tolist(),
-                "stderr": measured.stderr.tolist(),  # over the held batches: the noise floor
-                "batches": len(measured.per_batch),
-                "unit": "per_lr",  # (1 - L_after / L_before) / lr
-            }
-        )
-        values = {f"affinity/{a}>{b}": matrix[i, j] for i, a in enumerate(tasks) for j, b in enumerate(tasks)}
-        self.callbacks.on_event({metrics.GLOBAL_STEP: step, metrics.EVENT: "affinity", **values})
 
     def _end_block(self, task: str, seconds: float) -> None:
         state, block = self.state, self.state.block
@@ -322,8 +270,7 @@ class Trainer:
         started, state = time.perf_counter(), self.state
         with gathered(self.model):  # (strategy=fsdp: the ranks score different numbers of batches)
             results = self.evaluate("dev")
-            if self.monitor is not None:  # monitor=: transfer tasks, scored alongside
-                results.update(self.monitor.scores())
+            results.update(self.callbacks.on_evaluate(self.run))  # monitor=: transfer tasks, scored alongside
         record = {metrics.GLOBAL_STEP: state.global_step}
         record.update({metrics.of_task(task, "step"): n for task, n in state.task_steps.items()})
         record.update({**results, metrics.EVENT: "evaluation"})
@@ -335,13 +282,16 @@ class Trainer:
         if new_best:
             self._event("checkpoint", best=True)
             self.checkpointer.save_best(self.setup.model_state(), state.best)
+            self.callbacks.on_checkpoint(self.run, best=True)
         self._save_latest()
+        self._evaluated_at = state.global_step
 
     def _save_latest(self) -> None:
         self._event("checkpoint", best=False)
         self.state.metrics_bytes = self.log.position
         state = {"state": self.state.to_dict(), "world_size": self.dist.world_size}
         self.checkpointer.save_latest({**self.setup.state_dict(), **state}, self.state.global_step)
+        self.callbacks.on_checkpoint(self.run, best=False)
 
     def restore(self) -> None:
         """Continue from checkpoints/latest.pt (or the one before it, when it is damaged)."""
@@ -349,21 +299,10 @@ class Trainer:
         self.setup.load_state_dict(saved)
         self.state = TrainState.from_dict(saved["state"])
 
-    def _contamination(self) -> dict[str, Any]:
-        """The transfer test sentences the run trained on (mtl/eval/contamination.py)."""
-        if not self.config.run.contamination:
-            return {"skipped": "contamination=false"}
-        if not self.dist.is_main:  # rank 0 alone writes the summary and the card
-            return {}
-        ledger = contamination.ledger(self.data.training_sentences(), progress=self.progress)
-        if self.progress and (seen := contamination.seen_test_sets(ledger)):
-            listed = ", ".join(f"{name} {count:,}" for name, count in seen.items())
-            print(f"test sentences also in the training data (exact or near duplicates): {listed}")
-        return ledger
-
     def _finish(self, reason: StopReason) -> dict[str, Any]:
         state = self.state
-        if state.global_step == 0 or not self._evaluation_due(state.global_step - 1):
+        evaluated = state.global_step > 0 and self._evaluation_due(state.global_step - 1)
+        if not (evaluated or self._evaluated_at == state.global_step):
             self._evaluate_and_checkpoint()
         best = self.checkpointer.load_best()
         if self.setup.sharded:  # what is left evaluates and exports: whole weights in every process
@@ -371,12 +310,15 @@ class Trainer:
         self.model.load_state_dict(best["model"])
         results = {metrics.best(key): value for key, value in best["best"].items()}
         results.update({metrics.best(k): v for k, v in self.evaluate("test").items()})
-        ledger = self._contamination()
+        added = self.callbacks.on_train_end(self.run)  # the contamination ledger among them
         portable = export_final_encoder(
-            self.checkpointer, self.config, self.data, self.model, self.setup.streams, results, ledger
-        )
+            self.checkpointer, self.config, self.data, self.model, self.setup.streams, results,
+            added.get("contamination"),
+        )  # fmt: skip
         summary = state.summary(reason, results, self.model.parameter_counts(), self.selection)
-        summary["contamination"] = ledger
+        if reason is StopReason.CALLBACK:
+            summary["stop_why"] = self.run.control.stop_why
+        summary.update(added)
         # encoder/ loads in sentence-transformers, or why it does not exist
         summary["sentence_transformers"] = portable if isinstance(portable, str) else "encoder"
         summary["wandb_artifacts"] = self.checkpointer.artifact_names

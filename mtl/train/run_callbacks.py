@@ -1,0 +1,63 @@
+"""The callbacks a run's keys ask for, built for the trainer: affinity_every= (the lookahead
+affinities), monitor= (transfer scores with each evaluation), contamination= (the transfer test
+sentences the run trained on) and callbacks=a,b (a plugin's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mtl.eval import contamination
+from mtl.runs import RunFolder
+from mtl.runtime.distributed import Distributed
+from mtl.train.affinity import AffinityMeasurements
+from mtl.train.callbacks import Callback, TrainingRun, named_callbacks
+from mtl.train.config import TrainConfig
+from mtl.train.data import TrainingData
+from mtl.train.setup import Setup
+
+
+class ContaminationLedger(Callback):
+    """contamination=true: which transfer test sentences the run trained on (exact or near
+    duplicates; mtl/eval/contamination.py), into the summary and the encoder's card. Rank 0 counts."""
+
+    every_rank = True  # the other ranks' summaries carry an empty ledger
+
+    def __init__(self, enabled: bool, progress: bool):
+        self.enabled, self.progress = enabled, progress
+
+    def on_train_end(self, run: TrainingRun) -> dict[str, Any]:
+        if not self.enabled:
+            return {"contamination": {"skipped": "contamination=false"}}
+        if not run.dist.is_main:
+            return {"contamination": {}}
+        ledger = contamination.ledger(run.data.training_sentences(), progress=self.progress)
+        if self.progress and (seen := contamination.seen_test_sets(ledger)):
+            listed = ", ".join(f"{name} {count:,}" for name, count in seen.items())
+            print(f"test sentences also in the training data (exact or near duplicates): {listed}")
+        return {"contamination": ledger}
+
+
+def run_callbacks(
+    config: TrainConfig,
+    data: TrainingData,
+    setup: Setup,
+    device: torch.device,
+    dist: Distributed,
+    run_dir: Path,
+    progress: bool,
+) -> list[Callback]:
+    """This process's callbacks of a run, in the order they are called (the run log and progress
+    bar join them on rank 0 when the run's logs open)."""
+    callbacks: list[Callback] = []
+    if config.run.affinity_every:
+        path = RunFolder(run_dir).affinity
+        callbacks.append(AffinityMeasurements(config, data, setup, device, path))
+    if config.run.monitor:  # imported here: scikit-learn and SciPy cost 1 s of a run without monitor=
+        from mtl.train.monitor import Monitor
+
+        callbacks.append(Monitor(config, data, setup.model, device, dist))
+    callbacks.append(ContaminationLedger(config.run.contamination, progress))
+    return callbacks + named_callbacks(config, run_dir, dist.is_main)

@@ -1,0 +1,81 @@
+"""Callbacks that see the run: a plugin's callback reads the live model, adds a result to each
+evaluation that select= may name, asks for an evaluation and a stop, and sees each checkpoint,
+through the same hooks the built-in ones (affinity, monitor=, the contamination ledger) use."""
+
+import json
+
+import pytest
+import torch
+
+from mtl.runs import read_metrics
+from mtl.train.callbacks import CALLBACKS, Callback, TrainingRun, register_callback
+
+from .conftest import start_run
+
+NORM = "watcher/encoder_norm"
+
+
+class Watcher(Callback):
+    """Needs the model: the shared encoder's weight norm with every evaluation; asks for an
+    evaluation after step 4 and a stop after step 7."""
+
+    every_rank = True
+    seen: list = []  # (hook, step, detail) of the last run, for the test to read
+
+    def __init__(self, config, run_dir):
+        Watcher.seen = []
+
+    def on_train_begin(self, run: TrainingRun) -> None:
+        self.seen.append(("begin", run.state.global_step, run.resumed))
+
+    def on_step_end(self, run: TrainingRun, task: str) -> None:
+        step = run.state.global_step
+        self.seen.append(("step", step, task))
+        if step == 4:
+            run.control.evaluate_now()
+        if step == 7:
+            run.control.stop("the watcher saw enough")
+
+    def evaluation_keys(self) -> list[str]:
+        return [NORM]
+
+    def on_evaluate(self, run: TrainingRun) -> dict[str, float]:
+        with torch.no_grad():
+            norm = torch.cat([p.flatten() for p in run.model.encoder.parameters()]).norm().item()
+        self.seen.append(("evaluate", run.state.global_step, norm))
+        return {NORM: norm}
+
+    def on_checkpoint(self, run: TrainingRun, best: bool) -> None:
+        self.seen.append(("checkpoint", run.state.global_step, best))
+
+    def on_train_end(self, run: TrainingRun) -> dict:
+        return {"watcher": {"evaluations": sum(hook == "evaluate" for hook, *_ in self.seen)}}
+
+
+@pytest.fixture
+def watcher():
+    register_callback("watcher")(Watcher)
+    yield
+    CALLBACKS.pop("watcher")
+
+
+def test_a_callback_sees_the_model_adds_results_and_stops_the_run(watcher, tiny_data, tmp_path):
+    run_dir, summary = start_run(
+        tiny_data, tmp_path / "run", "callbacks=watcher", f"select={NORM}", "eval_every=1000", "max_steps=50"
+    )
+    seen = Watcher.seen
+    assert seen[0] == ("begin", 0, False)
+    assert [step for hook, step, _ in seen if hook == "step"] == list(range(1, 8))
+    assert summary["stop_reason"] == "callback" and summary["stop_why"] == "the watcher saw enough"
+    assert summary["global_step"] == 7
+    # evaluated when asked (after step 4) and when the run ended (step 7): nothing else is due
+    evaluations = [(step, norm) for hook, step, norm in seen if hook == "evaluate"]
+    assert [step for step, _ in evaluations] == [4, 7]
+    logged = [r for r in read_metrics(run_dir / "metrics.jsonl") if r.get("phase/event") == "evaluation"]
+    assert [(r["global_step"], r[NORM]) for r in logged] == evaluations
+    # select= named the callback's key: the best checkpoint is the evaluation with the larger norm
+    best_step = max(evaluations, key=lambda e: e[1])[0]
+    assert summary["selection"] == {"step": best_step, "by": NORM, "value": max(n for _, n in evaluations)}
+    assert ("checkpoint", 4, False) in seen and ("checkpoint", 7, False) in seen
+    assert summary["watcher"] == {"evaluations": 2}
+    assert json.loads((run_dir / "summary.json").read_text())["stop_why"] == "the watcher saw enough"
