@@ -2,6 +2,7 @@
 callback from outside the package; a run with all four trains, resumes exactly, transfers and
 reports, and a run folder never imports its plugin by itself."""
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -24,9 +25,27 @@ from .conftest import FIXTURES, deterministic_summary, start_run
 EXAMPLE = Path(__file__).parents[1] / "experiments" / "plugins" / "example.py"
 
 
+# The plugin API a plugin written for an earlier round used, frozen: it must keep loading, training,
+# resuming and transferring (the example above may grow with the API; this copy never changes).
+PINNED = Path(__file__).parent / "fixtures" / "plugins" / "api_2026_11.py"
+
+
 @pytest.fixture
 def example():
     """The example plugin loaded as `plugins=` loads it; everything it registered removed after."""
+    with loaded_plugin(EXAMPLE):
+        yield EXAMPLE
+
+
+@pytest.fixture(params=[EXAMPLE, PINNED], ids=["example", "pinned-2026-11"])
+def each_plugin(request):
+    """The example plugin, then the frozen copy of the last round's."""
+    with loaded_plugin(request.param):
+        yield request.param
+
+
+@contextlib.contextmanager
+def loaded_plugin(path: Path):
     before = {
         "kinds": dict(KINDS),
         "encoders": dict(ENCODERS),
@@ -34,20 +53,22 @@ def example():
         "transfer": dict(TRANSFER_TASKS),
         "callbacks": dict(CALLBACKS),
     }
-    plugins.load(str(EXAMPLE))
-    yield
-    for registry, saved in (
-        (KINDS, before["kinds"]),
-        (ENCODERS, before["encoders"]),
-        (TRAITS, before["traits"]),
-        (TRANSFER_TASKS, before["transfer"]),
-        (CALLBACKS, before["callbacks"]),
-    ):
-        registry.clear()
-        registry.update(saved)
-    plugins._loaded.pop(str(EXAMPLE.resolve()), None)
-    for name in [n for n in sys.modules if n.startswith("mtl_plugin_example")]:
-        sys.modules.pop(name)
+    plugins.load(str(path))
+    try:
+        yield
+    finally:
+        for registry, saved in (
+            (KINDS, before["kinds"]),
+            (ENCODERS, before["encoders"]),
+            (TRAITS, before["traits"]),
+            (TRANSFER_TASKS, before["transfer"]),
+            (CALLBACKS, before["callbacks"]),
+        ):
+            registry.clear()
+            registry.update(saved)
+        plugins._loaded.pop(str(path.resolve()), None)
+        for name in [n for n in sys.modules if n.startswith(f"mtl_plugin_{path.stem}")]:
+            sys.modules.pop(name)
 
 
 PLUGIN_ARGS = (
@@ -62,14 +83,15 @@ PLUGIN_ARGS = (
 
 
 def test_a_run_of_every_plugin_extension_resumes_exactly_and_needs_its_plugin_again(
-    example, tiny_data, tmp_path, capsys
+    each_plugin, tiny_data, tmp_path, capsys
 ):
     run_dir, straight = start_run(tiny_data, tmp_path / "straight", *PLUGIN_ARGS)
     assert straight["steps/hypothesis_only"] == 4 and 0 <= straight["best/hypothesis_only/test/acc"] <= 1
     record = json.loads((run_dir / "config.json").read_text())
-    example_sha256 = hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
+    plugin_sha256 = hashlib.sha256(each_plugin.read_bytes()).hexdigest()
+    name = each_plugin.stem
     assert record["plugins"] == [
-        {"name": "example", "source": str(EXAMPLE.resolve()), "sha256": example_sha256}
+        {"name": name, "source": str(each_plugin.resolve()), "sha256": plugin_sha256}
     ]
     assert record["metrics"]["hypothesis_only"] == {"metric": "acc", "higher_is_better": True}
     assert json.loads((run_dir / "encoder.json").read_text())["plugins"] == record["plugins"]
@@ -80,10 +102,10 @@ def test_a_run_of_every_plugin_extension_resumes_exactly_and_needs_its_plugin_ag
     with pytest.MonkeyPatch.context() as patch:  # a process not given plugins=: the folder imports nothing
         patch.setattr(plugins, "_loaded", {})
         patch.setattr(plugins, "_installed_loaded", True)
-        with pytest.raises(UserError, match=r"made with the plugin example: give plugins=example"):
+        with pytest.raises(UserError, match=rf"made with the plugin {name}: give plugins={name}"):
             run.resume(killed, progress=False)
         assert cli.main(["train-multitask", f"resume={killed}"]) == 2
-        assert "plugins=example" in capsys.readouterr().err
+        assert f"plugins={name}" in capsys.readouterr().err
     _, resumed = run.resume(killed, progress=False)
     assert deterministic_summary(resumed) == deterministic_summary(straight)
 
@@ -106,7 +128,7 @@ def test_a_plugin_given_on_the_command_line_lists_its_names_in_help(example, cap
 
 
 def test_a_plugin_transfer_task_is_evaluated_and_reported_with_no_other_edit(
-    example, tiny_data, tmp_path, shared_data
+    each_plugin, tiny_data, tmp_path, shared_data
 ):
     from mtl.analysis.report import ReportConfig
     from mtl.analysis.report import run as report
