@@ -150,11 +150,11 @@ def test_the_mixed_step_caches_an_in_batch_task_as_the_task_step_does(
 ):
     # uncertainty weighs each task's loss by a learned exp(-s): GradCache's backward starts from
     # that loss's gradient, and s gets its own from the whole batch's loss
-    from mtl.train import mixed
+    from mtl.train import step  # the forward/backward both steps share
 
     calls = []
-    real = mixed.cached_backward
-    monkeypatch.setattr(mixed, "cached_backward", lambda *args: calls.append(args[2]) or real(*args))
+    real = step.cached_backward
+    monkeypatch.setattr(step, "cached_backward", lambda *args: calls.append(args[2]) or real(*args))
     losses, gradients = one_mixed_step(tiny_data, tmp_path / "whole", balancer)
     assert calls == []
     cached_losses, cached = one_mixed_step(tiny_data, tmp_path / "cached", balancer, "mnrl.mini_batch=5")

@@ -9,7 +9,6 @@ backward: the balancer then decides on the same global gradients on every rank.
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from collections.abc import Callable
@@ -23,10 +22,8 @@ from mtl.runtime.distributed import Distributed
 from mtl.train.balancers.base import Balancer, pairwise_cosines
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
-from mtl.train.grad_cache import cached_backward
-from mtl.train.precision import autocast
 from mtl.train.setup import Setup, TaskNetwork
-from mtl.train.step import StepResult, TaskStep, step_seed, weighted
+from mtl.train.step import StepResult, TaskStep, step_seed, task_backward
 
 
 @dataclass
@@ -143,32 +140,16 @@ class MixedStep:
         """Task `task`'s forward and backward on this rank's share of `rows`; its (loss sum,
         metric sum) on the device. The loss is this rank's part of the global-batch mean, so the
         ranks' gradients add up to the gradient of that mean."""
-        definition, network = self.data.tasks[task], self.networks[task]
-        mini_batch = getattr(self.config.tasks[task], "mini_batch", None) if definition.in_batch else None
-        computing = functools.partial(autocast, self.config.run.precision, self.device)
-        totals = torch.zeros(2, device=self.device)
-        for sentences, labels, weight in self.prepare(task, rows).micro_batches:
-
-            def loss_and_score(outputs, labels=labels, weight=weight) -> tuple[torch.Tensor, torch.Tensor]:
-                losses, scores = definition.losses(outputs, labels), definition.scores(outputs, labels)
-                return weighted(losses, weight).sum(), weighted(scores, weight).sum()
-
-            if mini_batch is not None and mini_batch < len(labels):  # GradCache, as in the task step
-                loss_sum, score = cached_backward(
-                    network, sentences, mini_batch, computing, loss_and_score, self._seed(index, len(rows)),
-                    self.device,
-                )  # fmt: skip
-            else:
-                with computing():
-                    outputs = network(sentences)
-                loss_sum, score = loss_and_score(outputs)
-                self.setup.scaler.scale(self.balancer.task_loss(index, loss_sum / len(rows))).backward()
-            totals += torch.stack([loss_sum.detach(), score.detach()])
-        return totals
+        parts = self.prepare(task, rows).micro_batches
+        seed = self._seed(index, len(rows))
+        sums = task_backward(
+            self.networks[task], self.data.tasks[task], parts, seed, self.config, self.device
+        )
+        return torch.stack(sums).view(-1, 2).sum(dim=0)
 
     def _seed(self, index: int, count: int) -> Callable[[torch.Tensor], torch.Tensor]:
-        """For GradCache: the gradient of the balancer's (scaled) task loss with respect to the
-        loss sum, where backward starts; the balancer's own parameters get theirs on the way."""
+        """The gradient of the balancer's (scaled) task loss with respect to the task's loss sum,
+        where backward starts; the balancer's own parameters get theirs on the way."""
 
         def seed(loss_sum: torch.Tensor) -> torch.Tensor:
             held = loss_sum.detach().requires_grad_()

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -24,6 +25,9 @@ from mtl.train.grad_cache import cached_backward
 from mtl.train.precision import autocast
 from mtl.train.setup import Setup
 from mtl.train.state import TrainState
+
+if TYPE_CHECKING:
+    from mtl.tasks.base import Task
 
 
 @dataclass
@@ -48,6 +52,45 @@ class PreparedBatch:
 def weighted(values: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
     """Per-example `values` times their loss weights (`PreparedBatch`)."""
     return values if weight is None else values * weight
+
+
+def task_backward(
+    network: torch.nn.Module,
+    definition: Task,
+    micro_batches: list,
+    seed: Callable[[torch.Tensor], torch.Tensor],
+    config: TrainConfig,
+    device: torch.device,
+    syncing: Callable[[bool], contextlib.AbstractContextManager] = lambda last: contextlib.nullcontext(),
+) -> list[torch.Tensor]:
+    """One task's forward and backward over its micro-batches (`PreparedBatch.micro_batches`), for
+    the single-task and the mixed step alike: the loss sum of each under autocast, its loss weights,
+    backward from `seed(loss_sum)` (the gradient of what the step minimises with respect to that
+    sum), an in-batch task with `<task>.mini_batch=` through GradCache. `syncing(last)`: DDP's
+    no_sync before the last micro-batch. Returns each micro-batch's (loss sum, metric sum), on the
+    device and detached."""
+    mini_batch = getattr(config.tasks[definition.name], "mini_batch", None) if definition.in_batch else None
+    computing = functools.partial(autocast, config.run.precision, device)
+    sums: list[torch.Tensor] = []
+    for i, (sentences, labels, weight) in enumerate(micro_batches):
+
+        def loss_and_score(outputs, labels=labels, weight=weight) -> tuple[torch.Tensor, torch.Tensor]:
+            losses, scores = definition.losses(outputs, labels), definition.scores(outputs, labels)
+            return weighted(losses, weight).sum(), weighted(scores, weight).sum()
+
+        # a weight means a stand-in row (this rank has none of a short batch): not a candidate
+        with syncing(i == len(micro_batches) - 1), rows_are_padding(weight is not None):
+            if mini_batch is not None and mini_batch < len(labels):  # GradCache (grad_cache.py)
+                sums += cached_backward(
+                    network, sentences, mini_batch, computing, loss_and_score, seed, device
+                )
+                continue
+            with computing():
+                outputs = network(sentences)
+            loss_sum, score_sum = loss_and_score(outputs)
+            sums += [loss_sum.detach(), score_sum.detach()]
+            loss_sum.backward(seed(loss_sum))
+    return sums
 
 
 class TaskStep:
@@ -128,32 +171,10 @@ class TaskStep:
         def seed(loss_sum: torch.Tensor) -> torch.Tensor:
             return setup.scaler.scale(torch.full_like(loss_sum, scale))
 
-        mini_batch = getattr(self.config.tasks[task], "mini_batch", None) if definition.in_batch else None
-        computing = functools.partial(autocast, self.config.run.precision, self.device)
-        # Each micro-batch's (loss sum, metric sum), summed on the device: read once, by the caller.
-        sums = []
-        for i, (sentences, labels, weight) in enumerate(parts):
+        def syncing(last: bool) -> contextlib.AbstractContextManager:  # DDP all-reduces after the last
+            return contextlib.nullcontext() if last or not self.dist.active else network.no_sync()
 
-            def loss_and_score(outputs, labels=labels, weight=weight) -> tuple[torch.Tensor, torch.Tensor]:
-                losses, scores = definition.losses(outputs, labels), definition.scores(outputs, labels)
-                return weighted(losses, weight).sum(), weighted(scores, weight).sum()
-
-            syncs = i == len(parts) - 1 or not self.dist.active
-            # a weight means a stand-in row (this rank has none of a short batch): not a candidate
-            with (
-                contextlib.nullcontext() if syncs else network.no_sync(),
-                rows_are_padding(weight is not None),
-            ):
-                if mini_batch is not None and mini_batch < len(labels):  # GradCache (grad_cache.py)
-                    sums += cached_backward(
-                        network, sentences, mini_batch, computing, loss_and_score, seed, self.device
-                    )
-                    continue
-                with computing():
-                    outputs = network(sentences)
-                loss_sum, score_sum = loss_and_score(outputs)
-                sums += [loss_sum.detach(), score_sum]
-                loss_sum.backward(seed(loss_sum))
+        sums = task_backward(network, definition, parts, seed, self.config, self.device, syncing)
         optimizer = setup.optimizers[task]
         setup.scaler.unscale_(optimizer)
         grad_norm = self.gradients.clip(trained, self.config.optim.max_grad_norm or math.inf)

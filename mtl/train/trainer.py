@@ -184,11 +184,7 @@ class Trainer:
         self.lr_schedule.before_step(state.global_step)
         prepared = self.prefetcher.take(task, rows) if self.prefetcher.enabled else None
         result: StepResult = self.step(task, rows, state.global_step, prepared, self._prefetch_next)
-        if not math.isfinite(result.loss):  # caught after the update: the run stops without saving it
-            latest = self.checkpointer.latest_step
-            raise Diverged.at(
-                task, result.loss, state, self.files.latest if latest is not None else None, latest
-            )
+        self._check_finite({task: result.loss})
         record = state.after_step(
             task, metric, result, self.lr_schedule.lr(task), self.train_sizes[task], self.task_ids[task]
         )
@@ -200,18 +196,22 @@ class Trainer:
         state = self.state
         self.lr_schedule.before_step(state.global_step)
         result = self.mixed_step(batches, state.global_step)
-        for task, done in result.tasks.items():
-            if not math.isfinite(done.loss):
-                latest = self.checkpointer.latest_step
-                raise Diverged.at(
-                    task, done.loss, state, self.files.latest if latest is not None else None, latest
-                )
+        self._check_finite({task: done.loss for task, done in result.tasks.items()})
         task_metrics = {task: self.data.tasks[task].metric for task in batches}
         record = state.after_mixed_step(
             result, task_metrics, self.lr_schedule.lr(self.config.main_task), self.train_sizes
         )
         self.callbacks.on_step(metrics.MIXED, record)
         return record
+
+    def _check_finite(self, losses: dict[str, float]) -> None:
+        """Caught after the update: the run stops without saving it (Diverged names the last checkpoint)."""
+        for task, loss in losses.items():
+            if not math.isfinite(loss):
+                latest = self.checkpointer.latest_step
+                raise Diverged.at(
+                    task, loss, self.state, self.files.latest if latest is not None else None, latest
+                )
 
     def _prefetch_next(self) -> None:
         """Start preparing the batch the step after this one will draw: the scheduler's next task,
