@@ -27,9 +27,11 @@ gpu-check *args:
 bench-build *args:
     {{python}} -m mtl bench-build "$@"
 
-# the test suite (pytest arguments pass through)
+# the test suite (pytest arguments pass through): two to four worker processes, a file's tests
+# on one worker, each torch at one thread (the tests wait on processes they start; two workers
+# at one thread each keep two cores busy where one at two threads left them idle)
 test *args:
-    {{python}} -m pytest "$@"
+    OMP_NUM_THREADS=1 {{python}} -m pytest --numprocesses=auto --maxprocesses=4 --dist=loadfile "$@"
 
 # ruff lint and format check
 lint:
