@@ -307,3 +307,21 @@ def test_two_processes_distill_in_batch_like_one(tiny_data, tmp_path, monkeypatc
     code, output = finished(torchrun(2, *args_for(tiny_data, tmp_path / "two", *keys)))
     assert code == 0, output
     assert_same_training(tmp_path / "one", tmp_path / "two")
+
+
+def test_a_callbacks_request_on_one_rank_is_acted_on_by_every_rank(tiny_data, tmp_path):
+    plugin = Path(__file__).parent / "fixtures" / "plugins" / "rank_requests.py"
+    out = tmp_path / "asked"
+    keys = (f"plugins={plugin}", "callbacks=stop_at_5,evaluate_on_rank_1", "max_steps=50")
+    code, output = finished(torchrun(2, *args_for(tiny_data, out, *SETTINGS, *keys)))  # eval_every=100
+    assert code == 0, output
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["stop_reason"], summary["stop_why"], summary["global_step"]) == (
+        "callback",
+        "rank 0 asked",
+        5,
+    )
+    evaluations = [
+        r["global_step"] for r in read_metrics(out / "metrics.jsonl") if r.get("phase/event") == "evaluation"
+    ]
+    assert evaluations == [3, 5]  # rank 1's request, then the run's end
