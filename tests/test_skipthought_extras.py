@@ -138,3 +138,10 @@ def test_tsne_and_maxpool_read_the_data_the_run_recorded(tiny_data, senteval, tm
         == 0
     )
     assert "trained: most picked words" in capsys.readouterr().out
+
+
+def test_tsne_refuses_a_task_whose_protocol_fits_no_labels(shared_data, tmp_path, capsys):
+    # STS is scored by cosine alone (its protocol fits nothing): no labels to colour points by
+    data = shared_data / "senteval" / "downstream"
+    assert main(["tsne", f"run={tmp_path}", "task=STS14", f"data={data}"]) == 2
+    assert "STS14 is scored without labels per sentence" in capsys.readouterr().err

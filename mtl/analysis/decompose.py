@@ -21,6 +21,7 @@ from mtl.analysis.configs import DecomposeConfig as DecomposeConfig
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.eval.loading import load_encoder
+from mtl.eval.transfer.protocols import protocol_of
 from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.eval.transfer.report_file import ITEMS_SUFFIX, read_items
 from mtl.eval.transfer.suite import TransferConfig, data_root
@@ -36,7 +37,7 @@ OOV_BINS = ((0.0, 0.0), (0.0, 0.05), (0.05, 0.15), (0.15, 1.0))  # (low, high]: 
 def test_texts(task) -> list[list[str]]:
     """Each test item's sentences, in the order the report's items are: a cross-validated task's
     whole data, else its test split."""
-    split = task.splits["all"] if task.kind == "cv" else task.splits["test"]
+    split = task.splits[protocol_of(task).tested]
     return [list(texts) for texts in zip(*split.sentences, strict=True)]
 
 
@@ -83,7 +84,7 @@ def decompose_task(task, items: dict[str, np.ndarray], tokenize, has_vector) -> 
 
 
 def _labels(task) -> list:
-    return (task.splits["all"] if task.kind == "cv" else task.splits["test"]).labels
+    return task.splits[protocol_of(task).tested].labels
 
 
 def decomposition(config: DecomposeConfig) -> tuple[str, list[list]]:

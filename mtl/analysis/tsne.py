@@ -23,6 +23,7 @@ from mtl.config import apply_overrides
 from mtl.data.snli import LABELS as SNLI_LABELS
 from mtl.errors import UserError
 from mtl.eval.transfer.classifiers import relatedness_features
+from mtl.eval.transfer.protocols import protocol_of
 from mtl.eval.transfer.suite import TransferConfig, data_root, make_encoder
 from mtl.eval.transfer.tasks import SICK_LABELS, TREC_CLASSES, TransferTask, read_task
 from mtl.files import atomic
@@ -100,7 +101,8 @@ def run(config: TsneConfig) -> Path:
         run=config.run, tasks=config.task, data=data, vectors=config.vectors, device=config.device
     )
     task = read_task(config.task, data_root(transfer))
-    if task.kind == "sts":
+    protocol = protocol_of(task)
+    if not protocol.fitted:  # nothing is fitted to its labels: nothing to colour the points by
         raise UserError(
             f"{config.task} is scored without labels per sentence: choose a labelled task (TREC, SICK-R)"
         )
@@ -117,7 +119,7 @@ def run(config: TsneConfig) -> Path:
         if config.out
         else Path(config.run.split(",")[0]).expanduser() / f"tsne-{config.task}.html"
     )
-    text = page(xy, labels, config.task, title, graded=task.kind == "relatedness")
+    text = page(xy, labels, config.task, title, graded=protocol.graded)
     with atomic.atomic_path(out, "t-SNE page") as partial:
         partial.write_text(text, encoding="utf-8")
     return out

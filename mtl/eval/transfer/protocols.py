@@ -73,6 +73,7 @@ class TransferProtocol:
     name: ClassVar[str]
     tested: ClassVar[str] = "test"
     fitted: ClassVar[bool] = True  # False: nothing is fitted, so SentEval's sorting changes nothing
+    graded: ClassVar[bool] = False  # True: the labels are scores on a scale (relatedness), not classes
 
     def sizes(self, splits: dict[str, int]) -> dict[str, int]:
         """SentEval's sample counts: `ndev` (what tuned the classifier), `ntest`."""
@@ -140,6 +141,7 @@ class Relatedness(TransferProtocol):
     """SICK-R, STS-B: a softmax over the integer scores on [|u-v|, u*v], early-stopped on dev."""
 
     name = "relatedness"
+    graded = True
 
     def score(self, data: TaskFeatures, senteval: SentEvalParams | None) -> dict:
         x = {s: relatedness_features(*data.columns(s)) for s in ("train", "dev", "test")}
@@ -161,6 +163,7 @@ class CosineSTS(TransferProtocol):
 
     name = "sts"
     fitted = False
+    graded = True
 
     def sizes(self, splits: dict[str, int]) -> dict[str, int]:
         return {"ntest": sum(splits.values())}
