@@ -136,9 +136,9 @@ def args_for(tiny_data, out: Path, *extra: str) -> list[str]:
         "checkpoint_every=3",
         "wandb=disabled",
         "contamination=false",  # 0.3 s a run; tests/test_contamination.py turns it on
-        "transformer_heads=2",
-        "transformer_ffn=16",
     ]
+    if "encoder=transformer" in extra:  # (a key of another encoder is refused)
+        defaults += ["transformer_heads=2", "transformer_ffn=16"]
     return [arg for arg in defaults if arg.partition("=")[0] not in given] + list(extra)
 
 

@@ -243,3 +243,58 @@ def test_a_number_is_read_as_its_key_needs():
     for text, message in [("1e39", "too large"), ("nan", "finite"), ("x", "not a number")]:
         with pytest.raises(UserError, match=f"k={text} .*{message}|k={text} is {message}"):
             read_number("k", text)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["transformer_heads=4"],
+            "transformer_heads=4: unknown key for encoder=bilstm (transformer_heads configures encoder=transformer)",
+        ),
+        (
+            ["encoder=gru", "max_seq_length=64"],
+            "max_seq_length=64: unknown key for encoder=gru (max_seq_length configures encoder=hf)",
+        ),
+        (
+            ["model.gatedconv_layers=2", "encoder=bow"],
+            "unknown key for encoder=bow (gatedconv_layers configures encoder=gatedconv)",
+        ),
+        (
+            ["schedule=mixed", "gradnorm_alpha=2"],
+            "gradnorm_alpha=2: unknown key for balancer=sum (gradnorm_alpha configures balancer=gradnorm)",
+        ),
+    ],
+)
+def test_a_key_of_another_component_is_refused_by_its_declaration(args, message):
+    from mtl.train.config import with_overrides
+
+    with pytest.raises(UserError, match=re.escape(message)):
+        with_overrides(TrainConfig(), args)
+
+
+def test_a_components_own_keys_pass_and_a_plugin_declares_the_keys_it_reads():
+    from mtl.train.balancers import BALANCER_KEYS, BALANCERS, register_balancer
+    from mtl.train.config import with_overrides
+
+    for args in (
+        ["encoder=transformer", "transformer_heads=2", "hidden=8"],
+        ["transformer_heads=2", "encoder=transformer", "hidden=8"],  # in any order
+        ["schedule=mixed", "balancer=gradnorm", "gradnorm_alpha=2"],
+    ):
+        with_overrides(TrainConfig(), args)
+    before = dict(BALANCER_KEYS)
+    try:
+        register_balancer("gradnorm_variant", keys=("gradnorm_alpha",))(type("Variant", (), {}))
+        config = with_overrides(
+            TrainConfig(), ["schedule=mixed", "balancer=gradnorm_variant", "gradnorm_alpha=3"]
+        )
+        assert config.schedule.gradnorm_alpha == 3
+    finally:
+        BALANCERS.pop("gradnorm_variant", None)
+        BALANCER_KEYS.clear()
+        BALANCER_KEYS.update(before)
+    # a recorded config holds every key: applying other keys to it checks only those given
+    recorded = with_overrides(TrainConfig(), ["encoder=transformer", "transformer_heads=2", "hidden=8"])
+    recorded.model.encoder = "bilstm"  # (as an older run's record may pair them)
+    assert with_overrides(recorded, ["max_steps=5"]).model.transformer_heads == 2

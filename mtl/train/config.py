@@ -33,10 +33,10 @@ from mtl.config import (
 )
 from mtl.errors import UserError
 from mtl.eval.transfer.registry import spec as transfer_spec
-from mtl.models.encoders.config import MAX_POSITIONS, EncoderConfig
+from mtl.models.encoders.config import MAX_POSITIONS, EncoderConfig, key_owners
 from mtl.runs import upgrade
 from mtl.tasks import TaskConfig
-from mtl.train.balancers import BALANCERS
+from mtl.train.balancers import BALANCERS, balancer_key_owners
 from mtl.train.lr_schedules import LR_SCHEDULES
 from mtl.train.scheduler import SCHEDULES, trains_every_task
 from mtl.train.selection import parse_terms
@@ -387,7 +387,31 @@ def with_overrides(config: TrainConfig, args: Sequence[str]) -> TrainConfig:
     if not config.tasks:
         raise UserError("every task was left out (steps_<task>=0): at least one task must train")
     _check_task_keys(rest, config)
-    return apply_overrides(config, rest, aliases=[*legacy, *RENAMED])
+    config = apply_overrides(config, rest, aliases=[*legacy, *RENAMED])
+    _check_component_keys(rest, config)
+    return config
+
+
+def _check_component_keys(given: Sequence[str], config: TrainConfig) -> None:
+    """A key that configures one encoder or balancer, given with another, is refused rather than
+    silently unused (`encoder=bilstm transformer_heads=2`). Which component takes a key is declared
+    with it (EncoderTraits.keys, register_balancer's keys): a plugin's says so too. Only keys given
+    here are checked: a recorded run's config holds every key, and resumes as it is."""
+    components = (
+        ("encoder", config.model.encoder, key_owners()),
+        ("balancer", config.schedule.balancer, balancer_key_owners()),
+    )
+    for arg in given:
+        key = arg.partition("=")[0]
+        if "." in key and key.split(".", 1)[0] not in ("model", "schedule"):
+            continue  # a task's own key
+        leaf = key.rsplit(".", 1)[-1]
+        for component, chosen, owners in components:
+            if leaf in owners and chosen not in owners[leaf]:
+                takers = " or ".join(f"{component}={name}" for name in owners[leaf])
+                raise UserError(
+                    f"{arg}: unknown key for {component}={chosen} ({leaf} configures {takers}): leave it out"
+                )
 
 
 def _task_list(text: str, known: dict[str, TaskConfig]) -> dict[str, TaskConfig]:

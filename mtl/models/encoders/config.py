@@ -148,6 +148,15 @@ class EncoderTraits:
     pretrained: bool = False  # a pretrained backbone: SBERT's AdamW recipe, and exported in HF format
     default_pooling: Pooling = "max"  # what pooling=auto means
     own_pooling: str = ""  # the architecture pools its own way (inner attention, per-layer max): no pooling=
+    # The keys (EncoderConfig's fields) that configure this encoder alone: one given on the command
+    # line with an encoder that does not list it is refused ("a key of encoder=transformer").
+    keys: tuple[str, ...] = ()
+
+
+HF_KEYS = (
+    "hf_model", "max_seq_length", "hf_freeze_embeddings", "hf_freeze_layers", "gradient_checkpointing",
+    "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "compile",
+)  # fmt: skip
 
 
 # name -> (the module whose import registers its builder, its traits)
@@ -156,19 +165,22 @@ BUILTIN: dict[str, tuple[str, EncoderTraits]] = {
     "bilstm2": ("mtl.models.encoders.bilstm2", EncoderTraits(recurrent=True)),
     "bow": ("mtl.models.encoders.bow", EncoderTraits(default_pooling="mean")),
     "decomposable": ("mtl.models.encoders.decomposable", EncoderTraits()),
-    "gatedconv": ("mtl.models.encoders.gatedconv", EncoderTraits()),
-    "gru": ("mtl.models.encoders.gru", EncoderTraits(recurrent=True)),
+    "gatedconv": ("mtl.models.encoders.gatedconv", EncoderTraits(keys=("gatedconv_layers",))),
+    "gru": ("mtl.models.encoders.gru", EncoderTraits(recurrent=True, keys=("bidirectional", "gru_init"))),
     "hconvnet": ("mtl.models.encoders.hconvnet", EncoderTraits(own_pooling="max over each layer")),
     "hf": (
         "mtl.models.encoders.hf",
-        EncoderTraits(subwords=True, pretrained=True, default_pooling="mean"),
+        EncoderTraits(subwords=True, pretrained=True, default_pooling="mean", keys=HF_KEYS),
     ),
     "innerattention": (
         "mtl.models.encoders.innerattention",
         EncoderTraits(recurrent=True, own_pooling="4 attention views"),
     ),
     "lstm": ("mtl.models.encoders.lstm", EncoderTraits(recurrent=True)),
-    "transformer": ("mtl.models.encoders.transformer", EncoderTraits()),
+    "transformer": (
+        "mtl.models.encoders.transformer",
+        EncoderTraits(keys=("transformer_layers", "transformer_heads", "transformer_ffn")),
+    ),
 }
 
 # name -> builder(embedding, config) -> Encoder (see base.EncoderBuilder)
@@ -187,6 +199,15 @@ def register(
         return builder
 
     return add
+
+
+def key_owners() -> dict[str, list[str]]:
+    """Each encoder-specific key -> the encoders that take it (their traits' `keys`)."""
+    owners: dict[str, list[str]] = {}
+    for name, declared in TRAITS.items():
+        for key in declared.keys:
+            owners.setdefault(key, []).append(name)
+    return owners
 
 
 def traits(name: str) -> EncoderTraits:

@@ -27,9 +27,25 @@ BALANCERS: Registry[type[Balancer]] = Registry(
 )
 
 
-def register_balancer(name: str) -> Callable[[type[Balancer]], type[Balancer]]:
-    """Make a `Balancer` class (balancers.base) available to balancer=NAME (a class decorator)."""
+# name -> the keys that configure that balancer alone: one given with another balancer is refused
+BALANCER_KEYS: dict[str, tuple[str, ...]] = {"gradnorm": ("gradnorm_alpha",)}
+
+
+def register_balancer(name: str, keys: tuple[str, ...] = ()) -> Callable[[type[Balancer]], type[Balancer]]:
+    """Make a `Balancer` class (balancers.base) available to balancer=NAME (a class decorator);
+    `keys`: the existing keys it reads (a plugin GradNorm variant: ("gradnorm_alpha",))."""
+    if keys:
+        BALANCER_KEYS[name] = tuple(keys)
     return adds_to(BALANCERS, name)
 
 
-__all__ = ["BALANCERS", "register_balancer"]
+def balancer_key_owners() -> dict[str, list[str]]:
+    """Each balancer-specific key -> the balancers that take it."""
+    owners: dict[str, list[str]] = {}
+    for name, keys in BALANCER_KEYS.items():
+        for key in keys:
+            owners.setdefault(key, []).append(name)
+    return owners
+
+
+__all__ = ["BALANCERS", "BALANCER_KEYS", "balancer_key_owners", "register_balancer"]
