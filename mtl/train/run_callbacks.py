@@ -60,4 +60,6 @@ def run_callbacks(
 
         callbacks.append(Monitor(config, data, setup.model, device, dist))
     callbacks.append(ContaminationLedger(config.run.contamination, progress))
+    if config.run.callbacks and dist.is_main:  # a plugin's is built with the folder it may write to
+        run_dir.mkdir(parents=True, exist_ok=True)
     return callbacks + named_callbacks(config, run_dir, dist.is_main)
