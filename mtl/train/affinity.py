@@ -222,10 +222,9 @@ class AffinityMeasurements(Callback):
     def __init__(
         self, config: TrainConfig, data: TrainingData, setup: Setup, device: torch.device, path: Path
     ):
-        self.every, self.tasks = config.run.affinity_every, setup.scheduler.tasks
-        run = config.run
+        self.every, self.tasks, keys = config.run.affinity_every, setup.scheduler.tasks, config.run
         self.affinity = Affinity(
-            data, setup, self.tasks, run.seed, device, run.affinity_batches, config.optim.max_grad_norm
+            data, setup, self.tasks, keys.seed, device, keys.affinity_batches, config.optim.max_grad_norm
         )
         self.log = AffinityLog(path)
 

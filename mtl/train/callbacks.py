@@ -56,51 +56,30 @@ class Control:
 
 
 class TrainingRun:
-    """The run as its callbacks see it: live views of the trainer's objects (the model is the one
-    training, the state the one checkpointed), the process group, and the loop's `control`."""
+    """The run as its callbacks see it: the trainer's objects (the model is the one training, the
+    state the one checkpointed), the process group, and the loop's `control`."""
 
     def __init__(self, trainer: Any, resumed: bool = False):
         self._trainer = trainer
+        self.config: TrainConfig = trainer.config
+        self.run_dir: Path = trainer.run_dir
+        self.files: RunFolder = trainer.files
+        self.data: TrainingData = trainer.data
+        self.setup: Setup = trainer.setup  # the optimizers, the scheduler, each task's batch stream
+        self.device = trainer.device  # a torch.device
+        self.dist: Distributed = trainer.dist  # the process group: rank, world size, broadcast, any
         self.resumed = resumed  # this process continues a checkpointed run
         self.control = Control()
 
-    @property
-    def config(self) -> TrainConfig:
-        return self._trainer.config
-
-    @property
-    def run_dir(self) -> Path:
-        return self._trainer.run_dir
-
-    @property
-    def files(self) -> RunFolder:
-        return self._trainer.files
-
-    @property
-    def data(self) -> TrainingData:
-        return self._trainer.data
-
+    # Read through the trainer: both are replaced during a run (the state when a checkpoint is
+    # restored, the model when a sharded run gathers its weights to evaluate and export).
     @property
     def model(self) -> Any:  # mtl.models.heads.MultitaskModel, possibly sharded (strategy=fsdp)
         return self._trainer.model
 
     @property
-    def setup(self) -> Setup:
-        """The optimizers, the scheduler, each task's batch stream, the gradient scaler."""
-        return self._trainer.setup
-
-    @property
     def state(self) -> TrainState:
         return self._trainer.state
-
-    @property
-    def device(self) -> Any:  # torch.device
-        return self._trainer.device
-
-    @property
-    def dist(self) -> Distributed:
-        """The process group: rank, world size, `is_main`, broadcast, any, barrier."""
-        return self._trainer.dist
 
     def log(self, event: str, values: dict[str, Any]) -> None:
         """A record of this step into the run's log (metrics.jsonl; its numbers to W&B): `values`

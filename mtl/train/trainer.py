@@ -96,7 +96,7 @@ class Trainer:
         self.stop_requests = StopRequests()  # Ctrl-C or SIGTERM in this process
 
     def _open_logs(self, resume: bool) -> None:
-        """Rank 0's run log, W&B run and progress bar, then every callback's start."""
+        """Rank 0's run log, W&B run and progress bar, joining the run's callbacks."""
         self.run.resumed = resume
         if self.dist.is_main:
             if self.setup.sharded:
@@ -106,7 +106,6 @@ class Trainer:
                 self.model.parameter_counts(), self.dist.world_size, resume, self.command, self.progress,
             )  # fmt: skip
             self.callbacks.callbacks = [metrics_log, *self.callbacks.callbacks, bar]
-        self.callbacks.on_train_begin(self.run)
 
     def _event(self, name: str, **values: Any) -> None:
         record = {metrics.GLOBAL_STEP: self.state.global_step, metrics.EVENT: name}
@@ -117,7 +116,8 @@ class Trainer:
     def fit(self, resume: bool = False) -> dict[str, Any]:
         """Train until a `StopReason`; return the summary. An interrupt checkpoints, then raises KeyboardInterrupt."""
         self._open_logs(resume)
-        try:
+        try:  # (a callback's failing start closes the run's logs as a failing step does)
+            self.callbacks.on_train_begin(self.run)
             with self.stop_requests:
                 reason = self._loop()
         except BaseException as error:
