@@ -366,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if PRINT_CONFIG in argv[1:]:
         return print_config(argv[0], [a for a in argv[1:] if a != PRINT_CONFIG])
-    previous = _stop_on_signals()
+    previous, stopped_by = _stop_on_signals()
     # A log handler that cannot write (W&B's debug log on a full disk) must not print a traceback
     # per record: the write that matters fails too, and says so in one line.
     logging.raiseExceptions = False
@@ -392,11 +392,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RuntimeError as error:
         from mtl.runtime.distributed import lost_a_peer
 
-        if not lost_a_peer(error):
+        if lost_a_peer(error):
+            rank = os.environ.get("RANK", "?")
+            rank_says(
+                f"error: rank {rank} lost contact with another process of the job ({_first_line(error)})"
+            )
+            return LOST_A_PEER
+        if not stopped_by:
             raise
-        rank = os.environ.get("RANK", "?")
-        rank_says(f"error: rank {rank} lost contact with another process of the job ({_first_line(error)})")
-        return LOST_A_PEER
+        return _interrupted_midway(stopped_by)
+    except Exception:
+        if not stopped_by:
+            raise
+        return _interrupted_midway(stopped_by)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -444,29 +452,39 @@ def _first_line(error: BaseException) -> str:
 STOPPED_BY = {signal.SIGTERM: "terminated", signal.SIGUSR2: "SLURM's signal before the job's time limit"}
 
 
-def _stop_on_signals() -> dict[int, Any]:
+def _stop_on_signals() -> tuple[dict[int, Any], list[str]]:
     """SIGTERM, SLURM's SIGUSR2 before a job's time limit (`--signal`) and a dead sweep's
     PARENT_DIED unwind like Ctrl-C, so temporary files are removed and runs checkpoint;
-    PARENT_DIED and SIGUSR2 only once (they may come several times, see interrupts)."""
-    unwinding = False
+    PARENT_DIED and SIGUSR2 only once (they may come several times, see interrupts).
+
+    Returns the handlers replaced and the list the stop's reason is appended to when one came.
+    """
+    stopped_by: list[str] = []
 
     def handler(signum, frame):
-        nonlocal unwinding
-        if signum in (PARENT_DIED, signal.SIGUSR2) and unwinding:
+        if signum in (PARENT_DIED, signal.SIGUSR2) and stopped_by:
             return
         if _in_finalizer(frame):
             # An exception out of a __del__ is printed and dropped ("Exception ignored in"): the
             # stop would be lost. Ask again: the handler runs once more after the finalizer.
             os.kill(os.getpid(), signum)
             return
-        unwinding = True
-        raise KeyboardInterrupt(STOPPED_BY.get(signum, "the sweep that started this run ended"))
+        stopped_by.append(STOPPED_BY.get(signum, "the sweep that started this run ended"))
+        raise KeyboardInterrupt(stopped_by[-1])
 
     previous = {}
     for signum in (signal.SIGTERM, signal.SIGUSR2, PARENT_DIED):
         with contextlib.suppress(ValueError):  # not the main thread
             previous[signum] = signal.signal(signum, handler)
-    return previous
+    return previous, stopped_by
+
+
+def _interrupted_midway(stopped_by: list[str]) -> int:
+    """A stop whose KeyboardInterrupt landed where code turns any failure into an error of its
+    own (a C extension's import: pandas says `PyCapsule_Import could not import module`, with
+    the interrupt dropped): the error is the stop's doing, said as the stop in one line."""
+    rank_says(f"interrupted: {stopped_by[0]}")
+    return 130
 
 
 def _in_finalizer(frame) -> bool:

@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -434,6 +435,37 @@ def test_an_interrupt_after_the_command_ended_is_one_line(monkeypatch, capsys):
     assert capsys.readouterr().err.strip() == "interrupted: terminated"
 
 
+def test_a_stop_that_an_import_turns_into_an_import_error_is_still_the_stop(monkeypatch, capsys):
+    # torchrun's SIGTERM to a surviving rank landed while it imported pandas: the C extension's
+    # PyCapsule_Import replaced the KeyboardInterrupt with an ImportError of its own (no context),
+    # and the rank printed a traceback where it is collateral of another rank's error.
+    from mtl import cli
+
+    def importing_when_stopped(args):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs here
+        except KeyboardInterrupt:
+            raise ImportError('PyCapsule_Import could not import module "pandas"') from None
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(cli.Command, "run", lambda self, args: importing_when_stopped(args))
+    assert cli.main(["train-multitask"]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted: terminated"
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_an_error_without_a_stop_is_not_taken_for_one(monkeypatch):
+    from mtl import cli
+
+    def failing(args):
+        raise ImportError("a real missing module")
+
+    monkeypatch.setattr(cli.Command, "run", lambda self, args: failing(args))
+    with pytest.raises(ImportError, match="a real missing module"):
+        cli.main(["train-multitask"])
+
+
 def test_a_stop_that_lands_in_a_finalizer_is_asked_for_again(monkeypatch):
     # Raised inside a __del__ (tqdm's, say), KeyboardInterrupt is printed as "Exception ignored"
     # and lost: the run would not stop. The handler sends the signal again instead.
@@ -441,7 +473,7 @@ def test_a_stop_that_lands_in_a_finalizer_is_asked_for_again(monkeypatch):
 
     sent = []
     monkeypatch.setattr(cli.os, "kill", lambda pid, signum: sent.append((pid, signum)))
-    previous = cli._stop_on_signals()
+    previous, _ = cli._stop_on_signals()
     try:
         handler = signal.getsignal(signal.SIGTERM)
 
