@@ -61,13 +61,13 @@ def recorded_figures(folder: Path, record: dict[str, Any]) -> dict[str, Any] | N
 
 
 def well_formed(figures: object) -> bool:
-    """A run's recorded figures as `published` gives them: numbers (STS: a pair) by key, a cite,
+    """A run's recorded figures as `published` gives them: numbers (STS: a pair) by key, the preset and its cite,
     and the tolerances."""
 
     def number(value: object) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool)
 
-    if not isinstance(figures, dict) or not isinstance(figures.get("cite"), str):
+    if not isinstance(figures, dict) or not all(isinstance(figures.get(k), str) for k in ("cite", "preset")):
         return False
     tolerance = figures.get("tolerance")
     if not isinstance(tolerance, dict) or not all(
