@@ -125,6 +125,7 @@ def apply_overrides(config: Any, args: Sequence[str], aliases: Sequence[str] = (
     keys the caller accepts, suggested for a misspelt one too.
     """
     config = _deep_copy(config)
+    _choose_options(config, args)
     by_path = {path: (owner, field) for path, owner, field in _paths(config)}
     by_name: dict[str, list[str]] = {}
     for path in by_path:
@@ -289,6 +290,71 @@ def _is_table(field: dataclasses.Field) -> bool:
     return "entry_class" in field.metadata
 
 
+@dataclasses.dataclass
+class NoOptions:
+    """The options of a component that has no keys of its own."""
+
+
+def options_field(chooser: str, registered: Any) -> Any:
+    """A field holding the own keys of the component that the sibling field `chooser` names (an
+    encoder's, a balancer's): an instance of the dataclass that component registered with
+    (`registered()`: name -> class), NoOptions for one without. On the command line its keys are
+    flat like any other (`cnn_kernel=5`); a recorded config keeps them under the field's name
+    (`model.options.cnn_kernel`). The dataclass holding the field calls `settle_options` in its
+    `__post_init__`, so the options always belong to the component chosen.
+    """
+    return dataclasses.field(
+        default_factory=NoOptions, metadata={"options_of": chooser, "registered": registered}
+    )
+
+
+def _options_class(field: dataclasses.Field, name: Any) -> type:
+    return field.metadata["registered"]().get(name) or NoOptions
+
+
+def settle_options(config: Any) -> None:
+    """Options that belong to another component than the one chosen (the encoder changed) are
+    replaced by the chosen one's defaults; options read from a file (a dict) are built."""
+    for field in dataclasses.fields(config):
+        if "options_of" not in field.metadata:
+            continue
+        wanted = _options_class(field, getattr(config, field.metadata["options_of"]))
+        value = getattr(config, field.name)
+        if isinstance(value, dict):
+            setattr(config, field.name, _from_dict(wanted, value, f"{field.name}."))
+        elif type(value) is not wanted:
+            setattr(config, field.name, wanted())
+
+
+def _choose_options(config: Any, args: Sequence[str], prefix: str = "") -> None:
+    """Before the keys of `args` are looked up: each options field made the one of the component
+    `args` choose (`encoder=cnn cnn_kernel=5`: cnn's keys exist once cnn is chosen)."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if "options_of" in field.metadata:
+            chooser = field.metadata["options_of"]
+            given = [
+                raw.strip()
+                for key, _, raw in (arg.partition("=") for arg in args)
+                if key in (chooser, f"{prefix}{chooser}")
+            ]
+            wanted = _options_class(field, given[-1] if given else getattr(config, chooser))
+            if type(value) is not wanted:
+                setattr(config, field.name, wanted())
+        elif dataclasses.is_dataclass(value):
+            _choose_options(value, args, f"{prefix}{field.name}.")
+
+
+def _options_holders(config: Any) -> Iterator[tuple[Any, dataclasses.Field]]:
+    """(the dataclass holding it, the field) of each options field in `config`'s sections."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if "options_of" in field.metadata:
+            yield config, field
+        elif dataclasses.is_dataclass(value):
+            yield from _options_holders(value)
+
+
 def _paths(
     config: Any, prefix: str = "", tables: bool = True
 ) -> Iterator[tuple[str, Any, dataclasses.Field]]:
@@ -410,6 +476,10 @@ def _from_dict(cls: type, values: Any, prefix: str) -> Any:
                 key: _from_dict(entry_class(key, entry), entry, f"{prefix}{key}.")
                 for key, entry in value.items()
             }
+        elif "options_of" in fields[name].metadata:
+            chooser = fields[name].metadata["options_of"]
+            chosen = values.get(chooser, fields[chooser].default)
+            kwargs[name] = _from_dict(_options_class(fields[name], chosen), value, f"{prefix}{name}.")
         elif dataclasses.is_dataclass(kind):
             kwargs[name] = _from_dict(kind, value, f"{prefix}{name}.")
         else:
@@ -469,7 +539,8 @@ def _own_field_help(cls: type) -> dict[str, str]:
 
 
 def describe_keys(config: Any) -> list[tuple[str, str, str]]:
-    """(key, default, help) for every leaf key of `config`; the short name where it is unique."""
+    """(key, default, help) for every leaf key of `config`, and of every registered component's
+    options (a plugin encoder's `cnn_kernel`); the short name where it is unique."""
     rows = []
     entries = {
         name
@@ -478,24 +549,46 @@ def describe_keys(config: Any) -> list[tuple[str, str, str]]:
         for name in getattr(config, field.name)
     }
     leaves = list(_paths(config))
+    owners: list[Any] = []  # the dataclass each row's key belongs to
     counts: dict[str, int] = {}
     for path, _, _ in leaves:
         counts[path.rsplit(".", 1)[-1]] = counts.get(path.rsplit(".", 1)[-1], 0) + 1
     for path, owner, field in leaves:
         name = path.rsplit(".", 1)[-1]
-        value = getattr(owner, field.name)
-        shown = "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
         short = (
             counts[name] == 1
             and path.split(".", 1)[0] not in entries  # a table's keys: always in full
             and not getattr(type(owner), "DOTTED_KEYS", False)  # nor a config that asks for it (slurm.)
         )
-        text = field_help(type(owner)).get(field.name, "")
-        annotation = typing.get_type_hints(type(owner), include_extras=True)[field.name]
-        if choices := _choices(annotation):
-            text = f"{text} [{' | '.join(choices)}]".strip()
-        rows.append((name if short else path, shown, text))
+        rows.append((name if short else path, *_described(type(owner), field, getattr(owner, field.name))))
+        owners.append(owner)
+    listed = {row[0] for row in rows}
+    for holder, field in reversed(list(_options_holders(config))):  # the other components' own keys,
+        own = []  # at the end of their section
+        for component, options_class in sorted(field.metadata["registered"]().items()):
+            for option in dataclasses.fields(options_class):
+                if option.name not in listed:
+                    shown, text = _described(options_class, option, _default(option))
+                    own.append((option.name, shown, text or f"{field.metadata['options_of']}={component}"))
+        at = 1 + max(i for i, owner in enumerate(owners) if owner in (holder, getattr(holder, field.name)))
+        rows[at:at] = own
     return rows
+
+
+def _default(field: dataclasses.Field) -> Any:
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return None if field.default is dataclasses.MISSING else field.default
+
+
+def _described(owner: type, field: dataclasses.Field, value: Any) -> tuple[str, str]:
+    """A key's value as typed on the command line, and its help with its choices."""
+    shown = "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    text = field_help(owner).get(field.name, "")
+    annotation = typing.get_type_hints(owner, include_extras=True)[field.name]
+    if choices := _choices(annotation):
+        text = f"{text} [{' | '.join(choices)}]".strip()
+    return shown, text
 
 
 def _choices(annotation: Any) -> list[str]:

@@ -27,7 +27,7 @@ from mtl.tasks.base import Task
 from mtl.tasks.configs import TaskConfig
 from mtl.tasks.kinds import register as register_task
 from mtl.train.balancers import register_balancer
-from mtl.train.balancers.base import Balancer
+from mtl.train.balancers.base import Balancer, Combined
 from mtl.train.callbacks import Callback, Control, TrainingRun, register_callback
 from mtl.train.lr_schedules import LrSchedule, register_lr_schedule
 from mtl.train.scheduler import Scheduler, register_schedule
@@ -35,6 +35,7 @@ from mtl.train.scheduler import Scheduler, register_schedule
 __all__ = [
     "Balancer",
     "Callback",
+    "Combined",
     "Control",
     "Encoder",
     "EncoderConfig",

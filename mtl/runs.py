@@ -450,6 +450,15 @@ def _names_this_run(entry: dict, folder: Path) -> bool:
     return not Path(file).is_absolute() or Path(file).resolve().is_relative_to(folder.resolve())
 
 
+# The keys of one encoder each, which every run recorded in `model` before they became that
+# encoder's own (EncoderTraits.options, recorded in model.options).
+OWN_KEYS_BEFORE = {
+    "gru": ("bidirectional", "gru_init"),
+    "gatedconv": ("gatedconv_layers",),
+    "transformer": ("transformer_layers", "transformer_heads", "transformer_ffn"),
+}
+
+
 def upgrade(values: dict[str, Any]) -> dict[str, Any]:
     """A recorded config (config.json, a checkpoint, encoder.pt) in today's layout.
 
@@ -487,6 +496,16 @@ def upgrade(values: dict[str, Any]) -> dict[str, Any]:
     schedule = values.get("schedule")
     if isinstance(schedule, dict) and "no_duplicates" not in schedule:  # before in-batch dedup
         schedule["no_duplicates"] = False
+    model = values.get("model")
+    if isinstance(model, dict):  # before encoders had keys of their own
+        moved = {key: model.pop(key) for keys in OWN_KEYS_BEFORE.values() for key in keys if key in model}
+        mine = OWN_KEYS_BEFORE.get(model.get("encoder"), ())  # the other encoders' did nothing
+        if moved and isinstance(model.setdefault("options", {}), dict):
+            model["options"] = {key: value for key, value in moved.items() if key in mine} | model["options"]
+    if isinstance(schedule, dict) and "gradnorm_alpha" in schedule:  # before balancers had own keys
+        alpha = schedule.pop("gradnorm_alpha")  # every run recorded it; only gradnorm read it
+        if schedule.get("balancer") == "gradnorm":
+            schedule["balancer_options"] = {"gradnorm_alpha": alpha}
     if optim.get("optim") in implied and "lr_schedule" not in optim:
         optim["lr_schedule"], optim["stop"] = implied[optim["optim"]]
         optim["warmup_steps"] = optim.get("warmup_steps") or 0

@@ -1,15 +1,16 @@
 import re
 import typing
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 import pytest
 import torch
 
 from mtl.cli import COMMANDS, main
-from mtl.config import Range, apply_overrides, as_name, read_number, read_numbers
+from mtl.config import Range, apply_overrides, as_name, describe_keys, read_number, read_numbers, to_dict
 from mtl.errors import UserError
 from mtl.jobs.versus import budget_amount
+from mtl.models.encoders.config import TransformerOptions
 from mtl.tasks import config_classes
 from mtl.tasks.matryoshka import matryoshka_widths
 from mtl.train.config import TrainConfig
@@ -273,28 +274,73 @@ def test_a_key_of_another_component_is_refused_by_its_declaration(args, message)
         with_overrides(TrainConfig(), args)
 
 
-def test_a_components_own_keys_pass_and_a_plugin_declares_the_keys_it_reads():
-    from mtl.train.balancers import BALANCER_KEYS, BALANCERS, register_balancer
+def test_a_components_own_keys_pass_and_a_plugin_brings_keys_of_its_own():
+    from mtl.config import NoOptions
+    from mtl.train.balancers import BALANCER_OPTIONS, BALANCERS, register_balancer
     from mtl.train.config import with_overrides
 
     for args in (
         ["encoder=transformer", "transformer_heads=2", "hidden=8"],
         ["transformer_heads=2", "encoder=transformer", "hidden=8"],  # in any order
         ["schedule=mixed", "balancer=gradnorm", "gradnorm_alpha=2"],
+        ["gradnorm_alpha=2", "balancer=gradnorm", "schedule=mixed"],
     ):
         with_overrides(TrainConfig(), args)
-    before = dict(BALANCER_KEYS)
+
+    @dataclass
+    class VariantOptions:
+        variant_beta: Annotated[float, Range(0, 1)] = 0.9  # balancer=variant: a hyperparameter
+
+    before = dict(BALANCER_OPTIONS)
     try:
-        register_balancer("gradnorm_variant", keys=("gradnorm_alpha",))(type("Variant", (), {}))
-        config = with_overrides(
-            TrainConfig(), ["schedule=mixed", "balancer=gradnorm_variant", "gradnorm_alpha=3"]
-        )
-        assert config.schedule.gradnorm_alpha == 3
+        register_balancer("variant", options=VariantOptions)(type("Variant", (), {}))
+        config = with_overrides(TrainConfig(), ["schedule=mixed", "balancer=variant", "variant_beta=0.5"])
+        assert config.schedule.balancer_options == VariantOptions(0.5)
+        assert to_dict(config)["schedule"]["balancer_options"] == {"variant_beta": 0.5}
+        assert with_overrides(config, ["max_steps=5"]).schedule.balancer_options == VariantOptions(0.5)
+        defaults = with_overrides(TrainConfig(), ["schedule=mixed", "balancer=variant"])
+        assert defaults.schedule.balancer_options == VariantOptions(0.9)  # recorded with its default
+        assert isinstance(with_overrides(config, ["balancer=sum"]).schedule.balancer_options, NoOptions)
+        with pytest.raises(UserError, match=re.escape("variant_beta=2.0 must be in [0, 1]")):
+            with_overrides(TrainConfig(), ["schedule=mixed", "balancer=variant", "variant_beta=2"])
+        with pytest.raises(
+            UserError,
+            match=re.escape("unknown key for balancer=gradnorm (variant_beta configures balancer=variant)"),
+        ):
+            with_overrides(TrainConfig(), ["schedule=mixed", "balancer=gradnorm", "variant_beta=0.5"])
+        rows = {key: (default, text) for key, default, text in describe_keys(TrainConfig())}
+        assert rows["variant_beta"] == ("0.9", "balancer=variant: a hyperparameter")
+        assert rows["gradnorm_alpha"][1].startswith("balancer=gradnorm: how strongly")
     finally:
-        BALANCERS.pop("gradnorm_variant", None)
-        BALANCER_KEYS.clear()
-        BALANCER_KEYS.update(before)
+        BALANCERS.pop("variant", None)
+        BALANCER_OPTIONS.clear()
+        BALANCER_OPTIONS.update(before)
+    with pytest.raises(TypeError, match="a dataclass of its keys"):
+        register_balancer("broken", options=dict)
+
+
+def test_a_run_recorded_before_balancers_had_keys_of_their_own_reads_as_it_ran():
+    from mtl.train.config import recorded_config, with_overrides
+
+    old = to_dict(TrainConfig())
+    old["schedule"].pop("balancer_options")
+    old["schedule"] |= {"schedule": "mixed", "balancer": "gradnorm", "gradnorm_alpha": 0.5}
+    assert recorded_config(old, "config.json").schedule.balancer_options.gradnorm_alpha == 0.5
+    old["schedule"] |= {"balancer": "pcgrad", "gradnorm_alpha": 1.5}  # every run recorded it; unused
+    assert to_dict(recorded_config(old, "config.json"))["schedule"]["balancer_options"] == {}
+    del old["model"]["options"]  # and before encoders had keys of their own
+    assert recorded_config(old, "config.json").model == TrainConfig().model
+
+    # an encoder's own keys move to model.options: the run's encoder keeps them, the others' go
+    old["model"] |= {
+        "encoder": "transformer",
+        "hidden": 8,
+        "transformer_heads": 2,
+        "gru_init": "quickthoughts",
+    }
+    model = recorded_config(old, "config.json").model
+    assert model.options == TransformerOptions(transformer_heads=2)
+    assert "gru_init" not in to_dict(model) and "gru_init" not in to_dict(model)["options"]
     # a recorded config holds every key: applying other keys to it checks only those given
     recorded = with_overrides(TrainConfig(), ["encoder=transformer", "transformer_heads=2", "hidden=8"])
-    recorded.model.encoder = "bilstm"  # (as an older run's record may pair them)
-    assert with_overrides(recorded, ["max_steps=5"]).model.transformer_heads == 2
+    assert with_overrides(recorded, ["max_steps=5"]).model.options.transformer_heads == 2

@@ -5,23 +5,24 @@ from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.models.encoders import ENCODERS, EncoderConfig
 from mtl.models.encoders.base import build_encoder, frozen_embedding
+from mtl.models.encoders.config import GatedConvOptions, GRUOptions, TransformerOptions
 from mtl.models.heads import MultitaskModel, TaskHead
 from mtl.tasks import KINDS as TASKS
-from mtl.train.config import TrainConfig
+from mtl.train.config import TrainConfig, with_overrides
 
 SMALL = {
     "bilstm": EncoderConfig(encoder="bilstm", hidden=16),
     "bilstm2": EncoderConfig(encoder="bilstm2", hidden=16),
     "transformer": EncoderConfig(
-        encoder="transformer", hidden=16, transformer_heads=4, transformer_ffn=32, transformer_layers=2
+        encoder="transformer", hidden=16, options=TransformerOptions(transformer_layers=2, transformer_ffn=32)
     ),
     "decomposable": EncoderConfig(encoder="decomposable", hidden=16),
     "lstm": EncoderConfig(encoder="lstm", hidden=16),
     "gru": EncoderConfig(encoder="gru", hidden=16),
-    "bigru": EncoderConfig(encoder="gru", hidden=16, bidirectional=True),
+    "bigru": EncoderConfig(encoder="gru", hidden=16, options=GRUOptions(bidirectional=True)),
     "innerattention": EncoderConfig(encoder="innerattention", hidden=16),
     "hconvnet": EncoderConfig(encoder="hconvnet", hidden=16),
-    "gatedconv": EncoderConfig(encoder="gatedconv", hidden=16, gatedconv_layers=2),
+    "gatedconv": EncoderConfig(encoder="gatedconv", hidden=16, options=GatedConvOptions(2)),
     "bow": EncoderConfig(encoder="bow"),
 }
 OWN_POOLING = {"innerattention", "hconvnet"}  # the architecture is the pooling
@@ -371,14 +372,16 @@ def test_quick_thoughts_gru_init_is_xavier_uniform_with_gate_biases_at_one():
 
     embedding = frozen_embedding(torch.randn(10, 6))
     torch.manual_seed(0)
-    plain = build_encoder(embedding, EncoderConfig(encoder="gru", hidden=5, bidirectional=True))
+    plain = build_encoder(
+        embedding, EncoderConfig(encoder="gru", hidden=5, options=GRUOptions(bidirectional=True))
+    )
     torch.manual_seed(0)
     again = build_encoder(
-        embedding, EncoderConfig(encoder="gru", hidden=5, bidirectional=True, gru_init="pytorch")
+        embedding, EncoderConfig(encoder="gru", hidden=5, options=GRUOptions(True, "pytorch"))
     )
     assert all(torch.equal(a, b) for a, b in zip(plain.parameters(), again.parameters(), strict=True))
     qt = build_encoder(
-        embedding, EncoderConfig(encoder="gru", hidden=5, bidirectional=True, gru_init="quickthoughts")
+        embedding, EncoderConfig(encoder="gru", hidden=5, options=GRUOptions(True, "quickthoughts"))
     )
     assert qt(torch.tensor([[2, 3, 4]]), torch.tensor([3])).shape == (1, 10)  # and it encodes
     gru = qt.gru
@@ -391,15 +394,19 @@ def test_quick_thoughts_gru_init_is_xavier_uniform_with_gate_biases_at_one():
             gates = (parameter[:10], parameter[10:])  # reset and update, then the candidate
             expected = 1.0 if name.startswith("bias_ih") else 0.0
             assert torch.all(gates[0] == expected) and torch.all(gates[1] == 0), name
-    with pytest.raises(UserError, match="gru_init=quickthoughts initializes encoder=gru, not encoder=bilstm"):
-        EncoderConfig(encoder="bilstm", gru_init="quickthoughts")
+    with pytest.raises(
+        UserError, match=r"unknown key for encoder=bilstm \(gru_init configures encoder=gru\)"
+    ):
+        with_overrides(TrainConfig(), ["gru_init=quickthoughts"])
 
 
 def test_gated_convolutions_are_dauphin_et_als_glu_blocks_by_hand(embedding):
     """h = A * sigmoid(B) of a width-3 centred convolution; residual from the second layer on;
     max over the sentence's positions (Dauphin et al. 2017, Section 2)."""
     torch.manual_seed(2)
-    encoder = build_encoder(embedding, EncoderConfig(encoder="gatedconv", hidden=5, gatedconv_layers=2))
+    encoder = build_encoder(
+        embedding, EncoderConfig(encoder="gatedconv", hidden=5, options=GatedConvOptions(2))
+    )
     tokens, lengths = torch.tensor([[4, 8, 15, 16]]), torch.tensor([4])
     x = embedding(tokens)[0]  # (T, E)
 

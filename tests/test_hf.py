@@ -417,7 +417,7 @@ def test_lora_starts_as_the_model_trains_only_adapters_and_exports_them_merged(
 @pytest.mark.parametrize(
     "keys, message",
     [
-        (("encoder=bilstm", "lora_r=4"), "it is for encoder=hf"),
+        (("encoder=bilstm", "lora_r=4"), r"unknown key for encoder=bilstm \(\w+ configures encoder=hf\)"),
         (("lora_r=4", "hf_freeze_layers=1"), "leave out hf_freeze_layers="),
         (("lora_r=4", "lora_targets=nothing_here"), "lora_targets=nothing_here"),
     ],

@@ -11,7 +11,7 @@ import torch
 from mtl.errors import UserError
 from mtl.runs import read_metrics
 from mtl.train import run
-from mtl.train.balancers import BALANCERS
+from mtl.train.balancers import BALANCERS, GradNormOptions
 from mtl.train.balancers.base import pairwise_cosines
 from tests.conftest import start_run
 from tests.test_training import deterministic_summary, exported_weights, without_timing
@@ -70,7 +70,7 @@ def test_uncertainty_weights_have_kendalls_gradient():
 
 
 def test_gradnorm_pulls_the_slower_task_towards_its_target_norm():
-    gn = balancer("gradnorm", alpha=1.0)
+    gn = balancer("gradnorm", options=GradNormOptions(gradnorm_alpha=1.0))
     gradients = torch.tensor([[3.0, 4.0], [0.0, 1.0]])  # |g_a| = 5, |g_b| = 1
     first = gn.combine(gradients, torch.tensor([2.0, 1.0]), 0)  # L(0) recorded: both ratios 1
     # G = (5, 1), mean 3, targets (3, 3): a is above its target, b under: d/dw = sign(G - t) |g|

@@ -13,6 +13,7 @@ from mtl import load_encoder
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
+from mtl.models.encoders.config import GRUOptions, TransformerOptions
 from mtl.models.heads import InBatchScores
 from mtl.runs import read_metrics
 from mtl.tasks import build_task, named_config
@@ -354,7 +355,7 @@ def test_skipthought_keeps_the_checkpoint_of_lowest_perplexity(tiny_data, tmp_pa
 def test_gru_last_state_is_the_final_hidden_state_of_each_sentence_alone(bidirectional):
     torch.manual_seed(0)
     embedding = frozen_embedding(torch.randn(20, 5))
-    config = EncoderConfig(encoder="gru", hidden=3, bidirectional=bidirectional, pooling="last")
+    config = EncoderConfig(encoder="gru", hidden=3, pooling="last", options=GRUOptions(bidirectional))
     encoder = build_encoder(embedding, config)
     tokens, lengths = torch.tensor([[2, 3, 4, 0, 0], [5, 6, 7, 8, 9]]), torch.tensor([3, 5])
     batch = encoder(tokens, lengths)
@@ -366,7 +367,9 @@ def test_gru_last_state_is_the_final_hidden_state_of_each_sentence_alone(bidirec
 
 def test_last_state_pooling_needs_a_recurrent_encoder():
     with pytest.raises(UserError, match="pooling=last needs a recurrent encoder"):
-        EncoderConfig(encoder="transformer", hidden=8, transformer_heads=2, pooling="last")
+        EncoderConfig(
+            encoder="transformer", hidden=8, pooling="last", options=TransformerOptions(transformer_heads=2)
+        )
 
 
 # ---- end to end ------------------------------------------------------------------------------------

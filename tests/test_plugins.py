@@ -11,16 +11,19 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from mtl import cli, plugins
 from mtl.errors import UserError
 from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.models.encoders.base import ENCODERS, TRAITS
+from mtl.runs import read_metrics
 from mtl.tasks import KINDS
 from mtl.train import run
+from mtl.train.balancers import BALANCER_OPTIONS, BALANCERS
 from mtl.train.callbacks import CALLBACKS
 
-from .conftest import FIXTURES, deterministic_summary, start_run
+from .conftest import FIXTURES, deterministic_summary, exported_weights, one_error_line, start_run
 
 EXAMPLE = Path(__file__).parents[1] / "experiments" / "plugins" / "example.py"
 
@@ -52,6 +55,8 @@ def loaded_plugin(path: Path):
         "traits": dict(TRAITS),
         "transfer": dict(TRANSFER_TASKS),
         "callbacks": dict(CALLBACKS),
+        "balancers": dict(BALANCERS),
+        "balancer_options": dict(BALANCER_OPTIONS),
     }
     plugins.load(str(path))
     try:
@@ -63,6 +68,8 @@ def loaded_plugin(path: Path):
             (TRAITS, before["traits"]),
             (TRANSFER_TASKS, before["transfer"]),
             (CALLBACKS, before["callbacks"]),
+            (BALANCERS, before["balancers"]),
+            (BALANCER_OPTIONS, before["balancer_options"]),
         ):
             registry.clear()
             registry.update(saved)
@@ -108,6 +115,51 @@ def test_a_run_of_every_plugin_extension_resumes_exactly_and_needs_its_plugin_ag
         assert f"plugins={name}" in capsys.readouterr().err
     _, resumed = run.resume(killed, progress=False)
     assert deterministic_summary(resumed) == deterministic_summary(straight)
+
+
+OWN_KEYS = ("encoder=bow_projection", "schedule=mixed", "balancer=dwa", "max_steps=8", "checkpoint_every=3")
+
+
+def test_a_plugins_encoder_and_balancer_bring_keys_of_their_own(
+    example, tiny_data, tmp_path, capsys, monkeypatch
+):
+    """`bow_activation=` and `dwa_temperature=` exist because the example registered them: given
+    flat, recorded in config.json, read by the plugin's own code, resumed exactly."""
+    monkeypatch.setenv(plugins.ENVIRONMENT, "")  # what main sets for plugins= is undone after the test
+    run_dir, straight = start_run(
+        tiny_data, tmp_path / "relu", *OWN_KEYS, "bow_activation=relu", "dwa_temperature=0.5"
+    )
+    record = json.loads((run_dir / "config.json").read_text())["config"]
+    assert record["model"]["options"] == {"bow_activation": "relu"}
+    assert record["schedule"]["balancer_options"] == {"dwa_temperature": 0.5}
+    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "balance/nli/weight" in r]
+    weights = [(r["balance/nli/weight"], r["balance/squad/weight"]) for r in rows]
+    assert weights[:2] == [(1.0, 1.0), (1.0, 1.0)]  # DWA's first two steps: no loss ratio yet
+    assert all(abs(a + b - 2) < 1e-5 for a, b in weights) and any(abs(a - 1) > 1e-3 for a, _ in weights[2:])
+    # the activation is the plugin's: each run's own key reached its builder
+    start_run(tiny_data, tmp_path / "tanh", *OWN_KEYS, "dwa_temperature=0.5")
+    relu, tanh = exported_weights(run_dir), exported_weights(tmp_path / "tanh")
+    assert any(not torch.equal(relu[k], tanh[k]) for k in relu)
+    cut_dir, _ = start_run(
+        tiny_data, tmp_path / "cut", *OWN_KEYS, "bow_activation=relu", "dwa_temperature=0.5", killed_after=5
+    )
+    _, resumed = run.resume(cut_dir, progress=False)
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
+    # a key of the plugin's encoder with another encoder, or out of its range: one line
+    for args, message in (
+        (
+            ("bow_activation=relu",),
+            "bow_activation=relu: unknown key for encoder=bilstm (bow_activation configures encoder=bow_projection)",
+        ),
+        (("schedule=mixed", "dwa_temperature=0"), "dwa_temperature=0: unknown key for balancer=sum"),
+        (("schedule=mixed", "balancer=dwa", "dwa_temperature=0"), "dwa_temperature=0.0 must be positive"),
+        (("encoder=bow_projection", "bow_activation=gelu"), "bow_activation='gelu' is not valid"),
+    ):
+        assert cli.main(["train-multitask", f"plugins={EXAMPLE}", *args, "--print-config"]) == 2
+        assert message in one_error_line(capsys)
+    assert cli.main(["train-multitask", f"plugins={EXAMPLE}", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "dwa_temperature" in text and "bow_activation" in text and "tanh | relu | identity" in text
 
 
 def test_plugins_on_the_command_line_register_before_the_keys_are_checked(tmp_path, capsys):

@@ -46,7 +46,7 @@ def test_clearing_removes_what_a_run_wrote_and_nothing_else(tmp_path):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda text: text[: len(text) // 2], r"config.json is not JSON \(Unterminated string"),
+        (lambda text: text[: len(text) // 2], r"config.json is not JSON \((Unterminated string|Expecting)"),
         (lambda text: "[" * 100_000 + "]" * 100_000, r"config.json is nested too deeply: restore it"),
         (
             lambda text: text.replace('"lr": 0.1', '"lr": "fast"'),

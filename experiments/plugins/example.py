@@ -8,7 +8,10 @@
 - a task kind, `hypothesis_only`: SNLI's label from the hypothesis alone, the probe of the
   annotation artifacts NLI models exploit (Gururangan et al. 2018; Poliak et al. 2018);
 - an encoder, `bow_projection`: the mean of the word vectors through a learned linear map and
-  tanh, a trained bag of words (the baseline of Conneau et al. 2017, Table 4, with a projection);
+  tanh, a trained bag of words (the baseline of Conneau et al. 2017, Table 4, with a projection),
+  with a key of its own: `bow_activation=relu` (or identity) in place of tanh;
+- a balancer, `dwa`: Dynamic Weight Average (Liu, Johns and Davison 2019), each task weighted by
+  how slowly its loss falls, with its own key `dwa_temperature=` (the paper's T, 2);
 - a transfer task, `SUBJ-1K`: SUBJ's first 500 subjective and 500 objective sentences, a quick
   check of an encoder under 10-fold cross-validation;
 - a callback, `loss_watch`: each task's mean training loss per block, written to
@@ -23,22 +26,25 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
 
-from mtl.config import AtLeast1
+from mtl.config import AtLeast1, PositiveFloat
 from mtl.data.texts import LabelledTexts
 from mtl.eval.transfer.tasks import read_task
 from mtl.models.encoders.base import length_mask
 from mtl.registry import (
+    Balancer,
     Callback,
+    Combined,
     Encoder,
     EncoderConfig,
     EncoderTraits,
     Split,
     TransferTask,
+    register_balancer,
     register_callback,
     register_encoder,
     register_task,
@@ -70,24 +76,68 @@ class HypothesisOnly(NLI):
         return None if pairs is None else LabelledTexts([pairs.columns[1]], pairs.labels)
 
 
+@dataclass
+class BowProjectionOptions:
+    bow_activation: Literal["tanh", "relu", "identity"] = (
+        "tanh"  # encoder=bow_projection: after the projection
+    )
+
+
+ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "identity": lambda x: x}
+
+
 class BowProjection(Encoder):
     fixed_pooling = True  # the mean is the architecture: encode(pooling=) cannot change it
 
-    def __init__(self, embedding: nn.Embedding, hidden: int):
+    def __init__(self, embedding: nn.Embedding, hidden: int, activation: str = "tanh"):
         super().__init__(embedding)
         self.projection = nn.Linear(embedding.embedding_dim, hidden)
+        self.activation = ACTIVATIONS[activation]
         self.output_dim = hidden
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         mask = length_mask(lengths, tokens.shape[1], tokens.device)  # (B, T)
         vectors = self.embedding(tokens) * mask[:, :, None]
         mean = vectors.sum(dim=1) / mask.sum(dim=1, keepdim=True).clamp(min=1)
-        return torch.tanh(self.projection(mean))
+        return self.activation(self.projection(mean))
 
 
-@register_encoder("bow_projection", EncoderTraits(own_pooling="the mean of the word vectors"))
+@register_encoder(
+    "bow_projection",
+    EncoderTraits(own_pooling="the mean of the word vectors", options=BowProjectionOptions),
+)
 def build(embedding: nn.Embedding, config: EncoderConfig) -> BowProjection:
-    return BowProjection(embedding, config.hidden)
+    return BowProjection(embedding, config.hidden, config.options.bow_activation)
+
+
+@dataclass
+class DWAOptions:
+    dwa_temperature: PositiveFloat = 2.0  # balancer=dwa: softmax temperature T (Liu et al. 2019: 2)
+
+
+@register_balancer("dwa", options=DWAOptions)
+class DynamicWeightAverage(Balancer):
+    """lambda_k = K softmax_k(r_k / T), r_k = L_k(t-1) / L_k(t-2): a task whose loss fell less
+    over the last two steps weighs more (the paper's rule over steps rather than epochs; 1 at
+    the first two). The last two steps' losses are buffers: a resumed run continues exactly."""
+
+    def __init__(
+        self, tasks: list[str], weights: list[float], seed: int = 0, options: DWAOptions | None = None
+    ):
+        super().__init__(tasks, weights, seed)
+        self.temperature = (options or DWAOptions()).dwa_temperature
+        self.register_buffer("last_losses", torch.full((2, len(tasks)), float("nan")))
+
+    def combine(self, gradients: torch.Tensor, losses: torch.Tensor, step: int) -> Combined:
+        history = self.last_losses.to(gradients.device)
+        if torch.isnan(history).any():
+            lambdas = torch.ones(len(self.tasks), device=gradients.device)
+        else:
+            rates = history[1] / history[0].clamp_min(1e-12)
+            lambdas = len(self.tasks) * torch.softmax(rates / self.temperature, dim=0)
+        self.last_losses.copy_(torch.stack([self.last_losses[1], losses.detach().to(self.last_losses)]))
+        shared = (lambdas[:, None] * gradients).sum(dim=0)
+        return Combined(shared, lambdas, lambdas * self.loss_weights.to(gradients.device))
 
 
 @register_transfer_task("SUBJ-1K", protocol="cv", metrics=("acc",), attention=True, in_all=False)

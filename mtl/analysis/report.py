@@ -646,7 +646,12 @@ def _first_number(headline: str) -> float | None:
 
 
 # What sets an encoder's size: a line of the size chart joins runs that differ in these alone.
-SIZE_KEYS = ("model.hidden", "model.bottleneck", "model.transformer_ffn", "model.transformer_heads")
+SIZE_KEYS = (
+    "model.hidden",
+    "model.bottleneck",
+    "model.options.transformer_ffn",
+    "model.options.transformer_heads",
+)
 
 
 def _size_curves(runs: list[Run], notes: list[str] | None = None) -> str | None:

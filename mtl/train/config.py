@@ -27,16 +27,18 @@ from mtl.config import (
     check_number,
     from_dict,
     not_key_value,
+    options_field,
     read_number,
+    settle_options,
     table,
     to_dict,
 )
 from mtl.errors import UserError
 from mtl.eval.transfer.registry import spec as transfer_spec
-from mtl.models.encoders.config import MAX_POSITIONS, EncoderConfig, key_owners
+from mtl.models.encoders.config import ENCODERS, MAX_POSITIONS, EncoderConfig, key_owners
 from mtl.runs import upgrade
 from mtl.tasks import TaskConfig
-from mtl.train.balancers import BALANCERS, balancer_key_owners
+from mtl.train.balancers import BALANCER_OPTIONS, BALANCERS, balancer_key_owners
 from mtl.train.lr_schedules import LR_SCHEDULES
 from mtl.train.scheduler import SCHEDULES, trains_every_task
 from mtl.train.selection import parse_terms
@@ -89,15 +91,17 @@ class ScheduleConfig:
     balancer: Annotated[str, OneOf(BALANCERS)] = (
         "sum"  # schedule=mixed: how the tasks' gradients combine (sum, uncertainty, gradnorm, pcgrad)
     )
-    gradnorm_alpha: NonNegativeFloat = (
-        1.5  # balancer=gradnorm: how strongly slow tasks are pulled up (Chen et al.)
-    )
     bucket: bool = (
         True  # batches of similar lengths (sorted windows of 50 batches, shuffled); false: plain shuffle
     )
     # A task scored against its batch (mnrl, qt, distill loss=kl): no sentence twice in a batch, since
     # a repeated anchor or positive is a false negative (sentence-transformers' NoDuplicatesBatchSampler)
     no_duplicates: bool = True  # in-batch tasks (mnrl, qt, distill kl): no sentence twice in a batch
+    # The chosen balancer's own keys (gradnorm: gradnorm_alpha=; a plugin's, register_balancer(options=))
+    balancer_options: Any = options_field("balancer", lambda: BALANCER_OPTIONS)
+
+    def __post_init__(self) -> None:
+        settle_options(self)
 
 
 @dataclass
@@ -387,24 +391,42 @@ def with_overrides(config: TrainConfig, args: Sequence[str]) -> TrainConfig:
     if not config.tasks:
         raise UserError("every task was left out (steps_<task>=0): at least one task must train")
     _check_task_keys(rest, config)
-    config = apply_overrides(config, rest, aliases=[*legacy, *RENAMED])
     _check_component_keys(rest, config)
-    return config
+    return apply_overrides(config, rest, aliases=[*legacy, *RENAMED])
 
 
 def _check_component_keys(given: Sequence[str], config: TrainConfig) -> None:
     """A key that configures one encoder or balancer, given with another, is refused rather than
-    silently unused (`encoder=bilstm transformer_heads=2`). Which component takes a key is declared
-    with it (EncoderTraits.keys, register_balancer's keys): a plugin's says so too. Only keys given
-    here are checked: a recorded run's config holds every key, and resumes as it is."""
-    components = (
-        ("encoder", config.model.encoder, key_owners()),
-        ("balancer", config.schedule.balancer, balancer_key_owners()),
-    )
+    silently unused or unknown (`encoder=bilstm transformer_heads=2`). Which component takes a key
+    is declared with it (EncoderTraits.keys and options, register_balancer's options): a plugin's
+    says so too. Only keys given here are checked: a recorded run's config holds every key, and
+    resumes as it is."""
+
+    def chosen(section: str, key: str, current: str) -> str:
+        named = [
+            arg.partition("=")[2].strip()
+            for arg in given
+            if arg.partition("=")[0] in (key, f"{section}.{key}")
+        ]
+        return named[-1] if named else current
+
+    components = [
+        (component, name, owners)
+        for component, name, owners, known in (
+            ("encoder", chosen("model", "encoder", config.model.encoder), key_owners(), ENCODERS),
+            (
+                "balancer",
+                chosen("schedule", "balancer", config.schedule.balancer),
+                balancer_key_owners(),
+                BALANCERS,
+            ),
+        )
+        if name in known  # a misspelt name: its own error, with the choices, comes next
+    ]
     for arg in given:
         key = arg.partition("=")[0]
         if "." in key and key.split(".", 1)[0] not in ("model", "schedule"):
-            continue  # a task's own key
+            continue  # a task's own key (`model.options.cnn_kernel`, a recorded path, is checked)
         leaf = key.rsplit(".", 1)[-1]
         for component, chosen, owners in components:
             if leaf in owners and chosen not in owners[leaf]:

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from mtl.config import NoOptions
 from mtl.data.batches import TaskStream
 from mtl.models.encoders import traits
 from mtl.models.encoders.base import Encoder, build_encoder, word_embedding
@@ -122,11 +123,12 @@ def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, devi
     scheduler = task_scheduler(config, sizes)
     balancer = None
     if scheduler.mixed:
+        own = config.schedule.balancer_options
         balancer = BALANCERS[config.schedule.balancer](
             scheduler.tasks,
             [config.tasks[task].weight for task in scheduler.tasks],
             seed=config.run.seed,
-            alpha=config.schedule.gradnorm_alpha,
+            **({"options": own} if not isinstance(own, NoOptions) else {}),  # only to one that has keys
         ).to(device)
     return Setup(
         model=model,

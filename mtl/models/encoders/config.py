@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from mtl.config import AtLeast0, AtLeast1, OneOf, Range, check_fields
+from mtl.config import AtLeast0, AtLeast1, OneOf, Range, check_fields, options_field, settle_options
 from mtl.errors import UserError
 from mtl.plugins import Registry
 
@@ -41,14 +41,6 @@ class EncoderConfig:
         3  # pooling=selfattn: attention views, each a weighted sum of the states (Liu et al.: 3)
     )
     bottleneck: AtLeast0 = 0  # a linear layer from the pooled embedding to this many dimensions; 0: none
-    bidirectional: bool = False  # encoder=gru: also right to left (BiGRU)
-    gru_init: Literal["pytorch", "quickthoughts"] = (
-        "pytorch"  # encoder=gru: quickthoughts: Xavier-uniform weights, gate biases 1 (Quick-Thoughts 4.3)
-    )
-    gatedconv_layers: AtLeast1 = 4  # encoder=gatedconv: gated convolutional layers (width 3, residual)
-    transformer_layers: AtLeast1 = 4  # encoder=transformer: layers
-    transformer_heads: AtLeast1 = 4  # encoder=transformer: attention heads (divide hidden)
-    transformer_ffn: AtLeast1 = 1024  # encoder=transformer: feed-forward width
     encoder_dropout: Annotated[float, Range(0, 1, high_open=True)] = (
         0.0  # inside the encoder (not hf: its own)
     )
@@ -68,12 +60,16 @@ class EncoderConfig:
     )
     lora_targets: str = ""  # lora_r: modules to adapt (query,value or all-linear); empty: peft's for the model (BERT: query,value)
     compile: bool = False  # encoder=hf: torch.compile the transformer for training (dynamic shapes; the first step compiles)
+    # The chosen encoder's own keys, when it registered a class of them (EncoderTraits.options): a
+    # plugin's `cnn_kernel=5`, read by its builder as `config.options.cnn_kernel`.
+    options: Any = options_field("encoder", lambda: encoder_options())
 
     def __post_init__(self) -> None:
+        settle_options(self)  # the chosen encoder's own keys, checked with the others
         check_fields(self)  # before the rule below divides by transformer_heads
-        if self.encoder == "transformer" and self.hidden % self.transformer_heads:
+        if isinstance(self.options, TransformerOptions) and self.hidden % self.options.transformer_heads:
             raise UserError(
-                f"transformer_heads={self.transformer_heads} must divide hidden={self.hidden} (the model width)"
+                f"transformer_heads={self.options.transformer_heads} must divide hidden={self.hidden} (the model width)"
             )
         if self.pooling == "cls" and not traits(self.encoder).pretrained:
             raise UserError(
@@ -104,8 +100,6 @@ class EncoderConfig:
                 f"lora_r={self.lora_r} keeps every pretrained weight fixed and trains adapters: leave out "
                 "hf_freeze_layers= and hf_freeze_embeddings="
             )
-        if self.gru_init != "pytorch" and self.encoder != "gru":
-            raise UserError(f"gru_init={self.gru_init} initializes encoder=gru, not encoder={self.encoder}")
         own = traits(self.encoder).own_pooling
         if own and self.pooling not in ("auto", "max"):
             raise UserError(
@@ -139,6 +133,30 @@ class EncoderConfig:
         return dataclasses.replace(self, pooling=traits(self.encoder).default_pooling)
 
 
+# The keys of one encoder each (EncoderTraits.options): `config.options` to its builder, recorded as
+# model.options; before they were theirs (config.json of older runs) they were fields of every encoder.
+
+
+@dataclass
+class GRUOptions:
+    bidirectional: bool = False  # encoder=gru: also right to left (BiGRU)
+    gru_init: Literal["pytorch", "quickthoughts"] = (
+        "pytorch"  # encoder=gru: quickthoughts: Xavier-uniform weights, gate biases 1 (Quick-Thoughts 4.3)
+    )
+
+
+@dataclass
+class GatedConvOptions:
+    gatedconv_layers: AtLeast1 = 4  # encoder=gatedconv: gated convolutional layers (width 3, residual)
+
+
+@dataclass
+class TransformerOptions:
+    transformer_layers: AtLeast1 = 4  # encoder=transformer: layers
+    transformer_heads: AtLeast1 = 4  # encoder=transformer: attention heads (divide hidden)
+    transformer_ffn: AtLeast1 = 1024  # encoder=transformer: feed-forward width
+
+
 @dataclass(frozen=True)
 class EncoderTraits:
     """What the code around an encoder needs to know of it, declared where it is registered."""
@@ -151,6 +169,9 @@ class EncoderTraits:
     # The keys (EncoderConfig's fields) that configure this encoder alone: one given on the command
     # line with an encoder that does not list it is refused ("a key of encoder=transformer").
     keys: tuple[str, ...] = ()
+    # A dataclass of keys of its own (a plugin's encoder: `cnn_kernel: AtLeast1 = 3`): given flat
+    # on the command line, checked like any key, recorded in config.json, `config.options` to its builder.
+    options: type | None = None
 
 
 HF_KEYS = (
@@ -165,8 +186,8 @@ BUILTIN: dict[str, tuple[str, EncoderTraits]] = {
     "bilstm2": ("mtl.models.encoders.bilstm2", EncoderTraits(recurrent=True)),
     "bow": ("mtl.models.encoders.bow", EncoderTraits(default_pooling="mean")),
     "decomposable": ("mtl.models.encoders.decomposable", EncoderTraits()),
-    "gatedconv": ("mtl.models.encoders.gatedconv", EncoderTraits(keys=("gatedconv_layers",))),
-    "gru": ("mtl.models.encoders.gru", EncoderTraits(recurrent=True, keys=("bidirectional", "gru_init"))),
+    "gatedconv": ("mtl.models.encoders.gatedconv", EncoderTraits(options=GatedConvOptions)),
+    "gru": ("mtl.models.encoders.gru", EncoderTraits(recurrent=True, options=GRUOptions)),
     "hconvnet": ("mtl.models.encoders.hconvnet", EncoderTraits(own_pooling="max over each layer")),
     "hf": (
         "mtl.models.encoders.hf",
@@ -179,7 +200,7 @@ BUILTIN: dict[str, tuple[str, EncoderTraits]] = {
     "lstm": ("mtl.models.encoders.lstm", EncoderTraits(recurrent=True)),
     "transformer": (
         "mtl.models.encoders.transformer",
-        EncoderTraits(keys=("transformer_layers", "transformer_heads", "transformer_ffn")),
+        EncoderTraits(options=TransformerOptions),
     ),
 }
 
@@ -193,6 +214,9 @@ def register(
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Enter an encoder's builder under `name`, with its traits (a built-in one's are in BUILTIN)."""
 
+    if declared is not None and declared.options is not None:
+        _check_options(name, declared.options)
+
     def add(builder: Callable[..., Any]) -> Callable[..., Any]:
         ENCODERS[name] = builder
         TRAITS[name] = declared if declared is not None else TRAITS.get(name, EncoderTraits())
@@ -202,12 +226,29 @@ def register(
 
 
 def key_owners() -> dict[str, list[str]]:
-    """Each encoder-specific key -> the encoders that take it (their traits' `keys`)."""
+    """Each encoder-specific key -> the encoders that take it (their traits' `keys` and options)."""
     owners: dict[str, list[str]] = {}
     for name, declared in TRAITS.items():
-        for key in declared.keys:
+        own = [field.name for field in dataclasses.fields(declared.options)] if declared.options else []
+        for key in (*declared.keys, *own):
             owners.setdefault(key, []).append(name)
     return owners
+
+
+def encoder_options() -> dict[str, type]:
+    """Each encoder with keys of its own -> the dataclass of them."""
+    return {name: declared.options for name, declared in TRAITS.items() if declared.options}
+
+
+def _check_options(name: str, options_class: type) -> None:
+    """An encoder's own keys are dataclass fields, none of them a key every encoder has."""
+    if not dataclasses.is_dataclass(options_class):
+        raise TypeError(f"encoder {name!r}: EncoderTraits(options=) takes a dataclass of its keys")
+    shared = {field.name for field in dataclasses.fields(EncoderConfig)}
+    if clash := [field.name for field in dataclasses.fields(options_class) if field.name in shared]:
+        raise TypeError(
+            f"encoder {name!r}: its option {clash[0]!r} is a key of every encoder: name it otherwise"
+        )
 
 
 def traits(name: str) -> EncoderTraits:

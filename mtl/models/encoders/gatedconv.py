@@ -44,5 +44,5 @@ class GatedConvEncoder(Encoder):
 @register("gatedconv")
 def build(embedding: nn.Embedding, config: EncoderConfig) -> GatedConvEncoder:
     return GatedConvEncoder(
-        embedding, config.hidden, config.gatedconv_layers, config.pooling, config.encoder_dropout
+        embedding, config.hidden, config.options.gatedconv_layers, config.pooling, config.encoder_dropout
     )

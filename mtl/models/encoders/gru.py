@@ -73,4 +73,6 @@ def quick_thoughts_init(gru: nn.GRU) -> None:
 
 @register("gru")
 def build(embedding: nn.Embedding, config: EncoderConfig) -> GRUEncoder:
-    return GRUEncoder(embedding, config.hidden, config.bidirectional, config.pooling, config.gru_init)
+    return GRUEncoder(
+        embedding, config.hidden, config.options.bidirectional, config.pooling, config.options.gru_init
+    )

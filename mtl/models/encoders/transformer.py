@@ -28,9 +28,15 @@ class TransformerEncoder(Encoder):
         dim = embedding.embedding_dim
         self.project = nn.Linear(dim, width) if dim != width else nn.Identity()
         layer = nn.TransformerEncoderLayer(
-            width, config.transformer_heads, config.transformer_ffn, config.encoder_dropout, batch_first=True
+            width,
+            config.options.transformer_heads,
+            config.options.transformer_ffn,
+            config.encoder_dropout,
+            batch_first=True,
         )
-        self.layers = nn.TransformerEncoder(layer, config.transformer_layers, enable_nested_tensor=False)
+        self.layers = nn.TransformerEncoder(
+            layer, config.options.transformer_layers, enable_nested_tensor=False
+        )
         self.register_buffer("positions", sinusoidal_positions(MAX_POSITIONS, width), persistent=False)
         self.set_pooling(width, config.pooling)
 

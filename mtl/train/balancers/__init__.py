@@ -9,9 +9,12 @@ gradients and losses, so every rank makes the same decision.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mtl.config import NonNegativeFloat
 from mtl.plugins import Registry, adds_to
 
 if TYPE_CHECKING:
@@ -27,25 +30,37 @@ BALANCERS: Registry[type[Balancer]] = Registry(
 )
 
 
-# name -> the keys that configure that balancer alone: one given with another balancer is refused
-BALANCER_KEYS: dict[str, tuple[str, ...]] = {"gradnorm": ("gradnorm_alpha",)}
+@dataclass
+class GradNormOptions:
+    gradnorm_alpha: NonNegativeFloat = (
+        1.5  # balancer=gradnorm: how strongly slow tasks are pulled up (Chen et al.)
+    )
 
 
-def register_balancer(name: str, keys: tuple[str, ...] = ()) -> Callable[[type[Balancer]], type[Balancer]]:
+# name -> the dataclass of the keys that configure that balancer alone (given flat on the command
+# line, `gradnorm_alpha=2`; recorded as schedule.balancer_options): one given with another
+# balancer is refused, and the balancer is built with `options=` an instance of it.
+BALANCER_OPTIONS: dict[str, type] = {"gradnorm": GradNormOptions}
+
+
+def register_balancer(name: str, options: type | None = None) -> Callable[[type[Balancer]], type[Balancer]]:
     """Make a `Balancer` class (balancers.base) available to balancer=NAME (a class decorator);
-    `keys`: the existing keys it reads (a plugin GradNorm variant: ("gradnorm_alpha",))."""
-    if keys:
-        BALANCER_KEYS[name] = tuple(keys)
+    `options`: a dataclass of its own keys (`my_beta: PositiveFloat = 0.9`), handed to it as
+    `options=` when built (it reads `options.my_beta`)."""
+    if options is not None:
+        if not dataclasses.is_dataclass(options):
+            raise TypeError(f"balancer {name!r}: register_balancer(options=) takes a dataclass of its keys")
+        BALANCER_OPTIONS[name] = options
     return adds_to(BALANCERS, name)
 
 
 def balancer_key_owners() -> dict[str, list[str]]:
     """Each balancer-specific key -> the balancers that take it."""
     owners: dict[str, list[str]] = {}
-    for name, keys in BALANCER_KEYS.items():
-        for key in keys:
-            owners.setdefault(key, []).append(name)
+    for name, options in BALANCER_OPTIONS.items():
+        for field in dataclasses.fields(options):
+            owners.setdefault(field.name, []).append(name)
     return owners
 
 
-__all__ = ["BALANCERS", "BALANCER_KEYS", "balancer_key_owners", "register_balancer"]
+__all__ = ["BALANCERS", "BALANCER_OPTIONS", "GradNormOptions", "balancer_key_owners", "register_balancer"]

@@ -24,11 +24,12 @@ class Balancer(nn.Module):
     buffers: both are saved in checkpoints, so a resumed run continues exactly.
     """
 
-    def __init__(self, tasks: list[str], weights: list[float], seed: int = 0, alpha: float = 1.5):
+    def __init__(self, tasks: list[str], weights: list[float], seed: int = 0):
         """`tasks`: the training tasks in order; `weights`: their `<task>.weight`; `seed`: the
-        run's (a balancer drawing at random seeds by (seed, step)); `alpha`: GradNorm's."""
+        run's (a balancer drawing at random seeds by (seed, step)). A balancer with keys of its
+        own (register_balancer(options=)) also takes `options`, an instance of their dataclass."""
         super().__init__()
-        self.tasks, self.seed, self.alpha = list(tasks), seed, alpha
+        self.tasks, self.seed = list(tasks), seed
         self.register_buffer("loss_weights", torch.tensor(weights, dtype=torch.float32), persistent=False)
 
     def task_loss(self, index: int, loss: torch.Tensor) -> torch.Tensor:

@@ -18,14 +18,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mtl.train.balancers import register_balancer
+from mtl.train.balancers import GradNormOptions, register_balancer
 from mtl.train.balancers.base import Balancer, Combined
 
 
-@register_balancer("gradnorm")
+@register_balancer("gradnorm", options=GradNormOptions)
 class GradNorm(Balancer):
-    def __init__(self, tasks: list[str], weights: list[float], seed: int = 0, alpha: float = 1.5):
-        super().__init__(tasks, weights, seed, alpha)
+    def __init__(
+        self, tasks: list[str], weights: list[float], seed: int = 0, options: GradNormOptions | None = None
+    ):
+        super().__init__(tasks, weights, seed)
+        self.alpha = (options or GradNormOptions()).gradnorm_alpha
         self.task_weights = nn.Parameter(torch.ones(len(tasks)))
         self.register_buffer("initial_losses", torch.full((len(tasks),), float("nan")))
 

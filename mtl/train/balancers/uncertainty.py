@@ -22,8 +22,8 @@ from mtl.train.balancers.base import Balancer, Combined
 
 @register_balancer("uncertainty")
 class Uncertainty(Balancer):
-    def __init__(self, tasks: list[str], weights: list[float], seed: int = 0, alpha: float = 1.5):
-        super().__init__(tasks, weights, seed, alpha)
+    def __init__(self, tasks: list[str], weights: list[float], seed: int = 0):
+        super().__init__(tasks, weights, seed)
         self.log_variances = nn.Parameter(torch.zeros(len(tasks)))
 
     def task_loss(self, index: int, loss: torch.Tensor) -> torch.Tensor:
