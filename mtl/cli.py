@@ -389,22 +389,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"error: could not write{where}: {error.strerror}: free space or choose another out=, then run again"
         )
         return 2
-    except RuntimeError as error:
-        from mtl.runtime.distributed import lost_a_peer
-
-        if lost_a_peer(error):
+    except Exception as error:
+        if isinstance(error, RuntimeError) and _lost_a_peer(error):
             rank = os.environ.get("RANK", "?")
             rank_says(
                 f"error: rank {rank} lost contact with another process of the job ({_first_line(error)})"
             )
             return LOST_A_PEER
-        if not stopped_by:
-            raise
-        return _interrupted_midway(stopped_by)
-    except Exception:
-        if not stopped_by:
-            raise
-        return _interrupted_midway(stopped_by)
+        if stopped_by:
+            return _interrupted_midway(stopped_by)
+        raise
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -442,6 +436,12 @@ def run_as_process() -> None:
                     stream.flush()
             os._exit(code)
     raise SystemExit(code)
+
+
+def _lost_a_peer(error: RuntimeError) -> bool:
+    from mtl.runtime.distributed import lost_a_peer  # torch: only when a command failed so
+
+    return lost_a_peer(error)
 
 
 def _first_line(error: BaseException) -> str:

@@ -313,46 +313,41 @@ def _options_class(field: dataclasses.Field, name: Any) -> type:
 
 
 def settle_options(config: Any) -> None:
-    """Options that belong to another component than the one chosen (the encoder changed) are
-    replaced by the chosen one's defaults; options read from a file (a dict) are built."""
-    for field in dataclasses.fields(config):
-        if "options_of" not in field.metadata:
-            continue
-        wanted = _options_class(field, getattr(config, field.metadata["options_of"]))
-        value = getattr(config, field.name)
-        if isinstance(value, dict):
-            setattr(config, field.name, _from_dict(wanted, value, f"{field.name}."))
-        elif type(value) is not wanted:
-            setattr(config, field.name, wanted())
+    """Options that belong to another component than the one chosen (the encoder changed, in a
+    preset or by `dataclasses.replace`) are replaced by the chosen one's defaults."""
+    _choose_options(config, ())
 
 
-def _choose_options(config: Any, args: Sequence[str], prefix: str = "") -> None:
-    """Before the keys of `args` are looked up: each options field made the one of the component
-    `args` choose (`encoder=cnn cnn_kernel=5`: cnn's keys exist once cnn is chosen)."""
-    for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
-        if "options_of" in field.metadata:
-            chooser = field.metadata["options_of"]
-            given = [
-                raw.strip()
-                for key, _, raw in (arg.partition("=") for arg in args)
-                if key in (chooser, f"{prefix}{chooser}")
-            ]
-            wanted = _options_class(field, given[-1] if given else getattr(config, chooser))
-            if type(value) is not wanted:
-                setattr(config, field.name, wanted())
-        elif dataclasses.is_dataclass(value):
-            _choose_options(value, args, f"{prefix}{field.name}.")
+def given_value(args: Sequence[str], key: str, section: str) -> str | None:
+    """The value `args` give `key` (short, or dotted under `section`), the last one; None if none."""
+    given = [
+        raw.strip()
+        for name, _, raw in (arg.partition("=") for arg in args)
+        if name in (key, f"{section}{key}")
+    ]
+    return given[-1] if given else None
 
 
-def _options_holders(config: Any) -> Iterator[tuple[Any, dataclasses.Field]]:
-    """(the dataclass holding it, the field) of each options field in `config`'s sections."""
+def _choose_options(config: Any, args: Sequence[str]) -> None:
+    """Each options field made the one of the component `args` choose, else of the one chosen
+    already: before the keys of `args` are looked up (`encoder=cnn cnn_kernel=5`: cnn's keys
+    exist once cnn is chosen); options of the component chosen are kept."""
+    for holder, field, section in _options_holders(config):
+        chooser = field.metadata["options_of"]
+        named = given_value(args, chooser, section)
+        wanted = _options_class(field, named if named is not None else getattr(holder, chooser))
+        if type(getattr(holder, field.name)) is not wanted:
+            setattr(holder, field.name, wanted())
+
+
+def _options_holders(config: Any, section: str = "") -> Iterator[tuple[Any, dataclasses.Field, str]]:
+    """(the dataclass holding it, the field, its section's dotted prefix) of each options field."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if "options_of" in field.metadata:
-            yield config, field
+            yield config, field, section
         elif dataclasses.is_dataclass(value):
-            yield from _options_holders(value)
+            yield from _options_holders(value, f"{section}{field.name}.")
 
 
 def _paths(
@@ -563,7 +558,7 @@ def describe_keys(config: Any) -> list[tuple[str, str, str]]:
         rows.append((name if short else path, *_described(type(owner), field, getattr(owner, field.name))))
         owners.append(owner)
     listed = {row[0] for row in rows}
-    for holder, field in reversed(list(_options_holders(config))):  # the other components' own keys,
+    for holder, field, _ in reversed(list(_options_holders(config))):  # the other components' own keys,
         own = []  # at the end of their section
         for component, options_class in sorted(field.metadata["registered"]().items()):
             for option in dataclasses.fields(options_class):

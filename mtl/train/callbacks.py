@@ -43,7 +43,8 @@ class Control:
     """What a callback may ask of the loop, decided after the step under way: stop the run
     (it finishes as a run does, with `stop_reason` "callback" and `stop_why` in its summary), or
     evaluate now (a dev evaluation and checkpoint outside eval_every='s rhythm). Every rank's
-    requests count: one rank asking is enough."""
+    requests count: one rank asking is enough. (Callbacks named in callbacks= ask; mtl's own
+    never do, so a run without callbacks= skips reading the other ranks' requests each step.)"""
 
     stop_why: str | None = None
     evaluate: bool = False

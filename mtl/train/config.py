@@ -26,6 +26,7 @@ from mtl.config import (
     apply_overrides,
     check_number,
     from_dict,
+    given_value,
     not_key_value,
     options_field,
     read_number,
@@ -402,21 +403,18 @@ def _check_component_keys(given: Sequence[str], config: TrainConfig) -> None:
     says so too. Only keys given here are checked: a recorded run's config holds every key, and
     resumes as it is."""
 
-    def chosen(section: str, key: str, current: str) -> str:
-        named = [
-            arg.partition("=")[2].strip()
-            for arg in given
-            if arg.partition("=")[0] in (key, f"{section}.{key}")
-        ]
-        return named[-1] if named else current
-
     components = [
         (component, name, owners)
         for component, name, owners, known in (
-            ("encoder", chosen("model", "encoder", config.model.encoder), key_owners(), ENCODERS),
+            (
+                "encoder",
+                given_value(given, "encoder", "model.") or config.model.encoder,
+                key_owners(),
+                ENCODERS,
+            ),
             (
                 "balancer",
-                chosen("schedule", "balancer", config.schedule.balancer),
+                given_value(given, "balancer", "schedule.") or config.schedule.balancer,
                 balancer_key_owners(),
                 BALANCERS,
             ),

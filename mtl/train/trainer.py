@@ -166,10 +166,11 @@ class Trainer:
             self.callbacks.on_step_end(self.run, block_task)
             if scheduler.block_ends_after(step):
                 self._end_block(block_task, time.perf_counter() - block_clock)
-            control = self.run.control  # what the callbacks asked, on any rank (one collective)
-            evaluate, stop = (
-                n > 0 for n in self.dist.sum([float(control.evaluate), float(control.stop_why is not None)])
-            )
+            control = self.run.control  # what the callbacks asked
+            asked = [float(control.evaluate), float(control.stop_why is not None)]
+            if self.config.run.callbacks:  # only callbacks= ones ask: then any rank's request counts
+                asked = self.dist.sum(asked)  # (a collective, so not paid by runs without them)
+            evaluate, stop = (n > 0 for n in asked)
             control.evaluate = False
             if self._evaluation_due(step) or evaluate:
                 self._evaluate_and_checkpoint()
