@@ -10,6 +10,7 @@
     register_schedule      which task trains at each step: schedule=NAME
     register_balancer      how schedule=mixed combines its tasks' gradients: balancer=NAME
     register_lr_schedule   an lr schedule over each task's optimizer: lr_schedule=NAME
+    register_optimizer     an optimizer with its defaults (lr, clipping, schedule, stop): optim=NAME
     register_direction     which way a new metric is better (a loss, an error rate: lower)
 
 Load the plugin with `plugins=my_module` (or `plugins=./my_plugin.py`) on the command line, or
@@ -30,6 +31,7 @@ from mtl.train.balancers import register_balancer
 from mtl.train.balancers.base import Balancer, Combined
 from mtl.train.callbacks import Callback, Control, TrainingRun, register_callback
 from mtl.train.lr_schedules import LrSchedule, register_lr_schedule
+from mtl.train.optimizer_registry import OptimizerDefaults, register_optimizer
 from mtl.train.scheduler import Scheduler, register_schedule
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "EncoderConfig",
     "EncoderTraits",
     "LrSchedule",
+    "OptimizerDefaults",
     "Scheduler",
     "Split",
     "Task",
@@ -53,6 +56,7 @@ __all__ = [
     "register_direction",
     "register_encoder",
     "register_lr_schedule",
+    "register_optimizer",
     "register_schedule",
     "register_task",
     "register_transfer_protocol",

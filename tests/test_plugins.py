@@ -22,6 +22,8 @@ from mtl.tasks import KINDS
 from mtl.train import run
 from mtl.train.balancers import BALANCER_OPTIONS, BALANCERS
 from mtl.train.callbacks import CALLBACKS
+from mtl.train.optimizer_registry import DEFAULTS as OPTIMIZER_DEFAULTS
+from mtl.train.optimizer_registry import OPTIMIZERS
 
 from .conftest import FIXTURES, deterministic_summary, exported_weights, one_error_line, start_run
 
@@ -57,6 +59,8 @@ def loaded_plugin(path: Path):
         "callbacks": dict(CALLBACKS),
         "balancers": dict(BALANCERS),
         "balancer_options": dict(BALANCER_OPTIONS),
+        "optimizers": dict(OPTIMIZERS),
+        "optimizer_defaults": dict(OPTIMIZER_DEFAULTS),
     }
     plugins.load(str(path))
     try:
@@ -70,6 +74,8 @@ def loaded_plugin(path: Path):
             (CALLBACKS, before["callbacks"]),
             (BALANCERS, before["balancers"]),
             (BALANCER_OPTIONS, before["balancer_options"]),
+            (OPTIMIZERS, before["optimizers"]),
+            (OPTIMIZER_DEFAULTS, before["optimizer_defaults"]),
         ):
             registry.clear()
             registry.update(saved)
@@ -164,6 +170,26 @@ def test_a_plugins_encoder_and_balancer_bring_keys_of_their_own(
     assert cli.main(["train-multitask", f"plugins={EXAMPLE}", "--help"]) == 0
     text = capsys.readouterr().out
     assert "dwa_temperature" in text and "bow_activation" in text and "tanh | relu | identity" in text
+
+
+def test_a_plugins_optimizer_brings_its_defaults_and_resumes_exactly(example, tiny_data, tmp_path):
+    """optim=nesterov: the example's SGD with Nesterov momentum. Its defaults are what the run's
+    `auto` keys become, its momentum buffers are checkpointed, and a killed run resumes exactly."""
+    extra = ("optim=nesterov", "precision=fp32")
+    run_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
+    optim = json.loads((run_dir / "config.json").read_text())["config"]["optim"]
+    assert (optim["optim"], optim["lr"], optim["max_grad_norm"], optim["lr_schedule"], optim["stop"]) == (
+        "nesterov", 0.1, 5.0, "infersent", "min_lr",
+    )  # fmt: skip
+    saved = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    groups = [group for state in saved["optimizers"].values() for group in state["param_groups"]]
+    assert groups and all(group["nesterov"] and group["momentum"] == 0.9 for group in groups)
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)
+    _, resumed = run.resume(cut_dir, progress=False)
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
+    sgd_dir, _ = start_run(tiny_data, tmp_path / "sgd", "optim=sgd", "precision=fp32")
+    nesterov, sgd = exported_weights(run_dir), exported_weights(sgd_dir)
+    assert any(not torch.equal(nesterov[k], sgd[k]) for k in nesterov)  # the momentum moved them
 
 
 def test_plugins_on_the_command_line_register_before_the_keys_are_checked(tmp_path, capsys):

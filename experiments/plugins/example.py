@@ -12,6 +12,8 @@
   with a key of its own: `bow_activation=relu` (or identity) in place of tanh;
 - a balancer, `dwa`: Dynamic Weight Average (Liu, Johns and Davison 2019), each task weighted by
   how slowly its loss falls, with its own key `dwa_temperature=` (the paper's T, 2);
+- an optimizer, `nesterov`: SGD with Nesterov momentum 0.9, with InferSent's SGD defaults (lr 0.1,
+  clipping at 5, the infersent lr schedule, stop at min_lr);
 - a transfer task, `SUBJ-1K`: SUBJ's first 500 subjective and 500 objective sentences, a quick
   check of an encoder under 10-fold cross-validation;
 - a callback, `loss_watch`: each task's mean training loss per block, written to
@@ -42,11 +44,13 @@ from mtl.registry import (
     Encoder,
     EncoderConfig,
     EncoderTraits,
+    OptimizerDefaults,
     Split,
     TransferTask,
     register_balancer,
     register_callback,
     register_encoder,
+    register_optimizer,
     register_task,
     register_transfer_task,
 )
@@ -138,6 +142,14 @@ class DynamicWeightAverage(Balancer):
         self.last_losses.copy_(torch.stack([self.last_losses[1], losses.detach().to(self.last_losses)]))
         shared = (lambdas[:, None] * gradients).sum(dim=0)
         return Combined(shared, lambdas, lambdas * self.loss_weights.to(gradients.device))
+
+
+@register_optimizer(
+    "nesterov", OptimizerDefaults(lr=0.1, max_grad_norm=5.0, lr_schedule="infersent", stop="min_lr")
+)
+def nesterov(groups: list[dict], config) -> torch.optim.Optimizer:
+    """`groups`: one per learning rate, each with its "lr" (and "base_lr", which schedules scale)."""
+    return torch.optim.SGD(groups, lr=config.lr, momentum=0.9, nesterov=True)
 
 
 @register_transfer_task("SUBJ-1K", protocol="cv", metrics=("acc",), attention=True, in_all=False)

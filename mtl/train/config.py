@@ -41,6 +41,7 @@ from mtl.runs import upgrade
 from mtl.tasks import TaskConfig
 from mtl.train.balancers import BALANCER_OPTIONS, BALANCERS, balancer_key_owners
 from mtl.train.lr_schedules import LR_SCHEDULES
+from mtl.train.optimizer_registry import OPTIMIZERS
 from mtl.train.scheduler import SCHEDULES, trains_every_task
 from mtl.train.selection import parse_terms
 
@@ -107,15 +108,17 @@ class ScheduleConfig:
 
 @dataclass
 class OptimConfig:
-    optim: Literal["auto", "sgd", "adam", "adamw"] = (
+    optim: Annotated[str, OneOf(OPTIMIZERS, fixed=("auto",))] = (
         "auto"  # auto: adamw for a pretrained encoder (SBERT), else sgd (InferSent)
     )
-    lr: PositiveFloat | None = None  # None: 0.1 for sgd (InferSent, Section 3.3), 1e-3 for adam and adamw
+    lr: PositiveFloat | None = (
+        None  # None: the optimizer's: 0.1 for sgd (InferSent, Section 3.3), 1e-3 for adam and adamw
+    )
     hf_lr: PositiveFloat = 2e-5  # adamw: lr of the pretrained backbone (encoder=hf); lr= is the heads'
     encoder_lr: str = ""  # the shared encoder's lr, in every task's steps: a value or a multiple of lr= (x0.1); empty: the task's
     embedding_lr: str = ""  # embeddings=trainable|both: the word vectors' lr, a value or a multiple of lr=; empty: the encoder's
     lr_schedule: Annotated[str, OneOf(LR_SCHEDULES, fixed=("auto",))] = (
-        "auto"  # auto: infersent for sgd, constant for adam, linear (warmup, decay to 0) for adamw
+        "auto"  # auto: the optimizer's: infersent for sgd, constant for adam, linear (warmup, decay to 0) for adamw
     )
     warmup_steps: AtLeast0 | None = (
         None  # constant, linear, cosine: linear warmup first; None: 10% of max_steps (linear, cosine), else 0
@@ -131,11 +134,13 @@ class OptimConfig:
     # evaluation, as mtl did before (then eval_every= changes the lr; runs recorded then keep it).
     lr_shrink_at: Literal["epoch", "evaluation"] = "epoch"
     stop: Literal["auto", "min_lr", "patience", "max_steps"] = (
-        "auto"  # auto: min_lr for sgd, patience for adam, max_steps for adamw (max_steps= always stops)
+        "auto"  # auto: the optimizer's: min_lr for sgd, patience for adam, max_steps for adamw (max_steps= always stops)
     )
     min_lr: NonNegativeFloat = 1e-5  # stop=min_lr: stop when the main task's lr falls below
     patience: AtLeast1 = 2  # stop=patience: stop at this many evaluations not above the best (InferSent: 2)
-    max_grad_norm: NonNegativeFloat | None = None  # clip the gradient norm; 0: off; None: 1 for adamw, else 5
+    max_grad_norm: NonNegativeFloat | None = (
+        None  # clip the gradient norm; 0: off; None: the optimizer's (1 for adamw, else 5)
+    )
     optimizer_per_task: bool = True  # as the original code; false: one shared optimizer
     max_steps: AtLeast1 | None = (
         None  # optimizer steps over all tasks; None with a linear or cosine schedule: one epoch of the main task

@@ -1,6 +1,6 @@
-"""Optimizers: InferSent's SGD, Adam, and SBERT's AdamW (no decay on biases and LayerNorm),
-with each parameter's learning rate: a task's own (`<task>.lr=`), the encoder's
-(`encoder_lr=`), a pretrained backbone's (`hf_lr=`, AdamW)."""
+"""Optimizers: InferSent's SGD, Adam, and SBERT's AdamW (no decay on biases and LayerNorm), or a
+plugin's (optimizer_registry.py), with each parameter's learning rate: a task's own
+(`<task>.lr=`), the encoder's (`encoder_lr=`), a pretrained backbone's (`hf_lr=`, AdamW)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from mtl.train.config import OptimConfig, parse_lr
+from mtl.train.optimizer_registry import DEFAULTS, OPTIMIZERS, register_optimizer
 
 LrOf = Callable[[nn.Parameter], float]  # a parameter's lr, before any schedule
 
@@ -31,17 +32,14 @@ def build_optimizer(
     group alike, so the ratios between them hold throughout.
     """
     lr_of = lr_of or (lambda p: config.lr)
-    if config.optim in ("sgd", "adam"):
+    if not DEFAULTS[config.optim].decoupled_weight_decay:
         groups: dict[float, list[nn.Parameter]] = {}
         for p in parameters:  # in order: the encoder's lr first (what LrSchedule.lr reads)
             groups.setdefault(lr_of(p), []).append(p)
-        optimizer = torch.optim.SGD if config.optim == "sgd" else torch.optim.Adam
-        return optimizer(
-            [{"params": params, "lr": lr, "base_lr": lr} for lr, params in groups.items()],
-            lr=config.lr,
-            **update_kernel(parameters),
+        return OPTIMIZERS[config.optim](
+            [{"params": params, "lr": lr, "base_lr": lr} for lr, params in groups.items()], config
         )
-    # SBERT: AdamW, no weight decay on biases and LayerNorm (the 1-d parameters); a pretrained
+    # SBERT: no weight decay on biases and LayerNorm (the 1-d parameters); a pretrained
     # backbone has its own lr (hf_lr, or encoder_lr), the new heads theirs (lr).
     encoder_lr = parse_lr(config.encoder_lr, config.lr, "encoder_lr")
     backbone_lr = encoder_lr if encoder_lr is not None else config.hf_lr
@@ -50,7 +48,7 @@ def build_optimizer(
         in_backbone = id(p) in pretrained
         lr = backbone_lr if in_backbone else lr_of(p)
         decay_groups.setdefault((in_backbone, p.ndim > 1 and id(p) not in undecayed, lr), []).append(p)
-    return torch.optim.AdamW(
+    return OPTIMIZERS[config.optim](
         [
             {
                 "params": params,
@@ -60,15 +58,31 @@ def build_optimizer(
             }
             for (_, decays, lr), params in sorted(decay_groups.items(), reverse=True)  # backbone first
         ],
-        **update_kernel(parameters),
+        config,
     )
 
 
-def update_kernel(parameters: list[nn.Parameter]) -> dict[str, bool]:
+@register_optimizer("sgd", DEFAULTS["sgd"])
+def sgd(groups: list[dict], config: OptimConfig) -> torch.optim.Optimizer:
+    return torch.optim.SGD(groups, lr=config.lr, **update_kernel(groups))
+
+
+@register_optimizer("adam", DEFAULTS["adam"])
+def adam(groups: list[dict], config: OptimConfig) -> torch.optim.Optimizer:
+    return torch.optim.Adam(groups, lr=config.lr, **update_kernel(groups))
+
+
+@register_optimizer("adamw", DEFAULTS["adamw"])
+def adamw(groups: list[dict], config: OptimConfig) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(groups, **update_kernel(groups))
+
+
+def update_kernel(groups: list[dict]) -> dict[str, bool]:
     """The optimizer's fused kernel where PyTorch has one (CPU and CUDA, floating point): one op
     for the whole update, where the per-parameter loop PyTorch picks by default on the CPU
     dispatches an op or more per parameter and `foreach` on CUDA several (a GPU step of these
     small models is bound by the host's work, not the GPU's)."""
+    parameters = [p for group in groups for p in group["params"]]
     fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in parameters)
     return {"fused": True} if fused and parameters else {}  # else: PyTorch's choice
 

@@ -19,18 +19,10 @@ from mtl.tasks import build_task
 from mtl.text.vectors import resolve_vectors_path
 from mtl.train.config import TrainConfig
 from mtl.train.lr_schedules import LR_SCHEDULES
+from mtl.train.optimizer_registry import DEFAULTS
 from mtl.train.precision import resolve_precision
 from mtl.train.scheduler import Scheduler, trains_every_task
 
-DEFAULT_LR = {"sgd": 0.1, "adam": 1e-3, "adamw": 1e-3}
-DEFAULT_MAX_GRAD_NORM = {"sgd": 5.0, "adam": 5.0, "adamw": 1.0}  # InferSent clips at 5, SBERT at 1
-# InferSent's SGD decays by epoch and shrinks on a stall (train_nli.py); SBERT's AdamW warms up
-# and decays linearly to 0 at the end of its one epoch.
-DEFAULT_SCHEDULE = {
-    "sgd": ("infersent", "min_lr"),
-    "adam": ("constant", "patience"),
-    "adamw": ("linear", "max_steps"),
-}
 WARMUP_SHARE = 0.1  # SBERT's training scripts: 10% of the planned steps
 
 
@@ -59,15 +51,15 @@ def resolve_settings(
     optim = config.optim
     if optim.optim == "auto":
         optim.optim = "adamw" if traits(config.model.encoder).pretrained else "sgd"
-    schedule, stop = DEFAULT_SCHEDULE[optim.optim]
-    optim.lr_schedule = schedule if optim.lr_schedule == "auto" else optim.lr_schedule
-    optim.stop = stop if optim.stop == "auto" else optim.stop
+    defaults = DEFAULTS[optim.optim]  # the optimizer's own (optimizer_registry.py; a plugin's too)
+    optim.lr_schedule = defaults.lr_schedule if optim.lr_schedule == "auto" else optim.lr_schedule
+    optim.stop = defaults.stop if optim.stop == "auto" else optim.stop
     if optim.lr is None:
-        optim.lr = DEFAULT_LR[optim.optim]
+        optim.lr = defaults.lr
     if trains_every_task(config.schedule.schedule):  # a step updates the encoder once, for every task
         optim.optimizer_per_task = False
     if optim.max_grad_norm is None:
-        optim.max_grad_norm = DEFAULT_MAX_GRAD_NORM[optim.optim]
+        optim.max_grad_norm = defaults.max_grad_norm
     decays_to_zero = LR_SCHEDULES[optim.lr_schedule].needs_max_steps  # a plugin's too
     if optim.max_steps is None and (decays_to_zero or optim.stop == "max_steps") and train_sizes is not None:
         optim.max_steps = steps_for_one_epoch(config, train_sizes)
