@@ -39,6 +39,7 @@ from mtl.errors import UserError
 from mtl.eval import contamination
 from mtl.eval.loading import load_encoder
 from mtl.files.digest import file_sha256
+from mtl.formats import encoder_file
 from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
 from mtl.published import published
 from mtl.runs import Run
@@ -51,7 +52,6 @@ from mtl.text import token_cache
 from mtl.text.vectors import load_vectors
 from mtl.text.vocab import PAD, UNK
 from mtl.tracking import wandb_file
-from mtl.train import encoder_file
 from mtl.train.config import TrainConfig
 
 SENTENCES = ["a man plays a guitar .", "two dogs run in the park .", "", "unseen words zzyzx"]

@@ -28,10 +28,10 @@ from typing import Any
 from mtl import metrics
 from mtl.config import flattened
 from mtl.errors import UserError
-from mtl.eval.transfer.report_file import headline, read_report, report_paths
 from mtl.files import schemas
 from mtl.files.digest import file_sha256
 from mtl.files.locks import FolderLock
+from mtl.formats.transfer_report import headline, read_report, report_paths
 from mtl.tasks import KINDS, config_classes, task_title
 
 
@@ -457,6 +457,18 @@ OWN_KEYS_BEFORE = {
     "gatedconv": ("gatedconv_layers",),
     "transformer": ("transformer_layers", "transformer_heads", "transformer_ffn"),
 }
+
+
+def upgraded(values: Any, source: str) -> dict[str, Any]:
+    """`upgrade(values)`, or a one-line error naming `source` where `values` is not a config mtl wrote."""
+    if not isinstance(values, dict):
+        raise UserError(f"{source}: the config must be a table of keys, found {values!r:.40}")
+    try:
+        return upgrade(values)
+    except (AttributeError, TypeError, KeyError, ValueError) as error:  # a section that is not a table
+        raise UserError(
+            f"{source}: the config is not in a layout mtl wrote ({type(error).__name__}: {error})"
+        ) from None
 
 
 def upgrade(values: dict[str, Any]) -> dict[str, Any]:

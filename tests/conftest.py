@@ -255,7 +255,7 @@ def exported_weights(run_dir: Path) -> dict:
 
 def exported_encoder(run_dir: Path) -> dict:
     """The exported encoder as load_encoder reads it: config, vocabulary, `encoder`, `parts`."""
-    from mtl.train import encoder_file
+    from mtl.formats import encoder_file
 
     return encoder_file.read(Path(run_dir) / "encoder.json")
 

@@ -106,7 +106,7 @@ def test_bench_encode_times_the_same_work_for_both_contenders(capsys):
     # One sentence per batch: no padding, so InferSent's max (which pads with zeros) is mtl's.
     np.testing.assert_allclose(reference.encode(sentences, 1), ours.encode(sentences), rtol=1e-5, atol=1e-6)
 
-    from mtl.train.precision import bf16_supported
+    from mtl.models.precision import bf16_supported
 
     results = bench.run(config)
     native_bf16 = bf16_supported(torch.device("cpu"))

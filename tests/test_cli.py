@@ -17,9 +17,9 @@ from tqdm import tqdm
 from mtl.analysis import report as reports
 from mtl.cli import COMMANDS, main
 from mtl.config import describe_keys, paths_and_keys
+from mtl.models.precision import bf16_supported
 from mtl.runtime.ranks import rank_says
 from mtl.tracking.wandb_file import by_kind, run_files
-from mtl.train.precision import bf16_supported
 
 from .conftest import FIXTURES, one_error_line, start_run, write_glove
 

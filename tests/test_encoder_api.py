@@ -382,7 +382,7 @@ def test_bad_compute_dtypes_are_one_line(trained_run, kwargs, message):
 
 
 def test_bf16_compute_gives_float32_embeddings_near_fp32_ones(trained_run, tmp_path, tiny_data):
-    from mtl.train.precision import bf16_supported
+    from mtl.models.precision import bf16_supported
 
     lstm = load_encoder(trained_run, device="cpu")
     if not bf16_supported(torch.device("cpu")):  # oneDNN's bf16 LSTM needs AVX512-BF16 or AMX

@@ -14,7 +14,7 @@ from mtl import load_encoder
 from mtl.cli import main
 from mtl.errors import UserError
 from mtl.files.digest import file_sha256
-from mtl.train import checkpoint
+from mtl.formats import checkpoint
 
 from .conftest import one_error_line, start_run
 
@@ -49,9 +49,14 @@ def lie(folder, edit_tensors=None, edit_record=None) -> None:
     record_path.write_text(json.dumps(record))
 
 
-def set_config(path: str, value):
+def set_config(path: str, value, entry: str = "encoder_config"):
+    """Set `path` in the record's encoder_config (what loading reads) or, with entry="config", in an
+    encoder written before encoder_config: its training run's config then is what loading reads."""
+
     def edit(record):
-        node = record["config"]
+        if entry == "config":
+            del record["encoder_config"], record["prompts"]
+        node = record[entry]
         *parents, leaf = path.split(".")
         for key in parents:
             node = node[key]
@@ -85,7 +90,11 @@ LSTM = "encoder/lstm.weight_hh_l0"
         (lambda t: t[EMBEDDING].__setitem__((7, 0), float("inf")), None, r"embedding.weight holds 1 NaN or infinite"),
         (None, lambda r: r.update(vectors=3), r"its vectors entry is a int"),
         (None, lambda r: r.update(embedding_parts="heads"), r"its embedding_parts entry is a str"),
-        (None, set_config("optim", "sgd"), r"the config is not in a layout mtl wrote"),
+        (None, set_config("model", "bilstm"), r"encoder_config: model must be a table of keys"),
+        (None, set_config("data.tokenizer", "bert"), r"data.tokenizer='bert' is not valid"),
+        (None, lambda r: r.update(prompts={"nli": 3}), r"its prompts are not task names with their text"),
+        (None, set_config("optim", "sgd", entry="config"), r"the config is not in a layout mtl wrote"),
+        (None, set_config("model.hidden", 10_000_000, entry="config"), r"where its config \(encoder=bilstm hidden=10000000"),
     ],
 )  # fmt: skip
 def test_an_encoder_whose_checksum_matches_but_whose_content_lies_is_one_line(copy, tensors, record, message):
@@ -174,3 +183,16 @@ def test_a_truncated_encoder_is_one_line(tiny_data, tmp_path, capsys):
     (run_dir / "encoder.json").write_text("{")
     with pytest.raises(UserError, match=r"encoder .*encoder.json cannot be read"):
         load_encoder(run_dir)
+
+
+def test_an_encoder_loads_by_its_own_config_whatever_its_training_config_says(copy, finished_run):
+    """encoder.json's encoder_config is all loading reads: a training config in a layout this
+    version does not know, or none, leaves the encoder loading and encoding as it did."""
+    expected = load_encoder(finished_run, device="cpu").encode(SENTENCES)
+    lie(copy, None, lambda r: r.update(config={"a_section_of_a_later_version": {"k": 1}}))
+    assert np.array_equal(load_encoder(copy, device="cpu").encode(SENTENCES), expected)
+    lie(copy, None, lambda r: r.pop("config"))
+    assert np.array_equal(load_encoder(copy, device="cpu").encode(SENTENCES), expected)
+    record = json.loads((finished_run / "encoder.json").read_text())
+    assert set(record["encoder_config"]) == {"model", "data"}
+    assert record["encoder_config"]["model"] == record["config"]["model"]

@@ -41,7 +41,7 @@ import resource, signal, sys
 from pathlib import Path
 import torch
 from mtl.errors import UserError
-from mtl.train import encoder_file
+from mtl.formats import encoder_file
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
 resource.setrlimit(resource.RLIMIT_FSIZE, (65536, resource.RLIM_INFINITY))
 try:

@@ -214,9 +214,9 @@ def test_a_plugin_transfer_task_is_evaluated_and_reported_with_no_other_edit(
 ):
     from mtl.analysis.report import ReportConfig
     from mtl.analysis.report import run as report
-    from mtl.eval.transfer.report_file import markdown
     from mtl.eval.transfer.suite import TransferConfig
     from mtl.eval.transfer.suite import run as transfer
+    from mtl.formats.transfer_report import markdown
 
     run_dir, _ = start_run(tiny_data, tmp_path / "run", *PLUGIN_ARGS)
     config = TransferConfig(

@@ -1,4 +1,4 @@
-"""Precisions a device cannot run are refused in one line (mtl.train.precision)."""
+"""Precisions a device cannot run are refused in one line (mtl.models.precision)."""
 
 from mtl.cli import main
 
@@ -16,7 +16,7 @@ def test_fp16_lstm_on_the_cpu_is_one_line(tiny_data, tmp_path, capsys):
 
 
 def test_bf16_lstm_on_a_cpu_without_native_bf16_is_one_line(tiny_data, tmp_path, capsys, monkeypatch):
-    from mtl.train import precision
+    from mtl.models import precision
 
     monkeypatch.setattr(precision, "bf16_supported", lambda device: False)  # an AVX2-only CPU
     args = args_for(tiny_data, tmp_path / "run", "precision=bf16", "device=cpu")

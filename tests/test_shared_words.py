@@ -10,8 +10,8 @@ import pytest
 from mtl import load_encoder
 from mtl.cli import main
 from mtl.data.batches import TaskExamples, TaskStream
+from mtl.formats import checkpoint
 from mtl.text.vectors import load_vectors
-from mtl.train import checkpoint
 
 from .conftest import start_run
 

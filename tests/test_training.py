@@ -13,9 +13,10 @@ import torch
 
 from mtl.cli import main
 from mtl.errors import UserError
+from mtl.formats import checkpoint
 from mtl.runs import read_metrics
 from mtl.tracking.wandb_file import by_kind, run_files
-from mtl.train import checkpoint, run
+from mtl.train import run
 from mtl.train.presets import preset_names, preset_overrides
 
 from .conftest import (
@@ -278,7 +279,7 @@ def test_table_1_presets_train_at_a_small_size(tiny_data, tmp_path, name):
     ("encoder", "bucket"), [("transformer", "true"), ("bilstm", "true"), ("bilstm", "false")]
 )
 def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, encoder, bucket):
-    from mtl.train.precision import bf16_supported
+    from mtl.models.precision import bf16_supported
 
     if encoder == "bilstm" and not bf16_supported(torch.device("cpu")):
         pytest.skip("this CPU has no native bf16 (AVX512-BF16 or AMX), which a bf16 LSTM needs")
@@ -306,8 +307,8 @@ def test_bf16_training_on_cpu_resumes_exactly(tiny_data, tmp_path, encoder, buck
 
 
 def test_auto_precision_keeps_lstms_in_fp32_on_cuda_only(monkeypatch):
-    from mtl.train import precision
-    from mtl.train.precision import resolve_precision
+    from mtl.models import precision
+    from mtl.models.precision import resolve_precision
 
     monkeypatch.setattr(precision, "bf16_supported", lambda device: True)  # a GPU with bf16
     assert resolve_precision("auto", torch.device("cuda"), "transformer") == "bf16"
@@ -319,7 +320,7 @@ def test_auto_precision_keeps_lstms_in_fp32_on_cuda_only(monkeypatch):
 
 
 def test_auto_precision_is_recorded_as_what_it_resolved_to(tiny_data, tmp_path):
-    from mtl.train.precision import resolve_precision
+    from mtl.models.precision import resolve_precision
 
     run_dir, _ = start_run(tiny_data, tmp_path / "run", "max_steps=2", "device=cpu")
     recorded = json.loads((run_dir / "config.json").read_text())["config"]["run"]["precision"]

@@ -148,7 +148,7 @@ def test_senteval_stops_after_tenacity_plus_one_misses_in_all_not_in_a_row(monke
 
 
 def test_micro_and_macro_averages_weigh_dev_accuracies_as_infersent():
-    from mtl.eval.transfer.senteval_format import micro_macro
+    from mtl.formats.senteval_format import micro_macro
 
     results = {
         "MR": {"acc": 0.8, "dev_acc": 0.80, "ndev": 100, "ntest": 100},
@@ -160,7 +160,7 @@ def test_micro_and_macro_averages_weigh_dev_accuracies_as_infersent():
 
 
 def test_senteval_layout_without_per_item_results_keeps_its_shape():
-    from mtl.eval.transfer.senteval_format import senteval_results
+    from mtl.formats.senteval_format import senteval_results
 
     sts = {"images/pearson": 0.7, "images/spearman": 0.6, "all/pearson": 0.7, "all/spearman": 0.6}
     shaped = senteval_results({"STS14": sts, "SICK-E": {"acc": 0.81234, "dev_acc": 0.8, "ndev": 500}}, {})

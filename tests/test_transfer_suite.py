@@ -85,7 +85,7 @@ def test_a_damaged_senteval_file_is_one_line(tiny_data, senteval, tmp_path, caps
 
 
 def test_a_multiclass_task_read_back_from_its_report_keeps_its_headline():
-    from mtl.eval.transfer.report_file import headline
+    from mtl.formats.transfer_report import headline
 
     # TREC has no F1 (six classes); an older report's null F1 must not hide its accuracy.
     assert headline("TREC", {"acc": 0.702, "f1": None, "dev_acc": 0.62}) == "70.20"

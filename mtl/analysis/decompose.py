@@ -23,9 +23,9 @@ from mtl.errors import UserError
 from mtl.eval.loading import load_encoder
 from mtl.eval.transfer.protocols import protocol_of
 from mtl.eval.transfer.registry import TRANSFER_TASKS
-from mtl.eval.transfer.report_file import ITEMS_SUFFIX, read_items
 from mtl.eval.transfer.suite import TransferConfig, data_root
 from mtl.eval.transfer.tasks import read_task
+from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items
 from mtl.runs import wandb_group
 from mtl.text.vectors import vector_store
 from mtl.tracking.tracker import log_tables

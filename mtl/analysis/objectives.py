@@ -30,8 +30,8 @@ from mtl.analysis.page import STYLE, pyplot, svg_base64
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.eval.transfer import suite
-from mtl.eval.transfer.report_file import read_report
 from mtl.files import atomic
+from mtl.formats.transfer_report import read_report
 from mtl.runs import Run, RunFolder, RunStatus
 
 

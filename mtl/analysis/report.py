@@ -35,8 +35,8 @@ from mtl.console import say
 from mtl.errors import UserError
 from mtl.eval.contamination import seen_test_sets
 from mtl.eval.transfer.registry import ordered
-from mtl.eval.transfer.report_file import ITEMS_SUFFIX
 from mtl.files import atomic
+from mtl.formats.transfer_report import ITEMS_SUFFIX
 from mtl.runs import Run, differing_keys, find_runs
 
 

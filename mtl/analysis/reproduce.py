@@ -22,8 +22,8 @@ from typing import Any
 from mtl import metrics
 from mtl.config import apply_overrides
 from mtl.errors import UserError
-from mtl.eval.transfer.report_file import read_report
 from mtl.files import schemas
+from mtl.formats.transfer_report import read_report
 from mtl.published import comparability, figures_file, published_for_command
 from mtl.runs import RunFolder, upgrade
 

@@ -33,8 +33,8 @@ import numpy as np
 from mtl.config import AtLeast0, Range, apply_overrides, flattened, paths_and_keys
 from mtl.errors import UserError
 from mtl.eval.transfer.registry import TRANSFER_TASKS
-from mtl.eval.transfer.report_file import ITEMS_SUFFIX, read_items, read_report
 from mtl.files import atomic, jsonfile
+from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items, read_report
 from mtl.runs import Run, RunFolder, beside, differing_keys, find_runs, stale, wandb_group
 from mtl.tracking.tracker import log_tables
 

@@ -40,10 +40,10 @@ from mtl.data.batches import longest_first_batches
 from mtl.data.snli import snli_sentences
 from mtl.eval.encoder import SentenceEncoder
 from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
+from mtl.models.precision import bf16_supported
 from mtl.runtime.device import resolve_device, to_device
 from mtl.text.tokenizer import Tokenizer
 from mtl.text.vocab import Vocabulary
-from mtl.train.precision import bf16_supported
 
 INPUT_DIM = 300  # glove.840B.300d, the paper's vectors
 

@@ -47,11 +47,11 @@ from mtl.config import apply_overrides
 from mtl.data.batches import TaskStream
 from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe, mlp
+from mtl.models.precision import bf16_supported, grad_scaler
 from mtl.runtime.device import resolve_device, to_device
 from mtl.tasks import seed_indices
 from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import TrainingData, prepare
-from mtl.train.precision import bf16_supported, grad_scaler
 from mtl.train.resolve import resolve_inputs
 from mtl.train.run import config_from_args
 from mtl.train.setup import BUCKET_WINDOW

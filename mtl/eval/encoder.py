@@ -20,6 +20,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from mtl.data.batches import longest_first_batches, tokenize_at_most
+from mtl.data.config import DataConfig
 from mtl.errors import UserError
 from mtl.eval.embeddings import checked_options, finished
 from mtl.eval.transfer.progress import stage
@@ -35,6 +36,7 @@ from mtl.models.encoders.base import (
 )
 from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.encoders.hf import HFEncoder
+from mtl.models.precision import DTYPES, autocast, bf16_supported
 from mtl.runtime.device import resolve_device, to_device
 from mtl.text.coverage import Coverage
 from mtl.text.subwords import SubwordTokenizer
@@ -42,8 +44,6 @@ from mtl.text.tokenizer import Tokenizer
 from mtl.text.unicode import invalid_unicode
 from mtl.text.vectors import lookup
 from mtl.text.vocab import UNK, Vocabulary
-from mtl.train.config import DataConfig
-from mtl.train.precision import DTYPES, autocast, bf16_supported
 
 TOKEN_CACHE_SENTENCES = 200_000  # ~870 bytes each at SNLI's 10 words a sentence: ~0.17 GB at most
 

@@ -14,14 +14,16 @@ from pathlib import Path
 
 import numpy as np
 
-from mtl.config import apply_overrides
+from mtl.config import apply_overrides, to_dict
 from mtl.errors import UserError
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.eval.configs import ExportConfig as ExportConfig
 from mtl.eval.encoder import PretrainedSentenceEncoder
-from mtl.eval.loading import encoder_file, load_encoder, read_encoder_file
+from mtl.eval.loading import encoder_file, load_encoder, own_config, read_encoder_file
 from mtl.files import atomic
+from mtl.formats import encoder_file as exported
+from mtl.formats.encoder_file import pruned_state
 from mtl.models.card import CardFacts, facts_of
 from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.encoders.embedding import part_state
@@ -29,8 +31,6 @@ from mtl.models.sentence_transformers import unsupported, write_sentence_transfo
 from mtl.runs import RunFolder, read_summary
 from mtl.tasks.kinds import title_of
 from mtl.text.vectors import vector_store
-from mtl.train import encoder_file as exported
-from mtl.train.shared_words import pruned_state
 
 # What an export writes in out=; a folder holding anything else is not an export.
 EXPORT_ENTRIES = ("encoder.json", "encoder.safetensors", "encoder")
@@ -80,8 +80,11 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
         path: pruned_state(part_state(part, encoders[0].embedding), rows, len(words))
         for path, part in zip(paths, encoders[1:], strict=True)
     }
+    own, prompts = own_config(saved, file)
     metadata = {
-        "config": saved["config"],
+        "config": saved.get("config"),  # the training run's, for its card; loading reads encoder_config
+        "encoder_config": to_dict(own),
+        "prompts": prompts,
         "vocabulary": kept,
         "vectors": config.vectors or loaded.vectors,
         "embedding_parts": paths,

@@ -16,6 +16,8 @@ from mtl.errors import UserError
 from mtl.eval.encoder import SentenceEncoder, pretrained_encoder
 from mtl.eval.encoder_state import checked_vocabulary, conformed, embedding_weight
 from mtl.eval.vocab_expansion import ExpansionMap
+from mtl.formats import encoder_file as exported
+from mtl.formats.checkpoint import load
 from mtl.models.encoders import traits
 from mtl.models.encoders.base import (
     Encoder,
@@ -25,14 +27,11 @@ from mtl.models.encoders.base import (
 )
 from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.memory import check_fits
-from mtl.runs import RunFolder
+from mtl.runs import RunFolder, upgraded
 from mtl.runtime.device import resolve_device
 from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vectors import load_vectors
 from mtl.text.vocab import Vocabulary
-from mtl.train import encoder_file as exported
-from mtl.train.checkpoint import load
-from mtl.train.config import recorded_config
 
 
 def encoder_file(path: str | Path) -> Path:
@@ -72,7 +71,9 @@ def encoder_files(path: str | Path) -> list[Path]:
 def read_encoder_file(file: Path) -> dict:
     """What an encoder file (encoder.json with its weights, encoder.pt, a checkpoint) holds."""
     saved = exported.read(file) if file.suffix == ".json" else load(file, "cpu")
-    if missing := [key for key in ("config", "vocabulary") if key not in saved]:
+    # the encoder's own config, or (written before it was recorded) its training run's
+    config = "encoder_config" if "encoder_config" in saved else "config"
+    if missing := [key for key in (config, "vocabulary") if key not in saved]:
         raise UserError(
             f"{file} holds no {' and no '.join(missing)}: it is not an encoder or checkpoint written by mtl"
         )
@@ -89,7 +90,7 @@ def load_encoder(path: str | Path, device: str = "auto", vocab_expansion: bool =
     file = encoder_file(path)
     saved = read_encoder_file(file)
     plugins.require(saved.get("plugins"), f"encoder {file}")  # before its config names what they register
-    config = recorded_config(saved["config"], str(file), tasks_needed=False)
+    config, prompts = own_config(saved, file)
     given = Path(path).expanduser()
     # the run's name, also when given its sentence-transformers folder (runs/<run>/encoder)
     name = (
@@ -108,7 +109,7 @@ def load_encoder(path: str | Path, device: str = "auto", vocab_expansion: bool =
             encoder = pretrained_encoder(config.model, device, name)
         else:
             encoder = pretrained_encoder(config.model, device, name, _encoder_state(saved, file))
-        encoder.prompts = trained_prompts(config)  # encode(prompt_name=<task>) embeds as that task trained
+        encoder.prompts = prompts  # encode(prompt_name=<task>) embeds as that task trained
         if vocab_expansion:
             encoder.fit_vocab_expansion()  # refused, in one line: subwords leave no word new
         return encoder
@@ -171,9 +172,23 @@ def load_any_encoder(source: str, max_seq_length: int = 128, device: str = "auto
     return pretrained_encoder(model, device, Path(source.rstrip("/")).name)
 
 
-def trained_prompts(config) -> dict[str, str]:
-    """Each task's `prompt=` the run trained with, by task name (sentence-transformers' `prompts`)."""
-    return {name: task.prompt for name, task in config.tasks.items() if getattr(task, "prompt", "")}
+def own_config(saved: dict, file: Path) -> tuple[exported.OwnConfig, dict[str, str]]:
+    """The encoder's own config and each task's prompt: as an export or checkpoint records them,
+    or, in one written before they did, out of the training run's whole config (in any earlier
+    layout, through `runs.upgrade`) without reading the rest of it."""
+    if "encoder_config" in saved:
+        return exported.own_config(
+            saved["encoder_config"], f"{file} encoder_config"
+        ), exported.checked_prompts(saved.get("prompts", {}), str(file))
+    values = upgraded(saved["config"], str(file))
+    own = exported.own_config({k: values[k] for k in ("model", "data") if k in values}, str(file))
+    tasks = values.get("tasks") if isinstance(values.get("tasks"), dict) else {}
+    prompts = {
+        name: task["prompt"]
+        for name, task in tasks.items()
+        if isinstance(task, dict) and isinstance(task.get("prompt"), str) and task["prompt"]
+    }
+    return own, prompts
 
 
 def _vectors_path(saved: dict, file: Path) -> str | None:

@@ -318,7 +318,7 @@ READ_BACK = {
     "summary.json": "runs.Run.read, runs.read_summary (Summary)",
     "metrics.jsonl": "runs.read_metrics (MetricsRow)",
     "affinity.jsonl": "runs.read_affinity (AffinityRow)",
-    "transfer report": "eval.transfer.report_file.read_report (TransferReport)",
+    "transfer report": "formats.transfer_report.read_report (TransferReport)",
     "published figures": "analysis.reproduce.recorded_figures (a run's copy of its paper's figures)",
     "encoder file": "eval.loading.load_encoder",
     "W&B run file": "tracking.wandb_file.records",

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from mtl.config import Range, apply_overrides, read_number
 from mtl.errors import UserError
-from mtl.eval.transfer.report_file import read_report
 from mtl.eval.transfer.suite import TransferConfig, report_name
 from mtl.eval.transfer.suite import run as transfer
 from mtl.eval.transfer.tasks import TransferDataError
 from mtl.files.atomic import check_output_dir
+from mtl.formats.transfer_report import read_report
 from mtl.jobs.member import Member
 from mtl.runs import RunFolder, read_summary, stale
 

@@ -16,6 +16,8 @@ from mtl import plugins
 from mtl.config import to_dict
 from mtl.errors import UserError
 from mtl.files import atomic
+from mtl.formats import checkpoint, encoder_file
+from mtl.formats.encoder_file import pruned_state
 from mtl.models.card import CardFacts, facts_of
 from mtl.models.encoders import traits
 from mtl.models.encoders.embedding import part_state
@@ -24,10 +26,9 @@ from mtl.models.sentence_transformers import unsupported, write_sentence_transfo
 from mtl.runs import RunFolder
 from mtl.runtime.distributed import Distributed
 from mtl.tracking.tracker import Tracker
-from mtl.train import checkpoint, encoder_file
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
-from mtl.train.shared_words import pruned_state, trained_rows
+from mtl.train.shared_words import trained_rows
 
 
 class Checkpointer:
@@ -121,7 +122,7 @@ class Checkpointer:
         vocabulary: list[str] | None = None,
     ) -> None:
         """What `load_encoder` needs: config, vocabulary and encoder weights (embeddings included),
-        as `encoder.json` (`path`) and `encoder.safetensors` (`mtl.train.encoder_file`).
+        as `encoder.json` (`path`) and `encoder.safetensors` (`mtl.formats.encoder_file`).
 
         `pretrained` (encoder=hf) writes the weights in Hugging Face format into the run's
         `encoder/` folder, which `path` then names instead of holding them. `parts`: the weights of encoders
@@ -153,6 +154,9 @@ def encoder_metadata(config: TrainConfig, data: TrainingData) -> dict[str, Any]:
     """What every checkpoint carries so it can be used alone: the config, vocabulary and vectors."""
     return {
         "config": to_dict(config),
+        # what loading needs, without the training schema (mtl.formats.encoder_file.OwnConfig)
+        "encoder_config": {"model": to_dict(config.model), "data": to_dict(config.data)},
+        "prompts": {name: task.prompt for name, task in config.tasks.items() if getattr(task, "prompt", "")},
         "vocabulary": data.vocabulary.words if data.vocabulary is not None else None,
         "vectors": str(data.vectors_path) if data.vectors_path is not None else None,
         "embedding_parts": embedding_parts(data),

@@ -32,12 +32,12 @@ from mtl.config import (
     read_number,
     settle_options,
     table,
-    to_dict,
 )
+from mtl.data.config import DataConfig
 from mtl.errors import UserError
 from mtl.eval.transfer.registry import spec as transfer_spec
 from mtl.models.encoders.config import ENCODERS, MAX_POSITIONS, EncoderConfig, key_owners
-from mtl.runs import upgrade
+from mtl.runs import upgraded
 from mtl.tasks import TaskConfig
 from mtl.train.balancers import BALANCER_OPTIONS, BALANCERS, balancer_key_owners
 from mtl.train.lr_schedules import LR_SCHEDULES
@@ -60,17 +60,6 @@ def parse_lr(text: str, lr: float, key: str) -> float | None:
             f"{key}={text}: give a learning rate (0.05) or a multiple of lr= (x0.5), above 0 and finite"
         ) from None
     return check_number(key, value * lr) if multiple is not None else value
-
-
-@dataclass
-class DataConfig:
-    vectors: str | None = None  # GloVe file; None: MTL_VECTORS, $MTL_DATA_DIR/glove, or download
-    lowercase: bool = True  # lowercase tokens (GloVe 6B is uncased)
-    tokenizer: Literal["spacy", "treebank"] = "spacy"  # treebank: as a classifsquad-paper build (mtl[paper])
-    max_eval: AtLeast1 | None = None  # N dev/test examples per task, drawn at random (seeded; quick runs)
-    max_tokens: AtLeast1 = (
-        512  # words per sentence (word encoders); longer ones are cut at read time, counted
-    )
 
 
 @dataclass
@@ -472,25 +461,6 @@ def legacy_keys() -> dict[str, tuple[str, str]]:
     return keys
 
 
-def recorded_config(values: Any, source: str, tasks_needed: bool = True) -> TrainConfig:
-    """The TrainConfig a run recorded (in any earlier layout); a one-line error naming `source`.
-
-    Without `tasks_needed` (loading an encoder), tasks of a kind this process has not
-    registered (another user's plugin) are dropped rather than refused.
-    """
-    if not isinstance(values, dict):
-        raise UserError(f"{source}: the config must be a table of keys, found {values!r:.40}")
-    try:
-        values = upgrade(values)
-    except (AttributeError, TypeError, KeyError, ValueError) as error:  # a section that is not a table
-        raise UserError(
-            f"{source}: the config is not in a layout mtl wrote ({type(error).__name__}: {error})"
-        ) from None
-    if not tasks_needed and isinstance(values.get("tasks"), dict):
-        known = {
-            k: v
-            for k, v in values["tasks"].items()
-            if isinstance(v, dict) and isinstance(v.get("kind"), str) and v["kind"] in task_kinds.KINDS
-        }
-        values["tasks"] = known or to_dict(TrainConfig())["tasks"]
-    return from_dict(TrainConfig, values, source)
+def recorded_config(values: Any, source: str) -> TrainConfig:
+    """The TrainConfig a run recorded (in any earlier layout); a one-line error naming `source`."""
+    return from_dict(TrainConfig, upgraded(values, source), source)

@@ -12,10 +12,10 @@ from mtl import metrics
 from mtl.console import progress_stream
 from mtl.data.batches import SentenceTable, TaskExamples, contiguous_batches
 from mtl.models.heads import MultitaskModel, TaskHead
+from mtl.models.precision import autocast
 from mtl.runtime.distributed import Distributed
 from mtl.tasks.base import Task
 from mtl.train.embed import embed_rows
-from mtl.train.precision import autocast
 from mtl.train.probe import probed_metrics
 
 

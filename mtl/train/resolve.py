@@ -15,12 +15,12 @@ import torch
 from mtl.files.hub import resolve_model_source
 from mtl.files.paths import resolved
 from mtl.models.encoders import traits
+from mtl.models.precision import resolve_precision
 from mtl.tasks import build_task
 from mtl.text.vectors import resolve_vectors_path
 from mtl.train.config import TrainConfig
 from mtl.train.lr_schedules import LR_SCHEDULES
 from mtl.train.optimizer_registry import DEFAULTS
-from mtl.train.precision import resolve_precision
 from mtl.train.scheduler import Scheduler, trains_every_task
 
 WARMUP_SHARE = 0.1  # SBERT's training scripts: 10% of the planned steps

@@ -17,6 +17,7 @@ from mtl.models.encoders import traits
 from mtl.models.encoders.base import Encoder, build_encoder, word_embedding
 from mtl.models.heads import MultitaskModel
 from mtl.models.memory import check_fits
+from mtl.models.precision import grad_scaler
 from mtl.runtime.distributed import Distributed
 from mtl.tasks import seed_indices
 from mtl.train.balancers import BALANCERS
@@ -24,7 +25,6 @@ from mtl.train.balancers.base import Balancer
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.optimizers import build_optimizers, learning_rates
-from mtl.train.precision import grad_scaler
 from mtl.train.resolve import task_scheduler
 from mtl.train.scheduler import Scheduler
 from mtl.train.sharding import (

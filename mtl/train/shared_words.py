@@ -17,12 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import torch
 
 from mtl.data.batches import TaskStream
 from mtl.train.data import TrainingData
-
-EMBEDDING_SUFFIX = "embedding.weight"
 
 
 def trained_rows(data: TrainingData, streams: Mapping[str, TaskStream]) -> np.ndarray:
@@ -42,14 +39,3 @@ def public_rows_mask(data: TrainingData) -> np.ndarray:
     keep = np.array(data.public, dtype=bool, copy=True)
     keep[:2] = True
     return keep
-
-
-def pruned_state(state: Mapping[str, torch.Tensor], rows: np.ndarray, vocabulary_size: int) -> dict:
-    """`state` with every word-embedding matrix (`*embedding.weight` with a row per word) cut to `rows`."""
-    index = torch.from_numpy(rows)
-    return {
-        key: value.index_select(0, index.to(value.device))
-        if key.endswith(EMBEDDING_SUFFIX) and value.dim() == 2 and value.shape[0] == vocabulary_size
-        else value
-        for key, value in state.items()
-    }

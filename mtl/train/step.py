@@ -16,13 +16,13 @@ import numpy as np
 import torch
 
 from mtl.errors import UserError
+from mtl.models.precision import autocast
 from mtl.runtime.device import to_device
 from mtl.runtime.distributed import Distributed, rows_are_padding
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.grad_buffer import GradientBuffer
 from mtl.train.grad_cache import cached_backward
-from mtl.train.precision import autocast
 from mtl.train.setup import Setup
 from mtl.train.state import TrainState
 

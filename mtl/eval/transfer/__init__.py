@@ -1,5 +1,6 @@
 """SentEval-style transfer: the task registry and readers (`registry`, `tasks`), the protocols
-(`suite`, `classifiers`, `senteval_classifier`, `selfattn`) and the report file (`report_file`).
+(`suite`, `classifiers`, `senteval_classifier`, `selfattn`); the report file it writes is
+`mtl.formats.transfer_report`.
 
 Importing any part registers the built-in tasks first, so a registry read anywhere is complete.
 """

@@ -23,18 +23,19 @@ from mtl.eval.configs import TransferConfig as TransferConfig
 from mtl.eval.encoder import SentenceEncoder, pretrained_encoder
 from mtl.eval.loading import baseline_encoder, encoder_file, encoder_files, load_encoder
 from mtl.eval.transfer import classifiers as protocol_fns
-from mtl.eval.transfer import ensemble, report_file, selfattn
+from mtl.eval.transfer import ensemble, selfattn
 from mtl.eval.transfer.classifiers import Protocol
 from mtl.eval.transfer.progress import reporting, stage
 from mtl.eval.transfer.protocols import protocol_of, scored
 from mtl.eval.transfer.provenance import evaluated, weights_digest
 from mtl.eval.transfer.senteval_classifier import SentEvalParams
-from mtl.eval.transfer.senteval_format import micro_macro
 from mtl.eval.transfer.tasks import Split, TransferTask, read_task
 from mtl.eval.weighted_bow import SIF_A, WEIGHTED_BASELINES, WeightedBagOfWords
 from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
 from mtl.files.paths import data_dir
+from mtl.formats import transfer_report
+from mtl.formats.senteval_format import micro_macro
 from mtl.models.encoders.base import EncoderConfig
 from mtl.runs import beside, encoder_artifact, run_folder_of, wandb_group
 from mtl.text.tokenizer import make_tokenizer
@@ -257,7 +258,7 @@ def senteval_params(config: TransferConfig) -> SentEvalParams | None:
 
 
 def report_name(config: TransferConfig) -> str:
-    return report_file.report_name(
+    return transfer_report.report_name(
         config.mode,
         config.classifier,
         config.pooling,
@@ -379,8 +380,8 @@ def _evaluate_all(
                     f"evaluates its best checkpoint so far (step {entry['step']}); the report records it, "
                     "and just report and just compare flag it once the run has exported its final encoder"
                 )
-    report["results"] = report_file.earlier_results(out / f"{name}.json", report)
-    items = report_file.read_items(out / f"{name}{report_file.ITEMS_SUFFIX}", report["results"])
+    report["results"] = transfer_report.earlier_results(out / f"{name}.json", report)
+    items = transfer_report.read_items(out / f"{name}{transfer_report.ITEMS_SUFFIX}", report["results"])
     tracker = Tracker.start(
         job_type="transfer-eval",
         config={**asdict(config), "dim": encoder.dim},
@@ -423,10 +424,10 @@ def _evaluate_all(
         results[task_name] = {**result, "seconds": round(time.perf_counter() - task_started, 1)}
         report["results"][task_name] = results[task_name]
         report["seconds"] = round(time.perf_counter() - started, 1)
-        report_file.write(out, name, report, items)  # each result is kept as soon as it exists
+        transfer_report.write(out, name, report, items)  # each result is kept as soon as it exists
         bar.clear()  # the line goes above the bar (stdout, with the table that follows; the bar is on stderr)
         print(
-            f"  {task_name:<7} {report_file.headline(task_name, results[task_name]):>10}  "
+            f"  {task_name:<7} {transfer_report.headline(task_name, results[task_name]):>10}  "
             f"({results[task_name]['seconds']:.0f} s)",
             flush=True,
         )
@@ -437,7 +438,7 @@ def _evaluate_all(
     tracker.table(  # one row per task and metric: tasks report different metrics
         "transfer",
         ["task", "headline", "metric", "value"],
-        [[t, report_file.headline(t, r), k, v] for t, r in results.items() for k, v in r.items()],
+        [[t, transfer_report.headline(t, r), k, v] for t, r in results.items() for k, v in r.items()],
     )
     tracker.summary({f"transfer/{t}/{k}": v for t, r in results.items() for k, v in r.items()})
     if aggregate := micro_macro(report["results"]):  # InferSent's Figure 4 plots the micro one against dim
@@ -451,6 +452,6 @@ def command(args: Sequence[str]) -> None:
     """`just transfer key=value ...`: the report's table, and where it was written."""
     config = apply_overrides(TransferConfig(), args)
     out, report = run(config)
-    print(report_file.markdown(report))
+    print(transfer_report.markdown(report))
     name = report_name(config)  # transfer-fast, transfer-senteval-mlp, ...: the report's own name
     print(f"written to {out / f'{name}.json'} and {out / f'{name}.md'}")

@@ -12,22 +12,32 @@ with `weights_only=True`), which loading still reads.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from mtl.config import from_dict
+from mtl.data.config import DataConfig
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.digest import file_sha256
+from mtl.models.encoders.config import EncoderConfig
 
 FORMAT = 2  # 1: encoder.pt
-# What each entry of encoder.json holds when present (the vocabulary and config are checked where
-# they are used: against the weights, and as a TrainConfig).
+EMBEDDING_SUFFIX = "embedding.weight"  # a word-embedding matrix, one row per word of the vocabulary
+# What each entry of encoder.json holds when present (the vocabulary and the configs are checked
+# where they are used: against the weights, and as an OwnConfig). `config` is the whole training
+# run's (for its model card and provenance); loading reads `encoder_config`.
 ENTRIES = {
     "config": dict,
+    "encoder_config": dict,
+    "prompts": dict,
     "vocabulary": list,
     "vectors": str,
     "embedding_parts": list,
@@ -37,6 +47,29 @@ ENTRIES = {
     "weights": str,
     "weights_sha256": str,
 }
+
+
+@dataclass
+class OwnConfig:
+    """The encoder's own config, all that loading it needs of the run that trained it (the entry
+    `encoder_config` of encoder.json and of a checkpoint): the architecture (the run's model
+    section) and how its sentences were read (its data section: tokenizer, case, words per
+    sentence). No training schema: an encoder loads where the trainer's keys have changed."""
+
+    model: EncoderConfig = field(default_factory=EncoderConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+
+
+def own_config(values: Any, source: str) -> OwnConfig:
+    """`values` (an `encoder_config` entry) checked key by key; a one-line error naming `source`."""
+    return from_dict(OwnConfig, values, source)
+
+
+def checked_prompts(values: Any, source: str) -> dict[str, str]:
+    """The prompts entry: each task's `prompt=` by task name (encode(prompt_name=<task>))."""
+    if not isinstance(values, dict) or not all(isinstance(v, str) for v in [*values, *values.values()]):
+        raise UserError(f"{source}: its prompts are not task names with their text: export the encoder again")
+    return values
 
 
 def write(
@@ -123,3 +156,14 @@ def files_of(path: Path) -> list[Path]:
     """The files of an exported encoder (JSON and weights; the JSON alone for a pretrained one)."""
     weights = path.with_suffix(".safetensors")
     return [weights, path] if weights.is_file() else [path]
+
+
+def pruned_state(state: Mapping[str, torch.Tensor], rows: np.ndarray, vocabulary_size: int) -> dict:
+    """`state` with every word-embedding matrix (`*embedding.weight` with a row per word) cut to `rows`."""
+    index = torch.from_numpy(rows)
+    return {
+        key: value.index_select(0, index.to(value.device))
+        if key.endswith(EMBEDDING_SUFFIX) and value.dim() == 2 and value.shape[0] == vocabulary_size
+        else value
+        for key, value in state.items()
+    }
