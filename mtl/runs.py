@@ -271,8 +271,8 @@ class Run:
     def encoder(self) -> str:
         """`bilstm 2048`, or the pretrained model's name (`all-MiniLM-L6-v2`) for encoder=hf."""
         model = self.config["model"]
-        if model["encoder"] == "hf" and model.get("hf_model"):
-            return Path(str(model["hf_model"]).rstrip("/")).name
+        if model["encoder"] == "hf" and (hf_model := (model.get("options") or {}).get("hf_model")):
+            return Path(str(hf_model).rstrip("/")).name
         return f"{model['encoder']} {model['hidden']}"
 
     def metric(self, task: str) -> str | None:
@@ -453,6 +453,18 @@ def _names_this_run(entry: dict, folder: Path) -> bool:
 # The keys of one encoder each, which every run recorded in `model` before they became that
 # encoder's own (EncoderTraits.options, recorded in model.options).
 OWN_KEYS_BEFORE = {
+    "hf": (
+        "hf_model",
+        "max_seq_length",
+        "hf_freeze_embeddings",
+        "hf_freeze_layers",
+        "gradient_checkpointing",
+        "lora_r",
+        "lora_alpha",
+        "lora_dropout",
+        "lora_targets",
+        "compile",
+    ),  # fmt: skip
     "gru": ("bidirectional", "gru_init"),
     "gatedconv": ("gatedconv_layers",),
     "transformer": ("transformer_layers", "transformer_heads", "transformer_ffn"),

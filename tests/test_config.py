@@ -10,7 +10,7 @@ from mtl.cli import COMMANDS, main
 from mtl.config import Range, apply_overrides, as_name, describe_keys, read_number, read_numbers, to_dict
 from mtl.errors import UserError
 from mtl.jobs.versus import budget_amount
-from mtl.models.encoders.config import TransformerOptions
+from mtl.models.encoders.config import HFOptions, TransformerOptions
 from mtl.tasks import config_classes
 from mtl.tasks.matryoshka import matryoshka_widths
 from mtl.train.config import TrainConfig
@@ -341,6 +341,14 @@ def test_a_run_recorded_before_balancers_had_keys_of_their_own_reads_as_it_ran()
     model = recorded_config(old, "config.json").model
     assert model.options == TransformerOptions(transformer_heads=2)
     assert "gru_init" not in to_dict(model) and "gru_init" not in to_dict(model)["options"]
+    # so do encoder=hf's ten (every run recorded them in model, hf_model null for the others)
+    hf_keys = {"hf_model": "minilm", "max_seq_length": 64, "lora_r": 4, "compile": False}
+    old["model"] |= {"encoder": "hf", "pooling": "mean", **hf_keys}
+    model = recorded_config(old, "config.json").model
+    assert model.options == HFOptions(**hf_keys)
+    assert not set(hf_keys) & set(to_dict(model)) and "transformer_heads" not in to_dict(model)["options"]
+    old["model"] |= {"encoder": "bilstm", "pooling": "max"}
+    assert to_dict(recorded_config(old, "config.json").model)["options"] == {}
     # a recorded config holds every key: applying other keys to it checks only those given
     recorded = with_overrides(TrainConfig(), ["encoder=transformer", "transformer_heads=2", "hidden=8"])
     assert with_overrides(recorded, ["max_steps=5"]).model.options.transformer_heads == 2

@@ -200,6 +200,7 @@ def test_hf_attention_in_bf16_takes_kernels_that_need_no_plan_per_length(tiny_be
     from transformers import BertConfig, BertModel
 
     from mtl.models.encoders.base import EncoderConfig
+    from mtl.models.encoders.config import HFOptions
     from mtl.models.encoders.hf import HFEncoder
 
     folder = tmp_path / "bert-64"  # 64-d heads, as MiniLM's: a head size cuDNN's attention takes
@@ -212,7 +213,9 @@ def test_hf_attention_in_bf16_takes_kernels_that_need_no_plan_per_length(tiny_be
     lengths = torch.tensor([24, 20, 17, 12, 9, 6, 3, 2], device="cuda")
 
     def attention_kernels() -> set[str]:
-        encoder = HFEncoder(EncoderConfig(encoder="hf", hf_model=str(folder), pooling="mean")).cuda()
+        encoder = HFEncoder(
+            EncoderConfig(encoder="hf", pooling="mean", options=HFOptions(hf_model=str(folder)))
+        ).cuda()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiled:
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 encoder(tokens, lengths).float().sum().backward()

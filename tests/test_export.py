@@ -125,14 +125,16 @@ def test_a_fine_tuned_models_card_names_its_base_model():
     from mtl.models.card import facts_of
 
     config = {
-        "model": {"encoder": "hf", "hf_model": "sentence-transformers/all-MiniLM-L6-v2"},
+        "model": {"encoder": "hf", "options": {"hf_model": "sentence-transformers/all-MiniLM-L6-v2"}},
         "tasks": {"nli": {"kind": "nli", "source": "/data/snli"}, "qqp": {"kind": "pairs", "source": "/d/q"}},
     }
     facts = facts_of("run", config, {"best/nli/dev/acc": 0.8, "best/nli/dev/loss": 0.5}, {"nli": "SNLI"})
     assert facts.base_model == "sentence-transformers/all-MiniLM-L6-v2"
     assert facts.datasets == ["stanfordnlp/snli"]  # a local pairs folder has no Hub id to name
     assert facts.scores == {"best/nli/dev/acc": 0.8}  # losses are not scores
-    local = facts_of("run", {"model": {"encoder": "hf", "hf_model": "/models/minilm"}, "tasks": {}}, {}, {})
+    local = facts_of(
+        "run", {"model": {"encoder": "hf", "options": {"hf_model": "/models/minilm"}}, "tasks": {}}, {}, {}
+    )
     assert local.base_model is None  # a folder on this machine is not a Hub model
     assert local.fine_tuned_from == "minilm"  # but the card names it
     from mtl.models.card import card_text

@@ -11,6 +11,8 @@ from mtl.eval.encoder import pretrained_encoder
 from mtl.eval.loading import load_encoder
 from mtl.models.encoders import hf
 from mtl.models.encoders.base import EncoderConfig
+from mtl.models.encoders.config import HFOptions
+from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.lr_schedules import warmup_then_decay
 from tests.conftest import args_for, deterministic_summary, exported_weights, start_run, straight_and_resumed
 
@@ -121,7 +123,7 @@ def test_the_backbone_and_the_heads_have_their_own_lr(tiny_data, tiny_bert, tmp_
 
 
 def test_an_hf_encoder_ignores_padding(tiny_bert):
-    config = EncoderConfig(encoder="hf", hf_model=str(tiny_bert), max_seq_length=32)
+    config = EncoderConfig(encoder="hf", options=HFOptions(hf_model=str(tiny_bert), max_seq_length=32))
     encoder = pretrained_encoder(config, "cpu", "tiny")
     together = encoder.encode(SENTENCES, batch_size=3, progress=False)  # padded to the longest
     alone = np.concatenate([encoder.encode([s], progress=False) for s in SENTENCES])
@@ -214,7 +216,9 @@ def test_minilm_embeds_as_it_was_trained_and_fine_tunes(shared_data, tmp_path):
     from transformers import AutoModel, AutoTokenizer
 
     model_dir = shared_data / "models" / "all-MiniLM-L6-v2"
-    encoder = pretrained_encoder(EncoderConfig(encoder="hf", hf_model=str(model_dir)), "cpu", "minilm")
+    encoder = pretrained_encoder(
+        EncoderConfig(encoder="hf", options=HFOptions(hf_model=str(model_dir))), "cpu", "minilm"
+    )
     sentences = ["A man is playing a guitar.", "A person plays the guitar.", "The stock market fell sharply."]
     ours = encoder.encode(sentences, progress=False)
     tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModel.from_pretrained(model_dir).eval()
@@ -283,10 +287,13 @@ def said_when_loading(tiny_bert, tmp_path, capfd):
     model.encoder.layer[1].output.dense = torch.nn.Identity()  # its weights leave the checkpoint
     model.save_pretrained(no_layer)
     capfd.readouterr()
-    assert HFEncoder(EncoderConfig(encoder="hf", hf_model=str(no_pooler))).backbone.pooler is None
+    assert (
+        HFEncoder(EncoderConfig(encoder="hf", options=HFOptions(hf_model=str(no_pooler)))).backbone.pooler
+        is None
+    )
     said = "".join(capfd.readouterr())
     assert "LOAD REPORT" not in said and "MISSING" not in said and "warning" not in said, said
-    HFEncoder(EncoderConfig(encoder="hf", hf_model=str(no_layer)))
+    HFEncoder(EncoderConfig(encoder="hf", options=HFOptions(hf_model=str(no_layer))))
     warnings = [line for line in "".join(capfd.readouterr()).splitlines() if line.startswith("warning:")]
     assert warnings == [
         f"warning: hf_model={no_layer}: missing weights encoder.layer.1.output.dense.bias, "
@@ -295,7 +302,9 @@ def said_when_loading(tiny_bert, tmp_path, capfd):
 
 
 def test_prompts_go_before_each_sentence_as_in_sentence_transformers(tiny_bert):
-    encoder = pretrained_encoder(EncoderConfig(encoder="hf", hf_model=str(tiny_bert)), "cpu", "tiny")
+    encoder = pretrained_encoder(
+        EncoderConfig(encoder="hf", options=HFOptions(hf_model=str(tiny_bert))), "cpu", "tiny"
+    )
     sentences = ["a man plays a guitar", "the dog runs"]
     by_hand = encoder.encode(["query: " + s for s in sentences])
     np.testing.assert_array_equal(encoder.encode(sentences, prompt="query: "), by_hand)
@@ -311,7 +320,7 @@ def test_prompts_go_before_each_sentence_as_in_sentence_transformers(tiny_bert):
         UserError, match="prompt_name='qa'\\) is not a prompt of tiny \\('query', 'document'\\)"
     ):
         encoder.encode(sentences, prompt_name="qa")
-    assert encoder.max_seq_length == EncoderConfig.max_seq_length == 128
+    assert encoder.max_seq_length == HFOptions.max_seq_length == 128
     encoder.max_seq_length = 4
     np.testing.assert_array_equal(encoder.encode("the dog runs far away"), encoder.encode("the dog"))
 
@@ -353,7 +362,9 @@ def test_gradient_checkpointing_gives_the_same_gradients(tiny_bert):
     def gradients(checkpointing: bool) -> dict:
         torch.manual_seed(0)
         model = pretrained_encoder(
-            EncoderConfig(encoder="hf", hf_model=str(tiny_bert), gradient_checkpointing=checkpointing),
+            EncoderConfig(
+                encoder="hf", options=HFOptions(hf_model=str(tiny_bert), gradient_checkpointing=checkpointing)
+            ),
             "cpu",
             "t",
         )
@@ -376,9 +387,10 @@ def test_gradient_checkpointing_trains_an_hf_run_and_is_refused_elsewhere(tiny_d
     )
     assert summary["global_step"] == 3
     with pytest.raises(
-        UserError, match=r"gradient_checkpointing=true .* is for encoder=hf, not encoder=bilstm"
+        UserError,
+        match=r"gradient_checkpointing=true: unknown key for encoder=bilstm \(gradient_checkpointing configures encoder=hf\)",
     ):
-        EncoderConfig(encoder="bilstm", gradient_checkpointing=True)
+        with_overrides(TrainConfig(), ["gradient_checkpointing=true"])
 
 
 def test_lora_starts_as_the_model_trains_only_adapters_and_exports_them_merged(
@@ -387,9 +399,11 @@ def test_lora_starts_as_the_model_trains_only_adapters_and_exports_them_merged(
     # Hu et al. (2021): W + (alpha / r) B A with B = 0 at first: the same embeddings before training.
     torch.manual_seed(0)
     plain = pretrained_encoder(
-        EncoderConfig(encoder="hf", hf_model=str(tiny_bert), max_seq_length=16), "cpu", "p"
+        EncoderConfig(encoder="hf", options=HFOptions(hf_model=str(tiny_bert), max_seq_length=16)), "cpu", "p"
     )
-    adapted_config = EncoderConfig(encoder="hf", hf_model=str(tiny_bert), max_seq_length=16, lora_r=4)
+    adapted_config = EncoderConfig(
+        encoder="hf", options=HFOptions(hf_model=str(tiny_bert), max_seq_length=16, lora_r=4)
+    )
     adapted = pretrained_encoder(adapted_config, "cpu", "a")
     np.testing.assert_allclose(adapted.encode(SENTENCES), plain.encode(SENTENCES), rtol=1e-6, atol=1e-6)
     trained = [name for name, p in adapted.encoder.named_parameters() if p.requires_grad]
@@ -450,5 +464,7 @@ def test_compile_runs_the_compiled_transformer_and_resumes_exactly(
     compiled.clear()
     load_encoder(straight_dir, device="cpu").encode(SENTENCES, progress=False)
     assert compiled == []  # a loaded encoder runs as it is
-    with pytest.raises(UserError, match=r"compile=true .* is for encoder=hf, not encoder=bilstm"):
-        EncoderConfig(encoder="bilstm", compile=True)
+    with pytest.raises(
+        UserError, match=r"compile=true: unknown key for encoder=bilstm \(compile configures encoder=hf\)"
+    ):
+        with_overrides(TrainConfig(), ["compile=true"])

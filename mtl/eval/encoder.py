@@ -474,11 +474,11 @@ class PretrainedSentenceEncoder(SentenceEncoder):
 def pretrained_encoder(
     config: EncoderConfig, device: str | torch.device, name: str, state: dict | None = None
 ) -> PretrainedSentenceEncoder:
-    """An encoder=hf model from `config.hf_model`, with `state` (fine-tuned weights) loaded when given."""
+    """An encoder=hf model from `config.options.hf_model`, with `state` (fine-tuned weights) loaded when given."""
     encoder = build_encoder(None, config)
     if state is not None:
         encoder.load_state_dict(state)
-    subwords = SubwordTokenizer(config.hf_model, config.max_seq_length)
+    subwords = SubwordTokenizer(config.options.hf_model, config.options.max_seq_length)
     return PretrainedSentenceEncoder(encoder, subwords, resolve_device(device), name)
 
 

@@ -28,7 +28,7 @@ from mtl.models.card import CardFacts, facts_of
 from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.encoders.embedding import part_state
 from mtl.models.sentence_transformers import unsupported, write_sentence_transformer
-from mtl.runs import RunFolder, read_summary
+from mtl.runs import RunFolder, read_summary, upgraded
 from mtl.tasks.kinds import title_of
 from mtl.text.vectors import vector_store
 
@@ -118,7 +118,10 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
 def run_card(name: str, saved: dict, file: Path) -> CardFacts:
     """The card of an exported encoder: its run's config, and its run's best scores when the
     encoder file sits in the run folder beside summary.json."""
-    config = saved["config"] if isinstance(saved.get("config"), dict) else {}
+    try:
+        config = upgraded(saved.get("config"), str(file))  # facts_of reads today's layout
+    except UserError:
+        config = {}  # a card without the run's settings rather than no export
     summary = read_summary(RunFolder(file.parent).summary)
     tasks = config.get("tasks", {}) if isinstance(config.get("tasks"), dict) else {}
     titles = {

@@ -26,6 +26,7 @@ from mtl.models.encoders.base import (
     frozen_embedding,
 )
 from mtl.models.encoders.concat import ConcatEncoder
+from mtl.models.encoders.config import HFOptions
 from mtl.models.memory import check_fits
 from mtl.runs import RunFolder, upgraded
 from mtl.runtime.device import resolve_device
@@ -99,13 +100,16 @@ def load_encoder(path: str | Path, device: str = "auto", vocab_expansion: bool =
         else given.name
     )
     if traits(config.model.encoder).pretrained:
-        config.model.compile = False  # compiling is for training; encode() runs the model as it is
+        config.model.options.compile = False  # compiling is for training; encode() runs the model as it is
         if "pretrained" in saved:  # the export names the fine-tuned model's Hugging Face folder
             folder = saved["pretrained"]
             if not isinstance(folder, str) or Path(folder).name != folder or folder in ("", ".", ".."):
                 raise UserError(f"{file} names {folder!r} as its model folder: expected a folder beside it")
-            config.model.hf_model = str(file.parent / folder)
-            config.model.lora_r, config.model.lora_targets = 0, ""  # its weights hold the adapters merged
+            config.model.options.hf_model = str(file.parent / folder)
+            config.model.options.lora_r, config.model.options.lora_targets = (
+                0,
+                "",
+            )  # its weights hold the adapters merged
             encoder = pretrained_encoder(config.model, device, name)
         else:
             encoder = pretrained_encoder(config.model, device, name, _encoder_state(saved, file))
@@ -168,7 +172,7 @@ def load_any_encoder(source: str, max_seq_length: int = 128, device: str = "auto
     pooling, `max_seq_length` subword tokens): what a teacher or a miner of negatives may be."""
     if is_mtl_encoder(source):
         return load_encoder(source, device=device)
-    model = EncoderConfig(encoder="hf", hf_model=source, max_seq_length=max_seq_length)
+    model = EncoderConfig(encoder="hf", options=HFOptions(hf_model=source, max_seq_length=max_seq_length))
     return pretrained_encoder(model, device, Path(source.rstrip("/")).name)
 
 

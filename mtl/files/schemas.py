@@ -78,10 +78,16 @@ class TaskEntry(Record):
     max_train: Count | None = None
 
 
+class HFShape(Record):
+    hf_model: str | None = None
+
+
 class ModelShape(Record):
     encoder: str
     hidden: Count | None = None
-    hf_model: str | None = None
+    options: HFShape | None = (
+        None  # the encoder's own keys: what readers use of them is encoder=hf's hf_model
+    )
 
 
 class DataShape(Record):

@@ -54,7 +54,7 @@ def facts_of(
     """A run's card facts from its recorded config (as config.json holds it), best scores and
     contamination ledger (summary.json's `contamination`)."""
     model = config.get("model", {})
-    hub_model = model.get("hf_model") if model.get("encoder") == "hf" else None
+    hub_model = (model.get("options") or {}).get("hf_model") if model.get("encoder") == "hf" else None
     datasets = []
     for task in config.get("tasks", {}).values():
         source = task.get("source") or task.get("corpus")

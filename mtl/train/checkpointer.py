@@ -176,7 +176,7 @@ def pretrained_exporter(
     """A pretrained encoder's writer of its fine-tuned model and tokenizer in Hugging Face format."""
     if not traits(config.model.encoder).pretrained or data.subwords is None:
         return None
-    tokenizer, length = data.subwords.tokenizer, config.model.max_seq_length
+    tokenizer, length = data.subwords.tokenizer, config.model.options.max_seq_length
     return lambda folder: save_sentence_transformer(encoder, tokenizer, folder, length, card)
 
 

@@ -271,7 +271,7 @@ class TrainConfig:
             ),
             (
                 "compile=true",
-                self.model.compile,
+                getattr(self.model.options, "compile", False),  # encoder=hf's key
                 "compiling a sharded transformer is not supported by mtl yet",
             ),
             (

@@ -111,8 +111,8 @@ def prepare(config: TrainConfig, progress: bool = True) -> TrainingData:
     if prepared.subwords is not None and progress:
         sentences = len(prepared.table.texts)
         print(
-            f"{config.model.hf_model}: {prepared.subwords.truncated:,} of {sentences:,} sentences cut to "
-            f"max_seq_length={config.model.max_seq_length} subword tokens"
+            f"{config.model.options.hf_model}: {prepared.subwords.truncated:,} of {sentences:,} sentences cut to "
+            f"max_seq_length={config.model.options.max_seq_length} subword tokens"
         )
     return prepared
 
@@ -209,10 +209,10 @@ def _with_subwords(
     steps: tqdm,
 ) -> TrainingData:
     """encoder=hf: the model's tokenizer gives the ids; no vocabulary or vectors."""
-    subwords = SubwordTokenizer(config.model.hf_model, config.model.max_seq_length)
+    subwords = SubwordTokenizer(config.model.options.hf_model, config.model.options.max_seq_length)
     table = SentenceTable(_all_texts(splits))
     table.set_ids(subwords.ids(table.texts))
-    fingerprints["tokenizer"] = {"source": str(config.model.hf_model), "sha256": subwords.digest()}
+    fingerprints["tokenizer"] = {"source": str(config.model.options.hf_model), "sha256": subwords.digest()}
     steps.update(2)
     return TrainingData(
         tasks, table, None, None, _examples(table, tasks, splits), None, fingerprints, subwords=subwords

@@ -33,7 +33,7 @@ def resolve_inputs(config: TrainConfig) -> TrainConfig:
     tasks = {name: build_task(name, task).inherit(tasks) for name, task in tasks.items()}
     config.tasks = {name: build_task(name, task).resolve_inputs() for name, task in tasks.items()}
     if traits(config.model.encoder).subwords:
-        config.model.hf_model = resolve_model_source(config.model.hf_model)
+        config.model.options.hf_model = resolve_model_source(config.model.options.hf_model)
     else:
         config.data.vectors = str(resolved(resolve_vectors_path(config.data.vectors), "vectors"))
     return config

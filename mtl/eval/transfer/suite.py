@@ -37,6 +37,7 @@ from mtl.files.paths import data_dir
 from mtl.formats import transfer_report
 from mtl.formats.senteval_format import micro_macro
 from mtl.models.encoders.base import EncoderConfig
+from mtl.models.encoders.config import HFOptions
 from mtl.runs import beside, encoder_artifact, run_folder_of, wandb_group
 from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vectors import resolve_vectors_path
@@ -73,7 +74,8 @@ def make_encoder(config: TransferConfig) -> SentenceEncoder | WeightedBagOfWords
             "text with the tokenizer it was trained with, an hf model with its own"
         )
     if config.baseline == "hf":
-        model = EncoderConfig(encoder="hf", hf_model=config.hf_model, max_seq_length=config.max_seq_length)
+        options = HFOptions(hf_model=config.hf_model, max_seq_length=config.max_seq_length)
+        model = EncoderConfig(encoder="hf", options=options)
         return pretrained_encoder(model, config.device, baseline_name(config))
     if config.baseline in WEIGHTED_BASELINES:
         return WeightedBagOfWords(

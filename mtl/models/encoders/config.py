@@ -44,22 +44,6 @@ class EncoderConfig:
     encoder_dropout: Annotated[float, Range(0, 1, high_open=True)] = (
         0.0  # inside the encoder (not hf: its own)
     )
-    hf_model: str | None = None  # encoder=hf: Hub id or local folder (AutoModel + AutoTokenizer)
-    max_seq_length: AtLeast1 = (
-        128  # encoder=hf: subword tokens per sentence, special ones included; cut beyond
-    )
-    hf_freeze_embeddings: bool = False  # encoder=hf: keep the pretrained embedding layer fixed
-    hf_freeze_layers: AtLeast0 = 0  # encoder=hf: keep the first N transformer layers fixed
-    gradient_checkpointing: bool = (
-        False  # encoder=hf: recompute activations in backward (Chen et al. 2016): less memory
-    )
-    lora_r: AtLeast0 = 0  # encoder=hf: train rank-r LoRA adapters (Hu et al. 2021, via peft), the backbone frozen; 0: all of it
-    lora_alpha: Annotated[float, Range(0, low_open=True)] = 16.0  # lora_r: the adapters' scale (alpha / r)
-    lora_dropout: Annotated[float, Range(0, 1, high_open=True)] = (
-        0.0  # lora_r: dropout on the adapters' input
-    )
-    lora_targets: str = ""  # lora_r: modules to adapt (query,value or all-linear); empty: peft's for the model (BERT: query,value)
-    compile: bool = False  # encoder=hf: torch.compile the transformer for training (dynamic shapes; the first step compiles)
     # The chosen encoder's own keys, when it registered a class of them (EncoderTraits.options): a
     # plugin's `cnn_kernel=5`, read by its builder as `config.options.cnn_kernel`.
     options: Any = options_field("encoder", lambda: encoder_options())
@@ -79,26 +63,6 @@ class EncoderConfig:
             raise UserError(
                 f"embeddings={self.embeddings} trains word vectors: encoder={self.encoder} has none (its own "
                 "embedding layer trains unless hf_freeze_embeddings=true)"
-            )
-        if self.gradient_checkpointing and not traits(self.encoder).pretrained:
-            raise UserError(
-                f"gradient_checkpointing=true recomputes a pretrained transformer's layers: it is for encoder=hf, "
-                f"not encoder={self.encoder}"
-            )
-        if (self.lora_r or self.lora_targets) and not traits(self.encoder).pretrained:
-            raise UserError(
-                f"lora_r={self.lora_r} adds LoRA adapters to a pretrained transformer: it is for encoder=hf, "
-                f"not encoder={self.encoder}"
-            )
-        if self.compile and not traits(self.encoder).pretrained:
-            raise UserError(
-                f"compile=true compiles a pretrained transformer with torch.compile: it is for encoder=hf, "
-                f"not encoder={self.encoder}"
-            )
-        if self.lora_r and (self.hf_freeze_layers or self.hf_freeze_embeddings):
-            raise UserError(
-                f"lora_r={self.lora_r} keeps every pretrained weight fixed and trains adapters: leave out "
-                "hf_freeze_layers= and hf_freeze_embeddings="
             )
         own = traits(self.encoder).own_pooling
         if own and self.pooling not in ("auto", "max"):
@@ -157,6 +121,33 @@ class TransformerOptions:
     transformer_ffn: AtLeast1 = 1024  # encoder=transformer: feed-forward width
 
 
+@dataclass
+class HFOptions:
+    hf_model: str | None = None  # encoder=hf: Hub id or local folder (AutoModel + AutoTokenizer)
+    max_seq_length: AtLeast1 = (
+        128  # encoder=hf: subword tokens per sentence, special ones included; cut beyond
+    )
+    hf_freeze_embeddings: bool = False  # encoder=hf: keep the pretrained embedding layer fixed
+    hf_freeze_layers: AtLeast0 = 0  # encoder=hf: keep the first N transformer layers fixed
+    gradient_checkpointing: bool = (
+        False  # encoder=hf: recompute activations in backward (Chen et al. 2016): less memory
+    )
+    lora_r: AtLeast0 = 0  # encoder=hf: train rank-r LoRA adapters (Hu et al. 2021, via peft), the backbone frozen; 0: all of it
+    lora_alpha: Annotated[float, Range(0, low_open=True)] = 16.0  # lora_r: the adapters' scale (alpha / r)
+    lora_dropout: Annotated[float, Range(0, 1, high_open=True)] = (
+        0.0  # lora_r: dropout on the adapters' input
+    )
+    lora_targets: str = ""  # lora_r: modules to adapt (query,value or all-linear); empty: peft's for the model (BERT: query,value)
+    compile: bool = False  # encoder=hf: torch.compile the transformer for training (dynamic shapes; the first step compiles)
+
+    def __post_init__(self) -> None:
+        if self.lora_r and (self.hf_freeze_layers or self.hf_freeze_embeddings):
+            raise UserError(
+                f"lora_r={self.lora_r} keeps every pretrained weight fixed and trains adapters: leave out "
+                "hf_freeze_layers= and hf_freeze_embeddings="
+            )
+
+
 @dataclass(frozen=True)
 class EncoderTraits:
     """What the code around an encoder needs to know of it, declared where it is registered."""
@@ -166,18 +157,9 @@ class EncoderTraits:
     pretrained: bool = False  # a pretrained backbone: SBERT's AdamW recipe, and exported in HF format
     default_pooling: Pooling = "max"  # what pooling=auto means
     own_pooling: str = ""  # the architecture pools its own way (inner attention, per-layer max): no pooling=
-    # The keys (EncoderConfig's fields) that configure this encoder alone: one given on the command
-    # line with an encoder that does not list it is refused ("a key of encoder=transformer").
-    keys: tuple[str, ...] = ()
     # A dataclass of keys of its own (a plugin's encoder: `cnn_kernel: AtLeast1 = 3`): given flat
     # on the command line, checked like any key, recorded in config.json, `config.options` to its builder.
     options: type | None = None
-
-
-HF_KEYS = (
-    "hf_model", "max_seq_length", "hf_freeze_embeddings", "hf_freeze_layers", "gradient_checkpointing",
-    "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "compile",
-)  # fmt: skip
 
 
 # name -> (the module whose import registers its builder, its traits)
@@ -191,7 +173,7 @@ BUILTIN: dict[str, tuple[str, EncoderTraits]] = {
     "hconvnet": ("mtl.models.encoders.hconvnet", EncoderTraits(own_pooling="max over each layer")),
     "hf": (
         "mtl.models.encoders.hf",
-        EncoderTraits(subwords=True, pretrained=True, default_pooling="mean", keys=HF_KEYS),
+        EncoderTraits(subwords=True, pretrained=True, default_pooling="mean", options=HFOptions),
     ),
     "innerattention": (
         "mtl.models.encoders.innerattention",
@@ -226,12 +208,11 @@ def register(
 
 
 def key_owners() -> dict[str, list[str]]:
-    """Each encoder-specific key -> the encoders that take it (their traits' `keys` and options)."""
+    """Each encoder-specific key -> the encoders that take it (their options)."""
     owners: dict[str, list[str]] = {}
     for name, declared in TRAITS.items():
-        own = [field.name for field in dataclasses.fields(declared.options)] if declared.options else []
-        for key in (*declared.keys, *own):
-            owners.setdefault(key, []).append(name)
+        for field in dataclasses.fields(declared.options) if declared.options else ():
+            owners.setdefault(field.name, []).append(name)
     return owners
 
 

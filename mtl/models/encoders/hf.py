@@ -25,12 +25,14 @@ from mtl.models.encoders.base import (
     length_mask,
     register,
 )
+from mtl.models.encoders.config import HFOptions
 
 
 class HFEncoder(Encoder):
     def __init__(self, config: EncoderConfig):
         super().__init__(None)
-        self.backbone = load_backbone(config.hf_model)
+        options = config.options  # HFOptions: encoder=hf's own keys
+        self.backbone = load_backbone(options.hf_model)
         if getattr(self.backbone, "pooler", None) is not None:
             # BERT's next-sentence pooler is not in the sentence embedding: parameters without a
             # gradient would stall DistributedDataParallel, and sentence-transformers drops it too.
@@ -38,12 +40,12 @@ class HFEncoder(Encoder):
         self.pad_id = self.backbone.config.pad_token_id or 0
         self.width = self.backbone.config.hidden_size
         self.set_pooling(self.width, config.pooling)
-        self.freeze(config.hf_freeze_embeddings, config.hf_freeze_layers)
-        if config.gradient_checkpointing:
+        self.freeze(options.hf_freeze_embeddings, options.hf_freeze_layers)
+        if options.gradient_checkpointing:
             enable_checkpointing(self.backbone)
-        if config.lora_r:
-            self.backbone = with_lora(self.backbone, config)
-        if config.compile:
+        if options.lora_r:
+            self.backbone = with_lora(self.backbone, options)
+        if options.compile:
             # In place: the module and its state_dict keys stay as they are (checkpoints, exports,
             # resume); only its forward runs compiled. Dynamic shapes, as every batch's length differs.
             self.backbone.compile(dynamic=True)
@@ -81,7 +83,7 @@ def avoid_cudnn_attention() -> None:
     torch.backends.cuda.enable_cudnn_sdp(False)
 
 
-def with_lora(backbone: nn.Module, config: EncoderConfig) -> nn.Module:
+def with_lora(backbone: nn.Module, config: HFOptions) -> nn.Module:
     """`backbone` frozen, with trainable LoRA adapters (Hu et al. 2021: W + (alpha / r) B A, B
     zero at first, so the model starts as it was) on the modules `lora_targets` names (peft's
     default for the architecture when empty: BERT's query and value, as Hu et al.)."""
