@@ -74,3 +74,31 @@ def test_the_next_attach_starts_from_zero():
     parameters, buffer = attached(model)
     buffer.attach(parameters)
     assert all(p.grad.abs().sum() == 0 for p in parameters)
+
+
+def test_the_mixed_steps_range_operations_equal_their_per_parameter_form():
+    """gradient_of, set_gradient, scale_gradient and clear: one op on the slice of the buffer
+    that parameters side by side occupy, the same values as parameter by parameter elsewhere."""
+    model, reference = two_models()
+    parameters, buffer = attached(model)
+    backward(reference)
+    first, last = parameters[:2], [parameters[0], parameters[3]]  # side by side; not
+    assert buffer.region(first) is not None and buffer.region(last) is None
+    for group in (first, last):
+        expected = torch.cat([p.grad.flatten() for p in group])
+        torch.testing.assert_close(buffer.gradient_of(group, torch.device("cpu")), expected)
+    values = torch.arange(sum(p.numel() for p in first), dtype=torch.float32)
+    buffer.set_gradient(first, values)
+    buffer.scale_gradient(first, torch.tensor(2.0))
+    torch.testing.assert_close(torch.cat([p.grad.flatten() for p in first]), 2 * values)
+    assert buffer.holds(parameters)  # written in place: still the buffer
+    buffer.clear(first)
+    assert all(p.grad is not None and not p.grad.any() for p in first)
+    reference_parameters = list(reference.parameters())
+    chosen = [reference_parameters[0], reference_parameters[3]]
+    torch.testing.assert_close(
+        buffer.gradient_of(last, torch.device("cpu")),
+        torch.cat([torch.zeros_like(chosen[0]).flatten(), chosen[1].grad.flatten()]),
+    )
+    buffer.set_gradient(last, torch.ones(sum(p.numel() for p in last)))  # per parameter: own tensors
+    assert not buffer.holds(parameters) and all(p.grad.eq(1).all() for p in last)

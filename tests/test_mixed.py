@@ -13,6 +13,7 @@ from mtl.runs import read_metrics
 from mtl.train import run
 from mtl.train.balancers import BALANCERS, GradNormOptions
 from mtl.train.balancers.base import pairwise_cosines
+from mtl.train.grad_buffer import GradientBuffer
 from tests.conftest import start_run
 from tests.test_training import deterministic_summary, exported_weights, without_timing
 
@@ -345,3 +346,22 @@ def test_a_plugin_schedule_that_trains_every_task_each_step_takes_the_mixed_step
     scheduler.register_schedule("together", every_task_each_step=True)(scheduler.SCHEDULES["together"])
     _, summary = start_run(tiny_data, tmp_path / "run", "schedule=together", "balancer=pcgrad", "max_steps=4")
     assert summary["steps/nli"] == summary["steps/squad"] == summary["global_step"] == 4
+
+
+def test_the_mixed_step_over_the_gradient_buffer_trains_as_it_does_parameter_by_parameter(
+    tiny_data, tmp_path, monkeypatch
+):
+    """The mixed step keeps each task's encoder gradient, the balancer's combination and the
+    heads' scales as ranges of the buffer; with no range (every rewrite per parameter, clipping
+    by clip_grad_norm_) the run ends with the same weights (to float32's rounding of the norm)."""
+    extra = (*MIXED, "balancer=gradnorm", "precision=fp32")
+    start_run(tiny_data, tmp_path / "buffer", *extra)
+    monkeypatch.setattr(GradientBuffer, "region", lambda self, parameters: None)
+    start_run(tiny_data, tmp_path / "per-parameter", *extra)
+    buffered, per_parameter = (
+        exported_weights(tmp_path / "buffer"),
+        exported_weights(tmp_path / "per-parameter"),
+    )
+    assert buffered.keys() == per_parameter.keys()
+    for key in buffered:
+        torch.testing.assert_close(buffered[key], per_parameter[key], rtol=1e-5, atol=1e-6, msg=key)

@@ -179,7 +179,14 @@ def test_a_lock_left_by_a_job_slurm_says_is_gone_is_stale(slurm, tmp_path):
         "time.sleep(60)"
     )
     running = subprocess.run(
-        ["sbatch", "--parsable", f"--partition={PARTITION}", "--wrap", "sleep 60"],
+        [
+            "sbatch",
+            "--parsable",
+            f"--partition={PARTITION}",
+            f"--output={tmp_path / 'job.out'}",
+            "--wrap",
+            "sleep 60",
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -214,7 +221,8 @@ def test_a_run_near_its_time_limit_checkpoints_requeues_and_resumes_exactly(slur
     checkpoints after its step, the job requeues itself and the next attempt resumes. The signal is
     sent as SLURM sends it (to the job's processes), once the run trains: a clock-timed one could
     come before a loaded machine has started the job."""
-    keys = ("max_steps=3000", "stop=max_steps", "checkpoint_every=100000", "eval_every=100000", "hidden=64")
+    # Signalled 400 steps in, 800 before the end: seconds to spare on a fast machine, more on a slow one.
+    keys = ("max_steps=1200", "stop=max_steps", "checkpoint_every=100000", "eval_every=100000", "hidden=64")
     straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
     out = tmp_path / "limited"
     job = subprocess.Popen(
@@ -225,7 +233,7 @@ def test_a_run_near_its_time_limit_checkpoints_requeues_and_resumes_exactly(slur
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 180
-    while len(training_rows_so_far(out)) < 20:
+    while len(training_rows_so_far(out)) < 400:
         assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0]
         time.sleep(0.1)
     job_id = json.loads((out / "slurm.json").read_text())["job_id"]

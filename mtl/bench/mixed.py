@@ -14,6 +14,7 @@ configuration (the paper multitask preset's encoder at its batch sizes by defaul
 
 from __future__ import annotations
 
+import functools
 import statistics
 import tempfile
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mtl.bench.ops import count_host_work
 from mtl.config import apply_overrides
 from mtl.data.batches import TaskStream
 from mtl.tasks import seed_indices
@@ -76,10 +78,13 @@ def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: 
                 finish()
                 if i >= warmup:
                     times[name].append(1000 * (time.perf_counter() - started))
+        # the host's work per step (ops dispatched, each a kernel launch on a GPU), on the last batch
+        ops = {name: count_host_work(functools.partial(contenders[name], batches[-1])).ops for name in names}
     return {
         "tasks": tasks,
         "batches": {task: base.tasks[task].batch for task in tasks},
         "ms": {name: (statistics.median(t), min(t), max(t)) for name, t in times.items()},
+        "ops": ops,
     }
 
 
@@ -87,9 +92,10 @@ def report(results: dict, setting: str) -> str:
     ms = {name: values[0] for name, values in results["ms"].items()}
     batches = ", ".join(f"{task} {size}" for task, size in results["batches"].items())
     lines = [
-        f"{setting}, one step of each task ({batches}); median ms (min-max) over the same batches, interleaved:",
+        f"{setting}, one step of each task ({batches}); median ms (min-max) over the same batches, "
+        "interleaved; host ops per step:",
         *(
-            f"  {name:<14} {median:8.0f} ({low:.0f}-{high:.0f})"
+            f"  {name:<14} {median:8.0f} ({low:.0f}-{high:.0f})  {results['ops'][name]:6d} ops"
             for name, (median, low, high) in results["ms"].items()
         ),
         f"mixed sum step = {ms['mixed sum'] / ms['single steps']:.2f}x the single-task steps it holds (target <= 1.1x)",

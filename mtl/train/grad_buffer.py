@@ -9,6 +9,7 @@ clipping is five ops whatever P is.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -33,6 +34,7 @@ class GradientBuffer:
             p.is_contiguous() and not isinstance(p, DTensor) for p in self.parameters
         )
         self.views: dict[int, torch.Tensor] = {}
+        self.offsets: dict[int, int] = {}
         self.constants: dict[float, torch.Tensor] = {}
         if not self.enabled:
             return
@@ -41,6 +43,7 @@ class GradientBuffer:
         offset = 0
         for p in self.parameters:
             self.views[id(p)] = self.flat[offset : offset + p.numel()].view_as(p)
+            self.offsets[id(p)] = offset
             offset += p.numel()
 
     def attach(self, parameters: list[nn.Parameter]) -> None:
@@ -78,3 +81,66 @@ class GradientBuffer:
             return False
         attached = [p for p in self.parameters if p.grad is not None]
         return len(attached) == len(parameters) and all(p.grad is self.views.get(id(p)) for p in parameters)
+
+    # The mixed step keeps each task's gradient on the shared encoder apart and rewrites the
+    # gradients the balancer combines: over parameters that lie side by side in the buffer, each of
+    # these is one op on their slice of it; over others (a balancer's own parameters, a buffer
+    # that does not hold them), one op per parameter, as the gradients are tensors of their own.
+
+    def region(self, parameters: list[nn.Parameter]) -> torch.Tensor | None:
+        """The slice of the buffer that is, still, the gradient of `parameters` (which lie side by
+        side in it, in that order); None where it is not."""
+        if not parameters or not self.holds_each(parameters):
+            return None
+        start = self.offsets[id(parameters[0])]
+        end = start + sum(p.numel() for p in parameters)
+        expected = itertools.accumulate((p.numel() for p in parameters[:-1]), initial=start)
+        if any(self.offsets[id(p)] != offset for p, offset in zip(parameters, expected, strict=True)):
+            return None
+        return self.flat[start:end]
+
+    def holds_each(self, parameters: list[nn.Parameter]) -> bool:
+        """Whether the buffer is, still, the gradient of each of `parameters` (others may be attached too)."""
+        return self.enabled and all(
+            p.grad is not None and p.grad is self.views.get(id(p)) for p in parameters
+        )
+
+    def gradient_of(self, parameters: list[nn.Parameter], device: torch.device) -> torch.Tensor:
+        """A float32 copy of the gradients of `parameters`, as one vector (zeros where one has none)."""
+        if (flat := self.region(parameters)) is not None:
+            return flat.to(torch.float32, copy=True)
+        if not parameters:
+            return torch.zeros(0, device=device)
+        return torch.cat(
+            [
+                (p.grad if p.grad is not None else torch.zeros_like(p)).detach().float().flatten().to(device)
+                for p in parameters
+            ]
+        )
+
+    def set_gradient(self, parameters: list[nn.Parameter], values: torch.Tensor) -> None:
+        """Make `values` (a vector laid out as `gradient_of` gives it) the gradients of `parameters`."""
+        if (flat := self.region(parameters)) is not None:
+            flat.copy_(values)
+            return
+        offset = 0
+        for p in parameters:
+            p.grad = values[offset : offset + p.numel()].view_as(p).to(p.dtype).clone()
+            offset += p.numel()
+
+    def scale_gradient(self, parameters: list[nn.Parameter], factor: torch.Tensor) -> None:
+        """Multiply the gradients of `parameters` by `factor` (a 0-d tensor)."""
+        if (flat := self.region(parameters)) is not None:
+            flat.mul_(factor.to(flat.dtype))
+            return
+        for p in parameters:
+            if p.grad is not None:
+                p.grad.mul_(factor.to(p.grad.dtype))
+
+    def clear(self, parameters: list[nn.Parameter]) -> None:
+        """Gradients of `parameters` back to none (zero, in the buffer): the next backward starts afresh."""
+        if (flat := self.region(parameters)) is not None:
+            flat.zero_()
+            return
+        for p in parameters:
+            p.grad = None

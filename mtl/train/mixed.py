@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import nn
 
 from mtl.runtime.distributed import Distributed
 from mtl.train.balancers.base import Balancer, pairwise_cosines
@@ -50,6 +49,9 @@ class MixedStep:
     ):
         self.config, self.data, self.setup, self.dist, self.device = config, data, setup, dist, device
         self.prepare = task_step.prepare
+        # The single-task step's buffer: the shared encoder's gradients side by side, then each
+        # task's head's (TaskStep lays them out so), so that each of the step's rewrites is one op.
+        self.gradients = task_step.gradients
         assert setup.balancer is not None, "schedule=mixed builds a balancer"
         self.balancer: Balancer = setup.balancer
         self.tasks = list(self.balancer.tasks)
@@ -59,7 +61,8 @@ class MixedStep:
         self.heads = {
             task: [p for p in setup.parameters[task] if id(p) not in shared_ids] for task in self.tasks
         }
-        self.trained = list({id(p): p for task in self.tasks for p in setup.parameters[task]}.values())
+        self.all_heads = [p for task in self.tasks for p in self.heads[task]]
+        self.trained = list({id(p): p for p in [*self.shared, *self.all_heads]}.values())
         # Reduced with the gradients: a balancer's own parameters trained by the loss (uncertainty's).
         self.balancer_parameters = [p for p in self.balancer.parameters() if p.requires_grad]
 
@@ -70,36 +73,38 @@ class MixedStep:
         setup.model.train()
         setup.model.zero_grad(set_to_none=True)
         self.balancer.zero_grad(set_to_none=True)
+        buffer = self.gradients
+        buffer.attach(self.trained)
         task_gradients, totals = [], torch.zeros(len(self.tasks), 2, device=self.device)
         for index, task in enumerate(self.tasks):
             totals[index] = self._backward(index, task, batches[task])
-            task_gradients.append(_flat_gradients(self.shared, self.device))
-            for p in self.shared:  # the next task's gradient starts from zero
-                p.grad = None
+            task_gradients.append(buffer.gradient_of(self.shared, self.device))
+            buffer.clear(self.shared)  # the next task's gradient starts from zero
         if (regulariser := self.balancer.regulariser(self.dist.world_size)) is not None:
             scaler.scale(regulariser).backward()
         gradients = torch.stack(task_gradients)
-        others = [p for task in self.tasks for p in self.heads[task]] + self.balancer_parameters
-        reduced = self.dist.all_reduce(
-            torch.cat([gradients.flatten(), _flat_gradients(others, self.device), totals.flatten()])
-        )
+        others = [
+            buffer.gradient_of(self.all_heads, self.device),
+            buffer.gradient_of(self.balancer_parameters, self.device),
+        ]
+        reduced = self.dist.all_reduce(torch.cat([gradients.flatten(), *others, totals.flatten()]))
         gradients = reduced[: gradients.numel()].view_as(gradients)
-        _assign(others, reduced[gradients.numel() : reduced.numel() - totals.numel()])
+        heads_end = gradients.numel() + others[0].numel()
+        buffer.set_gradient(self.all_heads, reduced[gradients.numel() : heads_end])
+        buffer.set_gradient(self.balancer_parameters, reduced[heads_end : reduced.numel() - totals.numel()])
         totals = reduced[reduced.numel() - totals.numel() :].view_as(totals)
         sizes = torch.tensor([len(batches[task]) for task in self.tasks], device=self.device)
         means = totals / sizes[:, None]
 
         scale = scaler.get_scale() if scaler.is_enabled() else 1.0  # fp16: the gradients are scaled
         combined = self.balancer.combine(gradients / scale, means[:, 0], global_step)
-        _assign(self.shared, combined.shared * scale)
+        buffer.set_gradient(self.shared, combined.shared * scale)
         for index, task in enumerate(self.tasks):
-            for p in self.heads[task]:
-                if p.grad is not None:
-                    p.grad.mul_(combined.head_scales[index].to(p.grad.dtype))
+            buffer.scale_gradient(self.heads[task], combined.head_scales[index])
         optimizer = setup.optimizers[self.tasks[0]]  # one, shared by every task
         scaler.unscale_(optimizer)
         max_norm = self.config.optim.max_grad_norm or math.inf
-        grad_norm = nn.utils.clip_grad_norm_(self.trained, max_norm)
+        grad_norm = buffer.clip(self.trained, max_norm)
         scaler.step(optimizer)
         scaler.update()
         self.balancer.after_step()
@@ -158,24 +163,3 @@ class MixedStep:
             return held.grad
 
         return seed
-
-
-def _flat_gradients(parameters: list[nn.Parameter], device: torch.device) -> torch.Tensor:
-    """The gradients of `parameters` as one float32 vector (zeros where a parameter has none)."""
-    if not parameters:
-        return torch.zeros(0, device=device)
-    return torch.cat(
-        [
-            (p.grad if p.grad is not None else torch.zeros_like(p)).detach().float().flatten().to(device)
-            for p in parameters
-        ]
-    )
-
-
-def _assign(parameters: list[nn.Parameter], flat: torch.Tensor) -> None:
-    """Set the gradients of `parameters` from one vector (as `_flat_gradients` lays them out)."""
-    offset = 0
-    for p in parameters:
-        size = p.numel()
-        p.grad = flat[offset : offset + size].view_as(p).to(p.dtype).clone()
-        offset += size

@@ -98,8 +98,12 @@ class TaskStep:
         self, config: TrainConfig, data: TrainingData, setup: Setup, dist: Distributed, device: torch.device
     ):
         self.config, self.data, self.setup, self.dist, self.device = config, data, setup, dist, device
-        trained = [p for task in config.training_tasks for p in setup.parameters[task]]
-        self.gradients = GradientBuffer(trained)
+        # The shared encoder's parameters side by side, then each task's head's (the mixed step
+        # rewrites each of these ranges in one op); the buffer keeps each parameter once.
+        shared = [p for p in setup.model.encoder.parameters() if p.requires_grad]
+        self.gradients = GradientBuffer(
+            [*shared, *(p for task in config.training_tasks for p in setup.parameters[task])]
+        )
         cached = [t for t in config.training_tasks if getattr(config.tasks[t], "mini_batch", None)]
         if cached and dist.active:
             raise UserError(
