@@ -565,7 +565,8 @@ def describe_keys(config: Any) -> list[tuple[str, str, str]]:
                 if option.name not in listed:
                     shown, text = _described(options_class, option, _default(option))
                     own.append((option.name, shown, text or f"{field.metadata['options_of']}={component}"))
-        at = 1 + max(i for i, owner in enumerate(owners) if owner in (holder, getattr(holder, field.name)))
+        section = (holder, getattr(holder, field.name))  # by identity: two configs may be equal
+        at = 1 + max(i for i, owner in enumerate(owners) if any(owner is x for x in section))
         rows[at:at] = own
     return rows
 

@@ -464,7 +464,7 @@ OWN_KEYS_BEFORE = {
         "lora_dropout",
         "lora_targets",
         "compile",
-    ),  # fmt: skip
+    ),
     "gru": ("bidirectional", "gru_init"),
     "gatedconv": ("gatedconv_layers",),
     "transformer": ("transformer_layers", "transformer_heads", "transformer_ffn"),

@@ -181,9 +181,8 @@ def own_config(saved: dict, file: Path) -> tuple[exported.OwnConfig, dict[str, s
     or, in one written before they did, out of the training run's whole config (in any earlier
     layout, through `runs.upgrade`) without reading the rest of it."""
     if "encoder_config" in saved:
-        return exported.own_config(
-            saved["encoder_config"], f"{file} encoder_config"
-        ), exported.checked_prompts(saved.get("prompts", {}), str(file))
+        own = exported.own_config(saved["encoder_config"], f"{file} encoder_config")
+        return own, exported.checked_prompts(saved.get("prompts", {}), str(file))
     values = upgraded(saved["config"], str(file))
     own = exported.own_config({k: values[k] for k in ("model", "data") if k in values}, str(file))
     tasks = values.get("tasks") if isinstance(values.get("tasks"), dict) else {}

@@ -36,7 +36,7 @@ from mtl.config import (
 from mtl.data.config import DataConfig
 from mtl.errors import UserError
 from mtl.eval.transfer.registry import spec as transfer_spec
-from mtl.models.encoders.config import ENCODERS, MAX_POSITIONS, EncoderConfig, key_owners
+from mtl.models.encoders.config import ENCODERS, MAX_POSITIONS, EncoderConfig, HFOptions, key_owners
 from mtl.runs import upgraded
 from mtl.tasks import TaskConfig
 from mtl.train.balancers import BALANCER_OPTIONS, BALANCERS, balancer_key_owners
@@ -271,7 +271,7 @@ class TrainConfig:
             ),
             (
                 "compile=true",
-                getattr(self.model.options, "compile", False),  # encoder=hf's key
+                isinstance(self.model.options, HFOptions) and self.model.options.compile,
                 "compiling a sharded transformer is not supported by mtl yet",
             ),
             (
@@ -393,8 +393,8 @@ def with_overrides(config: TrainConfig, args: Sequence[str]) -> TrainConfig:
 def _check_component_keys(given: Sequence[str], config: TrainConfig) -> None:
     """A key that configures one encoder or balancer, given with another, is refused rather than
     silently unused or unknown (`encoder=bilstm transformer_heads=2`). Which component takes a key
-    is declared with it (EncoderTraits.keys and options, register_balancer's options): a plugin's
-    says so too. Only keys given here are checked: a recorded run's config holds every key, and
+    is declared with it (EncoderTraits.options, register_balancer's options): a plugin's says so
+    too. Only keys given here are checked: a recorded run's config holds every key, and
     resumes as it is."""
 
     components = [
