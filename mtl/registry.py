@@ -6,6 +6,7 @@
     register_encoder       a sentence encoder's builder and traits: encoder=NAME
     register_transfer_task a transfer task's reader, protocol and metrics: just transfer tasks=NAME
     register_transfer_protocol how a kind of transfer task is scored (a protocols.TransferProtocol)
+    register_feature_recipe how a transfer task's embeddings become features (its entry names it)
     register_callback      work around the training loop that sees the run (a `Callback`): callbacks=NAME
     register_schedule      which task trains at each step: schedule=NAME
     register_balancer      how schedule=mixed combines its tasks' gradients: balancer=NAME
@@ -18,7 +19,8 @@ install it with an entry point in the group `mtl.plugins`; `experiments/plugins/
 registers one of each kind.
 """
 
-from mtl.eval.transfer.registry import register_transfer_protocol, register_transfer_task
+from mtl.eval.transfer.features import register_feature_recipe
+from mtl.eval.transfer.registry import SentEvalQuirks, register_transfer_protocol, register_transfer_task
 from mtl.eval.transfer.tasks import Split, TransferTask, read_task
 from mtl.metrics import register_direction
 from mtl.models.encoders.base import Encoder
@@ -45,6 +47,7 @@ __all__ = [
     "LrSchedule",
     "OptimizerDefaults",
     "Scheduler",
+    "SentEvalQuirks",
     "Split",
     "Task",
     "TaskConfig",
@@ -55,6 +58,7 @@ __all__ = [
     "register_callback",
     "register_direction",
     "register_encoder",
+    "register_feature_recipe",
     "register_lr_schedule",
     "register_optimizer",
     "register_schedule",

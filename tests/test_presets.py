@@ -137,7 +137,7 @@ def test_attention_trained_for_a_task_finds_the_one_position_that_decides_it():
     # Sentences of noise states where the label is the sign of one marked position's first
     # feature: mean pooling drowns it, attention that learns to find the marker does not.
     from mtl.eval.transfer.classifiers import Protocol
-    from mtl.eval.transfer.selfattn import States, fit_and_predict
+    from mtl.eval.transfer.selfattn import AttentionFit, States
 
     rng = np.random.default_rng(0)
     rows, labels = [], []
@@ -157,10 +157,12 @@ def test_attention_trained_for_a_task_finds_the_one_position_that_decides_it():
     baseline = (
         LogisticRegression().fit(mean_pooled[:800], labels[:800]).score(mean_pooled[800:], labels[800:])
     )
-    predicted, _ = fit_and_predict(
-        [States(rows)], labels, np.arange(700), np.arange(700, 800), np.arange(800, 1000), 8, 1, Protocol()
-    )
-    accuracy = (predicted == labels[800:]).mean()
+    attention = AttentionFit([States(rows)], 2, 8, 1, Protocol())
+    held = attention.fit(np.arange(700), labels[:700], validation=(np.arange(700, 800), labels[700:800]))
+    assert held == attention.score(np.arange(700, 800), labels[700:800])  # the epoch it kept
+    tested = attention.tested(np.arange(800, 1000), labels[800:])
+    accuracy = (tested["predicted"] == labels[800:]).mean()
+    assert np.array_equal(tested["log_probs"].argmax(axis=1), tested["predicted"])
     assert accuracy > 0.95 and accuracy > baseline + 0.1
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.eval.transfer import protocols, senteval_classifier, suite
+from mtl.eval.transfer import fitting, protocols, senteval_classifier, suite
 from mtl.eval.transfer.probing_tasks import LENGTH_BINS, generate, read_probing
 from mtl.eval.transfer.tasks import read_task
 
@@ -82,7 +82,9 @@ def test_word_content_stays_linear_under_an_mlp_as_senteval_keeps_it(tmp_path, m
     task = read_task("WordContent", tmp_path)
     seen = []
     monkeypatch.setattr(
-        senteval_classifier, "split", lambda *a: seen.append(a[-1].nhid) or {"acc": 1.0, "dev_acc": 1.0}
+        fitting,
+        "dev_tuned",
+        lambda family, *a: seen.append(family.params.nhid) or {"acc": 1.0, "dev_acc": 1.0},
     )
     texts = sorted({t for s in task.splits.values() for t in s.sentences[0]})
     embedded = np.random.default_rng(0).normal(size=(len(texts), 4)).astype(np.float32)

@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -246,3 +248,65 @@ def test_fits_in_worker_processes_say_nothing_of_read_only_arrays(capfd):
     assert x.nbytes > 1_000_000
     inner_kfold(x, y, params)
     assert "not writable" not in capfd.readouterr().err
+
+
+def test_the_three_classifiers_answer_one_interface_and_every_protocol_flow():
+    """scikit-learn's logistic regression, SentEval's classifier and the self-attention classifier
+    are one `fitting.ClassifierFamily` each; the cross-validated, train/test and dev-tuned flows
+    run unchanged over each of them and give each test item a prediction and log-probabilities."""
+    from mtl.eval.transfer import fitting
+    from mtl.eval.transfer.classifiers import LogisticRegressionFamily
+    from mtl.eval.transfer.selfattn import AttentionFamily, States
+    from mtl.eval.transfer.senteval_classifier import SentEvalFamily
+
+    x, y = separable(600)
+    x = x.astype(np.float32)
+    rows = np.arange(len(y))  # the attention classifier reads row numbers into its token states
+    states = [States([x[i : i + 1] - 1.5 for i in rows])]  # one "word" per sentence, centred
+    families = [
+        (LogisticRegressionFamily(FAST), x),
+        (SentEvalFamily(SentEvalParams.prototyping(kfold=3, jobs=1)), x),
+        (AttentionFamily(states, 2, 4, 1, dataclasses.replace(FAST, folds=3)), rows),
+    ]
+    for family, inputs in families:
+        name = type(family).__name__
+        results = [
+            fitting.cross_validated(family, inputs, y),
+            fitting.train_test(family, inputs[:400], y[:400], inputs[400:], y[400:]),
+            fitting.dev_tuned(
+                family, inputs[:300], y[:300], inputs[300:400], y[300:400], inputs[400:], y[400:]
+            ),
+        ]
+        for result, tested in zip(results, (y, y[400:], y[400:]), strict=True):
+            assert result["acc"] > 0.85 and 0.85 < result["dev_acc"] <= 1, (name, result)
+            items = result["items"]
+            assert np.array_equal(items["gold"], tested)
+            assert np.array_equal(items["log_probs"].argmax(axis=1), items["predicted"]), name
+            assert result["acc"] == pytest.approx(float((items["predicted"] == tested).mean()), abs=0.02)
+        assert results[1]["f1"] > 0.85  # two classes: train/test reports the F1 of class 1
+
+
+def test_a_task_entry_names_a_feature_recipe_a_plugin_registers(monkeypatch):
+    from mtl.errors import UserError
+    from mtl.eval.transfer import features, fitting
+    from mtl.eval.transfer.protocols import scored
+    from mtl.eval.transfer.tasks import Split, TransferTask
+    from mtl.registry import SentEvalQuirks, register_feature_recipe
+
+    monkeypatch.setitem(features.FEATURE_RECIPES, "difference", None)  # taken out again afterwards
+
+    @register_feature_recipe("difference")
+    def difference(columns, texts):
+        u, v = columns
+        return u - v
+
+    seen = {}
+    monkeypatch.setattr(fitting, "dev_tuned", lambda family, x, *rest: seen.update(x=x) or {})
+    split = Split([["a", "b"], ["c", "d"]], [0, 1])
+    rows = {"a": 0, "b": 1, "c": 2, "d": 3}
+    embedded = np.arange(8, dtype=np.float32).reshape(4, 2)
+    task = TransferTask("PAIRS", "dev", dict.fromkeys(("train", "dev", "test"), split))
+    scored(dataclasses.replace(task, quirks=SentEvalQuirks(features="difference")), embedded, rows, FAST)
+    np.testing.assert_array_equal(seen["x"], embedded[[0, 1]] - embedded[[2, 3]])
+    with pytest.raises(UserError, match=r"PAIRS: its entry names the feature recipe 'ratio'.*plugins="):
+        scored(dataclasses.replace(task, quirks=SentEvalQuirks(features="ratio")), embedded, rows, FAST)

@@ -96,7 +96,7 @@ def test_a_multiclass_task_read_back_from_its_report_keeps_its_headline():
 def test_the_training_share_keeps_every_class():
     import numpy as np
 
-    from mtl.eval.transfer.classifiers import training_share
+    from mtl.eval.transfer.fitting import training_share
 
     labels = np.array([0] * 90 + [1] * 10)
     share = training_share(labels, 0.1, seed=3)
@@ -108,13 +108,13 @@ def test_the_training_share_keeps_every_class():
 def test_snli_is_a_transfer_task_as_senteval_runs_it(tiny_data, senteval, tmp_path, capsys):
     """SentEval's SNLI (snli.py): SentEval's layout under the data root, [u, v, u*v, |u-v|], no
     penalty, pairs sorted by the second sentence first; asked for by name, not in tasks=all."""
-    from mtl.eval.transfer.registry import default_tasks
+    from mtl.eval.transfer.registry import SentEvalQuirks, default_tasks
     from mtl.eval.transfer.tasks import read_task
 
     shutil.copytree(FIXTURES / "snli_tiny", senteval / "SNLI")
     task = read_task("SNLI", senteval)
     assert [len(task.splits[s]) for s in ("train", "dev", "test")] == [200, 100, 100]
-    assert task.nli_features and task.no_penalty and task.sort_columns == (1, 0)
+    assert task.quirks == SentEvalQuirks(features="nli", no_penalty=True, sort_columns=(1, 0))
     assert "SNLI" not in default_tasks()
     for mode in ("fast", "senteval-prototyping"):
         out = tmp_path / f"out-{mode}"
@@ -135,28 +135,32 @@ def test_snli_is_a_transfer_task_as_senteval_runs_it(tiny_data, senteval, tmp_pa
 def test_snli_pairs_are_classified_on_u_v_their_product_and_difference(monkeypatch):
     import numpy as np
 
-    from mtl.eval.transfer import classifiers
+    from mtl.eval.transfer import classifiers, fitting
     from mtl.eval.transfer.protocols import scored
+    from mtl.eval.transfer.registry import SentEvalQuirks
+    from mtl.eval.transfer.senteval_classifier import SentEvalParams
     from mtl.eval.transfer.suite import senteval_order
-    from mtl.eval.transfer.tasks import Split, TransferTask
+    from mtl.eval.transfer.tasks import SNLI_QUIRKS, Split, TransferTask
 
     split = Split([["a b", "c"], ["d", "e f g"]], [0, 1])
     assert senteval_order(split, (1, 0)).tolist() == [0, 1] and senteval_order(split).tolist() == [1, 0]
     seen = {}
-    monkeypatch.setattr(
-        classifiers,
-        "dev_tuned_accuracy",
-        lambda x, *rest, texts=None: seen.update(x=x, protocol=rest[-1]) or {},
-    )
+    monkeypatch.setattr(fitting, "dev_tuned", lambda family, x, *rest: seen.update(x=x, family=family) or {})
     rows = {"a b": 0, "c": 1, "d": 2, "e f g": 3}
     embedded = np.arange(8, dtype=np.float32).reshape(4, 2)
-    task = TransferTask(
-        "SNLI", "dev", dict.fromkeys(("train", "dev", "test"), split), nli_features=True, no_penalty=True
-    )
+    task = TransferTask("SNLI", "dev", dict.fromkeys(("train", "dev", "test"), split), quirks=SNLI_QUIRKS)
     scored(task, embedded, rows, classifiers.Protocol())
     u, v = embedded[[0, 1]], embedded[[2, 3]]
     np.testing.assert_array_equal(seen["x"], np.concatenate([u, v, u * v, np.abs(u - v)], axis=1))
-    assert seen["protocol"].penalties == (1e9,)  # SentEval's noreg
+    assert seen["family"].penalties == (1e9,)  # SentEval's noreg
+    scored(task, embedded, rows, classifiers.Protocol(senteval=SentEvalParams()))
+    assert seen["family"].penalties == (1e-9,)  # its own classifier's
+    plain = TransferTask(
+        "SICK-E", "dev", dict.fromkeys(("train", "dev", "test"), split), quirks=SentEvalQuirks()
+    )
+    scored(plain, embedded, rows, classifiers.Protocol())
+    np.testing.assert_array_equal(seen["x"], np.concatenate([np.abs(u - v), u * v], axis=1))
+    assert seen["family"].penalties == classifiers.Protocol().penalties
 
 
 def test_any_function_of_sentences_is_scored_and_reported_beside_runs(tiny_data, senteval, tmp_path):

@@ -337,7 +337,7 @@ def group_runs(folders: list[Path], report: str) -> list[Encoder]:
                 raise UserError(
                     f"{runs[index].folder} has no per-item results for {report} ({path.name}): run "
                     f"`just transfer run={runs[index].folder}` with the protocol of {report} first "
-                    "(mode=senteval reports and pooling=selfattn keep none)"
+                    "(reports of mode=senteval* or pooling=selfattn written by an older mtl keep none)"
                 )
             for task, arrays in read_items(path, _all_tasks()).items():
                 items.setdefault(task, []).append(arrays)

@@ -17,15 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from joblib import Parallel, delayed
 from scipy.stats import pearsonr, spearmanr
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import threadpool_limits
 
-from mtl.eval.transfer.items import across_folds
+from mtl.eval.transfer import fitting
+from mtl.eval.transfer.fitting import ClassifierFamily, best_of
 from mtl.eval.transfer.progress import stage
 from mtl.eval.transfer.senteval_classifier import SentEvalParams
 from mtl.eval.transfer.skipthought_features import with_nb
@@ -78,144 +77,122 @@ def one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _fit(x: np.ndarray, y: np.ndarray, penalty: float, protocol: Protocol) -> LogisticRegression:
-    model = LogisticRegression(C=penalty, max_iter=protocol.max_iter, random_state=protocol.seed)
-    with warnings.catch_warnings(), one_blas_thread():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return model.fit(x, y)
+@dataclass(frozen=True)
+class WithTexts:
+    """Embeddings with each row's sentence (features=nb-bigram): rows are taken of both, and the
+    NB features are counted on a fit's own training rows."""
+
+    x: np.ndarray
+    texts: np.ndarray  # of str, one per row
+
+    def __getitem__(self, rows: np.ndarray) -> WithTexts:
+        return WithTexts(self.x[rows], self.texts[rows])
+
+    def __len__(self) -> int:
+        return len(self.x)
 
 
-def fold_inputs(x: np.ndarray, y: np.ndarray, texts: np.ndarray | None, train: np.ndarray, test: np.ndarray):
-    """A fit's training and test inputs: the embeddings' rows, with NB features (counted on the
-    training rows) appended when `texts` are given (features=nb-bigram)."""
-    if texts is None:
+def fold_inputs(x, y: np.ndarray, train: np.ndarray, test: np.ndarray):
+    """A fit's training and test inputs: the rows of `x`, with NB features (counted on the
+    training rows) appended when `x` holds the sentences (`WithTexts`)."""
+    if not isinstance(x, WithTexts):
         return x[train], x[test]
-    x_train, (x_test,) = with_nb(x[train], texts[train], y[train], [(x[test], texts[test])])
+    x_train, (x_test,) = with_nb(x.x[train], x.texts[train], y[train], [(x.x[test], x.texts[test])])
     return x_train, x_test
 
 
-def best_penalty_by_cv(
-    x: np.ndarray, y: np.ndarray, protocol: Protocol, texts: np.ndarray | None = None
-) -> tuple[float, float]:
-    """The C of the grid with the best mean accuracy over inner folds (first of the best on ties),
-    and that accuracy (SentEval's `devacc`); `texts`: the sentences, for NB features."""
-    folds = StratifiedKFold(protocol.inner_folds, shuffle=True, random_state=protocol.seed)
-    scores = dict.fromkeys(protocol.penalties, 0.0)
-    for fold, (train, test) in enumerate(folds.split(x, y), start=1):
-        stage(f"choosing C: fold {fold}/{protocol.inner_folds}")  # silent in the k-fold workers
-        x_train, x_test = fold_inputs(x, y, texts, train, test)
-        # Along the grid in increasing C, each fit starts from the previous solution: same optimum, fewer steps.
-        model = LogisticRegression(max_iter=protocol.max_iter, random_state=protocol.seed, warm_start=True)
-        for penalty in sorted(protocol.penalties):
-            with warnings.catch_warnings(), one_blas_thread():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                model.set_params(C=penalty).fit(x_train, y[train])
-            scores[penalty] += model.score(x_test, y[test]) / protocol.inner_folds
-    # As SentEval's validation.py: compared in %, rounded to 2 decimals; near-ties go to the first C.
-    best = max(protocol.penalties, key=lambda c: round(100 * scores[c], 2))
-    return best, scores[best]
+class LogisticRegressionClassifier:
+    """scikit-learn's logistic regression at one C (L-BFGS, on one BLAS thread)."""
+
+    def __init__(self, penalty: float, protocol: Protocol):
+        self.model = LogisticRegression(C=penalty, max_iter=protocol.max_iter, random_state=protocol.seed)
+
+    def fit(self, x, y, validation=None) -> None:  # fitted to convergence: nothing stops it early
+        with warnings.catch_warnings(), one_blas_thread():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            self.model.fit(x, y)
+
+    def tested(self, x, y) -> dict[str, np.ndarray]:
+        log_probs = self.model.predict_log_proba(x).astype(np.float32)
+        return {
+            "predicted": self.model.classes_[log_probs.argmax(axis=1)],
+            "gold": np.asarray(y),
+            "log_probs": log_probs,
+        }
+
+    def score(self, x, y) -> float:
+        return float(self.model.score(x, y))
 
 
-def training_share(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
-    """Sorted positions of `fraction` of `labels`, drawn per class (at least 2 of each, so every
-    class is there to fit and to cross-validate), the same for the same seed."""
-    if fraction >= 1:
-        return np.arange(len(labels))
-    rng = np.random.default_rng(seed)
-    chosen = []
-    for label in np.unique(labels):
-        members = np.flatnonzero(labels == label)
-        count = min(len(members), max(2, int(np.ceil(fraction * len(members)))))
-        chosen.append(rng.choice(members, count, replace=False))
-    return np.sort(np.concatenate(chosen))
+class LogisticRegressionFamily(ClassifierFamily):
+    """SentEval's scikit-learn path: C from a grid, by inner folds of the training data."""
+
+    def __init__(self, protocol: Protocol):
+        self.protocol = protocol
+        self.penalties, self.train_test_penalties = protocol.penalties, protocol.train_test_penalties
+        self.folds, self.seed, self.jobs = protocol.folds, protocol.seed, protocol.jobs
+        self.train_fraction = protocol.train_fraction
+
+    def make(self, penalty: float, x, y) -> LogisticRegressionClassifier:
+        return LogisticRegressionClassifier(penalty, self.protocol)
+
+    def prepared(self, x_train, y_train, others):
+        if not isinstance(x_train, WithTexts):
+            return x_train, list(others)
+        return with_nb(x_train.x, x_train.texts, y_train, [(x.x, x.texts) for x in others])
+
+    def choose_penalty(self, x, y, penalties) -> tuple[float, float]:
+        """The C of `penalties` with the best mean accuracy over inner folds (first of the best
+        on ties), and that accuracy (SentEval's `devacc`)."""
+        folds = StratifiedKFold(self.protocol.inner_folds, shuffle=True, random_state=self.seed)
+        scores = dict.fromkeys(penalties, 0.0)
+        for fold, (train, test) in enumerate(folds.split(np.zeros(len(y)), y), start=1):
+            stage(f"choosing C: fold {fold}/{self.protocol.inner_folds}")  # silent in the k-fold workers
+            x_train, x_test = fold_inputs(x, y, train, test)
+            # Along the grid in increasing C, each fit starts from the previous solution: same optimum, fewer steps.
+            model = LogisticRegression(
+                max_iter=self.protocol.max_iter, random_state=self.seed, warm_start=True
+            )
+            for penalty in sorted(penalties):
+                with warnings.catch_warnings(), one_blas_thread():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    model.set_params(C=penalty).fit(x_train, y[train])
+                scores[penalty] += model.score(x_test, y[test]) / self.protocol.inner_folds
+        best = penalties[best_of([scores[c] for c in penalties])]
+        return best, scores[best]
 
 
-def tested(model, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
-    """Per test item: the prediction, the gold label and the classes' log-probabilities (what an
-    ensemble averages, Quick-Thoughts 4.4.2)."""
-    log_probs = model.predict_log_proba(x).astype(np.float32)
-    return {
-        "predicted": model.classes_[log_probs.argmax(axis=1)],
-        "gold": np.asarray(y),
-        "log_probs": log_probs,
-    }
+def _with_texts(x: np.ndarray, texts: Sequence[str] | None):
+    return x if texts is None else WithTexts(x, np.asarray(texts, dtype=object))
 
 
-def _outer_fold(
-    x: np.ndarray,
-    y: np.ndarray,
-    train: np.ndarray,
-    test: np.ndarray,
-    protocol: Protocol,
-    texts: np.ndarray | None = None,
-) -> tuple[dict[str, np.ndarray], float]:
-    """The fold's test items (`tested`), and its inner cross-validation accuracy."""
-    train = train[training_share(y[train], protocol.train_fraction, protocol.seed)]
-    penalty, inner = best_penalty_by_cv(x[train], y[train], protocol, None if texts is None else texts[train])
-    x_train, x_test = fold_inputs(x, y, texts, train, test)
-    return tested(_fit(x_train, y[train], penalty, protocol), x_test, y[test]), inner
+def best_penalty_by_cv(x, y: np.ndarray, protocol: Protocol, texts=None) -> tuple[float, float]:
+    return LogisticRegressionFamily(protocol).choose_penalty(_with_texts(x, texts), y, protocol.penalties)
 
 
 def cross_validated_accuracy(
     x: np.ndarray, y: np.ndarray, protocol: Protocol, texts: Sequence[str] | None = None
 ) -> dict:
-    """Mean test accuracy over `folds` outer folds, C tuned inside each training fold; `items`:
-    every item's prediction, from the fold it was a test item of (for paired significance tests);
+    """k-fold cross-validation, C tuned inside each training fold (`fitting.cross_validated`);
     `texts`: the sentences, for NB features counted inside every fold."""
-    folds = list(StratifiedKFold(protocol.folds, shuffle=True, random_state=protocol.seed).split(x, y))
-    texts = None if texts is None else np.asarray(texts, dtype=object)
-    stage(f"fold 0/{len(folds)}")
-    predictions = []
-    # As a generator: each fold's result comes back (in fold order) as it is done, so the bar moves.
-    for fold in Parallel(n_jobs=protocol.jobs, return_as="generator")(
-        delayed(_outer_fold)(x, y, train, test, protocol, texts) for train, test in folds
-    ):
-        predictions.append(fold)
-        stage(f"fold {len(predictions)}/{len(folds)}")
-    items, accuracy = across_folds(y, [test for _, test in folds], [fold for fold, _ in predictions])
-    return {
-        "acc": accuracy,
-        "dev_acc": float(np.mean([inner for _, inner in predictions])),
-        "items": items,
-    }
+    return fitting.cross_validated(LogisticRegressionFamily(protocol), _with_texts(x, texts), y)
 
 
 def train_test_accuracy(x_train, y_train, x_test, y_test, protocol: Protocol) -> dict[str, float]:
     """C by cross-validation on train, then accuracy (and F1 of class 1) on test."""
-    grid = dataclasses.replace(protocol, penalties=protocol.train_test_penalties)
-    penalty, inner = best_penalty_by_cv(x_train, y_train, grid)
-    stage(f"final fit (C={penalty:g})")
-    items = tested(_fit(x_train, y_train, penalty, protocol), x_test, y_test)
-    predicted = items["predicted"]
-    binary = len(np.unique(y_train)) == 2  # F1 of class 1: MRPC's; TREC's six classes have none
-    return {
-        "acc": float((predicted == y_test).mean()),
-        **({"f1": float(f1_score(y_test, predicted, average="binary"))} if binary else {}),
-        "dev_acc": float(inner),
-        "items": items,
-    }
+    return fitting.train_test(LogisticRegressionFamily(protocol), x_train, y_train, x_test, y_test)
 
 
 def dev_tuned_accuracy(
     x_train, y_train, x_dev, y_dev, x_test, y_test, protocol: Protocol, texts: Sequence | None = None
 ) -> dict[str, float]:
     """C by dev accuracy, then tested; `texts`: the (train, dev, test) sentences, for NB features."""
-    if texts is not None:
-        x_train, (x_dev, x_test) = with_nb(
-            x_train, texts[0], np.asarray(y_train), [(x_dev, texts[1]), (x_test, texts[2])]
-        )
-    scores = {}
-    for number, c in enumerate(protocol.penalties, start=1):
-        stage(f"choosing C: {number}/{len(protocol.penalties)}")
-        scores[c] = _fit(x_train, y_train, c, protocol).score(x_dev, y_dev)
-    penalty = max(protocol.penalties, key=lambda c: round(100 * scores[c], 2))
-    stage(f"final fit (C={penalty:g})")
-    items = tested(_fit(x_train, y_train, penalty, protocol), x_test, y_test)
-    return {
-        "acc": float((items["predicted"] == np.asarray(y_test)).mean()),
-        "dev_acc": scores[penalty],
-        "items": items,
-    }
+    parts = (
+        [x_train, x_dev, x_test] if texts is None else list(map(_with_texts, (x_train, x_dev, x_test), texts))
+    )
+    return fitting.dev_tuned(
+        LogisticRegressionFamily(protocol), parts[0], y_train, parts[1], y_dev, parts[2], y_test
+    )
 
 
 def score_distribution(scores: np.ndarray, low: float, high: float) -> np.ndarray:

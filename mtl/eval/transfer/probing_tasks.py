@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from mtl.errors import UserError
-from mtl.eval.transfer.registry import register_transfer_task
+from mtl.eval.transfer.registry import SentEvalQuirks, register_transfer_task
 from mtl.eval.transfer.tasks import Split, TransferTask
 
 # SentEval's name -> its file (probing.py)
@@ -88,7 +88,6 @@ def read_probing(path: Path, name: str) -> TransferTask:
             split: Split([texts], [classes[label] for label in labels])
             for split, (texts, labels) in rows.items()
         },
-        linear_only=name in LINEAR_ONLY,
     )
 
 
@@ -97,7 +96,9 @@ def _reader(name: str, file: str):
 
 
 for _name, _file in [*SENTEVAL_FILES.items(), *GENERATED.values()]:
-    register_transfer_task(_name, "dev", ("acc",), in_all=False)(_reader(_name, _file))
+    register_transfer_task(
+        _name, "dev", ("acc",), in_all=False, quirks=SentEvalQuirks(linear_only=_name in LINEAR_ONLY)
+    )(_reader(_name, _file))
 
 
 # ---- generating the surface tasks -----------------------------------------------------------------

@@ -1,7 +1,8 @@
 """How each kind of transfer task is scored: one protocol object per name a task registers with
 (`register_transfer_task(name, protocol=...)`), which knows the splits it reads, the sample
 counts SentEval reports for it, the split its per-item outputs come from, and how it fits and
-scores its features (scikit-learn's protocols, or SentEval's classifier under `mode=senteval*`).
+scores its features with the run's classifier (fitting.py: scikit-learn's, SentEval's under
+`mode=senteval*`, or the self-attention classifier of `pooling=selfattn`).
 
 A plugin task with a protocol of its own is one file: a `TransferProtocol` subclass registered
 with `mtl.registry.register_transfer_protocol`, and its task registered with that name.
@@ -17,19 +18,19 @@ import numpy as np
 
 from mtl.errors import UserError
 from mtl.eval.transfer import classifiers as fits
-from mtl.eval.transfer import senteval_classifier
-from mtl.eval.transfer.classifiers import Protocol, relatedness_features
+from mtl.eval.transfer import fitting
+from mtl.eval.transfer.classifiers import LogisticRegressionFamily, Protocol, WithTexts
+from mtl.eval.transfer.features import FEATURE_RECIPES, recipe_name
+from mtl.eval.transfer.fitting import ClassifierFamily
 from mtl.eval.transfer.registry import TRANSFER_PROTOCOLS, register_transfer_protocol
-from mtl.eval.transfer.senteval_classifier import SentEvalParams
-from mtl.eval.transfer.skipthought_features import pair_statistics
+from mtl.eval.transfer.senteval_classifier import SentEvalFamily
 from mtl.eval.transfer.tasks import TransferTask
-from mtl.text.tokenizer import make_tokenizer
 
 
 @dataclass
 class TaskFeatures:
     """A task's splits as what a classifier reads: the rows of `embedded` its sentences map to
-    (`row`), combined into one feature matrix per split as the task and the protocol ask."""
+    (`row`), combined into one feature matrix per split by the task's feature recipe."""
 
     task: TransferTask
     embedded: np.ndarray
@@ -39,28 +40,26 @@ class TaskFeatures:
     def columns(self, split: str) -> list[np.ndarray]:
         return [self.embedded[[self.row[t] for t in column]] for column in self.task.splits[split].sentences]
 
-    def features(self, split: str) -> np.ndarray:
-        # SentEval's code feeds SICK-E and MRPC [|u-v|, u*v] (sick.py, mrpc.py), though its paper
-        # writes <u, v, |u-v|, u*v> for inference tasks: mtl follows the code, which made its numbers.
-        parts = self.columns(split)
-        if len(parts) == 1:
-            return parts[0]
-        if self.task.nli_features:  # SentEval's SNLI: [u, v, u*v, |u-v|]
-            u, v = parts
-            return np.concatenate([u, v, u * v, np.abs(u - v)], axis=1)
-        if self.protocol.features == "skipthought-mrpc":  # Skip-Thought 3.3: [|u-v|, u*v, feats]
-            tokenizer = make_tokenizer("spacy", lowercase=False)
-            a, b = (tokenizer.tokenize(column) for column in self.task.splits[split].sentences)
-            return np.concatenate([relatedness_features(*parts), pair_statistics(a, b)], axis=1)
-        return relatedness_features(*parts)
+    def recipe(self) -> str:
+        columns = len(next(iter(self.task.splits.values())).sentences)
+        return recipe_name(self.task.quirks.features, columns, self.protocol.features)
 
-    def texts(self, *splits: str) -> list[list[str]] | None:
-        """Each split's sentences, for NB features (features=nb-bigram); None otherwise."""
+    def features(self, split: str) -> np.ndarray:
+        if (name := self.recipe()) not in FEATURE_RECIPES:
+            raise UserError(
+                f"transfer task {self.task.name}: its entry names the feature recipe {name!r}, which is not one of "
+                f"{', '.join(FEATURE_RECIPES)}: load the plugin that registers it with plugins="
+            )
+        return FEATURE_RECIPES[name](self.columns(split), self.task.splits[split].sentences)
+
+    def inputs(self, split: str):
+        """What the classifier reads of a split: its features, with its sentences where the NB
+        features are counted inside each fit (features=nb-bigram)."""
         if self.protocol.features != "nb-bigram":
-            return None
-        if any(len(self.task.splits[s].sentences) != 1 for s in splits):
+            return self.features(split)
+        if len(self.task.splits[split].sentences) != 1:
             raise UserError(f"features=nb-bigram reads one sentence per example: {self.task.name} has pairs")
-        return [self.task.splits[s].sentences[0] for s in splits]
+        return WithTexts(self.features(split), np.asarray(self.task.splits[split].sentences[0], dtype=object))
 
     def labels(self, split: str) -> np.ndarray:
         return np.asarray(self.task.splits[split].labels)
@@ -68,7 +67,9 @@ class TaskFeatures:
 
 class TransferProtocol:
     """A way to score a transfer task. Subclasses set `name` (what tasks register with), override
-    `score`, and say which split tests (`tested`: its per-item outputs) and what SentEval counts."""
+    `score(data, classifier)` (`classifier`: the `fitting.ClassifierFamily` of the run: scikit-
+    learn's, SentEval's or the attention's), and say which split tests (`tested`: its per-item
+    outputs) and what SentEval counts."""
 
     name: ClassVar[str]
     tested: ClassVar[str] = "test"
@@ -79,7 +80,7 @@ class TransferProtocol:
         """SentEval's sample counts: `ndev` (what tuned the classifier), `ntest`."""
         return {"ndev": splits["dev"], "ntest": splits["test"]}
 
-    def score(self, data: TaskFeatures, senteval: SentEvalParams | None) -> dict:
+    def score(self, data: TaskFeatures, classifier: ClassifierFamily) -> dict:
         raise NotImplementedError
 
 
@@ -94,13 +95,8 @@ class CrossValidated(TransferProtocol):
     def sizes(self, splits: dict[str, int]) -> dict[str, int]:
         return {"ndev": splits["all"], "ntest": splits["all"]}
 
-    def score(self, data: TaskFeatures, senteval: SentEvalParams | None) -> dict:
-        if senteval:
-            return senteval_classifier.inner_kfold(data.features("all"), data.labels("all"), senteval)
-        texts = data.texts("all")
-        return fits.cross_validated_accuracy(
-            data.features("all"), data.labels("all"), data.protocol, texts=texts and texts[0]
-        )
+    def score(self, data: TaskFeatures, classifier: ClassifierFamily) -> dict:
+        return fitting.cross_validated(classifier, data.inputs("all"), data.labels("all"))
 
 
 @register_transfer_protocol
@@ -112,14 +108,10 @@ class TrainTest(TransferProtocol):
     def sizes(self, splits: dict[str, int]) -> dict[str, int]:
         return {"ndev": splits["train"], "ntest": splits["test"]}
 
-    def score(self, data: TaskFeatures, senteval: SentEvalParams | None) -> dict:
-        train_test = senteval_classifier.kfold_train_test if senteval else fits.train_test_accuracy
-        return train_test(
-            data.features("train"),
-            data.labels("train"),
-            data.features("test"),
-            data.labels("test"),
-            senteval or data.protocol,
+    def score(self, data: TaskFeatures, classifier: ClassifierFamily) -> dict:
+        splits = ("train", "test")
+        return fitting.train_test(
+            classifier, *(part for s in splits for part in (data.inputs(s), data.labels(s)))
         )
 
 
@@ -129,11 +121,11 @@ class DevTuned(TransferProtocol):
 
     name = "dev"
 
-    def score(self, data: TaskFeatures, senteval: SentEvalParams | None) -> dict:
-        split_data = [part for s in ("train", "dev", "test") for part in (data.features(s), data.labels(s))]
-        if senteval:
-            return senteval_classifier.split(*split_data, senteval)
-        return fits.dev_tuned_accuracy(*split_data, data.protocol, texts=data.texts("train", "dev", "test"))
+    def score(self, data: TaskFeatures, classifier: ClassifierFamily) -> dict:
+        splits = ("train", "dev", "test")
+        return fitting.dev_tuned(
+            classifier, *(part for s in splits for part in (data.inputs(s), data.labels(s)))
+        )
 
 
 @register_transfer_protocol
@@ -143,15 +135,10 @@ class Relatedness(TransferProtocol):
     name = "relatedness"
     graded = True
 
-    def score(self, data: TaskFeatures, senteval: SentEvalParams | None) -> dict:
-        x = {s: relatedness_features(*data.columns(s)) for s in ("train", "dev", "test")}
+    def score(self, data: TaskFeatures, classifier: ClassifierFamily) -> dict:
+        splits = ("train", "dev", "test")
         return fits.relatedness(
-            x["train"],
-            data.labels("train"),
-            x["dev"],
-            data.labels("dev"),
-            x["test"],
-            data.labels("test"),
+            *(part for s in splits for part in (data.features(s), data.labels(s))),
             data.task.score_range,
             data.protocol,
         )
@@ -168,7 +155,7 @@ class CosineSTS(TransferProtocol):
     def sizes(self, splits: dict[str, int]) -> dict[str, int]:
         return {"ntest": sum(splits.values())}
 
-    def score(self, data: TaskFeatures, senteval: SentEvalParams | None) -> dict:
+    def score(self, data: TaskFeatures, classifier: ClassifierFamily) -> dict:
         return fits.sts_scores({s: (*data.columns(s), data.labels(s)) for s in data.task.splits})
 
 
@@ -176,13 +163,25 @@ def protocol_of(task: TransferTask) -> TransferProtocol:
     return TRANSFER_PROTOCOLS[task.kind]()
 
 
+def classifier_family(task: TransferTask, protocol: Protocol) -> ClassifierFamily:
+    """The classifier `protocol` names (SentEval's under mode=senteval*, else scikit-learn's),
+    with the task's quirks: no penalty (SentEval's noreg: 1e-9 for its classifier, C=1e9), or
+    linear under classifier=mlp."""
+    quirks = task.quirks
+    if senteval := protocol.senteval:
+        if quirks.linear_only:
+            senteval = dataclasses.replace(senteval, nhid=0)
+        if quirks.no_penalty:
+            senteval = dataclasses.replace(senteval, penalties=(1e-9,))
+        return SentEvalFamily(senteval)
+    if quirks.no_penalty:
+        protocol = dataclasses.replace(protocol, penalties=(1e9,))
+    return LogisticRegressionFamily(protocol)
+
+
 def scored(task: TransferTask, embedded: np.ndarray, row: dict[str, int], protocol: Protocol) -> dict:
     """The task's classifier (or correlation) fitted and scored on `embedded` sentences (`row`:
     a sentence's row of it), under `protocol` (SentEval's classifier where it names one)."""
-    senteval = protocol.senteval
-    if task.linear_only and senteval:
-        senteval = dataclasses.replace(senteval, nhid=0)
-    if task.no_penalty:  # SentEval's noreg: one penalty, next to none (1e-9 for its classifier, C=1e9)
-        protocol = dataclasses.replace(protocol, penalties=(1e9,))
-        senteval = senteval and dataclasses.replace(senteval, penalties=(1e-9,))
-    return protocol_of(task).score(TaskFeatures(task, embedded, row, protocol), senteval)
+    return protocol_of(task).score(
+        TaskFeatures(task, embedded, row, protocol), classifier_family(task, protocol)
+    )

@@ -43,6 +43,20 @@ def protocol_names() -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class SentEvalQuirks:
+    """Where SentEval's code treats a task unlike the rest of its protocol, as the task's entry
+    says: SNLI's classifier reads [u, v, u*v, |u-v|] (`features="nli"`, a recipe of
+    features.py; other pairs read [|u-v|, u*v]), is fitted without a penalty (`no_penalty`: C=1e9,
+    its own classifier's 1e-9) and sorts its pairs by the second sentence first (`sort_columns`);
+    the probing task WordContent stays linear under classifier=mlp (`linear_only`)."""
+
+    features: str | None = None  # a feature recipe's name; None: by the task's sentence positions
+    no_penalty: bool = False
+    sort_columns: tuple[int, ...] | None = None  # the columns' order in SentEval's sort; None: as they are
+    linear_only: bool = False
+
+
+@dataclass(frozen=True)
 class TransferTaskSpec:
     name: str
     read: Callable[[Path], Any]  # SentEval's downstream folder -> a `tasks.TransferTask`
@@ -50,6 +64,7 @@ class TransferTaskSpec:
     metrics: tuple[str, ...]  # the headline's values, the ranking one first (acc; acc, f1; pearson)
     attention: bool = False  # a classification task pooling=selfattn can train attention for
     in_all: bool = True  # part of tasks=all
+    quirks: SentEvalQuirks = SentEvalQuirks()
 
 
 TRANSFER_TASKS: dict[str, TransferTaskSpec] = {}
@@ -61,6 +76,7 @@ def register_transfer_task(
     metrics: tuple[str, ...] = ("acc",),
     attention: bool = False,
     in_all: bool = True,
+    quirks: SentEvalQuirks = SentEvalQuirks(),
 ) -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
     """Register a transfer task's reader under `name` (a decorator): `tasks=NAME` evaluates it,
     and every report shows its headline after the tasks registered before it."""
@@ -71,7 +87,9 @@ def register_transfer_task(
         )
 
     def add(reader: Callable[[Path], Any]) -> Callable[[Path], Any]:
-        TRANSFER_TASKS[name] = TransferTaskSpec(name, reader, protocol, tuple(metrics), attention, in_all)
+        TRANSFER_TASKS[name] = TransferTaskSpec(
+            name, reader, protocol, tuple(metrics), attention, in_all, quirks
+        )
         return reader
 
     return add

@@ -19,10 +19,11 @@ import copy
 
 import numpy as np
 import torch
-from sklearn.metrics import f1_score
-from sklearn.model_selection import StratifiedKFold, train_test_split
+from sklearn.model_selection import train_test_split
 
 from mtl.eval.transfer.classifiers import Protocol
+from mtl.eval.transfer.fitting import ClassifierFamily
+from mtl.eval.transfer.protocols import TaskFeatures, protocol_of
 from mtl.models.encoders.base import SelfAttentivePooling, length_mask
 
 BATCH = 64
@@ -63,93 +64,113 @@ class AttentionClassifier(torch.nn.Module):
         return self.linear(embedded[0])
 
 
-def fit_and_predict(
-    columns: list[States],
-    labels: np.ndarray,
-    train: np.ndarray,
-    held_out: np.ndarray,
-    test: np.ndarray,
-    da: int,
-    r: int,
-    protocol: Protocol,
-) -> tuple[np.ndarray, float]:
-    """Train on `train`, keep the epoch best on `held_out`; predictions for `test` and the best
-    held-out accuracy."""
-    torch.manual_seed(protocol.seed)
-    random = np.random.RandomState(protocol.seed)
-    width = columns[0].rows[0].shape[1]
-    model = AttentionClassifier(width, len(columns), int(labels.max()) + 1, da, r)
-    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
-    targets = torch.from_numpy(labels)
+class AttentionFit:
+    """The attention and its linear classifier as one `fitting.Classifier`: `x` are row numbers
+    into the task's `columns` (one States per sentence position), and training stops early on
+    the validation rows given, else on a stratified 10% of the training rows."""
 
-    def predict(indices: np.ndarray) -> np.ndarray:
-        model.eval()
+    def __init__(self, columns: list[States], classes: int, da: int, r: int, protocol: Protocol):
+        torch.manual_seed(protocol.seed)
+        self.random = np.random.RandomState(protocol.seed)
+        self.columns, self.protocol = columns, protocol
+        self.model = AttentionClassifier(columns[0].rows[0].shape[1], len(columns), classes, da, r)
+
+    def logits(self, rows: np.ndarray) -> torch.Tensor:
+        self.model.eval()
         with torch.no_grad():
-            return np.concatenate(
-                [
-                    model([c.batch(chunk) for c in columns]).argmax(dim=1).numpy()
-                    for chunk in np.array_split(indices, max(1, -(-len(indices) // 256)))
-                ]
-            )
+            chunks = np.array_split(rows, max(1, -(-len(rows) // 256)))
+            return torch.cat([self.model([c.batch(chunk) for c in self.columns]) for chunk in chunks])
 
-    best, best_state, patience = -1.0, None, protocol.tenacity
-    for _ in range(MAX_EPOCHS):
-        model.train()
-        order = train[random.permutation(len(train))]
-        for start in range(0, len(order), BATCH):
-            chosen = order[start : start + BATCH]
-            loss = torch.nn.functional.cross_entropy(
-                model([c.batch(chosen) for c in columns]), targets[chosen]
+    def score(self, rows: np.ndarray, y: np.ndarray) -> float:
+        return float((self.logits(rows).argmax(dim=1).numpy() == np.asarray(y)).mean())
+
+    def tested(self, rows: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+        log_probs = torch.log_softmax(self.logits(rows), dim=1)
+        return {
+            "predicted": log_probs.argmax(dim=1).numpy(),
+            "gold": np.asarray(y),
+            "log_probs": log_probs.numpy(),
+        }
+
+    def fit(self, rows: np.ndarray, y: np.ndarray, validation: tuple | None = None) -> float:
+        """Train with Adam, keep the epoch best on the validation rows; returns its accuracy."""
+        y = np.asarray(y)
+        if validation is None:
+            kept, held = train_test_split(
+                np.arange(len(rows)), test_size=HELD_OUT, stratify=y, random_state=self.protocol.seed
             )
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        accuracy = float((predict(held_out) == labels[held_out]).mean())
-        if accuracy > best:
-            best, best_state, patience = accuracy, copy.deepcopy(model.state_dict()), protocol.tenacity
-        else:
-            patience -= 1
-            if patience == 0:
-                break
-    model.load_state_dict(best_state)
-    return predict(test), best
+            kept, held = np.sort(kept), np.sort(held)
+            validation, rows, y = (rows[held], y[held]), rows[kept], y[kept]
+        optimizer = torch.optim.Adam(self.model.parameters(), lr=LEARNING_RATE)
+        targets = torch.from_numpy(y)
+        best, best_state, patience = -1.0, None, self.protocol.tenacity
+        for _ in range(MAX_EPOCHS):
+            self.model.train()
+            order = self.random.permutation(len(rows))
+            for start in range(0, len(order), BATCH):
+                chosen = order[start : start + BATCH]
+                loss = torch.nn.functional.cross_entropy(
+                    self.model([c.batch(rows[chosen]) for c in self.columns]), targets[chosen]
+                )
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            accuracy = self.score(*validation)
+            if accuracy > best:
+                best, best_state, patience = (
+                    accuracy,
+                    copy.deepcopy(self.model.state_dict()),
+                    self.protocol.tenacity,
+                )
+            else:
+                patience -= 1
+                if patience == 0:
+                    break
+        self.model.load_state_dict(best_state)
+        return best
+
+
+class AttentionFamily(ClassifierFamily):
+    """Attention trained per task: no penalty to choose (one fit, early-stopped), folds as the
+    protocol's (10, or 5 with mode=fast), fitted one after another in this process."""
+
+    def __init__(self, columns: list[States], classes: int, da: int, r: int, protocol: Protocol):
+        self.columns, self.classes, self.da, self.r, self.protocol = columns, classes, da, r, protocol
+        self.penalties = self.train_test_penalties = (0.0,)
+        self.folds, self.seed = protocol.folds, protocol.seed
+
+    def make(self, penalty: float, x, y) -> AttentionFit:
+        return AttentionFit(self.columns, self.classes, self.da, self.r, self.protocol)
+
+    def choose_penalty(self, x, y, penalties) -> tuple[float, None]:
+        return penalties[0], None
+
+
+class StatesOfSplits(TaskFeatures):
+    """A task's splits as row numbers into one States per sentence position, every split's
+    sentences side by side: what the attention family's classifiers read."""
+
+    def __init__(self, task, states_of):
+        splits = list(task.splits)
+        per_split = {s: states_of(s) for s in splits}
+        self.columns = [
+            States([row for s in splits for row in per_split[s][c].rows])
+            for c in range(len(per_split[splits[0]]))
+        ]
+        bounds = np.cumsum([0] + [len(task.splits[s]) for s in splits])
+        self.rows = {s: np.arange(bounds[i], bounds[i + 1]) for i, s in enumerate(splits)}
+        self.task = task
+
+    def features(self, split: str) -> np.ndarray:
+        return self.rows[split]
+
+    inputs = features
 
 
 def evaluate(task, states_of, protocol: Protocol, da: int, r: int) -> dict[str, float]:
-    """One transfer task with attention trained for it; `states_of(split)`: its columns' States."""
-    if task.kind == "cv":
-        columns, labels = states_of("all"), np.asarray(task.splits["all"].labels)
-        folds = StratifiedKFold(protocol.folds, shuffle=True, random_state=protocol.seed)
-        accuracies, held = [], []
-        for train, test in folds.split(np.zeros(len(labels)), labels):
-            train, held_out = _held_out(train, labels, protocol)
-            predicted, dev = fit_and_predict(columns, labels, train, held_out, test, da, r, protocol)
-            accuracies.append(float((predicted == labels[test]).mean()))
-            held.append(dev)
-        return {"acc": float(np.mean(accuracies)), "dev_acc": float(np.mean(held))}
-    # trec (train/test) and dev (train/dev/test): one model, all splits' states side by side
-    splits = ["train", "dev", "test"] if task.kind == "dev" else ["train", "test"]
-    per_split = {s: states_of(s) for s in splits}
-    columns = [
-        States([row for s in splits for row in per_split[s][c].rows]) for c in range(len(per_split["train"]))
-    ]
-    labels = np.concatenate([np.asarray(task.splits[s].labels) for s in splits])
-    bounds = np.cumsum([0] + [len(task.splits[s].labels) for s in splits])
-    ranges = {s: np.arange(bounds[i], bounds[i + 1]) for i, s in enumerate(splits)}
-    if task.kind == "dev":
-        train, held_out = ranges["train"], ranges["dev"]
-    else:
-        train, held_out = _held_out(ranges["train"], labels, protocol)
-    predicted, dev = fit_and_predict(columns, labels, train, held_out, ranges["test"], da, r, protocol)
-    gold = labels[ranges["test"]]
-    result = {"acc": float((predicted == gold).mean()), "dev_acc": dev}
-    if task.name == "MRPC":
-        result["f1"] = float(f1_score(gold, predicted, average="binary"))
-    return result
+    """One transfer task with attention trained for it, scored by the task's own protocol;
+    `states_of(split)`: its columns' States."""
 
-
-def _held_out(indices: np.ndarray, labels: np.ndarray, protocol: Protocol) -> tuple[np.ndarray, np.ndarray]:
-    kept, held = train_test_split(
-        indices, test_size=HELD_OUT, stratify=labels[indices], random_state=protocol.seed
-    )
-    return np.sort(kept), np.sort(held)
+    data = StatesOfSplits(task, states_of)
+    classes = int(max(max(split.labels) for split in task.splits.values())) + 1
+    return protocol_of(task).score(data, AttentionFamily(data.columns, classes, da, r, protocol))

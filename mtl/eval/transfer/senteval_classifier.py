@@ -20,12 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from joblib import Parallel, delayed
-from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
 from mtl.eval.configs import OPTIMIZER_NAMES
-from mtl.eval.transfer import linear_step
-from mtl.eval.transfer.items import across_folds
+from mtl.eval.transfer import fitting, linear_step
+from mtl.eval.transfer.fitting import ClassifierFamily, in_points
 
 
 @dataclass(frozen=True)
@@ -193,8 +192,7 @@ def _fit_and_test(
 ) -> dict[str, np.ndarray]:
     """The final fit of a k-fold protocol (5% of the training data held out to stop on): its test items."""
     with one_thread():
-        model = _classifier(x_train, y_train, l2reg, params)
-        model.fit(x_train, y_train, validation_split=0.05)
+        model, _ = SentEvalFamily(params).final_fit(x_train, y_train, l2reg)
         return model.tested(x_test, y_test)
 
 
@@ -204,69 +202,62 @@ def _fit_and_test(
 SHARED_READ = "c"
 
 
-def inner_kfold(x: np.ndarray, y: np.ndarray, params: SentEvalParams) -> dict[str, float]:
-    """MR, CR, SUBJ, MPQA: k outer folds, the penalty chosen by k inner folds of each training fold.
+class SentEvalFamily(ClassifierFamily):
+    """SentEval's classifier (`params`): the penalty (weight decay) by k-fold validation scans,
+    the final fit stopped on 5% of the training data; compared and reported in rounded points."""
 
-    SentEval's InnerKFoldClassifier, scheduled as (outer fold x penalty) scans, then one final fit
-    per outer fold, so that the processes share the work evenly (5 outer folds over 2 processes
-    leave one idle a third of the time); every fit seeds itself, so the order changes nothing."""
-    outer = list(StratifiedKFold(params.kfold, shuffle=True, random_state=params.seed).split(x, y))
-    scans = Parallel(n_jobs=params.jobs, mmap_mode=SHARED_READ)(
-        delayed(_scan_penalty)(x[train], y[train], l2reg, params)
-        for train, _ in outer
-        for l2reg in params.penalties
-    )
-    scores = np.reshape(scans, (len(outer), len(params.penalties)))
-    tests = Parallel(n_jobs=params.jobs, mmap_mode=SHARED_READ)(
-        delayed(_fit_and_test)(
-            x[train], y[train], x[test], y[test], params.penalties[int(np.argmax(row))], params
+    def __init__(self, params: SentEvalParams):
+        self.params = params
+        self.penalties = self.train_test_penalties = params.penalties
+        self.folds, self.seed, self.jobs = params.kfold, params.seed, params.jobs
+
+    def make(self, penalty: float, x, y) -> SentEvalClassifier:
+        return _classifier(x, y, penalty, self.params)
+
+    def final_fit(self, x, y, penalty: float) -> tuple[SentEvalClassifier, float]:
+        model = self.make(penalty, x, y)
+        return model, model.fit(x, y, validation_split=0.05)
+
+    def reported(self, accuracy: float) -> float:
+        return in_points(accuracy) / 100
+
+    def choose_penalty(self, x, y, penalties) -> tuple[float, float]:
+        scores = Parallel(n_jobs=self.jobs, mmap_mode=SHARED_READ)(
+            delayed(_scan_penalty)(x, y, l2reg, self.params) for l2reg in penalties
         )
-        for (train, test), row in zip(outer, scores, strict=True)
-    )
-    items, accuracy = across_folds(y, [test for _, test in outer], tests)
-    return {
-        "acc": accuracy,
-        "dev_acc": float(np.mean(scores.max(axis=1) / 100)),
-        "items": items,
-    }
+        return penalties[int(np.argmax(scores))], float(np.max(scores)) / 100
+
+    def fitted_folds(self, x, y, folds):
+        """SentEval's InnerKFoldClassifier, scheduled as (outer fold x penalty) scans, then one
+        final fit per outer fold, so that the processes share the work evenly (5 outer folds over
+        2 processes leave one idle a third of the time); every fit seeds itself, so the order
+        changes nothing."""
+        penalties = self.params.penalties
+        scans = Parallel(n_jobs=self.jobs, mmap_mode=SHARED_READ)(
+            delayed(_scan_penalty)(x[train], y[train], l2reg, self.params)
+            for train, _ in folds
+            for l2reg in penalties
+        )
+        scores = np.reshape(scans, (len(folds), len(penalties)))
+        tests = Parallel(n_jobs=self.jobs, mmap_mode=SHARED_READ, return_as="generator")(
+            delayed(_fit_and_test)(
+                x[train], y[train], x[test], y[test], penalties[int(np.argmax(row))], self.params
+            )
+            for (train, test), row in zip(folds, scores, strict=True)
+        )
+        return zip(tests, scores.max(axis=1) / 100, strict=True)
+
+
+def inner_kfold(x: np.ndarray, y: np.ndarray, params: SentEvalParams) -> dict[str, float]:
+    """MR, CR, SUBJ, MPQA: k outer folds, the penalty chosen by k inner folds of each training fold."""
+    return fitting.cross_validated(SentEvalFamily(params), x, y)
 
 
 def kfold_train_test(x_train, y_train, x_test, y_test, params: SentEvalParams) -> dict[str, float]:
     """TREC, MRPC: the penalty by k folds of train, then trained on train (5% held out) and tested."""
-    scores = Parallel(n_jobs=params.jobs, mmap_mode=SHARED_READ)(
-        delayed(_scan_penalty)(x_train, y_train, l2reg, params) for l2reg in params.penalties
-    )
-    model = _classifier(x_train, y_train, params.penalties[int(np.argmax(scores))], params)
-    model.fit(x_train, y_train, validation_split=0.05)
-    items = model.tested(x_test, y_test)
-    predicted = items["predicted"]
-    binary = len(np.unique(y_train)) == 2
-    return {
-        "acc": float((predicted == y_test).mean()),
-        **({"f1": float(f1_score(y_test, predicted, average="binary"))} if binary else {}),  # MRPC, not TREC
-        "dev_acc": float(np.max(scores)) / 100,
-        "items": items,
-    }
+    return fitting.train_test(SentEvalFamily(params), x_train, y_train, x_test, y_test)
 
 
 def split(x_train, y_train, x_dev, y_dev, x_test, y_test, params: SentEvalParams) -> dict[str, float]:
     """SST, SICK-E: the penalty by dev accuracy, early stopping on dev."""
-    scores = []
-    for l2reg in params.penalties:
-        model = _classifier(x_train, y_train, l2reg, params)
-        model.fit(x_train, y_train, validation=(x_dev, y_dev))
-        scores.append(in_points(model.score(x_dev, y_dev)))
-    model = _classifier(x_train, y_train, params.penalties[int(np.argmax(scores))], params)
-    model.fit(x_train, y_train, validation=(x_dev, y_dev))
-    items = model.tested(x_test, y_test)
-    return {
-        "acc": float((items["predicted"] == items["gold"]).mean()),
-        "dev_acc": float(np.max(scores)) / 100,
-        "items": items,
-    }
-
-
-def in_points(accuracy: float) -> float:
-    """An accuracy as SentEval compares penalties: in %, rounded to 2 decimals, so near-ties go
-    to the first (smallest) penalty as in its validation.py."""
-    return round(100 * float(accuracy), 2)
+    return fitting.dev_tuned(SentEvalFamily(params), x_train, y_train, x_dev, y_dev, x_test, y_test)

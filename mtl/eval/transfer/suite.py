@@ -22,8 +22,7 @@ from mtl.eval.configs import BASELINES
 from mtl.eval.configs import TransferConfig as TransferConfig
 from mtl.eval.encoder import SentenceEncoder, pretrained_encoder
 from mtl.eval.loading import baseline_encoder, encoder_file, encoder_files, load_encoder
-from mtl.eval.transfer import classifiers as protocol_fns
-from mtl.eval.transfer import ensemble, selfattn
+from mtl.eval.transfer import ensemble, fitting, selfattn
 from mtl.eval.transfer.classifiers import Protocol
 from mtl.eval.transfer.progress import reporting, stage
 from mtl.eval.transfer.protocols import protocol_of, scored
@@ -169,7 +168,7 @@ def _scored(task: TransferTask, embedded: np.ndarray, row: dict[str, int], proto
     # SentEval sorts every split by sentence length, then label, before it embeds and fits ("to
     # reduce padding"); its folds, held-out shares and batches are drawn in that order. The same
     # order here gives the same folds; the per-item outputs go back to the files' order.
-    orders = {name: senteval_order(split, task.sort_columns) for name, split in task.splits.items()}
+    orders = {name: senteval_order(split, task.quirks.sort_columns) for name, split in task.splits.items()}
     in_order = {name: reordered(split, orders[name]) for name, split in task.splits.items()}
     result = scored(dataclasses.replace(task, splits=in_order), embedded, row, protocol)
     if "items" in result:
@@ -209,11 +208,11 @@ def training_part(task: TransferTask, fraction: float, seed: int) -> TransferTas
     if fraction >= 1 or "train" not in task.splits:
         return task
     split = task.splits["train"]
-    if task.kind == "relatedness":
+    if protocol_of(task).graded:  # scores, not classes: drawn at random
         count = max(2, int(np.ceil(fraction * len(split))))
         share = np.sort(np.random.default_rng(seed).choice(len(split), count, replace=False))
     else:
-        share = protocol_fns.training_share(np.asarray(split.labels), fraction, seed)
+        share = fitting.training_share(np.asarray(split.labels), fraction, seed)
     part = Split([[column[i] for i in share] for column in split.sentences], [split.labels[i] for i in share])
     return dataclasses.replace(task, splits={**task.splits, "train": part})
 

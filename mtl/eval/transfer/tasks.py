@@ -10,7 +10,7 @@ from pathlib import Path
 from mtl.console import say
 from mtl.data.snli import LABELS
 from mtl.errors import UserError
-from mtl.eval.transfer.registry import register_transfer_task, spec
+from mtl.eval.transfer.registry import SentEvalQuirks, register_transfer_task, spec
 from mtl.files.paths import data_dir
 
 
@@ -31,15 +31,7 @@ class TransferTask:
     )
     splits: dict[str, Split] = field(default_factory=dict)  # train/dev/test, or one per STS subset
     score_range: tuple[float, float] | None = None
-    # How SentEval's code treats the task, where it departs from the rest: SNLI's classifier reads
-    # [u, v, u*v, |u-v|] (the others' sentence pairs: [|u-v|, u*v]), is fitted without a penalty,
-    # and its pairs are sorted by the second sentence first (snli.py).
-    nli_features: bool = False
-    no_penalty: bool = False
-    sort_columns: tuple[int, ...] | None = None  # the columns' order in the sort; None: as they are
-    linear_only: bool = (
-        False  # SentEval's classifier stays linear under classifier=mlp (probing's WordContent)
-    )
+    quirks: SentEvalQuirks = SentEvalQuirks()  # the task's entry's (registry.py), set by read_task
 
 
 class TransferDataError(UserError):
@@ -260,7 +252,7 @@ def read_snli(root: Path) -> TransferTask:
             [[columns[0][i] for i in kept], [columns[1][i] for i in kept]],
             [LABELS.index(columns[2][i].strip()) for i in kept],
         )
-    return TransferTask("SNLI", "dev", splits, nli_features=True, no_penalty=True, sort_columns=(1, 0))
+    return TransferTask("SNLI", "dev", splits)
 
 
 # Table 2 of Liu et al. (2018) first, then the other SentEval tasks: the order of every report.
@@ -284,13 +276,17 @@ for _name, _reader, _protocol, _metrics, _attention in [
 ]:
     register_transfer_task(_name, _protocol, _metrics, _attention)(_reader)
 # SentEval's SNLI: asked for by name (tasks=SNLI), not in tasks=all (550k pairs to embed and fit).
-register_transfer_task("SNLI", "dev", ("acc",), attention=True, in_all=False)(read_snli)
+# SentEval's code fits SNLI on [u, v, u*v, |u-v|] without a penalty, its pairs sorted by the
+# second sentence first (snli.py).
+SNLI_QUIRKS = SentEvalQuirks(features="nli", no_penalty=True, sort_columns=(1, 0))
+register_transfer_task("SNLI", "dev", ("acc",), attention=True, in_all=False, quirks=SNLI_QUIRKS)(read_snli)
 
 
 def read_task(name: str, root: Path) -> TransferTask:
     registered = spec(name)
     try:
-        task = dataclasses.replace(registered.read(root), kind=registered.protocol)  # the registry decides
+        # the registry decides how it is scored
+        task = dataclasses.replace(registered.read(root), kind=registered.protocol, quirks=registered.quirks)
     except UserError:
         raise
     except (OSError, ValueError, IndexError, KeyError) as error:  # a damaged or partial SentEval folder
