@@ -55,6 +55,15 @@ class Control:
     def evaluate_now(self) -> None:
         self.evaluate = True
 
+    def requests(self, dist: Distributed, from_every_rank: bool) -> tuple[bool, bool]:
+        """What this step's callbacks asked, (evaluate, stop): any rank's where `from_every_rank`
+        (a collective, so paid only by runs whose callbacks can ask); the evaluation is then done."""
+        asked = [float(self.evaluate), float(self.stop_why is not None)]
+        if from_every_rank:
+            asked = dist.sum(asked)
+        self.evaluate = False
+        return asked[0] > 0, asked[1] > 0
+
 
 class TrainingRun:
     """The run as its callbacks see it: the trainer's objects (the model is the one training, the

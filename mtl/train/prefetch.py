@@ -24,6 +24,15 @@ class Prefetcher:
         self.pending: tuple[str, np.ndarray, Future] | None = None
         self.hits = self.misses = 0  # batches taken ready, and prepared on the spot
 
+    @classmethod
+    def for_run(
+        cls, prepare: Callable[[str, np.ndarray], Any], setting: str, device: Any, mixed: bool
+    ) -> Prefetcher:
+        """`prefetch=`: on, off, or auto, which prepares ahead on a GPU only (on the CPU the thread
+        would take cores from the step itself); a mixed step prepares its own batches."""
+        enabled = {"on": True, "off": False}.get(setting, device.type == "cuda")
+        return cls(prepare, enabled and not mixed)
+
     @property
     def enabled(self) -> bool:
         return self.pool is not None

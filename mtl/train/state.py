@@ -70,6 +70,18 @@ class TrainState:
                 self.stalls += 1
         return improved
 
+    def end_block(self, task: str, seconds: float) -> dict[str, Any]:
+        """Close the block under way (`task`'s, `seconds` long) and start the next: its record's
+        values (the phase row, and per step the means of a mixed block's balancer values)."""
+        block = self.block
+        row = self.phases.end_block(
+            task, block.index, block.start_step, self.global_step, block.examples, seconds
+        )
+        steps = max(1, self.global_step - block.start_step)
+        balance = {key: total / steps for key, total in block.balance.items()}
+        self.block = Block(index=block.index + 1, start_step=self.global_step)
+        return {**row, **balance}
+
     def record_epoch_dev(self, task: str, value: float) -> bool:
         """Keep `task`'s best dev metric at its epoch ends (higher is better); whether `value` is above it."""
         best = self.epoch_best.get(task)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -204,6 +204,15 @@ def step_seed(seed: int, step: int, rank: int) -> int:
 
 class Diverged(Exception):
     """A step's loss became inf or nan: the run stops without saving that step."""
+
+    @classmethod
+    def check(cls, losses: dict[str, float], state: TrainState, checkpointer: Any) -> None:
+        """Caught after the update: raised for the first task whose loss is not finite, naming
+        the last checkpoint (`checkpointer`'s latest) the run can go back to."""
+        for task, loss in losses.items():
+            if not math.isfinite(loss):
+                step = checkpointer.latest_step
+                raise cls.at(task, loss, state, checkpointer.files.latest if step is not None else None, step)
 
     @classmethod
     def at(

@@ -9,7 +9,6 @@ in `setup`, one step in `step`, the work around the steps in callbacks (`callbac
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from mtl.train.callbacks import Callbacks, TrainingRun, callback_names
 from mtl.train.checkpointer import Checkpointer, encoder_metadata, export_final_encoder
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData, prepare
+from mtl.train.epoch_end import end_epoch
 from mtl.train.evaluate import evaluate_tasks
 from mtl.train.interrupts import StopRequests
 from mtl.train.lr_schedules import build_lr_schedule
@@ -70,10 +70,9 @@ class Trainer:
             if self.setup.scheduler.mixed
             else None
         )
-        # On the CPU the thread would take cores from the step itself: only the GPU waits on the host.
-        prefetching = {"on": True, "off": False}.get(config.run.prefetch, self.device.type == "cuda")
-        prefetching = prefetching and not self.setup.scheduler.mixed  # (a mixed step prepares its own)
-        self.prefetcher = Prefetcher(self.step.prepare, prefetching)
+        self.prefetcher = Prefetcher.for_run(
+            self.step.prepare, config.run.prefetch, self.device, self.setup.scheduler.mixed
+        )
         self.task_ids = {task: i for i, task in enumerate(config.tasks)}  # their place in tasks=
         self.train_sizes = {task: max(size, 1) for task, size in sizes.items()}
         self.lr_schedule = build_lr_schedule(config.optim, self.setup.optimizers, config.main_task)
@@ -161,17 +160,14 @@ class Trainer:
                 self.train_batch(tasks[0], batches[tasks[0]])
             for task, (rows, epoch_done) in drawn.items():
                 if epoch_done:
-                    self._end_epoch(task)
+                    self._event("epoch_end", **end_epoch(self.run, self.lr_schedule, task))
                 state.block.examples += len(rows)
             self.callbacks.on_step_end(self.run, block_task)
             if scheduler.block_ends_after(step):
-                self._end_block(block_task, time.perf_counter() - block_clock)
-            control = self.run.control  # what the callbacks asked
-            asked = [float(control.evaluate), float(control.stop_why is not None)]
-            if self.config.run.callbacks:  # only callbacks= ones ask: then any rank's request counts
-                asked = self.dist.sum(asked)  # (a collective, so not paid by runs without them)
-            evaluate, stop = (n > 0 for n in asked)
-            control.evaluate = False
+                self._event("block_end", **state.end_block(block_task, time.perf_counter() - block_clock))
+            evaluate, stop = self.run.control.requests(
+                self.dist, from_every_rank=bool(self.config.run.callbacks)
+            )
             if self._evaluation_due(step) or evaluate:
                 self._evaluate_and_checkpoint()
             elif (step + 1) % self.config.run.checkpoint_every == 0:
@@ -185,7 +181,7 @@ class Trainer:
         self.lr_schedule.before_step(state.global_step)
         prepared = self.prefetcher.take(task, rows) if self.prefetcher.enabled else None
         result: StepResult = self.step(task, rows, state.global_step, prepared, self._prefetch_next)
-        self._check_finite({task: result.loss})
+        Diverged.check({task: result.loss}, state, self.checkpointer)
         record = state.after_step(
             task, metric, result, self.lr_schedule.lr(task), self.train_sizes[task], self.task_ids[task]
         )
@@ -197,22 +193,13 @@ class Trainer:
         state = self.state
         self.lr_schedule.before_step(state.global_step)
         result = self.mixed_step(batches, state.global_step)
-        self._check_finite({task: done.loss for task, done in result.tasks.items()})
+        Diverged.check({task: done.loss for task, done in result.tasks.items()}, state, self.checkpointer)
         task_metrics = {task: self.data.tasks[task].metric for task in batches}
         record = state.after_mixed_step(
             result, task_metrics, self.lr_schedule.lr(self.config.main_task), self.train_sizes
         )
         self.callbacks.on_step(metrics.MIXED, record)
         return record
-
-    def _check_finite(self, losses: dict[str, float]) -> None:
-        """Caught after the update: the run stops without saving it (Diverged names the last checkpoint)."""
-        for task, loss in losses.items():
-            if not math.isfinite(loss):
-                latest = self.checkpointer.latest_step
-                raise Diverged.at(
-                    task, loss, self.state, self.files.latest if latest is not None else None, latest
-                )
 
     def _prefetch_next(self) -> None:
         """Start preparing the batch the step after this one will draw: the scheduler's next task,
@@ -221,39 +208,6 @@ class Trainer:
             upcoming = self.state.global_step + 1
             task = self.setup.scheduler.task_at(upcoming)
             self.prefetcher.schedule(task, self.setup.streams[task].peek())
-
-    def _end_block(self, task: str, seconds: float) -> None:
-        state, block = self.state, self.state.block
-        row = state.phases.end_block(
-            task, block.index, block.start_step, state.global_step, block.examples, seconds
-        )
-        steps = max(1, state.global_step - block.start_step)
-        balance = {key: total / steps for key, total in block.balance.items()}  # schedule=mixed's, per block
-        self._event("block_end", **row, **balance)
-        block.index, block.start_step, block.examples, block.balance = (
-            block.index + 1,
-            state.global_step,
-            0,
-            {},
-        )
-
-    def _end_epoch(self, task: str) -> None:
-        """`task` has seen its training data once more: the lr schedule's epoch rules (InferSent:
-        decay, then shrink on the epoch's dev metric, scored here whatever eval_every= is)."""
-        self.lr_schedule.after_epoch(task)
-        values: dict[str, Any] = {"task": task, "epoch": self.setup.streams[task].epoch}
-        if self.lr_schedule.decides_at_epoch_end and task in self.config.training_tasks:
-            definition = self.data.tasks[task]
-            with gathered(self.model):
-                results = evaluate_tasks(
-                    self.model, self.data, "dev", self.config.run, self.dist, self.device, only=task
-                )
-            key = metrics.evaluation(task, "dev", definition.metric)
-            if key in results:
-                improved = self.state.record_epoch_dev(task, metrics.signed(definition.metric, results[key]))
-                self.lr_schedule.after_epoch_dev(task, improved)
-                values.update({"dev": results[key], "lr": self.lr_schedule.lr(task)})
-        self._event("epoch_end", **values)
 
     def _evaluation_due(self, step: int) -> bool:
         every = self.config.run.eval_every
