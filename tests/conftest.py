@@ -19,9 +19,6 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def pytest_configure(config):
-    # Files go to the workers in SLOWEST_FIRST's order (below), not re-sorted by their number of
-    # tests as pytest-xdist does by default: that sent the README walk (one test, 6 minutes) last.
-    config.option.loadscopereorder = False
     # Tests never touch the user's cache, an exported vectors file, or W&B servers.
     os.environ["MTL_CACHE_DIR"] = tempfile.mkdtemp(prefix="mtl-test-cache-")
     os.environ.pop("MTL_VECTORS", None)
