@@ -26,16 +26,6 @@ def pytest_configure(config):
     os.environ["WANDB_MODE"] = "disabled"
 
 
-# Started first, so that the parallel suite (`just test`: a file to a worker) does not end waiting
-# on one of them alone: the README walk, the SLURM jobs, the torchrun pairs, the mixture search.
-SLOWEST_FIRST = ("test_readme.py", "test_slurm.py", "test_distributed.py", "test_mixture.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's order kept
-
-
 def pytest_unconfigure(config):
     shutil.rmtree(os.environ["MTL_CACHE_DIR"], ignore_errors=True)
 
