@@ -1,4 +1,4 @@
-"""The one classifier interface of the transfer protocols, and the three ways SentEval fits it.
+"""The one classifier interface of the transfer protocols, and the three ways SentEval's protocols fit it.
 
 A `Classifier` is one model at one penalty: `fit(x, y, validation)` trains it (early-stopped on
 `validation` where it stops early, and then returns the validation accuracy it kept),
@@ -47,7 +47,8 @@ class Classifier(Protocol):
 
 class ClassifierFamily:
     """The classifiers of one kind, and how a protocol tunes and fits them. Subclasses set the
-    grids and `make`, and `choose_penalty` where they choose otherwise than by k folds."""
+    grids, the folds and the seed, and write `make` and `choose_penalty`; the final fit, the
+    inputs, the reported accuracy and the scheduling of the outer folds have defaults."""
 
     penalties: tuple[float, ...]  # the grid of cross-validated and dev-tuned tasks
     train_test_penalties: tuple[float, ...]  # TREC's and MRPC's grid
