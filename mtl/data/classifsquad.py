@@ -9,12 +9,15 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import datasets
 import pyarrow as pa
 
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
+
+if TYPE_CHECKING:
+    import datasets
 
 BUILD_FILES = ("dataset_dict.json", "stats.json", "README.md")  # besides one folder per split
 SENTENCES = ("question", "answer1", "answer2")  # an example's sentence positions, in order
@@ -24,6 +27,8 @@ SPLIT_NAMES = {"train": "train", "dev": "validation"}  # a run's split -> the bu
 
 
 def to_dataset_dict(splits: dict[str, dict[str, list]]) -> datasets.DatasetDict:
+    import datasets  # here, not above: its import takes about a second, and --help needs none of it
+
     """The build's splits (`{split: {column: values}}`, every column of COLUMNS) as saved to disk."""
     features = datasets.Features(
         {
@@ -89,6 +94,8 @@ def load_classifsquad(folder: str | Path, split: str) -> LabelledTexts:
             f"{folder} is not a ClassifSQuAD build ({describe_folder(folder)}): point squad.source= at the "
             "output of `just build-classifsquad` (default data/classifsquad), not at SQuAD itself"
         )
+    import datasets  # (as in to_dataset_dict)
+
     try:
         dataset = datasets.load_from_disk(str(folder))
         if split not in dataset:
