@@ -57,7 +57,8 @@ class Control:
 
     def requests(self, dist: Distributed, from_every_rank: bool) -> tuple[bool, bool]:
         """What this step's callbacks asked, (evaluate, stop): any rank's where `from_every_rank`
-        (a collective, so paid only by runs whose callbacks can ask); the evaluation is then done."""
+        (a collective, so paid only by runs whose callbacks can ask); the request to evaluate is
+        cleared for the next step."""
         asked = [float(self.evaluate), float(self.stop_why is not None)]
         if from_every_rank:
             asked = dist.sum(asked)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -28,6 +28,7 @@ from mtl.train.state import TrainState
 
 if TYPE_CHECKING:
     from mtl.tasks.base import Task
+    from mtl.train.checkpointer import Checkpointer
 
 
 @dataclass
@@ -206,7 +207,7 @@ class Diverged(Exception):
     """A step's loss became inf or nan: the run stops without saving that step."""
 
     @classmethod
-    def check(cls, losses: dict[str, float], state: TrainState, checkpointer: Any) -> None:
+    def check(cls, losses: dict[str, float], state: TrainState, checkpointer: Checkpointer) -> None:
         """Caught after the update: raised for the first task whose loss is not finite, naming
         the last checkpoint (`checkpointer`'s latest) the run can go back to."""
         for task, loss in losses.items():
