@@ -22,7 +22,7 @@ from mtl.analysis.page import STYLE, pyplot, svg_base64
 from mtl.config import apply_overrides
 from mtl.data.snli import LABELS as SNLI_LABELS
 from mtl.errors import UserError
-from mtl.eval.transfer.classifiers import relatedness_features
+from mtl.eval.transfer.features import relatedness_features
 from mtl.eval.transfer.protocols import protocol_of
 from mtl.eval.transfer.suite import TransferConfig, data_root, make_encoder
 from mtl.eval.transfer.tasks import SICK_LABELS, TREC_CLASSES, TransferTask, read_task

@@ -9,7 +9,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -211,20 +210,14 @@ class Diverged(Exception):
         """Caught after the update: raised for the first task whose loss is not finite, naming
         the last checkpoint (`checkpointer`'s latest) the run can go back to."""
         for task, loss in losses.items():
-            if not math.isfinite(loss):
-                step = checkpointer.latest_step
-                raise cls.at(task, loss, state, checkpointer.files.latest if step is not None else None, step)
-
-    @classmethod
-    def at(
-        cls, task: str, loss: float, state: TrainState, latest: Path | None, latest_step: int | None
-    ) -> Diverged:
-        kept = (
-            f"the last good checkpoint (step {latest_step}) is kept in {latest}"
-            if latest
-            else "no checkpoint was written yet"
-        )
-        return cls(
-            f"the {task} loss became {loss} at step {state.global_step + 1} ({task} step "
-            f"{state.task_steps[task] + 1}); {kept}: lower lr= or max_grad_norm= and start again"
-        )
+            if math.isfinite(loss):
+                continue
+            kept = (
+                f"the last good checkpoint (step {checkpointer.latest_step}) is kept in {checkpointer.files.latest}"
+                if checkpointer.latest_step is not None
+                else "no checkpoint was written yet"
+            )
+            raise cls(
+                f"the {task} loss became {loss} at step {state.global_step + 1} ({task} step "
+                f"{state.task_steps[task] + 1}); {kept}: lower lr= or max_grad_norm= and start again"
+            )

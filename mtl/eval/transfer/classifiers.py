@@ -92,15 +92,6 @@ class WithTexts:
         return len(self.x)
 
 
-def fold_inputs(x, y: np.ndarray, train: np.ndarray, test: np.ndarray):
-    """A fit's training and test inputs: the rows of `x`, with NB features (counted on the
-    training rows) appended when `x` holds the sentences (`WithTexts`)."""
-    if not isinstance(x, WithTexts):
-        return x[train], x[test]
-    x_train, (x_test,) = with_nb(x.x[train], x.texts[train], y[train], [(x.x[test], x.texts[test])])
-    return x_train, x_test
-
-
 class LogisticRegressionClassifier:
     """scikit-learn's logistic regression at one C (L-BFGS, on one BLAS thread)."""
 
@@ -148,7 +139,7 @@ class LogisticRegressionFamily(ClassifierFamily):
         scores = dict.fromkeys(penalties, 0.0)
         for fold, (train, test) in enumerate(folds.split(np.zeros(len(y)), y), start=1):
             stage(f"choosing C: fold {fold}/{self.protocol.inner_folds}")  # silent in the k-fold workers
-            x_train, x_test = fold_inputs(x, y, train, test)
+            x_train, (x_test,) = self.prepared(x[train], y[train], [x[test]])
             # Along the grid in increasing C, each fit starts from the previous solution: same optimum, fewer steps.
             model = LogisticRegression(
                 max_iter=self.protocol.max_iter, random_state=self.seed, warm_start=True
@@ -164,10 +155,6 @@ class LogisticRegressionFamily(ClassifierFamily):
 
 def _with_texts(x: np.ndarray, texts: Sequence[str] | None):
     return x if texts is None else WithTexts(x, np.asarray(texts, dtype=object))
-
-
-def best_penalty_by_cv(x, y: np.ndarray, protocol: Protocol, texts=None) -> tuple[float, float]:
-    return LogisticRegressionFamily(protocol).choose_penalty(_with_texts(x, texts), y, protocol.penalties)
 
 
 def cross_validated_accuracy(
@@ -282,8 +269,3 @@ def sts_scores(subsets: dict[str, tuple[np.ndarray, np.ndarray, Sequence[float]]
 def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """[u, v, |u-v|, u*v], the inference-task features of SentEval (paper Section 4)."""
     return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
-
-
-def relatedness_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """[|u-v|, u*v], what SentEval's relatedness evaluation feeds its classifier."""
-    return np.concatenate([np.abs(u - v), u * v], axis=1)

@@ -37,13 +37,16 @@ def sentence(columns, texts) -> np.ndarray:
     return u
 
 
-@register_feature_recipe("senteval-pair")
-def senteval_pair(columns, texts) -> np.ndarray:
+def relatedness_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """[|u-v|, u*v]: what SentEval's code feeds SICK-E, MRPC and its relatedness tasks (sick.py,
     mrpc.py), though its paper writes <u, v, |u-v|, u*v> for inference: mtl follows the code,
     which made its numbers."""
-    u, v = columns
     return np.concatenate([np.abs(u - v), u * v], axis=1)
+
+
+@register_feature_recipe("senteval-pair")
+def senteval_pair(columns, texts) -> np.ndarray:
+    return relatedness_features(*columns)
 
 
 @register_feature_recipe("nli")
@@ -58,7 +61,7 @@ def skipthought_mrpc(columns, texts) -> np.ndarray:
     """Skip-Thought 3.3: [|u-v|, u*v] and Socher et al.'s six pair statistics on spaCy's tokens."""
     tokenizer = make_tokenizer("spacy", lowercase=False)
     a, b = (tokenizer.tokenize(column) for column in texts)
-    return np.concatenate([senteval_pair(columns, texts), pair_statistics(a, b)], axis=1)
+    return np.concatenate([relatedness_features(*columns), pair_statistics(a, b)], axis=1)
 
 
 def recipe_name(task_recipe: str | None, columns: int, asked: str = "senteval") -> str:

@@ -119,9 +119,10 @@ def fold_tested(
     """One outer fold: the penalty chosen on its training rows, the final model's test items,
     and the validation accuracy (the penalty search's, else the final fit's)."""
     train = train[training_share(y[train], family.train_fraction, family.seed)]
-    penalty, validation = family.choose_penalty(x[train], y[train], family.penalties)
-    x_train, (x_test,) = family.prepared(x[train], y[train], [x[test]])
-    model, held = family.final_fit(x_train, y[train], penalty)
+    x_fold, y_fold = x[train], y[train]
+    penalty, validation = family.choose_penalty(x_fold, y_fold, family.penalties)
+    x_train, (x_test,) = family.prepared(x_fold, y_fold, [x[test]])
+    model, held = family.final_fit(x_train, y_fold, penalty)
     return model.tested(x_test, y[test]), validation if validation is not None else held
 
 
@@ -170,8 +171,8 @@ def dev_tuned(
     for number, penalty in enumerate(family.penalties, start=1):
         stage(f"choosing C: {number}/{len(family.penalties)}")
         model = family.make(penalty, x_train, y_train)
-        model.fit(x_train, y_train, validation=(x_dev, y_dev))
-        score = model.score(x_dev, y_dev)
+        kept = model.fit(x_train, y_train, validation=(x_dev, y_dev))  # the dev accuracy it stopped on
+        score = model.score(x_dev, y_dev) if kept is None else kept
         if best is None or in_points(score) > in_points(best_score):
             best, best_score = model, score
     items = best.tested(x_test, y_test)
