@@ -27,7 +27,7 @@ class SentenceTable:
         self.texts = list(dict.fromkeys(texts))
         self.row = {text: i for i, text in enumerate(self.texts)}
         self.tokens, self.truncated = (
-            tokenize_at_most(tokenizer, self.texts, max_tokens) if tokenizer else ([], 0)
+            tokenize_at_most(tokenizer, self.texts, max_tokens, dataset=True) if tokenizer else ([], 0)
         )
         self.ids: np.ndarray | None = None
 
@@ -66,33 +66,36 @@ class SentenceTable:
 
 
 CHARACTERS_PER_TOKEN = 64  # a text is cut to this many characters per allowed token before tokenizing
-# A list of at least this many texts is a dataset's (a task's sentences, a transfer task's): its
-# tokens are kept on disk ($MTL_CACHE_DIR/tokens), so the next process reads them instead of
-# tokenizing again (each sweep member, resume, transfer run). Shorter lists (queries) are not kept.
+# A list of at least this many texts is a dataset's (a transfer task's sentences): its tokens are
+# kept on disk ($MTL_CACHE_DIR/tokens), so the next process reads them instead of tokenizing again
+# (each transfer run). Shorter lists (queries) are not kept. A training's sentences are a dataset's
+# whatever their number: each sweep member, resume and torchrun rank reads them (a small task's
+# too, which spares that process importing spaCy: 1.3 s here).
 DISK_CACHED_TEXTS = 1000
 
 
 def tokenize_at_most(
-    tokenizer: Tokenizer, texts: Sequence[str], max_tokens: int | None
+    tokenizer: Tokenizer, texts: Sequence[str], max_tokens: int | None, dataset: bool = False
 ) -> tuple[list[list[str]], int]:
-    """Each text's tokens, at most `max_tokens` of them, and how many texts were cut.
+    """Each text's tokens, at most `max_tokens` of them, and how many texts were cut; `dataset`:
+    the texts are a dataset's, kept in the token cache however few.
 
     One 5 MB line would otherwise take the tokenizer minutes and make a step that never ends
     (a recurrent encoder walks every position). The text is cut by characters first, far
     beyond any real sentence of `max_tokens` words, so the tokenizer's time stays bounded too.
     """
     if max_tokens is None:
-        return _tokenized(tokenizer, texts), 0
+        return _tokenized(tokenizer, texts, dataset), 0
     limit = max_tokens * CHARACTERS_PER_TOKEN
-    tokens = _tokenized(tokenizer, [text[:limit] for text in texts])
+    tokens = _tokenized(tokenizer, [text[:limit] for text in texts], dataset)
     truncated = sum(
         len(words) > max_tokens or len(text) > limit for words, text in zip(tokens, texts, strict=True)
     )
     return [words[:max_tokens] for words in tokens], truncated
 
 
-def _tokenized(tokenizer: Tokenizer, texts: Sequence[str]) -> list[list[str]]:
-    if len(texts) >= DISK_CACHED_TEXTS and hasattr(tokenizer, "description"):
+def _tokenized(tokenizer: Tokenizer, texts: Sequence[str], dataset: bool) -> list[list[str]]:
+    if (dataset or len(texts) >= DISK_CACHED_TEXTS) and hasattr(tokenizer, "description"):
         return cached_tokenize(tokenizer, texts)
     return tokenizer.tokenize(texts)
 

@@ -62,6 +62,20 @@ def content_fingerprint(table: pa.Table) -> str:
     return digest.hexdigest()[:16]
 
 
+def saved_columns(split_folder: Path, names: list[str]) -> dict[str, list]:
+    """Columns `names` of one split `datasets`' save_to_disk wrote: the Arrow stream files its
+    state.json lists, in order, read with pyarrow as `datasets.load_from_disk` reads them. Not
+    through `datasets`: its import is a second of every training process's start (each sweep
+    member, resume and torchrun rank), and training needs none of the rest of it."""
+    state = json.loads((split_folder / "state.json").read_text(encoding="utf-8"))
+    columns: dict[str, list] = {name: [] for name in names}
+    for entry in state["_data_files"]:
+        with pa.memory_map(str(split_folder / entry["filename"])) as source:  # read while it is mapped
+            for name, values in pa.ipc.open_stream(source).read_all().select(names).to_pydict().items():
+                columns[name] += values
+    return columns
+
+
 def is_build(folder: Path) -> bool:
     """True when `folder` holds a ClassifSQuAD build and nothing else: only such a folder is replaced."""
     folder = Path(folder)
@@ -94,16 +108,14 @@ def load_classifsquad(folder: str | Path, split: str) -> LabelledTexts:
             f"{folder} is not a ClassifSQuAD build ({describe_folder(folder)}): point squad.source= at the "
             "output of `just build-classifsquad` (default data/classifsquad), not at SQuAD itself"
         )
-    import datasets  # (as in to_dataset_dict)
-
     try:
-        dataset = datasets.load_from_disk(str(folder))
-        if split not in dataset:
-            raise UserError(f"ClassifSQuAD in {folder} has no split {split!r}: it has {', '.join(dataset)}")
-        columns = dataset[split].select_columns([*SENTENCES, "label"]).to_dict()
+        splits = json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8"))["splits"]
+        if split not in splits:
+            raise UserError(f"ClassifSQuAD in {folder} has no split {split!r}: it has {', '.join(splits)}")
+        columns = saved_columns(folder / split, [*SENTENCES, "label"])
     except UserError:
         raise
-    except Exception as error:  # datasets and pyarrow raise many types for a damaged folder
+    except Exception as error:  # json, pyarrow and the OS raise many types for a damaged folder
         reason = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
         raise UserError(
             f"ClassifSQuAD folder {folder} is damaged ({reason}): rebuild it with "

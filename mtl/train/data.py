@@ -139,9 +139,10 @@ def _load_texts(
                 split: len(part) for split, part in splits[name].items()
             },  # `just reproduce` reads them
         }
-        legacy = texts_digest(splits[name], legacy=True)
-        if legacy != fingerprints[task.input_name]["sha256"]:  # scores: what older runs recorded
-            fingerprints[task.input_name]["legacy_sha256"] = legacy
+        # Scores (not whole numbers) hashed otherwise before: what older runs recorded. Classes
+        # hash alike both ways, and hashing a million texts twice is a second of every start.
+        if not all(_whole_numbers(np.asarray(part.labels)) for part in splits[name].values()):
+            fingerprints[task.input_name]["legacy_sha256"] = texts_digest(splits[name], legacy=True)
         if task.config.prompt:
             splits[name] = prompted(config, name, task.config.prompt, splits[name])
         steps.update()
@@ -282,11 +283,20 @@ def _label_bytes(labels: Any) -> bytes:
     float64 behind a marker: as int64, every score in [0, 1) would hash as 0, and a changed score
     file would pass for the one a run started with."""
     values = np.asarray(labels)
-    if values.dtype.kind in "biu":
-        return values.astype(np.int64).tobytes()
-    if values.dtype.kind == "f" and np.isfinite(values).all() and np.array_equal(values, np.round(values)):
+    if _whole_numbers(values):
         return values.astype(np.int64).tobytes()
     return b"float64\0" + values.astype(np.float64).tobytes()
+
+
+def _whole_numbers(values: np.ndarray) -> bool:
+    """Labels that hash as int64: integers, or floats that are all whole numbers."""
+    if values.dtype.kind in "biu":
+        return True
+    return (
+        values.dtype.kind == "f"
+        and bool(np.isfinite(values).all())
+        and np.array_equal(values, np.round(values))
+    )
 
 
 def _digest(text: str) -> str:
