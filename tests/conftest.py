@@ -19,15 +19,24 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def pytest_configure(config):
-    # Tests never touch the user's cache, an exported vectors file, or W&B servers.
-    os.environ["MTL_CACHE_DIR"] = tempfile.mkdtemp(prefix="mtl-test-cache-")
+    # Tests never touch the user's cache, an exported vectors file, or W&B servers. One cache for
+    # the whole run: xdist's workers inherit the one their controller made (every entry is written
+    # whole, then renamed), so SQuAD's texts tokenized or GloVe converted by one worker's build or
+    # training are read by the other's, as a user's next process reads them.
+    if not is_xdist_worker(config):
+        os.environ["MTL_CACHE_DIR"] = tempfile.mkdtemp(prefix="mtl-test-cache-")
     os.environ.pop("MTL_VECTORS", None)
     os.environ.pop("WANDB_API_KEY", None)
     os.environ["WANDB_MODE"] = "disabled"
 
 
 def pytest_unconfigure(config):
-    shutil.rmtree(os.environ["MTL_CACHE_DIR"], ignore_errors=True)
+    if not is_xdist_worker(config):
+        shutil.rmtree(os.environ["MTL_CACHE_DIR"], ignore_errors=True)
+
+
+def is_xdist_worker(config) -> bool:
+    return hasattr(config, "workerinput")
 
 
 @pytest.fixture
