@@ -79,8 +79,7 @@ def page(xy: np.ndarray, labels: np.ndarray, task: str, title: str, graded: bool
             axes.scatter(xy[chosen, 0], xy[chosen, 1], s=8, color=f"C{index % 10}", label=name)
         axes.legend(markerscale=2, fontsize="small")
     axes.set_xticks([])
-    axes.set_yticks([])
-    axes.set_title(title)
+    axes.set_yticks([])  # (no plot title: the page says `title` above the plot)
     figure.tight_layout()
     image = svg_base64(figure)
     return (
