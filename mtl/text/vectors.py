@@ -141,6 +141,10 @@ def load_vectors(
 
     A restricted load is cached under the user cache dir, keyed by the file's contents
     (`content_digest`) and the vocabulary, so a second load only reads one small .npz file.
+    Another vocabulary takes its rows out of the file's store (`vector_store`: converted once,
+    as transfer's vocabulary expansion converts it), not from a parse of every line again (3 s
+    for glove.6B.50d here, minutes for glove.840B.300d): each build, training and data set has
+    its own vocabulary. `use_cache=False` reads the file itself and writes nothing.
     """
     path = Path(path).expanduser()
     if not path.is_file():
@@ -149,7 +153,7 @@ def load_vectors(
     cache_file = _cache_file(path, wanted) if use_cache and wanted is not None else None
     if cache_file is not None and (cached := _read_cache(cache_file, path)) is not None:
         return cached
-    vectors = _read(path, wanted)
+    vectors = lookup(path, wanted) if cache_file is not None else _read(path, wanted)
     if cache_file is not None:
         _write_cache(cache_file, vectors)
     return vectors
