@@ -63,9 +63,10 @@ def torchrun(nproc: int, *args: str) -> subprocess.Popen:
     )
 
 
-def train_distributed(nproc: int | str, *args: str) -> subprocess.Popen:
-    """`just train-distributed N ...`: mtl's launcher, which runs torchrun in its own process."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+def train_distributed(nproc: int | str, *args: str, temporary: Path | None = None) -> subprocess.Popen:
+    """`just train-distributed N ...`: mtl's launcher, which runs torchrun in its own process;
+    `temporary`: its temporary directory (TMPDIR)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **({"TMPDIR": str(temporary)} if temporary else {})}
     return subprocess.Popen(
         [sys.executable, "-m", "mtl", "train-distributed", str(nproc), *args],
         env=env,
@@ -259,12 +260,18 @@ def test_a_killed_rank_0_is_named_on_a_line_of_its_own_by_the_launcher(tiny_data
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA for device=cuda to fail")
 def test_an_error_every_rank_meets_is_said_once(tiny_data, tmp_path):
-    code, output = finished(train_distributed(2, *args_for(tiny_data, tmp_path / "run", "device=cuda")))
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    code, output = finished(
+        train_distributed(2, *args_for(tiny_data, tmp_path / "run", "device=cuda"), temporary=temporary)
+    )
     errors = [line for line in output.split("\n") if "error:" in line]
     assert code == 2 and "Traceback" not in output, output
     assert errors == ["error: device='cuda' but CUDA is not available here: use device=cpu or device=auto"], (
         output
     )
+    # the launcher's folder and torchrun's (its torchelastic_* one by default) are gone with the job
+    assert not list(temporary.iterdir())
 
 
 @pytest.mark.parametrize(

@@ -90,6 +90,7 @@ def _train(config: BenchRanksConfig, processes: int, strategy: str, out: Path) -
     command = [
         *(sys.executable, "-c", PEAK_MEMORY),
         *(sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"),
+        *("--log-dir", str(out.with_name(f"{out.name}-torchrun"))),  # in the scratch folder, not left in /tmp
         *("-m", "mtl", "train-multitask", f"preset={config.preset}", f"out={out}"),
         f"steps_nli={config.steps_nli}",
         f"steps_squad={config.steps_squad}",

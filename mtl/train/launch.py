@@ -47,8 +47,13 @@ def run_torchrun(processes: int, command: list[str], args: list[str]) -> None:
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
     with tempfile.TemporaryDirectory(prefix="mtl-ranks-") as folder:
         os.environ[RANK_MESSAGES] = folder  # the ranks inherit it: their last words come here
+        # torchrun's own folder (its ranks' error files) in ours, removed with it: by default
+        # torchrun makes a torchelastic_* folder in the temporary directory and leaves it there
+        logs = ["--log-dir", str(Path(folder) / "torchrun")]
         try:
-            torchrun.run(torchrun.parse_args(["--standalone", f"--nproc-per-node={processes}", *command]))
+            torchrun.run(
+                torchrun.parse_args(["--standalone", f"--nproc-per-node={processes}", *logs, *command])
+            )
         except ChildFailedError as error:
             if {failure.exitcode for failure in error.failures.values()} == {INTERRUPTED}:
                 raise KeyboardInterrupt(
