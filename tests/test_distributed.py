@@ -52,7 +52,11 @@ def one_thread():
 
 
 def torchrun(nproc: int, *args: str) -> subprocess.Popen:
+    # torchrun's log folder beside the run, in the test's tmp_path: its default is a torchelastic_*
+    # folder in /tmp that it never removes
+    run_dir = [a.partition("=")[2] for a in args if a.startswith(("out=", "resume="))][-1]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    command += ["--log-dir", f"{run_dir}.torchrun"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(
         [*command, "-m", "mtl", "train-multitask", *args],
