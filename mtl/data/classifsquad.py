@@ -27,9 +27,9 @@ SPLIT_NAMES = {"train": "train", "dev": "validation"}  # a run's split -> the bu
 
 
 def to_dataset_dict(splits: dict[str, dict[str, list]]) -> datasets.DatasetDict:
+    """The build's splits (`{split: {column: values}}`, every column of COLUMNS) as saved to disk."""
     import datasets  # here, not above: its import takes about a second, and --help needs none of it
 
-    """The build's splits (`{split: {column: values}}`, every column of COLUMNS) as saved to disk."""
     features = datasets.Features(
         {
             name: datasets.ClassLabel(names=LABEL_NAMES) if name == "label" else datasets.Value("string")
