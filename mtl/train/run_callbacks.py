@@ -4,19 +4,11 @@ sentences the run trained on) and callbacks=a,b (a plugin's)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import torch
-
 from mtl.eval import contamination
-from mtl.runs import RunFolder
-from mtl.runtime.distributed import Distributed
 from mtl.train.affinity import AffinityMeasurements
 from mtl.train.callbacks import Callback, TrainingRun, named_callbacks
-from mtl.train.config import TrainConfig
-from mtl.train.data import TrainingData
-from mtl.train.setup import Setup
 
 
 class ContaminationLedger(Callback):
@@ -40,25 +32,17 @@ class ContaminationLedger(Callback):
         return {"contamination": ledger}
 
 
-def run_callbacks(
-    config: TrainConfig,
-    data: TrainingData,
-    setup: Setup,
-    device: torch.device,
-    dist: Distributed,
-    run_dir: Path,
-    progress: bool,
-) -> list[Callback]:
-    """This process's callbacks of a run, in the order they are called (the run log and progress
+def run_callbacks(run: TrainingRun, progress: bool) -> list[Callback]:
+    """This process's callbacks of `run`, in the order they are called (the run log and progress
     bar join them on rank 0 when the run's logs open)."""
+    config, data, setup, dist, run_dir = run.config, run.data, run.setup, run.dist, run.run_dir
     callbacks: list[Callback] = []
     if config.run.affinity_every:
-        path = RunFolder(run_dir).affinity
-        callbacks.append(AffinityMeasurements(config, data, setup, device, path))
+        callbacks.append(AffinityMeasurements(config, data, setup, run.device, run.files.affinity))
     if config.run.monitor:  # imported here: scikit-learn and SciPy cost 1 s of a run without monitor=
         from mtl.train.monitor import Monitor
 
-        callbacks.append(Monitor(config, data, setup.model, device, dist))
+        callbacks.append(Monitor(config, data, setup.model, run.device, dist))
     callbacks.append(ContaminationLedger(config.run.contamination, progress))
     if config.run.callbacks and dist.is_main:  # a plugin's is built with the folder it may write to
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,6 @@ from tqdm.auto import tqdm
 from mtl import metrics
 from mtl.config import to_dict
 from mtl.console import progress_stream, say
-from mtl.runs import RunFolder
 from mtl.tracking.tracker import Tracker
 from mtl.train.callbacks import Callback, TrainingRun
 from mtl.train.config import TrainConfig
@@ -203,27 +202,24 @@ def git_commit() -> str | None:
 
 
 def open_run_logs(
-    config: TrainConfig,
-    data: TrainingData,
-    run_dir: Path,
-    state: Any,  # mtl.train.state.TrainState, restored already on resume (it is read live)
+    run: TrainingRun,
     checkpointer: Any,  # mtl.train.checkpointer.Checkpointer
-    counts: dict[str, int],
-    world_size: int,
-    resume: bool,
     command: str,
     progress: bool,
 ) -> tuple[RunLog, MetricsLog, ProgressBar]:
-    """Rank 0's run log (cut to the checkpoint on resume) and W&B run, and the two callbacks that
-    write to them: the metrics log and the progress bar."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    details = {"world_size": world_size, **counts}
-    tracker = start_tracking(config, data, run_dir, state.wandb_id, resume, details, command)
+    """Rank 0's run log (cut to the checkpoint on resume, `run.resumed`) and W&B run, and the two
+    callbacks that write to them: the metrics log and the progress bar. `command`: the command
+    line, as the W&B run's notes."""
+    config, state, resume = run.config, run.state, run.resumed  # (the state restored already on resume)
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    counts = run.model.parameter_counts()
+    details = {"world_size": run.dist.world_size, **counts}
+    tracker = start_tracking(config, run.data, run.run_dir, state.wandb_id, resume, details, command)
     checkpointer.attach(tracker, state.wandb_id, counts)
     if resume and state.best is not None:
         checkpointer.log_best(state.best)
     log = RunLog(
-        RunFolder(run_dir).metrics,
+        run.files.metrics,
         tracker,
         resume_at_byte=state.metrics_bytes if resume else None,
         every=config.run.wandb_every,

@@ -4,7 +4,7 @@ Under `torchrun` every rank runs this same loop over the same schedule; each ste
 batch is split over the ranks and DistributedDataParallel averages their gradients, so a
 run's results do not depend on how many processes it has. What a run trains with is built
 in `setup`, one step in `step`, the work around the steps in callbacks (`callbacks`,
-`run_callbacks`, `run_logs`); this file only orchestrates.
+`run_callbacks`, `run_logs`), what follows the last step in `finish`; this file only orchestrates.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import torch
 
 from mtl import metrics
 from mtl.errors import UserError
-from mtl.files import atomic, jsonfile
 from mtl.runs import RunFolder
 from mtl.runtime.distributed import Distributed
 from mtl.train.callbacks import Callbacks, TrainingRun, callback_names
-from mtl.train.checkpointer import Checkpointer, encoder_metadata, export_final_encoder
+from mtl.train.checkpointer import Checkpointer, encoder_metadata
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData, prepare
 from mtl.train.epoch_end import end_epoch
 from mtl.train.evaluate import evaluate_tasks
+from mtl.train.finish import finish
 from mtl.train.interrupts import StopRequests
 from mtl.train.lr_schedules import build_lr_schedule
 from mtl.train.mixed import MixedStep
@@ -36,7 +36,7 @@ from mtl.train.run_callbacks import run_callbacks
 from mtl.train.run_logs import open_run_logs
 from mtl.train.runlog import NullLog, RunLog
 from mtl.train.selection import selection_for
-from mtl.train.setup import build_model, build_setup
+from mtl.train.setup import build_setup
 from mtl.train.sharding import describe, gathered
 from mtl.train.state import StopReason, TrainState
 from mtl.train.step import Diverged, StepResult, TaskStep
@@ -76,10 +76,9 @@ class Trainer:
         self.task_ids = {task: i for i, task in enumerate(config.tasks)}  # their place in tasks=
         self.train_sizes = {task: max(size, 1) for task, size in sizes.items()}
         self.lr_schedule = build_lr_schedule(config.optim, self.setup.optimizers, config.main_task)
+        self.run = TrainingRun(self)  # what the callbacks see
         # affinity_every=, monitor=, contamination=, callbacks=; the run log and bar join on rank 0
-        self.callbacks = Callbacks(
-            *run_callbacks(config, self.data, self.setup, self.device, self.dist, self.run_dir, self.progress)
-        )
+        self.callbacks = Callbacks(*run_callbacks(self.run, self.progress))
         self.selection = selection_for(  # select=, over the dev metrics and the callbacks' added keys
             config.run.select, self.data.tasks, config.main_task, self.callbacks.evaluation_keys()
         )
@@ -89,7 +88,6 @@ class Trainer:
             self.run_dir, encoder_metadata(config, self.data), self.dist, config.run.wandb_checkpoints
         )
         self.log: RunLog | NullLog = NullLog()
-        self.run = TrainingRun(self)  # what the callbacks see
         self._evaluated_at: int | None = None  # the step of this process's last dev evaluation
         self.command = command  # the command line, as the W&B run's notes
         self.stop_requests = StopRequests()  # Ctrl-C or SIGTERM in this process
@@ -101,9 +99,8 @@ class Trainer:
             if self.setup.sharded:
                 print(describe(self.model, self.dist.world_size))
             self.log, metrics_log, bar = open_run_logs(
-                self.config, self.data, self.run_dir, self.state, self.checkpointer,
-                self.model.parameter_counts(), self.dist.world_size, resume, self.command, self.progress,
-            )  # fmt: skip
+                self.run, self.checkpointer, self.command, self.progress
+            )
             self.callbacks.callbacks = [metrics_log, *self.callbacks.callbacks, bar]
 
     def _event(self, name: str, **values: Any) -> None:
@@ -136,7 +133,11 @@ class Trainer:
             raise KeyboardInterrupt(
                 f"stopped at step {self.state.global_step}: resume with `just train-multitask resume={self.run_dir}`"
             )
-        return self._finish(reason)
+        # the last step's dev evaluation and checkpoint, where the loop's rhythm did not just make them
+        step = self.state.global_step
+        if not (step > 0 and self._evaluation_due(step - 1) or self._evaluated_at == step):
+            self._evaluate_and_checkpoint()
+        return finish(self, reason)
 
     def _loop(self) -> StopReason:
         state, scheduler, block_clock = self.state, self.setup.scheduler, time.perf_counter()
@@ -253,35 +254,3 @@ class Trainer:
         saved = self.checkpointer.load_latest()
         self.setup.load_state_dict(saved)
         self.state = TrainState.from_dict(saved["state"])
-
-    def _finish(self, reason: StopReason) -> dict[str, Any]:
-        state = self.state
-        evaluated = state.global_step > 0 and self._evaluation_due(state.global_step - 1)
-        if not (evaluated or self._evaluated_at == state.global_step):
-            self._evaluate_and_checkpoint()
-        best = self.checkpointer.load_best()
-        if self.setup.sharded:  # what is left evaluates and exports: whole weights in every process
-            self.model = build_model(self.config, self.data, self.device).to(self.device)
-        self.model.load_state_dict(best["model"])
-        results = {metrics.best(key): value for key, value in best["best"].items()}
-        results.update({metrics.best(k): v for k, v in self.evaluate("test").items()})
-        added = self.callbacks.on_train_end(self.run)  # the contamination ledger among them
-        portable = export_final_encoder(
-            self.checkpointer, self.config, self.data, self.model, self.setup.streams, results,
-            added.get("contamination"),
-        )  # fmt: skip
-        summary = state.summary(reason, results, self.model.parameter_counts(), self.selection)
-        if reason is StopReason.CALLBACK:
-            summary["stop_why"] = self.run.control.stop_why
-        summary.update(added)
-        # encoder/ loads in sentence-transformers, or why it does not exist
-        summary["sentence_transformers"] = portable if isinstance(portable, str) else "encoder"
-        summary["wandb_artifacts"] = self.checkpointer.artifact_names
-        self.callbacks.on_event(
-            {metrics.GLOBAL_STEP: state.global_step, metrics.EVENT: "finished", **results}
-        )
-        self.callbacks.on_finish(summary, state.phases.rows)
-        if self.dist.is_main:
-            atomic.write_text(self.files.summary, jsonfile.dumps(summary, indent=2) + "\n")
-        self.callbacks.close(exit_code=0)
-        return summary
