@@ -179,7 +179,7 @@ def test_a_long_task_says_its_stage_while_it_runs():
     x, y = separable()
     notes = []
     with reporting(notes.append):
-        cross_validated_accuracy(x, y, FAST)  # the folds fitted in 2 worker processes
+        cross_validated_accuracy(x, y, FAST)  # (features this small are fitted in this process)
     assert notes == [f"fold {k}/5" for k in range(6)]
     notes.clear()
     with reporting(notes.append):
@@ -238,10 +238,36 @@ def test_fits_in_this_process_use_one_blas_thread(monkeypatch):
     assert threads and all(found <= {1} for found in threads), threads
 
 
-def test_fits_in_worker_processes_say_nothing_of_read_only_arrays(capfd):
+def test_small_features_fit_in_the_callers_process_with_the_workers_results(monkeypatch):
+    """Features of fewer than fitting.POOLED_FROM numbers skip the worker processes (starting them
+    costs more than they share); every fit seeds itself, so the workers give the same items."""
+    from mtl.eval.transfer import fitting
+    from mtl.eval.transfer.classifiers import LogisticRegressionFamily
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 300)
+    x = rng.normal(size=(300, 8)) + 0.6 * y[:, None]  # overlapping classes: an accuracy under 1
+    family = LogisticRegressionFamily(dataclasses.replace(FAST, jobs=2))
+    assert family.processes(x) == 1 and family.processes(np.zeros((1000, 1000))) == 2
+    alone = fitting.cross_validated(family, x, y)
+    monkeypatch.setattr(fitting, "POOLED_FROM", 0)
+    assert family.processes(x) == 2
+    pooled = fitting.cross_validated(family, x, y)
+    assert 0.6 < alone["acc"] < 0.95 and (pooled["acc"], pooled["dev_acc"]) == (
+        alone["acc"],
+        alone["dev_acc"],
+    )
+    for key, values in alone["items"].items():
+        np.testing.assert_array_equal(pooled["items"][key], values, err_msg=key)
+
+
+def test_fits_in_worker_processes_say_nothing_of_read_only_arrays(capfd, monkeypatch):
     # Over 1 MB, joblib hands its workers the features as a memory map; a read-only one made torch
     # warn "The given NumPy array is not writable" on each worker's first fit (`just transfer
     # mode=senteval...` on MR printed it twice). The workers write to the terminal's stderr.
+    from mtl.eval.transfer import fitting
+
+    monkeypatch.setattr(fitting, "POOLED_FROM", 0)  # 1.5 MB of features would fit in this process
     params = SentEvalParams.prototyping(kfold=2, jobs=2, max_epoch=1)
     x, y = separable(2500)
     x = np.hstack([x, np.zeros((len(x), 150 - x.shape[1]), dtype=np.float32)])  # 1.5 MB

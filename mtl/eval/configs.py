@@ -133,6 +133,36 @@ def valid_optimizer(text: str) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class SentEvalParams:
+    """SentEval's `params['classifier']` plus its `kfold` and `seed`."""
+
+    nhid: int = 0
+    optim: str = "adam"  # "adam", "rmsprop", "sgd,lr=0.1", ... as SentEval's get_optimizer reads it
+    batch_size: int = 64
+    tenacity: int = 5
+    epoch_size: int = 4
+    max_epoch: int = 200
+    dropout: float = 0.0
+    kfold: int = 10
+    seed: int = 1111
+    jobs: int = 2  # outer folds fitted in parallel processes
+    penalties: tuple[float, ...] = tuple(10.0**t for t in range(-5, -1))  # SentEval's l2reg grid
+
+    @classmethod
+    def default(cls, **overrides) -> SentEvalParams:
+        """SentEval's default configuration (paper, Section 4: "to be comparable to the results
+        published in the literature")."""
+        return cls(**overrides)
+
+    @classmethod
+    def prototyping(cls, **overrides) -> SentEvalParams:
+        """SentEval's prototyping configuration: faster, slightly worse."""
+        return cls(
+            **{"optim": "rmsprop", "batch_size": 128, "tenacity": 3, "epoch_size": 2, "kfold": 5, **overrides}
+        )
+
+
 # The reference encoders `baseline=` names: bags of word vectors, an untrained BiLSTM, a
 # transformer as it comes.
 Baseline = Literal["glove-bow", "glove-bow-idf", "glove-positional", "sif", "random-bilstm", "hf"]

@@ -16,17 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 from scipy.stats import pearsonr, spearmanr
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import threadpool_limits
 
+from mtl.eval.configs import SentEvalParams
 from mtl.eval.transfer import fitting
 from mtl.eval.transfer.fitting import ClassifierFamily, best_of
 from mtl.eval.transfer.progress import stage
-from mtl.eval.transfer.senteval_classifier import SentEvalParams
 from mtl.eval.transfer.skipthought_features import with_nb
 
 
@@ -197,6 +196,10 @@ def relatedness(
     x_train, y_train, x_dev, y_dev, x_test, y_test, score_range: tuple[float, float], protocol: Protocol
 ) -> dict[str, float]:
     """Pearson and Spearman on test of the expected score, early-stopped on dev Pearson."""
+    # torch here alone: the processes that fit scikit-learn's classifiers unpickle this module and
+    # would import it for nothing (2.5 s of each process's start)
+    import torch
+
     low, high = score_range
     target = torch.from_numpy(score_distribution(y_train, low, high)).float()
     torch.manual_seed(protocol.seed)

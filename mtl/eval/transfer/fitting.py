@@ -32,7 +32,7 @@ from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
 from mtl.eval.transfer.items import across_folds
-from mtl.eval.transfer.progress import stage
+from mtl.eval.transfer.progress import silenced, stage
 
 
 class Classifier(Protocol):
@@ -43,6 +43,14 @@ class Classifier(Protocol):
         """Per test item: `predicted`, `gold` and `log_probs` (what ensembles average)."""
 
     def score(self, x: Any, y: np.ndarray) -> float: ...
+
+
+# Features of fewer numbers than this (items x dimensions) are fitted in the caller's process,
+# whatever `jobs` says: starting the worker processes (each imports scikit-learn, 2 s here) costs
+# more than they share. CR-sized, 3,775 items: at 64 dimensions 0.4 s in the process against 2.3 s
+# with two workers, at 512 dimensions 1.1 s against 3.1 s (RESULTS.md, "Transfer fits in the
+# caller's process"). Every fit seeds itself, so where it runs changes no result.
+POOLED_FROM = 1_000_000
 
 
 class ClassifierFamily:
@@ -79,11 +87,15 @@ class ClassifierFamily:
         """A validation accuracy as the family reports it (SentEval's: in rounded points)."""
         return accuracy
 
+    def processes(self, x: Any) -> int:
+        """The processes that fit the folds of `x`: `jobs`, but one for small features (`POOLED_FROM`)."""
+        return 1 if isinstance(x, np.ndarray) and x.size < POOLED_FROM else self.jobs
+
     def fitted_folds(self, x: Any, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]]):
         """Each outer fold's tested items and validation accuracy, in fold order, as they finish."""
-        if self.jobs == 1:
+        if (jobs := self.processes(x)) == 1:
             return (fold_tested(self, x, y, train, test) for train, test in folds)
-        return Parallel(n_jobs=self.jobs, return_as="generator")(
+        return Parallel(n_jobs=jobs, return_as="generator")(
             delayed(fold_tested)(self, x, y, train, test) for train, test in folds
         )
 
@@ -120,9 +132,10 @@ def fold_tested(
     and the validation accuracy (the penalty search's, else the final fit's)."""
     train = train[training_share(y[train], family.train_fraction, family.seed)]
     x_fold, y_fold = x[train], y[train]
-    penalty, validation = family.choose_penalty(x_fold, y_fold, family.penalties)
-    x_train, (x_test,) = family.prepared(x_fold, y_fold, [x[test]])
-    model, held = family.final_fit(x_train, y_fold, penalty)
+    with silenced():  # the bar counts the outer folds (a worker process has no listener anyway)
+        penalty, validation = family.choose_penalty(x_fold, y_fold, family.penalties)
+        x_train, (x_test,) = family.prepared(x_fold, y_fold, [x[test]])
+        model, held = family.final_fit(x_train, y_fold, penalty)
     return model.tested(x_test, y[test]), validation if validation is not None else held
 
 

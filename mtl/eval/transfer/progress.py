@@ -28,3 +28,14 @@ def reporting(listener: Callable[[str], None]) -> Iterator[None]:
 def stage(text: str) -> None:
     if (listener := _listener.get()) is not None:
         listener(text)
+
+
+@contextmanager
+def silenced() -> Iterator[None]:
+    """Within the block, `stage` says nothing: a part whose stages would hide its caller's (an
+    outer fold's C search under the count of the outer folds)."""
+    token = _listener.set(None)
+    try:
+        yield
+    finally:
+        _listener.reset(token)

@@ -15,47 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from joblib import Parallel, delayed
 from sklearn.model_selection import StratifiedKFold
 
-from mtl.eval.configs import OPTIMIZER_NAMES
+from mtl.eval.configs import OPTIMIZER_NAMES, SentEvalParams
 from mtl.eval.transfer import fitting, linear_step
 from mtl.eval.transfer.fitting import ClassifierFamily, in_points
-
-
-@dataclass(frozen=True)
-class SentEvalParams:
-    """SentEval's `params['classifier']` plus its `kfold` and `seed`."""
-
-    nhid: int = 0
-    optim: str = "adam"  # "adam", "rmsprop", "sgd,lr=0.1", ... as SentEval's get_optimizer reads it
-    batch_size: int = 64
-    tenacity: int = 5
-    epoch_size: int = 4
-    max_epoch: int = 200
-    dropout: float = 0.0
-    kfold: int = 10
-    seed: int = 1111
-    jobs: int = 2  # outer folds fitted in parallel processes
-    penalties: tuple[float, ...] = tuple(10.0**t for t in range(-5, -1))  # SentEval's l2reg grid
-
-    @classmethod
-    def default(cls, **overrides) -> SentEvalParams:
-        """SentEval's default configuration (paper, Section 4: "to be comparable to the results
-        published in the literature")."""
-        return cls(**overrides)
-
-    @classmethod
-    def prototyping(cls, **overrides) -> SentEvalParams:
-        """SentEval's prototyping configuration: faster, slightly worse."""
-        return cls(
-            **{"optim": "rmsprop", "batch_size": 128, "tenacity": 3, "epoch_size": 2, "kfold": 5, **overrides}
-        )
-
 
 OPTIMIZERS = dict(
     zip(
@@ -222,7 +190,7 @@ class SentEvalFamily(ClassifierFamily):
         return in_points(accuracy) / 100
 
     def choose_penalty(self, x, y, penalties) -> tuple[float, float]:
-        scores = Parallel(n_jobs=self.jobs, mmap_mode=SHARED_READ)(
+        scores = Parallel(n_jobs=self.processes(x), mmap_mode=SHARED_READ)(
             delayed(_scan_penalty)(x, y, l2reg, self.params) for l2reg in penalties
         )
         return penalties[int(np.argmax(scores))], float(np.max(scores)) / 100
@@ -233,13 +201,13 @@ class SentEvalFamily(ClassifierFamily):
         2 processes leave one idle a third of the time); every fit seeds itself, so the order
         changes nothing."""
         penalties = self.params.penalties
-        scans = Parallel(n_jobs=self.jobs, mmap_mode=SHARED_READ)(
+        scans = Parallel(n_jobs=self.processes(x), mmap_mode=SHARED_READ)(
             delayed(_scan_penalty)(x[train], y[train], l2reg, self.params)
             for train, _ in folds
             for l2reg in penalties
         )
         scores = np.reshape(scans, (len(folds), len(penalties)))
-        tests = Parallel(n_jobs=self.jobs, mmap_mode=SHARED_READ, return_as="generator")(
+        tests = Parallel(n_jobs=self.processes(x), mmap_mode=SHARED_READ, return_as="generator")(
             delayed(_fit_and_test)(
                 x[train], y[train], x[test], y[test], penalties[int(np.argmax(row))], self.params
             )

@@ -16,7 +16,7 @@ from mtl.config import apply_overrides
 from mtl.console import progress_stream, say
 from mtl.errors import UserError
 from mtl.eval.combined import CombinedEncoder
-from mtl.eval.configs import BASELINES
+from mtl.eval.configs import BASELINES, SentEvalParams
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.eval.configs import TransferConfig as TransferConfig
@@ -27,7 +27,6 @@ from mtl.eval.transfer.classifiers import Protocol
 from mtl.eval.transfer.progress import reporting, stage
 from mtl.eval.transfer.protocols import protocol_of, scored
 from mtl.eval.transfer.provenance import evaluated, weights_digest
-from mtl.eval.transfer.senteval_classifier import SentEvalParams
 from mtl.eval.transfer.tasks import Split, TransferTask, read_task
 from mtl.eval.weighted_bow import SIF_A, WEIGHTED_BASELINES, WeightedBagOfWords
 from mtl.files.atomic import check_output_dir
