@@ -2,6 +2,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +29,11 @@ def pytest_configure(config):
     os.environ.pop("MTL_VECTORS", None)
     os.environ.pop("WANDB_API_KEY", None)
     os.environ["WANDB_MODE"] = "disabled"
+    # Started in the background by a script (`pytest ... &`, nohup), pytest inherits SIGINT ignored,
+    # and so would every process a test starts: a sweep the Ctrl-C test interrupts never heard it and
+    # trained on after the suite. The tests' processes get a terminal's SIGINT, as under `just test`.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_unconfigure(config):

@@ -60,9 +60,12 @@ def test_ctrl_c_stops_a_sweep_with_its_running_member_checkpointed_for_the_next_
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_until_training(out / "steps_nli2" / "metrics.jsonl", sweep)  # the first member
-    os.kill(sweep.pid, signal.SIGINT)
-    _, err = sweep.communicate(timeout=120)
+    try:
+        wait_until_training(out / "steps_nli2" / "metrics.jsonl", sweep)  # the first member
+        os.kill(sweep.pid, signal.SIGINT)
+        _, err = sweep.communicate(timeout=120)
+    finally:
+        sweep.kill()  # (failing, it would train on; its member stops with it)
     assert sweep.returncode == 130 and "again to resume it" in err, err
     first, second = parse(args).members()
     assert first.status() == "interrupted" and first.command()[-1] == f"resume={first.run_dir}"
