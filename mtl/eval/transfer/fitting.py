@@ -46,7 +46,8 @@ class Classifier(Protocol):
 
 
 # Features of fewer numbers than this (items x dimensions) are fitted in the caller's process,
-# whatever `jobs` says: starting the worker processes (each imports scikit-learn, 2 s here) costs
+# whatever `jobs` says, by the families that use `processes` (scikit-learn's; SentEval's classifier,
+# many epochs a fit, keeps its workers): starting them (each imports scikit-learn, 2 s here) costs
 # more than they share. CR-sized, 3,775 items: at 64 dimensions 0.4 s in the process against 2.3 s
 # with two workers, at 512 dimensions 1.1 s against 3.1 s (RESULTS.md, "Transfer fits in the
 # caller's process"). Every fit seeds itself, so where it runs changes no result.

@@ -190,7 +190,7 @@ class SentEvalFamily(ClassifierFamily):
         return in_points(accuracy) / 100
 
     def choose_penalty(self, x, y, penalties) -> tuple[float, float]:
-        scores = Parallel(n_jobs=self.processes(x), mmap_mode=SHARED_READ)(
+        scores = Parallel(n_jobs=self.jobs, mmap_mode=SHARED_READ)(
             delayed(_scan_penalty)(x, y, l2reg, self.params) for l2reg in penalties
         )
         return penalties[int(np.argmax(scores))], float(np.max(scores)) / 100
@@ -201,13 +201,13 @@ class SentEvalFamily(ClassifierFamily):
         2 processes leave one idle a third of the time); every fit seeds itself, so the order
         changes nothing."""
         penalties = self.params.penalties
-        scans = Parallel(n_jobs=self.processes(x), mmap_mode=SHARED_READ)(
+        scans = Parallel(n_jobs=self.jobs, mmap_mode=SHARED_READ)(
             delayed(_scan_penalty)(x[train], y[train], l2reg, self.params)
             for train, _ in folds
             for l2reg in penalties
         )
         scores = np.reshape(scans, (len(folds), len(penalties)))
-        tests = Parallel(n_jobs=self.processes(x), mmap_mode=SHARED_READ, return_as="generator")(
+        tests = Parallel(n_jobs=self.jobs, mmap_mode=SHARED_READ, return_as="generator")(
             delayed(_fit_and_test)(
                 x[train], y[train], x[test], y[test], penalties[int(np.argmax(row))], self.params
             )
