@@ -1,4 +1,5 @@
-"""The host-work counter of `just bench-train ops=true`, and the step's budget it guards (issue 40)."""
+"""The host-work counter of `just bench-train ops=true`, and the step's budget it guards (a step's
+host work is what bounds it on a GPU)."""
 
 import pytest
 import torch

@@ -1,5 +1,5 @@
-"""GradCache (`<task>.mini_batch=`, issue 39 item 1): the same loss and gradients as the whole
-in-batch batch at once, for ranking and Quick-Thoughts."""
+"""GradCache (`<task>.mini_batch=`: an in-batch loss over a batch larger than memory holds): the
+same loss and gradients as the whole in-batch batch at once, for ranking and Quick-Thoughts."""
 
 import pytest
 import torch

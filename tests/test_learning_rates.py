@@ -1,4 +1,4 @@
-"""Per-task learning rates (`<task>.lr=`) and the encoder's own (`encoder_lr=`), issue 39 item 6."""
+"""Per-task learning rates (`<task>.lr=`) and the encoder's own (`encoder_lr=`)."""
 
 import pytest
 
