@@ -20,7 +20,7 @@ from mtl.errors import UserError
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.eval.configs import ExportConfig as ExportConfig
 from mtl.eval.encoder import PretrainedSentenceEncoder
-from mtl.eval.loading import encoder_file, load_encoder, own_config, read_encoder_file
+from mtl.eval.loading import encoder_file, encoder_of, own_config, read_encoder_file
 from mtl.files import atomic
 from mtl.formats import encoder_file as exported
 from mtl.formats.encoder_file import pruned_state
@@ -54,13 +54,13 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
     if target.exists() and not config.overwrite:
         raise UserError(f"{target} exists: choose another out= or set overwrite=true")
     # every tensor and word checked on the way; the expansion map fitted on the run's own words
-    loaded = load_encoder(config.run, device="cpu", vocab_expansion=config.vocab_expansion)
+    file = encoder_file(config.run)
+    saved = read_encoder_file(file)  # read once: the encoder and the metadata the export copies
+    loaded = encoder_of(saved, file, config.run, device="cpu", vocab_expansion=config.vocab_expansion)
     if isinstance(loaded, PretrainedSentenceEncoder):
         raise UserError(
             f"{config.run} is a pretrained transformer: its subword vocabulary is the model's own"
         )
-    file = encoder_file(config.run)
-    saved = read_encoder_file(file)
     words = loaded.vocabulary.words
     rows = np.arange(len(words))
     if config.vocabulary == "public":

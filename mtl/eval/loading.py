@@ -89,7 +89,14 @@ def load_encoder(path: str | Path, device: str = "auto", vocab_expansion: bool =
     trained word space (runs with embeddings=trainable or both); an encoder exported with
     vocab_expansion=true always does, with the map it recorded."""
     file = encoder_file(path)
-    saved = read_encoder_file(file)
+    return encoder_of(read_encoder_file(file), file, path, device, vocab_expansion)
+
+
+def encoder_of(
+    saved: dict, file: Path, path: str | Path, device: str = "auto", vocab_expansion: bool = False
+) -> SentenceEncoder:
+    """The encoder `saved` holds: what `read_encoder_file` read from `file`, the encoder file of
+    `path` (as `load_encoder`, for a caller that reads the file's metadata too)."""
     plugins.require(saved.get("plugins"), f"encoder {file}")  # before its config names what they register
     config, prompts = own_config(saved, file)
     given = Path(path).expanduser()
