@@ -9,15 +9,15 @@ The suite sets where the words go (`reporting`); the code that embeds and fits s
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 
 _listener: ContextVar[Callable[[str], None] | None] = ContextVar("transfer_stage", default=None)
 
 
 @contextmanager
-def reporting(listener: Callable[[str], None]) -> Iterator[None]:
-    """Within the block, each `stage(text)` calls `listener(text)`."""
+def reporting(listener: Callable[[str], None] | None) -> Iterator[None]:
+    """Within the block, each `stage(text)` calls `listener(text)` (None: says nothing)."""
     token = _listener.set(listener)
     try:
         yield
@@ -30,12 +30,7 @@ def stage(text: str) -> None:
         listener(text)
 
 
-@contextmanager
-def silenced() -> Iterator[None]:
+def silenced() -> AbstractContextManager[None]:
     """Within the block, `stage` says nothing: a part whose stages would hide its caller's (an
     outer fold's C search under the count of the outer folds)."""
-    token = _listener.set(None)
-    try:
-        yield
-    finally:
-        _listener.reset(token)
+    return reporting(None)
