@@ -69,3 +69,24 @@ def test_the_report_has_a_line_per_encoder():
     text = ops.report([ops.Counted("bilstm", step, floor)])
     assert text.splitlines()[0] == "bilstm ops/step 257 syncs/step 1 floor 141"
     assert "packed, as on CUDA; most frequent: add_ 14" in text
+
+
+def test_busy_time_counts_overlapping_intervals_once():
+    from mtl.bench.step_profile import union_us
+
+    assert union_us([(0, 10), (5, 12), (12, 13), (20, 25), (21, 22)]) == 18
+    assert union_us([]) == 0
+
+
+def test_the_profile_times_the_step_and_names_its_host_ops(bilstm_trainer):
+    from mtl.bench import step_profile
+
+    profiled = step_profile.profile_task(bilstm_trainer, "nli", steps=2, warmup=1)
+    assert set(profiled) == {"mtl fp32", "packed floor"}
+    step, floor = profiled["mtl fp32"], profiled["packed floor"]
+    assert step.wall_ms > 0 and step.busy_ms is None and step.kernels == 0  # a CPU: no kernels
+    for contender in (step, floor):  # the ops with the most self time: which ones depends on the CPU
+        assert 0 < len(contender.host_ops) <= step_profile.TOP
+        assert all(op.startswith("aten::") and ms >= 0 for op, ms in contender.host_ops)
+    report = step_profile.report([step_profile.Row("tiny", "nli", profiled)], "cpu")
+    assert "tiny nli mtl fp32: wall" in report and "no GPU" in report

@@ -3,7 +3,8 @@ session that is lent a GPU for a few minutes: run it at once, then copy the file
 RESULTS.md.
 
 In order, each a process of its own with its own time limit (a hung step costs its limit, not
-the lot): the CUDA tests; `bench-train` at the paper's width (2048, fp32 and bf16); `bench-encode`
+the lot): the CUDA tests; `bench-train` at the paper's width (2048, fp32 and bf16), then where
+that step's time goes (`profile=true`: GPU busy and idle, kernels, host waits); `bench-encode`
 at 2048; the `schedule=mixed` step; GradCache against the plain mnrl step; `bench-hf` on MiniLM
 (the shared copy, else the Hub). The file (`gpu-check-<time>.md`) names the device, torch, CUDA
 and cuDNN, then each step's command, exit code, wall time and the last lines of its output, and is
@@ -56,9 +57,14 @@ def steps(config: GpuCheckConfig) -> list[Step]:
         else "sentence-transformers/all-MiniLM-L6-v2"
     )
     return [
-        Step("CUDA tests", ["pytest", "-q", "-rs", "tests/test_cuda.py"], 0.2),
+        Step("CUDA tests", ["pytest", "-q", "-rs", "tests/test_cuda.py"], 0.15),
         Step(
             "training step", ["mtl", "bench-train", device, f"only={width}", *timed, "threads=0", squad], 0.2
+        ),
+        Step(
+            "where the step's time goes",
+            ["mtl", "bench-train", device, "profile=true", f"only={width}", *timed, "threads=0", squad],
+            0.1,
         ),
         Step(
             "encode()",
@@ -84,7 +90,7 @@ def steps(config: GpuCheckConfig) -> list[Step]:
                 "threads=0",
                 *(["preset=cpu-small"] if config.quick else []),
             ],
-            0.2,
+            0.15,
         ),  # fmt: skip
         Step(
             "GradCache",

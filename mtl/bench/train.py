@@ -39,7 +39,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from mtl.bench import gradcache, mixed, objectives, ops
+from mtl.bench import gradcache, mixed, objectives, ops, step_profile
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.bench.configs import BenchTrainConfig as BenchTrainConfig
@@ -120,11 +120,7 @@ def run(bench: BenchTrainConfig) -> dict:
     base, data, inputs = bench_inputs(bench)
     device = resolve_device(bench.device)
     precisions = [p for p in bench.precisions.split(",") if supported(p, device)]
-    chosen = [
-        s
-        for s in SETTINGS
-        if not bench.only or any(s[0].startswith(p.strip()) for p in bench.only.split(","))
-    ]
+    chosen = chosen_settings(bench.only)
     results = {
         "inputs": inputs,
         "threads": torch.get_num_threads(),
@@ -148,6 +144,19 @@ def run(bench: BenchTrainConfig) -> dict:
                     results["rows"].append(row)
                     print(format_row(row), flush=True)
     return results
+
+
+def chosen_settings(only: str) -> list[tuple[str, list[str]]]:
+    """The SETTINGS whose labels start with one of `only`'s comma-separated prefixes (all for "")."""
+    return [s for s in SETTINGS if not only or any(s[0].startswith(p.strip()) for p in only.split(","))]
+
+
+def device_name(device: torch.device) -> str:
+    return (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"cpu, {torch.get_num_threads()} threads"
+    )
 
 
 def run_mixed(bench: BenchTrainConfig) -> str:
@@ -373,6 +382,13 @@ def command(args: Sequence[str]) -> None:
     if config.ops:
         base, data, _ = bench_inputs(config)
         print(ops.report(ops.run(base, data, config.only, config.tasks.split(",")[0])))
+        return
+    if config.profile:
+        base, data, inputs = bench_inputs(config)
+        chosen = chosen_settings(config.only or "bilstm 2048")
+        tasks = [t.strip() for t in config.tasks.split(",")]
+        rows = step_profile.run(base, data, chosen, tasks, config.steps, config.warmup)
+        print(step_profile.report(rows, f"inputs: {inputs}; {device_name(resolve_device(config.device))}"))
         return
     if config.schedule == "mixed":
         print(run_mixed(config))
