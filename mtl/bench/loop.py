@@ -33,6 +33,7 @@ from mtl.config import apply_overrides
 from mtl.runtime.device import resolve_device
 from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import prepare
+from mtl.train.evaluate_and_save import save_latest
 from mtl.train.resolve import resolve_inputs
 from mtl.train.trainer import Trainer
 
@@ -136,7 +137,7 @@ def steps_alone(config: TrainConfig, data, folder: Path, steps: int, device: tor
     saves = []
     for _ in range(3):  # what a checkpoint inside a block costs (the measured block may hold none)
         started = time.perf_counter()
-        trainer._save_latest()
+        save_latest(trainer)
         saves.append(time.perf_counter() - started)
     size = (folder / "checkpoints" / "latest.pt").stat().st_size
     return {

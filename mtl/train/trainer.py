@@ -4,7 +4,8 @@ Under `torchrun` every rank runs this same loop over the same schedule; each ste
 batch is split over the ranks and DistributedDataParallel averages their gradients, so a
 run's results do not depend on how many processes it has. What a run trains with is built
 in `setup`, one step in `step`, the work around the steps in callbacks (`callbacks`,
-`run_callbacks`, `run_logs`), what follows the last step in `finish`; this file only orchestrates.
+`run_callbacks`, `run_logs`), evaluations and checkpoints in `evaluate_and_save`, what follows
+the last step in `finish`; this file only orchestrates.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData, prepare
 from mtl.train.epoch_end import end_epoch
 from mtl.train.evaluate import evaluate_tasks
+from mtl.train.evaluate_and_save import evaluate_and_checkpoint, save_latest
 from mtl.train.finish import finish
 from mtl.train.interrupts import StopRequests
 from mtl.train.lr_schedules import build_lr_schedule
@@ -37,7 +39,7 @@ from mtl.train.run_logs import open_run_logs
 from mtl.train.runlog import NullLog, RunLog
 from mtl.train.selection import selection_for
 from mtl.train.setup import build_setup
-from mtl.train.sharding import describe, gathered
+from mtl.train.sharding import describe
 from mtl.train.state import StopReason, TrainState
 from mtl.train.step import Diverged, StepResult, TaskStep
 from mtl.train.stopping import stop_reason
@@ -88,7 +90,7 @@ class Trainer:
             self.run_dir, encoder_metadata(config, self.data), self.dist, config.run.wandb_checkpoints
         )
         self.log: RunLog | NullLog = NullLog()
-        self._evaluated_at: int | None = None  # the step of this process's last dev evaluation
+        self.evaluated_at: int | None = None  # the step of this process's last dev evaluation
         self.command = command  # the command line, as the W&B run's notes
         self.stop_requests = StopRequests()  # Ctrl-C or SIGTERM in this process
 
@@ -103,7 +105,8 @@ class Trainer:
             )
             self.callbacks.callbacks = [metrics_log, *self.callbacks.callbacks, bar]
 
-    def _event(self, name: str, **values: Any) -> None:
+    def event(self, name: str, **values: Any) -> None:
+        """An event of the run (a block's start, a checkpoint, ...) to the callbacks: the run log, W&B."""
         record = {metrics.GLOBAL_STEP: self.state.global_step, metrics.EVENT: name}
         self.callbacks.on_event({**record, **{metrics.phase(k): v for k, v in values.items()}})
 
@@ -120,7 +123,7 @@ class Trainer:
             self.prefetcher.close()
             if isinstance(error, Diverged):
                 self.checkpointer.tracker.alert("mtl run diverged", str(error))
-                self._event("diverged", why=str(error))  # `just report` says so; a resume cuts it off
+                self.event("diverged", why=str(error))  # `just report` says so; a resume cuts it off
             self.callbacks.close(exit_code=1)
             if isinstance(error, Diverged):
                 raise UserError(str(error)) from None
@@ -135,15 +138,15 @@ class Trainer:
             )
         # the last step's dev evaluation and checkpoint, where the loop's rhythm did not just make them
         step = self.state.global_step
-        if not (step > 0 and self._evaluation_due(step - 1) or self._evaluated_at == step):
-            self._evaluate_and_checkpoint()
+        if not (step > 0 and self._evaluation_due(step - 1) or self.evaluated_at == step):
+            evaluate_and_checkpoint(self)
         return finish(self, reason)
 
     def _loop(self) -> StopReason:
         state, scheduler, block_clock = self.state, self.setup.scheduler, time.perf_counter()
         while True:
             if self.dist.any(self.stop_requests.requested):  # every rank stops after the same step
-                self._save_latest()
+                save_latest(self)
                 return StopReason.INTERRUPTED
             if reason := stop_reason(self.config.optim, state, self.lr_schedule.lr(self.config.main_task)):
                 return reason
@@ -152,7 +155,7 @@ class Trainer:
             block_task = metrics.MIXED if scheduler.mixed else tasks[0]
             if step == state.block.start_step:
                 block_clock = time.perf_counter()
-                self._event("block_start", task=block_task, block=state.block.index)
+                self.event("block_start", task=block_task, block=state.block.index)
             drawn = {task: self.setup.streams[task].next() for task in tasks}
             batches = {task: rows for task, (rows, _) in drawn.items()}
             if scheduler.mixed:
@@ -161,18 +164,18 @@ class Trainer:
                 self.train_batch(tasks[0], batches[tasks[0]])
             for task, (rows, epoch_done) in drawn.items():
                 if epoch_done:
-                    self._event("epoch_end", **end_epoch(self.run, self.lr_schedule, task))
+                    self.event("epoch_end", **end_epoch(self.run, self.lr_schedule, task))
                 state.block.examples += len(rows)
             self.callbacks.on_step_end(self.run, block_task)
             if scheduler.block_ends_after(step):
-                self._event("block_end", **state.end_block(block_task, time.perf_counter() - block_clock))
+                self.event("block_end", **state.end_block(block_task, time.perf_counter() - block_clock))
             evaluate, stop = self.run.control.requests(
                 self.dist, from_every_rank=bool(self.config.run.callbacks)
             )
             if self._evaluation_due(step) or evaluate:
-                self._evaluate_and_checkpoint()
+                evaluate_and_checkpoint(self)
             elif (step + 1) % self.config.run.checkpoint_every == 0:
-                self._save_latest()
+                save_latest(self)
             if stop:
                 return StopReason.CALLBACK
 
@@ -214,40 +217,11 @@ class Trainer:
         every = self.config.run.eval_every
         return (step + 1) % every == 0 if every else self.setup.scheduler.is_cycle_end(step)
 
-    # ---- evaluation, checkpoints -----------------------------------------------------------
-
     def evaluate(self, split: str = "dev") -> dict[str, float]:
         """Each task's metric on `split`; each rank scores its share of the examples."""
         return evaluate_tasks(
             self.model, self.data, split, self.config.run, self.dist, self.device, progress=self.progress
         )
-
-    def _evaluate_and_checkpoint(self) -> None:
-        started, state = time.perf_counter(), self.state
-        with gathered(self.model):  # (strategy=fsdp: the ranks score different numbers of batches)
-            results = self.evaluate("dev")
-            results.update(self.callbacks.on_evaluate(self.run))  # monitor=: transfer tasks, scored alongside
-        record = {metrics.GLOBAL_STEP: state.global_step}
-        record.update({metrics.of_task(task, "step"): n for task, n in state.task_steps.items()})
-        record.update({**results, metrics.EVENT: "evaluation"})
-        self.callbacks.on_event({**record, metrics.phase("eval_seconds"): time.perf_counter() - started})
-        training = {name: self.data.tasks[name] for name in self.config.training_tasks}
-        improved, new_best = state.after_evaluation(results, training, self.selection)
-        for name, better in improved.items():
-            self.lr_schedule.after_evaluation(name, better)
-        if new_best:
-            self._event("checkpoint", best=True)
-            self.checkpointer.save_best(self.setup.model_state(), state.best)
-            self.callbacks.on_checkpoint(self.run, best=True)
-        self._save_latest()
-        self._evaluated_at = state.global_step
-
-    def _save_latest(self) -> None:
-        self._event("checkpoint", best=False)
-        self.state.metrics_bytes = self.log.position
-        state = {"state": self.state.to_dict(), "world_size": self.dist.world_size}
-        self.checkpointer.save_latest({**self.setup.state_dict(), **state}, self.state.global_step)
-        self.callbacks.on_checkpoint(self.run, best=False)
 
     def restore(self) -> None:
         """Continue from checkpoints/latest.pt (or the one before it, when it is damaged)."""
