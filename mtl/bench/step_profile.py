@@ -32,9 +32,8 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 from mtl.bench.ops import packed_lstm_floor
+from mtl.bench.train import task_batches
 from mtl.config import apply_overrides
-from mtl.data.batches import TaskStream
-from mtl.tasks import seed_indices
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.setup import BUCKET_WINDOW
@@ -81,14 +80,7 @@ def run(
 def profile_task(trainer: Trainer, task: str, steps: int, warmup: int) -> dict[str, Profiled]:
     """mtl's step and the packed floor over the same bucketed batches of `task`."""
     examples = trainer.data.examples[task]["train"]
-    stream = TaskStream(
-        examples,
-        trainer.data.bucket_keys(task, "train"),
-        trainer.config.tasks[task].batch,
-        seed=[trainer.config.run.seed, seed_indices(trainer.config.tasks)[task]],
-        window=BUCKET_WINDOW,
-    )
-    batches = [stream.next()[0] for _ in range(warmup + steps)]
+    batches = task_batches(trainer, task, BUCKET_WINDOW, warmup + steps)
     encoder, device = trainer.model.encoder, trainer.device
     floor_lstm = nn.LSTM(
         encoder.input_size, encoder.hidden, num_layers=encoder.layers, bidirectional=True, batch_first=True
