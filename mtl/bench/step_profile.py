@@ -9,8 +9,8 @@ batches, this reports per step:
 - GPU busy: the union of the step's kernel and copy intervals on the device, from a profiled
   pass over the same batches; wall minus busy is the time the GPU sat idle, waiting for the
   host to launch its next kernel or for a host read;
-- kernels launched, and host waits (the runtime calls in which the host blocks until the GPU
-  catches up: synchronizations and copies back to the host);
+- kernels and copies on the device, and host waits: the runtime calls in which the host blocks
+  until the GPU catches up (synchronizations; every read of a value back to the host ends in one);
 - the host ops with the most self time, and the kernels with the most GPU time.
 
 On a CPU there are no kernels: wall and the host ops only.
@@ -31,8 +31,8 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
+from mtl.bench.batches import task_batches
 from mtl.bench.ops import packed_lstm_floor
-from mtl.bench.train import task_batches
 from mtl.config import apply_overrides
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
@@ -46,7 +46,7 @@ TOP = 8  # host ops and kernels listed per contender
 class Profiled:
     wall_ms: float  # median per step, no profiler
     busy_ms: float | None  # GPU busy per step (None on a CPU)
-    kernels: float  # launched per step
+    kernels: float  # kernels and copies on the device per step
     waits: float  # host waits per step
     host_ops: list[tuple[str, float]] = field(default_factory=list)  # (op, self ms per step)
     gpu_kernels: list[tuple[str, float]] = field(default_factory=list)  # (kernel, ms per step)

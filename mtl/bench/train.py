@@ -39,7 +39,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from mtl.bench import gradcache, mixed, objectives, ops
+from mtl.bench import gradcache, mixed, objectives, ops, step_profile
+from mtl.bench.batches import task_batches
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.bench.configs import BenchTrainConfig as BenchTrainConfig
@@ -223,19 +224,6 @@ def with_300d_inputs(data: TrainingData) -> str:
     )
 
 
-def task_batches(trainer: Trainer, task: str, window: int, count: int) -> list[np.ndarray]:
-    """The first `count` training batches of `task` as the run would draw them, `window`
-    batches per sorted window (1: random batches; BUCKET_WINDOW: bucketed)."""
-    stream = TaskStream(
-        trainer.data.examples[task]["train"],
-        trainer.data.bucket_keys(task, "train"),
-        trainer.config.tasks[task].batch,
-        seed=[trainer.config.run.seed, seed_indices(trainer.config.tasks)[task]],
-        window=window,
-    )
-    return [stream.next()[0] for _ in range(count)]
-
-
 def time_contenders(
     trainer: Trainer, task: str, mode: str, window: int, precisions: list[str], bench
 ) -> dict:
@@ -390,8 +378,6 @@ def command(args: Sequence[str]) -> None:
         print(ops.report(ops.run(base, data, config.only, config.tasks.split(",")[0])))
         return
     if config.profile:
-        from mtl.bench import step_profile  # (it reads this module's batches)
-
         base, data, inputs = bench_inputs(config)
         chosen = chosen_settings(config.only or "bilstm 2048")
         tasks = [t.strip() for t in config.tasks.split(",")]
