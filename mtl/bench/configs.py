@@ -33,9 +33,7 @@ class BenchTrainConfig:
     )
     preset: str = "paper-multitask-blstm2048"  # schedule=mixed: the configuration whose step is timed
     ops: bool = False  # count each encoder's host work per step instead of timing (bench/ops.py)
-    profile: bool = (
-        False  # where mtl's step's time goes: GPU busy and idle, kernels, host waits (bench/step_profile.py)
-    )
+    profile: bool = False  # where a step's time goes: GPU busy/idle, kernels (bench/step_profile.py)
     gradcache: Literal["", "mnrl", "qt"] = (
         ""  # GradCache's memory and time against the plain step (bench/gradcache.py)
     )
