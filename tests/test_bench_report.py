@@ -132,7 +132,9 @@ def test_bench_encode_times_the_same_work_for_both_contenders(capsys):
     assert "| mtl tokens (8,192 tokens per batch) |" in text
 
 
-def test_bench_loop_measures_the_second_block_of_a_real_run_against_its_steps_alone(tiny_data, tmp_path):
+def test_bench_loop_measures_the_second_block_of_a_real_run_against_its_steps_alone(
+    tiny_data, tmp_path, recwarn
+):
     from mtl.bench import loop
 
     bench = loop.BenchLoopConfig(
@@ -151,6 +153,8 @@ def test_bench_loop_measures_the_second_block_of_a_real_run_against_its_steps_al
     text = loop.report(results)
     assert "W&B offline (a row per 2 steps)" in text and "ms per step around a" in text
     assert results["checkpoint_mb"] > 0 and "ms per step at one per 500 steps" in text
+    # its runs are Trainers made in Python, with no config.json: W&B is not asked to save one
+    assert not [w for w in recwarn if "W&B call failed" in str(w.message)]
 
 
 def test_bench_train_times_every_contender_on_the_same_batches(tiny_data, tmp_path):

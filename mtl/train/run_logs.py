@@ -166,7 +166,8 @@ def start_tracking(
     )
     tracker.define_metric(metrics.GLOBAL_STEP)
     tracker.define_metric(metrics.TASK_ID, step_metric=metrics.GLOBAL_STEP)
-    tracker.save_file(run_dir / "config.json")  # the file `resume=` reads, beside W&B's flattened config
+    if (run_dir / "config.json").is_file():  # (a Trainer made in Python, not by a command, has none)
+        tracker.save_file(run_dir / "config.json")  # the file `resume=` reads, beside W&B's flattened config
     for name, task in data.tasks.items():
         # a task that only watches (train=false) has no steps of its own: its values by the run's
         task_step = metrics.of_task(name, "step") if task.config.train else metrics.GLOBAL_STEP
