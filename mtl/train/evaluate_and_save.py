@@ -20,9 +20,8 @@ def evaluate_and_checkpoint(trainer: Trainer) -> None:
     started, state = time.perf_counter(), trainer.state
     with gathered(trainer.model):  # (strategy=fsdp: the ranks score different numbers of batches)
         results = trainer.evaluate("dev")
-        results.update(
-            trainer.callbacks.on_evaluate(trainer.run)
-        )  # monitor=: transfer tasks, scored alongside
+        # what the callbacks add, scored alongside: monitor='s transfer tasks
+        results.update(trainer.callbacks.on_evaluate(trainer.run))
     record = {metrics.GLOBAL_STEP: state.global_step}
     record.update({metrics.of_task(task, "step"): n for task, n in state.task_steps.items()})
     record.update({**results, metrics.EVENT: "evaluation"})
