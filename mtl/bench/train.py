@@ -179,10 +179,7 @@ def run_mixed(bench: BenchTrainConfig) -> str:
     data = prepare(base, progress=False)
     inputs = with_300d_inputs(data)
     results = mixed.run(base, data, bench.steps, bench.warmup, device)
-    where = (
-        torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
-    )
-    return f"inputs: {inputs}; {where}\n" + mixed.report(results, f"preset={bench.preset}")
+    return f"inputs: {inputs}; {device_name(device)}\n" + mixed.report(results, f"preset={bench.preset}")
 
 
 def supported(precision: str, device: torch.device) -> bool:
