@@ -6,12 +6,14 @@ import json
 import numpy as np
 import pytest
 
+from mtl.data import corpus
 from mtl.data.snli import load_snli
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.tasks import build_task
 from mtl.tasks.pairs import PairsConfig
 from mtl.tasks.qt import QTConfig
+from mtl.tasks.skipthought import SkipThoughtConfig
 from mtl.tasks.sts import STSConfig
 from mtl.train.data import changed_inputs, texts_digest
 from mtl.train.run import resume
@@ -159,6 +161,31 @@ def test_a_corpus_of_one_document_of_four_sentences_trains_and_evaluates(tmp_pat
     task = build_task("qt", build_task("qt", QTConfig(corpus=str(path))).resolve_inputs())
     assert len(task.load("train")) == 2 and len(task.load("dev")) == 2
     assert np.isfinite(np.asarray(task.load("train").labels, dtype=float)).all()
+
+
+@pytest.mark.parametrize("kind, config", [("qt", QTConfig), ("skipthought", SkipThoughtConfig)])
+def test_squad_passages_are_split_only_until_the_first_examples_a_run_reads(kind, config, monkeypatch):
+    """qt.max_train=N (or max_eval=) splits SQuAD's passages until they hold N examples, and those
+    are the first N of every passage's (all of SQuAD took 25 s of each such run's start)."""
+    split = []
+    every_passage = corpus.split_sentences
+
+    def counted(texts):
+        for document in every_passage(texts):
+            split.append(document)
+            yield document
+
+    monkeypatch.setattr(corpus, "split_sentences", counted)
+    task = build_task(kind, config(corpus=f"squad:{FIXTURES / 'squad_tiny'}"))
+    whole = task.load("train")
+    passages = len(split)
+    for examples in range(1, len(whole) + 2):
+        split.clear()
+        first = task.load("train", examples)
+        assert first.head(examples).columns == whole.head(examples).columns
+        assert first.head(examples).labels == whole.head(examples).labels
+        if examples < len(whole) // 2:
+            assert len(split) < passages, examples
 
 
 def test_an_error_quoting_a_line_break_of_the_file_stays_one_line(tmp_path):

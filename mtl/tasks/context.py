@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
 from mtl.data.corpus import Document, read_corpus, resolve_corpus
@@ -27,8 +28,13 @@ class CorpusTask:
     def source(self) -> str:
         return self.config.corpus
 
-    def documents(self, split: str) -> list[Document] | None:
-        """train and dev documents (no test: a context objective is judged by its transfer)."""
+    def documents(self, split: str, examples: int | None = None) -> list[Document] | None:
+        """train and dev documents (no test: a context objective is judged by its transfer).
+
+        `examples`: SQuAD's passages are split only until the documents hold that many of the
+        task's examples (`examples_in`): a run with `max_train=` or `max_eval=` reads the same
+        first examples as from every passage, without waiting for all of them to be split.
+        """
         if split == "test":
             return None
         config = self.config
@@ -39,8 +45,11 @@ class CorpusTask:
         else:
             documents = read_corpus(config.corpus, split, config.text_column)
             if not config.dev:
-                documents = self._held_out(documents, split)
-        documents = [document for document in documents if len(document) > 1]  # no context to learn from
+                documents = self._held_out(list(documents), split)
+        documents = (document for document in documents if len(document) > 1)  # no context to learn from
+        if examples is not None:
+            documents = self._holding(documents, examples)
+        documents = list(documents)
         if not documents:
             how = "" if config.dev or config.corpus.startswith("squad:") else f" ({self._split_rule()})"
             raise UserError(
@@ -49,6 +58,19 @@ class CorpusTask:
                 f"with more (a blank line between documents), or a dev file with {self.name}.dev="
             )
         return documents
+
+    def _holding(self, documents: Iterable[Document], examples: int) -> Iterator[Document]:
+        """The first documents, up to the one that brings their examples to `examples` (at least one)."""
+        held = 0
+        for document in documents:
+            yield document
+            held += self.examples_in(document)
+            if held >= examples:
+                return
+
+    def examples_in(self, document: Document) -> int:
+        """How many of the task's examples `document` gives."""
+        raise NotImplementedError
 
     def _held_out(self, documents: list[Document], split: str) -> list[Document]:
         """The train or dev part of a corpus without a dev file (`_split_rule`)."""
@@ -76,10 +98,12 @@ class CorpusTask:
         """As `Task.splits`, but dev is cut to its first examples: a corpus keeps its order."""
         found = {}
         for split in ("train", "dev"):
-            texts = self.load(split)
+            examples = self.config.max_train if split == "train" else max_eval
+            texts = self.load(split, examples)
             if texts is not None:
-                found[split] = texts.head(self.config.max_train if split == "train" else max_eval)
+                found[split] = texts.head(examples)
         return found
 
-    def load(self, split: str) -> LabelledTexts | None:
+    def load(self, split: str, examples: int | None = None) -> LabelledTexts | None:
+        """The split's examples: all of them, or at least the first `examples` (`documents`)."""
         raise NotImplementedError

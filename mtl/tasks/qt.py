@@ -127,12 +127,15 @@ class QuickThoughts(CorpusTask, Task):
             )
         self.radius = (config.context - 1) // 2
 
-    def load(self, split: str) -> LabelledTexts | None:
-        documents = self.documents(split)
+    def load(self, split: str, examples: int | None = None) -> LabelledTexts | None:
+        documents = self.documents(split, examples)
         if documents is None:
             return None
         sentences = [sentence for document in documents for sentence in document]
         return LabelledTexts([sentences], neighbour_labels(documents, self.radius))
+
+    def examples_in(self, document: list[str]) -> int:
+        return len(document)  # each sentence, scored against its batch
 
     def head(self, encoder: nn.Module, hidden: int, layers: int, dropout: float) -> nn.Module:
         if encoder.pair_model:

@@ -86,8 +86,8 @@ class SkipThought(CorpusTask, Task):
         super().__init__(name, config)
         self.word_classes: torch.Tensor | None = None
 
-    def load(self, split: str) -> LabelledTexts | None:
-        documents = self.documents(split)
+    def load(self, split: str, examples: int | None = None) -> LabelledTexts | None:
+        documents = self.documents(split, examples)
         if documents is None:
             return None
         triples = neighbour_triples(documents)
@@ -96,6 +96,9 @@ class SkipThought(CorpusTask, Task):
                 f"{self.name}: corpus {self.config.corpus} has no sentence with a neighbour on each side"
             )
         return triples
+
+    def examples_in(self, document: list[str]) -> int:
+        return max(len(document) - 2, 0)  # each sentence with a neighbour on each side
 
     def bind(self, table, examples) -> None:
         """The decoders' classes: the `vocab` words most frequent in the training sentences."""
