@@ -1,8 +1,8 @@
-"""What a run does after its last step: the best checkpoint's weights back in the model (whole
+"""How a run ends. After its last step: the best checkpoint's weights back in the model (whole
 in every process where training sharded them), their test scores, what the callbacks add to the
 summary (the contamination ledger), the exported encoder (encoder.json, and encoder/ for
 sentence-transformers), and the summary itself: logged, written to summary.json by rank 0 and
-returned."""
+returned. Interrupted (checkpointed already) or failed: its logs closed with the exit code."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from mtl.files import atomic, jsonfile
 from mtl.train.checkpointer import export_final_encoder
 from mtl.train.setup import build_model
 from mtl.train.state import StopReason
+from mtl.train.step import Diverged
 
 if TYPE_CHECKING:  # (the trainer imports this module)
     from mtl.train.trainer import Trainer
@@ -46,3 +47,23 @@ def finish(trainer: Trainer, reason: StopReason) -> dict[str, Any]:
         atomic.write_text(trainer.files.summary, jsonfile.dumps(summary, indent=2) + "\n")
     callbacks.close(exit_code=0)
     return summary
+
+
+def close_interrupted(trainer: Trainer) -> KeyboardInterrupt:
+    """The logs of a run stopped by Ctrl-C or SIGTERM (its checkpoint written) closed; what to raise."""
+    trainer.callbacks.close(exit_code=130)
+    # torchrun stops every rank once one exits: the others wait until rank 0's files are complete.
+    trainer.dist.barrier()
+    return KeyboardInterrupt(
+        f"stopped at step {trainer.state.global_step}: resume with `just train-multitask resume={trainer.run_dir}`"
+    )
+
+
+def close_failed(trainer: Trainer, error: BaseException) -> None:
+    """The run's loop raised `error`: batches being prepared dropped, a divergence alerted and
+    logged (`just report` says so; a resume cuts it off), the logs closed as failed."""
+    trainer.prefetcher.close()
+    if isinstance(error, Diverged):
+        trainer.checkpointer.tracker.alert("mtl run diverged", str(error))
+        trainer.event("diverged", why=str(error))
+    trainer.callbacks.close(exit_code=1)

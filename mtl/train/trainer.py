@@ -4,8 +4,8 @@ Under `torchrun` every rank runs this same loop over the same schedule; each ste
 batch is split over the ranks and DistributedDataParallel averages their gradients, so a
 run's results do not depend on how many processes it has. What a run trains with is built
 in `setup`, one step in `step`, the work around the steps in callbacks (`callbacks`,
-`run_callbacks`, `run_logs`), evaluations and checkpoints in `evaluate_and_save`, what follows
-the last step in `finish`; this file only orchestrates.
+`run_callbacks`, `run_logs`), evaluations and checkpoints in `evaluate_and_save`, how the run
+ends (finished, interrupted or failed) in `finish`; this file only orchestrates.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from mtl.train.data import TrainingData, prepare
 from mtl.train.epoch_end import end_epoch
 from mtl.train.evaluate import evaluate_tasks
 from mtl.train.evaluate_and_save import evaluate_and_checkpoint, save_latest
-from mtl.train.finish import finish
+from mtl.train.finish import close_failed, close_interrupted, finish
 from mtl.train.interrupts import StopRequests
 from mtl.train.lr_schedules import build_lr_schedule
 from mtl.train.mixed import MixedStep
@@ -119,23 +119,15 @@ class Trainer:
             self.callbacks.on_train_begin(self.run)
             with self.stop_requests:
                 reason = self._loop()
+        except Diverged as error:
+            close_failed(self, error)
+            raise UserError(str(error)) from None
         except BaseException as error:
-            self.prefetcher.close()
-            if isinstance(error, Diverged):
-                self.checkpointer.tracker.alert("mtl run diverged", str(error))
-                self.event("diverged", why=str(error))  # `just report` says so; a resume cuts it off
-            self.callbacks.close(exit_code=1)
-            if isinstance(error, Diverged):
-                raise UserError(str(error)) from None
+            close_failed(self, error)
             raise
         self.prefetcher.close()  # a batch prepared for a step that will not come is dropped
         if reason is StopReason.INTERRUPTED:
-            self.callbacks.close(exit_code=130)
-            # torchrun stops every rank once one exits: the others wait until rank 0's files are complete.
-            self.dist.barrier()
-            raise KeyboardInterrupt(
-                f"stopped at step {self.state.global_step}: resume with `just train-multitask resume={self.run_dir}`"
-            )
+            raise close_interrupted(self)
         # the last step's dev evaluation and checkpoint, where the loop's rhythm did not just make them
         step = self.state.global_step
         if not (step > 0 and self._evaluation_due(step - 1) or self.evaluated_at == step):
