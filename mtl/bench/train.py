@@ -261,13 +261,7 @@ def time_contenders(
 
     def packed_floor_step(rows: np.ndarray) -> None:
         columns = trainer.data.table.batch_columns(examples.sentences[rows], device)
-        width = max(tokens.shape[1] for tokens, _ in columns)
-        tokens = torch.cat([nn.functional.pad(t, (0, width - t.shape[1])) for t, _ in columns])
-        lengths = torch.cat([n for _, n in columns])
-        packed = pack_padded_sequence(
-            encoder.embedding(tokens), lengths, batch_first=True, enforce_sorted=False
-        )
-        floor(packed)[0].data.sum().backward()
+        ops.packed_lstm_floor(floor, encoder.embedding, columns)()
 
     def mtl_step(precision: str):
         def step(rows: np.ndarray) -> None:
