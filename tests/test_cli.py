@@ -420,6 +420,17 @@ def test_no_commands_help_imports_a_heavy_library():
     assert done.stdout.strip() == "", done.stdout
 
 
+def test_the_processes_that_only_launch_runs_start_without_torch():
+    # A sweep's own process and a SLURM submission read keys and start other processes: with
+    # torch, FSDP and the trainer imported they took 2.5 s of CPU each before starting anything.
+    probe = "import sys, mtl.jobs.sweep, mtl.jobs.train, mtl.train.launch; print('torch' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
 def test_an_interrupt_after_the_command_ended_is_one_line(monkeypatch, capsys):
     # torchrun's SIGTERM to a surviving rank can land while main() restores the signal handlers.
     from mtl import cli

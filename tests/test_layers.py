@@ -32,8 +32,10 @@ LAYERS = [
 ]
 # Where an import inside a function is the design: the command table imports a command's module
 # when it runs; `mtl.load_encoder` keeps `import mtl` light; a run loads the watching tasks
-# (monitor=) only for a run that watches (mtl.train.run_callbacks): their scikit-learn and SciPy cost every run 1 s.
-LAZY = {"mtl.cli", "mtl", "mtl.train.run_callbacks"}
+# (monitor=) only for a run that watches (mtl.train.run_callbacks): their scikit-learn and SciPy cost every run 1 s;
+# train-multitask and train-distributed import the trainer (torch) only in the process that trains
+# or prints a resolved config, not in one that submits a SLURM job or starts torchrun.
+LAZY = {"mtl.cli", "mtl", "mtl.train.run_callbacks", "mtl.jobs.train", "mtl.train.launch"}
 
 
 def modules() -> dict[str, Path]:

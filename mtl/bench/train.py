@@ -51,10 +51,10 @@ from mtl.models.heads import HeadRecipe, mlp
 from mtl.models.precision import bf16_supported, grad_scaler
 from mtl.runtime.device import resolve_device, to_device
 from mtl.tasks import seed_indices
+from mtl.train.command_line import config_from_args
 from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import TrainingData, prepare
 from mtl.train.resolve import resolve_inputs
-from mtl.train.run import config_from_args
 from mtl.train.setup import BUCKET_WINDOW
 from mtl.train.trainer import Trainer
 

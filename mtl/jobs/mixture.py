@@ -47,9 +47,9 @@ from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
 from mtl.runs import RunFolder, read_summary
 from mtl.tracking.tracker import log_tables
+from mtl.train.command_line import config_from_args
 from mtl.train.data import prepare
 from mtl.train.resolve import resolve_inputs
-from mtl.train.run import config_from_args
 
 SEARCH_KEYS = (
     "trials", "proxy_budget", "budget", "seeds", "seed", "score", "alpha", "candidates", "temperature",

@@ -14,11 +14,13 @@ from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.local import LocalLauncher
 from mtl.jobs.member import Member
 from mtl.runs import RunFolder, read_summary
-from mtl.train import run
+from mtl.train.command_line import config_from_command, format_summary
 from mtl.train.config import TrainConfig
 
 
 def config_to_print(args: Sequence[str]) -> TrainConfig:
+    from mtl.train import run  # torch: only to print the config resolved for this machine
+
     return run.config_to_print(split_launcher_keys(args)[1])
 
 
@@ -26,10 +28,12 @@ def command(args: Sequence[str]) -> None:
     launcher_args, rest = split_launcher_keys(args)
     launcher = launcher_from(launcher_args)
     if isinstance(launcher, LocalLauncher):
+        from mtl.train import run  # torch and the trainer: where this process trains, not where it submits
+
         run.command(rest)
         return
     resumed = [a.partition("=")[2] for a in rest if a.startswith("resume=")]
-    config = run.config_from_command(rest)  # a wrong key stops here, before anything is submitted
+    config = config_from_command(rest)  # a wrong key stops here, before anything is submitted
     if resumed:
         run_dir = Path(resumed[-1]).expanduser()
         overrides = [a for a in rest if not a.startswith("resume=")]
@@ -43,4 +47,4 @@ def command(args: Sequence[str]) -> None:
     if outcome.startswith("failed"):
         raise UserError(f"the run's job {outcome}")
     if (summary := read_summary(RunFolder(run_dir).summary)) is not None:
-        print(run.format_summary(run_dir, summary))
+        print(format_summary(run_dir, summary))

@@ -38,8 +38,8 @@ from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
 from mtl.runs import RunFolder, read_summary
 from mtl.tasks import named_config
+from mtl.train.command_line import config_from_args
 from mtl.train.config import TrainConfig, legacy_keys
-from mtl.train.run import config_from_args
 from mtl.train.scheduler import trains_every_task
 
 VERSUS_KEYS = ("budget", "transfer_tasks", "transfer_mode", "transfer_data", "out", "seeds", "seed")

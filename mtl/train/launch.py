@@ -16,13 +16,14 @@ from pathlib import Path
 
 from mtl.errors import UserError
 from mtl.runtime.ranks import INTERRUPTED, RANK_MESSAGES, own_errors, root_cause
-from mtl.train import run
+from mtl.train.command_line import check_command
 from mtl.train.config import TrainConfig
-from mtl.train.run import check_command
 
 
 def config_to_print(args: Sequence[str]) -> TrainConfig:
     """The config `just train-distributed N args` trains (--print-config): N is not a key."""
+    from mtl.train import run  # torch: only to print the config resolved for this machine
+
     return run.config_to_print(args[1:] if args[:1] and args[0].isdigit() else args)
 
 

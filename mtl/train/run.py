@@ -14,7 +14,7 @@ from typing import Any
 import torch.distributed
 
 from mtl import metrics, plugins
-from mtl.config import as_name, to_dict
+from mtl.config import to_dict
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
@@ -22,29 +22,17 @@ from mtl.published import published_for_command
 from mtl.runs import RunFolder, RunStatus
 from mtl.runtime.device import resolve_device
 from mtl.runtime.distributed import Distributed
+from mtl.train.command_line import (
+    check_resume_overrides,
+    config_from_args,
+    config_from_command,
+    format_summary,
+)
 from mtl.train.config import TrainConfig, recorded_config, with_overrides
 from mtl.train.data import changed_inputs
-from mtl.train.presets import preset_name, preset_overrides, preset_path
 from mtl.train.record import read_run_record
 from mtl.train.resolve import resolve_inputs, resolve_settings
 from mtl.train.trainer import Trainer
-
-
-def config_from_args(args: Sequence[str]) -> TrainConfig:
-    """`preset=NAME` first (wherever it stands), then every other key=value over it."""
-    presets = [a.partition("=")[2] for a in args if a.startswith("preset=")]
-    rest = [a for a in args if not a.startswith("preset=")]
-    base = TrainConfig()
-    if presets:
-        values = preset_overrides(presets[-1])
-        try:
-            base = with_overrides(base, values)
-        except UserError as error:
-            raise UserError(f"preset file {preset_path(presets[-1])}: {error}") from None
-    config = with_overrides(base, rest)
-    if presets and not any(a.startswith(("name=", "run.name=")) for a in rest):
-        config.run.name = as_name(preset_name(presets[-1]))
-    return config
 
 
 def start(
@@ -131,33 +119,6 @@ def resume(
         return continue_run(config, run_dir, record, progress, dist)
 
 
-def check_resume_overrides(overrides: Sequence[str]) -> None:
-    allowed = ("device=", "wandb=", "run.device=", "run.wandb=")
-    if extra := [a for a in overrides if not a.startswith(allowed)]:
-        raise UserError(
-            f"resume continues the saved config: only device= and wandb= may change, not {extra[0]!r}"
-        )
-
-
-def resumed_config(run_dir: str | Path, overrides: Sequence[str]) -> TrainConfig:
-    """The config `resume=run_dir` continues with: the recorded one, with device= and wandb= over it."""
-    check_resume_overrides(overrides)
-    run_dir = Path(run_dir).expanduser()
-    recorded = recorded_config(read_run_record(run_dir)["config"], str(run_dir / "config.json"))
-    return with_overrides(recorded, overrides)
-
-
-def check_command(args: Sequence[str]) -> None:
-    """What `train-multitask args` would refuse before training, said once by a launcher of many ranks."""
-    resumed = [a.partition("=")[2] for a in args if a.startswith("resume=")]
-    if not resumed:
-        config_from_args(args)
-        return
-    check_resume_overrides([a for a in args if not a.startswith("resume=")])
-    run_dir = Path(resumed[-1]).expanduser()
-    recorded_config(read_run_record(run_dir)["config"], str(run_dir / "config.json"))
-
-
 def continue_run(
     config: TrainConfig, run_dir: Path, record: dict[str, Any], progress: bool, dist: Distributed
 ) -> tuple[Path, dict[str, Any]]:
@@ -194,38 +155,6 @@ def resumable_record(run_dir: Path, held: contextlib.ExitStack) -> tuple[dict[st
     print(f"{run_dir} has no checkpoint yet: starting it again from step 0 with its saved config")
     folder.clear()
     return record, True
-
-
-def format_summary(run_dir: Path, summary: dict) -> str:
-    """What `just train-multitask` prints when a run finishes."""
-    results = ", ".join(
-        f"{metrics.without_prefix(k)} {v:.4f}" for k, v in summary.items() if metrics.is_best_evaluation(k)
-    )
-    steps = ", ".join(
-        f"{metrics.without_prefix(k)} {v}" for k, v in summary.items() if k.startswith(metrics.steps(""))
-    )
-    run = RunFolder(run_dir)
-    if (run.pretrained_encoder / "config.json").is_file():  # encoder=hf: a transformers model folder
-        exported = f"{run.pretrained_encoder} (Hugging Face and sentence-transformers format)"
-    else:
-        exported = f"{run.encoder} with its weights in {run.encoder.with_suffix('.safetensors').name}"
-        if run.pretrained_encoder.is_dir():
-            exported += f", and {run.pretrained_encoder} (sentence-transformers format)"
-        elif why := summary.get("sentence_transformers"):
-            exported += f" (no sentence-transformers folder: {why})"
-    return (
-        f"run {run_dir}: stopped by {summary['stop_reason']} after {summary['global_step']} steps ({steps})\n"
-        f"  best checkpoint (step {summary[metrics.best('step')]}): {results}\n"
-        f"  trainable parameters {summary['params/trainable']:,}; encoder exported to {exported}"
-    )
-
-
-def config_from_command(args: Sequence[str]) -> TrainConfig:
-    """train-multitask's config; with resume=, the run's recorded one with the keys given over it."""
-    resume = [a.partition("=")[2] for a in args if a.startswith("resume=")]
-    if resume:
-        return resumed_config(resume[-1], [a for a in args if not a.startswith("resume=")])
-    return config_from_args(args)
 
 
 def config_to_print(args: Sequence[str]) -> TrainConfig:
