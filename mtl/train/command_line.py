@@ -2,8 +2,9 @@
 the config a run trains, and the summary it prints at the end.
 
 Kept apart from run.py so that the processes that only read keys and launch runs (a sweep, a
-SLURM submission, versus-single and mixture-search checking their members' keys) start without
-torch, FSDP and the trainer: 2.5-3 s of CPU each on a 2-core machine.
+SLURM submission, train-distributed's launcher) start without the trainer, and the first two
+without torch: a sweep's own process took 2.52 CPU-s before, 0.39 after (RESULTS.md, "Processes
+that only launch runs start without torch").
 """
 
 from __future__ import annotations
