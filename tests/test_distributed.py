@@ -158,19 +158,6 @@ def kill_a_rank(tiny_data, out: Path, rank: int) -> tuple[int, int, str]:
     return killed, *finished(launcher)
 
 
-def test_a_killed_rank_stops_the_run_and_one_process_resumes_it_exactly(tiny_data, tmp_path, one_process):
-    out = tmp_path / "killed"
-    killed, code, output = kill_a_rank(tiny_data, out, 1)
-    assert code == 2 and not (out / "summary.json").exists(), output
-    assert "Traceback" not in output, output
-    assert f"error: rank 1 (pid {killed}) was killed by SIGKILL, so every rank stopped" in output
-    assert f"with `just train-distributed 2 resume={out}`" in output
-    with one_thread():
-        _, summary = run.resume(out, progress=False)
-    assert summary["global_step"] == STEPS
-    assert_same_training(one_process[0], out)
-
-
 def test_sigterm_on_one_rank_checkpoints_once_and_two_processes_resume_exactly(
     tiny_data, tmp_path, one_process
 ):
@@ -249,17 +236,25 @@ def test_the_launcher_names_the_rank_whose_failure_stopped_the_job(failures, cau
     assert root_cause(failures) == cause
 
 
-def test_a_killed_rank_0_is_named_on_a_line_of_its_own_by_the_launcher(tiny_data, tmp_path):
-    """The survivor's lost connection is no traceback, and the line the dead rank's
-    progress bar left open does not swallow the error."""
+def test_a_killed_rank_is_named_on_a_line_of_its_own_and_one_process_resumes_the_run_exactly(
+    tiny_data, tmp_path, one_process
+):
+    """Rank 0, the one that writes the run folder, killed after a checkpoint: the survivor's lost
+    connection is no traceback, the line the dead rank's progress bar left open does not swallow
+    the error, and one process resumes the run exactly. (Which rank the launcher names when both
+    die is test_the_launcher_names_the_rank_whose_failure_stopped_the_job's.)"""
     out = tmp_path / "killed"
     killed, code, output = kill_a_rank(tiny_data, out, 0)
     errors = [line for line in output.split("\n") if "error:" in line]
-    assert code == 2 and "Traceback" not in output, output
+    assert code == 2 and "Traceback" not in output and not (out / "summary.json").exists(), output
     assert errors == [
         f"error: rank 0 (pid {killed}) was killed by SIGKILL, so every rank stopped: the run continues "
         f"from its last checkpoint with `just train-distributed 2 resume={out}`"
     ], output
+    with one_thread():
+        _, summary = run.resume(out, progress=False)
+    assert summary["global_step"] == STEPS
+    assert_same_training(one_process[0], out)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA for device=cuda to fail")
