@@ -102,7 +102,7 @@ class Task:
         """train, dev (and test where the data has one), cut as the config asks."""
         found = {}
         for split in SPLITS:
-            texts = self.load(split)
+            texts = self.load_first(split, self.config.max_train) if split == "train" else self.load(split)
             if texts is None and split in ("train", "dev"):
                 raise UserError(
                     f"task {self.name} has no {split} split (is {self.name}.{split}= empty?): every task needs "
@@ -110,14 +110,18 @@ class Task:
                 )
             if texts is None:
                 continue
-            found[split] = (
-                texts.head(self.config.max_train) if split == "train" else texts.sample(max_eval, seed)
-            )
+            found[split] = texts if split == "train" else texts.sample(max_eval, seed)
         return found
 
     def load(self, split: str) -> LabelledTexts | None:
         """The whole `split` (one of SPLITS) as text columns and labels; None where it has none."""
         raise NotImplementedError
+
+    def load_first(self, split: str, count: int | None) -> LabelledTexts | None:
+        """The first `count` examples of `split` (all when None): the whole split, cut, unless the
+        task can read its files in part (ClassifSQuAD's)."""
+        texts = self.load(split)
+        return None if texts is None else texts.head(count)
 
     @property
     def borrows(self) -> str | None:

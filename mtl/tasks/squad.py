@@ -51,6 +51,9 @@ class Squad(Task):
         return replace(self.config, source=str(resolved(self.config.source, "classifsquad")))
 
     def load(self, split: str) -> LabelledTexts | None:
+        return self.load_first(split, None)
+
+    def load_first(self, split: str, count: int | None) -> LabelledTexts | None:
         if split not in SPLIT_NAMES:  # SQuAD's test set is hidden: dev is the last word
             return None
-        return load_classifsquad(self.config.source, SPLIT_NAMES[split])
+        return load_classifsquad(self.config.source, SPLIT_NAMES[split], first=count)
