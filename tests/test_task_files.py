@@ -192,7 +192,7 @@ def test_classifsquad_max_train_reads_only_the_first_rows_of_the_build_and_the_s
     tmp_path, monkeypatch
 ):
     """squad.max_train=N reads a build's Arrow streams until they hold N rows (2,000 of a million
-    triples took 0.66 s of each such run's start): the same rows as the whole split's first N,
+    triples took 0.53 s of each such run's start): the same rows as the whole split's first N,
     across record batches and files."""
     import datasets
     import pyarrow as pa
