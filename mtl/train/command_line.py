@@ -46,17 +46,6 @@ def config_from_command(args: Sequence[str]) -> TrainConfig:
     return config_from_args(args)
 
 
-def check_command(args: Sequence[str]) -> None:
-    """What `train-multitask args` would refuse before training, said once by a launcher of many ranks."""
-    resumed = [a.partition("=")[2] for a in args if a.startswith("resume=")]
-    if not resumed:
-        config_from_args(args)
-        return
-    check_resume_overrides([a for a in args if not a.startswith("resume=")])
-    run_dir = Path(resumed[-1]).expanduser()
-    recorded_config(read_run_record(run_dir)["config"], str(run_dir / "config.json"))
-
-
 def check_resume_overrides(overrides: Sequence[str]) -> None:
     allowed = ("device=", "wandb=", "run.device=", "run.wandb=")
     if extra := [a for a in overrides if not a.startswith(allowed)]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mtl.errors import UserError
 from mtl.runtime.ranks import INTERRUPTED, RANK_MESSAGES, own_errors, root_cause
-from mtl.train.command_line import check_command
+from mtl.train.command_line import config_from_command
 from mtl.train.config import TrainConfig
 
 
@@ -36,7 +36,7 @@ def command(args: Sequence[str]) -> None:
             "e.g. `just train-distributed 2 steps_nli=1000`"
         )
     processes, rest = int(args[0]), list(args[1:])
-    check_command(rest)
+    config_from_command(rest)  # what every rank would refuse, said once before any starts
     run_torchrun(processes, ["-m", "mtl", "train-multitask", *rest], rest)
 
 
