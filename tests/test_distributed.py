@@ -14,6 +14,7 @@ import torch
 
 from mtl.cli import main
 from mtl.runs import read_metrics
+from mtl.tracking.wandb_file import run_files
 from mtl.train import run
 
 from .conftest import FIXTURES, args_for, exported_weights
@@ -130,25 +131,6 @@ def read_metrics_safely(path: Path) -> list[dict]:
     return [json.loads(line) for line in lines[:-1]]  # the last line may still be being written
 
 
-def test_two_processes_train_like_one_with_the_same_global_batches(tiny_data, tmp_path, one_process):
-    reference_dir, _ = one_process
-    out = tmp_path / "two"
-    code, output = finished(
-        torchrun(2, *args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}", "wandb=offline"))
-    )
-    assert code == 0, output
-    assert_same_training(reference_dir, out)
-    assert json.loads((out / "config.json").read_text())["world_size"] == 2
-    steps = [
-        r["global_step"]
-        for r in read_metrics(out / "metrics.jsonl")
-        if "nli/train/loss" in r or "squad/train/loss" in r
-    ]
-    assert steps == list(range(1, STEPS + 1))  # rank 0 alone writes the log
-    assert len(list((out / "wandb").glob("offline-run-*"))) == 1
-    assert output.count("stopped by max_steps") == 1  # rank 0 alone reports
-
-
 def kill_a_rank(tiny_data, out: Path, rank: int) -> tuple[int, int, str]:
     """`kill -9` of `rank` of a 2-process job once it has checkpointed: its pid, the exit code, the output."""
     launcher = train_distributed(2, *args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}"))
@@ -158,11 +140,14 @@ def kill_a_rank(tiny_data, out: Path, rank: int) -> tuple[int, int, str]:
     return killed, *finished(launcher)
 
 
-def test_sigterm_on_one_rank_checkpoints_once_and_two_processes_resume_exactly(
+def test_two_processes_stopped_by_sigterm_on_one_rank_resume_and_train_like_one(
     tiny_data, tmp_path, one_process
 ):
+    """2 processes with the same global batches as one: SIGTERM to rank 1 makes both checkpoint
+    after the same step, once; 2 processes resume and end with one process's weights, rank 0
+    alone writing the log and W&B (an uninterrupted 2-process run is this one's second job)."""
     out = tmp_path / "terminated"
-    launcher = torchrun(2, *args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}"))
+    launcher = torchrun(2, *args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}", "wandb=offline"))
     wait_for_checkpoint(out, 20, launcher)
     os.kill(rank_pid(launcher, 1), signal.SIGTERM)
     code, output = finished(launcher)
@@ -176,6 +161,16 @@ def test_sigterm_on_one_rank_checkpoints_once_and_two_processes_resume_exactly(
     code, output = finished(torchrun(2, f"resume={out}"))
     assert code == 0, output
     assert_same_training(one_process[0], out)
+    assert json.loads((out / "config.json").read_text())["world_size"] == 2
+    steps = [
+        r["global_step"]
+        for r in read_metrics(out / "metrics.jsonl")
+        if "nli/train/loss" in r or "squad/train/loss" in r
+    ]
+    assert steps == list(range(1, STEPS + 1))  # rank 0 alone writes the log, each step once
+    first, second = run_files(out)  # one W&B run file a job: rank 0's, of one W&B run
+    assert first.name == second.name
+    assert output.count("stopped by max_steps") == 1  # rank 0 alone reports
 
 
 def test_an_hf_encoder_trains_over_two_processes(tiny_data, tiny_bert, tmp_path):
