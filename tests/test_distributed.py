@@ -268,26 +268,14 @@ def test_an_error_every_rank_meets_is_said_once(tiny_data, tmp_path):
     assert not list(temporary.iterdir())
 
 
-@pytest.mark.parametrize(
-    "balancer", ["pcgrad"]
-)  # the non-linear one; every balancer resumes exactly in test_mixed
-def test_two_processes_train_a_mixed_schedule_like_one(tiny_data, tmp_path, balancer):
-    """The gradients a balancer combines are all-reduced first: every rank decides alike, as one process."""
-    mixed = (*SETTINGS, "schedule=mixed", f"balancer={balancer}", "max_steps=40")
-    with one_thread():
-        run.start(run.config_from_args(args_for(tiny_data, tmp_path / "one", *mixed)), progress=False)
-    code, output = finished(torchrun(2, *args_for(tiny_data, tmp_path / "two", *mixed)))
-    assert code == 0, output
-    assert_same_training(tmp_path / "one", tmp_path / "two")
-    rows = [read_metrics(tmp_path / d / "metrics.jsonl") for d in ("one", "two")]
-    weights = [[r["balance/squad/weight"] for r in log if "balance/squad/weight" in r] for log in rows]
-    assert len(weights[0]) == 40 and weights[1] == pytest.approx(weights[0], rel=1e-4)
-
-
-def test_two_processes_distill_in_batch_like_one(tiny_data, tmp_path, monkeypatch):
-    # kl scores each anchor against the whole batch's candidates: the teacher's rows are gathered
-    # from the ranks as the student's are. The teacher's embeddings come from the cache both share.
-    monkeypatch.setenv("MTL_CACHE_DIR", str(tmp_path / "cache"))
+def test_two_processes_train_a_mixed_schedule_with_in_batch_distillation_like_one(
+    tiny_data, tmp_path, monkeypatch
+):
+    """The gradients a balancer combines (pcgrad, the non-linear one; every balancer resumes
+    exactly in test_mixed) are all-reduced first: every rank decides alike, as one process. And
+    kl distillation scores each anchor against the whole batch's candidates: the teacher's rows
+    are gathered from the ranks as the student's are."""
+    monkeypatch.setenv("MTL_CACHE_DIR", str(tmp_path / "cache"))  # the teacher's embeddings, shared
     teacher = tmp_path / "teacher"
     with one_thread():
         run.start(
@@ -296,18 +284,28 @@ def test_two_processes_distill_in_batch_like_one(tiny_data, tmp_path, monkeypatc
         )
     keys = (
         *SETTINGS,
-        "tasks=distill",
+        "schedule=mixed",
+        "balancer=pcgrad",
+        "max_steps=40",
+        "tasks=nli,squad,distill",
         f"distill.teacher={teacher}",
         f"distill.source={FIXTURES / 'snli_tiny'}",
         "distill.loss=kl",
         "distill.batch=7",
-        "max_steps=20",
     )
     with one_thread():
         run.start(run.config_from_args(args_for(tiny_data, tmp_path / "one", *keys)), progress=False)
     code, output = finished(torchrun(2, *args_for(tiny_data, tmp_path / "two", *keys)))
     assert code == 0, output
     assert_same_training(tmp_path / "one", tmp_path / "two")
+    rows = [read_metrics(tmp_path / d / "metrics.jsonl") for d in ("one", "two")]
+    for task in ("squad", "distill"):
+        weights = [
+            [r[f"balance/{task}/weight"] for r in log if f"balance/{task}/weight" in r] for log in rows
+        ]
+        assert len(weights[0]) == 40 and weights[1] == pytest.approx(weights[0], rel=1e-4), task
+    kl = [[r["distill/train/kl"] for r in log if "distill/train/kl" in r] for log in rows]
+    assert len(kl[0]) == 40 and kl[1] == pytest.approx(kl[0], rel=1e-4)
 
 
 def test_a_callbacks_request_on_one_rank_is_acted_on_by_every_rank(tiny_data, tmp_path):
