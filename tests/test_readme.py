@@ -128,7 +128,10 @@ HOW: dict[str, How] = {
     "just transfer baseline=hf hf_model=../shared/data/models/all-MiniLM-L6-v2": How(
         shrink=f"tasks=STS16 {QUIET}"
     ),
-    "just transfer run=runs/a,runs/b ensemble=mean": How(shrink=f"tasks=CR {QUIET}"),
+    "just transfer run=runs/a,runs/b ensemble=mean": How(
+        shrink=f"tasks=CR mode=fast {QUIET}",
+        why="the standard protocol's nested cross-validation on two encoders' features: 15.8 s against fast mode's 6.6 here",
+    ),
     "just transfer run=runs/<run> tasks=MR,CR features=nb-bigram": How(
         replace=(("tasks=MR,CR", "tasks=CR"),),
         shrink=f"mode=fast {QUIET}",
