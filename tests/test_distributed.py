@@ -173,16 +173,6 @@ def test_two_processes_stopped_by_sigterm_on_one_rank_resume_and_train_like_one(
     assert output.count("stopped by max_steps") == 1  # rank 0 alone reports
 
 
-def test_an_hf_encoder_trains_over_two_processes(tiny_data, tiny_bert, tmp_path):
-    """Every trainable parameter of a pretrained model gets a gradient, or DDP would stall."""
-    out = tmp_path / "run"
-    extra = ("encoder=hf", f"hf_model={tiny_bert}", "max_steps=6", "accumulate=2")
-    code, output = finished(torchrun(2, *args_for(tiny_data, out, *extra)))
-    assert code == 0, output[-2000:]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["global_step"] == 6 and (out / "encoder" / "model.safetensors").is_file()
-
-
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -308,12 +298,23 @@ def test_two_processes_train_a_mixed_schedule_with_in_batch_distillation_like_on
     assert len(kl[0]) == 40 and kl[1] == pytest.approx(kl[0], rel=1e-4)
 
 
-def test_a_callbacks_request_on_one_rank_is_acted_on_by_every_rank(tiny_data, tmp_path):
+def test_a_callbacks_request_on_one_rank_is_acted_on_by_every_rank_of_an_hf_encoder(
+    tiny_data, tiny_bert, tmp_path
+):
+    """A pretrained model over 2 processes (every trainable parameter gets a gradient, or DDP
+    would stall), whose callbacks ask for a stop on rank 0 and an evaluation on rank 1 alone."""
     plugin = Path(__file__).parent / "fixtures" / "plugins" / "rank_requests.py"
     out = tmp_path / "asked"
-    keys = (f"plugins={plugin}", "callbacks=stop_at_5,evaluate_on_rank_1", "max_steps=50")
+    keys = (
+        "encoder=hf",
+        f"hf_model={tiny_bert}",
+        "accumulate=2",
+        f"plugins={plugin}",
+        "callbacks=stop_at_5,evaluate_on_rank_1",
+        "max_steps=50",
+    )
     code, output = finished(torchrun(2, *args_for(tiny_data, out, *SETTINGS, *keys)))  # eval_every=100
-    assert code == 0, output
+    assert code == 0, output[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["stop_reason"], summary["stop_why"], summary["global_step"]) == (
         "callback",
@@ -324,3 +325,4 @@ def test_a_callbacks_request_on_one_rank_is_acted_on_by_every_rank(tiny_data, tm
         r["global_step"] for r in read_metrics(out / "metrics.jsonl") if r.get("phase/event") == "evaluation"
     ]
     assert evaluations == [3, 5]  # rank 1's request, then the run's end
+    assert (out / "encoder" / "model.safetensors").is_file()  # exported in Hugging Face format
