@@ -1,6 +1,7 @@
 """`just sweep`: a grid of runs in one W&B group, checked before any starts, resumable."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -12,6 +13,10 @@ from mtl.jobs.sweep import parse
 from mtl.tracking.wandb_file import run_files
 
 from .conftest import args_for, long_sweep_args, wait_until_training
+
+# One worker runs this file, test_report.py and test_pages.py (`just test` hands out groups whole):
+# the session's sweep_dir, two trainings, is made once for the three.
+pytestmark = pytest.mark.xdist_group("sweep_dir")
 
 
 def test_a_sweep_trains_each_member_in_its_group_and_skips_finished_ones(sweep_dir, capsys):
@@ -96,8 +101,11 @@ def test_a_parallel_sweep_shows_each_running_members_step(sweep_dir, tiny_data, 
     planned = json.loads((first.run_dir / "config.json").read_text())["config"]["optim"]["max_steps"]
     last = max(json.loads(line)["global_step"] for line in (first.run_dir / "metrics.jsonl").open())
     assert member_progress(first) == f"steps_nli2 step {last}" + (f"/{planned}" if planned else "")
-    (first.run_dir / "metrics.jsonl").write_text('{"global_step": 7}\n{"global_st')  # a line being written
-    assert member_progress(first).startswith("steps_nli2 step 7")
+    # a line being written, in a copy: the session's sweep is read by other tests
+    shutil.copytree(out, tmp_path / "copy")
+    copied = parse(["fig2", *args[:-1], f"out={tmp_path / 'copy'}"]).members()[0]
+    (copied.run_dir / "metrics.jsonl").write_text('{"global_step": 7}\n{"global_st')
+    assert member_progress(copied).startswith("steps_nli2 step 7")
     assert member_progress(parse(["fig2", *args[:-1], f"out={tmp_path / 'new'}"]).members()[0]).endswith(
         "starting"
     )
