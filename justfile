@@ -28,11 +28,11 @@ bench-build *args:
     {{python}} -m mtl bench-build "$@"
 
 # the test suite (pytest arguments pass through): two to four worker processes, a file's tests
-# on one worker (files of one xdist_group together: those sharing a session fixture), each torch at one thread (the tests wait on processes they start; two workers
+# on one worker, each torch at one thread (the tests wait on processes they start; two workers
 # at one thread each keep two cores busy where one at two threads left them idle), the longest
 # files first (tests/conftest.py's LONGEST_FIRST; xdist's own order put the longest last)
 test *args:
-    OMP_NUM_THREADS=1 {{python}} -m pytest --numprocesses=auto --maxprocesses=4 --dist=loadgroup --no-loadscope-reorder "$@"
+    OMP_NUM_THREADS=1 {{python}} -m pytest --numprocesses=auto --maxprocesses=4 --dist=loadfile --no-loadscope-reorder "$@"
 
 # ruff lint and format check
 lint:

@@ -9,8 +9,6 @@ from mtl.cli import main
 from .browser import SCREENSHOTS, chromium, look_at
 from .conftest import FIXTURES, senteval_folder, start_run
 
-pytestmark = pytest.mark.xdist_group("sweep_dir")  # with test_sweep.py: its sweep_dir made once
-
 
 @pytest.fixture(scope="module")
 def pages(tiny_data, sweep_dir, tmp_path_factory) -> dict:

@@ -10,8 +10,6 @@ from mtl.cli import main
 
 from .conftest import start_run
 
-pytestmark = pytest.mark.xdist_group("sweep_dir")  # with test_sweep.py: its sweep_dir made once
-
 
 class Page(HTMLParser):
     def __init__(self):

@@ -14,10 +14,6 @@ from mtl.tracking.wandb_file import run_files
 
 from .conftest import args_for, long_sweep_args, wait_until_training
 
-# One worker runs this file, test_report.py and test_pages.py (`just test` hands out groups whole):
-# the session's sweep_dir, two trainings, is made once for the three.
-pytestmark = pytest.mark.xdist_group("sweep_dir")
-
 
 def test_a_sweep_trains_each_member_in_its_group_and_skips_finished_ones(sweep_dir, capsys):
     out, args = sweep_dir
