@@ -192,6 +192,22 @@ def test_train_distributed_says_a_bad_argument_once_before_any_rank_starts(args,
     assert "Traceback" not in output
 
 
+def test_resuming_a_finished_run_is_refused_before_any_rank_starts(one_process, monkeypatch, capfd):
+    from mtl.train import launch
+
+    def started(*args):
+        raise AssertionError("torchrun started its ranks")
+
+    monkeypatch.setattr(launch, "run_torchrun", started)
+    run_dir = one_process[0]
+    code = main(["train-distributed", "2", f"resume={run_dir}"])
+    output = "".join(capfd.readouterr())
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert code == 2 and errors == [
+        f"error: {run_dir} has already finished: see {run_dir / 'summary.json'}"
+    ], output
+
+
 def test_a_job_into_a_locked_run_folder_is_refused_once_by_rank_0(tiny_data, tmp_path):
     from mtl.files.locks import FolderLock
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mtl.errors import UserError
+from mtl.runs import RunFolder, RunStatus
 from mtl.runtime.ranks import INTERRUPTED, RANK_MESSAGES, own_errors, root_cause
 from mtl.train.command_line import config_from_command
 from mtl.train.config import TrainConfig
@@ -37,7 +38,16 @@ def command(args: Sequence[str]) -> None:
         )
     processes, rest = int(args[0]), list(args[1:])
     config_from_command(rest)  # what every rank would refuse, said once before any starts
+    refuse_a_finished_run(rest)
     run_torchrun(processes, ["-m", "mtl", "train-multitask", *rest], rest)
+
+
+def refuse_a_finished_run(args: Sequence[str]) -> None:
+    """`resume=` of a run that has finished: said here, as each rank would say it, before
+    torchrun starts them (a few seconds of process starts, for one line)."""
+    resumed = [a.partition("=")[2] for a in args if a.startswith("resume=")]
+    if resumed and (folder := RunFolder(resumed[-1])).status() is RunStatus.FINISHED:
+        raise UserError(f"{folder.path} has already finished: see {folder.summary}")
 
 
 def run_torchrun(processes: int, command: list[str], args: list[str]) -> None:
