@@ -145,7 +145,8 @@ def test_two_processes_stopped_by_sigterm_on_one_rank_resume_and_train_like_one(
 ):
     """2 processes with the same global batches as one: SIGTERM to rank 1 makes both checkpoint
     after the same step, once; 2 processes resume and end with one process's weights, rank 0
-    alone writing the log and W&B (an uninterrupted 2-process run is this one's second job)."""
+    alone writing the log and W&B. (What an uninterrupted 2-process run was checked for is
+    checked on this run's two jobs.)"""
     out = tmp_path / "terminated"
     launcher = torchrun(2, *args_for(tiny_data, out, *SETTINGS, f"max_steps={STEPS}", "wandb=offline"))
     wait_for_checkpoint(out, 20, launcher)
