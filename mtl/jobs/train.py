@@ -14,7 +14,7 @@ from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.local import LocalLauncher
 from mtl.jobs.member import Member
 from mtl.runs import RunFolder, read_summary
-from mtl.train.command_line import config_from_command, format_summary
+from mtl.train.command_line import config_from_command, format_summary, resumed_run
 from mtl.train.config import TrainConfig
 
 
@@ -32,11 +32,10 @@ def command(args: Sequence[str]) -> None:
 
         run.command(rest)
         return
-    resumed = [a.partition("=")[2] for a in rest if a.startswith("resume=")]
+    resumed, overrides = resumed_run(rest)
     config = config_from_command(rest)  # a wrong key stops here, before anything is submitted
-    if resumed:
-        run_dir = Path(resumed[-1]).expanduser()
-        overrides = [a for a in rest if not a.startswith("resume=")]
+    if resumed is not None:
+        run_dir = Path(resumed).expanduser()
     else:
         run_dir = Path(
             config.run.out or f"runs/{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -38,12 +38,21 @@ def config_from_args(args: Sequence[str]) -> TrainConfig:
     return config
 
 
+def resumed_run(args: Sequence[str]) -> tuple[str | None, list[str]]:
+    """The run folder `resume=` names (the last one given; None without one), and the other keys."""
+    resumed = [a.partition("=")[2] for a in args if a.startswith("resume=")]
+    return (resumed[-1] if resumed else None), [a for a in args if not a.startswith("resume=")]
+
+
 def config_from_command(args: Sequence[str]) -> TrainConfig:
     """train-multitask's config; with resume=, the run's recorded one with the keys given over it."""
-    resume = [a.partition("=")[2] for a in args if a.startswith("resume=")]
-    if resume:
-        return resumed_config(resume[-1], [a for a in args if not a.startswith("resume=")])
-    return config_from_args(args)
+    run_dir, rest = resumed_run(args)
+    return config_from_args(args) if run_dir is None else resumed_config(run_dir, rest)
+
+
+def already_finished(folder: RunFolder) -> UserError:
+    """What resume= of a finished run is told (by the run, and before that by a launcher)."""
+    return UserError(f"{folder.path} has already finished: see {folder.summary}")
 
 
 def check_resume_overrides(overrides: Sequence[str]) -> None:

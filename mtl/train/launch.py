@@ -17,7 +17,7 @@ from pathlib import Path
 from mtl.errors import UserError
 from mtl.runs import RunFolder, RunStatus
 from mtl.runtime.ranks import INTERRUPTED, RANK_MESSAGES, own_errors, root_cause
-from mtl.train.command_line import config_from_command
+from mtl.train.command_line import already_finished, config_from_command, resumed_run
 from mtl.train.config import TrainConfig
 
 
@@ -45,9 +45,9 @@ def command(args: Sequence[str]) -> None:
 def refuse_a_finished_run(args: Sequence[str]) -> None:
     """`resume=` of a run that has finished: said here, as each rank would say it, before
     torchrun starts them (a few seconds of process starts, for one line)."""
-    resumed = [a.partition("=")[2] for a in args if a.startswith("resume=")]
-    if resumed and (folder := RunFolder(resumed[-1])).status() is RunStatus.FINISHED:
-        raise UserError(f"{folder.path} has already finished: see {folder.summary}")
+    run_dir, _ = resumed_run(args)
+    if run_dir is not None and (folder := RunFolder(run_dir)).status() is RunStatus.FINISHED:
+        raise already_finished(folder)
 
 
 def run_torchrun(processes: int, command: list[str], args: list[str]) -> None:

@@ -23,10 +23,12 @@ from mtl.runs import RunFolder, RunStatus
 from mtl.runtime.device import resolve_device
 from mtl.runtime.distributed import Distributed
 from mtl.train.command_line import (
+    already_finished,
     check_resume_overrides,
     config_from_args,
     config_from_command,
     format_summary,
+    resumed_run,
 )
 from mtl.train.config import TrainConfig, recorded_config, with_overrides
 from mtl.train.data import changed_inputs
@@ -149,7 +151,7 @@ def resumable_record(run_dir: Path, held: contextlib.ExitStack) -> tuple[dict[st
     recorded_config(record["config"], str(folder.record))  # one that no longer validates: refused
     status = folder.status()
     if status is RunStatus.FINISHED:
-        raise UserError(f"{run_dir} has already finished: see {folder.summary}")
+        raise already_finished(folder)
     if status is not RunStatus.NEVER_CHECKPOINTED:
         return record, False
     print(f"{run_dir} has no checkpoint yet: starting it again from step 0 with its saved config")
@@ -168,10 +170,9 @@ def command(args: Sequence[str]) -> None:
     """`just train-multitask key=value ...` (under torchrun too: every rank runs it)."""
     if int(os.environ.get("RANK", "0")) > 0:  # under torchrun, rank 0 speaks for all
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the process's lifetime)
-    resume_from = [a.partition("=")[2] for a in args if a.startswith("resume=")]
-    rest = [a for a in args if not a.startswith("resume=")]
-    if resume_from:
-        run_dir, summary = resume(resume_from[-1], overrides=rest)
+    resume_from, rest = resumed_run(args)
+    if resume_from is not None:
+        run_dir, summary = resume(resume_from, overrides=rest)
     else:
         run_dir, summary = start(config_from_args(args), command=args)
     if torch.distributed.is_initialized():  # after a failure a dead peer could make this hang: exit instead
