@@ -2,6 +2,7 @@
 Debian's packages (munged, slurmctld, slurmd). Under CI these must run (.ci/run installs the
 packages); elsewhere they skip and say why."""
 
+import contextlib
 import json
 import os
 import re
@@ -76,27 +77,6 @@ def test_a_sweep_through_slurm_is_one_job_array_with_the_local_sweeps_results(
             line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("steps_nli3 ")
         ]
         assert row == ["steps_nli3", "10/10", "-", job, "finished"]
-
-
-def test_a_member_requeued_mid_run_finishes_with_the_uninterrupted_runs_losses(
-    slurm, tiny_data, tmp_path, capsys
-):
-    keys = ("max_steps=400", "stop=max_steps", "checkpoint_every=20", "eval_every=100000", "hidden=64")
-    straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
-    out = tmp_path / "requeued"
-    job = submitted_until_a_checkpoint(tiny_data, out, keys)
-    job_id = json.loads((out / "slurm.json").read_text())["job_id"]
-    assert main(["status", str(out)]) == 0
-    assert re.search(rf"^requeued +\d+/400 +~\d+ (s|min) +{job_id} +running$", capsys.readouterr().out, re.M)
-    subprocess.run(["scontrol", "requeue", job_id], check=True)
-    _start_now(job_id)  # SLURM holds a requeued job back for two minutes: the test does not wait them out
-    output, _ = job.communicate(timeout=300)
-    assert job.returncode == 0, output
-    assert training_rows(out) == training_rows(straight)
-    summaries = [json.loads((d / "summary.json").read_text()) for d in (straight, out)]
-    assert deterministic_summary(summaries[1]) == deterministic_summary(summaries[0])
-    log = Path(json.loads((out / "slurm.json").read_text())["stdout"]).read_text()
-    assert "resum" in log  # the requeued job resumed the folder, it did not start again
 
 
 def submitted_until_a_checkpoint(tiny_data, out: Path, keys: tuple[str, ...]) -> subprocess.Popen:
@@ -217,12 +197,20 @@ def test_a_lock_left_by_a_job_slurm_says_is_gone_is_stale(slurm, tmp_path):
     subprocess.run(["scancel", running], check=True)
 
 
-def test_a_run_near_its_time_limit_checkpoints_requeues_and_resumes_exactly(slurm, tiny_data, tmp_path):
-    """SLURM's USR2 before the time limit (`#SBATCH --signal=USR2@<slurm.signal_s>`): the run
-    checkpoints after its step, the job requeues itself and the next attempt resumes. The signal is
-    sent as SLURM sends it (to the job's processes), once the run trains: a clock-timed one could
-    come before a loaded machine has started the job."""
-    # Signalled 200 steps in, 600 before the end: seconds to spare on a fast machine, more on a slow one.
+def test_a_run_signalled_near_its_time_limit_then_requeued_resumes_exactly_each_time(
+    slurm, tiny_data, tmp_path, capsys
+):
+    """One job stopped mid-run twice, as SLURM stops jobs, and trained as the uninterrupted run:
+
+    1. SLURM's USR2 before the time limit (`#SBATCH --signal=USR2@<slurm.signal_s>`): the run
+       checkpoints after its step (`checkpoint_every=` is past the end: no other checkpoint), the
+       job requeues itself and the next attempt resumes there. Sent as SLURM sends it, to the
+       job's processes, once the run trains: a clock-timed one could come before a loaded machine
+       has started the job.
+    2. `scontrol requeue` (as a preemption), 100 steps into that attempt: SLURM's SIGTERM, taken
+       the same way, and a third attempt resumes from that checkpoint.
+    """
+    # Signalled 200 steps in, requeued about 300 in: 500 steps to spare, more on a slow machine.
     keys = ("max_steps=800", "stop=max_steps", "checkpoint_every=100000", "eval_every=100000", "hidden=64")
     straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
     out = tmp_path / "limited"
@@ -233,22 +221,47 @@ def test_a_run_near_its_time_limit_checkpoints_requeues_and_resumes_exactly(slur
         ],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 180
-    while len(training_rows_so_far(out)) < 200:
-        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0]
-        time.sleep(0.1)
+    trained_until(out, 200, job)
     job_id = json.loads((out / "slurm.json").read_text())["job_id"]
     script = (out / "slurm" / f"{job_id}_submission.sh").read_text()
     assert "#SBATCH --time=30" in script and "#SBATCH --signal=USR2@300" in script
     subprocess.run(["scancel", "--signal=USR2", job_id], check=True)
     _start_now(job_id)  # the job requeued itself; SLURM's two-minute hold lifted
+    (signalled,) = resumed_at(out, 1, job)
+    trained_until(out, signalled + 100, job)
+    assert main(["status", str(out)]) == 0
+    assert re.search(rf"^limited +\d+/800 +~\d+ (s|min) +{job_id} +running$", capsys.readouterr().out, re.M)
+    subprocess.run(["scontrol", "requeue", job_id], check=True)
+    _start_now(job_id)  # SLURM holds a requeued job back for two minutes: the test does not wait them out
     output = job.communicate(timeout=300)[0]
     assert job.returncode == 0, output
     log = Path(json.loads((out / "slurm.json").read_text())["stderr"]).read_text()
-    assert "interrupt: saving a checkpoint after this step" in log  # stopped by the signal, checkpointed
+    assert log.count("interrupt: saving a checkpoint after this step") == 2  # each stop checkpointed
+    assert resumed_at(out, 2, job)[1] >= signalled + 100
     assert training_rows(out) == training_rows(straight)
     summaries = [json.loads((d / "summary.json").read_text()) for d in (straight, out)]
     assert deterministic_summary(summaries[1]) == deterministic_summary(summaries[0])
+
+
+def trained_until(out: Path, steps: int, job: subprocess.Popen) -> None:
+    """Wait until the run in `out` has logged `steps` training steps."""
+    deadline = time.monotonic() + 180
+    while len(training_rows_so_far(out)) < steps:
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0]
+        time.sleep(0.1)
+
+
+def resumed_at(out: Path, attempts: int, job: subprocess.Popen) -> list[int]:
+    """The steps the job's later attempts resumed the run at, once `attempts` of them have."""
+    deadline = time.monotonic() + 180
+    while True:
+        files = json.loads((out / "slurm.json").read_text())
+        with contextlib.suppress(OSError):
+            steps = re.findall(r"^resuming \S+ at step (\d+)$", Path(files["stdout"]).read_text(), re.M)
+            if len(steps) >= attempts:
+                return [int(step) for step in steps]
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0]
+        time.sleep(0.1)
 
 
 def training_rows_so_far(run_dir: Path) -> list[dict]:
