@@ -237,7 +237,8 @@ def test_a_run_signalled_near_its_time_limit_then_requeued_resumes_exactly_each_
     assert job.returncode == 0, output
     log = Path(json.loads((out / "slurm.json").read_text())["stderr"]).read_text()
     assert log.count("interrupt: saving a checkpoint after this step") == 2  # each stop checkpointed
-    assert resumed_at(out, 2, job)[1] >= signalled + 100
+    resumed = resumes(out)  # the steps the second and the third attempt took the run up at
+    assert len(resumed) == 2 and resumed[0] == signalled and resumed[1] >= signalled + 100, resumed
     assert training_rows(out) == training_rows(straight)
     summaries = [json.loads((d / "summary.json").read_text()) for d in (straight, out)]
     assert deterministic_summary(summaries[1]) == deterministic_summary(summaries[0])
@@ -252,16 +253,20 @@ def trained_until(out: Path, steps: int, job: subprocess.Popen) -> None:
 
 
 def resumed_at(out: Path, attempts: int, job: subprocess.Popen) -> list[int]:
-    """The steps the job's later attempts resumed the run at, once `attempts` of them have."""
+    """`resumes(out)`, once `attempts` of the job's attempts have resumed the run."""
     deadline = time.monotonic() + 180
-    while True:
-        files = json.loads((out / "slurm.json").read_text())
-        with contextlib.suppress(OSError):
-            steps = re.findall(r"^resuming \S+ at step (\d+)$", Path(files["stdout"]).read_text(), re.M)
-            if len(steps) >= attempts:
-                return [int(step) for step in steps]
+    while len(steps := resumes(out)) < attempts:
         assert job.poll() is None and time.monotonic() < deadline, job.communicate()[0]
         time.sleep(0.1)
+    return steps
+
+
+def resumes(out: Path) -> list[int]:
+    """The steps the SLURM job's attempts have resumed the run in `out` at, as their output says."""
+    output = Path(json.loads((out / "slurm.json").read_text())["stdout"])
+    with contextlib.suppress(OSError):
+        return [int(step) for step in re.findall(r"^resuming \S+ at step (\d+)$", output.read_text(), re.M)]
+    return []
 
 
 def training_rows_so_far(run_dir: Path) -> list[dict]:
