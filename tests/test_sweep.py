@@ -98,7 +98,7 @@ def test_a_parallel_sweep_shows_each_running_members_step(sweep_dir, tiny_data, 
     last = max(json.loads(line)["global_step"] for line in (first.run_dir / "metrics.jsonl").open())
     assert member_progress(first) == f"steps_nli2 step {last}" + (f"/{planned}" if planned else "")
     # a line being written, in a copy: the session's sweep is read by other tests
-    shutil.copytree(out, tmp_path / "copy")
+    shutil.copytree(out, tmp_path / "copy", ignore=shutil.ignore_patterns("wandb", "checkpoints"))
     copied = parse(["fig2", *args[:-1], f"out={tmp_path / 'copy'}"]).members()[0]
     (copied.run_dir / "metrics.jsonl").write_text('{"global_step": 7}\n{"global_st')
     assert member_progress(copied).startswith("steps_nli2 step 7")
