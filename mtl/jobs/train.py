@@ -34,13 +34,13 @@ def command(args: Sequence[str]) -> None:
         return
     resumed, overrides = resumed_run(rest)
     config = config_from_command(rest)  # a wrong key stops here, before anything is submitted
-    if resumed is not None:
-        run_dir = Path(resumed).expanduser()
-    else:
+    if resumed is None:  # a new run: its folder named now, so that every attempt trains into it
         run_dir = Path(
             config.run.out or f"runs/{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         ).expanduser()
-        overrides = [a for a in rest if not a.startswith("out=")] + [f"out={run_dir}"]
+        overrides = [a for a in overrides if not a.startswith("out=")] + [f"out={run_dir}"]
+    else:
+        run_dir = Path(resumed).expanduser()
     member = Member(run_dir.name, overrides, run_dir)
     outcome = launcher.run([member], run_dir, f"run {run_dir.name}")[member.name]
     if outcome.startswith("failed"):
