@@ -21,16 +21,16 @@ features in Python pickles, which mtl never loads) is not fetched.
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
 import hashlib
 import http.client
 import json
 import os
-import tarfile
 import urllib.error
 import urllib.parse
 import urllib.request
-import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,8 +50,10 @@ from mtl.config import AtLeast1, apply_overrides
 from mtl.console import progress_stream
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
+from mtl.files.archives import Archive, Damaged, UnsafeArchive
 from mtl.files.locks import FolderLock
 from mtl.files.paths import data_dir
+from mtl.files.schemas import SentEvalManifest, read_json
 
 RECORDED_FILE = Path(__file__).with_name("senteval_files.json")
 MANIFEST = "get-senteval.json"
@@ -65,7 +67,9 @@ class GetSentEvalConfig:
     tasks: str = (
         "all"  # comma-separated: MR,CR,SUBJ,MPQA,SST2,SST5,TREC,MRPC,SICK,STS12..STS16,STS-B,SNLI,probing
     )
-    mirror: str | None = None  # a base URL serving every download under its file name (a local copy)
+    mirror: str | None = (
+        None  # a base URL serving every download under its file name, or a folder holding them
+    )
     keep_downloads: bool = False  # keep <out>/.downloads/ after the files are written
     timeout: AtLeast1 = 60  # seconds a connection may stay silent before the download stops (rerun resumes)
 
@@ -85,7 +89,10 @@ class Source:
     task: str  # what tasks= names
     downloads: tuple[Download, ...]
     make: Maker
-    exact: bool = True  # False: Moses' tokenizer through sacremoses, which may differ on rare lines
+    # The files (fnmatch pattern) Moses' tokenizer makes, through sacremoses, which may differ from
+    # the Perl original on rare lines; every other file is a copy or SentEval's exact processing
+    # and must be the recorded one (an STS gold-score file that changed in transit is refused).
+    tokenized: str = ""
 
 
 SENTEVAL_DATA = "https://dl.fbaipublicfiles.com/senteval/senteval_data"
@@ -126,7 +133,7 @@ def _binary(task: str) -> Maker:
     folder, files = BINARY_TASKS[task]
 
     def make(downloads: dict[str, Path]) -> dict[str, bytes]:
-        with OpenedArchive(downloads, BINARY_CLASSIFICATION.name, zipfile.ZipFile) as archive:
+        with opened(downloads, BINARY_CLASSIFICATION.name) as archive:
             return {
                 f"downstream/{task}/{f}": treebank(cat_v(archive.read(f"data/{folder}/{f}"))) for f in files
             }
@@ -149,16 +156,18 @@ def _sts(year: str) -> Maker:
 
     def make(downloads: dict[str, Path]) -> dict[str, bytes]:
         files: dict[str, bytes] = {}
-        with OpenedArchive(downloads, f"{year}-en-test.zip", zipfile.ZipFile) as archive:
-            for info in archive.infolist():
-                if not info.is_dir() and info.filename.startswith(f"{inside}/"):
-                    files[f"{folder}/{info.filename.removeprefix(inside + '/')}"] = archive.read(info)
+        with opened(downloads, f"{year}-en-test.zip") as archive:
+            for member in archive.names():
+                if member.startswith(f"{inside}/"):
+                    files[f"{folder}/{member.removeprefix(inside + '/')}"] = archive.read(member)
         for subset in subsets.split():
             name = f"{folder}/STS.input.{subset}.txt"
             if year == "STS16":  # its files carry the year: renamed to the others' names
-                files[name] = files.pop(f"{folder}/STS2016.input.{subset}.txt")
-                files[f"{folder}/STS.gs.{subset}.txt"] = files.pop(f"{folder}/STS2016.gs.{subset}.txt")
-            lines = lines_of(files[name], UTF8)
+                files[name] = _member(files, f"{folder}/STS2016.input.{subset}.txt", year)
+                files[f"{folder}/STS.gs.{subset}.txt"] = _member(
+                    files, f"{folder}/STS2016.gs.{subset}.txt", year
+                )
+            lines = lines_of(_member(files, name, year), UTF8)
             first = moses([cut(line, 1) for line in lines], lowercase=True)
             second = moses([cut(line, 2) for line in lines], lowercase=True)
             files[name] = joined([f"{a}\t{b}" for a, b in zip(first, second, strict=True)], UTF8)
@@ -169,17 +178,15 @@ def _sts(year: str) -> Maker:
 
 def _sts_benchmark(downloads: dict[str, Path]) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
-    with OpenedArchive(downloads, "Stsbenchmark.tar.gz", tarfile.open) as archive:
-        for member in archive.getmembers():
-            if member.isfile() and member.name.startswith("stsbenchmark/"):
-                data = archive.extractfile(member)
-                if data is not None:
-                    files[f"downstream/STS/STSBenchmark/{member.name.removeprefix('stsbenchmark/')}"] = (
-                        data.read()
-                    )
+    with opened(downloads, "Stsbenchmark.tar.gz") as archive:
+        for member in archive.names():
+            if member.startswith("stsbenchmark/"):
+                files[f"downstream/STS/STSBenchmark/{member.removeprefix('stsbenchmark/')}"] = archive.read(
+                    member
+                )
     for split in ("train", "dev", "test"):
         name = f"downstream/STS/STSBenchmark/sts-{split}.csv"
-        lines = lines_of(files[name], UTF8)
+        lines = lines_of(_member(files, name, "STS-B"), UTF8)
         scores = [cut(line, 1, 2, 3, 4, 5) for line in lines]
         first = moses([cut(line, 6) for line in lines], lowercase=True)
         second = moses([cut(line, 7) for line in lines], lowercase=True)
@@ -190,7 +197,7 @@ def _sts_benchmark(downloads: dict[str, Path]) -> dict[str, bytes]:
 def _sick(downloads: dict[str, Path]) -> dict[str, bytes]:
     files = {}
     for split in SICK_SPLITS:
-        with OpenedArchive(downloads, f"sick_{split}.zip", zipfile.ZipFile) as archive:
+        with opened(downloads, f"sick_{split}.zip") as archive:
             lines = lines_of(archive.read(f"SICK_{split}.txt"), UTF8)
         rows = lines[1:]  # the header stays as it is
         first = moses([cut(line, 2) for line in rows], lowercase=False)
@@ -205,7 +212,7 @@ def _sick(downloads: dict[str, Path]) -> dict[str, bytes]:
 
 def _snli(downloads: dict[str, Path]) -> dict[str, bytes]:
     files = {}
-    with OpenedArchive(downloads, "snli_1.0.zip", zipfile.ZipFile) as archive:
+    with opened(downloads, "snli_1.0.zip") as archive:
         for split in ("train", "dev", "test"):
             lines = lines_of(archive.read(f"snli_1.0/snli_1.0_{split}.txt"))
             # awk '$1 != "-"' (no gold label), cut -f 1,6,7, then the header line dropped
@@ -226,13 +233,16 @@ def sources() -> dict[str, Source]:
     }  # fmt: skip
     for year, (path, _, _) in STS_YEARS.items():
         table[year] = Source(
-            year, (Download(f"{year}-en-test.zip", f"{STS_WIKI}/{path}"),), _sts(year), exact=False
+            year,
+            (Download(f"{year}-en-test.zip", f"{STS_WIKI}/{path}"),),
+            _sts(year),
+            tokenized="*/STS.input.*.txt",
         )
     table["STS-B"] = Source(
         "STS-B",
         (Download("Stsbenchmark.tar.gz", f"{STS_WIKI}/4/48/Stsbenchmark.tar.gz"),),
         _sts_benchmark,
-        exact=False,
+        tokenized="*/sts-*.csv",
     )
     trec = ("train_5500.label", "TREC_10.label")
     table["TREC"] = Source(
@@ -244,7 +254,7 @@ def sources() -> dict[str, Source]:
         "SICK",
         tuple(Download(f"sick_{s}.zip", f"{SICK}/sick_{s}.zip") for s in SICK_SPLITS),
         _sick,
-        exact=False,
+        tokenized="*/SICK_*.txt",
     )
     for task in BINARY_TASKS:
         table[task] = Source(task, (BINARY_CLASSIFICATION,), _binary(task))
@@ -295,7 +305,7 @@ def get_senteval(config: GetSentEvalConfig) -> tuple[Path, dict]:
     downloads_folder = out / ".downloads"
     out.mkdir(parents=True, exist_ok=True)
     with FolderLock(out, "SentEval data folder", "out"):
-        manifest = _read_manifest(out)
+        manifest = read_manifest(out)
         expected = recorded()
         for source in tasks:
             if _complete(out, manifest, source.task):
@@ -317,21 +327,32 @@ def get_senteval(config: GetSentEvalConfig) -> tuple[Path, dict]:
 
 
 def fetch(download: Download, folder: Path, mirror: str | None, timeout: int) -> Path:
-    """The download in `folder`, fetched or resumed unless complete there already."""
+    """The download in `folder`, fetched (or copied from a mirror folder) or resumed unless complete
+    there already."""
     target = folder / download.name
     if target.is_file():
         return target
     folder.mkdir(parents=True, exist_ok=True)
+    if mirror and not _is_url(mirror):
+        return _copy_from_folder(download, Path(mirror).expanduser(), target)
     partial = folder / f"{download.name}.partial"
+    validator_file = folder / f"{download.name}.partial.json"
     url = f"{mirror.rstrip('/')}/{urllib.parse.quote(download.name)}" if mirror else download.url
-    have = partial.stat().st_size if partial.is_file() else 0
+    # Resumed only where the server named the version the kept bytes are of (ETag or
+    # Last-Modified) and is asked to send the rest only if it still serves that version
+    # (If-Range): otherwise a file changed since would be spliced onto the old one's start.
+    validator = _recorded_validator(validator_file, url)
+    have = partial.stat().st_size if partial.is_file() and validator else 0
     request = urllib.request.Request(url, headers={"User-Agent": "mtl get-senteval"})
     if have:
         request.add_header("Range", f"bytes={have}-")
+        request.add_header("If-Range", validator)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            if have and response.status != 206:  # the server sends the whole file again
+            if have and response.status != 206:  # the file changed, or no ranges: sent whole again
                 have = 0
+            if not have:
+                _record_validator(validator_file, url, response.headers)
             length = response.headers.get("Content-Length")
             total = have + int(length) if length and length.isdigit() else None
             with (
@@ -346,9 +367,9 @@ def fetch(download: Download, folder: Path, mirror: str | None, timeout: int) ->
         if error.code == 416 and have:  # nothing after the bytes kept: complete, or not this file
             total = (error.headers.get("Content-Range") or "").rpartition("/")[2]
             if total.isdigit() and int(total) == have:  # killed between its last byte and its rename
-                os.replace(partial, target)
-                return target
+                return _finished(partial, validator_file, target)
             partial.unlink(missing_ok=True)
+            validator_file.unlink(missing_ok=True)
             raise UserError(
                 f"the {have:,} bytes kept of {download.name} do not fit the file {url} serves now: they were "
                 "removed; run again to download it anew"
@@ -362,50 +383,106 @@ def fetch(download: Download, folder: Path, mirror: str | None, timeout: int) ->
         done = partial.stat().st_size if partial.is_file() else 0
         raise UserError(
             f"could not download {download.name} from {urllib.parse.urlsplit(url).netloc} ({reason}): "
-            + (f"{done:,} bytes kept, run again to resume" if done else "offline? run again when online")
+            + (
+                _next_run(validator_file, url, f"{done:,} bytes kept")
+                if done
+                else "offline? run again when online"
+            )
             + f", or put {download.url} by hand at {target}"
         ) from None
     if total is not None and partial.stat().st_size != total:
         raise UserError(
-            f"download of {download.name} stopped at {partial.stat().st_size:,} of {total:,} bytes: run again to resume"
+            f"download of {download.name} stopped at {partial.stat().st_size:,} of {total:,} bytes: "
+            + _next_run(validator_file, url)
         )
-    os.replace(partial, target)
+    return _finished(partial, validator_file, target)
+
+
+def _next_run(validator_file: Path, url: str, kept: str = "") -> str:
+    if _recorded_validator(validator_file, url):
+        return f"{kept}{', ' if kept else ''}run again to resume"
+    return "run again to download it anew (the server names no version to resume against)"
+
+
+def _is_url(mirror: str) -> bool:
+    return urllib.parse.urlsplit(mirror).scheme in ("http", "https", "ftp")
+
+
+def _copy_from_folder(download: Download, mirror: Path, target: Path) -> Path:
+    """`mirror=<folder>`: the download copied from a local folder holding it under its name."""
+    source = mirror / download.name
+    if not mirror.is_dir():
+        raise UserError(
+            f"mirror={mirror} is neither a URL (http://, https://) nor a folder: give one of them"
+        )
+    if not source.is_file():
+        raise UserError(
+            f"mirror={mirror} has no {download.name}: put {download.url} there under that name, or leave out mirror="
+        )
+    with (
+        atomic.atomic_path(target, "download") as partial,
+        open(source, "rb") as read,
+        open(partial, "wb") as out,
+    ):
+        while chunk := read.read(1 << 20):
+            out.write(chunk)
     return target
 
 
-class OpenedArchive:
-    """An archive among the downloads, opened; a damaged one is removed (the next run fetches it
-    again) and named in one line."""
+def _recorded_validator(validator_file: Path, url: str) -> str | None:
+    """The ETag (or Last-Modified date) the server gave for the kept bytes of `url`; None if none."""
+    try:
+        record = json.loads(validator_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if (
+        not isinstance(record, dict)
+        or record.get("url") != url
+        or not isinstance(record.get("validator"), str)
+    ):
+        return None
+    validator = record["validator"]
+    return validator if validator.isprintable() and validator.strip() else None
 
-    def __init__(self, downloads: dict[str, Path], name: str, opener):
-        self.path, self.opener = downloads[name], opener
 
-    def __enter__(self):
-        try:
-            self.handle = self.opener(self.path)
-        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as error:
-            self.path.unlink(missing_ok=True)
-            raise UserError(
-                f"{self.path} is damaged ({error}): it was removed, run again to download it anew"
-            ) from None
-        return self
+def _record_validator(validator_file: Path, url: str, headers) -> None:  # noqa: ANN001
+    validator = headers.get("ETag") or headers.get("Last-Modified")
+    if validator and not validator.startswith("W/"):  # a weak ETag may not guard a range (RFC 9110)
+        atomic.write_text(
+            validator_file, json.dumps({"url": url, "validator": validator}) + "\n", "download record"
+        )
+    else:
+        validator_file.unlink(missing_ok=True)
 
-    def read(self, member):
-        try:
-            return self.handle.read(member)
-        except KeyError:
-            raise UserError(
-                f"{self.path.name} has no {member}: the source changed; tell mtl's maintainers"
-            ) from None
-        except (zipfile.BadZipFile, OSError, EOFError) as error:  # a CRC mismatch: corrupted bytes
-            self.path.unlink(missing_ok=True)
-            raise UserError(f"{self.path} is damaged ({error}): it was removed, run again") from None
 
-    def __getattr__(self, name):  # infolist, getmembers, extractfile: the archive's own
-        return getattr(self.handle, name)
+def _finished(partial: Path, validator_file: Path, target: Path) -> Path:
+    os.replace(partial, target)
+    validator_file.unlink(missing_ok=True)
+    return target
 
-    def __exit__(self, *_):
-        self.handle.close()
+
+def _member(files: dict[str, bytes], path: str, task: str) -> bytes:
+    """A file the archive must have held: its absence is one line, not a KeyError."""
+    if path not in files:
+        raise UserError(
+            f"{task}'s download has no {Path(path).name}: the source changed since mtl recorded it; "
+            "tell mtl's maintainers (or give mirror= a copy of the original)"
+        )
+    return files[path]
+
+
+@contextlib.contextmanager
+def opened(downloads: dict[str, Path], name: str) -> Iterator[Archive]:
+    """An archive among the downloads, opened through mtl's one archive reader (members checked
+    and bounded: mtl/files/archives.py); a damaged or unsafe one is removed (the next run fetches
+    it again) and named in one line."""
+    path = downloads[name]
+    try:
+        with Archive(path) as archive:
+            yield archive
+    except (Damaged, UnsafeArchive) as error:
+        path.unlink(missing_ok=True)
+        raise UserError(f"{error}: it was removed, run again to download it anew") from None
 
 
 def _check(path: str, data: bytes, expected: dict[str, tuple[int, str]], source: Source, fetched) -> dict:
@@ -414,7 +491,7 @@ def _check(path: str, data: bytes, expected: dict[str, tuple[int, str]], source:
     entry = {"size": len(data), "sha256": sha, "verified": None}
     if path in expected:
         entry["verified"] = expected[path] == (len(data), sha)
-        if not entry["verified"] and source.exact:
+        if not entry["verified"] and not (source.tokenized and fnmatch.fnmatch(path, source.tokenized)):
             for download in fetched.values():  # the download is not what SentEval's script read
                 download.unlink(missing_ok=True)
             raise UserError(
@@ -444,12 +521,14 @@ def _complete(out: Path, manifest: dict, task: str) -> bool:
     )
 
 
-def _read_manifest(out: Path) -> dict:
-    try:
-        manifest = json.loads((out / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return {}
-    return manifest if isinstance(manifest, dict) else {}
+def read_manifest(out: Path) -> dict:
+    """What an earlier get-senteval wrote into `out` (none: {}), checked against its schema."""
+    manifest = read_json(
+        out / MANIFEST,
+        SentEvalManifest,
+        f"remove it (every task of {out} is then fetched and checked again)",
+    )
+    return manifest or {}
 
 
 def _remove_unneeded(fetched: dict[str, Path], later: Sequence[Source]) -> None:

@@ -6,6 +6,7 @@ import contextlib
 import io
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from typing import TextIO
 
@@ -99,15 +100,25 @@ class Printable(io.TextIOBase):
 
 @contextlib.contextmanager
 def printable_stdout() -> Iterator[None]:
-    """`sys.stdout` as `Printable` for the duration (a command's run)."""
-    original = sys.stdout
+    """`sys.stdout` as `Printable`, and every warning's text escaped, for the duration (a
+    command's run): a warning quotes paths and names from files (a downloaded encoder's
+    vectors path), whose escape sequences would otherwise drive the terminal."""
+    original, original_format = sys.stdout, warnings.formatwarning
     sys.stdout = wrapped = Printable(original)
+    warnings.formatwarning = _printable_warning
     try:
         yield
     finally:
         with contextlib.suppress(OSError, ValueError):
             wrapped.flush()  # a last line printed without its end
-        sys.stdout = original
+        sys.stdout, warnings.formatwarning = original, original_format
+
+
+_format_warning = warnings.formatwarning
+
+
+def _printable_warning(message, category, filename, lineno, line=None) -> str:  # noqa: ANN001
+    return printable(_format_warning(message, category, filename, lineno, line))
 
 
 class Unbreakable(io.TextIOBase):

@@ -2,8 +2,10 @@
 the recorded copy's, byte for byte; a download cut off resumes; a changed source, a damaged
 archive and no network are one line each."""
 
+import hashlib
 import http.server
 import io
+import json
 import os
 import subprocess
 import tarfile
@@ -16,6 +18,7 @@ import pytest
 from dataset_builders import senteval
 from dataset_builders.senteval_text import cat_v, moses_line, treebank_line, without_quotes
 from mtl.cli import main
+from mtl.errors import UserError
 from mtl.eval.transfer.tasks import read_task
 
 from .conftest import one_error_line
@@ -28,11 +31,12 @@ needs_data = pytest.mark.skipif(
 
 
 class SourcesStandIn:
-    """Serves `files` (name -> bytes) under their names, with byte ranges; `cut_next` sends the
-    first half of the next file, then drops the connection."""
+    """Serves `files` (name -> bytes) under their names, with byte ranges guarded by an ETag
+    (If-Range; `etags=False`: a server that names no version); `cut_next` sends the first half of
+    the next file, then drops the connection."""
 
     def __init__(self, files: dict[str, bytes]):
-        self.files, self.ranges, self.cut_next = files, [], False
+        self.files, self.ranges, self.cut_next, self.etags = files, [], False, True
         handler = type("Handler", (_Handler,), {"standin": self})
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -55,7 +59,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_error(404)
             return
         data, start = self.standin.files[name], 0
-        if ranged := self.headers.get("Range"):
+        etag = f'"{hashlib.sha256(data).hexdigest()[:16]}"' if self.standin.etags else None
+        ranged = self.headers.get("Range")
+        if ranged and self.headers.get("If-Range") != etag:  # as RFC 9110: changed, sent whole
+            ranged = None
+        if ranged:
             start = int(ranged.removeprefix("bytes=").rstrip("-"))
             self.standin.ranges.append((name, start))
             if start >= len(data):  # as HTTP servers answer a range past the end
@@ -66,6 +74,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return
         self.send_response(206 if ranged else 200)
         self.send_header("Content-Length", str(len(data) - start))
+        if etag:
+            self.send_header("ETag", etag)
         self.end_headers()
         if self.standin.cut_next:
             self.standin.cut_next = False
@@ -204,6 +214,11 @@ def test_a_download_complete_but_not_yet_renamed_is_taken_as_it_is(standin, tmp_
     (out / ".downloads").mkdir(parents=True)
     for name in ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt"):
         (out / ".downloads" / f"{name}.partial").write_bytes(files[name])
+        record = {
+            "url": f"{server.url}/{name}",
+            "validator": f'"{hashlib.sha256(files[name]).hexdigest()[:16]}"',
+        }
+        (out / ".downloads" / f"{name}.partial.json").write_text(json.dumps(record))
     assert get(server, out, "MRPC") == 0
     assert sorted(server.ranges) == sorted(
         (n, len(files[n])) for n in ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt")
@@ -222,7 +237,16 @@ def test_a_source_that_changed_writes_nothing_of_its_task(standin, tmp_path, cap
     assert not (out / "downstream").exists() and not list((out / ".downloads").iterdir())
 
 
-def test_moses_tasks_are_tokenized_and_laid_out_as_senteval_does(standin, tmp_path, capsys):
+def without_recorded_gold_scores(monkeypatch):
+    """The stand-ins' STS gold scores are not the real ones, which are checked byte for byte."""
+    recorded = senteval.recorded()
+    monkeypatch.setattr(
+        senteval, "recorded", lambda: {p: v for p, v in recorded.items() if "/STS.gs." not in p}
+    )
+
+
+def test_moses_tasks_are_tokenized_and_laid_out_as_senteval_does(standin, tmp_path, capsys, monkeypatch):
+    without_recorded_gold_scores(monkeypatch)
     sts = {
         "sts-en-test-gs-2014/STS.input.images.txt": b"Don't stop, Bob.\tA cat's toy (red).\n",
         "sts-en-test-gs-2014/STS.gs.images.txt": b"3.2\n",
@@ -295,3 +319,129 @@ def test_the_treebank_rules_split_as_the_sed_script_does():
     )
     assert treebank_line("it''s a cannot-lose deal .") == "it' 's a cannot-lose deal . "
     assert moses_line("  ", lowercase=True) == "  "  # Moses prints a blank line as it is
+
+
+# ---- a hostile source: archives, versions, mirrors, a damaged manifest --------------------------
+
+
+def sts14_zip(**changed: bytes) -> bytes:
+    subsets = ("deft-forum", "deft-news", "headlines", "OnWN", "images", "tweet-news")
+    members = {f"sts-en-test-gs-2014/STS.input.{s}.txt": b"A b.\tC d.\n" for s in subsets}
+    members |= {f"sts-en-test-gs-2014/STS.gs.{s}.txt": b"1.0\n" for s in subsets}
+    return zipped({**members, **changed})
+
+
+def test_an_archive_member_that_climbs_out_of_its_folder_is_refused(standin, tmp_path, capsys, monkeypatch):
+    without_recorded_gold_scores(monkeypatch)
+    out = tmp_path / "data" / "senteval"
+    climbing = sts14_zip(**{"sts-en-test-gs-2014/../../../../../../escaped.txt": b"x"})
+    assert get(standin({"STS14-en-test.zip": climbing}), out, "STS14") == 2
+    line = one_error_line(capsys)
+    assert "which would be written outside its folder" in line and "it was removed" in line
+    assert not list(tmp_path.rglob("escaped.txt")) and not (out / "downstream").exists()
+    assert not (out / ".downloads" / "STS14-en-test.zip").exists()  # the next run fetches it anew
+
+
+def test_a_tar_member_that_climbs_out_or_links_is_refused(standin, tmp_path, capsys):
+    for make in ("climbs", "links"):
+        tar = io.BytesIO()
+        with tarfile.open(fileobj=tar, mode="w:gz") as archive:
+            info = tarfile.TarInfo(
+                "stsbenchmark/../../../../x" if make == "climbs" else "stsbenchmark/sts-dev.csv"
+            )
+            if make == "links":
+                info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            else:
+                info.size = 1
+            archive.addfile(info, io.BytesIO(b"x"))
+        out = tmp_path / make
+        assert get(standin({"Stsbenchmark.tar.gz": tar.getvalue()}), out, "STS-B") == 2
+        said = "written outside its folder" if make == "climbs" else "is a link or a special file"
+        assert said in one_error_line(capsys)
+    assert not list(tmp_path.rglob("x"))
+
+
+def test_a_small_archive_declaring_a_huge_member_is_refused_before_it_is_read(standin, tmp_path, capsys):
+    bomb = zipped({"sts-en-test-gs-2014/STS.input.images.txt": b"\0" * (64 << 20)})  # 64 MiB in ~64 kB
+    assert len(bomb) < 200_000
+    assert get(standin({"STS14-en-test.zip": bomb}), tmp_path / "senteval", "STS14") == 2
+    line = one_error_line(capsys)
+    assert "declares 67,108,864 bytes from" in line and "200x compression" in line
+
+
+def test_an_archive_missing_a_member_is_one_line(standin, tmp_path, capsys, monkeypatch):
+    without_recorded_gold_scores(monkeypatch)
+    lacking = sts14_zip()
+    with zipfile.ZipFile(io.BytesIO(lacking)) as full:
+        kept = {n: full.read(n) for n in full.namelist() if "images" not in n}
+    assert get(standin({"STS14-en-test.zip": zipped(kept)}), tmp_path / "senteval", "STS14") == 2
+    assert "STS14's download has no STS.input.images.txt: the source changed" in one_error_line(capsys)
+
+
+def test_a_changed_gold_score_file_is_refused_though_sts_is_tokenized(standin, tmp_path, capsys):
+    # STS's sentences go through sacremoses (may differ from Perl's Moses: reported), its gold
+    # scores are copies and must be the recorded bytes: a source changed in transit is refused
+    out = tmp_path / "senteval"
+    assert get(standin({"STS14-en-test.zip": sts14_zip()}), out, "STS14") == 2
+    line = one_error_line(capsys)
+    assert "STS14-en-test/STS.gs." in line and "not the recorded" in line and "nothing of STS14" in line
+    assert not (out / "downstream").exists()
+
+
+def test_a_source_that_changed_between_attempts_is_fetched_whole_not_spliced(standin, tmp_path, capsys):
+    old, new = b"old version\n" * 5000, b"NEW VERSION\n" * 5000
+    server = standin({"TREC_10.label": old})
+    server.cut_next = True
+    download = senteval.Download("TREC_10.label", "http://unused")
+    with pytest.raises(UserError, match="run again to resume"):
+        senteval.fetch(download, tmp_path, server.url, 10)
+    assert 0 < (tmp_path / "TREC_10.label.partial").stat().st_size < len(old)
+    server.files["TREC_10.label"] = new  # the source changed, and its ETag with it
+    assert senteval.fetch(download, tmp_path, server.url, 10).read_bytes() == new
+    assert server.ranges == []  # If-Range did not match: the server sent the new file whole
+
+
+def test_a_server_that_names_no_version_is_never_resumed(standin, tmp_path, capsys):
+    files = {"train_5500.label": b"a line\n" * 20000, "TREC_10.label": b"b\n"}
+    server = standin(files)
+    server.etags, server.cut_next = False, True
+    out = tmp_path / "senteval"
+    assert get(server, out, "TREC") == 2
+    assert "run again to download it anew (the server names no version" in one_error_line(capsys)
+    download = senteval.Download("train_5500.label", "http://unused")
+    assert senteval.fetch(download, out / ".downloads", server.url, 10).read_bytes() == files["train_5500.label"]
+    assert server.ranges == []  # asked for the whole file again
+
+
+def test_mirror_may_be_a_local_folder(tmp_path, capsys):
+    mirror = tmp_path / "copies"
+    mirror.mkdir()
+    (mirror / "train_5500.label").write_bytes(
+        b"DESC:manner How did serfdom develop in and then leave Russia ?\n"
+    )
+    out = tmp_path / "senteval"
+    code = main(["get-senteval", f"out={out}", "tasks=TREC", f"mirror={mirror}"])
+    assert code == 2 and "mirror=" in (line := one_error_line(capsys)) and "has no TREC_10.label" in line
+    (mirror / "TREC_10.label").write_bytes(b"NUM:dist How far is it from Denver to Aspen ?\n")
+    assert main(["get-senteval", f"out={out}", "tasks=TREC", f"mirror={mirror}"]) == 2  # not SentEval's bytes
+    assert "has SHA-256" in one_error_line(capsys)
+    assert main(["get-senteval", f"out={out}", "tasks=TREC", f"mirror={tmp_path / 'nowhere'}"]) == 2
+    assert "is neither a URL (http://, https://) nor a folder" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("manifest", "said"),
+    [
+        ("{", "is not JSON"),
+        ('{"MR": 3}', "MR: Input should be a valid dictionary"),
+        ('{"MR": {"files": {"../../x": {"size": 1, "sha256": "%s"}}}}' % ("0" * 64), "is not a path below"),
+        ('{"MR": {"files": {"a": {"size": -1, "sha256": "%s"}}}}' % ("0" * 64), "greater than or equal to 0"),
+    ],
+)
+def test_a_damaged_manifest_is_one_line(tmp_path, capsys, manifest, said):
+    out = tmp_path / "senteval"
+    out.mkdir()
+    (out / senteval.MANIFEST).write_text(manifest)
+    assert main(["get-senteval", f"out={out}", "tasks=TREC", "mirror=http://127.0.0.1:9"]) == 2
+    line = one_error_line(capsys)
+    assert said in line and "get-senteval.json" in line and "remove it" in line

@@ -177,14 +177,22 @@ def test_a_lock_left_by_a_job_slurm_says_is_gone_is_stale(slurm, tmp_path):
         text=True,
         check=True,
     ).stdout.strip()
-    for job, taken in ((running, False), ("999999", True)):
+    # a live job: held; a job this cluster's SLURM does not know: stale, taken; the same id on
+    # another cluster (or on one the holder did not name) is never taken for gone
+    for job, cluster, taken in (
+        (running, "mtl-test", False),
+        ("999999", "mtl-test", True),
+        ("999999", "other-cluster", False),
+        ("999999", None, False),
+    ):
+        of = f" of cluster {cluster}" if cluster else ""
         holder = subprocess.Popen(
             [
                 sys.executable,
                 "-c",
                 hold,
                 str(lock_file_of(folder)),
-                f"process 1 on node-17, SLURM job {job} (x)",
+                f"process 1 on node-17, SLURM job {job}{of} (x)",
             ],
             stdout=subprocess.PIPE,
             text=True,

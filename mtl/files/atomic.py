@@ -25,6 +25,10 @@ def atomic_path(path: Path, what: str = "file") -> Iterator[Path]:
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        # made new here, never opened through whatever was there: a link planted under the
+        # temporary name would have the writer overwrite the file it points to
+        partial.unlink(missing_ok=True)
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
         yield partial
         fsync_file(partial)
         os.replace(partial, path)

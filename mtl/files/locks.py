@@ -10,20 +10,29 @@ holds the holder's pid, host, SLURM job and command, which a second process is t
 On a cluster's shared file system a node that dies keeps its lock on the file server until
 its lease runs out. A lock whose holder names a SLURM job that SLURM says is gone (not queued,
 not running) is stale: the lock file is replaced and taken, so a requeued job resumes its run.
+Only a job of this very cluster is ever judged so: the holder names its cluster, and a job of
+another cluster (or of an unnamed one: a lock written before clusters were recorded) is never
+taken for gone, as this cluster's `squeue` cannot know it.
+
+The lock file is opened without following a link and must be a regular file: a link planted
+there would otherwise have the file it points to truncated.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import functools
 import os
 import re
 import socket
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from mtl.errors import UserError
+from mtl.errors import UserError, printable
 
 
 def lock_file_of(folder: Path) -> Path:
@@ -43,12 +52,24 @@ class FolderLock:
     def acquire(self) -> FolderLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise UserError(
+                    f"{printable(str(self.path))}, the lock file of {self.what} {printable(str(self.folder))}, is "
+                    "a link: mtl never writes through one; remove it (or choose another "
+                    f"{self.key}=)"
+                ) from None
             raise UserError(
-                f"could not lock {self.what} {self.folder} ({self.path}: {error.strerror or error}): "
-                f"choose another {self.key}="
+                f"could not lock {self.what} {printable(str(self.folder))} ({printable(str(self.path))}: "
+                f"{error.strerror or error}): choose another {self.key}="
             ) from None
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise UserError(
+                f"{printable(str(self.path))}, the lock file of {self.what} {printable(str(self.folder))}, is "
+                f"not a regular file: remove it (or choose another {self.key}=)"
+            )
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -83,21 +104,27 @@ class FolderLock:
 def describe_this_process() -> str:
     command = " ".join(Path(sys.argv[0]).name if i == 0 else a for i, a in enumerate(sys.argv))
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    job = f", SLURM job {os.environ['SLURM_JOB_ID']}" if os.environ.get("SLURM_JOB_ID") else ""
+    job = ""
+    if os.environ.get("SLURM_JOB_ID"):
+        cluster = os.environ.get("SLURM_CLUSTER_NAME") or this_cluster() or "?"
+        job = f", SLURM job {os.environ['SLURM_JOB_ID']} of cluster {cluster}"
     return f"process {os.getpid()} on {socket.gethostname()}{job} (since {started}: {command[:200]})"
 
 
-_HOLDER = re.compile(r"process (\d+) on (\S+?), SLURM job (\d+)")
+_HOLDER = re.compile(r"process (\d+) on (\S+?), SLURM job (\d+) of cluster (\S+?)[ ,(]")
 
 
 def stale_holder(holder: str) -> bool:
-    """Whether the lock's holder ran in a SLURM job that SLURM says is gone (and is no process of
-    this host that still runs)."""
+    """Whether the lock's holder ran in a SLURM job of this cluster that its SLURM says is gone (and
+    is no process of this host that still runs). A job of another cluster, or of a cluster the
+    holder did not name, is never stale: this cluster's `squeue` does not know it."""
     found = _HOLDER.match(holder)
     if found is None:
         return False
-    pid, host, job = int(found[1]), found[2], found[3]
+    pid, host, job, cluster = int(found[1]), found[2], found[3], found[4]
     if host == socket.gethostname() and process_alive(pid):
+        return False
+    if cluster != (os.environ.get("SLURM_CLUSTER_NAME") or this_cluster()):
         return False
     try:
         done = subprocess.run(
@@ -108,6 +135,24 @@ def stale_holder(holder: str) -> bool:
     if done.returncode == 0:
         return not done.stdout.strip()
     return "Invalid job id" in done.stderr  # purged from SLURM's memory: long gone
+
+
+def this_cluster() -> str | None:
+    """The name of the SLURM cluster this machine belongs to (`scontrol show config`); None where
+    SLURM's commands are absent or say nothing."""
+    return _cluster_of(os.environ.get("SLURM_CONF"))
+
+
+@functools.cache  # asked once per configuration a process uses
+def _cluster_of(conf: str | None) -> str | None:
+    try:
+        done = subprocess.run(
+            ["scontrol", "show", "config"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"^ClusterName\s*=\s*(\S+)", done.stdout, re.MULTILINE)
+    return found[1] if found and done.returncode == 0 else None
 
 
 def process_alive(pid: int) -> bool:

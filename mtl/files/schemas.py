@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -232,6 +233,59 @@ class TransferReport(Record):
         return results
 
 
+# ---- jobs and fetched data -------------------------------------------------------------------
+
+SHA256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+def _below(path: str) -> str:
+    if not path or path.startswith("/") or "\\" in path or "\x00" in path or ".." in path.split("/"):
+        raise ValueError(f"{path!r:.60} is not a path below its folder")
+    return path
+
+
+# a path below the folder it is read in: never absolute, never through `..`
+RELATIVE_PATH = Annotated[str, AfterValidator(_below)]
+
+
+class SlurmJob(Record):
+    """<run>/slurm.json: the SLURM job that trains the run, and how to know it again. `cluster` and
+    `comment` (since jobs are checked before they are acted on; absent in older records) tell this
+    job from another that got the same id: another cluster's, or one after ids were reused."""
+
+    job_id: Annotated[str, Field(pattern=r"^[0-9]+(_[0-9]+)?$")]
+    stdout: str = ""
+    stderr: str = ""
+    run: str = ""
+    submitted: str = ""
+    cluster: str | None = None
+    comment: str | None = None
+
+
+class FetchedFile(Record):
+    size: Count
+    sha256: SHA256
+    verified: bool | None = None
+
+
+class FetchedTask(Record):
+    files: dict[RELATIVE_PATH, FetchedFile]
+
+
+class SentEvalManifest(Record):
+    """<out>/get-senteval.json: task -> the files written for it, their sizes and SHA-256."""
+
+    @model_validator(mode="after")
+    def _tasks(self) -> SentEvalManifest:
+        for task, entry in (self.model_extra or {}).items():
+            try:
+                FetchedTask.model_validate(entry)
+            except ValidationError as error:
+                where = "." if error.errors()[0]["loc"] else ": "
+                raise ValueError(f"{task}{where}{described(error)}") from None
+        return self
+
+
 # ---- reading ---------------------------------------------------------------------------------
 
 
@@ -330,4 +384,7 @@ READ_BACK = {
     "W&B run file": "tracking.wandb_file.records",
     "contamination cache": "eval.contamination.read_cached",
     "token cache": "text.token_cache.read_entry",
+    "slurm.json": "jobs.status.job_of (SlurmJob)",
+    "get-senteval manifest": "dataset_builders.senteval.read_manifest (SentEvalManifest)",
+    "transfer items": "formats.transfer_report.read_items",
 }
