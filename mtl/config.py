@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import decimal
 import difflib
 import functools
 import inspect
@@ -154,39 +155,45 @@ def apply_overrides(config: Any, args: Sequence[str], aliases: Sequence[str] = (
         owner, field = by_path[path]
         setattr(owner, field.name, parse_value(key, raw, _field_type(type(owner), field.name)))
 
-    return _revalidate(config)
+    # an out-of-range value is named as the user typed its key (slurm.time=, not time=)
+    return _revalidate(config, typed={path: arg.partition("=")[0] for path, arg in given.items()})
 
 
-def check_fields(config: Any, prefix: str = "") -> None:
+def check_fields(config: Any, prefix: str = "", path: str = "", typed: dict[str, str] | None = None) -> None:
     """Every float finite, every `Range` respected, in `config` and its nested configs; `prefix`
-    names a table entry's keys (`nli.`)."""
+    names a table entry's keys (`nli.`). A key is named in an error as `typed` says the user
+    typed it (its dotted `path` -> the key given), else by its short name (dotted in a config
+    whose keys are always dotted: `slurm.`)."""
     hints = typing.get_type_hints(type(config), include_extras=True)
+    typed = typed or {}
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
+        full = f"{path}{field.name}"
         if dataclasses.is_dataclass(value):
-            check_fields(value)
+            check_fields(value, "", f"{full}.", typed)
             continue
         if _is_table(field):
             for name, entry in value.items():
-                check_fields(entry, f"{prefix}{name}.")
+                check_fields(entry, f"{prefix}{name}.", f"{path}{name}.", typed)
             continue
+        shown = typed.get(full) or (
+            full if getattr(type(config), "DOTTED_KEYS", False) else f"{prefix}{field.name}"
+        )
         if isinstance(value, str) and (one_of := _one_of(hints[field.name])) is not None:
             if value not in (choices := one_of.choices()):
                 near = difflib.get_close_matches(value, choices, n=1)
                 hint = f"did you mean {near[0]}? " if near else ""
                 raise UserError(
-                    f"{prefix}{field.name}={value!r} is not valid: {hint}choose one of {', '.join(choices)} "
+                    f"{shown}={value!r} is not valid: {hint}choose one of {', '.join(choices)} "
                     "(a plugin's own: load it with plugins=)"
                 )
             continue
         if isinstance(value, str) and _is_name(hints[field.name]):
-            check_name(f"{prefix}{field.name}", value)
+            check_name(shown, value)
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue
-        check_number(
-            f"{prefix}{field.name}", value, _range_of(hints[field.name]), _is_optional(hints[field.name])
-        )
+        check_number(shown, value, _range_of(hints[field.name]), _is_optional(hints[field.name]))
 
 
 def check_number(
@@ -213,15 +220,34 @@ def read_number(key: str, text: str, kind: type = float, bounds: Range | None = 
     part of what the user typed for `key` (`select=a:2,b:x: b's weight x`). An integer is a whole
     number (`600`, `6e2`), never a fraction cut short."""
     given = given or f"{key}={text}"
+    if kind is int:
+        return check_number(key, parse_int(text, given), bounds, given=given)
     try:
-        value = float(text.strip())
+        value = float(text.strip()) if text.strip().isascii() else math.nan
     except ValueError:
-        raise UserError(f"{given} is not {'a whole number' if kind is int else 'a number'}") from None
-    if kind is int and math.isfinite(value):
-        if value != int(value):
-            raise UserError(f"{given} is not a whole number")
-        value = int(value)
+        raise UserError(f"{given} is not a number") from None
+    if math.isnan(value) and text.strip().lower() != "nan":
+        raise UserError(f"{given} is not a number")
     return check_number(key, value, bounds, given=given)
+
+
+def parse_int(text: str, given: str, noun: str = "a whole number") -> int:
+    """The whole number `text` is, exactly (`9007199254740993`, `6e2`), never through a float that
+    would round it; ASCII digits only (Python's int() takes `²` and Arabic-Indic digits)."""
+    stripped = text.strip()
+    if not stripped.isascii():
+        raise UserError(f"{given} is not {noun}")
+    try:
+        exact = decimal.Decimal(stripped)
+    except decimal.InvalidOperation:
+        raise UserError(f"{given} is not {noun}") from None
+    if not exact.is_finite():
+        raise UserError(f"{given} must be a finite number")
+    if abs(exact.adjusted()) > 40:  # 1e999999999: an integer of a billion digits, never a count
+        raise UserError(f"{given} is too large: it must fit in 64 bits (below 2**63)")
+    if exact != exact.to_integral_value():
+        raise UserError(f"{given} is not {noun}")
+    return int(exact)
 
 
 def read_numbers(key: str, text: str, kind: type = float, bounds: Range | None = None) -> list[Any]:
@@ -377,7 +403,7 @@ def _deep_copy(config: Any) -> Any:
     return dataclasses.replace(config, **changes)
 
 
-def _revalidate(config: Any, prefix: str = "") -> Any:
+def _revalidate(config: Any, prefix: str = "", path: str = "", typed: dict[str, str] | None = None) -> Any:
     """Rebuild bottom-up so every `__post_init__` sees the final values."""
     values = {}
     for field in dataclasses.fields(config):
@@ -385,12 +411,15 @@ def _revalidate(config: Any, prefix: str = "") -> Any:
             continue
         value = getattr(config, field.name)
         if dataclasses.is_dataclass(value):
-            value = _revalidate(value)
+            value = _revalidate(value, "", f"{path}{field.name}.", typed)
         elif _is_table(field):
-            value = {name: _revalidate(entry, f"{prefix}{name}.") for name, entry in value.items()}
+            value = {
+                name: _revalidate(entry, f"{prefix}{name}.", f"{name}.", typed)
+                for name, entry in value.items()
+            }
         values[field.name] = value
     rebuilt = type(config)(**values)
-    check_fields(rebuilt, prefix)
+    check_fields(rebuilt, prefix, path, typed)
     return rebuilt
 
 
@@ -426,14 +455,17 @@ def parse_value(key: str, raw: str, annotation: Any) -> Any:
         if lowered in _FALSE:
             return False
         raise UserError(f"{key}={raw!r} is not a boolean: use true or false")
-    if annotation in (int, float):
+    if annotation is int:
+        return parse_int(raw, f"{key}={raw!r}", "an integer")
+    if annotation is float:
         try:
-            value = annotation(raw)
+            value = float(raw) if raw.isascii() else math.nan
         except ValueError:
-            kind = "an integer" if annotation is int else "a number"
-            raise UserError(f"{key}={raw!r} is not {kind}") from None
+            raise UserError(f"{key}={raw!r} is not a number") from None
         if not math.isfinite(value):
-            raise UserError(f"{key}={raw} must be a finite number")
+            raise UserError(
+                f"{key}={raw} must be a finite number" if raw.isascii() else f"{key}={raw!r} is not a number"
+            )
         return value
     if annotation is str:
         return raw

@@ -378,14 +378,28 @@ def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) ->
 
 
 def sweep_members(record: Path) -> dict[str, Path]:
-    """Every run a study's record (sweep.json) lists, by member name."""
+    """Every run a study's record (sweep.json) lists, by member name. Members are recorded relative
+    to the study folder; an older record's absolute path is taken as the member of this study's
+    folder of the same name when there is one, so a moved or copied study never reads another
+    study's runs."""
     try:
         members = json.loads(record.read_text(encoding="utf-8"))["members"]
-        return {str(name): Path(path) for name, path in members.items()}
+        listed = {str(name): Path(path) for name, path in members.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         raise UserError(
             f"{record} is damaged ({type(error).__name__}): pass the sweep's run folders themselves"
         ) from None
+    study = record.parent
+    found = {}
+    for name, path in listed.items():
+        if not path.is_absolute():
+            found[name] = study / path
+        elif study.name in path.parts[:-1]:  # <old place>/<study>/proxies/<member>
+            inside = len(path.parts) - path.parts[::-1].index(study.name)
+            found[name] = study.joinpath(*path.parts[inside:])
+        else:  # outside any folder of the study's name: where it was trained
+            found[name] = path
+    return found
 
 
 def _sweep_members(record: Path) -> list[Path]:

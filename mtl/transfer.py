@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from mtl.config import check_fields
 from mtl.errors import UserError
 from mtl.eval.transfer import suite
 
@@ -96,5 +97,6 @@ def evaluate(
         wandb=wandb,  # type: ignore[arg-type]
         out=str(out) if out is not None else f"runs/external-{name}",
     )
+    check_fields(config)  # each number in its range, as the command line's keys are (batch_size=0)
     report = suite.evaluate_with(config, CallableEncoder(encode, name), source=f"python: {name}")
     return report["results"]

@@ -409,7 +409,9 @@ def test_a_server_that_names_no_version_is_never_resumed(standin, tmp_path, caps
     assert get(server, out, "TREC") == 2
     assert "run again to download it anew (the server names no version" in one_error_line(capsys)
     download = senteval.Download("train_5500.label", "http://unused")
-    assert senteval.fetch(download, out / ".downloads", server.url, 10).read_bytes() == files["train_5500.label"]
+    assert (
+        senteval.fetch(download, out / ".downloads", server.url, 10).read_bytes() == files["train_5500.label"]
+    )
     assert server.ranges == []  # asked for the whole file again
 
 

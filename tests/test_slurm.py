@@ -210,6 +210,50 @@ def test_a_lock_left_by_a_job_slurm_says_is_gone_is_stale(slurm, tmp_path):
     subprocess.run(["scancel", running], check=True)
 
 
+def test_a_job_id_that_now_names_another_job_is_said_and_never_cancelled(slurm, tmp_path, capsys):
+    """A copied study, or ids reused after a SLURM reinstall: the recorded id is another job now
+    (its comment differs), a job of another cluster, or a record written before jobs carried an
+    identity. `just status` says so; `just cancel` acts on none of them."""
+    theirs = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            f"--partition={PARTITION}",
+            f"--output={tmp_path / 'job.out'}",
+            "--wrap",
+            "sleep 60",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    records = {
+        "reused": {"comment": "mtl:study:0123456789ab", "cluster": "mtl-test"},
+        "elsewhere": {"comment": "mtl:study:0123456789ab", "cluster": "another-cluster"},
+        "old": {},
+    }
+    folder = tmp_path / "study"
+    for name, extra in records.items():
+        (folder / name).mkdir(parents=True)
+        (folder / name / "slurm.json").write_text(json.dumps({"job_id": theirs, **extra}))
+    (folder / "sweep.json").write_text(json.dumps({"members": {name: name for name in records}}))
+    try:
+        assert main(["status", str(folder)]) == 0
+        rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:]}
+        assert f"job {theirs} is now another job" in rows["reused"]
+        assert "a job of cluster another-cluster" in rows["elsewhere"]
+        assert "recorded before jobs were checked" in rows["old"]
+        assert main(["cancel", str(folder)]) == 0
+        captured = capsys.readouterr()
+        assert f"job {theirs} is not this study's now" in captured.err
+        assert f"scancel {theirs} yourself if it is this study's" in captured.err
+        assert "none of its 3 jobs is queued or running" in captured.out
+        queued = subprocess.run(["squeue", "-h", "-j", theirs], capture_output=True, text=True, check=False)
+        assert theirs in queued.stdout  # still there: someone else's job was never touched
+    finally:
+        subprocess.run(["scancel", theirs], check=False)
+
+
 def test_a_run_signalled_near_its_time_limit_then_requeued_resumes_exactly_each_time(
     slurm, tiny_data, tmp_path, capsys
 ):

@@ -98,7 +98,7 @@ class MTEBConfig:
     run: str = ""  # a run folder (or an encoder file)
     tasks: str = ""  # MTEB task names, comma-separated (e.g. STSBenchmark,Banking77Classification)
     data: str = "hub"  # hub: MTEB's copies (the Hub or HF_HOME's cache); local: STS12-16, STSBenchmark, SICK-R from SentEval's copies in $MTL_DATA_DIR; or PATH: SentEval's downstream folder
-    batch_size: int = 128  # sentences per encode() call
+    batch_size: AtLeast1 = 128  # sentences per encode() call
     device: str = "auto"  # cpu, cuda, cuda:N; auto: CUDA when there is one
     out: str | None = None  # folder of the report; None: the run folder
     wandb: str = "auto"  # online, offline, disabled; auto: offline without an API key

@@ -78,7 +78,8 @@ def read_frequencies(path: str | Path, tokenizer: Tokenizer) -> WordStatistics:
     if not lines:
         raise UserError(f"word_frequencies={path} is empty: give `word count` lines or sentences")
     fields = [line.split() for line in lines]
-    if all(len(f) == 2 and f[1].isdigit() for f in fields):
+    # ASCII digits: str.isdigit() also takes `²` and other scripts' digits, which int() refuses
+    if all(len(f) == 2 and f[1].isascii() and f[1].isdigit() for f in fields):
         counts = Counter({word.lower() if tokenizer.lowercase else word: 0 for word, _ in fields})
         for word, count in fields:
             counts[word.lower() if tokenizer.lowercase else word] += int(count)

@@ -21,6 +21,19 @@ from mtl.jobs.member import Member
 from mtl.runs import RunFolder, read_summary, stale
 
 
+def check_transfer_keys(tasks: str, mode: str) -> None:
+    """A study's transfer_tasks= and transfer_mode=, checked as `just transfer` checks its tasks=
+    and mode= before any training, and named in an error as the study's keys."""
+    try:
+        apply_overrides(TransferConfig(), [f"tasks={tasks}", f"mode={mode}"])
+    except UserError as error:
+        text = str(error)
+        for key in ("tasks", "mode"):
+            if text.startswith((f"{key}=", f"{key} ")):
+                text = f"transfer_{text}"
+        raise UserError(text) from None
+
+
 def budget_amount(budget: str) -> tuple[str, float]:
     """(kind, amount) of `budget=`: steps and examples whole numbers from 1, minutes above 0; a
     one-line error naming budget= otherwise."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mtl.config import AtLeast1, PositiveFloat
+from mtl.config import AtLeast0, AtLeast1, PositiveFloat
 from mtl.jobs.launchers import LauncherConfig
 
 
@@ -55,4 +55,4 @@ class MixtureSearchConfig(LauncherConfig):
     transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
     transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
     out: str | None = None  # where the runs and the result go; None: runs/mixture-<time>
-    search_seed: int = 0  # of the Dirichlet draws
+    search_seed: AtLeast0 = 0  # of the Dirichlet draws

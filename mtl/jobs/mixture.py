@@ -34,10 +34,16 @@ import numpy as np
 
 from mtl.config import apply_overrides, paths_and_keys
 from mtl.errors import UserError
-from mtl.eval.transfer.suite import TransferConfig
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import FolderLock
-from mtl.jobs.arms import budget_amount, equal_compute, short_of_budget, study_folder, transfer_and_compare
+from mtl.jobs.arms import (
+    budget_amount,
+    check_transfer_keys,
+    equal_compute,
+    short_of_budget,
+    study_folder,
+    transfer_and_compare,
+)
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.jobs.configs import MixtureSearchConfig as MixtureSearchConfig
@@ -77,7 +83,7 @@ def parse(args: Sequence[str]) -> tuple[MixtureSearchConfig, list[str]]:
             f"{taken[0]}: mixture-search sets it for each run (give budgets with proxy_budget= and budget=)"
         )
     config = apply_overrides(MixtureSearchConfig(), own)
-    apply_overrides(TransferConfig(), [f"tasks={config.transfer_tasks}", f"mode={config.transfer_mode}"])
+    check_transfer_keys(config.transfer_tasks, config.transfer_mode)
     budget_amount(config.proxy_budget)
     budget_amount(config.budget)
     if budget_amount(config.proxy_budget)[0] == "examples" or budget_amount(config.budget)[0] == "examples":

@@ -7,6 +7,8 @@ from __future__ import annotations
 from mtl.config import Range, read_number
 from mtl.errors import UserError
 
+MAX_SEEDS = 200
+
 
 def seed_list(seeds: str | None, seed: str | None) -> list[int]:
     """The training seeds of `seeds=` and `seed=` (a value or comma-separated values); one-line
@@ -17,8 +19,11 @@ def seed_list(seeds: str | None, seed: str | None) -> list[int]:
         raise UserError(f"seed={seed} names a seed twice: each seed trains one run, give it once")
     if seeds is None:
         return given or [1]
-    count = read_number("seeds", seeds, int, Range(1), f"seeds={seeds}")
+    # bounded: each seed is a training run per member (seeds=1e6 would queue a million of them)
+    count = read_number("seeds", seeds, int, Range(1, MAX_SEEDS), f"seeds={seeds}")
     if len(given) > 1:
         raise UserError(f"seeds={seeds} with seed={seed}: give the number of seeds or their list, not both")
     first = given[0] if given else 1
+    if first + count - 1 >= 2**63:
+        raise UserError(f"seed={seed} with seeds={seeds}: the last seed must fit in 64 bits (below 2**63)")
     return list(range(first, first + count))

@@ -16,8 +16,10 @@ import contextlib
 import io
 import json
 import os
+import secrets
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -29,9 +31,11 @@ from typing import Any, ClassVar
 
 from tqdm.auto import tqdm
 
-from mtl.config import AtLeast0, AtLeast1
-from mtl.errors import UserError
+from mtl.config import AtLeast0, AtLeast1, as_name
+from mtl.errors import UserError, printable
 from mtl.files import atomic, jsonfile
+from mtl.files.locks import this_cluster
+from mtl.files.schemas import SlurmJob, read_json
 from mtl.jobs.member import Member
 
 JOBS_FILE = "slurm-jobs.json"  # in the study folder: member -> job id, logs, run folder
@@ -60,6 +64,10 @@ class SlurmConfig:
     extra: str = ""  # any other sbatch options, as is, space-separated (--exclusive --reservation=r)
     signal_s: AtLeast1 = 120  # seconds before the time limit that SLURM signals a job to checkpoint
 
+    def __post_init__(self) -> None:
+        if self.extra.strip():
+            _sbatch_options(self.extra)  # refused now, before anything is submitted
+
     def executor_parameters(self) -> dict[str, Any]:
         """The keys as submitit's SlurmExecutor takes them."""
         processes = self.tasks_per_node or max(1, self.gpus_per_node)
@@ -87,7 +95,13 @@ class SlurmConfig:
 def _sbatch_options(text: str) -> dict[str, Any]:
     """`--exclusive --reservation=r` as submitit's additional_parameters ({"exclusive": True, ...})."""
     options: dict[str, Any] = {}
-    for word in shlex.split(text):
+    try:
+        words = shlex.split(text)
+    except ValueError as error:  # an unclosed quote
+        raise UserError(
+            f"slurm.extra={text!r} is not a list of options ({error}): close its quotes"
+        ) from None
+    for word in words:
         if not word.startswith("--") or len(word) < 3:
             raise UserError(f"slurm.extra={text!r}: give sbatch options as --name or --name=value")
         name, sep, value = word[2:].partition("=")
@@ -174,6 +188,10 @@ class SlurmLauncher:
         )
         if not waiting:
             return outcomes
+        if self.config.setup.strip() or self.config.extra.strip():  # shell text: shown before it runs
+            print(
+                f"{label}: each job runs first: {self.config.setup.strip() or '-'}; sbatch options: {self.config.extra.strip() or '-'}"
+            )
         jobs = submit(waiting, self.config, out)
         print(
             f"{label}: submitted job {jobs[0].job_id.split('_')[0]} ({len(jobs)} jobs); follow it with just status {out}"
@@ -192,7 +210,13 @@ def submit(members: list[Member], config: SlurmConfig, out: Path) -> list[Any]:
         ) from None
     logs = out / "slurm"
     executor = submitit.SlurmExecutor(folder=logs)
-    executor.update_parameters(job_name=out.name[:64] or "mtl", **config.executor_parameters())
+    # A job id alone is no identity (ids restart after a SLURM reinstall, another cluster has
+    # its own): each submission's comment carries a token of its own, which `just status` and
+    # `just cancel` (and a stale-lock decision) check before they act on a job; `sacct` shows it.
+    comment = f"mtl:{as_name(out.name)[:48]}:{secrets.token_hex(6)}"  # #SBATCH lines split at spaces
+    executor.update_parameters(
+        job_name=out.name[:64] or "mtl", comment=comment, **config.executor_parameters()
+    )
     try:
         with _quiet_stderr(), executor.batch():
             jobs = [executor.submit(MemberJob(member)) for member in members]
@@ -206,6 +230,8 @@ def submit(members: list[Member], config: SlurmConfig, out: Path) -> list[Any]:
             "stderr": str(job.paths.stderr),
             "run": str(member.run_dir),
             "submitted": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "cluster": this_cluster(),
+            "comment": comment,
         }
         records[member.name] = record
         member.run_dir.mkdir(parents=True, exist_ok=True)
@@ -259,6 +285,31 @@ def refusal(error: Exception, config: SlurmConfig) -> str:
     return f"SLURM refused the job ({reason}): check the slurm.* keys (just sweep --help lists them)"
 
 
+def job_record(run_dir: Path) -> dict[str, Any] | None:
+    """The run's slurm.json, checked against its schema; None when the run has none."""
+    return read_json(Path(run_dir) / RUN_FILE, SlurmJob, "remove it (the run itself is untouched)")
+
+
+def log_tail(path: str, limit: int = 64 << 10) -> str:
+    """The last `limit` bytes of a job's log, read only from a regular file (the path comes from
+    a file a colleague may have handed over: a FIFO there would hang the reader, a device or a
+    huge file be read whole); '' where there is none."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except (OSError, ValueError):
+        return ""
+    try:
+        size = os.fstat(descriptor)
+        if not stat.S_ISREG(size.st_mode):
+            return ""
+        start = max(0, size.st_size - limit)
+        return printable(os.pread(descriptor, limit, start).decode("utf-8", "replace"))
+    except OSError:
+        return ""
+    finally:
+        os.close(descriptor)
+
+
 def _read_jobs(out: Path) -> dict[str, Any]:
     try:
         jobs = json.loads((out / JOBS_FILE).read_text(encoding="utf-8"))
@@ -267,36 +318,75 @@ def _read_jobs(out: Path) -> dict[str, Any]:
     return jobs if isinstance(jobs, dict) else {}
 
 
-def queue_states(job_ids: list[str]) -> dict[str, str]:
-    """job id -> SLURM's state (PENDING, RUNNING, REQUEUED, ...) of the jobs still in the queue."""
-    if not job_ids:
+@dataclass(frozen=True)
+class QueuedJob:
+    """A job of `squeue`'s answer, as it was asked about: its state, and whether it is the job the
+    record names (None: the record predates identities and cannot be checked)."""
+
+    state: str
+    ours: bool | None
+
+
+class NoSlurmHere(UserError):
+    """SLURM's commands are absent (a study copied to a laptop) or do not answer."""
+
+
+def queue_states(records: dict[str, dict[str, Any]]) -> dict[str, QueuedJob]:
+    """For each recorded job (by any key: a member's name -> its slurm.json record) that SLURM
+    still has queued or running under its id, a QueuedJob under the same key. A job whose id SLURM
+    now gives another job (its comment differs), or that belongs to another cluster, is said so
+    (`ours=False`); it is never acted on."""
+    if not records:
         return {}
-    done = subprocess.run(
-        ["squeue", "-h", "-o", "%i %T", "-j", ",".join(sorted({j.split("_")[0] for j in job_ids}))],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    states = {}
-    for line in done.stdout.splitlines():
-        job, _, state = line.strip().partition(" ")
-        states[job] = state
-    return {job: states[job] for job in job_ids if job in states}
+    here = this_cluster()
+
+    def elsewhere(record: dict[str, Any]) -> bool:
+        return bool(record.get("cluster")) and here is not None and record["cluster"] != here
+
+    asked = sorted({r["job_id"].split("_")[0] for r in records.values() if not elsewhere(r)})
+    found: dict[str, tuple[str, str]] = {}
+    if asked:
+        try:  # -r: each array task on its own line (a pending array otherwise shows as 12_[0-3])
+            done = subprocess.run(
+                ["squeue", "-h", "-r", "-o", "%i|%T|%k", "-j", ",".join(asked)],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=60,
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise NoSlurmHere(f"SLURM's squeue cannot be asked here ({error})") from None
+        for line in done.stdout.splitlines():
+            job, _, rest = line.strip().partition("|")
+            state, _, comment = rest.partition("|")
+            found[job] = (state, comment)
+    queued = {}
+    for key, record in records.items():
+        if elsewhere(record):
+            queued[key] = QueuedJob(f"a job of cluster {record['cluster']}", False)
+        elif record["job_id"] in found:
+            state, comment = found[record["job_id"]]
+            recorded = record.get("comment")
+            queued[key] = QueuedJob(state, None if recorded is None else comment == recorded)
+    return queued
 
 
 def wait(jobs: dict[str, Any], members: list[Member], label: str) -> dict[str, str]:
     """Follow the jobs until none is queued or running; each member's outcome, from its folder.
     Ctrl-C stops the following, not the jobs."""
     by_name = {m.name: m for m in members}
+    records = {name: job_record(by_name[name].run_dir) for name in jobs}
     bar = tqdm(total=len(jobs), desc=label, unit=" runs")
     left = dict(jobs)
     outcomes: dict[str, str] = {}
     try:
         while left:
             time.sleep(POLL_S)
-            queued = queue_states([job.job_id for job in left.values()])
+            queued = queue_states(
+                {name: records[name] or {"job_id": job.job_id} for name, job in left.items()}
+            )
             for name, job in list(left.items()):
-                if job.job_id in queued:
+                if name in queued and queued[name].ours is not False:
                     continue
                 member = by_name[name]
                 outcomes[name] = (
@@ -305,7 +395,7 @@ def wait(jobs: dict[str, Any], members: list[Member], label: str) -> dict[str, s
                 bar.write(f"  {name}: {outcomes[name]}")
                 bar.update(1)
                 del left[name]
-            bar.set_postfix_str(", ".join(sorted({s.lower() for s in queued.values()})))
+            bar.set_postfix_str(", ".join(sorted({q.state.lower() for q in queued.values()})))
     except KeyboardInterrupt:
         raise KeyboardInterrupt(
             f"{label}: stopped following; its jobs run on (just status, just cancel)"

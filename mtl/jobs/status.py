@@ -5,7 +5,6 @@ Read from the folders and SLURM's queue only, from any shell on the cluster's lo
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Sequence
@@ -14,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from mtl.config import paths_and_keys
+from mtl.console import say
 from mtl.errors import UserError
 from mtl.files.locks import FolderInUse, FolderLock
+from mtl.files.schemas import DamagedFile
 from mtl.jobs.member import progress
-from mtl.jobs.slurm import RUN_FILE, queue_states
+from mtl.jobs.slurm import RUN_FILE, NoSlurmHere, QueuedJob, job_record, log_tail, queue_states
 from mtl.runs import RunFolder, RunStatus, sweep_members
 
 QUEUE_WORDS = {"PENDING": "pending", "RUNNING": "running", "REQUEUED": "requeued", "REQUEUE_HOLD": "requeued"}
@@ -48,43 +49,51 @@ def members_of(folder: Path) -> dict[str, Path]:
 
 
 def job_of(run_dir: Path) -> dict[str, Any] | None:
+    """The run's SLURM record (slurm.json), or None; a damaged one is said on stderr and left out."""
     try:
-        job = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return job_record(run_dir)
+    except DamagedFile as error:
+        say(f"warning: {error}")
         return None
-    return job if isinstance(job, dict) and isinstance(job.get("job_id"), str) else None
 
 
 def states(folder: Path) -> list[MemberState]:
     members = members_of(folder)
     jobs = {name: job_of(run_dir) for name, run_dir in members.items()}
-    queued = queue_states([job["job_id"] for job in jobs.values() if job is not None])
+    try:
+        queued = queue_states({name: job for name, job in jobs.items() if job is not None})
+    except NoSlurmHere as error:
+        if any(job is not None for job in jobs.values()):
+            say(f"note: {error}: each run's state is read from its folder alone")
+        queued = {}
     found = []
     for name, run_dir in members.items():
         job = jobs[name]
-        in_queue = queued.get(job["job_id"]) if job is not None else None
+        in_queue = queued.get(name)
         step, planned = progress(run_dir)
+        running = in_queue is not None and in_queue.ours is not False and in_queue.state == "RUNNING"
         found.append(
             MemberState(
                 name,
                 state_of(run_dir, job, in_queue),
                 f"{step}" + (f"/{planned}" if planned else "") if step is not None else "-",
-                eta(run_dir, step, planned)
-                if in_queue == "RUNNING" or (job is None and _running_here(run_dir))
-                else "-",
+                eta(run_dir, step, planned) if running or (job is None and _running_here(run_dir)) else "-",
                 job["job_id"] if job is not None else "-",
             )
         )
     return found
 
 
-def state_of(run_dir: Path, job: dict[str, Any] | None, in_queue: str | None) -> str:
+def state_of(run_dir: Path, job: dict[str, Any] | None, in_queue: QueuedJob | None) -> str:
     folder = RunFolder(run_dir)
     status = folder.status()
     if status is RunStatus.FINISHED:
         return "finished"
+    if in_queue is not None and in_queue.ours is False:
+        return f"job {job['job_id'] if job else '?'} is now another job ({in_queue.state.lower()}): not this run's"
     if in_queue is not None:
-        return QUEUE_WORDS.get(in_queue, in_queue.lower())
+        word = QUEUE_WORDS.get(in_queue.state, in_queue.state.lower())
+        return word if in_queue.ours else f"{word} (a job with its id; recorded before jobs were checked)"
     if job is None and _running_here(run_dir):
         return "running (here)"
     error = _last_error(job) if job is not None else None
@@ -110,12 +119,7 @@ def _running_here(run_dir: Path) -> bool:
 
 def _last_error(job: dict[str, Any]) -> str | None:
     """The last `error:` line of a job's logs: mtl's one-line error, or the job's own."""
-    lines: list[str] = []
-    for key in ("stdout", "stderr"):
-        try:
-            lines += Path(str(job.get(key))).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
+    lines = [line for key in ("stdout", "stderr") for line in log_tail(str(job.get(key) or "")).splitlines()]
     errors = [line.strip() for line in lines if line.strip().startswith("error:")]
     return errors[-1].removeprefix("error:").strip()[:160] if errors else None
 
@@ -168,16 +172,31 @@ def cancel(args: Sequence[str]) -> None:
     (SLURM's SIGTERM) and stay resumable."""
     folder = _folder(args, "cancel")
     jobs = {name: job_of(run_dir) for name, run_dir in members_of(folder).items()}
-    ids = [job["job_id"] for job in jobs.values() if job is not None]
-    if not ids:
+    records = {name: job for name, job in jobs.items() if job is not None}
+    if not records:
         raise UserError(f"{folder}'s runs were not launched on SLURM: stop a local study with Ctrl-C")
-    queued = queue_states(ids)
-    if not queued:
-        print(f"{folder}: none of its {len(ids)} jobs is queued or running")
+    try:
+        queued = queue_states(records)
+    except NoSlurmHere as error:
+        raise UserError(f"{error}: cancel the study from the cluster's login node") from None
+    ours = sorted({records[name]["job_id"] for name, q in queued.items() if q.ours})
+    # another's job under a recorded id is never touched
+    for job, ours in sorted(
+        {(records[name]["job_id"], q.ours) for name, q in queued.items() if not q.ours}, key=str
+    ):
+        if ours is False:
+            say(f"note: job {job} is not this study's now: not cancelled")
+        else:
+            say(
+                f"note: job {job} cannot be told from another job with its id (recorded before mtl checked "
+                f"jobs): not cancelled; scancel {job} yourself if it is this study's"
+            )
+    if not ours:
+        print(f"{folder}: none of its {len(records)} jobs is queued or running")
         return
-    done = subprocess.run(["scancel", *sorted(queued)], capture_output=True, text=True, check=False)
+    done = subprocess.run(["scancel", *ours], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise UserError(f"scancel refused ({done.stderr.strip().splitlines()[-1][:200]})")
     print(
-        f"{folder}: cancelled {len(queued)} jobs ({', '.join(sorted(queued))}); each run checkpoints and stays resumable"
+        f"{folder}: cancelled {len(ours)} jobs ({', '.join(ours)}); each run checkpoints and stays resumable"
     )

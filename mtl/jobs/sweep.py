@@ -38,6 +38,7 @@ from mtl.runs import RunFolder, read_summary
 from mtl.train.command_line import config_from_args, config_from_command
 from mtl.train.presets import preset_dir, preset_name
 
+SHELL_KEYS = ("slurm.setup", "slurm.extra")  # text a SLURM job runs, or passes to sbatch, as is
 SWEEP_KEYS = (
     "sweep",
     "out",
@@ -55,10 +56,18 @@ class Sweep:
 
     def members(self) -> list[Member]:
         members = []
+        named: dict[str, str] = {}  # member name -> the values that made it
         for values in itertools.product(*self.axes.values()):
             chosen = dict(zip(self.axes, values, strict=True))
             # a value may be a path (vectors=/data/a.txt): its member's folder is still one name
             name = as_name("-".join(f"{key}{value}" for key, value in chosen.items())) or self.name
+            given = " ".join(f"{key}={value}" for key, value in chosen.items())
+            if name in named:  # two members in one folder would train over each other
+                raise UserError(
+                    f"{named[name]} and {given} make the same run folder name ({name}): give values that "
+                    "differ in letters or digits, not only in '/' or other characters a name cannot hold"
+                )
+            named[name] = given
             run_dir = self.out / name
             overrides = [
                 *self.fixed,
@@ -87,6 +96,13 @@ def parse(args: list[str]) -> Sweep:
     pairs: list[tuple[str, str]] = []
     if named:
         pairs += _sweep_file(named[0])
+        # A sweep file travels between colleagues: the keys that put shell text into every job
+        # come from the command line only, where the person submitting typed them.
+        if runs_shell := [key for key, _ in pairs if key in SHELL_KEYS]:
+            raise UserError(
+                f"sweep file {named[0]} sets {runs_shell[0]}, which runs its text in every job: a sweep "
+                f"file may not; give {runs_shell[0]}= on the command line, where you see it"
+            )
     # A key the sweep file sweeps stays an axis when the command line gives it one value: the
     # sweep shrinks to those members (`just sweep objectives tasks=nli+squad`), it does not vanish.
     file_axes = {key for key, value in pairs if "," in value}
@@ -194,11 +210,19 @@ def train_members(sweep: Sweep, members: list[Member]) -> dict[str, str]:
         "sweep": sweep.name,
         "axes": sweep.axes,
         "fixed": sweep.fixed,
-        "members": {m.name: str(m.run_dir) for m in members},
+        # inside the study folder: relative to it, so a moved or copied study reads its own runs
+        "members": {m.name: _recorded_path(m.run_dir, sweep.out) for m in members},
         "launcher": sweep.launcher.name,
     }
     atomic.write_text(sweep.out / "sweep.json", jsonfile.dumps(record, indent=2) + "\n", "sweep record")
     return sweep.launcher.run(members, sweep.out, f"sweep {sweep.name}")
+
+
+def _recorded_path(run_dir: Path, study: Path) -> str:
+    try:
+        return run_dir.resolve().relative_to(study.resolve()).as_posix()
+    except ValueError:
+        return str(run_dir.resolve())
 
 
 def summary(sweep: Sweep, outcomes: dict[str, str]) -> str:

@@ -23,12 +23,17 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from mtl.config import apply_overrides, paths_and_keys
+from mtl.config import paths_and_keys
 from mtl.errors import UserError
-from mtl.eval.transfer.suite import TransferConfig
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import FolderLock
-from mtl.jobs.arms import budget_amount, equal_compute, study_folder, transfer_and_compare
+from mtl.jobs.arms import (
+    budget_amount,
+    check_transfer_keys,
+    equal_compute,
+    study_folder,
+    transfer_and_compare,
+)
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.jobs.configs import VersusConfig as VersusConfig
@@ -71,7 +76,7 @@ def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
     config = VersusConfig(**own)
     seed_list(own.get("seeds"), own.get("seed"))
     # the transfer keys, checked before any training
-    apply_overrides(TransferConfig(), [f"tasks={config.transfer_tasks}", f"mode={config.transfer_mode}"])
+    check_transfer_keys(config.transfer_tasks, config.transfer_mode)
     if len([a for a in keys if a.partition("=")[0] in VERSUS_KEYS]) > len(own):
         raise UserError("a versus-single key is given twice: give it once")
     budget_amount(config.budget)
