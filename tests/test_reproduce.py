@@ -74,6 +74,23 @@ def test_a_run_the_paper_can_be_compared_with_gets_a_verdict(tiny_data, tmp_path
     assert reasons == [] and verdicts["nli dev accuracy"] == "reproduced"  # 83.40 vs 83.35
     assert verdicts["nli test accuracy"] == "not reproduced"  # 81.50 vs 83.43: past 1 point
     assert reproduce.verdict_line(out) == "1 of 2 reproduced"
+    # a transfer report scored on a 60-item copy of MR is no test-set figure; CR's whole set is
+    report = {"results": {"MR": {"acc": 0.8131, "ntest": 60}, "CR": {"acc": 0.8411, "ntest": 3775}}}
+    (out / "transfer.json").write_text(json.dumps(report))
+    _, table, reasons = reproduce.rows(out)
+    verdicts = {row[0]: row[3] for row in table}
+    assert verdicts["MR accuracy"] == "not comparable" and verdicts["CR accuracy"] == "reproduced"
+    assert reasons == ["MR scored on 60 test items, the whole test set 10,662"]
+    # the row's model is max pooling: a mean-pooled run (its size the same) is not it, nor a
+    # report pooled otherwise at transfer time
+    record = json.loads((out / "config.json").read_text())
+    record["config"]["model"]["pooling"] = "mean"
+    (out / "config.json").write_text(json.dumps(record))
+    (out / "transfer.json").write_text(json.dumps({**report, "pooling": "mean"}))
+    _, table, reasons = reproduce.rows(out)
+    assert "pooling=mean, the row's model pooling=max" in reasons
+    assert "the transfer report pooled with mean, the row's model with max" in reasons
+    assert {row[3] for row in table if row[2] != "–"} == {"not comparable"}
 
 
 def as_the_paper(out):
@@ -134,7 +151,14 @@ def test_a_run_of_no_paper_preset_is_one_line(tiny_data, tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "damaged", [{"preset": "x"}, {"cite": "c", "tolerance": {"points": "1", "correlation": 0.02}}, [1, 2]]
+    "damaged",
+    [
+        {"preset": "x"},
+        {"cite": "c", "tolerance": {"points": "1", "correlation": 0.02}},
+        [1, 2],
+        {"cite": "c", "preset": "p", "tolerance": {"points": float("nan"), "correlation": 0.02}},
+        {"cite": "c", "preset": "p", "tolerance": {"points": -1, "correlation": 0.02}},
+    ],
 )
 def test_damaged_recorded_figures_are_one_line_and_the_report_page_still_draws(
     tiny_data, tmp_path, capsys, damaged

@@ -1,5 +1,6 @@
 """`just compare`: paired bootstrap intervals with a known answer, their coverage, and the command."""
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ from mtl.analysis.significance import SignificanceConfig, compare_task, everythi
 from mtl.cli import main
 from mtl.tracking.wandb_file import by_kind, run_files
 
-from .conftest import start_run
+from .conftest import one_error_line, start_run
 
 CONFIG = SignificanceConfig(resamples=1000)
 
@@ -184,6 +185,38 @@ def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_pa
     )
     assert main(["compare", str(runs[(4, 1)]), str(runs[(12, 1)]), "report=transfer"]) == 2
     assert "has no per-item results for transfer" in capsys.readouterr().err
+    compare_what_it_compares(runs, tmp_path, capsys)
+
+
+def compare_what_it_compares(runs, tmp_path, capsys):
+    """A copied seed is no second seed; a task one seed lacks is named; a damaged items file is
+    one line."""
+    copy = tmp_path / "h4-s1-copy"
+    shutil.copytree(runs[(4, 1)], copy)
+    compare = ["compare", "report=transfer-fast", f"out={tmp_path / 'c.md'}", "resamples=100"]
+    assert main([*compare, str(runs[(4, 1)]), str(copy), str(runs[(12, 1)]), str(runs[(12, 2)])]) == 2
+    line = one_error_line(capsys)
+    assert "h4-s1 and " in line and "h4-s1-copy were trained with the same seed (1)" in line
+    items = runs[(4, 2)] / "transfer-fast.items.npz"
+    with np.load(items) as saved:
+        kept = {key: saved[key] for key in saved.files if not key.startswith("CR/")}
+    np.savez(items, **kept)
+    four = [str(runs[key]) for key in ((4, 1), (4, 2), (12, 1), (12, 2))]
+    assert main([*compare, *four]) == 0
+    text = (tmp_path / "c.md").read_text()
+    assert "Left out: CR is left out for hidden=4: " in text and "h4-s2 lacks it" in text
+    assert [r for r in text.splitlines() if r.startswith("| CR |")] == []
+    for damage, said in (
+        (b"not a zip", "is not an items file"),
+        (None, "MR: gold is missing"),
+    ):
+        if damage is None:
+            np.savez(items, **{"MR/predicted": np.zeros(3)})
+        else:
+            items.write_bytes(damage)
+        assert main([*compare, *four]) == 2
+        line = one_error_line(capsys)
+        assert "transfer-fast.items.npz" in line and said in line
 
 
 def test_compare_rows_stay_short_with_real_run_names():

@@ -12,6 +12,7 @@ an older mtl is matched by the preset its recorded command names.
 
 from __future__ import annotations
 
+import math
 import shlex
 import tomllib
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from mtl.files import schemas
 from mtl.formats.transfer_report import read_report
 from mtl.published import comparability, figures_file, published_for_command
 from mtl.runs import RunFolder, upgrade
+from mtl.train.presets import preset_overrides
 
 PAPER_VECTORS = "glove.840B.300d"  # every row of the two papers' tables used these vectors
 
@@ -65,13 +67,14 @@ def well_formed(figures: object) -> bool:
     and the tolerances."""
 
     def number(value: object) -> bool:
-        return isinstance(value, int | float) and not isinstance(value, bool)
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
     if not isinstance(figures, dict) or not all(isinstance(figures.get(k), str) for k in ("cite", "preset")):
         return False
     tolerance = figures.get("tolerance")
     if not isinstance(tolerance, dict) or not all(
-        number(tolerance.get(k)) for k in ("points", "correlation")
+        number(tolerance.get(k)) and math.isfinite(tolerance[k]) and tolerance[k] >= 0
+        for k in ("points", "correlation")
     ):
         return False
     for group in ("nli", "squad", "transfer"):
@@ -175,7 +178,7 @@ def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
     source = f"{figures.get('report', 'transfer')}.json"  # the standard protocol's: the papers' tables
     report = read_report(folder / source) or {}
     transfer, aggregate = report.get("results", {}), report.get("aggregate") or {}
-    reasons = not_comparable(record, summary, figures)
+    reasons = not_comparable(record, summary, figures) + _model_reasons(record, figures, report)
     rules = comparability_of(figures)
     notes: list[str] = []  # why some rows alone are not comparable
     summary = summary or {}
@@ -196,6 +199,7 @@ def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
                 )
             )
     for task, paper in figures.get("transfer", {}).items():
+        counted = _count_reason(task, transfer.get(task, {}), rules)
         if task in ("micro", "macro"):
             measured = aggregate.get(task)
             averaged = [why] if aggregate and (why := _aggregate_reason(aggregate, rules)) else []
@@ -216,7 +220,7 @@ def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
                         value,
                         measured,
                         tolerance["correlation"],
-                        reasons,
+                        reasons + counted,
                         source,
                     )
                 )
@@ -227,14 +231,47 @@ def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
                     paper,
                     result.get("pearson"),
                     tolerance["correlation"],
-                    reasons,
+                    reasons + counted,
                     source,
                 )
             )
         else:
             measured = None if result.get("acc") is None else 100 * result["acc"]
-            table.append(_row(f"{task} accuracy", paper, measured, tolerance["points"], reasons, source))
+            table.append(
+                _row(f"{task} accuracy", paper, measured, tolerance["points"], reasons + counted, source)
+            )
+        notes += [why for why in counted if why not in notes]
     return figures, table, reasons + notes
+
+
+def _count_reason(task: str, result: dict[str, Any], rules: dict[str, Any]) -> list[str]:
+    """Why a task's score is no whole-test-set figure: the report counted fewer items than the
+    task's test set holds (a copy of the data cut short, a subsample)."""
+    whole, counted = rules.get("test_items", {}).get(task), result.get("ntest")
+    if isinstance(whole, int) and isinstance(counted, int | float) and counted != whole:
+        return [f"{task} scored on {counted:,.0f} test items, the whole test set {whole:,}"]
+    return []
+
+
+def _model_reasons(record: dict[str, Any], figures: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    """Why the run is not the row's model: another encoder or pooling than the row's preset sets
+    (its size may match all the same), or a report scored with another pooling."""
+    try:
+        preset = dict(a.split("=", 1) for a in preset_overrides(str(figures.get("preset", ""))))
+    except UserError:
+        return []
+    model = record.get("config", {}).get("model", {})
+    reasons = []
+    for key in ("encoder", "pooling"):
+        wanted, used = preset.get(key), model.get(key)
+        if wanted is not None and used is not None and str(used) != wanted:
+            reasons.append(f"{key}={used}, the row's model {key}={wanted}")
+    pooled = report.get("pooling")
+    if pooled and preset.get("pooling", model.get("pooling")) not in (None, pooled):
+        reasons.append(
+            f"the transfer report pooled with {pooled}, the row's model with {preset.get('pooling', model.get('pooling'))}"
+        )
+    return reasons
 
 
 def _row(

@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
@@ -274,6 +274,7 @@ class Encoder:
     runs: list[Path]
     items: dict[str, list[Items]]  # task -> per seed
     deterministic: bool = False  # a baseline with nothing random in it (glove-bow, sif, ...)
+    run_tasks: list[frozenset[str]] = field(default_factory=list)  # per run: the tasks it has items for
 
 
 # Baselines whose embeddings hold nothing random: the same on every machine and seed.
@@ -294,8 +295,16 @@ def baseline_encoder(folder: Path, report: str) -> Encoder:
         )
     record = read_report(Path(folder) / f"{report}.json") or {}
     source = str(record.get("source", ""))
-    items = {task: [arrays] for task, arrays in read_items(path, _all_tasks()).items()}
-    return Encoder(Path(folder).name, [Path(folder)], items, deterministic=source in DETERMINISTIC_BASELINES)
+    items = {
+        task: [arrays] for task, arrays in read_items(path, _all_tasks(), damaged_is_missing=False).items()
+    }
+    return Encoder(
+        Path(folder).name,
+        [Path(folder)],
+        items,
+        deterministic=source in DETERMINISTIC_BASELINES,
+        run_tasks=[frozenset(items)],
+    )
 
 
 def group_runs(folders: list[Path], report: str) -> list[Encoder]:
@@ -326,6 +335,7 @@ def group_runs(folders: list[Path], report: str) -> list[Encoder]:
     encoders = []
     for label, members in groups.items():
         items: dict[str, list[Items]] = {}
+        run_tasks = []
         for index in members:
             path = runs[index].folder / f"{report}{ITEMS_SUFFIX}"
             if not path.is_file() and report.startswith("transfer-mteb"):
@@ -339,10 +349,48 @@ def group_runs(folders: list[Path], report: str) -> list[Encoder]:
                     f"`just transfer run={runs[index].folder}` with the protocol of {report} first "
                     "(reports of mode=senteval* or pooling=selfattn written by an older mtl keep none)"
                 )
-            for task, arrays in read_items(path, _all_tasks()).items():
+            found = read_items(path, _all_tasks(), damaged_is_missing=False)
+            for task, arrays in found.items():
                 items.setdefault(task, []).append(arrays)
-        encoders.append(Encoder(label, [runs[i].folder for i in members], items))
+            run_tasks.append(frozenset(found))
+        check_distinct_seeds([runs[i] for i in members])
+        encoders.append(Encoder(label, [runs[i].folder for i in members], items, run_tasks=run_tasks))
     return encoders + baselines
+
+
+def check_distinct_seeds(runs: list[Run]) -> None:
+    """Runs grouped as the seeds of one encoder must have been trained with different seeds: two
+    runs of one seed are one sample twice, and would narrow the interval as if they were two."""
+    seen: dict[Any, Run] = {}
+    for run in runs:
+        seed = run.config.get("run", {}).get("seed")
+        if seed in seen:
+            raise UserError(
+                f"{shown(seen[seed].folder)} and {shown(run.folder)} were trained with the same seed ({seed}): "
+                "they are one seed twice, not two seeds; compare one of them (or train another seed)"
+            )
+        seen[seed] = run
+
+
+def missing_tasks(encoders: list[Encoder]) -> list[str]:
+    """A line for each task some seeds of an encoder have per-item results for and others lack:
+    it is left out of that encoder's comparisons, and said."""
+    found = []
+    for encoder in encoders:
+        if len(encoder.run_tasks) != len(encoder.runs):  # made elsewhere: nothing recorded per run
+            continue
+        for task in sorted({t for tasks in encoder.run_tasks for t in tasks}):
+            lacking = [
+                shown(run)
+                for run, tasks in zip(encoder.runs, encoder.run_tasks, strict=True)
+                if task not in tasks
+            ]
+            if lacking:
+                found.append(
+                    f"{task} is left out for {encoder.name}: {', '.join(lacking)} "
+                    f"{'lacks' if len(lacking) == 1 else 'lack'} it; transfer every seed with the same tasks"
+                )
+    return found
 
 
 def stale_reports(encoders: list[Encoder], report: str) -> list[str]:
@@ -517,6 +565,8 @@ def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
     text = markdown(encoders, comparisons, config)
     if warnings := stale_reports(encoders, config.report):
         text += "\n" + "\n".join(f"Not the final encoder: {warning}" for warning in warnings) + "\n"
+    if left_out := missing_tasks(encoders):
+        text += "\n" + "\n".join(f"Left out: {line}" for line in left_out) + "\n"
     compared = [run for encoder in encoders for run in encoder.runs]
     out = (
         Path(config.out).expanduser()

@@ -12,6 +12,7 @@ the per-item arrays beside it; written by the suite, read by `just report`, `jus
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -121,18 +122,58 @@ def write(out: Path, name: str, report: dict, items: dict[str, dict[str, np.ndar
     atomic.write_text(out / f"{name}.md", markdown(report), "transfer report")
 
 
-def read_items(path: Path, tasks: dict) -> dict[str, dict[str, np.ndarray]]:
-    """The per-item arrays of `tasks` (results kept from an earlier evaluation) from `path`."""
+def read_items(path: Path, tasks: dict, damaged_is_missing: bool = True) -> dict[str, dict[str, np.ndarray]]:
+    """The per-item arrays of `tasks` from `path`, each task's checked: every `predicted` with its
+    `gold` (per subset for STS), both 1-D numbers of one length, gold finite. A damaged file is a
+    one-line error naming it (`just compare`, which resamples them), or with `damaged_is_missing`
+    (what the suite will evaluate again anyway) no items."""
+    try:
+        return _checked_items(path, tasks)
+    except FileNotFoundError:
+        return {}
+    except schemas.DamagedFile:
+        if damaged_is_missing:
+            return {}
+        raise
+
+
+def _checked_items(path: Path, tasks: dict) -> dict[str, dict[str, np.ndarray]]:
+    fix = "run just transfer again for it, or remove it"
     items: dict[str, dict[str, np.ndarray]] = {}
     try:
         with np.load(path, allow_pickle=False) as saved:
+            if not hasattr(saved, "files"):
+                raise ValueError("one array, not a table of them")
             for key in saved.files:
                 task, _, name = key.partition("/")
                 if task in tasks:
                     items.setdefault(task, {})[name] = saved[key]
-    except (OSError, ValueError, KeyError):
-        return {}  # none yet, or damaged: those tasks simply have no items until evaluated again
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        raise schemas.DamagedFile(f"{path} is not an items file ({error}): {fix}") from None
+    for task, arrays in items.items():
+        if (why := items_problem(arrays)) is not None:
+            raise schemas.DamagedFile(f"{path}, {task}: {why}: {fix}")
     return items
+
+
+def items_problem(arrays: dict[str, np.ndarray]) -> str | None:
+    """Why a task's items cannot be resampled, or None when they can."""
+    subsets = sorted({name.rpartition("/")[0] for name in arrays})
+    for subset in subsets:
+        at = f"{subset}/" if subset else ""
+        predicted, gold = arrays.get(f"{at}predicted"), arrays.get(f"{at}gold")
+        if predicted is None or gold is None:
+            return f"{at or ''}{'gold' if gold is None else 'predicted'} is missing"
+        for name, values in ((f"{at}predicted", predicted), (f"{at}gold", gold)):
+            if values.ndim != 1 or values.dtype.kind not in "biuf":
+                return f"{name} is {values.dtype} of shape {values.shape}, not one number per item"
+        if len(predicted) != len(gold) or len(gold) == 0:
+            return f"{at}predicted has {len(predicted)} items and {at}gold {len(gold)}"
+        if gold.dtype.kind == "f" and not np.isfinite(gold).all():
+            return f"{at}gold holds NaN or infinite values"
+    return None
 
 
 def earlier_results(path: Path, report: dict) -> dict[str, dict[str, float]]:
