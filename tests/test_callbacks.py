@@ -7,10 +7,11 @@ import json
 import pytest
 import torch
 
+from mtl.errors import UserError
 from mtl.runs import read_metrics
 from mtl.train.callbacks import CALLBACKS, Callback, TrainingRun, register_callback
 
-from .conftest import start_run
+from .conftest import start_run, straight_and_resumed
 
 NORM = "watcher/encoder_norm"
 
@@ -79,3 +80,56 @@ def test_a_callback_sees_the_model_adds_results_and_stops_the_run(watcher, tiny_
     assert ("checkpoint", 4, False) in seen and ("checkpoint", 7, False) in seen
     assert summary["watcher"] == {"evaluations": 2}
     assert json.loads((run_dir / "summary.json").read_text())["stop_why"] == "the watcher saw enough"
+
+
+class StepCounter(Callback):
+    """Counts the steps it saw: its count is its own state, carried over a resume."""
+
+    def __init__(self, config, run_dir):
+        self.steps = 0
+
+    def on_step_end(self, run: TrainingRun, task: str) -> None:
+        self.steps += 1
+
+    def on_train_end(self, run: TrainingRun) -> dict:
+        return {"counter": {"steps": self.steps}}
+
+    def state_dict(self):
+        return {"steps": self.steps}
+
+    def load_state_dict(self, state) -> None:
+        self.steps = state["steps"]
+
+
+class Chatty(Callback):
+    """Returns text where numbers go."""
+
+    def __init__(self, config, run_dir):
+        pass
+
+    def on_evaluate(self, run: TrainingRun) -> dict:
+        return {"chatty/mood": "good"}
+
+
+@pytest.fixture
+def counter_and_chatty():
+    register_callback("counter")(StepCounter)
+    register_callback("chatty")(Chatty)
+    yield
+    CALLBACKS.pop("counter")
+    CALLBACKS.pop("chatty")
+
+
+def test_a_callbacks_state_is_in_the_checkpoint_and_resumes_with_it(counter_and_chatty, tiny_data, tmp_path):
+    _, straight, resumed = straight_and_resumed(tiny_data, tmp_path, "callbacks=counter", "max_steps=12")
+    assert straight["counter"] == {"steps": 12}
+    assert resumed["counter"] == {"steps": 12}  # not the 5 steps of the resumed process alone
+
+
+def test_a_callback_returning_text_where_numbers_go_is_refused_at_the_callback(
+    counter_and_chatty, tiny_data, tmp_path
+):
+    with pytest.raises(
+        UserError, match=r"callback chatty: on_evaluate returned 'chatty/mood': 'good', not a number"
+    ):
+        start_run(tiny_data, tmp_path / "run", "callbacks=chatty", "max_steps=3")

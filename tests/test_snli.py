@@ -127,3 +127,9 @@ def test_a_local_copy_with_only_a_training_slice_trains_on_it_and_says_so(tiny_d
     assert resolve_inputs(run.config_from_args(args_for(
         tiny_data, tmp_path / "run", f"snli={folder}", "nli.train_split=dev"
     ))).tasks["nli"].train_split == "dev"  # fmt: skip
+
+
+def test_an_integer_label_is_named_as_the_label_not_the_texts(tmp_path):
+    jsonl(tmp_path / "snli_1.0_train.jsonl", [ROW, {**ROW, "gold_label": 0}])
+    with pytest.raises(UserError, match=r"line 2 of SNLI file .*: its gold_label is int 0, not a label name"):
+        load_snli(str(tmp_path), "train")

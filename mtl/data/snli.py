@@ -148,8 +148,13 @@ def _read_jsonl(path: Path) -> LabelledTexts:
         except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as error:
             reason = "nested too deeply" if isinstance(error, RecursionError) else error
             raise UserError(f"line {number} of SNLI file {path} is not an SNLI record: {reason}") from None
-        if not isinstance(premise, str) or not isinstance(hypothesis, str) or not isinstance(gold, str):
-            raise UserError(f"line {number} of SNLI file {path} is not an SNLI record: texts must be strings")
+        for field, value in (("sentence1", premise), ("sentence2", hypothesis), ("gold_label", gold)):
+            if not isinstance(value, str):
+                what = "a label name (entailment, neutral, contradiction, or -)" if field == "gold_label" else "text"
+                raise UserError(
+                    f"line {number} of SNLI file {path} is not an SNLI record: its {field} is "
+                    f"{type(value).__name__} {value!r:.40}, not {what}"
+                )
         if bad := invalid_unicode(premise + hypothesis):
             raise UserError(
                 f"line {number} of SNLI file {path} holds a lone surrogate ({bad}), which is not text: fix the line"

@@ -81,6 +81,14 @@ def load_pretrained(loader: Callable[..., Loaded], name: str, what: str, **kwarg
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
     if not is_local(name) and offline and not _cached(name):
         raise _not_available(name, "HF_HUB_OFFLINE is set")
+    if kwargs.get("use_safetensors") and is_local(name):
+        folder = Path(name).expanduser()
+        pickled = sorted(p.name for p in folder.glob("*.bin")) + sorted(p.name for p in folder.glob("*.pt*"))
+        if pickled and not any(folder.glob("*.safetensors")):
+            raise UserError(
+                f"hf_model={name} holds its weights as a pickle ({pickled[0]}), which mtl never loads (loading a "
+                "pickle can run code): convert it to safetensors (save_pretrained(..., safe_serialization=True))"
+            )
     try:
         return loader(name, **kwargs)
     except (OSError, ValueError) as error:  # ValueError: a config.json that names no model type

@@ -127,6 +127,9 @@ def _is_number(value: Any) -> bool:
     return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
 
 
+SUMMARY_NUMBERS = ("best/", "steps/", "examples/", "params/", "recovery/")  # keys whose values are numbers
+
+
 class Summary(Record):
     """summary.json, written last: the stop reason, step counts and the best checkpoint's scores."""
 
@@ -137,9 +140,7 @@ class Summary(Record):
     @model_validator(mode="after")
     def _scores_are_numbers(self) -> Summary:
         for key, value in (self.model_extra or {}).items():
-            if key.startswith(("best/", "steps/", "examples/", "params/", "recovery/")) and not _is_number(
-                value
-            ):
+            if key.startswith(SUMMARY_NUMBERS) and not _is_number(value):
                 raise ValueError(f"{key} is {value!r:.40}, not a number")
         return self
 

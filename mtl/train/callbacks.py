@@ -20,6 +20,8 @@ every rank. Plugins register theirs with `register_callback(name)` and a run nam
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from mtl import metrics
 from mtl.errors import UserError
+from mtl.files.schemas import SUMMARY_NUMBERS
 from mtl.plugins import adds_to
 
 if TYPE_CHECKING:  # (the trainer imports this module)
@@ -95,6 +98,7 @@ class TrainingRun:
     def log(self, event: str, values: dict[str, Any]) -> None:
         """A record of this step into the run's log (metrics.jsonl; its numbers to W&B): `values`
         under their own keys, with the step and `event` as its name. Rank 0's are written."""
+        checked_values("(run.log)", "run.log", values)
         self._trainer.callbacks.on_event(
             {metrics.GLOBAL_STEP: self.state.global_step, metrics.EVENT: event, **values}
         )
@@ -128,6 +132,17 @@ class Callback:
     def on_train_end(self, run: TrainingRun) -> dict[str, Any]:
         """The best checkpoint is loaded and scored on test: what to add to the run's summary."""
         return {}
+
+    # ---- its state, in the run's checkpoint ---------------------------------------------
+
+    def state_dict(self) -> Any:
+        """What the callback must carry over a resume (counts, a running best, its own clock), as
+        JSON values (numbers, text, lists, tables); None: nothing. Saved in checkpoints/latest.pt
+        under its callbacks= name, given back to `load_state_dict` when the run resumes."""
+        return None
+
+    def load_state_dict(self, state: Any) -> None:
+        """The state `state_dict` gave at the checkpoint the run resumes from."""
 
     # ---- the record hooks ---------------------------------------------------------------
 
@@ -166,8 +181,58 @@ def callback_names(names: str) -> list[str]:
 def named_callbacks(config: TrainConfig, run_dir: Path, is_main: bool) -> list[Callback]:
     """The callbacks=a,b of a run this process builds: every one on rank 0, those that run on every
     rank elsewhere."""
-    factories = [CALLBACKS[name] for name in callback_names(config.run.callbacks)]
-    return [make(config, run_dir) for make in factories if is_main or getattr(make, "every_rank", False)]
+    made = []
+    for name in callback_names(config.run.callbacks):
+        make = CALLBACKS[name]
+        if is_main or getattr(make, "every_rank", False):
+            callback = make(config, run_dir)
+            callback.registered_name = name  # its state's key in the checkpoint
+            made.append(callback)
+    return made
+
+
+def checked_values(name: str, hook: str, values: Any, text_allowed: bool = False) -> dict[str, Any]:
+    """What a callback's hook returned, when it is a table of numbers (None: not finite; with
+    `text_allowed`, the summary's own text too): a value mtl's readers would refuse later (the
+    run's log, its resume) is refused here, naming the callback."""
+    if not isinstance(values, dict):
+        raise UserError(
+            f"callback {name}: {hook} returned {type(values).__name__}, not a table of key: number"
+        )
+    for key, value in values.items():
+        number = value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+        if not isinstance(key, str) or not (
+            number or isinstance(value, bool) or (text_allowed and _summary_value(key, value))
+        ):
+            raise UserError(
+                f"callback {name}: {hook} returned {key!r}: {value!r:.40}, not a number: return numbers "
+                "(log text with run.log or print it)"
+            )
+    return values
+
+
+def _name(callback: Callback) -> str:
+    return getattr(callback, "registered_name", type(callback).__name__)
+
+
+def _summary_value(key: str, value: Any) -> bool:
+    """A value the summary may hold besides numbers: text, or JSON tables and lists, under a key no
+    reader takes as a score."""
+    return not key.startswith(SUMMARY_NUMBERS) and _is_json(value)
+
+
+def _is_json(value: Any, depth: int = 0) -> bool:
+    if depth > 32:
+        return False
+    if value is None or isinstance(value, str | bool):
+        return True
+    if isinstance(value, int | float):
+        return math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(_is_json(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json(v, depth + 1) for k, v in value.items())
+    return False
 
 
 class Callbacks(Callback):
@@ -190,7 +255,7 @@ class Callbacks(Callback):
     def on_evaluate(self, run: TrainingRun) -> dict[str, float]:
         results: dict[str, float] = {}
         for callback in self.callbacks:
-            results.update(callback.on_evaluate(run))
+            results.update(checked_values(_name(callback), "on_evaluate", callback.on_evaluate(run)))
         return results
 
     def on_checkpoint(self, run: TrainingRun, best: bool) -> None:
@@ -200,8 +265,32 @@ class Callbacks(Callback):
     def on_train_end(self, run: TrainingRun) -> dict[str, Any]:
         added: dict[str, Any] = {}
         for callback in self.callbacks:
-            added.update(callback.on_train_end(run))
+            added.update(
+                checked_values(_name(callback), "on_train_end", callback.on_train_end(run), text_allowed=True)
+            )
         return added
+
+    def state_dict(self) -> dict[str, str]:
+        """Each named callback's state (callbacks=), as JSON text: a checkpoint holds no object a
+        load would have to rebuild."""
+        states = {}
+        for callback in self.callbacks:
+            name = getattr(callback, "registered_name", None)
+            if name is None or (state := callback.state_dict()) is None:
+                continue
+            if not _is_json(state):
+                raise UserError(
+                    f"callback {name}: state_dict returned {type(state).__name__} holding other than JSON values "
+                    "(numbers, text, lists, tables): it cannot go into the checkpoint"
+                )
+            states[name] = json.dumps(state)
+        return states
+
+    def load_state_dict(self, states: dict[str, str]) -> None:
+        for callback in self.callbacks:
+            name = getattr(callback, "registered_name", None)
+            if name is not None and isinstance(states.get(name), str):
+                callback.load_state_dict(json.loads(states[name]))
 
     def on_step(self, task: str, record: dict[str, Any]) -> None:
         for callback in self.callbacks:

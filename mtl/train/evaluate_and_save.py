@@ -42,6 +42,10 @@ def save_latest(trainer: Trainer) -> None:
     """checkpoints/latest.pt: everything a resume needs to continue exactly after this step."""
     trainer.event("checkpoint", best=False)
     trainer.state.metrics_bytes = trainer.log.position
-    state = {"state": trainer.state.to_dict(), "world_size": trainer.dist.world_size}
+    state = {
+        "state": trainer.state.to_dict(),
+        "world_size": trainer.dist.world_size,
+        "callbacks": trainer.callbacks.state_dict(),  # callbacks=' own, so they resume where they were
+    }
     trainer.checkpointer.save_latest({**trainer.setup.state_dict(), **state}, trainer.state.global_step)
     trainer.callbacks.on_checkpoint(trainer.run, best=False)

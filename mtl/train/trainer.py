@@ -220,3 +220,4 @@ class Trainer:
         saved = self.checkpointer.load_latest()
         self.setup.load_state_dict(saved)
         self.state = TrainState.from_dict(saved["state"])
+        self.callbacks.load_state_dict(saved.get("callbacks") or {})

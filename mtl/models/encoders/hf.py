@@ -145,7 +145,10 @@ def load_backbone(name: str) -> nn.Module:
     verbosity = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()
     try:
-        model, info = load_pretrained(AutoModel.from_pretrained, name, "model", output_loading_info=True)
+        model, info = load_pretrained(
+            # safetensors only: a pickled checkpoint (pytorch_model.bin) runs code when it is loaded
+            AutoModel.from_pretrained, name, "model", output_loading_info=True, use_safetensors=True
+        )
     finally:
         transformers_logging.set_verbosity(verbosity)
     for kind in ("missing", "unexpected", "mismatched"):
