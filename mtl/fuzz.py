@@ -14,11 +14,14 @@ same damage.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import shutil
+import tarfile
 import tempfile
 import warnings
+import zipfile
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +33,8 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from mtl.analysis import report, reproduce
+from mtl.analysis.significance import everything, item_counts
+from mtl.analysis.significance import scores as significance_scores
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.bench.configs import FuzzConfig as FuzzConfig
@@ -38,8 +43,10 @@ from mtl.data.snli import load_snli
 from mtl.errors import UserError
 from mtl.eval import contamination
 from mtl.eval.loading import load_encoder
+from mtl.files.archives import Archive
 from mtl.files.digest import file_sha256
 from mtl.formats import encoder_file
+from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items
 from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
 from mtl.published import published
 from mtl.runs import Run
@@ -578,6 +585,112 @@ def _read_caches(folder: Path) -> None:
         raise NotFinite("a token cache entry that holds other than text was taken")
 
 
+# ---- transfer items, SLURM job records, get-senteval's manifest and archives -----------------
+
+
+def _make_items(folder: Path) -> None:
+    rng = np.random.default_rng(0)
+    arrays = {"MR/predicted": rng.integers(0, 2, 40), "MR/gold": rng.integers(0, 2, 40)}
+    for subset in ("images", "headlines"):
+        arrays[f"STS14/{subset}/predicted"] = rng.random(30)
+        arrays[f"STS14/{subset}/gold"] = 5 * rng.random(30)
+    with open(folder / f"transfer{ITEMS_SUFFIX}", "wb") as out:
+        np.savez(out, **arrays)
+
+
+def _damage_items(folder: Path, rng: np.random.Generator) -> None:
+    path = folder / f"transfer{ITEMS_SUFFIX}"
+    if rng.random() < 0.4:
+        path.write_bytes(damaged_bytes(path.read_bytes(), rng))
+        return
+    with np.load(path, allow_pickle=False) as saved:
+        arrays = {key: saved[key] for key in saved.files}
+    key = sorted(arrays)[int(rng.integers(len(arrays)))]
+    values = arrays.pop(key)
+    edits = [
+        lambda: None,  # removed
+        lambda: values[:-1],
+        lambda: values.reshape(-1, 1),
+        lambda: np.full(values.shape, np.nan),
+        lambda: np.array(["a"] * len(values)),
+        lambda: np.zeros(0),
+        lambda: values.astype(np.complex64),
+    ]
+    edited = edits[int(rng.integers(len(edits)))]()
+    if edited is not None:
+        arrays[key] = edited
+    with open(path, "wb") as out:
+        np.savez(out, **arrays)
+
+
+def _read_items(folder: Path) -> None:
+    items = read_items(
+        folder / f"transfer{ITEMS_SUFFIX}", {"MR": None, "STS14": None}, damaged_is_missing=False
+    )
+    for arrays in items.values():
+        counts = item_counts(arrays)
+        scored = significance_scores(arrays, everything(counts))
+        if not np.all(np.isnan(scored) | np.isfinite(scored)):
+            raise NotFinite("an items file scored to infinity")
+
+
+def _make_jobs(folder: Path) -> None:
+    record = {
+        "job_id": "1234_5",
+        "stdout": str(folder / "job.out"),
+        "stderr": str(folder / "job.err"),
+        "run": str(folder),
+        "submitted": "2026-11-28 12:00:00",
+        "cluster": "c",
+        "comment": "mtl:study:0123456789ab",
+    }
+    (folder / "slurm.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+    (folder / "job.out").write_text("step 10\nerror: the run's own one-line error\n", encoding="utf-8")
+
+
+def _read_jobs(folder: Path) -> None:
+    from mtl.jobs.slurm import job_record, log_tail
+
+    record = job_record(folder)
+    if record is not None:
+        log_tail(str(record.get("stdout", "")))
+
+
+def _make_senteval(folder: Path) -> None:
+    members = {"test-gold/STS.input.x.txt": b"A b.\tC d.\n" * 50, "test-gold/STS.gs.x.txt": b"1.0\n" * 50}
+    with zipfile.ZipFile(folder / "sts.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    with tarfile.open(folder / "stsb.tar.gz", "w:gz") as archive:
+        for name, data in members.items():
+            info = tarfile.TarInfo(f"stsbenchmark/{name}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    manifest = {
+        "STS12": {
+            "files": {
+                f"downstream/STS/{name}": {
+                    "size": len(data),
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "verified": None,
+                }
+                for name, data in members.items()
+            }
+        }
+    }
+    (folder / "get-senteval.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def _read_senteval(folder: Path) -> None:
+    from dataset_builders.senteval import read_manifest
+
+    read_manifest(folder)
+    for name in ("sts.zip", "stsb.tar.gz"):
+        with Archive(folder / name) as archive:
+            for member in archive.names():
+                archive.read(member)
+
+
 @dataclass(frozen=True)
 class Target:
     """A reader under fuzzing: make a valid input in a folder, damage a copy, read it."""
@@ -602,6 +715,9 @@ READERS: dict[str, Target] = {
     ),
     "wandb": Target(_make_wandb, _damage_each_file, _read_wandb, ("W&B run file",)),
     "caches": Target(_make_caches, _damage_caches, _read_caches, ("contamination cache", "token cache")),
+    "items": Target(_make_items, _damage_items, _read_items, ("transfer items",)),
+    "jobs": Target(_make_jobs, _damage_each_file, _read_jobs, ("slurm.json",)),
+    "senteval": Target(_make_senteval, _damage_each_file, _read_senteval, ("get-senteval manifest", "archives")),
 }  # fmt: skip
 
 

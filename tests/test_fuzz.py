@@ -18,6 +18,9 @@ CASES = {
     "run": 60,  # each case draws a report page (0.3 s)
     "wandb": 300,
     "caches": 300,
+    "items": 300,
+    "jobs": 300,
+    "senteval": 300,
 }
 
 

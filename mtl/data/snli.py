@@ -150,7 +150,11 @@ def _read_jsonl(path: Path) -> LabelledTexts:
             raise UserError(f"line {number} of SNLI file {path} is not an SNLI record: {reason}") from None
         for field, value in (("sentence1", premise), ("sentence2", hypothesis), ("gold_label", gold)):
             if not isinstance(value, str):
-                what = "a label name (entailment, neutral, contradiction, or -)" if field == "gold_label" else "text"
+                what = (
+                    "a label name (entailment, neutral, contradiction, or -)"
+                    if field == "gold_label"
+                    else "text"
+                )
                 raise UserError(
                     f"line {number} of SNLI file {path} is not an SNLI record: its {field} is "
                     f"{type(value).__name__} {value!r:.40}, not {what}"

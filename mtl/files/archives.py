@@ -129,7 +129,7 @@ class Archive:
 
     def _listed(self) -> dict[str, Member]:
         try:
-            found = self._zip_members() if self._zip is not None else self._tar_members()
+            found = list(self._zip_members() if self._zip is not None else self._tar_members())
         except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as error:
             raise Damaged(self.path, error) from None
         members: dict[str, Member] = {}

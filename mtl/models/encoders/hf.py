@@ -147,7 +147,11 @@ def load_backbone(name: str) -> nn.Module:
     try:
         model, info = load_pretrained(
             # safetensors only: a pickled checkpoint (pytorch_model.bin) runs code when it is loaded
-            AutoModel.from_pretrained, name, "model", output_loading_info=True, use_safetensors=True
+            AutoModel.from_pretrained,
+            name,
+            "model",
+            output_loading_info=True,
+            use_safetensors=True,
         )
     finally:
         transformers_logging.set_verbosity(verbosity)
