@@ -47,6 +47,7 @@ from mtl.files.archives import Archive
 from mtl.files.digest import file_sha256
 from mtl.formats import encoder_file
 from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items
+from mtl.jobs.slurm import job_record, log_tail
 from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
 from mtl.published import published
 from mtl.runs import Run
@@ -649,8 +650,6 @@ def _make_jobs(folder: Path) -> None:
 
 
 def _read_jobs(folder: Path) -> None:
-    from mtl.jobs.slurm import job_record, log_tail
-
     record = job_record(folder)
     if record is not None:
         log_tail(str(record.get("stdout", "")))

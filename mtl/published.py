@@ -15,6 +15,18 @@ def figures_file() -> Path:
     return Path(str(resources.files("experiments"))) / "published" / "figures.toml"
 
 
+def row_model(preset: str) -> dict[str, str]:
+    """The model keys (encoder, pooling) the row's preset sets: what a run must have trained to
+    stand for the row (its size alone may match another model's). Empty for no such preset."""
+    if not preset or "/" in preset or preset.startswith("."):
+        return {}
+    try:
+        table = tomllib.loads((figures_file().parent.parent / f"{preset}.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+    return {key: str(table[key]) for key in ("encoder", "pooling") if key in table}
+
+
 def published(preset: str) -> dict[str, Any] | None:
     """The published figures of `preset`'s row (with `cite` and the `tolerance`), or None."""
     table = tomllib.loads(figures_file().read_text(encoding="utf-8"))

@@ -25,9 +25,8 @@ from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.files import schemas
 from mtl.formats.transfer_report import read_report
-from mtl.published import comparability, figures_file, published_for_command
+from mtl.published import comparability, figures_file, published_for_command, row_model
 from mtl.runs import RunFolder, upgrade
-from mtl.train.presets import preset_overrides
 
 PAPER_VECTORS = "glove.840B.300d"  # every row of the two papers' tables used these vectors
 
@@ -256,10 +255,7 @@ def _count_reason(task: str, result: dict[str, Any], rules: dict[str, Any]) -> l
 def _model_reasons(record: dict[str, Any], figures: dict[str, Any], report: dict[str, Any]) -> list[str]:
     """Why the run is not the row's model: another encoder or pooling than the row's preset sets
     (its size may match all the same), or a report scored with another pooling."""
-    try:
-        preset = dict(a.split("=", 1) for a in preset_overrides(str(figures.get("preset", ""))))
-    except UserError:
-        return []
+    preset = row_model(str(figures.get("preset", "")))
     model = record.get("config", {}).get("model", {})
     reasons = []
     for key in ("encoder", "pooling"):
