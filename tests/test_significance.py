@@ -152,7 +152,7 @@ def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_pa
     rows = [line for line in text.splitlines() if line.startswith(("| MR |", "| CR |"))]
     assert len(rows) == 2 and all("(2 seeds)" in row for row in rows)
     assert all(row.rstrip(" |").endswith(("better", "no evidence")) for row in rows)
-    assert "(Holm, 2 tasks)" in text and "seeds of each encoder resampled" in text
+    assert "(Holm, 2 tasks)" in text and "Satterthwaite's degrees of freedom" in text
     assert (tmp_path / "cmp.json").is_file()
     (run_file,) = run_files(tmp_path)  # the table as a W&B run beside the comparison
     records = by_kind(run_file)
@@ -161,7 +161,7 @@ def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_pa
     # just report shows the same test on its page.
     assert main(["report", *map(str, runs.values()), f"out={tmp_path / 'page.html'}"]) == 0
     page = (tmp_path / "page.html").read_text()
-    assert "Is the difference real? (transfer-fast, two-level bootstrap: seeds, then test items)" in page
+    assert "Is the difference real? (transfer-fast, studentized: seeds, then test items)" in page
     assert page.count("<td>MR</td>") == 1 and "(2 seeds)" in page
     # Runs of other tasks are named by their tasks, not by every key of the task one of them lacks.
     for seed in (1, 2):
@@ -241,3 +241,50 @@ def test_compare_rows_stay_short_with_real_run_names():
     assert "the variance between training seeds is unknown" in text
     assert short_value("/home/me/glove/glove.840B.300d.txt") == "glove.840B.300d.txt"
     assert short_value("stanfordnlp/snli") == "stanfordnlp/snli" and short_value(2048) == 2048
+
+
+def test_verdicts_hold_their_rate_where_seeds_dominate_and_where_items_do():
+    """Synthetic A/A families (3 tasks, Holm; mtl/bench/calibration.py): with 2 and 5 seeds a
+    group, the seeds' spread half and ten times the items' standard error, the share of families
+    called different stays near 5% (150 families a cell: a binomial sd of 1.8 points, so the band
+    is wide; `just bench-verdicts` measures 400 a cell over the whole grid)."""
+    from mtl.bench import calibration
+
+    cells = calibration.grid(seeds=(2, 5), ratios=(0.5, 10.0), families=150, resamples=200, earlier=False)
+    rates = {(c.seeds, c.ratio): c.rate for c in cells}
+    assert all(0.005 <= rate <= 0.10 for rate in rates.values()), rates
+
+
+def test_an_interval_excludes_zero_exactly_when_its_verdict_is_one():
+    """Holm stops at the first task it keeps; a later task whose own interval would exclude 0 at
+    its step's level is shown at the level the step-down stopped at, so its interval holds 0 as
+    its verdict says (before, STS14's [+0.01, +9.89] read "no evidence")."""
+    from mtl.analysis.significance import Comparison, correct, t_interval, t_p_value
+
+    def comparison(task, difference, se):
+        low, high = t_interval(difference, se, 8.0, 0.05)
+        return Comparison(
+            task,
+            "a",
+            "b",
+            70 + difference,
+            70.0,
+            low,
+            high,
+            3,
+            3,
+            p=t_p_value(difference, se, 8.0),
+            se=se,
+            df=8.0,
+        )
+
+    family = [comparison("T1", 2.6, 1.0), comparison("T2", 2.5, 1.0)]  # p 0.032 and 0.037: both above 0.025
+    assert all(c.low > 0 for c in family)  # uncorrected, each alone excludes 0
+    correct(family)
+    for c in family:
+        assert (c.verdict != "no evidence") == (c.low > 0 or c.high < 0)
+    assert [c.verdict for c in family] == ["no evidence", "no evidence"]
+    family = [comparison("T1", 5.0, 1.0), comparison("T2", 2.6, 1.0)]  # 0.001 x 2, then 0.032 at 0.05
+    correct(family)
+    assert [c.verdict for c in family] == ["a better", "a better"]
+    assert all((c.verdict != "no evidence") == (c.low > 0 or c.high < 0) for c in family)

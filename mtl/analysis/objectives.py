@@ -7,7 +7,7 @@ Appendix C, compares objectives at equal training time this way).
 
 A member already transferred with the same protocol is not transferred again. The seeds of an
 objective (`just sweep ... seeds=3`) are one row, each score their mean ± sd; below the table,
-`just compare`'s verdicts between every two objectives (two-level bootstrap over seeds and test
+`just compare`'s verdicts between every two objectives (studentized over seeds and test
 items, Holm over the transfer tasks).
 """
 

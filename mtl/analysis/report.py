@@ -501,7 +501,7 @@ def _significance(compared: Compared | None) -> list[str]:
     labels = significance.table_labels(encoders)
     named = [f"{html.escape(label)} = {html.escape(name)}" for name, label in labels.items() if label != name]
     return [
-        f"<h2>Is the difference real? ({html.escape(config.report)}, two-level bootstrap: seeds, then test items)</h2>",
+        f"<h2>Is the difference real? ({html.escape(config.report)}, studentized: seeds, then test items)</h2>",
         f"<p>{html.escape(significance.explanation(comparisons, config))}</p>",
         f'<div class="wide"><table><tr>{table}</tr>{body}</table></div>',
         *([f"<p>{'; '.join(named)}.</p>"] if named else []),

@@ -1,26 +1,35 @@
 """`just compare`: is one encoder's transfer result really better than another's?
 
 For each transfer task, the difference between encoders (or groups of runs that differ only
-in their seed) with a two-level bootstrap interval: each replicate resamples the training seeds
-within each group, then the test items (Koehn 2004; Berg-Kirkpatrick et al. 2012, paired: the
-same resampled items score every encoder, so what the test set happens to hold cancels out).
-The interval so carries both sources of variance: which items the test set holds and which
-seed training drew, often the larger (Reimers & Gurevych 2017). Each replicate scores the
-task's own metric: accuracy, Pearson r of the predicted relatedness, or the mean over STS
+in their seed) with an interval and a verdict from one computation. Its variance has two
+parts: which seeds training drew (often the larger: Reimers & Gurevych 2017) and which items
+the test set holds (Koehn 2004; Berg-Kirkpatrick et al. 2012). The seed part is each group's
+variance between its seeds' scores over its seed count, as Welch's test takes it; the item part
+is the variance of the groups' difference over paired bootstrap resamples of the test items
+(the same resampled items score every encoder, so what the test set happens to hold cancels
+out), less what of it each seed's own item noise adds, which the seeds' variance already holds.
+The difference over its standard error is referred to Student's t with Satterthwaite's degrees
+of freedom: with 2 or 3 seeds the seed variance is known to within a factor of several, and the
+t quantile widens the interval by what that costs (a bootstrap over 2 seeds cannot see it, and
+called 9-18% of identical configurations different where seeds dominate). Each replicate scores
+the task's own metric: accuracy, Pearson r of the predicted relatedness, or the mean over STS
 subsets of Pearson r of the cosine (each subset resampled on its own).
 
 Several tasks compared at once are several tests: the verdicts are corrected over the tasks of
 one pair of encoders by Holm's step-down (family-wise error at 1 - confidence), and each task's
-interval is shown at the level its step tested it. A verdict: "A better" / "B better" (the
-corrected test rejects no difference), "no evidence" otherwise. With one seed in a group the
-variance between seeds is unknown: its verdict says "(1 seed)" and speaks of these encoders,
-not of their configurations. Differences are in points: percent for accuracy, r x 100.
+interval is at the level its step tested it (after the step-down stops, at the level it stopped
+at), so an interval excludes 0 exactly when its verdict is one. A verdict: "A better" / "B
+better", "no evidence" otherwise. With one seed in a group the variance between seeds is
+unknown: its verdict says "(1 seed)" and speaks of these encoders, not of their
+configurations. Differences are in points: percent for accuracy, r x 100. Comparisons made
+before 2026-11-28 (a two-level bootstrap) say so in their `method`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -29,11 +38,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
+from scipy import stats
 
 from mtl.config import AtLeast0, Range, apply_overrides, flattened, paths_and_keys
 from mtl.errors import UserError
 from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.files import atomic, jsonfile
+from mtl.formats.comparison import METHOD
 from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items, read_report
 from mtl.runs import Run, RunFolder, beside, differing_keys, find_runs, stale, wandb_group
 from mtl.tracking.tracker import log_tables
@@ -77,6 +88,9 @@ class Comparison:
     family: int = 1  # the tasks the correction is over
     confidence: float = 0.95
     differences: np.ndarray | None = field(default=None, repr=False)  # the replicates of first - second
+    se: float | None = None  # the difference's standard error (seeds and items), points
+    df: float = math.inf  # its degrees of freedom (Satterthwaite; infinite: items alone)
+    method: str = METHOD
 
     @property
     def difference(self) -> float:
@@ -195,13 +209,16 @@ def from_scores(
     first: tuple[str, np.ndarray, list[float]],
     second: tuple[str, np.ndarray, list[float]],
     config: SignificanceConfig,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None = None,
 ) -> Comparison:
     """The comparison of two groups given each seed's scores on shared item resamples ((K, B))
-    and on all the items (K values)."""
+    and on all the items (K values). (`rng`: unused since the interval is studentized; kept for
+    callers that pass it.)"""
     (first_name, first_scores, first_full), (second_name, second_scores, second_full) = first, second
-    differences = seeds_resampled(first_scores, rng) - seeds_resampled(second_scores, rng)
-    low, high = interval(differences, 1 - config.confidence)
+    difference = float(np.mean(first_full) - np.mean(second_full))
+    se, df = standard_error(first_scores, first_full, second_scores, second_full)
+    p = t_p_value(difference, se, df)
+    low, high = t_interval(difference, se, df, 1 - config.confidence)
     return Comparison(
         task,
         first_name,
@@ -212,17 +229,53 @@ def from_scores(
         high,
         first_seeds=len(first_full),
         second_seeds=len(second_full),
-        p=bootstrap_p(differences),
+        p=p,
         confidence=config.confidence,
-        differences=differences,
+        se=se,
+        df=df,
     )
+
+
+def standard_error(
+    first_scores: np.ndarray, first_full: list[float], second_scores: np.ndarray, second_full: list[float]
+) -> tuple[float, float]:
+    """(standard error, Satterthwaite degrees of freedom) of the difference of the groups' mean
+    scores. Seeds: each group's variance between its seeds' whole-test-set scores over its seed
+    count (a group of one seed has none to give). Items: the variance over the paired item
+    resamples of the groups' mean difference, less each group's own item noise (the variance of
+    its seeds' departures from their mean, over K - 1), which the seed part already counts."""
+    item_part = float(np.var(first_scores.mean(axis=0) - second_scores.mean(axis=0), ddof=1))
+    seed_parts = []
+    for scores_, full in ((first_scores, first_full), (second_scores, second_full)):
+        count = len(full)
+        if count < 2:
+            continue
+        departures = scores_ - scores_.mean(axis=0)
+        item_part -= float(departures.var(axis=1, ddof=1).mean()) / (count - 1)
+        seed_parts.append((float(np.var(full, ddof=1)) / count, count - 1))
+    variance = max(item_part, 0.0) + sum(part for part, _ in seed_parts)
+    denominator = sum(part**2 / freedom for part, freedom in seed_parts)
+    df = variance**2 / denominator if denominator > 0 else math.inf
+    return math.sqrt(variance), df
+
+
+def t_p_value(difference: float, se: float, df: float) -> float:
+    """Two-sided p of "no difference" under Student's t with `df` degrees of freedom."""
+    if se == 0:
+        return 1.0 if difference == 0 else 0.0
+    return float(min(1.0, 2 * stats.t.sf(abs(difference) / se, df)))
+
+
+def t_interval(difference: float, se: float, df: float, alpha: float) -> tuple[float, float]:
+    """The two-sided (1 - alpha) interval of the difference."""
+    half = float(stats.t.ppf(1 - alpha / 2, df)) * se if se > 0 else 0.0
+    return difference - half, difference + half
 
 
 def seeds_resampled(per_seed: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """(B,) a group's score on each item resample ((K, B) per seed), its seeds resampled too: the
-    mean over all seeds, plus the resampled seeds' departure from it scaled by sqrt(K / (K - 1)),
-    since a bootstrap of K values spreads their mean by (K - 1) / K of its variance (the rescaled
-    bootstrap; with K = 3 the plain one would give intervals a fifth too narrow)."""
+    two-level bootstrap of comparisons made before 2026-11-28 (bench-verdicts sets it beside the
+    studentized one)."""
     mean = per_seed.mean(axis=0)
     count = len(per_seed)
     if count == 1:
@@ -249,17 +302,25 @@ def interval(differences: np.ndarray, alpha: float) -> tuple[float, float]:
 
 def correct(family: list[Comparison]) -> None:
     """Holm's step-down over one pair's tasks: sorted by p, the r-th of m is tested at
-    alpha / (m - r + 1) and testing stops at the first kept; each task's interval is widened to the
-    level its step used (the first at Bonferroni's alpha / m), its p to Holm's adjusted p."""
+    alpha / (m - r + 1) and testing stops at the first kept; each task's interval is set at the
+    level its step used, and every task after the stop at the level it stopped at, so an interval
+    excludes 0 exactly when its verdict is one; its p becomes Holm's adjusted p."""
     alpha = 1 - family[0].confidence if family else 0.05
     ordered = sorted(family, key=lambda c: c.p)
-    running = 0.0
+    running, stopped_at = 0.0, None
     for rank, comparison in enumerate(ordered):
         level = alpha / (len(family) - rank)
         running = max(running, min(1.0, comparison.p * (len(family) - rank)))
         comparison.holm_p, comparison.family = running, len(family)
-        if comparison.differences is not None:
-            comparison.low, comparison.high = interval(comparison.differences, level)
+        if stopped_at is None and comparison.p > level:
+            stopped_at = level
+        at = stopped_at if stopped_at is not None else level
+        if comparison.se is not None:
+            comparison.low, comparison.high = t_interval(
+                comparison.difference, comparison.se, comparison.df, at
+            )
+        elif comparison.differences is not None:
+            comparison.low, comparison.high = interval(comparison.differences, at)
 
 
 def _same_gold(items: Items, reference: Items) -> bool:
@@ -495,9 +556,9 @@ def holm_note(comparisons: list[Comparison]) -> str:
 def explanation(comparisons: list[Comparison], config: SignificanceConfig) -> str:
     """What the table's intervals hold and what its verdicts can say, above the table."""
     lines = [
-        f"Two-level bootstrap ({config.resamples} replicates, report {config.report}): the seeds of each "
-        "encoder resampled, then the test items (paired). Points: accuracy in %, Pearson r x 100 "
-        "(STS: mean over subsets)."
+        f"Studentized (report {config.report}): the variance between each encoder's seeds (Welch, "
+        f"Satterthwaite's degrees of freedom) plus the test items' ({config.resamples} paired resamples), "
+        "an interval from Student's t. Points: accuracy in %, Pearson r x 100 (STS: mean over subsets)."
     ]
     if max((c.family for c in comparisons), default=1) > 1:
         lines.append(

@@ -88,6 +88,8 @@ class BenchVerdictsConfig:
     data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
     resamples: AtLeast1 = 2000  # bootstrap replicates per comparison
     out: str = "runs/bench-verdicts"  # the runs and the result (verdicts.json, verdicts.md)
+    synthetic_families: AtLeast0 = 400  # A/A families per cell of the synthetic calibration grid (0: none)
+    synthetic_only: bool = False  # the synthetic grid alone: no training, no transfer
 
 
 @dataclass

@@ -4,7 +4,7 @@
 
 1. False positives: `seeds` runs of one configuration differ in their seed alone, so any verdict
    between two groups of them is wrong. `trials` times, two disjoint groups of `group` seeds are
-   drawn and compared as `just compare` compares (two-level bootstrap, Holm over the transfer
+   drawn and compared as `just compare` compares (studentized intervals, Holm over the transfer
    tasks); the share of task comparisons that say "no evidence" should be at least 95%. Beside
    it, the same draws judged as before seeds were an axis (one seed per encoder, an interval over
    the test items only, no correction): what a one-seed verdict costs.
@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from mtl.analysis import significance
+from mtl.bench import calibration
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.bench.configs import BenchVerdictsConfig as BenchVerdictsConfig
@@ -99,6 +100,12 @@ def trial_verdicts(
 
 def run(config: BenchVerdictsConfig) -> dict:
     out = Path(config.out).expanduser()
+    synthetic = synthetic_part(config)
+    if config.synthetic_only:
+        result = {"config": config.__dict__, "synthetic": synthetic}
+        atomic.write_text(out / "verdicts.json", jsonfile.dumps(result, indent=2) + "\n", "bench result")
+        atomic.write_text(out / "verdicts.md", markdown(result), "bench result")
+        return result
     normal, planted = train(config, out)
     folders = normal + planted
     items = [transferred(config, folder) for folder in folders]
@@ -116,11 +123,12 @@ def run(config: BenchVerdictsConfig) -> dict:
         raise UserError(
             f"seeds={config.seeds}: two disjoint groups of group={config.group} need {2 * config.group}"
         )
-    false_calls = one_seed_calls = comparisons = 0
+    false_calls = false_families = one_seed_calls = comparisons = 0
     for _ in range(config.trials):
         drawn = rng.permutation(null_rows)[: 2 * config.group]
         verdicts = trial_verdicts(per_seed, full, drawn[: config.group], drawn[config.group :], settings, rng)
         false_calls += sum(c.verdict != "no evidence" for c in verdicts)
+        false_families += any(c.verdict != "no evidence" for c in verdicts)
         comparisons += len(verdicts)
         # as before seeds were an axis: one seed each, items only, each task at its own 95%
         alone = [
@@ -153,6 +161,8 @@ def run(config: BenchVerdictsConfig) -> dict:
             for task in tasks
         },
         "no_evidence_share": 1 - false_calls / comparisons,
+        "family_wise_false_share": false_families / config.trials,  # what Holm holds at 5%
+        "synthetic": synthetic,
         "one_seed_items_only_false_share": one_seed_calls / comparisons,
         "comparisons": comparisons,
         "planted_called_hurts": {task: hurts[task] / power_trials for task in tasks},
@@ -163,15 +173,38 @@ def run(config: BenchVerdictsConfig) -> dict:
     return result
 
 
+def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
+    """The synthetic calibration grid (mtl/bench/calibration.py): family-wise rates by seeds per
+    group and seed-to-item variance ratio, for the studentized verdicts and the earlier ones."""
+    if not config.synthetic_families:
+        return None
+    tasks = 3
+    cells = calibration.grid(families=config.synthetic_families, tasks=tasks)
+    return {
+        "tasks": tasks,
+        "families": config.synthetic_families,
+        "cells": [
+            {"seeds": c.seeds, "ratio": c.ratio, "rate": c.rate, "earlier_rate": c.bootstrap_rate}
+            for c in cells
+        ],
+        "table": calibration.markdown(cells, tasks),
+    }
+
+
 def markdown(result: dict) -> str:
     config = result["config"]
+    synthetic = result.get("synthetic")
+    if "comparisons" not in result:  # synthetic_only
+        return synthetic["table"] if synthetic else "nothing measured\n"
     lines = [
         f"Same configuration ({config['preset']} {config['keys']}), {config['seeds']} seeds: "
         f"{config['trials']} draws of {config['group']} seeds "
         f"against {config['group']} others, {len(result['tasks'])} transfer tasks each "
         f"({result['comparisons']} task comparisons):",
-        f"- no evidence (right): {100 * result['no_evidence_share']:.1f}% with seeds, two-level "
-        f"bootstrap and Holm; one seed each, items only: {100 * result['one_seed_items_only_false_share']:.1f}% "
+        f"- families (a draw's {len(result['tasks'])} tasks) with any verdict (wrong; nominal 5%): "
+        f"{100 * result['family_wise_false_share']:.1f}%",
+        f"- no evidence (right): {100 * result['no_evidence_share']:.1f}% with seeds, studentized "
+        f"and Holm; one seed each, items only: {100 * result['one_seed_items_only_false_share']:.1f}% "
         "of comparisons called a difference",
         f"- planted ({config['planted']} runs on shuffled NLI labels) called worse, per task, over "
         f"{result['power_trials']} draws:",
@@ -185,6 +218,8 @@ def markdown(result: dict) -> str:
             f"| {task} | {np.mean(null):.2f} ± {np.std(null, ddof=1):.2f} | {np.mean(planted):.2f} | "
             f"{100 * result['planted_called_hurts'][task]:.0f}% |"
         )
+    if synthetic:
+        lines += ["", synthetic["table"]]
     return "\n".join(lines) + "\n"
 
 

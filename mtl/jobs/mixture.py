@@ -14,7 +14,7 @@ trained at the target budget with seeds against the usual mixtures, with verdict
 3. The mixture it predicts best among `candidates` Dirichlet draws is trained at `budget` with
    `seeds`, beside the baselines: size-proportional sampling, temperature sampling (T =
    `temperature`) and the best proxy's mixture; every arm runs the whole budget (stop=max_steps).
-4. Each arm is transferred and `just compare` gives the two-level bootstrap (seeds, then items)
+4. Each arm is transferred and `just compare` gives the studentized interval (seeds, then items)
    of the predicted mixture against each baseline, Holm-corrected over the transfer tasks.
 
 Everything trains as a sweep: an interrupted search resumes, a finished proxy or arm is never
@@ -36,6 +36,7 @@ from mtl.config import apply_overrides, paths_and_keys
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import FolderLock
+from mtl.formats.comparison import method_of
 from mtl.jobs.arms import (
     budget_amount,
     check_transfer_keys,
@@ -231,7 +232,8 @@ def verdict_rows(compared: dict, names: dict[str, str], baselines: list[str]) ->
         if decided and min(c["first_seeds"], c["second_seeds"]) < 2:
             verdict += " (1 seed)"
         rows.append({"task": c["task"], "baseline": other, "difference": difference, "low": low, "high": high,
-                     "holm_p": c["holm_p"], "verdict": verdict})  # fmt: skip
+                     "holm_p": c["holm_p"], "verdict": verdict,
+                     "method": method_of(c)})  # fmt: skip
     return rows
 
 
@@ -251,7 +253,7 @@ def markdown(result: dict) -> str:
         ),
         "",
         f"At {result['budget']} with seeds {', '.join(map(str, result['seeds']))}: the predicted mixture against each "
-        "baseline, two-level bootstrap (seeds, then test items), Holm over the transfer tasks.",
+        "baseline, studentized intervals (seeds, then test items), Holm over the transfer tasks.",
         "",
         "| transfer task | baseline | predicted - baseline | 95% interval (Holm) | verdict |",
         "|---|---|---:|---:|---|",

@@ -10,7 +10,7 @@ watching tasks (train=false) and select= in every run. Equal compute is enforced
 trains with stop=max_steps (no early stopping), and a run that ended short of the budget is
 said and left out, never compared. The runs are a sweep (`just sweep`'s machinery: finished
 runs are kept, interrupted ones resumed), then each is transferred (`just transfer`), then
-`just compare` gives the two-level bootstrap interval (seeds, then test items) of every
+`just compare` gives the studentized interval (seeds, then test items) of every
 difference, Holm-corrected over the transfer tasks; per transfer task the mixture is set against
 the best single-task arm, with a verdict: helps (the corrected interval above 0), hurts (below),
 no evidence. With one seed an arm's seed variance is unknown: the verdict says "(1 seed)".
@@ -27,6 +27,7 @@ from mtl.config import paths_and_keys
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import FolderLock
+from mtl.formats.comparison import method_of
 from mtl.jobs.arms import (
     budget_amount,
     check_transfer_keys,
@@ -213,6 +214,7 @@ def verdicts(
                 "holm_p": pair.get("holm_p"),
                 "seeds": seeds,
                 "verdict": verdict,
+                "method": method_of(pair),  # older studies: the bootstrap's verdicts
             }  # fmt: skip
         )
     return rows
@@ -240,7 +242,7 @@ def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, 
     lines = [
         f"Equal compute ({budget}, every run the whole budget): each training task alone and the mixture, "
         f"{seeds} seed{'s' * (seeds > 1)} each{spread}; points: accuracy in %, Pearson r x 100 (STS: mean over "
-        f"subsets). Two-level bootstrap (seeds, then test items), corrected over the {family} transfer "
+        f"subsets). Studentized intervals (seeds, then test items), corrected over the {family} transfer "
         "tasks (Holm): helps / hurts when the corrected interval excludes 0; no evidence is not evidence "
         "of no effect.",
         "",
