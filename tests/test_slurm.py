@@ -152,6 +152,24 @@ def test_a_cancelled_run_is_left_resumable_and_resumes(slurm, tiny_data, tmp_pat
     assert json.loads((out / "summary.json").read_text())["global_step"] == 600
 
 
+def sleeping_job(tmp_path: Path, *options: str) -> str:
+    """A job of someone else's: a minute's sleep, not submitted by mtl; its id."""
+    return subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            f"--partition={PARTITION}",
+            f"--output={tmp_path / 'job.out'}",
+            *options,
+            "--wrap",
+            "sleep 60",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
 def test_a_lock_left_by_a_job_slurm_says_is_gone_is_stale(slurm, tmp_path):
     """A holder on another node (a dead node keeps its lock on a shared file system) whose job
     SLURM no longer knows: the lock is taken over. One whose job still runs: refused."""
@@ -164,19 +182,7 @@ def test_a_lock_left_by_a_job_slurm_says_is_gone_is_stale(slurm, tmp_path):
         "fcntl.flock(d, fcntl.LOCK_EX); os.pwrite(d, sys.argv[2].encode(), 0); print('held', flush=True); "
         "time.sleep(60)"
     )
-    running = subprocess.run(
-        [
-            "sbatch",
-            "--parsable",
-            f"--partition={PARTITION}",
-            f"--output={tmp_path / 'job.out'}",
-            "--wrap",
-            "sleep 60",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    running = sleeping_job(tmp_path)
     # a live job: held; a job this cluster's SLURM does not know: stale, taken; the same id on
     # another cluster (or on one the holder did not name) is never taken for gone
     for job, cluster, taken in (
@@ -214,28 +220,18 @@ def test_a_job_id_that_now_names_another_job_is_said_and_never_cancelled(slurm, 
     """A copied study, or ids reused after a SLURM reinstall: the recorded id is another job now
     (its comment differs), a job of another cluster, or a record written before jobs carried an
     identity. `just status` says so; `just cancel` acts on none of them."""
-    theirs = subprocess.run(
-        [
-            "sbatch",
-            "--parsable",
-            f"--partition={PARTITION}",
-            f"--output={tmp_path / 'job.out'}",
-            "--wrap",
-            "sleep 60",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    theirs = sleeping_job(tmp_path)
+    ours = sleeping_job(tmp_path, "--comment=mtl:study:ba9876543210")  # as mtl submits its own
     records = {
-        "reused": {"comment": "mtl:study:0123456789ab", "cluster": "mtl-test"},
-        "elsewhere": {"comment": "mtl:study:0123456789ab", "cluster": "another-cluster"},
-        "old": {},
+        "reused": {"job_id": theirs, "comment": "mtl:study:0123456789ab", "cluster": "mtl-test"},
+        "elsewhere": {"job_id": theirs, "comment": "mtl:study:0123456789ab", "cluster": "another-cluster"},
+        "old": {"job_id": theirs},
+        "ours": {"job_id": ours, "comment": "mtl:study:ba9876543210", "cluster": "mtl-test"},
     }
     folder = tmp_path / "study"
-    for name, extra in records.items():
+    for name, record in records.items():
         (folder / name).mkdir(parents=True)
-        (folder / name / "slurm.json").write_text(json.dumps({"job_id": theirs, **extra}))
+        (folder / name / "slurm.json").write_text(json.dumps(record))
     (folder / "sweep.json").write_text(json.dumps({"members": {name: name for name in records}}))
     try:
         assert main(["status", str(folder)]) == 0
@@ -243,15 +239,16 @@ def test_a_job_id_that_now_names_another_job_is_said_and_never_cancelled(slurm, 
         assert f"job {theirs} is now another job" in rows["reused"]
         assert "a job of cluster another-cluster" in rows["elsewhere"]
         assert "recorded before jobs were checked" in rows["old"]
+        assert rows["ours"].split()[-1] in ("pending", "running")
         assert main(["cancel", str(folder)]) == 0
         captured = capsys.readouterr()
         assert f"job {theirs} is not this study's now" in captured.err
         assert f"scancel {theirs} yourself if it is this study's" in captured.err
-        assert "none of its 3 jobs is queued or running" in captured.out
+        assert f"cancelled 1 jobs ({ours})" in captured.out  # its own job only
         queued = subprocess.run(["squeue", "-h", "-j", theirs], capture_output=True, text=True, check=False)
         assert theirs in queued.stdout  # still there: someone else's job was never touched
     finally:
-        subprocess.run(["scancel", theirs], check=False)
+        subprocess.run(["scancel", theirs, ours], check=False)
 
 
 def test_a_run_signalled_near_its_time_limit_then_requeued_resumes_exactly_each_time(

@@ -296,3 +296,20 @@ def test_the_glove_download_resumes_and_is_checked(tmp_path, monkeypatch):
         assert not first.exists()
     finally:
         hub.close()
+
+
+def test_a_word2vec_or_fasttext_header_line_is_read_past(tmp_path, glove_txt):
+    """`.vec` files (word2vec's text format, fastText's) start with `<words> <dim>`; the rest is
+    GloVe's format. Line numbers in errors stay the file's own."""
+    vec = tmp_path / "wiki.test.vec"
+    vec.write_text("4 3\n" + GLOVE, encoding="utf-8")
+    read, glove = load_vectors(vec), load_vectors(glove_txt)
+    assert read.words == glove.words and np.array_equal(read.matrix, glove.matrix)
+    damaged = tmp_path / "damaged.vec"
+    damaged.write_text("3 3\na 1 2 3\nb 4 5 6\nc 1 2\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"malformed line 4 in vectors file .*damaged.vec: 2 numbers"):
+        load_vectors(damaged)
+    other = tmp_path / "other.vec"  # two numbers that do not name the vectors' dimension: no header
+    other.write_text("7 5\na 1 2 3\nb 4 5 6\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"malformed line 1 in vectors file .*other.vec: 1 numbers"):
+        load_vectors(other)

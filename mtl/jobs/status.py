@@ -179,24 +179,24 @@ def cancel(args: Sequence[str]) -> None:
         queued = queue_states(records)
     except NoSlurmHere as error:
         raise UserError(f"{error}: cancel the study from the cluster's login node") from None
-    ours = sorted({records[name]["job_id"] for name, q in queued.items() if q.ours})
+    to_cancel = sorted({records[name]["job_id"] for name, q in queued.items() if q.ours})
     # another's job under a recorded id is never touched
-    for job, ours in sorted(
+    for job, known in sorted(
         {(records[name]["job_id"], q.ours) for name, q in queued.items() if not q.ours}, key=str
     ):
-        if ours is False:
+        if known is False:
             say(f"note: job {job} is not this study's now: not cancelled")
         else:
             say(
                 f"note: job {job} cannot be told from another job with its id (recorded before mtl checked "
                 f"jobs): not cancelled; scancel {job} yourself if it is this study's"
             )
-    if not ours:
+    if not to_cancel:
         print(f"{folder}: none of its {len(records)} jobs is queued or running")
         return
-    done = subprocess.run(["scancel", *ours], capture_output=True, text=True, check=False)
+    done = subprocess.run(["scancel", *to_cancel], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise UserError(f"scancel refused ({done.stderr.strip().splitlines()[-1][:200]})")
     print(
-        f"{folder}: cancelled {len(ours)} jobs ({', '.join(ours)}); each run checkpoints and stays resumable"
+        f"{folder}: cancelled {len(to_cancel)} jobs ({', '.join(to_cancel)}); each run checkpoints and stays resumable"
     )

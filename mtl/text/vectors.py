@@ -230,8 +230,13 @@ def _read(path: Path, wanted: set[str] | None) -> WordVectors:
         head = [line for _, line in zip(range(_DIM_PROBE_LINES), lines, strict=False)]
         if head:
             head[0] = _without_byte_order_mark(path, head[0])
-        dim = _infer_dim(path, head)
-        numbered = enumerate(_chain(head, lines), start=1)
+        # word2vec's and fastText's `.vec` files begin with `<words> <dim>`: not a vector
+        counted = len(head) > 1 and _is_count_line(head[0])
+        dim = _infer_dim(path, head[1:] if counted else head)
+        start = 1
+        if counted and int(head[0].split()[1]) == dim:
+            head, start = head[1:], 2
+        numbered = enumerate(_chain(head, lines), start=start)
         for number, raw in tqdm(numbered, desc=f"read {path.name}", unit=" lines", mininterval=1):
             line = raw.rstrip()
             if not line:
@@ -278,6 +283,13 @@ def _infer_dim(path: Path, head: list[bytes]) -> int:
     if dim < 1:
         raise UserError(f"vectors file {path} is empty or not in GloVe text format (word v1 v2 …)")
     return dim
+
+
+def _is_count_line(line: bytes) -> bool:
+    """Whether `line` may be the header word2vec and fastText `.vec` files start with: two whole
+    numbers, the word count and the dimension (a header only when the second is the vectors')."""
+    fields = line.split()
+    return len(fields) == 2 and all(f.isdigit() for f in fields)
 
 
 def _all_numbers(fields: list[bytes]) -> bool:
