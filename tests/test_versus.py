@@ -57,6 +57,8 @@ def test_every_task_alone_and_the_mixture_train_at_the_budget_with_each_seed_the
         )
     printed = capsys.readouterr().out
     assert "| MR |" in printed and "± " in printed and "(Holm)" in printed
+    assert all(row["method"].startswith("studentized") for row in record["verdicts"])
+    assert not list(out.rglob("wandb"))  # wandb=disabled reached the study's transfers too
     # the same folder with another budget is refused, not resumed under the old one
     again = [
         "versus-single",

@@ -79,6 +79,16 @@ def equal_compute(members: list[Member], budget: str) -> tuple[list[Member], dic
     return [m for m in members if m.name not in short], short
 
 
+def wandb_mode(members: list[Member]) -> str:
+    """The W&B mode the study's runs train with (wandb= or run.wandb= among their keys; auto)."""
+    given = [
+        value
+        for key, _, value in (arg.partition("=") for arg in (members[0].overrides if members else []))
+        if key in ("wandb", "run.wandb")
+    ]
+    return given[-1] if given else "auto"
+
+
 def transfer_and_compare(
     members: list[Member], tasks: str, mode: str, data: str | None, out: Path, arm_of: Callable[[Member], str]
 ) -> tuple[dict, dict[str, str], str]:
@@ -86,6 +96,7 @@ def transfer_and_compare(
     compare` them into out/compare.md and .json: (its record, encoder name -> arm, the report)."""
     keys = [f"tasks={tasks}", f"mode={mode}", f"data={data or ''}"]
     report = report_name(apply_overrides(TransferConfig(), keys))
+    keys.append(f"wandb={wandb_mode(members)}")  # the study's wandb= reaches its transfers too
     wanted = apply_overrides(TransferConfig(), keys).task_names
     for member in members:
         path = member.run_dir / f"{report}.json"
