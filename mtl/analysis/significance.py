@@ -189,7 +189,6 @@ def compare_task(
         (first_name, per_seed[: len(first_seeds)], [float(scores(i, full)) for i in first_seeds]),
         (second_name, per_seed[len(first_seeds) :], [float(scores(i, full)) for i in second_seeds]),
         config,
-        rng,
     )
 
 
@@ -208,11 +207,9 @@ def from_scores(
     first: tuple[str, np.ndarray, list[float]],
     second: tuple[str, np.ndarray, list[float]],
     config: SignificanceConfig,
-    rng: np.random.Generator | None = None,
 ) -> Comparison:
     """The comparison of two groups given each seed's scores on shared item resamples ((K, B))
-    and on all the items (K values). (`rng`: unused since the interval is studentized; kept for
-    callers that pass it.)"""
+    and on all the items (K values)."""
     (first_name, first_scores, first_full), (second_name, second_scores, second_full) = first, second
     difference = float(np.mean(first_full) - np.mean(second_full))
     se, df = standard_error(first_scores, first_full, second_scores, second_full)
@@ -441,8 +438,6 @@ def missing_tasks(encoders: list[Encoder]) -> list[str]:
     it is left out of that encoder's comparisons, and said."""
     found = []
     for encoder in encoders:
-        if len(encoder.run_tasks) != len(encoder.runs):  # made elsewhere: nothing recorded per run
-            continue
         for task in sorted({t for tasks in encoder.run_tasks for t in tasks}):
             lacking = [
                 shown(run)

@@ -14,6 +14,7 @@ any verdict, which should lie near 1 - confidence.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -103,23 +104,16 @@ def _seeds(
 
 def _bootstrap(task, first, second, config, rng) -> significance.Comparison:  # noqa: ANN001
     """The comparison as mtl made it before 2026-11-28: seeds resampled (rescaled), then items,
-    a percentile interval and a bootstrap p."""
-    (name_a, scores_a, full_a), (name_b, scores_b, full_b) = first, second
-    differences = significance.seeds_resampled(scores_a, rng) - significance.seeds_resampled(scores_b, rng)
+    a percentile interval and a bootstrap p (the studentized one's fields otherwise)."""
+    differences = significance.seeds_resampled(first[1], rng) - significance.seeds_resampled(second[1], rng)
     low, high = significance.interval(differences, 1 - config.confidence)
-    return significance.Comparison(
-        task,
-        name_a,
-        name_b,
-        float(np.mean(full_a)),
-        float(np.mean(full_b)),
-        low,
-        high,
-        first_seeds=len(full_a),
-        second_seeds=len(full_b),
+    return dataclasses.replace(
+        significance.from_scores(task, first, second, config),
+        low=low,
+        high=high,
         p=significance.bootstrap_p(differences),
-        confidence=config.confidence,
         differences=differences,
+        se=None,
         method=EARLIER_METHOD,
     )
 

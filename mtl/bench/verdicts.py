@@ -80,7 +80,6 @@ def trial_verdicts(
     first: np.ndarray,
     second: np.ndarray,
     settings: significance.SignificanceConfig,
-    rng: np.random.Generator,
 ) -> list[significance.Comparison]:
     """One comparison as `just compare` makes it: rows `first` against rows `second` of each task's
     (seeds, replicates) scores, Holm-corrected over the tasks."""
@@ -90,7 +89,6 @@ def trial_verdicts(
             ("A", per_seed[task][first], list(full[task][first])),
             ("B", per_seed[task][second], list(full[task][second])),
             settings,
-            rng,
         )
         for task in per_seed
     ]
@@ -126,7 +124,7 @@ def run(config: BenchVerdictsConfig) -> dict:
     false_calls = false_families = one_seed_calls = comparisons = 0
     for _ in range(config.trials):
         drawn = rng.permutation(null_rows)[: 2 * config.group]
-        verdicts = trial_verdicts(per_seed, full, drawn[: config.group], drawn[config.group :], settings, rng)
+        verdicts = trial_verdicts(per_seed, full, drawn[: config.group], drawn[config.group :], settings)
         false_calls += sum(c.verdict != "no evidence" for c in verdicts)
         false_families += any(c.verdict != "no evidence" for c in verdicts)
         comparisons += len(verdicts)
@@ -141,7 +139,6 @@ def run(config: BenchVerdictsConfig) -> dict:
                     [full[task][drawn[config.group]]],
                 ),
                 settings,
-                rng,
             )
             for task in tasks
         ]
@@ -150,7 +147,7 @@ def run(config: BenchVerdictsConfig) -> dict:
     power_trials = min(config.trials, 50)
     for _ in range(power_trials):
         chosen = rng.permutation(null_rows)[: config.group]
-        for c in trial_verdicts(per_seed, full, planted_rows[: config.group], chosen, settings, rng):
+        for c in trial_verdicts(per_seed, full, planted_rows[: config.group], chosen, settings):
             hurts[c.task] += c.verdict == "B better"
     result = {
         "config": config.__dict__,

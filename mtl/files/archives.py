@@ -87,11 +87,8 @@ class Archive:
             if handle is not None:
                 handle.close()
 
-    def members(self) -> list[Member]:
-        """Every regular file of the archive (folders skipped), in its order."""
-        return list(self._members.values())
-
     def names(self) -> list[str]:
+        """Every regular file of the archive (folders skipped), in its order."""
         return list(self._members)
 
     def read(self, name: str) -> bytes:
