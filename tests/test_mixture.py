@@ -14,24 +14,70 @@ from .browser import can_look, look_at
 from .conftest import FIXTURES, args_for
 
 
-def test_the_regression_gives_a_planted_noise_task_the_smallest_weight():
-    """Proxy scores that a task helps, another helps less and a noise task (shuffled labels) only
-    takes steps from: the predicted best mixture gives the noise task the least, and the held-out
-    error is small against the scores' spread."""
-    mixtures = mixture.draw_mixtures(16, 3, 1.0, seed=0)
-    rng = np.random.default_rng(0)
-    scores = (
+def _planted(mixtures: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Proxy scores where a task helps, another helps less and a noise task (shuffled labels) only
+    takes steps from them, with a little noise."""
+    return (
         0.6
         + 0.2 * mixtures[:, 0]
         + 0.1 * mixtures[:, 1]
         - 0.05 * mixtures[:, 0] ** 2
-        + rng.normal(0, 0.005, 16)
+        + rng.normal(0, 0.005, len(mixtures))
     )
+
+
+@pytest.mark.parametrize("search_seed", range(5))
+def test_a_planted_noise_task_gets_at_most_a_2_percent_share(search_seed):
+    """RegMix's proxies (zero shares allowed) and the top-k mean: the noise task's share of the
+    optimum is at most 0.02 in each of 5 searches, the gate finds skill, and the bootstrap's 90%
+    range of that share stays under 0.1."""
+    prior = mixture.by_size(np.array([9987.0, 20000.0, 9987.0]), 0.5)
+    mixtures = mixture.draw_regmix(24, prior, 0.01, search_seed, 0x5EA12C)
+    scores = _planted(mixtures, np.random.default_rng(search_seed))
     fitted = mixture.fit(mixtures, scores)
-    candidates = np.random.default_rng(1).dirichlet(np.ones(3), size=20_000)
-    best = candidates[np.argmax(fitted.predict(candidates))]
-    assert np.argmin(best) == 2 and fitted.loo_mae < 0.25 * np.std(scores)
-    assert np.allclose(mixtures.sum(axis=1), 1) and mixtures.min() >= 0.004
+    gate = mixture.skill(fitted, scores)
+    assert gate.enough(0.3) and gate.fit_mae < gate.constant_mae
+    candidates = mixture.draw_regmix(20_000, prior, 0.01, search_seed, 0xCA11)
+    best = mixture.optimum(fitted.model, candidates, 128)
+    assert best[2] <= 0.02 and best.sum() == pytest.approx(1)
+    low, high = mixture.optimum_spread(mixtures, scores, fitted.kind, candidates, 128, 50, search_seed)
+    assert (low <= high).all() and high[2] < 0.1
+
+
+def test_proxies_are_drawn_as_regmix_draws_them():
+    prior = mixture.by_size(np.array([550_000.0, 100_000.0, 1_000.0]), 0.5)
+    drawn = mixture.draw_regmix(400, prior, 0.01, 0, 1)
+    assert np.allclose(drawn.sum(axis=1), 1) and len(np.unique(drawn, axis=0)) == 400
+    assert (drawn == 0).any(axis=1).mean() > 0.2  # small strengths: tasks sit proxies out
+    assert ((drawn > 0) & (drawn < 0.01)).sum() == 0  # nothing below min_share but 0
+    # about the prior (distinct draws only, as RegMix keeps them: the one-task draws collapse)
+    assert np.allclose(drawn.mean(axis=0), prior, atol=0.1)
+    assert (np.argsort(drawn.mean(axis=0)) == np.argsort(prior)).all()
+    assert (drawn == mixture.draw_regmix(400, prior, 0.01, 0, 1)).all()  # the search seed fixes them
+
+
+def test_a_regression_on_noise_says_it_has_no_skill():
+    """Scores that the mixture does not drive: the gate refuses (rank correlation under 0.3 or an
+    error no better than the constant's) for each of 5 draws."""
+    prior = np.full(3, 1 / 3)
+    for seed in range(5):
+        mixtures = mixture.draw_regmix(16, prior, 0.01, seed, 2)
+        scores = np.random.default_rng(seed).normal(0.6, 0.02, 16)
+        gate = mixture.skill(mixture.fit(mixtures, scores), scores)
+        assert not gate.enough(0.3), gate.said()
+    flat = mixture.skill(mixture.fit(mixtures, np.full(16, 0.5)), np.full(16, 0.5))
+    assert flat.spearman == 0 and not flat.enough(0.3)
+
+
+def test_repetition_matched_proxies_see_each_task_as_often_as_the_target_run():
+    keys = mixture.repetition_keys(["nli", "squad"], np.array([9987.0, 87599.0]), "steps:40", "steps:1000")
+    assert keys == ["nli.max_train=400", "squad.max_train=3504"]  # 4% of each: the epochs match at any share
+    assert mixture.repetition_keys(["nli"], np.array([10.0]), "steps:100", "steps:100") == []
+
+
+def test_a_task_with_share_0_is_never_drawn_and_the_last_drawn_takes_what_is_left():
+    keys = mixture.mixture_keys(["nli", "squad", "noise"], np.array([0.3, 0.7, 0.0]))
+    assert keys == ["schedule=proportional", "nli.prob=0.3000", "noise.prob=0.0000"]
 
 
 def test_a_search_trains_proxies_fits_and_gives_verdicts_and_resumes_without_retraining(
@@ -50,6 +96,16 @@ def test_a_search_trains_proxies_fits_and_gives_verdicts_and_resumes_without_ret
         "mixture-search", *train, "trials=4", "proxy_budget=steps:4", "budget=steps:4", "seeds=2",
         "candidates=2000", "transfer_tasks=MR,CR", f"transfer_data={senteval}", f"out={out}",
     ]  # fmt: skip
+    # scored by a number every proxy shares, the proxies rank nothing: no skill, no arm trained
+    assert main([*command, "score=global_step", "bootstrap=20"]) == 0, capsys.readouterr().err
+    result = json.loads((out / "mixture-search.json").read_text())
+    assert (
+        not result["skill"]["enough"] and result["verdicts"] == [] and "predicted" not in result["mixtures"]
+    )
+    assert not (out / "arms").exists() and "No skill" in (out / "mixture-search.md").read_text()
+    assert "no predicted mixture was trained" in (out / "mixture-search.html").read_text()
+    # asked to train it anyway (the same proxies, not trained again)
+    command.append("train_without_skill=true")
     assert main(command) == 0, capsys.readouterr().err
     result = json.loads((out / "mixture-search.json").read_text())
     assert result["tasks"] == ["nli", "squad", "noise"] and len(result["proxies"]) == 4
@@ -61,7 +117,13 @@ def test_a_search_trains_proxies_fits_and_gives_verdicts_and_resumes_without_ret
     assert proxy["tasks"]["nli"]["prob"] == pytest.approx(
         result["proxies"]["proxy01"]["mixture"][0], abs=1e-4
     )
-    assert proxy["tasks"]["noise"]["prob"] is None  # the last task takes what is left
+    drawn = [
+        t
+        for t, share in zip(result["tasks"], result["proxies"]["proxy01"]["mixture"], strict=True)
+        if share > 0
+    ]
+    left = [t for t in result["tasks"] if proxy["tasks"][t]["prob"] is None]
+    assert left == drawn[-1:]  # the last task drawn takes what is left
     arms = {p.name for p in (out / "arms").iterdir() if p.is_dir()}
     assert arms == {
         f"{a}-seed{s}" for a in ("predicted", "best-proxy", "proportional", "temperature") for s in (1, 2)
@@ -69,6 +131,7 @@ def test_a_search_trains_proxies_fits_and_gives_verdicts_and_resumes_without_ret
     assert {(r["task"], r["baseline"]) for r in result["verdicts"]} == {
         (t, b) for t in ("MR", "CR") for b in ("best-proxy", "proportional", "temperature")
     }
+    assert {r["family"] for r in result["verdicts"]} == {6}  # Holm over 3 baselines x 2 tasks
     assert all(r["verdict"] in ("helps", "hurts", "no evidence") for r in result["verdicts"])
     page = (out / "mixture-search.html").read_text()
     assert "held-out error" in page and "<td>MR</td>" in page

@@ -51,6 +51,7 @@ def test_every_task_alone_and_the_mixture_train_at_the_budget_with_each_seed_the
         assert row["low"] <= row["difference"] <= row["high"] and row["seeds"] == 2
         assert len(row["seed_scores"]["mixture"]) == 2
         assert row["scores"]["mixture"] == pytest.approx(sum(row["seed_scores"]["mixture"]) / 2)
+        assert row["against"] in ("nli", "squad") and row["family"] == 4  # 2 single arms x 2 tasks
         decided = row["holm_p"] <= 0.05
         assert row["verdict"] == (
             ("helps" if row["difference"] > 0 else "hurts") if decided else "no evidence"
@@ -108,3 +109,52 @@ def test_bad_versus_arguments_are_one_line(tiny_data, tmp_path, args, message):
     with pytest.raises(UserError, match=message):
         config, train = versus.parse(args)
         versus.members(train, config.budget, tmp_path)
+
+
+def _pair(task, single, difference, se, first_is_mixture=True):
+    """A studentized comparison record of the mixture and one single arm (as compare.json keeps it)."""
+    from mtl.analysis.significance import t_interval, t_p_value
+    from mtl.formats.comparison import METHOD
+
+    sign = 1 if first_is_mixture else -1
+    low, high = t_interval(sign * difference, se, 4.0, 0.05)
+    first, second = ("mixture", single) if first_is_mixture else (single, "mixture")
+    mixture, other = 70.0 + difference, 70.0
+    return {
+        "task": task, "first": first, "second": second,
+        "first_score": mixture if first_is_mixture else other, "second_score": other if first_is_mixture else mixture,
+        "low": low, "high": high, "first_seeds": 3, "second_seeds": 3, "p": t_p_value(difference, se, 4.0),
+        "holm_p": None, "family": 1, "confidence": 0.95, "se": se, "df": 4.0, "method": METHOD,
+    }  # fmt: skip
+
+
+def test_the_mixture_helps_only_above_every_single_arm_with_holm_over_the_whole_study():
+    # MR: the mixture is far above squad, and above nli (the best alone) by a noisy margin;
+    # TREC: far above both; CR: below squad, which is clearly ahead
+    compared = {
+        "comparisons": [
+            _pair("MR", "nli", 3.0, 0.2),
+            _pair("MR", "squad", 0.8, 2.0, first_is_mixture=False),
+            _pair("TREC", "nli", 5.0, 0.5),
+            _pair("TREC", "squad", 6.0, 0.5),
+            _pair("CR", "nli", 0.5, 1.0),
+            _pair("CR", "squad", -4.0, 0.4),
+        ]
+    }
+    scores = {
+        task: {arm: c["first_score"] if c["first"] == arm else c["second_score"]
+               for c in compared["comparisons"] if c["task"] == task for arm in (c["first"], c["second"])}
+        for task in ("MR", "TREC", "CR")
+    }  # fmt: skip
+    rows = {row["task"]: row for row in versus.verdicts(compared, scores, ["nli", "squad"])}
+    # MR: above nli beyond doubt, not above squad (the noisier arm): no evidence, shown against squad
+    assert rows["MR"]["verdict"] == "no evidence" and rows["MR"]["against"] == "squad"
+    assert rows["MR"]["low"] < 0 < rows["MR"]["high"]
+    assert rows["TREC"]["verdict"] == "helps" and rows["TREC"]["against"] == "nli"  # the closer arm decides
+    assert rows["CR"]["verdict"] == "hurts" and rows["CR"]["against"] == "squad"
+    assert rows["CR"]["high"] < 0 and rows["TREC"]["low"] > 0
+    assert {row["family"] for row in rows.values()} == {6}  # Holm over the study's 6 comparisons
+    assert all(row["holm_p"] >= 0 for row in rows.values())
+    # the interval shown agrees with the verdict
+    for row in rows.values():
+        assert (row["verdict"] == "no evidence") == (row["low"] <= 0 <= row["high"])

@@ -21,7 +21,9 @@ def page(result: dict, observed: np.ndarray, loo: np.ndarray) -> str:
     scatter.plot([low, high], [low, high], color="grey", linewidth=0.8)
     scatter.set_xlabel("predicted without the proxy (leave-one-out)")
     scatter.set_ylabel(f"observed ({result['score']})")
-    scatter.set_title(f"proxies: held-out error {result['fit']['loo_mae']:.4f}", fontsize=10)
+    gate = result.get("skill")
+    said = f", Spearman {gate['spearman']:+.2f}" if gate else ""
+    scatter.set_title(f"proxies: held-out error {result['fit']['loo_mae']:.4f}{said}", fontsize=10)
     names, tasks = list(result["mixtures"]), result["tasks"]
     width = 0.8 / len(tasks)
     for index, task in enumerate(tasks):
@@ -41,10 +43,11 @@ def page(result: dict, observed: np.ndarray, loo: np.ndarray) -> str:
     return "\n".join([
         "<!doctype html>", '<html lang="en"><head><meta charset="utf-8"><title>mtl mixture search</title>',
         f"<style>{STYLE}</style></head><body>", f"<h1>Mixture search: {html.escape(', '.join(tasks))}</h1>",
-        f"<p>{html.escape(markdown(result).splitlines()[0])}</p>",
+        *(f"<p>{html.escape(line)}</p>" for line in markdown(result).split("\n\n|")[0].splitlines() if line),
         f'<img src="data:image/svg+xml;base64,{image}" alt="proxies predicted against observed; the mixtures">',
         "<h2>Verdicts at the target budget</h2>",
-        f'<div class="wide"><table>{head}{body}</table></div>',
+        f'<div class="wide"><table>{head}{body}</table></div>' if result["verdicts"] else
+        "<p>None: no predicted mixture was trained (see the skill above).</p>",
         "<p>helps / hurts: the Holm-corrected interval of the predicted mixture against that baseline excludes 0 "
         "(seeds and test items resampled); no evidence is not evidence of no difference.</p>",
         "</body></html>",

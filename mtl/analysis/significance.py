@@ -323,6 +323,35 @@ def correct(family: list[Comparison]) -> None:
             comparison.low, comparison.high = interval(comparison.differences, at)
 
 
+def correct_study(records: list[dict]) -> bool:
+    """Holm over every comparison a study draws its verdicts from (records as compare.json keeps
+    them: a study's arms against each baseline, over every transfer task), in place: its holm_p,
+    family and interval replaced as `correct` sets them. False, untouched, when a record predates
+    the studentized method (its bootstrap replicates are not kept: its own pair's correction stands)."""
+    if not records or any(r.get("se") is None or r.get("method") != METHOD for r in records):
+        return False
+    known = {f.name for f in dataclasses.fields(Comparison)}
+    family = [
+        Comparison(**{k: v for k, v in r.items() if k in known and k != "df"}, df=_df(r.get("df")))
+        for r in records
+    ]
+    correct(family)
+    for record, comparison in zip(records, family, strict=True):
+        record.update(
+            holm_p=comparison.holm_p,
+            family=comparison.family,
+            low=comparison.low,
+            high=comparison.high,
+            verdict=comparison.verdict,
+        )
+    return True
+
+
+def _df(recorded: object) -> float:
+    """Degrees of freedom as a record keeps them (infinite, items alone, is written null)."""
+    return math.inf if recorded is None else float(recorded)  # type: ignore[arg-type]
+
+
 def _same_gold(items: Items, reference: Items) -> bool:
     return all(np.array_equal(items[k], reference[k]) for k in items if k.endswith("gold"))
 

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
-from mtl.config import AtLeast0, AtLeast1, PositiveFloat
+from mtl.config import AtLeast0, AtLeast1, PositiveFloat, Range
 from mtl.jobs.launchers import LauncherConfig
 
 
@@ -48,8 +49,25 @@ class MixtureSearchConfig(LauncherConfig):
     score: str = (
         "select"  # a proxy's score: select (its select= value) or a summary.json key (best/nli/dev/acc)
     )
-    alpha: PositiveFloat = 1.0  # the Dirichlet's concentration (1: uniform over mixtures)
-    candidates: AtLeast1 = 100_000  # mixtures the regression scores to pick the best
+    # RegMix's proxies (Liu et al. 2024, its synthesize_mixture.py): Dirichlet(prior x strength),
+    # the prior each task's size**(1/prior_temperature), the strength one of 15 log-spaced from
+    # 0.1 to 5 per draw (sparse to near the prior), shares under min_share set to 0 (a task absent).
+    proxies: Literal["regmix", "uniform"] = (
+        "regmix"  # uniform: Dirichlet(alpha), every share >= 0.005 (searches before 2026-11-28)
+    )
+    prior_temperature: PositiveFloat = 2.0  # the prior's T: shares by size**(1/T) (RegMix: 2)
+    min_share: Annotated[float, Range(0, 0.5)] = (
+        0.01  # a drawn share below it becomes 0 (the task sits the proxy out)
+    )
+    alpha: PositiveFloat = 1.0  # proxies=uniform: the Dirichlet's concentration (1: uniform over mixtures)
+    candidates: AtLeast1 = 100_000  # mixtures (drawn as the proxies are) the regression scores
+    top_k: AtLeast1 = 128  # the optimum: the mean of the top_k best-predicted candidates (RegMix: 128)
+    bootstrap: AtLeast0 = 200  # resamples of the proxies refitted for the optimum's uncertainty (0: none)
+    min_spearman: Annotated[float, Range(-1, 1)] = 0.3  # skill gate: held-out rank correlation the fit needs
+    train_without_skill: bool = False  # true: train the predicted arm even when the gate says no skill
+    # Each task's training set cut to the share proxy_budget / budget of it (max_train), so a task
+    # repeats as many epochs in a proxy as at the target budget (steps budgets only).
+    repetition_matched: bool = True
     temperature: PositiveFloat = 2.0  # the temperature-sampling baseline's T
     transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every arm
     transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)

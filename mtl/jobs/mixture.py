@@ -4,18 +4,34 @@ trained at the target budget with seeds against the usual mixtures, with verdict
 
     just mixture-search preset=cpu-small tasks=nli,squad,qt trials=16 seeds=3 transfer_tasks=MR,TREC,STS14
 
-1. `trials` mixtures of the training tasks are drawn from a Dirichlet(`alpha`) over their
-   probabilities; each trains as a proxy run at `proxy_budget` (schedule=proportional with each
-   task's `<task>.prob=`), one seed, and is scored by `score=` (select: the run's select= value,
-   the first task's dev metric unless select= says; or any key of its summary.json).
+1. `trials` mixtures are drawn as RegMix draws its proxies (its synthesize_mixture.py):
+   Dirichlet(prior x strength), the prior each task's size**(1/`prior_temperature`), the strength
+   one of 15 log-spaced from 0.1 (one task or two) to 5 (near the prior), shares under
+   `min_share` set to 0 (the task sits that proxy out: `<task>.prob=0`). Each trains as a proxy
+   run at `proxy_budget` (schedule=proportional with each task's `<task>.prob=`), one seed, and is
+   scored by `score=` (select: the run's select= value, the first task's dev metric unless select=
+   says; or any key of its summary.json; higher is better). With steps budgets the proxies are
+   repetition-matched (`repetition_matched=true`): each task's training set is cut to
+   proxy_budget / budget of it, so at any share a task repeats as many epochs in a proxy as at the
+   target budget.
 2. A regression from mixture to score (scikit-learn: ridge on the mixture and, when it predicts
    held-out proxies better, its pairwise products; RegMix fits LightGBM on hundreds of proxies,
-   a dozen need fewer parameters) is checked by leave-one-out: its held-out error is reported.
-3. The mixture it predicts best among `candidates` Dirichlet draws is trained at `budget` with
-   `seeds`, beside the baselines: size-proportional sampling, temperature sampling (T =
-   `temperature`) and the best proxy's mixture; every arm runs the whole budget (stop=max_steps).
+   a dozen need fewer parameters) is checked by leave-one-out, and gated: its held-out rank
+   correlation (Spearman) must reach `min_spearman` and its held-out error beat a constant's
+   (each proxy predicted by the others' mean). Below that the search says "no skill" and trains
+   no predicted arm (unless `train_without_skill=true`): the proxies cannot rank mixtures at
+   this budget, and an arm trained on an argmax of noise would be read as a finding.
+3. The optimum is RegMix's: the mean of the `top_k` best-predicted of `candidates` mixtures drawn
+   as the proxies are, with each share's 90% range over `bootstrap` resamples of the proxies
+   refitted. It is trained at `budget` with `seeds`, beside the baselines: size-proportional
+   sampling, temperature sampling (T = `temperature`) and the best proxy's mixture; every arm runs
+   the whole budget (stop=max_steps).
 4. Each arm is transferred and `just compare` gives the studentized interval (seeds, then items)
-   of the predicted mixture against each baseline, Holm-corrected over the transfer tasks.
+   of the predicted mixture against each baseline; the verdicts are Holm-corrected over all of
+   them at once (baselines x transfer tasks).
+
+A search begun before 2026-11-28 (its proxies' sweep.json without proxies=) resumes as it began:
+uniform Dirichlet proxies and the fit's argmax; `proxies=uniform` starts such a search anew.
 
 Everything trains as a sweep: an interrupted search resumes, a finished proxy or arm is never
 trained again. It writes mixture-search.md and .json, logs its tables to W&B in the search's
@@ -25,6 +41,8 @@ observed, the mixtures' weights, the verdicts).
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from mtl.analysis.significance import correct_study
 from mtl.config import apply_overrides, paths_and_keys
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
@@ -44,6 +63,7 @@ from mtl.jobs.arms import (
     short_of_budget,
     study_folder,
     transfer_and_compare,
+    wandb_mode,
 )
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
@@ -60,7 +80,8 @@ from mtl.train.resolve import resolve_inputs
 
 SEARCH_KEYS = (
     "trials", "proxy_budget", "budget", "seeds", "seed", "score", "alpha", "candidates", "temperature",
-    "transfer_tasks", "transfer_mode", "transfer_data", "out", "search_seed",
+    "transfer_tasks", "transfer_mode", "transfer_data", "out", "search_seed", "proxies", "prior_temperature",
+    "min_share", "top_k", "bootstrap", "min_spearman", "train_without_skill", "repetition_matched",
 )  # fmt: skip
 PREDICTED = "predicted"
 
@@ -100,9 +121,37 @@ def training_tasks(train: list[str]) -> list[str]:
     return tasks
 
 
+# RegMix's strengths (synthesize_mixture.py: MIN_STRENGH 0.1, MAX_STRENGH 5, 15 log-spaced): a
+# small one draws sparse mixtures (one task or two), a large one mixtures near the prior.
+STRENGTHS = np.logspace(np.log10(0.1), np.log10(5.0), 15)
+
+
+def draw_regmix(count: int, prior: np.ndarray, min_share: float, seed: int, salt: int) -> np.ndarray:
+    """(count, tasks) distinct mixtures drawn as RegMix draws its proxies: Dirichlet(prior x
+    strength), a strength from STRENGTHS per draw; shares under `min_share` set to 0 (the task sits
+    that mixture out), the rest renormalised and rounded to 4 places. A draw whose every share
+    underflows is one task alone, drawn by the prior (the Dirichlet's limit as strength -> 0)."""
+    rng = np.random.default_rng([seed, salt])
+    pool = max(count * 20, count)  # RegMix draws 100x and keeps distinct ones; 20x is plenty here
+    strengths = rng.choice(STRENGTHS, size=pool)
+    drawn = rng.gamma(np.outer(strengths, prior))
+    totals = drawn.sum(axis=1)
+    for row in np.flatnonzero(totals <= 0):
+        drawn[row] = np.eye(len(prior))[rng.choice(len(prior), p=prior)]
+    drawn /= drawn.sum(axis=1, keepdims=True)
+    drawn = np.where(drawn < min_share, 0.0, drawn)
+    drawn = np.round(drawn / drawn.sum(axis=1, keepdims=True), 4)
+    drawn /= drawn.sum(axis=1, keepdims=True)
+    _, first = np.unique(drawn, axis=0, return_index=True)
+    distinct = drawn[np.sort(first)]
+    if len(distinct) >= count:
+        return distinct[:count]
+    return np.concatenate([distinct, drawn[: count - len(distinct)]])
+
+
 def draw_mixtures(count: int, tasks: int, alpha: float, seed: int) -> np.ndarray:
-    """(count, tasks) Dirichlet draws, each share at least 0.005 (a task a proxy never sees says
-    nothing about it), rounded so a run's keys stay readable, then normalised."""
+    """proxies=uniform (searches before 2026-11-28): (count, tasks) Dirichlet(alpha) draws, each
+    share at least 0.005, rounded so a run's keys stay readable, then normalised."""
     rng = np.random.default_rng([seed, 0x5EA12C])
     drawn = np.maximum(rng.dirichlet(np.full(tasks, alpha), size=count), 0.005)
     drawn = np.round(drawn / drawn.sum(axis=1, keepdims=True), 4)
@@ -115,17 +164,34 @@ def budget_keys(budget: str) -> list[str]:
 
 
 def mixture_keys(tasks: list[str], mixture: np.ndarray) -> list[str]:
-    """The keys of a mixture: each task's prob= but the last's, which takes what is left (so
-    rounding never makes the shares add up to other than 1)."""
-    shares = zip(tasks[:-1], mixture[:-1], strict=True)
+    """The keys of a mixture: each task's prob= but the last drawn one's, which takes what is left
+    (so rounding never makes the shares add up to other than 1); a task with share 0 is never drawn."""
+    last = max(i for i, share in enumerate(mixture) if share > 0)
+    shares = [(task, share) for i, (task, share) in enumerate(zip(tasks, mixture, strict=True)) if i != last]
     return ["schedule=proportional", *(f"{task}.prob={share:.4f}" for task, share in shares)]
 
 
-def proxies(train: list[str], tasks: list[str], mixtures: np.ndarray, budget: str, out: Path) -> list[Member]:
+def repetition_keys(tasks: list[str], sizes: np.ndarray, proxy_budget: str, budget: str) -> list[str]:
+    """Each task's training set cut to proxy_budget / budget of it (`max_train=`, its first
+    examples): at any share a task then repeats as many epochs in a proxy as at the target budget
+    (a small task a proxy sees under once would be seen many times by the arm trained on its
+    mixture, and the proxies would rank mixtures for a regime the arm is not in)."""
+    fraction = budget_amount(proxy_budget)[1] / budget_amount(budget)[1]
+    if fraction >= 1:
+        return []
+    return [
+        f"{task}.max_train={max(1, math.ceil(size * fraction))}"
+        for task, size in zip(tasks, sizes, strict=True)
+    ]
+
+
+def proxies(
+    train: list[str], tasks: list[str], mixtures: np.ndarray, budget: str, out: Path, matched: list[str]
+) -> list[Member]:
     found = []
     for number, mixture in enumerate(mixtures, start=1):
         name = f"proxy{number:02d}"
-        keys = [*train, *mixture_keys(tasks, mixture), *budget_keys(budget), "seed=1"]
+        keys = [*train, *matched, *mixture_keys(tasks, mixture), *budget_keys(budget), "seed=1"]
         keys += [f"name={name}", f"group={out.name}", f"out={out / 'proxies' / name}"]
         found.append(Member(name, keys, out / "proxies" / name))
     return found
@@ -156,36 +222,102 @@ class Fit:
         return self.model.predict(mixtures)
 
 
-def fit(mixtures: np.ndarray, scores: np.ndarray) -> Fit:
-    """Ridge on the mixture, or on it and its pairwise products: whichever predicts held-out
-    proxies better (leave-one-out), refitted on all of them."""
+def _model(kind: str) -> Any:
     from sklearn.linear_model import RidgeCV
-    from sklearn.model_selection import LeaveOneOut, cross_val_predict
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import PolynomialFeatures
 
-    alphas = np.logspace(-4, 2, 13)
-    models = {
-        "linear": lambda: RidgeCV(alphas=alphas),
-        "quadratic": lambda: make_pipeline(PolynomialFeatures(2, include_bias=False), RidgeCV(alphas=alphas)),
-    }
+    ridge = RidgeCV(alphas=np.logspace(-4, 2, 13))
+    return ridge if kind == "linear" else make_pipeline(PolynomialFeatures(2, include_bias=False), ridge)
+
+
+def fit(mixtures: np.ndarray, scores: np.ndarray) -> Fit:
+    """Ridge on the mixture, or on it and its pairwise products: whichever predicts held-out
+    proxies better (leave-one-out), refitted on all of them."""
+    from sklearn.model_selection import LeaveOneOut, cross_val_predict
+
     best = None
-    for kind, make in models.items():
-        predicted = cross_val_predict(make(), mixtures, scores, cv=LeaveOneOut())
+    for kind in ("linear", "quadratic"):
+        predicted = cross_val_predict(_model(kind), mixtures, scores, cv=LeaveOneOut())
         error = float(np.mean(np.abs(predicted - scores)))
         if best is None or error < best.loo_mae:
-            best = Fit(make().fit(mixtures, scores), kind, error, predicted)
+            best = Fit(_model(kind).fit(mixtures, scores), kind, error, predicted)
     assert best is not None
     return best
 
 
+@dataclass
+class Skill:
+    """Whether the proxies can rank mixtures: the fit's held-out predictions against the scores."""
+
+    spearman: float  # rank correlation of each proxy's held-out prediction with its score
+    p: float  # its two-sided p (no rank correlation)
+    fit_mae: float  # the fit's leave-one-out mean absolute error
+    constant_mae: float  # the same for predicting each proxy by the mean of the others
+
+    def enough(self, min_spearman: float) -> bool:
+        return self.spearman >= min_spearman and self.fit_mae < self.constant_mae
+
+    def said(self) -> str:
+        return (
+            f"leave-one-out Spearman {self.spearman:+.2f} (p {self.p:.2f}); held-out error {self.fit_mae:.4f} "
+            f"against {self.constant_mae:.4f} for a constant (the other proxies' mean)"
+        )
+
+
+def skill(fitted: Fit, scores: np.ndarray) -> Skill:
+    from scipy import stats
+
+    count = len(scores)
+    constant = np.abs(scores - (scores.sum() - scores) / (count - 1))
+    if np.ptp(fitted.loo_predicted) == 0 or np.ptp(scores) == 0:
+        rho, p = 0.0, 1.0  # a flat prediction ranks nothing
+    else:
+        rho, p = stats.spearmanr(fitted.loo_predicted, scores)
+    return Skill(float(rho), float(p), fitted.loo_mae, float(constant.mean()))
+
+
+def optimum(model: Any, candidates: np.ndarray, top_k: int) -> np.ndarray:
+    """RegMix's optimum: the mean of the `top_k` candidates predicted best (the argmax of a fitted
+    surface sits on a vertex the proxies never reached; the mean stays among them)."""
+    predicted = model.predict(candidates)
+    best = np.argsort(-predicted, kind="stable")[:top_k]
+    return candidates[best].mean(axis=0)
+
+
+def optimum_spread(
+    mixtures: np.ndarray,
+    scores: np.ndarray,
+    kind: str,
+    candidates: np.ndarray,
+    top_k: int,
+    resamples: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The 5th and 95th percentiles of each task's optimal share over `resamples` bootstrap
+    resamples of the proxies, each refitted (the fit's kind kept); None with no resamples."""
+    if resamples == 0:
+        return None
+    rng = np.random.default_rng([seed, 0xB007])
+    subset = candidates[: min(len(candidates), 20_000)]  # enough for a top-k mean; 200 refits stay seconds
+    optima = []
+    for _ in range(resamples):
+        drawn = rng.integers(0, len(scores), size=len(scores))
+        if len(np.unique(drawn)) < 3:
+            continue
+        optima.append(optimum(_model(kind).fit(mixtures[drawn], scores[drawn]), subset, top_k))
+    low, high = np.percentile(np.array(optima), [5, 95], axis=0)
+    return low, high
+
+
 def arms(
-    train: list[str], tasks: list[str], predicted: np.ndarray, best_proxy: np.ndarray, config: MixtureSearchConfig,
+    train: list[str], tasks: list[str], predicted: np.ndarray | None, best_proxy: np.ndarray, config: MixtureSearchConfig,
     seeds: list[int], out: Path,
 ) -> list[Member]:  # fmt: skip
-    """The predicted mixture and the baselines, each with every seed, at the target budget."""
+    """The predicted mixture (None: not trained) and the baselines, each with every seed, at the
+    target budget."""
     schedules = {
-        PREDICTED: mixture_keys(tasks, predicted),
+        **({PREDICTED: mixture_keys(tasks, predicted)} if predicted is not None else {}),
         "best-proxy": mixture_keys(tasks, best_proxy),
         "proportional": ["schedule=proportional"],
         "temperature": ["schedule=temperature", f"temperature={config.temperature:g}"],
@@ -215,15 +347,20 @@ def _train(sweep: Sweep, members: list[Member]) -> None:
 
 
 def verdict_rows(compared: dict, names: dict[str, str], baselines: list[str]) -> list[dict]:
-    """Per transfer task and baseline: the predicted mixture's difference, corrected interval, verdict."""
+    """Per transfer task and baseline: the predicted mixture's difference, its interval and verdict,
+    Holm-corrected over every one of these comparisons (baselines x transfer tasks: the search's
+    whole family), so no baseline's verdicts are spared the others' tests."""
+    family = [
+        dict(c)
+        for c in compared["comparisons"]
+        if PREDICTED in (names[c["first"]], names[c["second"]])
+        and ({names[c["first"]], names[c["second"]]} - {PREDICTED}) & set(baselines)
+    ]
+    correct_study(family)
     rows = []
-    for c in compared["comparisons"]:
+    for c in family:
         first, second = names[c["first"]], names[c["second"]]
-        if PREDICTED not in (first, second):
-            continue
         other = second if first == PREDICTED else first
-        if other not in baselines:
-            continue
         sign = 1 if first == PREDICTED else -1
         low, high = sorted((sign * c["low"] + 0.0, sign * c["high"] + 0.0))
         difference = sign * (c["first_score"] - c["second_score"]) + 0.0
@@ -232,18 +369,34 @@ def verdict_rows(compared: dict, names: dict[str, str], baselines: list[str]) ->
         if decided and min(c["first_seeds"], c["second_seeds"]) < 2:
             verdict += " (1 seed)"
         rows.append({"task": c["task"], "baseline": other, "difference": difference, "low": low, "high": high,
-                     "holm_p": c["holm_p"], "verdict": verdict,
+                     "holm_p": c["holm_p"], "family": c.get("family", 1), "verdict": verdict,
                      "method": method_of(c)})  # fmt: skip
     return rows
 
 
 def markdown(result: dict) -> str:
     tasks = result["tasks"]
+    fitted, gate = result["fit"], result.get("skill")
     lines = [
-        f"Mixture search over {', '.join(tasks)}: {len(result['proxies'])} proxies at {result['proxy_budget']}, "
-        f"scored by {result['score']}; regression: {result['fit']['kind']} ridge, held-out error "
-        f"{result['fit']['loo_mae']:.4f} (leave-one-out mean absolute error; the scores' sd "
-        f"{result['fit']['score_sd']:.4f}).",
+        f"Mixture search over {', '.join(tasks)}: {len(result['proxies'])} proxies at {result['proxy_budget']} "
+        f"({result.get('proxies_drawn', 'uniform Dirichlet')}), scored by {result['score']}; regression: "
+        f"{fitted['kind']} ridge, held-out error {fitted['loo_mae']:.4f} (leave-one-out mean absolute error; "
+        f"the scores' sd {fitted['score_sd']:.4f}).",
+    ]
+    if result.get("repetition_matched"):
+        lines.append(f"Repetition-matched proxies: {', '.join(result['repetition_matched'])}.")
+    if gate:
+        lines += ["", f"Skill: {gate['said']}: {'enough' if gate['enough'] else 'NO SKILL'}"
+                  f" (the gate: Spearman >= {gate['min_spearman']:g} and below the constant's error)."]  # fmt: skip
+        if not gate["enough"]:
+            lines.append(
+                "No skill: the proxies cannot rank mixtures at this budget"
+                + (", so no predicted mixture was trained (train_without_skill=true trains it anyway; more "
+                   "trials= or a larger proxy_budget= may find a signal)." if PREDICTED not in result["mixtures"]
+                   else "; the predicted mixture was trained because train_without_skill=true.")
+            )  # fmt: skip
+    spread = result.get("optimum_spread")
+    lines += [
         "",
         "| mixture | " + " | ".join(tasks) + " |",
         "|---|" + "---:|" * len(tasks),
@@ -251,17 +404,30 @@ def markdown(result: dict) -> str:
             f"| {name} | " + " | ".join(f"{share:.3f}" for share in mixture) + " |"
             for name, mixture in result["mixtures"].items()
         ),
-        "",
-        f"At {result['budget']} with seeds {', '.join(map(str, result['seeds']))}: the predicted mixture against each "
-        "baseline, studentized intervals (seeds, then test items), Holm over the transfer tasks.",
-        "",
-        "| transfer task | baseline | predicted - baseline | 95% interval (Holm) | verdict |",
-        "|---|---|---:|---:|---|",
-        *(
-            f"| {r['task']} | {r['baseline']} | {r['difference']:+.2f} | [{r['low']:+.2f}, {r['high']:+.2f}] | {r['verdict']} |"
-            for r in result["verdicts"]
-        ),
     ]
+    if spread and PREDICTED in result["mixtures"]:
+        lines.append(
+            f"| predicted, 90% over {spread['resamples']} proxy resamples | "
+            + " | ".join(
+                f"{low:.3f}-{high:.3f}" for low, high in zip(spread["low"], spread["high"], strict=True)
+            )
+            + " |"
+        )
+    if result["verdicts"]:
+        family = max(r.get("family", 1) for r in result["verdicts"])
+        lines += [
+            "",
+            f"At {result['budget']} with seeds {', '.join(map(str, result['seeds']))}: the predicted mixture against "
+            f"each baseline, studentized intervals (seeds, then test items), Holm over all {family} comparisons "
+            "(baselines x transfer tasks).",
+            "",
+            "| transfer task | baseline | predicted - baseline | 95% interval (Holm) | verdict |",
+            "|---|---|---:|---:|---|",
+            *(
+                f"| {r['task']} | {r['baseline']} | {r['difference']:+.2f} | [{r['low']:+.2f}, {r['high']:+.2f}] | {r['verdict']} |"
+                for r in result["verdicts"]
+            ),
+        ]
     if result.get("left_out"):
         lines += [
             "",
@@ -283,6 +449,19 @@ def by_size(sizes: np.ndarray, power: float) -> np.ndarray:
     return weights / weights.sum()
 
 
+def legacy_proxies(out: Path) -> bool:
+    """Whether `out` holds a search begun before RegMix's proxies (its proxies' sweep.json has no
+    proxies= among its fixed keys): it resumes with the draws and the argmax it began with."""
+    path = out / "proxies" / "sweep.json"
+    if not path.is_file():
+        return False
+    try:
+        fixed = json.loads(path.read_text(encoding="utf-8"))["fixed"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return False  # check_same_fixed_keys names the damage
+    return isinstance(fixed, list) and not any(str(k).startswith("proxies=") for k in fixed)
+
+
 def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
     """The whole search (resumed where it stopped): its folder, its result, and the proxies'
     observed scores with their held-out predictions (for the page)."""
@@ -292,14 +471,39 @@ def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
     tasks = training_tasks(train)
     seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
     out = study_folder(config.out, "mixture")
-    mixtures = draw_mixtures(config.trials, len(tasks), config.alpha, config.search_seed)
-    fixed = [
-        *train,
-        f"proxy_budget={config.proxy_budget}",
-        f"search_seed={config.search_seed}",
-        f"alpha={config.alpha:g}",
-    ]
-    found = proxies(train, tasks, mixtures, config.proxy_budget, out)
+    sizes = training_sizes(train, tasks)
+    legacy = legacy_proxies(out)
+    fixed = [*train, f"proxy_budget={config.proxy_budget}", f"search_seed={config.search_seed}"]
+    matched: list[str] = []
+    if legacy or config.proxies == "uniform":
+        fixed.append(f"alpha={config.alpha:g}")
+        mixtures = draw_mixtures(config.trials, len(tasks), config.alpha, config.search_seed)
+        candidates = np.random.default_rng([config.search_seed, 0xCA11]).dirichlet(
+            np.full(len(tasks), config.alpha), size=config.candidates
+        )
+        drawn = f"Dirichlet({config.alpha:g}), every share >= 0.005"
+    else:
+        prior = by_size(sizes, 1.0 / config.prior_temperature)
+        fixed += [
+            "proxies=regmix",
+            f"prior_temperature={config.prior_temperature:g}",
+            f"min_share={config.min_share:g}",
+        ]
+        mixtures = draw_regmix(config.trials, prior, config.min_share, config.search_seed, 0x5EA12C)
+        candidates = draw_regmix(config.candidates, prior, config.min_share, config.search_seed, 0xCA11)
+        drawn = (
+            f"RegMix: Dirichlet(prior x strength 0.1-5), prior size^(1/{config.prior_temperature:g}), "
+            f"shares under {config.min_share:g} set to 0"
+        )
+        both_steps = budget_amount(config.proxy_budget)[0] == budget_amount(config.budget)[0] == "steps"
+        if config.repetition_matched and both_steps:
+            matched = repetition_keys(tasks, sizes, config.proxy_budget, config.budget)
+            fixed.append("repetition_matched=true")
+        elif config.repetition_matched:
+            print(
+                "repetition_matched: minutes budgets give no steps ratio; the proxies use whole training sets"
+            )
+    found = proxies(train, tasks, mixtures, config.proxy_budget, out, matched)
     _train(Sweep(out.name, {}, fixed, out / "proxies", launcher), found)
     scores = [proxy_score(member, config.score) for member in found]
     kept = [
@@ -313,44 +517,74 @@ def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
         )
     observed = np.array([scores[i] for i in kept])
     fitted = fit(mixtures[kept], observed)
-    candidates = np.random.default_rng([config.search_seed, 0xCA11]).dirichlet(
-        np.full(len(tasks), config.alpha), size=config.candidates
-    )
-    predicted = candidates[int(np.argmax(fitted.predict(candidates)))]
-    predicted = np.round(np.maximum(predicted, 0.005) / np.maximum(predicted, 0.005).sum(), 4)
+    gate = skill(fitted, observed)
+    enough = gate.enough(config.min_spearman)
+    if legacy:  # a search begun before 2026-11-28 resumes as it began: the argmax, no spread
+        predicted = candidates[int(np.argmax(fitted.predict(candidates)))]
+        predicted = np.maximum(predicted, 0.005) / np.maximum(predicted, 0.005).sum()
+        spread = None
+    else:
+        predicted = optimum(fitted.model, candidates, config.top_k)
+        spread = optimum_spread(
+            mixtures[kept],
+            observed,
+            fitted.kind,
+            candidates,
+            config.top_k,
+            config.bootstrap,
+            config.search_seed,
+        )
+    predicted = np.round(predicted, 4)
+    predicted = predicted / predicted.sum()
     best_proxy = mixtures[kept[int(np.argmax(observed))]]
     print(
-        f"regression ({fitted.kind} ridge): held-out error {fitted.loo_mae:.4f}; predicted best mixture "
+        f"regression ({fitted.kind} ridge): {gate.said()}; predicted best mixture "
         + ", ".join(f"{t} {p:.3f}" for t, p in zip(tasks, predicted, strict=True)),
         flush=True,
     )
-    final = arms(train, tasks, predicted, best_proxy, config, seeds, out)
-    _train(Sweep(out.name, {}, [*fixed, f"budget={config.budget}"], out / "arms", launcher), final)
-    compared_runs, short = equal_compute(final, config.budget)
-    compared, names, _ = transfer_and_compare(
-        compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out, arm_of
-    )
+    trains_predicted = enough or config.train_without_skill
+    if not enough:
+        print(
+            "no skill: the proxies cannot rank mixtures at this budget"
+            + ("; training the predicted mixture because train_without_skill=true" if trains_predicted else
+               ": no predicted mixture is trained (train_without_skill=true trains it anyway)"),
+            flush=True,
+        )  # fmt: skip
+    final, compared, names, short = [], {"comparisons": []}, {}, {}
+    if trains_predicted:
+        final = arms(train, tasks, predicted, best_proxy, config, seeds, out)
+        _train(Sweep(out.name, {}, [*fixed, f"budget={config.budget}"], out / "arms", launcher), final)
+        compared_runs, short = equal_compute(final, config.budget)
+        compared, names, _ = transfer_and_compare(
+            compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out, arm_of
+        )
     baselines = ["best-proxy", "proportional", "temperature"]
-    sizes = training_sizes(train, tasks)
     result = {
         "tasks": tasks,
         "proxy_budget": config.proxy_budget,
         "budget": config.budget,
         "score": config.score,
         "seeds": seeds,
+        "proxies_drawn": drawn,
+        "repetition_matched": matched,
         "proxies": {found[i].name: {"mixture": mixtures[i].tolist(), "score": scores[i]} for i in range(len(found))},
         "fit": {"kind": fitted.kind, "loo_mae": fitted.loo_mae, "score_sd": float(np.std(observed, ddof=1)),
                 "loo_predicted": dict(zip([found[i].name for i in kept], fitted.loo_predicted.tolist(), strict=True))},
+        "skill": {"spearman": gate.spearman, "p": gate.p, "fit_mae": gate.fit_mae, "constant_mae": gate.constant_mae,
+                  "min_spearman": config.min_spearman, "enough": enough, "said": gate.said()},
+        "optimum": "argmax of the fit (before 2026-11-28)" if legacy else f"mean of the top {config.top_k} of {len(candidates)} candidates",
+        "optimum_spread": None if spread is None else {"resamples": config.bootstrap, "low": spread[0].tolist(), "high": spread[1].tolist()},
         "mixtures": {
-            PREDICTED: predicted.tolist(),
+            **({PREDICTED: predicted.tolist()} if trains_predicted else {}),
             "best-proxy": best_proxy.tolist(),
             "proportional": by_size(sizes, 1.0).tolist(),
             "temperature": by_size(sizes, 1.0 / config.temperature).tolist(),
         },
+        "fitted_optimum": predicted.tolist(),
         "runs": {m.name: str(m.run_dir) for m in final},
         "left_out": short,
         "equal_compute": "every compared arm trained the whole budget with stop=max_steps",
-        "verdicts": verdict_rows(compared, names, baselines),
+        "verdicts": verdict_rows(compared, names, baselines) if trains_predicted else [],
     }  # fmt: skip
     text = markdown(result)
     atomic.write_text(out / "mixture-search.md", text, "mixture search")
@@ -366,7 +600,7 @@ def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
                          [[r["task"], r["baseline"], r["difference"], r["low"], r["high"], r["verdict"]] for r in result["verdicts"]]),
         },
         directory=out,
-        mode="auto",
+        mode=wandb_mode(found),
         group=out.name,
     )  # fmt: skip
     return out, result, observed, fitted.loo_predicted

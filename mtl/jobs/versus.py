@@ -11,9 +11,10 @@ trains with stop=max_steps (no early stopping), and a run that ended short of th
 said and left out, never compared. The runs are a sweep (`just sweep`'s machinery: finished
 runs are kept, interrupted ones resumed), then each is transferred (`just transfer`), then
 `just compare` gives the studentized interval (seeds, then test items) of every
-difference, Holm-corrected over the transfer tasks; per transfer task the mixture is set against
-the best single-task arm, with a verdict: helps (the corrected interval above 0), hurts (below),
-no evidence. With one seed an arm's seed variance is unknown: the verdict says "(1 seed)".
+difference; the mixture's comparisons with every single-task arm on every transfer task are one
+family, Holm-corrected together. Per transfer task, a verdict: helps (above every single arm),
+hurts (below one), no evidence. The best single arm is never picked on the test items and then
+compared on them: "helps" must beat each. With one seed an arm's seed variance is unknown: the verdict says "(1 seed)".
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
+from mtl.analysis.significance import correct_study
 from mtl.config import paths_and_keys
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
@@ -174,50 +176,76 @@ def _starved(member: Member) -> list[str]:
 def verdicts(
     compared: dict, scores: dict[str, dict[str, float]], singles: list[str], spreads: dict | None = None
 ) -> list[dict]:
-    """Per transfer task: each arm's score (mean over its seeds; `spreads`: each seed's), the best
-    single-task arm, the mixture's difference to it with its corrected interval, and the verdict."""
+    """Per transfer task: each arm's score (mean over its seeds; `spreads`: each seed's), and the
+    mixture against every single-task arm, Holm-corrected over all those comparisons of every task
+    (the study's whole family). The mixture helps when it beats every single arm (an
+    intersection-union test: no arm is picked on the test items it is then compared on), hurts
+    when some single arm beats it; the row shows the comparison that decides (helps: the closest
+    single arm; hurts: the one furthest ahead; no evidence: the best single arm it does not
+    separate from)."""
+    pairs: dict[str, dict[str, dict]] = {}
+    for c in compared["comparisons"]:
+        if MIXTURE in (c["first"], c["second"]) and c["task"] in scores:
+            other = c["second"] if c["first"] == MIXTURE else c["first"]
+            if other in singles:
+                pairs.setdefault(c["task"], {})[other] = dict(c)
+    family = [pair for by_single in pairs.values() for pair in by_single.values()]
+    restudied = correct_study(family)
     rows = []
     for task, by_run in scores.items():
-        if MIXTURE not in by_run or not any(s in by_run for s in singles):
+        present = [s for s in singles if s in by_run]
+        if MIXTURE not in by_run or not present or any(s not in pairs.get(task, {}) for s in present):
             continue
-        best = max((s for s in singles if s in by_run), key=lambda s: by_run[s])
-        pair = next(
-            (
-                c
-                for c in compared["comparisons"]
-                if c["task"] == task and {c["first"], c["second"]} == {MIXTURE, best}
-            ),
-            None,
-        )
-        if pair is None:
-            continue
-        sign = 1 if pair["first"] == MIXTURE else -1
-        low, high = sorted((sign * pair["low"] + 0.0, sign * pair["high"] + 0.0))  # (+ 0.0: no -0.00)
-        difference = sign * (pair["first_score"] - pair["second_score"]) + 0.0
-        if pair.get("holm_p") is None:  # a comparison of before the correction: its interval decides
-            decided = low > 0 or high < 0
+        oriented = {single: _oriented(pairs[task][single]) for single in present}
+        helps = all(o["decided"] and o["difference"] > 0 for o in oriented.values())
+        behind = [s for s, o in oriented.items() if o["decided"] and o["difference"] < 0]
+        if helps:
+            against, verdict = min(present, key=lambda s: oriented[s]["low"]), "helps"
+        elif behind:
+            against, verdict = min(behind, key=lambda s: oriented[s]["high"]), "hurts"
         else:
-            decided = pair["holm_p"] <= 1 - pair.get("confidence", 0.95)
-        verdict = ("helps" if difference > 0 else "hurts") if decided else "no evidence"
-        seeds = min(pair.get("first_seeds", 1), pair.get("second_seeds", 1))
-        if decided and seeds < 2:
+            open_ = [s for s, o in oriented.items() if not o["decided"]] or present
+            against, verdict = max(open_, key=lambda s: by_run[s]), "no evidence"
+        decisive = oriented[against]
+        if verdict != "no evidence" and decisive["seeds"] < 2:
             verdict += " (1 seed)"
         rows.append(
             {
                 "task": task,
                 "scores": by_run,
                 "seed_scores": {arm: (spreads or {}).get(arm, {}).get(task) for arm in by_run},
-                "best_single": best,
-                "difference": difference,
-                "low": low,
-                "high": high,
-                "holm_p": pair.get("holm_p"),
-                "seeds": seeds,
+                "best_single": max(present, key=lambda s: by_run[s]),
+                "against": against,
+                "difference": decisive["difference"],
+                "low": decisive["low"],
+                "high": decisive["high"],
+                "holm_p": decisive["holm_p"],
+                "family": len(family) if restudied else decisive["family"],
+                "seeds": decisive["seeds"],
                 "verdict": verdict,
-                "method": method_of(pair),  # older studies: the bootstrap's verdicts
+                "method": method_of(pairs[task][against]),  # older studies: the bootstrap's verdicts
             }  # fmt: skip
         )
     return rows
+
+
+def _oriented(pair: dict) -> dict:
+    """A recorded comparison as mixture - single: its difference, interval, p and decision."""
+    sign = 1 if pair["first"] == MIXTURE else -1
+    low, high = sorted((sign * pair["low"] + 0.0, sign * pair["high"] + 0.0))  # (+ 0.0: no -0.00)
+    if pair.get("holm_p") is None:  # a comparison of before the correction: its interval decides
+        decided = low > 0 or high < 0
+    else:
+        decided = pair["holm_p"] <= 1 - pair.get("confidence", 0.95)
+    return {
+        "difference": sign * (pair["first_score"] - pair["second_score"]) + 0.0,
+        "low": low,
+        "high": high,
+        "holm_p": pair.get("holm_p"),
+        "family": pair.get("family", 1),
+        "decided": decided,
+        "seeds": min(pair.get("first_seeds", 1), pair.get("second_seeds", 1)),
+    }
 
 
 def _cell(row: dict, arm: str) -> str:
@@ -229,12 +257,13 @@ def _cell(row: dict, arm: str) -> str:
 
 
 def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, seeds: int = 1) -> str:
-    family = len(rows)
+    family = max((row.get("family") or 1 for row in rows), default=1)
     head = [
         "transfer task",
         *runs,
         "best alone",
-        "mixture - best",
+        "against",
+        "mixture - against",
         f"{100 * confidence:g}% interval (Holm)",
         "verdict",
     ]
@@ -242,12 +271,14 @@ def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, 
     lines = [
         f"Equal compute ({budget}, every run the whole budget): each training task alone and the mixture, "
         f"{seeds} seed{'s' * (seeds > 1)} each{spread}; points: accuracy in %, Pearson r x 100 (STS: mean over "
-        f"subsets). Studentized intervals (seeds, then test items), corrected over the {family} transfer "
-        "tasks (Holm): helps / hurts when the corrected interval excludes 0; no evidence is not evidence "
+        "subsets). The mixture is compared with every single-task arm: studentized intervals (seeds, then "
+        f"test items), Holm-corrected over all {family} comparisons. helps: it beats every single arm; hurts: "
+        "a single arm beats it; 'against' is the arm that decides (helps: the closest; hurts: the one "
+        "furthest ahead; no evidence: the best arm it does not separate from). No evidence is not evidence "
         "of no effect.",
         "",
         f"| {' | '.join(head)} |",
-        "|---|" + "---:|" * (len(runs) + 3) + "---|",
+        "|---|" + "---:|" * len(runs) + "---|---|---:|---:|---|",
     ]
     if seeds < 2:
         lines[0] += (
@@ -257,8 +288,10 @@ def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, 
     for row in rows:
         cells = [_cell(row, r) for r in runs]
         interval = f"[{row['low']:+.2f}, {row['high']:+.2f}]"
+        against = row.get("against", row["best_single"])
         lines.append(
-            f"| {row['task']} | {' | '.join(cells)} | {row['best_single']} | {row['difference']:+.2f} | {interval} | {row['verdict']} |"
+            f"| {row['task']} | {' | '.join(cells)} | {row['best_single']} | {against} | "
+            f"{row['difference']:+.2f} | {interval} | {row['verdict']} |"
         )
     return "\n".join(lines) + "\n"
 

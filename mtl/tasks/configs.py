@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from mtl.config import BOOLEAN_WORDS, AtLeast1, PositiveFloat
+from mtl.config import BOOLEAN_WORDS, AtLeast1, NonNegativeFloat, PositiveFloat
 
 SPLITS = ("train", "dev", "test")  # dev picks the best checkpoint; test is scored once, at the end
 
@@ -38,8 +38,8 @@ class TaskConfig:
     shuffle_labels: bool = False  # true: training labels permuted (a planted noise task); dev/test kept
     weight: PositiveFloat = 1.0  # scales the task's loss (in its own steps, and in schedule=mixed's sum)
     lr: str = ""  # this task's lr: a value (0.05) or a multiple of lr= (x0.5); empty: lr= (see encoder_lr=)
-    prob: PositiveFloat | None = (
-        None  # schedule=proportional/temperature: this share of steps instead of by size
+    prob: NonNegativeFloat | None = (
+        None  # schedule=proportional/temperature: this share of steps instead of by size (0: never drawn)
     )
     # encoder=hf: text put before each of the task's sentences ("query: ", as E5 and BGE train);
     # the export records it under the task's name, so encode(prompt_name=<task>) embeds as trained.
