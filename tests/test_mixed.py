@@ -182,7 +182,8 @@ def test_measuring_affinity_leaves_training_bitwise_the_same(tiny_data, tmp_path
     rows = [json.loads(line) for line in (tmp_path / "on/affinity.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [2, 4, 6, 8] and rows[0]["tasks"] == ["nli", "squad"]
     assert all(len(r["matrix"]) == 2 and len(r["matrix"][0]) == 2 for r in rows)
-    assert all(r["unit"] == "per_lr" and r["batches"] == 3 and len(r["stderr"]) == 2 for r in rows)
+    assert all(r["unit"] == "per_lr" and r["batches"] == 8 and len(r["stderr"]) == 2 for r in rows)
+    assert all(np.allclose(np.mean(r["per_batch"], axis=0), r["matrix"]) for r in rows)
     logged = [r for r in read_metrics(tmp_path / "on/metrics.jsonl") if r.get("phase/event") == "affinity"]
     assert [r["affinity/squad>nli"] for r in logged] == [r["matrix"][1][0] for r in rows]
     strip = lambda records: [r for r in without_timing(records) if r.get("phase/event") != "affinity"]  # noqa: E731
@@ -272,8 +273,10 @@ def test_a_label_shuffled_copy_of_a_task_is_inside_the_noise_floor(tiny_data, tm
         tasks=("nli", "squad", "noise"),
     )
     measured = affinity.measure()
-    row = {"tasks": ["nli", "squad", "noise"], "matrix": measured.mean.tolist(), "stderr": measured.stderr.tolist(), "batches": 3, "unit": "per_lr"}  # fmt: skip
+    row = {"tasks": ["nli", "squad", "noise"], "matrix": measured.mean.tolist(), "stderr": measured.stderr.tolist(),
+           "batches": len(measured.per_batch), "per_batch": measured.per_batch.tolist(), "unit": "per_lr"}  # fmt: skip
     summary = summarize([row])
+    assert summary.floor == "batches" and summary.units == 3  # affinity_of's held batches
     within = summary.within_noise()
     assert within[2, 0] and within[0, 2]  # noise -> nli and nli -> noise: ~0
     assert not within.diagonal().any() and (summary.mean.diagonal() > 0).all()
@@ -325,11 +328,53 @@ def test_tag_groups_tasks_that_help_each_other_and_old_logs_still_read():
     found = {k: (groups, score) for k, groups, score in groupings(summarize([row]))}
     assert sorted(map(sorted, found[2][0])) == [["a", "b"], ["c", "d"]]
     assert found[2][1] == pytest.approx(0.3 + 0.3 + 0.4 + 0.4) and set(found) == {1, 2, 3, 4}
-    noisy = {**row, "stderr": np.full((4, 4), 0.2).tolist()}  # 0.3 and 0.4 within +-4.3 x 0.2
+    noisy = {**row, "stderr": np.full((4, 4), 0.2).tolist()}  # 0.3 and 0.4 within +-4.3 x 0.2 (a bound)
     assert summarize([noisy]).within_noise()[0, 1] and not summarize([row]).within_noise()[0, 1]
     old = {"step": 2, "block": 0, "task": "a", "tasks": tasks, "matrix": mean.tolist()}
     assert summarize([old]).half_width is None and not summarize([old]).within_noise().any()
     assert "no noise floor" in "".join(affinity_table("run", [old]))
+
+
+def test_the_floor_counts_held_batches_not_measurements():
+    """The held batches are reused at every measurement: ten measurements that repeat one value
+    (unchanged weights) give the floor of one, where pooling them as independent shrank it by
+    sqrt(10). A log without the batches' values gets the mean spread: an upper bound, said so."""
+    from mtl.analysis.multitask import affinity_table, summarize
+
+    rng = np.random.default_rng(0)
+    per_batch = rng.normal(0.0, 0.1, size=(8, 2, 2))
+    row = {"tasks": ["a", "b"], "matrix": per_batch.mean(axis=0).tolist(), "per_batch": per_batch.tolist(),
+           "stderr": (per_batch.std(axis=0, ddof=1) / np.sqrt(8)).tolist(), "batches": 8, "unit": "per_lr"}  # fmt: skip
+    once, ten = summarize([row]), summarize([row] * 10)
+    np.testing.assert_allclose(ten.half_width, once.half_width)
+    expected = 2.3646 * per_batch.std(axis=0, ddof=1) / np.sqrt(8)  # t(0.975, 7)
+    np.testing.assert_allclose(once.half_width, expected, rtol=1e-4)
+    old = {k: v for k, v in row.items() if k != "per_batch"}
+    bound = summarize([old] * 10)
+    assert bound.floor == "bound" and np.allclose(bound.half_width, once.half_width)
+    assert "an upper bound" in "".join(affinity_table("run", [old, old]))
+
+
+def test_tag_selection_serves_each_task_by_its_best_group_and_lets_groups_overlap():
+    """TAG's own selection: a task alone scores its lookahead on itself, so a cross-affinity
+    below a task's own is no reason to group it (the issue's 3-task run: all singletons, where
+    scoring a task alone as 0 grouped nli with sick); and a helper task may serve two groups."""
+    from mtl.analysis.multitask import AffinityMean, groupings, tag_selection
+
+    tasks = ["nli", "sick", "sickshuf"]
+    mean = np.array([[0.10, 0.15, 0.01], [0.05, 0.92, 0.01], [0.01, 0.01, 0.81]])
+    summary = AffinityMean(tasks, mean, np.full((3, 3), 0.001), True)
+    chosen, served, total = tag_selection(summary, 3)
+    assert sorted(chosen) == [["nli"], ["sick"], ["sickshuf"]] and total == pytest.approx(1.83)
+    assert served == {"nli": ["nli"], "sick": ["sick"], "sickshuf": ["sickshuf"]}
+    assert dict((k, g) for k, g, _ in groupings(summary))[3] == [["nli"], ["sick"], ["sickshuf"]]
+    helper = np.array([[0.1, 0.1, -0.3], [0.5, 0.2, 0.5], [-0.3, 0.1, 0.1]])  # b helps a and c
+    summary = AffinityMean(["a", "b", "c"], helper, np.full((3, 3), 0.001), True)
+    chosen, served, total = tag_selection(summary, 2)
+    assert sorted(chosen) == [["a", "b"], ["b", "c"]] and total == pytest.approx(1.1)
+    assert served["a"] == ["a", "b"] and served["c"] == ["b", "c"]
+    best_partition = max(score for k, _, score in groupings(summary) if k == 2)
+    assert best_partition == pytest.approx(0.7)  # without overlap b serves one side only
 
 
 def test_a_plugin_schedule_that_trains_every_task_each_step_takes_the_mixed_step(

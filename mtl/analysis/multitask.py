@@ -6,7 +6,8 @@ weight and the cosine of the tasks' encoder gradients against steps)."""
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,12 +28,14 @@ def mean_matrix(rows: list[dict[str, Any]]) -> np.ndarray:
 @dataclass
 class AffinityMean:
     """A run's affinity over its measurements: the mean, and (for logs that measured it) the
-    half-width of its 95% t interval from the held batches' spread (the noise floor)."""
+    half-width of its 95% t interval over the held batches (the noise floor)."""
 
     tasks: list[str]
     mean: np.ndarray  # (T, T)
     half_width: np.ndarray | None  # (T, T); None: a log from before the noise floor
     per_lr: bool  # divided by the lr (TAG's code); older logs: the plain loss ratio
+    floor: str = "batches"  # batches: over the held batches as units; bound: an upper bound (older logs)
+    units: int = 0  # the held batches the floor is over
 
     def within_noise(self) -> np.ndarray:
         """(T, T) whether each entry's interval holds 0 (all False when the floor is unknown)."""
@@ -42,37 +45,87 @@ class AffinityMean:
 
 
 def summarize(rows: list[dict[str, Any]]) -> AffinityMean:
-    """The mean over measurements; its standard error combines each measurement's (independent
-    held-batch repeats), with the t quantile of their pooled degrees of freedom."""
-    mean = mean_matrix(rows)
-    floors = [row for row in rows if row.get("stderr") is not None and (row.get("batches") or 0) > 1]
-    half = None
-    if len(floors) == len(rows):
-        variance = np.sum([np.square(np.array(r["stderr"], dtype=float)) for r in rows], axis=0)
-        freedom = sum(int(r["batches"]) - 1 for r in rows)
-        half = stats.t.ppf(0.975, freedom) * np.sqrt(variance) / len(rows)
-    return AffinityMean(list(rows[0]["tasks"]), mean, half, all(r.get("unit") == "per_lr" for r in rows))
+    """The mean over measurements, and its noise floor over independent units. The held batches
+    are drawn once and measured again and again, so a batch's values over the run are one unit:
+    each batch's mean over the measurements, their standard error over the B batches, the t
+    quantile of B - 1 degrees of freedom (pooling the measurements as independent shrank the floor
+    by the square root of their count, though at unchanged weights they repeat one value). A log
+    from before the batches' values were kept has each measurement's standard error only: their
+    mean bounds the batch-unit one from above (the spread of a mean over time is at most the mean
+    spread), so that floor is kept, and said to be a bound."""
+    tasks, mean = list(rows[0]["tasks"]), mean_matrix(rows)
+    per_lr = all(r.get("unit") == "per_lr" for r in rows)
+    units = [np.array(r["per_batch"], dtype=float) for r in rows if r.get("per_batch") is not None]
+    if len(units) == len(rows) and len({u.shape for u in units}) == 1 and units[0].shape[0] > 1:
+        batches = np.mean(units, axis=0)  # (B, T, T): each held batch over the run
+        count = len(batches)
+        half = stats.t.ppf(0.975, count - 1) * batches.std(axis=0, ddof=1) / np.sqrt(count)
+        return AffinityMean(tasks, mean, half, per_lr, "batches", count)
+    if all(r.get("stderr") is not None and (r.get("batches") or 0) > 1 for r in rows):
+        count = min(int(r["batches"]) for r in rows)
+        bound = np.mean([np.array(r["stderr"], dtype=float) for r in rows], axis=0)
+        return AffinityMean(tasks, mean, stats.t.ppf(0.975, count - 1) * bound, per_lr, "bound", count)
+    return AffinityMean(tasks, mean, None, per_lr)
+
+
+def _acted_on(summary: AffinityMean) -> np.ndarray:
+    """The mean with every entry inside the noise floor taken as 0."""
+    return np.where(summary.within_noise(), 0.0, summary.mean)
+
+
+def _score_onto(matrix: np.ndarray, group: Sequence[int], task: int) -> float:
+    """What a group gives one of its tasks (TAG): the mean affinity onto it from the group's
+    other members; a task alone, its own lookahead Z(t -> t) (its step's effect on itself)."""
+    others = [i for i in group if i != task]
+    return float(np.mean([matrix[i, task] for i in others])) if others else float(matrix[task, task])
 
 
 def groupings(summary: AffinityMean) -> Iterator[tuple[int, list[list[str]], float]]:
-    """TAG's network selection (Fifty et al. 2021, Section 3.2) over partitions: for each number
-    of groups k, the partition of the tasks whose total affinity onto each task from its group's
-    other members (their mean; alone: 0) is highest. Exhaustive: fine up to 8 tasks (4,140
-    partitions); entries inside the noise floor count as 0."""
+    """The partition view of TAG's network selection (Fifty et al. 2021, Section 3.2): for each
+    number of groups k, the partition of the tasks whose total score (each task's from its group:
+    `_score_onto`) is highest. Exhaustive: fine up to 8 tasks (4,140 partitions); entries inside
+    the noise floor count as 0."""
     tasks = summary.tasks
-    matrix = np.where(summary.within_noise(), 0.0, summary.mean)
+    matrix = _acted_on(summary)
     best: dict[int, tuple[float, list[list[int]]]] = {}
     for partition in _partitions(list(range(len(tasks)))):
-        score = 0.0
-        for group in partition:
-            for j in group:
-                others = [i for i in group if i != j]
-                score += float(np.mean([matrix[i, j] for i in others])) if others else 0.0
+        score = sum(_score_onto(matrix, group, j) for group in partition for j in group)
         if len(partition) not in best or score > best[len(partition)][0]:
             best[len(partition)] = (score, partition)
     for k in sorted(best):
         score, partition = best[k]
         yield k, [[tasks[i] for i in group] for group in partition], score
+
+
+MOST_SELECTED = 6  # tasks over which TAG's overlapping selection tries every set of groups
+
+
+def tag_selection(
+    summary: AffinityMean, networks: int
+) -> tuple[list[list[str]], dict[str, list[str]], float]:
+    """TAG's own network selection (google-research/tag): `networks` groups, which may overlap,
+    covering every task; each task is served by the chosen group that scores it best
+    (`_score_onto`), and the selection maximises the total of those scores. Exhaustive over the
+    2^T - 1 groups (T <= MOST_SELECTED). (groups, each task's serving group, the total)."""
+    tasks, matrix = summary.tasks, _acted_on(summary)
+    count = len(tasks)
+    groups = [g for size in range(1, count + 1) for g in itertools.combinations(range(count), size)]
+    scores = np.full((len(groups), count), -np.inf)
+    for row, group in enumerate(groups):
+        for task in group:
+            scores[row, task] = _score_onto(matrix, group, task)
+    best_total, best_choice = -np.inf, ()
+    for size in range(1, networks + 1):
+        for choice in itertools.combinations(range(len(groups)), size):
+            total = scores[list(choice)].max(axis=0).sum()
+            if total > best_total + 1e-12:  # ties: the fewer networks, then the first found
+                best_total, best_choice = total, choice
+    chosen = [groups[row] for row in best_choice]
+    served = {
+        tasks[t]: [tasks[i] for i in max(chosen, key=lambda g: scores[groups.index(g), t])]
+        for t in range(count)
+    }
+    return [[tasks[i] for i in g] for g in chosen], served, float(best_total)
 
 
 def _partitions(items: list[int]) -> Iterator[list[list[int]]]:
@@ -107,25 +160,50 @@ def affinity_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
             else:
                 cells.append(f"{_signed(value)} ± {summary.half_width[i, j]:.2g}")
         body += f"<tr><td>{html.escape(source)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
-    floor = (
-        "± the 95% t interval from the measurement repeated on held batches (affinity_batches=); ~0: the "
-        "interval holds 0, so the sign is noise, never help or harm"
-        if summary.half_width is not None
-        else "no noise floor: the log is from before mtl repeated each measurement; read small values as noise"
-    )
+    if summary.half_width is None:
+        floor = (
+            "no noise floor: the log is from before mtl repeated each measurement; read small values as noise"
+        )
+    else:
+        floor = (
+            f"± the 95% t interval over the {summary.units} held batches (affinity_batches=), each batch's mean "
+            "over the run one unit (B - 1 degrees of freedom)"
+            + (
+                "; an upper bound: the log predates the batches' own values"
+                if summary.floor == "bound"
+                else ""
+            )
+            + "; ~0: the interval holds 0, so the sign is noise, never help or harm"
+        )
     parts = [
         f"<h2>Task affinity of {html.escape(name)}: mean of {len(rows)} measurements ({unit})</h2>",
-        f"<p>Row: the task stepped; column: the task whose loss it changed; {floor}.</p>",
+        f"<p>Row: the task stepped; column: the task whose loss it changed (the diagonal: a task's "
+        f"step on itself); {floor}.</p>",
         f'<div class="wide"><table><tr><th>stepped</th>{head}</tr>{body}</table></div>',
     ]
+    if 2 < len(tasks) <= MOST_SELECTED:
+        lines = []
+        for networks in range(1, min(3, len(tasks)) + 1):
+            chosen, served, total = tag_selection(summary, networks)
+            serving = "; ".join(f"{t} by {'+'.join(g)}" for t, g in served.items())
+            lines.append(
+                f"{networks} network{'s' * (networks > 1)}: {' | '.join(' + '.join(g) for g in chosen)} "
+                f"(total {_signed(total)}; {serving})"
+            )
+        parts.append(
+            "<p>TAG's network selection (google-research/tag): groups may overlap; each task is served by "
+            "the chosen group that scores it best (the mean affinity onto it from the group's others; alone, "
+            "its own lookahead on itself), entries inside the floor as 0:</p><ul>"
+            + "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+            + "</ul>"
+        )
     if 2 < len(tasks) <= MOST_GROUPED:
         lines = [
             f"{k} group{'s' * (k > 1)}: {' | '.join(' + '.join(g) for g in groups)} (total {_signed(score)})"
             for k, groups, score in groupings(summary)
         ]
         parts.append(
-            "<p>TAG's suggested grouping (each task served by its group; the highest total affinity "
-            "onto each task from its group's others, entries inside the floor as 0):</p><ul>"
+            "<p>The partition view (each task in exactly one group, scored as above):</p><ul>"
             + "".join(f"<li>{html.escape(line)}</li>" for line in lines)
             + "</ul>"
         )

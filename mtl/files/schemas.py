@@ -176,16 +176,24 @@ class AffinityRow(Record):
     stderr: list[list[Number]] | None = None
     batches: Count | None = None
     unit: Literal["per_lr", "ratio"] = "ratio"
+    # Since 2026-11-28: the matrix on each held batch (the floor's independent units: the same
+    # batches at every measurement, so a batch's values over time are one unit, not many).
+    per_batch: list[list[list[Number]]] | None = None
 
     @model_validator(mode="after")
     def _square_over_tasks(self) -> AffinityRow:
         size = len(self.tasks)
         if len(set(self.tasks)) != size:
             raise ValueError(f"tasks {self.tasks} names a task twice")
-        for name, matrix in (("matrix", self.matrix), ("stderr", self.stderr or [[0] * size] * size)):
+        square = [[0] * size] * size
+        matrices = [("matrix", self.matrix), ("stderr", self.stderr or square)]
+        matrices += [(f"per_batch[{b}]", m) for b, m in enumerate(self.per_batch or [])]
+        for name, matrix in matrices:
             if len(matrix) != size or any(len(row) != size for row in matrix):
                 shape = f"{len(matrix)} rows of {sorted({len(row) for row in matrix})} entries"
                 raise ValueError(f"{name}: {size} tasks need {size} rows of {size}, found {shape}")
+        if self.per_batch is not None and self.batches is not None and len(self.per_batch) != self.batches:
+            raise ValueError(f"per_batch holds {len(self.per_batch)} batches, batches says {self.batches}")
         return self
 
 

@@ -15,9 +15,11 @@ measured on held batches of each task's training data (a seeded draw of `<task>.
 the same at every measurement, so values compare over time; TAG takes the step's own batch) and
 in float64: at Adam's learning rates the change is far below float32's resolution of a loss.
 
-The noise floor: the measurement is repeated on `affinity_batches=` held batches, and each entry
-carries the standard error of its mean over them; `just report` shows an entry whose t interval
-holds 0 as ~0, never as help or harm. Everything is computed functionally, without touching the
+The noise floor: the measurement is repeated on `affinity_batches=` held batches, and each line
+keeps every batch's matrix. The batches are drawn once and reused, so one batch's values over
+time are one unit, not many (consecutive measurements correlate 0.45-0.87): `just report` takes
+each batch's mean over the run as a unit, its standard error over the B batches with B - 1
+degrees of freedom, and shows an entry whose t interval holds 0 as ~0, never as help or harm. Everything is computed functionally, without touching the
 model's weights or gradients, the optimizer or the data streams, in training mode (cuDNN's LSTM
 has no backward in eval mode) with dropout masks from a fixed seed inside a forked random state:
 a run trains to the same bits with or without it.
@@ -247,9 +249,10 @@ class AffinityMeasurements(Callback):
                 "task": task,
                 "tasks": tasks,
                 "matrix": matrix.tolist(),
-                "stderr": measured.stderr.tolist(),  # over the held batches: the noise floor
+                "stderr": measured.stderr.tolist(),  # over the held batches: this measurement's spread
                 "batches": len(measured.per_batch),
                 "unit": "per_lr",  # (1 - L_after / L_before) / lr
+                "per_batch": measured.per_batch.tolist(),  # the floor's units (multitask.summarize)
             }
         )
         values = {f"affinity/{a}>{b}": matrix[i, j] for i, a in enumerate(tasks) for j, b in enumerate(tasks)}

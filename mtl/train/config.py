@@ -164,7 +164,9 @@ class RunConfig:
     affinity_every: AtLeast1 | None = (
         None  # steps between measurements of every pair's lookahead task affinity (Fifty et al. 2021): affinity.jsonl
     )
-    affinity_batches: AtLeast1 = 3  # held batches per task each measurement is repeated on: its noise floor
+    affinity_batches: AtLeast1 = (
+        8  # held batches per task, the noise floor's units (t with B - 1 df: 8 gives 2.36, 3 gave 4.30)
+    )
     monitor: str = (
         ""  # transfer tasks scored at every evaluation (STS14,SICK-R,TREC): monitor/<task>/<metric>
     )
