@@ -102,6 +102,10 @@ transfer *args:
 compare *args:
     {{python}} -m mtl compare "$@"
 
+# seeds per arm to detect a difference with 80% power, from a pilot (e.g. just plan-seeds runs/sweeps/pilot difference=2 report=transfer-fast)
+plan-seeds *args:
+    {{python}} -m mtl plan-seeds "$@"
+
 # a run's transfer accuracy by sentence length, OOV rate and label (e.g. run=runs/<run> report=transfer-fast)
 decompose *args:
     {{python}} -m mtl decompose "$@"

@@ -204,6 +204,12 @@ COMMANDS: dict[str, Command] = {
         "transfer results of encoders, task by task, with paired bootstrap intervals and a verdict",
         (("PATH", "none", "run folders or a sweep folder; runs that differ only in seed= form one encoder"),),
     ),
+    "plan-seeds": Command(
+        "mtl.analysis.power",
+        "mtl.analysis.power:PlanSeedsConfig",
+        "seeds per arm a study needs to detect a difference with 80% power, from a pilot's seed and item variances",
+        (("PATH", "none", "the pilot: run folders or a sweep folder, 2 seeds of a configuration at least"),),
+    ),
     "decompose": Command(
         "mtl.analysis.decompose",
         "mtl.analysis.configs:DecomposeConfig",

@@ -690,6 +690,17 @@ def _read_senteval(folder: Path) -> None:
                 archive.read(member)
 
 
+def _make_plan(folder: Path) -> None:
+    record = {"config": {"difference": "2"}, "seeds": {"MR": 4, "STS14": None}, "most": 100}
+    (folder / "plan.json").write_text(json.dumps(record), encoding="utf-8")
+
+
+def _read_plan(folder: Path) -> None:
+    from mtl.analysis.power import warn_below
+
+    warn_below(str(folder / "plan.json"), 3)
+
+
 @dataclass(frozen=True)
 class Target:
     """A reader under fuzzing: make a valid input in a folder, damage a copy, read it."""
@@ -717,6 +728,7 @@ READERS: dict[str, Target] = {
     "items": Target(_make_items, _damage_items, _read_items, ("transfer items",)),
     "jobs": Target(_make_jobs, _damage_each_file, _read_jobs, ("slurm.json",)),
     "senteval": Target(_make_senteval, _damage_each_file, _read_senteval, ("get-senteval manifest", "archives")),
+    "plan": Target(_make_plan, _damage_each_file, _read_plan, ("seed plan",)),
 }  # fmt: skip
 
 

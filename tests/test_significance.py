@@ -1,5 +1,6 @@
 """`just compare`: paired bootstrap intervals with a known answer, their coverage, and the command."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -185,7 +186,67 @@ def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_pa
     )
     assert main(["compare", str(runs[(4, 1)]), str(runs[(12, 1)]), "report=transfer"]) == 2
     assert "has no per-item results for transfer" in capsys.readouterr().err
+    plan_from_the_pilot(runs, tmp_path, capsys)
     compare_what_it_compares(runs, tmp_path, capsys)
+
+
+def plan_from_the_pilot(runs, tmp_path, capsys):
+    """`just plan-seeds` on these runs: per task the pooled seed sd, the items' part from the two
+    configurations, the seeds per arm; one configuration's seeds alone are one pilot; a study
+    with fewer seeds than the plan warns."""
+    from mtl.analysis.power import warn_below
+
+    capsys.readouterr()
+    out = tmp_path / "plan.md"
+    pilot = [str(runs[key]) for key in sorted(runs)]
+    assert (
+        main(["plan-seeds", *pilot, "report=transfer-fast", "resamples=100", "difference=2sd", f"out={out}"])
+        == 0
+    )
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert set(record["seeds"]) == {"MR", "CR"} and record["most"] == 100
+    for task in record["tasks"]:
+        assert task["freedom"] == 2 and task["compared_pairs"] == 1  # 2 configs x (2 seeds - 1)
+        assert task["seeds"] is None or 2 <= task["seeds"] <= (task["seeds_if_upper"] or 1000)
+    text = out.read_text()
+    assert "| MR |" in text and "upper bound" in text
+    one = [str(runs[(4, s)]) for s in (1, 2)]
+    assert (
+        main(["plan-seeds", *one, "report=transfer-fast", "resamples=100", f"out={tmp_path / 'one.md'}"]) == 0
+    )
+    assert (
+        "0 (assumed)" in (tmp_path / "one.md").read_text()
+        and "are a floor" in (tmp_path / "one.md").read_text()
+    )
+    assert main(["plan-seeds", str(runs[(4, 1)]), str(runs[(12, 1)]), "report=transfer-fast"]) == 2
+    assert "one seed of each configuration" in capsys.readouterr().err
+    plan = tmp_path / "planned.json"
+    plan.write_text(json.dumps({"seeds": {"MR": 5, "CR": 2}, "most": 100}))
+    assert warn_below(str(plan), 3).startswith("warning: 3 seeds per arm is below the plan (MR 5 per arm")
+    assert warn_below(str(plan), 5) is None
+
+
+def test_plan_seeds_powers_the_studies_it_plans():
+    """On synthetic seeds (mtl/bench/calibration.py): with the true seed variance the planned seeds
+    call a planted 2-sd difference in >= 80% of studies; from a 3-seed pilot's 80% upper bound
+    too (`just bench-verdicts` measures 200 trials a cell, 4 variance ratios)."""
+    from mtl.bench import calibration
+
+    for cell in calibration.power_check(ratios=(0.5, 5.0), trials=60, resamples=150):
+        assert cell.power("true") >= 0.75 and cell.power("upper") >= 0.75, cell
+        assert np.median(cell.planned["estimate"]) <= np.median(cell.planned["upper"])
+
+
+def test_the_power_of_a_plan_follows_the_t_test():
+    from mtl.analysis.power import power, seeds_needed, upper_variance
+
+    # items alone (no seed variance): a z test; 2.8 se gives 80% at 5%
+    assert power(2.8, 0.0, 1.0, 3, 0.05) == pytest.approx(0.80, abs=0.01)
+    assert power(0.0, 4.0, 0.0, 5, 0.05) == pytest.approx(0.05, abs=0.001)  # no difference: the level
+    needed = seeds_needed(4.0, 4.0, 0.0, 0.05, 0.8, 100)
+    assert power(4.0, 4.0, 0.0, needed, 0.05) >= 0.8 > power(4.0, 4.0, 0.0, needed - 1, 0.05)
+    assert seeds_needed(0.01, 4.0, 0.0, 0.05, 0.8, 10) is None
+    assert upper_variance(1.0, 2) == pytest.approx(2 / 0.4463, rel=1e-3)  # chi2(0.2, 2 df)
 
 
 def compare_what_it_compares(runs, tmp_path, capsys):

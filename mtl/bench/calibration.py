@@ -136,3 +136,115 @@ def markdown(cells: list[Cell], tasks: int) -> str:
             + " |"
         )
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class PowerCell:
+    ratio: float  # the seeds' accuracy spread over the items' standard error
+    pilot_seeds: int
+    difference: float  # points planted: `sds` times the true seed sd
+    trials: int
+    planned: dict[str, list[int]]  # per basis (estimate, upper, true): each trial's seeds per arm
+    detected: dict[str, int]  # per basis: studies at those seeds that called the planted difference
+
+    def power(self, basis: str) -> float:
+        return self.detected[basis] / self.trials
+
+
+BASES = ("estimate", "upper", "true")  # the seed variance a plan is made from
+
+
+def power_check(
+    ratios: tuple[float, ...] = (0.5, 1.0, 2.5, 5.0),
+    pilot_seeds: int = 3,
+    trials: int = 200,
+    sds: float = 2.0,
+    items: int = 500,
+    resamples: int = 400,
+    seed: int = 0,
+    most: int = 30,
+) -> list[PowerCell]:
+    """Does `just plan-seeds` give enough seeds? Per trial: a pilot of `pilot_seeds` seeds of one
+    configuration, its plan (mtl/analysis/power.py) for a difference of `sds` true seed sds at 80%
+    power, from the pilot's seed variance, from its 80% upper bound, and (a check of the formula)
+    from the true one; then a study at each planned seed count with that difference planted in
+    one arm, judged by `just compare`'s test: the share of studies that call it. The difference
+    is planted exactly in expected accuracy (each seed's shift moved so the mean accuracy rises by
+    it); a seed spread so wide that the difference would pass 99% accuracy is left out."""
+    from mtl.analysis import power
+
+    config = significance.SignificanceConfig(resamples=max(100, resamples))
+    cells = []
+    for ratio in ratios:
+        rng = np.random.default_rng([seed, 0x90E7, int(ratio * 1000)])
+        shift = seed_shift_sd(ratio, items)
+        spread = math.sqrt(2 + shift**2)  # of d + b + e: the mean accuracy is Phi((moved - c) / spread)
+        _, pool = _seeds_of(rng, rng.standard_normal(items), 400, shift, 0.0, 1)
+        truth = float(np.var(pool, ddof=1))  # the true seed variance in points, from a large pool
+        difference = sds * math.sqrt(truth)
+        base = stats.norm.cdf(-THRESHOLD / spread)
+        if base + difference / 100 >= 0.99:
+            continue
+        moved = THRESHOLD + spread * float(stats.norm.ppf(base + difference / 100))
+        planned: dict[str, list[int]] = {basis: [] for basis in BASES}
+        detected = dict.fromkeys(BASES, 0)
+        for _ in range(trials):
+            difficulty = rng.standard_normal(items)
+            _, pilot = _seeds_of(rng, difficulty, pilot_seeds, shift, 0.0, 1)
+            variance = float(np.var(pilot, ddof=1))
+            variances = {
+                "estimate": variance,
+                "upper": power.upper_variance(variance, pilot_seeds - 1),
+                "true": truth,
+            }
+            for basis, assumed in variances.items():
+                count = power.seeds_needed(difference, assumed, 0.0, 0.05, 0.8, most) or most
+                planned[basis].append(count)
+                planted = np.repeat([0.0, moved], count)  # A's seeds, then B's: on the same resamples
+                per_seed, full = _seeds_of(rng, difficulty, 2 * count, shift, planted, resamples)
+                first = ("A", per_seed[:count], list(full[:count]))
+                compared = significance.from_scores(
+                    "T", first, ("B", per_seed[count:], list(full[count:])), config
+                )
+                detected[basis] += compared.p <= 0.05 and compared.difference < 0
+        cells.append(PowerCell(ratio, pilot_seeds, difference, trials, planned, detected))
+    return cells
+
+
+def _seeds_of(
+    rng: np.random.Generator,
+    difficulty: np.ndarray,
+    count: int,
+    shift: float,
+    planted: float | np.ndarray,
+    resamples: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(count, resamples) accuracies in points of `count` seeds on shared resamples of these items,
+    and (count,) on all of them; each seed's shift drawn with sd `shift` and moved by `planted`
+    (one value, or one per seed)."""
+    items = len(difficulty)
+    shifts = rng.normal(np.reshape(planted, (-1, 1)), shift, size=(count, 1))
+    correct = (difficulty + shifts + rng.standard_normal((count, items)) > THRESHOLD).astype(np.float32)
+    indices = rng.integers(0, items, size=(resamples, items))
+    return 100 * correct[:, indices].mean(axis=-1), 100 * correct.mean(axis=1)
+
+
+def power_markdown(cells: list[PowerCell]) -> str:
+    lines = [
+        f"Seeds per arm planned by `just plan-seeds` for a difference of 2 true seed sds at 80% power, from "
+        f"a pilot of {cells[0].pilot_seeds} seeds (its estimate, its 80% upper bound) and from the true seed "
+        f"variance; the share of {cells[0].trials} studies at the planned seeds that call the planted "
+        "difference (just compare's test, one task, 5%).",
+        "",
+        "| seed sd / item se | difference (points) | "
+        + " | ".join(f"seeds from the {b} (median) | power" for b in BASES)
+        + " |",
+        "|---:|---:|" + "---:|---:|" * len(BASES),
+    ]
+    for c in cells:
+        lines.append(
+            f"| {c.ratio:g} | {c.difference:.2f} | "
+            + " | ".join(f"{int(np.median(c.planned[b]))} | {100 * c.power(b):.1f}%" for b in BASES)
+            + " |"
+        )
+    return "\n".join(lines) + "\n"

@@ -165,6 +165,6 @@ class BenchTransferConfig:
 
 @dataclass
 class FuzzConfig:
-    readers: str = "encoder,task,corpus,vectors,snli,run,wandb,caches,items,jobs,senteval"  # which readers, comma-separated
+    readers: str = "encoder,task,corpus,vectors,snli,run,wandb,caches,items,jobs,senteval,plan"  # which readers, comma-separated
     cases: AtLeast1 = 2000  # damaged copies per reader
     seed: int = 0  # cases of one seed are always the same damage

@@ -177,6 +177,7 @@ def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
         return None
     tasks = 3
     cells = calibration.grid(families=config.synthetic_families, tasks=tasks)
+    powered = calibration.power_check(trials=config.synthetic_families // 2)
     return {
         "tasks": tasks,
         "families": config.synthetic_families,
@@ -184,7 +185,17 @@ def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
             {"seeds": c.seeds, "ratio": c.ratio, "rate": c.rate, "earlier_rate": c.bootstrap_rate}
             for c in cells
         ],
-        "table": calibration.markdown(cells, tasks),
+        "power": [
+            {
+                "ratio": c.ratio,
+                "difference": c.difference,
+                "trials": c.trials,
+                "planned": c.planned,
+                "power": {basis: c.power(basis) for basis in calibration.BASES},
+            }
+            for c in powered
+        ],  # fmt: skip
+        "table": calibration.markdown(cells, tasks) + "\n" + calibration.power_markdown(powered),
     }
 
 

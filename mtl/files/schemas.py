@@ -197,6 +197,14 @@ class AffinityRow(Record):
         return self
 
 
+class SeedPlan(Record):
+    """plan-seeds-<time>.json (`just plan-seeds`): the seeds per arm each transfer task needs
+    (None: more than `most`), read back by a study's plan= to warn when it has fewer."""
+
+    seeds: dict[str, Annotated[int, Field(ge=2)] | None] = Field(min_length=1)
+    most: Annotated[int, Field(ge=2)]
+
+
 # ---- transfer reports ------------------------------------------------------------------------
 
 # The entries of a task's result that readers take as numbers (headlines, averages, compare).
@@ -396,4 +404,5 @@ READ_BACK = {
     "slurm.json": "jobs.status.job_of (SlurmJob)",
     "get-senteval manifest": "dataset_builders.senteval.read_manifest (SentEvalManifest)",
     "transfer items": "formats.transfer_report.read_items",
+    "seed plan": "analysis.power.read_plan (SeedPlan)",
 }

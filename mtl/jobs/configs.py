@@ -35,6 +35,7 @@ class VersusConfig(LauncherConfig):
         None  # each arm trained with seeds seed..seed+K-1 (3 for a verdict on the configurations)
     )
     seed: str = "1"  # the seed, or comma-separated seeds (1,2,3) of every arm
+    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
 
 
 @dataclass
@@ -74,3 +75,4 @@ class MixtureSearchConfig(LauncherConfig):
     transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
     out: str | None = None  # where the runs and the result go; None: runs/mixture-<time>
     search_seed: AtLeast0 = 0  # of the Dirichlet draws
+    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs

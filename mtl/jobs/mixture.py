@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from mtl.analysis.power import warn_below
 from mtl.analysis.significance import correct_study
 from mtl.config import apply_overrides, paths_and_keys
 from mtl.errors import UserError
@@ -81,7 +83,7 @@ from mtl.train.resolve import resolve_inputs
 SEARCH_KEYS = (
     "trials", "proxy_budget", "budget", "seeds", "seed", "score", "alpha", "candidates", "temperature",
     "transfer_tasks", "transfer_mode", "transfer_data", "out", "search_seed", "proxies", "prior_temperature",
-    "min_share", "top_k", "bootstrap", "min_spearman", "train_without_skill", "repetition_matched",
+    "min_share", "top_k", "bootstrap", "min_spearman", "train_without_skill", "repetition_matched", "plan",
 )  # fmt: skip
 PREDICTED = "predicted"
 
@@ -428,6 +430,8 @@ def markdown(result: dict) -> str:
                 for r in result["verdicts"]
             ),
         ]
+    if result.get("below_plan"):
+        lines += ["", result["below_plan"].removeprefix("warning: ").capitalize() + "."]
     if result.get("left_out"):
         lines += [
             "",
@@ -470,6 +474,9 @@ def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
     config, train = parse(args)
     tasks = training_tasks(train)
     seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
+    below_plan = warn_below(config.plan, len(seeds))
+    if below_plan:
+        print(below_plan, file=sys.stderr, flush=True)
     out = study_folder(config.out, "mixture")
     sizes = training_sizes(train, tasks)
     legacy = legacy_proxies(out)
@@ -585,6 +592,7 @@ def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
         "left_out": short,
         "equal_compute": "every compared arm trained the whole budget with stop=max_steps",
         "verdicts": verdict_rows(compared, names, baselines) if trains_predicted else [],
+        "below_plan": below_plan,
     }  # fmt: skip
     text = markdown(result)
     atomic.write_text(out / "mixture-search.md", text, "mixture search")

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from mtl.analysis.power import warn_below
 from mtl.analysis.significance import correct_study
 from mtl.config import paths_and_keys
 from mtl.errors import UserError
@@ -50,7 +52,7 @@ from mtl.train.command_line import config_from_args
 from mtl.train.config import TrainConfig, legacy_keys
 from mtl.train.scheduler import trains_every_task
 
-VERSUS_KEYS = ("budget", "transfer_tasks", "transfer_mode", "transfer_data", "out", "seeds", "seed")
+VERSUS_KEYS = ("budget", "transfer_tasks", "transfer_mode", "transfer_data", "out", "seeds", "seed", "plan")
 MIXTURE = "mixture"
 
 
@@ -301,6 +303,9 @@ def command(args: Sequence[str]) -> None:
     launcher = launcher_from(launcher_args)
     config, train = parse(args)
     seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
+    below_plan = warn_below(config.plan, len(seeds))
+    if below_plan:
+        print(below_plan, file=sys.stderr, flush=True)
     out = study_folder(config.out, "versus")
     found = members(train, config.budget, out, seeds)
     # The budget is a fixed key of every run: a folder trained with another budget is refused,
@@ -341,6 +346,8 @@ def command(args: Sequence[str]) -> None:
             f"\nThe mixture saw no {', '.join(starved)} example within {config.budget}: it is not a mixture "
             "(blocks longer than the budget?); give a larger budget or shorter <task>.steps.\n"
         )
+    if below_plan:
+        text += f"\n{below_plan.removeprefix('warning: ').capitalize()}.\n"
     if short:
         text += "\nLeft out (short of the budget): " + "; ".join(f"{n}: {w}" for n, w in short.items()) + "\n"
     atomic.write_text(out / "versus.md", text, "verdict")

@@ -1,0 +1,294 @@
+"""`just plan-seeds`: how many seeds per arm a study needs to detect a difference, from a pilot.
+
+    just plan-seeds runs/sweeps/pilot difference=2 report=transfer-fast
+
+The pilot is run folders or a sweep folder whose runs `just compare` would read: seeds of one
+configuration, or of several. Per transfer task it measures what the verdicts' variance is made
+of (mtl/analysis/significance.py): the variance between seeds of one configuration (pooled over
+the pilot's configurations, each with its seeds' degrees of freedom) and, where the pilot has two
+configurations or more, the paired test items' variance of a difference that no seed count
+removes. Then, for two arms of K seeds each, the difference's standard error and Satterthwaite's
+degrees of freedom are what `just compare` will compute, and the power of its two-sided t test
+at `confidence`, Bonferroni over `family` comparisons (Holm's first step: a floor on its power),
+comes from the noncentral t. The plan is the smallest K with at least `power`.
+
+A pilot of 3 seeds knows its seed variance to within a factor of several, so the plan gives two
+numbers: K at the pilot's estimate, and K if the seed variance is at its one-sided 80% upper
+confidence bound (chi-square). A study warns when its seeds are fewer than the estimate's K
+(`plan=<plan-seeds.json>` on versus-single, mixture-search and sweep).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+
+from mtl.analysis import significance
+from mtl.config import AtLeast0, Range, apply_overrides, paths_and_keys
+from mtl.errors import UserError
+from mtl.files import atomic, jsonfile, schemas
+from mtl.runs import Run, beside, differing_keys, find_runs
+
+UPPER_BOUND = 0.8  # the one-sided confidence of the seed variance's upper bound
+
+
+@dataclass
+class PlanSeedsConfig:
+    difference: str = (
+        "2"  # the difference to detect: points (2: 2 points of accuracy, or r x 100), or seed sds (2sd)
+    )
+    power: Annotated[float, Range(0.5, 0.99)] = 0.8  # the chance of a verdict when the difference is real
+    confidence: Annotated[float, Range(0.5, 0.999)] = 0.95  # of the verdicts (as just compare's)
+    family: AtLeast0 = 0  # comparisons the study corrects together; 0: the pilot's transfer tasks
+    report: str = "transfer"  # which transfer report of each run (transfer-fast, ...)
+    resamples: Annotated[int, Range(100)] = 1000  # paired item resamples (the items' variance)
+    most: Annotated[int, Range(2, 1000)] = 100  # the most seeds per arm tried
+    seed: AtLeast0 = 0  # of the resampling
+    out: str | None = None  # a .md file (and .json beside it); None: plan-seeds-<time>.md beside the runs
+
+
+@dataclass
+class TaskPlan:
+    task: str
+    seed_variance: float  # points^2: between seeds of one configuration (pooled)
+    freedom: int  # its degrees of freedom (sum over configurations of seeds - 1)
+    item_variance: float  # points^2: of a difference, from the paired items, no seed count removes
+    difference: float  # points: what is to be detected
+    seeds: int | None  # per arm, at the estimate; None: more than `most`
+    seeds_if_upper: int | None  # per arm, the seed variance at its 80% upper bound
+    compared_pairs: int  # the pilot's pairs of configurations the item variance is from (0: assumed 0)
+
+
+def power(difference: float, seed_variance: float, item_variance: float, seeds: int, alpha: float) -> float:
+    """The chance that `just compare`'s two-sided studentized test at level `alpha` calls a
+    real `difference` between two arms of `seeds` seeds each."""
+    from scipy import stats
+
+    seed_part = seed_variance / seeds  # each arm's
+    variance = 2 * seed_part + item_variance
+    if variance <= 0:
+        return 1.0 if difference else 0.0
+    df = variance**2 / (2 * seed_part**2 / (seeds - 1)) if seed_part > 0 else math.inf
+    critical = stats.t.ppf(1 - alpha / 2, df)
+    shift = abs(difference) / math.sqrt(variance)
+    if math.isinf(df):
+        return float(stats.norm.sf(critical - shift) + stats.norm.cdf(-critical - shift))
+    return float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
+
+
+def seeds_needed(
+    difference: float, seed_variance: float, item_variance: float, alpha: float, wanted: float, most: int
+) -> int | None:
+    """The fewest seeds per arm (2 at least: one seed has no seed variance) with `wanted` power."""
+    for seeds in range(2, most + 1):
+        if power(difference, seed_variance, item_variance, seeds, alpha) >= wanted:
+            return seeds
+    return None
+
+
+def upper_variance(variance: float, freedom: int) -> float:
+    """The seed variance's one-sided UPPER_BOUND upper confidence bound (chi-square, `freedom` df)."""
+    from scipy import stats
+
+    return variance * freedom / float(stats.chi2.ppf(1 - UPPER_BOUND, freedom))
+
+
+def pilot_encoders(folders: list[Path], report: str) -> list[significance.Encoder]:
+    """The pilot's configurations, each with its seeds; runs that differ in their seed alone are
+    one configuration (where `just compare` would set them against each other)."""
+    encoders = significance.group_runs(folders, report)
+    runs = [Run.read(folder) for folder in folders]
+    if len(runs) > 1 and not differing_keys(runs, ignored=("run.seed",)):
+        significance.check_distinct_seeds(runs)
+        items: dict[str, list[significance.Items]] = {}
+        for encoder in encoders:
+            for task, per_seed in encoder.items.items():
+                items.setdefault(task, []).extend(per_seed)
+        run_tasks = [tasks for encoder in encoders for tasks in encoder.run_tasks]
+        encoders = [significance.Encoder("pilot", folders, items, run_tasks=run_tasks)]
+    if not any(len(encoder.runs) > 1 for encoder in encoders):
+        raise UserError(
+            "the pilot has one seed of each configuration: its seed variance is unknown; train 3 seeds "
+            "(seeds=3) of one configuration at least"
+        )
+    return encoders
+
+
+def task_variances(
+    encoders: list[significance.Encoder], task: str, config: PlanSeedsConfig
+) -> tuple[float, int, float, int]:
+    """(seed variance, its df, item variance of a difference, pairs it is from) of `task`."""
+    pooled, freedom = 0.0, 0
+    for encoder in encoders:
+        seeds = encoder.items.get(task, [])
+        if len(seeds) > 1 and len(seeds) == len(encoder.runs):
+            full = [
+                float(significance.scores(i, significance.everything(significance.item_counts(i))))
+                for i in seeds
+            ]
+            pooled += float(np.var(full, ddof=1)) * (len(full) - 1)
+            freedom += len(full) - 1
+    item_parts = []
+    complete = [e for e in encoders if len(e.items.get(task, [])) == len(e.runs) > 1]
+    for first, second in zip(complete, complete[1:], strict=False):
+        compared = significance.compare_task(
+            task,
+            (first.name, first.items[task]),
+            (second.name, second.items[task]),
+            significance.SignificanceConfig(resamples=config.resamples, seed=config.seed),
+        )
+        first_full = significance.per_seed(first, task)
+        second_full = significance.per_seed(second, task)
+        seed_part = np.var(first_full, ddof=1) / len(first_full) + np.var(second_full, ddof=1) / len(
+            second_full
+        )
+        item_parts.append(max(0.0, (compared.se or 0.0) ** 2 - float(seed_part)))
+    item = float(np.median(item_parts)) if item_parts else 0.0
+    return (pooled / freedom if freedom else math.nan), freedom, item, len(item_parts)
+
+
+def plan(encoders: list[significance.Encoder], config: PlanSeedsConfig) -> list[TaskPlan]:
+    tasks = [t for t in significance._all_tasks() if any(t in e.items for e in encoders)]
+    family = config.family or len(tasks)
+    alpha = (1 - config.confidence) / max(1, family)
+    wanted = config.difference.strip().lower()
+    in_sds = wanted.endswith("sd")
+    try:
+        amount = float(wanted.removesuffix("sd"))
+    except ValueError:
+        raise UserError(f"difference={config.difference}: give points (2) or seed sds (2sd)") from None
+    if not amount > 0 or not math.isfinite(amount):
+        raise UserError(f"difference={config.difference}: give a difference above 0 (2, or 2sd)")
+    plans = []
+    for task in tasks:
+        variance, freedom, item, pairs = task_variances(encoders, task, config)
+        if not freedom:
+            continue
+        difference = amount * math.sqrt(variance) if in_sds else amount
+        plans.append(
+            TaskPlan(
+                task,
+                variance,
+                freedom,
+                item,
+                difference,
+                seeds_needed(difference, variance, item, alpha, config.power, config.most),
+                seeds_needed(
+                    difference, upper_variance(variance, freedom), item, alpha, config.power, config.most
+                ),
+                pairs,
+            )
+        )
+    if not plans:
+        raise UserError(
+            "no transfer task has per-item results from two seeds of one configuration in the pilot"
+        )
+    return plans
+
+
+def _seeds(count: int | None, most: int) -> str:
+    return str(count) if count is not None else f"over {most}"
+
+
+def markdown(plans: list[TaskPlan], config: PlanSeedsConfig, encoders: list[significance.Encoder]) -> str:
+    family = config.family or len(plans)
+    pilot = ", ".join(f"{e.name} ({len(e.runs)} seed{'s' * (len(e.runs) > 1)})" for e in encoders)
+    wanted = config.difference.strip().lower()
+    said = f"{wanted.removesuffix('sd')} seed sds" if wanted.endswith("sd") else f"{wanted} points"
+    lines = [
+        f"Seeds per arm to detect a difference of {said} with "
+        f"{100 * config.power:g}% power at {100 * config.confidence:g}% confidence, Bonferroni over {family} "
+        f"comparisons (report {config.report}; pilot: {pilot}). Points: accuracy in %, Pearson r x 100.",
+        "",
+        "| transfer task | seed sd | item sd of a difference | difference | seeds per arm | "
+        f"if the seed sd is at its {100 * UPPER_BOUND:g}% upper bound |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for p in plans:
+        item = f"{math.sqrt(p.item_variance):.2f}" if p.compared_pairs else "0 (assumed)"
+        lines.append(
+            f"| {p.task} | {math.sqrt(p.seed_variance):.2f} ({p.freedom} df) | {item} | {p.difference:.2f} | "
+            f"{_seeds(p.seeds, config.most)} | {_seeds(p.seeds_if_upper, config.most)} |"
+        )
+    needed = [p.seeds for p in plans]
+    most = max((n for n in needed if n is not None), default=None)
+    lines += [
+        "",
+        "The plan: "
+        + (f"over {config.most} seeds for some task" if None in needed else f"{most} seeds per arm")
+        + " (the most any task needs); a study with fewer warns (plan=<this .json>).",
+    ]
+    if not any(p.compared_pairs for p in plans):
+        lines.append(
+            "The pilot has one configuration: the paired items' variance of a difference between two "
+            "configurations is unknown and taken as 0, so these counts are a floor; a pilot of two "
+            "configurations measures it."
+        )
+    lines.append(
+        f"A pilot's seed variance is itself uncertain ({min(p.freedom for p in plans)} df): the last column "
+        "is the count if the truth is at its upper bound. On synthetic seeds (RESULTS.md, `just bench-verdicts "
+        "synthetic_only=true`) plans from a 3-seed pilot's estimate reached 65-75% power, from its upper bound "
+        "86-93%: choose the upper bound's count when a missed effect is costly."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def read_plan(path: str) -> dict:
+    """A plan-seeds .json, checked: {seeds: {task: K or None}, most: N}."""
+    where = Path(path).expanduser()
+    try:
+        record = schemas.read_json(where, schemas.SeedPlan, "run `just plan-seeds` on the pilot again")
+    except schemas.DamagedFile as error:
+        raise UserError(f"plan={path}: {error}") from None
+    if record is None:
+        raise UserError(f"plan={path}: no such file; give the .json `just plan-seeds` wrote")
+    return record
+
+
+def warn_below(plan_path: str | None, seeds: int) -> str | None:
+    """The warning a study says when its seeds per arm are fewer than a plan's, or None."""
+    if not plan_path:
+        return None
+    record = read_plan(plan_path)
+    short = {task: k for task, k in record["seeds"].items() if k is None or k > seeds}
+    if not short:
+        return None
+    said = ", ".join(
+        f"{task} {'over ' + str(record.get('most')) if k is None else k}" for task, k in short.items()
+    )
+    return (
+        f"warning: {seeds} seed{'s' * (seeds > 1)} per arm is below the plan ({said} per arm, {plan_path}): "
+        "a real difference of the planned size would often get no verdict"
+    )
+
+
+def command(args: Sequence[str]) -> None:
+    paths, keys = paths_and_keys(args)
+    config = apply_overrides(PlanSeedsConfig(), keys)
+    if not paths:
+        raise UserError("just plan-seeds needs a pilot: run folders or a sweep folder (seeds=3 at least)")
+    folders = find_runs(paths, None)
+    encoders = pilot_encoders(folders, config.report)
+    plans = plan(encoders, config)
+    text = markdown(plans, config, encoders)
+    out = (
+        Path(config.out).expanduser()
+        if config.out
+        else beside(folders) / f"plan-seeds-{time.strftime('%Y%m%d-%H%M%S')}.md"
+    )
+    record = {
+        "config": config.__dict__,
+        "pilot": {e.name: [str(r) for r in e.runs] for e in encoders},
+        "tasks": [p.__dict__ for p in plans],
+        "seeds": {p.task: p.seeds for p in plans},
+        "most": config.most,
+    }
+    atomic.write_text(out, text, "seed plan")
+    atomic.write_text(out.with_suffix(".json"), jsonfile.dumps(record, indent=2) + "\n", "seed plan")
+    print(text + f"\nwritten to {out} and {out.with_suffix('.json')}")
