@@ -71,15 +71,32 @@ def hand_map(tiny_data, encoder, half: slice):
 @pytest.mark.parametrize("embeddings", ["trainable", "both"])
 def test_encode_maps_a_new_words_vector_into_the_trained_space(tiny_data, trained_runs, embeddings):
     encoder = load_encoder(trained_runs[embeddings], device="cpu", vocab_expansion=True)
-    mapped, raw = hand_map(tiny_data, encoder, slice(None) if embeddings == "trainable" else slice(8, None))
+    plain = load_encoder(trained_runs[embeddings], device="cpu")  # without: the raw vector, as before
+    half = slice(None) if embeddings == "trainable" else slice(8, None)
+    mapped, raw = hand_map(tiny_data, plain, half)
     # "unused" has a GloVe vector and no training sentence: added at encode time, through the map
     expected = (
         mapped if embeddings == "trainable" else np.concatenate([raw, mapped])
     )  # frozen half stays GloVe
     np.testing.assert_allclose(encoder.encode(["unused"]), expected[None], atol=1e-5)
     assert not np.allclose(mapped, raw, atol=1e-3)  # the map moved it
-    plain = load_encoder(trained_runs[embeddings], device="cpu")  # without: the raw vector, as before
     np.testing.assert_allclose(plain.encode(["unused"])[0][-8:], raw, atol=1e-6)
+    # a vocabulary word no batch reached went through the map too; a trained word kept its row
+    vectors = load_vectors(tiny_data["vectors"], use_cache=False)
+    glove = dict(zip(vectors.words, vectors.matrix, strict=True))
+    before = plain.encoder.embedding.weight.detach().numpy()[:, half]
+    after = encoder.encoder.embedding.weight.detach().numpy()[:, half]
+    words = [w for w in plain.vocabulary.words[2:] if w in glove and w != "unused"]  # (encode added it)
+    unreached = [w for w in words if np.array_equal(before[plain.vocabulary.index[w]], glove[w])]
+    trained = [w for w in words if w not in unreached]
+    assert encoder.expansion_remapped == len(unreached) > 0
+    for word in unreached[:5]:
+        np.testing.assert_allclose(
+            after[encoder.vocabulary.index[word]], encoder.expansion(glove[word][None])[0], atol=1e-5
+        )
+    assert all(
+        np.array_equal(after[encoder.vocabulary.index[w]], before[plain.vocabulary.index[w]]) for w in trained
+    )
 
 
 def test_frozen_vectors_need_no_expansion_and_say_so(trained_runs):

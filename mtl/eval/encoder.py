@@ -75,6 +75,9 @@ class SentenceEncoder:
         self.token_cache_key: tuple[object, int | None] | None = None
         self.word_embeddings = "frozen"  # the run's embeddings=: frozen, trainable or both
         self.expansion: ExpansionMap | None = None  # set: new words' vectors go through it (vocab_expansion)
+        self.expansion_remapped = (
+            0  # vocabulary words no batch reached, put through the map when it was fitted
+        )
         self.vocabulary, self.tokenizer, self.vectors, self.device, self.name = (
             vocabulary,
             tokenizer,
@@ -346,7 +349,8 @@ class SentenceEncoder:
 
     def fit_vocab_expansion(self) -> ExpansionMap:
         """Fit Skip-Thought's map from the vectors file's space to the trained word embeddings over
-        the vocabulary's words that training moved, and use it for every word added from now on."""
+        the vocabulary's words that training moved, and use it for every word added from now on
+        and for the vocabulary's words no batch reached (their rows still GloVe's)."""
         if self.tokenizer is None:  # a transformer's subwords: every word has ids already
             raise UserError(
                 f"vocab_expansion: {self.name} reads subwords, so no word is new to it: leave vocab_expansion out"
@@ -375,9 +379,22 @@ class SentenceEncoder:
         # sentence's) still holds its GloVe vector and would pull the map towards the identity.
         pretrained = found.matrix.astype(np.float32)
         seen = np.any(trained != pretrained, axis=1)
-        if seen.any():
-            pretrained, trained = pretrained[seen], trained[seen]
-        self.expansion = fit_expansion(pretrained, trained)
+        if not seen.any():
+            self.expansion = fit_expansion(pretrained, trained)
+            return self.expansion
+        self.expansion = fit_expansion(pretrained[seen], trained[seen])
+        # ... and, being in GloVe space beside trained rows (a fifth of a CPU run's vocabulary),
+        # those words enter through the map as new words do.
+        unreached = [word for word, moved in zip(found.words, seen, strict=True) if not moved]
+        if unreached:
+            rows = torch.as_tensor(
+                self.vocabulary.ids(unreached), device=self.encoder.embedding.weight.device
+            )
+            mapped = torch.from_numpy(self.expansion(pretrained[~seen]))
+            with torch.no_grad():
+                weight = self.encoder.embedding.weight
+                weight[rows, weight.shape[1] - mapped.shape[1] :] = mapped.to(weight.device, weight.dtype)
+        self.expansion_remapped = len(unreached)
         return self.expansion
 
     @property

@@ -91,7 +91,7 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
     }
     expansion = None
     if loaded.expansion is not None:  # encode() of the export maps new words as the run's did
-        metadata["vocab_expansion"] = {"words": loaded.expansion.words}
+        metadata["vocab_expansion"] = {"words": loaded.expansion.words, "remapped": loaded.expansion_remapped}
         expansion = loaded.expansion.tensors()
     exported.write(target, metadata, state, parts, expansion=expansion)
     if len(encoders) == 1 and unsupported(encoders[0]) is None:
