@@ -154,6 +154,10 @@ fuzz *args:
 compare-objectives *args:
     {{python}} -m mtl compare-objectives "$@"
 
+# a task grouping (TAG's from a run's affinity, or named) against all-in-one and each alone (e.g. just train-groups preset=cpu-small tasks=nli,squad,experiments/tasks/sick.toml groups=from:runs/<run> budget=steps:600 seeds=3)
+train-groups *args:
+    {{python}} -m mtl train-groups "$@"
+
 # the task mixture proxy runs predict best (RegMix), against the usual mixtures (e.g. just mixture-search preset=cpu-small tasks=nli,squad,qt trials=16 seeds=3)
 mixture-search *args:
     {{python}} -m mtl mixture-search "$@"

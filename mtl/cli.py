@@ -282,6 +282,18 @@ COMMANDS: dict[str, Command] = {
             ),
         ),
     ),
+    "train-groups": Command(
+        "mtl.jobs.groups",
+        "mtl.jobs.configs:TrainGroupsConfig",
+        "a task grouping (TAG's selection from a run's affinity, or named) against all tasks in one network and each alone, with seeds and verdicts",
+        (
+            (
+                "KEY",
+                "none",
+                "any train-multitask key: tasks=, preset=, ... (the configuration whose training tasks are grouped)",
+            ),
+        ),
+    ),
     "mixture-search": Command(
         "mtl.analysis.mixture_page",
         "mtl.jobs.configs:MixtureSearchConfig",

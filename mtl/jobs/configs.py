@@ -76,3 +76,15 @@ class MixtureSearchConfig(LauncherConfig):
     out: str | None = None  # where the runs and the result go; None: runs/mixture-<time>
     search_seed: AtLeast0 = 0  # of the Dirichlet draws
     plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
+
+
+@dataclass
+class TrainGroupsConfig(LauncherConfig):
+    """train-groups' own keys (for --help); every other key goes to train-multitask."""
+
+    groups: str = ""  # from:<run> (TAG's selection from its affinity), or named: nli+sick,sickshuf
+    networks: AtLeast1 = 2  # groups=from:<run>: how many networks TAG's selection may use
+    budget: str = ""  # steps:N, examples:N or minutes:N: what every network gets
+    seeds: int | None = 3  # each network trained with seeds seed..seed+K-1
+    seed: str = "1"  # the first seed, or a list (1,2,3)
+    out: str | None = None  # where the runs and the verdicts go; None: runs/groups-<time>

@@ -108,19 +108,28 @@ def members(train: list[str], budget: str, out: Path, seeds: Sequence[int] = (1,
     """Each training task alone, then the mixture, each with every seed; every run with the budget
     made concrete and no early stopping. One seed: the members are named by their arm alone (as
     before seeds were an axis, so such folders still resume); several: `<arm>-seed<N>`."""
-    config = config_from_args(train)
-    training = config.training_tasks
+    training = config_from_args(train).training_tasks
     if len(training) < 2:
         raise UserError(
             f"versus-single compares a mixture with its tasks alone: {training[0]} trains alone already"
         )
+    arms = {task: [task] for task in training} | {MIXTURE: training}
+    return subset_members(train, arms, budget, out, seeds)
+
+
+def subset_members(
+    train: list[str], arms: dict[str, list[str]], budget: str, out: Path, seeds: Sequence[int]
+) -> list[Member]:
+    """A run of each arm's training tasks (the configuration's others left out, its watching
+    tasks and their keys kept), each with every seed, at the budget made concrete, stop=max_steps."""
+    config = config_from_args(train)
+    training = config.training_tasks
     watching = [name for name in config.tasks if name not in training]
     entries = _task_entries(train)
     legacy = legacy_keys()
     kind, amount = budget_amount(budget)
     found = []
-    for chosen in [*([task] for task in training), training]:
-        arm = chosen[0] if len(chosen) == 1 else MIXTURE
+    for arm, chosen in arms.items():
         left_out = set(training) - set(chosen)
         keys = [
             a
