@@ -21,6 +21,7 @@ CASES = {
     "items": 300,
     "jobs": 300,
     "senteval": 300,
+    "plan": 300,
 }
 
 
