@@ -90,6 +90,10 @@ bench-slurm *args:
 bench-verdicts *args:
     {{python}} -m mtl bench-verdicts "$@"
 
+# affinity's noise floor: a shuffled-label copy inside it over 5 seeds, and its coverage of fresh held batches
+bench-affinity *args:
+    {{python}} -m mtl bench-affinity "$@"
+
 # training steps/s of a pretrained transformer, fp32 and bf16 (e.g. hf_model=../shared/data/models/all-MiniLM-L6-v2)
 bench-hf *args:
     {{python}} -m mtl bench-hf "$@"

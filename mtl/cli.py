@@ -188,6 +188,11 @@ COMMANDS: dict[str, Command] = {
         "mtl.bench.configs:BenchVerdictsConfig",
         "how often just compare's verdicts are wrong: seeds of one config against each other, and a planted effect",
     ),
+    "bench-affinity": Command(
+        "mtl.bench.affinity_floor",
+        "mtl.bench.configs:BenchAffinityConfig",
+        "affinity's noise floor checked: a shuffled-label task inside it, and its coverage of fresh held batches",
+    ),
     "bench-hf": Command(
         "mtl.bench.hf",
         "mtl.bench.configs:BenchHFConfig",

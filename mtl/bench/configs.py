@@ -168,3 +168,15 @@ class FuzzConfig:
     readers: str = "encoder,task,corpus,vectors,snli,run,wandb,caches,items,jobs,senteval,plan"  # which readers, comma-separated
     cases: AtLeast1 = 2000  # damaged copies per reader
     seed: int = 0  # cases of one seed are always the same damage
+
+
+@dataclass
+class BenchAffinityConfig:
+    preset: str = "cpu-small"  # the configuration (its tasks replaced by nli, SICK-E and a shuffled SICK-E)
+    keys: str = (
+        "hidden=256 max_steps=300 eval_every=150 sick.steps=50 wandb=disabled"  # more train-multitask keys
+    )
+    seeds: AtLeast1 = 5  # runs (seeds 1..N): the shuffled copy's entries checked on each
+    every: AtLeast1 = 50  # affinity_every= of each run
+    draws: AtLeast1 = 20  # fresh held-batch draws at the first run's final weights (the coverage)
+    out: str = "runs/bench-affinity"  # the runs and the result (affinity-floor.json, .md)

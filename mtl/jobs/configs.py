@@ -68,7 +68,9 @@ class MixtureSearchConfig(LauncherConfig):
     train_without_skill: bool = False  # true: train the predicted arm even when the gate says no skill
     # Each task's training set cut to the share proxy_budget / budget of it (max_train), so a task
     # repeats as many epochs in a proxy as at the target budget (steps budgets only).
-    repetition_matched: bool = True  # each task cut to proxy_budget/budget of its examples: epochs as at the target
+    repetition_matched: bool = (
+        True  # each task cut to proxy_budget/budget of its examples: epochs as at the target
+    )
     temperature: PositiveFloat = 2.0  # the temperature-sampling baseline's T
     transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every arm
     transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
