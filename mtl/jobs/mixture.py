@@ -483,7 +483,8 @@ def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
     fixed = [*train, f"proxy_budget={config.proxy_budget}", f"search_seed={config.search_seed}"]
     matched: list[str] = []
     if legacy or config.proxies == "uniform":
-        fixed.append(f"alpha={config.alpha:g}")
+        # (a new uniform search says so: only a folder without proxies= is one begun before them)
+        fixed += [f"alpha={config.alpha:g}"] + ([] if legacy else ["proxies=uniform"])
         mixtures = draw_mixtures(config.trials, len(tasks), config.alpha, config.search_seed)
         candidates = np.random.default_rng([config.search_seed, 0xCA11]).dirichlet(
             np.full(len(tasks), config.alpha), size=config.candidates
@@ -528,7 +529,7 @@ def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
     enough = gate.enough(config.min_spearman)
     if legacy:  # a search begun before 2026-11-28 resumes as it began: the argmax, no spread
         predicted = candidates[int(np.argmax(fitted.predict(candidates)))]
-        predicted = np.maximum(predicted, 0.005) / np.maximum(predicted, 0.005).sum()
+        predicted = np.round(np.maximum(predicted, 0.005) / np.maximum(predicted, 0.005).sum(), 4)  # as then
         spread = None
     else:
         predicted = optimum(fitted.model, candidates, config.top_k)
@@ -541,8 +542,8 @@ def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
             config.bootstrap,
             config.search_seed,
         )
-    predicted = np.round(predicted, 4)
-    predicted = predicted / predicted.sum()
+        predicted = np.round(predicted, 4)
+        predicted = predicted / predicted.sum()
     best_proxy = mixtures[kept[int(np.argmax(observed))]]
     print(
         f"regression ({fitted.kind} ridge): {gate.said()}; predicted best mixture "
