@@ -158,3 +158,15 @@ def test_bad_mixture_search_arguments_are_one_line(tiny_data, tmp_path, args, me
     with pytest.raises(UserError, match=message):
         config, train = mixture.parse([*args_for(tiny_data, tmp_path)[:3], *args])
         mixture.training_tasks(train)
+
+
+def test_a_search_begun_before_regmix_proxies_resumes_as_it_began(tmp_path):
+    """Its proxies' sweep.json has no proxies= among its fixed keys: it keeps its uniform draws
+    and argmax (the runs it trained stay its own); a new search, regmix or uniform, says which."""
+    (tmp_path / "proxies").mkdir()
+    record = tmp_path / "proxies" / "sweep.json"
+    record.write_text(json.dumps({"fixed": ["tasks=nli,squad", "proxy_budget=steps:4", "alpha=1"]}))
+    assert mixture.legacy_proxies(tmp_path)
+    record.write_text(json.dumps({"fixed": ["tasks=nli,squad", "alpha=1", "proxies=uniform"]}))
+    assert not mixture.legacy_proxies(tmp_path)
+    assert not mixture.legacy_proxies(tmp_path / "nothing")
