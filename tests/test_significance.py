@@ -109,6 +109,25 @@ def test_holm_corrects_over_the_tasks_of_one_pair():
     assert {c.verdict for c in family[3:]} == {"no evidence"} and family[3].family == 10
 
 
+def test_family_all_corrects_over_every_comparison_of_the_table():
+    """Three encoders on two tasks: 3 pairs x 2 tasks. By pair each family holds 2; with
+    family=all (a study's: compare-objectives') one family of 6, so adjusted p-values grow."""
+    from mtl.analysis.significance import Encoder, compare
+
+    rng = np.random.default_rng(5)
+    gold = {task: rng.integers(0, 2, 600) for task in ("MR", "CR")}
+    encoders = [
+        Encoder(name, [Path(name)] * 3, {t: seeds_of(accuracy, 0.01, g, 3, rng) for t, g in gold.items()})
+        for name, accuracy in (("a", 0.70), ("b", 0.74), ("c", 0.78))
+    ]
+    by_pair = compare(encoders, SignificanceConfig(resamples=300))
+    everything = compare(encoders, SignificanceConfig(resamples=300, family="all"))
+    assert {c.family for c in by_pair} == {2} and {c.family for c in everything} == {6}
+    for pair, whole in zip(by_pair, everything, strict=True):
+        assert whole.p == pair.p and whole.holm_p >= pair.holm_p
+        assert (whole.low > 0 or whole.high < 0) == (whole.verdict != "no evidence")
+
+
 def test_relatedness_and_sts_are_scored_by_pearson_as_the_report_does():
     rng = np.random.default_rng(2)
     gold = rng.uniform(1, 5, 300)

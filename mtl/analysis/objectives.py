@@ -8,7 +8,7 @@ Appendix C, compares objectives at equal training time this way).
 A member already transferred with the same protocol is not transferred again. The seeds of an
 objective (`just sweep ... seeds=3`) are one row, each score their mean ± sd; below the table,
 `just compare`'s verdicts between every two objectives (studentized over seeds and test
-items, Holm over the transfer tasks).
+items, Holm over every comparison: pairs x transfer tasks).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def compare(config: CompareConfig) -> Path:
 def verdicts(folders: list[Path], config: CompareConfig) -> str:
     """`just compare`'s table between the objectives (their seeds grouped), or why there is none."""
     transfer = suite.TransferConfig(tasks=config.transfer_tasks, mode=config.mode)
-    settings = significance.SignificanceConfig(report=suite.report_name(transfer))
+    settings = significance.SignificanceConfig(report=suite.report_name(transfer), family="all")
     try:
         encoders = significance.group_runs(folders, settings.report)
         return significance.markdown(encoders, significance.compare(encoders, settings), settings)

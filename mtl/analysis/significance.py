@@ -16,7 +16,8 @@ the task's own metric: accuracy, Pearson r of the predicted relatedness, or the 
 subsets of Pearson r of the cosine (each subset resampled on its own).
 
 Several tasks compared at once are several tests: the verdicts are corrected over the tasks of
-one pair of encoders by Holm's step-down (family-wise error at 1 - confidence), and each task's
+one pair of encoders (`family=all`: over every comparison of the table, as a study's are) by
+Holm's step-down (family-wise error at 1 - confidence), and each task's
 interval is at the level its step tested it (after the step-down stops, at the level it stopped
 at), so an interval excludes 0 exactly when its verdict is one. A verdict: "A better" / "B
 better", "no evidence" otherwise. With one seed in a group the variance between seeds is
@@ -60,6 +61,9 @@ class SignificanceConfig:
         4000  # bootstrap replicates (Holm's smallest level needs thousands)
     )
     confidence: Annotated[float, Range(0.5, 0.999)] = 0.95  # of the interval and the verdict
+    family: Literal["pair", "all"] = (
+        "pair"  # Holm over each pair's tasks, or over every comparison of the table (a study's)
+    )
     seed: AtLeast0 = 0  # of the resampling
     out: str | None = None  # a .md file (and .json beside it); None: compare-<time>.md beside the runs
     wandb: Literal["auto", "online", "offline", "disabled"] = (
@@ -523,6 +527,8 @@ def compare(
         ]
         correct(family)
         comparisons += family
+    if config.family == "all":  # the study's every comparison one family (each pair's p kept)
+        correct(comparisons)
     if not comparisons:
         raise UserError(
             "the runs share no transfer task with per-item results: transfer them with one protocol"
@@ -577,7 +583,10 @@ def table(
 
 def holm_note(comparisons: list[Comparison]) -> str:
     families = {c.family for c in comparisons}
-    return f" (Holm, {max(families)} tasks)" if max(families, default=1) > 1 else ""
+    if max(families, default=1) <= 1:
+        return ""
+    pairs = len({(c.first, c.second) for c in comparisons})
+    return f" (Holm, {max(families)} {'comparisons' if pairs > 1 and max(families) == len(comparisons) else 'tasks'})"
 
 
 def explanation(comparisons: list[Comparison], config: SignificanceConfig) -> str:
@@ -589,7 +598,9 @@ def explanation(comparisons: list[Comparison], config: SignificanceConfig) -> st
     ]
     if max((c.family for c in comparisons), default=1) > 1:
         lines.append(
-            f"Verdicts at {100 * config.confidence:g}% corrected over each pair's tasks (Holm): better "
+            f"Verdicts at {100 * config.confidence:g}% corrected over "
+            + ("every comparison of the table" if config.family == "all" else "each pair's tasks")
+            + " (Holm): better "
             "means the corrected interval excludes 0; no evidence is not evidence of no difference."
         )
     if any(not c.seed_variance_known for c in comparisons):
