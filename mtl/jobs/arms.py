@@ -34,6 +34,30 @@ def check_transfer_keys(tasks: str, mode: str) -> None:
         raise UserError(text) from None
 
 
+def refuse_run_keys(train: list[str], study: str, runs: str) -> None:
+    """A study at equal compute sets each run's budget, name and folder, and trains every one the
+    whole budget: those keys among `train`, and a stop= other than max_steps, are refused."""
+    if taken := [
+        a
+        for a in train
+        if a.partition("=")[0] in ("max_steps", "max_minutes", "out", "name", "group", "resume")
+    ]:
+        raise UserError(f"{taken[0]}: {study} sets it for each run; give the budget with budget=")
+    if stops := [
+        a
+        for a in train
+        if a.partition("=")[0] in ("stop", "optim.stop") and a.partition("=")[2] != "max_steps"
+    ]:
+        raise UserError(
+            f"{stops[0]}: {study} trains every {runs} the whole budget (equal compute): leave stop= out"
+        )
+
+
+def left_out_line(short: dict[str, str]) -> str:
+    """The line a study's .md ends with for its runs short of the budget."""
+    return "Left out (short of the budget): " + "; ".join(f"{name}: {why}" for name, why in short.items())
+
+
 def budget_amount(budget: str) -> tuple[str, float]:
     """(kind, amount) of `budget=`: steps and examples whole numbers from 1, minutes above 0; a
     one-line error naming budget= otherwise."""

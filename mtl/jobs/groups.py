@@ -39,7 +39,7 @@ from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import FolderLock
 from mtl.files.schemas import DamagedFile
-from mtl.jobs.arms import budget_amount, equal_compute, study_folder
+from mtl.jobs.arms import budget_amount, equal_compute, left_out_line, refuse_run_keys, study_folder
 from mtl.jobs.configs import TrainGroupsConfig as TrainGroupsConfig
 from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
@@ -63,20 +63,7 @@ def parse(args: Sequence[str]) -> tuple[TrainGroupsConfig, list[str]]:
         raise UserError(f"{named[0]}: train-groups takes key=value arguments only (preset=NAME for a preset)")
     own = [a for a in keys if a.partition("=")[0] in GROUPS_KEYS]
     train = [a for a in keys if a.partition("=")[0] not in GROUPS_KEYS]
-    if taken := [
-        a
-        for a in train
-        if a.partition("=")[0] in ("max_steps", "max_minutes", "out", "name", "group", "resume")
-    ]:
-        raise UserError(f"{taken[0]}: train-groups sets it for each run; give the budget with budget=")
-    if stops := [
-        a
-        for a in train
-        if a.partition("=")[0] in ("stop", "optim.stop") and a.partition("=")[2] != "max_steps"
-    ]:
-        raise UserError(
-            f"{stops[0]}: train-groups trains every network the whole budget (equal compute): leave stop= out"
-        )
+    refuse_run_keys(train, "train-groups", "network")
     config = apply_overrides(TrainGroupsConfig(), own)
     budget_amount(config.budget)
     seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
@@ -248,11 +235,7 @@ def markdown(result: dict) -> str:
             f"{row['difference']:+.2f} | [{row['low']:+.2f}, {row['high']:+.2f}] | {row['verdict']} |"
         )
     if result.get("left_out"):
-        lines += [
-            "",
-            "Left out (short of the budget): "
-            + "; ".join(f"{k}: {v}" for k, v in result["left_out"].items()),
-        ]
+        lines += ["", left_out_line(result["left_out"])]
     return "\n".join(lines) + "\n"
 
 

@@ -62,6 +62,7 @@ from mtl.jobs.arms import (
     budget_amount,
     check_transfer_keys,
     equal_compute,
+    left_out_line,
     short_of_budget,
     study_folder,
     transfer_and_compare,
@@ -433,11 +434,7 @@ def markdown(result: dict) -> str:
     if result.get("below_plan"):
         lines += ["", result["below_plan"].removeprefix("warning: ").capitalize() + "."]
     if result.get("left_out"):
-        lines += [
-            "",
-            "Left out (short of the budget): "
-            + "; ".join(f"{k}: {v}" for k, v in result["left_out"].items()),
-        ]
+        lines += ["", left_out_line(result["left_out"])]
     return "\n".join(lines) + "\n"
 
 

@@ -36,6 +36,8 @@ from mtl.jobs.arms import (
     budget_amount,
     check_transfer_keys,
     equal_compute,
+    left_out_line,
+    refuse_run_keys,
     study_folder,
     transfer_and_compare,
 )
@@ -64,20 +66,7 @@ def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
         )
     own = {k: v for k, _, v in (a.partition("=") for a in keys) if k in VERSUS_KEYS}
     train = [a for a in keys if a.partition("=")[0] not in VERSUS_KEYS]
-    if taken := [
-        a
-        for a in train
-        if a.partition("=")[0] in ("max_steps", "max_minutes", "out", "name", "group", "resume")
-    ]:
-        raise UserError(f"{taken[0]}: versus-single sets it for each run; give the budget with budget=")
-    if stops := [
-        a
-        for a in train
-        if a.partition("=")[0] in ("stop", "optim.stop") and a.partition("=")[2] != "max_steps"
-    ]:
-        raise UserError(
-            f"{stops[0]}: versus-single trains every arm the whole budget (equal compute): leave stop= out"
-        )
+    refuse_run_keys(train, "versus-single", "arm")
     config = VersusConfig(**own)
     seed_list(own.get("seeds"), own.get("seed"))
     # the transfer keys, checked before any training
@@ -358,7 +347,7 @@ def command(args: Sequence[str]) -> None:
     if below_plan:
         text += f"\n{below_plan.removeprefix('warning: ').capitalize()}.\n"
     if short:
-        text += "\nLeft out (short of the budget): " + "; ".join(f"{n}: {w}" for n, w in short.items()) + "\n"
+        text += "\n" + left_out_line(short) + "\n"
     atomic.write_text(out / "versus.md", text, "verdict")
     record = {
         "budget": config.budget,
