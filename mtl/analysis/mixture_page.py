@@ -26,12 +26,20 @@ def page(result: dict, observed: np.ndarray, loo: np.ndarray) -> str:
     scatter.set_title(f"proxies: held-out error {result['fit']['loo_mae']:.4f}{said}", fontsize=10)
     names, tasks = list(result["mixtures"]), result["tasks"]
     width = 0.8 / len(tasks)
+    spread = result.get("optimum_spread")
     for index, task in enumerate(tasks):
         shares = [result["mixtures"][name][index] for name in names]
         bars.bar(np.arange(len(names)) + index * width, shares, width, label=task)
+        if spread and "predicted" in names:  # the optimum's 90% range over proxy resamples
+            at, share = names.index("predicted"), shares[names.index("predicted")]
+            below, above = max(0.0, share - spread["low"][index]), max(0.0, spread["high"][index] - share)
+            bars.errorbar(at + index * width, share, yerr=[[below], [above]], color="black", capsize=3)
     bars.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, fontsize=8)
     bars.set_ylabel("share of steps")
-    bars.set_title("mixtures (proportional and temperature: their shares by data size)", fontsize=10)
+    bars.set_title(
+        "mixtures (predicted: its 90% range over proxy resamples; proportional, temperature: by size)",
+        fontsize=10,
+    )
     bars.legend(fontsize=8)
     image = svg_base64(figure)
     head = "<tr><th>transfer task</th><th>baseline</th><th>predicted - baseline</th><th>95% interval (Holm)</th><th>verdict</th></tr>"
