@@ -233,8 +233,8 @@ def markdown(plans: list[TaskPlan], config: PlanSeedsConfig, encoders: list[sign
     lines.append(
         f"A pilot's seed variance is itself uncertain ({min(p.freedom for p in plans)} df): the last column "
         "is the count if the truth is at its upper bound. On synthetic seeds (RESULTS.md, `just bench-verdicts "
-        "synthetic_only=true`) plans from a 3-seed pilot's estimate reached 65-75% power, from its upper bound "
-        "86-93%: choose the upper bound's count when a missed effect is costly."
+        "synthetic_only=true`) plans from a 3-seed pilot's estimate reached 69-75% power, from its upper bound "
+        "90.5-95.5%: choose the upper bound's count when a missed effect is costly."
     )
     return "\n".join(lines) + "\n"
 
