@@ -220,6 +220,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_data, tmp_path, 
         (["step_nli=5"], "unknown key 'step_nli': did you mean 'steps_nli'?"),
         (["schedule=random"], "schedule='random' is not valid: choose one of blocks, round_robin"),
         (["preset=nope"], "unknown preset 'nope': choose one of cpu-small"),
+        (["preset=cpu-smal"], "unknown preset 'cpu-smal': did you mean cpu-small or "),
         (
             ["nli_train_split=train_big"],
             "nli: split 'train_big' not found in .*available: dev, test, train: set nli.train_split=",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -33,9 +35,11 @@ def preset_path(name: str, folder: Path | None = None) -> Path:
         return path
     path = folder / f"{name}.toml"
     if not path.is_file():
+        names = preset_names(folder)
+        if near := difflib.get_close_matches(name, names, n=3, cutoff=0.75):
+            raise UserError(f"unknown preset {name!r}: did you mean {' or '.join(near)}?")
         raise UserError(
-            f"unknown preset {name!r}: choose one of {', '.join(preset_names(folder))}, or give a file "
-            "(preset=./mine.toml)"
+            f"unknown preset {name!r}: choose one of {', '.join(names)}, or give a file (preset=./mine.toml)"
         )
     return path
 
