@@ -174,7 +174,7 @@ class FuzzConfig:
 class BenchAffinityConfig:
     preset: str = "cpu-small"  # the configuration (its tasks replaced by nli, SICK-E and a shuffled SICK-E)
     keys: str = (
-        "hidden=256 max_steps=300 eval_every=150 sick.steps=50 wandb=disabled"  # more train-multitask keys
+        "hidden=128 max_steps=150 eval_every=150 sick.steps=50 max_eval=2000 wandb=disabled"  # more keys
     )
     seeds: AtLeast1 = 5  # runs (seeds 1..N): the shuffled copy's entries checked on each
     every: AtLeast1 = 50  # affinity_every= of each run
