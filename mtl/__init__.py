@@ -10,4 +10,17 @@ def load_encoder(path, device: str = "auto", vocab_expansion: bool = False):
     return load(path, device=device, vocab_expansion=vocab_expansion)
 
 
-__all__ = ["load_encoder"]
+def __getattr__(name: str):  # noqa: ANN202
+    """mtl.train, mtl.compare, mtl.TrainedRun: imported when first used (`import mtl` stays light)."""
+    if name == "train":  # the package, callable (mtl/train/__init__.py): mtl.train("preset=...")
+        import importlib
+
+        return importlib.import_module("mtl.train")
+    if name in ("compare", "TrainedRun"):
+        from mtl import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'mtl' has no attribute {name!r}")
+
+
+__all__ = ["TrainedRun", "compare", "load_encoder", "train"]

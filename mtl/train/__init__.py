@@ -1,0 +1,19 @@
+"""Training: the run's loop, its steps, schedules, balancers and files.
+
+`mtl.train` is also the Python entry point to training (`mtl.train("preset=cpu-small",
+max_steps=300)`, mtl/api.py): this package's module object is callable, since once any of its
+submodules is imported the package, not a function, is what the name `mtl.train` holds.
+"""
+
+import sys
+import types
+
+
+class _CallableModule(types.ModuleType):
+    def __call__(self, *keys, progress=True, **settings):  # noqa: ANN001, ANN204
+        from mtl.api import train
+
+        return train(*keys, progress=progress, **settings)
+
+
+sys.modules[__name__].__class__ = _CallableModule

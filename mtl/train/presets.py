@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-
 import tomllib
 from importlib import resources
 from pathlib import Path
