@@ -309,6 +309,8 @@ def optimum_spread(
         if len(np.unique(drawn)) < 3:
             continue
         optima.append(optimum(_model(kind).fit(mixtures[drawn], scores[drawn]), subset, top_k))
+    if not optima:  # every resample of so few proxies held fewer than 3 of them
+        return None
     low, high = np.percentile(np.array(optima), [5, 95], axis=0)
     return low, high
 
@@ -432,7 +434,8 @@ def markdown(result: dict) -> str:
             ),
         ]
     if result.get("below_plan"):
-        lines += ["", result["below_plan"].removeprefix("warning: ").capitalize() + "."]
+        said = result["below_plan"].removeprefix("warning: ")
+        lines += ["", said[:1].upper() + said[1:] + "."]
     if result.get("left_out"):
         lines += ["", left_out_line(result["left_out"])]
     return "\n".join(lines) + "\n"

@@ -345,7 +345,8 @@ def command(args: Sequence[str]) -> None:
             "(blocks longer than the budget?); give a larger budget or shorter <task>.steps.\n"
         )
     if below_plan:
-        text += f"\n{below_plan.removeprefix('warning: ').capitalize()}.\n"
+        said = below_plan.removeprefix("warning: ")
+        text += f"\n{said[:1].upper()}{said[1:]}.\n"
     if short:
         text += "\n" + left_out_line(short) + "\n"
     atomic.write_text(out / "versus.md", text, "verdict")
