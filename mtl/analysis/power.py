@@ -15,7 +15,7 @@ comes from the noncentral t. The plan is the smallest K with at least `power`.
 A pilot of 3 seeds knows its seed variance to within a factor of several, so the plan gives two
 numbers: K at the pilot's estimate, and K if the seed variance is at its one-sided 80% upper
 confidence bound (chi-square). A study warns when its seeds are fewer than the estimate's K
-(`plan=<plan-seeds.json>` on versus-single, mixture-search and sweep).
+(`plan=<plan-seeds.json>` on versus-single and mixture-search).
 """
 
 from __future__ import annotations
