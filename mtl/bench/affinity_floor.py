@@ -75,8 +75,10 @@ def coverage(trainer, config: BenchAffinityConfig) -> np.ndarray:  # noqa: ANN00
 
     tasks = trainer.setup.scheduler.tasks
     batches = trainer.config.run.affinity_batches
+    from tqdm import tqdm
+
     draws = []
-    for draw in range(config.draws):
+    for draw in tqdm(range(config.draws), desc="fresh held batches", unit="draw"):
         affinity = Affinity(
             trainer.data,
             trainer.setup,
