@@ -16,9 +16,8 @@ from .conftest import args_for
 def test_a_notebook_trains_transfers_and_compares(tiny_data, senteval, tmp_path):
     runs = []
     for hidden in (4, 12):
-        for seed in (1, 2):
-            keys = args_for(tiny_data, tmp_path / f"h{hidden}-s{seed}", f"hidden={hidden}")
-            runs.append(mtl.train(*keys, seed=seed, progress=False))  # a keyword is a key too
+        keys = args_for(tiny_data, tmp_path / f"h{hidden}", f"hidden={hidden}")
+        runs.append(mtl.train(*keys, seed=1, progress=False))  # a keyword is a key too
     first = runs[0]
     assert isinstance(first, TrainedRun) and first.summary["global_step"] > 0
     recorded = json.loads((first.folder / "config.json").read_text())
@@ -29,8 +28,9 @@ def test_a_notebook_trains_transfers_and_compares(tiny_data, senteval, tmp_path)
         report = run.transfer("tasks=MR,CR", vectors, mode="fast", data=senteval, wandb="disabled")
         assert set(report["results"]) == {"MR", "CR"}
     verdicts = mtl.compare(*runs, report="transfer-fast", resamples=200)
-    assert len(verdicts["encoders"]) == 2 and {c["task"] for c in verdicts["comparisons"]} == {"MR", "CR"}
-    assert all(c["first_seeds"] == 2 for c in verdicts["comparisons"])  # the seeds grouped
+    assert set(verdicts["encoders"]) == {"hidden=4", "hidden=12"}
+    assert {c["task"] for c in verdicts["comparisons"]} == {"MR", "CR"}
+    assert all(c["verdict"].endswith(("(1 seed)", "no evidence")) for c in verdicts["comparisons"])
     embedding = first.encoder(device="cpu").encode(["a man plays a guitar ."])
     assert embedding.shape[0] == 1 and np.isfinite(embedding).all()
     again = TrainedRun.of(first.folder)
