@@ -200,7 +200,7 @@ def test_build_presets_come_first_and_keys_override_them(tmp_path, vectors, caps
     assert stats["config"]["rules"] == "original" and stats["config"]["max_oov"] == 3
     assert stats["tokenizer"].startswith("nltk")
     assert main(["build-classifsquad", "preset=classifsquad-papr", *common, f"out={tmp_path / 'x'}"]) == 2
-    assert "choose one of classifsquad-paper" in capsys.readouterr().err
+    assert "did you mean classifsquad-paper?" in capsys.readouterr().err
 
 
 def test_a_preset_and_a_sweep_can_be_given_by_path(tmp_path, capsys):
