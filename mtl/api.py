@@ -53,7 +53,7 @@ class TrainedRun:
 
     def encoder(self, device: str = "auto", vocab_expansion: bool = False):  # noqa: ANN201
         """The run's encoder: `.encode(sentences) -> np.ndarray`."""
-        from mtl import load_encoder
+        from mtl.eval.loading import load_encoder
 
         return load_encoder(self.folder, device=device, vocab_expansion=vocab_expansion)
 

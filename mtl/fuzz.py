@@ -33,6 +33,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from mtl.analysis import report, reproduce
+from mtl.analysis.power import warn_below
 from mtl.analysis.significance import everything, item_counts
 from mtl.analysis.significance import scores as significance_scores
 
@@ -696,8 +697,6 @@ def _make_plan(folder: Path) -> None:
 
 
 def _read_plan(folder: Path) -> None:
-    from mtl.analysis.power import warn_below
-
     warn_below(str(folder / "plan.json"), 3)
 
 

@@ -27,15 +27,26 @@ LAYERS = [
     ("evaluation", ["mtl.eval"]),
     ("training", ["mtl.train"]),
     ("studies and where they run", ["mtl.jobs"]),
-    ("commands", ["mtl.analysis", "mtl.bench", "mtl.fuzz"]),
-    ("entry points", ["mtl.registry", "mtl.cli", "mtl.__main__", "=mtl", "=mtl.transfer"]),
+    # the studies that give verdicts read mtl.analysis's statistics: commands, above the job machinery
+    (
+        "commands",
+        [
+            "mtl.analysis",
+            "mtl.bench",
+            "mtl.fuzz",
+            "=mtl.jobs.versus",
+            "=mtl.jobs.mixture",
+            "=mtl.jobs.groups",
+        ],
+    ),
+    ("entry points", ["mtl.registry", "mtl.cli", "mtl.__main__", "=mtl", "=mtl.transfer", "=mtl.api"]),
 ]
 # Where an import inside a function is the design: the command table imports a command's module
 # when it runs; `mtl.load_encoder` keeps `import mtl` light; a run loads the watching tasks
 # (monitor=) only for a run that watches (mtl.train.run_callbacks): their scikit-learn and SciPy cost every run 1 s;
 # train-multitask and train-distributed import the trainer (torch) only in the process that trains
 # or prints a resolved config, not in one that submits a SLURM job or starts torchrun.
-LAZY = {"mtl.cli", "mtl", "mtl.train.run_callbacks", "mtl.jobs.train", "mtl.train.launch"}
+LAZY = {"mtl.cli", "mtl", "mtl.api", "mtl.train.run_callbacks", "mtl.jobs.train", "mtl.train.launch"}
 
 
 def modules() -> dict[str, Path]:

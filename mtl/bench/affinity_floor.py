@@ -28,6 +28,10 @@ from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.runs import RunFolder, read_affinity
+from mtl.train.affinity import Affinity
+from mtl.train.command_line import config_from_args
+from mtl.train.resolve import resolve_inputs
+from mtl.train.trainer import Trainer
 
 SHUFFLED = "sickshuf"
 
@@ -45,10 +49,6 @@ def task_files(out: Path) -> list[str]:
 
 def train(config: BenchAffinityConfig, seed: int, out: Path, files: list[str]):  # noqa: ANN201
     """One run with affinity measured, trained here (the trainer kept: its weights and optimizer)."""
-    from mtl.train.command_line import config_from_args
-    from mtl.train.resolve import resolve_inputs
-    from mtl.train.trainer import Trainer
-
     keys = [
         f"preset={config.preset}", *config.keys.split(), f"tasks=nli,{files[0]},{files[1]}",
         f"affinity_every={config.every}", f"seed={seed}", f"out={out}", f"name={out.name}",
@@ -71,8 +71,6 @@ def inside_share(rows: list[dict]) -> tuple[int, int]:
 
 def coverage(trainer, config: BenchAffinityConfig) -> np.ndarray:  # noqa: ANN001
     """(T, T): the share of fresh held-batch draws whose 95% t interval covers the mean of all."""
-    from mtl.train.affinity import Affinity
-
     tasks = trainer.setup.scheduler.tasks
     batches = trainer.config.run.affinity_batches
     from tqdm import tqdm

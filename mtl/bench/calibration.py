@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from mtl.analysis import significance
+from mtl.analysis import power, significance
 from mtl.formats.comparison import EARLIER_METHOD
 
 ACCURACY = 0.75
@@ -171,8 +171,6 @@ def power_check(
     one arm, judged by `just compare`'s test: the share of studies that call it. The difference
     is planted exactly in expected accuracy (each seed's shift moved so the mean accuracy rises by
     it); a seed spread so wide that the difference would pass 99% accuracy is left out."""
-    from mtl.analysis import power
-
     config = significance.SignificanceConfig(resamples=max(100, resamples))
     cells = []
     for ratio in ratios:

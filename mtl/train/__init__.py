@@ -11,9 +11,9 @@ import types
 
 class _CallableModule(types.ModuleType):
     def __call__(self, *keys, progress=True, **settings):  # noqa: ANN001, ANN204
-        from mtl.api import train
+        import importlib  # mtl.api sits above this package (an entry point): reached by name
 
-        return train(*keys, progress=progress, **settings)
+        return importlib.import_module("mtl.api").train(*keys, progress=progress, **settings)
 
 
 sys.modules[__name__].__class__ = _CallableModule
