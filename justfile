@@ -138,6 +138,10 @@ mine-negatives *args:
 export-encoder *args:
     {{python}} -m mtl export-encoder "$@"
 
+# one encoder from several trained from one initialisation: just merge-encoders run=A run=B method=ties out=...
+merge-encoders *args:
+    {{python}} -m mtl merge-encoders "$@"
+
 # a paper-* or infersent-* run beside its paper's published row: reproduced, not reproduced or not comparable (e.g. run=runs/<run>)
 reproduce *args:
     {{python}} -m mtl reproduce "$@"

@@ -250,6 +250,11 @@ COMMANDS: dict[str, Command] = {
         "mtl.eval.configs:ExportConfig",
         "a run's encoder for sharing: only words of the public vectors file (vocabulary=public)",
     ),
+    "merge-encoders": Command(
+        "mtl.eval.merge",
+        "mtl.eval.configs:MergeConfig",
+        "one encoder from several of one initialisation: average, task arithmetic or TIES (lam chosen on dev)",
+    ),
     "reproduce": Command(
         "mtl.analysis.reproduce",
         "mtl.analysis.reproduce:ReproduceConfig",

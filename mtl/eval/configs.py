@@ -94,6 +94,29 @@ class ExportConfig:
 
 
 @dataclass
+class MergeConfig:
+    out: str = ""  # the folder to write: encoder.json and encoder.safetensors (the encoders to merge: run=A run=B ...)
+    method: Literal["average", "task_arithmetic", "ties"] = (
+        "average"  # weight averaging; base + lam * summed task vectors; TIES (trim, elect sign, disjoint mean)
+    )
+    lam: str = "auto"  # average of two: the second's share; task_arithmetic, ties: the task vectors' scale; several (0.3,0.5) or auto (the method's grid): chosen on select='s dev splits
+    weights: str = (
+        ""  # average: one weight per encoder in the order given (normalised); empty: equal, or lam= for two
+    )
+    density: Annotated[float, Range(0, 1, low_open=True)] = (
+        0.2  # ties: the share of each task vector's trained entries kept, the largest (the authors' k = 20%)
+    )
+    base: str = "init"  # task_arithmetic, ties: what task vectors are taken from; init: the parents' start rebuilt from their seed; or a run/encoder
+    select: str = (
+        "STS-B,SICK-R"  # transfer tasks whose dev pairs (cosine Spearman) choose lam; never their test
+    )
+    data: str | None = (
+        None  # SentEval's downstream folder for select=; None: $MTL_DATA_DIR/senteval/downstream
+    )
+    overwrite: bool = False  # replace a merged encoder already in out=
+
+
+@dataclass
 class MTEBConfig:
     run: str = ""  # a run folder (or an encoder file)
     tasks: str = ""  # MTEB task names, comma-separated (e.g. STSBenchmark,Banking77Classification)

@@ -46,6 +46,7 @@ ENTRIES = {
     "pretrained": str,
     "weights": str,
     "weights_sha256": str,
+    "merged": dict,  # just merge-encoders: its method, settings, parents (paths, SHA-256) and dev scores
 }
 
 

@@ -1,0 +1,176 @@
+"""just merge-encoders: averaging, task arithmetic and TIES over encoders of one initialisation."""
+
+import json
+
+import pytest
+import torch
+
+from mtl import cli
+from mtl.eval.loading import load_encoder
+from mtl.eval.merge import EMBEDDING, MergeConfig, merge_encoders, merge_states, ties_vector
+from mtl.train.command_line import config_from_args
+from mtl.train.trainer import Trainer
+
+from .conftest import args_for, one_error_line, start_run
+
+SENTENCES = ["A man is playing a guitar .", "Two dogs run through the snow .", "zzunknownword sits"]
+
+
+@pytest.fixture(scope="module")
+def singles(tiny_data, tmp_path_factory):
+    """An NLI-only and a ClassifSQuAD-only run of one seed: one initialisation, two vocabularies."""
+    root = tmp_path_factory.mktemp("singles")
+    nli, _ = start_run(tiny_data, root / "nli", "tasks=nli", "max_steps=6")
+    squad, _ = start_run(tiny_data, root / "squad", "tasks=squad", "max_steps=6")
+    return nli, squad
+
+
+def merged(sources, out, **keys) -> dict:
+    merge_encoders(MergeConfig(out=str(out), **keys), [str(s) for s in sources])
+    return json.loads((out / "encoder.json").read_text())
+
+
+def network(encoder) -> dict[str, torch.Tensor]:
+    """The encoder's weights but its word vectors (whose rows follow its vocabulary)."""
+    return {k: v for k, v in encoder.encoder.state_dict().items() if k != EMBEDDING}
+
+
+def assert_same_encoder(a, b) -> None:
+    for key, value in network(a).items():
+        assert torch.equal(value, network(b)[key]), key
+    assert torch.equal(
+        a.encode(SENTENCES, convert_to_tensor=True), b.encode(SENTENCES, convert_to_tensor=True)
+    )
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"method": "average"},
+        {"method": "task_arithmetic", "lam": "0.5"},  # base + (1/2)(tau + tau)
+        {"method": "ties", "lam": "1", "density": 1.0},
+    ],
+    ids=["average", "task_arithmetic", "ties"],
+)
+def test_merging_an_encoder_with_itself_returns_it_bitwise(singles, tmp_path, keys):
+    nli, _ = singles
+    record = merged([nli, nli], tmp_path / "self", **keys)
+    parent, merge = load_encoder(nli, device="cpu"), load_encoder(tmp_path / "self", device="cpu")
+    own = parent.vocabulary.words
+    assert record["vocabulary"][: len(own)] == own
+    rows = parent.encoder.state_dict()[EMBEDDING]
+    assert torch.equal(merge.encoder.state_dict()[EMBEDDING][: len(own)], rows)
+    assert_same_encoder(merge, parent)
+
+
+@pytest.mark.parametrize("lam, which", [("0", 0), ("1", 1)])
+def test_lam_0_and_1_return_either_parent(singles, tmp_path, lam, which):
+    record = merged(singles, tmp_path / "m", lam=lam)
+    assert record["merged"]["lam"] == float(lam) and record["merged"]["method"] == "average"
+    assert_same_encoder(
+        load_encoder(tmp_path / "m", device="cpu"), load_encoder(singles[which], device="cpu")
+    )
+
+
+def test_a_merge_records_its_parents_and_mixes_them(singles, tmp_path):
+    record = merged(singles, tmp_path / "m", method="ties", lam="1")
+    parents = record["merged"]["parents"]
+    assert [p["path"] for p in parents] == [str(s / "encoder.json") for s in singles]
+    assert all(len(p["sha256"]) == 64 for p in parents)
+    assert record["merged"]["base"] == {"rebuilt": "init (seed 1234)"} and record["merged"]["density"] == 0.2
+    merge = load_encoder(tmp_path / "m", device="cpu")
+    for single in singles:  # neither parent: a real mixture of the two
+        assert not torch.equal(
+            network(merge)["lstm.weight_hh_l0"], network(load_encoder(single))["lstm.weight_hh_l0"]
+        )
+    assert merge.encode(SENTENCES).shape == (3, merge.dim)
+
+
+def test_base_init_is_the_trainers_initial_encoder(singles, tiny_data, tmp_path):
+    """task_arithmetic at lam 0 is the base: rebuilt from the seed, it equals what training started from."""
+    nli, _ = singles
+    merged([nli], tmp_path / "base", method="task_arithmetic", lam="0")
+    start = Trainer(
+        config_from_args(args_for(tiny_data, tmp_path / "fresh", "tasks=nli")),
+        tmp_path / "fresh",
+        progress=False,
+    )
+    initial = {k: v for k, v in start.model.encoder.state_dict().items() if k != EMBEDDING}
+    base = network(load_encoder(tmp_path / "base", device="cpu"))
+    assert initial.keys() == base.keys()
+    assert all(torch.equal(initial[k], base[k]) for k in initial)
+    merged([nli], tmp_path / "one", method="task_arithmetic", lam="1")  # base + (parent - base)
+    assert_same_encoder(load_encoder(tmp_path / "one", device="cpu"), load_encoder(nli, device="cpu"))
+
+
+def test_ties_trims_elects_and_averages_the_agreeing_entries():
+    """The TIES paper's three steps on three task vectors of four entries, trimmed as the authors'
+    code does at density 0.5: kept where |x| >= the (4 - 2)-th smallest magnitude (three entries)."""
+    vectors = [
+        {"w": torch.tensor([1.0, 2.0, -3.0, 0.5], dtype=torch.float64)},  # keeps 1, 2, -3
+        {"w": torch.tensor([4.0, -0.1, 3.0, -0.2], dtype=torch.float64)},  # keeps 4, 3, -0.2
+        {"w": torch.tensor([-1.0, 0.3, -1.5, 2.0], dtype=torch.float64)},  # keeps -1, -1.5, 2
+    ]
+    # entry 0: 1 + 4 - 1 > 0 -> mean(1, 4); entry 1: 2 alone; entry 2: -3 + 3 - 1.5 < 0 ->
+    # mean(-3, -1.5); entry 3: -0.2 + 2 > 0 -> 2
+    merged_vector = ties_vector(vectors, density=0.5)["w"]
+    assert torch.allclose(
+        merged_vector, torch.tensor([2.5, 2.0, -2.25, 2.0], dtype=torch.float64), atol=1e-12
+    )
+    base = {"w": torch.zeros(4)}
+    parents = [{"w": v["w"].float()} for v in vectors]
+    state = merge_states(parents, "ties", 0.5, base=base, density=0.5)
+    assert torch.allclose(state["w"], torch.tensor([1.25, 1.0, -1.125, 1.0]), atol=1e-6)
+    summed = merge_states(parents, "task_arithmetic", 1.0, base=base)["w"]
+    assert torch.allclose(summed, sum(p["w"] for p in parents), atol=1e-6)
+
+
+def test_a_weight_of_zero_keeps_negative_zero_and_leaves_a_parent_out():
+    a = {"w": torch.tensor([-0.0, 1.0, float("inf")])}
+    b = {"w": torch.tensor([5.0, float("nan"), 2.0])}
+    out = merge_states([a, b], "average", None, weights=[1.0, 0.0])["w"]
+    assert torch.equal(out, a["w"]) and torch.signbit(out[0])
+
+
+def test_lam_is_chosen_on_dev_and_every_candidate_recorded(singles, tmp_path, shared_data):
+    record = merged(
+        singles, tmp_path / "m", method="task_arithmetic", lam="0.2,0.6,1.0", select="STS-B",
+        data=str(shared_data / "senteval" / "downstream"),
+    )  # fmt: skip
+    dev = record["merged"]["dev_spearman"]
+    assert list(dev) == ["0.2", "0.6", "1"] and all(set(scores) == {"STS-B"} for scores in dev.values())
+    best = max(dev, key=lambda lam: dev[lam]["STS-B"])
+    assert record["merged"]["lam"] == float(best) and record["merged"]["select"] == "STS-B"
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (["lam=1.5"], "lam=1.5: '1.5' is not a number from 0 to 1"),
+        (["weights=1,2,3"], "weights=1,2,3: give 2 non-negative numbers"),
+        (["select=MR", "method=ties"], "select=MR: it has no dev split of scored sentence pairs"),
+    ],
+)
+def test_bad_settings_get_one_line(singles, tmp_path, capsys, extra, says, shared_data):
+    args = [f"run={s}" for s in singles] + [
+        f"out={tmp_path / 'm'}",
+        f"data={shared_data / 'senteval' / 'downstream'}",
+        *extra,
+    ]
+    assert cli.main(["merge-encoders", *args]) != 0
+    assert says in one_error_line(capsys)
+    assert not (tmp_path / "m" / "encoder.json").exists()
+
+
+def test_encoders_of_other_architectures_or_seeds_are_refused(tiny_data, singles, tmp_path, capsys):
+    nli, _ = singles
+    wider, _ = start_run(tiny_data, tmp_path / "wider", "tasks=nli", "max_steps=2", "hidden=16")
+    reseeded, _ = start_run(tiny_data, tmp_path / "reseeded", "tasks=nli", "max_steps=2", "seed=7")
+    for other, method, says in [
+        (wider, "average", "differ in architecture"),
+        (reseeded, "ties", "their seeds differ"),
+    ]:
+        args = [f"run={nli}", f"run={other}", f"method={method}", "lam=1", f"out={tmp_path / 'm'}"]
+        assert cli.main(["merge-encoders", *args]) != 0
+        assert says in one_error_line(capsys)
+    assert not (tmp_path / "m" / "encoder.json").exists()
