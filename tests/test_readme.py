@@ -144,6 +144,7 @@ HOW: dict[str, How] = {
         shrink=f"mode=fast {QUIET}",
         why="the standard protocol's grid on MR's NB bigram features takes a minute",
     ),
+    "just merge-encoders run=runs/a run=runs/b method=ties out=runs/merged": How(),
     "just compare runs/a* runs/b* report=transfer-fast": How(
         shrink=QUIET,
         before=tuple(
