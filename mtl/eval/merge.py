@@ -372,6 +372,8 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
     if target.exists() and not config.overwrite:
         raise UserError(f"{target} exists: choose another out= or set overwrite=true")
     weights = average_weights(config, len(sources))
+    if weights is not None and (config.method != "average" or config.lam != "auto"):
+        raise UserError("weights= sets an average's weights: give it without lam= and with method=average")
     lams = candidates(config, len(sources))
     parents = [Parent.read(source, "encoder") for source in sources]
     check_compatible(parents)
@@ -411,7 +413,7 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
         for lam in tqdm(lams, desc=f"{config.method}: lam on dev", unit=" lam"):
             scores = dev_scores(as_encoder(parents[0].encoder, own, merged_at(lam), words, "merge"), pairs)
             dev[f"{lam:g}"] = scores
-            if (mean := float(np.mean(list(scores.values())))) > best:  # ties: the smaller lam
+            if (mean := float(np.mean(list(scores.values())))) > best:  # an equal score keeps the earlier
                 best, chosen = mean, lam
     state = merged_at(chosen)
     metadata = {
