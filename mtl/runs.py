@@ -228,6 +228,9 @@ class Run:
     recorded_metrics: dict[str, Any]  # task -> {metric, higher_is_better}, as the run recorded them
     affinity: list[dict[str, Any]] = field(default_factory=list)  # affinity.jsonl's measurements
     damaged: list[str] = field(default_factory=list)  # files left out, each with why (one line)
+    # transfer report -> task -> its score on all test items and on those holding no sentence
+    # the run trained on (mtl.eval.decontaminate), where the report keeps both
+    decontaminated: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -323,19 +326,29 @@ class Run:
         except schemas.DamagedFile as error:  # what the run measured on the side: the rest still reads
             affinity = []
             damaged.append(str(error))
+        decontaminated: dict[str, dict[str, dict[str, Any]]] = {}
         return cls(
-            folder, config, records, summary, *_transfer_results(folder, damaged), recorded, affinity, damaged
+            folder,
+            config,
+            records,
+            summary,
+            *_transfer_results(folder, damaged, decontaminated),
+            recorded,
+            affinity,
+            damaged,
+            decontaminated,
         )
 
 
 def _transfer_results(
-    folder: Path, damaged: list[str]
+    folder: Path, damaged: list[str], decontaminated: dict[str, dict[str, dict[str, Any]]]
 ) -> tuple[dict[str, dict[str, str]], dict[str, tuple[int, float]], dict[str, str]]:
     """Report -> task -> the number Table 2 shows, from every transfer report of the run
     (`transfer.json`, `transfer-fast.json`, `transfer-fast-pool-mean.json`, ...); report ->
     (embedding dimension, micro average of dev accuracies) where the report has both; and report ->
     why it did not evaluate the run's final encoder, for those that did not. A damaged report is
-    left out, and why is added to `damaged`: the others still show."""
+    left out, and why is added to `damaged`: the others still show. Each report's scores without
+    the seen test items go to `decontaminated`."""
     found, sizes, stale_reports = {}, {}, {}
     for path in report_paths(folder):
         try:
@@ -346,6 +359,8 @@ def _transfer_results(
         if report is None:
             continue
         found[path.stem] = {task: headline(task, values) for task, values in report["results"].items()}
+        if report.get("decontaminated"):
+            decontaminated[path.stem] = report["decontaminated"]
         if reason := stale(report, path, folder):
             stale_reports[path.stem] = reason
         if report.get("dim") and (report.get("aggregate") or {}).get("micro") is not None:

@@ -185,7 +185,9 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
     if any(task in seen.get(run.name, {}) for run in runs for _, task in transfer):
         legend += (
             f'<p class="note">{SEEN_MARK} the run\'s training data holds sentences of this test set '
-            "(exact or near duplicates; summary.json's <code>contamination</code>): not a zero-shot score.</p>"
+            "(exact or near duplicates; summary.json's <code>contamination</code>): not a zero-shot score. "
+            "<em>unseen</em>: the score on the test items that hold none of them (points: accuracy %, "
+            "Pearson x 100), where the transfer report kept it.</p>"
         )
     if stale:
         legend += (
@@ -213,6 +215,9 @@ def _transfer_cell(run: Run, report: str, task: str) -> str:
     value = run.transfer.get(report, {}).get(task, "–")
     if value != "–" and task in seen_test_sets(run.summary.get("contamination") or {}):
         value = f"{value} {SEEN_MARK}"
+        entry = run.decontaminated.get(report, {}).get(task)
+        if entry and entry["seen"] and entry["unseen_score"] is not None:
+            value = f"{value} (unseen {entry['unseen_score']:.2f})"
     return f"{value} {STALE_MARK}" if report in run.stale and value != "–" else value
 
 
@@ -475,6 +480,7 @@ def _comparisons(runs: list[Run]) -> Compared | None:
     config = significance.SignificanceConfig(report=shared[0], resamples=2000)
     try:
         encoders = significance.group_runs([run.folder for run in runs], config.report)
+        significance.add_unseen(encoders)  # a row without the test items a run trained on, where any did
         return config, encoders, significance.compare(encoders, config, against_first=True)
     except UserError:
         return None  # a single encoder (seeds only), or no task in common: nothing to test

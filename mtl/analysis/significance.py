@@ -42,14 +42,21 @@ import numpy as np
 
 from mtl.config import AtLeast0, Range, apply_overrides, flattened, paths_and_keys
 from mtl.errors import UserError
+from mtl.eval.transfer.items import (  # noqa: F401  (pearson: its home before)
+    Items,
+    everything,
+    item_counts,
+    pearson,
+    scores,
+    seen_marks,
+    without,
+)
 from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.files import atomic, jsonfile
 from mtl.formats.comparison import METHOD
 from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items, read_report
 from mtl.runs import Run, RunFolder, beside, differing_keys, find_runs, stale, wandb_group
 from mtl.tracking.tracker import log_tables
-
-Items = dict[str, np.ndarray]  # a task's arrays per test item: predicted, gold (STS: per subset)
 
 
 @dataclass
@@ -125,45 +132,10 @@ class Comparison:
         return {**kept, "difference": self.difference, "verdict": self.verdict}
 
 
-def scores(items: Items, indices: dict[str, np.ndarray] | np.ndarray) -> np.ndarray:
-    """The task's metric, in points, for each row of resampled item `indices` ((B, n); STS: per subset)."""
-    subsets = sorted(key.removesuffix("/predicted") for key in items if key.endswith("/predicted"))
-    if subsets:  # STS: each subset resampled apart, their Pearson r averaged, as the report's all/pearson
-        return np.mean(
-            [pearson(items[f"{s}/predicted"][indices[s]], items[f"{s}/gold"][indices[s]]) for s in subsets],
-            axis=0,
-        )
-    predicted, gold = items["predicted"], items["gold"]
-    if np.issubdtype(gold.dtype, np.floating):  # relatedness: a predicted score per pair
-        return pearson(predicted[indices], gold[indices])
-    return 100 * (predicted == gold)[indices].mean(axis=-1)
-
-
-def pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Pearson r x 100 along the last axis."""
-    x = x - x.mean(axis=-1, keepdims=True)
-    y = y - y.mean(axis=-1, keepdims=True)
-    denominator = np.sqrt((x * x).sum(axis=-1) * (y * y).sum(axis=-1))
-    return 100 * (x * y).sum(axis=-1) / np.where(denominator > 0, denominator, np.inf)
-
-
-def item_counts(items: Items) -> dict[str, int] | int:
-    subsets = [key.removesuffix("/predicted") for key in items if key.endswith("/predicted")]
-    if subsets:
-        return {s: len(items[f"{s}/gold"]) for s in subsets}
-    return len(items["gold"])
-
-
 def resample(counts: dict[str, int] | int, resamples: int, rng: np.random.Generator):
     if isinstance(counts, dict):
         return {s: rng.integers(0, n, size=(resamples, n)) for s, n in sorted(counts.items())}
     return rng.integers(0, counts, size=(resamples, counts))
-
-
-def everything(counts: dict[str, int] | int):
-    if isinstance(counts, dict):
-        return {s: np.arange(n) for s, n in counts.items()}
-    return np.arange(counts)
 
 
 CHUNK = 500  # replicates resampled at once: (CHUNK, items) indices stay small for 10,000-item tasks
@@ -501,6 +473,56 @@ def _all_tasks() -> dict[str, None]:
     return dict.fromkeys(TRANSFER_TASKS)
 
 
+UNSEEN = " unseen"  # `<task> unseen`: the task's test items no compared run trained on, a row of its own
+
+
+def compared_tasks() -> list[str]:
+    """The tasks in the registry's order, each followed by its row without the seen items."""
+    return [name for task in TRANSFER_TASKS for name in (task, task + UNSEEN)]
+
+
+def add_unseen(encoders: list[Encoder]) -> list[str]:
+    """For each task some compared run trained on test items of (its ledger's marks in the items
+    file), the items none of them did, as the task `<task> unseen` of every encoder that has the
+    task: so the verdict on all items stands beside one no run's training can have inflated. Notes
+    on what it did and could not do."""
+    notes = []
+    for task in _all_tasks():
+        having = [encoder for encoder in encoders if task in encoder.items]
+        marks = [seen_marks(items) for encoder in having for items in encoder.items[task]]
+        if len(having) < 2 or not any(m is not None and any(x.any() for x in m.values()) for m in marks):
+            continue
+        if any(m is None for m in marks):
+            notes.append(
+                f"{task}: a compared run trained on some of its test items, but not every run keeps marks "
+                "of them (a ledger listing its seen sentences, and `just transfer` since): no row without them"
+            )
+            continue
+        shapes = {prefix: mark.shape for prefix, mark in marks[0].items()}
+        if any({p: m.shape for p, m in found.items()} != shapes for found in marks if found is not None):
+            continue  # different test items: compare_task says so for the task itself
+        dropped = {
+            prefix: np.logical_or.reduce([m[prefix] for m in marks if m is not None]) for prefix in shapes
+        }
+        restricted = {
+            encoder.name: [without(items, dropped) for items in encoder.items[task]] for encoder in having
+        }
+        if any(kept is None for kept_seeds in restricted.values() for kept in kept_seeds):
+            notes.append(
+                f"{task}: too few test items hold no sentence a compared run trained on: no row without them"
+            )
+            continue
+        for encoder in having:
+            encoder.items[task + UNSEEN] = restricted[encoder.name]  # type: ignore[assignment]
+        total = sum(len(d) for d in dropped.values())
+        left = total - sum(int(d.sum()) for d in dropped.values())
+        notes.append(
+            f"{task}{UNSEEN}: its {left:,} of {total:,} test items that hold no sentence any compared run "
+            "trained on (their contamination ledgers)"
+        )
+    return notes
+
+
 def compare(
     encoders: list[Encoder], config: SignificanceConfig, against_first: bool = False
 ) -> list[Comparison]:
@@ -519,7 +541,7 @@ def compare(
                 first_deterministic=first.deterministic,
                 second_deterministic=second.deterministic,
             )
-            for task in _all_tasks()
+            for task in compared_tasks()
             if task in first.items
             and task in second.items
             and len(first.items[task]) == len(first.runs)
@@ -555,6 +577,7 @@ def table(
     """The comparison as a header and rows of text: what `just compare` prints and `just report` shows."""
     by_name = {e.name: e for e in encoders}
     label = table_labels(encoders)
+    verdicts = {(c.task, c.first, c.second): c.says("A", "B") for c in comparisons}
     head = [
         "task",
         "encoder A",
@@ -574,11 +597,19 @@ def table(
             seed_spread(by_name[c.second], c.task),
             f"{c.difference:+.2f}",
             f"[{c.low:+.2f}, {c.high:+.2f}]",
-            c.says("A", "B"),
+            c.says("A", "B") + disagreement(c, verdicts),
         ]  # fmt: skip
         for c in comparisons
     ]
     return head, rows
+
+
+def disagreement(comparison: Comparison, verdicts: dict[tuple[str, str, str], str]) -> str:
+    """A flag on a row without the seen items whose verdict is not the one on all items."""
+    if not comparison.task.endswith(UNSEEN):
+        return ""
+    on_all = verdicts.get((comparison.task.removesuffix(UNSEEN), comparison.first, comparison.second))
+    return f" (all items: {on_all})" if on_all is not None and on_all != comparison.says("A", "B") else ""
 
 
 def holm_note(comparisons: list[Comparison]) -> str:
@@ -660,8 +691,11 @@ def markdown(encoders: list[Encoder], comparisons: list[Comparison], config: Sig
 
 def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
     encoders = group_runs(find_runs(paths, None), config.report)
+    unseen = add_unseen(encoders)
     comparisons = compare(encoders, config)
     text = markdown(encoders, comparisons, config)
+    if unseen:
+        text += "\n" + "\n".join(f"Without seen items: {line}" for line in unseen) + "\n"
     if warnings := stale_reports(encoders, config.report):
         text += "\n" + "\n".join(f"Not the final encoder: {warning}" for warning in warnings) + "\n"
     if left_out := missing_tasks(encoders):

@@ -6,7 +6,9 @@ normalised (NFKC, lowercase, word characters only) and compared two ways: exactl
 near duplicate (MinHash over word 3-shingles, 64 permutations, locality-sensitive hashing in 16
 bands of 4, kept where the signatures agree on at least 80% of their positions: an estimate of
 the shingles' Jaccard similarity; Broder 1997). A test set's entry counts its distinct
-sentences, those seen exactly and those seen only as a near duplicate.
+sentences, those seen exactly and those seen only as a near duplicate, and lists the seen ones
+by key (`sentence_key`: the first 8 bytes of the normalised text's digest, in hex), so that a
+transfer report can score each task again without the items holding them (mtl.eval.decontaminate).
 
 No tool fills this in automatically (MTEB's `training_datasets` is annotated by hand); a run
 writes it to summary.json, its model card and, for the test sets MTEB also has, the MTEB
@@ -63,6 +65,12 @@ def exact_keys(texts: Iterable[str]) -> np.ndarray:
     return np.array(
         [hashlib.blake2b(" ".join(words(t)).encode(), digest_size=16).digest() for t in texts], dtype="S16"
     )
+
+
+def sentence_key(digest: bytes) -> str:
+    """A test sentence's key in the ledger's `seen` list: its `exact_keys` digest's first 8 bytes,
+    in hex (a collision among a task's few thousand sentences: about 1 in 10^11)."""
+    return digest[:8].hex()
 
 
 def signatures(texts: Sequence[str], chunk: int = 20000) -> np.ndarray:
@@ -169,11 +177,15 @@ def ledger(training: Sequence[str], root: Path | None = None, progress: bool = F
     index = TrainedIndex(signatures(distinct))
     entries = {}
     for name, hashed in tests.items():
-        exact = np.array([key in seen for key in hashed["keys"].tolist()], dtype=bool)
+        keys = hashed["keys"].tolist()
+        exact = np.array([key in seen for key in keys], dtype=bool)
+        near = np.zeros_like(exact)
+        near[~exact] = index.near_duplicates(hashed["signatures"][~exact])
         entries[name] = {
             "sentences": len(exact),
             "exact": int(exact.sum()),
-            "near": index.near_duplicates(hashed["signatures"][~exact]),
+            "near": int(near.sum()),
+            "seen": sorted(sentence_key(key) for key, hit in zip(keys, exact | near, strict=True) if hit),
         }
     return {
         "method": f"normalised exact match; MinHash {PERMUTATIONS}x{SHINGLE}-shingles, Jaccard >= {NEAR}",
@@ -190,10 +202,11 @@ class TrainedIndex:
         self.trained, self.bands = trained, band_hashes(trained)
         self.sorted = [np.unique(self.bands[:, band]) for band in range(BANDS)]
 
-    def near_duplicates(self, tested: np.ndarray) -> int:
-        """How many `tested` signatures have a trained one agreeing on >= NEAR of positions."""
+    def near_duplicates(self, tested: np.ndarray) -> np.ndarray:
+        """(N,) True where a `tested` signature has a trained one agreeing on >= NEAR of positions."""
+        found = np.zeros(len(tested), dtype=bool)
         if not len(tested) or not len(self.trained):
-            return 0
+            return found
         tested_bands = band_hashes(tested)
         shared = np.zeros(tested_bands.shape, dtype=bool)
         for band, values in enumerate(self.sorted):
@@ -205,7 +218,6 @@ class TrainedIndex:
             wanted = np.unique(tested_bands[candidates, band])
             for row in np.flatnonzero(np.isin(self.bands[:, band], wanted)):
                 holders.setdefault((band, int(self.bands[row, band])), []).append(int(row))
-        count = 0
         for row in candidates:
             rows = {
                 r
@@ -213,8 +225,8 @@ class TrainedIndex:
                 for r in holders[(band, int(tested_bands[row, band]))]
             }
             agreement = (self.trained[sorted(rows)] == tested[row]).mean(axis=1)
-            count += bool((agreement >= NEAR).any())
-        return count
+            found[row] = bool((agreement >= NEAR).any())
+        return found
 
 
 def seen_test_sets(entry: dict[str, Any]) -> dict[str, int]:

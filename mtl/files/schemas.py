@@ -145,6 +145,35 @@ class Summary(Record):
         return self
 
 
+class LedgerEntry(Record):
+    """One test set of a contamination ledger: its distinct sentences, those the run trained on
+    (exactly, or as near duplicates) and, from 2026-11-29, the seen ones' keys."""
+
+    sentences: Count
+    exact: Count
+    near: Count
+    seen: list[Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]] | None = None
+
+    @model_validator(mode="after")
+    def _keys_are_the_seen(self) -> LedgerEntry:
+        if self.seen is not None and len(set(self.seen)) != self.exact + self.near:
+            raise ValueError(f"{len(set(self.seen))} keys for {self.exact + self.near} seen sentences")
+        return self
+
+
+class Ledger(Record):
+    """summary.json's `contamination`: which test sentences of the transfer tasks the run trained
+    on (mtl.eval.contamination), or why it was not kept (`skipped`)."""
+
+    test_sets: dict[str, LedgerEntry] | None = None
+    skipped: str | None = None
+
+
+def checked(model: type[Record], value: Any, where: str, fix: str) -> dict[str, Any]:
+    """`value` (a part of a file read already) checked against `model`; DamagedFile names `where`."""
+    return _checked(model, value, where, fix)
+
+
 class MetricsRow(Record):
     """A line of metrics.jsonl: the step, then metric -> number (null: not finite); only an event's
     own values (`phase/...`: its name, task, reason) may be text."""
@@ -228,6 +257,15 @@ class Aggregate(Record):
     tasks: list[str] = []
 
 
+class Decontaminated(Record):
+    """A task's score on all its test items and on those holding no sentence the run trained on."""
+
+    items: Count
+    seen: Count
+    score: Number = None
+    unseen_score: Number = None
+
+
 class TransferReport(Record):
     """<run>/transfer*.json: the suite's results, task -> metric -> value."""
 
@@ -239,6 +277,7 @@ class TransferReport(Record):
     seconds: Number = None
     aggregate: Aggregate | None = None
     evaluated: list[dict[str, Any]] | None = None
+    decontaminated: dict[str, Decontaminated] | None = None
 
     @field_validator("results")
     @classmethod

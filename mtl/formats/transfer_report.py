@@ -99,9 +99,37 @@ def markdown(report: dict) -> str:
                 if (aggregate := report.get("aggregate"))
                 else ""
             ),
+            *decontaminated_lines(report),
             "",
         ]
     )
+
+
+def decontaminated_lines(report: dict) -> list[str]:
+    """What each task scores without the test items holding a sentence the run trained on."""
+    entries = {t: e for t, e in (report.get("decontaminated") or {}).items() if e["seen"]}
+    checked = len(report.get("decontaminated") or {})
+    if not checked:
+        return []
+    if not entries:
+        return [
+            "",
+            f"No test item of the {checked} tasks checked holds a sentence the run trained on (its ledger).",
+        ]
+    parts = [
+        f"{task} {entry['unseen_score']:.2f}"
+        if entry["unseen_score"] is not None
+        else f"{task} (too few left)"
+        for task, entry in entries.items()
+    ]
+    counts = "; ".join(
+        f"{t}: {e['seen']:,} of {e['items']:,} items seen, all {e['score']:.2f}" for t, e in entries.items()
+    )
+    return [
+        "",
+        "Without the test items holding a sentence the run trained on (its contamination ledger; "
+        f"points: accuracy %, Pearson x 100): {', '.join(parts)} ({counts}).",
+    ]
 
 
 def write(out: Path, name: str, report: dict, items: dict[str, dict[str, np.ndarray]]) -> None:
@@ -171,6 +199,9 @@ def items_problem(arrays: dict[str, np.ndarray]) -> str | None:
                 return f"{name} is {values.dtype} of shape {values.shape}, not one number per item"
         if len(predicted) != len(gold) or len(gold) == 0:
             return f"{at}predicted has {len(predicted)} items and {at}gold {len(gold)}"
+        seen = arrays.get(f"{at}seen")
+        if seen is not None and (seen.dtype != np.bool_ or seen.shape != gold.shape):
+            return f"{at}seen is {seen.dtype} of shape {seen.shape}, not a mark per item"
         if gold.dtype.kind == "f" and not np.isfinite(gold).all():
             return f"{at}gold holds NaN or infinite values"
     return None

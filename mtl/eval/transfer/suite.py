@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 from mtl.config import apply_overrides
 from mtl.console import progress_stream, say
 from mtl.errors import UserError
+from mtl.eval import decontaminate
 from mtl.eval.combined import CombinedEncoder
 from mtl.eval.configs import BASELINES, SentEvalParams
 
@@ -395,6 +396,10 @@ def _evaluate_all(
     for run in run_paths(config):  # the exact encoders evaluated, by their content digests
         folder = Path(run).expanduser()
         tracker.use_input(encoder_artifact(folder if folder.is_dir() else out), "encoder", encoder_files(run))
+    # the test sentences the run trained on (its contamination ledger): each task scored without them too
+    seen, why_not_seen = decontaminate.runs_seen(run_paths(config))
+    if seen is None and config.run:
+        say(f"note: scores without the test items the run trained on are left out: {why_not_seen}")
     results: dict[str, dict[str, float]] = {}
     started = time.perf_counter()
     bar = tqdm(tasks.items(), desc="transfer", unit=" tasks", file=progress_stream(), dynamic_ncols=True)
@@ -421,8 +426,11 @@ def _evaluate_all(
         items.pop(task_name, None)
         if "items" in result:  # per test item: what `just compare` resamples
             items[task_name] = result.pop("items")
+            if seen is not None and task_name in seen:
+                items[task_name].update(decontaminate.item_marks(task, seen[task_name]))
         results[task_name] = {**result, "seconds": round(time.perf_counter() - task_started, 1)}
         report["results"][task_name] = results[task_name]
+        report["decontaminated"] = decontaminate.summaries(items) or None
         report["seconds"] = round(time.perf_counter() - started, 1)
         transfer_report.write(out, name, report, items)  # each result is kept as soon as it exists
         bar.clear()  # the line goes above the bar (stdout, with the table that follows; the bar is on stderr)

@@ -1,0 +1,131 @@
+"""Transfer scores without the test items a run trained on.
+
+A run's contamination ledger (summary.json's `contamination`, mtl.eval.contamination) lists by
+key the test sentences its training data held, exactly or as near duplicates. Here each test
+item of a transfer task (a sentence, or a pair) is marked seen when one of its sentences is
+listed. The suite keeps the marks beside the per-item outputs (`<task>/seen` in the items file;
+STS: per subset) and reports each task's score on all its items and on the unseen ones, so that
+`just compare` and `just report` read them without SentEval's data.
+
+A merged encoder (`just merge-encoders`) trained on what its parents trained on: its marks are
+the union of its parents' ledgers. An ensemble's (`run=a,b`) are the union of its members'.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mtl.eval.contamination import exact_keys, sentence_key
+from mtl.eval.transfer.items import Items, everything, item_counts, scores, seen_marks, without
+from mtl.eval.transfer.protocols import protocol_of
+from mtl.eval.transfer.registry import TRANSFER_TASKS
+from mtl.eval.transfer.tasks import TransferTask
+from mtl.files import schemas
+from mtl.runs import RunFolder, read_summary
+
+Seen = dict[str, frozenset[str]]  # test set -> keys of its sentences the run trained on
+
+
+def run_folder_of(path: str | Path) -> Path:
+    """The run folder of `run=`: the folder itself, or the one holding its encoder.json or checkpoint."""
+    given = Path(path).expanduser()
+    if given.is_dir():
+        return given
+    return given.parent.parent if given.parent.name == "checkpoints" else given.parent
+
+
+def ledger_of(folder: Path) -> tuple[Seen | None, str]:
+    """The seen keys of a run folder's ledger, or None and why there are none."""
+    summary = read_summary(RunFolder(folder).summary)
+    if summary is None:
+        merged = merged_parents(folder)
+        if merged is None:
+            return None, f"{folder.name} has no summary.json (not a run folder, or not finished)"
+        return union([ledger_of(parent) for parent in merged], folder.name)
+    where = f"{RunFolder(folder).summary}: its contamination ledger"
+    entry = summary.get("contamination")
+    if entry is None:
+        return None, f"{folder.name} kept no contamination ledger (contamination=false)"
+    try:
+        ledger = schemas.checked(schemas.Ledger, entry, where, schemas.RESTORE)
+    except schemas.DamagedFile as damage:
+        return None, str(damage)
+    if ledger.get("test_sets") is None:
+        return (
+            None,
+            f"{folder.name} kept no ledger ({ledger.get('skipped') or 'no transfer data to compare with'})",
+        )
+    entries = ledger["test_sets"]
+    if any(counts.get("seen") is None for counts in entries.values()):
+        return (
+            None,
+            f"{folder.name}'s ledger counts seen sentences but does not list them (trained before 2026-11-29)",
+        )
+    return {task: frozenset(counts["seen"]) for task, counts in entries.items()}, ""
+
+
+def merged_parents(folder: Path) -> list[Path] | None:
+    """The run folders of a merged encoder's parents, or None when `folder` holds no merge."""
+    try:
+        record = json.loads((folder / "encoder.json").read_text(encoding="utf-8"))
+        parents = record["merged"]["parents"]
+        return [Path(parent["path"]).parent for parent in parents]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def union(ledgers: Sequence[tuple[Seen | None, str]], name: str) -> tuple[Seen | None, str]:
+    """Several encoders' training at once (a merge's parents, an ensemble's members)."""
+    if missing := [why for seen, why in ledgers if seen is None]:
+        return None, f"{name}: {missing[0]}"
+    tasks = set.intersection(*(set(seen) for seen, _ in ledgers if seen is not None))
+    return {
+        task: frozenset().union(*(seen[task] for seen, _ in ledgers if seen is not None)) for task in tasks
+    }, ""
+
+
+def runs_seen(runs: Sequence[str]) -> tuple[Seen | None, str]:
+    """What the encoder of `run=` (one run, or an ensemble's) trained on, or None and why not."""
+    if not runs:
+        return None, "a baseline trained on nothing of the test sets"
+    return union([ledger_of(run_folder_of(run)) for run in runs], ", ".join(runs))
+
+
+def item_marks(task: TransferTask, seen: frozenset[str]) -> Items:
+    """The items file's marks of `task`: per test item, True where one of its sentences is seen."""
+    sts = TRANSFER_TASKS[task.name].protocol == "sts"
+    splits = task.splits if sts else {"": task.splits[protocol_of(task).tested]}
+    marks = {}
+    for prefix, split in splits.items():
+        texts = [text for column in split.sentences for text in column]
+        keys = [sentence_key(digest) for digest in exact_keys(list(dict.fromkeys(texts))).tolist()]
+        is_seen = {text: key in seen for text, key in zip(dict.fromkeys(texts), keys, strict=True)}
+        marks[f"{prefix}/seen" if prefix else "seen"] = np.array(
+            [any(is_seen[text] for text in item) for item in zip(*split.sentences, strict=True)], dtype=bool
+        )
+    return marks
+
+
+def summary(items: Items) -> dict[str, Any] | None:
+    """A task's score (points) on all its items and on the unseen ones, with the counts; None
+    without marks. `unseen_score` is None when a subset would keep too few items."""
+    marks = seen_marks(items)
+    if marks is None:
+        return None
+    kept = without(items, marks)
+    return {
+        "items": int(sum(len(mark) for mark in marks.values())),
+        "seen": int(sum(int(mark.sum()) for mark in marks.values())),
+        "score": float(scores(items, everything(item_counts(items)))),
+        "unseen_score": float(scores(kept, everything(item_counts(kept)))) if kept is not None else None,
+    }
+
+
+def summaries(items: dict[str, Items]) -> dict[str, dict[str, Any]]:
+    """`summary` of every task whose items hold marks."""
+    return {task: found for task, arrays in items.items() if (found := summary(arrays)) is not None}

@@ -1,0 +1,144 @@
+"""Transfer scores without the test items a run trained on: the ledger's keys, the items file's
+marks, the report's second score, compare's row without the seen items, the report page."""
+
+import json
+
+import numpy as np
+import pytest
+
+from mtl.cli import main
+from mtl.eval import contamination, decontaminate
+from mtl.eval.transfer.items import FEWEST_UNSEEN, seen_marks, without
+from mtl.eval.transfer.tasks import read_task
+from mtl.files import schemas
+
+from .conftest import start_run
+
+
+@pytest.fixture()
+def senteval_root(shared_data):
+    return shared_data / "senteval" / "downstream"
+
+
+def keys_of(texts) -> list[str]:
+    return sorted({contamination.sentence_key(d) for d in contamination.exact_keys(texts).tolist()})
+
+
+def key_of(text: str) -> str:
+    return contamination.sentence_key(contamination.exact_keys([text])[0])
+
+
+def plant_ledger(run_dir, seen: dict[str, list[str]]) -> None:
+    """summary.json's ledger as if the run had trained on the `seen` test sentences of each task."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["contamination"] = {
+        "test_sets": {
+            task: {"sentences": 5000, "exact": len(keys_of(texts)), "near": 0, "seen": keys_of(texts)}
+            for task, texts in seen.items()
+        }
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+
+
+def test_the_ledger_lists_the_seen_test_sentences_by_key(senteval_root):
+    mr = read_task("MR", senteval_root).splits["all"].sentences[0]
+    long = next(s for s in mr[2:] if len(s.split()) >= 30)
+    near = " ".join([*long.split()[:-1], "zzzq"])
+    counts = contamination.ledger([mr[0].upper(), mr[1], near], senteval_root)["test_sets"]["MR"]
+    assert counts["seen"] == keys_of([mr[0], mr[1], long])  # the near one by its test sentence's key
+    schemas.checked(schemas.Ledger, {"test_sets": {"MR": counts}}, "ledger", "")
+    with pytest.raises(schemas.DamagedFile, match="3 keys for 4 seen sentences"):
+        schemas.checked(schemas.Ledger, {"test_sets": {"MR": {**counts, "near": 2}}}, "ledger", "")
+
+
+def test_an_item_is_seen_when_one_of_its_sentences_is(senteval_root):
+    sick = read_task("SICK-R", senteval_root)
+    test = sick.splits["test"]
+    first, second = test.sentences
+    marks = decontaminate.item_marks(sick, frozenset(keys_of([first[0], second[5]])))["seen"]
+    expected = np.array(
+        [a in (first[0], second[5]) or b in (first[0], second[5]) for a, b in zip(first, second, strict=True)]
+    )
+    assert marks.dtype == bool and np.array_equal(marks, expected) and 2 <= marks.sum() < len(marks)
+    sts = read_task("STS16", senteval_root)
+    subset, split = next(iter(sts.splits.items()))
+    marked = decontaminate.item_marks(sts, frozenset(keys_of([split.sentences[0][3]])))
+    assert set(marked) == {f"{name}/seen" for name in sts.splits} and marked[f"{subset}/seen"][3]
+
+
+def test_unseen_items_keep_every_array_aligned_and_refuse_a_handful():
+    items = {"predicted": np.arange(40) % 2, "gold": np.zeros(40, dtype=int), "log_probs": np.zeros((40, 2))}
+    items["seen"] = np.arange(40) < 20
+    kept = without(items, seen_marks(items))
+    assert len(kept["gold"]) == 20 and kept["log_probs"].shape == (20, 2)
+    items["seen"] = np.arange(40) < 40 - FEWEST_UNSEEN + 1
+    assert without(items, seen_marks(items)) is None
+    assert seen_marks({"predicted": np.zeros(3), "gold": np.zeros(3)}) is None
+
+
+def test_a_planted_leak_is_scored_without_its_items_in_report_compare_and_page(
+    tiny_data, tmp_path, senteval_root
+):
+    cr = read_task("CR", senteval_root).splits["all"]
+    leaked = [s for i, s in enumerate(cr.sentences[0]) if i % 2 == 0]  # half of CR's sentences
+    # ... and every item whose sentence normalises to one of them (CR repeats some sentences)
+    marked = sum(key in set(keys_of(leaked)) for key in map(key_of, cr.sentences[0]))
+    runs = []
+    for name, extra in (("leak", "hidden=8"), ("clean", "hidden=12")):
+        run_dir, _ = start_run(tiny_data, tmp_path / name, "max_steps=2", extra)
+        plant_ledger(run_dir, {"CR": leaked if name == "leak" else [], "MR": []})
+        data = f"data={senteval_root}"
+        assert (
+            main(["transfer", f"run={run_dir}", "tasks=CR,STS16", "mode=fast", "wandb=disabled", data]) == 0
+        )
+        runs.append(run_dir)
+    report = json.loads((runs[0] / "transfer-fast.json").read_text())
+    entry = report["decontaminated"]["CR"]
+    assert entry["items"] == len(cr.labels) and entry["seen"] == marked > len(cr.labels) // 2
+    assert entry["unseen_score"] is not None and "STS16" not in report["decontaminated"]  # no ledger entry
+    assert (
+        "Without the test items holding a sentence the run trained on"
+        in (runs[0] / "transfer-fast.md").read_text()
+    )
+    with np.load(runs[0] / "transfer-fast.items.npz") as items:
+        assert items["CR/seen"].sum() == entry["seen"] and "STS16/MSRpar/seen" not in items.files
+    clean = json.loads((runs[1] / "transfer-fast.json").read_text())["decontaminated"]["CR"]
+    assert clean["seen"] == 0 and clean["unseen_score"] == clean["score"]
+
+    out = tmp_path / "compare.md"
+    assert main(["compare", *map(str, runs), "report=transfer-fast", f"out={out}", "wandb=disabled"]) == 0
+    text = out.read_text()
+    assert "| CR unseen |" in text and "| STS16 unseen |" not in text
+    assert f"CR unseen: its {len(cr.labels) - marked:,} of {len(cr.labels):,} test items" in text
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert {c["task"] for c in record["comparisons"]} == {"CR", "CR unseen", "STS16"}
+
+    page = tmp_path / "page.html"
+    assert main(["report", *map(str, runs), f"out={page}"]) == 0
+    assert f"(unseen {entry['unseen_score']:.2f})" in page.read_text(encoding="utf-8")
+
+
+def test_a_ledger_without_keys_leaves_the_second_score_out_and_says_why(
+    tiny_data, tmp_path, senteval_root, capsys
+):
+    run_dir, _ = start_run(tiny_data, tmp_path / "old", "max_steps=2")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["contamination"] = {"test_sets": {"CR": {"sentences": 10, "exact": 1, "near": 0}}}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    data = f"data={senteval_root}"
+    assert main(["transfer", f"run={run_dir}", "tasks=STS16", "mode=fast", "wandb=disabled", data]) == 0
+    assert "does not list them (trained before 2026-11-29)" in capsys.readouterr().err
+    assert json.loads((run_dir / "transfer-fast.json").read_text()).get("decontaminated") is None
+
+
+def test_a_merged_encoder_carries_its_parents_ledgers(tiny_data, tmp_path, senteval_root):
+    parents = []
+    for name in ("a", "b"):
+        run_dir, _ = start_run(tiny_data, tmp_path / name, "max_steps=2", "tasks=nli")
+        parents.append(run_dir)
+    cr = read_task("CR", senteval_root).splits["all"].sentences[0]
+    plant_ledger(parents[0], {"CR": cr[:3]})
+    plant_ledger(parents[1], {"CR": cr[3:5]})
+    assert main(["merge-encoders", *(f"run={p}" for p in parents), f"out={tmp_path / 'merged'}"]) == 0
+    seen, why = decontaminate.runs_seen([str(tmp_path / "merged")])
+    assert why == "" and seen["CR"] == frozenset(keys_of(cr[:5]))
