@@ -5,9 +5,11 @@ the per-item arrays beside it; written by the suite, read by `just report`, `jus
     <run>/<name>.json            encoder, source, mode, pooling, dim, results: task -> metrics
     <run>/<name>.md              Table 2's row of the encoder
     <run>/<name>.senteval.json   the same results in SentEval's layout
-    <run>/<name>.items.npz       per test item: predictions and gold values (what compare resamples)
+    <run>/<name>.items.npz       per test item: predictions and gold values (what compare resamples),
+                                 and `seen` marks where the run's ledger lists a sentence of the item
 
-`<name>` is `transfer`, then the protocol's settings: `transfer-fast-pool-mean`.
+`<name>` is `transfer`, then the protocol's settings: `transfer-fast-pool-mean`. The .json's
+`decontaminated` holds each marked task's score on all items and on the unseen ones.
 """
 
 from __future__ import annotations
