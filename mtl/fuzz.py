@@ -42,7 +42,7 @@ from mtl.bench.configs import FuzzConfig as FuzzConfig
 from mtl.config import apply_overrides, to_dict
 from mtl.data.snli import load_snli
 from mtl.errors import UserError
-from mtl.eval import contamination
+from mtl.eval import contamination, decontaminate
 from mtl.eval.loading import load_encoder
 from mtl.files.archives import Archive
 from mtl.files.digest import file_sha256
@@ -426,6 +426,17 @@ def _make_run(folder: Path) -> None:
             "best/nli/test/acc": 0.5,
             "best/squad/dev/acc": 0.61,
             "wandb_artifacts": {"encoder": "run-encoder"},
+            "contamination": {
+                "test_sets": {
+                    "MR": {
+                        "sentences": 10662,
+                        "exact": 2,
+                        "near": 1,
+                        "seen": ["00ff" * 4, "0a0b" * 4, "1234" * 4],
+                    },
+                    "CR": {"sentences": 3766, "exact": 0, "near": 0, "seen": []},
+                }
+            },
         },
         "transfer.json": {
             "encoder": "run",
@@ -487,6 +498,7 @@ def _read_run(folder: Path) -> None:
     run = Run.read(folder)
     report.build([run])
     reproduce.text(folder)
+    decontaminate.ledger_of(folder)  # a damaged ledger: no second score, and why
 
 
 # ---- a W&B offline run file (what resume= reads to know which rows W&B has) ---------------------
@@ -593,9 +605,11 @@ def _read_caches(folder: Path) -> None:
 def _make_items(folder: Path) -> None:
     rng = np.random.default_rng(0)
     arrays = {"MR/predicted": rng.integers(0, 2, 40), "MR/gold": rng.integers(0, 2, 40)}
+    arrays["MR/log_probs"], arrays["MR/seen"] = np.log(rng.dirichlet([1, 1], 40)), rng.random(40) < 0.3
     for subset in ("images", "headlines"):
         arrays[f"STS14/{subset}/predicted"] = rng.random(30)
         arrays[f"STS14/{subset}/gold"] = 5 * rng.random(30)
+        arrays[f"STS14/{subset}/seen"] = rng.random(30) < 0.3
     with open(folder / f"transfer{ITEMS_SUFFIX}", "wb") as out:
         np.savez(out, **arrays)
 
@@ -634,6 +648,7 @@ def _read_items(folder: Path) -> None:
         scored = significance_scores(arrays, everything(counts))
         if not np.all(np.isnan(scored) | np.isfinite(scored)):
             raise NotFinite("an items file scored to infinity")
+        decontaminate.summary(arrays)  # the score without the items the marks call seen
 
 
 def _make_jobs(folder: Path) -> None:

@@ -204,6 +204,9 @@ def items_problem(arrays: dict[str, np.ndarray]) -> str | None:
         seen = arrays.get(f"{at}seen")
         if seen is not None and (seen.dtype != np.bool_ or seen.shape != gold.shape):
             return f"{at}seen is {seen.dtype} of shape {seen.shape}, not a mark per item"
+        for name, values in arrays.items():  # every array of the items is one row per item
+            if name.rpartition("/")[0] == subset and (values.ndim == 0 or len(values) != len(gold)):
+                return f"{name} has {values.shape[0] if values.ndim else 0} rows for {len(gold)} items"
         if gold.dtype.kind == "f" and not np.isfinite(gold).all():
             return f"{at}gold holds NaN or infinite values"
     return None
