@@ -158,3 +158,38 @@ def test_the_mixture_helps_only_above_every_single_arm_with_holm_over_the_whole_
     # the interval shown agrees with the verdict
     for row in rows.values():
         assert (row["verdict"] == "no evidence") == (row["low"] <= 0 <= row["high"])
+
+
+def test_merge_arms_merge_each_seeds_parts_at_the_same_total_and_meet_the_mixture(
+    tiny_data, tmp_path, shared_data, capsys
+):
+    out = tmp_path / "versus"
+    train = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
+    data = shared_data / "senteval" / "downstream"
+    args = ["budget=steps:4", "seeds=2", "transfer_tasks=STS16", f"transfer_data={data}", f"out={out}"]
+    assert main(["versus-single", *train, *args, "merge=average,ties"]) == 0, capsys.readouterr().err
+    for seed in (1, 2):
+        for task in ("nli", "squad"):  # each part alone at half the budget: the merge's total is the budget
+            summary = json.loads((out / f"{task}-part-seed{seed}" / "summary.json").read_text())
+            assert summary["global_step"] == 2
+        for method in ("average", "ties"):
+            merged = json.loads((out / f"merge-{method}-seed{seed}" / "encoder.json").read_text())["merged"]
+            parents = [p["path"] for p in merged["parents"]]
+            assert parents == [str(out / f"{t}-part-seed{seed}" / "encoder.json") for t in ("nli", "squad")]
+            assert (merged["dev_spearman"] is None) == (method == "average")  # ties: lam chosen on dev
+    record = json.loads((out / "versus.json").read_text())
+    merges = [row for row in record["verdicts"] if "merge" in row]
+    assert [(row["merge"], row["task"]) for row in merges] == [
+        ("merge-average", "STS16"),
+        ("merge-ties", "STS16"),
+    ]
+    for row in record["verdicts"]:
+        assert row["family"] == 4 and row["seeds"] == 2  # 2 singles + 2 merges against the mixture, 1 task
+        assert set(row["scores"]) == {"nli", "squad", "mixture", "merge-average", "merge-ties"}
+    for row in merges:
+        assert row["difference"] == pytest.approx(
+            row["scores"]["merge-" + row["merge"][6:]] - row["scores"]["mixture"]
+        )
+        assert row["low"] <= row["difference"] <= row["high"]
+    assert set(record["merge_parts"]) == {f"{t}-part-seed{s}" for t in ("nli", "squad") for s in (1, 2)}
+    assert "Mix or merge, at the same total compute" in (out / "versus.md").read_text()

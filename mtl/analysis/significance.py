@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
+import re
 import statistics
 import time
 from collections.abc import Sequence
@@ -373,10 +375,40 @@ def baseline_encoder(folder: Path, report: str) -> Encoder:
     )
 
 
+def seeds_of_merges(encoders: list[Encoder]) -> list[Encoder]:
+    """Merged encoders (`just merge-encoders` folders) named `<arm>-seed<N>` as one encoder of
+    those seeds, as the runs of a study's arm are; every other report folder stays its own."""
+    grouped: dict[str, Encoder] = {}
+    for encoder in encoders:
+        folder = encoder.runs[0]
+        is_merge = is_merged_folder(folder) and re.fullmatch(r".+-seed\d+", folder.name)
+        name = re.sub(r"-seed\d+$", "", folder.name) if is_merge else encoder.name
+        if name not in grouped:
+            grouped[name] = Encoder(name, [], {}, encoder.deterministic, [])
+        group = grouped[name]
+        group.runs += encoder.runs
+        group.run_tasks += encoder.run_tasks
+        for task, seeds in encoder.items.items():
+            group.items.setdefault(task, []).extend(seeds)
+    return list(grouped.values())
+
+
+def is_merged_folder(folder: Path) -> bool:
+    """A folder `just merge-encoders` wrote (its encoder.json records the merge)."""
+    try:
+        return isinstance(
+            json.loads((Path(folder) / "encoder.json").read_text(encoding="utf-8")).get("merged"), dict
+        )
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def group_runs(folders: list[Path], report: str) -> list[Encoder]:
     """Runs whose configs differ only in `run.seed` form one encoder, named by what sets it apart;
     a baseline's report folder is an encoder of its own, after them."""
-    baselines = [baseline_encoder(f, report) for f in folders if is_baseline_folder(f, report)]
+    baselines = seeds_of_merges(
+        [baseline_encoder(f, report) for f in folders if is_baseline_folder(f, report)]
+    )
     folders = [f for f in folders if not is_baseline_folder(f, report)]
     if not folders:
         return baselines

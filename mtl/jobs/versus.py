@@ -15,6 +15,12 @@ difference; the mixture's comparisons with every single-task arm on every transf
 family, Holm-corrected together. Per transfer task, a verdict: helps (above every single arm),
 hurts (below one), no evidence. The best single arm is never picked on the test items and then
 compared on them: "helps" must beat each. With one seed an arm's seed variance is unknown: the verdict says "(1 seed)".
+
+`merge=average,task_arithmetic,ties` adds merge arms at the same total compute: each training
+task alone at budget/n (`<task>-part`, from the seed's initialisation, so one seed's parts share
+their start), merged per seed by `just merge-encoders` (its lam chosen on STS-B and SICK-R dev
+pairs, never on test) into `merge-<method>`; each merge is compared with the mixture on every
+transfer task, in the same Holm family as the mixture's comparisons with the single arms.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from mtl.analysis.power import warn_below
 from mtl.analysis.significance import correct_study
 from mtl.config import paths_and_keys
 from mtl.errors import UserError
+from mtl.eval.merge import MergeConfig, merge_encoders
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import FolderLock
 from mtl.formats.comparison import method_of
@@ -54,8 +61,21 @@ from mtl.train.command_line import config_from_args
 from mtl.train.config import TrainConfig, legacy_keys
 from mtl.train.scheduler import trains_every_task
 
-VERSUS_KEYS = ("budget", "transfer_tasks", "transfer_mode", "transfer_data", "out", "seeds", "seed", "plan")
+VERSUS_KEYS = (
+    "budget",
+    "transfer_tasks",
+    "transfer_mode",
+    "transfer_data",
+    "out",
+    "seeds",
+    "seed",
+    "plan",
+    "merge",
+)
 MIXTURE = "mixture"
+PART = "-part"  # a merge's ingredient: one task alone at budget / n, so the merge's total is the budget
+MERGE = "merge-"  # a merge arm: merge-average, merge-task_arithmetic, merge-ties
+MERGE_METHODS = ("average", "task_arithmetic", "ties")
 
 
 def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
@@ -74,7 +94,28 @@ def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
     if len([a for a in keys if a.partition("=")[0] in VERSUS_KEYS]) > len(own):
         raise UserError("a versus-single key is given twice: give it once")
     budget_amount(config.budget)
+    merge_methods(config.merge)
     return config, train
+
+
+def merge_methods(text: str) -> list[str]:
+    """The merge arms merge= asks for, checked before any training."""
+    methods = [m.strip() for m in text.split(",") if m.strip()]
+    if unknown := [m for m in methods if m not in MERGE_METHODS]:
+        raise UserError(
+            f"merge={text}: {unknown[0]} is no merge method; choose among {', '.join(MERGE_METHODS)}"
+        )
+    return list(dict.fromkeys(methods))
+
+
+def budget_share(budget: str, parts: int) -> str:
+    """One of `parts` equal shares of `budget` (steps and examples rounded down: the parts' total
+    is at most the budget)."""
+    kind, amount = budget_amount(budget)
+    share = amount / parts if kind == "minutes" else math.floor(amount / parts)
+    if share <= 0:
+        raise UserError(f"budget={budget} cannot be shared by {parts} merge parts: give a larger budget")
+    return f"{kind}:{share:g}"
 
 
 def examples_per_step(config: TrainConfig) -> float:
@@ -93,17 +134,43 @@ def examples_per_step(config: TrainConfig) -> float:
     )
 
 
-def members(train: list[str], budget: str, out: Path, seeds: Sequence[int] = (1,)) -> list[Member]:
+def members(
+    train: list[str], budget: str, out: Path, seeds: Sequence[int] = (1,), merge: bool = False
+) -> list[Member]:
     """Each training task alone, then the mixture, each with every seed; every run with the budget
-    made concrete and no early stopping. One seed: the members are named by their arm alone (as
-    before seeds were an axis, so such folders still resume); several: `<arm>-seed<N>`."""
+    made concrete and no early stopping; with `merge`, each task alone at budget / n too (the
+    merges' parts). One seed: the members are named by their arm alone (as before seeds were an
+    axis, so such folders still resume); several: `<arm>-seed<N>`."""
     training = config_from_args(train).training_tasks
     if len(training) < 2:
         raise UserError(
             f"versus-single compares a mixture with its tasks alone: {training[0]} trains alone already"
         )
     arms = {task: [task] for task in training} | {MIXTURE: training}
-    return subset_members(train, arms, budget, out, seeds)
+    found = subset_members(train, arms, budget, out, seeds)
+    if merge:
+        parts = {f"{task}{PART}": [task] for task in training}
+        found += subset_members(train, parts, budget_share(budget, len(training)), out, seeds)
+    return found
+
+
+def merged_arms(parts: list[Member], methods: list[str], out: Path, data: str | None) -> list[Member]:
+    """Per seed, its parts merged by each method (`just merge-encoders`, lam on dev): encoder
+    folders, named as the runs of an arm are. A merge already written is kept."""
+    by_seed: dict[str, list[Member]] = {}
+    for part in parts:
+        by_seed.setdefault(part.name.rpartition("-seed")[2] if "-seed" in part.name else "", []).append(part)
+    found = []
+    for seed, members_of_seed in by_seed.items():
+        for method in methods:
+            name = f"{MERGE}{method}" + (f"-seed{seed}" if seed else "")
+            folder = out / name
+            if not (folder / "encoder.json").is_file():
+                print(f"merge {', '.join(m.name for m in members_of_seed)} ({method})", flush=True)
+                config = MergeConfig(out=str(folder), method=method, data=data)  # type: ignore[arg-type]
+                merge_encoders(config, [str(m.run_dir) for m in members_of_seed])
+            found.append(Member(name, [], folder))
+    return found
 
 
 def subset_members(
@@ -174,7 +241,11 @@ def _starved(member: Member) -> list[str]:
 
 
 def verdicts(
-    compared: dict, scores: dict[str, dict[str, float]], singles: list[str], spreads: dict | None = None
+    compared: dict,
+    scores: dict[str, dict[str, float]],
+    singles: list[str],
+    spreads: dict | None = None,
+    merges: Sequence[str] = (),
 ) -> list[dict]:
     """Per transfer task: each arm's score (mean over its seeds; `spreads`: each seed's), and the
     mixture against every single-task arm, Holm-corrected over all those comparisons of every task
@@ -182,14 +253,15 @@ def verdicts(
     intersection-union test: no arm is picked on the test items it is then compared on), hurts
     when some single arm beats it; the row shows the comparison that decides (helps: the closest
     single arm; hurts: the one furthest ahead; no evidence: the best single arm it does not
-    separate from)."""
+    separate from). Each of `merges` against the mixture joins the family; its rows follow, one
+    per merge arm and task ("task" "against": the mixture)."""
     pairs: dict[str, dict[str, dict]] = {}
     for c in compared["comparisons"]:
         if MIXTURE in (c["first"], c["second"]) and c["task"] in scores:
             other = c["second"] if c["first"] == MIXTURE else c["first"]
-            if other in singles:
+            if other in singles or other in merges:
                 pairs.setdefault(c["task"], {})[other] = dict(c)
-    family = [pair for by_single in pairs.values() for pair in by_single.values()]
+    family = [pair for by_arm in pairs.values() for pair in by_arm.values()]
     restudied = correct_study(family)
     rows = []
     for task, by_run in scores.items():
@@ -226,7 +298,35 @@ def verdicts(
                 "method": method_of(pairs[task][against]),  # older studies: the bootstrap's verdicts
             }  # fmt: skip
         )
+    for merge in merges:
+        rows += [
+            merge_row(task, merge, pairs[task][merge], by_run, len(family) if restudied else None)
+            for task, by_run in scores.items()
+            if merge in pairs.get(task, {}) and merge in by_run
+        ]
     return rows
+
+
+def merge_row(task: str, merge: str, pair: dict, by_run: dict[str, float], family: int | None) -> dict:
+    """A merge arm against the mixture on one task, oriented merge - mixture."""
+    oriented = _oriented(pair)  # mixture - merge
+    decided, seeds = oriented["decided"], oriented["seeds"]
+    ahead = merge if -oriented["difference"] > 0 else MIXTURE
+    verdict = f"{ahead} better" if decided else "no evidence"
+    return {
+        "task": task,
+        "merge": merge,
+        "scores": by_run,
+        "against": MIXTURE,
+        "difference": -oriented["difference"] + 0.0,
+        "low": -oriented["high"] + 0.0,
+        "high": -oriented["low"] + 0.0,
+        "holm_p": oriented["holm_p"],
+        "family": family or oriented["family"],
+        "seeds": seeds,
+        "verdict": verdict + (" (1 seed)" if decided and seeds < 2 else ""),
+        "method": method_of(pair),
+    }
 
 
 def _oriented(pair: dict) -> dict:
@@ -286,6 +386,8 @@ def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, 
             "'(1 seed)' and speaks of these runs, not of the configurations: give seeds=3."
         )
     for row in rows:
+        if "merge" in row:
+            continue
         cells = [_cell(row, r) for r in runs]
         interval = f"[{row['low']:+.2f}, {row['high']:+.2f}]"
         against = row.get("against", row["best_single"])
@@ -293,6 +395,21 @@ def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, 
             f"| {row['task']} | {' | '.join(cells)} | {row['best_single']} | {against} | "
             f"{row['difference']:+.2f} | {interval} | {row['verdict']} |"
         )
+    if merged := [row for row in rows if "merge" in row]:
+        lines += [
+            "",
+            "Mix or merge, at the same total compute: each merge arm merges its seed's single-task parts "
+            "(each task alone at budget / n, from one initialisation; lam chosen on dev pairs), compared "
+            f"with the mixture in the same Holm family of {family}.",
+            "",
+            f"| transfer task | merge arm | merge | mixture | merge - mixture | {100 * confidence:g}% interval (Holm) | verdict |",
+            "|---|---|---:|---:|---:|---:|---|",
+        ]
+        lines += [
+            f"| {row['task']} | {row['merge']} | {_cell(row, row['merge'])} | {_cell(row, MIXTURE)} | "
+            f"{row['difference']:+.2f} | [{row['low']:+.2f}, {row['high']:+.2f}] | {row['verdict']} |"
+            for row in merged
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -305,7 +422,8 @@ def command(args: Sequence[str]) -> None:
     if below_plan:
         print(below_plan, file=sys.stderr, flush=True)
     out = study_folder(config.out, "versus")
-    found = members(train, config.budget, out, seeds)
+    methods = merge_methods(config.merge)
+    found = members(train, config.budget, out, seeds, merge=bool(methods))
     # The budget is a fixed key of every run: a folder trained with another budget is refused,
     # not resumed under its old one.
     sweep = Sweep(out.name, {}, [*train, f"budget={config.budget}"], out, launcher)
@@ -314,7 +432,16 @@ def command(args: Sequence[str]) -> None:
         outcomes = train_members(sweep, found)
     if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
         raise UserError(f"{', '.join(failed)} failed: see its output above, then run the same command again")
+    parts = [m for m in found if arm_of(m).endswith(PART)]
+    found = [m for m in found if m not in parts]
     kept, short = equal_compute(found, config.budget)
+    if parts:
+        share = budget_share(config.budget, len(parts) // len(seeds))
+        kept_parts, short_parts = equal_compute(parts, share)
+        if short_parts:  # a merge of fewer parts, or of a part short of its share, is not the arm
+            raise UserError(f"merge parts short of their share ({share}): {left_out_line(short_parts)}")
+        merges = merged_arms(kept_parts, methods, out, config.transfer_data)
+        kept, found = kept + merges, found + merges
     arms = list(dict.fromkeys(arm_of(m) for m in found))
     if missing := [arm for arm in arms if not any(arm_of(m) == arm for m in kept)]:
         raise UserError(
@@ -333,8 +460,8 @@ def command(args: Sequence[str]) -> None:
         scores.setdefault(c["task"], {}).update(
             {c["first"]: c["first_score"], c["second"]: c["second_score"]}
         )
-    singles = [arm for arm in arms if arm != MIXTURE]
-    rows = verdicts(compared, scores, singles, spreads)
+    singles = [arm for arm in arms if arm != MIXTURE and not arm.startswith(MERGE)]
+    rows = verdicts(compared, scores, singles, spreads, [arm for arm in arms if arm.startswith(MERGE)])
     confidence = compared["config"]["confidence"]
     text = markdown(rows, arms, config.budget, confidence, len(seeds))
     mixtures = [m for m in kept if arm_of(m) == MIXTURE]
@@ -356,6 +483,7 @@ def command(args: Sequence[str]) -> None:
         "seeds": seeds,
         "report": report,
         "runs": {m.name: str(m.run_dir) for m in found},
+        "merge_parts": {m.name: str(m.run_dir) for m in parts},  # each task alone at budget / n
         "left_out": short,  # runs that ended short of the budget: not compared
         "verdicts": rows,
         "starved": starved,  # the training tasks the mixture saw no example of
