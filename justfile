@@ -138,6 +138,10 @@ mine-negatives *args:
 export-encoder *args:
     {{python}} -m mtl export-encoder "$@"
 
+# a finished run's contamination ledger computed again (e.g. run=runs/<run>): then transfer scores without the seen items
+ledger *args:
+    {{python}} -m mtl ledger "$@"
+
 # one encoder from several trained from one initialisation: just merge-encoders run=A run=B method=ties out=...
 merge-encoders *args:
     {{python}} -m mtl merge-encoders "$@"

@@ -250,6 +250,11 @@ COMMANDS: dict[str, Command] = {
         "mtl.eval.configs:ExportConfig",
         "a run's encoder for sharing: only words of the public vectors file (vocabulary=public)",
     ),
+    "ledger": Command(
+        "mtl.train.ledger",
+        "mtl.eval.configs:LedgerConfig",
+        "a finished run's contamination ledger computed again (runs of contamination=false or before 2026-11-29)",
+    ),
     "merge-encoders": Command(
         "mtl.eval.merge",
         "mtl.eval.configs:MergeConfig",

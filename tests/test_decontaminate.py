@@ -142,3 +142,19 @@ def test_a_merged_encoder_carries_its_parents_ledgers(tiny_data, tmp_path, sente
     assert main(["merge-encoders", *(f"run={p}" for p in parents), f"out={tmp_path / 'merged'}"]) == 0
     seen, why = decontaminate.runs_seen([str(tmp_path / "merged")])
     assert why == "" and seen["CR"] == frozenset(keys_of(cr[:5]))
+
+
+def test_just_ledger_lists_an_old_runs_seen_sentences_and_keeps_the_rest(
+    tiny_data, tmp_path, senteval_root, capsys
+):
+    run_dir, before = start_run(tiny_data, tmp_path / "run", "max_steps=2")  # contamination=false
+    assert before["contamination"] == {"skipped": "contamination=false"}
+    assert main(["ledger", f"run={run_dir}", f"data={senteval_root}"]) == 0
+    after = json.loads((run_dir / "summary.json").read_text())
+    assert {k: v for k, v in after.items() if k != "contamination"} == {
+        k: v for k, v in before.items() if k != "contamination"
+    }
+    assert all(isinstance(entry["seen"], list) for entry in after["contamination"]["test_sets"].values())
+    assert "written to" in capsys.readouterr().out
+    assert main(["ledger", f"run={tmp_path}"]) == 2
+    assert "is not a run folder" in capsys.readouterr().err

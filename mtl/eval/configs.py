@@ -117,6 +117,14 @@ class MergeConfig:
 
 
 @dataclass
+class LedgerConfig:
+    run: str = ""  # a finished run folder: its contamination ledger computed again into its summary.json
+    data: str | None = (
+        None  # SentEval's downstream folder to compare with; None: $MTL_DATA_DIR/senteval/downstream
+    )
+
+
+@dataclass
 class MTEBConfig:
     run: str = ""  # a run folder (or an encoder file)
     tasks: str = ""  # MTEB task names, comma-separated (e.g. STSBenchmark,Banking77Classification)
