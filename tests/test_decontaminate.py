@@ -158,3 +158,21 @@ def test_just_ledger_lists_an_old_runs_seen_sentences_and_keeps_the_rest(
     assert "written to" in capsys.readouterr().out
     assert main(["ledger", f"run={tmp_path}"]) == 2
     assert "is not a run folder" in capsys.readouterr().err
+
+
+def test_a_baseline_keeps_no_ledger_and_is_scored_on_the_runs_unseen_items(
+    tiny_data, tmp_path, senteval_root, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # the baseline's folder: runs/baseline-glove-bow
+    run_dir, _ = start_run(tiny_data, tmp_path / "leak", "max_steps=2")
+    plant_ledger(run_dir, {"CR": read_task("CR", senteval_root).splits["all"].sentences[0][:300]})
+    common = ["tasks=CR", "mode=fast", "wandb=disabled", f"data={senteval_root}"]
+    assert main(["transfer", f"run={run_dir}", *common]) == 0
+    assert main(["transfer", "baseline=glove-bow", f"vectors={tiny_data['vectors']}", *common]) == 0
+    out = tmp_path / "compare.md"
+    baseline = tmp_path / "runs" / "baseline-glove-bow"
+    assert (
+        main(["compare", str(run_dir), str(baseline), "report=transfer-fast", f"out={out}", "wandb=disabled"])
+        == 0
+    )
+    assert "| CR unseen |" in out.read_text()

@@ -342,6 +342,7 @@ class Encoder:
     runs: list[Path]
     items: dict[str, list[Items]]  # task -> per seed
     deterministic: bool = False  # a baseline with nothing random in it (glove-bow, sif, ...)
+    baseline: bool = False  # a `just transfer baseline=` folder: no training run, so no ledger
     run_tasks: list[frozenset[str]] = field(default_factory=list)  # per run: the tasks it has items for
 
 
@@ -371,20 +372,23 @@ def baseline_encoder(folder: Path, report: str) -> Encoder:
         [Path(folder)],
         items,
         deterministic=source in DETERMINISTIC_BASELINES,
+        baseline=True,
         run_tasks=[frozenset(items)],
     )
 
 
 def seeds_of_merges(encoders: list[Encoder]) -> list[Encoder]:
     """Merged encoders (`just merge-encoders` folders) named `<arm>-seed<N>` as one encoder of
-    those seeds, as the runs of a study's arm are; every other report folder stays its own."""
+    those seeds, as the runs of a study's arm are; every other report folder stays its own. A
+    merge is no baseline: it trained on its parents' data, and its items carry their ledgers' marks."""
     grouped: dict[str, Encoder] = {}
     for encoder in encoders:
         folder = encoder.runs[0]
-        is_merge = is_merged_folder(folder) and re.fullmatch(r".+-seed\d+", folder.name)
-        name = re.sub(r"-seed\d+$", "", folder.name) if is_merge else encoder.name
+        is_merge = is_merged_folder(folder)
+        seeded = is_merge and re.fullmatch(r".+-seed\d+", folder.name)
+        name = re.sub(r"-seed\d+$", "", folder.name) if seeded else encoder.name
         if name not in grouped:
-            grouped[name] = Encoder(name, [], {}, encoder.deterministic, [])
+            grouped[name] = Encoder(name, [], {}, encoder.deterministic, baseline=not is_merge)
         group = grouped[name]
         group.runs += encoder.runs
         group.run_tasks += encoder.run_tasks
@@ -521,7 +525,10 @@ def add_unseen(encoders: list[Encoder]) -> list[str]:
     notes = []
     for task in _all_tasks():
         having = [encoder for encoder in encoders if task in encoder.items]
-        marks = [seen_marks(items) for encoder in having for items in encoder.items[task]]
+        # a baseline keeps no ledger (no training run of mtl's): it is scored on the runs' unseen items
+        marks = [
+            seen_marks(items) for encoder in having if not encoder.baseline for items in encoder.items[task]
+        ]
         if len(having) < 2 or not any(m is not None and any(x.any() for x in m.values()) for m in marks):
             continue
         if any(m is None for m in marks):
