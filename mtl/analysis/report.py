@@ -477,7 +477,8 @@ def _comparisons(runs: list[Run]) -> Compared | None:
     ]
     if not shared:
         return None
-    config = significance.SignificanceConfig(report=shared[0], resamples=2000)
+    # compare's own replicate count and seed: one pair gets one interval, on the page and from compare
+    config = significance.SignificanceConfig(report=shared[0])
     try:
         encoders = significance.group_runs([run.folder for run in runs], config.report)
         significance.add_unseen(encoders)  # a row without the test items a run trained on, where any did
@@ -513,7 +514,7 @@ def _significance(compared: Compared | None) -> list[str]:
         *([f"<p>{'; '.join(named)}.</p>"] if named else []),
         "<p>Each encoder against the first; points: accuracy in %, Pearson r x 100 (STS: mean over "
         "subsets); runs that differ only in seed= are one encoder. Every pair: <code>just compare</code> "
-        "(here 2,000 replicates).</p>",
+        f"(the same {config.resamples:,} replicates, so the same intervals).</p>",
     ]
 
 
