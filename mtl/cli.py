@@ -259,6 +259,9 @@ COMMANDS: dict[str, Command] = {
         "mtl.eval.merge",
         "mtl.eval.configs:MergeConfig",
         "one encoder from several of one initialisation: average, task arithmetic or TIES (lam chosen on dev)",
+        extra_keys=(
+            ("run", "", "an encoder to merge (run folder or encoder file): one run= each, or the paths bare"),
+        ),
     ),
     "reproduce": Command(
         "mtl.analysis.reproduce",

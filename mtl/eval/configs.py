@@ -95,7 +95,7 @@ class ExportConfig:
 
 @dataclass
 class MergeConfig:
-    out: str = ""  # the folder to write: encoder.json and encoder.safetensors (the encoders to merge: run=A run=B ...)
+    out: str = ""  # the folder to write: encoder.json and encoder.safetensors
     method: Literal["average", "task_arithmetic", "ties"] = (
         "average"  # weight averaging; base + lam * summed task vectors; TIES (trim, elect sign, disjoint mean)
     )
