@@ -51,6 +51,15 @@ def test_the_ledger_lists_the_seen_test_sentences_by_key(senteval_root):
         schemas.checked(schemas.Ledger, {"test_sets": {"MR": {**counts, "near": 2}}}, "ledger", "")
 
 
+def test_test_sentences_that_normalise_alike_repeat_a_key():
+    """SNLI's test set holds sentences differing only in case or punctuation: one key, seen twice
+    (the cpu-small-nli ledger: 276 seen sentences, 252 distinct keys)."""
+    a, b = contamination.exact_keys(["A dog runs.", "a dog runs"])
+    assert a == b
+    entry = {"sentences": 2, "exact": 2, "near": 0, "seen": [contamination.sentence_key(a)] * 2}
+    assert schemas.checked(schemas.Ledger, {"test_sets": {"SNLI": entry}}, "ledger", "")["test_sets"]["SNLI"]
+
+
 def test_an_item_is_seen_when_one_of_its_sentences_is(senteval_root):
     sick = read_task("SICK-R", senteval_root)
     test = sick.splits["test"]

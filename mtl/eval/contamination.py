@@ -7,7 +7,8 @@ near duplicate (MinHash over word 3-shingles, 64 permutations, locality-sensitiv
 bands of 4, kept where the signatures agree on at least 80% of their positions: an estimate of
 the shingles' Jaccard similarity; Broder 1997). A test set's entry counts its distinct
 sentences, those seen exactly and those seen only as a near duplicate, and lists the seen ones
-by key (`sentence_key`: the first 8 bytes of the normalised text's digest, in hex), so that a
+by key (`sentence_key`: the first 8 bytes of the normalised text's digest, in hex; one per seen
+sentence, so sentences that normalise alike repeat a key), so that a
 transfer report can score each task again without the items holding them (mtl.eval.decontaminate).
 
 No tool fills this in automatically (MTEB's `training_datasets` is annotated by hand); a run

@@ -156,8 +156,9 @@ class LedgerEntry(Record):
 
     @model_validator(mode="after")
     def _keys_are_the_seen(self) -> LedgerEntry:
-        if self.seen is not None and len(set(self.seen)) != self.exact + self.near:
-            raise ValueError(f"{len(set(self.seen))} keys for {self.exact + self.near} seen sentences")
+        # one key per seen sentence: two sentences differing only in case or punctuation share one
+        if self.seen is not None and len(self.seen) != self.exact + self.near:
+            raise ValueError(f"{len(self.seen)} keys for {self.exact + self.near} seen sentences")
         return self
 
 
