@@ -83,6 +83,16 @@ def test_unseen_items_keep_every_array_aligned_and_refuse_a_handful():
     items["seen"] = np.arange(40) < 40 - FEWEST_UNSEEN + 1
     assert without(items, seen_marks(items)) is None
     assert seen_marks({"predicted": np.zeros(3), "gold": np.zeros(3)}) is None
+    sts = {}  # an STS task: a subset left with too few unseen items is left out, the others scored
+    for subset, seen in (("images", np.arange(30) < 25), ("forum", np.arange(30) < 5)):
+        sts |= {
+            f"{subset}/predicted": np.arange(30.0),
+            f"{subset}/gold": np.arange(30.0),
+            f"{subset}/seen": seen,
+        }
+    assert set(without(sts, seen_marks(sts))) == {"forum/predicted", "forum/gold", "forum/seen"}
+    entry = decontaminate.summary(sts)
+    assert entry["subsets_left_out"] == ["images"] and entry["seen"] == 30 and entry["unseen_score"] == 100.0
 
 
 def test_a_planted_leak_is_scored_without_its_items_in_report_compare_and_page(

@@ -51,6 +51,7 @@ from mtl.eval.transfer.items import (  # noqa: F401  (pearson: its home before)
     pearson,
     scores,
     seen_marks,
+    short_subsets,
     without,
 )
 from mtl.eval.transfer.registry import TRANSFER_TASKS
@@ -553,11 +554,14 @@ def add_unseen(encoders: list[Encoder]) -> list[str]:
             continue
         for encoder in having:
             encoder.items[task + UNSEEN] = restricted[encoder.name]  # type: ignore[assignment]
+        short = short_subsets(having[0].items[task][0], dropped)
+        kept = [prefix for prefix in dropped if prefix not in short]
         total = sum(len(d) for d in dropped.values())
-        left = total - sum(int(d.sum()) for d in dropped.values())
+        left = sum(int((~dropped[prefix]).sum()) for prefix in kept)
+        without_short = f"; subsets left out, too few unseen items: {', '.join(short)}" if short else ""
         notes.append(
             f"{task}{UNSEEN}: its {left:,} of {total:,} test items that hold no sentence any compared run "
-            "trained on (their contamination ledgers)"
+            f"trained on (their contamination ledgers){without_short}"
         )
     return notes
 

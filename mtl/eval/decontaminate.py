@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from mtl.eval.contamination import exact_keys, sentence_key
-from mtl.eval.transfer.items import Items, everything, item_counts, scores, seen_marks, without
+from mtl.eval.transfer.items import Items, everything, item_counts, scores, seen_marks, short_subsets, without
 from mtl.eval.transfer.protocols import protocol_of
 from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.eval.transfer.tasks import TransferTask
@@ -113,17 +113,21 @@ def item_marks(task: TransferTask, seen: frozenset[str]) -> Items:
 
 def summary(items: Items) -> dict[str, Any] | None:
     """A task's score (points) on all its items and on the unseen ones, with the counts; None
-    without marks. `unseen_score` is None when a subset would keep too few items."""
+    without marks. `unseen_score` is None when too few items are left; an STS subset left with
+    too few is named in `subsets_left_out` (the unseen score: the mean over the others)."""
     marks = seen_marks(items)
     if marks is None:
         return None
     kept = without(items, marks)
-    return {
+    found = {
         "items": int(sum(len(mark) for mark in marks.values())),
         "seen": int(sum(int(mark.sum()) for mark in marks.values())),
         "score": float(scores(items, everything(item_counts(items)))),
         "unseen_score": float(scores(kept, everything(item_counts(kept)))) if kept is not None else None,
     }
+    if kept is not None and (short := short_subsets(items, marks)):
+        found["subsets_left_out"] = short
+    return found
 
 
 def summaries(items: dict[str, Items]) -> dict[str, dict[str, Any]]:

@@ -265,6 +265,7 @@ class Decontaminated(Record):
     seen: Count
     score: Number = None
     unseen_score: Number = None
+    subsets_left_out: list[str] | None = None  # STS subsets with too few unseen items to score
 
 
 class TransferReport(Record):

@@ -107,6 +107,12 @@ def markdown(report: dict) -> str:
     )
 
 
+def short_note(entry: dict) -> str:
+    """The STS subsets an unseen score leaves out (too few of their items unseen)."""
+    left_out = entry.get("subsets_left_out") or []
+    return f" (without {', '.join(left_out)}: too few unseen)" if left_out else ""
+
+
 def decontaminated_lines(report: dict) -> list[str]:
     """What each task scores without the test items holding a sentence the run trained on."""
     entries = {t: e for t, e in (report.get("decontaminated") or {}).items() if e["seen"]}

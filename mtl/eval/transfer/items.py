@@ -88,13 +88,19 @@ def seen_marks(items: Items) -> dict[str, np.ndarray] | None:
 
 
 def without(items: Items, dropped: dict[str, np.ndarray]) -> Items | None:
-    """`items` without those `dropped` marks (per prefix), or None where a subset would keep fewer
-    than FEWEST_UNSEEN (a correlation or an accuracy of a handful of items is no score)."""
+    """`items` without those `dropped` marks (per prefix). An STS subset left with fewer than
+    FEWEST_UNSEEN items is left out whole (`short_subsets` names them; the score is then the
+    mean over the other subsets); None when nothing is left to score (a correlation or an
+    accuracy of a handful of items is no score)."""
+    short = set(short_subsets(items, dropped))
     kept: Items = {}
     for key, values in items.items():
         prefix = key.rpartition("/")[0]
-        keep = ~dropped[prefix]
-        if keep.sum() < FEWEST_UNSEEN:
-            return None
-        kept[key] = values[keep]
-    return kept
+        if prefix not in short:
+            kept[key] = values[~dropped[prefix]]
+    return kept if kept and "" not in short else None
+
+
+def short_subsets(items: Items, dropped: dict[str, np.ndarray]) -> list[str]:
+    """The prefixes `without` leaves out: fewer than FEWEST_UNSEEN items of theirs are unseen."""
+    return [prefix for prefix in subsets_of(items) if (~dropped[prefix]).sum() < FEWEST_UNSEEN]
