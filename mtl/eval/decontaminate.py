@@ -39,14 +39,17 @@ def run_folder_of(path: str | Path) -> Path:
     return given.parent.parent if given.parent.name == "checkpoints" else given.parent
 
 
-def ledger_of(folder: Path) -> tuple[Seen | None, str]:
-    """The seen keys of a run folder's ledger, or None and why there are none."""
+def ledger_of(folder: Path, visited: frozenset[Path] = frozenset()) -> tuple[Seen | None, str]:
+    """The seen keys of a run folder's ledger (a merge's: its parents'), or None and why there are none."""
     summary = read_summary(RunFolder(folder).summary)
     if summary is None:
         merged = merged_parents(folder)
         if merged is None:
             return None, f"{folder.name} has no summary.json (not a run folder, or not finished)"
-        return union([ledger_of(parent) for parent in merged], folder.name)
+        here = visited | {folder.resolve()}
+        if any(parent.resolve() in here for parent in merged):  # a file naming itself a parent
+            return None, f"{folder.name}'s encoder.json names itself among its parents"
+        return union([ledger_of(parent, here) for parent in merged], folder.name)
     where = f"{RunFolder(folder).summary}: its contamination ledger"
     entry = summary.get("contamination")
     if entry is None:

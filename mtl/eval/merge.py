@@ -389,7 +389,7 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
         if base_parent is not None:
             base, base_record = (
                 base_parent.aligned(words),
-                {"path": str(base_parent.file), "sha256": base_parent.sha256},
+                {"path": str(base_parent.file.resolve()), "sha256": base_parent.sha256},
             )
         else:
             base, described = initial_state(parents, words, states)
@@ -429,7 +429,7 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
             "weights": weights,
             "density": config.density if config.method == "ties" else None,
             "base": base_record,
-            "parents": [{"path": str(p.file), "sha256": p.sha256} for p in parents],
+            "parents": [{"path": str(p.file.resolve()), "sha256": p.sha256} for p in parents],
             "select": config.select if dev else None,
             "dev_spearman": dev or None,
         },
