@@ -157,7 +157,9 @@ HOW: dict[str, How] = {
         shrink=f"tasks=CR {QUIET}", why="the smallest task that trains a classifier (3,775 sentences)"
     ),
     "just maxpool run=runs/<run> limit=5000": How(shrink=QUIET),
-    'just neighbours run=runs/a query="a man plays a guitar ." pool=sentences.txt k=5': How(shrink=QUIET),
+    'just neighbours run=runs/a query="a man plays a guitar ." pool=experiments/sentences.txt k=5': How(
+        shrink=QUIET
+    ),
     "just tsne run=runs/<run> task=TREC out=trec.html": How(),
     "just probing run=runs/<run> data=SentEval/data/probing": How(
         skip="SentEval's probing files are not in ../shared/data (`just get-senteval` fetches them); "
@@ -276,7 +278,6 @@ def test_every_readme_command_line_runs_as_written(shared_data, tmp_path):
     for name in ("justfile", "experiments"):
         (work / name).symlink_to(ROOT / name)
     (tmp_path / "shared").symlink_to(shared_data.resolve().parent)
-    (work / "sentences.txt").write_text("a man plays a guitar .\na woman reads a book .\ntwo dogs run .\n")
     env = {**os.environ, "MTL_DATA_DIR": "../shared/data", "WANDB_MODE": "offline", "PYTHON": sys.executable}
     env.pop("WANDB_API_KEY", None)
 
