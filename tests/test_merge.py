@@ -78,6 +78,13 @@ def test_a_merge_records_its_parents_and_mixes_them(singles, tmp_path):
     assert [p["path"] for p in parents] == [str(s / "encoder.json") for s in singles]
     assert all(len(p["sha256"]) == 64 for p in parents)
     assert record["merged"]["base"] == {"rebuilt": "init (seed 1234)"} and record["merged"]["density"] == 0.2
+    assert (
+        cli.main(
+            ["export-encoder", f"run={tmp_path / 'm'}", f"out={tmp_path / 'shared'}", "vocabulary=trained"]
+        )
+        == 0
+    )
+    assert json.loads((tmp_path / "shared" / "encoder.json").read_text())["merged"] == record["merged"]
     merge = load_encoder(tmp_path / "m", device="cpu")
     for single in singles:  # neither parent: a real mixture of the two
         assert not torch.equal(

@@ -89,6 +89,8 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
         "vectors": config.vectors or loaded.vectors,
         "embedding_parts": paths,
     }
+    if isinstance(saved.get("merged"), dict):  # a merge's parents and method travel with it
+        metadata["merged"] = saved["merged"]
     expansion = None
     if loaded.expansion is not None:  # encode() of the export maps new words as the run's did
         metadata["vocab_expansion"] = {"words": loaded.expansion.words, "remapped": loaded.expansion_remapped}
