@@ -85,6 +85,8 @@ def test_a_merge_records_its_parents_and_mixes_them(singles, tmp_path):
         == 0
     )
     assert json.loads((tmp_path / "shared" / "encoder.json").read_text())["merged"] == record["merged"]
+    card = (tmp_path / "shared" / "encoder" / "README.md").read_text()
+    assert "merged by `just merge-encoders` (ties, lam 1) from 2 encoders (nli, squad)" in card
     merge = load_encoder(tmp_path / "m", device="cpu")
     for single in singles:  # neither parent: a real mixture of the two
         assert not torch.equal(

@@ -131,7 +131,25 @@ def run_card(name: str, saved: dict, file: Path) -> CardFacts:
         for task, values in tasks.items()
         if isinstance(values, dict)
     }
-    return facts_of(name, config, summary if isinstance(summary, dict) else {}, titles)
+    facts = facts_of(name, config, summary if isinstance(summary, dict) else {}, titles)
+    if isinstance(merged := saved.get("merged"), dict):  # say what it is before its first parent's settings
+        facts.settings.insert(0, merge_line(merged))
+    return facts
+
+
+def merge_line(merged: dict) -> str:
+    """The card's line on a merged encoder: method, lam and its parents' folders."""
+    parents = [
+        str(Path(str(p.get("path", ""))).parent.name)
+        for p in merged.get("parents") or []
+        if isinstance(p, dict)
+    ]
+    lam = merged.get("lam")
+    setting = f", lam {lam:g}" if isinstance(lam, int | float) else ""
+    return (
+        f"merged by `just merge-encoders` ({merged.get('method')}{setting}) from {len(parents)} encoders "
+        f"({', '.join(parents)}); the settings below are its first parent's"
+    )
 
 
 def command(args: Sequence[str]) -> None:
