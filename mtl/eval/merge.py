@@ -306,6 +306,11 @@ def as_encoder(
         max_tokens=template.max_tokens,
     )  # fmt: skip
     encoder.word_embeddings = template.word_embeddings
+    # one tokenization of the dev sentences for every candidate: the template's cache, shared
+    encoder.token_cache, encoder.token_cache_key = (
+        template.token_cache,
+        (template.tokenizer, template.max_tokens),
+    )
     return encoder
 
 
