@@ -398,6 +398,8 @@ def _damaged_value(config: dict, rng: np.random.Generator) -> dict:
 
 
 def _read_encoder(folder: Path) -> None:
+    # what compare and transfer read of a merge: None when damaged, never an error
+    encoder_file.merge_record(folder)
     encoder = load_encoder(folder, device="cpu")
     _finite(encoder.encode(SENTENCES), "embeddings")
 

@@ -204,7 +204,12 @@ def test_a_baseline_keeps_no_ledger_and_is_scored_on_the_runs_unseen_items(
 def test_a_merge_naming_itself_a_parent_is_no_ledger_not_a_loop(tmp_path):
     folder = tmp_path / "merged"
     folder.mkdir()
-    record = {"merged": {"parents": [{"path": str(folder / "encoder.json"), "sha256": "0" * 64}]}}
+    record = {
+        "merged": {
+            "method": "average",
+            "parents": [{"path": str(folder / "encoder.json"), "sha256": "0" * 64}],
+        }
+    }
     (folder / "encoder.json").write_text(json.dumps(record))
     seen, why = decontaminate.runs_seen([str(folder)])
     assert seen is None and "names itself among its parents" in why

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
 import re
 import statistics
@@ -57,6 +56,7 @@ from mtl.eval.transfer.items import (  # noqa: F401  (pearson: its home before)
 from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.files import atomic, jsonfile
 from mtl.formats.comparison import METHOD
+from mtl.formats.encoder_file import merge_record
 from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items, read_report
 from mtl.runs import Run, RunFolder, beside, differing_keys, find_runs, stale, wandb_group
 from mtl.tracking.tracker import log_tables
@@ -400,12 +400,7 @@ def seeds_of_merges(encoders: list[Encoder]) -> list[Encoder]:
 
 def is_merged_folder(folder: Path) -> bool:
     """A folder `just merge-encoders` wrote (its encoder.json records the merge)."""
-    try:
-        return isinstance(
-            json.loads((Path(folder) / "encoder.json").read_text(encoding="utf-8")).get("merged"), dict
-        )
-    except (OSError, ValueError, AttributeError):
-        return False
+    return merge_record(Path(folder)) is not None
 
 
 def group_runs(folders: list[Path], report: str) -> list[Encoder]:

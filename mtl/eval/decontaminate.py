@@ -13,7 +13,6 @@ the union of its parents' ledgers. An ensemble's (`run=a,b`) are the union of it
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from mtl.eval.transfer.protocols import protocol_of
 from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.eval.transfer.tasks import TransferTask
 from mtl.files import schemas
+from mtl.formats.encoder_file import merge_record
 from mtl.runs import RunFolder, read_summary
 
 Seen = dict[str, frozenset[str]]  # test set -> keys of its sentences the run trained on
@@ -74,12 +74,8 @@ def ledger_of(folder: Path, visited: frozenset[Path] = frozenset()) -> tuple[See
 
 def merged_parents(folder: Path) -> list[Path] | None:
     """The run folders of a merged encoder's parents, or None when `folder` holds no merge."""
-    try:
-        record = json.loads((folder / "encoder.json").read_text(encoding="utf-8"))
-        parents = record["merged"]["parents"]
-        return [Path(parent["path"]).parent for parent in parents]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    merged = merge_record(folder)
+    return None if merged is None else [Path(parent["path"]).parent for parent in merged["parents"]]
 
 
 def union(ledgers: Sequence[tuple[Seen | None, str]], name: str) -> tuple[Seen | None, str]:

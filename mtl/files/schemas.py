@@ -291,6 +291,18 @@ class TransferReport(Record):
         return results
 
 
+class MergeParent(Record):
+    path: str
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class MergeRecord(Record):
+    """encoder.json's `merged` (just merge-encoders): its method and parents; the rest kept as written."""
+
+    method: str
+    parents: list[MergeParent]
+
+
 # ---- jobs and fetched data -------------------------------------------------------------------
 
 SHA256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
