@@ -47,6 +47,7 @@ from mtl.eval.loading import load_encoder
 from mtl.files.archives import Archive
 from mtl.files.digest import file_sha256
 from mtl.formats import encoder_file
+from mtl.formats.merge_record import merge_record
 from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items
 from mtl.jobs.slurm import job_record, log_tail
 from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
@@ -399,7 +400,7 @@ def _damaged_value(config: dict, rng: np.random.Generator) -> dict:
 
 def _read_encoder(folder: Path) -> None:
     # what compare and transfer read of a merge: None when damaged, never an error
-    encoder_file.merge_record(folder)
+    merge_record(folder)
     encoder = load_encoder(folder, device="cpu")
     _finite(encoder.encode(SENTENCES), "embeddings")
 

@@ -56,7 +56,7 @@ from mtl.eval.transfer.items import (  # noqa: F401  (pearson: its home before)
 from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.files import atomic, jsonfile
 from mtl.formats.comparison import METHOD
-from mtl.formats.encoder_file import merge_record
+from mtl.formats.merge_record import merge_record
 from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items, read_report
 from mtl.runs import Run, RunFolder, beside, differing_keys, find_runs, stale, wandb_group
 from mtl.tracking.tracker import log_tables

@@ -25,7 +25,7 @@ from mtl.eval.transfer.protocols import protocol_of
 from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.eval.transfer.tasks import TransferTask
 from mtl.files import schemas
-from mtl.formats.encoder_file import merge_record
+from mtl.formats.merge_record import merge_record
 from mtl.runs import RunFolder, read_summary
 
 Seen = dict[str, frozenset[str]]  # test set -> keys of its sentences the run trained on

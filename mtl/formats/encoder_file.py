@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from mtl.config import from_dict
 from mtl.data.config import DataConfig
 from mtl.errors import UserError
-from mtl.files import atomic, jsonfile, schemas
+from mtl.files import atomic, jsonfile
 from mtl.files.digest import file_sha256
 from mtl.models.encoders.config import EncoderConfig
 
@@ -168,19 +168,3 @@ def pruned_state(state: Mapping[str, torch.Tensor], rows: np.ndarray, vocabulary
         else value
         for key, value in state.items()
     }
-
-
-def merge_record(folder: Path) -> dict[str, Any] | None:
-    """The `merged` record of the encoder.json in `folder` (just merge-encoders), checked
-    (schemas.MergeRecord); None when the folder holds no merge, or a damaged one."""
-    try:
-        record = json.loads((Path(folder) / "encoder.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    merged = record.get("merged") if isinstance(record, dict) else None
-    if merged is None:
-        return None
-    try:
-        return schemas.checked(schemas.MergeRecord, merged, f"{folder}/encoder.json: merged", "merge again")
-    except schemas.DamagedFile:
-        return None
