@@ -178,13 +178,14 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 def read_affinity(path: Path) -> list[dict[str, Any]]:
     """A run's affinity.jsonl (affinity_every=): its measurements, each {step, block, task, tasks,
-    matrix}, all over the same tasks; none when the run measured none."""
+    matrix; with watching tasks, targets and toward), all over the same tasks and targets; none
+    when the run measured none."""
     rows = schemas.read_json_lines(path, schemas.AffinityRow, schemas.RESTORE)
     for number, row in enumerate(rows[1:], start=2):
-        if row["tasks"] != rows[0]["tasks"]:
+        if row["tasks"] != rows[0]["tasks"] or row.get("targets") != rows[0].get("targets"):
             raise schemas.DamagedFile(
-                f"{path}: measurement {number} is over tasks {row['tasks']}, the first over "
-                f"{rows[0]['tasks']}: {schemas.RESTORE}"
+                f"{path}: measurement {number} is over tasks {row['tasks']} (targets {row.get('targets')}), "
+                f"the first over {rows[0]['tasks']} (targets {rows[0].get('targets')}): {schemas.RESTORE}"
             )
     return rows
 

@@ -209,6 +209,34 @@ class AffinityRow(Record):
     # Since 2026-11-28: the matrix on each held batch (the floor's independent units: the same
     # batches at every measurement, so a batch's values over time are one unit, not many).
     per_batch: list[list[list[Number]]] | None = None
+    # Since 2026-11-29, with watching tasks (`<task>.train=false`): entry (i, k) of `toward` is what
+    # a step on tasks[i] did to targets[k]'s loss on its dev split, and on each held batch.
+    targets: list[str] | None = None
+    toward: list[list[Number]] | None = None
+    toward_per_batch: list[list[list[Number]]] | None = None
+
+    @model_validator(mode="after")
+    def _toward_the_targets(self) -> AffinityRow:
+        if (self.targets is None) != (self.toward is None):
+            raise ValueError("targets and toward come together (a watching task's column each)")
+        if self.targets is None:
+            return self
+        if (
+            not self.targets
+            or len(set(self.targets)) != len(self.targets)
+            or set(self.targets) & set(self.tasks)
+        ):
+            raise ValueError(f"targets {self.targets}: distinct watching tasks, none of them a training task")
+        columns = len(self.targets)
+        matrices = [("toward", self.toward or [])]
+        matrices += [(f"toward_per_batch[{b}]", m) for b, m in enumerate(self.toward_per_batch or [])]
+        for name, matrix in matrices:
+            if len(matrix) != len(self.tasks) or any(len(row) != columns for row in matrix):
+                raise ValueError(f"{name}: {len(self.tasks)} training tasks x {columns} targets needed")
+        batches = (self.toward_per_batch, self.per_batch)
+        if None not in batches and len(self.toward_per_batch or []) != len(self.per_batch or []):
+            raise ValueError("toward_per_batch and per_batch hold different numbers of batches")
+        return self
 
     @model_validator(mode="after")
     def _square_over_tasks(self) -> AffinityRow:

@@ -117,10 +117,9 @@ class TaskHead(nn.Module):
             }
         )
 
-    def forward(self, encoder: Encoder, sentences: Sentences) -> torch.Tensor | AtWidths:
-        if encoder.pair_model:
-            compared = [encoder.compare(*sentences[i], *sentences[j]) for i, j in self.recipe.pairs]
-            return self.classifier(torch.cat(compared, dim=-1))
+    def embeddings(self, encoder: Encoder, sentences: Sentences) -> list[torch.Tensor]:
+        """The shared encoder's embedding of each of an example's sentences, (B, D) each (the
+        affinity's probe of a watching task puts its own classifier on their features)."""
         # Each call pads its positions to their own longest sentence: one call padded to the
         # longest of all (premise and hypothesis together) costs ~20% more on the CPU (measured).
         # Packed sequences skip padding: there one call for all saves launching the others.
@@ -139,6 +138,13 @@ class TaskHead(nn.Module):
             encoded = encoder(tokens, lengths)  # (kB, D)
             for i, part in zip(call, encoded.chunk(len(call)), strict=True):
                 embeddings[i] = part
+        return embeddings  # type: ignore[return-value]
+
+    def forward(self, encoder: Encoder, sentences: Sentences) -> torch.Tensor | AtWidths:
+        if encoder.pair_model:
+            compared = [encoder.compare(*sentences[i], *sentences[j]) for i, j in self.recipe.pairs]
+            return self.classifier(torch.cat(compared, dim=-1))
+        embeddings = self.embeddings(encoder, sentences)
         logits = self.classifier(self.recipe.features(*embeddings))
         if not (self.training and self.widths):
             return logits

@@ -23,6 +23,15 @@ degrees of freedom, and shows an entry whose t interval holds 0 as ~0, never as 
 model's weights or gradients, the optimizer or the data streams, in training mode (cuDNN's LSTM
 has no backward in eval mode) with dropout masks from a fixed seed inside a forked random state:
 a run trains to the same bits with or without it.
+
+Toward targets: a watching task (`<task>.train=false`: a transfer task's copy such as
+experiments/tasks/stsb.toml, a probing task, another build's ClassifSQuAD) is a column of its own,
+Z(i -> target), measured on held batches of the target's dev split (it never trains, and its
+test split stays unseen). A target scored without a trained head (a cosine: `sts`) takes its own
+loss; a classification target's untrained head means nothing, so at each measurement a linear
+probe (multinomial logistic regression, L2 as scikit-learn's default C=1) is fitted on the frozen
+features of the probe's draw of its training examples (`<task>.probe_train`, as evaluation's
+probe) and held fixed through the lookahead, as the heads are.
 """
 
 from __future__ import annotations
@@ -37,11 +46,14 @@ import torch
 from torch.func import functional_call
 
 from mtl.files import atomic, jsonfile
+from mtl.models.heads import MultitaskModel
 from mtl.runs import read_affinity
 from mtl.runtime.distributed import local_batches
 from mtl.train.callbacks import Callback, TrainingRun
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
+from mtl.train.probe import SEED_OFFSET as PROBE_SEED_OFFSET
+from mtl.train.probe import probe_features
 from mtl.train.setup import Setup, TaskNetwork
 
 SEED_OFFSET = 7_919  # the held batches' draw: apart from every other generator seeded by the run's seed
@@ -52,6 +64,7 @@ class Measurement:
     """One measurement: (T, T) matrices over the tasks, row i the stepped task, column j the helped."""
 
     per_batch: np.ndarray  # (B, T, T): Z(i -> j) / lr on each held batch
+    toward: np.ndarray | None = None  # (B, T, K): Z(i -> target k) / lr on each of the targets' held batches
 
     @property
     def mean(self) -> np.ndarray:
@@ -84,10 +97,16 @@ class Affinity:
             f"encoder.{name}": p for name, p in setup.model.encoder.named_parameters() if p.requires_grad
         }
         self.held = {task: self._draw(task, seed, batches) for task in self.tasks}
+        # the watching tasks: columns of their own, on their dev split
+        self.targets = [name for name, task in data.tasks.items() if not task.config.train]
+        self.held |= {target: self._draw(target, seed, batches, "dev") for target in self.targets}
+        self.networks |= {target: TaskNetwork(setup.model, target) for target in self.targets}
+        self.probed = [t for t in self.targets if data.tasks[t].untrained == "probe"]
+        self.model, self.seed, self.probe_batch = setup.model, seed, 256
 
-    def _draw(self, task: str, seed: int, batches: int) -> list:
-        """`batches` fixed draws of the task's training examples (apart from each other when it has enough)."""
-        train = self.data.examples[task]["train"]
+    def _draw(self, task: str, seed: int, batches: int, split: str = "train") -> list:
+        """`batches` fixed draws of the task's `split` (apart from each other when it has enough)."""
+        train = self.data.examples[task][split]
         count = min(len(train), self.data.tasks[task].config.batch)
         rng = np.random.default_rng([seed, SEED_OFFSET, *task.encode()])
         order = rng.permutation(len(train))
@@ -105,19 +124,77 @@ class Affinity:
         devices = [self.device] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), local_batches():
             # float64 copies of each task's network, made once per measurement for every held batch
-            weights = {task: _float64(self.networks[task]) for task in self.tasks}
-            per_batch = [self._on_batch(number, weights) for number in range(len(self.held[self.tasks[0]]))]
-        return Measurement(np.stack(per_batch))
+            for (
+                target
+            ) in self.probed:  # each classification target's probe, fitted on the encoder as it is now
+                self.networks[target] = ProbedNetwork(self.model, target, *self._fit_probe(target))
+            weights = {task: _float64(self.networks[task]) for task in [*self.tasks, *self.targets]}
+            measured = [self._on_batch(number, weights) for number in range(len(self.held[self.tasks[0]]))]
+        per_batch = np.stack([among for among, _ in measured])
+        return Measurement(per_batch, np.stack([toward for _, toward in measured]) if self.targets else None)
 
-    def _on_batch(self, number: int, weights: dict[str, dict[str, torch.Tensor]]) -> np.ndarray:
-        base = {task: self._loss(task, number, weights[task]).item() for task in self.tasks}
-        result = np.zeros((len(self.tasks), len(self.tasks)))
+    def _on_batch(
+        self, number: int, weights: dict[str, dict[str, torch.Tensor]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """On held batch `number`: (T, T) among the training tasks and (T, K) toward the targets."""
+        helped = [*self.tasks, *self.targets]
+        base = {task: self._loss(task, number, weights[task]).item() for task in helped}
+        result = np.zeros((len(self.tasks), len(helped)))
         for i, source in enumerate(self.tasks):
             stepped, lr = self._lookahead(source, number, weights[source])
-            for j, target in enumerate(self.tasks):
+            for j, target in enumerate(helped):
                 after = self._loss(target, number, {**weights[target], **stepped}).item()
                 result[i, j] = (1.0 - after / base[target]) / lr if base[target] and lr else 0.0
-        return result
+        return result[:, : len(self.tasks)], result[:, len(self.tasks) :]
+
+    def _fit_probe(self, target: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """A multinomial logistic regression on the frozen features of `target`'s probe draw of
+        training examples (the evaluation probe's draw), fitted in float64 by L-BFGS with
+        scikit-learn's default penalty (C=1: mean loss + ||W||^2 / 2N)."""
+        task, train = self.data.tasks[target], self.data.examples[target]["train"]
+        count = min(len(train), task.config.probe_train)
+        rows = np.sort(np.random.default_rng([self.seed, PROBE_SEED_OFFSET]).permutation(len(train))[:count])
+        head = self.model.heads[target]
+        features = torch.from_numpy(
+            probe_features(
+                self.model, head, train.subset(rows), self.data.table, self.probe_batch, self.device
+            )
+        ).to(self.device, torch.float64)
+        labels = torch.from_numpy(train.labels[rows]).to(self.device).long()
+        scale = features.std(dim=0).clamp_min(1e-12)  # L-BFGS converges on standardized inputs
+        # Two classes: one logit against a fixed 0, as scikit-learn's binary fit (a weight row per
+        # class would halve the penalty on their difference); more: one row per class, multinomial.
+        classes = head.recipe.outputs
+        free = 1 if classes == 2 else classes
+        weight = torch.zeros(
+            free, features.shape[1], dtype=torch.float64, device=self.device, requires_grad=True
+        )
+        bias = torch.zeros(free, dtype=torch.float64, device=self.device, requires_grad=True)
+        solver = torch.optim.LBFGS(
+            [weight, bias], lr=1, max_iter=500, tolerance_grad=1e-10, tolerance_change=1e-14,
+            line_search_fn="strong_wolfe",
+        )  # fmt: skip
+
+        def logits_of(rows: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+            logits = rows @ weight.T + bias
+            return torch.cat([torch.zeros_like(logits), logits], dim=1) if free == 1 else logits
+
+        def objective() -> torch.Tensor:
+            solver.zero_grad()
+            loss = torch.nn.functional.cross_entropy(logits_of(features / scale, bias), labels)
+            loss = loss + (weight / scale).square().sum() / (2 * len(labels))  # the intercept unpenalized
+            loss.backward()
+            return loss
+
+        with torch.enable_grad():
+            solver.step(objective)
+        weight, bias = (weight / scale).detach(), bias.detach()
+        if free == 1:
+            weight, bias = (
+                torch.cat([torch.zeros_like(weight), weight]),
+                torch.cat([torch.zeros_like(bias), bias]),
+            )
+        return weight, bias
 
     def _lookahead(
         self, task: str, number: int, weights: dict[str, torch.Tensor]
@@ -145,10 +222,25 @@ class Affinity:
         sentences = self.data.table.batch_columns(examples.sentences, self.device)
         labels = torch.from_numpy(examples.labels).to(self.device)
         # a task's same dropout masks before and after the lookahead
-        torch.manual_seed(SEED_OFFSET + 1_000 * number + self.tasks.index(task))
+        torch.manual_seed(SEED_OFFSET + 1_000 * number + [*self.tasks, *self.targets].index(task))
         with torch.set_grad_enabled(grad):
             outputs = functional_call(self.networks[task], weights, (sentences,))
             return definition.losses(outputs, labels).double().mean()
+
+
+class ProbedNetwork(torch.nn.Module):
+    """A classification target's path for the lookahead: the shared encoder, its head's features
+    ([u; v; |u - v|; u * v] for a pair) and a fitted linear probe in place of its untrained MLP."""
+
+    def __init__(self, model: MultitaskModel, task: str, weight: torch.Tensor, bias: torch.Tensor):
+        super().__init__()
+        self.encoder, self.head = model.encoder, model.heads[task]
+        self.register_buffer("probe_weight", weight)
+        self.register_buffer("probe_bias", bias)
+
+    def forward(self, sentences: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        features = self.head.recipe.features(*self.head.embeddings(self.encoder, sentences))
+        return features.double() @ self.probe_weight.T + self.probe_bias
 
 
 def _float64(network: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -241,19 +333,29 @@ class AffinityMeasurements(Callback):
         measured = self.affinity.measure()
         if not run.dist.is_main:
             return
-        matrix, tasks = measured.mean, self.tasks
-        self.log.append(
-            {
-                "step": step,
-                "block": run.state.block.index,
-                "task": task,
-                "tasks": tasks,
-                "matrix": matrix.tolist(),
-                "stderr": measured.stderr.tolist(),  # over the held batches: this measurement's spread
-                "batches": len(measured.per_batch),
-                "unit": "per_lr",  # (1 - L_after / L_before) / lr
-                "per_batch": measured.per_batch.tolist(),  # the floor's units (multitask.summarize)
+        matrix, tasks, targets = measured.mean, self.tasks, self.affinity.targets
+        row = {
+            "step": step,
+            "block": run.state.block.index,
+            "task": task,
+            "tasks": tasks,
+            "matrix": matrix.tolist(),
+            "stderr": measured.stderr.tolist(),  # over the held batches: this measurement's spread
+            "batches": len(measured.per_batch),
+            "unit": "per_lr",  # (1 - L_after / L_before) / lr
+            "per_batch": measured.per_batch.tolist(),  # the floor's units (multitask.summarize)
+        }
+        if measured.toward is not None:  # the watching tasks, rows the training tasks again
+            toward = measured.toward.mean(axis=0)
+            row |= {
+                "targets": targets,
+                "toward": toward.tolist(),
+                "toward_per_batch": measured.toward.tolist(),
             }
-        )
+        self.log.append(row)
         values = {f"affinity/{a}>{b}": matrix[i, j] for i, a in enumerate(tasks) for j, b in enumerate(tasks)}
+        if measured.toward is not None:
+            values |= {
+                f"affinity/{a}>{b}": toward[i, k] for i, a in enumerate(tasks) for k, b in enumerate(targets)
+            }
         run.log("affinity", values)

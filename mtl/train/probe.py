@@ -38,7 +38,7 @@ def probed_metrics(
     rows = np.sort(np.random.default_rng([seed, SEED_OFFSET]).permutation(len(train))[:count])
     head = model.heads[task.name]
     fit_on, fit_labels = (
-        _features(model, head, train.subset(rows), table, batch_size, device),
+        probe_features(model, head, train.subset(rows), table, batch_size, device),
         train.labels[rows],
     )
     scored = examples[split]
@@ -50,7 +50,7 @@ def probed_metrics(
         probabilities = (predicted == scored.labels).astype(float)
     else:
         probe.fit(fit_on, fit_labels)
-        features = _features(model, head, scored, table, batch_size, device)
+        features = probe_features(model, head, scored, table, batch_size, device)
         predicted = probe.predict(features)
         every = probe.predict_proba(features)
         known = {label: i for i, label in enumerate(probe.classes_)}
@@ -65,7 +65,7 @@ def probed_metrics(
 
 
 @torch.inference_mode()
-def _features(model, head: TaskHead, examples: TaskExamples, table, batch_size, device) -> np.ndarray:
+def probe_features(model, head: TaskHead, examples: TaskExamples, table, batch_size, device) -> np.ndarray:
     """The head's recipe over the frozen embeddings of each example's sentences: (N, features)."""
     was_training = model.training
     model.eval()

@@ -1,0 +1,112 @@
+"""Affinity toward targets: a watching task (`<task>.train=false`) is a column of its own,
+measured on its dev split, with the noise floor of the training tasks' affinity."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from mtl.train import run
+from tests.conftest import FIXTURES, args_for, start_run
+from tests.test_training import exported_weights
+
+# nli trains; sts (a cosine: its own loss) and squad (a classification: a fitted probe) watch
+WATCHED = (
+    "tasks=nli,sts,squad",
+    f"sts.source={FIXTURES / 'sts_tiny'}",
+    "sts.train=false",
+    "squad.train=false",
+)
+
+
+def target_affinity(tiny_data, tmp_path, *keys: str):
+    from mtl.train.affinity import Affinity
+    from mtl.train.trainer import Trainer
+
+    config = run.config_from_args(
+        args_for(tiny_data, tmp_path / "run", "max_steps=1", "precision=fp32", "optim=adam", "lr=1e-3", *keys)
+    )
+    trainer = Trainer(config, tmp_path / "run", progress=False)
+    return trainer, Affinity(
+        trainer.data, trainer.setup, trainer.setup.scheduler.tasks, 0, trainer.device, 3, 5.0
+    )
+
+
+def test_watching_tasks_are_targets_measured_on_their_dev_split(tiny_data, tmp_path):
+    trainer, affinity = target_affinity(tiny_data, tmp_path, *WATCHED)
+    assert affinity.tasks == ["nli"] and affinity.targets == ["sts", "squad"]
+    for target in affinity.targets:  # the dev split's pairs, never the training split's
+        dev = {tuple(row) for row in trainer.data.examples[target]["dev"].sentences}
+        train = {tuple(row) for row in trainer.data.examples[target]["train"].sentences}
+        held = {tuple(row) for batch in affinity.held[target] for row in batch.sentences}
+        assert held <= dev and not held & (train - dev)
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    measured = affinity.measure()
+    assert measured.per_batch.shape == (3, 1, 1) and measured.toward.shape == (3, 1, 2)
+    assert np.isfinite(measured.toward).all() and (measured.toward != 0).all()
+    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+    assert all(p.grad is None for p in trainer.model.parameters())
+    again = affinity.measure()  # the same batches, probe and dropout masks: the same bits
+    assert np.array_equal(measured.toward, again.toward)
+
+
+def test_the_probe_is_scikit_learns_default_logistic_regression(tiny_data, tmp_path):
+    """The classification target's probe: the fit scikit-learn's LogisticRegression() makes
+    (C=1, L2), here by L-BFGS in float64 on the same features."""
+    from sklearn.linear_model import LogisticRegression
+
+    from mtl.train.probe import SEED_OFFSET, probe_features
+
+    trainer, affinity = target_affinity(tiny_data, tmp_path, *WATCHED)
+    weight, bias = affinity._fit_probe("squad")
+    train = trainer.data.examples["squad"]["train"]
+    count = min(len(train), trainer.data.tasks["squad"].config.probe_train)
+    rows = np.sort(np.random.default_rng([0, SEED_OFFSET]).permutation(len(train))[:count])
+    features = probe_features(
+        trainer.model,
+        trainer.model.heads["squad"],
+        train.subset(rows),
+        trainer.data.table,
+        64,
+        trainer.device,
+    ).astype(np.float64)
+    reference = LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(features, train.labels[rows])
+    ours = features @ weight.numpy().T + bias.numpy()
+    # two classes: scikit-learn keeps one logit, the difference of our two
+    np.testing.assert_allclose(
+        ours[:, 1] - ours[:, 0], reference.decision_function(features), atol=1e-4, rtol=1e-4
+    )
+
+
+def test_a_run_with_targets_trains_the_same_bits_and_logs_their_column(tiny_data, tmp_path):
+    extra = (*WATCHED, "max_steps=4", "dropout=0.2", "eval_every=4")
+    start_run(tiny_data, tmp_path / "off", *extra)
+    start_run(tiny_data, tmp_path / "on", *extra, "affinity_every=2", "affinity_batches=2")
+    off, on = exported_weights(tmp_path / "off"), exported_weights(tmp_path / "on")
+    assert all(torch.equal(off[k], on[k]) for k in off)
+    from mtl.runs import read_affinity, read_metrics
+
+    rows = read_affinity(tmp_path / "on/affinity.jsonl")
+    assert [r["step"] for r in rows] == [2, 4] and all(r["targets"] == ["sts", "squad"] for r in rows)
+    assert all(np.allclose(np.mean(r["toward_per_batch"], axis=0), r["toward"]) for r in rows)
+    logged = [r for r in read_metrics(tmp_path / "on/metrics.jsonl") if r.get("phase/event") == "affinity"]
+    assert [r["affinity/nli>sts"] for r in logged] == [r["toward"][0][0] for r in rows]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"targets": ["sts"]}, "targets and toward come together"),
+        ({"targets": ["sts"], "toward": [[0.1, 0.2]]}, "1 training tasks x 1 targets"),
+        ({"targets": ["nli"], "toward": [[0.1]]}, "none of them a training task"),
+    ],
+)
+def test_a_damaged_target_column_is_refused(tmp_path, change, message):
+    from mtl.files.schemas import DamagedFile
+    from mtl.runs import read_affinity
+
+    row = {"step": 2, "tasks": ["nli"], "matrix": [[0.1]], "unit": "per_lr", **change}
+    (tmp_path / "affinity.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(DamagedFile, match=message):
+        read_affinity(tmp_path / "affinity.jsonl")
