@@ -170,6 +170,10 @@ compare-objectives *args:
 train-groups *args:
     {{python}} -m mtl train-groups "$@"
 
+# does the affinity toward a watching task predict leaving each training task out? (e.g. just affinity-check preset=cpu-small tasks=nli,squad,experiments/tasks/sick_r.toml,experiments/tasks/stsb.toml stsb.train=false affinity_every=20 budget=steps:300 seeds=5)
+affinity-check *args:
+    {{python}} -m mtl affinity-check "$@"
+
 # the task mixture proxy runs predict best (RegMix), against the usual mixtures (e.g. just mixture-search preset=cpu-small tasks=nli,squad,qt trials=16 seeds=3)
 mixture-search *args:
     {{python}} -m mtl mixture-search "$@"

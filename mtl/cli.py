@@ -312,6 +312,18 @@ COMMANDS: dict[str, Command] = {
             ),
         ),
     ),
+    "affinity-check": Command(
+        "mtl.jobs.affinity_check",
+        "mtl.jobs.configs:AffinityCheckConfig",
+        "the affinity toward watching tasks against leaving each training task out (Spearman with a seed-resampled interval)",
+        (
+            (
+                "KEY",
+                "none",
+                "any train-multitask key: tasks= with a watching task (<task>.train=false), affinity_every=, preset=, ...",
+            ),
+        ),
+    ),
     "mixture-search": Command(
         "mtl.analysis.mixture_page",
         "mtl.jobs.configs:MixtureSearchConfig",

@@ -473,7 +473,9 @@ def _make_run(folder: Path) -> None:
         rows.append({"global_step": step, "phase/event": "evaluation", "nli/dev/acc": 0.4 + step / 100})
     (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     measurements = [
-        {"step": step, "block": step // 20, "task": "nli", "tasks": ["nli", "squad"], "matrix": [[0.1, -0.01], [0.02, 0.2]]}
+        {"step": step, "block": step // 20, "task": "nli", "tasks": ["nli", "squad"], "matrix": [[0.1, -0.01], [0.02, 0.2]],
+         "unit": "per_lr", "batches": 2, "per_batch": [[[0.1, -0.02], [0.01, 0.2]], [[0.1, 0.0], [0.03, 0.2]]],
+         "targets": ["stsb"], "toward": [[0.3], [-0.1]], "toward_per_batch": [[[0.2], [-0.1]], [[0.4], [-0.1]]]}
         for step in (10, 20, 30)
     ]  # fmt: skip
     (folder / "affinity.jsonl").write_text(

@@ -110,3 +110,90 @@ def test_a_damaged_target_column_is_refused(tmp_path, change, message):
     (tmp_path / "affinity.jsonl").write_text(json.dumps(row) + "\n")
     with pytest.raises(DamagedFile, match=message):
         read_affinity(tmp_path / "affinity.jsonl")
+
+
+# ---- just affinity-check: the prediction against leaving each training task out ------------
+
+
+def test_affinity_check_trains_all_and_each_left_out_and_compares_them(tiny_data, tmp_path, capsys):
+    from mtl.cli import main
+
+    out = tmp_path / "check"
+    train = [
+        a
+        for a in args_for(tiny_data, out, WATCHED[1], "tasks=nli,squad,sts")
+        if not a.startswith(("out=", "max_steps="))
+    ]
+    command = ["affinity-check", *train, "sts.train=false", "affinity_every=2", "affinity_batches=2",
+               "budget=steps:4", "seeds=2", f"out={out}", "resamples=200"]  # fmt: skip
+    assert main(command) == 0, capsys.readouterr().err
+    result = json.loads((out / "affinity-check.json").read_text())
+    assert (
+        result["tasks"] == ["nli", "squad"]
+        and result["targets"] == ["sts"]
+        and result["splits"] == {"sts": "dev"}
+    )
+    runs = {p.name for p in out.iterdir() if p.is_dir()}
+    assert runs == {f"{arm}-seed{s}" for arm in ("all", "without-nli", "without-squad") for s in (1, 2)}
+    assert (out / "all-seed1/affinity.jsonl").is_file() and not (
+        out / "without-nli-seed1/affinity.jsonl"
+    ).exists()
+    pairs = {(p["task"], p["target"]): p for p in result["pairs"]}
+    assert set(pairs) == {("nli", "sts"), ("squad", "sts")}
+    from mtl.runs import read_affinity, read_summary
+
+    for seed in (1, 2):  # the prediction is the all-task run's mean; the effect, with minus without
+        rows = read_affinity(out / f"all-seed{seed}/affinity.jsonl")
+        assert pairs[("nli", "sts")]["predicted"][seed - 1] == pytest.approx(
+            np.mean([r["toward"][0][0] for r in rows])
+        )
+        with_nli = read_summary(out / f"all-seed{seed}/summary.json")["best/sts/dev/pearson"]
+        without_nli = read_summary(out / f"without-nli-seed{seed}/summary.json")["best/sts/dev/pearson"]
+        assert pairs[("nli", "sts")]["measured"][seed - 1] == pytest.approx(100 * (with_nli - without_nli))
+    assert sum(p["first_by_affinity"] for p in pairs.values()) == 2  # one first per seed
+    assert (
+        "Spearman's rho" in (out / "affinity-check.md").read_text()
+        or "no Spearman" in (out / "affinity-check.md").read_text()
+    )
+
+
+def test_spearman_over_seeds_and_its_interval():
+    from mtl.jobs.affinity_check import firsts, spearman_over_seeds
+
+    predictions = {s: np.array([[3.0], [2.0], [1.0]]) + 0.1 * s for s in (1, 2, 3)}
+    effects = {s: np.array([[5.0], [1.0], [-2.0]]) * s for s in (1, 2, 3)}
+    agreed = spearman_over_seeds(predictions, effects, 500)
+    assert (
+        agreed["rho"] == pytest.approx(1.0) and agreed["low"] == pytest.approx(1.0) and agreed["pairs"] == 3
+    )
+    reversed_effects = {s: -e for s, e in effects.items()}
+    assert spearman_over_seeds(predictions, reversed_effects, 500)["high"] == pytest.approx(-1.0)
+    assert (
+        spearman_over_seeds({1: predictions[1]}, {1: effects[1]}, 500)["low"] is None
+    )  # one seed: no interval
+    tied = {s: np.ones((3, 1)) for s in (1, 2)}
+    assert spearman_over_seeds(tied, effects, 500)["rho"] is None
+    assert firsts(effects, ["a", "b", "c"], ["t"]) == {"t": {"a": 3, "b": 0, "c": 0}}
+
+
+SOURCE = WATCHED[1]
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        (["budget=steps:3"], "affinity-check needs a target"),
+        (["tasks=nli,squad,sts", SOURCE, "sts.train=false", "budget=steps:3"], "give affinity_every=N"),
+        (["tasks=nli,sts", SOURCE, "sts.train=false", "affinity_every=2", "budget=steps:3"], "trains alone already"),
+        (["tasks=nli,squad,sts", SOURCE, "sts.train=false", "affinity_every=2", "budget=3"], "budget="),
+        (["tasks=nli,squad,sts", SOURCE, "sts.train=false", "affinity_every=2", "budget=steps:3", "max_steps=3"],
+         "sets it"),
+    ],
+)  # fmt: skip
+def test_bad_affinity_check_arguments_are_one_line(tiny_data, tmp_path, keys, message):
+    from mtl.errors import UserError
+    from mtl.jobs import affinity_check
+
+    train = [a for a in args_for(tiny_data, tmp_path / "out") if not a.startswith(("out=", "max_steps="))]
+    with pytest.raises(UserError, match=message):
+        affinity_check.command([*train, *keys, f"out={tmp_path / 'out'}"])

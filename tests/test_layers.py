@@ -37,6 +37,7 @@ LAYERS = [
             "=mtl.jobs.versus",
             "=mtl.jobs.mixture",
             "=mtl.jobs.groups",
+            "=mtl.jobs.affinity_check",
         ],
     ),
     ("entry points", ["mtl.registry", "mtl.cli", "mtl.__main__", "=mtl", "=mtl.transfer", "=mtl.api"]),

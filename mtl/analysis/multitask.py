@@ -68,6 +68,34 @@ def summarize(rows: list[dict[str, Any]]) -> AffinityMean:
     return AffinityMean(tasks, mean, None, per_lr)
 
 
+def toward_targets(rows: list[dict[str, Any]]) -> tuple[AffinityMean, list[str]] | None:
+    """The affinity toward the watching tasks (training tasks x targets), with the same noise
+    floor over the same held batches; None when the run watched none."""
+    if not rows or not rows[0].get("targets"):
+        return None
+    columns = [
+        {
+            "tasks": r["tasks"],
+            "matrix": r["toward"],
+            "per_batch": r.get("toward_per_batch"),
+            "unit": r.get("unit"),
+        }
+        for r in rows
+    ]
+    return summarize(columns), list(rows[0]["targets"])
+
+
+def first_toward(summary: AffinityMean, targets: list[str]) -> dict[str, str | None]:
+    """Per target, the training task whose step lowers its loss most, among entries above the
+    noise floor that help; None where none does (no evidence)."""
+    inside, firsts = summary.within_noise(), {}
+    for k, target in enumerate(targets):
+        helping = [(summary.mean[i, k], task) for i, task in enumerate(summary.tasks) if not inside[i, k]]
+        helping = [pair for pair in helping if pair[0] > 0]
+        firsts[target] = max(helping)[1] if helping else None
+    return firsts
+
+
 def _acted_on(summary: AffinityMean) -> np.ndarray:
     """The mean with every entry inside the noise floor taken as 0."""
     return np.where(summary.within_noise(), 0.0, summary.mean)
@@ -210,6 +238,42 @@ def affinity_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     return parts
 
 
+def target_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
+    """HTML: the training tasks' affinity toward the watching tasks, ~0 inside the noise floor,
+    and which training task helps each target most."""
+    found = toward_targets(rows)
+    if found is None:
+        return []
+    summary, targets = found
+    inside = summary.within_noise()
+    head = "".join(f"<th>→ {html.escape(t)} (dev)</th>" for t in targets)
+    body = ""
+    for i, source in enumerate(summary.tasks):
+        cells = []
+        for k in range(len(targets)):
+            value = summary.mean[i, k]
+            if summary.half_width is None:
+                cells.append(_signed(value))
+            elif inside[i, k]:
+                cells.append(f"~0 ({_signed(value)} ± {summary.half_width[i, k]:.2g})")
+            else:
+                cells.append(f"{_signed(value)} ± {summary.half_width[i, k]:.2g}")
+        body += f"<tr><td>{html.escape(source)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+    firsts = first_toward(summary, targets)
+    said = "; ".join(
+        f"{target}: {first} helps most" if first else f"{target}: no training task helps above the floor"
+        for target, first in firsts.items()
+    )
+    return [
+        f"<h2>Affinity of {html.escape(name)} toward its watching tasks: mean of {len(rows)} measurements</h2>",
+        "<p>Row: the training task stepped; column: a task that watches the run untrained (train=false), "
+        "its loss on held batches of its dev split (a classification target through a linear probe fitted "
+        f"at each measurement). ± and ~0 as above ({summary.units} held batches). {html.escape(said)}. "
+        "A lookahead is one step's effect: check it against leaving the task out (just affinity-check).</p>",
+        f'<div class="wide"><table><tr><th>stepped</th>{head}</tr>{body}</table></div>',
+    ]
+
+
 def reading(tasks: list[str], mean: np.ndarray, within: np.ndarray | None = None) -> str:
     """One line on a run's mean affinity: the pair where one task helps another most, and the
     one where it hurts most (`squad helps nli: +0.012 mean; nli hurts squad: -0.003 mean`); pairs
@@ -284,6 +348,35 @@ def affinity_figure(run: Run) -> tuple[str, str]:
                 axis.text(j, i, text, ha="center", va="center", fontsize=8)
     figure.colorbar(image, ax=flat, shrink=0.8, label="Z(i → j) / lr" if summary.per_lr else "Z(i → j)")
     return svg_base64(figure), reading(tasks, matrices[0], summary.within_noise())
+
+
+def target_figure(run: Run) -> tuple[str, str] | None:
+    """(SVG as base64, a line) of a run's affinity toward its watching tasks: training tasks x
+    targets, ~0 inside the noise floor; None when it watched none."""
+    found = toward_targets(run.affinity)
+    if found is None:
+        return None
+    summary, targets = found
+    inside, limit = summary.within_noise(), max(1e-6, float(np.abs(summary.mean).max()))
+    plt = pyplot()
+    figure, axis = plt.subplots(
+        figsize=(2.4 + 1.1 * len(targets), 1.4 + 0.6 * len(summary.tasks)), layout="constrained"
+    )
+    image = axis.imshow(summary.mean, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+    axis.set_xticks(range(len(targets)), targets, fontsize=8)
+    axis.set_yticks(range(len(summary.tasks)), summary.tasks, fontsize=8)
+    axis.set_xlabel("watching task (its dev loss)", fontsize=8)
+    axis.set_ylabel("stepped training task", fontsize=8)
+    for i in range(len(summary.tasks)):
+        for k in range(len(targets)):
+            text = "~0" if inside[i, k] else f"{summary.mean[i, k]:+.2g}"
+            axis.text(k, i, text, ha="center", va="center", fontsize=8)
+    figure.colorbar(
+        image, ax=axis, shrink=0.8, label="Z(i → target) / lr" if summary.per_lr else "Z(i → target)"
+    )
+    firsts = first_toward(summary, targets)
+    said = "; ".join(f"{t}: {first or 'none above the floor'} first" for t, first in firsts.items())
+    return svg_base64(figure), said
 
 
 def balance_figure(run: Run) -> str | None:

@@ -69,13 +69,21 @@ def build(runs: list[Run]) -> str:
         if run.affinity:
             image, said = multitask.affinity_figure(run)
             figures.append((f"Task affinity of {run.name} (lookahead, Fifty et al. 2021): {said}", image))
+            if (toward := multitask.target_figure(run)) is not None:
+                figures.append((f"Affinity of {run.name} toward its watching tasks: {toward[1]}", toward[0]))
         if (balance := multitask.balance_figure(run)) is not None:
             balancer = run.config.get("schedule", {}).get("balancer", "sum")
             figures.append((f"Balancer of {run.name} (schedule=mixed, balancer={balancer})", balance))
     compared = _comparisons(runs)
     significance = _significance(compared)
     affinity = [
-        line for run in runs if run.affinity for line in multitask.affinity_table(run.name, run.affinity)
+        line
+        for run in runs
+        if run.affinity
+        for line in [
+            *multitask.affinity_table(run.name, run.affinity),
+            *multitask.target_table(run.name, run.affinity),
+        ]
     ]
     parts = [
         "<!doctype html>",

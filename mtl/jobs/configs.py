@@ -91,3 +91,15 @@ class TrainGroupsConfig(LauncherConfig):
     seeds: int | None = 3  # each network trained with seeds seed..seed+K-1
     seed: str = "1"  # the first seed, or a list (1,2,3)
     out: str | None = None  # where the runs and the verdicts go; None: runs/groups-<time>
+
+
+@dataclass
+class AffinityCheckConfig(LauncherConfig):
+    """affinity-check's own keys (for --help); every other key goes to train-multitask (with
+    affinity_every= and at least one watching task, `<task>.train=false`)."""
+
+    budget: str = ""  # steps:N, examples:N or minutes:N: what every run gets
+    seeds: int | None = 5  # each arm trained with seeds seed..seed+K-1
+    seed: str = "1"  # the first seed, or a list (1,2,3)
+    out: str | None = None  # where the runs and the check go; None: runs/affinity-check-<time>
+    resamples: AtLeast1 = 4000  # seed resamples of the bootstrap interval of Spearman's rho
