@@ -123,11 +123,10 @@ class Affinity:
     def measure(self) -> Measurement:
         devices = [self.device] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), local_batches():
-            # float64 copies of each task's network, made once per measurement for every held batch
-            for (
-                target
-            ) in self.probed:  # each classification target's probe, fitted on the encoder as it is now
+            # each classification target's probe, fitted on the encoder as it is now
+            for target in self.probed:
                 self.networks[target] = ProbedNetwork(self.model, target, *self._fit_probe(target))
+            # float64 copies of each task's network, made once per measurement for every held batch
             weights = {task: _float64(self.networks[task]) for task in [*self.tasks, *self.targets]}
             measured = [self._on_batch(number, weights) for number in range(len(self.held[self.tasks[0]]))]
         per_batch = np.stack([among for among, _ in measured])
@@ -175,13 +174,13 @@ class Affinity:
             line_search_fn="strong_wolfe",
         )  # fmt: skip
 
-        def logits_of(rows: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-            logits = rows @ weight.T + bias
+        def logits_of(inputs: torch.Tensor) -> torch.Tensor:
+            logits = inputs @ weight.T + bias
             return torch.cat([torch.zeros_like(logits), logits], dim=1) if free == 1 else logits
 
         def objective() -> torch.Tensor:
             solver.zero_grad()
-            loss = torch.nn.functional.cross_entropy(logits_of(features / scale, bias), labels)
+            loss = torch.nn.functional.cross_entropy(logits_of(features / scale), labels)
             loss = loss + (weight / scale).square().sum() / (2 * len(labels))  # the intercept unpenalized
             loss.backward()
             return loss
