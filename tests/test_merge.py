@@ -87,6 +87,8 @@ def test_a_merge_records_its_parents_and_mixes_them(singles, tmp_path):
     assert json.loads((tmp_path / "shared" / "encoder.json").read_text())["merged"] == record["merged"]
     card = (tmp_path / "shared" / "encoder" / "README.md").read_text()
     assert "merged by `just merge-encoders` (ties, lam 1) from 2 encoders (nli, squad)" in card
+    datasets = card.split("datasets:")[1].split("\n---")[0].split(":")[0]  # the front matter's list
+    assert "stanfordnlp/snli" in datasets and "rajpurkar/squad" in datasets  # both parents' data
     merge = load_encoder(tmp_path / "m", device="cpu")
     for single in singles:  # neither parent: a real mixture of the two
         assert not torch.equal(

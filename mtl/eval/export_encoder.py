@@ -28,7 +28,7 @@ from mtl.models.card import CardFacts, facts_of
 from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.encoders.embedding import part_state
 from mtl.models.sentence_transformers import unsupported, write_sentence_transformer
-from mtl.runs import RunFolder, read_summary, upgraded
+from mtl.runs import RunFolder, read_json, read_summary, upgraded
 from mtl.tasks.kinds import title_of
 from mtl.text.vectors import vector_store
 
@@ -134,6 +134,12 @@ def run_card(name: str, saved: dict, file: Path) -> CardFacts:
     facts = facts_of(name, config, summary if isinstance(summary, dict) else {}, titles)
     if isinstance(merged := saved.get("merged"), dict):  # say what it is before its first parent's settings
         facts.settings.insert(0, merge_line(merged))
+        for parent in merged.get("parents") or []:  # trained on every parent's data, not the first's only
+            written = read_json(Path(str(parent.get("path")))) if isinstance(parent, dict) else None
+            if isinstance(written, dict):
+                other = run_card(name, {"config": written.get("config")}, file)
+                facts.datasets += [d for d in other.datasets if d not in facts.datasets]
+                facts.titles = {**other.titles, **facts.titles}
     return facts
 
 
