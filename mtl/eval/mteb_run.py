@@ -76,9 +76,12 @@ def evaluate(config: MTEBConfig) -> dict:
     failed = {error.task_name: error.exception for error in result.exceptions or []}
     if failed:
         if offline:
+            local = [name for name in failed if name in LOCAL_TASKS]
+            instead = f", score {', '.join(local)} from SentEval's copies with data=local" if local else ""
             raise UserError(
                 f"MTEB could not run {', '.join(failed)}: the Hugging Face Hub is out of reach from here and "
-                "its data is not in the local cache (HF_HOME); run it once with the network, or leave it out of tasks="
+                f"its data is not in the local cache (HF_HOME); run it once with the network{instead}, or leave "
+                "it out of tasks="
             )
         reasons = "; ".join(f"{name}: {_first_line(why)}" for name, why in failed.items())
         raise UserError(
