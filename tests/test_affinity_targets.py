@@ -2,10 +2,12 @@
 measured on its dev split, with the noise floor of the training tasks' affinity."""
 
 import json
+from itertools import permutations
 
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from mtl.train import run
 from tests.conftest import FIXTURES, args_for, start_run
@@ -174,6 +176,27 @@ def test_spearman_over_seeds_and_its_interval():
     tied = {s: np.ones((3, 1)) for s in (1, 2)}
     assert spearman_over_seeds(tied, effects, 500)["rho"] is None
     assert firsts(effects, ["a", "b", "c"], ["t"]) == {"t": {"a": 3, "b": 0, "c": 0}}
+
+
+def test_few_pairs_are_no_evidence_however_many_seeds_agree():
+    """Three pairs have six orders: a perfect rho comes by chance one time in three (two-sided),
+    so no seed count makes it a verdict; eight pairs in order, 2 / 8! of the time."""
+    from mtl.jobs.affinity_check import markdown, permutation_p, spearman_over_seeds
+
+    assert permutation_p(np.array([1.0, 2, 3]), np.array([4.0, 5, 6])) == pytest.approx(1 / 3)
+    assert permutation_p(np.arange(8.0), np.arange(8.0) ** 2) == pytest.approx(2 / 40_320)
+    effects = np.array([2.0, 1, 4, 3])  # rho 0.6: every order of the effects, counted by scipy's rho
+    as_far = [
+        abs(stats.spearmanr(np.arange(4), effects[list(o)])[0]) >= 0.6 - 1e-12 for o in permutations(range(4))
+    ]
+    assert permutation_p(np.arange(4.0), effects) == pytest.approx(np.mean(as_far))
+    predictions = {s: np.array([[3.0], [2.0], [1.0]]) for s in range(5)}
+    check = spearman_over_seeds(predictions, predictions, 200)
+    assert check["rho"] == pytest.approx(1.0) and check["low"] == pytest.approx(1.0)
+    result = {"spearman": check, "targets": ["t"], "budget": "steps:2", "seeds": list(range(5)),
+              "resamples": 200, "splits": {"t": "test"}, "pairs": []}  # fmt: skip
+    said = "rho +1.00 [+1.00, +1.00] (95%, 200 seed resamples), permutation p 0.33 over 3 pairs: no evidence"
+    assert said in markdown(result)
 
 
 SOURCE = WATCHED[1]

@@ -23,6 +23,7 @@ rho near 0 says so.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Sequence
 
@@ -135,11 +136,13 @@ def spearman_over_seeds(
     predictions: dict[int, np.ndarray], effects: dict[int, np.ndarray], resamples: int, seed: int = 0
 ) -> dict:
     """Spearman's rho between the seed-mean predictions and effects over every (task, target)
-    pair, and its 95% percentile interval over seed resamples (None with fewer than 2 seeds, or
-    where a resample's ranks are all tied)."""
+    pair; its 95% percentile interval over seed resamples (None with fewer than 2 seeds, or where
+    every resample's ranks tie); and the permutation p-value of the pairs (two-sided: a rho as
+    far from 0 among every order of the effects), which the seeds cannot shrink: three pairs have
+    six orders, so no rho of theirs is below 1/3."""
     seeds = sorted(set(predictions) & set(effects))
     if not seeds:
-        return {"rho": None, "low": None, "high": None, "seeds": [], "pairs": 0}
+        return {"rho": None, "low": None, "high": None, "permutation_p": None, "seeds": [], "pairs": 0}
     stack_p = np.stack([predictions[s] for s in seeds])
     stack_e = np.stack([effects[s] for s in seeds])
 
@@ -157,13 +160,34 @@ def spearman_over_seeds(
         values = values[~np.isnan(values)]
         if len(values):
             low, high = (float(v) for v in np.percentile(values, [2.5, 97.5]))
+    predicted_mean, measured_mean = stack_p.mean(axis=0).ravel(), stack_e.mean(axis=0).ravel()
     return {
         "rho": None if np.isnan(everything) else everything,
         "low": low,
         "high": high,
+        "permutation_p": None if np.isnan(everything) else permutation_p(predicted_mean, measured_mean, seed),
         "seeds": seeds,
         "pairs": int(stack_p[0].size),
     }
+
+
+EXACT_UP_TO = 8  # pairs whose every order is tried (8! = 40,320); more: 20,000 seeded random orders
+
+
+def permutation_p(x: np.ndarray, y: np.ndarray, seed: int = 0) -> float:
+    """Two-sided permutation p-value of Spearman's rho between `x` and `y`: the share of orders of
+    `y` whose rho is at least as far from 0 (exact up to EXACT_UP_TO pairs)."""
+    ranks_x, ranks_y = stats.rankdata(x), stats.rankdata(y)
+    observed = abs(np.corrcoef(ranks_x, ranks_y)[0, 1])
+    if len(x) <= EXACT_UP_TO:
+        orders = np.array(list(itertools.permutations(ranks_y)))
+    else:
+        rng = np.random.default_rng(seed)
+        orders = np.array([rng.permutation(ranks_y) for _ in range(20_000)])
+    centred_x = ranks_x - ranks_x.mean()
+    centred = orders - orders.mean(axis=1, keepdims=True)
+    values = np.abs(centred @ centred_x) / (np.linalg.norm(centred, axis=1) * np.linalg.norm(centred_x))
+    return float(np.mean(values >= observed - 1e-12))
 
 
 def firsts(
@@ -187,23 +211,30 @@ def markdown(result: dict) -> str:
             if check["low"] is not None
             else " (one seed: no interval)"
         )
+        p = check["permutation_p"]
         verdict = (
-            "one seed: no verdict"
+            f"no evidence: over {check['pairs']} pairs an order this close comes by chance"
+            if p > 0.05
+            else "one seed: no verdict"
             if check["low"] is None
             else "the affinity predicts the order of the effects"
-            if check["low"] is not None and check["low"] > 0
+            if check["low"] > 0
             else "the affinity predicts the opposite order"
-            if check["high"] is not None and check["high"] < 0
-            else "no evidence either way: the interval holds 0"
+            if check["high"] < 0
+            else "no evidence either way: the seeds' interval holds 0"
         )
-        said = f"Spearman's rho {check['rho']:+.2f}{interval} over {check['pairs']} pairs: {verdict}"
+        said = (
+            f"Spearman's rho {check['rho']:+.2f}{interval}, permutation p {p:.2g} over {check['pairs']} "
+            f"pairs: {verdict}"
+        )
     lines = [
         f"Leave-one-task-out check of the affinity toward {', '.join(result['targets'])}: every run "
         f"{result['budget']}, seeds {', '.join(map(str, result['seeds']))}. Predicted: mean Z(task → target) / lr "
         "over the all-task run's measurements (held batches of the target's dev split); measured: the "
         "target's score with the task minus without it, points (accuracy %, r x 100), on "
         + ", ".join(f"{t}'s {s} split" for t, s in result["splits"].items())
-        + ". Each the mean over seeds.",
+        + ". Each the mean over seeds. First: the seeds in which the task's value was the largest "
+        "toward the target (the affinity's without its floor; the effect: the task whose removal cost most).",
         "",
         said + ".",
         "",
