@@ -173,21 +173,10 @@ MOST_GROUPED = 8  # tasks over which every partition is tried
 def affinity_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     """HTML: the run's mean affinity with its interval, ~0 inside the noise floor, and TAG's groupings."""
     summary = summarize(rows)
-    tasks, inside = summary.tasks, summary.within_noise()
+    tasks = summary.tasks
     unit = "Z(i → j) / lr" if summary.per_lr else "Z(i → j)"
     head = "".join(f"<th>→ {html.escape(t)}</th>" for t in tasks)
-    body = ""
-    for i, source in enumerate(tasks):
-        cells = []
-        for j in range(len(tasks)):
-            value = summary.mean[i, j]
-            if summary.half_width is None:
-                cells.append(_signed(value))
-            elif inside[i, j]:
-                cells.append(f"~0 ({_signed(value)} ± {summary.half_width[i, j]:.2g})")
-            else:
-                cells.append(f"{_signed(value)} ± {summary.half_width[i, j]:.2g}")
-        body += f"<tr><td>{html.escape(source)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+    body = _table_rows(summary)
     if summary.half_width is None:
         floor = (
             "no noise floor: the log is from before mtl repeated each measurement; read small values as noise"
@@ -245,20 +234,8 @@ def target_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     if found is None:
         return []
     summary, targets = found
-    inside = summary.within_noise()
     head = "".join(f"<th>→ {html.escape(t)} (dev)</th>" for t in targets)
-    body = ""
-    for i, source in enumerate(summary.tasks):
-        cells = []
-        for k in range(len(targets)):
-            value = summary.mean[i, k]
-            if summary.half_width is None:
-                cells.append(_signed(value))
-            elif inside[i, k]:
-                cells.append(f"~0 ({_signed(value)} ± {summary.half_width[i, k]:.2g})")
-            else:
-                cells.append(f"{_signed(value)} ± {summary.half_width[i, k]:.2g}")
-        body += f"<tr><td>{html.escape(source)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+    body = _table_rows(summary)
     firsts = first_toward(summary, targets)
     said = "; ".join(
         f"{target}: {first} helps most" if first else f"{target}: no training task helps above the floor"
@@ -272,6 +249,22 @@ def target_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
         "A lookahead is one step's effect: check it against leaving the task out (just affinity-check).</p>",
         f'<div class="wide"><table><tr><th>stepped</th>{head}</tr>{body}</table></div>',
     ]
+
+
+def _table_rows(summary: AffinityMean) -> str:
+    """HTML rows: a row per stepped task, each entry its mean ± the floor, ~0 inside it."""
+    inside, body = summary.within_noise(), ""
+    for i, source in enumerate(summary.tasks):
+        cells = []
+        for j, value in enumerate(summary.mean[i]):
+            if summary.half_width is None:
+                cells.append(_signed(value))
+            elif inside[i, j]:
+                cells.append(f"~0 ({_signed(value)} ± {summary.half_width[i, j]:.2g})")
+            else:
+                cells.append(f"{_signed(value)} ± {summary.half_width[i, j]:.2g}")
+        body += f"<tr><td>{html.escape(source)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+    return body
 
 
 def reading(tasks: list[str], mean: np.ndarray, within: np.ndarray | None = None) -> str:

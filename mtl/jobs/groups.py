@@ -37,14 +37,13 @@ from mtl.analysis.significance import SignificanceConfig, correct, from_scores
 from mtl.config import apply_overrides, paths_and_keys
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
-from mtl.files.locks import FolderLock
 from mtl.files.schemas import DamagedFile
 from mtl.jobs.arms import budget_amount, equal_compute, left_out_line, refuse_run_keys, study_folder
 from mtl.jobs.configs import TrainGroupsConfig as TrainGroupsConfig
 from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
-from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
+from mtl.jobs.sweep import train_study
 from mtl.jobs.versus import subset_members
 from mtl.runs import RunFolder, read_affinity, read_summary
 from mtl.train.command_line import config_from_args
@@ -253,12 +252,7 @@ def command(args: Sequence[str]) -> None:
     arms[ALL] = training
     out = study_folder(config.out, "groups")
     found = subset_members(train, arms, config.budget, out, seeds)
-    sweep = Sweep(out.name, {}, [*train, f"budget={config.budget}"], out, launcher)
-    with FolderLock(out, "train-groups folder", "out"):
-        check_same_fixed_keys(sweep, found)
-        outcomes = train_members(sweep, found)
-    if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
-        raise UserError(f"{', '.join(failed)} failed: see its output above, then run the same command again")
+    train_study(found, [*train, f"budget={config.budget}"], out, launcher, "train-groups")
     kept, short = equal_compute(found, config.budget)
     serving = serving_groups(chosen, kept, training)
     rows = verdicts(kept, serving, training)

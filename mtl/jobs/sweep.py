@@ -176,6 +176,18 @@ def run(sweep: Sweep) -> dict[str, str]:
         return train_members(sweep, members)
 
 
+def train_study(members: list[Member], fixed: list[str], out: Path, launcher: Launcher, what: str) -> None:
+    """Every run of a study trained (each resumed where it stopped, a finished one never again) in
+    `out`, whose `fixed` keys (the budget among them) a folder trained before must share; one
+    line naming the runs that failed."""
+    sweep = Sweep(out.name, {}, fixed, out, launcher)
+    with FolderLock(out, f"{what} folder", "out"):
+        check_same_fixed_keys(sweep, members)
+        outcomes = train_members(sweep, members)
+    if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
+        raise UserError(f"{', '.join(failed)} failed: see its output above, then run the same command again")
+
+
 def check_same_fixed_keys(sweep: Sweep, members: list[Member]) -> None:
     """Refuse to reuse members that an earlier run of this sweep trained with other fixed keys.
 

@@ -37,7 +37,6 @@ from mtl.config import paths_and_keys
 from mtl.errors import UserError
 from mtl.eval.merge import MergeConfig, merge_encoders
 from mtl.files import atomic, jsonfile
-from mtl.files.locks import FolderLock
 from mtl.formats.comparison import method_of
 from mtl.jobs.arms import (
     budget_amount,
@@ -54,7 +53,7 @@ from mtl.jobs.configs import VersusConfig as VersusConfig
 from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
-from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
+from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_summary
 from mtl.tasks import named_config
 from mtl.train.command_line import config_from_args
@@ -426,12 +425,7 @@ def command(args: Sequence[str]) -> None:
     found = members(train, config.budget, out, seeds, merge=bool(methods))
     # The budget is a fixed key of every run: a folder trained with another budget is refused,
     # not resumed under its old one.
-    sweep = Sweep(out.name, {}, [*train, f"budget={config.budget}"], out, launcher)
-    with FolderLock(out, "versus folder", "out"):
-        check_same_fixed_keys(sweep, found)
-        outcomes = train_members(sweep, found)
-    if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
-        raise UserError(f"{', '.join(failed)} failed: see its output above, then run the same command again")
+    train_study(found, [*train, f"budget={config.budget}"], out, launcher, "versus")
     parts = [m for m in found if arm_of(m).endswith(PART)]
     found = [m for m in found if m not in parts]
     kept, short = equal_compute(found, config.budget)
