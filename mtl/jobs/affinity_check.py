@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 from scipy import stats
@@ -70,7 +71,9 @@ def without(task: str) -> str:
     return f"without-{task}"
 
 
-def members_of(train: list[str], training: list[str], budget: str, out, seeds: list[int]) -> list[Member]:
+def members_of(
+    train: list[str], training: list[str], budget: str, out: Path, seeds: list[int]
+) -> list[Member]:
     """`all` (measuring affinity) and `without-<k>` for each training task (not measuring: the
     lookahead costs time and changes nothing they are scored on)."""
     arms = {ALL: training} | {without(k): [t for t in training if t != k] for k in training}
@@ -128,7 +131,8 @@ def measured(
 
 
 def _seed_of(member: Member) -> int:
-    return int(next(a for a in member.overrides if a.startswith("seed=")).partition("=")[2])
+    """The seed subset_members gave the run (its last seed= key)."""
+    return int(next(a for a in reversed(member.overrides) if a.startswith("seed=")).partition("=")[2])
 
 
 def spearman_over_seeds(
