@@ -51,6 +51,7 @@ from mtl.console import progress_stream
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.archives import Archive, Damaged, UnsafeArchive
+from mtl.files.digest import file_sha256
 from mtl.files.locks import FolderLock
 from mtl.files.paths import data_dir
 from mtl.files.schemas import SentEvalManifest, read_json
@@ -311,6 +312,11 @@ def get_senteval(config: GetSentEvalConfig) -> tuple[Path, dict]:
             if _complete(out, manifest, source.task):
                 print(f"  {source.task:<8} already here")
                 continue
+            if found := in_place(out, source.task, expected):  # laid out by SentEval's own script, or copied
+                manifest[source.task] = {"files": found}
+                atomic.write_text(out / MANIFEST, jsonfile.dumps(manifest, indent=1) + "\n", "manifest")
+                print(f"  {source.task:<8} already here: {len(found)} files as recorded, found in place")
+                continue
             fetched = {
                 d.name: fetch(d, downloads_folder, config.mirror, config.timeout) for d in source.downloads
             }
@@ -512,6 +518,32 @@ def _summary(checks: dict[str, dict]) -> str:
     if unrecorded:
         parts.append(f"{unrecorded} with no recorded copy")
     return ", ".join(parts)
+
+
+# Where each task's files sit under out/ (SentEval's layout): a folder written by SentEval's own
+# get_transfer_data.bash or copied from one holds them without this command's manifest. SNLI and
+# the probing sets are absent: their files have no recorded copy to check against.
+LAYOUT = {
+    **{task: f"downstream/{task}/" for task in (*BINARY_TASKS, "MRPC", "TREC", "SICK")},
+    "SST2": "downstream/SST/binary/",
+    "SST5": "downstream/SST/fine/",
+    **{year: f"downstream/STS/{year}-en-test/" for year in STS_YEARS},
+    "STS-B": "downstream/STS/STSBenchmark/",
+}
+
+
+def in_place(out: Path, task: str, expected: dict[str, tuple[int, str]]) -> dict[str, dict] | None:
+    """The manifest entry of `task` when every file recorded for it is in `out` with its recorded
+    size and SHA-256 (nothing to fetch); None when any is missing or differs."""
+    prefix = LAYOUT.get(task)
+    files = {path: value for path, value in expected.items() if prefix and path.startswith(prefix)}
+    if not files:
+        return None
+    for path, (size, sha) in files.items():
+        file = out / path
+        if not file.is_file() or file.stat().st_size != size or file_sha256(file) != sha:
+            return None
+    return {path: {"size": size, "sha256": sha, "verified": True} for path, (size, sha) in files.items()}
 
 
 def _complete(out: Path, manifest: dict, task: str) -> bool:

@@ -447,3 +447,28 @@ def test_a_damaged_manifest_is_one_line(tmp_path, capsys, manifest, said):
     assert main(["get-senteval", f"out={out}", "tasks=TREC", "mirror=http://127.0.0.1:9"]) == 2
     line = one_error_line(capsys)
     assert said in line and "get-senteval.json" in line and "remove it" in line
+
+
+@needs_data
+def test_a_folder_laid_out_by_senteval_is_taken_as_it_is(tmp_path, capsys):
+    """Files SentEval's own script wrote (here ../shared/data's copy) are recognised by their
+    recorded SHA-256: nothing is fetched (the mirror is an empty folder); one changed byte and
+    the task is fetched again."""
+    import shutil
+
+    out, mirror = tmp_path / "senteval", tmp_path / "empty-mirror"
+    mirror.mkdir()
+    for folder in ("MR", "SICK", "STS/STS14-en-test"):
+        shutil.copytree(SHARED / "senteval/downstream" / folder, out / "downstream" / folder)
+    command = ["get-senteval", f"out={out}", "tasks=MR,SICK,STS14", f"mirror={mirror}"]
+    assert main(command) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.count("found in place") == 3
+    manifest = json.loads((out / senteval.MANIFEST).read_text())
+    assert sorted(manifest) == ["MR", "SICK", "STS14"] and all(
+        entry["verified"] for task in manifest.values() for entry in task["files"].values()
+    )
+    assert main(command) == 0 and capsys.readouterr().out.count("already here") == 3
+    (out / senteval.MANIFEST).unlink()
+    polarity = out / "downstream/MR/rt-polarity.pos"
+    polarity.write_bytes(polarity.read_bytes().replace(b"the", b"teh", 1))
+    assert main(command) == 2 and "has no" in one_error_line(capsys)  # MR fetched again: the mirror lacks it
