@@ -67,6 +67,8 @@ def test_a_glove_encoder_exports_a_sentence_transformers_folder(exports, name):
     files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
     assert {"modules.json", "config_sentence_transformers.json", "README.md", "model.safetensors"} <= files
     assert not any(name.endswith((".pt", ".bin", ".pkl", ".py")) for name in files), "nothing to run"
+    words = json.loads((folder / "wordembedding_config.json").read_text())
+    assert words["max_seq_length"] == 512  # data.max_tokens: the words mtl's encoder reads
     ours = load_encoder(run_dir, device="cpu")
     expected = ours.encode(SENTENCES)
     assert ours.coverage.tokens_found == ours.coverage.tokens  # every word is in the trained vocabulary

@@ -110,8 +110,14 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
         atomic.write_folder(
             RunFolder(out).pretrained_encoder,
             lambda folder: write_sentence_transformer(
-                encoders[0], st_words, lowercase, folder, run_card(out.name, saved, file), st_rows
-            ),
+                encoders[0],
+                st_words,
+                lowercase,
+                folder,
+                run_card(out.name, saved, file),
+                st_rows,
+                loaded.max_tokens,
+            ),  # fmt: skip
             "sentence-transformers folder",
         )
     return out, len(kept), len(words) - len(kept)

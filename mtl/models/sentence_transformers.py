@@ -55,9 +55,11 @@ def write_sentence_transformer(
     folder: Path,
     card: CardFacts,
     rows: list[int] | None = None,
+    max_tokens: int = 512,
 ) -> None:
     """Write `encoder` into `folder`; `vocabulary` (padding, unknown, then words) names its embedding
-    rows, or the rows `rows` of it when given (an export that keeps some words only)."""
+    rows, or the rows `rows` of it when given (an export that keeps some words only); `max_tokens`:
+    the words per sentence mtl's encoder reads (data.max_tokens), sentence-transformers' limit."""
     if reason := unsupported(encoder):
         raise ValueError(reason)
     inner = encoder.inner if isinstance(encoder, Bottleneck) else encoder
@@ -67,7 +69,7 @@ def write_sentence_transformer(
     _json(folder / "wordembedding_config.json", {
         "tokenizer_class": "sentence_transformers.models.tokenizer.WhitespaceTokenizer.WhitespaceTokenizer",
         "update_embeddings": False,
-        "max_seq_length": 1000000,
+        "max_seq_length": max_tokens,
     })  # fmt: skip
     # mtl's ids: 0 padding, 1 the unknown word; no stop words (sentence-transformers' default drops 318)
     _json(folder / "whitespacetokenizer_config.json", {

@@ -198,7 +198,8 @@ def sentence_transformer_exporter(
     lowercase, vocabulary = config.data.lowercase, data.vocabulary
     rows = None if words is None else [vocabulary.index[word] for word in words]
     words = vocabulary.words if words is None else words
-    return lambda folder: write_sentence_transformer(encoder, words, lowercase, folder, card, rows)
+    limit = config.data.max_tokens
+    return lambda folder: write_sentence_transformer(encoder, words, lowercase, folder, card, rows, limit)
 
 
 def export_final_encoder(
