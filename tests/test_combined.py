@@ -106,6 +106,7 @@ def test_decompose_reads_a_transfer_report_and_its_task(tiny_data, senteval, tmp
     assert sum(int(row[3].replace(",", "")) for row in rows[:4]) == 60  # every MR item in one length bin
     report = json.loads((run_dir / "transfer-fast.json").read_text())
     assert f"| all | all | 60 | {100 * report['results']['MR']['acc']:.2f} |" in out
+    assert "| label | negative |" in out and "| label | positive |" in out  # MR's classes by name
     (run_file,) = run_files(run_dir / "transfer")  # the tables as a W&B run beside the transfer runs
     records = by_kind(run_file)
     assert records["run"][0].job_type == "decompose"
@@ -118,6 +119,8 @@ def test_decompose_reads_a_transfer_report_and_its_task(tiny_data, senteval, tmp
     assert main(["report", str(run_dir), f"out={tmp_path / 'page.html'}"]) == 0
     page = (tmp_path / "page.html").read_text()
     assert "Where the accuracy comes from (just decompose)" in page and "<th>MR</th><th>CR</th>" in page
+    table = page.split("Where the accuracy comes from")[1]
+    assert table.index("<td>positive</td>") < table.index("<td>all</td><td>all</td>")  # the whole set last
 
 
 def test_max_pooling_wins_are_counted_per_position():

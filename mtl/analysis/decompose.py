@@ -24,7 +24,7 @@ from mtl.eval.loading import load_encoder
 from mtl.eval.transfer.protocols import protocol_of
 from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.eval.transfer.suite import TransferConfig, data_root
-from mtl.eval.transfer.tasks import read_task
+from mtl.eval.transfer.tasks import CLASS_NAMES, read_task
 from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items
 from mtl.runs import wandb_group
 from mtl.text.vectors import vector_store
@@ -72,11 +72,16 @@ def decompose_task(task, items: dict[str, np.ndarray], tokenize, has_vector) -> 
     oov = np.array([np.mean([not has_vector(w) for w in words]) if words else 0.0 for words in tokens])
     correct = predicted == gold
     labels = sorted(set(gold.tolist()))
+    names = CLASS_NAMES.get(task.name, ())
     return {
         "length": breakdown(correct, lengths, LENGTH_BINS),
         "oov": breakdown(correct, oov, OOV_BINS),
         "label": [
-            (str(label), int((gold == label).sum()), float(100 * correct[gold == label].mean()))
+            (
+                names[int(label)] if int(label) < len(names) else str(label),
+                int((gold == label).sum()),
+                float(100 * correct[gold == label].mean()),
+            )
             for label in labels
         ],
         "all": [("all", len(gold), float(100 * correct.mean()))],

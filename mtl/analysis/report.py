@@ -543,6 +543,7 @@ def _decomposition(runs: list[Run]) -> list[str]:
         return []
     tasks = list(dict.fromkeys(row[0] for row in rows))
     parts = list(dict.fromkeys((by, label) for _, by, label, _, _ in rows))
+    parts.sort(key=lambda part: part[0] == "all")  # every task's classes before the whole set
     cell = {(task, by, label): (count, accuracy) for task, by, label, count, accuracy in rows}
     head = "".join(f"<th>{html.escape(h)}</th>" for h in ["by", "part", *tasks])
     body = "".join(

@@ -20,24 +20,13 @@ import numpy as np
 from mtl.analysis.configs import TsneConfig as TsneConfig
 from mtl.analysis.page import STYLE, pyplot, svg_base64
 from mtl.config import apply_overrides
-from mtl.data.snli import LABELS as SNLI_LABELS
 from mtl.errors import UserError
 from mtl.eval.transfer.features import relatedness_features
 from mtl.eval.transfer.protocols import protocol_of
 from mtl.eval.transfer.suite import TransferConfig, data_root, make_encoder
-from mtl.eval.transfer.tasks import SICK_LABELS, TREC_CLASSES, TransferTask, read_task
+from mtl.eval.transfer.tasks import CLASS_NAMES, TransferTask, read_task
 from mtl.files import atomic
 from mtl.runs import recorded_transfer_data
-
-LABEL_NAMES: dict[str, Sequence[str]] = {
-    "TREC": TREC_CLASSES,
-    "SICK-E": sorted(SICK_LABELS, key=SICK_LABELS.__getitem__),
-    "SNLI": SNLI_LABELS,
-    "MR": ("negative", "positive"),
-    "CR": ("negative", "positive"),
-    "MPQA": ("negative", "positive"),
-    "SUBJ": ("objective", "subjective"),
-}
 
 
 def drawn(task: TransferTask, limit: int, seed: int) -> tuple[list[list[str]], np.ndarray]:
@@ -72,7 +61,7 @@ def page(xy: np.ndarray, labels: np.ndarray, task: str, title: str, graded: bool
         scatter = axes.scatter(xy[:, 0], xy[:, 1], c=labels, cmap="viridis", s=8)
         figure.colorbar(scatter, ax=axes, label="relatedness")
     else:
-        names = LABEL_NAMES.get(task, ())
+        names = CLASS_NAMES.get(task, ())
         for index, label in enumerate(np.unique(labels)):
             chosen = labels == label
             name = names[int(label)] if int(label) < len(names) else f"label {label}"

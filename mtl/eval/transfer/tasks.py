@@ -160,6 +160,17 @@ def _tsv(path: Path, columns: int, header: bool = True) -> list[list[str]]:
 SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
 SICK_LABELS = {"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2}
 
+# Each classification task's class names by label id (t-SNE's legend, the decomposition's rows)
+CLASS_NAMES: dict[str, tuple[str, ...]] = {
+    "TREC": TREC_CLASSES,
+    "SICK-E": tuple(sorted(SICK_LABELS, key=SICK_LABELS.__getitem__)),
+    "SNLI": tuple(LABELS),
+    "MR": ("negative", "positive"),
+    "CR": ("negative", "positive"),
+    "MPQA": ("negative", "positive"),
+    "SUBJ": ("objective", "subjective"),
+}
+
 
 def _sick_rows(root: Path) -> dict[str, list[list[str]]]:
     return {split: _tsv(root / "SICK" / file, columns=5) for split, file in SICK_FILES.items()}
