@@ -32,11 +32,18 @@ import numpy as np
 from scipy import stats
 
 from mtl.analysis.multitask import toward_targets
-from mtl.config import apply_overrides, paths_and_keys
+from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.schemas import DamagedFile
-from mtl.jobs.arms import budget_amount, equal_compute, left_out_line, refuse_run_keys, study_folder
+from mtl.jobs.arms import (
+    budget_amount,
+    equal_compute,
+    left_out_line,
+    refuse_run_keys,
+    study_arguments,
+    study_folder,
+)
 from mtl.jobs.configs import AffinityCheckConfig as AffinityCheckConfig
 from mtl.jobs.groups import seed_scores, test_metric
 from mtl.jobs.launchers import launcher_from, split_launcher_keys
@@ -53,13 +60,7 @@ AFFINITY_KEYS = ("affinity_every", "run.affinity_every", "affinity_batches", "ru
 
 
 def parse(args: Sequence[str]) -> tuple[AffinityCheckConfig, list[str]]:
-    named, keys = paths_and_keys(list(args))
-    if named:
-        raise UserError(
-            f"{named[0]}: affinity-check takes key=value arguments only (preset=NAME for a preset)"
-        )
-    own = [a for a in keys if a.partition("=")[0] in CHECK_KEYS]
-    train = [a for a in keys if a.partition("=")[0] not in CHECK_KEYS]
+    own, train = study_arguments(list(args), "affinity-check", CHECK_KEYS)
     refuse_run_keys(train, "affinity-check", "arm")
     config = apply_overrides(AffinityCheckConfig(), own)
     budget_amount(config.budget)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mtl.config import Range, apply_overrides, read_number
+from mtl.config import Range, apply_overrides, paths_and_keys, read_number
 from mtl.errors import UserError
 from mtl.eval.transfer.suite import TransferConfig, report_name
 from mtl.eval.transfer.suite import run as transfer
@@ -32,6 +32,16 @@ def check_transfer_keys(tasks: str, mode: str) -> None:
             if text.startswith((f"{key}=", f"{key} ")):
                 text = f"transfer_{text}"
         raise UserError(text) from None
+
+
+def study_arguments(args: list[str], study: str, own_keys: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """A study's arguments split into its own keys and the training keys every run gets; a path
+    among them (the studies take key=value only) is one line."""
+    named, keys = paths_and_keys(args)
+    if named:
+        raise UserError(f"{named[0]}: {study} takes key=value arguments only (preset=NAME for a preset)")
+    own = [a for a in keys if a.partition("=")[0] in own_keys]
+    return own, [a for a in keys if a.partition("=")[0] not in own_keys]
 
 
 def refuse_run_keys(train: list[str], study: str, runs: str) -> None:

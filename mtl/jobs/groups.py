@@ -34,11 +34,18 @@ import numpy as np
 
 from mtl.analysis.multitask import summarize, tag_selection
 from mtl.analysis.significance import SignificanceConfig, correct, from_scores
-from mtl.config import apply_overrides, paths_and_keys
+from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.schemas import DamagedFile
-from mtl.jobs.arms import budget_amount, equal_compute, left_out_line, refuse_run_keys, study_folder
+from mtl.jobs.arms import (
+    budget_amount,
+    equal_compute,
+    left_out_line,
+    refuse_run_keys,
+    study_arguments,
+    study_folder,
+)
 from mtl.jobs.configs import TrainGroupsConfig as TrainGroupsConfig
 from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
@@ -57,11 +64,7 @@ GROUPS_KEYS = ("groups", "networks", "budget", "seeds", "seed", "out")
 
 
 def parse(args: Sequence[str]) -> tuple[TrainGroupsConfig, list[str]]:
-    named, keys = paths_and_keys(list(args))
-    if named:
-        raise UserError(f"{named[0]}: train-groups takes key=value arguments only (preset=NAME for a preset)")
-    own = [a for a in keys if a.partition("=")[0] in GROUPS_KEYS]
-    train = [a for a in keys if a.partition("=")[0] not in GROUPS_KEYS]
+    own, train = study_arguments(list(args), "train-groups", GROUPS_KEYS)
     refuse_run_keys(train, "train-groups", "network")
     config = apply_overrides(TrainGroupsConfig(), own)
     budget_amount(config.budget)

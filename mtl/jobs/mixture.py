@@ -53,7 +53,7 @@ import numpy as np
 
 from mtl.analysis.power import warn_below
 from mtl.analysis.significance import correct_study
-from mtl.config import apply_overrides, paths_and_keys
+from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import FolderLock
@@ -64,6 +64,7 @@ from mtl.jobs.arms import (
     equal_compute,
     left_out_line,
     short_of_budget,
+    study_arguments,
     study_folder,
     transfer_and_compare,
     wandb_mode,
@@ -90,13 +91,7 @@ PREDICTED = "predicted"
 
 
 def parse(args: Sequence[str]) -> tuple[MixtureSearchConfig, list[str]]:
-    named, keys = paths_and_keys(list(args))
-    if named:
-        raise UserError(
-            f"{named[0]}: mixture-search takes key=value arguments only (preset=NAME for a preset)"
-        )
-    own = [a for a in keys if a.partition("=")[0] in SEARCH_KEYS]
-    train = [a for a in keys if a.partition("=")[0] not in SEARCH_KEYS]
+    own, train = study_arguments(list(args), "mixture-search", SEARCH_KEYS)
     if taken := [
         a
         for a in train
