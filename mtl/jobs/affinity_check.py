@@ -14,9 +14,10 @@ out). For each (training task k, target t):
   the target's test split where it has one (the affinity's held batches are from dev), else dev.
 
 Spearman's rho between them over every pair (each the mean over seeds), with a 95% percentile
-interval from resampling the seeds (the unit that varies), and per target, in how many seeds
-each training task's affinity ranked first. Few pairs make rho coarse (three pairs: four values):
-the interval says how much the seeds allow. What it cannot tell: a lookahead is one step's local
+interval from resampling the seeds (the unit that varies) and a permutation p over the pairs (how
+often an order this close comes by chance, which no number of seeds shrinks: three pairs have six
+orders, so p is never below 1/3), and per target, in how many seeds each training task ranked
+first. A verdict needs both: p at most 5% and a seeds' interval off 0. What it cannot tell: a lookahead is one step's local
 effect, leaving a task out changes the mixture of the whole run; the two need not agree, and a
 rho near 0 says so.
 """
