@@ -93,6 +93,10 @@ def test_unseen_items_keep_every_array_aligned_and_refuse_a_handful():
     assert set(without(sts, seen_marks(sts))) == {"forum/predicted", "forum/gold", "forum/seen"}
     entry = decontaminate.summary(sts)
     assert entry["subsets_left_out"] == ["images"] and entry["seen"] == 30 and entry["unseen_score"] == 100.0
+    from mtl.formats.transfer_report import decontaminated_lines
+
+    said = decontaminated_lines({"decontaminated": {"STS14": entry}})[1]
+    assert "STS14 100.00 (without images: too few unseen)" in said  # the score says what it leaves out
 
 
 def test_a_planted_leak_is_scored_without_its_items_in_report_compare_and_page(

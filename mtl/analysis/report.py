@@ -36,7 +36,7 @@ from mtl.errors import UserError
 from mtl.eval.contamination import seen_test_sets
 from mtl.eval.transfer.registry import ordered
 from mtl.files import atomic
-from mtl.formats.transfer_report import ITEMS_SUFFIX
+from mtl.formats.transfer_report import ITEMS_SUFFIX, short_note
 from mtl.runs import Run, differing_keys, find_runs
 
 
@@ -225,7 +225,7 @@ def _transfer_cell(run: Run, report: str, task: str) -> str:
         value = f"{value} {SEEN_MARK}"
         entry = run.decontaminated.get(report, {}).get(task)
         if entry and entry["seen"] and entry["unseen_score"] is not None:
-            value = f"{value} (unseen {entry['unseen_score']:.2f})"
+            value = f"{value} (unseen {entry['unseen_score']:.2f}{short_note(entry)})"
     return f"{value} {STALE_MARK}" if report in run.stale and value != "–" else value
 
 

@@ -125,7 +125,7 @@ def decontaminated_lines(report: dict) -> list[str]:
             f"No test item of the {checked} tasks checked holds a sentence the run trained on (its ledger).",
         ]
     parts = [
-        f"{task} {entry['unseen_score']:.2f}"
+        f"{task} {entry['unseen_score']:.2f}{short_note(entry)}"
         if entry["unseen_score"] is not None
         else f"{task} (too few left)"
         for task, entry in entries.items()
