@@ -17,9 +17,9 @@ Spearman's rho between them over every pair (each the mean over seeds), with a 9
 interval from resampling the seeds (the unit that varies) and a permutation p over the pairs (how
 often an order this close comes by chance, which no number of seeds shrinks: three pairs have six
 orders, so p is never below 1/3), and per target, in how many seeds each training task ranked
-first. A verdict needs both: p at most 5% and a seeds' interval off 0. What it cannot tell: a lookahead is one step's local
-effect, leaving a task out changes the mixture of the whole run; the two need not agree, and a
-rho near 0 says so.
+first. A verdict needs both: p at most 5% and a seeds' interval off 0. What it cannot tell: a
+lookahead is one step's local effect, leaving a task out changes the mixture of the whole run;
+the two need not agree, and a rho near 0 says so.
 """
 
 from __future__ import annotations
@@ -121,9 +121,9 @@ def measured(
         if set(arms) != {ALL, *(without(k) for k in training)}:
             continue
         effect = np.full((len(training), len(targets)), np.nan)
-        for k, task in enumerate(training):
-            for t, target in enumerate(targets):
-                ours = seed_scores([arms[ALL]], ALL, target, splits[target])
+        for t, target in enumerate(targets):
+            ours = seed_scores([arms[ALL]], ALL, target, splits[target])
+            for k, task in enumerate(training):
                 theirs = seed_scores([arms[without(task)]], without(task), target, splits[target])
                 if ours and theirs:
                     effect[k, t] = ours[0] - theirs[0]

@@ -100,8 +100,9 @@ class Affinity:
         # the watching tasks: columns of their own, on their dev split
         self.targets = [name for name, task in data.tasks.items() if not task.config.train]
         self.held |= {target: self._draw(target, seed, batches, "dev") for target in self.targets}
-        self.networks |= {target: TaskNetwork(setup.model, target) for target in self.targets}
         self.probed = [t for t in self.targets if data.tasks[t].untrained == "probe"]
+        # a probed target's network is made at each measurement, around the probe fitted then
+        self.networks |= {t: TaskNetwork(setup.model, t) for t in self.targets if t not in self.probed}
         self.model, self.seed, self.probe_batch = setup.model, seed, 256
 
     def _draw(self, task: str, seed: int, batches: int, split: str = "train") -> list:
@@ -126,8 +127,10 @@ class Affinity:
             # each classification target's probe, fitted on the encoder as it is now
             for target in self.probed:
                 self.networks[target] = ProbedNetwork(self.model, target, *self._fit_probe(target))
-            # float64 copies of each task's network, made once per measurement for every held batch
-            weights = {task: _float64(self.networks[task]) for task in [*self.tasks, *self.targets]}
+            # float64 copies of each task's network, made once per measurement for every held batch;
+            # the shared encoder's copied once for them all (47-62M parameters at paper size)
+            encoder = {f"encoder.{name}": t for name, t in _float64(self.model.encoder).items()}
+            weights = {task: _float64(self.networks[task], encoder) for task in [*self.tasks, *self.targets]}
             measured = [self._on_batch(number, weights) for number in range(len(self.held[self.tasks[0]]))]
         per_batch = np.stack([among for among, _ in measured])
         return Measurement(per_batch, np.stack([toward for _, toward in measured]) if self.targets else None)
@@ -242,10 +245,18 @@ class ProbedNetwork(torch.nn.Module):
         return features.double() @ self.probe_weight.T + self.probe_bias
 
 
-def _float64(network: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The network's floating-point parameters and buffers as float64 copies."""
+def _float64(
+    network: torch.nn.Module, copied: dict[str, torch.Tensor] | None = None
+) -> dict[str, torch.Tensor]:
+    """The network's floating-point parameters and buffers as float64 copies; those in `copied`
+    (by name) taken from it, not copied again."""
+    copied = copied or {}
     named = itertools.chain(network.named_parameters(), network.named_buffers())
-    return {name: t.detach().double() for name, t in named if t.is_floating_point()}
+    return {
+        name: copied[name] if name in copied else t.detach().double()
+        for name, t in named
+        if t.is_floating_point()
+    }
 
 
 def optimizer_step(
