@@ -6,8 +6,9 @@ configuration (the paper multitask preset's encoder at its batch sizes by defaul
 
 - `single steps`: one step of each task in turn (`Trainer.train_batch`), what schedule=blocks
   pays for the same examples: the sum a mixed step is held against (target: at most 1.1x);
-- `mixed sum`, `mixed pcgrad`, `mixed gradnorm`: one schedule=mixed step (`Trainer.train_mixed`)
-  with each balancer: their overhead over `mixed sum`;
+- `mixed sum`, `mixed pcgrad`, ... : one schedule=mixed step (`Trainer.train_mixed`) with each
+  of mtl's balancers: what each adds over `mixed sum` (FAMO its forwards after the update,
+  UPGrad its quadratic programs on the host);
 - `affinity`: one measurement of every pair's lookahead affinity (affinity_every=), reported
   as its share of the wall time of `affinity_every=100` steps of `mixed sum`.
 """
@@ -33,7 +34,7 @@ from mtl.train.data import TrainingData
 from mtl.train.trainer import Trainer
 
 AFFINITY_EVERY = 100
-BALANCERS = ("sum", "pcgrad", "gradnorm")
+BALANCERS = ("sum", "uncertainty", "gradnorm", "pcgrad", "famo", "upgrad", "aligned")
 
 
 def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: torch.device) -> dict:
@@ -99,8 +100,10 @@ def report(results: dict, setting: str) -> str:
             for name, (median, low, high) in results["ms"].items()
         ),
         f"mixed sum step = {ms['mixed sum'] / ms['single steps']:.2f}x the single-task steps it holds (target <= 1.1x)",
-        f"pcgrad: {ms['mixed pcgrad'] / ms['mixed sum']:.2f}x a mixed sum step; "
-        f"gradnorm: {ms['mixed gradnorm'] / ms['mixed sum']:.2f}x",
+        "over a mixed sum step: "
+        + "; ".join(
+            f"{name} {ms[f'mixed {name}'] / ms['mixed sum']:.2f}x" for name in BALANCERS if name != "sum"
+        ),
         f"affinity_every={AFFINITY_EVERY}: one measurement {ms['affinity']:.0f} ms = "
         f"{ms['affinity'] / (ms['affinity'] + AFFINITY_EVERY * ms['mixed sum']):.1%} of the wall time "
         f"(target <= 10%)",

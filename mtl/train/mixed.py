@@ -22,7 +22,7 @@ from mtl.train.balancers.base import Balancer, pairwise_cosines
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.setup import Setup, TaskNetwork
-from mtl.train.step import StepResult, TaskStep, step_seed, task_backward
+from mtl.train.step import StepResult, TaskStep, step_seed, task_backward, task_loss_sum
 
 
 @dataclass
@@ -76,8 +76,9 @@ class MixedStep:
         buffer = self.gradients
         buffer.attach(self.trained)
         task_gradients, totals = [], torch.zeros(len(self.tasks), 2, device=self.device)
+        parts = {task: self.prepare(task, batches[task]).micro_batches for task in self.tasks}
         for index, task in enumerate(self.tasks):
-            totals[index] = self._backward(index, task, batches[task])
+            totals[index] = self._backward(index, task, parts[task], len(batches[task]))
             task_gradients.append(buffer.gradient_of(self.shared, self.device))
             buffer.clear(self.shared)  # the next task's gradient starts from zero
         if (regulariser := self.balancer.regulariser(self.dist.world_size)) is not None:
@@ -108,6 +109,8 @@ class MixedStep:
         scaler.step(optimizer)
         scaler.update()
         self.balancer.after_step()
+        if self.balancer.measures_after_step:
+            self.balancer.observe(self._losses_after(parts, global_step, sizes))
 
         cosines = pairwise_cosines(gradients)
         values = torch.cat(
@@ -141,16 +144,29 @@ class MixedStep:
             seconds=seconds,
         )
 
-    def _backward(self, index: int, task: str, rows: np.ndarray) -> torch.Tensor:
-        """Task `task`'s forward and backward on this rank's share of `rows`; its (loss sum,
-        metric sum) on the device. The loss is this rank's part of the global-batch mean, so the
-        ranks' gradients add up to the gradient of that mean."""
-        parts = self.prepare(task, rows).micro_batches
-        seed = self._seed(index, len(rows))
+    def _backward(self, index: int, task: str, parts: list, count: int) -> torch.Tensor:
+        """Task `task`'s forward and backward on this rank's share of its `count` rows (`parts`:
+        its micro-batches); its (loss sum, metric sum) on the device. The loss is this rank's
+        part of the global-batch mean, so the ranks' gradients add up to the gradient of that mean."""
+        seed = self._seed(index, count)
         sums = task_backward(
             self.networks[task], self.data.tasks[task], parts, seed, self.config, self.device
         )
         return torch.stack(sums).view(-1, 2).sum(dim=0)
+
+    def _losses_after(self, parts: dict[str, list], global_step: int, sizes: torch.Tensor) -> torch.Tensor:
+        """Each task's mean loss on this step's batches after the update, summed over ranks: the
+        step's forwards again, without gradients, from the step's dropout seed."""
+        torch.manual_seed(step_seed(self.config.run.seed, global_step, self.dist.rank))
+        sums = torch.stack(
+            [
+                task_loss_sum(
+                    self.networks[task], self.data.tasks[task], parts[task], self.config, self.device
+                )
+                for task in self.tasks
+            ]
+        )
+        return self.dist.all_reduce(sums) / sizes
 
     def _seed(self, index: int, count: int) -> Callable[[torch.Tensor], torch.Tensor]:
         """The gradient of the balancer's (scaled) task loss with respect to the task's loss sum,

@@ -93,6 +93,21 @@ def task_backward(
     return sums
 
 
+@torch.no_grad()
+def task_loss_sum(
+    network: torch.nn.Module, definition: Task, micro_batches: list, config: TrainConfig, device: torch.device
+) -> torch.Tensor:
+    """One task's loss sum over its micro-batches (`PreparedBatch.micro_batches`), a forward
+    without gradients under the run's autocast: what a balancer that learns from the update's
+    effect (FAMO) measures after the optimizer's step, on the step's own batches."""
+    total = torch.zeros((), device=device)
+    for sentences, labels, weight in micro_batches:
+        with rows_are_padding(weight is not None), autocast(config.run.precision, device):
+            outputs = network(sentences)
+        total += weighted(definition.losses(outputs, labels), weight).sum().float()
+    return total
+
+
 class TaskStep:
     def __init__(
         self, config: TrainConfig, data: TrainingData, setup: Setup, dist: Distributed, device: torch.device

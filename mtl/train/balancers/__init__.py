@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from mtl.config import NonNegativeFloat
+from mtl.config import NonNegativeFloat, PositiveFloat
 from mtl.plugins import Registry, adds_to
 
 if TYPE_CHECKING:
@@ -26,6 +26,9 @@ BALANCERS: Registry[type[Balancer]] = Registry(
         "uncertainty": "mtl.train.balancers.uncertainty",
         "gradnorm": "mtl.train.balancers.gradnorm",
         "pcgrad": "mtl.train.balancers.pcgrad",
+        "famo": "mtl.train.balancers.famo",
+        "upgrad": "mtl.train.balancers.jacobian",
+        "aligned": "mtl.train.balancers.jacobian",
     }
 )
 
@@ -37,10 +40,29 @@ class GradNormOptions:
     )
 
 
+@dataclass
+class FAMOOptions:
+    famo_w_lr: PositiveFloat = 0.025  # balancer=famo: the task logits' Adam learning rate (the authors')
+    famo_gamma: NonNegativeFloat = (
+        0.01  # balancer=famo: the logits' L2 weight decay (the authors'; LibMTL 0.001)
+    )
+
+
+@dataclass
+class AlignedOptions:
+    aligned_scale: Literal["min", "median", "rmse"] = (
+        "min"  # balancer=aligned: scaled by the smallest singular value (the paper), median or rmse (its code)
+    )
+
+
 # name -> the dataclass of the keys that configure that balancer alone (given flat on the command
 # line, `gradnorm_alpha=2`; recorded as schedule.balancer_options): one given with another
 # balancer is refused, and the balancer is built with `options=` an instance of it.
-BALANCER_OPTIONS: dict[str, type] = {"gradnorm": GradNormOptions}
+BALANCER_OPTIONS: dict[str, type] = {
+    "gradnorm": GradNormOptions,
+    "famo": FAMOOptions,
+    "aligned": AlignedOptions,
+}
 
 
 def register_balancer(name: str, options: type | None = None) -> Callable[[type[Balancer]], type[Balancer]]:
@@ -63,4 +85,12 @@ def balancer_key_owners() -> dict[str, list[str]]:
     return owners
 
 
-__all__ = ["BALANCERS", "BALANCER_OPTIONS", "GradNormOptions", "balancer_key_owners", "register_balancer"]
+__all__ = [
+    "BALANCERS",
+    "BALANCER_OPTIONS",
+    "AlignedOptions",
+    "FAMOOptions",
+    "GradNormOptions",
+    "balancer_key_owners",
+    "register_balancer",
+]

@@ -24,6 +24,10 @@ class Balancer(nn.Module):
     buffers: both are saved in checkpoints, so a resumed run continues exactly.
     """
 
+    # True: after the optimizer's step the mixed step measures each task's loss again on the same
+    # batches (a forward without gradients) and hands it to `observe` (FAMO learns from it).
+    measures_after_step = False
+
     def __init__(self, tasks: list[str], weights: list[float], seed: int = 0):
         """`tasks`: the training tasks in order; `weights`: their `<task>.weight`; `seed`: the
         run's (a balancer drawing at random seeds by (seed, step)). A balancer with keys of its
@@ -49,6 +53,10 @@ class Balancer(nn.Module):
 
     def after_step(self) -> None:
         """The optimizer has stepped (a balancer renormalises what it learned here)."""
+
+    def observe(self, losses_after: torch.Tensor) -> None:
+        """With `measures_after_step`: each task's mean loss (T,) on this step's batches after the
+        update (unweighted, summed over ranks as `losses` are)."""
 
 
 def pairwise_cosines(gradients: torch.Tensor) -> torch.Tensor:
