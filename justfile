@@ -178,6 +178,10 @@ affinity-check *args:
 mixture-search *args:
     {{python}} -m mtl mixture-search "$@"
 
+# every balancer against the weighted sum, each tuned with the same budget, with seeds and verdicts (e.g. just bench-balancers preset=cpu-small budget=steps:300 trials=4 seeds=3)
+bench-balancers *args:
+    {{python}} -m mtl bench-balancers "$@"
+
 # each training task alone vs their mixture at equal compute, with verdicts (e.g. just versus-single preset=cpu-small seeds=3 budget=steps:600)
 versus-single *args:
     {{python}} -m mtl versus-single "$@"

@@ -336,6 +336,18 @@ COMMANDS: dict[str, Command] = {
             ),
         ),
     ),
+    "bench-balancers": Command(
+        "mtl.jobs.balancer_bench",
+        "mtl.jobs.configs:BenchBalancersConfig",
+        "every balancer and the tuned weighted sum at the same tuning budget and seeds, judged on transfer with verdicts",
+        (
+            (
+                "KEY",
+                "none",
+                "any train-multitask key (preset=, tasks=, select=, ...): the runs' configuration (schedule=mixed)",
+            ),
+        ),
+    ),
     "bench-transfer": Command(
         "mtl.bench.transfer", "mtl.bench.configs:BenchTransferConfig", "wall time of the transfer suite"
     ),

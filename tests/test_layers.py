@@ -38,6 +38,7 @@ LAYERS = [
             "=mtl.jobs.mixture",
             "=mtl.jobs.groups",
             "=mtl.jobs.affinity_check",
+            "=mtl.jobs.balancer_bench",
         ],
     ),
     ("entry points", ["mtl.registry", "mtl.cli", "mtl.__main__", "=mtl", "=mtl.transfer", "=mtl.api"]),

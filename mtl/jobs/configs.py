@@ -103,3 +103,26 @@ class AffinityCheckConfig(LauncherConfig):
     seed: str = "1"  # the first seed, or a list (1,2,3)
     out: str | None = None  # where the runs and the check go; None: runs/affinity-check-<time>
     resamples: AtLeast1 = 4000  # seed resamples of the bootstrap interval of Spearman's rho
+
+
+@dataclass
+class BenchBalancersConfig(LauncherConfig):
+    """bench-balancers' own keys (for --help); every other key goes to train-multitask (each trial
+    and run under schedule=mixed)."""
+
+    methods: str = (
+        "sum,uncertainty,gradnorm,pcgrad,famo,upgrad,aligned"  # the balancers judged; sum is the baseline
+    )
+    budget: str = "steps:1000"  # what every trial and run trains (steps:N, examples:N or minutes:N)
+    trials: AtLeast1 = 4  # configurations tried per method on the first seed (its defaults first)
+    lr_factors: str = "0.25,0.5,1,2,4"  # the lr each method may take: multiples of the configuration's lr
+    weights: str = "0.25,0.5,1,2,4"  # the sum's loss weight of each training task after the first
+    score: str = "select"  # a trial's score: select (its select= value) or a summary.json key
+    seeds: int | None = 3  # seeds of each method's best trial (the first seed's run is the trial)
+    seed: str = "1"  # the first seed, or a list (1,2,3)
+    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every run
+    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
+    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
+    out: str | None = None  # where the runs and the result go; None: runs/balancers-<time>
+    search_seed: AtLeast0 = 0  # of the trials' draws
+    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
