@@ -41,7 +41,10 @@ LAYERS = [
             "=mtl.jobs.balancer_bench",
         ],
     ),
-    ("entry points", ["mtl.registry", "mtl.cli", "mtl.__main__", "=mtl", "=mtl.transfer", "=mtl.api"]),
+    (
+        "entry points",
+        ["mtl.registry", "mtl.cli", "mtl.__main__", "mtl.member_server", "=mtl", "=mtl.transfer", "=mtl.api"],
+    ),
 ]
 # Where an import inside a function is the design: the command table imports a command's module
 # when it runs; `mtl.load_encoder` keeps `import mtl` light; a run loads the watching tasks

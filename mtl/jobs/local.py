@@ -3,8 +3,6 @@ at a time, each in its own session and stopped with the study (Ctrl-C, SIGTERM, 
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import signal
 import subprocess
@@ -15,8 +13,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from mtl.jobs.forkserver import Forked, ForkServer
 from mtl.jobs.member import Member, progress
-from mtl.train.interrupts import PARENT_DIED
+from mtl.jobs.parent_death import die_with_parent
 
 
 @dataclass(frozen=True)
@@ -32,14 +31,18 @@ class LocalLauncher:
 
 def run_local(members: list[Member], parallel: int, out: Path, label: str) -> dict[str, str]:
     """Train each of `members` that has not finished (resume the interrupted), `parallel` at a
-    time, logs of members side by side in `out`/logs; each one's outcome."""
+    time, logs of members side by side in `out`/logs; each one's outcome. The members are forked
+    from one process that imported the trainer once (forkserver.py), or, where it cannot serve,
+    each started as a fresh `python -m mtl`."""
     outcomes = {m.name: "finished (before)" for m in members if m.status() == "finished"}
     waiting = [m for m in members if m.status() != "finished"]
     print(
         f"{label}: {len(members)} runs in {out}, {len(outcomes)} finished before, "
         f"{len(waiting)} to train, {parallel} at a time"
     )
-    running: dict[str, tuple[subprocess.Popen, Any]] = {}
+    env = members_environment(parallel)
+    server = fork_server(env) if waiting else None
+    running: dict[str, tuple[Process, Any]] = {}
     by_name = {m.name: m for m in members}
     # Members side by side write to logs: the sweep's own bar says how far each one is. One at a
     # time, the member's own bar shows in the terminal instead.
@@ -49,7 +52,7 @@ def run_local(members: list[Member], parallel: int, out: Path, label: str) -> di
         while waiting or running:
             while waiting and len(running) < parallel:
                 member = waiting.pop(0)
-                running[member.name] = _launch(member, parallel, out, bar)
+                running[member.name] = _launch(member, parallel, out, bar, env, server)
             time.sleep(0.2)
             if parallel > 1 and time.monotonic() - shown > PROGRESS_EVERY_S:
                 bar.set_postfix_str("; ".join(member_progress(by_name[name]) for name in running))
@@ -73,7 +76,30 @@ def run_local(members: list[Member], parallel: int, out: Path, label: str) -> di
         raise KeyboardInterrupt(f"{label} stopped: run the same command again to resume it") from None
     finally:
         bar.close()
+        if server is not None:
+            server.close()
     return outcomes
+
+
+Process = subprocess.Popen | Forked
+
+
+def members_environment(parallel: int) -> dict[str, str]:
+    env = dict(os.environ)
+    if parallel > 1:
+        # Runs side by side share the cores rather than each taking all of them (read by the BLAS
+        # and OpenMP libraries when they load: the fork server is started with it).
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // parallel)))
+    return env
+
+
+def fork_server(env: dict[str, str]) -> ForkServer | None:
+    """The study's fork server, or None (said) where it cannot serve: each member then starts fresh."""
+    try:
+        return ForkServer(env)
+    except OSError as error:
+        print(f"note: {error}; each run starts as a process of its own", flush=True)
+        return None
 
 
 PROGRESS_EVERY_S = 2.0  # how often the sweep's bar re-reads its running members' steps
@@ -87,51 +113,27 @@ def member_progress(member: Member) -> str:
     return f"{member.name} step {step}" + (f"/{planned}" if planned else "")
 
 
-def _launch(member: Member, parallel: int, out: Path, bar: tqdm) -> tuple[subprocess.Popen, Any]:
-    env = dict(os.environ)
+def _launch(
+    member: Member, parallel: int, out: Path, bar: tqdm, env: dict[str, str], server: ForkServer | None
+) -> tuple[Process, Any]:
+    log_path = None
     if parallel > 1:
-        # Runs side by side share the cores rather than each taking all of them.
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // parallel)))
         logs = out / "logs"
         logs.mkdir(exist_ok=True)
-        log = open(logs / f"{member.name}.log", "a", encoding="utf-8")  # noqa: SIM115  (a resumed run appends)
-        bar.write(f"  {member.name}: {member.status()} -> training (log: {logs / member.name}.log)")
-        process = subprocess.Popen(
-            member.command(),
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_parent(),
-        )
-        return process, log
-    print(f"  {member.name}: {member.status()} -> training", flush=True)
+        log_path = logs / f"{member.name}.log"  # a resumed run appends
+        bar.write(f"  {member.name}: {member.status()} -> training (log: {log_path})")
+    else:
+        print(f"  {member.name}: {member.status()} -> training", flush=True)
+    if server is not None:
+        return server.start(member.arguments(), log_path), None
+    log = open(log_path, "a", encoding="utf-8") if log_path else None  # noqa: SIM115  (closed when it ends)
     # Its own session: a terminal's Ctrl-C reaches the sweep only, which passes on one SIGINT.
-    return subprocess.Popen(
-        member.command(), env=env, start_new_session=True, preexec_fn=die_with_parent()
-    ), None
-
-
-def die_with_parent():
-    """Run in a member before it starts: signal it when the sweep dies, even by `kill -9`.
-
-    A member has its own session (so a terminal's Ctrl-C reaches the sweep alone), so it
-    would otherwise outlive a killed sweep and train on unsupervised. PARENT_DIED makes it
-    checkpoint and stop, as Ctrl-C would. Linux's parent-death signal; elsewhere nothing.
-    """
-    sweep_pid = os.getpid()
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-
-    def arm() -> None:
-        prctl(PR_SET_PDEATHSIG, PARENT_DIED)
-        if os.getppid() != sweep_pid:  # the sweep died before the signal was armed
-            os.kill(os.getpid(), PARENT_DIED)
-
-    return arm
-
-
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+    process = subprocess.Popen(
+        member.command(),
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT if log else None,
+        start_new_session=True,
+        preexec_fn=die_with_parent(),
+    )
+    return process, log
