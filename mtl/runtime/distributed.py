@@ -189,6 +189,20 @@ def local_batches() -> Iterator[None]:
         _local_only.on = False
 
 
+_step_forward = threading.local()
+
+
+@contextlib.contextmanager
+def scoring_as_the_step() -> Iterator[None]:
+    """Within it, `gather_batch` gathers the ranks' rows even without gradients: a forward that
+    must score a training batch as its step did (the losses FAMO measures after the update)."""
+    _step_forward.on = True
+    try:
+        yield
+    finally:
+        _step_forward.on = False
+
+
 _padding = threading.local()
 
 
@@ -213,7 +227,8 @@ def gather_batch(local: torch.Tensor) -> tuple[torch.Tensor, int]:
     In one process, and outside training (evaluation gives each rank whole batches of its
     own, so no rank waits on another's), it is `local` itself.
     """
-    if getattr(_local_only, "on", False) or not torch.is_grad_enabled():
+    training = torch.is_grad_enabled() or getattr(_step_forward, "on", False)
+    if getattr(_local_only, "on", False) or not training:
         return local, 0
     if not dist.is_initialized() or dist.get_world_size() == 1:
         return local, 0

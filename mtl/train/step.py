@@ -17,7 +17,7 @@ import torch
 from mtl.errors import UserError
 from mtl.models.precision import autocast
 from mtl.runtime.device import to_device
-from mtl.runtime.distributed import Distributed, rows_are_padding
+from mtl.runtime.distributed import Distributed, rows_are_padding, scoring_as_the_step
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.grad_buffer import GradientBuffer
@@ -102,9 +102,12 @@ def task_loss_sum(
     effect (FAMO) measures after the optimizer's step, on the step's own batches."""
     total = torch.zeros((), device=device)
     for sentences, labels, weight in micro_batches:
-        with rows_are_padding(weight is not None), autocast(config.run.precision, device):
-            outputs = network(sentences)
-        total += weighted(definition.losses(outputs, labels), weight).sum().float()
+        # An in-batch task scores against the whole batch's candidates, gathered from the ranks, as
+        # the step did (its loss is computed within, as task_backward's is).
+        with rows_are_padding(weight is not None), scoring_as_the_step():
+            with autocast(config.run.precision, device):
+                outputs = network(sentences)
+            total += weighted(definition.losses(outputs, labels), weight).sum().float()
     return total
 
 
