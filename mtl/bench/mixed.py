@@ -92,11 +92,12 @@ def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: 
 def report(results: dict, setting: str) -> str:
     ms = {name: values[0] for name, values in results["ms"].items()}
     batches = ", ".join(f"{task} {size}" for task, size in results["batches"].items())
+    width = max(len(name) for name in results["ms"])
     lines = [
         f"{setting}, one step of each task ({batches}); median ms (min-max) over the same batches, "
         "interleaved; host ops per step:",
         *(
-            f"  {name:<14} {median:8.0f} ({low:.0f}-{high:.0f})  {results['ops'][name]:6d} ops"
+            f"  {name:<{width}} {median:8.0f} ({low:.0f}-{high:.0f})  {results['ops'][name]:6d} ops"
             for name, (median, low, high) in results["ms"].items()
         ),
         f"mixed sum step = {ms['mixed sum'] / ms['single steps']:.2f}x the single-task steps it holds (target <= 1.1x)",
