@@ -186,6 +186,10 @@ bench-balancers *args:
 versus-single *args:
     {{python}} -m mtl versus-single "$@"
 
+# a small study's wall time against its members' training steps, members forked or each a fresh python (e.g. just bench-study members=4 max_steps=20 preset=cpu-small)
+bench-study *args:
+    {{python}} -m mtl bench-study "$@"
+
 # wall time of the transfer suite, fast and standard, GloVe baseline and a 1024-d encoder
 bench-transfer *args:
     {{python}} -m mtl bench-transfer "$@"

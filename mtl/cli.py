@@ -348,6 +348,12 @@ COMMANDS: dict[str, Command] = {
             ),
         ),
     ),
+    "bench-study": Command(
+        "mtl.bench.study",
+        "mtl.bench.configs:BenchStudyConfig",
+        "a small study's wall time against its members' training steps, members forked or each a fresh python",
+        (("KEY", "none", "any train-multitask key (preset=, tasks=, ...): the members' configuration"),),
+    ),
     "bench-transfer": Command(
         "mtl.bench.transfer", "mtl.bench.configs:BenchTransferConfig", "wall time of the transfer suite"
     ),

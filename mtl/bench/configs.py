@@ -183,3 +183,10 @@ class BenchAffinityConfig:
     every: AtLeast1 = 50  # affinity_every= of each run
     draws: AtLeast1 = 10  # fresh held-batch draws at the first run's final weights (the coverage)
     out: str = "runs/bench-affinity"  # the runs and the result (affinity-floor.json, .md)
+
+
+@dataclass
+class BenchStudyConfig:
+    members: AtLeast1 = 4  # runs in the study (seeds 1..N of the given training keys)
+    max_steps: AtLeast1 = 20  # each run's steps
+    repeats: AtLeast1 = 3  # studies of each kind, side by side, the order alternating
