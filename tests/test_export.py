@@ -119,6 +119,15 @@ def test_the_model_card_is_hub_ready(tiny_data, tmp_path):
     assert ("ClassifSQuAD", "validation", "accuracy") in results
     assert "github.com/)" not in card.text and "https://github.com/" not in card.content  # no placeholder
     assert f"| SNLI | dev | acc | {100 * summary['best/nli/dev/acc']:.2f} |" in card.text
+    from mtl.train.run import format_summary
+
+    assert "seeded samples" not in format_summary(run_dir, summary)
+    sampled_dir, sampled = start_run(tiny_data, tmp_path / "sampled", "max_eval=20")
+    assert "(dev and test scored on seeded samples of at most 20 examples per task: max_eval=20)" in (
+        format_summary(sampled_dir, sampled)
+    )
+    sampled_card = ModelCard.load(sampled_dir / "encoder" / "README.md")
+    assert "test (a seeded sample of at most 20)" in {r.dataset_split for r in sampled_card.data.eval_results}
 
 
 def test_a_fine_tuned_models_card_names_its_base_model():
@@ -237,3 +246,18 @@ def test_push_encoder_without_a_hub_is_one_line(tiny_data, tmp_path, monkeypatch
     assert len(err.splitlines()) == 1
     assert main(["push-encoder", f"run={glove_run}", "repo=no-slash"]) == 2
     assert "give the Hub repository as organization/name" in capsys.readouterr().err
+
+
+def test_a_card_of_a_run_scored_on_samples_never_names_a_split_alone():
+    from huggingface_hub import ModelCard
+
+    from mtl.models.card import card_text, facts_of
+
+    config = {"data": {"max_eval": 500}, "tasks": {"nli": {"kind": "nli", "source": "stanfordnlp/snli"}}}
+    scores = {"best/nli/dev/acc": 0.61, "best/nli/test/acc": 0.6}
+    card = ModelCard(card_text(facts_of("run", config, scores, {"nli": "SNLI"}), 8, ["Embeddings"]))
+    splits = {r.dataset_split for r in card.data.eval_results}
+    assert splits == {"validation (a seeded sample of at most 500)", "test (a seeded sample of at most 500)"}
+    assert "| SNLI | test (a seeded sample of at most 500) | acc | 60.00 |" in card.text
+    full = card_text(facts_of("run", {"tasks": config["tasks"]}, scores, {"nli": "SNLI"}), 8, ["Embeddings"])
+    assert {r.dataset_split for r in ModelCard(full).data.eval_results} == {"validation", "test"}

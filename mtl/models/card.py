@@ -42,6 +42,7 @@ class CardFacts:
     settings: list[str] = field(default_factory=list)  # how it was trained, a line each
     # transfer scores of the run's reports: (report, protocol, task, metric, value in points)
     transfer: list[tuple[str, str, str, str, float]] = field(default_factory=list)
+    sampled: int | None = None  # max_eval=: dev and test scored on seeded samples of at most this many
 
 
 def facts_of(
@@ -76,6 +77,7 @@ def facts_of(
         prompts={
             name: task["prompt"] for name, task in config.get("tasks", {}).items() if task.get("prompt")
         },
+        sampled=(config.get("data") or {}).get("max_eval"),
         seen_test_sets={
             name: counts
             for name, counts in (contamination or {}).get("test_sets", {}).items()
@@ -249,12 +251,21 @@ def _contamination_text(facts: CardFacts) -> str:
 
 
 def _scores(facts: CardFacts) -> list[tuple[str, str, str, float]]:
-    """(task, split, metric, value) of each best evaluation, dev before test."""
+    """(task, split, metric, value) of each best evaluation, dev before test; a split the run
+    scored on a sample (max_eval=) says so, never `test` alone."""
     found = []
     for key, value in facts.scores.items():
         task, split, metric = metrics.without_prefix(key).split("/", 2)
         found.append((task, split, metric, value))
-    return sorted(found, key=lambda row: (row[0], row[1] != "dev", row[2]))
+    return sorted(
+        ((task, split_label(split, facts.sampled), metric, value) for task, split, metric, value in found),
+        key=lambda row: (row[0], not row[1].startswith("dev"), row[2]),
+    )
+
+
+def split_label(split: str, sampled: int | None) -> str:
+    """A split's name, with the sample a run with max_eval= scored it on."""
+    return f"{split} (a seeded sample of at most {sampled:,})" if sampled else split
 
 
 def _eval_results(facts: CardFacts) -> list:
@@ -266,7 +277,7 @@ def _eval_results(facts: CardFacts) -> list:
             task_type="text-classification" if metric == "acc" else "sentence-similarity",
             dataset_type=_dataset_of(task, facts),
             dataset_name=facts.titles.get(task, task),
-            dataset_split="validation" if split == "dev" else split,
+            dataset_split=split.replace("dev", "validation", 1) if split.startswith("dev") else split,
             metric_type=kinds.get(metric, metric),
             metric_value=round(100 * value, 2),
         )
