@@ -289,3 +289,17 @@ def test_a_diverged_run_does_not_flatten_the_others_and_an_untrained_task_says_s
     curves = base64.b64decode(page.images[0]["src"].split(",", 1)[1]).decode()
     assert "off the chart: diverged (up to" in curves
     assert "never trained in these runs" in curves
+
+
+def test_a_score_on_a_sample_of_its_split_is_marked_so(tiny_data, tmp_path):
+    run_dir, _ = start_run(tiny_data, tmp_path / "sampled", "max_eval=20")
+    whole_dir, _ = start_run(tiny_data, tmp_path / "whole")
+    page_path = tmp_path / "report.html"
+    assert main(["report", str(run_dir), str(whole_dir), f"out={page_path}"]) == 0
+    page = page_path.read_text()
+    rows = {row.split("</td>", 1)[0]: row.split("</tr>", 1)[0] for row in page.split("<tr><td")[1:]}
+    sampled = next(row for name, row in rows.items() if "sampled" in name)
+    whole = next(row for name, row in rows.items() if "whole" in name)
+    assert sampled.count(" §</") == 3 and "§" not in whole  # SNLI dev and test, ClassifSQuAD dev
+    assert "<strong>" in page  # a marked score is still compared (the best of a column in bold)
+    assert "§ scored on a seeded sample of at most 20 examples of the split" in page

@@ -145,7 +145,10 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
         rows.append(
             [
                 run.name,
-                *(_score(_best(run, task, split), run.metric(task)) for task, split in evaluations),
+                *(
+                    _score(_best(run, task, split), run.metric(task)) + _sampled_mark(run, task, split)
+                    for task, split in evaluations
+                ),
                 *(_transfer_cell(run, report, task) for report, task in transfer),
                 run.encoder,
                 run.schedule_cell,  # (mixed: "mixed: a + b")
@@ -189,6 +192,12 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
     ]
     if said_once:
         legend += f"<p>Against the paper's row, every run: {html.escape(str(said_once))}.</p>"
+    if sampled := sorted({n for run in runs if (n := _max_eval(run))}):
+        legend += (
+            f'<p class="note">{SAMPLED_MARK} scored on a seeded sample of at most '
+            f"{' or '.join(f'{n:,}' for n in sampled)} examples of the split (the run's <code>max_eval=</code>), "
+            "not the whole dev or test set.</p>"
+        )
     seen = {run.name: seen_test_sets(run.summary.get("contamination") or {}) for run in runs if run.summary}
     if any(task in seen.get(run.name, {}) for run in runs for _, task in transfer):
         legend += (
@@ -241,6 +250,19 @@ def _best_value(values: list[str], higher_is_better: bool = True) -> str | None:
     if len(scored) < 2:
         return None
     return (max if higher_is_better else min)(scored)[1]
+
+
+SAMPLED_MARK = "§"  # a dev or test score on a sample of the split (max_eval=)
+
+
+def _max_eval(run: Run) -> int | None:
+    value = (run.config.get("data") or {}).get("max_eval")
+    return value if isinstance(value, int) else None
+
+
+def _sampled_mark(run: Run, task: str, split: str) -> str:
+    """§ after a score the run measured on a sample of the split, none after a whole one."""
+    return f" {SAMPLED_MARK}" if _max_eval(run) and _best(run, task, split) is not None else ""
 
 
 def _best(run: Run, task: str, split: str) -> Any:
@@ -654,10 +676,11 @@ def _per_task_curves(
 
 
 def _first_number(headline: str) -> float | None:
-    """A headline's first number (accuracy %, Pearson r, STS's Pearson in `.63/.61`)."""
+    """A headline's first number (accuracy %, Pearson r, STS's Pearson in `.63/.61`), a mark after
+    it (§ sampled, ‡ seen in training) aside."""
     try:
-        return float(headline.split("/")[0])
-    except ValueError:
+        return float(headline.split("/")[0].split()[0])
+    except (ValueError, IndexError):
         return None
 
 
