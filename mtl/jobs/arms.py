@@ -68,6 +68,17 @@ def left_out_line(short: dict[str, str]) -> str:
     return "Left out (short of the budget): " + "; ".join(f"{name}: {why}" for name, why in short.items())
 
 
+def closing_lines(result: dict) -> list[str]:
+    """The lines a study's .md ends with: fewer seeds than its plan asks, the runs left out."""
+    lines = []
+    if result.get("below_plan"):
+        said = result["below_plan"].removeprefix("warning: ")
+        lines += ["", said[:1].upper() + said[1:] + "."]
+    if result.get("left_out"):
+        lines += ["", left_out_line(result["left_out"])]
+    return lines
+
+
 def budget_amount(budget: str) -> tuple[str, float]:
     """(kind, amount) of `budget=`: steps and examples whole numbers from 1, minutes above 0; a
     one-line error naming budget= otherwise."""

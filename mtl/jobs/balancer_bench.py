@@ -39,16 +39,14 @@ import numpy as np
 import torch
 
 from mtl.analysis.power import warn_below
-from mtl.analysis.significance import correct_study
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
-from mtl.formats.comparison import method_of
 from mtl.jobs.arms import (
     budget_amount,
     check_transfer_keys,
+    closing_lines,
     equal_compute,
-    left_out_line,
     refuse_run_keys,
     study_arguments,
     study_folder,
@@ -58,7 +56,7 @@ from mtl.jobs.arms import (
 from mtl.jobs.configs import BenchBalancersConfig
 from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
-from mtl.jobs.mixture import budget_keys, proxy_score
+from mtl.jobs.mixture import against, budget_keys, proxy_score
 from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_summary
@@ -194,29 +192,16 @@ def trained_seconds(member: Member) -> float:
 def verdict_rows(compared: dict, names: dict[str, str], methods: list[str]) -> list[dict]:
     """Per transfer task and method: its difference from the tuned sum, the interval and verdict,
     Holm over every method x task (the benchmark's whole family)."""
-    family = [
-        dict(c)
-        for c in compared["comparisons"]
-        if BASELINE in (names[c["first"]], names[c["second"]])
-        and ({names[c["first"]], names[c["second"]]} - {BASELINE}) & set(methods)
-    ]
-    correct_study(family)
     rows = []
-    for c in family:
-        first, second = names[c["first"]], names[c["second"]]
-        method = second if first == BASELINE else first
-        sign = -1 if first == BASELINE else 1
-        low, high = sorted((sign * c["low"] + 0.0, sign * c["high"] + 0.0))
-        difference = sign * (c["first_score"] - c["second_score"]) + 0.0
-        decided = c["holm_p"] <= 1 - c["confidence"]
-        verdict = (
-            ("beats the tuned sum" if difference > 0 else "below the tuned sum") if decided else "no evidence"
-        )
-        if decided and min(c["first_seeds"], c["second_seeds"]) < 2:
-            verdict += " (1 seed)"
-        rows.append({"task": c["task"], "method": method, "difference": difference, "low": low, "high": high,
-                     "holm_p": c["holm_p"], "family": c.get("family", 1), "verdict": verdict,
-                     "interval_method": method_of(c)})  # fmt: skip
+    for row in against(compared, names, BASELINE, methods):  # oriented sum - method: turned round
+        difference, low, high = -row["difference"] + 0.0, -row["high"] + 0.0, -row["low"] + 0.0
+        verdict = "no evidence"
+        if row["decided"]:
+            verdict = "beats the tuned sum" if difference > 0 else "below the tuned sum"
+            verdict += " (1 seed)" if row["seeds"] < 2 else ""
+        rows.append({"task": row["task"], "method": row["other"], "difference": difference, "low": low,
+                     "high": high, "holm_p": row["holm_p"], "family": row["family"], "verdict": verdict,
+                     "interval_method": row["method"]})  # fmt: skip
     return sorted(rows, key=lambda r: (methods.index(r["method"]), r["task"]))
 
 
@@ -254,11 +239,7 @@ def markdown(result: dict) -> str:
                 for r in result["verdicts"]
             ),
         ]
-    if result.get("below_plan"):
-        said = result["below_plan"].removeprefix("warning: ")
-        lines += ["", said[:1].upper() + said[1:] + "."]
-    if result.get("left_out"):
-        lines += ["", left_out_line(result["left_out"])]
+    lines += closing_lines(result)
     return "\n".join(lines) + "\n"
 
 

@@ -61,8 +61,8 @@ from mtl.formats.comparison import method_of
 from mtl.jobs.arms import (
     budget_amount,
     check_transfer_keys,
+    closing_lines,
     equal_compute,
-    left_out_line,
     short_of_budget,
     study_arguments,
     study_folder,
@@ -346,31 +346,42 @@ def _train(sweep: Sweep, members: list[Member]) -> None:
         raise UserError(f"{', '.join(failed)} failed: see its output above, then run the same command again")
 
 
-def verdict_rows(compared: dict, names: dict[str, str], baselines: list[str]) -> list[dict]:
-    """Per transfer task and baseline: the predicted mixture's difference, its interval and verdict,
-    Holm-corrected over every one of these comparisons (baselines x transfer tasks: the search's
-    whole family), so no baseline's verdicts are spared the others' tests."""
+def against(compared: dict, names: dict[str, str], arm: str, others: list[str]) -> list[dict]:
+    """Every comparison of `arm` with one of `others` on every transfer task, Holm-corrected
+    together (the study's whole family, so no comparison is spared the others' tests), each
+    oriented arm - other: task, other, difference, low, high, holm_p, family, decided, seeds, method."""
     family = [
         dict(c)
         for c in compared["comparisons"]
-        if PREDICTED in (names[c["first"]], names[c["second"]])
-        and ({names[c["first"]], names[c["second"]]} - {PREDICTED}) & set(baselines)
+        if arm in (names[c["first"]], names[c["second"]])
+        and ({names[c["first"]], names[c["second"]]} - {arm}) & set(others)
     ]
     correct_study(family)
     rows = []
     for c in family:
         first, second = names[c["first"]], names[c["second"]]
-        other = second if first == PREDICTED else first
-        sign = 1 if first == PREDICTED else -1
+        sign = 1 if first == arm else -1
         low, high = sorted((sign * c["low"] + 0.0, sign * c["high"] + 0.0))
-        difference = sign * (c["first_score"] - c["second_score"]) + 0.0
-        decided = c["holm_p"] <= 1 - c["confidence"]
-        verdict = ("helps" if difference > 0 else "hurts") if decided else "no evidence"
-        if decided and min(c["first_seeds"], c["second_seeds"]) < 2:
+        rows.append({"task": c["task"], "other": second if first == arm else first,
+                     "difference": sign * (c["first_score"] - c["second_score"]) + 0.0, "low": low, "high": high,
+                     "holm_p": c["holm_p"], "family": c.get("family", 1), "decided": c["holm_p"] <= 1 - c["confidence"],
+                     "seeds": min(c["first_seeds"], c["second_seeds"]), "method": method_of(c)})  # fmt: skip
+    return rows
+
+
+def verdict_rows(compared: dict, names: dict[str, str], baselines: list[str]) -> list[dict]:
+    """Per transfer task and baseline: the predicted mixture's difference, its interval and verdict,
+    Holm-corrected over every one of these comparisons (baselines x transfer tasks: the search's
+    whole family)."""
+    rows = []
+    for row in against(compared, names, PREDICTED, baselines):
+        decided = row["decided"]
+        verdict = ("helps" if row["difference"] > 0 else "hurts") if decided else "no evidence"
+        if decided and row["seeds"] < 2:
             verdict += " (1 seed)"
-        rows.append({"task": c["task"], "baseline": other, "difference": difference, "low": low, "high": high,
-                     "holm_p": c["holm_p"], "family": c.get("family", 1), "verdict": verdict,
-                     "method": method_of(c)})  # fmt: skip
+        rows.append({"task": row["task"], "baseline": row["other"], "difference": row["difference"],
+                     "low": row["low"], "high": row["high"], "holm_p": row["holm_p"], "family": row["family"],
+                     "verdict": verdict, "method": row["method"]})  # fmt: skip
     return rows
 
 
@@ -428,11 +439,7 @@ def markdown(result: dict) -> str:
                 for r in result["verdicts"]
             ),
         ]
-    if result.get("below_plan"):
-        said = result["below_plan"].removeprefix("warning: ")
-        lines += ["", said[:1].upper() + said[1:] + "."]
-    if result.get("left_out"):
-        lines += ["", left_out_line(result["left_out"])]
+    lines += closing_lines(result)
     return "\n".join(lines) + "\n"
 
 
