@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import errno
 import importlib
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mtl import plugins
-from mtl.config import apply_overrides, describe_keys, paths_and_keys
+from mtl.config import apply_overrides, describe_keys, paths_and_keys, to_dict
 from mtl.console import printable_stdout, say
 from mtl.errors import UserError
 from mtl.runtime.ranks import LOST_A_PEER, rank_says
@@ -46,7 +47,24 @@ class Command:
         if self.resolve:
             module, _, name = self.resolve.partition(":")
             return getattr(importlib.import_module(module), name)(args)
-        return apply_overrides(self.config_class()(), paths_and_keys(args)[1])
+        keys = paths_and_keys(args)[1]
+        if not self.passes_training_keys:
+            return apply_overrides(self.config_class()(), keys)
+        # A study: its own keys, and the training configuration every one of its runs starts from
+        # (before the keys the study sets per run: budget, seed, name, folder, what it varies).
+        own_names = {field.name for field in dataclasses.fields(self.config_class())}
+        own = [k for k in keys if k.partition("=")[0] in own_names or k.startswith("slurm.")]
+        training = [k for k in keys if k not in own]
+        runs = COMMANDS["train-multitask"].resolved_config(training)
+        return {
+            "study": to_dict(apply_overrides(self.config_class()(), own)),
+            "training": runs if isinstance(runs, dict) else to_dict(runs),
+        }
+
+    @property
+    def passes_training_keys(self) -> bool:
+        """Whether every key that is not the command's own goes to its runs (the studies)."""
+        return any(name == "KEY" and "train-multitask key" in text for name, _, text in self.extra_keys)
 
 
 def _task_keys() -> tuple[tuple[str, str, str], ...]:

@@ -240,6 +240,27 @@ def test_print_config_shows_presets_keys_and_a_resumed_runs_record(tmp_path, cap
     assert "mode='fastt' is not valid" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "study", ["versus-single", "mixture-search", "train-groups", "affinity-check", "bench-balancers"]
+)
+def test_a_studys_print_config_shows_its_own_keys_and_its_runs_training_configuration(study, capsys):
+    args = [
+        study,
+        "preset=cpu-small",
+        "hidden=64",
+        "seeds=2",
+        "launcher=slurm",
+        "slurm.time=30",
+        "--print-config",
+    ]
+    assert main(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["study"]["seeds"] == 2 and printed["study"]["slurm"]["time"] == 30
+    assert printed["training"]["model"]["hidden"] == 64 and printed["training"]["run"]["name"] == "cpu-small"
+    assert main([study, "hiden=64", "--print-config"]) == 2
+    assert "unknown key 'hiden': did you mean 'hidden'?" in capsys.readouterr().err
+
+
 def test_print_config_shows_the_values_a_run_resolves_from_auto(capsys):
     assert main(["train-multitask", "device=cpu", "--print-config"]) == 0
     config = json.loads(capsys.readouterr().out)
