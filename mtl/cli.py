@@ -355,7 +355,7 @@ COMMANDS: dict[str, Command] = {
         ),
     ),
     "bench-balancers": Command(
-        "mtl.jobs.balancer_bench",
+        "mtl.analysis.balancers_page",
         "mtl.jobs.configs:BenchBalancersConfig",
         "every balancer and the tuned weighted sum at the same tuning budget and seeds, judged on transfer with verdicts",
         (

@@ -11,6 +11,7 @@ from mtl.errors import UserError
 from mtl.jobs import balancer_bench
 from mtl.jobs.configs import BenchBalancersConfig
 
+from .browser import can_look, look_at
 from .conftest import args_for
 
 
@@ -55,6 +56,10 @@ def test_a_benchmark_tunes_seeds_judges_and_resumes_without_retraining(tiny_data
     assert result["verdicts"][0]["verdict"] in ("beats the tuned sum", "below the tuned sum", "no evidence")
     text = (out / "bench-balancers.md").read_text()
     assert "| famo | 2 | 30 |" in text and "| MR | famo |" in text
+    page = (out / "bench-balancers.html").read_text()
+    assert "What each method was given" in page and "<td>MR</td><td>famo</td>" in page
+    if can_look():  # in a browser, as tests/test_pages.py looks at the other pages
+        assert not (problems := look_at(out / "bench-balancers.html", "bench-balancers")), problems
     # again: nothing trains again
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("*/*/summary.json")}
     assert main(command) == 0

@@ -25,7 +25,8 @@ method gets the same budget.
   and the seconds its runs trained (summary.json's train_seconds), tuning and seeds apart.
 
 The runs are a resumable study (`just sweep`'s machinery, `launcher=slurm` too): run the same
-command again to continue. Results: out/bench-balancers.md, .json, and W&B tables.
+command again to continue. Results: out/bench-balancers.md, .json, W&B tables, and the page
+(mtl/analysis/balancers_page.py).
 """
 
 from __future__ import annotations
@@ -330,9 +331,3 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
         group=out.name,
     )  # fmt: skip
     return out, result
-
-
-def command(args: Sequence[str]) -> None:
-    out, _ = bench(args)
-    print((out / "bench-balancers.md").read_text(encoding="utf-8"), end="")
-    print(f"written: {out / 'bench-balancers.md'} and .json", flush=True)
