@@ -64,7 +64,8 @@ def serve(requests_fd: int, replies_fd: int) -> None:
 
 def unsafe_to_fork() -> str | None:
     """Why a fork now would not start like a fresh process would, or None."""
-    if threading.active_count() > 1 or len(os.listdir("/proc/self/task")) > 1:
+    native = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1  # Linux's count
+    if threading.active_count() > 1 or native > 1:
         return "a thread is running after the imports"
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from mtl import member_server
+from mtl.errors import UserError
 from mtl.jobs import forkserver, local
 from mtl.jobs.member import Member
 from tests.conftest import args_for, start_run
@@ -67,3 +68,13 @@ def test_a_server_that_cannot_serve_leaves_each_member_a_process_of_its_own(
     member = Member("bad", [*args_for(tiny_data, tmp_path / "bad"), "no_such_key=1"], tmp_path / "bad")
     assert local.run_local([member], 1, tmp_path, "study") == {"bad": "failed (exit 2)"}
     assert "each run starts as a process of its own" in capsys.readouterr().out
+
+
+def test_a_server_gone_mid_study_is_one_line_that_says_to_run_again(tiny_data, tmp_path):
+    gone = forkserver.ForkServer(dict(os.environ))
+    gone.process.kill()
+    with pytest.raises(
+        UserError, match=r"the study's fork server ended \(exit -9\): run the same command again"
+    ):
+        gone.start(["train-multitask", *args_for(tiny_data, tmp_path / "run")], None)
+    gone.close()

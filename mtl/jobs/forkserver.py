@@ -33,6 +33,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mtl.errors import UserError
 from mtl.jobs import parent_death
 
 READY = "ready"  # the server's first line when it can serve
@@ -82,13 +83,19 @@ class ForkServer:
         os.close(replies_there)
         self.replies = Lines(replies)
         self.exited: dict[int, int] = {}
-        first = self._reply()
+        try:
+            first = self._reply()
+        except UserError as error:  # it died starting: the study starts each member itself
+            first = {"why": str(error)}
         if first.get("state") != READY:
             self.close()
             raise OSError(f"the fork server cannot serve: {first.get('why', first)}")
 
     def start(self, args: list[str], log: Path | None) -> Forked:
-        write_line(self.requests, {"args": args, "log": str(log) if log else None})
+        try:
+            write_line(self.requests, {"args": args, "log": str(log) if log else None})
+        except BrokenPipeError:
+            raise self._ended() from None
         while "started" not in (reply := self._reply()):
             self._note(reply)
         return Forked(self, reply["started"])
@@ -114,8 +121,16 @@ class ForkServer:
     def _reply(self) -> dict:
         reply = self.replies.read()
         if reply is None:
-            raise OSError(f"the fork server ended (exit {self.process.poll()})")
+            raise self._ended()
         return reply
+
+    def _ended(self) -> UserError:
+        """The server died under the study (its members got their parent-death signal: they
+        checkpoint and stop): said in one line."""
+        return UserError(
+            f"the study's fork server ended (exit {self.process.wait()}): run the same command again "
+            "to resume the study"
+        )
 
     def _note(self, reply: dict) -> None:
         if "exited" in reply:
