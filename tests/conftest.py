@@ -40,17 +40,19 @@ def pytest_configure(config):
 # its workers in collection order (`--no-loadscope-reorder`), and a long file handed out last runs
 # while the other workers have nothing left. The README walk (about 5 minutes, its first 100 s one
 # line after another on one core) ran last among xdist's own order (most tests first) and left a
-# core idle for minutes. Seconds each took in a full run on 2 cores, 2026-11-28: 317, 137, 132, 81,
-# 67, 51, 44, 42; every other file took under 35 s. Later files keep pytest's order.
+# core idle for minutes. Seconds each took in a full run on 2 cores, 2026-11-29: 418, 152, 130, 77,
+# 69, 69, 65, 58, 54, 53; every other file took under 45 s. Later files keep pytest's order.
 LONGEST_FIRST = (
     "test_readme.py",
-    "test_slurm.py",
     "test_distributed.py",
-    "test_mixture.py",
-    "test_objectives.py",
+    "test_slurm.py",
     "test_classifsquad_real.py",
-    "test_locks.py",
+    "test_objectives.py",
+    "test_mixture.py",
+    "test_decontaminate.py",
     "test_fsdp.py",
+    "test_locks.py",
+    "test_fuzz.py",
 )
 
 
