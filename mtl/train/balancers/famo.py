@@ -72,7 +72,10 @@ class FAMO(Balancer):
         beta1, beta2 = BETAS
         self.first_moment.mul_(beta1).add_(gradient, alpha=1 - beta1)
         self.second_moment.mul_(beta2).addcmul_(gradient, gradient, value=1 - beta2)
-        count = float(self.updates.item())
-        step_size = self.learning_rate / (1 - beta1**count)
-        denominator = (self.second_moment.sqrt() / (1 - beta2**count) ** 0.5).add_(ADAM_EPSILON)
-        self.logits.addcdiv_(self.first_moment, denominator, value=-step_size)
+        # the bias corrections on the device: no wait for the GPU in the step (torch's Adam reads
+        # its step count on the host instead; the same arithmetic)
+        count = self.updates.double()  # in float64, as torch's Adam computes them on the host
+        step_size = (self.learning_rate / (1 - beta1**count)).to(self.logits.dtype)
+        correction = (1 - beta2**count).sqrt().to(self.logits.dtype)
+        denominator = (self.second_moment.sqrt() / correction).add_(ADAM_EPSILON)
+        self.logits.sub_(step_size * (self.first_moment / denominator))
