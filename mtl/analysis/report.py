@@ -145,10 +145,7 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
         rows.append(
             [
                 run.name,
-                *(
-                    _score(_best(run, task, split), run.metric(task)) + _sampled_mark(run, task, split)
-                    for task, split in evaluations
-                ),
+                *(_evaluation_cell(run, task, split) for task, split in evaluations),
                 *(_transfer_cell(run, report, task) for report, task in transfer),
                 run.encoder,
                 run.schedule_cell,  # (mixed: "mixed: a + b")
@@ -260,9 +257,12 @@ def _max_eval(run: Run) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _sampled_mark(run: Run, task: str, split: str) -> str:
-    """§ after a score the run measured on a sample of the split, none after a whole one."""
-    return f" {SAMPLED_MARK}" if _max_eval(run) and _best(run, task, split) is not None else ""
+def _evaluation_cell(run: Run, task: str, split: str) -> str:
+    """A run's best score of a task on a split, § after one it measured on a sample of the split."""
+    value = _best(run, task, split)
+    return _score(value, run.metric(task)) + (
+        f" {SAMPLED_MARK}" if value is not None and _max_eval(run) else ""
+    )
 
 
 def _best(run: Run, task: str, split: str) -> Any:

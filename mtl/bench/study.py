@@ -60,15 +60,9 @@ def study_once(mode: str, train: list[str], config: BenchStudyConfig, root: Path
     out = root / mode
     found = members(train, config.members, config.max_steps, out)
     out.mkdir(parents=True)
-    forking = local.fork_server
-    if mode == "fresh":
-        local.fork_server = lambda env: None  # type: ignore[assignment]  # each member a fresh python
-    try:
-        started = time.perf_counter()
-        outcomes = local.run_local(found, 1, out, f"{mode} study")
-        wall = time.perf_counter() - started
-    finally:
-        local.fork_server = forking
+    started = time.perf_counter()
+    outcomes = local.run_local(found, 1, out, f"{mode} study", fork=mode == "forked")
+    wall = time.perf_counter() - started
     if failed := [name for name, outcome in outcomes.items() if outcome != "finished"]:
         raise UserError(f"{failed[0]} failed in the {mode} study: see its output above")
     steps = sum(train_seconds(m) for m in found)

@@ -57,7 +57,7 @@ from mtl.jobs.arms import (
 from mtl.jobs.configs import BenchBalancersConfig
 from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
-from mtl.jobs.mixture import against, budget_keys, proxy_score
+from mtl.jobs.mixture import against, arm_of, budget_keys, proxy_score
 from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_summary
@@ -145,15 +145,27 @@ def drawn(candidates: list[dict], trials: int, seed: int, method: str) -> list[d
     return [candidates[0], *(candidates[i] for i in rest)]
 
 
-def trial_members(train: list[str], methods: list[str], config: BenchBalancersConfig, seed: int, out: Path):
-    """Each method's trials at the budget with the first seed: {method: [(trial keys, member)]}."""
+def base_of(train: list[str]) -> tuple[list[str], float]:
+    """The training tasks every run balances and the configuration's lr (what lr_factors multiply)."""
     base = config_from_args(train)
     tasks = base.training_tasks
     if len(tasks) < 2:
         raise UserError(
             f"bench-balancers balances tasks: {tasks[0]} trains alone; give tasks= with two or more"
         )
-    lr = resolve_settings(base, torch.device("cpu"), None).optim.lr
+    return tasks, resolve_settings(base, torch.device("cpu"), None).optim.lr
+
+
+def trial_members(
+    train: list[str],
+    methods: list[str],
+    config: BenchBalancersConfig,
+    seed: int,
+    out: Path,
+    tasks: list[str],
+    lr: float,
+) -> dict[str, list[tuple[dict, Member]]]:
+    """Each method's trials at the budget with the first seed: {method: [(trial keys, member)]}."""
     found: dict[str, list[tuple[dict, Member]]] = {}
     for method in methods:
         chosen = drawn(space(method, tasks, config, lr), config.trials, config.search_seed, method)
@@ -178,10 +190,6 @@ def seed_members(best: dict[str, tuple[dict, Member]], seeds: list[int], out: Pa
             keys += [f"seed={seed}", f"name={name}", f"out={out / 'arms' / name}"]
             found.append(Member(name, keys, out / "arms" / name))
     return found
-
-
-def arm_of(member: Member) -> str:
-    return member.name.rsplit("-seed", 1)[0]
 
 
 def trained_seconds(member: Member) -> float:
@@ -255,7 +263,8 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
     if below_plan:
         print(below_plan, file=sys.stderr, flush=True)
     out = study_folder(config.out, "balancers")
-    trials = trial_members(train, methods, config, seeds[0], out)
+    tasks, lr = base_of(train)
+    trials = trial_members(train, methods, config, seeds[0], out, tasks, lr)
     fixed = [*train, f"budget={config.budget}", f"search_seed={config.search_seed}"]
     every_trial = [member for found in trials.values() for _, member in found]
     train_study(every_trial, fixed, out / "trials", launcher, "bench-balancers")
@@ -280,8 +289,6 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
     compared, names, _ = transfer_and_compare(
         compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out, arm_of
     )
-    lr = resolve_settings(config_from_args(train), torch.device("cpu"), None).optim.lr
-    tasks = config_from_args(train).training_tasks
     parity = {
         method: {
             "trials": len(trials[method]),

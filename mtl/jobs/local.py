@@ -29,11 +29,13 @@ class LocalLauncher:
         return run_local(members, self.parallel, out, label)
 
 
-def run_local(members: list[Member], parallel: int, out: Path, label: str) -> dict[str, str]:
+def run_local(
+    members: list[Member], parallel: int, out: Path, label: str, fork: bool = True
+) -> dict[str, str]:
     """Train each of `members` that has not finished (resume the interrupted), `parallel` at a
     time, logs of members side by side in `out`/logs; each one's outcome. The members are forked
-    from one process that imported the trainer once (forkserver.py), or, where it cannot serve,
-    each started as a fresh `python -m mtl`."""
+    from one process that imported the trainer once (forkserver.py), or, where it cannot serve
+    (or with `fork=False`, as `just bench-study` compares), each started as a fresh `python -m mtl`."""
     outcomes = {m.name: "finished (before)" for m in members if m.status() == "finished"}
     waiting = [m for m in members if m.status() != "finished"]
     print(
@@ -41,7 +43,7 @@ def run_local(members: list[Member], parallel: int, out: Path, label: str) -> di
         f"{len(waiting)} to train, {parallel} at a time"
     )
     env = members_environment(parallel)
-    server = fork_server(env) if waiting else None
+    server = fork_server(env) if waiting and fork else None
     running: dict[str, tuple[Process, Any]] = {}
     by_name = {m.name: m for m in members}
     # Members side by side write to logs: the sweep's own bar says how far each one is. One at a
