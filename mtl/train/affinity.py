@@ -79,6 +79,24 @@ class Measurement:
         return self.per_batch.std(axis=0, ddof=1) / np.sqrt(count)
 
 
+def held_draws(data: TrainingData, task: str, seed: int, batches: int, split: str = "train") -> list:
+    """`batches` fixed draws of `<task>.batch` examples of the task's `split` (apart from each other
+    when it has enough), the same at every measurement of a run."""
+    examples = data.examples[task][split]
+    count = min(len(examples), data.tasks[task].config.batch)
+    rng = np.random.default_rng([seed, SEED_OFFSET, *task.encode()])
+    order = rng.permutation(len(examples))
+    held = []
+    for number in range(batches):
+        if data.tasks[task].in_batch:  # its candidates are its batch: a contiguous run
+            start = int(rng.integers(0, len(examples) - count + 1))
+            rows = np.arange(start, start + count)
+        else:
+            rows = np.sort(np.roll(order, -number * count)[:count])
+        held.append(examples.subset(rows))
+    return held
+
+
 class Affinity:
     def __init__(
         self,
@@ -89,37 +107,32 @@ class Affinity:
         device: torch.device,
         batches: int = 3,
         max_grad_norm: float | None = None,
+        scored_on: str = "train",
+        targets: list[str] | None = None,
     ):
+        """`scored_on="dev"`: the losses before and after a lookahead are measured on held batches
+        of each task's dev split, not on the batch the lookahead stepped on (the online mixing's
+        evidence: a step that only memorizes its batch, as on shuffled labels, earns nothing);
+        `targets`: the watching tasks that are columns (None: every one of the run)."""
         self.data, self.tasks, self.device, self.max_grad_norm = data, list(tasks), device, max_grad_norm
         self.optimizers = setup.optimizers
         self.networks = {task: TaskNetwork(setup.model, task) for task in self.tasks}
         self.shared = {
             f"encoder.{name}": p for name, p in setup.model.encoder.named_parameters() if p.requires_grad
         }
-        self.held = {task: self._draw(task, seed, batches) for task in self.tasks}
+        self.held = {task: held_draws(data, task, seed, batches) for task in self.tasks}
+        self.scored = dict(self.held)
+        if scored_on == "dev":
+            self.scored = {task: held_draws(data, task, seed, batches, "dev") for task in self.tasks}
         # the watching tasks: columns of their own, on their dev split
-        self.targets = [name for name, task in data.tasks.items() if not task.config.train]
-        self.held |= {target: self._draw(target, seed, batches, "dev") for target in self.targets}
+        watching = [name for name, task in data.tasks.items() if not task.config.train]
+        self.targets = watching if targets is None else [t for t in watching if t in targets]
+        self.held |= {target: held_draws(data, target, seed, batches, "dev") for target in self.targets}
+        self.scored |= {target: self.held[target] for target in self.targets}
         self.probed = [t for t in self.targets if data.tasks[t].untrained == "probe"]
         # a probed target's network is made at each measurement, around the probe fitted then
         self.networks |= {t: TaskNetwork(setup.model, t) for t in self.targets if t not in self.probed}
         self.model, self.seed, self.probe_batch = setup.model, seed, 256
-
-    def _draw(self, task: str, seed: int, batches: int, split: str = "train") -> list:
-        """`batches` fixed draws of the task's `split` (apart from each other when it has enough)."""
-        train = self.data.examples[task][split]
-        count = min(len(train), self.data.tasks[task].config.batch)
-        rng = np.random.default_rng([seed, SEED_OFFSET, *task.encode()])
-        order = rng.permutation(len(train))
-        held = []
-        for number in range(batches):
-            if self.data.tasks[task].in_batch:  # its candidates are its batch: a contiguous run
-                start = int(rng.integers(0, len(train) - count + 1))
-                rows = np.arange(start, start + count)
-            else:
-                rows = np.sort(np.roll(order, -number * count)[:count])
-            held.append(train.subset(rows))
-        return held
 
     def measure(self) -> Measurement:
         devices = [self.device] if self.device.type == "cuda" else []
@@ -140,12 +153,12 @@ class Affinity:
     ) -> tuple[np.ndarray, np.ndarray]:
         """On held batch `number`: (T, T) among the training tasks and (T, K) toward the targets."""
         helped = [*self.tasks, *self.targets]
-        base = {task: self._loss(task, number, weights[task]).item() for task in helped}
+        base = {task: self._loss(task, number, weights[task], on=self.scored).item() for task in helped}
         result = np.zeros((len(self.tasks), len(helped)))
         for i, source in enumerate(self.tasks):
             stepped, lr = self._lookahead(source, number, weights[source])
             for j, target in enumerate(helped):
-                after = self._loss(target, number, {**weights[target], **stepped}).item()
+                after = self._loss(target, number, {**weights[target], **stepped}, on=self.scored).item()
                 result[i, j] = (1.0 - after / base[target]) / lr if base[target] and lr else 0.0
         return result[:, : len(self.tasks)], result[:, len(self.tasks) :]
 
@@ -217,10 +230,16 @@ class Affinity:
         return optimizer_step(self.optimizers[task], self.shared, weights, gradients)
 
     def _loss(
-        self, task: str, number: int, weights: dict[str, torch.Tensor], grad: bool = False
+        self,
+        task: str,
+        number: int,
+        weights: dict[str, torch.Tensor],
+        grad: bool = False,
+        on: dict[str, list] | None = None,
     ) -> torch.Tensor:
-        """`task`'s mean loss (float64) on its held batch `number`, the network run with `weights`."""
-        examples, definition = self.held[task][number], self.data.tasks[task]
+        """`task`'s mean loss (float64) on its held batch `number` (of `on`: the batches scored, or by
+        default those stepped on), the network run with `weights`."""
+        examples, definition = (on or self.held)[task][number], self.data.tasks[task]
         sentences = self.data.table.batch_columns(examples.sentences, self.device)
         labels = torch.from_numpy(examples.labels).to(self.device)
         # a task's same dropout masks before and after the lookahead

@@ -42,7 +42,7 @@ from mtl.tasks import TaskConfig
 from mtl.train.balancers import BALANCER_OPTIONS, BALANCERS, balancer_key_owners
 from mtl.train.lr_schedules import LR_SCHEDULES
 from mtl.train.optimizer_registry import OPTIMIZERS
-from mtl.train.scheduler import SCHEDULES, trains_every_task
+from mtl.train.scheduler import SCHEDULES, adapts, trains_every_task
 from mtl.train.selection import parse_terms
 
 
@@ -79,6 +79,27 @@ class ScheduleConfig:
         None  # schedule=temperature: T moves linearly from temperature= to this over max_steps (MT-DNN, jiant)
     )
     cap: AtLeast1 | None = None  # schedule=proportional/temperature: a task's size counts at most this (T5)
+    # The online schedules (aioli, doremi, transfer: mtl/train/online_mixing.py) move the tasks'
+    # shares every mix_every= steps from evidence measured on held dev batches of every task.
+    mix_every: AtLeast1 = 100  # schedule=aioli/doremi/transfer: steps between updates of the shares
+    mix_eta: PositiveFloat | None = (
+        None  # schedule=aioli/doremi/transfer: the update's step size; None: the authors' (aioli 0.2, doremi 1, transfer 0.2)
+    )
+    mix_batches: AtLeast1 = (
+        2  # schedule=aioli/doremi/transfer: held dev batches per task the evidence is measured on
+    )
+    mix_smoothing: Annotated[float, Range(0, 1, high_open=True)] = (
+        1e-3  # schedule=doremi: each update's shares mixed with equal ones by this much (DoReMi's c)
+    )
+    mix_reference: str = ""  # schedule=doremi: the reference run folder (same tasks and vocabulary) whose losses set the excess
+    # Aioli's normalization of the mixing law: shift (the authors': its minimum moved to 0, then
+    # divided by its sum) or abs (divided by the sum of absolute values: a harmful task keeps its sign)
+    mix_normalize: Literal["shift", "abs"] = (
+        "shift"  # schedule=aioli/transfer: shift (the authors') or abs (signs kept)
+    )
+    mix_target: str = (
+        ""  # schedule=transfer: watching tasks (comma-separated) that steer the shares; empty: every one
+    )
     balancer: Annotated[str, OneOf(BALANCERS)] = (
         "sum"  # schedule=mixed: how the tasks' gradients combine (sum, uncertainty, gradnorm, pcgrad)
     )
@@ -267,6 +288,11 @@ class TrainConfig:
                 "its balancers compare whole per-task gradients, which sharding splits",
             ),
             (
+                f"schedule={self.schedule.schedule}",
+                adapts(self.schedule.schedule),
+                "its evidence runs a whole copy of the model in each process",
+            ),
+            (
                 "affinity_every=",
                 self.run.affinity_every is not None,
                 "the affinity steps a copy of the whole model in each process",
@@ -300,14 +326,16 @@ class TrainConfig:
 
     def _check_schedule(self) -> None:
         """Keys of one schedule given with another say so, rather than doing nothing."""
-        schedule, sampling = self.schedule, self.schedule.schedule in ("proportional", "temperature")
+        schedule = self.schedule
+        sampling = schedule.schedule in ("proportional", "temperature") or adapts(schedule.schedule)
         shares = {
             name: task.prob for name, task in self.tasks.items() if task.prob is not None and task.train
         }
         if shares and not sampling:
             raise UserError(
                 f"{next(iter(shares))}.prob= is a share of the steps drawn at random: give "
-                f"schedule=proportional (or temperature), not schedule={schedule.schedule}"
+                f"schedule=proportional (or temperature, or an online schedule's starting shares), "
+                f"not schedule={schedule.schedule}"
             )
         if shares and len(shares) == len(self.training_tasks) and abs(sum(shares.values()) - 1) > 1e-6:
             given = " ".join(f"{name}.prob={share:g}" for name, share in shares.items())
@@ -320,7 +348,8 @@ class TrainConfig:
                 f"<task>.prob= adds up to {sum(shares.values()):g}, leaving nothing for "
                 f"{', '.join(t for t in self.training_tasks if t not in shares)}: give shares that add up to under 1"
             )
-        if schedule.cap is not None and not sampling:
+        self._check_online_mixing()
+        if schedule.cap is not None and schedule.schedule not in ("proportional", "temperature"):
             raise UserError(
                 f"cap={schedule.cap} limits the sizes of schedule=proportional or temperature only"
             )
@@ -332,6 +361,41 @@ class TrainConfig:
         if schedule.balancer != "sum" and not trains_every_task(schedule.schedule):
             raise UserError(
                 f"balancer={schedule.balancer} combines the tasks of one step: give schedule=mixed"
+            )
+
+    def _check_online_mixing(self) -> None:
+        """The online schedules' keys with another schedule, and what each needs, say so."""
+        schedule, defaults = self.schedule, ScheduleConfig()
+        kind = schedule.schedule
+        given = [
+            key
+            for key in (
+                "mix_every",
+                "mix_eta",
+                "mix_batches",
+                "mix_smoothing",
+                "mix_reference",
+                "mix_target",
+                "mix_normalize",
+            )
+            if getattr(schedule, key) != getattr(defaults, key)
+        ]
+        if given and not adapts(kind):
+            raise UserError(
+                f"{given[0]}= moves an online schedule's shares: give schedule=aioli, doremi or transfer, "
+                f"not schedule={kind}"
+            )
+        own = {"mix_reference": ("doremi",), "mix_smoothing": ("doremi",), "mix_target": ("transfer",),
+               "mix_normalize": ("aioli", "transfer")}  # fmt: skip
+        for key in given:
+            if key in own and kind not in own[key]:
+                raise UserError(
+                    f"{key}= is schedule={' or '.join(own[key])}'s: give schedule={own[key][0]}, not schedule={kind}"
+                )
+        if kind == "doremi" and not schedule.mix_reference:
+            raise UserError(
+                "schedule=doremi weighs tasks by their excess loss over a reference run: give "
+                "mix_reference=<run folder> (a run of the same tasks, e.g. with schedule=proportional)"
             )
 
     @property

@@ -1,6 +1,7 @@
 """The callbacks a run's keys ask for, built for the trainer: affinity_every= (the lookahead
 affinities), monitor= (transfer scores with each evaluation), contamination= (the transfer test
-sentences the run trained on) and callbacks=a,b (a plugin's)."""
+sentences the run trained on), the online schedules' updates (schedule=aioli|doremi|transfer) and
+callbacks=a,b (a plugin's)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 from mtl.eval import contamination
 from mtl.train.affinity import AffinityMeasurements
 from mtl.train.callbacks import Callback, TrainingRun, named_callbacks
+from mtl.train.online_mixing import OnlineMixing
+from mtl.train.scheduler import adapts
 
 
 class ContaminationLedger(Callback):
@@ -37,6 +40,8 @@ def run_callbacks(run: TrainingRun, progress: bool) -> list[Callback]:
     bar join them on rank 0 when the run's logs open)."""
     config, data, setup, dist, run_dir = run.config, run.data, run.setup, run.dist, run.run_dir
     callbacks: list[Callback] = []
+    if adapts(config.schedule.schedule):
+        callbacks.append(OnlineMixing(config, data, setup, run.device))
     if config.run.affinity_every:
         callbacks.append(AffinityMeasurements(config, data, setup, run.device, run.files.affinity))
     if config.run.monitor:  # imported here: scikit-learn and SciPy cost 1 s of a run without monitor=

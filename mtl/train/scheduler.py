@@ -7,6 +7,11 @@ draw each step's task with probability proportional to dataset size, or to size*
 examples (T5's examples-proportional mixing), `<task>.prob=` fixes a task's share outright,
 and T may move linearly to `temperature_end` over the run (MT-DNN, jiant). `mixed` trains
 every task at every step (`tasks_at`), its losses combined by a balancer.
+
+The online schedules (`aioli`, `doremi`, `transfer`: mtl/train/online_mixing.py) draw each step's
+task from shares that change during the run. The draw is still a pure function of the step and of
+the shares in force, and the shares are part of the scheduler's checkpointed state
+(`state_dict`), so a resumed run draws the same tasks as one never stopped.
 """
 
 from __future__ import annotations
@@ -24,21 +29,31 @@ SCHEDULES: dict[str, ScheduleRule] = {}
 # The schedules whose every step trains every task at once (one update from all their gradients:
 # the mixed step, its balancers, one shared optimizer) rather than one task a step.
 EVERY_TASK_EACH_STEP: set[str] = set()
+# The schedules whose shares move during the run (`Scheduler.live`, set by the online mixing).
+ADAPTIVE: set[str] = set()
 
 
 def register_schedule(
-    name: str, every_task_each_step: bool = False
+    name: str, every_task_each_step: bool = False, adaptive: bool = False
 ) -> Callable[[ScheduleRule], ScheduleRule]:
     """Make a rule available to schedule=NAME (a decorator); `every_task_each_step`: its steps
-    train every task together (schedule=mixed's kind), its rule naming the task a step counts for."""
+    train every task together (schedule=mixed's kind), its rule naming the task a step counts for;
+    `adaptive`: it draws from `Scheduler.live`, shares that a callback moves during the run."""
     if every_task_each_step:
         EVERY_TASK_EACH_STEP.add(name)
+    if adaptive:
+        ADAPTIVE.add(name)
     return adds_to(SCHEDULES, name)
 
 
 def trains_every_task(schedule: str) -> bool:
     """Whether `schedule`'s steps train every task at once (see EVERY_TASK_EACH_STEP)."""
     return schedule in EVERY_TASK_EACH_STEP
+
+
+def adapts(schedule: str) -> bool:
+    """Whether `schedule`'s shares move during the run (see ADAPTIVE)."""
+    return schedule in ADAPTIVE
 
 
 class Scheduler:
@@ -67,6 +82,18 @@ class Scheduler:
         self.temperature_end, self.total_steps = temperature_end, total_steps
         self.cycle = sum(self.steps.values())
         self._probabilities: dict[float, np.ndarray] = {}
+        # An online schedule's shares in force (the `<task>.prob=` given, else equal: stratified,
+        # as Aioli and DoReMi start), and the log-weights its updates accumulate.
+        self.live: np.ndarray | None = None
+        self.log_weights: np.ndarray | None = None
+        if adapts(kind):
+            left = max(0.0, 1.0 - sum(self.shares.values()))
+            free = [task for task in self.tasks if task not in self.shares]
+            start = np.array(
+                [self.shares.get(task, left / len(free) if free else 0.0) for task in self.tasks]
+            )
+            self.live = start / start.sum()
+            self.log_weights = np.log(np.maximum(self.live, 1e-300))
 
     @property
     def mixed(self) -> bool:
@@ -113,8 +140,13 @@ class Scheduler:
     def drawn(self, step: int, power: float) -> str:
         """A task drawn for `step` with probability proportional to its size**power, from a
         generator seeded by (seed, step)."""
+        return self.drawn_from(step, self.probabilities(power))
+
+    def drawn_from(self, step: int, probabilities: np.ndarray) -> str:
+        """A task drawn for `step` with `probabilities` (one per task), from a generator seeded by
+        (seed, step)."""
         draw = np.random.default_rng([self.seed, step]).random()
-        cumulative = np.cumsum(self.probabilities(power))
+        cumulative = np.cumsum(probabilities)
         # (a draw above a last cumulative share rounded under 1 is the last task's)
         return self.tasks[min(int(np.searchsorted(cumulative, draw, side="right")), len(self.tasks) - 1)]
 
@@ -133,6 +165,23 @@ class Scheduler:
 
     def is_cycle_end(self, step: int) -> bool:
         return (step + 1) % self.cycle == 0
+
+    def move_to(self, shares: np.ndarray, log_weights: np.ndarray) -> None:
+        """An online schedule's new shares (one per task, adding up to 1), in force from the next
+        draw, and the log-weights they came from."""
+        self.live = np.asarray(shares, dtype=np.float64)
+        self.log_weights = np.asarray(log_weights, dtype=np.float64)
+
+    def state_dict(self) -> dict[str, list[float]] | None:
+        """What a checkpoint must hold for an exact resume: an online schedule's shares (floats,
+        which a checkpoint keeps bit for bit); None for a schedule that is a function of the step."""
+        if self.live is None or self.log_weights is None:
+            return None
+        return {"shares": self.live.tolist(), "log_weights": self.log_weights.tolist()}
+
+    def load_state_dict(self, saved: dict[str, list[float]] | None) -> None:
+        if saved is not None and self.live is not None:
+            self.move_to(np.array(saved["shares"]), np.array(saved["log_weights"]))
 
 
 @register_schedule("blocks")
@@ -166,3 +215,27 @@ def temperature(scheduler: Scheduler, step: int) -> str:
 def mixed(scheduler: Scheduler, step: int) -> str:
     """Every task at every step (`tasks_at`); the first is the one that step counts for."""
     return scheduler.tasks[0]
+
+
+def _live(scheduler: Scheduler, step: int) -> str:
+    assert scheduler.live is not None, "an online schedule starts with shares"
+    return scheduler.drawn_from(step, scheduler.live)
+
+
+@register_schedule("aioli", adaptive=True)
+def aioli(scheduler: Scheduler, step: int) -> str:
+    """Drawn from shares that a linear mixing law, fitted online to lookahead losses, moves
+    (Aioli: Chen et al. 2025); mtl/train/online_mixing.py updates them."""
+    return _live(scheduler, step)
+
+
+@register_schedule("doremi", adaptive=True)
+def doremi(scheduler: Scheduler, step: int) -> str:
+    """Drawn from shares that the excess loss over a reference run moves (DoReMi: Xie et al. 2023)."""
+    return _live(scheduler, step)
+
+
+@register_schedule("transfer", adaptive=True)
+def transfer(scheduler: Scheduler, step: int) -> str:
+    """Drawn from shares that each task's lookahead affinity toward watched tasks moves."""
+    return _live(scheduler, step)

@@ -71,6 +71,7 @@ class Setup:
             "streams": {task: stream.state_dict() for task, stream in self.streams.items()},
             "scaler": self.scaler.state_dict(),
             **({"balancer": self.balancer.state_dict()} if self.balancer is not None else {}),
+            **({"schedule": shares} if (shares := self.scheduler.state_dict()) is not None else {}),
         }
 
     def load_state_dict(self, saved: dict[str, Any]) -> None:
@@ -83,6 +84,7 @@ class Setup:
             self.scaler.load_state_dict(saved["scaler"])
         if self.balancer is not None:
             self.balancer.load_state_dict(saved["balancer"])
+        self.scheduler.load_state_dict(saved.get("schedule"))
 
 
 def build_setup(config: TrainConfig, data: TrainingData, dist: Distributed, device: torch.device) -> Setup:
