@@ -182,6 +182,10 @@ mixture-search *args:
 bench-balancers *args:
     {{python}} -m mtl bench-balancers "$@"
 
+# online mixing schedules (aioli, doremi) against static mixtures at equal compute, with a planted noise task, seeds and verdicts (e.g. just bench-mixing preset=cpu-small budget=steps:300 seeds=3)
+bench-mixing *args:
+    {{python}} -m mtl bench-mixing "$@"
+
 # each training task alone vs their mixture at equal compute, with verdicts (e.g. just versus-single preset=cpu-small seeds=3 budget=steps:600)
 versus-single *args:
     {{python}} -m mtl versus-single "$@"

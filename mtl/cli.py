@@ -366,6 +366,18 @@ COMMANDS: dict[str, Command] = {
             ),
         ),
     ),
+    "bench-mixing": Command(
+        "mtl.analysis.mixing_page",
+        "mtl.jobs.configs:BenchMixingConfig",
+        "online mixing schedules against static mixtures at equal compute, with a planted noise task, seeds and verdicts",
+        (
+            (
+                "KEY",
+                "none",
+                "any train-multitask key (preset=, tasks=, select=, ...): the runs' configuration",
+            ),
+        ),
+    ),
     "bench-study": Command(
         "mtl.bench.study",
         "mtl.bench.configs:BenchStudyConfig",

@@ -270,9 +270,10 @@ def senteval_folder(parent: Path) -> Path:
 
 
 def deterministic_summary(summary: dict) -> dict:
-    """A run's summary without what the clock decides (`train_seconds`) and the W&B artifact names
-    (its folder and run id): what a resume must equal."""
-    return {key: value for key, value in summary.items() if key not in ("train_seconds", "wandb_artifacts")}
+    """A run's summary without what the clock decides (`train_seconds`, an online schedule's
+    `mixing_seconds`) and the W&B artifact names (its folder and run id): what a resume must equal."""
+    clocked = ("train_seconds", "mixing_seconds", "wandb_artifacts")
+    return {key: value for key, value in summary.items() if key not in clocked}
 
 
 def exported_weights(run_dir: Path) -> dict:

@@ -39,6 +39,7 @@ LAYERS = [
             "=mtl.jobs.groups",
             "=mtl.jobs.affinity_check",
             "=mtl.jobs.balancer_bench",
+            "=mtl.jobs.mixing_bench",
         ],
     ),
     (

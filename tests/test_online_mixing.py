@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from mtl.errors import UserError
+from mtl.runs import read_metrics
 from mtl.train import run
 from mtl.train.online_mixing import aioli_update, doremi_update
-from mtl.runs import read_metrics
 from tests.conftest import FIXTURES, args_for, start_run
 from tests.test_training import deterministic_summary, exported_weights, without_timing
 

@@ -106,6 +106,25 @@ class AffinityCheckConfig(LauncherConfig):
 
 
 @dataclass
+class BenchMixingConfig(LauncherConfig):
+    """bench-mixing's own keys (for --help); every other key goes to train-multitask (each arm's run)."""
+
+    arms: str = "stratified,proportional,temperature,aioli,aioli-abs,doremi"  # the mixtures judged; stratified is the baseline
+    budget: str = "steps:1000"  # what every run trains (steps:N, examples:N or minutes:N)
+    noise: bool = True  # plant a noise task (SICK-E with shuffled training labels) among every arm's tasks
+    mix_every: AtLeast1 = 10  # the online arms' steps between updates of the shares
+    temperature: PositiveFloat = 2.0  # the temperature arm's T: shares by size**(1/T)
+    mixture: str | None = None  # a just mixture-search folder: its best mixture becomes the searched arm
+    seeds: int | None = 3  # seeds of every arm
+    seed: str = "1"  # the first seed, or a list (1,2,3)
+    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every run
+    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
+    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
+    out: str | None = None  # where the runs and the result go; None: runs/mixing-<time>
+    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
+
+
+@dataclass
 class BenchBalancersConfig(LauncherConfig):
     """bench-balancers' own keys (for --help); every other key goes to train-multitask (each trial
     and run under schedule=mixed)."""

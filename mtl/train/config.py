@@ -91,7 +91,9 @@ class ScheduleConfig:
     mix_smoothing: Annotated[float, Range(0, 1, high_open=True)] = (
         1e-3  # schedule=doremi: each update's shares mixed with equal ones by this much (DoReMi's c)
     )
-    mix_reference: str = ""  # schedule=doremi: the reference run folder (same tasks and vocabulary) whose losses set the excess
+    mix_reference: str = (
+        ""  # schedule=doremi: the reference run folder (same tasks and vocabulary; {seed}: this run's seed)
+    )
     # Aioli's normalization of the mixing law: shift (the authors': its minimum moved to 0, then
     # divided by its sum) or abs (divided by the sum of absolute values: a harmful task keeps its sign)
     mix_normalize: Literal["shift", "abs"] = (

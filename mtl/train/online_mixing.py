@@ -13,7 +13,9 @@ measured on the model as it trains, every `mix_every=` steps.
   nothing. eta=0.2, the authors' example (their README: try 0.1, 0.2, 0.5).
 - **doremi** (Xie et al. 2023, "DoReMi: Optimizing Data Mixtures Speeds Up Language Model
   Pretraining"; sangmichaelxie/doremi, doremi/trainer.py `update_domain_weights`): each task's
-  excess loss over a reference run (`mix_reference=`, its best checkpoint), per example clipped at
+  excess loss over a reference run (`mix_reference=`, its best checkpoint; `{seed}` in it is the
+  run's seed, so each seed of a study has its own reference and the seeds share one config), per example clipped at
+
   0 and averaged, on held dev batches; log w += eta * excess, normalized, then mixed with equal
   shares by `mix_smoothing=` (c = 1e-3, the paper's), eta=1 as the authors'. DoReMi reweights a
   proxy's loss and trains the final model on the averaged weights; here, as Aioli's online
@@ -31,6 +33,7 @@ weight, gradient, optimizer or stream: the run trains as it would between update
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -111,7 +114,8 @@ class OnlineMixing(Callback):
         if self.kind == "doremi":
             self.data, self.device, self.model = data, device, setup.model
             self.held = {task: held_draws(data, task, seed, batches, "dev") for task in self.tasks}
-            self.reference = reference_model(config, data, device, schedule.mix_reference)
+            folder = schedule.mix_reference.replace("{seed}", str(config.run.seed))
+            self.reference = reference_model(config, data, device, folder)
 
     def on_train_begin(self, run: TrainingRun) -> None:
         if not run.resumed and run.state.global_step == 0:
@@ -120,7 +124,9 @@ class OnlineMixing(Callback):
     def on_step_end(self, run: TrainingRun, task: str) -> None:
         if run.state.global_step % self.every:
             return
+        clock = time.perf_counter()
         evidence, shares, log_weights = self.update()
+        self.scheduler.evidence_seconds += time.perf_counter() - clock
         shares, log_weights = run.dist.broadcast((shares, log_weights))
         self.scheduler.move_to(shares, log_weights)
         run.log(EVENT, self._record(evidence))
@@ -185,7 +191,10 @@ class OnlineMixing(Callback):
 
     def on_train_end(self, run: TrainingRun) -> dict[str, Any]:
         assert self.scheduler.live is not None
-        return {"mixing_shares": {t: float(p) for t, p in zip(self.tasks, self.scheduler.live, strict=True)}}
+        return {
+            "mixing_shares": {t: float(p) for t, p in zip(self.tasks, self.scheduler.live, strict=True)},
+            "mixing_seconds": self.scheduler.evidence_seconds,  # the updates' measurements, besides train_seconds
+        }
 
 
 def watched(config: TrainConfig, data: TrainingData) -> list[str]:

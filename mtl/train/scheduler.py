@@ -86,6 +86,7 @@ class Scheduler:
         # as Aioli and DoReMi start), and the log-weights its updates accumulate.
         self.live: np.ndarray | None = None
         self.log_weights: np.ndarray | None = None
+        self.evidence_seconds = 0.0  # spent measuring the evidence of its updates, this run in all
         if adapts(kind):
             left = max(0.0, 1.0 - sum(self.shares.values()))
             free = [task for task in self.tasks if task not in self.shares]
@@ -177,11 +178,16 @@ class Scheduler:
         which a checkpoint keeps bit for bit); None for a schedule that is a function of the step."""
         if self.live is None or self.log_weights is None:
             return None
-        return {"shares": self.live.tolist(), "log_weights": self.log_weights.tolist()}
+        return {
+            "shares": self.live.tolist(),
+            "log_weights": self.log_weights.tolist(),
+            "evidence_seconds": self.evidence_seconds,
+        }
 
     def load_state_dict(self, saved: dict[str, list[float]] | None) -> None:
         if saved is not None and self.live is not None:
             self.move_to(np.array(saved["shares"]), np.array(saved["log_weights"]))
+            self.evidence_seconds = float(saved.get("evidence_seconds", 0.0))
 
 
 @register_schedule("blocks")
