@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from mtl import cli
 from mtl.errors import UserError
 from mtl.runs import read_metrics
 from mtl.train import run
@@ -70,6 +71,12 @@ def test_an_online_schedule_logs_each_update_and_resumes_to_the_same_bits(tiny_d
     assert straight["mixing_shares"] == pytest.approx(dict(zip(["nli", "squad"], shares[-1], strict=True)))
     saved = torch.load(straight_dir / "checkpoints/latest.pt", weights_only=True)
     assert saved["schedule"]["shares"] == pytest.approx(list(shares[-1]), abs=0)
+    if kind == "aioli":  # just report draws the shares over the run
+        assert cli.main(["report", str(straight_dir), f"out={tmp_path / 'report.html'}"]) == 0
+        assert "Online mixing of straight (schedule=aioli): the shares over the run" in (
+            tmp_path / "report.html"
+        ).read_text(encoding="utf-8")
+
     cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)
     _, resumed = run.resume(cut_dir, progress=False)
     assert deterministic_summary(resumed) == deterministic_summary(straight)

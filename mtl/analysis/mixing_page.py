@@ -96,9 +96,11 @@ def page(result: dict) -> str:
 
     costs = "".join(
         f"<tr><td>{html.escape(arm)}</td><td>{row['seeds']}</td><td>{share(row['noise_mid_run'])}</td>"
-        f"<td>{share(row['noise_steps'])}</td><td>{row['train_seconds']:.1f}</td><td>{row['evidence_seconds']:.1f}</td>"
-        f"<td>{html.escape(row['note'])}</td></tr>"
+        f"<td>{share(row['noise_steps'])}</td><td>{row['train_seconds']:.1f}</td><td>{row['evidence_seconds']:.1f}</td></tr>"
         for arm, row in result["arms"].items()
+    )
+    notes = "; ".join(
+        f"{html.escape(arm)}: {html.escape(row['note'])}" for arm, row in result["arms"].items()
     )
     verdicts = "".join(
         f"<tr><td>{html.escape(r['task'])}</td><td>{html.escape(r['arm'])}</td><td>{r['difference']:+.2f}</td>"
@@ -123,7 +125,9 @@ def page(result: dict) -> str:
            "evidence (which is not evidence of no difference).</p>"] if result["verdicts"] else []),
         "<h2>Arms</h2>",
         '<div class="wide"><table><tr><th>arm</th><th>seeds</th><th>noise share at mid-run</th><th>steps on noise</th>'
-        f"<th>train s (mean)</th><th>evidence s (mean)</th><th>note</th></tr>{costs}</table></div>",
+        f"<th>train s (mean)</th><th>evidence s (mean)</th></tr>{costs}</table></div>",
+        f"<p>{notes}.</p>",
+
 
         "<h2>Verdicts</h2>",
         '<div class="wide"><table><tr><th>transfer task</th><th>arm</th><th>arm - stratified</th>'

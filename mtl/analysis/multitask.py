@@ -400,6 +400,41 @@ def balance_figure(run: Run) -> str | None:
     return svg_base64(figure)
 
 
+def mixing_figure(run: Run) -> str | None:
+    """An online schedule's shares over the run (schedule=aioli|doremi|transfer: each update's
+    shares in force, as a stack) and the evidence behind each update; None when it logged none."""
+    updates = [r for r in run.records if r.get(metrics.EVENT) == "mixing"]
+    tasks = [
+        k.removeprefix("mixing/share/")
+        for k in (updates[0] if updates else {})
+        if k.startswith("mixing/share/")
+    ]
+    if not tasks:
+        return None
+    plt = pyplot()
+    figure, (shares, evidence) = plt.subplots(1, 2, figsize=(11, 3.6), layout="constrained")
+    steps = [r[metrics.GLOBAL_STEP] for r in updates]
+    stacked = [[100 * (r.get(f"mixing/share/{task}") or 0.0) for r in updates] for task in tasks]
+    shares.stackplot(steps, stacked, labels=tasks, step="post", alpha=0.85)
+    shares.set_ylim(0, 100)
+    shares.set_title("each task's share of the steps drawn (%), from each update on", fontsize=10)
+    for task in tasks:
+        points = [(r[metrics.GLOBAL_STEP], r.get(f"mixing/evidence/{task}")) for r in updates]
+        points = [(s, v) for s, v in points if v is not None]
+        evidence.plot([s for s, _ in points], [v for _, v in points], marker=".", label=task)
+    kind = run.config.get("schedule", {}).get("schedule", "")
+    said = {"doremi": "excess loss over the reference (clipped at 0)"}.get(
+        kind, "normalized mixing-law column sum"
+    )
+    evidence.set_title(f"evidence at each update: {said}", fontsize=10)
+    evidence.axhline(0, color="grey", linewidth=0.8)
+    for axis in (shares, evidence):
+        axis.set_xlabel("step")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    return svg_base64(figure)
+
+
 def monitor_figure(runs: list[Run], colours: dict[str, Any]) -> str | None:
     """monitor=: each transfer task's score against steps, a panel per metric, every run
     overlaid; None when no run monitored any."""

@@ -71,6 +71,11 @@ def build(runs: list[Run]) -> str:
             figures.append((f"Task affinity of {run.name} (lookahead, Fifty et al. 2021): {said}", image))
             if (toward := multitask.target_figure(run)) is not None:
                 figures.append((f"Affinity of {run.name} toward its watching tasks: {toward[1]}", toward[0]))
+        if (mixing := multitask.mixing_figure(run)) is not None:
+            kind = run.config.get("schedule", {}).get("schedule", "")
+            figures.append(
+                (f"Online mixing of {run.name} (schedule={kind}): the shares over the run", mixing)
+            )
         if (balance := multitask.balance_figure(run)) is not None:
             balancer = run.config.get("schedule", {}).get("balancer", "sum")
             figures.append((f"Balancer of {run.name} (schedule=mixed, balancer={balancer})", balance))
