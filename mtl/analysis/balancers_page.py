@@ -7,38 +7,9 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from mtl.analysis.page import STYLE, pyplot, svg_base64
+from mtl.analysis.page import STYLE, forest
 from mtl.files import atomic
 from mtl.jobs.balancer_bench import bench, markdown
-
-
-def forest(result: dict) -> str:
-    """One panel per transfer task: each method - the tuned sum, its interval; 0 marked."""
-    plt = pyplot()
-    tasks = list(dict.fromkeys(r["task"] for r in result["verdicts"]))
-    methods = result["methods"][1:]
-    figure, axes = plt.subplots(
-        1,
-        len(tasks),
-        figsize=(2.6 * len(tasks) + 1.2, 0.45 * len(methods) + 1.2),
-        layout="constrained",
-        squeeze=False,
-    )
-    for axis, task in zip(axes[0], tasks, strict=True):
-        rows = {r["method"]: r for r in result["verdicts"] if r["task"] == task}
-        for y, method in enumerate(methods):
-            if (row := rows.get(method)) is None:
-                continue
-            decided = row["verdict"] != "no evidence"
-            color = "tab:green" if decided and row["difference"] > 0 else "tab:red" if decided else "tab:grey"
-            axis.plot([row["low"], row["high"]], [y, y], color=color, linewidth=2)
-            axis.plot([row["difference"]], [y], "o", color=color)
-        axis.axvline(0, color="black", linewidth=0.8)
-        axis.set_yticks(range(len(methods)), methods if axis is axes[0][0] else [""] * len(methods))
-        axis.invert_yaxis()
-        axis.set_title(task, fontsize=10)
-        axis.set_xlabel("method - tuned sum (points)", fontsize=8)
-    return svg_base64(figure)
 
 
 def page(result: dict) -> str:
@@ -61,7 +32,7 @@ def page(result: dict) -> str:
         f"<style>{STYLE}</style></head><body>",
         f"<h1>Balancers against a tuned weighted sum: {html.escape(', '.join(result['tasks']))}</h1>",
         f"<p>{html.escape(intro)}</p>",
-        *([f'<img src="data:image/svg+xml;base64,{forest(result)}" alt="each method minus the tuned sum, per transfer '
+        *([f'<img src="data:image/svg+xml;base64,{forest(result["verdicts"], result["methods"][1:], "method", "tuned sum")}" alt="each method minus the tuned sum, per transfer '
            'task, with its Holm interval">',
            f"<p>Each method minus the tuned sum (points: accuracy %, Pearson r x 100), its 95% interval over seeds "
            f"then test items, Holm over all {family} comparisons: green beats the sum, red is below it, grey is no "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mtl.analysis.page import STYLE, pyplot, svg_base64
+from mtl.analysis.page import STYLE, forest, pyplot, svg_base64
 from mtl.files import atomic
 from mtl.jobs.mixing_bench import STATIC, bench, markdown
 from mtl.runs import RunFolder, read_metrics
@@ -61,35 +61,6 @@ def noise_plot(result: dict) -> str | None:
     return svg_base64(figure)
 
 
-def forest(result: dict) -> str:
-    """One panel per transfer task: each arm - stratified, its interval; 0 marked."""
-    plt = pyplot()
-    tasks = list(dict.fromkeys(r["task"] for r in result["verdicts"]))
-    arms = list(result["arms"])[1:]
-    figure, axes = plt.subplots(
-        1,
-        len(tasks),
-        figsize=(2.6 * len(tasks) + 1.2, 0.45 * len(arms) + 1.2),
-        layout="constrained",
-        squeeze=False,
-    )
-    for axis, task in zip(axes[0], tasks, strict=True):
-        rows = {r["arm"]: r for r in result["verdicts"] if r["task"] == task}
-        for y, arm in enumerate(arms):
-            if (row := rows.get(arm)) is None:
-                continue
-            decided = row["verdict"] != "no evidence"
-            color = "tab:green" if decided and row["difference"] > 0 else "tab:red" if decided else "tab:grey"
-            axis.plot([row["low"], row["high"]], [y, y], color=color, linewidth=2)
-            axis.plot([row["difference"]], [y], "o", color=color)
-        axis.axvline(0, color="black", linewidth=0.8)
-        axis.set_yticks(range(len(arms)), arms if axis is axes[0][0] else [""] * len(arms))
-        axis.invert_yaxis()
-        axis.set_title(task, fontsize=10)
-        axis.set_xlabel("arm - stratified (points)", fontsize=8)
-    return svg_base64(figure)
-
-
 def page(result: dict) -> str:
     def share(value: float | None) -> str:
         return "n/a" if value is None else f"{100 * value:.1f}%"
@@ -118,7 +89,7 @@ def page(result: dict) -> str:
         *([f'<img src="data:image/svg+xml;base64,{plotted}" alt="the noise task\'s share over the run, per arm">',
            f"<p>{html.escape(result['noise'])}'s share in force at each update (online arms, the mean over seeds; "
            "dashed: a static arm's fixed share). Dotted: 5%; the vertical line: mid-run.</p>"] if plotted else []),
-        *([f'<img src="data:image/svg+xml;base64,{forest(result)}" alt="each arm minus stratified, per transfer '
+        *([f'<img src="data:image/svg+xml;base64,{forest(result["verdicts"], list(result["arms"])[1:], "arm", "stratified")}" alt="each arm minus stratified, per transfer '
            'task, with its Holm interval">',
            f"<p>Each arm minus stratified (points: accuracy %, Pearson r x 100), its 95% interval over seeds then "
            f"test items, Holm over all {family} comparisons: green beats stratified, red is below it, grey is no "

@@ -48,3 +48,32 @@ def svg_base64(figure: Any) -> str:
     figure.savefig(buffer, format="svg")
     pyplot().close(figure)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def forest(verdicts: list[dict], names: list[str], name_key: str, baseline: str) -> str:
+    """One panel per transfer task: each of `names` (its rows' `name_key`) minus `baseline`, its
+    Holm interval, 0 marked; green where it is decided above, red below, grey no evidence."""
+    plt = pyplot()
+    tasks = list(dict.fromkeys(r["task"] for r in verdicts))
+    figure, axes = plt.subplots(
+        1,
+        len(tasks),
+        figsize=(2.6 * len(tasks) + 1.2, 0.45 * len(names) + 1.2),
+        layout="constrained",
+        squeeze=False,
+    )
+    for axis, task in zip(axes[0], tasks, strict=True):
+        rows = {r[name_key]: r for r in verdicts if r["task"] == task}
+        for y, name in enumerate(names):
+            if (row := rows.get(name)) is None:
+                continue
+            decided = row["verdict"] != "no evidence"
+            color = "tab:green" if decided and row["difference"] > 0 else "tab:red" if decided else "tab:grey"
+            axis.plot([row["low"], row["high"]], [y, y], color=color, linewidth=2)
+            axis.plot([row["difference"]], [y], "o", color=color)
+        axis.axvline(0, color="black", linewidth=0.8)
+        axis.set_yticks(range(len(names)), names if axis is axes[0][0] else [""] * len(names))
+        axis.invert_yaxis()
+        axis.set_title(task, fontsize=10)
+        axis.set_xlabel(f"{name_key} - {baseline} (points)", fontsize=8)
+    return svg_base64(figure)

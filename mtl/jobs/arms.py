@@ -109,6 +109,14 @@ def short_of_budget(member: Member, budget: str) -> str | None:
     return None
 
 
+def summary_seconds(member: Member, key: str = "train_seconds") -> float:
+    """A finished run's seconds under `key` of its summary.json (`train_seconds`: its steps; an
+    online schedule's `mixing_seconds`: its measurements); 0 when it has none."""
+    summary = read_summary(RunFolder(member.run_dir).summary)
+    value = summary.get(key) if isinstance(summary, dict) else None
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
 def study_folder(out: str | None, kind: str) -> Path:
     """Where a study's runs and results go: `out=`, else runs/<kind>-<time>; checked as out=."""
     chosen = Path(out).expanduser() if out else Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -51,16 +51,16 @@ from mtl.jobs.arms import (
     refuse_run_keys,
     study_arguments,
     study_folder,
+    summary_seconds,
     transfer_and_compare,
     wandb_mode,
 )
 from mtl.jobs.configs import BenchBalancersConfig
 from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
-from mtl.jobs.mixture import against, arm_of, budget_keys, proxy_score
+from mtl.jobs.mixture import arm_of, budget_keys, proxy_score, verdicts_against
 from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import train_study
-from mtl.runs import RunFolder, read_summary
 from mtl.tracking.tracker import log_tables
 from mtl.train.balancers import BALANCERS
 from mtl.train.command_line import config_from_args
@@ -192,28 +192,6 @@ def seed_members(best: dict[str, tuple[dict, Member]], seeds: list[int], out: Pa
     return found
 
 
-def trained_seconds(member: Member) -> float:
-    summary = read_summary(RunFolder(member.run_dir).summary)
-    value = summary.get("train_seconds") if isinstance(summary, dict) else None
-    return float(value) if isinstance(value, int | float) else 0.0
-
-
-def verdict_rows(compared: dict, names: dict[str, str], methods: list[str]) -> list[dict]:
-    """Per transfer task and method: its difference from the tuned sum, the interval and verdict,
-    Holm over every method x task (the benchmark's whole family)."""
-    rows = []
-    for row in against(compared, names, BASELINE, methods):  # oriented sum - method: turned round
-        difference, low, high = -row["difference"] + 0.0, -row["high"] + 0.0, -row["low"] + 0.0
-        verdict = "no evidence"
-        if row["decided"]:
-            verdict = "beats the tuned sum" if difference > 0 else "below the tuned sum"
-            verdict += " (1 seed)" if row["seeds"] < 2 else ""
-        rows.append({"task": row["task"], "method": row["other"], "difference": difference, "low": low,
-                     "high": high, "holm_p": row["holm_p"], "family": row["family"], "verdict": verdict,
-                     "interval_method": row["method"]})  # fmt: skip
-    return sorted(rows, key=lambda r: (methods.index(r["method"]), r["task"]))
-
-
 def markdown(result: dict) -> str:
     lines = [
         f"Balancers at equal tuning budget over {', '.join(result['tasks'])} (schedule=mixed, {result['budget']} "
@@ -297,8 +275,8 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
             "best": best[method][0],
             "best_score": scores[method],
             "seeds": len([m for m in final if arm_of(m) == method]),
-            "tuning_seconds": sum(trained_seconds(member) for _, member in trials[method]),
-            "seed_seconds": sum(trained_seconds(m) for m in final if arm_of(m) == method),
+            "tuning_seconds": sum(summary_seconds(member) for _, member in trials[method]),
+            "seed_seconds": sum(summary_seconds(m) for m in final if arm_of(m) == method),
         }
         for method in methods
     }
@@ -314,7 +292,9 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
         "runs": {m.name: str(m.run_dir) for m in final},
         "left_out": short,
         "equal_compute": "every run trained the whole budget with stop=max_steps under schedule=mixed",
-        "verdicts": verdict_rows(compared, names, methods[1:]),
+        "verdicts": verdicts_against(
+            compared, names, BASELINE, methods[1:], "beats the tuned sum", "below the tuned sum", "method"
+        ),
         "below_plan": below_plan,
     }
     atomic.write_text(out / "bench-balancers.md", markdown(result), "balancer benchmark")

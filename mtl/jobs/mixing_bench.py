@@ -44,13 +44,14 @@ from mtl.jobs.arms import (
     refuse_run_keys,
     study_arguments,
     study_folder,
+    summary_seconds,
     transfer_and_compare,
     wandb_mode,
 )
 from mtl.jobs.configs import BenchMixingConfig
 from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
-from mtl.jobs.mixture import against, arm_of, budget_keys, by_size, mixture_keys, training_sizes
+from mtl.jobs.mixture import arm_of, budget_keys, by_size, mixture_keys, training_sizes, verdicts_against
 from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_metrics, read_summary
@@ -218,29 +219,6 @@ def noise_shares(
     return {"mid_run": fixed_share, "steps": steps}
 
 
-def seconds(member: Member, key: str) -> float:
-    """A run's `train_seconds` (its steps) or `mixing_seconds` (an online schedule's measurements)."""
-    summary = read_summary(RunFolder(member.run_dir).summary)
-    value = summary.get(key) if isinstance(summary, dict) else None
-    return float(value) if isinstance(value, int | float) else 0.0
-
-
-def verdict_rows(compared: dict, names: dict[str, str], arms: list[str]) -> list[dict]:
-    """Per transfer task and arm: its difference from stratified, the interval and verdict, Holm
-    over every arm x task."""
-    rows = []
-    for row in against(compared, names, BASELINE, arms):  # oriented stratified - arm: turned round
-        difference, low, high = -row["difference"] + 0.0, -row["high"] + 0.0, -row["low"] + 0.0
-        verdict = "no evidence"
-        if row["decided"]:
-            verdict = "beats stratified" if difference > 0 else "below stratified"
-            verdict += " (1 seed)" if row["seeds"] < 2 else ""
-        rows.append({"task": row["task"], "arm": row["other"], "difference": difference, "low": low, "high": high,
-                     "holm_p": row["holm_p"], "family": row["family"], "verdict": verdict,
-                     "interval_method": row["method"]})  # fmt: skip
-    return sorted(rows, key=lambda r: (arms.index(r["arm"]), r["task"]))
-
-
 def _share(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
@@ -328,8 +306,12 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
             "noise_mid_run": _mean([m["mid_run"] for m in measured]),
             "noise_steps": _mean([m["steps"] for m in measured]),
             "noise_per_seed": measured,
-            "train_seconds": float(np.mean([seconds(m, "train_seconds") for m in runs])) if runs else 0.0,
-            "evidence_seconds": float(np.mean([seconds(m, "mixing_seconds") for m in runs])) if runs else 0.0,
+            "train_seconds": float(np.mean([summary_seconds(m, "train_seconds") for m in runs]))
+            if runs
+            else 0.0,
+            "evidence_seconds": float(np.mean([summary_seconds(m, "mixing_seconds") for m in runs]))
+            if runs
+            else 0.0,
             "note": NOTES[arm],
         }
     result = {
@@ -342,7 +324,9 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
         "runs": {m.name: str(m.run_dir) for m in found},
         "left_out": short,
         "equal_compute": "every run trained the whole budget with stop=max_steps, one task a step",
-        "verdicts": verdict_rows(compared, names, arms[1:]),
+        "verdicts": verdicts_against(
+            compared, names, BASELINE, arms[1:], "beats stratified", "below stratified", "arm"
+        ),
         "below_plan": below_plan,
     }
     atomic.write_text(out / "bench-mixing.md", markdown(result), "mixing benchmark")

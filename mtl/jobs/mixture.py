@@ -369,6 +369,23 @@ def against(compared: dict, names: dict[str, str], arm: str, others: list[str]) 
     return rows
 
 
+def verdicts_against(
+    compared: dict, names: dict[str, str], baseline: str, others: list[str], above: str, below: str, name: str
+) -> list[dict]:
+    """Per transfer task and arm of `others`: its difference from `baseline`, the interval and
+    verdict (`above`, `below` or no evidence), Holm over every arm x task; the arm under `name`."""
+    rows = []
+    for row in against(compared, names, baseline, others):  # oriented baseline - arm: turned round
+        difference, low, high = -row["difference"] + 0.0, -row["high"] + 0.0, -row["low"] + 0.0
+        verdict = "no evidence"
+        if row["decided"]:
+            verdict = (above if difference > 0 else below) + (" (1 seed)" if row["seeds"] < 2 else "")
+        rows.append({"task": row["task"], name: row["other"], "difference": difference, "low": low, "high": high,
+                     "holm_p": row["holm_p"], "family": row["family"], "verdict": verdict,
+                     "interval_method": row["method"]})  # fmt: skip
+    return sorted(rows, key=lambda r: (others.index(r[name]), r["task"]))
+
+
 def verdict_rows(compared: dict, names: dict[str, str], baselines: list[str]) -> list[dict]:
     """Per transfer task and baseline: the predicted mixture's difference, its interval and verdict,
     Holm-corrected over every one of these comparisons (baselines x transfer tasks: the search's
