@@ -345,3 +345,25 @@ def test_a_callbacks_request_on_one_rank_is_acted_on_by_every_rank_of_an_hf_enco
     ]
     assert evaluations == [3, 5]  # rank 1's request, then the run's end
     assert (out / "encoder" / "model.safetensors").is_file()  # exported in Hugging Face format
+
+
+def test_two_processes_move_an_online_schedules_shares_like_one(tiny_data, tmp_path):
+    """schedule=aioli: every rank measures the lookahead on the whole held batches and rank 0's
+    shares are sent to all, so two processes draw the same tasks with the same shares as one."""
+    keys = (*SETTINGS, "schedule=aioli", "mix_every=2", "max_steps=12")
+    with one_thread():
+        run.start(run.config_from_args(args_for(tiny_data, tmp_path / "one", *keys)), progress=False)
+    code, output = finished(torchrun(2, *args_for(tiny_data, tmp_path / "two", *keys)))
+    assert code == 0, output
+    assert_same_training(tmp_path / "one", tmp_path / "two")
+    updates = [
+        [r for r in read_metrics(tmp_path / d / "metrics.jsonl") if r.get("phase/event") == "mixing"]
+        for d in ("one", "two")
+    ]
+    assert (
+        [r["global_step"] for r in updates[1]]
+        == [r["global_step"] for r in updates[0]]
+        == list(range(0, 13, 2))
+    )
+    shares = [[r["mixing/share/nli"] for r in log] for log in updates]
+    assert shares[1] == pytest.approx(shares[0], rel=1e-4) and len(set(shares[0])) > 1

@@ -17,6 +17,7 @@ the shares in force, and the shares are part of the scheduler's checkpointed sta
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -173,7 +174,7 @@ class Scheduler:
         self.live = np.asarray(shares, dtype=np.float64)
         self.log_weights = np.asarray(log_weights, dtype=np.float64)
 
-    def state_dict(self) -> dict[str, list[float]] | None:
+    def state_dict(self) -> dict[str, Any] | None:
         """What a checkpoint must hold for an exact resume: an online schedule's shares (floats,
         which a checkpoint keeps bit for bit); None for a schedule that is a function of the step."""
         if self.live is None or self.log_weights is None:
@@ -184,7 +185,7 @@ class Scheduler:
             "evidence_seconds": self.evidence_seconds,
         }
 
-    def load_state_dict(self, saved: dict[str, list[float]] | None) -> None:
+    def load_state_dict(self, saved: dict[str, Any] | None) -> None:
         if saved is not None and self.live is not None:
             self.move_to(np.array(saved["shares"]), np.array(saved["log_weights"]))
             self.evidence_seconds = float(saved.get("evidence_seconds", 0.0))
