@@ -11,7 +11,7 @@ from mtl.errors import UserError
 from mtl.runs import read_metrics
 from mtl.train import run
 from mtl.train.online_mixing import aioli_update, doremi_update
-from tests.conftest import FIXTURES, args_for, start_run
+from tests.conftest import FIXTURES, args_for, start_run, straight_and_resumed
 from tests.test_training import deterministic_summary, exported_weights, without_timing
 
 # a watching task for schedule=transfer: STS scored by the cosine, never trained
@@ -61,7 +61,7 @@ def test_an_online_schedule_logs_each_update_and_resumes_to_the_same_bits(tiny_d
         extra.append(f"mix_reference={reference_run(tiny_data, tmp_path)}")
     if kind == "transfer":
         extra += WATCHING
-    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
+    straight_dir, straight, resumed = straight_and_resumed(tiny_data, tmp_path, *extra)  # killed after step 7
     updates = [r for r in read_metrics(straight_dir / "metrics.jsonl") if r.get("phase/event") == "mixing"]
     assert [r["global_step"] for r in updates] == [0, 2, 4, 6, 8, 10]
     shares = np.array([[r["mixing/share/nli"], r["mixing/share/squad"]] for r in updates])
@@ -76,10 +76,9 @@ def test_an_online_schedule_logs_each_update_and_resumes_to_the_same_bits(tiny_d
         assert "Online mixing of straight (schedule=aioli): the shares over the run" in (
             tmp_path / "report.html"
         ).read_text(encoding="utf-8")
-
-    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)
-    _, resumed = run.resume(cut_dir, progress=False)
+    cut_dir = tmp_path / "cut"
     assert deterministic_summary(resumed) == deterministic_summary(straight)
+
     a, b = exported_weights(straight_dir), exported_weights(cut_dir)
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert without_timing(read_metrics(cut_dir / "metrics.jsonl")) == without_timing(

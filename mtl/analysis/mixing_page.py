@@ -6,28 +6,20 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 from mtl.analysis.page import STYLE, forest, pyplot, svg_base64
 from mtl.files import atomic
 from mtl.jobs.mixing_bench import STATIC, bench, markdown
-from mtl.runs import RunFolder, read_metrics
 
 
 def share_curves(result: dict) -> dict[str, tuple[list[int], list[float]]]:
-    """Per arm, the noise task's share in force at each logged update, the mean over its seeds
-    (online arms); a static arm's fixed share as a flat line."""
-    noise, curves = result["noise"], {}
-    for arm in result["arms"]:
-        runs = [Path(path) for name, path in result["runs"].items() if name.rsplit("-seed", 1)[0] == arm]
-        logged = []
-        for run in runs:
-            if not RunFolder(run).metrics.is_file():
-                continue
-            rows = [r for r in read_metrics(RunFolder(run).metrics) if r.get("phase/event") == "mixing"]
-            logged.append({r["global_step"]: r.get(f"mixing/share/{noise}") for r in rows})
+    """Per online arm, the noise task's share in force at each update its seeds all logged, the
+    mean over them (the benchmark's `noise_per_seed` curves)."""
+    curves = {}
+    for arm, row in result["arms"].items():
+        logged = [dict(seed["curve"]) for seed in row["noise_per_seed"] if seed.get("curve")]
         steps = sorted(set.intersection(*(set(found) for found in logged))) if logged else []
         if steps:
             curves[arm] = (steps, [float(np.mean([found[s] for found in logged])) for s in steps])

@@ -29,6 +29,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -148,13 +149,14 @@ def mixtures(
     train: list[str], tasks: list[str], arms: list[str], config: BenchMixingConfig
 ) -> dict[str, np.ndarray]:
     """Each static arm's shares of the training tasks (proportional and temperature by size, as the
-    scheduler draws them without cap=)."""
-    sizes = training_sizes(train, tasks)
-    found = {
-        "stratified": np.full(len(tasks), 1.0 / len(tasks)),
-        "proportional": by_size(sizes, 1.0),
-        "temperature": by_size(sizes, 1.0 / config.temperature),
-    }
+    scheduler draws them without cap=: the sizes are read only for those arms)."""
+    found = {"stratified": np.full(len(tasks), 1.0 / len(tasks))}
+    if {"proportional", "temperature"} & set(arms):
+        sizes = training_sizes(train, tasks)
+        found |= {
+            "proportional": by_size(sizes, 1.0),
+            "temperature": by_size(sizes, 1.0 / config.temperature),
+        }
     if "searched" in arms:
         found["searched"] = searched_mixture(config.mixture or "", tasks)
     return {arm: shares for arm, shares in found.items() if arm in arms}
@@ -197,26 +199,27 @@ def members(
     return found
 
 
-def noise_shares(
-    member: Member, noise: str, budget: str, fixed_share: float | None
-) -> dict[str, float | None]:
+def noise_shares(member: Member, noise: str, budget: str, fixed_share: float | None) -> dict[str, Any]:
     """The noise task's share in force at mid-run (online arms: the shares logged then; a static
-    arm: its `fixed_share`) and the fraction of the run's steps it trained."""
+    arm: its `fixed_share`), the fraction of the run's steps it trained, and (online arms) its
+    share at each update, [step, share] pairs, which the page draws."""
     summary = read_summary(RunFolder(member.run_dir).summary)
     if not isinstance(summary, dict):
-        return {"mid_run": None, "steps": None}
+        return {"mid_run": None, "steps": None, "curve": []}
     total = int(summary.get("global_step") or 0)
     trained = summary.get(f"steps/{noise}")
     steps = float(trained) / total if isinstance(trained, int | float) and total else None
-    mid = total // 2 if budget_amount(budget)[0] != "steps" else int(budget_amount(budget)[1]) // 2
-    logged = [
-        row for row in read_metrics(RunFolder(member.run_dir).metrics) if row.get("phase/event") == "mixing"
+    kind, amount = budget_amount(budget)
+    mid = int(amount) // 2 if kind == "steps" else total // 2
+    curve = [
+        [row["global_step"], row.get(f"mixing/share/{noise}")]
+        for row in read_metrics(RunFolder(member.run_dir).metrics)
+        if row.get("phase/event") == "mixing"
     ]
-    if logged:
-        before = [row for row in logged if row["global_step"] <= mid]
-        share = before[-1].get(f"mixing/share/{noise}") if before else None
-        return {"mid_run": share, "steps": steps}
-    return {"mid_run": fixed_share, "steps": steps}
+    if not curve:
+        return {"mid_run": fixed_share, "steps": steps, "curve": []}
+    before = [share for step, share in curve if step <= mid]
+    return {"mid_run": before[-1] if before else None, "steps": steps, "curve": curve}
 
 
 def _share(value: float | None) -> str:
@@ -294,13 +297,13 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
         compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out, arm_of
     )
     noise = NOISE if config.noise else None
-    static_shares = mixtures(train, tasks, arms, config)
+    static_shares = mixtures(train, tasks, arms, config) if noise else {}
     per_arm = {}
     for arm in arms:
         runs = [m for m in compared_runs if arm_of(m) == arm]
-        fixed = static_shares.get(arm)
-        share = None if fixed is None or noise is None else float(fixed[tasks.index(noise)])
+        share = float(static_shares[arm][tasks.index(noise)]) if noise and arm in static_shares else None
         measured = [noise_shares(m, noise, config.budget, share) for m in runs] if noise else []
+
         per_arm[arm] = {
             "seeds": len(runs),
             "noise_mid_run": _mean([m["mid_run"] for m in measured]),

@@ -105,7 +105,6 @@ class OnlineMixing(Callback):
         self.normalize = schedule.mix_normalize
         seed, batches = config.run.seed, schedule.mix_batches
         self.affinity: Affinity | None = None
-        self.law: np.ndarray | None = None  # the last update's mixing law, for its record
         if self.kind in ("aioli", "transfer"):
             self.affinity = Affinity(
                 data, setup, self.tasks, seed, device, batches, config.optim.max_grad_norm,
@@ -125,24 +124,24 @@ class OnlineMixing(Callback):
         if run.state.global_step % self.every:
             return
         clock = time.perf_counter()
-        evidence, shares, log_weights = self.update()
+        evidence, shares, log_weights, law = self.update()
         self.scheduler.evidence_seconds += time.perf_counter() - clock
         shares, log_weights = run.dist.broadcast((shares, log_weights))
         self.scheduler.move_to(shares, log_weights)
-        run.log(EVENT, self._record(evidence))
+        run.log(EVENT, self._record(evidence, law))
 
-    def update(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(each task's evidence, the new shares, their log-weights) from the model as it is now."""
+    def update(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """(each task's evidence, the new shares, their log-weights, the mixing law behind them:
+        None for doremi) from the model as it is now."""
         assert self.scheduler.live is not None and self.scheduler.log_weights is not None
         if self.affinity is not None:
             measured = self.affinity.measure()
             # mtl's rows are the stepped task; Aioli's A has a row per loss, a column per task trained
             law = (measured.toward.mean(axis=0) if self.kind == "transfer" else measured.mean).T
             shares, log_weights = aioli_update(self.scheduler.log_weights, law, self.eta, self.normalize)
-            self.law = law
-            return normalized(law, self.normalize).sum(axis=0), shares, log_weights
+            return normalized(law, self.normalize).sum(axis=0), shares, log_weights, law
         excess = self.excess_losses()
-        return (excess, *doremi_update(self.scheduler.live, excess, self.eta, self.smoothing))
+        return (excess, *doremi_update(self.scheduler.live, excess, self.eta, self.smoothing), None)
 
     def excess_losses(self) -> np.ndarray:
         """Each task's mean over its held dev examples of max(loss - the reference's loss, 0), both
@@ -170,7 +169,7 @@ class OnlineMixing(Callback):
         outputs = TaskNetwork(model, task)(sentences)
         return self.data.tasks[task].losses(outputs, labels).double()
 
-    def _record(self, evidence: np.ndarray) -> dict[str, float | None]:
+    def _record(self, evidence: np.ndarray, law: np.ndarray | None = None) -> dict[str, float | None]:
         assert self.scheduler.live is not None
         values: dict[str, float | None] = {
             f"mixing/share/{t}": float(p) for t, p in zip(self.tasks, self.scheduler.live, strict=True)
@@ -179,14 +178,13 @@ class OnlineMixing(Callback):
             f"mixing/evidence/{t}": float(e) if np.isfinite(e) else None
             for t, e in zip(self.tasks, evidence, strict=True)
         }
-        if self.law is not None:  # the mixing law itself: how much training on j lowered i's loss
+        if law is not None and self.affinity is not None:  # how much training on j lowered i's loss
             rows = self.affinity.targets if self.kind == "transfer" else self.tasks
             values |= {
-                f"mixing/law/{j}>{i}": float(self.law[a, b])
+                f"mixing/law/{j}>{i}": float(law[a, b])
                 for a, i in enumerate(rows)
                 for b, j in enumerate(self.tasks)
             }
-            self.law = None
         return values
 
     def on_train_end(self, run: TrainingRun) -> dict[str, Any]:
