@@ -14,7 +14,8 @@ import math
 
 import torch
 from torch import nn
-from torch.distributed.tensor import DTensor
+
+from mtl.train.sharding import TENSOR, is_instance
 
 
 class GradientBuffer:
@@ -31,7 +32,7 @@ class GradientBuffer:
         kinds = {(p.dtype, p.device) for p in self.parameters}
         # (A sharded parameter's gradient is its shard, strategy=fsdp's, which the views are not.)
         self.enabled = len(kinds) == 1 and all(
-            p.is_contiguous() and not isinstance(p, DTensor) for p in self.parameters
+            p.is_contiguous() and not is_instance(p, TENSOR, "DTensor") for p in self.parameters
         )
         self.views: dict[int, torch.Tensor] = {}
         self.offsets: dict[int, int] = {}
@@ -59,7 +60,9 @@ class GradientBuffer:
         at all), as `clip_grad_norm_` does; return their norm before clipping (on the device)."""
         if not self.holds(parameters):
             norm = nn.utils.clip_grad_norm_(parameters, max_norm)
-            return norm.full_tensor() if isinstance(norm, DTensor) else norm  # (sharded: the whole norm)
+            return (
+                norm.full_tensor() if is_instance(norm, TENSOR, "DTensor") else norm
+            )  # (sharded: the whole norm)
         # Parameters attached but not trained by this step hold zeros: the norm over the whole
         # buffer is theirs.
         norm = torch.linalg.vector_norm(self.flat)

@@ -16,24 +16,35 @@ without collectives, so ranks may score different numbers of batches.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FSDPModule, fully_shard
-from torch.distributed.tensor import DTensor, distribute_tensor
 
 from mtl.models.encoders.hf import HFEncoder, transformer_layers
 from mtl.models.heads import MultitaskModel
+
+# FSDP2 and DTensor are imported by the first `shard` (about 1 s of imports, which every run that
+# shards nothing, nearly all of them, skips): until then nothing is an FSDP module or a DTensor.
+FSDP, TENSOR = "torch.distributed.fsdp", "torch.distributed.tensor"
+
+
+def is_instance(value: Any, module: str, name: str) -> bool:
+    """isinstance(value, module.name), False without importing `module` where nothing has."""
+    loaded = sys.modules.get(module)
+    return loaded is not None and isinstance(value, getattr(loaded, name))
 
 
 def shard(model: MultitaskModel, device: torch.device) -> None:
     """Shard `model` (on `device`) in place over every process (its parameters become DTensors)."""
     if not isinstance(model.encoder, HFEncoder):
         raise TypeError(f"strategy=fsdp shards a pretrained transformer, not {type(model.encoder).__name__}")
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
     # On `device`'s kind: FSDP would otherwise take a GPU's whenever there is one (device=cpu runs).
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     units = [
@@ -56,7 +67,9 @@ def shard(model: MultitaskModel, device: torch.device) -> None:
 def describe(model: nn.Module, processes: int) -> str:
     """One line of what sharding left each process to hold (rank 0's share)."""
     total = sum(p.numel() for p in model.parameters())
-    own = sum(p.to_local().numel() if isinstance(p, DTensor) else p.numel() for p in model.parameters())
+    own = sum(
+        p.to_local().numel() if is_instance(p, TENSOR, "DTensor") else p.numel() for p in model.parameters()
+    )
     return (
         f"strategy=fsdp: {len(_units(model))} units sharded over {processes} processes; "
         f"each holds about {own:,} of the {total:,} parameters, their gradients and optimizer state"
@@ -64,7 +77,7 @@ def describe(model: nn.Module, processes: int) -> str:
 
 
 def is_sharded(module: nn.Module) -> bool:
-    return isinstance(module, FSDPModule)
+    return is_instance(module, FSDP, "FSDPModule")
 
 
 class ShardedTaskNetwork(nn.Module):
@@ -110,14 +123,14 @@ def gathered(model: nn.Module) -> Iterator[None]:
             unit.reshard()
             unit.set_reshard_after_forward(True, recurse=False)
         # FSDP orders backward's gathers by the forwards it saw: forget these, which differ by rank.
-        if isinstance(model, FSDPModule):
+        if is_sharded(model):
             model.reset_iter_state()
 
 
 def whole(tensor: Any) -> Any:
     """A DTensor's whole tensor (a collective: every process calls it, in the same order); any
     other value as it is."""
-    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+    return tensor.full_tensor() if is_instance(tensor, TENSOR, "DTensor") else tensor
 
 
 def whole_state(module: nn.Module) -> dict[str, Any]:
@@ -155,10 +168,16 @@ def load_whole_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict[str
 def _like(value: Any, like: Any) -> Any:
     """`value` sharded as `like` where `like` is a DTensor of its shape (each process slices its
     own copy: every one holds the whole value)."""
-    if not isinstance(like, DTensor) or not isinstance(value, torch.Tensor) or value.shape != like.shape:
+    if (
+        not is_instance(like, TENSOR, "DTensor")
+        or not isinstance(value, torch.Tensor)
+        or value.shape != like.shape
+    ):
         return value
+    from torch.distributed.tensor import distribute_tensor
+
     return distribute_tensor(value.to(like.device), like.device_mesh, like.placements, src_data_rank=None)
 
 
-def _units(model: nn.Module) -> list[FSDPModule]:
-    return [module for module in model.modules() if isinstance(module, FSDPModule)]
+def _units(model: nn.Module) -> list[Any]:
+    return [module for module in model.modules() if is_sharded(module)]
