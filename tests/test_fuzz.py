@@ -15,7 +15,7 @@ CASES = {
     "corpus": 300,
     "vectors": 300,
     "snli": 300,
-    "run": 60,  # each case draws a report page (0.3 s)
+    "run": 30,  # each case draws a report page with its figures (1 s; 1.5 s on a loaded CI machine)
     "wandb": 300,
     "caches": 300,
     "items": 300,
