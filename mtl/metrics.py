@@ -132,3 +132,39 @@ def is_fraction(key: str) -> bool:
     """Whether a value of `key` is a fraction that reports show as a percentage (acc, recall, a
     correlation), rather than a value shown as it is (a perplexity, a loss)."""
     return higher_is_better(key)
+
+
+SCORED_ON = "scored_on"  # summary.json: "task/split" -> what each dev and test score was measured on
+
+
+def scored_on(config: dict, summary: dict) -> dict[str, dict]:
+    """What each dev and test score of a run was measured on: "task/split" -> examples, of (the
+    split's size; None where unknown) and sampled (a part of the split, not the whole). summary.json
+    says (from 2026-11-29); an older run with max_eval= scored every dev and test split on a
+    seeded sample of at most that many (examples None, at_most the bound), test too unless its
+    config says sample_test=false; without max_eval=, every split whole."""
+    recorded = summary.get(SCORED_ON) if isinstance(summary, dict) else None
+    if isinstance(recorded, dict):
+        return recorded
+    data = config.get("data") if isinstance(config, dict) else None
+    bound = data.get("max_eval") if isinstance(data, dict) else None
+    if not isinstance(bound, int) or isinstance(bound, bool):
+        return {}
+    tasks = config.get("tasks") if isinstance(config.get("tasks"), dict) else {}
+    splits = ("dev", "test") if data.get("sample_test", True) else ("dev",)
+    part = {"examples": None, "of": None, "sampled": True, "at_most": bound}
+    return {f"{task}/{split}": part for task in tasks for split in splits}
+
+
+def sample_of(scored: dict[str, dict], key: str) -> str:
+    """How a sampled score (`key`: `nli/test/acc`, `best/nli/test/acc`) was measured ("a seeded
+    sample of 500 of 9,824"), or "" for a score on the whole split."""
+    task, split, *_ = without_prefix(key).split("/") + ["", ""]
+    entry = scored.get(f"{task}/{split}")
+    if not isinstance(entry, dict) or not entry.get("sampled"):
+        return ""
+    if entry.get("at_most"):
+        return f"a seeded sample of at most {entry['at_most']:,}"
+    if entry.get("of") is None:
+        return f"the first {entry['examples']:,} examples"
+    return f"a seeded sample of {entry['examples']:,} of {entry['of']:,}"

@@ -547,6 +547,9 @@ def upgrade(values: dict[str, Any]) -> dict[str, Any]:
     }
     if isinstance(optim, dict) and "lr_shrink_at" not in optim:  # recorded before the epoch rule
         optim["lr_shrink_at"] = "evaluation"
+    data = values.get("data")
+    if isinstance(data, dict) and "sample_test" not in data:  # max_eval= sampled test too, before
+        data["sample_test"] = True
     schedule = values.get("schedule")
     if isinstance(schedule, dict) and "no_duplicates" not in schedule:  # before in-batch dedup
         schedule["no_duplicates"] = False

@@ -122,12 +122,19 @@ def test_the_model_card_is_hub_ready(tiny_data, tmp_path):
     from mtl.train.run import format_summary
 
     assert "seeded samples" not in format_summary(run_dir, summary)
+    # max_eval= samples dev (20 of SNLI's 100 pairs) and leaves test whole; sample_test=true samples both
     sampled_dir, sampled = start_run(tiny_data, tmp_path / "sampled", "max_eval=20")
-    assert "(dev and test scored on seeded samples of at most 20 examples per task: max_eval=20)" in (
+    assert sampled["scored_on"]["nli/dev"] == {"examples": 20, "of": 100, "sampled": True}
+    assert sampled["scored_on"]["nli/test"] == {"examples": 100, "of": 100, "sampled": False}
+    assert "\n  (max_eval=20: nli/dev on a seeded sample of 20 of 100; squad/dev on a seeded sample of 20 of" in (
         format_summary(sampled_dir, sampled)
     )
-    sampled_card = ModelCard.load(sampled_dir / "encoder" / "README.md")
-    assert "test (a seeded sample of at most 20)" in {r.dataset_split for r in sampled_card.data.eval_results}
+    splits = {r.dataset_split for r in ModelCard.load(sampled_dir / "encoder" / "README.md").data.eval_results}
+    assert {"validation (a seeded sample of 20 of 100)", "test"} <= splits
+    both_dir, both = start_run(tiny_data, tmp_path / "both", "max_eval=20", "sample_test=true")
+    assert both["scored_on"]["nli/test"] == {"examples": 20, "of": 100, "sampled": True}
+    splits = {r.dataset_split for r in ModelCard.load(both_dir / "encoder" / "README.md").data.eval_results}
+    assert "test (a seeded sample of 20 of 100)" in splits and "test" not in splits
 
 
 def test_a_fine_tuned_models_card_names_its_base_model():

@@ -29,8 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# A training run small enough for a test: two steps, a small encoder, small evaluations
-SMALL_RUN = "max_steps=2 max_eval=64 hidden=16 head_hidden=16"
+# A training run small enough for a test: two steps, a small encoder, small evaluations (test too:
+# SNLI's whole 9,824 test pairs are the default)
+SMALL_RUN = "max_steps=2 max_eval=64 sample_test=true hidden=16 head_hidden=16"
 # After the first training (which reads the whole build, as README's line does): the first 2,000
 # of ClassifSQuAD's 985,236 training triples. Reading, hashing and indexing them all was 3 of a
 # tiny run's 8 s, in each of the walk's 26 trainings (sweep members and torchrun ranks included)
@@ -103,7 +104,7 @@ HOW: dict[str, How] = {
     ),
     "just train-multitask encoder=hf hf_model=sentence-transformers/all-MiniLM-L6-v2 steps_nli=1000 steps_squad=500": How(
         replace=(("sentence-transformers/all-MiniLM-L6-v2", "../shared/data/models/all-MiniLM-L6-v2"),),
-        shrink=f"max_steps=2 max_eval=64 {SMALL_DATA} nli.batch=8 squad.batch=8 {QUIET} contamination=false",
+        shrink=f"max_steps=2 max_eval=64 sample_test=true {SMALL_DATA} nli.batch=8 squad.batch=8 {QUIET} contamination=false",
         why="the Hub is out of reach: the shared copy of the same model",
     ),
     "just sweep fig2": How(
@@ -172,7 +173,7 @@ HOW: dict[str, How] = {
     "MTL_DATA_DIR=../shared/data just train-multitask plugins=experiments/plugins/example.py "
     "tasks=nli,hypothesis_only nli.train_split=train_small hypothesis_only.train_split=train_small "
     "nli.steps=100 hypothesis_only.steps=50 encoder=bow_projection callbacks=loss_watch max_steps=600": How(
-        replace=(("max_steps=600", f"max_steps=2 max_eval=64 {QUIET} contamination=false"),)
+        replace=(("max_steps=600", f"max_steps=2 max_eval=64 sample_test=true {QUIET} contamination=false"),)
     ),
     "just transfer plugins=experiments/plugins/example.py run=runs/<run> tasks=SUBJ-1K mode=fast": How(
         shrink=QUIET

@@ -300,6 +300,6 @@ def test_a_score_on_a_sample_of_its_split_is_marked_so(tiny_data, tmp_path):
     rows = {row.split("</td>", 1)[0]: row.split("</tr>", 1)[0] for row in page.split("<tr><td")[1:]}
     sampled = next(row for name, row in rows.items() if "sampled" in name)
     whole = next(row for name, row in rows.items() if "whole" in name)
-    assert sampled.count(" §</") == 3 and "§" not in whole  # SNLI dev and test, ClassifSQuAD dev
+    assert sampled.count(" §</") == 2 and "§" not in whole  # SNLI dev, ClassifSQuAD dev; test whole
     assert "<strong>" in page  # a marked score is still compared (the best of a column in bold)
-    assert "§ scored on a seeded sample of at most 20 examples of the split" in page
+    assert "SNLI dev: a seeded sample of 20 of 100 (sampled)" in page

@@ -107,3 +107,16 @@ def by_column(table: str) -> dict[str, str]:
     return dict(
         zip(re.findall(r"<th>(.*?)</th>", header), re.findall(r"<td[^>]*>(.*?)</td>", row), strict=True)
     )
+
+
+def test_a_run_recorded_before_sample_test_resumes_scoring_test_on_its_sample(tiny_data, tmp_path):
+    """Before the key, max_eval= sampled test as well as dev: such a run resumes on the same
+    sample (its recorded inputs' fingerprints), and says so."""
+    from .conftest import start_run
+
+    run_dir, _ = start_run(tiny_data, tmp_path / "old", "max_eval=20", "sample_test=true", killed_after=3)
+    record = json.loads((run_dir / "config.json").read_text())
+    del record["config"]["data"]["sample_test"]  # as config.json was written before 2026-11-29
+    (run_dir / "config.json").write_text(json.dumps(record, indent=2))
+    _, summary = run.resume(run_dir, progress=False)
+    assert summary["scored_on"]["nli/test"] == {"examples": 20, "of": 100, "sampled": True}

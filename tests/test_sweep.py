@@ -136,3 +136,22 @@ def test_seeds_make_the_seed_an_axis_of_every_member(tmp_path):
         parse(["seed=4,5,6", "seeds=2", out])
     with pytest.raises(UserError, match="seeds=x is not a whole number"):
         parse(["lr=1,2", "seeds=x", out])
+
+
+def test_the_sweeps_closing_lines_mark_a_score_measured_on_part_of_its_split(tmp_path):
+    from mtl.jobs.sweep import summary
+
+    sweep = parse([f"out={tmp_path}", "lr=0.1,0.2"])
+    scored = {"nli/dev": {"examples": 64, "of": 9842, "sampled": True}}
+    for member, scored_on in zip(sweep.members(), [scored, {}], strict=True):
+        member.run_dir.mkdir()
+        (member.run_dir / "summary.json").write_text(
+            json.dumps(
+                {"best/nli/dev/acc": 0.5, "scored_on": scored_on} if scored_on else {"best/nli/dev/acc": 0.5}
+            )
+        )
+    assert summary(sweep, {}).splitlines()[1:] == [
+        "  lr0.1: not run; nli/dev/acc 0.5000 §",
+        "  lr0.2: not run; nli/dev/acc 0.5000",
+        "  § scored on a part of the split (max_eval=): nli/dev on a seeded sample of 64 of 9,842",
+    ]

@@ -96,6 +96,7 @@ def test_a_task_defined_by_a_file_trains_with_snli(tiny_data, tmp_path, shared_d
         "sick.batch=8",
         "sick.max_train=64",
         "max_eval=40",
+        "sample_test=true",
         "max_steps=10",
     )
     run_dir, summary = run.start(run.config_from_args(args), progress=False)

@@ -194,11 +194,20 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
     ]
     if said_once:
         legend += f"<p>Against the paper's row, every run: {html.escape(str(said_once))}.</p>"
-    if sampled := sorted({n for run in runs if (n := _max_eval(run))}):
+    shown = {f"{task}/{split}": f"{titles[task]} {split}" for task, split in evaluations}
+    sampled: dict[tuple[str, str], list[str]] = {}  # (split, how) -> the runs that scored it so
+    for run in runs:
+        for split, how in _sampled(run).items():
+            if split in shown:
+                sampled.setdefault((shown[split], how), []).append(run.name)
+    if sampled:
+        parts = [
+            f"{split}: {how}" + ("" if len(names) == len(runs) else f" ({', '.join(names)})")
+            for (split, how), names in sampled.items()
+        ]
         legend += (
-            f'<p class="note">{SAMPLED_MARK} scored on a seeded sample of at most '
-            f"{' or '.join(f'{n:,}' for n in sampled)} examples of the split (the run's <code>max_eval=</code>), "
-            "not the whole dev or test set.</p>"
+            f'<p class="note">{SAMPLED_MARK} scored on a part of the split (the run\'s <code>max_eval=</code>), '
+            f"not the whole dev or test set: {html.escape('; '.join(parts))}.</p>"
         )
     seen = {run.name: seen_test_sets(run.summary.get("contamination") or {}) for run in runs if run.summary}
     if any(task in seen.get(run.name, {}) for run in runs for _, task in transfer):
@@ -254,19 +263,20 @@ def _best_value(values: list[str], higher_is_better: bool = True) -> str | None:
     return (max if higher_is_better else min)(scored)[1]
 
 
-SAMPLED_MARK = "§"  # a dev or test score on a sample of the split (max_eval=)
+SAMPLED_MARK = "§"  # a dev or test score on a part of the split (max_eval=)
 
 
-def _max_eval(run: Run) -> int | None:
-    value = (run.config.get("data") or {}).get("max_eval")
-    return value if isinstance(value, int) else None
+def _sampled(run: Run) -> dict[str, str]:
+    """ "task/split" -> how the run's scores of it were measured, for each split it scored on a part."""
+    scored = metrics.scored_on(run.config, run.summary)
+    return {split: how for split in scored if (how := metrics.sample_of(scored, split))}
 
 
 def _evaluation_cell(run: Run, task: str, split: str) -> str:
-    """A run's best score of a task on a split, § after one it measured on a sample of the split."""
+    """A run's best score of a task on a split, § after one it measured on a part of the split."""
     value = _best(run, task, split)
     return _score(value, run.metric(task)) + (
-        f" {SAMPLED_MARK}" if value is not None and _max_eval(run) else ""
+        f" {SAMPLED_MARK}" if value is not None and f"{task}/{split}" in _sampled(run) else ""
     )
 
 

@@ -111,8 +111,9 @@ def not_comparable(
                 reasons.append(
                     f"SNLI's {split} split as read holds {sizes[split]:,} pairs, the whole {full:,}"
                 )
-    if config.get("data", {}).get("max_eval"):
-        reasons.append(f"dev and test scored on {config['data']['max_eval']:,}-example subsets")
+    scored = metrics.scored_on(config, summary or {})
+    if parts := [f"{split} on {how}" for split in scored if (how := metrics.sample_of(scored, split))]:
+        reasons.append(f"scored on parts of their splits (max_eval=): {'; '.join(parts)}")
     if summary is None:
         reasons.append("the run has not finished")
     else:

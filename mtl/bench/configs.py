@@ -177,7 +177,7 @@ class BenchAffinityConfig:
     # of each task (2.7 minutes at hidden 128, batches of 64, on 2 busy cores)
     keys: str = (
         "hidden=64 max_steps=150 eval_every=150 nli.batch=32 sick.batch=32 sickshuf.batch=32 sick.steps=50 "
-        "max_eval=2000 wandb=disabled"
+        "max_eval=2000 sample_test=true wandb=disabled"
     )  # more train-multitask keys
     seeds: AtLeast1 = 5  # runs (seeds 1..N): the shuffled copy's entries checked on each
     every: AtLeast1 = 50  # affinity_every= of each run

@@ -130,6 +130,7 @@ def _train_config(config: BenchHFConfig, *extra: str) -> TrainConfig:
             f"classifsquad={config.classifsquad}",
             f"device={config.device}",
             "max_eval=10",
+            "sample_test=true",  # the steps are what is timed: the final test on 10 examples too
             "max_squad_train=20000",  # less to tokenize; the steps are what is timed
             "wandb=disabled",
             *extra,

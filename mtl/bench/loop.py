@@ -55,6 +55,7 @@ def run(bench: BenchLoopConfig) -> dict:
             "optim=sgd",
             "precision=fp32",
             "max_eval=256",  # the evaluation between the blocks is not timed: keep it short
+            "sample_test=true",  # and the final test's
             f"wandb={bench.wandb}",
             *([f"wandb_every={bench.wandb_every}"] if bench.wandb_every else []),
             *([f"checkpoint_every={bench.checkpoint_every}"] if bench.checkpoint_every else []),

@@ -43,7 +43,7 @@ class BenchRanksConfig:
     device: str = "cpu"  # cpu (gloo) or cuda (one GPU per process, NCCL)
     classifsquad: str = "data/classifsquad"  # a ClassifSQuAD build (just build-classifsquad)
     max_squad_train: AtLeast1 = 50000  # training triples loaded (less tokenizing before the timed part)
-    max_eval: AtLeast1 = 500  # dev/test examples per task for the final evaluation
+    max_eval: AtLeast1 = 500  # dev and test examples per task (sample_test=true) for the final evaluation
 
 
 # Runs the torchrun job and says the peak RSS of the largest process it waited for (Linux: KiB).
@@ -100,6 +100,7 @@ def _train(config: BenchRanksConfig, processes: int, strategy: str, out: Path) -
         f"classifsquad={config.classifsquad}",
         f"max_squad_train={config.max_squad_train}",
         f"max_eval={config.max_eval}",
+        "sample_test=true",  # the final test scored on max_eval= examples too, as before the key
         f"device={config.device}",
         f"strategy={strategy}",
         *([f"hf_model={config.hf_model}"] if config.hf_model else []),

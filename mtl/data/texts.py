@@ -11,6 +11,10 @@ import numpy as np
 class LabelledTexts:
     columns: list[list[str]]  # one list per sentence position: (premise, hypothesis) or (question, a1, a2)
     labels: list[int]
+    # A part of the split, not the whole (max_eval=): a seeded sample, or a corpus's first examples;
+    # drawn_from is the whole split's size where it is known (a sample's)
+    part: bool = False
+    drawn_from: int | None = None
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -31,5 +35,8 @@ class LabelledTexts:
             return self
         chosen = np.sort(np.random.default_rng(seed).choice(len(self), size=count, replace=False))
         return LabelledTexts(
-            [[column[i] for i in chosen] for column in self.columns], [self.labels[i] for i in chosen]
+            [[column[i] for i in chosen] for column in self.columns],
+            [self.labels[i] for i in chosen],
+            part=True,
+            drawn_from=len(self),
         )

@@ -130,12 +130,21 @@ def _is_number(value: Any) -> bool:
 SUMMARY_NUMBERS = ("best/", "steps/", "examples/", "params/", "recovery/")  # keys whose values are numbers
 
 
+class ScoredOn(Record):
+    """summary.json's `scored_on` of one task's dev or test split: what its scores were measured on."""
+
+    examples: Count
+    of: Count | None = None  # the whole split's size; None: a corpus read only as far as the part
+    sampled: bool  # a part of the split (max_eval=), not the whole
+
+
 class Summary(Record):
     """summary.json, written last: the stop reason, step counts and the best checkpoint's scores."""
 
     stop_reason: str | None = None
     global_step: Count | None = None
     train_seconds: Number = None
+    scored_on: dict[str, ScoredOn] | None = None  # "task/split" -> ScoredOn (from 2026-11-29)
 
     @model_validator(mode="after")
     def _scores_are_numbers(self) -> Summary:

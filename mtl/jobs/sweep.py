@@ -239,18 +239,25 @@ def _recorded_path(run_dir: Path, study: Path) -> str:
 
 def summary(sweep: Sweep, outcomes: dict[str, str]) -> str:
     lines = [f"sweep {sweep.name} ({sweep.out}):"]
+    parts = set()  # how the scores marked § were measured
     for member in sweep.members():
         results = ""
         values = read_summary(RunFolder(member.run_dir).summary)
         if isinstance(values, dict):
-            results = ", ".join(
-                f"{metrics.without_prefix(key)} {value:.4f}"
-                for key, value in values.items()
-                if metrics.is_best_evaluation(key) and "/dev/" in key and value is not None
-            )
+            scored = metrics.scored_on({}, values)
+            shown = []
+            for key, value in values.items():
+                if metrics.is_best_evaluation(key) and "/dev/" in key and value is not None:
+                    name, how = metrics.without_prefix(key), metrics.sample_of(scored, key)
+                    shown.append(f"{name} {value:.4f}" + (" §" if how else ""))
+                    if how:
+                        parts.add(f"{name.rsplit('/', 1)[0]} on {how}")
+            results = ", ".join(shown)
         lines.append(
             f"  {member.name}: {outcomes.get(member.name, 'not run')}{'; ' + results if results else ''}"
         )
+    if parts:
+        lines.append(f"  § scored on a part of the split (max_eval=): {'; '.join(sorted(parts))}")
     return "\n".join(lines)
 
 

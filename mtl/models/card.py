@@ -42,7 +42,8 @@ class CardFacts:
     settings: list[str] = field(default_factory=list)  # how it was trained, a line each
     # transfer scores of the run's reports: (report, protocol, task, metric, value in points)
     transfer: list[tuple[str, str, str, str, float]] = field(default_factory=list)
-    sampled: int | None = None  # max_eval=: dev and test scored on seeded samples of at most this many
+    # "task/split" -> what its scores were measured on (metrics.scored_on): a part of the split says so
+    scored_on: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def facts_of(
@@ -77,7 +78,7 @@ def facts_of(
         prompts={
             name: task["prompt"] for name, task in config.get("tasks", {}).items() if task.get("prompt")
         },
-        sampled=(config.get("data") or {}).get("max_eval"),
+        scored_on=metrics.scored_on(config, scores),
         seen_test_sets={
             name: counts
             for name, counts in (contamination or {}).get("test_sets", {}).items()
@@ -258,14 +259,17 @@ def _scores(facts: CardFacts) -> list[tuple[str, str, str, float]]:
         task, split, metric = metrics.without_prefix(key).split("/", 2)
         found.append((task, split, metric, value))
     return sorted(
-        ((task, split_label(split, facts.sampled), metric, value) for task, split, metric, value in found),
+        (
+            (task, split_label(split, metrics.sample_of(facts.scored_on, f"{task}/{split}")), metric, value)
+            for task, split, metric, value in found
+        ),
         key=lambda row: (row[0], not row[1].startswith("dev"), row[2]),
     )
 
 
-def split_label(split: str, sampled: int | None) -> str:
-    """A split's name, with the sample a run with max_eval= scored it on."""
-    return f"{split} (a seeded sample of at most {sampled:,})" if sampled else split
+def split_label(split: str, sample: str) -> str:
+    """A split's name, with the part of it a run with max_eval= scored (`metrics.sample_of`)."""
+    return f"{split} ({sample})" if sample else split
 
 
 def _eval_results(facts: CardFacts) -> list:

@@ -102,6 +102,8 @@ class CorpusTask:
             texts = self.load(split, examples)
             if texts is not None:
                 found[split] = texts.head(examples)
+                # dev's first max_eval examples: a part, of a corpus read only as far as they go
+                found[split].part = split == "dev" and examples is not None
         return found
 
     def load(self, split: str, examples: int | None = None) -> LabelledTexts | None:

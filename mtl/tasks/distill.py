@@ -156,7 +156,10 @@ class Distill(Task):
     def splits_from(self, donor: dict[str, LabelledTexts]) -> dict[str, LabelledTexts]:
         """Every sentence of the other task's examples, each example's sentences together (mse
         compares each with the teacher's); its train split cut to this task's max_train."""
-        found = {split: LabelledTexts(texts.columns, [0] * len(texts)) for split, texts in donor.items()}
+        found = {
+            split: LabelledTexts(texts.columns, [0] * len(texts), texts.part, texts.drawn_from)
+            for split, texts in donor.items()
+        }
         found["train"] = found["train"].head(self.config.max_train)
         return found
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from torch import nn
 
-from mtl import plugins
+from mtl import metrics, plugins
 from mtl.config import to_dict
 from mtl.errors import UserError
 from mtl.files import atomic
@@ -215,7 +215,8 @@ def export_final_encoder(
     only the words the run trained on or that have a public vector; return the writer of its
     sentence-transformers folder, or why it has none."""
     titles = {name: task.title for name, task in data.tasks.items()}
-    card = facts_of(checkpointer.files.path.name, to_dict(config), results, titles, contamination)
+    scores = {**results, metrics.SCORED_ON: data.scored_on}
+    card = facts_of(checkpointer.files.path.name, to_dict(config), scores, titles, contamination)
     exporter = pretrained_exporter(config, data, model.encoder, card)
     encoder_state, words = model.encoder.state_dict(), None
     if data.vocabulary is not None:

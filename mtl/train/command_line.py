@@ -88,9 +88,11 @@ def format_summary(run_dir: Path, summary: dict) -> str:
             exported += f", and {run.pretrained_encoder} (sentence-transformers format)"
         elif why := summary.get("sentence_transformers"):
             exported += f" (no sentence-transformers folder: {why})"
-    sampled = ((read_run_record(run_dir) or {}).get("config", {}).get("data") or {}).get("max_eval")
-    if sampled:  # never a sampled score read as a test set's
-        results += f"\n  (dev and test scored on seeded samples of at most {sampled:,} examples per task: max_eval={sampled})"
+    config = (read_run_record(run_dir) or {}).get("config", {})
+    scored = metrics.scored_on(config, summary)
+    if parts := [f"{split} on {how}" for split in scored if (how := metrics.sample_of(scored, split))]:
+        # never a sampled score read as a whole dev or test set's
+        results += f"\n  (max_eval={config['data']['max_eval']}: {'; '.join(parts)})"
     return (
         f"run {run_dir}: stopped by {summary['stop_reason']} after {summary['global_step']} steps ({steps})\n"
         f"  best checkpoint (step {summary[metrics.best('step')]}): {results}\n"

@@ -40,6 +40,8 @@ class TrainingData:
     coverage: Coverage | None = None
     subwords: SubwordTokenizer | None = None
     public: np.ndarray | None = None  # (V,) whether each vocabulary word has a vector in the vectors file
+    # "task/split" (dev, test) -> examples, of (the split's size) and sampled: what a score was measured on
+    scored_on: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def statistics(self) -> dict[str, Any]:
         """Dataset sizes and vocabulary coverage, for the run's config."""
@@ -87,11 +89,12 @@ def prepare(config: TrainConfig, progress: bool = True) -> TrainingData:
     """Load, tokenize and index every task's data (never builds any: a missing build is an error)."""
     tasks = {name: build_task(name, task) for name, task in config.tasks.items()}
     with tqdm(total=len(tasks) + 2, desc="prepare data", disable=not progress) as steps:
-        splits, fingerprints = _load_texts(config, tasks, steps)
+        splits, fingerprints, scored_on = _load_texts(config, tasks, steps)
         if traits(config.model.encoder).subwords:
             prepared = _with_subwords(config, tasks, splits, fingerprints, steps)
         else:
             prepared = _with_vectors(config, tasks, splits, fingerprints, steps)
+        prepared.scored_on = scored_on
     for name, task in tasks.items():
         task.bind(prepared.table, prepared.examples[name])
         if (wanted := task.teacher()) is not None:
@@ -119,16 +122,34 @@ def prepare(config: TrainConfig, progress: bool = True) -> TrainingData:
 
 def _load_texts(
     config: TrainConfig, tasks: dict[str, Task], steps: tqdm
-) -> tuple[dict[str, dict[str, LabelledTexts]], dict[str, dict[str, Any]]]:
-    """Each task's splits as texts and labels, and their fingerprints."""
+) -> tuple[dict[str, dict[str, LabelledTexts]], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Each task's splits as texts and labels, their fingerprints, and what each dev and test
+    score will be measured on (`TrainingData.scored_on`)."""
     splits: dict[str, dict[str, LabelledTexts]] = {}
     fingerprints: dict[str, dict[str, Any]] = {}
+    scored_on: dict[str, dict[str, Any]] = {}
     unprompted: dict[str, dict[str, LabelledTexts]] = {}  # what a borrowing task reads
     for name, task in sorted(tasks.items(), key=lambda item: item[1].borrows is not None):
         if task.borrows is None:
             splits[name] = task.splits(config.run.seed, config.data.max_eval)
+            test = splits[name].get("test")
+            if test is not None and test.part and not config.data.sample_test:
+                # max_eval= quickens the evaluations that pick the checkpoint; the test score,
+                # measured once, is the whole split's unless sample_test=true asks otherwise
+                splits[name]["test"] = task.load("test")
         else:
             splits[name] = task.splits_from(unprompted[task.borrows])
+        scored_on.update(
+            {
+                f"{name}/{split}": {
+                    "examples": len(part),
+                    "of": part.drawn_from if part.part else len(part),  # None: a part of a corpus
+                    "sampled": part.part,
+                }
+                for split, part in splits[name].items()
+                if split != "train"
+            }
+        )
         if task.config.shuffle_labels:
             splits[name] = shuffled_labels(name, splits[name], config.run.seed)
         unprompted[name] = splits[name]
@@ -146,7 +167,7 @@ def _load_texts(
         if task.config.prompt:
             splits[name] = prompted(config, name, task.config.prompt, splits[name])
         steps.update()
-    return splits, fingerprints
+    return splits, fingerprints, scored_on
 
 
 SHUFFLE_SEED = 104_729  # the label permutation's draw, apart from every other generator of the run

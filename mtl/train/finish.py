@@ -38,6 +38,7 @@ def finish(trainer: Trainer, reason: StopReason) -> dict[str, Any]:
     if reason is StopReason.CALLBACK:
         summary["stop_why"] = trainer.run.control.stop_why
     summary.update(added)
+    summary[metrics.SCORED_ON] = trainer.data.scored_on
     # encoder/ loads in sentence-transformers, or why it does not exist
     summary["sentence_transformers"] = portable if isinstance(portable, str) else "encoder"
     summary["wandb_artifacts"] = checkpointer.artifact_names
