@@ -126,10 +126,13 @@ def test_the_model_card_is_hub_ready(tiny_data, tmp_path):
     sampled_dir, sampled = start_run(tiny_data, tmp_path / "sampled", "max_eval=20")
     assert sampled["scored_on"]["nli/dev"] == {"examples": 20, "of": 100, "sampled": True}
     assert sampled["scored_on"]["nli/test"] == {"examples": 100, "of": 100, "sampled": False}
-    assert "\n  (max_eval=20: nli/dev on a seeded sample of 20 of 100; squad/dev on a seeded sample of 20 of" in (
-        format_summary(sampled_dir, sampled)
+    assert (
+        "\n  (max_eval=20: nli/dev on a seeded sample of 20 of 100; squad/dev on a seeded sample of 20 of"
+        in (format_summary(sampled_dir, sampled))
     )
-    splits = {r.dataset_split for r in ModelCard.load(sampled_dir / "encoder" / "README.md").data.eval_results}
+    splits = {
+        r.dataset_split for r in ModelCard.load(sampled_dir / "encoder" / "README.md").data.eval_results
+    }
     assert {"validation (a seeded sample of 20 of 100)", "test"} <= splits
     both_dir, both = start_run(tiny_data, tmp_path / "both", "max_eval=20", "sample_test=true")
     assert both["scored_on"]["nli/test"] == {"examples": 20, "of": 100, "sampled": True}

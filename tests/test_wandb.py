@@ -99,7 +99,11 @@ def test_offline_run_holds_curves_phases_and_metadata(tiny_data, tmp_path):
     final = items(records["summary"])
     assert final["best/nli/dev/acc"] == summary["best/nli/dev/acc"]
     assert "recovery/nli/median_jump" in final and "params/trainable" not in final
-    assert final["scored_on"]["nli/test"] == {"examples": 100, "of": 100, "sampled": False}  # what it was scored on
+    assert final["scored_on"]["nli/test"] == {
+        "examples": 100,
+        "of": 100,
+        "sampled": False,
+    }  # what it was scored on
     metrics = {m.name: m for m in records["metric"]}
     assert metrics["nli/dev/acc"].step_metric == "nli/step" and metrics["nli/dev/acc"].summary.max
 
