@@ -145,9 +145,19 @@ def test_a_cancelled_run_is_left_resumable_and_resumes(slurm, tiny_data, tmp_pat
     job = submitted_until_a_checkpoint(tiny_data, out, keys)
     assert main(["cancel", str(out)]) == 0
     assert "cancelled 1 jobs" in capsys.readouterr().out
-    job.communicate(timeout=120)
+    followed, _ = job.communicate(timeout=120)
+    # the follower says what `just status` says, and exits as a run stopped by Ctrl-C
+    resumable = "interrupted (resumable: run the same command again)"
+    assert (
+        job.returncode == 130 and followed.strip().splitlines()[-1] == f"interrupted: run {out} {resumable}"
+    )
+    # the job ended as the run did: mtl's one line, no traceback of a failure
+    record = json.loads((out / "slurm.json").read_text())
+    log = "".join(Path(record[stream]).read_text() for stream in ("stdout", "stderr"))
+    assert "Traceback" not in log, log[-3000:]
+    assert "interrupted: stopped at step" in log and "Job completed successfully" in log, log[-3000:]
     assert main(["status", str(out)]) == 0
-    assert "interrupted (resumable: run the same command again)" in capsys.readouterr().out
+    assert resumable in capsys.readouterr().out
     assert main(["train-multitask", f"resume={out}", *SLURM]) == 0
     assert json.loads((out / "summary.json").read_text())["global_step"] == 600
 
@@ -312,3 +322,15 @@ def resumes(out: Path) -> list[int]:
 
 def training_rows_so_far(run_dir: Path) -> list[dict]:
     return [row for row in _rows(run_dir) if any(k.endswith("/train/loss") for k in row)]
+
+
+def test_the_follower_shows_each_running_runs_step_and_each_other_jobs_state(tmp_path):
+    """What `just train-multitask launcher=slurm` shows while it follows (no cluster needed)."""
+    from mtl.jobs.member import Member
+    from mtl.jobs.slurm import QueuedJob, following_line
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "metrics.jsonl").write_text('{"global_step": 6}\n{"global_step": 7}\n')
+    members = {name: Member(name, [], tmp_path / name) for name in ("a", "b", "c")}
+    queued = {"a": QueuedJob("RUNNING", True), "b": QueuedJob("PENDING", True), "c": QueuedJob("RUNNING", True)}
+    assert following_line(queued, members) == "a step 7; b pending; c starting"

@@ -89,7 +89,7 @@ def test_a_named_sweeps_axis_shrinks_from_the_command_line(tmp_path):
 
 
 def test_a_parallel_sweep_shows_each_running_members_step(sweep_dir, tiny_data, tmp_path, capsys):
-    from mtl.jobs.local import member_progress
+    from mtl.jobs.member import member_progress
     from mtl.jobs.sweep import parse
 
     out, args = sweep_dir

@@ -12,7 +12,7 @@ from mtl.config import AtLeast1, apply_overrides
 from mtl.errors import UserError
 from mtl.jobs.local import LocalLauncher
 from mtl.jobs.member import Member
-from mtl.jobs.slurm import SlurmConfig, SlurmLauncher
+from mtl.jobs.slurm import INTERRUPTED, SlurmConfig, SlurmLauncher
 
 
 class Launcher(Protocol):
@@ -51,3 +51,12 @@ def launcher_from(args: Sequence[str]) -> Launcher:
     if any(a.startswith("slurm.") for a in args):
         raise UserError(f"{next(a for a in args if a.startswith('slurm.'))} needs launcher=slurm")
     return LocalLauncher(config.parallel)
+
+
+def check_outcomes(outcomes: dict[str, str]) -> None:
+    """Stop a study whose runs did not all finish: one line naming the failed ones (exit 2), or,
+    none failed, the interrupted ones, resumable (exit 130, as a run stopped by Ctrl-C)."""
+    if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
+        raise UserError(f"{', '.join(failed)} failed: see its output above, then run the same command again")
+    if stopped := [name for name, outcome in outcomes.items() if outcome == INTERRUPTED]:
+        raise KeyboardInterrupt(f"{', '.join(stopped)} {INTERRUPTED}")

@@ -14,7 +14,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from mtl.jobs.forkserver import Forked, ForkServer
-from mtl.jobs.member import Member, progress
+from mtl.jobs.member import Member, member_progress
 from mtl.jobs.parent_death import die_with_parent
 
 
@@ -105,14 +105,6 @@ def fork_server(env: dict[str, str]) -> ForkServer | None:
 
 
 PROGRESS_EVERY_S = 2.0  # how often the sweep's bar re-reads its running members' steps
-
-
-def member_progress(member: Member) -> str:
-    """`<name> step N/M` (M: the planned steps, when the run has a fixed number)."""
-    step, planned = progress(member.run_dir)
-    if step is None:
-        return f"{member.name} starting"
-    return f"{member.name} step {step}" + (f"/{planned}" if planned else "")
 
 
 def _launch(

@@ -57,3 +57,11 @@ def progress(run_dir: Path) -> tuple[int | None, int | None]:
         record = read_record(RunFolder(run_dir).record) or {}
         planned = ((record.get("config") or {}).get("optim") or {}).get("max_steps")
     return step, planned if isinstance(planned, int) else None
+
+
+def member_progress(member: Member) -> str:
+    """`<name> step N/M` (M: the planned steps, when the run has a fixed number)."""
+    step, planned = progress(member.run_dir)
+    if step is None:
+        return f"{member.name} starting"
+    return f"{member.name} step {step}" + (f"/{planned}" if planned else "")

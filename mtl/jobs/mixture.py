@@ -72,7 +72,7 @@ from mtl.jobs.arms import (
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.jobs.configs import MixtureSearchConfig as MixtureSearchConfig
-from mtl.jobs.launchers import launcher_from, split_launcher_keys
+from mtl.jobs.launchers import check_outcomes, launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
@@ -342,8 +342,7 @@ def _train(sweep: Sweep, members: list[Member]) -> None:
     with FolderLock(sweep.out, "mixture-search folder", "out"):
         check_same_fixed_keys(sweep, members)
         outcomes = train_members(sweep, members)
-    if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
-        raise UserError(f"{', '.join(failed)} failed: see its output above, then run the same command again")
+    check_outcomes(outcomes)
 
 
 def against(compared: dict, names: dict[str, str], arm: str, others: list[str]) -> list[dict]:

@@ -36,7 +36,7 @@ from mtl.errors import UserError, printable
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import this_cluster
 from mtl.files.schemas import SlurmJob, read_json
-from mtl.jobs.member import Member
+from mtl.jobs.member import Member, member_progress
 
 JOBS_FILE = "slurm-jobs.json"  # in the study folder: member -> job id, logs, run folder
 RUN_FILE = "slurm.json"  # in a run folder: the job that trains it
@@ -109,6 +109,10 @@ def _sbatch_options(text: str) -> dict[str, Any]:
     return options
 
 
+INTERRUPTED_EXIT = 130  # mtl's exit status after Ctrl-C or SIGTERM, its run checkpointed
+INTERRUPTED = "interrupted (resumable: run the same command again)"
+
+
 class MemberJob:
     """What a SLURM job runs: one member's training, new or resumed.
 
@@ -128,6 +132,10 @@ class MemberJob:
         done = subprocess.run(self.member.command(), check=False)
         if warned and self.member.status() != "finished":
             _requeue_this_job()
+        if done.returncode == INTERRUPTED_EXIT and self.member.status() == "interrupted":
+            # scancel's SIGTERM (or a preemption's): the run checkpointed and said so in one line;
+            # the job ends as what it is, resumable, not with a traceback of a failure
+            return INTERRUPTED
         if done.returncode != 0:
             raise RuntimeError(
                 f"{self.member.name}: mtl train-multitask exited with {done.returncode} (its log says why)"
@@ -331,6 +339,38 @@ class NoSlurmHere(UserError):
     """SLURM's commands are absent (a study copied to a laptop) or do not answer."""
 
 
+def following_line(queued: dict[str, QueuedJob], members: dict[str, Member]) -> str:
+    """What the follower's bar shows after its count: each running run's step (`just status`'s),
+    each other queued job's state."""
+    return "; ".join(
+        member_progress(members[name]) if job.state == "RUNNING" else f"{name} {job.state.lower()}"
+        for name, job in sorted(queued.items())
+    )
+
+
+def job_outcome(member: Member, record: dict[str, Any] | None, log: Path) -> str:
+    """How a member's job that has left the queue ended: finished; interrupted and resumable (its
+    run checkpointed and stopped: scancel, a preemption, a time limit without requeue); or failed,
+    with the log's last error line where it has one."""
+    status = member.status()
+    if status == "finished":
+        return "finished"
+    error = last_error(record) if record is not None else None
+    if status == "interrupted" and error is None:
+        return INTERRUPTED
+    return f"failed: {error} (log: {log})" if error else f"failed (log: {log})"
+
+
+def last_error(record: dict[str, Any]) -> str | None:
+    """The last `error:` line of a job's logs (its slurm.json `record`): mtl's one-line error, or
+    the job's own."""
+    lines = [
+        line for key in ("stdout", "stderr") for line in log_tail(str(record.get(key) or "")).splitlines()
+    ]
+    errors = [line.strip() for line in lines if line.strip().startswith("error:")]
+    return errors[-1].removeprefix("error:").strip()[:160] if errors else None
+
+
 def queue_states(records: dict[str, dict[str, Any]]) -> dict[str, QueuedJob]:
     """For each recorded job (by any key: a member's name -> its slurm.json record) that SLURM
     still has queued or running under its id, a QueuedJob under the same key. A job whose id SLURM
@@ -388,14 +428,11 @@ def wait(jobs: dict[str, Any], members: list[Member], label: str) -> dict[str, s
             for name, job in list(left.items()):
                 if name in queued and queued[name].ours is not False:
                     continue
-                member = by_name[name]
-                outcomes[name] = (
-                    "finished" if member.status() == "finished" else f"failed (log: {job.paths.stdout})"
-                )
+                outcomes[name] = job_outcome(by_name[name], records[name], job.paths.stdout)
                 bar.write(f"  {name}: {outcomes[name]}")
                 bar.update(1)
                 del left[name]
-            bar.set_postfix_str(", ".join(sorted({q.state.lower() for q in queued.values()})))
+            bar.set_postfix_str(following_line(queued, by_name))
     except KeyboardInterrupt:
         raise KeyboardInterrupt(
             f"{label}: stopped following; its jobs run on (just status, just cancel)"

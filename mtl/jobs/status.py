@@ -18,7 +18,7 @@ from mtl.errors import UserError
 from mtl.files.locks import FolderInUse, FolderLock
 from mtl.files.schemas import DamagedFile
 from mtl.jobs.member import progress
-from mtl.jobs.slurm import RUN_FILE, NoSlurmHere, QueuedJob, job_record, log_tail, queue_states
+from mtl.jobs.slurm import INTERRUPTED, RUN_FILE, NoSlurmHere, QueuedJob, job_record, last_error, queue_states
 from mtl.runs import RunFolder, RunStatus, sweep_members
 
 QUEUE_WORDS = {"PENDING": "pending", "RUNNING": "running", "REQUEUED": "requeued", "REQUEUE_HOLD": "requeued"}
@@ -96,11 +96,11 @@ def state_of(run_dir: Path, job: dict[str, Any] | None, in_queue: QueuedJob | No
         return word if in_queue.ours else f"{word} (a job with its id; recorded before jobs were checked)"
     if job is None and _running_here(run_dir):
         return "running (here)"
-    error = _last_error(job) if job is not None else None
+    error = last_error(job) if job is not None else None
     if error:
         return f"failed: {error}"
     if status is RunStatus.INTERRUPTED:
-        return "interrupted (resumable: run the same command again)"
+        return INTERRUPTED
     return "not started" if status is RunStatus.EMPTY else status.value
 
 
@@ -115,13 +115,6 @@ def _running_here(run_dir: Path) -> bool:
     except UserError:
         return False
     return False
-
-
-def _last_error(job: dict[str, Any]) -> str | None:
-    """The last `error:` line of a job's logs: mtl's one-line error, or the job's own."""
-    lines = [line for key in ("stdout", "stderr") for line in log_tail(str(job.get(key) or "")).splitlines()]
-    errors = [line.strip() for line in lines if line.strip().startswith("error:")]
-    return errors[-1].removeprefix("error:").strip()[:160] if errors else None
 
 
 def eta(run_dir: Path, step: int | None, planned: int | None) -> str:

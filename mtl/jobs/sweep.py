@@ -30,7 +30,7 @@ from mtl.files.locks import FolderLock
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.jobs.configs import SweepConfig as SweepConfig
-from mtl.jobs.launchers import Launcher, is_launcher_key, launcher_from
+from mtl.jobs.launchers import Launcher, check_outcomes, is_launcher_key, launcher_from
 from mtl.jobs.local import LocalLauncher
 from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
@@ -184,8 +184,7 @@ def train_study(members: list[Member], fixed: list[str], out: Path, launcher: La
     with FolderLock(out, f"{what} folder", "out"):
         check_same_fixed_keys(sweep, members)
         outcomes = train_members(sweep, members)
-    if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
-        raise UserError(f"{', '.join(failed)} failed: see its output above, then run the same command again")
+    check_outcomes(outcomes)
 
 
 def check_same_fixed_keys(sweep: Sweep, members: list[Member]) -> None:
@@ -268,6 +267,7 @@ def command(args: Sequence[str]) -> None:
     print(summary(spec, outcomes))
     if failed := [name for name, outcome in outcomes.items() if outcome.startswith("failed")]:
         raise UserError(f"{len(failed)} of the sweep's runs failed ({', '.join(failed)}): see their logs")
+    check_outcomes(outcomes)  # runs interrupted, resumable (a SLURM job cancelled)
 
 
 def member_configs(args: Sequence[str]) -> dict[str, Any]:

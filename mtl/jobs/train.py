@@ -13,6 +13,7 @@ from mtl.errors import UserError
 from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.local import LocalLauncher
 from mtl.jobs.member import Member
+from mtl.jobs.slurm import INTERRUPTED
 from mtl.runs import RunFolder, read_summary
 from mtl.train.command_line import config_from_command, format_summary, resumed_run
 from mtl.train.config import TrainConfig
@@ -45,5 +46,7 @@ def command(args: Sequence[str]) -> None:
     outcome = launcher.run([member], run_dir, f"run {run_dir.name}")[member.name]
     if outcome.startswith("failed"):
         raise UserError(f"the run's job {outcome}")
+    if outcome == INTERRUPTED:  # scancel, a preemption: checkpointed, as after Ctrl-C (exit 130)
+        raise KeyboardInterrupt(f"run {run_dir} {INTERRUPTED}")
     if (summary := read_summary(RunFolder(run_dir).summary)) is not None:
         print(format_summary(run_dir, summary))
