@@ -81,3 +81,55 @@ def test_senteval_comparison_is_refused_in_one_line_where_it_cannot_compare(tmp_
     with pytest.raises(UserError, match=r"keep glove-bow in encoders="):
         transfer.BenchTransferConfig(senteval=str(tmp_path), modes="senteval", tasks="MR", encoders="1024")
     assert transfer.BenchTransferConfig(senteval=str(tmp_path), modes="senteval", tasks="MR,TREC").runs == 1
+
+
+def test_the_busy_machine_bench_compares_medians_and_checks_the_results_agree():
+    """`just bench-transfer hog=N`: the default threads against one thread, medians of the pairs;
+    a task scored differently by the two is named; the busy processes end with the suite."""
+    from mtl.bench import busy_machine
+
+    def timed(wall, cpu, acc):
+        return {
+            "wall": wall,
+            "cpu": cpu,
+            "results": {"CR": {"acc": acc, "seconds": wall, "embed_seconds": 1.0}},
+        }
+
+    same = busy_machine.summarized(
+        {
+            "default": [timed(30, 21, 0.8), timed(50, 25, 0.8), timed(40, 22, 0.8)],
+            "one thread": [timed(20, 16, 0.8)] * 3,
+        }
+    )
+    assert same == {
+        "medians": {"default": {"wall": 40, "cpu": 22}, "one thread": {"wall": 20, "cpu": 16}},
+        "pairs": 3,
+        "differ": [],
+    }
+    line = busy_machine.report([{"encoder": "glove-bow", "mode": "fast", "hog": 2, **same}]).splitlines()[1]
+    assert line == (
+        "glove-bow fast: default threads 40.0 s wall, 22.0 CPU-s; one thread 20.0 s, 16.0 CPU-s: "
+        "default/one 2.00x wall, 1.38x CPU (3 pairs); the same results"
+    )
+    differ = busy_machine.summarized({"default": [timed(1, 1, 0.8)], "one thread": [timed(1, 1, 0.7)]})
+    assert differ["differ"] == ["CR"]
+    with busy_machine.hogs(2):
+        busy = [p for p in children_command_lines() if busy_machine.BUSY_LOOP in " ".join(p)]
+        assert len(busy) == 2
+    assert not [p for p in children_command_lines() if busy_machine.BUSY_LOOP in " ".join(p)]
+
+
+def children_command_lines() -> list[list[str]]:
+    """The command lines of this process's children (read from /proc)."""
+    import os
+    from pathlib import Path
+
+    found = []
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = status.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == os.getpid():
+                found.append((status.parent / "cmdline").read_text().split("\0"))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found

@@ -332,5 +332,9 @@ def test_the_follower_shows_each_running_runs_step_and_each_other_jobs_state(tmp
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "metrics.jsonl").write_text('{"global_step": 6}\n{"global_step": 7}\n')
     members = {name: Member(name, [], tmp_path / name) for name in ("a", "b", "c")}
-    queued = {"a": QueuedJob("RUNNING", True), "b": QueuedJob("PENDING", True), "c": QueuedJob("RUNNING", True)}
+    queued = {
+        "a": QueuedJob("RUNNING", True),
+        "b": QueuedJob("PENDING", True),
+        "c": QueuedJob("RUNNING", True),
+    }
     assert following_line(queued, members) == "a step 7; b pending; c starting"

@@ -218,24 +218,53 @@ def test_trec_and_mrpc_tune_c_over_senteval_kfold_grid():
     assert Protocol().penalties == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
-def test_fits_in_this_process_use_one_blas_thread(monkeypatch):
-    # OpenBLAS's threads cost more than they give on a transfer task's small matrices (TREC's fit
-    # 20x slower on 2 threads), and the thread count changes an unconverged solver's path
+def pool_threads(pools: list[dict] | None = None) -> dict[str, set[int]]:
+    """The thread count of each kind of pool (blas, openmp) loaded here (or in `pools`, a
+    worker's threadpool_info), and torch's here."""
+    import torch
+    from threadpoolctl import threadpool_info
+
+    found: dict[str, set[int]] = {} if pools is not None else {"torch": {torch.get_num_threads()}}
+    for pool in threadpool_info() if pools is None else pools:
+        found.setdefault(pool["user_api"], set()).add(pool["num_threads"])
+    return found
+
+
+def test_every_fit_and_score_runs_on_one_thread_here_and_in_the_workers(monkeypatch):
+    """One guard (threads.py) around a task's whole scoring: BLAS, OpenMP and torch at one thread
+    in this process and in the k-fold workers it starts (a second thread waits for a core on a
+    shared machine; the count changes an unconverged solver's path); the caller's count after."""
+    import torch
+    from joblib import Parallel, delayed
     from sklearn.linear_model import LogisticRegression
     from threadpoolctl import threadpool_info
 
-    threads = []
+    from mtl.eval.transfer.threads import one_thread_scoring
+
+    seen = []
     real_fit = LogisticRegression.fit
 
     def watched_fit(self, x, y, *args, **kwargs):
-        threads.append({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
+        seen.append(pool_threads())
         return real_fit(self, x, y, *args, **kwargs)
 
     monkeypatch.setattr(LogisticRegression, "fit", watched_fit)
-    x, y = separable(300)
-    train_test_accuracy(x[:200], y[:200], x[200:], y[200:], FAST)
-    dev_tuned_accuracy(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:], FAST)
-    assert threads and all(found <= {1} for found in threads), threads
+    torch.set_num_threads(2)
+    try:
+        x, y = separable(300)
+        train_test_accuracy(x[:200], y[:200], x[200:], y[200:], FAST)
+        dev_tuned_accuracy(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:], FAST)
+        assert seen and all(counts == {1} for found in seen for counts in found.values()), seen
+        assert torch.get_num_threads() == 2  # the caller's count back: encoding keeps it
+        with one_thread_scoring():
+            # (threadpoolctl's own function: a worker imports no test module, so no torch)
+            workers = [
+                pool_threads(pools)
+                for pools in Parallel(n_jobs=2)(delayed(threadpool_info)() for _ in range(2))
+            ]
+        assert all(counts == {1} for found in workers for counts in found.values()), workers
+    finally:
+        torch.set_num_threads(1)
 
 
 def test_small_features_fit_in_the_callers_process_with_the_workers_results(monkeypatch):

@@ -26,7 +26,8 @@ from mtl.text.vectors import resolve_vectors_path
 TARGET_FAST_1024_SECONDS = 600.0
 
 
-def run(bench: BenchTransferConfig) -> list[dict]:
+def chosen_encoders(bench: BenchTransferConfig) -> list[tuple[str, dict]]:
+    """(label, the transfer keys that evaluate it) of each encoder of `encoders=`."""
     baseline_tokens = {} if bench.tokenizer == "spacy" else {"tokenizer": bench.tokenizer}
     encoders = {
         "glove-bow": (
@@ -40,10 +41,13 @@ def run(bench: BenchTransferConfig) -> list[dict]:
             else {"baseline": "random-bilstm", "random_hidden": 512, **baseline_tokens},
         ),
     }
-    encoders = [encoders[name] for name in bench.encoders.split(",")]
+    return [encoders[name] for name in bench.encoders.split(",")]
+
+
+def run(bench: BenchTransferConfig) -> list[dict]:
     rows = []
     for mode in bench.modes.split(","):
-        for label, chosen in encoders:
+        for label, chosen in chosen_encoders(bench):
             timed = []
             for _ in range(bench.runs):
                 with tempfile.TemporaryDirectory() as out:
@@ -171,4 +175,9 @@ def report(rows: list[dict]) -> str:
 def command(args: Sequence[str]) -> None:
     """The command line's `key=value` arguments onto BenchTransferConfig; run; print what it gives."""
     config = apply_overrides(BenchTransferConfig(), args)
+    if config.hog:
+        from mtl.bench import busy_machine
+
+        print(busy_machine.report(busy_machine.run(config)))
+        return
     print(report(run(config)))

@@ -20,13 +20,13 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
-from threadpoolctl import threadpool_limits
 
 from mtl.eval.configs import SentEvalParams
 from mtl.eval.transfer import fitting
 from mtl.eval.transfer.fitting import ClassifierFamily, best_of
 from mtl.eval.transfer.progress import stage
 from mtl.eval.transfer.skipthought_features import with_nb
+from mtl.eval.transfer.threads import one_thread_scoring
 
 
 @dataclass(frozen=True)
@@ -68,14 +68,6 @@ class Protocol:
         )
 
 
-def one_blas_thread():
-    """scikit-learn's fits on one BLAS thread, as the k-fold worker processes already run them: on
-    the small matrices of a transfer task, OpenBLAS's threads cost far more than they give (TREC's
-    fit: 6-15 s on 2 threads, 0.3 s on one, RESULTS.md), and one thread makes the solver's path,
-    and so an unconverged fit's result, the same on every machine."""
-    return threadpool_limits(limits=1, user_api="blas")
-
-
 @dataclass(frozen=True)
 class WithTexts:
     """Embeddings with each row's sentence (features=nb-bigram): rows are taken of both, and the
@@ -92,13 +84,13 @@ class WithTexts:
 
 
 class LogisticRegressionClassifier:
-    """scikit-learn's logistic regression at one C (L-BFGS, on one BLAS thread)."""
+    """scikit-learn's logistic regression at one C (L-BFGS; on one thread: threads.py)."""
 
     def __init__(self, penalty: float, protocol: Protocol):
         self.model = LogisticRegression(C=penalty, max_iter=protocol.max_iter, random_state=protocol.seed)
 
     def fit(self, x, y, validation=None) -> None:  # fitted to convergence: nothing stops it early
-        with warnings.catch_warnings(), one_blas_thread():
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             self.model.fit(x, y)
 
@@ -144,7 +136,7 @@ class LogisticRegressionFamily(ClassifierFamily):
                 max_iter=self.protocol.max_iter, random_state=self.seed, warm_start=True
             )
             for penalty in sorted(penalties):
-                with warnings.catch_warnings(), one_blas_thread():
+                with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
                     model.set_params(C=penalty).fit(x_train, y[train])
                 scores[penalty] += model.score(x_test, y[test]) / self.protocol.inner_folds
@@ -161,12 +153,14 @@ def cross_validated_accuracy(
 ) -> dict:
     """k-fold cross-validation, C tuned inside each training fold (`fitting.cross_validated`);
     `texts`: the sentences, for NB features counted inside every fold."""
-    return fitting.cross_validated(LogisticRegressionFamily(protocol), _with_texts(x, texts), y)
+    with one_thread_scoring():
+        return fitting.cross_validated(LogisticRegressionFamily(protocol), _with_texts(x, texts), y)
 
 
 def train_test_accuracy(x_train, y_train, x_test, y_test, protocol: Protocol) -> dict[str, float]:
     """C by cross-validation on train, then accuracy (and F1 of class 1) on test."""
-    return fitting.train_test(LogisticRegressionFamily(protocol), x_train, y_train, x_test, y_test)
+    with one_thread_scoring():
+        return fitting.train_test(LogisticRegressionFamily(protocol), x_train, y_train, x_test, y_test)
 
 
 def dev_tuned_accuracy(
@@ -176,9 +170,10 @@ def dev_tuned_accuracy(
     parts = (
         [x_train, x_dev, x_test] if texts is None else list(map(_with_texts, (x_train, x_dev, x_test), texts))
     )
-    return fitting.dev_tuned(
-        LogisticRegressionFamily(protocol), parts[0], y_train, parts[1], y_dev, parts[2], y_test
-    )
+    with one_thread_scoring():
+        return fitting.dev_tuned(
+            LogisticRegressionFamily(protocol), parts[0], y_train, parts[1], y_dev, parts[2], y_test
+        )
 
 
 def score_distribution(scores: np.ndarray, low: float, high: float) -> np.ndarray:

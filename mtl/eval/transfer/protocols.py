@@ -25,6 +25,7 @@ from mtl.eval.transfer.fitting import ClassifierFamily
 from mtl.eval.transfer.registry import TRANSFER_PROTOCOLS, register_transfer_protocol
 from mtl.eval.transfer.senteval_classifier import SentEvalFamily
 from mtl.eval.transfer.tasks import TransferTask
+from mtl.eval.transfer.threads import one_thread_scoring
 
 
 @dataclass
@@ -182,6 +183,7 @@ def classifier_family(task: TransferTask, protocol: Protocol) -> ClassifierFamil
 def scored(task: TransferTask, embedded: np.ndarray, row: dict[str, int], protocol: Protocol) -> dict:
     """The task's classifier (or correlation) fitted and scored on `embedded` sentences (`row`:
     a sentence's row of it), under `protocol` (SentEval's classifier where it names one)."""
-    return protocol_of(task).score(
-        TaskFeatures(task, embedded, row, protocol), classifier_family(task, protocol)
-    )
+    with one_thread_scoring():  # every fit and score of the task, this process's and its workers'
+        return protocol_of(task).score(
+            TaskFeatures(task, embedded, row, protocol), classifier_family(task, protocol)
+        )

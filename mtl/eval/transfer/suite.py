@@ -29,6 +29,7 @@ from mtl.eval.transfer.progress import reporting, stage
 from mtl.eval.transfer.protocols import protocol_of, scored
 from mtl.eval.transfer.provenance import evaluated, weights_digest
 from mtl.eval.transfer.tasks import Split, TransferTask, read_task
+from mtl.eval.transfer.threads import one_thread_scoring
 from mtl.eval.weighted_bow import SIF_A, WEIGHTED_BASELINES, WeightedBagOfWords
 from mtl.files.atomic import check_output_dir
 from mtl.files.locks import FolderLock
@@ -140,14 +141,16 @@ def _evaluated(
     row = {text: i for i, text in enumerate(texts)}
     if pooling == "selfattn":
         states = encoder.token_states(texts, batch_size=batch_size)
-        return selfattn.evaluate(
-            task,
-            lambda split: [
-                selfattn.States([states[row[t]] for t in column]) for column in task.splits[split].sentences
-            ],
-            protocol,
-            *attention,
-        )
+        with one_thread_scoring():  # the attention's fits, as every other task's (threads.py)
+            return selfattn.evaluate(
+                task,
+                lambda split: [
+                    selfattn.States([states[row[t]] for t in column])
+                    for column in task.splits[split].sentences
+                ],
+                protocol,
+                *attention,
+            )
     stage(f"embedding {len(texts):,} sentences")
     started = time.perf_counter()
     embedded = encoder.encode(
