@@ -134,9 +134,8 @@ class BenchTransferConfig:
         None  # a SentEval checkout: SentEval itself times the same GloVe bag of words beside mtl
     )
     runs: AtLeast1 = 1  # each suite this many times; the median time is reported
-    # busy processes beside each suite (a shared machine): each suite then runs as `just transfer`
-    # with the default threads and under OMP_NUM_THREADS=1, alternated, wall and CPU time compared
-    hog: AtLeast0 = 0
+    # each suite then runs as `just transfer`, default threads and OMP_NUM_THREADS=1 in turn, timed
+    hog: AtLeast0 = 0  # busy processes beside each suite (a machine shared with other work)
 
     def __post_init__(self) -> None:
         if bad := [m for m in self.modes.split(",") if m not in MODES]:
