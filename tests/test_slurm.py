@@ -138,6 +138,26 @@ def test_a_refused_submission_is_one_line_naming_the_key(slurm, tiny_data, tmp_p
     assert err.startswith("error: slurm.partition=nope: SLURM refused the job (") and "\n" not in err
 
 
+def test_a_study_without_its_inputs_is_refused_before_anything_is_submitted(
+    slurm, tiny_data, tmp_path, capsys
+):
+    """A sweep submitted before `just build-classifsquad`: one line on the submitting machine, no
+    job (not a failure of every job once each starts)."""
+    out, unbuilt = tmp_path / "sweep", tmp_path / "not-built"
+    args = args_for(tiny_data, out, f"classifsquad={unbuilt}", "steps_nli=2,3")
+    queued_before = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
+    assert main(["sweep", *args, *SLURM]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: steps_nli2: ClassifSQuAD folder {unbuilt} does not exist: build it with `just build-classifsquad "
+        f"out={unbuilt}` or point squad.source= at a build (nothing was submitted)"
+    )
+    assert not (out / "slurm").exists() and not list(out.glob("*/slurm.json"))
+    assert (
+        subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout == queued_before
+    )
+
+
 def test_a_cancelled_run_is_left_resumable_and_resumes(slurm, tiny_data, tmp_path, capsys):
     out = tmp_path / "cancelled"
     # cancelled at its first checkpoint (step 20): 580 steps to spare, more on a slow machine

@@ -30,7 +30,7 @@ from mtl.files import atomic, jsonfile
 from mtl.runs import RunFolder, read_affinity
 from mtl.train.affinity import Affinity
 from mtl.train.command_line import config_from_args
-from mtl.train.resolve import resolve_inputs
+from mtl.train.inputs import resolve_inputs
 from mtl.train.trainer import Trainer
 
 SHUFFLED = "sickshuf"

@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mtl.bench.configs import BenchTransferConfig
-from mtl.bench.transfer import chosen_encoders
 from mtl.errors import UserError
 
 ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
@@ -69,7 +68,7 @@ def cpu_seconds_of_children() -> float:
 def run(bench: BenchTransferConfig) -> list[dict]:
     rows = []
     for mode in bench.modes.split(","):
-        for label, chosen in chosen_encoders(bench):
+        for label, chosen in bench.chosen_encoders():
             keys = [f"{key}={value}" for key, value in chosen.items()] + [
                 f"tasks={bench.tasks}",
                 f"mode={mode}",

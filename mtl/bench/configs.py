@@ -137,6 +137,23 @@ class BenchTransferConfig:
     # each suite then runs as `just transfer`, default threads and OMP_NUM_THREADS=1 in turn, timed
     hog: AtLeast0 = 0  # busy processes beside each suite (a machine shared with other work)
 
+    def chosen_encoders(self) -> list[tuple[str, dict]]:
+        """(label, the transfer keys that evaluate it) of each encoder of `encoders=`."""
+        baseline_tokens = {} if self.tokenizer == "spacy" else {"tokenizer": self.tokenizer}
+        encoders = {
+            "glove-bow": (
+                "glove-bow" + ("" if self.tokenizer == "spacy" else f" ({self.tokenizer})"),
+                {"baseline": "glove-bow", **baseline_tokens},
+            ),
+            "1024": (
+                "1024-d " + ("run" if self.run else "random-bilstm 512"),
+                {"run": self.run}
+                if self.run
+                else {"baseline": "random-bilstm", "random_hidden": 512, **baseline_tokens},
+            ),
+        }
+        return [encoders[name] for name in self.encoders.split(",")]
+
     def __post_init__(self) -> None:
         if bad := [m for m in self.modes.split(",") if m not in MODES]:
             raise UserError(f"modes={self.modes!r}: {bad[0]!r} is not one of {', '.join(MODES)}")

@@ -34,7 +34,7 @@ from mtl.runtime.device import resolve_device
 from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import prepare
 from mtl.train.evaluate_and_save import save_latest
-from mtl.train.resolve import resolve_inputs
+from mtl.train.inputs import resolve_inputs
 from mtl.train.trainer import Trainer
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.bench import busy_machine
 from mtl.bench.configs import BenchTransferConfig as BenchTransferConfig
 from mtl.config import apply_overrides
 from mtl.errors import UserError
@@ -26,28 +27,10 @@ from mtl.text.vectors import resolve_vectors_path
 TARGET_FAST_1024_SECONDS = 600.0
 
 
-def chosen_encoders(bench: BenchTransferConfig) -> list[tuple[str, dict]]:
-    """(label, the transfer keys that evaluate it) of each encoder of `encoders=`."""
-    baseline_tokens = {} if bench.tokenizer == "spacy" else {"tokenizer": bench.tokenizer}
-    encoders = {
-        "glove-bow": (
-            "glove-bow" + ("" if bench.tokenizer == "spacy" else f" ({bench.tokenizer})"),
-            {"baseline": "glove-bow", **baseline_tokens},
-        ),
-        "1024": (
-            "1024-d " + ("run" if bench.run else "random-bilstm 512"),
-            {"run": bench.run}
-            if bench.run
-            else {"baseline": "random-bilstm", "random_hidden": 512, **baseline_tokens},
-        ),
-    }
-    return [encoders[name] for name in bench.encoders.split(",")]
-
-
 def run(bench: BenchTransferConfig) -> list[dict]:
     rows = []
     for mode in bench.modes.split(","):
-        for label, chosen in chosen_encoders(bench):
+        for label, chosen in bench.chosen_encoders():
             timed = []
             for _ in range(bench.runs):
                 with tempfile.TemporaryDirectory() as out:
@@ -176,8 +159,6 @@ def command(args: Sequence[str]) -> None:
     """The command line's `key=value` arguments onto BenchTransferConfig; run; print what it gives."""
     config = apply_overrides(BenchTransferConfig(), args)
     if config.hog:
-        from mtl.bench import busy_machine
-
         print(busy_machine.report(busy_machine.run(config)))
         return
     print(report(run(config)))

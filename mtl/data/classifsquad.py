@@ -106,9 +106,8 @@ def describe_folder(folder: Path) -> str:
     return f"it holds {shown}" if names else "it is empty"
 
 
-def load_classifsquad(folder: str | Path, split: str, first: int | None = None) -> LabelledTexts:
-    """`split` of the build in `folder`; its first `first` examples only, where given."""
-    folder = Path(folder).expanduser()
+def check_build(folder: Path) -> None:
+    """A one-line error unless `folder` holds a ClassifSQuAD build (its dataset_dict.json)."""
     if not folder.is_dir():
         raise UserError(
             f"ClassifSQuAD folder {folder} does not exist: build it with "
@@ -119,6 +118,12 @@ def load_classifsquad(folder: str | Path, split: str, first: int | None = None) 
             f"{folder} is not a ClassifSQuAD build ({describe_folder(folder)}): point squad.source= at the "
             "output of `just build-classifsquad` (default data/classifsquad), not at SQuAD itself"
         )
+
+
+def load_classifsquad(folder: str | Path, split: str, first: int | None = None) -> LabelledTexts:
+    """`split` of the build in `folder`; its first `first` examples only, where given."""
+    folder = Path(folder).expanduser()
+    check_build(folder)
     try:
         splits = json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8"))["splits"]
         if split not in splits:

@@ -80,7 +80,7 @@ from mtl.runs import RunFolder, read_summary
 from mtl.tracking.tracker import log_tables
 from mtl.train.command_line import config_from_args
 from mtl.train.data import prepare
-from mtl.train.resolve import resolve_inputs
+from mtl.train.inputs import resolve_inputs
 
 SEARCH_KEYS = (
     "trials", "proxy_budget", "budget", "seeds", "seed", "score", "alpha", "candidates", "temperature",

@@ -37,6 +37,8 @@ from mtl.files import atomic, jsonfile
 from mtl.files.locks import this_cluster
 from mtl.files.schemas import SlurmJob, read_json
 from mtl.jobs.member import Member, member_progress
+from mtl.train.command_line import config_from_args
+from mtl.train.inputs import resolve_inputs
 
 JOBS_FILE = "slurm-jobs.json"  # in the study folder: member -> job id, logs, run folder
 RUN_FILE = "slurm.json"  # in a run folder: the job that trains it
@@ -196,6 +198,7 @@ class SlurmLauncher:
         )
         if not waiting:
             return outcomes
+        check_inputs(waiting)
         if self.config.setup.strip() or self.config.extra.strip():  # shell text: shown before it runs
             print(
                 f"{label}: each job runs first: {self.config.setup.strip() or '-'}; sbatch options: {self.config.extra.strip() or '-'}"
@@ -206,6 +209,20 @@ class SlurmLauncher:
         )
         outcomes.update(wait(dict(zip((m.name for m in waiting), jobs, strict=True)), waiting, label))
         return outcomes
+
+
+def check_inputs(members: list[Member]) -> None:
+    """Every new member's inputs (data folders and builds, the vectors file, a pretrained model)
+    found on this machine before anything is submitted: a missing one is one line now, naming
+    the run, not the failure of each of its jobs once it starts. (Interrupted members resume from
+    the inputs their runs recorded, checked as they resume.)"""
+    for member in members:
+        if member.status() != "new":
+            continue
+        try:
+            resolve_inputs(config_from_args(member.overrides))
+        except UserError as error:
+            raise UserError(f"{member.name}: {error} (nothing was submitted)") from None
 
 
 def submit(members: list[Member], config: SlurmConfig, out: Path) -> list[Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from mtl.data.classifsquad import SPLIT_NAMES, load_classifsquad
+from mtl.data.classifsquad import SPLIT_NAMES, check_build, load_classifsquad
 from mtl.data.texts import LabelledTexts
 from mtl.files.paths import resolved
 from mtl.models.heads import HeadRecipe
@@ -48,7 +48,9 @@ class Squad(Task):
         return Path(self.config.source)  # the exact build that was loaded, by its content digest
 
     def resolve_inputs(self) -> SquadConfig:
-        return replace(self.config, source=str(resolved(self.config.source, "classifsquad")))
+        source = resolved(self.config.source, "classifsquad")
+        check_build(source)  # now, not when the first batch is read (or on a cluster's node)
+        return replace(self.config, source=str(source))
 
     def load(self, split: str) -> LabelledTexts | None:
         return self.load_first(split, None)

@@ -1,8 +1,8 @@
 """Every `auto`/None setting of a run made concrete, once, before it trains; the run records the result.
 
 So resuming never depends on how defaults were chosen, on MTL_DATA_DIR or MTL_VECTORS, or
-on the machine it resumes on. Inputs are resolved first (they are loaded before the rest
-is known); the other settings need the device and the training data's sizes.
+on the machine it resumes on. Inputs are resolved first (inputs.py: they are loaded before the
+rest is known); the other settings need the device and the training data's sizes.
 """
 
 from __future__ import annotations
@@ -12,31 +12,14 @@ import math
 
 import torch
 
-from mtl.files.hub import resolve_model_source
-from mtl.files.paths import resolved
 from mtl.models.encoders import traits
 from mtl.models.precision import resolve_precision
-from mtl.tasks import build_task
-from mtl.text.vectors import resolve_vectors_path
 from mtl.train.config import TrainConfig
 from mtl.train.lr_schedules import LR_SCHEDULES
 from mtl.train.optimizer_registry import DEFAULTS
 from mtl.train.scheduler import Scheduler, trains_every_task
 
 WARMUP_SHARE = 0.1  # SBERT's training scripts: 10% of the planned steps
-
-
-def resolve_inputs(config: TrainConfig) -> TrainConfig:
-    """A copy whose data sources are absolute paths (or Hub ids), found once at the start."""
-    config = copy.deepcopy(config)
-    tasks = config.tasks
-    tasks = {name: build_task(name, task).inherit(tasks) for name, task in tasks.items()}
-    config.tasks = {name: build_task(name, task).resolve_inputs() for name, task in tasks.items()}
-    if traits(config.model.encoder).subwords:
-        config.model.options.hf_model = resolve_model_source(config.model.options.hf_model)
-    else:
-        config.data.vectors = str(resolved(resolve_vectors_path(config.data.vectors), "vectors"))
-    return config
 
 
 def resolve_settings(

@@ -32,8 +32,9 @@ from mtl.train.command_line import (
 )
 from mtl.train.config import TrainConfig, recorded_config, with_overrides
 from mtl.train.data import changed_inputs
+from mtl.train.inputs import resolve_inputs
 from mtl.train.record import read_run_record
-from mtl.train.resolve import resolve_inputs, resolve_settings
+from mtl.train.resolve import resolve_settings
 from mtl.train.trainer import Trainer
 
 
