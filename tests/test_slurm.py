@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mtl.cli import main
+from mtl.errors import UserError
 from mtl.runs import read_metrics
 
 from .conftest import args_for, deterministic_summary, start_run
@@ -358,3 +359,22 @@ def test_the_follower_shows_each_running_runs_step_and_each_other_jobs_state(tmp
         "c": QueuedJob("RUNNING", True),
     }
     assert following_line(queued, members) == "a step 7; b pending; c starting"
+
+
+def test_a_job_mails_its_state_changes_where_asked_and_a_wrong_mail_type_is_one_line():
+    """slurm.mail_user= (and mail_type=, END,FAIL by default) in the job's script, as submitit
+    writes it; a mail type sbatch does not know is refused before anything is submitted."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    from mtl.config import apply_overrides
+    from mtl.jobs.launchers import LauncherConfig
+
+    config = apply_overrides(LauncherConfig(), ["slurm.mail_user=me@lab.org"]).slurm
+    script = _make_sbatch_string(command="true", folder="/tmp/x", **config.executor_parameters())
+    assert "#SBATCH --mail-user=me@lab.org" in script and "#SBATCH --mail-type=END,FAIL" in script
+    quiet = _make_sbatch_string(
+        command="true", folder="/tmp/x", **LauncherConfig().slurm.executor_parameters()
+    )
+    assert "--mail" not in quiet
+    with pytest.raises(UserError, match=r"^slurm.mail_type=END,FIAL: 'FIAL' is not one of sbatch's"):
+        apply_overrides(LauncherConfig(), ["slurm.mail_type=END,FIAL"])

@@ -43,6 +43,11 @@ from mtl.train.inputs import resolve_inputs
 JOBS_FILE = "slurm-jobs.json"  # in the study folder: member -> job id, logs, run folder
 RUN_FILE = "slurm.json"  # in a run folder: the job that trains it
 POLL_S = 2.0
+# sbatch's --mail-type values
+MAIL_TYPES = {
+    "NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT", "TIME_LIMIT",
+    "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS",
+}  # fmt: skip
 
 
 @dataclass
@@ -65,10 +70,19 @@ class SlurmConfig:
     setup: str = ""  # shell lines run first, ';'-separated (module load cuda; . .venv/bin/activate)
     extra: str = ""  # any other sbatch options, as is, space-separated (--exclusive --reservation=r)
     signal_s: AtLeast1 = 120  # seconds before the time limit that SLURM signals a job to checkpoint
+    mail_user: str = ""  # where SLURM mails a job's state changes (sbatch --mail-user); empty: no mail
+    mail_type: str = (
+        "END,FAIL"  # which changes, with mail_user (sbatch --mail-type: BEGIN, REQUEUE, ALL, ...)
+    )
 
     def __post_init__(self) -> None:
         if self.extra.strip():
             _sbatch_options(self.extra)  # refused now, before anything is submitted
+        if bad := [kind for kind in self.mail_type.split(",") if kind.strip().upper() not in MAIL_TYPES]:
+            raise UserError(
+                f"slurm.mail_type={self.mail_type}: {bad[0]!r} is not one of sbatch's --mail-type values "
+                f"({', '.join(sorted(MAIL_TYPES))})"
+            )
 
     def executor_parameters(self) -> dict[str, Any]:
         """The keys as submitit's SlurmExecutor takes them."""
@@ -87,6 +101,9 @@ class SlurmConfig:
         for key in ("partition", "mem", "account", "qos", "constraint"):
             if value := getattr(self, key):
                 parameters[key] = value
+        if self.mail_user:
+            parameters["mail_user"] = self.mail_user
+            parameters["mail_type"] = ",".join(kind.strip().upper() for kind in self.mail_type.split(","))
         if self.setup.strip():
             parameters["setup"] = [line.strip() for line in self.setup.split(";") if line.strip()]
         if self.extra.strip():
