@@ -89,11 +89,8 @@ def test_the_busy_machine_bench_compares_medians_and_checks_the_results_agree():
     from mtl.bench import busy_machine
 
     def timed(wall, cpu, acc):
-        return {
-            "wall": wall,
-            "cpu": cpu,
-            "results": {"CR": {"acc": acc, "seconds": wall, "embed_seconds": 1.0}},
-        }
+        result = {"acc": acc, "seconds": wall, "embed_seconds": 1.0}
+        return {"wall": wall, "cpu": cpu, "embed": 1.0, "fits": wall - 1.0, "results": {"CR": result}}
 
     same = busy_machine.summarized(
         {
@@ -102,13 +99,17 @@ def test_the_busy_machine_bench_compares_medians_and_checks_the_results_agree():
         }
     )
     assert same == {
-        "medians": {"default": {"wall": 40, "cpu": 22}, "one thread": {"wall": 20, "cpu": 16}},
+        "medians": {
+            "default": {"wall": 40, "cpu": 22, "embed": 1.0, "fits": 39.0},
+            "one thread": {"wall": 20, "cpu": 16, "embed": 1.0, "fits": 19.0},
+        },
         "pairs": 3,
         "differ": [],
     }
     line = busy_machine.report([{"encoder": "glove-bow", "mode": "fast", "hog": 2, **same}]).splitlines()[1]
     assert line == (
-        "glove-bow fast: default threads 40.0 s wall, 22.0 CPU-s; one thread 20.0 s, 16.0 CPU-s: "
+        "glove-bow fast: default threads 40.0 s wall, 22.0 CPU-s (embedding 1.0 s, scoring 39.0 s); "
+        "one thread 20.0 s, 16.0 CPU-s (embedding 1.0 s, scoring 19.0 s): "
         "default/one 2.00x wall, 1.38x CPU (3 pairs); the same results"
     )
     differ = busy_machine.summarized({"default": [timed(1, 1, 0.8)], "one thread": [timed(1, 1, 0.7)]})

@@ -57,7 +57,14 @@ def timed_transfer(keys: list[str], env: dict[str, str]) -> dict:
             last = (stderr.strip().splitlines() or ["(no output)"])[-1]
             raise UserError(f"just transfer {' '.join(keys)} failed: {last}")
         report = json.loads(next(Path(out).glob("transfer*.json")).read_text())
-    return {"wall": wall, "results": report["results"]}
+    results = report["results"]
+    embedding = sum(r.get("embed_seconds", 0.0) for r in results.values())
+    return {
+        "wall": wall,
+        "embed": embedding,
+        "fits": sum(r["seconds"] for r in results.values()) - embedding,
+        "results": results,
+    }
 
 
 def cpu_seconds_of_children() -> float:
@@ -87,7 +94,7 @@ def run(bench: BenchTransferConfig) -> list[dict]:
                     timed[threads].append(result)
                     print(
                         f"{label:<24} {mode:<9} {threads:<10} {result['wall']:6.1f} s wall, "
-                        f"{result['cpu']:6.1f} CPU-s",
+                        f"{result['cpu']:6.1f} CPU-s (embedding {result['embed']:.1f} s, scoring {result['fits']:.1f} s)",
                         flush=True,
                     )
             rows.append({"encoder": label, "mode": mode, "hog": bench.hog, **summarized(timed)})
@@ -97,7 +104,9 @@ def run(bench: BenchTransferConfig) -> list[dict]:
 def summarized(timed: dict[str, list[dict]]) -> dict:
     """Medians of wall and CPU seconds per thread setting, and the tasks whose accuracies differ."""
     medians = {
-        threads: {what: statistics.median(r[what] for r in results) for what in ("wall", "cpu")}
+        threads: {
+            what: statistics.median(r[what] for r in results) for what in ("wall", "cpu", "embed", "fits")
+        }
         for threads, results in timed.items()
     }
     first = {threads: results[0]["results"] for threads, results in timed.items()}
@@ -116,7 +125,9 @@ def report(rows: list[dict]) -> str:
         default, one = row["medians"]["default"], row["medians"]["one thread"]
         lines.append(
             f"{row['encoder']} {row['mode']}: default threads {default['wall']:.1f} s wall, "
-            f"{default['cpu']:.1f} CPU-s; one thread {one['wall']:.1f} s, {one['cpu']:.1f} CPU-s: "
+            f"{default['cpu']:.1f} CPU-s (embedding {default['embed']:.1f} s, scoring {default['fits']:.1f} s); "
+            f"one thread {one['wall']:.1f} s, {one['cpu']:.1f} CPU-s (embedding {one['embed']:.1f} s, "
+            f"scoring {one['fits']:.1f} s): "
             f"default/one {default['wall'] / one['wall']:.2f}x wall, {default['cpu'] / one['cpu']:.2f}x CPU "
             f"({row['pairs']} pairs); "
             + (f"results differ on {', '.join(row['differ'])}" if row["differ"] else "the same results")
