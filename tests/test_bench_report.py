@@ -220,7 +220,7 @@ def test_gradcache_bench_measures_a_step_and_its_peak(tiny_data, tmp_path):
     import torch
 
     from mtl.bench import gradcache
-    from mtl.train.resolve import resolve_inputs
+    from mtl.train.inputs import resolve_inputs
     from mtl.train.run import config_from_args
     from mtl.train.trainer import Trainer
 

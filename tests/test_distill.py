@@ -203,7 +203,7 @@ def test_resuming_against_other_teacher_embeddings_is_refused(tiny_data, tmp_pat
 
 def test_another_tasks_sentences_are_distilled_as_that_task_splits_them(tiny_data, tmp_path, teacher_run):
     from mtl.train.data import prepare
-    from mtl.train.resolve import resolve_inputs
+    from mtl.train.inputs import resolve_inputs
     from mtl.train.run import config_from_args
 
     from .conftest import args_for

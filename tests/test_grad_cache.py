@@ -6,7 +6,7 @@ import torch
 
 from mtl.errors import UserError
 from mtl.models.precision import bf16_supported
-from mtl.train.resolve import resolve_inputs
+from mtl.train.inputs import resolve_inputs
 from mtl.train.run import config_from_args
 from mtl.train.trainer import Trainer
 

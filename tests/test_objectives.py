@@ -247,7 +247,7 @@ def test_classification_matryoshka_trains_a_classifier_per_width():
     ids=["skipthought", "decomposable", "weights-alone", "skipthought-weights"],
 )
 def test_matryoshka_where_it_cannot_apply_is_one_line(tiny_data, tmp_path, keys, message):
-    from mtl.train.resolve import resolve_inputs
+    from mtl.train.inputs import resolve_inputs
     from mtl.train.trainer import Trainer
 
     with pytest.raises(UserError, match=message):

@@ -153,7 +153,7 @@ def test_shuffle_labels_plants_a_noise_task_with_its_training_labels_permuted(ti
     import numpy as np
 
     from mtl.train.data import prepare
-    from mtl.train.resolve import resolve_inputs
+    from mtl.train.inputs import resolve_inputs
     from mtl.train.run import config_from_args
 
     def examples(*keys: str):

@@ -339,7 +339,7 @@ def test_training_tokenizes_as_a_paper_build_when_asked(tiny_data, tmp_path):
 
 def test_a_20000_word_sentence_is_cut_to_max_tokens_at_read_time(tiny_data, tmp_path):
     from mtl.train.data import prepare
-    from mtl.train.resolve import resolve_inputs
+    from mtl.train.inputs import resolve_inputs
 
     snli = tmp_path / "snli"
     shutil.copytree(FIXTURES / "snli_tiny", snli)

@@ -26,7 +26,7 @@ from mtl.config import apply_overrides
 from mtl.train.command_line import config_from_args
 from mtl.train.config import TrainConfig
 from mtl.train.data import prepare
-from mtl.train.resolve import resolve_inputs
+from mtl.train.inputs import resolve_inputs
 from mtl.train.trainer import Trainer
 
 PRECISIONS = ("fp32", "bf16")

@@ -21,7 +21,7 @@ from mtl.runtime.device import resolve_device
 from mtl.tasks import seed_indices
 from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import prepare
-from mtl.train.resolve import resolve_inputs
+from mtl.train.inputs import resolve_inputs
 from mtl.train.trainer import Trainer
 
 TASK_KEYS = {

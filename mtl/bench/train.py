@@ -54,7 +54,7 @@ from mtl.tasks import seed_indices
 from mtl.train.command_line import config_from_args
 from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import TrainingData, prepare
-from mtl.train.resolve import resolve_inputs
+from mtl.train.inputs import resolve_inputs
 from mtl.train.setup import BUCKET_WINDOW
 from mtl.train.trainer import Trainer
 
