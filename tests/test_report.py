@@ -303,3 +303,27 @@ def test_a_score_on_a_sample_of_its_split_is_marked_so(tiny_data, tmp_path):
     assert sampled.count(" §</") == 2 and "§" not in whole  # SNLI dev, ClassifSQuAD dev; test whole
     assert "<strong>" in page  # a marked score is still compared (the best of a column in bold)
     assert "SNLI dev: a seeded sample of 20 of 100 (sampled)" in page
+
+
+def test_the_seeds_of_one_configuration_are_one_row_with_mean_and_sd(tiny_data, tmp_path):
+    """Runs that differ in seed= alone: one row, each score their mean ± sample sd; another
+    configuration keeps its own row; two copies of one seed are not two seeds."""
+    import shutil
+
+    import numpy as np
+
+    seeds = [start_run(tiny_data, tmp_path / f"lr-seed{seed}", f"seed={seed}")[1] for seed in (1, 2, 3)]
+    other, _ = start_run(tiny_data, tmp_path / "wide", "hidden=16")
+    page_path = tmp_path / "report.html"
+    runs = [str(tmp_path / f"lr-seed{seed}") for seed in (1, 2, 3)]
+    assert main(["report", *runs, str(other), f"out={page_path}"]) == 0
+    page = page_path.read_text()
+    rows = [row.split("</tr>", 1)[0] for row in page.split("<tr><td")[1:]]
+    assert len(rows) == 2 and rows[0].startswith(">lr (3 seeds)</td>")
+    dev = [100 * s["best/nli/dev/acc"] for s in seeds]
+    assert f"{np.mean(dev):.2f} ± {np.std(dev, ddof=1):.2f}" in rows[0]
+    assert "1, 2, 3" in rows[0]  # the seed column lists them
+    assert "mean ± sample standard deviation over its seeds" in page
+    shutil.copytree(tmp_path / "lr-seed1", tmp_path / "copy")
+    assert main(["report", runs[0], str(tmp_path / "copy"), f"out={page_path}"]) == 0
+    assert "seeds)" not in page_path.read_text().split("<h2>", 2)[1]

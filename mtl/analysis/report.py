@@ -16,6 +16,8 @@ by side, the best value of each column in bold. Plots are SVG: sharp at any zoom
 from __future__ import annotations
 
 import html
+import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,7 +39,7 @@ from mtl.eval.contamination import seen_test_sets
 from mtl.eval.transfer.registry import ordered
 from mtl.files import atomic
 from mtl.formats.transfer_report import ITEMS_SUFFIX, short_note
-from mtl.runs import Run, differing_keys, find_runs
+from mtl.runs import NOT_COMPARED, Run, differing_keys, find_runs
 
 
 def build(runs: list[Run]) -> str:
@@ -160,6 +162,8 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
                 *([paper[run.name] or "–"] if against_paper else []),
             ]
         )
+    seeds = _seed_groups(runs)
+    rows = [_seeds_row([rows[i] for i in members], len(results)) for members in seeds]
     directions = [
         *(
             metrics.higher_is_better(next(r.metric(t) for r in runs if t in r.tasks) or "")
@@ -184,9 +188,14 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
         "whether the difference is real: the significance table below, where there is one"
         + ("; no bold where it tells no run from the first" if not all(may_bold) else "")
         + ".</p>"
-        if len(runs) > 1
+        if len(rows) > 1
         else ""
     )
+    if any(len(members) > 1 for members in seeds):
+        legend += (
+            "<p>A row of several seeds (runs that differ in seed= alone): each score the mean ± sample "
+            "standard deviation over its seeds (of a headline's first number); bold goes by the mean.</p>"
+        )
     stale = [
         f"{html.escape(run.name)} {html.escape(report)}: {html.escape(reason)}"
         for run in runs
@@ -228,6 +237,53 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
 
 STALE_MARK = "†"
 SEEN_MARK = "‡"  # the run trained on sentences of this test set (its contamination ledger)
+SAMPLED_MARK = "§"  # a dev or test score on a part of the split (max_eval=)
+MARKS = (SAMPLED_MARK, SEEN_MARK, STALE_MARK)  # what a seeds row keeps of its seeds' cells
+
+
+def _seed_groups(runs: list[Run]) -> list[list[int]]:
+    """The runs (by index, in order of first appearance) whose configs differ in `run.seed` alone:
+    the seeds of one configuration, one row of the table."""
+    groups: dict[str, list[int]] = {}
+    for index, run in enumerate(runs):
+        flat = flattened(run.config)
+        same = {k: v for k, v in flat.items() if not k.startswith((*NOT_COMPARED, "run.seed"))}
+        groups.setdefault(json.dumps(same, sort_keys=True, default=str), []).append(index)
+    # two runs of one seed (a copy, a rerun) are one sample twice, not two seeds: rows of their own
+    return [
+        members
+        for found in groups.values()
+        for members in (
+            [found]
+            if len({runs[i].config.get("run", {}).get("seed") for i in found}) == len(found)
+            else [[i] for i in found]
+        )
+    ]
+
+
+def _seeds_row(rows: list[list[str]], results: int) -> list[str]:
+    """The table's row of one configuration's seeds: its name, each result column's mean ± sd over
+    the seeds (a mark any seed's cell carries kept), every other column as the seeds share it
+    (differing values listed)."""
+    if len(rows) == 1:
+        return rows[0]
+    names = [row[0] for row in rows]
+    stem = {re.sub(r"[-_]?seed[-_]?\d+$", "", name) for name in names}
+    name = (
+        f"{stem.pop()} ({len(rows)} seeds)"
+        if len(stem) == 1
+        else f"{names[0]} and {len(rows) - 1} more seeds"
+    )
+    merged = [name]
+    for column in range(1, len(rows[0])):
+        cells = [row[column] for row in rows]
+        numbers = [_first_number(cell) for cell in cells]
+        if column <= results and all(n is not None for n in numbers):
+            marks = "".join(f" {mark}" for mark in MARKS if any(mark in cell for cell in cells))
+            merged.append(f"{np.mean(numbers):.2f} ± {np.std(numbers, ddof=1):.2f}{marks}")
+        else:
+            merged.append(", ".join(dict.fromkeys(cells)))
+    return merged
 
 
 def _cell(value: str, bold: bool) -> str:
@@ -261,9 +317,6 @@ def _best_value(values: list[str], higher_is_better: bool = True) -> str | None:
     if len(scored) < 2:
         return None
     return (max if higher_is_better else min)(scored)[1]
-
-
-SAMPLED_MARK = "§"  # a dev or test score on a part of the split (max_eval=)
 
 
 def _sampled(run: Run) -> dict[str, str]:
