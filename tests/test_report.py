@@ -324,6 +324,10 @@ def test_the_seeds_of_one_configuration_are_one_row_with_mean_and_sd(tiny_data, 
     assert f"{np.mean(dev):.2f} ± {np.std(dev, ddof=1):.2f}" in rows[0]
     assert "1, 2, 3" in rows[0]  # the seed column lists them
     assert "mean ± sample standard deviation over its seeds" in page
+    page_parser = Page()
+    page_parser.feed(page)
+    curves = base64.b64decode(page_parser.images[0]["src"].split(",", 1)[1]).decode()
+    assert "lr (3 seeds)" in curves and "lr-seed2" not in curves  # one curve, the seeds' range shaded
     shutil.copytree(tmp_path / "lr-seed1", tmp_path / "copy")
     assert main(["report", runs[0], str(tmp_path / "copy"), f"out={page_path}"]) == 0
     assert "seeds)" not in page_path.read_text().split("<h2>", 2)[1]

@@ -261,20 +261,26 @@ def _seed_groups(runs: list[Run]) -> list[list[int]]:
     ]
 
 
+def _seeds_name(names: list[str]) -> str:
+    """A run's name; the seeds of one configuration as one (`lr1e-3 (3 seeds)`, from a `seeds=`
+    sweep's `lr1e-3-seed1`, ...)."""
+    if len(names) == 1:
+        return names[0]
+    stem = {re.sub(r"[-_]?seed[-_]?\d+$", "", name) for name in names}
+    return (
+        f"{stem.pop()} ({len(names)} seeds)"
+        if len(stem) == 1
+        else f"{names[0]} and {len(names) - 1} more seeds"
+    )
+
+
 def _seeds_row(rows: list[list[str]], results: int) -> list[str]:
     """The table's row of one configuration's seeds: its name, each result column's mean ± sd over
     the seeds (a mark any seed's cell carries kept), every other column as the seeds share it
     (differing values listed)."""
     if len(rows) == 1:
         return rows[0]
-    names = [row[0] for row in rows]
-    stem = {re.sub(r"[-_]?seed[-_]?\d+$", "", name) for name in names}
-    name = (
-        f"{stem.pop()} ({len(rows)} seeds)"
-        if len(stem) == 1
-        else f"{names[0]} and {len(rows) - 1} more seeds"
-    )
-    merged = [name]
+    merged = [_seeds_name([row[0] for row in rows])]
     for column in range(1, len(rows[0])):
         cells = [row[column] for row in rows]
         numbers = [_first_number(cell) for cell in cells]
@@ -370,7 +376,8 @@ def _swept_task(runs: list[Run]) -> str | None:
 
 def _curves(runs: list[Run]) -> str:
     """A column per task: its training loss (smoothed; raw too for one run) over its dev metric,
-    every run overlaid in its own colour, the two charts sharing the task's step axis."""
+    every run overlaid in its own colour (a configuration's seeds as one: `_band`), the two charts
+    sharing the task's step axis."""
     plt = pyplot()
     tasks = list(dict.fromkeys(task for run in runs for task in run.tasks))
     figure, axes = plt.subplots(2, len(tasks), figsize=(5.5 * len(tasks), 6.5), squeeze=False, sharex="col")
@@ -379,37 +386,21 @@ def _curves(runs: list[Run]) -> str:
         loss_axis, dev_axis = axes[0][column], axes[1][column]
         having = [run for run in runs if task in run.tasks]
         metric = "acc"
-        # run -> its smoothed losses, to keep one diverged run from flattening the rest
+        # a run (or a configuration's seeds) -> its smoothed losses, to keep one diverged run
+        # from flattening the rest
         drawn: dict[str, list[float]] = {}
-        for run in having:
-            colour = colours[run.name]
+        for members in _seed_groups(having):
+            seeds = [having[i] for i in members]
+            colour, label = colours[seeds[0].name], _seeds_name([run.name for run in seeds])
             # (a value logged as null was not finite: a diverged step's loss, say; not drawn)
-            trained = [
-                r
-                for r in run.records
-                if r.get(metrics.train(task, "loss")) is not None
-                and r.get(metrics.of_task(task, "step")) is not None
-            ]
-            steps = [r[metrics.of_task(task, "step")] for r in trained]
-            losses = [r[metrics.train(task, "loss")] for r in trained]
+            losses = [_loss_series(run, task) for run in seeds]
             if len(runs) == 1:
-                loss_axis.plot(steps, losses, color=colour, alpha=0.3, linewidth=0.8)
-            drawn[run.name] = list(smoothed(losses))
-            loss_axis.plot(steps, drawn[run.name], color=colour, linewidth=1.6, label=run.name)
-            if (dev := run.dev_metric(task)) is None:
+                loss_axis.plot(*losses[0], color=colour, alpha=0.3, linewidth=0.8)
+            drawn[label] = _band(loss_axis, [(s, list(smoothed(v))) for s, v in losses], colour, label)[1]
+            if (dev := seeds[0].dev_metric(task)) is None:
                 continue
             metric = metrics.metric_name(dev)
-            scale = 100 if metrics.is_fraction(metric) else 1
-            evaluations = [r for r in run.records if r.get(dev) is not None]
-            # a task that only watched (train=false) has no steps of its own: the run's steps
-            dev_axis.plot(
-                [r.get(metrics.of_task(task, "step"), r[metrics.GLOBAL_STEP]) for r in evaluations],
-                [scale * r[dev] for r in evaluations],
-                marker="o",
-                markersize=3,
-                color=colour,
-                label=run.name,
-            )
+            _band(dev_axis, [_dev_series(run, task, dev) for run in seeds], colour, label, marker="o")
         blocks = {tuple(_task_blocks(run, task)) for run in having}
         for axis in (loss_axis, dev_axis):
             if len(blocks) == 1:  # shade only blocks every run shares
@@ -446,6 +437,45 @@ def _curves(runs: list[Run]) -> str:
     figure.legend(handles, labels, loc="upper center", ncol=min(len(runs), 4), fontsize=8, frameon=False)
     figure.tight_layout(rect=(0, 0, 1, 1 - 0.04 * ((len(runs) + 3) // 4)))
     return svg_base64(figure)
+
+
+def _loss_series(run: Run, task: str) -> tuple[list[int], list[float]]:
+    """(the task's steps, its training losses) of a run, the steps whose loss was finite."""
+    trained = [
+        r
+        for r in run.records
+        if r.get(metrics.train(task, "loss")) is not None and r.get(metrics.of_task(task, "step")) is not None
+    ]
+    return [r[metrics.of_task(task, "step")] for r in trained], [
+        r[metrics.train(task, "loss")] for r in trained
+    ]
+
+
+def _dev_series(run: Run, task: str, dev: str) -> tuple[list[int], list[float]]:
+    """(steps, the dev metric in % where it is a fraction) of a run's evaluations; a task that only
+    watched (train=false) has no steps of its own: the run's steps."""
+    scale = 100 if metrics.is_fraction(metrics.metric_name(dev)) else 1
+    evaluations = [r for r in run.records if r.get(dev) is not None]
+    steps = [r.get(metrics.of_task(task, "step"), r[metrics.GLOBAL_STEP]) for r in evaluations]
+    return steps, [scale * r[dev] for r in evaluations]
+
+
+def _band(
+    axis: Any, series: list[tuple[list[int], list[float]]], colour: Any, label: str, marker: str = ""
+) -> tuple[list[int], list[float]]:
+    """One run's curve; several seeds' as their mean over the steps every seed logged, the band
+    between the lowest and the highest seed shaded. The steps and values drawn."""
+    if len(series) == 1:
+        steps, values = series[0]
+    else:
+        by_step = [dict(zip(*one, strict=True)) for one in series]
+        steps = sorted(set.intersection(*(set(values) for values in by_step)))
+        table = np.array([[values[step] for step in steps] for values in by_step]).reshape(len(series), -1)
+        values = list(table.mean(axis=0))
+        axis.fill_between(steps, table.min(axis=0), table.max(axis=0), color=colour, alpha=0.2, linewidth=0)
+    style = {"marker": marker, "markersize": 3} if marker else {"linewidth": 1.6}
+    axis.plot(steps, values, color=colour, label=label, **style)
+    return steps, values
 
 
 def _off_the_chart(losses: dict[str, list[float]]) -> tuple[tuple[float, float], str] | None:
