@@ -21,7 +21,7 @@ from mtl.models.precision import bf16_supported
 from mtl.runtime.ranks import rank_says
 from mtl.tracking.wandb_file import by_kind, run_files
 
-from .conftest import FIXTURES, one_error_line, start_run, write_glove
+from .conftest import FIXTURES, args_for, one_error_line, start_run, write_glove
 
 ROOT = Path(__file__).parent.parent
 
@@ -284,6 +284,35 @@ def test_print_config_shows_the_values_a_run_resolves_from_auto(capsys):
         None,
         None,
     )
+
+
+def test_print_config_shows_the_data_paths_a_run_records_and_says_what_is_missing(
+    tiny_data, tmp_path, capsys
+):
+    args = [a for a in args_for(tiny_data, tmp_path / "run") if not a.startswith(("snli=", "classifsquad="))]
+    snli = tmp_path / "snli"
+    snli.symlink_to(FIXTURES / "snli_tiny")
+    assert (
+        main(
+            [
+                "train-multitask",
+                *args,
+                f"snli={snli}",
+                f"classifsquad={tiny_data['classifsquad']}",
+                "--print-config",
+            ]
+        )
+        == 0
+    )
+    config = json.loads(capsys.readouterr().out)
+    assert config["tasks"]["nli"]["source"] == str((FIXTURES / "snli_tiny").resolve())  # found, not null
+    assert config["tasks"]["squad"]["source"] == str(tiny_data["classifsquad"].resolve())
+    assert config["data"]["vectors"] == str(Path(tiny_data["vectors"]).resolve())
+    # a build not made yet: said, and the rest printed as given
+    assert main(["train-multitask", *args, f"classifsquad={tmp_path / 'none'}", "--print-config"]) == 0
+    printed = capsys.readouterr()
+    assert printed.err.startswith(f"note: ClassifSQuAD folder {tmp_path / 'none'} does not exist: build it")
+    assert json.loads(printed.out)["tasks"]["squad"]["source"] == str(tmp_path / "none")
 
 
 def test_help_lists_the_choices_of_a_key(capsys):

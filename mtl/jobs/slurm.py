@@ -237,7 +237,7 @@ def check_inputs(members: list[Member]) -> None:
         if member.status() != "new":
             continue
         try:
-            resolve_inputs(config_from_args(member.overrides))
+            resolve_inputs(config_from_args(member.overrides), download=False)  # each job downloads
         except UserError as error:
             raise UserError(f"{member.name}: {error} (nothing was submitted)") from None
 

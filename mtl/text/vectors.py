@@ -77,8 +77,9 @@ class WordVectors:
         return word in self.index
 
 
-def resolve_vectors_path(vectors: str | None) -> Path:
-    """`vectors=PATH`, else `MTL_VECTORS`, else GloVe in `MTL_DATA_DIR/glove`, else download."""
+def resolve_vectors_path(vectors: str | None, download: bool = True) -> Path | None:
+    """`vectors=PATH`, else `MTL_VECTORS`, else GloVe in `MTL_DATA_DIR/glove`, else download
+    (`download=False`: None there, a check that fetches nothing)."""
     chosen = vectors or os.environ.get("MTL_VECTORS")
     if chosen:
         path = Path(chosen).expanduser()
@@ -99,7 +100,7 @@ def resolve_vectors_path(vectors: str | None) -> Path:
         raise UserError(
             f"MTL_DATA_DIR={local} should hold one GloVe file in glove/, found {found}: pass vectors=PATH"
         )
-    return download_glove_840b()
+    return download_glove_840b() if download else None
 
 
 def download_glove_840b(endpoint: str | None = None) -> Path:

@@ -14,14 +14,16 @@ from mtl.text.vectors import resolve_vectors_path
 from mtl.train.config import TrainConfig
 
 
-def resolve_inputs(config: TrainConfig) -> TrainConfig:
-    """A copy whose data sources are absolute paths (or Hub ids), found once at the start."""
+def resolve_inputs(config: TrainConfig, download: bool = True) -> TrainConfig:
+    """A copy whose data sources are absolute paths (or Hub ids), found once at the start.
+    `download=False`: a check (before a SLURM submission, --print-config) that fetches nothing:
+    vectors that would be downloaded stay unset, for the run to fetch."""
     config = copy.deepcopy(config)
     tasks = config.tasks
     tasks = {name: build_task(name, task).inherit(tasks) for name, task in tasks.items()}
     config.tasks = {name: build_task(name, task).resolve_inputs() for name, task in tasks.items()}
     if traits(config.model.encoder).subwords:
         config.model.options.hf_model = resolve_model_source(config.model.options.hf_model)
-    else:
-        config.data.vectors = str(resolved(resolve_vectors_path(config.data.vectors), "vectors"))
+    elif (found := resolve_vectors_path(config.data.vectors, download)) is not None:
+        config.data.vectors = str(resolved(found, "vectors"))
     return config

@@ -15,6 +15,7 @@ import torch.distributed
 
 from mtl import metrics, plugins
 from mtl.config import to_dict
+from mtl.console import say
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
@@ -164,6 +165,10 @@ def config_to_print(args: Sequence[str]) -> TrainConfig:
     """What `--print-config` shows: the config with every `auto` made concrete for this machine,
     as config.json will record it; only what the data decides (a max_steps of one epoch) stays None."""
     config = config_from_command(args)
+    try:  # the data paths the run would record, found now (nothing downloaded)
+        config = resolve_inputs(config, download=False)
+    except UserError as error:
+        say(f"note: {error}")  # the run would stop there: the rest is printed as given
     return resolve_settings(config, resolve_device(config.run.device), train_sizes=None)
 
 
