@@ -15,6 +15,7 @@ read runs only through it.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import enum
 import json
@@ -238,6 +239,11 @@ class Run:
         return self.folder.name
 
     @property
+    def is_baseline(self) -> bool:
+        """A folder `just transfer baseline=...` wrote: transfer reports, no training."""
+        return "baseline" in self.config
+
+    @property
     def tasks(self) -> list[str]:
         return list(self.config["tasks"])
 
@@ -273,7 +279,10 @@ class Run:
 
     @property
     def encoder(self) -> str:
-        """`bilstm 2048`, or the pretrained model's name (`all-MiniLM-L6-v2`) for encoder=hf."""
+        """`bilstm 2048`, or the pretrained model's name (`all-MiniLM-L6-v2`) for encoder=hf; a
+        baseline's name as its report gives it."""
+        if self.is_baseline:
+            return str(self.config["baseline"])
         model = self.config["model"]
         if model["encoder"] == "hf" and (hf_model := (model.get("options") or {}).get("hf_model")):
             return Path(str(hf_model).rstrip("/")).name
@@ -296,6 +305,22 @@ class Run:
         metric = self.metric(task)
         key = metrics.evaluation(task, "dev", metric) if metric else None
         return key if key is not None and any(key in r for r in self.records) else None
+
+    @classmethod
+    def of_baseline(cls, folder: Path) -> Run:
+        """A folder `just transfer baseline=...` wrote (runs/baseline-<name>): its transfer
+        reports as a row beside the runs; no tasks trained, no curves."""
+        damaged: list[str] = []
+        decontaminated: dict[str, dict[str, dict[str, Any]]] = {}
+        transfer, sizes, stale_reports = _transfer_results(folder, damaged, decontaminated)
+        name, dim = Path(folder).name.removeprefix("baseline-"), None
+        for path in report_paths(folder):  # what the first readable report says it evaluated
+            with contextlib.suppress(schemas.DamagedFile):
+                if report := read_report(path):
+                    name, dim = str(report.get("encoder") or name), report.get("dim")
+                    break
+        config = {"baseline": name, "tasks": {}, "model": {"encoder": name, "hidden": dim}}
+        return cls(folder, config, [], {}, transfer, sizes, stale_reports, {}, [], damaged, decontaminated)
 
     @classmethod
     def read(cls, folder: Path) -> Run:
@@ -367,6 +392,11 @@ def _transfer_results(
         if report.get("dim") and (report.get("aggregate") or {}).get("micro") is not None:
             sizes[path.stem] = (int(report["dim"]), float(report["aggregate"]["micro"]))
     return found, sizes, stale_reports
+
+
+def is_baseline_folder(folder: Path) -> bool:
+    """A folder `just transfer baseline=...` wrote (runs/baseline-<name>): reports, no run."""
+    return not RunFolder(folder).record.is_file() and bool(report_paths(folder))
 
 
 def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) -> list[Path]:

@@ -331,3 +331,22 @@ def test_the_seeds_of_one_configuration_are_one_row_with_mean_and_sd(tiny_data, 
     shutil.copytree(tmp_path / "lr-seed1", tmp_path / "copy")
     assert main(["report", runs[0], str(tmp_path / "copy"), f"out={page_path}"]) == 0
     assert "seeds)" not in page_path.read_text().split("<h2>", 2)[1]
+
+
+def test_a_baselines_folder_is_a_row_beside_the_runs(tiny_data, senteval, tmp_path):
+    """What `just compare` reads, `just report` shows: a `just transfer baseline=...` folder is a
+    row (its transfer scores, no training) and an encoder of the significance table."""
+    run_dir, _ = start_run(tiny_data, tmp_path / "run")
+    baseline = tmp_path / "baseline-glove-bow"
+    common = ["mode=fast", "tasks=MR", f"data={senteval}", f"vectors={tiny_data['vectors']}", "wandb=disabled"]
+    assert main(["transfer", f"run={run_dir}", *common]) == 0
+    assert main(["transfer", "baseline=glove-bow", f"out={baseline}", *common]) == 0
+    page_path = tmp_path / "report.html"
+    assert main(["report", str(run_dir), str(baseline), f"out={page_path}"]) == 0
+    page = page_path.read_text()
+    rows = {row.split("</td>", 1)[0]: row.split("</tr>", 1)[0] for row in page.split("<tr><td")[1:]}
+    mr = json.loads((baseline / "transfer-fast.json").read_text())["results"]["MR"]["acc"]
+    assert f"{100 * mr:.2f}</" in rows[">baseline-glove-bow"]  # its MR accuracy, in its column
+    assert "baseline (just transfer)" in rows[">baseline-glove-bow"]
+    assert "1 run(s) and 1 baseline(s)" in page
+    assert "Is the difference real? (transfer-fast" in page

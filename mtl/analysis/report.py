@@ -39,12 +39,16 @@ from mtl.eval.contamination import seen_test_sets
 from mtl.eval.transfer.registry import ordered
 from mtl.files import atomic
 from mtl.formats.transfer_report import ITEMS_SUFFIX, short_note
-from mtl.runs import NOT_COMPARED, Run, differing_keys, find_runs
+from mtl.runs import NOT_COMPARED, Run, differing_keys, find_runs, is_baseline_folder
 
 
-def build(runs: list[Run]) -> str:
-    """The HTML page."""
-    figures: list[tuple[str, str]] = [("Training loss and dev metric per task, every run", _curves(runs))]
+def build(every: list[Run]) -> str:
+    """The HTML page. A baseline's folder (`just transfer baseline=...`) is a row of the results
+    table and of the significance table; the figures are the trained runs'."""
+    runs = [run for run in every if not run.is_baseline]
+    figures: list[tuple[str, str]] = (
+        [("Training loss and dev metric per task, every run", _curves(runs))] if runs else []
+    )
     if any(_recovery_rows(run) for run in runs):
         figures.append(("Loss recovery after each block switch", _recovery(runs)))
     notes = []
@@ -81,7 +85,7 @@ def build(runs: list[Run]) -> str:
         if (balance := multitask.balance_figure(run)) is not None:
             balancer = run.config.get("schedule", {}).get("balancer", "sum")
             figures.append((f"Balancer of {run.name} (schedule=mixed, balancer={balancer})", balance))
-    compared = _comparisons(runs)
+    compared = _comparisons(every)
     significance = _significance(compared)
     affinity = [
         line
@@ -97,9 +101,10 @@ def build(runs: list[Run]) -> str:
         '<html lang="en"><head><meta charset="utf-8"><title>mtl report</title>',
         f"<style>{STYLE}</style></head><body>",
         "<h1>mtl report</h1>",
-        f"<p>{len(runs)} run(s), written {html.escape(time.strftime('%Y-%m-%d %H:%M'))}.</p>",
+        f"<p>{len(runs)} run(s){f' and {len(every) - len(runs)} baseline(s)' if len(every) > len(runs) else ''}, "
+        f"written {html.escape(time.strftime('%Y-%m-%d %H:%M'))}.</p>",
         "<h2>Results</h2>",
-        _results_table(runs, _undecided(compared)),
+        _results_table(every, _undecided(compared)),
         *(f'<p class="note">{html.escape(note)}</p>' for note in notes),
     ]
     for title, image in figures:
@@ -107,7 +112,7 @@ def build(runs: list[Run]) -> str:
             f"<h2>{html.escape(title)}</h2>",
             f'<img src="data:image/svg+xml;base64,{image}" alt="{html.escape(title)}">',
         ]
-    parts += [*affinity, *significance, *_decomposition(runs), *_maxpool_links(runs), "</body></html>"]
+    parts += [*affinity, *significance, *_decomposition(every), *_maxpool_links(every), "</body></html>"]
     return "\n".join(parts) + "\n"
 
 
@@ -132,7 +137,8 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
         for split in ("dev", "test")
         if any(_best(run, task, split) is not None for run in runs)
     ]
-    swept = sorted(differing_keys(runs)) if len(runs) > 1 else []
+    trained = [run for run in runs if not run.is_baseline]  # a baseline differs in every training key
+    swept = sorted(differing_keys(trained)) if len(trained) > 1 else []
     results = [
         *(f"{titles[task]} {split}" for task, split in evaluations),
         *(
@@ -155,9 +161,15 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
                 *(_evaluation_cell(run, task, split) for task, split in evaluations),
                 *(_transfer_cell(run, report, task) for report, task in transfer),
                 run.encoder,
-                run.schedule_cell,  # (mixed: "mixed: a + b")
-                str(s.get(metrics.GLOBAL_STEP, _last_step(run))),
-                s.get("stop_reason") or _unfinished_state(run),
+                *(
+                    ["–", "–", "baseline (just transfer)"]
+                    if run.is_baseline
+                    else [
+                        run.schedule_cell,  # (mixed: "mixed: a + b")
+                        str(s.get(metrics.GLOBAL_STEP, _last_step(run))),
+                        s.get("stop_reason") or _unfinished_state(run),
+                    ]
+                ),
                 *(str(flat.get(key, "–")) for key in swept),
                 *([paper[run.name] or "–"] if against_paper else []),
             ]
@@ -838,7 +850,7 @@ def _size_curves(runs: list[Run], notes: list[str] | None = None) -> str | None:
 
 def run(paths: list[str], config: ReportConfig) -> Path:
     folders = find_runs(paths, config.group, Path(config.runs).expanduser())
-    runs = [Run.read(folder) for folder in folders]
+    runs = [Run.of_baseline(folder) if is_baseline_folder(folder) else Run.read(folder) for folder in folders]
     for why in (why for run in runs for why in run.damaged):
         say(f"left out of the report: {why}")
     if config.out:
