@@ -338,7 +338,13 @@ def test_a_baselines_folder_is_a_row_beside_the_runs(tiny_data, senteval, tmp_pa
     row (its transfer scores, no training) and an encoder of the significance table."""
     run_dir, _ = start_run(tiny_data, tmp_path / "run")
     baseline = tmp_path / "baseline-glove-bow"
-    common = ["mode=fast", "tasks=MR", f"data={senteval}", f"vectors={tiny_data['vectors']}", "wandb=disabled"]
+    common = [
+        "mode=fast",
+        "tasks=MR",
+        f"data={senteval}",
+        f"vectors={tiny_data['vectors']}",
+        "wandb=disabled",
+    ]
     assert main(["transfer", f"run={run_dir}", *common]) == 0
     assert main(["transfer", "baseline=glove-bow", f"out={baseline}", *common]) == 0
     page_path = tmp_path / "report.html"
