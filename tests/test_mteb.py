@@ -236,3 +236,12 @@ def test_local_data_names_what_it_lacks_in_one_line(tiny_data, tmp_path, monkeyp
     monkeypatch.delenv("MTL_DATA_DIR", raising=False)
     assert main(["mteb", f"run={run_dir}", "tasks=STS12", f"data={tmp_path / 'nowhere'}"]) == 2
     assert "SentEval's downstream folder" in capsys.readouterr().err
+
+
+def test_an_mteb_score_of_a_task_named_as_senteval_s_is_its_main_score():
+    """`just mteb data=local` scores STS12-16 under SentEval's names: its report's cell is MTEB's
+    main score (was n/a: SentEval's Pearson/Spearman keys were looked for)."""
+    from mtl.formats.transfer_report import headline
+
+    assert headline("STS14", {"main_score": 0.5256, "metric": "cosine_spearman"}) == "52.56"
+    assert headline("STS14", {"all/pearson": 0.6, "all/spearman": 0.58}) == ".60/.58"  # SentEval's own

@@ -117,12 +117,13 @@ def ordered(names: Any) -> list[str]:
 
 
 def headline_metrics(name: str, result: dict[str, Any]) -> tuple[str, ...]:
-    """The metrics of a task's headline: its registered ones, or for a task unknown here the first
-    of acc, pearson, all/pearson+spearman that its result holds."""
+    """The metrics of a task's headline: MTEB's main score for a result of `just mteb` (whose
+    STS12-16 share their names with SentEval's tasks), else the task's registered ones, or for a
+    task unknown here the first of acc, pearson, all/pearson+spearman that its result holds."""
+    if "main_score" in result:  # an MTEB task (`just mteb`), even one named as a SentEval task
+        return ("main_score",)
     if name in TRANSFER_TASKS:
         return TRANSFER_TASKS[name].metrics
-    if "main_score" in result:  # an MTEB task (`just mteb`)
-        return ("main_score",)
     if "all/pearson" in result:
         return ("all/pearson", "all/spearman")
     return ("pearson",) if "pearson" in result else ("acc",)
