@@ -1,6 +1,7 @@
 """`just compare`: paired bootstrap intervals with a known answer, their coverage, and the command."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -203,6 +204,12 @@ def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_pa
     assert [p.parent for p in tmp_path.glob("compare-*.md")] == [tmp_path] and not list(
         Path().glob("compare-*")
     )
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)  # written inside the current folder: said relative, as other commands say
+    assert (
+        main(["compare", str(runs[(4, 1)]), str(runs[(12, 1)]), "report=transfer-fast", "resamples=100"]) == 0
+    )
+    assert re.search(r"^written to compare-\S+\.md and compare-\S+\.json$", capsys.readouterr().out, re.M)
     assert main(["compare", str(runs[(4, 1)]), str(runs[(12, 1)]), "report=transfer"]) == 2
     assert "has no per-item results for transfer" in capsys.readouterr().err
     plan_from_the_pilot(runs, tmp_path, capsys)

@@ -781,4 +781,4 @@ def command(args: Sequence[str]) -> None:
     paths, keys = paths_and_keys(args)
     out, text = run(paths, apply_overrides(SignificanceConfig(), keys))
     print(text)
-    print(f"written to {out} and {out.with_suffix('.json')}")
+    print(f"written to {shown(out)} and {shown(out.with_suffix('.json'))}")
