@@ -425,7 +425,10 @@ def _revalidate(config: Any, prefix: str = "", path: str = "", typed: dict[str, 
 
 def _unknown_key_message(key: str, valid: list[str]) -> str:
     close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
-    hint = f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(sorted(set(valid)))}"
+    # not the whole list (a training takes about 300 names): a wall, where --help groups them
+    hint = (
+        f"did you mean {close[0]!r}?" if close else f"no key is near it; --help lists all {len(set(valid))}"
+    )
     return f"unknown key {key!r}: {hint}"
 
 

@@ -66,8 +66,8 @@ def test_unknown_key_suggests_the_closest():
         apply_overrides(Config(), ["step_nli=3"])
 
 
-def test_unknown_key_without_close_match_lists_valid_keys():
-    with pytest.raises(UserError, match="valid keys: .*steps_squad"):
+def test_unknown_key_without_close_match_points_at_help_not_a_wall_of_keys():
+    with pytest.raises(UserError, match=r"^unknown key 'zzzzzz': no key is near it; --help lists all \d+$"):
         apply_overrides(Config(), ["zzzzzz=3"])
 
 
