@@ -226,10 +226,9 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_data, tmp_path, 
             "nli: split 'train_big' not found in .*available: dev, test, train: set nli.train_split=",
         ),
         (["snli=/nonexistent/snli"], "nli: folder /nonexistent/snli does not exist: point nli.source=PATH"),
-        (
-            ["classifsquad=/nonexistent/cs", "vectors=/nonexistent/v.txt"],
-            "vectors file /nonexistent/v.txt does not",
-        ),
+        # a build not made yet: said at the start, before any data is read (a SLURM study: before submitting)
+        (["classifsquad=/nonexistent/cs"], "ClassifSQuAD folder /nonexistent/cs does not exist: build it"),
+        (["vectors=/nonexistent/v.txt"], "vectors file /nonexistent/v.txt does not"),
     ],
 )
 def test_bad_settings_fail_with_one_line(tiny_data, tmp_path, capsys, args, message):
