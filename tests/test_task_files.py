@@ -377,6 +377,15 @@ def test_a_saved_datasets_class_labels_are_read_by_their_names(tmp_path):
     # the task's own class order decides, whatever order the dataset numbers them in
     reordered = build_task("pairs", PairsConfig(**keys, labels="contradiction,entailment")).load("train")
     assert reordered.labels == [1, 0]
+    # the same splits as Parquet files `datasets` writes (the Hub's export): the names come along
+    parquet = tmp_path / "parquet"
+    parquet.mkdir()
+    split.to_parquet(str(parquet / "train.parquet"))
+    keys = {**keys, "source": str(parquet), "format": "parquet"}
+    assert build_task("pairs", PairsConfig(**keys, labels="contradiction,entailment")).load(
+        "train"
+    ).labels == [1, 0]
+    assert build_task("pairs", PairsConfig(**keys, labels="0,1,2")).load("train").labels == [0, 2]
 
 
 @pytest.mark.parametrize("layout", ["flat", "hub"])
@@ -397,3 +406,25 @@ def test_a_folder_of_parquet_files_is_read_without_naming_them(tmp_path, layout)
     for keys in ({}, {"format": "parquet"}):
         task = build_task("pairs", PairsConfig(source=str(folder), labels=LABELS, **keys))
         assert task.load("train").labels == [0, 2] and task.load("dev").labels == [0]
+
+
+def test_a_saved_test_split_the_run_leaves_unscored_is_said(tmp_path, capsys):
+    """test= is empty by default: a DatasetDict's (or a Parquet folder's) test split would go
+    unused without a word."""
+    import datasets
+
+    saved = tmp_path / "saved"
+    split = datasets.Dataset.from_list(ROWS)
+    datasets.DatasetDict({"train": split, "validation": split, "test": split}).save_to_disk(str(saved))
+    capsys.readouterr()  # (datasets' own progress bars)
+    build_task("qqp", PairsConfig(source=str(saved), labels="entailment,contradiction")).resolve_inputs()
+    assert capsys.readouterr().err.strip() == (
+        f"note: qqp: {saved} holds a test split this run does not score: qqp.test=test scores it once, at the end"
+    )
+    build_task(
+        "qqp", PairsConfig(source=str(saved), test="test", labels="entailment,contradiction")
+    ).resolve_inputs()
+    assert capsys.readouterr().err == ""
+    assert build_task(
+        "qqp", PairsConfig(source=str(saved), test="test", labels="entailment,contradiction")
+    ).load("test").columns[0] == [r["sentence1"] for r in ROWS]

@@ -11,6 +11,7 @@ another supervised task, Conneau et al. 2017, Table 4).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import itertools
 import json
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from mtl.console import say
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe
@@ -48,7 +50,9 @@ class Pairs(Task):
         self.recipe = pair_recipe(classes) if self.config.second else single_recipe(classes)
 
     def resolve_inputs(self) -> PairsConfig:
-        return replace(self.config, source=resolve_folder(self.name, self.config.source))
+        config = replace(self.config, source=resolve_folder(self.name, self.config.source))
+        say_unscored_test(self.name, config.source, config.test)
+        return config
 
     def load(self, split: str) -> LabelledTexts | None:
         config = self.config
@@ -101,6 +105,22 @@ def resolve_folder(task: str, source: str) -> str:
     return expanded
 
 
+def say_unscored_test(task: str, source: str, test: str) -> None:
+    """A note when `source` (a folder) holds a test split that `<task>.test=` leaves unscored:
+    a saved DatasetDict's, or Parquet files of one (test= is empty by default, a file name)."""
+    folder = Path(source)
+    if test or not folder.is_dir():
+        return
+    splits = []
+    if (folder / "dataset_dict.json").is_file():
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            splits = list(json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8"))["splits"])
+    if "test" in splits or parquet_files(folder, "test"):
+        say(
+            f"note: {task}: {source} holds a test split this run does not score: {task}.test=test scores it once, at the end"
+        )
+
+
 def read_rows(
     task: str,
     source: str,
@@ -142,12 +162,12 @@ def read_rows(
     if (not path.is_file() or not_a_table) and (tables := parquet_files(folder, Path(name).stem)):
         # a folder of Parquet files as the Hub exports datasets (train-00000-of-00001.parquet,
         # data/validation-....parquet): the split's files, read in order, found without keys
-        rows = [row for table in tables for row in _table_rows(task, table)]
+        rows = [row for table in tables for row in _table_rows(task, table, label_names)]
         return _numbered(rows, f"{folder} ({', '.join(t.name for t in tables)})", task, columns)
     if not path.is_file():
         raise UserError(f"{task}: {path} does not exist: fix {task}.train_file/dev/test= or source=")
     if path.suffix in (".parquet", ".arrow"):
-        return _numbered(_table_rows(task, path), str(path), task, columns)
+        return _numbered(_table_rows(task, path, label_names), str(path), task, columns)
     lines = text_lines(decode_utf8(path.read_bytes(), f"{task} file", path))
     if format == "jsonl":
         return _checked(list(_json_rows(lines, path, task)), str(path), task, columns)
@@ -231,6 +251,28 @@ def parquet_files(folder: Path, stem: str) -> list[Path]:
     return []
 
 
+def _class_names(rows: list[dict], metadata: dict[bytes, bytes]) -> list[dict]:
+    """`rows` with each ClassLabel value the file's `datasets` features name as its class's name
+    (-1, no gold label, as "-"); rows as they are without such features."""
+    try:
+        features = json.loads(metadata[b"huggingface"])["info"]["features"]
+        names = {
+            column: feature["names"]
+            for column, feature in features.items()
+            if isinstance(feature, dict)
+            and feature.get("_type") == "ClassLabel"
+            and isinstance(feature.get("names"), list)
+        }
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return rows
+    for row in rows:
+        for column, classes in names.items():
+            value = row.get(column)
+            if isinstance(value, int) and not isinstance(value, bool):
+                row[column] = str(classes[value]) if 0 <= value < len(classes) else "-"
+    return rows
+
+
 def _named(dataset, label_names: bool) -> list[dict]:
     """The rows of a saved Dataset; with `label_names`, each ClassLabel value as its class's name
     (SNLI's -1, no gold label, as "-"), so labels= names the classes as the dataset does."""
@@ -246,14 +288,21 @@ def _named(dataset, label_names: bool) -> list[dict]:
     return rows
 
 
-def _table_rows(task: str, path: Path) -> list[dict]:
-    """The rows of a Parquet file, or of an Arrow file (IPC file or stream, as `datasets` writes)."""
+def _table_rows(task: str, path: Path, label_names: bool = False) -> list[dict]:
+    """The rows of a Parquet file, or of an Arrow file (IPC file or stream, as `datasets` writes);
+    with `label_names`, a ClassLabel column of a Parquet file `datasets` wrote (its features in the
+    file's metadata, as the Hub's Parquet exports keep them) as its class names."""
     import pyarrow as pa  # datasets' own dependency
     import pyarrow.parquet as pq
 
     try:
         if path.suffix == ".parquet":
-            return pq.read_table(path).to_pylist()
+            table = pq.read_table(path)
+            return (
+                _class_names(table.to_pylist(), table.schema.metadata or {})
+                if label_names
+                else table.to_pylist()
+            )
         try:
             with pa.memory_map(str(path)) as source:
                 return pa.ipc.open_file(source).read_all().to_pylist()

@@ -23,7 +23,7 @@ from mtl.tasks.base import Task, at_least_fp32
 from mtl.tasks.configs import STSConfig
 from mtl.tasks.kinds import register
 from mtl.tasks.matryoshka import matryoshka_widths, over_widths
-from mtl.tasks.pairs import read_rows, resolve_folder, streamed_rows
+from mtl.tasks.pairs import read_rows, resolve_folder, say_unscored_test, streamed_rows
 
 
 class CosineHead(nn.Module):
@@ -58,7 +58,9 @@ class STS(Task):
             raise UserError(f"{name}.low={config.low} and high={config.high}: high must be above low")
 
     def resolve_inputs(self) -> STSConfig:
-        return replace(self.config, source=resolve_folder(self.name, self.config.source))
+        config = replace(self.config, source=resolve_folder(self.name, self.config.source))
+        say_unscored_test(self.name, config.source, config.test)
+        return config
 
     def load(self, split: str) -> LabelledTexts | None:
         config = self.config
