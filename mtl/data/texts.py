@@ -12,12 +12,17 @@ class LabelledTexts:
     columns: list[list[str]]  # one list per sentence position: (premise, hypothesis) or (question, a1, a2)
     labels: list[int]
     # A part of the split, not the whole (max_eval=): a seeded sample, or a corpus's first examples;
-    # drawn_from is the whole split's size where it is known (a sample's)
+    # `whole` is the split a sample was drawn from (a run scores its test whole without reading it again)
     part: bool = False
-    drawn_from: int | None = None
+    whole: LabelledTexts | None = None
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    @property
+    def drawn_from(self) -> int | None:
+        """The whole split's size, where it is known (a sample's)."""
+        return None if self.whole is None else len(self.whole)
 
     def head(self, count: int | None) -> LabelledTexts:
         """The first `count` examples (all when None)."""
@@ -38,5 +43,5 @@ class LabelledTexts:
             [[column[i] for i in chosen] for column in self.columns],
             [self.labels[i] for i in chosen],
             part=True,
-            drawn_from=len(self),
+            whole=self,
         )

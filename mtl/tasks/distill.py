@@ -156,10 +156,7 @@ class Distill(Task):
     def splits_from(self, donor: dict[str, LabelledTexts]) -> dict[str, LabelledTexts]:
         """Every sentence of the other task's examples, each example's sentences together (mse
         compares each with the teacher's); its train split cut to this task's max_train."""
-        found = {
-            split: LabelledTexts(texts.columns, [0] * len(texts), texts.part, texts.drawn_from)
-            for split, texts in donor.items()
-        }
+        found = {split: _unlabelled(texts) for split, texts in donor.items()}
         found["train"] = found["train"].head(self.config.max_train)
         return found
 
@@ -284,3 +281,9 @@ def _margin(embeddings: torch.Tensor) -> torch.Tensor:
 
 def _texts(examples: list[list[str]]) -> LabelledTexts:
     return LabelledTexts([list(column) for column in zip(*examples, strict=True)], [0] * len(examples))
+
+
+def _unlabelled(texts: LabelledTexts) -> LabelledTexts:
+    """`texts` (a split, or the part of one max_eval= drew, with its whole) without their labels."""
+    whole = None if texts.whole is None else _unlabelled(texts.whole)
+    return LabelledTexts(texts.columns, [0] * len(texts), texts.part, whole)

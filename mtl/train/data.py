@@ -133,10 +133,10 @@ def _load_texts(
         if task.borrows is None:
             splits[name] = task.splits(config.run.seed, config.data.max_eval)
             test = splits[name].get("test")
-            if test is not None and test.part and not config.data.sample_test:
+            if test is not None and test.whole is not None and not config.data.sample_test:
                 # max_eval= quickens the evaluations that pick the checkpoint; the test score,
                 # measured once, is the whole split's unless sample_test=true asks otherwise
-                splits[name]["test"] = task.load("test")
+                splits[name]["test"] = test.whole
         else:
             splits[name] = task.splits_from(unprompted[task.borrows])
         scored_on.update(
