@@ -14,6 +14,11 @@ from .conftest import start_run
 # Lower-cased and tokenized as mtl tokenizes (sentence-transformers splits on spaces only),
 # every word in the tiny runs' vocabulary.
 SENTENCES = ["a man is playing .", "two men run through the park .", "a man ."]
+# What sentence-transformers' own tokenizer once gave no word or a different one: nothing, blanks,
+# only unknown words, an unknown word among known ones, text as a person types it (punctuation on
+# a word, capitals, a contraction).
+MIXED = "a man qqzzx ."
+HARD = ["", "  \t", "qqzzx", "qqzzx blorp", MIXED, "A man is playing.", "Two men don't run."]
 
 WITHOUT_MTL = """
 import json, sys
@@ -53,7 +58,9 @@ def exports(tiny_data, tiny_bert, tmp_path_factory):
     root = tmp_path_factory.mktemp("exports")
     runs = {name: start_run(tiny_data, root / name, *extra) for name, extra in GLOVE_EXPORTS.items()}
     runs["hf"] = start_run(tiny_data, root / "hf", "encoder=hf", f"hf_model={tiny_bert}", "max_seq_length=16")
-    theirs, stderr = encoded_by_sentence_transformers(*(run_dir / "encoder" for run_dir, _ in runs.values()))
+    theirs, stderr = encoded_by_sentence_transformers(
+        *(run_dir / "encoder" for run_dir, _ in runs.values()), sentences=SENTENCES + HARD
+    )
     return {
         name: (*run, embedded) for (name, run), embedded in zip(runs.items(), theirs, strict=True)
     }, stderr
@@ -72,7 +79,13 @@ def test_a_glove_encoder_exports_a_sentence_transformers_folder(exports, name):
     ours = load_encoder(run_dir, device="cpu")
     expected = ours.encode(SENTENCES)
     assert ours.coverage.tokens_found == ours.coverage.tokens  # every word is in the trained vocabulary
-    np.testing.assert_allclose(theirs, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(theirs[: len(SENTENCES)], expected, rtol=1e-5, atol=1e-6)
+    assert np.isfinite(theirs).all()  # once -inf in every dimension for "" and unknown words only
+    # max over a bag of words: mtl leaves the unknown word out, sentence-transformers' WordWeights
+    # can only make it a zero vector (the one difference, said in the folder's module)
+    hard = [s for s in HARD if not (name == "bow-both" and s == MIXED)]
+    rows = [len(SENTENCES) + HARD.index(s) for s in hard]
+    np.testing.assert_allclose(theirs[rows], ours.encode(hard), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -99,7 +112,7 @@ def test_a_fine_tuned_transformer_loads_in_sentence_transformers_without_fresh_w
     assert "library_name: sentence-transformers" in (folder / "README.md").read_text()
     assert "newly initialized" not in stderr and "MISSING" not in stderr
     np.testing.assert_allclose(
-        theirs, load_encoder(run_dir, device="cpu").encode(SENTENCES), rtol=1e-4, atol=1e-5
+        theirs, load_encoder(run_dir, device="cpu").encode(SENTENCES + HARD), rtol=1e-4, atol=1e-5
     )
 
 
@@ -271,3 +284,25 @@ def test_a_card_of_a_run_scored_on_samples_never_names_a_split_alone():
     assert "| SNLI | test (a seeded sample of at most 500) | acc | 60.00 |" in card.text
     full = card_text(facts_of("run", {"tasks": config["tasks"]}, scores, {"nli": "SNLI"}), 8, ["Embeddings"])
     assert {r.dataset_split for r in ModelCard(full).data.eval_results} == {"validation", "test"}
+
+
+def test_the_exported_tokenizer_splits_real_text_as_mtl_does(shared_data):
+    """Text as people type it: the export's splitting rules against mtl's spaCy tokenizer on all of
+    SNLI's dev sentences and SQuAD's dev questions (floors for what the folder's module says)."""
+    from mtl.models.sentence_transformers import exported_words
+    from mtl.text.tokenizer import Tokenizer
+
+    snli = [
+        line
+        for side in ("s1", "s2")
+        for line in (shared_data / "snli" / f"{side}.dev").read_text().splitlines()
+    ]
+    squad = json.loads((shared_data / "squad" / "dev-v1.1.json").read_text())
+    questions = [qa["question"] for a in squad["data"] for p in a["paragraphs"] for qa in p["qas"]]
+    for texts, floor in ((snli, 0.995), (questions, 0.96)):
+        alike = sum(
+            ours == theirs
+            for ours, theirs in zip(Tokenizer().tokenize(texts), exported_words(texts), strict=True)
+        )
+        print(f"{alike:,} of {len(texts):,} ({alike / len(texts):.1%}) split alike")
+        assert alike / len(texts) >= floor

@@ -147,12 +147,16 @@ def is_hub_id(source: object) -> bool:
     return isinstance(source, str) and looks_like_hub_id(source) and not Path(source).expanduser().exists()
 
 
-def write_card(folder: Path, facts: CardFacts, dim: int, modules: list[str]) -> None:
-    """`config_sentence_transformers.json` (cosine similarity) and the model card README.md."""
+def write_card(
+    folder: Path, facts: CardFacts, dim: int, modules: list[str], default_prompt: str = ""
+) -> None:
+    """`config_sentence_transformers.json` (cosine similarity) and the model card README.md;
+    `default_prompt`: a text prepended to every sentence (the query and document prompts too)."""
+    prompts = {"query": default_prompt, "document": default_prompt} if default_prompt else {}
     _json(folder / "config_sentence_transformers.json", {
         "__version__": {"pytorch": importlib.metadata.version("torch").split("+")[0]},
-        "prompts": facts.prompts,
-        "default_prompt_name": None,
+        "prompts": prompts | facts.prompts,
+        "default_prompt_name": "document" if default_prompt else None,
         "similarity_fn_name": "cosine",
     })  # fmt: skip
     (folder / "README.md").write_text(card_text(facts, dim, modules), encoding="utf-8")
@@ -197,11 +201,12 @@ def card_text(facts: CardFacts, dim: int, modules: list[str]) -> str:
         + _contamination_text(facts)
         + "```python\nfrom sentence_transformers import SentenceTransformer\n\n"
         f'model = SentenceTransformer("runs/{facts.name}/encoder")\n'
-        'embeddings = model.encode(["a man is playing a guitar ."])\n```\n\n'
+        'embeddings = model.encode(["A man is playing a guitar."])\n```\n\n'
         + (
-            "Give it text tokenized as the encoder was trained (tokens separated by spaces): words are "
-            "split on whitespace only. Words outside the exported vocabulary are dropped, where mtl's "
-            "`load_encoder` looks them up in the vectors file first.\n\n"
+            "Its tokenizer splits punctuation and English contractions off words, approximating the "
+            "spaCy tokenizer the encoder was trained with; a word outside the exported vocabulary reads "
+            "as the unknown word (mtl's `load_encoder` looks it up in the vectors file first). "
+            "Needs sentence-transformers 5.0 or later.\n\n"
             if "WordEmbeddings" in modules
             else ""
         )

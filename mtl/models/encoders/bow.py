@@ -5,8 +5,7 @@ Over frozen GloVe it is SentEval's and InferSent's GloVe BoW baseline (`just tra
 baseline=glove-bow`); with `embeddings=trainable` the vectors learn from the task, as the
 Quick-Thoughts BoW encoder of Appendix B (embedding size 300, 1,500 candidates, context 7).
 Words without a vector (the unknown id) are left out, as SentEval's bag of words leaves them
-out and sentence-transformers' WhitespaceTokenizer drops them; a sentence of such words only
-embeds as zeros. `hidden=` does not apply: the embedding is the word vectors' width.
+out; a sentence of such words only embeds as zeros. `hidden=` does not apply: the embedding is the word vectors' width.
 """
 
 from __future__ import annotations
