@@ -317,6 +317,8 @@ def get_senteval(config: GetSentEvalConfig) -> tuple[Path, dict]:
                 atomic.write_text(out / MANIFEST, jsonfile.dumps(manifest, indent=1) + "\n", "manifest")
                 print(f"  {source.task:<8} already here: {len(found)} files as recorded, found in place")
                 continue
+            if difference := not_as_recorded(out, source.task, expected):  # say why it is fetched again
+                print(f"  {source.task:<8} in {out} but not as recorded ({difference}): fetching it")
             fetched = {
                 d.name: fetch(d, downloads_folder, config.mirror, config.timeout) for d in source.downloads
             }
@@ -544,6 +546,21 @@ def in_place(out: Path, task: str, expected: dict[str, tuple[int, str]]) -> dict
         if not file.is_file() or file.stat().st_size != size or file_sha256(file) != sha:
             return None
     return {path: {"size": size, "sha256": sha, "verified": True} for path, (size, sha) in files.items()}
+
+
+def not_as_recorded(out: Path, task: str, expected: dict[str, tuple[int, str]]) -> str | None:
+    """How a file of `task` already in `out` differs from the recorded one (`downstream/TREC/x:
+    335,858 bytes, recorded 333,379`); None when none of its files is there or all are as recorded."""
+    prefix = LAYOUT.get(task)
+    for path, (size, sha) in expected.items():
+        file = out / path
+        if not (prefix and path.startswith(prefix) and file.is_file()):
+            continue
+        if (found := file.stat().st_size) != size:
+            return f"{path}: {found:,} bytes, recorded {size:,}"
+        if file_sha256(file) != sha:
+            return f"{path}: SHA-256 {file_sha256(file)[:12]}..., recorded {sha[:12]}..."
+    return None
 
 
 def _complete(out: Path, manifest: dict, task: str) -> bool:
