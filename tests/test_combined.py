@@ -60,7 +60,7 @@ def test_neighbours_finds_a_sentence_of_the_pool_itself(tiny_data, tmp_path, cap
     ]
     assert main([*args, "k=2", "device=cpu", "wandb=offline"]) == 0
     (run_file,) = run_files(run_dir / "transfer")
-    assert any(a.type == "run_table" and "neighbours" in a.name for a in by_kind(run_file)["artifact"])
+    assert any(a["type"] == "run_table" and "neighbours" in a["name"] for a in by_kind(run_file)["artifact"])
     out = capsys.readouterr().out
     blocks = out.split("query: ")
     assert (
@@ -109,9 +109,9 @@ def test_decompose_reads_a_transfer_report_and_its_task(tiny_data, senteval, tmp
     assert "| label | negative |" in out and "| label | positive |" in out  # MR's classes by name
     (run_file,) = run_files(run_dir / "transfer")  # the tables as a W&B run beside the transfer runs
     records = by_kind(run_file)
-    assert records["run"][0].job_type == "decompose"
-    assert records["run"][0].run_group == wandb_group(run_dir) == "multitask"  # the training run's group
-    assert any(a.type == "run_table" and "decomposition" in a.name for a in records["artifact"])
+    assert records["run"][0]["job_type"] == "decompose"
+    assert records["run"][0]["run_group"] == wandb_group(run_dir) == "multitask"  # the training run's group
+    assert any(a["type"] == "run_table" and "decomposition" in a["name"] for a in records["artifact"])
     # A one-run report page holds the same decomposition, the transfer data found as transfer finds it.
     (tmp_path / "data" / "senteval").mkdir(parents=True)
     (tmp_path / "data" / "senteval" / "downstream").symlink_to(senteval)
@@ -151,8 +151,8 @@ def test_maxpool_compares_a_trained_encoder_with_its_untrained_twin(tiny_data, t
     assert torch.equal(twin.embedding.weight, trained.encoder.embedding.weight)  # the same word vectors
     assert not torch.equal(twin.lstm.weight_hh_l0, trained.encoder.lstm.weight_hh_l0)  # the rest drawn anew
     (run_file,) = run_files(run_dir / "transfer")
-    assert by_kind(run_file)["run"][0].run_group == wandb_group(run_dir) == "multitask"
-    tables = {a.name for a in by_kind(run_file)["artifact"] if a.type == "run_table"}
+    assert by_kind(run_file)["run"][0]["run_group"] == wandb_group(run_dir) == "multitask"
+    tables = {a["name"] for a in by_kind(run_file)["artifact"] if a["type"] == "run_table"}
     assert any("by_frequency" in name for name in tables) and any("by_word" in name for name in tables)
     page = (run_dir / "maxpool.html").read_text()
     assert page.count('<img src="data:image/svg+xml;base64,') == 2  # by frequency rank, example sentences

@@ -473,5 +473,7 @@ def test_a_folder_laid_out_by_senteval_is_taken_as_it_is(tmp_path, capsys):
     polarity.write_bytes(polarity.read_bytes().replace(b"the", b"teh", 1))
     assert main(command) == 2
     said = capsys.readouterr()
-    assert "MR       in " in said.out and "not as recorded (downstream/MR/rt-polarity.pos: SHA-256" in said.out
+    assert (
+        "MR       in " in said.out and "not as recorded (downstream/MR/rt-polarity.pos: SHA-256" in said.out
+    )
     assert "has no" in said.err  # MR fetched again: the mirror lacks it

@@ -102,8 +102,8 @@ def test_just_mteb_writes_a_report_the_run_page_and_wandb_read(tiny_data, tmp_pa
     )
     (run_file,) = run_files(run_dir / "mteb")  # its own W&B run, beside the training run's
     records = by_kind(run_file)
-    assert records["run"][0].job_type == "mteb-eval"
-    assert any(a.type == "run_table" and "mteb" in a.name for a in records["artifact"])
+    assert records["run"][0]["job_type"] == "mteb-eval"
+    assert any(a["type"] == "run_table" and "mteb" in a["name"] for a in records["artifact"])
     monkeypatch.undo()  # MTEB's own task list: the names the docs give resolve, superseded ones too
     assert [t.metadata.name for t in mteb_run.resolve_tasks(["STSBenchmark", "Banking77Classification"])] == [
         "STSBenchmark", "Banking77Classification"

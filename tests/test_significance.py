@@ -177,8 +177,8 @@ def test_seeds_of_one_configuration_form_one_encoder(tiny_data, senteval, tmp_pa
     assert (tmp_path / "cmp.json").is_file()
     (run_file,) = run_files(tmp_path)  # the table as a W&B run beside the comparison
     records = by_kind(run_file)
-    assert records["run"][0].job_type == "compare"
-    assert any(a.type == "run_table" and "significance" in a.name for a in records["artifact"])
+    assert records["run"][0]["job_type"] == "compare"
+    assert any(a["type"] == "run_table" and "significance" in a["name"] for a in records["artifact"])
     # just report shows the same test on its page.
     assert main(["report", *map(str, runs.values()), f"out={tmp_path / 'page.html'}"]) == 0
     page = (tmp_path / "page.html").read_text()

@@ -449,4 +449,4 @@ def test_ctrl_c_with_piped_output_checkpoints_and_says_how_to_resume(tiny_data, 
     assert saved["state"]["global_step"] > 0
     (run_file,) = run_files(tmp_path / "run")  # W&B shows the run preempted (resumable), not failed
     records = by_kind(run_file)
-    assert "preempting" in records and records["exit"][0].exit_code == 130
+    assert "preempting" in records and records["exit"][0]["exit_code"] == 130
