@@ -107,6 +107,30 @@ def test_warmup_then_linear_decay_as_transformers_schedules_it():
     assert factors[:4] == pytest.approx([0, 1 / 3, 2 / 3, 1]) and factors[10:] == [0, 0]
 
 
+@pytest.mark.parametrize(
+    "name, theirs",
+    [("linear", "get_linear_schedule_with_warmup"), ("cosine", "get_cosine_schedule_with_warmup"),
+     ("constant", "get_constant_schedule_with_warmup")],
+)  # fmt: skip
+def test_each_step_schedule_is_the_one_transformers_maintains(name, theirs):
+    """mtl sets the lr from the global step (a resume needs no scheduler state, and several
+    optimizers follow one schedule), so it keeps its factors; they are transformers' to the step."""
+    import transformers
+
+    from mtl.train.lr_schedules import LR_SCHEDULES
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    arguments = {"num_warmup_steps": 3} | ({} if name == "constant" else {"num_training_steps": 10})
+    reference = getattr(transformers, theirs)(optimizer, **arguments)
+    expected = []
+    for _ in range(11):  # to max_steps: past it, transformers' cosine rises again and mtl's stays at 0
+        expected.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        reference.step()
+    schedule = LR_SCHEDULES[name].__new__(LR_SCHEDULES[name])
+    assert [schedule.factor(step, 3, 10) for step in range(11)] == pytest.approx(expected, abs=1e-12)
+
+
 def test_the_backbone_and_the_heads_have_their_own_lr(tiny_data, tiny_bert, tmp_path):
     from mtl.runs import read_metrics
 
