@@ -131,6 +131,13 @@ def test_mnrl_loss_is_cross_entropy_of_scaled_cosines_against_the_own_positive()
         cosines = torch.nn.functional.cosine_similarity(anchors[row][None], candidates)
         expected = -torch.log_softmax(20 * cosines, dim=0)[row]
         assert losses[row].item() == pytest.approx(expected.item(), rel=1e-5)
+    # sentence-transformers' own loss on the same embeddings: mtl keeps its few lines because its
+    # tasks train any encoder (a GloVe BiLSTM too), where the library's losses need its model
+    from sentence_transformers.losses import MultipleNegativesRankingLoss
+
+    theirs = MultipleNegativesRankingLoss(torch.nn.Identity(), scale=20.0)
+    reference = theirs.compute_loss_from_embeddings([anchors, positives, negatives], None)
+    assert losses.mean().item() == pytest.approx(reference.item(), rel=1e-6)
 
 
 def test_matryoshka_adds_the_weighted_loss_at_each_width():
