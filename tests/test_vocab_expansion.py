@@ -123,6 +123,29 @@ def test_the_export_records_the_map_and_its_sentence_transformers_folder_equals_
     np.testing.assert_allclose(theirs, expected, rtol=1e-5, atol=1e-6)
 
 
+def test_st_vocabulary_vectors_gives_the_folder_every_word_encode_looks_up(trained_runs, tmp_path, capsys):
+    """Frozen GloVe: encode() gives a word outside the run's vocabulary its vector from the file;
+    the folder carries the run's words only, unless st_vocabulary=vectors adds the file's."""
+    run = trained_runs["frozen"]
+    sentences = ["unused", "a man is unused ."]  # "unused" has a vector and is in no training sentence
+    expected = load_encoder(run, device="cpu").encode(sentences)
+    kept = {"run": str(run), "vocabulary": "trained"}  # the run's words, as its encode() has them
+    plain, _, _ = export_encoder(ExportConfig(**kept, out=str(tmp_path / "plain")))
+    every, _, _ = export_encoder(ExportConfig(**kept, out=str(tmp_path / "every"), st_vocabulary="vectors"))
+    (without, with_words), _ = encoded_by_sentence_transformers(
+        plain / "encoder", every / "encoder", sentences=sentences
+    )
+    assert np.abs(without - expected).max() > 1e-3  # the unknown word's vector in the plain folder
+    np.testing.assert_allclose(with_words, expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(UserError, match="st_vocabulary=vectors: the vectors file /nowhere.txt is not here"):
+        export_encoder(
+            ExportConfig(
+                run=str(run), out=str(tmp_path / "none"), st_vocabulary="vectors", vectors="/nowhere.txt"
+            )
+        )
+    assert not (tmp_path / "none").exists()  # refused before anything is written
+
+
 def test_transfer_with_vocab_expansion_writes_its_own_report(tiny_data, senteval, trained_runs, tmp_path):
     run = trained_runs["trainable"]
     assert transfer(tiny_data, senteval, f"run={run}", "tasks=MR", "vocab_expansion=true") == 0

@@ -61,6 +61,14 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
         raise UserError(
             f"{config.run} is a pretrained transformer: its subword vocabulary is the model's own"
         )
+    if (
+        config.st_vocabulary == "vectors"
+        and not Path(config.vectors or loaded.vectors or "").expanduser().is_file()
+    ):
+        raise UserError(
+            f"st_vocabulary=vectors: the vectors file {config.vectors or loaded.vectors} is not here: "
+            "give vectors=<the GloVe file the encoder was trained with>"
+        )
     words = loaded.vocabulary.words
     rows = np.arange(len(words))
     if config.vocabulary == "public":
@@ -99,11 +107,14 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
     if len(encoders) == 1 and unsupported(encoders[0]) is None:
         lowercase = bool(loaded.tokenizer.lowercase) if loaded.tokenizer is not None else True
         st_words, st_rows = kept, [int(i) for i in rows]
-        if loaded.expansion is not None:
+        if loaded.expansion is not None or config.st_vocabulary == "vectors":
             # sentence-transformers looks words up, it cannot map them: every word of the vectors
-            # file goes into its vocabulary with its mapped vector (Skip-Thought's 930,911 words)
+            # file goes into its vocabulary with the vector encode() gives it (its GloVe vector;
+            # with vocab_expansion, its mapped one: Skip-Thought's 930,911 words)
+            vectors = Path(config.vectors or loaded.vectors or "").expanduser()
+            loaded.vectors = str(vectors)
             before = len(loaded.vocabulary.words)
-            loaded.expand_vocabulary(set(vector_store(Path(loaded.vectors)).words))
+            loaded.expand_vocabulary(set(vector_store(vectors).words))
             st_words = kept + loaded.vocabulary.words[before:]
             st_rows += list(range(before, len(loaded.vocabulary.words)))
             encoders = [loaded.encoder]
