@@ -110,7 +110,7 @@ def write_sentence_transformer(
         known = torch.ones(len(weight), 1)
         known[: UNKNOWN_ID + 1] = 0.0
         _weights(folder / "1_WordWeights", {"emb_layer.weight": known})
-    else:  # a bag of words pools the word vectors themselves
+    else:  # a recurrent encoder: its LSTM runs over the word vectors
         lstm = inner.lstm
         modules.append(("1_LSTM", "LSTM"))
         _json(folder / "1_LSTM" / "lstm_config.json", {

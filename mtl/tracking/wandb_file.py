@@ -5,9 +5,9 @@ history rows W&B already has.
 
 The file's format is W&B's private one (a LevelDB-style log of protobuf records); its public
 reader is `wandb leet inspect --json`, which prints one JSON object per record, the same Go
-reader `wandb sync` uploads with. mtl parsed the log itself until W&B had that command, and
-differed from it where it mattered: a file damaged in the middle ended at the damage for mtl,
-while W&B skips the damaged region and reads on, so a resume re-logged steps W&B already held.
+reader `wandb sync` uploads with. mtl once parsed the log itself and differed from W&B where it
+mattered: a file damaged in the middle ended at the damage for mtl, while W&B skips the damaged
+block and reads on, so a resume re-logged steps W&B already held.
 A file cut short (a kill mid-write) ends at its last whole record for both.
 """
 
