@@ -82,6 +82,37 @@ def test_a_callback_sees_the_model_adds_results_and_stops_the_run(watcher, tiny_
     assert json.loads((run_dir / "summary.json").read_text())["stop_why"] == "the watcher saw enough"
 
 
+class EarlyStopper(Callback):
+    """Stops the run from `on_evaluate`, as an early-stopping callback does: at the second evaluation."""
+
+    seen: list = []  # (hook, step)
+
+    def __init__(self, config, run_dir):
+        EarlyStopper.seen = []
+
+    def on_step_end(self, run: TrainingRun, task: str) -> None:
+        self.seen.append(("step", run.state.global_step))
+
+    def on_evaluate(self, run: TrainingRun) -> dict[str, float]:
+        self.seen.append(("evaluate", run.state.global_step))
+        if sum(hook == "evaluate" for hook, _ in self.seen) == 2:
+            run.control.stop("no gain")
+        return {}
+
+
+def test_a_stop_asked_for_in_on_evaluate_ends_the_run_before_another_step(tiny_data, tmp_path):
+    register_callback("early_stopper")(EarlyStopper)
+    try:
+        _, summary = start_run(
+            tiny_data, tmp_path / "run", "callbacks=early_stopper", "eval_every=3", "max_steps=50"
+        )
+    finally:
+        CALLBACKS.pop("early_stopper")
+    # evaluations after steps 3 and 6; the second asks to stop: no step 7, no evaluation of it
+    assert EarlyStopper.seen[-2:] == [("step", 6), ("evaluate", 6)]
+    assert summary["global_step"] == 6 and summary["stop_reason"] == "callback"
+
+
 class StepCounter(Callback):
     """Counts the steps it saw: its count is its own state, carried over a resume."""
 

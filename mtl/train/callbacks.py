@@ -68,6 +68,12 @@ class Control:
         self.evaluate = False
         return asked[0] > 0, asked[1] > 0
 
+    def stopping(self, dist: Distributed, from_every_rank: bool) -> bool:
+        """Whether any rank's callbacks asked to stop (read again after an evaluation, whose
+        `on_evaluate` may ask)."""
+        asked = [float(self.stop_why is not None)]
+        return (dist.sum(asked) if from_every_rank else asked)[0] > 0
+
 
 class TrainingRun:
     """The run as its callbacks see it: the trainer's objects (the model is the one training, the

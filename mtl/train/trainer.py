@@ -161,11 +161,12 @@ class Trainer:
             self.callbacks.on_step_end(self.run, block_task)
             if scheduler.block_ends_after(step):
                 self.event("block_end", **state.end_block(block_task, time.perf_counter() - block_clock))
-            evaluate, stop = self.run.control.requests(
-                self.dist, from_every_rank=bool(self.config.run.callbacks)
-            )
+            every_rank = bool(self.config.run.callbacks)
+            evaluate, stop = self.run.control.requests(self.dist, from_every_rank=every_rank)
             if self._evaluation_due(step) or evaluate:
                 evaluate_and_checkpoint(self)
+                # a stop asked for in on_evaluate (early stopping) ends the run here, not a step later
+                stop = stop or self.run.control.stopping(self.dist, from_every_rank=every_rank)
             elif (step + 1) % self.config.run.checkpoint_every == 0:
                 save_latest(self)
             if stop:
