@@ -217,7 +217,7 @@ def test_a_matryoshka_run_transfers_at_a_truncated_width(tiny_data, senteval, tm
 
 
 def test_a_plugin_protocol_scores_a_plugin_task_with_no_edit_of_the_suite(
-    tiny_data, senteval, tmp_path, monkeypatch
+    tiny_data, senteval, tmp_path, monkeypatch, capsys
 ):
     """A transfer task with a protocol of its own is one file: a `TransferProtocol` registered by
     name, and a task registered with that name. Here: the nearest class centroid (cosine) of
@@ -279,3 +279,10 @@ def test_a_plugin_protocol_scores_a_plugin_task_with_no_edit_of_the_suite(
     )
     assert result["acc"] == pytest.approx(float((expected == np.asarray(test.labels)).mean()), abs=1e-6)
     assert result["ndev"] == len(train.labels) and result["ntest"] == len(test.labels)
+    # a protocol returning percent where mtl takes fractions is one line, never 5680.00 in a report
+    monkeypatch.setattr(NearestCentroid, "score", lambda self, data, senteval: {"acc": 56.8})
+    assert (
+        transfer(tiny_data, senteval, "baseline=glove-bow", "tasks=MR-centroid", f"out={tmp_path / 'pct'}")
+        == 2
+    )
+    assert "protocol 'centroid' returned acc=56.8, outside its score_range [-1, 1]" in one_error_line(capsys)

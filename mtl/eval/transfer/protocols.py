@@ -22,7 +22,7 @@ from mtl.eval.transfer import fitting
 from mtl.eval.transfer.classifiers import LogisticRegressionFamily, Protocol, WithTexts
 from mtl.eval.transfer.features import FEATURE_RECIPES, recipe_name
 from mtl.eval.transfer.fitting import ClassifierFamily
-from mtl.eval.transfer.registry import TRANSFER_PROTOCOLS, register_transfer_protocol
+from mtl.eval.transfer.registry import TRANSFER_PROTOCOLS, headline_metrics, register_transfer_protocol
 from mtl.eval.transfer.senteval_classifier import SentEvalFamily
 from mtl.eval.transfer.tasks import TransferTask
 from mtl.eval.transfer.threads import one_thread_scoring
@@ -76,6 +76,9 @@ class TransferProtocol:
     tested: ClassVar[str] = "test"
     fitted: ClassVar[bool] = True  # False: nothing is fitted, so SentEval's sorting changes nothing
     graded: ClassVar[bool] = False  # True: the labels are scores on a scale (relatedness), not classes
+    # the range of the task's headline metrics as `score` returns them: fractions (accuracy 0..1,
+    # correlations -1..1), which reports show x100; a value outside is refused, never printed
+    score_range: ClassVar[tuple[float, float]] = (-1.0, 1.0)
 
     def sizes(self, splits: dict[str, int]) -> dict[str, int]:
         """SentEval's sample counts: `ndev` (what tuned the classifier), `ntest`."""
@@ -183,7 +186,16 @@ def classifier_family(task: TransferTask, protocol: Protocol) -> ClassifierFamil
 def scored(task: TransferTask, embedded: np.ndarray, row: dict[str, int], protocol: Protocol) -> dict:
     """The task's classifier (or correlation) fitted and scored on `embedded` sentences (`row`:
     a sentence's row of it), under `protocol` (SentEval's classifier where it names one)."""
+    scoring = protocol_of(task)
     with one_thread_scoring():  # every fit and score of the task, this process's and its workers'
-        return protocol_of(task).score(
-            TaskFeatures(task, embedded, row, protocol), classifier_family(task, protocol)
-        )
+        result = scoring.score(TaskFeatures(task, embedded, row, protocol), classifier_family(task, protocol))
+    low, high = scoring.score_range
+    for metric in headline_metrics(task.name, result):
+        value = result.get(metric)
+        if isinstance(value, (int, float)) and np.isfinite(value) and not low <= value <= high:
+            raise UserError(
+                f"transfer task {task.name}: protocol {scoring.name!r} returned {metric}={value:g}, outside "
+                f"its score_range [{low:g}, {high:g}]: return fractions (0.568 for 56.8%), which reports "
+                "show x100, or declare the protocol's score_range"
+            )
+    return result
