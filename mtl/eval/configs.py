@@ -91,10 +91,11 @@ class ExportConfig:
     vectors: str | None = None  # the public vectors file; None: the one the encoder was trained with
     overwrite: bool = False  # replace an existing export in out=
     vocab_expansion: bool = False  # embeddings=trainable|both: new words enter through Skip-Thought's map
-    # the sentence-transformers folder's words: those of encoder.json, or vectors: every word of the
-    # vectors file too, as encode() looks them up (the folder then equals encode() on any word it
-    # has; it grows by words x dim x 4 bytes: 80 MB for GloVe 6B 50d, 2.6 GB for 840B 300d)
-    st_vocabulary: Literal["kept", "vectors"] = "kept"
+    # (the folder then equals encode() on any word the file has; it grows by words x dim x 4 bytes:
+    # 80 MB for GloVe 6B 50d, 2.6 GB for 840B 300d)
+    st_vocabulary: Literal["kept", "vectors"] = (
+        "kept"  # the sentence-transformers folder's words: encoder.json's, or every word of the vectors file too
+    )
 
 
 @dataclass
