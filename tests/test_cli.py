@@ -102,6 +102,24 @@ def test_help_lists_every_key_with_its_default(name, form, capsys):
     assert {row.partition("=")[0] for row in rows} >= keys
 
 
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_key_of_every_command_says_what_it_means(name):
+    """A key's meaning is its config field's inline comment: a field without one shows its default
+    and nothing else (or its choices only) in --help."""
+    from mtl.cli import command_help
+
+    bare = []
+    for line in command_help(name).splitlines():
+        if not line.startswith("  ") or "=" not in line.split()[0]:
+            continue
+        meaning = re.sub(
+            r"\[[^\]]*\]$", "", line.split(maxsplit=1)[1] if len(line.split()) > 1 else ""
+        ).strip()
+        if not meaning:
+            bare.append(line.split()[0])
+    assert not bare, f"keys of {name} without a meaning: {bare}"
+
+
 def test_help_explains_the_keys(capsys):
     main(["train-multitask", "--help"])
     out = capsys.readouterr().out

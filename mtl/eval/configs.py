@@ -30,14 +30,18 @@ class ProbingConfig:
     )
     max_sentences: AtLeast1 = 100000  # generate=: at most this many corpus sentences (the first ones)
     seed: int = 1111  # generate=: the split and the bigram inversions
-    mode: Literal["senteval", "senteval-prototyping", "fast", "standard"] = "senteval-prototyping"
+    mode: Literal["senteval", "senteval-prototyping", "fast", "standard"] = (
+        "senteval-prototyping"  # SentEval's classifier and folds (prototyping: its quicker settings), or mtl's fast/standard
+    )
     classifier: Literal["logreg", "mlp"] = (
         "mlp"  # senteval modes: SentEval's MLP (nhid=) or its logistic regression
     )
     nhid: AtLeast1 = 50  # classifier=mlp: hidden units
     out: str | None = None  # where the reports go; None: the run folder
     device: str = "auto"  # auto: cuda when available
-    wandb: Literal["auto", "online", "offline", "disabled"] = "auto"
+    wandb: Literal["auto", "online", "offline", "disabled"] = (
+        "auto"  # auto: offline without an API key, online with one
+    )
 
     def check(self) -> None:
         if (self.run is None) == (self.baseline is None):

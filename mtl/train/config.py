@@ -142,9 +142,10 @@ class OptimConfig:
     lr_shrink: Annotated[float, Range(1)] = (
         5.0  # lr_schedule=infersent: divide when dev accuracy is not above the best
     )
-    # InferSent decides at each epoch end on that epoch's dev accuracy; "evaluation": at every
-    # evaluation, as mtl did before (then eval_every= changes the lr; runs recorded then keep it).
-    lr_shrink_at: Literal["epoch", "evaluation"] = "epoch"
+    # (runs recorded before the key keep "evaluation": then eval_every= changes the lr)
+    lr_shrink_at: Literal["epoch", "evaluation"] = (
+        "epoch"  # lr_schedule=infersent: shrink on the dev accuracy at each epoch end (InferSent), or at each evaluation
+    )
     stop: Literal["auto", "min_lr", "patience", "max_steps"] = (
         "auto"  # auto: the optimizer's: min_lr for sgd, patience for adam, max_steps for adamw (max_steps= always stops)
     )
