@@ -25,6 +25,10 @@ from pathlib import Path
 
 PARTITION = "debug"
 DAEMONS = ("munged", "slurmctld", "slurmd")
+# The node's GPUs, declared by device files that are not GPUs: jobs may ask for them
+# (slurm.gpus_per_node=), and torch still sees none
+FAKE_GPU_FILES = ("/dev/null", "/dev/zero")
+GPUS = len(FAKE_GPU_FILES)
 
 
 def program(name: str) -> str | None:
@@ -51,6 +55,7 @@ def _config(folder: Path, host: str, cpus: int, memory_mb: int) -> str:
     ctld_port, slurmd_port = _free_port(), _free_port()
     return f"""# a one-node SLURM made by tests/slurm_cluster.py
 ClusterName=mtl-test
+GresTypes=gpu
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
@@ -82,7 +87,7 @@ KillWait=5
 MinJobAge=600
 SlurmctldTimeout=30
 SlurmdTimeout=30
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN
+NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} Gres=gpu:{GPUS} State=UNKNOWN
 PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 """
 
@@ -111,6 +116,11 @@ class OneNodeCluster:
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
         (folder / "plugstack.conf").write_text("")
+        # GPUs as SLURM hands them out, on a machine without any: slurmd counts a GPU per device
+        # file (22.05 reports none without one), and sets CUDA_VISIBLE_DEVICES from them
+        (folder / "gres.conf").write_text(
+            "AutoDetect=off\n" + "".join(f"Name=gpu File={device}\n" for device in FAKE_GPU_FILES)
+        )
         host = socket.gethostname().split(".")[0]
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
         self.conf.write_text(_config(folder, host, self.cpus, memory // 2))

@@ -18,7 +18,7 @@ from mtl.errors import UserError
 from mtl.runs import read_metrics
 
 from .conftest import args_for, deterministic_summary, start_run
-from .slurm_cluster import PARTITION, OneNodeCluster, missing
+from .slurm_cluster import GPUS, PARTITION, OneNodeCluster, missing
 from .test_distributed import SETTINGS, assert_same_training, one_thread
 
 SLURM = ("launcher=slurm", f"slurm.partition={PARTITION}")
@@ -130,6 +130,25 @@ def test_two_processes_started_by_srun_train_like_one(slurm, tiny_data, tmp_path
     assert main(["train-multitask", *args, *SLURM, "slurm.tasks_per_node=2"]) == 0
     assert json.loads((out / "config.json").read_text())["world_size"] == 2
     assert_same_training(reference, out)
+
+
+def test_gpus_asked_per_node_are_granted_and_give_one_process_each(slurm, tiny_data, tmp_path):
+    """slurm.gpus_per_node=2 on a node with two GPUs (GRES): SLURM grants them, the job runs a
+    process per GPU, and they train as one process (here on the CPU: the node's GPUs are device
+    files, not GPUs; which GPU each rank takes runs on a lent GPU)."""
+    keys = (*SETTINGS, "max_steps=20")  # device=cpu among them
+    with one_thread():
+        reference, _ = start_run(tiny_data, tmp_path / "one", *keys)
+    out = tmp_path / "two"
+    args = args_for(tiny_data, out, *keys)
+    assert main(["train-multitask", *args, *SLURM, f"slurm.gpus_per_node={GPUS}"]) == 0
+    assert json.loads((out / "config.json").read_text())["world_size"] == GPUS
+    assert_same_training(reference, out)
+    job_id = json.loads((out / "slurm.json").read_text())["job_id"]
+    shown = subprocess.run(
+        ["scontrol", "show", "job", str(job_id)], capture_output=True, text=True, env=slurm.env, check=True
+    ).stdout
+    assert f"TresPerNode=gres:gpu:{GPUS}" in shown, shown
 
 
 def test_a_refused_submission_is_one_line_naming_the_key(slurm, tiny_data, tmp_path, capsys):
