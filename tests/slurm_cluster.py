@@ -25,6 +25,10 @@ from pathlib import Path
 
 PARTITION = "debug"
 DAEMONS = ("munged", "slurmctld", "slurmd")
+# A partition whose jobs preempt the default one's (requeued after SIGTERM and GRACE_S seconds)
+URGENT = "urgent"
+GRACE_S = 30
+
 # The node's GPUs, declared by device files that are not GPUs: jobs may ask for them
 # (slurm.gpus_per_node=), and torch still sees none
 FAKE_GPU_FILES = ("/dev/null", "/dev/zero")
@@ -81,14 +85,17 @@ SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides
-SchedulerParameters=sched_interval=1
+SchedulerParameters=sched_interval=1,bf_interval=1
 JobRequeue=1
 KillWait=5
 MinJobAge=600
 SlurmctldTimeout=30
 SlurmdTimeout=30
 NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} Gres=gpu:{GPUS} State=UNKNOWN
-PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4 PriorityTier=1 GraceTime={GRACE_S}
+PartitionName={URGENT} Nodes={host} MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
 """
 
 

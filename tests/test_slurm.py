@@ -18,7 +18,7 @@ from mtl.errors import UserError
 from mtl.runs import read_metrics
 
 from .conftest import args_for, deterministic_summary, start_run
-from .slurm_cluster import GPUS, PARTITION, OneNodeCluster, missing
+from .slurm_cluster import GPUS, PARTITION, URGENT, OneNodeCluster, missing
 from .test_distributed import SETTINGS, assert_same_training, one_thread
 
 SLURM = ("launcher=slurm", f"slurm.partition={PARTITION}")
@@ -349,6 +349,44 @@ def test_a_run_signalled_near_its_time_limit_then_requeued_resumes_exactly_each_
     assert training_rows(out) == training_rows(straight)
     summaries = [json.loads((d / "summary.json").read_text()) for d in (straight, out)]
     assert deterministic_summary(summaries[1]) == deterministic_summary(summaries[0])
+
+
+def test_a_run_preempted_by_a_higher_priority_job_checkpoints_in_its_grace_and_resumes_exactly(
+    slurm, tiny_data, tmp_path
+):
+    """A job of the urgent partition (a higher PriorityTier, PreemptMode=REQUEUE) needs the node: SLURM
+    sends the run's job SIGTERM, gives it GraceTime, requeues it; the run checkpoints after its
+    step within the grace (no other checkpoint exists: the resume step proves it was written) and
+    the requeued job resumes it to the uninterrupted run's numbers."""
+    keys = ("max_steps=4000", "stop=max_steps", "checkpoint_every=100000", "eval_every=100000", "hidden=64",
+            "precision=fp32")  # fmt: skip
+    straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
+    out = tmp_path / "preempted"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    wait_while_running(job, lambda: len(training_rows_so_far(out)) >= 150)
+    job_id = json.loads((out / "slurm.json").read_text())["job_id"]
+    started = time.monotonic()
+    urgent = subprocess.run(
+        ["sbatch", "--parsable", f"--partition={URGENT}", "--exclusive", "--wrap", "true"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    _start_now(job_id)  # preempted and requeued; SLURM's hold on a requeued job lifted
+    preempted_after = time.monotonic() - started
+    output = job.communicate(timeout=300)[0]
+    assert job.returncode == 0, output
+    log = Path(json.loads((out / "slurm.json").read_text())["stderr"]).read_text()
+    assert log.count("interrupt: saving a checkpoint after this step") == 1
+    (resumed,) = resumes(out)
+    assert resumed >= 150, resumed
+    assert training_rows(out) == training_rows(straight)
+    state = subprocess.run(["scontrol", "show", "job", urgent], capture_output=True, text=True, check=True)
+    assert "JobState=COMPLETED" in state.stdout
+    print(
+        f"preempted and requeued {preempted_after:.1f} s after the urgent job was submitted, resumed at step {resumed}"
+    )
 
 
 def resumes(out: Path) -> list[int]:

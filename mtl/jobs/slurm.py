@@ -139,7 +139,10 @@ class MemberJob:
     run (a process of its own) checkpoints and stops, and then this job requeues itself, so the
     requeued job resumes from that checkpoint. (submitit's own protocol requeues at once, and
     the kill that follows a requeue can come before the checkpoint is written.) A preemption or
-    `scontrol requeue` sends SIGTERM, which the run takes the same way."""
+    `scontrol requeue` sends SIGTERM, which the run takes the same way. A preemption with a grace
+    time (the partition's GraceTime) signals the job's processes at once and requeues the job only
+    if it still runs when the grace ends: a run that checkpointed within it would end the job as
+    completed, never requeued, so the job requeues itself then, as it does before a time limit."""
 
     def __init__(self, member: Member):
         self.member = member
@@ -152,14 +155,30 @@ class MemberJob:
         if warned and self.member.status() != "finished":
             _requeue_this_job()
         if done.returncode == INTERRUPTED_EXIT and self.member.status() == "interrupted":
-            # scancel's SIGTERM (or a preemption's): the run checkpointed and said so in one line;
-            # the job ends as what it is, resumable, not with a traceback of a failure
+            if _being_preempted():
+                _requeue_this_job()
+            # scancel's SIGTERM: the run checkpointed and said so in one line; the job ends as
+            # what it is, resumable, not with a traceback of a failure
             return INTERRUPTED
         if done.returncode != 0:
             raise RuntimeError(
                 f"{self.member.name}: mtl train-multitask exited with {done.returncode} (its log says why)"
             )
         return self.member.status()
+
+
+def _being_preempted() -> bool:
+    """Whether SLURM chose this job for preemption (its PreemptTime is set; scancel sets none)."""
+    import submitit
+
+    shown = subprocess.run(
+        ["scontrol", "show", "job", submitit.JobEnvironment().job_id],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    when = next((word.partition("=")[2] for word in shown.split() if word.startswith("PreemptTime=")), "None")
+    return when not in ("None", "Unknown", "")
 
 
 def _requeue_this_job() -> None:
