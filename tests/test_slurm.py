@@ -370,7 +370,8 @@ def test_a_run_preempted_by_a_higher_priority_job_checkpoints_in_its_grace_and_r
     job_id = json.loads((out / "slurm.json").read_text())["job_id"]
     started = time.monotonic()
     urgent = subprocess.run(
-        ["sbatch", "--parsable", f"--partition={URGENT}", "--exclusive", "--wrap", "true"],
+        ["sbatch", "--parsable", f"--partition={URGENT}", "--exclusive", f"--output={tmp_path / 'urgent.out'}",
+         "--wrap", "true"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     _start_now(job_id)  # preempted and requeued; SLURM's hold on a requeued job lifted
