@@ -1,9 +1,10 @@
-"""A one-node SLURM on this machine, from Debian's `slurm-wlm` and `munge` packages: munged,
-slurmctld and slurmd, their configuration, state, sockets and logs in one folder, stopped by
-the process ids it started. What the SLURM tests run against, and what a person can start to
-try mtl's cluster commands without a cluster:
+"""A SLURM on this machine, from Debian's `slurm-wlm` and `munge` packages: munged, slurmctld
+and a slurmd per node (one node, or several: `slurmd -N <node>` each on its own port), their
+configuration, state, sockets and logs in one folder, stopped by the process ids it started.
+What the SLURM tests run against, and what a person can start to try mtl's cluster commands
+without a cluster:
 
-    python3 tests/slurm_cluster.py start /tmp/slurm    # prints the line to export
+    python3 tests/slurm_cluster.py start /tmp/slurm    # prints the line to export (add 2: two nodes)
     export SLURM_CONF=/tmp/slurm/slurm.conf
     just sweep lr=0.1,0.05 preset=cpu-small launcher=slurm slurm.partition=debug
     python3 tests/slurm_cluster.py stop /tmp/slurm
@@ -55,8 +56,26 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _config(folder: Path, host: str, cpus: int, memory_mb: int) -> str:
+def node_names(host: str, nodes: int) -> list[str]:
+    """The nodes' names: the machine's own, and for a second node `localhost` (names this
+    machine resolves: a job's first node is its torchrun rendezvous address)."""
+    if nodes > 2:
+        raise ValueError("this machine runs at most two nodes (its own name and localhost)")
+    return [host, "localhost"][:nodes]
+
+
+def _config(folder: Path, host: str, cpus: int, memory_mb: int, nodes: int = 1) -> str:
     ctld_port, slurmd_port = _free_port(), _free_port()
+    names = node_names(host, nodes)
+    # several slurmd on this machine: each its own port, and its own spool, pid and log files (%n)
+    each = "-%n" if nodes > 1 else ""
+    node_lines = "\n".join(
+        f"NodeName={name} NodeAddr=127.0.0.1"
+        + (f" Port={_free_port()}" if nodes > 1 else "")
+        + f" CPUs={cpus // nodes} RealMemory={memory_mb // nodes} Gres=gpu:{GPUS} State=UNKNOWN"
+        for name in names
+    )
+    listed = ",".join(names)
     return f"""# a one-node SLURM made by tests/slurm_cluster.py
 ClusterName=mtl-test
 GresTypes=gpu
@@ -69,11 +88,11 @@ AuthType=auth/munge
 AuthInfo=socket={folder / "munge.socket"}
 CredType=cred/munge
 StateSaveLocation={folder / "state"}
-SlurmdSpoolDir={folder / "spool"}
+SlurmdSpoolDir={folder / f"spool{each}"}
 SlurmctldPidFile={folder / "slurmctld.pid"}
-SlurmdPidFile={folder / "slurmd.pid"}
+SlurmdPidFile={folder / f"slurmd{each}.pid"}
 SlurmctldLogFile={folder / "slurmctld.log"}
-SlurmdLogFile={folder / "slurmd.log"}
+SlurmdLogFile={folder / f"slurmd{each}.log"}
 PlugStackConfig={folder / "plugstack.conf"}
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -91,20 +110,21 @@ KillWait=5
 MinJobAge=600
 SlurmctldTimeout=30
 SlurmdTimeout=30
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} Gres=gpu:{GPUS} State=UNKNOWN
+{node_lines}
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
-PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4 PriorityTier=1 GraceTime={GRACE_S}
-PartitionName={URGENT} Nodes={host} MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
+PartitionName={PARTITION} Nodes={listed} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4 PriorityTier=1 GraceTime={GRACE_S}
+PartitionName={URGENT} Nodes={listed} MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
 """
 
 
-class OneNodeCluster:
-    """The daemons of a one-node SLURM whose files are in `folder`."""
+class LocalCluster:
+    """The daemons of a SLURM of `nodes` nodes on this machine (a slurmd each, sharing its
+    `cpus`), whose files are in `folder`."""
 
-    def __init__(self, folder: Path, cpus: int = 4):
+    def __init__(self, folder: Path, cpus: int = 4, nodes: int = 1):
         self.folder = Path(folder).resolve()
-        self.cpus = cpus
+        self.cpus, self.nodes = cpus, nodes
         self.conf = self.folder / "slurm.conf"
 
     @property
@@ -113,11 +133,13 @@ class OneNodeCluster:
 
     def start(self, timeout: float = 60) -> None:
         if reason := missing():
-            raise RuntimeError(f"cannot start a one-node SLURM: {reason}")
+            raise RuntimeError(f"cannot start a SLURM here: {reason}")
         if (self.folder / "slurmctld.pid").is_file():
             raise RuntimeError(f"{self.folder} holds a cluster already: stop it first (stop {self.folder})")
         folder = self.folder
-        for sub in ("state", "spool"):
+        host = socket.gethostname().split(".")[0]
+        spools = ["spool"] if self.nodes == 1 else [f"spool-{name}" for name in node_names(host, self.nodes)]
+        for sub in ("state", *spools):
             (folder / sub).mkdir(parents=True, exist_ok=True)
         key = folder / "munge.key"
         key.write_bytes(os.urandom(1024))
@@ -128,9 +150,8 @@ class OneNodeCluster:
         (folder / "gres.conf").write_text(
             "AutoDetect=off\n" + "".join(f"Name=gpu File={device}\n" for device in FAKE_GPU_FILES)
         )
-        host = socket.gethostname().split(".")[0]
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-        self.conf.write_text(_config(folder, host, self.cpus, memory // 2))
+        self.conf.write_text(_config(folder, host, self.cpus, memory // 2, self.nodes))
         subprocess.run(
             [
                 program("munged"), "--force", f"--key-file={key}", f"--socket={folder / 'munge.socket'}",
@@ -140,7 +161,9 @@ class OneNodeCluster:
             check=True, env=self.env,
         )  # fmt: skip
         subprocess.run([program("slurmctld"), "-i", "-f", str(self.conf)], check=True, env=self.env)
-        subprocess.run([program("slurmd"), "-f", str(self.conf)], check=True, env=self.env)
+        for name in node_names(host, self.nodes) if self.nodes > 1 else [None]:
+            named = ["-N", name] if name else []
+            subprocess.run([program("slurmd"), *named, "-f", str(self.conf)], check=True, env=self.env)
         self._wait_for_node(timeout)
 
     def _wait_for_node(self, timeout: float) -> None:
@@ -151,12 +174,12 @@ class OneNodeCluster:
                 ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, env=self.env, check=False
             )
             state = done.stdout.strip()
-            if state in ("idle", "mixed", "allocated"):
+            if state and set(state.split()) <= {"idle", "mixed", "allocated"}:  # every node up
                 return
             time.sleep(0.5)
         logs = {name: (self.folder / f"{name}.log") for name in DAEMONS}
         tails = {n: p.read_text()[-600:] if p.is_file() else "(no log)" for n, p in logs.items()}
-        raise RuntimeError(f"the one-node SLURM did not come up (node state {state!r}): {tails}")
+        raise RuntimeError(f"the SLURM did not come up (node state {state!r}): {tails}")
 
     def stop(self) -> None:
         """Cancel every job (a job's processes outlive its slurmd), then stop the daemons this
@@ -171,7 +194,8 @@ class OneNodeCluster:
                 if queued.returncode != 0 or not queued.stdout.strip():
                     break
                 time.sleep(0.2)
-        for name in ("slurmd", "slurmctld", "munged"):
+        slurmds = sorted(p.stem for p in self.folder.glob("slurmd*.pid"))  # slurmd, or slurmd-<node> each
+        for name in (*slurmds, "slurmctld", "munged"):
             pid_file = self.folder / f"{name}.pid"
             try:
                 pid = int(pid_file.read_text().strip())
@@ -192,10 +216,10 @@ class OneNodeCluster:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("start", "stop"):
-        print("usage: python3 tests/slurm_cluster.py start|stop FOLDER", file=sys.stderr)
+    if len(argv) not in (2, 3) or argv[0] not in ("start", "stop") or argv[2:] and not argv[2].isdigit():
+        print("usage: python3 tests/slurm_cluster.py start|stop FOLDER [NODES]", file=sys.stderr)
         return 2
-    cluster = OneNodeCluster(Path(argv[1]))
+    cluster = LocalCluster(Path(argv[1]), nodes=int(argv[2]) if argv[2:] else 1)
     if argv[0] == "start":
         cluster.start()
         print(f"export SLURM_CONF={cluster.conf}")

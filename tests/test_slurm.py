@@ -18,7 +18,7 @@ from mtl.errors import UserError
 from mtl.runs import read_metrics
 
 from .conftest import args_for, deterministic_summary, start_run
-from .slurm_cluster import GPUS, PARTITION, URGENT, OneNodeCluster, missing
+from .slurm_cluster import GPUS, PARTITION, URGENT, LocalCluster, missing
 from .test_distributed import SETTINGS, assert_same_training, one_thread
 
 SLURM = ("launcher=slurm", f"slurm.partition={PARTITION}")
@@ -30,7 +30,7 @@ def slurm(tmp_path_factory):
         if os.environ.get("CI"):
             pytest.fail(f"the SLURM tests must run under CI, and cannot here: {reason}")
         pytest.skip(f"no one-node SLURM here: {reason}")
-    cluster = OneNodeCluster(tmp_path_factory.mktemp("slurm"))
+    cluster = LocalCluster(tmp_path_factory.mktemp("slurm"))
     cluster.start()
     before = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(cluster.conf)
@@ -436,3 +436,39 @@ def test_a_job_mails_its_state_changes_where_asked_and_a_wrong_mail_type_is_one_
     assert "--mail" not in quiet
     with pytest.raises(UserError, match=r"^slurm.mail_type=END,FIAL: 'FIAL' is not one of sbatch's"):
         apply_overrides(LauncherConfig(), ["slurm.mail_type=END,FIAL"])
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    """A two-node SLURM beside the one-node one: two slurmd on this machine, each its own node."""
+    if reason := missing():
+        if os.environ.get("CI"):
+            pytest.fail(f"the SLURM tests must run under CI, and cannot here: {reason}")
+        pytest.skip(f"no SLURM here: {reason}")
+    cluster = LocalCluster(tmp_path_factory.mktemp("slurm-two"), nodes=2)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+def test_one_run_over_two_nodes_trains_like_one_process(two_nodes, tiny_data, tmp_path, monkeypatch):
+    """slurm.nodes=2: srun starts a process on each node, they find each other through the job's
+    first node (torchrun's rendezvous, from SLURM's environment) and train as one process."""
+    monkeypatch.setenv("SLURM_CONF", str(two_nodes.conf))
+    keys = (*SETTINGS, "max_steps=40")
+    with one_thread():
+        reference, _ = start_run(tiny_data, tmp_path / "one", *keys)
+    out = tmp_path / "two"
+    args = args_for(tiny_data, out, *keys)
+    assert main(["train-multitask", *args, *SLURM, "slurm.nodes=2", "slurm.tasks_per_node=1"]) == 0
+    assert json.loads((out / "config.json").read_text())["world_size"] == 2
+    assert_same_training(reference, out)
+    job_id = json.loads((out / "slurm.json").read_text())["job_id"]
+    shown = subprocess.run(
+        ["scontrol", "show", "job", str(job_id)],
+        capture_output=True,
+        text=True,
+        env=two_nodes.env,
+        check=True,
+    ).stdout
+    assert "NumNodes=2" in shown and re.search(r"^\s*NodeList=\S*localhost", shown, re.M), shown
