@@ -24,14 +24,21 @@ from .test_distributed import SETTINGS, assert_same_training, one_thread
 SLURM = ("launcher=slurm", f"slurm.partition={PARTITION}")
 
 
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
+def started_cluster(folder: Path, nodes: int = 1) -> LocalCluster:
+    """A SLURM of `nodes` nodes on this machine, started; the test skips where SLURM is not
+    installed, and fails under CI, which installs it."""
     if reason := missing():
         if os.environ.get("CI"):
             pytest.fail(f"the SLURM tests must run under CI, and cannot here: {reason}")
-        pytest.skip(f"no one-node SLURM here: {reason}")
-    cluster = LocalCluster(tmp_path_factory.mktemp("slurm"))
+        pytest.skip(f"no SLURM here: {reason}")
+    cluster = LocalCluster(folder, nodes=nodes)
     cluster.start()
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    cluster = started_cluster(tmp_path_factory.mktemp("slurm"))
     before = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(cluster.conf)
     yield cluster
@@ -441,12 +448,7 @@ def test_a_job_mails_its_state_changes_where_asked_and_a_wrong_mail_type_is_one_
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory):
     """A two-node SLURM beside the one-node one: two slurmd on this machine, each its own node."""
-    if reason := missing():
-        if os.environ.get("CI"):
-            pytest.fail(f"the SLURM tests must run under CI, and cannot here: {reason}")
-        pytest.skip(f"no SLURM here: {reason}")
-    cluster = LocalCluster(tmp_path_factory.mktemp("slurm-two"), nodes=2)
-    cluster.start()
+    cluster = started_cluster(tmp_path_factory.mktemp("slurm-two"), nodes=2)
     yield cluster
     cluster.stop()
 
