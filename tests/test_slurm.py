@@ -114,7 +114,9 @@ def _start_now(job_id: str) -> None:
             ["squeue", "-h", "-o", "%T", "-j", job_id], capture_output=True, text=True, check=False
         ).stdout.strip()
         if state == "PENDING":
-            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
+            # two seconds on, not now: a job started again in the second its credential was
+            # revoked (the requeue) is refused by slurmd ("Job credential revoked") and ends failed
+            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now+2"], check=True)
             return
         time.sleep(0.2)
     raise AssertionError(f"job {job_id} was not requeued (state {state!r})")
