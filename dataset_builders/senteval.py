@@ -312,12 +312,13 @@ def get_senteval(config: GetSentEvalConfig) -> tuple[Path, dict]:
             if _complete(out, manifest, source.task):
                 print(f"  {source.task:<8} already here")
                 continue
-            if found := in_place(out, source.task, expected):  # laid out by SentEval's own script, or copied
+            found, difference = in_place(out, source.task, expected)
+            if found:  # laid out by SentEval's own script, or copied
                 manifest[source.task] = {"files": found}
                 atomic.write_text(out / MANIFEST, jsonfile.dumps(manifest, indent=1) + "\n", "manifest")
                 print(f"  {source.task:<8} already here: {len(found)} files as recorded, found in place")
                 continue
-            if difference := not_as_recorded(out, source.task, expected):  # say why it is fetched again
+            if difference:  # say why it is fetched again
                 print(f"  {source.task:<8} in {out} but not as recorded ({difference}): fetching it")
             fetched = {
                 d.name: fetch(d, downloads_folder, config.mirror, config.timeout) for d in source.downloads
@@ -534,33 +535,29 @@ LAYOUT = {
 }
 
 
-def in_place(out: Path, task: str, expected: dict[str, tuple[int, str]]) -> dict[str, dict] | None:
-    """The manifest entry of `task` when every file recorded for it is in `out` with its recorded
-    size and SHA-256 (nothing to fetch); None when any is missing or differs."""
+def in_place(
+    out: Path, task: str, expected: dict[str, tuple[int, str]]
+) -> tuple[dict[str, dict] | None, str | None]:
+    """(the manifest entry of `task` when every file recorded for it is in `out` with its recorded
+    size and SHA-256: nothing to fetch, else None; how a file of it already there differs from the
+    recorded one, `downstream/TREC/x: 335,858 bytes, recorded 333,379`, else None). Each file is
+    hashed once."""
     prefix = LAYOUT.get(task)
     files = {path: value for path, value in expected.items() if prefix and path.startswith(prefix)}
-    if not files:
-        return None
+    complete = bool(files)
     for path, (size, sha) in files.items():
         file = out / path
-        if not file.is_file() or file.stat().st_size != size or file_sha256(file) != sha:
-            return None
-    return {path: {"size": size, "sha256": sha, "verified": True} for path, (size, sha) in files.items()}
-
-
-def not_as_recorded(out: Path, task: str, expected: dict[str, tuple[int, str]]) -> str | None:
-    """How a file of `task` already in `out` differs from the recorded one (`downstream/TREC/x:
-    335,858 bytes, recorded 333,379`); None when none of its files is there or all are as recorded."""
-    prefix = LAYOUT.get(task)
-    for path, (size, sha) in expected.items():
-        file = out / path
-        if not (prefix and path.startswith(prefix) and file.is_file()):
-            continue
-        if (found := file.stat().st_size) != size:
-            return f"{path}: {found:,} bytes, recorded {size:,}"
-        if file_sha256(file) != sha:
-            return f"{path}: SHA-256 {file_sha256(file)[:12]}..., recorded {sha[:12]}..."
-    return None
+        if not file.is_file():
+            complete = False
+        elif (found := file.stat().st_size) != size:
+            return None, f"{path}: {found:,} bytes, recorded {size:,}"
+        elif (digest := file_sha256(file)) != sha:
+            return None, f"{path}: SHA-256 {digest[:12]}..., recorded {sha[:12]}..."
+    if not complete:
+        return None, None
+    return {
+        path: {"size": size, "sha256": sha, "verified": True} for path, (size, sha) in files.items()
+    }, None
 
 
 def _complete(out: Path, manifest: dict, task: str) -> bool:
