@@ -61,10 +61,10 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
         raise UserError(
             f"{config.run} is a pretrained transformer: its subword vocabulary is the model's own"
         )
-    if (
-        config.st_vocabulary == "vectors"
-        and not Path(config.vectors or loaded.vectors or "").expanduser().is_file()
-    ):
+    vectors_file = Path(
+        config.vectors or loaded.vectors or ""
+    ).expanduser()  # what st_vocabulary=vectors reads
+    if config.st_vocabulary == "vectors" and not vectors_file.is_file():
         raise UserError(
             f"st_vocabulary=vectors: the vectors file {config.vectors or loaded.vectors} is not here: "
             "give vectors=<the GloVe file the encoder was trained with>"
@@ -111,10 +111,9 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
             # sentence-transformers looks words up, it cannot map them: every word of the vectors
             # file goes into its vocabulary with the vector encode() gives it (its GloVe vector;
             # with vocab_expansion, its mapped one: Skip-Thought's 930,911 words)
-            vectors = Path(config.vectors or loaded.vectors or "").expanduser()
-            loaded.vectors = str(vectors)
+            loaded.vectors = str(vectors_file)
             before = len(loaded.vocabulary.words)
-            loaded.expand_vocabulary(set(vector_store(vectors).words))
+            loaded.expand_vocabulary(set(vector_store(vectors_file).words))
             st_words = kept + loaded.vocabulary.words[before:]
             st_rows += list(range(before, len(loaded.vocabulary.words)))
             encoders = [loaded.encoder]
