@@ -5,6 +5,7 @@ packages); elsewhere they skip and say why."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -107,16 +108,16 @@ def wait_while_running(job: subprocess.Popen, done: Callable[[], bool]) -> None:
         time.sleep(0.1)
 
 
-def _start_now(job_id: str) -> None:
+def _start_now(job_id: str, env: dict[str, str] | None = None) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         state = subprocess.run(
-            ["squeue", "-h", "-o", "%T", "-j", job_id], capture_output=True, text=True, check=False
+            ["squeue", "-h", "-o", "%T", "-j", job_id], capture_output=True, text=True, check=False, env=env
         ).stdout.strip()
         if state == "PENDING":
             # two seconds on, not now: a job started again in the second its credential was
             # revoked (the requeue) is refused by slurmd ("Job credential revoked") and ends failed
-            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now+2"], check=True)
+            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now+2"], check=True, env=env)
             return
         time.sleep(0.2)
     raise AssertionError(f"job {job_id} was not requeued (state {state!r})")
@@ -476,3 +477,76 @@ def test_one_run_over_two_nodes_trains_like_one_process(two_nodes, tiny_data, tm
         check=True,
     ).stdout
     assert "NumNodes=2" in shown and re.search(r"^\s*NodeList=\S*localhost", shown, re.M), shown
+
+
+def test_a_run_whose_process_one_node_loses_is_requeued_and_resumes_exactly(
+    two_nodes, tiny_data, tmp_path, monkeypatch
+):
+    """`kill -9` of the training process on the job's second node (as the out-of-memory killer
+    does): no checkpoint is written, the first node's rank loses its peer, the job requeues itself
+    and resumes from the last periodic checkpoint, and the run ends as one process trains it."""
+    monkeypatch.setenv("SLURM_CONF", str(two_nodes.conf))
+    keys = (*SETTINGS, "max_steps=300", "stop=max_steps")
+    with one_thread():
+        reference, _ = start_run(tiny_data, tmp_path / "one", *keys)
+    out = tmp_path / "two"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM,
+         "slurm.nodes=2", "slurm.tasks_per_node=1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=two_nodes.env,
+    )  # fmt: skip
+    wait_while_running(job, lambda: len(training_rows_so_far(out)) >= 105)
+    killed_at = len(training_rows_so_far(out))
+    os.kill(training_process(out, rank=1), signal.SIGKILL)
+    job_id = json.loads((out / "slurm.json").read_text())["job_id"]
+    _start_now(job_id, two_nodes.env)  # requeued by the job itself; SLURM's hold lifted
+    output = job.communicate(timeout=300)[0]
+    assert job.returncode == 0, output
+    (resumed,) = resumes(out)
+    assert resumed % 10 == 0 and 100 <= resumed <= killed_at + 10, (
+        resumed,
+        killed_at,
+    )  # a periodic checkpoint
+    first = Path(json.loads((out / "slurm.json").read_text())["stdout"])  # rank 0's log; rank 1's beside it
+    logs = first.read_text() + first.with_name(first.name.replace("_0_log", "_1_log")).read_text()
+    said = re.findall(r"its training process (.*): requeued, to resume from its last checkpoint", logs)
+    assert said and set(said) <= {"lost a peer rank", "was killed by SIGKILL"}, logs  # whichever asked first
+    assert_same_training(reference, out)
+
+
+def training_process(out: Path, rank: int | None = None) -> int:
+    """The pid of the `mtl train-multitask` process (of `rank`) that a SLURM job runs for the run in `out`."""
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+            environment = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            b"train-multitask" in command
+            and any(entry.startswith(b"SLURM_JOB_ID=") for entry in environment)  # not the submitter
+            and (rank is None or f"RANK={rank}".encode() in environment)
+            and any(str(out).encode() in part for part in command)
+        ):
+            return int(proc.name)
+    raise AssertionError(f"no training process of rank {rank} for {out}")
+
+
+def test_a_run_killed_before_it_checkpointed_in_its_job_is_not_requeued_again(slurm, tiny_data, tmp_path):
+    """The guard against a loop: a process killed before its attempt wrote a checkpoint (out of
+    memory at the same step each time would be) ends the job failed, saying so, never requeued."""
+    keys = ("max_steps=100000", "checkpoint_every=100000", "eval_every=100000", "hidden=64")
+    out = tmp_path / "killed"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    wait_while_running(job, lambda: len(training_rows_so_far(out)) >= 5)
+    os.kill(training_process(out), signal.SIGKILL)
+    output = job.communicate(timeout=120)[0]
+    assert job.returncode != 0 and "killed: failed" in output, output
+    log = Path(json.loads((out / "slurm.json").read_text())["stderr"]).read_text()
+    assert (
+        "its training process was killed by SIGKILL before it checkpointed in this job: not requeued" in log
+    )
+    assert resumes(out) == []

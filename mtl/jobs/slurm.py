@@ -37,6 +37,8 @@ from mtl.files import atomic, jsonfile
 from mtl.files.locks import this_cluster
 from mtl.files.schemas import SlurmJob, read_json
 from mtl.jobs.member import Member, member_progress
+from mtl.runs import RunFolder
+from mtl.runtime.ranks import LOST_A_PEER
 from mtl.train.command_line import config_from_args
 from mtl.train.inputs import resolve_inputs
 
@@ -142,7 +144,13 @@ class MemberJob:
     `scontrol requeue` sends SIGTERM, which the run takes the same way. A preemption with a grace
     time (the partition's GraceTime) signals the job's processes at once and requeues the job only
     if it still runs when the grace ends: a run that checkpointed within it would end the job as
-    completed, never requeued, so the job requeues itself then, as it does before a time limit."""
+    completed, never requeued, so the job requeues itself then, as it does before a time limit.
+
+    A training process killed outright (SIGKILL: out of memory, a node's trouble; on several nodes
+    the other ranks then lose their peer) writes no checkpoint: the job requeues itself when the run
+    has checkpointed since this attempt began, and the requeued job resumes from that checkpoint,
+    losing the steps after it. A run killed again before its next checkpoint is left failed and
+    resumable (run the same command): it would likely die the same way each time."""
 
     def __init__(self, member: Member):
         self.member = member
@@ -151,9 +159,23 @@ class MemberJob:
         _join_the_job_processes()
         warned = []
         signal.signal(signal.SIGUSR2, lambda signum, frame: warned.append(signum))
+        checkpoint = _checkpoint_written(self.member.run_dir)
         done = subprocess.run(self.member.command(), check=False)
         if warned and self.member.status() != "finished":
             _requeue_this_job()
+        # SIGTERM and SIGINT are SLURM's own stops (scancel, a requeue), taken before the run's handler
+        killed = done.returncode < 0 and -done.returncode not in (signal.SIGTERM, signal.SIGINT)
+        if killed or done.returncode == LOST_A_PEER:
+            how = f"was killed by {_signal_name(-done.returncode)}" if killed else "lost a peer rank"
+            if _checkpoint_written(self.member.run_dir) not in (None, checkpoint):
+                print(
+                    f"{self.member.name}: its training process {how}: requeued, to resume from its last checkpoint"
+                )
+                _requeue_this_job(by_any_rank=True)
+            raise RuntimeError(
+                f"{self.member.name}: its training process {how} before it checkpointed in this job: not "
+                "requeued (it would likely stop the same way again); run the same command to resume it"
+            )
         if done.returncode == INTERRUPTED_EXIT and self.member.status() == "interrupted":
             if _being_preempted():
                 _requeue_this_job()
@@ -165,6 +187,23 @@ class MemberJob:
                 f"{self.member.name}: mtl train-multitask exited with {done.returncode} (its log says why)"
             )
         return self.member.status()
+
+
+def _checkpoint_written(run_dir: Path) -> tuple[int, int] | None:
+    """Which checkpoint the run folder holds now (each is written anew and renamed into place),
+    None before its first."""
+    try:
+        found = os.stat(RunFolder(run_dir).latest)
+    except OSError:
+        return None
+    return found.st_ino, found.st_mtime_ns
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _being_preempted() -> bool:
@@ -181,16 +220,21 @@ def _being_preempted() -> bool:
     return when not in ("None", "Unknown", "")
 
 
-def _requeue_this_job() -> None:
-    """Put this job back in the queue (SLURM stops it now and starts it again later)."""
+def _requeue_this_job(by_any_rank: bool = False) -> None:
+    """Put this job back in the queue (SLURM stops it now and starts it again later). Rank 0 asks,
+    where every rank meets the same reason; `by_any_rank` where one rank alone may know it (its
+    process killed: the others may wait on it until their collective's timeout)."""
     import submitit
 
     environment = submitit.JobEnvironment()
-    if environment.global_rank == 0:
+    if environment.global_rank == 0 or by_any_rank:
         done = subprocess.run(
             ["scontrol", "requeue", environment.job_id], capture_output=True, text=True, check=False
         )
-        if done.returncode != 0:  # a cluster that allows no requeue: the run is checkpointed all the same
+        # another rank's request came first: the job is queued again already
+        already = by_any_rank and "pending" in done.stderr.lower()
+        # otherwise a cluster that allows no requeue: the run is checkpointed all the same
+        if done.returncode != 0 and not already:
             raise RuntimeError(
                 f"could not requeue job {environment.job_id} ({done.stderr.strip()[:200]}): its run is "
                 "checkpointed; run the same command again to resume it"
