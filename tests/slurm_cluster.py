@@ -128,6 +128,10 @@ class LocalCluster:
         self.conf = self.folder / "slurm.conf"
 
     @property
+    def node_names(self) -> list[str]:
+        return node_names(socket.gethostname().split(".")[0], self.nodes)
+
+    @property
     def env(self) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 

@@ -550,3 +550,29 @@ def test_a_run_killed_before_it_checkpointed_in_its_job_is_not_requeued_again(sl
         "its training process was killed by SIGKILL before it checkpointed in this job: not requeued" in log
     )
     assert resumes(out) == []
+
+
+def test_a_study_over_two_nodes_spreads_its_array_and_each_member_finishes(
+    two_nodes, tiny_data, tmp_path, monkeypatch, capsys
+):
+    """Each member asks for a node's two GPUs (`slurm.gpus_per_node=2`, one process): the array's two
+    jobs cannot share a node, and SLURM runs one on each."""
+    monkeypatch.setenv("SLURM_CONF", str(two_nodes.conf))
+    base = [a for a in args_for(tiny_data, tmp_path, "precision=fp32") if not a.startswith("out=")]
+    out = tmp_path / "study"
+    spread = ("slurm.gpus_per_node=2", "slurm.tasks_per_node=1")
+    assert main(["sweep", *base, "steps_nli=2,3", f"out={out}", *SLURM, *spread]) == 0
+    assert "2 runs in" in capsys.readouterr().out
+    jobs = json.loads((out / "slurm-jobs.json").read_text())
+    nodes = {}
+    for name, job in jobs.items():
+        assert json.loads((out / name / "summary.json").read_text())["global_step"] == 10
+        shown = subprocess.run(
+            ["scontrol", "show", "job", job["job_id"]],
+            capture_output=True,
+            text=True,
+            env=two_nodes.env,
+            check=True,
+        ).stdout
+        nodes[name] = re.search(r"^\s*NodeList=(\S+)", shown, re.M)[1]
+    assert sorted(nodes.values()) == sorted(two_nodes.node_names), nodes
