@@ -233,3 +233,44 @@ def test_hf_attention_in_bf16_takes_kernels_that_need_no_plan_per_length(tiny_be
         assert taken and not any("cudnn" in name for name in taken), taken
     finally:
         torch.backends.cuda.enable_cudnn_sdp(enabled)
+
+
+RANK_DEVICE = """
+import torch
+from mtl.runtime.distributed import Distributed
+
+dist = Distributed.from_environment()
+device = dist.device("auto")
+print(device, torch.cuda.current_device(), torch.cuda.get_device_properties(device).uuid, flush=True)
+dist.barrier()
+"""
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs (a rank each)")
+def test_each_rank_takes_the_gpu_slurm_made_visible_to_it(tmp_path):
+    """SLURM's job gives its processes CUDA_VISIBLE_DEVICES (here the machine's last two GPUs, in
+    reverse: SLURM's grant need not be 0,1) and srun a LOCAL_RANK each; mtl's rank r trains on
+    cuda:r, which is the r-th GPU SLURM made visible, with no SLURM involved."""
+    import os
+    import subprocess
+    import sys
+
+    count = torch.cuda.device_count()
+    granted = [count - 1, count - 2]  # physical indices, as SLURM lists them
+    uuids = {i: str(torch.cuda.get_device_properties(i).uuid) for i in range(count)}
+    processes = []
+    for rank in range(2):
+        env = {
+            **os.environ, "CUDA_VISIBLE_DEVICES": ",".join(map(str, granted)), "RANK": str(rank),
+            "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533",
+        }  # fmt: skip
+        processes.append(
+            subprocess.Popen([sys.executable, "-c", RANK_DEVICE], env=env, stdout=subprocess.PIPE, text=True)
+        )
+    for rank, process in enumerate(processes):
+        output = process.communicate(timeout=300)[0]
+        assert process.returncode == 0, output
+        device, current, uuid = output.split()
+        assert (device, current) == (f"cuda:{rank}", str(rank))
+        assert uuid == uuids[granted[rank]]
