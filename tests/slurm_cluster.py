@@ -29,6 +29,9 @@ DAEMONS = ("munged", "slurmctld", "slurmd")
 # A partition whose jobs preempt the default one's (requeued after SIGTERM and GRACE_S seconds)
 URGENT = "urgent"
 GRACE_S = 30
+# A partition like the default one whose jobs get a grace of one second when preempted (SIGKILL
+# KillWait=5 s later): a run whose step and checkpoint take longer is killed before its checkpoint
+BRIEF = "brief"
 
 # The node's GPUs, declared by device files that are not GPUs: jobs may ask for them
 # (slurm.gpus_per_node=), and torch still sees none
@@ -114,6 +117,7 @@ SlurmdTimeout=30
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
 PartitionName={PARTITION} Nodes={listed} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4 PriorityTier=1 GraceTime={GRACE_S}
+PartitionName={BRIEF} Nodes={listed} MaxTime=INFINITE State=UP OverSubscribe=FORCE:4 PriorityTier=1 GraceTime=1
 PartitionName={URGENT} Nodes={listed} MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
 """
 
@@ -189,7 +193,8 @@ class LocalCluster:
         """Cancel every job (a job's processes outlive its slurmd), then stop the daemons this
         folder's pid files name (the ones it started), slurmd first."""
         if (self.folder / "slurmctld.pid").is_file():
-            subprocess.run([program("scancel"), f"--partition={PARTITION}"], env=self.env, check=False)
+            for partition in (PARTITION, BRIEF):
+                subprocess.run([program("scancel"), f"--partition={partition}"], env=self.env, check=False)
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 queued = subprocess.run(
