@@ -3,15 +3,16 @@ evaluation that select= may name, asks for an evaluation and a stop, and sees ea
 through the same hooks the built-in ones (affinity, monitor=, the contamination ledger) use."""
 
 import json
+from dataclasses import dataclass
 
 import pytest
 import torch
 
 from mtl.errors import UserError
 from mtl.runs import read_metrics
-from mtl.train.callbacks import CALLBACKS, Callback, TrainingRun, register_callback
+from mtl.train.callbacks import CALLBACK_OPTIONS, CALLBACKS, Callback, TrainingRun, register_callback
 
-from .conftest import start_run, straight_and_resumed
+from .conftest import args_for, start_run, straight_and_resumed
 
 NORM = "watcher/encoder_norm"
 
@@ -164,3 +165,62 @@ def test_a_callback_returning_text_where_numbers_go_is_refused_at_the_callback(
         UserError, match=r"callback chatty: on_evaluate returned 'chatty/mood': 'good', not a number"
     ):
         start_run(tiny_data, tmp_path / "run", "callbacks=chatty", "max_steps=3")
+
+
+@dataclass
+class NormLimitOptions:
+    norm_limit: float = 1e9  # stop once the encoder's weight norm is above this
+
+
+@dataclass
+class SeenEveryOptions:
+    seen_every: int = 1  # steps between notes
+
+
+class NormLimit(Callback):
+    """A callback with a key of its own: stops the run once the encoder's norm passes norm_limit."""
+
+    def __init__(self, config, run_dir):
+        self.limit = config.run.callback_options.norm_limit
+
+    def on_step_end(self, run: TrainingRun, task: str) -> None:
+        norm = torch.cat([p.flatten() for p in run.model.encoder.parameters()]).norm().item()
+        if norm > self.limit:
+            run.control.stop(f"norm {norm:.3f} > norm_limit={self.limit}")
+
+
+@pytest.fixture
+def limited():
+    register_callback("norm_stop", options=NormLimitOptions)(NormLimit)
+    register_callback("note_steps", options=SeenEveryOptions)(lambda config, run_dir: Callback())
+    yield
+    for name in ("norm_stop", "note_steps"):
+        CALLBACKS.pop(name)
+        CALLBACK_OPTIONS.pop(name)
+
+
+def test_a_callback_owns_its_keys_flat_on_the_command_line_and_recorded_under_its_section(
+    limited, tiny_data, tmp_path
+):
+    from mtl.train.command_line import config_from_args
+    from mtl.train.config import recorded_config
+
+    run_dir, summary = start_run(tiny_data, tmp_path / "run", "callbacks=norm_stop", "norm_limit=0.5")
+    assert summary["stop_reason"] == "callback" and summary["global_step"] == 1
+    assert summary["stop_why"].endswith("> norm_limit=0.5")
+    recorded = json.loads((run_dir / "config.json").read_text())["config"]
+    assert recorded["run"]["callback_options"] == {"norm_limit": 0.5}
+    assert recorded_config(recorded, "config.json").run.callback_options.norm_limit == 0.5
+    _, untouched = start_run(tiny_data, tmp_path / "default", "callbacks=norm_stop")  # its default: no stop
+    assert untouched["stop_reason"] != "callback"
+    # two callbacks with keys: each its own, in one section
+    both = config_from_args(
+        args_for(tiny_data, tmp_path / "x", "callbacks=note_steps,norm_stop", "seen_every=3")
+    )
+    assert (both.run.callback_options.seen_every, both.run.callback_options.norm_limit) == (3, 1e9)
+    with pytest.raises(
+        UserError, match=r"^norm_limit=3: a key of callbacks=norm_stop, which this run does not add"
+    ):
+        config_from_args(args_for(tiny_data, tmp_path / "y", "norm_limit=3"))
+    with pytest.raises(UserError, match=r"norm_limit='many' is not a number"):
+        config_from_args(args_for(tiny_data, tmp_path / "z", "callbacks=norm_stop", "norm_limit=many"))

@@ -167,10 +167,15 @@ def read_subj_1k(root: Path) -> TransferTask:
     )
 
 
-@register_callback("loss_watch")
+@dataclass
+class LossWatchOptions:
+    loss_watch_file: str = "loss_watch.jsonl"  # loss_watch's file, in the run folder
+
+
+@register_callback("loss_watch", options=LossWatchOptions)
 class LossWatch(Callback):
     def __init__(self, config, run_dir: Path):
-        self.path = Path(run_dir) / "loss_watch.jsonl"
+        self.path = Path(run_dir) / Path(config.run.callback_options.loss_watch_file).name
         self.losses: dict[str, list[float]] = {}
 
     def on_step(self, task: str, record: dict) -> None:

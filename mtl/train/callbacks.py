@@ -20,8 +20,11 @@ every rank. Plugins register theirs with `register_callback(name)` and a run nam
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import math
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,11 +171,69 @@ class Callback:
 # name -> what makes the callback for a run: (the run's config, its folder) -> Callback.
 CallbackFactory = Callable[["TrainConfig", Path], Callback]
 CALLBACKS: dict[str, CallbackFactory] = {}
+CALLBACK_OPTIONS: dict[str, type] = {}  # name -> the dataclass of its own keys
 
 
-def register_callback(name: str) -> Callable[[CallbackFactory], CallbackFactory]:
-    """Make a callback available to callbacks=NAME (a decorator on a Callback class or factory)."""
+def register_callback(name: str, options: type | None = None) -> Callable[[CallbackFactory], CallbackFactory]:
+    """Make a callback available to callbacks=NAME (a decorator on a Callback class or factory);
+    `options`: a dataclass of its own keys (`norm_limit: float = 3.0`, each with its comment), flat
+    on the command line once the callback is chosen (`callbacks=encoder_norm norm_limit=5`) and
+    recorded under `run.callback_options`; the factory reads `config.run.callback_options.norm_limit`."""
+    if options is not None:
+        if not dataclasses.is_dataclass(options):
+            raise TypeError(f"callback {name!r}: register_callback(options=) takes a dataclass of its keys")
+        CALLBACK_OPTIONS[name] = options
     return adds_to(CALLBACKS, name)
+
+
+class ChosenCallbackOptions:
+    """The options class of a `callbacks=a,b` value (what `options_field` asks of a registry): the
+    one callback's that has keys, or one dataclass holding the keys of each chosen callback."""
+
+    def items(self) -> list[tuple[str, type]]:
+        return list(CALLBACK_OPTIONS.items())
+
+    def get(self, names: Any) -> type | None:
+        chosen = [n.strip() for n in str(names or "").split(",") if n.strip() in CALLBACK_OPTIONS]
+        if not chosen:
+            return None
+        if len(chosen) == 1:
+            return CALLBACK_OPTIONS[chosen[0]]
+        return _combined(tuple(sorted(set(chosen))))
+
+
+@functools.cache  # one class per combination: a config's options keep their type
+def _combined(names: tuple[str, ...]) -> type:
+    fields, owner = [], {}
+    for name in names:
+        hints = typing.get_type_hints(CALLBACK_OPTIONS[name], include_extras=True)
+        for field in dataclasses.fields(CALLBACK_OPTIONS[name]):
+            if field.name in owner:
+                raise UserError(
+                    f"callbacks={','.join(names)}: {owner[field.name]} and {name} both take the key "
+                    f"{field.name}: use one of them"
+                )
+            owner[field.name] = name
+            default = (
+                {"default_factory": field.default_factory}
+                if field.default_factory is not dataclasses.MISSING
+                else {"default": field.default}
+            )
+            fields.append(
+                (field.name, hints[field.name], dataclasses.field(**default, metadata=field.metadata))
+            )
+    combined = dataclasses.make_dataclass("CallbackOptions", fields)
+    combined.__doc__ = f"The keys of callbacks {', '.join(names)}."
+    return combined
+
+
+def callback_key_owners() -> dict[str, list[str]]:
+    """Each callback-specific key -> the callbacks that take it."""
+    owners: dict[str, list[str]] = {}
+    for name, options in CALLBACK_OPTIONS.items():
+        for field in dataclasses.fields(options):
+            owners.setdefault(field.name, []).append(name)
+    return owners
 
 
 def callback_names(names: str) -> list[str]:

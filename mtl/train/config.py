@@ -40,6 +40,7 @@ from mtl.models.encoders.config import ENCODERS, MAX_POSITIONS, EncoderConfig, H
 from mtl.runs import upgraded
 from mtl.tasks import TaskConfig
 from mtl.train.balancers import BALANCER_OPTIONS, BALANCERS, balancer_key_owners
+from mtl.train.callbacks import CALLBACKS, ChosenCallbackOptions, callback_key_owners
 from mtl.train.lr_schedules import LR_SCHEDULES
 from mtl.train.optimizer_registry import OPTIMIZERS
 from mtl.train.scheduler import SCHEDULES, adapts, trains_every_task
@@ -199,6 +200,8 @@ class RunConfig:
         None  # monitor=: SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
     )
     callbacks: str = ""  # registered callbacks added to the run, comma-separated (a plugin registers its own)
+    # The chosen callbacks' own keys (a plugin's, register_callback(options=)), flat on the command line
+    callback_options: Any = options_field("callbacks", ChosenCallbackOptions)
     select: str = ""  # the best checkpoint by a weighted mean of dev metrics (nli/dev/acc,stsb/dev/spearman:0.5); empty: the first task's
     wandb: Literal["auto", "online", "offline", "disabled"] = (
         "auto"  # auto: online with an API key, else offline
@@ -224,6 +227,9 @@ class RunConfig:
     strategy: Literal["ddp", "fsdp"] = (
         "ddp"  # under torchrun: ddp copies the model to every process; fsdp (encoder=hf) shards it over them
     )
+
+    def __post_init__(self) -> None:
+        settle_options(self)
 
 
 @dataclass
@@ -495,6 +501,13 @@ def _check_component_keys(given: Sequence[str], config: TrainConfig) -> None:
                 raise UserError(
                     f"{arg}: unknown key for {component}={chosen} ({leaf} configures {takers}): leave it out"
                 )
+        callbacks = given_value(given, "callbacks", "run.") or config.run.callbacks
+        chosen_callbacks = [name.strip() for name in callbacks.split(",") if name.strip() in CALLBACKS]
+        if (takers := callback_key_owners().get(leaf)) and not set(takers) & set(chosen_callbacks):
+            raise UserError(
+                f"{arg}: a key of callbacks={' or '.join(takers)}, which this run does not add"
+                f" (callbacks={callbacks}): add it to callbacks= or leave the key out"
+            )
 
 
 def _task_list(text: str, known: dict[str, TaskConfig]) -> dict[str, TaskConfig]:
