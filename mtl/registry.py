@@ -13,6 +13,7 @@
     register_lr_schedule   an lr schedule over each task's optimizer: lr_schedule=NAME
     register_optimizer     an optimizer with its defaults (lr, clipping, schedule, stop): optim=NAME
     register_direction     which way a new metric is better (a loss, an error rate: lower)
+    register_launcher      where a study's runs train (a `Launcher` of `Member`s): launcher=NAME
 
 Load the plugin with `plugins=my_module` (or `plugins=./my_plugin.py`) on the command line, or
 install it with an entry point in the group `mtl.plugins`; `experiments/plugins/example.py`
@@ -22,6 +23,8 @@ registers one of each kind.
 from mtl.eval.transfer.features import register_feature_recipe
 from mtl.eval.transfer.registry import SentEvalQuirks, register_transfer_protocol, register_transfer_task
 from mtl.eval.transfer.tasks import Split, TransferTask, read_task
+from mtl.jobs.launchers import Launcher, LauncherConfig, register_launcher
+from mtl.jobs.member import Member
 from mtl.metrics import register_direction
 from mtl.models.encoders.base import Encoder
 from mtl.models.encoders.config import EncoderConfig, EncoderTraits
@@ -44,7 +47,10 @@ __all__ = [
     "Encoder",
     "EncoderConfig",
     "EncoderTraits",
+    "Launcher",
+    "LauncherConfig",
     "LrSchedule",
+    "Member",
     "OptimizerDefaults",
     "Scheduler",
     "SentEvalQuirks",
@@ -59,6 +65,7 @@ __all__ = [
     "register_direction",
     "register_encoder",
     "register_feature_recipe",
+    "register_launcher",
     "register_lr_schedule",
     "register_optimizer",
     "register_schedule",

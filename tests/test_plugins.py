@@ -16,16 +16,17 @@ import torch
 from mtl import cli, plugins
 from mtl.errors import UserError
 from mtl.eval.transfer.registry import TRANSFER_TASKS
+from mtl.jobs.launchers import LAUNCHER_OPTIONS, LAUNCHERS
 from mtl.models.encoders.base import ENCODERS, TRAITS
 from mtl.runs import read_metrics
 from mtl.tasks import KINDS
 from mtl.train import run
 from mtl.train.balancers import BALANCER_OPTIONS, BALANCERS
-from mtl.train.callbacks import CALLBACKS
+from mtl.train.callbacks import CALLBACK_OPTIONS, CALLBACKS
 from mtl.train.optimizer_registry import DEFAULTS as OPTIMIZER_DEFAULTS
 from mtl.train.optimizer_registry import OPTIMIZERS
 
-from .conftest import FIXTURES, deterministic_summary, exported_weights, one_error_line, start_run
+from .conftest import FIXTURES, args_for, deterministic_summary, exported_weights, one_error_line, start_run
 
 EXAMPLE = Path(__file__).parents[1] / "experiments" / "plugins" / "example.py"
 
@@ -57,6 +58,9 @@ def loaded_plugin(path: Path):
         "traits": dict(TRAITS),
         "transfer": dict(TRANSFER_TASKS),
         "callbacks": dict(CALLBACKS),
+        "callback_options": dict(CALLBACK_OPTIONS),
+        "launchers": dict(LAUNCHERS),
+        "launcher_options": dict(LAUNCHER_OPTIONS),
         "balancers": dict(BALANCERS),
         "balancer_options": dict(BALANCER_OPTIONS),
         "optimizers": dict(OPTIMIZERS),
@@ -72,6 +76,9 @@ def loaded_plugin(path: Path):
             (TRAITS, before["traits"]),
             (TRANSFER_TASKS, before["transfer"]),
             (CALLBACKS, before["callbacks"]),
+            (CALLBACK_OPTIONS, before["callback_options"]),
+            (LAUNCHERS, before["launchers"]),
+            (LAUNCHER_OPTIONS, before["launcher_options"]),
             (BALANCERS, before["balancers"]),
             (BALANCER_OPTIONS, before["balancer_options"]),
             (OPTIMIZERS, before["optimizers"]),
@@ -302,3 +309,30 @@ def test_a_broken_installed_plugin_is_one_warning_and_every_command_still_works(
         "warning: the mtl plugin 'broken' of broken-mtl-plugin cannot be loaded (ModuleNotFoundError" in err
     )
     assert len(err.strip().splitlines()) == 1
+
+
+LAUNCHER_PLUGIN = Path(__file__).parent / "fixtures" / "plugins" / "launcher_in_order.py"
+
+
+def test_a_launcher_from_a_plugin_trains_a_study_with_its_own_key(tiny_data, tmp_path, capsys):
+    """register_launcher from a plugin that imports only mtl.registry: launcher=in_order and its
+    key in_order_reversed=true are the study's, its runs finish as launcher=local's do; the key
+    given with another launcher is one line naming its owner."""
+    base = [a for a in args_for(tiny_data, tmp_path) if not a.startswith("out=")]
+    out = tmp_path / "study"
+    with loaded_plugin(LAUNCHER_PLUGIN):
+        keys = ["sweep", *base, "steps_nli=2,3", f"out={out}", "launcher=in_order", "in_order_reversed=true"]
+        assert cli.main(keys) == 0
+        assert (out / "in_order.txt").read_text().split() == ["steps_nli3", "steps_nli2"]
+        for name in ("steps_nli2", "steps_nli3"):
+            assert json.loads((out / name / "summary.json").read_text())["global_step"] == 10
+        assert json.loads((out / "sweep.json").read_text())["launcher"] == "in_order"
+        capsys.readouterr()
+        assert (
+            cli.main(["sweep", *base, "steps_nli=2,3", f"out={tmp_path / 'b'}", "in_order_reversed=true"])
+            == 2
+        )
+        assert one_error_line(capsys) == (
+            "error: in_order_reversed=true: a key of launcher=in_order, not of launcher=local"
+        )
+    assert "in_order" not in LAUNCHERS

@@ -1,18 +1,21 @@
-"""Where a study's runs train: `launcher=local` (this machine, `parallel=` at a time) or
-`launcher=slurm` (a SLURM cluster, `slurm.<key>=`). The keys are the study's own, never a run's."""
+"""Where a study's runs train: `launcher=local` (this machine, `parallel=` at a time),
+`launcher=slurm` (a SLURM cluster, `slurm.<key>=`), or a launcher a plugin registers
+(`register_launcher`). The keys are the study's own, never a run's."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Annotated, Any, Protocol
 
-from mtl.config import AtLeast1, apply_overrides
+from mtl.config import AtLeast1, OneOf, apply_overrides, given_value, options_field, settle_options
 from mtl.errors import UserError
 from mtl.jobs.local import LocalLauncher
 from mtl.jobs.member import Member
 from mtl.jobs.slurm import INTERRUPTED, SlurmConfig, SlurmLauncher
+from mtl.plugins import adds_to
 
 
 class Launcher(Protocol):
@@ -23,16 +26,40 @@ class Launcher(Protocol):
         ...
 
 
+# name -> what makes the launcher from the study's launcher keys (a LauncherConfig)
+LAUNCHERS: dict[str, Callable[[LauncherConfig], Launcher]] = {}
+LAUNCHER_OPTIONS: dict[str, type] = {}  # name -> the dataclass of a plugin launcher's own keys
+
+
+def register_launcher(name: str, options: type | None = None) -> Callable[[Callable], Callable]:
+    """Make a launcher available to launcher=NAME: a decorator on a function (or class) taking the
+    study's launcher keys (`config.launcher_options.<key>`: `options`' fields, flat on the command
+    line once launcher=NAME is chosen) and returning a `Launcher`."""
+    if options is not None:
+        if not dataclasses.is_dataclass(options):
+            raise TypeError(f"launcher {name!r}: register_launcher(options=) takes a dataclass of its keys")
+        LAUNCHER_OPTIONS[name] = options
+    return adds_to(LAUNCHERS, name)
+
+
 @dataclass
 class LauncherConfig:
-    launcher: Literal["local", "slurm"] = "local"  # where the runs train: this machine, or SLURM
+    launcher: Annotated[str, OneOf(LAUNCHERS)] = (
+        "local"  # where the runs train: local (this machine), slurm, or a plugin's
+    )
     parallel: AtLeast1 = 1  # launcher=local: runs at once (each then gets cores/parallel threads)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    # A plugin launcher's own keys (register_launcher(options=)), flat on the command line
+    launcher_options: Any = options_field("launcher", lambda: LAUNCHER_OPTIONS)
+
+    def __post_init__(self) -> None:
+        settle_options(self)
 
 
 def is_launcher_key(arg: str) -> bool:
     key = arg.partition("=")[0]
-    return key in ("launcher", "parallel") or key.startswith("slurm.")
+    own = {name for options in LAUNCHER_OPTIONS.values() for name in _keys_of(options)}
+    return key in ("launcher", "parallel", *own) or key.startswith("slurm.")
 
 
 def split_launcher_keys(args: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -41,16 +68,27 @@ def split_launcher_keys(args: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def launcher_from(args: Sequence[str]) -> Launcher:
+    chosen = given_value(args, "launcher", "") or LauncherConfig.launcher
+    for arg in args:  # before the keys are read: a plugin launcher's key given with another one
+        key = arg.partition("=")[0]
+        takers = [name for name, options in LAUNCHER_OPTIONS.items() if key in _keys_of(options)]
+        if takers and chosen not in takers:
+            raise UserError(f"{arg}: a key of launcher={' or '.join(takers)}, not of launcher={chosen}")
     config = apply_overrides(LauncherConfig(), list(args))
-    if config.launcher == "slurm":
-        if config.parallel != 1:
-            raise UserError(
-                "parallel= is launcher=local's: under launcher=slurm give slurm.array_parallelism="
-            )
-        return SlurmLauncher(config.slurm)
-    if any(a.startswith("slurm.") for a in args):
-        raise UserError(f"{next(a for a in args if a.startswith('slurm.'))} needs launcher=slurm")
-    return LocalLauncher(config.parallel)
+    if config.launcher != "slurm" and (dotted := [a for a in args if a.startswith("slurm.")]):
+        raise UserError(f"{dotted[0]} needs launcher=slurm")
+    if config.launcher != "local" and config.parallel != 1:
+        where = "slurm.array_parallelism=" if config.launcher == "slurm" else "its own keys"
+        raise UserError(f"parallel= is launcher=local's: under launcher={config.launcher} give {where}")
+    return LAUNCHERS[config.launcher](config)
+
+
+def _keys_of(options: type) -> set[str]:
+    return {option.name for option in dataclasses.fields(options)}
+
+
+register_launcher("local")(lambda config: LocalLauncher(config.parallel))
+register_launcher("slurm")(lambda config: SlurmLauncher(config.slurm))
 
 
 def check_outcomes(outcomes: dict[str, str]) -> None:
