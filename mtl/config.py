@@ -250,6 +250,21 @@ def parse_int(text: str, given: str, noun: str = "a whole number") -> int:
     return int(exact)
 
 
+def key_owners_of(options: dict[str, type]) -> dict[str, list[str]]:
+    """Each key of the components' own keys (name -> their options dataclass) -> the components
+    that take it."""
+    owners: dict[str, list[str]] = {}
+    for name, options_class in options.items():
+        for option in dataclasses.fields(options_class):
+            owners.setdefault(option.name, []).append(name)
+    return owners
+
+
+def comma_list(text: str | None) -> list[str]:
+    """The names of a comma-separated key (`monitor=STS14, TREC`): each stripped, empty ones left out."""
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
 def read_numbers(key: str, text: str, kind: type = float, bounds: Range | None = None) -> list[Any]:
     """`text` as comma-separated numbers (`768,512,256`), each read by `read_number`."""
     parts = [part.strip() for part in text.split(",")]

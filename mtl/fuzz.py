@@ -39,7 +39,7 @@ from mtl.analysis.significance import scores as significance_scores
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.bench.configs import FuzzConfig as FuzzConfig
-from mtl.config import apply_overrides, to_dict
+from mtl.config import apply_overrides, comma_list, to_dict
 from mtl.data.snli import load_snli
 from mtl.errors import UserError
 from mtl.eval import contamination, decontaminate
@@ -759,7 +759,7 @@ READERS: dict[str, Target] = {
 
 def run(config: FuzzConfig) -> str:
     """Fuzz each reader of `config`; a table of outcomes, and an error when any case found a defect."""
-    readers = [name.strip() for name in config.readers.split(",") if name.strip()]
+    readers = comma_list(config.readers)
     if unknown := [name for name in readers if name not in READERS]:
         raise UserError(
             f"readers={config.readers}: unknown {', '.join(unknown)}; choose among {', '.join(READERS)}"

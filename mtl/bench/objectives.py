@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from mtl.config import comma_list
 from mtl.data.batches import TaskStream
 from mtl.runtime.device import resolve_device
 from mtl.tasks import seed_indices
@@ -57,7 +58,7 @@ def run(bench) -> list[dict]:
     """`bench`: the BenchTrainConfig (objectives, hidden_objectives, steps, warmup, device, vectors)."""
     rows = []
     device = resolve_device(bench.device)
-    for task in [t.strip() for t in bench.objectives.split(",") if t.strip()]:
+    for task in comma_list(bench.objectives):
         config = objective_config(bench, task)
         data = prepare(config, progress=False)
         name = next(iter(config.tasks))

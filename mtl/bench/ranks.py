@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mtl import metrics
-from mtl.config import AtLeast0, AtLeast1, apply_overrides
+from mtl.config import AtLeast0, AtLeast1, apply_overrides, comma_list
 from mtl.errors import UserError
 from mtl.runs import RunFolder, read_json, read_metrics
 
@@ -65,7 +65,7 @@ def jobs(config: BenchRanksConfig) -> list[tuple[int, str]]:
     counts = [int(n) for n in config.processes.split(",") if n.strip()]
     if not counts or min(counts) < 1:
         raise UserError(f"processes={config.processes!r}: give process counts such as 1,2")
-    strategies = [name.strip() for name in config.strategies.split(",") if name.strip()]
+    strategies = comma_list(config.strategies)
     if not strategies or set(strategies) - {"ddp", "fsdp"}:
         raise UserError(f"strategies={config.strategies!r}: give ddp, fsdp or both (ddp,fsdp)")
     # One process has nothing to shard over: it trains alike under either, so it runs once.

@@ -8,7 +8,7 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from mtl.config import AtLeast0, AtLeast1, Range
+from mtl.config import AtLeast0, AtLeast1, Range, comma_list
 from mtl.errors import UserError
 from mtl.eval.transfer.probing_tasks import GENERATED
 from mtl.eval.transfer.registry import CLASSIFIED, default_tasks, spec
@@ -57,7 +57,7 @@ class ProbingConfig:
 
     @property
     def generated(self) -> list[str]:
-        return [g.strip() for g in self.generate.split(",") if g.strip()]
+        return comma_list(self.generate)
 
 
 @dataclass
@@ -388,4 +388,4 @@ class TransferConfig:
             if self.ensemble == "mean":  # the classification tasks: the others fit no classifier
                 names = [name for name in names if spec(name).protocol in CLASSIFIED]
             return names
-        return [t.strip() for t in self.tasks.split(",") if t.strip()]
+        return comma_list(self.tasks)

@@ -34,7 +34,7 @@ import torch
 from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
-from mtl.config import apply_overrides, paths_and_keys, to_dict
+from mtl.config import apply_overrides, comma_list, paths_and_keys, to_dict
 from mtl.errors import UserError
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
@@ -411,7 +411,7 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
     chosen = lams[0]
     if len(lams) > 1:
         pairs = dev_pairs(
-            [n.strip() for n in config.select.split(",") if n.strip()],
+            comma_list(config.select),
             data_root(TransferConfig(data=config.data)),
         )
         best = -np.inf

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from mtl.analysis.power import warn_below
-from mtl.config import apply_overrides
+from mtl.config import apply_overrides, comma_list
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.jobs.arms import (
@@ -97,7 +97,7 @@ def parse(args: Sequence[str]) -> tuple[BenchBalancersConfig, list[str]]:
 
 def methods_of(text: str) -> list[str]:
     """The methods methods= names, `sum` (the baseline) first; one line for an unknown one."""
-    methods = [m.strip() for m in text.split(",") if m.strip()]
+    methods = comma_list(text)
     if unknown := [m for m in methods if m not in BALANCERS]:
         raise UserError(f"methods={text}: {unknown[0]} is no balancer; choose among {', '.join(BALANCERS)}")
     if BASELINE not in methods or len(set(methods)) < 2:

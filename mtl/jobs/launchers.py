@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
-from mtl.config import AtLeast1, OneOf, apply_overrides, given_value, options_field, settle_options
+from mtl.config import (
+    AtLeast1,
+    OneOf,
+    apply_overrides,
+    given_value,
+    key_owners_of,
+    options_field,
+    settle_options,
+)
 from mtl.errors import UserError
 from mtl.jobs.local import LocalLauncher
 from mtl.jobs.member import Member
@@ -58,8 +66,7 @@ class LauncherConfig:
 
 def is_launcher_key(arg: str) -> bool:
     key = arg.partition("=")[0]
-    own = {name for options in LAUNCHER_OPTIONS.values() for name in _keys_of(options)}
-    return key in ("launcher", "parallel", *own) or key.startswith("slurm.")
+    return key in ("launcher", "parallel", *key_owners_of(LAUNCHER_OPTIONS)) or key.startswith("slurm.")
 
 
 def split_launcher_keys(args: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -69,9 +76,9 @@ def split_launcher_keys(args: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def launcher_from(args: Sequence[str]) -> Launcher:
     chosen = given_value(args, "launcher", "") or LauncherConfig.launcher
+    owners = key_owners_of(LAUNCHER_OPTIONS)
     for arg in args:  # before the keys are read: a plugin launcher's key given with another one
-        key = arg.partition("=")[0]
-        takers = [name for name, options in LAUNCHER_OPTIONS.items() if key in _keys_of(options)]
+        takers = owners.get(arg.partition("=")[0], [])
         if takers and chosen not in takers:
             raise UserError(f"{arg}: a key of launcher={' or '.join(takers)}, not of launcher={chosen}")
     config = apply_overrides(LauncherConfig(), list(args))
@@ -81,10 +88,6 @@ def launcher_from(args: Sequence[str]) -> Launcher:
         where = "slurm.array_parallelism=" if config.launcher == "slurm" else "its own keys"
         raise UserError(f"parallel= is launcher=local's: under launcher={config.launcher} give {where}")
     return LAUNCHERS[config.launcher](config)
-
-
-def _keys_of(options: type) -> set[str]:
-    return {option.name for option in dataclasses.fields(options)}
 
 
 register_launcher("local")(lambda config: LocalLauncher(config.parallel))

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from mtl.analysis.power import warn_below
-from mtl.config import apply_overrides
+from mtl.config import apply_overrides, comma_list
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.jobs.arms import (
@@ -85,7 +85,7 @@ def parse(args: Sequence[str]) -> tuple[BenchMixingConfig, list[str]]:
 
 def arms_of(config: BenchMixingConfig) -> list[str]:
     """The arms arms= names, stratified (the baseline) first; searched needs mixture=."""
-    arms = [a.strip() for a in config.arms.split(",") if a.strip()]
+    arms = comma_list(config.arms)
     if unknown := [a for a in arms if a not in (*STATIC, *ONLINE)]:
         raise UserError(
             f"arms={config.arms}: {unknown[0]} is no arm; choose among {', '.join([*STATIC, *ONLINE])}"

@@ -4,7 +4,7 @@ between seeds is often larger than the effect a study looks for (Reimers & Gurev
 
 from __future__ import annotations
 
-from mtl.config import Range, read_number
+from mtl.config import Range, comma_list, read_number
 from mtl.errors import UserError
 
 MAX_SEEDS = 200
@@ -13,7 +13,7 @@ MAX_SEEDS = 200
 def seed_list(seeds: str | None, seed: str | None) -> list[int]:
     """The training seeds of `seeds=` and `seed=` (a value or comma-separated values); one-line
     errors naming the key."""
-    values = [v.strip() for v in (seed or "").split(",") if v.strip()]
+    values = comma_list(seed)
     given = [read_number("seed", v, int, Range(0), f"seed={seed}: {v}") for v in values]
     if len(set(given)) < len(given):
         raise UserError(f"seed={seed} names a seed twice: each seed trains one run, give it once")

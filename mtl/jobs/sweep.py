@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mtl import metrics
-from mtl.config import as_name, check_name, paths_and_keys, to_dict
+from mtl.config import as_name, check_name, comma_list, paths_and_keys, to_dict
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
@@ -117,7 +117,7 @@ def parse(args: list[str]) -> Sweep:
         elif is_launcher_key(key):
             launcher_keys.append(f"{key}={value}")
         elif "," in value or key in file_axes:
-            axes[key] = [v.strip() for v in value.split(",") if v.strip()]
+            axes[key] = comma_list(value)
             if repeated := sorted({v for v in axes[key] if axes[key].count(v) > 1}):
                 raise UserError(
                     f"{key}={value} names {repeated[0]} twice: each value makes one run folder, give it once"

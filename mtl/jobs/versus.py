@@ -33,7 +33,7 @@ from pathlib import Path
 
 from mtl.analysis.power import warn_below
 from mtl.analysis.significance import correct_study
-from mtl.config import paths_and_keys
+from mtl.config import comma_list, paths_and_keys
 from mtl.errors import UserError
 from mtl.eval.merge import MergeConfig, merge_encoders
 from mtl.files import atomic, jsonfile
@@ -99,7 +99,7 @@ def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
 
 def merge_methods(text: str) -> list[str]:
     """The merge arms merge= asks for, checked before any training."""
-    methods = [m.strip() for m in text.split(",") if m.strip()]
+    methods = comma_list(text)
     if unknown := [m for m in methods if m not in MERGE_METHODS]:
         raise UserError(
             f"merge={text}: {unknown[0]} is no merge method; choose among {', '.join(MERGE_METHODS)}"

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from mtl.config import BOOLEAN_WORDS, AtLeast1, NonNegativeFloat, PositiveFloat
+from mtl.config import BOOLEAN_WORDS, AtLeast1, NonNegativeFloat, PositiveFloat, comma_list
 
 SPLITS = ("train", "dev", "test")  # dev picks the best checkpoint; test is scored once, at the end
 
@@ -126,7 +126,7 @@ class PairsConfig(TaskConfig):
 
     @property
     def class_names(self) -> list[str]:
-        return [name.strip() for name in self.labels.split(",") if name.strip()]
+        return comma_list(self.labels)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mtl import metrics
+from mtl.config import comma_list, key_owners_of
 from mtl.errors import UserError
 from mtl.files.schemas import SUMMARY_NUMBERS
 from mtl.plugins import adds_to
@@ -229,16 +230,12 @@ def _combined(names: tuple[str, ...]) -> type:
 
 def callback_key_owners() -> dict[str, list[str]]:
     """Each callback-specific key -> the callbacks that take it."""
-    owners: dict[str, list[str]] = {}
-    for name, options in CALLBACK_OPTIONS.items():
-        for field in dataclasses.fields(options):
-            owners.setdefault(field.name, []).append(name)
-    return owners
+    return key_owners_of(CALLBACK_OPTIONS)
 
 
 def callback_names(names: str) -> list[str]:
     """The names of callbacks=a,b, each registered (else a one-line error with the choices)."""
-    chosen = [n.strip() for n in names.split(",") if n.strip()]
+    chosen = comma_list(names)
     if unknown := [n for n in chosen if n not in CALLBACKS]:
         known = ", ".join(CALLBACKS) or "none yet: a plugin registers them (plugins=)"
         raise UserError(f"callbacks={names}: unknown {', '.join(unknown)}; registered: {known}")

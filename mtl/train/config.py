@@ -25,6 +25,7 @@ from mtl.config import (
     Range,
     apply_overrides,
     check_number,
+    comma_list,
     from_dict,
     given_value,
     not_key_value,
@@ -251,10 +252,10 @@ class TrainConfig:
             raise UserError(
                 f"every task has train=false ({', '.join(self.tasks)}): at least one task must train"
             )
-        monitored = [name.strip() for name in self.run.monitor.split(",") if name.strip()]
+        monitored = comma_list(self.run.monitor)
         for name in monitored:
             transfer_spec(name)  # an unknown name: a one-line error with the choices
-        named_callbacks = [name.strip() for name in self.run.callbacks.split(",") if name.strip()]
+        named_callbacks = comma_list(self.run.callbacks)
         for key, _ in parse_terms(self.run.select):
             if key.startswith("monitor/"):
                 if (name := key.split("/")[1]) not in monitored:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mtl.config import comma_list
 from mtl.errors import UserError
 from mtl.eval.encoder import PretrainedSentenceEncoder, SentenceEncoder
 from mtl.eval.transfer.classifiers import Protocol
@@ -41,7 +42,7 @@ SEED_OFFSET = 15_485_863  # the subsample's draw: apart from the run's other gen
 
 
 def monitor_names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
+    return comma_list(text)
 
 
 def monitor_key(task: str, metric: str) -> str:

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from mtl.config import comma_list
 from mtl.errors import UserError
 from mtl.formats import checkpoint
 from mtl.runs import RunFolder
@@ -198,7 +199,7 @@ class OnlineMixing(Callback):
 def watched(config: TrainConfig, data: TrainingData) -> list[str]:
     """The watching tasks schedule=transfer steers toward: mix_target='s, or every one of the run."""
     watching = [name for name, task in data.tasks.items() if not task.config.train]
-    named = [t.strip() for t in config.schedule.mix_target.split(",") if t.strip()]
+    named = comma_list(config.schedule.mix_target)
     if unknown := [t for t in named if t not in watching]:
         raise UserError(
             f"mix_target={config.schedule.mix_target}: {unknown[0]} is not a watching task of this run "

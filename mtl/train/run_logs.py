@@ -11,7 +11,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from mtl import metrics
-from mtl.config import to_dict
+from mtl.config import comma_list, to_dict
 from mtl.console import progress_stream, say
 from mtl.tracking.tracker import Tracker
 from mtl.train.callbacks import Callback, TrainingRun
@@ -184,7 +184,7 @@ def start_tracking(
 
 
 def split_tags(tags: str) -> list[str]:
-    return [tag.strip() for tag in tags.split(",") if tag.strip()]
+    return comma_list(tags)
 
 
 def git_commit() -> str | None:

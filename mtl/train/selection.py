@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mtl import metrics
-from mtl.config import Range, read_number
+from mtl.config import Range, comma_list, read_number
 from mtl.errors import UserError
 
 
@@ -39,7 +39,7 @@ POSITIVE = Range(0, low_open=True)
 def parse_terms(text: str) -> tuple[tuple[str, float], ...]:
     """`key[:weight],...` as (key, weight) pairs; a one-line error for a malformed one."""
     terms = []
-    for part in [p.strip() for p in text.split(",") if p.strip()]:
+    for part in comma_list(text):
         key, _, weight_text = part.partition(":")
         # weights up to float32's range: their sum and the weighted mean stay finite
         weight = (

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from mtl.config import apply_overrides
+from mtl.config import apply_overrides, comma_list
 from mtl.console import progress_stream, say
 from mtl.errors import UserError
 from mtl.eval import decontaminate
@@ -108,7 +108,7 @@ def make_encoder(config: TransferConfig) -> SentenceEncoder | WeightedBagOfWords
 
 def run_paths(config: TransferConfig) -> list[str]:
     """The runs of `run=`: one, or several whose embeddings are concatenated (`run=runs/a,runs/b`)."""
-    return [part.strip() for part in (config.run or "").split(",") if part.strip()]
+    return comma_list(config.run)
 
 
 def evaluate_task(

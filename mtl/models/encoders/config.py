@@ -13,7 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from mtl.config import AtLeast0, AtLeast1, OneOf, Range, check_fields, options_field, settle_options
+from mtl.config import (
+    AtLeast0,
+    AtLeast1,
+    OneOf,
+    Range,
+    check_fields,
+    key_owners_of,
+    options_field,
+    settle_options,
+)
 from mtl.errors import UserError
 from mtl.plugins import Registry
 
@@ -209,11 +218,7 @@ def register(
 
 def key_owners() -> dict[str, list[str]]:
     """Each encoder-specific key -> the encoders that take it (their options)."""
-    owners: dict[str, list[str]] = {}
-    for name, declared in TRAITS.items():
-        for field in dataclasses.fields(declared.options) if declared.options else ():
-            owners.setdefault(field.name, []).append(name)
-    return owners
+    return key_owners_of(encoder_options())
 
 
 def encoder_options() -> dict[str, type]:

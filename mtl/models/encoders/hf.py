@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from mtl.config import comma_list
 from mtl.console import say
 from mtl.errors import UserError
 from mtl.files.atomic import safetensors_errors
@@ -94,7 +95,7 @@ def with_lora(backbone: nn.Module, config: HFOptions) -> nn.Module:
             f"lora_r={config.lora_r} trains adapters with peft, which is not installed: "
             "pip install 'mtl[lora]' (or pip install peft)"
         ) from None
-    targets = [name.strip() for name in config.lora_targets.split(",") if name.strip()]
+    targets = comma_list(config.lora_targets)
     lora = LoraConfig(
         r=config.lora_r,
         lora_alpha=config.lora_alpha,

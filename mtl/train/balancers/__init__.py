@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from mtl.config import NonNegativeFloat, PositiveFloat
+from mtl.config import NonNegativeFloat, PositiveFloat, key_owners_of
 from mtl.plugins import Registry, adds_to
 
 if TYPE_CHECKING:
@@ -78,11 +78,7 @@ def register_balancer(name: str, options: type | None = None) -> Callable[[type[
 
 def balancer_key_owners() -> dict[str, list[str]]:
     """Each balancer-specific key -> the balancers that take it."""
-    owners: dict[str, list[str]] = {}
-    for name, options in BALANCER_OPTIONS.items():
-        for field in dataclasses.fields(options):
-            owners.setdefault(field.name, []).append(name)
-    return owners
+    return key_owners_of(BALANCER_OPTIONS)
 
 
 __all__ = [
