@@ -88,14 +88,17 @@ def test_a_sweep_through_slurm_is_one_job_array_with_the_local_sweeps_results(
         assert row == ["steps_nli3", "10/10", "-", job, "finished"]
 
 
+def submitted(tiny_data, out: Path, keys: tuple[str, ...], *slurm_keys: str, env=None) -> subprocess.Popen:
+    """`just train-multitask ... launcher=slurm` in a process of its own (its output piped)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM, *slurm_keys],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+
+
 def submitted_until_a_checkpoint(tiny_data, out: Path, keys: tuple[str, ...]) -> subprocess.Popen:
     """`just train-multitask ... launcher=slurm` in a process of its own, once its run has checkpointed."""
-    job = subprocess.Popen(
-        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    job = submitted(tiny_data, out, keys)
     wait_while_running(job, lambda: any(r.get("phase/event") == "checkpoint" for r in _rows(out)))
     return job
 
@@ -330,13 +333,7 @@ def test_a_run_signalled_near_its_time_limit_then_requeued_resumes_exactly_each_
             "precision=fp32")  # fmt: skip
     straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
     out = tmp_path / "limited"
-    job = subprocess.Popen(
-        [
-            sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM,
-            "slurm.time=30", "slurm.signal_s=300",
-        ],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    job = submitted(tiny_data, out, keys, "slurm.time=30", "slurm.signal_s=300")
     wait_while_running(job, lambda: len(training_rows_so_far(out)) >= 200)
     job_id = json.loads((out / "slurm.json").read_text())["job_id"]
     script = (out / "slurm" / f"{job_id}_submission.sh").read_text()
@@ -372,10 +369,7 @@ def test_a_run_preempted_by_a_higher_priority_job_checkpoints_in_its_grace_and_r
             "precision=fp32")  # fmt: skip
     straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
     out = tmp_path / "preempted"
-    job = subprocess.Popen(
-        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    job = submitted(tiny_data, out, keys)
     wait_while_running(job, lambda: len(training_rows_so_far(out)) >= 150)
     job_id = json.loads((out / "slurm.json").read_text())["job_id"]
     started = time.monotonic()
@@ -490,11 +484,7 @@ def test_a_run_whose_process_one_node_loses_is_requeued_and_resumes_exactly(
     with one_thread():
         reference, _ = start_run(tiny_data, tmp_path / "one", *keys)
     out = tmp_path / "two"
-    job = subprocess.Popen(
-        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM,
-         "slurm.nodes=2", "slurm.tasks_per_node=1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=two_nodes.env,
-    )  # fmt: skip
+    job = submitted(tiny_data, out, keys, "slurm.nodes=2", "slurm.tasks_per_node=1", env=two_nodes.env)
     wait_while_running(job, lambda: len(training_rows_so_far(out)) >= 105)
     killed_at = len(training_rows_so_far(out))
     os.kill(training_process(out, rank=1), signal.SIGKILL)
@@ -537,10 +527,7 @@ def test_a_run_killed_before_it_checkpointed_in_its_job_is_not_requeued_again(sl
     memory at the same step each time would be) ends the job failed, saying so, never requeued."""
     keys = ("max_steps=100000", "checkpoint_every=100000", "eval_every=100000", "hidden=64")
     out = tmp_path / "killed"
-    job = subprocess.Popen(
-        [sys.executable, "-m", "mtl", "train-multitask", *args_for(tiny_data, out, *keys), *SLURM],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    job = submitted(tiny_data, out, keys)
     wait_while_running(job, lambda: len(training_rows_so_far(out)) >= 5)
     os.kill(training_process(out), signal.SIGKILL)
     output = job.communicate(timeout=120)[0]
