@@ -480,12 +480,12 @@ def test_a_run_whose_process_one_node_loses_is_requeued_and_resumes_exactly(
     does): no checkpoint is written, the first node's rank loses its peer, the job requeues itself
     and resumes from the last periodic checkpoint, and the run ends as one process trains it."""
     monkeypatch.setenv("SLURM_CONF", str(two_nodes.conf))
-    keys = (*SETTINGS, "max_steps=300", "stop=max_steps")
+    keys = (*SETTINGS, "max_steps=120", "stop=max_steps")
     with one_thread():
         reference, _ = start_run(tiny_data, tmp_path / "one", *keys)
     out = tmp_path / "two"
     job = submitted(tiny_data, out, keys, "slurm.nodes=2", "slurm.tasks_per_node=1", env=two_nodes.env)
-    wait_while_running(job, lambda: len(training_rows_so_far(out)) >= 105)
+    wait_while_running(job, lambda: len(training_rows_so_far(out)) >= 45)
     killed_at = len(training_rows_so_far(out))
     os.kill(training_process(out, rank=1), signal.SIGKILL)
     job_id = json.loads((out / "slurm.json").read_text())["job_id"]
@@ -493,10 +493,8 @@ def test_a_run_whose_process_one_node_loses_is_requeued_and_resumes_exactly(
     output = job.communicate(timeout=300)[0]
     assert job.returncode == 0, output
     (resumed,) = resumes(out)
-    assert resumed % 10 == 0 and 100 <= resumed <= killed_at + 10, (
-        resumed,
-        killed_at,
-    )  # a periodic checkpoint
+    # a periodic checkpoint: the last one before the kill (or one written while it was being sent)
+    assert resumed % 10 == 0 and 40 <= resumed <= killed_at + 10, (resumed, killed_at)
     first = Path(json.loads((out / "slurm.json").read_text())["stdout"])  # rank 0's log; rank 1's beside it
     logs = first.read_text() + first.with_name(first.name.replace("_0_log", "_1_log")).read_text()
     said = re.findall(r"its training process (.*): requeued, to resume from its last checkpoint", logs)
@@ -531,11 +529,10 @@ def test_a_run_killed_before_it_checkpointed_in_its_job_is_not_requeued_again(sl
     wait_while_running(job, lambda: len(training_rows_so_far(out)) >= 5)
     os.kill(training_process(out), signal.SIGKILL)
     output = job.communicate(timeout=120)[0]
-    assert job.returncode != 0 and "killed: failed" in output, output
+    said = "its training process was killed by SIGKILL before it checkpointed in this job: not requeued"
+    assert job.returncode != 0 and f"killed: failed: killed: {said}" in output, output
     log = Path(json.loads((out / "slurm.json").read_text())["stderr"]).read_text()
-    assert (
-        "its training process was killed by SIGKILL before it checkpointed in this job: not requeued" in log
-    )
+    assert f"error: killed: {said}" in log
     assert resumes(out) == []
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from mtl.config import AtLeast1, apply_overrides
 from mtl.errors import UserError
-from mtl.jobs.slurm import RUN_FILE
+from mtl.jobs.slurm import RUN_FILE, job_fields
 
 
 @dataclass
@@ -141,7 +141,7 @@ def preempted(root: Path, config: BenchSlurmConfig) -> Preempted:
     asked = time.monotonic()
     subprocess.run(  # the whole node, now: SLURM must stop the run's job to start it
         ["sbatch", "--parsable", f"--partition={config.preempt}", "--exclusive",
-         f"--nodelist={_job_field(job, 'NodeList')}", "--output=/dev/null", "--wrap", "true"],
+         f"--nodelist={job_fields(job)['NodeList']}", "--output=/dev/null", "--wrap", "true"],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     # Until the job's next attempt resumes the run (and cuts its log to the checkpoint): the steps
@@ -153,7 +153,7 @@ def preempted(root: Path, config: BenchSlurmConfig) -> Preempted:
                 f"bench-slurm: the preempted run ended instead of resuming: {process.stderr.read()[-300:]}"
             )
         trained = max([trained, *_steps(out)])
-        if not lifted and _job_field(job, "JobState") == "PENDING":
+        if not lifted and job_fields(job).get("JobState") == "PENDING":
             lifted = (
                 subprocess.run(
                     ["scontrol", "update", f"JobId={job}", "StartTime=now+2"], check=False
@@ -176,13 +176,6 @@ def _resumed_at(log: Path) -> int | None:
     except OSError:
         return None
     return int(found[-1]) if found else None
-
-
-def _job_field(job: str, name: str) -> str:
-    shown = subprocess.run(
-        ["scontrol", "show", "job", job], capture_output=True, text=True, check=True
-    ).stdout
-    return next(word.partition("=")[2] for word in shown.split() if word.startswith(f"{name}="))
 
 
 def run(config: BenchSlurmConfig) -> str:

@@ -172,10 +172,14 @@ class MemberJob:
                     f"{self.member.name}: its training process {how}: requeued, to resume from its last checkpoint"
                 )
                 _requeue_this_job(by_any_rank=True)
-            raise RuntimeError(
+            why = (
                 f"{self.member.name}: its training process {how} before it checkpointed in this job: not "
                 "requeued (it would likely stop the same way again); run the same command to resume it"
             )
+            # on a line of its own (the killed process may have left its progress bar's open): the
+            # line the follower and `just status` show
+            print(f"\nerror: {why}", file=sys.stderr, flush=True)
+            raise RuntimeError(why)
         if done.returncode == INTERRUPTED_EXIT and self.member.status() == "interrupted":
             if _being_preempted():
                 _requeue_this_job()
@@ -210,14 +214,15 @@ def _being_preempted() -> bool:
     """Whether SLURM chose this job for preemption (its PreemptTime is set; scancel sets none)."""
     import submitit
 
-    shown = subprocess.run(
-        ["scontrol", "show", "job", submitit.JobEnvironment().job_id],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    when = next((word.partition("=")[2] for word in shown.split() if word.startswith("PreemptTime=")), "None")
+    when = job_fields(submitit.JobEnvironment().job_id).get("PreemptTime", "None")
     return when not in ("None", "Unknown", "")
+
+
+def job_fields(job_id: str) -> dict[str, str]:
+    """What `scontrol show job` says of a job (JobState, NodeList, PreemptTime, ...); {} where it
+    knows none. (A job's `Key=Value` words; values with spaces, such as Command's, are cut.)"""
+    shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, check=False)
+    return dict(word.split("=", 1) for word in shown.stdout.split() if "=" in word)
 
 
 def _requeue_this_job(by_any_rank: bool = False) -> None:
