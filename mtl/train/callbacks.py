@@ -195,7 +195,7 @@ class ChosenCallbackOptions:
         return list(CALLBACK_OPTIONS.items())
 
     def get(self, names: Any) -> type | None:
-        chosen = [n.strip() for n in str(names or "").split(",") if n.strip() in CALLBACK_OPTIONS]
+        chosen = [name for name in comma_list(str(names or "")) if name in CALLBACK_OPTIONS]
         if not chosen:
             return None
         if len(chosen) == 1:

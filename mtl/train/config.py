@@ -503,7 +503,7 @@ def _check_component_keys(given: Sequence[str], config: TrainConfig) -> None:
                     f"{arg}: unknown key for {component}={chosen} ({leaf} configures {takers}): leave it out"
                 )
         callbacks = given_value(given, "callbacks", "run.") or config.run.callbacks
-        chosen_callbacks = [name.strip() for name in callbacks.split(",") if name.strip() in CALLBACKS]
+        chosen_callbacks = [name for name in comma_list(callbacks) if name in CALLBACKS]
         if (takers := callback_key_owners().get(leaf)) and not set(takers) & set(chosen_callbacks):
             raise UserError(
                 f"{arg}: a key of callbacks={' or '.join(takers)}, which this run does not add"
