@@ -3,16 +3,15 @@ import dataclasses
 import numpy as np
 import pytest
 
+from mtl.eval.transfer import fitting
 from mtl.eval.transfer.classifiers import (
+    LogisticRegressionFamily,
     Protocol,
     cosine,
-    cross_validated_accuracy,
-    dev_tuned_accuracy,
     pair_features,
     relatedness,
     score_distribution,
     sts_scores,
-    train_test_accuracy,
 )
 from mtl.eval.transfer.senteval_classifier import (
     SentEvalClassifier,
@@ -23,6 +22,21 @@ from mtl.eval.transfer.senteval_classifier import (
 )
 
 FAST = Protocol.fast()
+
+
+# The three ways a transfer task fits its logistic regression, as protocols.py calls them (under
+# one_thread_scoring there: a test that counts the fits' threads sets it up itself)
+def cross_validated_accuracy(x, y, protocol: Protocol) -> dict:
+    return fitting.cross_validated(LogisticRegressionFamily(protocol), x, y)
+
+
+def train_test_accuracy(x_train, y_train, x_test, y_test, protocol: Protocol) -> dict:
+    return fitting.train_test(LogisticRegressionFamily(protocol), x_train, y_train, x_test, y_test)
+
+
+def dev_tuned_accuracy(x_train, y_train, x_dev, y_dev, x_test, y_test, protocol: Protocol) -> dict:
+    family = LogisticRegressionFamily(protocol)
+    return fitting.dev_tuned(family, x_train, y_train, x_dev, y_dev, x_test, y_test)
 
 
 def test_score_distribution_of_tai_et_al():
@@ -252,8 +266,9 @@ def test_every_fit_and_score_runs_on_one_thread_here_and_in_the_workers(monkeypa
     torch.set_num_threads(2)
     try:
         x, y = separable(300)
-        train_test_accuracy(x[:200], y[:200], x[200:], y[200:], FAST)
-        dev_tuned_accuracy(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:], FAST)
+        with one_thread_scoring():  # as protocols.py scores every task
+            train_test_accuracy(x[:200], y[:200], x[200:], y[200:], FAST)
+            dev_tuned_accuracy(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:], FAST)
         assert seen and all(counts == {1} for found in seen for counts in found.values()), seen
         assert torch.get_num_threads() == 2  # the caller's count back: encoding keeps it
         with one_thread_scoring():

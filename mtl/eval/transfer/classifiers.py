@@ -22,11 +22,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 
 from mtl.eval.configs import SentEvalParams
-from mtl.eval.transfer import fitting
 from mtl.eval.transfer.fitting import ClassifierFamily, best_of
 from mtl.eval.transfer.progress import stage
 from mtl.eval.transfer.skipthought_features import with_nb
-from mtl.eval.transfer.threads import one_thread_scoring
 
 
 @dataclass(frozen=True)
@@ -142,38 +140,6 @@ class LogisticRegressionFamily(ClassifierFamily):
                 scores[penalty] += model.score(x_test, y[test]) / self.protocol.inner_folds
         best = penalties[best_of([scores[c] for c in penalties])]
         return best, scores[best]
-
-
-def _with_texts(x: np.ndarray, texts: Sequence[str] | None):
-    return x if texts is None else WithTexts(x, np.asarray(texts, dtype=object))
-
-
-def cross_validated_accuracy(
-    x: np.ndarray, y: np.ndarray, protocol: Protocol, texts: Sequence[str] | None = None
-) -> dict:
-    """k-fold cross-validation, C tuned inside each training fold (`fitting.cross_validated`);
-    `texts`: the sentences, for NB features counted inside every fold."""
-    with one_thread_scoring():
-        return fitting.cross_validated(LogisticRegressionFamily(protocol), _with_texts(x, texts), y)
-
-
-def train_test_accuracy(x_train, y_train, x_test, y_test, protocol: Protocol) -> dict[str, float]:
-    """C by cross-validation on train, then accuracy (and F1 of class 1) on test."""
-    with one_thread_scoring():
-        return fitting.train_test(LogisticRegressionFamily(protocol), x_train, y_train, x_test, y_test)
-
-
-def dev_tuned_accuracy(
-    x_train, y_train, x_dev, y_dev, x_test, y_test, protocol: Protocol, texts: Sequence | None = None
-) -> dict[str, float]:
-    """C by dev accuracy, then tested; `texts`: the (train, dev, test) sentences, for NB features."""
-    parts = (
-        [x_train, x_dev, x_test] if texts is None else list(map(_with_texts, (x_train, x_dev, x_test), texts))
-    )
-    with one_thread_scoring():
-        return fitting.dev_tuned(
-            LogisticRegressionFamily(protocol), parts[0], y_train, parts[1], y_dev, parts[2], y_test
-        )
 
 
 def score_distribution(scores: np.ndarray, low: float, high: float) -> np.ndarray:
