@@ -146,7 +146,7 @@ class LocalCluster:
             raise RuntimeError(f"{self.folder} holds a cluster already: stop it first (stop {self.folder})")
         folder = self.folder
         host = socket.gethostname().split(".")[0]
-        spools = ["spool"] if self.nodes == 1 else [f"spool-{name}" for name in node_names(host, self.nodes)]
+        spools = ["spool"] if self.nodes == 1 else [f"spool-{name}" for name in self.node_names]
         for sub in ("state", *spools):
             (folder / sub).mkdir(parents=True, exist_ok=True)
         key = folder / "munge.key"
@@ -169,7 +169,7 @@ class LocalCluster:
             check=True, env=self.env,
         )  # fmt: skip
         subprocess.run([program("slurmctld"), "-i", "-f", str(self.conf)], check=True, env=self.env)
-        for name in node_names(host, self.nodes) if self.nodes > 1 else [None]:
+        for name in self.node_names if self.nodes > 1 else [None]:
             named = ["-N", name] if name else []
             subprocess.run([program("slurmd"), *named, "-f", str(self.conf)], check=True, env=self.env)
         self._wait_for_node(timeout)

@@ -194,8 +194,8 @@ class ChosenCallbackOptions:
     def items(self) -> list[tuple[str, type]]:
         return list(CALLBACK_OPTIONS.items())
 
-    def get(self, names: Any) -> type | None:
-        chosen = [name for name in comma_list(str(names or "")) if name in CALLBACK_OPTIONS]
+    def get(self, names: str | None) -> type | None:
+        chosen = [name for name in comma_list(names) if name in CALLBACK_OPTIONS]
         if not chosen:
             return None
         if len(chosen) == 1:
