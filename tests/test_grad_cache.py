@@ -23,13 +23,13 @@ def one_step(tiny_data, out, task: str, *keys: str) -> tuple[float, dict[str, to
     """The loss of the first `task` step, and every trained parameter's gradient (before clipping)."""
     # fp32 unless a test asks: auto is bf16 on a CPU with native bf16, and these compare to 1e-5;
     # on the CPU: on a GPU cuDNN's fp32 LSTM runs on TF32 (tests/test_cuda.py has the CUDA twins)
-    precision = () if any(k.startswith("precision=") for k in keys) else ("precision=fp32",)
+    pinned = [
+        f"{key}={value}"
+        for key, value in {"precision": "fp32", "device": "cpu"}.items()
+        if not any(given.startswith(f"{key}=") for given in keys)
+    ]
     config = resolve_inputs(
-        config_from_args(
-            args_for(
-                tiny_data, out, *TASKS[task], "optim=sgd", "max_grad_norm=0", "device=cpu", *precision, *keys
-            )
-        )
+        config_from_args(args_for(tiny_data, out, *TASKS[task], "optim=sgd", "max_grad_norm=0", *pinned, *keys))
     )
     trainer = Trainer(config, out, progress=False)
     rows = trainer.setup.streams[task].next()[0]

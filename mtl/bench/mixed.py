@@ -107,6 +107,6 @@ def report(results: dict, setting: str) -> str:
         ),
         f"affinity_every={AFFINITY_EVERY}: one measurement {ms['affinity']:.0f} ms = "
         f"{ms['affinity'] / (ms['affinity'] + AFFINITY_EVERY * ms['mixed sum']):.1%} of the wall time "
-        f"(target <= 10%)",
+        f"(target <= 5%)",
     ]
     return "\n".join(lines)
