@@ -115,22 +115,14 @@ def straight_and_resumed(tiny_data, root: Path, *extra: str) -> tuple[Path, dict
 def killed_after_step(step: int):
     from mtl.train.trainer import Trainer
 
-    train_batch, train_mixed = Trainer.train_batch, Trainer.train_mixed
+    train_step = Trainer.train_step
 
-    def dies_at_its_step(trainer, task, rows):
+    def dies_at_its_step(trainer, batches):
         if trainer.state.global_step >= step:
             raise Killed(f"killed after step {step}")
-        return train_batch(trainer, task, rows)
+        return train_step(trainer, batches)
 
-    def dies_at_its_mixed_step(trainer, batches):
-        if trainer.state.global_step >= step:
-            raise Killed(f"killed after step {step}")
-        return train_mixed(trainer, batches)
-
-    with (
-        mock.patch.object(Trainer, "train_batch", dies_at_its_step),
-        mock.patch.object(Trainer, "train_mixed", dies_at_its_mixed_step),
-    ):
+    with mock.patch.object(Trainer, "train_step", dies_at_its_step):
         yield
 
 

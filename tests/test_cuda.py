@@ -105,7 +105,7 @@ def test_a_training_step_never_waits_for_the_gpu_before_its_metrics(tiny_data, t
     for task in config.tasks:
         examples = trainer.data.examples[task]["train"]
         rows = np.arange(min(8, len(examples)))
-        trainer.train_batch(task, rows)  # cuDNN's first call picks its algorithms
+        trainer.train_step({task: rows})  # cuDNN's first call picks its algorithms
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:

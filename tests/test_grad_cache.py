@@ -29,11 +29,13 @@ def one_step(tiny_data, out, task: str, *keys: str) -> tuple[float, dict[str, to
         if not any(given.startswith(f"{key}=") for given in keys)
     ]
     config = resolve_inputs(
-        config_from_args(args_for(tiny_data, out, *TASKS[task], "optim=sgd", "max_grad_norm=0", *pinned, *keys))
+        config_from_args(
+            args_for(tiny_data, out, *TASKS[task], "optim=sgd", "max_grad_norm=0", *pinned, *keys)
+        )
     )
     trainer = Trainer(config, out, progress=False)
     rows = trainer.setup.streams[task].next()[0]
-    result = trainer.step(task, rows, 0)
+    result = trainer.step({task: rows}, 0)
     gradients = {
         name: p.grad.clone()
         for name, p in trainer.model.named_parameters()
@@ -138,7 +140,7 @@ def one_mixed_step(
     )
     trainer = Trainer(config, out, progress=False)
     batches = {task: trainer.setup.streams[task].next()[0] for task in ("nli", "mnrl")}
-    result = trainer.mixed_step(batches, 0)
+    result = trainer.step(batches, 0)
     parameters = [*trainer.model.named_parameters(), *trainer.setup.balancer.named_parameters("balancer")]
     gradients = {name: p.grad.clone() for name, p in parameters if p.grad is not None}
     return {task: r.loss for task, r in result.tasks.items()}, gradients

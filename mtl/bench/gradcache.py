@@ -57,14 +57,14 @@ def measured(trainer: Trainer, task: str, warmup: int, steps: int, device: torch
     stream = trainer.setup.streams[task]
     batches = [stream.next()[0] for _ in range(warmup + steps)]
     for rows in batches[:warmup]:
-        trainer.train_batch(task, rows)
+        trainer.train_step({task: rows})
     finish = torch.cuda.synchronize if device.type == "cuda" else lambda: None
     times, peaks = [], []
     for rows in batches[warmup:]:
         finish()
         before = start_peak(device)
         started = time.perf_counter()
-        trainer.train_batch(task, rows)
+        trainer.train_step({task: rows})
         finish()
         times.append(time.perf_counter() - started)
         peaks.append(peak_since(before, device))

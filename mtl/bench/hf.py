@@ -49,7 +49,7 @@ def run(config: BenchHFConfig) -> dict[str, dict[str, list[float]]]:
                 for precision, trainer in trainers.items():
                     rows, _ = trainer.setup.streams[task].next()
                     started = time.perf_counter()
-                    trainer.train_batch(task, rows)
+                    trainer.train_step({task: rows})
                     if trainer.device.type == "cuda":
                         torch.cuda.synchronize()
                     if step > 0:  # the first step of each warms up

@@ -6,7 +6,7 @@ and keeps the phases table. This bench trains a real run (`Trainer.fit`, W&B as 
 without an API key gets it: offline, in a scratch folder) of two NLI blocks of `steps`
 steps, the first a warm-up, and reads the second block's examples/s from the run's phases
 table (evaluation and its checkpoint fall between the blocks, outside either). Then a
-fresh trainer of the same configuration steps alone (`Trainer.train_batch`, no run log,
+fresh trainer of the same configuration steps alone (`Trainer.train_step`, no run log,
 no bar, no W&B) over the very same batches, each step timed to the end of its kernels.
 The two alternate `runs` times; medians are reported, and the loop's share of the time:
 what the whole run pays per step beyond the step itself, and what a checkpoint costs at
@@ -123,14 +123,14 @@ def steps_alone(config: TrainConfig, data, folder: Path, steps: int, device: tor
     task = config.main_task  # the first block's task: the batches the whole run began with
     stream = trainer.setup.streams[task]
     for _ in range(steps):  # the warm-up block's batches, stepped too (as in the run)
-        trainer.train_batch(task, stream.next()[0])
+        trainer.train_step({task: stream.next()[0]})
     finish = torch.cuda.synchronize if device.type == "cuda" else lambda: None
     examples, seconds = 0, 0.0
     for _ in range(steps):
         rows = stream.next()[0]
         finish()
         started = time.perf_counter()
-        trainer.train_batch(task, rows)
+        trainer.train_step({task: rows})
         finish()
         seconds += time.perf_counter() - started
         examples += len(rows)

@@ -4,9 +4,9 @@ On the same real batches (one of each task per step), interleaved with the order
 step so machine noise falls on all alike, each contender a trainer of its own built from one
 configuration (the paper multitask preset's encoder at its batch sizes by default):
 
-- `single steps`: one step of each task in turn (`Trainer.train_batch`), what schedule=blocks
+- `single steps`: one step of each task in turn (`Trainer.train_step`), what schedule=blocks
   pays for the same examples: the sum a mixed step is held against (target: at most 1.1x);
-- `mixed sum`, `mixed pcgrad`, ... : one schedule=mixed step (`Trainer.train_mixed`) with each
+- `mixed sum`, `mixed pcgrad`, ... : one schedule=mixed step (`Trainer.train_step`) with each
   of mtl's balancers: what each adds over `mixed sum` (FAMO its forwards after the update,
   UPGrad its quadratic programs on the host);
 - `affinity`: one measurement of every pair's lookahead affinity (affinity_every=), reported
@@ -61,11 +61,11 @@ def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: 
 
         def single(rows: dict[str, np.ndarray]) -> None:
             for task in tasks:
-                blocks.train_batch(task, rows[task])
+                blocks.train_step({task: rows[task]})
 
         contenders = {
             "single steps": single,
-            **{f"mixed {name}": (lambda rows, t=mixed[name]: t.train_mixed(rows)) for name in BALANCERS},
+            **{f"mixed {name}": (lambda rows, t=mixed[name]: t.train_step(rows)) for name in BALANCERS},
             "affinity": lambda rows: affinity.measure(),
         }
         finish = torch.cuda.synchronize if device.type == "cuda" else lambda: None

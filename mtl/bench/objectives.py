@@ -1,7 +1,7 @@
 """`just bench-train objectives=qt,skipthought,mnrl,sts`: a training step of each new objective.
 
 Each task alone on one encoder (a BiGRU-max of `hidden` per direction over the configured
-GloVe vectors, as experiments/objectives.toml trains them), its step (`Trainer.train_batch`)
+GloVe vectors, as experiments/objectives.toml trains them), its step (`Trainer.train_step`)
 timed on its own batches at its default batch size: median milliseconds per step, steps/s
 and examples/s. qt and skipthought read SQuAD's passages, mnrl SNLI (train_small), sts the
 STS Benchmark from $MTL_DATA_DIR/senteval.
@@ -77,7 +77,7 @@ def run(bench) -> list[dict]:
                 rows_of_batch = stream.next()[0]
                 finish()
                 started = time.perf_counter()
-                trainer.train_batch(name, rows_of_batch)
+                trainer.train_step({name: rows_of_batch})
                 finish()
                 if i >= bench.warmup:
                     times.append(time.perf_counter() - started)

@@ -79,9 +79,9 @@ def count_step(trainer: Trainer, task: str) -> tuple[HostWork, HostWork]:
     over the same batch."""
     stream = trainer.setup.streams[task]
     for _ in range(WARMUP):
-        trainer.train_batch(task, stream.next()[0])
+        trainer.train_step({task: stream.next()[0]})
     rows = stream.next()[0]
-    step = count_host_work(lambda: trainer.train_batch(task, rows))
+    step = count_host_work(lambda: trainer.train_step({task: rows}))
     embedding = trainer.model.encoder.embedding
     lstm = nn.LSTM(embedding.embedding_dim, HIDDEN, bidirectional=True, batch_first=True).to(trainer.device)
     sentences = trainer.data.examples[task]["train"].sentences[rows]

@@ -91,7 +91,7 @@ def profile_task(trainer: Trainer, task: str, steps: int, warmup: int) -> dict[s
         packed_lstm_floor(floor_lstm, encoder.embedding, columns)()
 
     contenders: dict[str, Callable[[np.ndarray], None]] = {
-        "mtl fp32": lambda rows: trainer.train_batch(task, rows),
+        "mtl fp32": lambda rows: trainer.train_step({task: rows}),
         "packed floor": floor,
     }
     return {name: profile_steps(step, batches, warmup, device) for name, step in contenders.items()}

@@ -9,7 +9,7 @@ and ClassifSQuAD batches, every contender steps on the very same batches, interl
   `nn.LSTM` over packed sequences, each sentence position (premise, hypothesis) encoded
   apart, max pooling, the task MLP, SGD, in fp32, reading its metrics every step as
   InferSent's `train_nli.py` does;
-- `mtl fp32`, `mtl bf16`: the trainer's own step (`Trainer.train_batch`) at each precision;
+- `mtl fp32`, `mtl bf16`: the trainer's own step (`Trainer.train_step`) at each precision;
 - `floor`: a bare bidirectional `nn.LSTM` forward and backward over each position padded to
   its own longest sentence: what any BiLSTM step must at least cost on the CPU (on a GPU,
   mtl's packed sequences skip the padding this floor runs over);
@@ -266,7 +266,7 @@ def time_contenders(
     def mtl_step(precision: str):
         def step(rows: np.ndarray) -> None:
             trainer.config.run.precision, trainer.setup.scaler = precision, scalers[precision]
-            trainer.train_batch(task, rows)
+            trainer.train_step({task: rows})
 
         return step
 

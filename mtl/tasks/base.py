@@ -72,6 +72,12 @@ class Task:
             )
 
     @property
+    def mini_batch(self) -> int | None:
+        """GradCache's chunk (grad_cache.py): an in-batch task that declares one embeds its batch
+        that many examples at a time, its loss still over the whole batch; None: all at once."""
+        return None
+
+    @property
     def title(self) -> str:
         return title_of(self.name, self.kind, getattr(self.config, "display", ""))
 

@@ -118,6 +118,10 @@ class QuickThoughts(CorpusTask, Task):
     embedding_parts = ("output_encoder",)
     config: QTConfig
 
+    @property
+    def mini_batch(self) -> int | None:
+        return self.config.mini_batch  # <task>.mini_batch=
+
     def __init__(self, name: str, config: QTConfig):
         super().__init__(name, config)
         if config.context < 3 or config.context % 2 == 0:

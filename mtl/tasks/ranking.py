@@ -136,6 +136,10 @@ class Ranking(Task):
         return following_nli(self.config, tasks)
 
     @property
+    def mini_batch(self) -> int | None:
+        return self.config.mini_batch  # <task>.mini_batch=
+
+    @property
     def source(self) -> str:
         return (
             f"{self.config.triples} ({self.config.provenance or 'triples'})"

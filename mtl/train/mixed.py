@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -21,37 +20,20 @@ from mtl.runtime.distributed import Distributed
 from mtl.train.balancers.base import Balancer, pairwise_cosines
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
+from mtl.train.outcome import StepOutcome, TaskResult
 from mtl.train.setup import Setup, TaskNetwork
-from mtl.train.step import StepResult, TaskStep, step_seed, task_backward, task_loss_sum
+from mtl.train.step import PreparedBatch, Step, step_seed, task_backward, task_loss_sum
 
 
-@dataclass
-class MixedResult:
-    """A finished mixed step, summed over every rank."""
+class MixedStep(Step):
+    """Every training task's optimizer step at once, combined by the run's balancer."""
 
-    tasks: dict[str, StepResult]  # each task's examples, mean loss and metric (grad_norm: on the encoder)
-    loss: float  # the update's loss: each task's mean loss times the weight it had
-    grad_norm: float  # of the whole update, before clipping
-    weights: dict[str, float]  # the weight each task's loss had (the balancer's decision)
-    cosines: dict[tuple[str, str], float]  # of every two tasks' gradients on the shared encoder
-    seconds: float
-
-
-class MixedStep:
     def __init__(
-        self,
-        config: TrainConfig,
-        data: TrainingData,
-        setup: Setup,
-        dist: Distributed,
-        device: torch.device,
-        task_step: TaskStep,
+        self, config: TrainConfig, data: TrainingData, setup: Setup, dist: Distributed, device: torch.device
     ):
-        self.config, self.data, self.setup, self.dist, self.device = config, data, setup, dist, device
-        self.prepare = task_step.prepare
-        # The single-task step's buffer: the shared encoder's gradients side by side, then each
-        # task's head's (TaskStep lays them out so), so that each of the step's rewrites is one op.
-        self.gradients = task_step.gradients
+        # the gradient buffer (Step's) holds the shared encoder's gradients side by side, then each
+        # task's head's, so that each of the step's rewrites is one op
+        super().__init__(config, data, setup, dist, device)
         assert setup.balancer is not None, "schedule=mixed builds a balancer"
         self.balancer: Balancer = setup.balancer
         self.tasks = list(self.balancer.tasks)
@@ -66,7 +48,13 @@ class MixedStep:
         # Reduced with the gradients: a balancer's own parameters trained by the loss (uncertainty's).
         self.balancer_parameters = [p for p in self.balancer.parameters() if p.requires_grad]
 
-    def __call__(self, batches: dict[str, np.ndarray], global_step: int) -> MixedResult:
+    def __call__(
+        self,
+        batches: dict[str, np.ndarray],
+        global_step: int,
+        prepared: dict[str, PreparedBatch] | None = None,
+        while_running: Callable[[], None] = lambda: None,
+    ) -> StepOutcome:
         started = time.perf_counter()
         setup, scaler = self.setup, self.setup.scaler
         torch.manual_seed(step_seed(self.config.run.seed, global_step, self.dist.rank))  # dropout masks
@@ -76,7 +64,11 @@ class MixedStep:
         buffer = self.gradients
         buffer.attach(self.trained)
         task_gradients, totals = [], torch.zeros(len(self.tasks), 2, device=self.device)
-        parts = {task: self.prepare(task, batches[task]).micro_batches for task in self.tasks}
+        ready = prepared or {}
+        parts = {
+            task: (ready[task] if task in ready else self.prepare(task, batches[task])).micro_batches
+            for task in self.tasks
+        }
         for index, task in enumerate(self.tasks):
             totals[index] = self._backward(index, task, parts[task], len(batches[task]))
             task_gradients.append(buffer.gradient_of(self.shared, self.device))
@@ -102,7 +94,7 @@ class MixedStep:
         buffer.set_gradient(self.shared, combined.shared * scale)
         for index, task in enumerate(self.tasks):
             buffer.scale_gradient(self.heads[task], combined.head_scales[index])
-        optimizer = setup.optimizers[self.tasks[0]]  # one, shared by every task
+        optimizer = setup.shared_optimizer
         scaler.unscale_(optimizer)
         max_norm = self.config.optim.max_grad_norm or math.inf
         grad_norm = buffer.clip(self.trained, max_norm)
@@ -113,6 +105,7 @@ class MixedStep:
             self.balancer.observe(self._losses_after(parts, global_step, sizes))
 
         cosines = pairwise_cosines(gradients)
+        while_running()
         values = torch.cat(
             [
                 means.flatten(),
@@ -127,13 +120,14 @@ class MixedStep:
         norms, weights = values[2 * count : 3 * count], values[3 * count : 4 * count]
         matrix = np.array(values[4 * count : 4 * count + count * count]).reshape(count, count)
         seconds = time.perf_counter() - started
-        return MixedResult(
+        return StepOutcome(
             tasks={
-                task: StepResult(len(batches[task]), losses[i], scores[i], norms[i], seconds)
+                task: TaskResult(len(batches[task]), losses[i], scores[i], norms[i])
                 for i, task in enumerate(self.tasks)
             },
             loss=sum(weight * loss for weight, loss in zip(weights, losses, strict=True)),
             grad_norm=values[-1],
+            seconds=seconds,
             weights=dict(zip(self.tasks, weights, strict=True)),
             cosines={
                 (a, b): float(matrix[i, j])
@@ -141,7 +135,6 @@ class MixedStep:
                 for j, b in enumerate(self.tasks)
                 if i < j
             },
-            seconds=seconds,
         )
 
     def _backward(self, index: int, task: str, parts: list, count: int) -> torch.Tensor:

@@ -54,6 +54,17 @@ class Setup:
     balancer: Balancer | None = None  # schedule=mixed: how a step's tasks combine
 
     @property
+    def shared_optimizer(self) -> torch.optim.Optimizer:
+        """The one optimizer every task steps (optimizer_per_task=false, which schedule=mixed
+        resolves to): `optimizers` names it once per task."""
+        distinct = {id(o): o for o in self.optimizers.values()}
+        if len(distinct) != 1:
+            raise ValueError(
+                f"{len(distinct)} optimizers, one per task: no shared one (optimizer_per_task=true)"
+            )
+        return next(iter(distinct.values()))
+
+    @property
     def sharded(self) -> bool:
         """strategy=fsdp over several processes: the model's tensors are each process's shards."""
         return is_sharded(self.model)

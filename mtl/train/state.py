@@ -11,10 +11,9 @@ from typing import TYPE_CHECKING, Any
 from mtl import metrics
 from mtl.train.phases import Phases
 
-if TYPE_CHECKING:  # the step's module holds the model's parts; the state is plain data
-    from mtl.train.mixed import MixedResult
+if TYPE_CHECKING:
+    from mtl.train.outcome import StepOutcome
     from mtl.train.selection import Selection
-    from mtl.train.step import StepResult
 
 
 class StopReason(enum.Enum):
@@ -91,38 +90,22 @@ class TrainState:
         return False
 
     def after_step(
-        self, task: str, metric: str, result: StepResult, lr: float, train_size: int, task_id: int
+        self,
+        outcome: StepOutcome,
+        task_metrics: dict[str, str],
+        lrs: dict[str, float],
+        train_sizes: dict[str, int],
+        task_ids: dict[str, int],
     ) -> dict[str, Any]:
-        """Count a finished step of `task`; its record (the row metrics.jsonl and W&B get)."""
+        """Count a finished step of each task in `outcome` (`task_metrics`: each task's metric,
+        `lrs` its lr); its record, the row metrics.jsonl and W&B get: each task's figures, and for
+        a balanced step (schedule=mixed) what the balancer decided (grad_norm: of each task's
+        gradient on the shared encoder), for one task's step which task it was."""
         self.global_step += 1
-        self.task_steps[task] += 1
-        self.train_seconds += result.seconds
-        self.task_examples[task] = self.task_examples.get(task, 0) + result.examples
-        self.phases.step(result.loss)
-        return {
-            metrics.GLOBAL_STEP: self.global_step,
-            metrics.of_task(task, "step"): self.task_steps[task],
-            metrics.train(task, "loss"): result.loss,
-            metrics.train(task, metric): result.score,
-            metrics.of_task(task, "lr"): lr,
-            metrics.of_task(task, "grad_norm"): result.grad_norm,
-            metrics.of_task(task, "examples_per_s"): result.examples / result.seconds,
-            # passes over the task's training data so far (fractional), for epoch-based comparisons
-            metrics.of_task(task, "epoch"): self.task_examples[task] / train_size,
-            metrics.TASK_ID: task_id,  # which block a step is in, on any chart
-        }
-
-    def after_mixed_step(
-        self, result: MixedResult, task_metrics: dict[str, str], lr: float, train_sizes: dict[str, int]
-    ) -> dict[str, Any]:
-        """Count a finished step of every task of `result` (schedule=mixed; `task_metrics`: each
-        task's metric); its record: each task's values as its own steps record them (grad_norm:
-        of its gradient on the shared encoder), and what the balancer decided."""
-        self.global_step += 1
-        self.train_seconds += result.seconds
-        self.phases.step(result.loss)
+        self.train_seconds += outcome.seconds
+        self.phases.step(outcome.loss)
         record: dict[str, Any] = {metrics.GLOBAL_STEP: self.global_step}
-        for task, done in result.tasks.items():
+        for task, done in outcome.tasks.items():
             self.task_steps[task] += 1
             self.task_examples[task] = self.task_examples.get(task, 0) + done.examples
             record.update(
@@ -130,16 +113,22 @@ class TrainState:
                     metrics.of_task(task, "step"): self.task_steps[task],
                     metrics.train(task, "loss"): done.loss,
                     metrics.train(task, task_metrics[task]): done.score,
-                    metrics.of_task(task, "lr"): lr,
+                    metrics.of_task(task, "lr"): lrs[task],
                     metrics.of_task(task, "grad_norm"): done.grad_norm,
-                    metrics.of_task(task, "examples_per_s"): done.examples / result.seconds,
+                    metrics.of_task(task, "examples_per_s"): done.examples / outcome.seconds,
+                    # passes over the task's training data so far (fractional), for epoch-based comparisons
                     metrics.of_task(task, "epoch"): self.task_examples[task] / train_sizes[task],
-                    metrics.balance_weight(task): result.weights[task],
                 }
             )
-        record[metrics.train(metrics.MIXED, "loss")] = result.loss
-        record[metrics.of_task(metrics.MIXED, "grad_norm")] = result.grad_norm
-        record.update({metrics.balance_cosine(a, b): value for (a, b), value in result.cosines.items()})
+            if outcome.balanced:
+                record[metrics.balance_weight(task)] = outcome.weights[task]
+        if not outcome.balanced:
+            [task] = outcome.tasks
+            record[metrics.TASK_ID] = task_ids[task]  # which block a step is in, on any chart
+            return record
+        record[metrics.train(metrics.MIXED, "loss")] = outcome.loss
+        record[metrics.of_task(metrics.MIXED, "grad_norm")] = outcome.grad_norm
+        record.update({metrics.balance_cosine(a, b): value for (a, b), value in outcome.cosines.items()})
         for key, value in record.items():  # per block, their means go into its block_end record
             if key.startswith("balance/"):
                 self.block.balance[key] = self.block.balance.get(key, 0.0) + value

@@ -1,5 +1,7 @@
-"""One optimizer step of one task: this rank's share of the global batch, in micro-batches,
-under autocast, the task's own loss, backward, clipping and the update."""
+"""One optimizer step of a run, by one of two strategies: `Step` is what they share (this rank's
+share of a global batch prepared on the device, the gradient buffer, GradCache's limits), and
+`TaskStep` trains one task (its micro-batches under autocast, its own loss, backward, clipping
+and the update); mixed.py's `MixedStep` trains every task at once. Both return a `StepOutcome`."""
 
 from __future__ import annotations
 
@@ -22,23 +24,13 @@ from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.grad_buffer import GradientBuffer
 from mtl.train.grad_cache import cached_backward
+from mtl.train.outcome import StepOutcome, TaskResult
 from mtl.train.setup import Setup
 from mtl.train.state import TrainState
 
 if TYPE_CHECKING:
     from mtl.tasks.base import Task
     from mtl.train.checkpointer import Checkpointer
-
-
-@dataclass
-class StepResult:
-    """A finished step, summed over every rank."""
-
-    examples: int  # the global batch
-    loss: float  # mean over the global batch
-    score: float  # mean of the task's metric (accuracy) over the global batch
-    grad_norm: float
-    seconds: float
 
 
 @dataclass
@@ -69,7 +61,7 @@ def task_backward(
     sum), an in-batch task with `<task>.mini_batch=` through GradCache. `syncing(last)`: DDP's
     no_sync before the last micro-batch. Returns each micro-batch's (loss sum, metric sum), on the
     device and detached."""
-    mini_batch = getattr(config.tasks[definition.name], "mini_batch", None) if definition.in_batch else None
+    mini_batch = definition.mini_batch
     computing = functools.partial(autocast, config.run.precision, device)
     sums: list[torch.Tensor] = []
     for i, (sentences, labels, weight) in enumerate(micro_batches):
@@ -111,7 +103,11 @@ def task_loss_sum(
     return total
 
 
-class TaskStep:
+class Step:
+    """The strategy of a run's optimizer steps (`TaskStep` or mixed.py's `MixedStep`, as its schedule
+    trains one task a step or all of them): called with each stepped task's rows of the global
+    batch, it trains on them and returns the step's `StepOutcome`."""
+
     def __init__(
         self, config: TrainConfig, data: TrainingData, setup: Setup, dist: Distributed, device: torch.device
     ):
@@ -122,7 +118,7 @@ class TaskStep:
         self.gradients = GradientBuffer(
             [*shared, *(p for task in config.training_tasks for p in setup.parameters[task])]
         )
-        cached = [t for t in config.training_tasks if getattr(config.tasks[t], "mini_batch", None)]
+        cached = [t for t in config.training_tasks if data.tasks[t].mini_batch]
         if cached and dist.active:
             raise UserError(
                 f"{cached[0]}.mini_batch= (GradCache) runs in one process: with torchrun each rank "
@@ -131,24 +127,15 @@ class TaskStep:
 
     def __call__(
         self,
-        task: str,
-        rows: np.ndarray,
+        batches: dict[str, np.ndarray],
         global_step: int,
-        prepared: PreparedBatch | None = None,
+        prepared: dict[str, PreparedBatch] | None = None,
         while_running: Callable[[], None] = lambda: None,
-    ) -> StepResult:
-        """Train `task` on its training examples `rows` (the global batch) at `global_step`, from
-        `prepared` inputs when given; `while_running()` is called once the step is queued, before
-        its result is read (the prefetcher starts the next batch there)."""
-        started = time.perf_counter()
-        totals = self.queue(task, rows, global_step, prepared)
-        while_running()
-        # The step's one wait for the GPU (InferSent's loop reads its loss every step too).
-        loss_sum, score_sum, grad_norm = totals.tolist()
-        loss_sum, score_sum = self.dist.sum([loss_sum, score_sum])
-        return StepResult(
-            len(rows), loss_sum / len(rows), score_sum / len(rows), grad_norm, time.perf_counter() - started
-        )
+    ) -> StepOutcome:
+        """Train on `batches` (each stepped task's training rows: its global batch) at
+        `global_step`, from `prepared` inputs where given; `while_running()` is called once the
+        step is queued, before its result is read (the prefetcher starts the next batch there)."""
+        raise NotImplementedError
 
     def prepare(self, task: str, rows: np.ndarray) -> PreparedBatch:
         """This rank's share of `rows` as device tensors, in micro-batches: the step's host work,
@@ -167,6 +154,40 @@ class TaskStep:
                 )
                 for part in np.array_split(np.arange(len(mine)), count)
             ]
+        )
+
+    def _share_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's rows of a global batch, with loss weights: a rank left without rows (the last,
+        short batch of an epoch) still runs one row at weight 0, as DDP needs every rank in a step."""
+        mine = rows[self.dist.part(len(rows))]
+        if len(mine) == 0:
+            return rows[:1], np.zeros(1, dtype=np.float32)
+        return mine, np.ones(len(mine), dtype=np.float32)
+
+
+class TaskStep(Step):
+    """One task's optimizer step (schedule=blocks, and any schedule that steps one task at a time)."""
+
+    def __call__(
+        self,
+        batches: dict[str, np.ndarray],
+        global_step: int,
+        prepared: dict[str, PreparedBatch] | None = None,
+        while_running: Callable[[], None] = lambda: None,
+    ) -> StepOutcome:
+        started = time.perf_counter()
+        [(task, rows)] = batches.items()
+        totals = self.queue(task, rows, global_step, (prepared or {}).get(task))
+        while_running()
+        # The step's one wait for the GPU (InferSent's loop reads its loss every step too).
+        loss_sum, score_sum, grad_norm = totals.tolist()
+        loss_sum, score_sum = self.dist.sum([loss_sum, score_sum])
+        loss = loss_sum / len(rows)
+        return StepOutcome(
+            {task: TaskResult(len(rows), loss, score_sum / len(rows), grad_norm)},
+            loss=loss,
+            grad_norm=grad_norm,
+            seconds=time.perf_counter() - started,
         )
 
     def queue(
@@ -206,14 +227,6 @@ class TaskStep:
         if len(parts) > 1:  # (loss, metric) of each micro-batch, then the norm: summed per kind
             totals = torch.cat([totals[:-1].view(-1, 2).sum(dim=0), totals[-1:]])
         return totals
-
-    def _share_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """This rank's rows of a global batch, with loss weights: a rank left without rows (the last,
-        short batch of an epoch) still runs one row at weight 0, as DDP needs every rank in a step."""
-        mine = rows[self.dist.part(len(rows))]
-        if len(mine) == 0:
-            return rows[:1], np.zeros(1, dtype=np.float32)
-        return mine, np.ones(len(mine), dtype=np.float32)
 
 
 def step_seed(seed: int, step: int, rank: int) -> int:

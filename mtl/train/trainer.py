@@ -41,7 +41,7 @@ from mtl.train.selection import selection_for
 from mtl.train.setup import build_setup
 from mtl.train.sharding import describe
 from mtl.train.state import StopReason, TrainState
-from mtl.train.step import Diverged, StepResult, TaskStep
+from mtl.train.step import Diverged, Step, TaskStep
 from mtl.train.stopping import stop_reason
 
 
@@ -66,12 +66,9 @@ class Trainer:
         self.config = config = resolve_settings(config, self.device, sizes)
         self.setup = build_setup(config, self.data, self.dist, self.device)
         self.model = self.setup.model
-        self.step = TaskStep(config, self.data, self.setup, self.dist, self.device)
-        self.mixed_step = (
-            MixedStep(config, self.data, self.setup, self.dist, self.device, self.step)
-            if self.setup.scheduler.mixed
-            else None
-        )
+        # the step's strategy: every task at once where the schedule mixes them, else one a step
+        strategy = MixedStep if self.setup.scheduler.mixed else TaskStep
+        self.step: Step = strategy(config, self.data, self.setup, self.dist, self.device)
         self.prefetcher = Prefetcher.for_run(
             self.step.prepare, config.run.prefetch, self.device, self.setup.scheduler.mixed
         )
@@ -149,11 +146,7 @@ class Trainer:
                 block_clock = time.perf_counter()
                 self.event("block_start", task=block_task, block=state.block.index)
             drawn = {task: self.setup.streams[task].next() for task in tasks}
-            batches = {task: rows for task, (rows, _) in drawn.items()}
-            if scheduler.mixed:
-                self.train_mixed(batches)
-            else:
-                self.train_batch(tasks[0], batches[tasks[0]])
+            self.train_step({task: rows for task, (rows, _) in drawn.items()})
             for task, (rows, epoch_done) in drawn.items():
                 if epoch_done:
                     self.event("epoch_end", **end_epoch(self.run, self.lr_schedule, task))
@@ -172,30 +165,26 @@ class Trainer:
             if stop:
                 return StopReason.CALLBACK
 
-    def train_batch(self, task: str, rows: np.ndarray) -> dict[str, Any]:
-        """One optimizer step of `task` on the training examples `rows` (the global batch); returns its record."""
-        state, metric = self.state, self.data.tasks[task].metric
-        self.lr_schedule.before_step(state.global_step)
-        prepared = self.prefetcher.take(task, rows) if self.prefetcher.enabled else None
-        result: StepResult = self.step(task, rows, state.global_step, prepared, self._prefetch_next)
-        Diverged.check({task: result.loss}, state, self.checkpointer)
-        record = state.after_step(
-            task, metric, result, self.lr_schedule.lr(task), self.train_sizes[task], self.task_ids[task]
-        )
-        self.callbacks.on_step(task, record)
-        return record
-
-    def train_mixed(self, batches: dict[str, np.ndarray]) -> dict[str, Any]:
-        """One optimizer step of every task in `batches` (schedule=mixed: task -> its rows); its record."""
+    def train_step(self, batches: dict[str, np.ndarray]) -> dict[str, Any]:
+        """One optimizer step on `batches` (each stepped task's training rows, its global batch: one
+        task, or every task under schedule=mixed); returns its record."""
         state = self.state
         self.lr_schedule.before_step(state.global_step)
-        result = self.mixed_step(batches, state.global_step)
-        Diverged.check({task: done.loss for task, done in result.tasks.items()}, state, self.checkpointer)
-        task_metrics = {task: self.data.tasks[task].metric for task in batches}
-        record = state.after_mixed_step(
-            result, task_metrics, self.lr_schedule.lr(self.config.main_task), self.train_sizes
+        prepared = (
+            {task: self.prefetcher.take(task, rows) for task, rows in batches.items()}
+            if self.prefetcher.enabled
+            else None
         )
-        self.callbacks.on_step(metrics.MIXED, record)
+        outcome = self.step(batches, state.global_step, prepared, self._prefetch_next)
+        Diverged.check({task: done.loss for task, done in outcome.tasks.items()}, state, self.checkpointer)
+        record = state.after_step(
+            outcome,
+            {task: self.data.tasks[task].metric for task in batches},
+            {task: self.lr_schedule.lr(task) for task in batches},
+            self.train_sizes,
+            self.task_ids,
+        )
+        self.callbacks.on_step(metrics.MIXED if outcome.balanced else next(iter(batches)), record)
         return record
 
     def _prefetch_next(self) -> None:
