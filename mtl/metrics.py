@@ -11,6 +11,7 @@ sweep summary, CLI summary, lr policy and benches read them.
     mixed/train/loss, mixed/grad_norm        schedule=mixed: the update's weighted loss, its norm
     balance/<task>/weight                    schedule=mixed: the weight a task's loss had
     balance/cosine/<a>~<b>                   schedule=mixed: cosine of two tasks' encoder gradients
+    monitor/<transfer task>/<metric>         monitor=: a transfer task's score at each dev evaluation
 
 It also holds the one answer to which way a metric is better, by its name (the last part of a
 key): checkpoint selection, early stopping, the lr shrink, W&B summaries, report rankings and
@@ -24,6 +25,7 @@ EVENT = "phase/event"  # block_start, block_end, epoch_end, evaluation, checkpoi
 TASK_ID = "phase/task_id"  # the task of the block under way, on any chart
 LOSS_WINDOW = 20  # steps a smoothed loss averages over (the phases table, the report's curves)
 MIXED = "mixed"  # what a schedule=mixed step's own values are logged under (mixed/train/loss)
+MONITOR = "monitor"  # what monitor='s transfer scores are logged under (monitor/STS14/spearman)
 
 
 def train(task: str, name: str) -> str:
@@ -46,6 +48,11 @@ def of_task(task: str, name: str) -> str:
     return f"{task}/{name}"
 
 
+def is_balance(key: str) -> bool:
+    """What a schedule=mixed step's balancer decided: `balance/nli/weight`, `balance/cosine/nli~squad`."""
+    return key.startswith("balance/")
+
+
 def balance_weight(task: str) -> str:
     """The weight `task`'s loss had in a schedule=mixed step (`balance/nli/weight`)."""
     return f"balance/{task}/weight"
@@ -54,6 +61,17 @@ def balance_weight(task: str) -> str:
 def balance_cosine(a: str, b: str) -> str:
     """The cosine of two tasks' gradients on the shared encoder in a mixed step (`balance/cosine/nli~squad`)."""
     return f"balance/cosine/{a}~{b}"
+
+
+def monitored(task: str, metric: str) -> str:
+    """A transfer task's score at a dev evaluation (monitor=): `monitor/STS14/spearman`."""
+    return f"{MONITOR}/{task}/{metric}"
+
+
+def monitored_task(key: str) -> str | None:
+    """The transfer task of a `monitor/<task>/<metric>` key; None for any other key."""
+    parts = key.split("/")
+    return parts[1] if len(parts) == 3 and parts[0] == MONITOR else None
 
 
 def best(key: str) -> str:

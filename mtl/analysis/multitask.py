@@ -375,8 +375,8 @@ def target_figure(run: Run) -> tuple[str, str] | None:
 def balance_figure(run: Run) -> str | None:
     """A mixed run's loss weights and gradient cosines against steps (means of
     `metrics.LOSS_WINDOW` steps); None when the run logged none."""
-    steps = [r for r in run.records if any(k.startswith("balance/") for k in r)]
-    keys = sorted({k for r in steps for k in r if k.startswith("balance/")})
+    steps = [r for r in run.records if any(metrics.is_balance(k) for k in r)]
+    keys = sorted({k for r in steps for k in r if metrics.is_balance(k)})
     if not keys:
         return None
     plt = pyplot()
@@ -439,7 +439,7 @@ def monitor_figure(runs: list[Run], colours: dict[str, Any]) -> str | None:
     """monitor=: each transfer task's score against steps, a panel per metric, every run
     overlaid; None when no run monitored any."""
     keys = sorted(
-        {k for run in runs for r in run.records for k in r if k.startswith("monitor/") and k.count("/") == 2}
+        {k for run in runs for r in run.records for k in r if metrics.monitored_task(k) is not None}
     )
     if not keys:
         return None
@@ -467,7 +467,7 @@ def monitor_figure(runs: list[Run], colours: dict[str, Any]) -> str | None:
                     color=colours[run.name],
                     label=run.name,
                 )
-        axis.set_title(key.removeprefix("monitor/"), fontsize=10)
+        axis.set_title(key.removeprefix(f"{metrics.MONITOR}/"), fontsize=10)
         axis.set_xlabel("step")
         axis.grid(alpha=0.3)
     flat[0].legend(fontsize=8)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
+from mtl import metrics
 from mtl import tasks as task_kinds
 from mtl.config import (
     AtLeast0,
@@ -257,8 +258,8 @@ class TrainConfig:
             transfer_spec(name)  # an unknown name: a one-line error with the choices
         named_callbacks = comma_list(self.run.callbacks)
         for key, _ in parse_terms(self.run.select):
-            if key.startswith("monitor/"):
-                if (name := key.split("/")[1]) not in monitored:
+            if (name := metrics.monitored_task(key)) is not None:
+                if name not in monitored:
                     raise UserError(
                         f"select={self.run.select}: {key} needs monitor={name} (monitor={self.run.monitor})"
                     )

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mtl import metrics
 from mtl.config import comma_list
 from mtl.errors import UserError
 from mtl.eval.encoder import PretrainedSentenceEncoder, SentenceEncoder
@@ -37,7 +38,6 @@ from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.sharding import whole_state
 
-PREFIX = "monitor"
 SEED_OFFSET = 15_485_863  # the subsample's draw: apart from the run's other generators
 
 
@@ -47,7 +47,7 @@ def monitor_names(text: str) -> list[str]:
 
 def monitor_key(task: str, metric: str) -> str:
     """`monitor/STS14/spearman` for STS14's all/spearman, `monitor/TREC/acc`."""
-    return f"{PREFIX}/{task}/{metric.removeprefix('all/')}"
+    return metrics.monitored(task, metric.removeprefix("all/"))
 
 
 class Monitor(Callback):

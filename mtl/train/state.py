@@ -130,7 +130,7 @@ class TrainState:
         record[metrics.of_task(metrics.MIXED, "grad_norm")] = outcome.grad_norm
         record.update({metrics.balance_cosine(a, b): value for (a, b), value in outcome.cosines.items()})
         for key, value in record.items():  # per block, their means go into its block_end record
-            if key.startswith("balance/"):
+            if metrics.is_balance(key):
                 self.block.balance[key] = self.block.balance.get(key, 0.0) + value
         return record
 
