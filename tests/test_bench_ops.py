@@ -90,3 +90,23 @@ def test_the_profile_times_the_step_and_names_its_host_ops(bilstm_trainer):
         assert all(op.startswith("aten::") and ms >= 0 for op, ms in contender.host_ops)
     report = step_profile.report([step_profile.Row("tiny", "nli", profiled)], "cpu")
     assert "tiny nli mtl fp32: wall" in report and "no GPU" in report
+
+
+def test_the_mixed_bench_says_affinitys_share_and_the_rhythm_that_keeps_it_at_5_percent():
+    from mtl.bench.mixed import BALANCERS, report
+
+    names = ["single steps", *(f"mixed {name}" for name in BALANCERS), "affinity"]
+    ms = {name: (11.0, 10.0, 12.0) for name in names} | {"single steps": (10.0, 9.0, 11.0)}
+    ms["affinity"] = (220.0, 200.0, 230.0)
+    results = {
+        "tasks": ["nli", "squad"],
+        "batches": {"nli": 64, "squad": 128},
+        "affinity_batches": 8,
+        "ms": ms,
+        "ops": dict.fromkeys(names, 100),
+    }
+    text = report(results, "preset=x")
+    # 220 / (220 + 100 * 11) of the wall time; 220 / (220 + 380 * 11) is 5.0%
+    assert "one measurement (affinity_batches=8) 220 ms = 16.7% of the wall time" in text
+    assert "5% from affinity_every=380" in text
+    assert "mixed sum step = 1.10x the single-task steps" in text

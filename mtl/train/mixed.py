@@ -10,7 +10,6 @@ backward: the balancer then decides on the same global gradients on every rank.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -22,7 +21,7 @@ from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.outcome import StepOutcome, TaskResult
 from mtl.train.setup import Setup, TaskNetwork
-from mtl.train.step import PreparedBatch, Step, step_seed, task_backward, task_loss_sum
+from mtl.train.step import Step, step_seed, task_backward, task_loss_sum
 
 
 class MixedStep(Step):
@@ -48,14 +47,8 @@ class MixedStep(Step):
         # Reduced with the gradients: a balancer's own parameters trained by the loss (uncertainty's).
         self.balancer_parameters = [p for p in self.balancer.parameters() if p.requires_grad]
 
-    def __call__(
-        self,
-        batches: dict[str, np.ndarray],
-        global_step: int,
-        prepared: dict[str, PreparedBatch] | None = None,
-        while_running: Callable[[], None] = lambda: None,
-    ) -> StepOutcome:
-        started = time.perf_counter()
+    def train(self, batches: dict[str, np.ndarray], parts: dict[str, list], global_step: int,
+              while_running: Callable[[], None]) -> StepOutcome:  # fmt: skip
         setup, scaler = self.setup, self.setup.scaler
         torch.manual_seed(step_seed(self.config.run.seed, global_step, self.dist.rank))  # dropout masks
         setup.model.train()
@@ -64,11 +57,6 @@ class MixedStep(Step):
         buffer = self.gradients
         buffer.attach(self.trained)
         task_gradients, totals = [], torch.zeros(len(self.tasks), 2, device=self.device)
-        ready = prepared or {}
-        parts = {
-            task: (ready[task] if task in ready else self.prepare(task, batches[task])).micro_batches
-            for task in self.tasks
-        }
         for index, task in enumerate(self.tasks):
             totals[index] = self._backward(index, task, parts[task], len(batches[task]))
             task_gradients.append(buffer.gradient_of(self.shared, self.device))
@@ -119,7 +107,6 @@ class MixedStep(Step):
         losses, scores = values[0 : 2 * count : 2], values[1 : 2 * count : 2]
         norms, weights = values[2 * count : 3 * count], values[3 * count : 4 * count]
         matrix = np.array(values[4 * count : 4 * count + count * count]).reshape(count, count)
-        seconds = time.perf_counter() - started
         return StepOutcome(
             tasks={
                 task: TaskResult(len(batches[task]), losses[i], scores[i], norms[i])
@@ -127,7 +114,6 @@ class MixedStep(Step):
             },
             loss=sum(weight * loss for weight, loss in zip(weights, losses, strict=True)),
             grad_norm=values[-1],
-            seconds=seconds,
             weights=dict(zip(self.tasks, weights, strict=True)),
             cosines={
                 (a, b): float(matrix[i, j])

@@ -25,7 +25,7 @@ class StepOutcome:
     tasks: dict[str, TaskResult]
     loss: float  # what the update minimised: the task's mean loss, or the balancer's weighted sum
     grad_norm: float  # of the whole update, before clipping
-    seconds: float
+    seconds: float = 0.0  # from the batches drawn to the step's result read back
     weights: dict[str, float] = field(
         default_factory=dict
     )  # each task loss's weight (the balancer's decision)

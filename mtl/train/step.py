@@ -135,6 +135,19 @@ class Step:
         """Train on `batches` (each stepped task's training rows: its global batch) at
         `global_step`, from `prepared` inputs where given; `while_running()` is called once the
         step is queued, before its result is read (the prefetcher starts the next batch there)."""
+        started, ready = time.perf_counter(), prepared or {}
+        parts = {
+            task: (ready[task] if task in ready else self.prepare(task, rows)).micro_batches
+            for task, rows in batches.items()
+        }
+        outcome = self.train(batches, parts, global_step, while_running)
+        outcome.seconds = time.perf_counter() - started
+        return outcome
+
+    def train(self, batches: dict[str, np.ndarray], parts: dict[str, list], global_step: int,
+              while_running: Callable[[], None]) -> StepOutcome:  # fmt: skip
+        """The strategy's step on each task's micro-batches (`parts`, `PreparedBatch.micro_batches`);
+        its outcome's `seconds` are the caller's to fill in."""
         raise NotImplementedError
 
     def prepare(self, task: str, rows: np.ndarray) -> PreparedBatch:
@@ -168,16 +181,10 @@ class Step:
 class TaskStep(Step):
     """One task's optimizer step (schedule=blocks, and any schedule that steps one task at a time)."""
 
-    def __call__(
-        self,
-        batches: dict[str, np.ndarray],
-        global_step: int,
-        prepared: dict[str, PreparedBatch] | None = None,
-        while_running: Callable[[], None] = lambda: None,
-    ) -> StepOutcome:
-        started = time.perf_counter()
+    def train(self, batches: dict[str, np.ndarray], parts: dict[str, list], global_step: int,
+              while_running: Callable[[], None]) -> StepOutcome:  # fmt: skip
         [(task, rows)] = batches.items()
-        totals = self.queue(task, rows, global_step, (prepared or {}).get(task))
+        totals = self.queue(task, rows, global_step, parts[task])
         while_running()
         # The step's one wait for the GPU (InferSent's loop reads its loss every step too).
         loss_sum, score_sum, grad_norm = totals.tolist()
@@ -187,20 +194,18 @@ class TaskStep(Step):
             {task: TaskResult(len(rows), loss, score_sum / len(rows), grad_norm)},
             loss=loss,
             grad_norm=grad_norm,
-            seconds=time.perf_counter() - started,
         )
 
-    def queue(
-        self, task: str, rows: np.ndarray, global_step: int, prepared: PreparedBatch | None = None
-    ) -> torch.Tensor:
-        """Forward, backward and update, queued without waiting for the GPU (except fp16's
-        gradient scaler, which reads whether the gradients overflowed); returns this rank's
-        (loss sum, metric sum, gradient norm) on the device."""
+    def queue(self, task: str, rows: np.ndarray, global_step: int, parts: list | None = None) -> torch.Tensor:
+        """Forward, backward and update on `parts` (this rank's micro-batches of `rows`, prepared
+        here when not given), queued without waiting for the GPU (except fp16's gradient scaler,
+        which reads whether the gradients overflowed); returns this rank's (loss sum, metric sum,
+        gradient norm) on the device."""
         setup, definition = self.setup, self.data.tasks[task]
         # Dropout masks from (seed, step, rank), as fairseq does: resuming needs no RNG state and
         # works with any number of ranks.
         torch.manual_seed(step_seed(self.config.run.seed, global_step, self.dist.rank))
-        parts = (prepared if prepared is not None else self.prepare(task, rows)).micro_batches
+        parts = parts if parts is not None else self.prepare(task, rows).micro_batches
         network, trained = setup.networks[task], setup.parameters[task]
         setup.model.train()
         setup.model.zero_grad(set_to_none=True)
