@@ -265,6 +265,23 @@ def test_a_number_is_read_as_its_key_needs():
             ["schedule=mixed", "gradnorm_alpha=2"],
             "gradnorm_alpha=2: unknown key for balancer=sum (gradnorm_alpha configures balancer=gradnorm)",
         ),
+        (
+            ["optim=sgd", "weight_decay=0.1"],
+            "weight_decay=0.1: unknown key for optim=sgd (weight_decay configures optim=adamw)",
+        ),
+        (  # optim=auto is InferSent's SGD for a BiLSTM: judged as it will resolve
+            ["hf_lr=1e-5"],
+            "hf_lr=1e-5: unknown key for optim=auto, sgd here (hf_lr configures optim=adamw)",
+        ),
+        (
+            ["optim=adam", "lr_decay=0.5"],
+            "lr_decay=0.5: unknown key for lr_schedule=auto, constant here (lr_decay configures lr_schedule=infersent)",
+        ),
+        (
+            ["optim.warmup_steps=10", "lr_schedule=infersent"],
+            "unknown key for lr_schedule=infersent (warmup_steps configures lr_schedule=constant or "
+            "lr_schedule=linear or lr_schedule=cosine)",
+        ),
     ],
 )
 def test_a_key_of_another_component_is_refused_by_its_declaration(args, message):
@@ -284,6 +301,10 @@ def test_a_components_own_keys_pass_and_a_plugin_brings_keys_of_its_own():
         ["transformer_heads=2", "encoder=transformer", "hidden=8"],  # in any order
         ["schedule=mixed", "balancer=gradnorm", "gradnorm_alpha=2"],
         ["gradnorm_alpha=2", "balancer=gradnorm", "schedule=mixed"],
+        ["optim=adamw", "weight_decay=0.1", "hf_lr=1e-5", "warmup_steps=10"],  # adamw's linear schedule
+        ["encoder=hf", "weight_decay=0", "warmup_steps=0"],  # auto: adamw for a pretrained encoder
+        ["lr_decay=0.9", "lr_shrink=2", "lr_shrink_at=evaluation"],  # auto: sgd's infersent
+        ["optim=adam", "lr_schedule=cosine", "warmup_steps=3"],
     ):
         with_overrides(TrainConfig(), args)
 

@@ -38,13 +38,13 @@ from mtl.config import (
 from mtl.data.config import DataConfig
 from mtl.errors import UserError
 from mtl.eval.transfer.registry import spec as transfer_spec
-from mtl.models.encoders.config import ENCODERS, MAX_POSITIONS, EncoderConfig, HFOptions, key_owners
+from mtl.models.encoders.config import ENCODERS, MAX_POSITIONS, EncoderConfig, HFOptions, key_owners, traits
 from mtl.runs import upgraded
 from mtl.tasks import TaskConfig
 from mtl.train.balancers import BALANCER_OPTIONS, BALANCERS, balancer_key_owners
 from mtl.train.callbacks import CALLBACKS, ChosenCallbackOptions, callback_key_owners
-from mtl.train.lr_schedules import LR_SCHEDULES
-from mtl.train.optimizer_registry import OPTIMIZERS
+from mtl.train.lr_schedules import LR_SCHEDULES, lr_schedule_key_owners
+from mtl.train.optimizer_registry import DEFAULTS, OPTIMIZERS, auto_optimizer, optimizer_key_owners
 from mtl.train.scheduler import SCHEDULES, adapts, trains_every_task
 from mtl.train.selection import parse_terms
 
@@ -165,13 +165,6 @@ class OptimConfig:
         None  # stop once training steps (evaluation not counted) took this long: equal time budgets
     )
     accumulate: AtLeast1 = 1  # micro-batches per step: a step's batch in parts that fit memory, one update
-
-    def __post_init__(self) -> None:
-        if self.lr_schedule == "infersent" and self.warmup_steps:
-            raise UserError(
-                f"warmup_steps={self.warmup_steps} with lr_schedule=infersent: warm up with "
-                "lr_schedule=constant, linear or cosine"
-            )
 
 
 @dataclass
@@ -468,41 +461,48 @@ def with_overrides(config: TrainConfig, args: Sequence[str]) -> TrainConfig:
 
 
 def _check_component_keys(given: Sequence[str], config: TrainConfig) -> None:
-    """A key that configures one encoder or balancer, given with another, is refused rather than
-    silently unused or unknown (`encoder=bilstm transformer_heads=2`). Which component takes a key
-    is declared with it (EncoderTraits.options, register_balancer's options): a plugin's says so
-    too. Only keys given here are checked: a recorded run's config holds every key, and
+    """A key that configures one encoder, balancer, optimizer or lr schedule, given with another,
+    is refused rather than silently unused or unknown (`encoder=bilstm transformer_heads=2`,
+    `optim=sgd weight_decay=0.1`). Which component takes a key is declared with it
+    (EncoderTraits.options, register_balancer's options, an optimizer's SBERT parameter groups,
+    LrSchedule.keys): a plugin's says so too. An `auto` optimizer or schedule is judged as it
+    will resolve. Only keys given here are checked: a recorded run's config holds every key, and
     resumes as it is."""
-
+    encoder = given_value(given, "encoder", "model.") or config.model.encoder
+    optimizer = given_value(given, "optim", "optim.") or config.optim.optim
+    auto = set()  # the components chosen by `auto`, named so in the error
+    if optimizer == "auto" and encoder in ENCODERS:
+        optimizer = auto_optimizer(traits(encoder).pretrained)
+        auto.add("optim")
+    schedule = given_value(given, "lr_schedule", "optim.") or config.optim.lr_schedule
+    if schedule == "auto" and optimizer in DEFAULTS:
+        schedule = DEFAULTS[optimizer].lr_schedule
+        auto.add("lr_schedule")
     components = [
         (component, name, owners)
         for component, name, owners, known in (
-            (
-                "encoder",
-                given_value(given, "encoder", "model.") or config.model.encoder,
-                key_owners(),
-                ENCODERS,
-            ),
+            ("encoder", encoder, key_owners(), ENCODERS),
             (
                 "balancer",
                 given_value(given, "balancer", "schedule.") or config.schedule.balancer,
                 balancer_key_owners(),
                 BALANCERS,
             ),
+            ("optim", optimizer, optimizer_key_owners(), DEFAULTS),
+            ("lr_schedule", schedule, lr_schedule_key_owners(), LR_SCHEDULES),
         )
         if name in known  # a misspelt name: its own error, with the choices, comes next
     ]
     for arg in given:
         key = arg.partition("=")[0]
-        if "." in key and key.split(".", 1)[0] not in ("model", "schedule"):
+        if "." in key and key.split(".", 1)[0] not in ("model", "schedule", "optim"):
             continue  # a task's own key (`model.options.cnn_kernel`, a recorded path, is checked)
         leaf = key.rsplit(".", 1)[-1]
         for component, chosen, owners in components:
             if leaf in owners and chosen not in owners[leaf]:
                 takers = " or ".join(f"{component}={name}" for name in owners[leaf])
-                raise UserError(
-                    f"{arg}: unknown key for {component}={chosen} ({leaf} configures {takers}): leave it out"
-                )
+                shown = f"{component}=auto, {chosen} here" if component in auto else f"{component}={chosen}"
+                raise UserError(f"{arg}: unknown key for {shown} ({leaf} configures {takers}): leave it out")
         callbacks = given_value(given, "callbacks", "run.") or config.run.callbacks
         chosen_callbacks = [name for name in comma_list(callbacks) if name in CALLBACKS]
         if (takers := callback_key_owners().get(leaf)) and not set(takers) & set(chosen_callbacks):

@@ -40,6 +40,9 @@ class LrSchedule:
     # True: the lr is a function of the step out of `max_steps` (a decay to 0 at the end): a run
     # given no max_steps= gets one epoch of its main task, never a total of 1 step.
     needs_max_steps: bool = False
+    # The OptimConfig keys this schedule reads: one given with another schedule is refused, not
+    # silently unused (a plugin's schedule declares its own).
+    keys: tuple[str, ...] = ()
 
     def after_evaluation(self, task: str, improved: bool) -> None:
         """An evaluation ended; `improved`: `task`'s dev metric is above its best so far."""
@@ -55,6 +58,8 @@ class LrSchedule:
 
 
 class InferSent(LrSchedule):
+    keys = ("lr_decay", "lr_shrink", "lr_shrink_at")
+
     @property
     def decides_at_epoch_end(self) -> bool:  # type: ignore[override]
         return self.config.lr_shrink_at == "epoch"
@@ -84,6 +89,7 @@ class ByStep(LrSchedule):
     """An lr factor that is a function of the step alone, times each group's `base_lr`."""
 
     needs_max_steps = True
+    keys = ("warmup_steps",)
 
     def before_step(self, step: int) -> None:
         if self.config.max_steps is None:  # resolve_inputs gives one; a caller that skipped it
@@ -136,6 +142,15 @@ for _name, _schedule in [
     ("cosine", Cosine),
 ]:
     register_lr_schedule(_name)(_schedule)
+
+
+def lr_schedule_key_owners() -> dict[str, list[str]]:
+    """Each key a schedule declares (`LrSchedule.keys`) -> the schedules that read it."""
+    owners: dict[str, list[str]] = {}
+    for name, schedule in LR_SCHEDULES.items():
+        for key in schedule.keys:
+            owners.setdefault(key, []).append(name)
+    return owners
 
 
 def build_lr_schedule(

@@ -51,3 +51,15 @@ def register_optimizer(
         return make
 
     return add
+
+
+def auto_optimizer(pretrained_encoder: bool) -> str:
+    """What optim=auto means: SBERT's AdamW for a pretrained encoder, else InferSent's SGD."""
+    return "adamw" if pretrained_encoder else "sgd"
+
+
+def optimizer_key_owners() -> dict[str, list[str]]:
+    """The OptimConfig keys only some optimizers read -> those optimizers: weight decay and a
+    pretrained backbone's lr, for the ones with SBERT's parameter groups (a plugin's too)."""
+    decoupled = [name for name, defaults in DEFAULTS.items() if defaults.decoupled_weight_decay]
+    return {"weight_decay": decoupled, "hf_lr": decoupled}

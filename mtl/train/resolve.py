@@ -16,7 +16,7 @@ from mtl.models.encoders import traits
 from mtl.models.precision import resolve_precision
 from mtl.train.config import TrainConfig
 from mtl.train.lr_schedules import LR_SCHEDULES
-from mtl.train.optimizer_registry import DEFAULTS
+from mtl.train.optimizer_registry import DEFAULTS, auto_optimizer
 from mtl.train.scheduler import Scheduler, trains_every_task
 
 WARMUP_SHARE = 0.1  # SBERT's training scripts: 10% of the planned steps
@@ -33,7 +33,7 @@ def resolve_settings(
     config.run.precision = resolve_precision(config.run.precision, device, config.model.encoder)
     optim = config.optim
     if optim.optim == "auto":
-        optim.optim = "adamw" if traits(config.model.encoder).pretrained else "sgd"
+        optim.optim = auto_optimizer(traits(config.model.encoder).pretrained)
     defaults = DEFAULTS[optim.optim]  # the optimizer's own (optimizer_registry.py; a plugin's too)
     optim.lr_schedule = defaults.lr_schedule if optim.lr_schedule == "auto" else optim.lr_schedule
     optim.stop = defaults.stop if optim.stop == "auto" else optim.stop
