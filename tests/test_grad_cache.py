@@ -84,6 +84,25 @@ def test_cached_steps_with_matryoshka_give_the_whole_batchs_gradients(tiny_data,
         torch.testing.assert_close(cached[name], gradient, rtol=1e-4, atol=1e-6, msg=name)
 
 
+def test_a_trainer_on_shared_prepared_data_caches_by_its_own_config(tiny_data, tmp_path, monkeypatch):
+    """The benches prepare data once and build trainers of other keys on it: GradCache follows the
+    trainer's `<task>.mini_batch=`, not the one the data was prepared with."""
+    from mtl.train import step
+    from mtl.train.data import prepare
+
+    calls = []
+    real = step.cached_backward
+    monkeypatch.setattr(step, "cached_backward", lambda *args: calls.append(args[2]) or real(*args))
+    whole = resolve_inputs(config_from_args(args_for(tiny_data, tmp_path / "whole", *TASKS["mnrl"])))
+    data = prepare(whole, progress=False)
+    cached = resolve_inputs(
+        config_from_args(args_for(tiny_data, tmp_path / "cached", *TASKS["mnrl"], "mnrl.mini_batch=5"))
+    )
+    trainer = Trainer(cached, tmp_path / "cached", data=data, progress=False)
+    trainer.train_step({"mnrl": trainer.setup.streams["mnrl"].next()[0]})
+    assert calls == [5]
+
+
 def test_dropout_draws_the_same_masks_in_both_passes(tiny_data, tmp_path, monkeypatch):
     """With dropout the second pass must replay the first's masks: else the cached gradients
     belong to other embeddings than the ones the loss saw (and training drifts)."""

@@ -71,10 +71,11 @@ class Task:
                 "(mnrl, qt, sts and the classification tasks do)"
             )
 
-    @property
-    def mini_batch(self) -> int | None:
-        """GradCache's chunk (grad_cache.py): an in-batch task that declares one embeds its batch
-        that many examples at a time, its loss still over the whole batch; None: all at once."""
+    def mini_batch(self, config: TaskConfig) -> int | None:
+        """GradCache's chunk under a run's `config` of this task (grad_cache.py): an in-batch task
+        that declares one embeds its batch that many examples at a time, its loss still over the
+        whole batch; None: all at once. The run's config, not the one the data was prepared with:
+        trainers that share prepared data (the benches) differ in it."""
         return None
 
     @property

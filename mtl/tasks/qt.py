@@ -118,9 +118,8 @@ class QuickThoughts(CorpusTask, Task):
     embedding_parts = ("output_encoder",)
     config: QTConfig
 
-    @property
-    def mini_batch(self) -> int | None:
-        return self.config.mini_batch  # <task>.mini_batch=
+    def mini_batch(self, config: QTConfig) -> int | None:  # type: ignore[override]
+        return config.mini_batch  # <task>.mini_batch=
 
     def __init__(self, name: str, config: QTConfig):
         super().__init__(name, config)

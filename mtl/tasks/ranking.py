@@ -135,9 +135,8 @@ class Ranking(Task):
     def inherit(self, tasks: dict[str, TaskConfig]) -> RankingConfig:
         return following_nli(self.config, tasks)
 
-    @property
-    def mini_batch(self) -> int | None:
-        return self.config.mini_batch  # <task>.mini_batch=
+    def mini_batch(self, config: RankingConfig) -> int | None:  # type: ignore[override]
+        return config.mini_batch  # <task>.mini_batch=
 
     @property
     def source(self) -> str:

@@ -61,7 +61,7 @@ def task_backward(
     sum), an in-batch task with `<task>.mini_batch=` through GradCache. `syncing(last)`: DDP's
     no_sync before the last micro-batch. Returns each micro-batch's (loss sum, metric sum), on the
     device and detached."""
-    mini_batch = definition.mini_batch
+    mini_batch = definition.mini_batch(config.tasks[definition.name])
     computing = functools.partial(autocast, config.run.precision, device)
     sums: list[torch.Tensor] = []
     for i, (sentences, labels, weight) in enumerate(micro_batches):
@@ -118,7 +118,7 @@ class Step:
         self.gradients = GradientBuffer(
             [*shared, *(p for task in config.training_tasks for p in setup.parameters[task])]
         )
-        cached = [t for t in config.training_tasks if data.tasks[t].mini_batch]
+        cached = [t for t in config.training_tasks if data.tasks[t].mini_batch(config.tasks[t])]
         if cached and dist.active:
             raise UserError(
                 f"{cached[0]}.mini_batch= (GradCache) runs in one process: with torchrun each rank "
