@@ -253,10 +253,15 @@ def parse_int(text: str, given: str, noun: str = "a whole number") -> int:
 def key_owners_of(options: dict[str, type]) -> dict[str, list[str]]:
     """Each key of the components' own keys (name -> their options dataclass) -> the components
     that take it."""
+    return owners_of_keys({name: [f.name for f in dataclasses.fields(cls)] for name, cls in options.items()})
+
+
+def owners_of_keys(keys: dict[str, Sequence[str]]) -> dict[str, list[str]]:
+    """Each key the components declare (name -> the keys it reads) -> the components that read it."""
     owners: dict[str, list[str]] = {}
-    for name, options_class in options.items():
-        for option in dataclasses.fields(options_class):
-            owners.setdefault(option.name, []).append(name)
+    for name, declared in keys.items():
+        for key in declared:
+            owners.setdefault(key, []).append(name)
     return owners
 
 

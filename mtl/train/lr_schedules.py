@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mtl.config import owners_of_keys
 from mtl.errors import UserError
 from mtl.plugins import adds_to
 
@@ -146,11 +147,7 @@ for _name, _schedule in [
 
 def lr_schedule_key_owners() -> dict[str, list[str]]:
     """Each key a schedule declares (`LrSchedule.keys`) -> the schedules that read it."""
-    owners: dict[str, list[str]] = {}
-    for name, schedule in LR_SCHEDULES.items():
-        for key in schedule.keys:
-            owners.setdefault(key, []).append(name)
-    return owners
+    return owners_of_keys({name: schedule.keys for name, schedule in LR_SCHEDULES.items()})
 
 
 def build_lr_schedule(

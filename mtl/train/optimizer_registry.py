@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mtl.config import owners_of_keys
 from mtl.plugins import Registry
 
 
@@ -61,5 +62,7 @@ def auto_optimizer(pretrained_encoder: bool) -> str:
 def optimizer_key_owners() -> dict[str, list[str]]:
     """The OptimConfig keys only some optimizers read -> those optimizers: weight decay and a
     pretrained backbone's lr, for the ones with SBERT's parameter groups (a plugin's too)."""
-    decoupled = [name for name, defaults in DEFAULTS.items() if defaults.decoupled_weight_decay]
-    return {"weight_decay": decoupled, "hf_lr": decoupled}
+    groups = ("weight_decay", "hf_lr")
+    return owners_of_keys(
+        {name: groups for name, defaults in DEFAULTS.items() if defaults.decoupled_weight_decay}
+    )
