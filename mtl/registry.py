@@ -34,10 +34,11 @@ from mtl.tasks.configs import TaskConfig
 from mtl.tasks.kinds import register as register_task
 from mtl.train.balancers import register_balancer
 from mtl.train.balancers.base import Balancer, Combined
-from mtl.train.callbacks import Callback, Control, TrainingRun, register_callback
+from mtl.train.callbacks import Callback, register_callback
 from mtl.train.lr_schedules import LrSchedule, register_lr_schedule
 from mtl.train.optimizer_registry import OptimizerDefaults, register_optimizer
 from mtl.train.scheduler import Scheduler, register_schedule
+from mtl.train.training_run import Control, TrainingRun
 
 __all__ = [
     "Balancer",

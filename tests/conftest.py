@@ -1,4 +1,3 @@
-import contextlib
 import os
 import re
 import shutil
@@ -6,7 +5,6 @@ import signal
 import tempfile
 import time
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -95,8 +93,8 @@ def start_run(tiny_data, out: Path, *extra: str, killed_after: int | None = None
     config = run.config_from_args(args_for(tiny_data, out, *extra))
     if killed_after is None:
         return run.start(config, progress=False)
-    with killed_after_step(killed_after), pytest.raises(Killed):
-        run.start(config, progress=False)
+    with pytest.raises(Killed):
+        run.start(config, progress=False, callbacks=[killed_after_step(killed_after)])
     return Path(out), None
 
 
@@ -111,19 +109,17 @@ def straight_and_resumed(tiny_data, root: Path, *extra: str) -> tuple[Path, dict
     return straight_dir, straight, resumed
 
 
-@contextlib.contextmanager
 def killed_after_step(step: int):
-    from mtl.train.trainer import Trainer
+    """A callback (`run.start(..., callbacks=[...])`) that kills its run once `step` steps are done,
+    with what the loop does after a step (evaluation, checkpoint) and before the next one trains."""
+    from mtl.registry import Callback
 
-    train_step = Trainer.train_step
+    class KilledAfter(Callback):
+        def on_step_begin(self, run, tasks):
+            if run.state.global_step >= step:
+                raise Killed(f"killed after step {step}")
 
-    def dies_at_its_step(trainer, batches):
-        if trainer.state.global_step >= step:
-            raise Killed(f"killed after step {step}")
-        return train_step(trainer, batches)
-
-    with mock.patch.object(Trainer, "train_step", dies_at_its_step):
-        yield
+    return KilledAfter()
 
 
 def one_error_line(capsys) -> str:

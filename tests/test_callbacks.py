@@ -10,7 +10,8 @@ import torch
 
 from mtl.errors import UserError
 from mtl.runs import read_metrics
-from mtl.train.callbacks import CALLBACK_OPTIONS, CALLBACKS, Callback, TrainingRun, register_callback
+from mtl.train.callbacks import CALLBACK_OPTIONS, CALLBACKS, Callback, register_callback
+from mtl.train.training_run import TrainingRun
 
 from .conftest import args_for, start_run, straight_and_resumed
 
@@ -112,6 +113,45 @@ def test_a_stop_asked_for_in_on_evaluate_ends_the_run_before_another_step(tiny_d
     # evaluations after steps 3 and 6; the second asks to stop: no step 7, no evaluation of it
     assert EarlyStopper.seen[-2:] == [("step", 6), ("evaluate", 6)]
     assert summary["global_step"] == 6 and summary["stop_reason"] == "callback"
+
+
+def test_the_runs_control_stops_for_the_first_reason_of_its_order_whoever_asked_first():
+    from mtl.runtime.distributed import Distributed
+    from mtl.train.state import StopReason
+    from mtl.train.training_run import Control
+
+    for asked in ([StopReason.MAX_STEPS, StopReason.CALLBACK], [StopReason.CALLBACK, StopReason.MAX_STEPS]):
+        control = Control()
+        for reason in asked:
+            control.stop(f"{reason.value} asked", reason)
+        control.evaluate_now()
+        assert control.read(Distributed(), from_every_rank=False) == (True, False, StopReason.CALLBACK)
+        assert control.stop_why == "callback asked"
+        # an evaluation is asked once; a stop holds until the loop acts on it
+        assert control.read(Distributed(), from_every_rank=False) == (False, False, StopReason.CALLBACK)
+    with pytest.raises(ValueError, match="interrupted"):
+        Control().stop("Ctrl-C", StopReason.INTERRUPTED)  # the process's signal, not a part's request
+
+
+class StopsAtTheStart(Callback):
+    def __init__(self, config, run_dir):
+        pass
+
+    def on_train_begin(self, run: TrainingRun) -> None:
+        run.control.stop("nothing to train")
+
+
+def test_a_stop_asked_for_at_the_start_ends_the_run_before_its_first_step(tiny_data, tmp_path):
+    """The loop reads the control after the run's start too: no step, one evaluation, a summary."""
+    register_callback("stops_at_the_start")(StopsAtTheStart)
+    try:
+        _, summary = start_run(tiny_data, tmp_path / "run", "callbacks=stops_at_the_start")
+    finally:
+        CALLBACKS.pop("stops_at_the_start")
+    assert (summary["global_step"], summary["stop_reason"]) == (0, "callback")
+    assert summary["stop_why"] == "nothing to train"
+    records = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert [r["global_step"] for r in records if r.get("phase/event") == "evaluation"] == [0]
 
 
 class StepCounter(Callback):

@@ -347,6 +347,20 @@ def test_a_callbacks_request_on_one_rank_is_acted_on_by_every_rank_of_an_hf_enco
     assert (out / "encoder" / "model.safetensors").is_file()  # exported in Hugging Face format
 
 
+def test_a_budget_one_rank_runs_out_of_stops_every_rank_for_that_reason(tiny_data, tmp_path):
+    """max_minutes= reads each process's own clock: the first rank over it stops them all, after
+    the same step and with its reason (the stop rules are callbacks, their requests read from
+    every rank)."""
+    plugin = Path(__file__).parent / "fixtures" / "plugins" / "rank_requests.py"
+    out = tmp_path / "budget"
+    keys = (f"plugins={plugin}", "callbacks=rank_1_out_of_time", "max_minutes=30", "max_steps=50")
+    code, output = finished(torchrun(2, *args_for(tiny_data, out, *SETTINGS, *keys)))
+    assert code == 0, output[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["stop_reason"], summary["global_step"]) == ("max_minutes", 4)
+    assert "stop_why" not in summary
+
+
 def test_two_processes_move_an_online_schedules_shares_like_one(tiny_data, tmp_path):
     """schedule=aioli: every rank measures the lookahead on the whole held batches and rank 0's
     shares are sent to all, so two processes draw the same tasks with the same shares as one."""

@@ -96,8 +96,8 @@ def test_sharded_processes_train_like_one_and_resume_at_another_number_of_proces
     assert code == 2 and not (out / "summary.json").exists(), output[-3000:]
     assert "strategy=fsdp: 8 units sharded over 2 processes" in output  # 2 + 2 layers, 3 heads, the root
     saved = torch.load(out / "checkpoints" / "latest.pt", weights_only=True)["state"]["global_step"]
-    with one_thread(), killed_after_step(min(saved + 3, STEPS - 1)), pytest.raises(Killed):
-        run.resume(out, progress=False)
+    with one_thread(), pytest.raises(Killed):
+        run.resume(out, progress=False, callbacks=[killed_after_step(min(saved + 3, STEPS - 1))])
     code, output = finished(torchrun(2, f"resume={out}"))
     assert code == 0, output[-3000:]
     assert_same_training(one_process, out)

@@ -85,8 +85,8 @@ def test_resume_reads_the_recorded_inputs_whatever_the_environment_says(tiny_dat
         if not a.startswith(("snli=", "vectors=", "out="))
     ]
     config = run.config_from_args([*args, f"out={tmp_path / 'cut'}"])
-    with killed_after_step(7), pytest.raises(Killed):
-        run.start(config, progress=False)
+    with pytest.raises(Killed):
+        run.start(config, progress=False, callbacks=[killed_after_step(7)])
     cut_dir = tmp_path / "cut"
     recorded = json.loads((cut_dir / "config.json").read_text())
     assert recorded["config"]["tasks"]["nli"]["source"] == str((data_dir / "snli").resolve())

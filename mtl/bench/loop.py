@@ -33,7 +33,6 @@ from mtl.config import apply_overrides
 from mtl.runtime.device import resolve_device
 from mtl.train.config import TrainConfig, with_overrides
 from mtl.train.data import prepare
-from mtl.train.evaluate_and_save import save_latest
 from mtl.train.inputs import resolve_inputs
 from mtl.train.trainer import Trainer
 
@@ -138,7 +137,7 @@ def steps_alone(config: TrainConfig, data, folder: Path, steps: int, device: tor
     saves = []
     for _ in range(3):  # what a checkpoint inside a block costs (the measured block may hold none)
         started = time.perf_counter()
-        save_latest(trainer)
+        trainer.evaluation.save_latest()
         saves.append(time.perf_counter() - started)
     size = (folder / "checkpoints" / "latest.pt").stat().st_size
     return {

@@ -49,12 +49,13 @@ from mtl.files import atomic, jsonfile
 from mtl.models.heads import MultitaskModel
 from mtl.runs import read_affinity
 from mtl.runtime.distributed import local_batches
-from mtl.train.callbacks import Callback, TrainingRun
+from mtl.train.callbacks import Callback
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.probe import SEED_OFFSET as PROBE_SEED_OFFSET
 from mtl.train.probe import probe_features
 from mtl.train.setup import Setup, TaskNetwork
+from mtl.train.training_run import TrainingRun
 
 SEED_OFFSET = 7_919  # the held batches' draw: apart from every other generator seeded by the run's seed
 

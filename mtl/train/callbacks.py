@@ -1,11 +1,12 @@
 """Work around the training loop that is not the loop itself, as callbacks (after HF's
 `TrainerCallback`): the trainer calls their hooks at fixed points of a run and they see the run
-whole (`TrainingRun`: its config, data, model, state, device and process group), so a new
+whole (`TrainingRun`, training_run.py: its config, data, model, state, device and process
+group), so a new
 training-time feature is a callback in a file of its own, not an edit of the trainer.
 
 Two kinds of hooks:
 
-- **The run's hooks** (`on_train_begin`, `on_step_end`, `on_evaluate`, `on_checkpoint`,
+- **The run's hooks** (`on_train_begin`, `on_step_begin`, `on_step_end`, `on_evaluate`, `on_checkpoint`,
   `on_train_end`) see the run and may act on it: score the model, add results to an evaluation
   or the summary, and ask the loop to stop or evaluate now (`run.control`). The affinity
   measurements, the transfer monitor and the contamination ledger are such callbacks.
@@ -26,92 +27,17 @@ import json
 import math
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from mtl import metrics
 from mtl.config import comma_list, key_owners_of
 from mtl.errors import UserError
 from mtl.files.schemas import SUMMARY_NUMBERS
 from mtl.plugins import adds_to
 
-if TYPE_CHECKING:  # (the trainer imports this module)
-    from mtl.runs import RunFolder
-    from mtl.runtime.distributed import Distributed
+if TYPE_CHECKING:  # (the run imports this module)
     from mtl.train.config import TrainConfig
-    from mtl.train.data import TrainingData
-    from mtl.train.setup import Setup
-    from mtl.train.state import TrainState
-
-
-@dataclass
-class Control:
-    """What a callback may ask of the loop, decided after the step under way: stop the run
-    (it finishes as a run does, with `stop_reason` "callback" and `stop_why` in its summary), or
-    evaluate now (a dev evaluation and checkpoint outside eval_every='s rhythm). Every rank's
-    requests count: one rank asking is enough. (Callbacks named in callbacks= ask; mtl's own
-    never do, so a run without callbacks= skips reading the other ranks' requests each step.)"""
-
-    stop_why: str | None = None
-    evaluate: bool = False
-
-    def stop(self, why: str) -> None:
-        self.stop_why = why
-
-    def evaluate_now(self) -> None:
-        self.evaluate = True
-
-    def requests(self, dist: Distributed, from_every_rank: bool) -> tuple[bool, bool]:
-        """What this step's callbacks asked, (evaluate, stop): any rank's where `from_every_rank`
-        (a collective, so paid only by runs whose callbacks can ask); the request to evaluate is
-        cleared for the next step."""
-        asked = [float(self.evaluate), float(self.stop_why is not None)]
-        if from_every_rank:
-            asked = dist.sum(asked)
-        self.evaluate = False
-        return asked[0] > 0, asked[1] > 0
-
-    def stopping(self, dist: Distributed, from_every_rank: bool) -> bool:
-        """Whether any rank's callbacks asked to stop (read again after an evaluation, whose
-        `on_evaluate` may ask)."""
-        asked = [float(self.stop_why is not None)]
-        return (dist.sum(asked) if from_every_rank else asked)[0] > 0
-
-
-class TrainingRun:
-    """The run as its callbacks see it: the trainer's objects (the model is the one training, the
-    state the one checkpointed), the process group, and the loop's `control`."""
-
-    def __init__(self, trainer: Any, resumed: bool = False):
-        self._trainer = trainer
-        self.config: TrainConfig = trainer.config
-        self.run_dir: Path = trainer.run_dir
-        self.files: RunFolder = trainer.files
-        self.data: TrainingData = trainer.data
-        self.setup: Setup = trainer.setup  # the optimizers, the scheduler, each task's batch stream
-        self.device = trainer.device  # a torch.device
-        self.dist: Distributed = trainer.dist  # the process group: rank, world size, broadcast, any
-        self.resumed = resumed  # this process continues a checkpointed run
-        self.control = Control()
-
-    # Read through the trainer: both are replaced during a run (the state when a checkpoint is
-    # restored, the model when a sharded run gathers its weights to evaluate and export).
-    @property
-    def model(self) -> Any:  # mtl.models.heads.MultitaskModel, possibly sharded (strategy=fsdp)
-        return self._trainer.model
-
-    @property
-    def state(self) -> TrainState:
-        return self._trainer.state
-
-    def log(self, event: str, values: dict[str, Any]) -> None:
-        """A record of this step into the run's log (metrics.jsonl; its numbers to W&B): `values`
-        under their own keys, with the step and `event` as its name. Rank 0's are written."""
-        checked_values("(run.log)", "run.log", values)
-        self._trainer.callbacks.on_event(
-            {metrics.GLOBAL_STEP: self.state.global_step, metrics.EVENT: event, **values}
-        )
+    from mtl.train.training_run import TrainingRun
 
 
 class Callback:
@@ -123,6 +49,10 @@ class Callback:
 
     def on_train_begin(self, run: TrainingRun) -> None:
         """Before the first step of this process (`run.resumed`: after the checkpoint was restored)."""
+
+    def on_step_begin(self, run: TrainingRun, tasks: list[str]) -> None:
+        """The step `run.state.global_step` (counted from 0) of `tasks` is about to train: their
+        batches are drawn, nothing of the step is done yet."""
 
     def on_step_end(self, run: TrainingRun, task: str) -> None:
         """An optimizer step of `task` (metrics.MIXED for schedule=mixed) ended and was counted:
@@ -308,6 +238,10 @@ class Callbacks(Callback):
     def on_train_begin(self, run: TrainingRun) -> None:
         for callback in self.callbacks:
             callback.on_train_begin(run)
+
+    def on_step_begin(self, run: TrainingRun, tasks: list[str]) -> None:
+        for callback in self.callbacks:
+            callback.on_step_begin(run, tasks)
 
     def on_step_end(self, run: TrainingRun, task: str) -> None:
         for callback in self.callbacks:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from mtl import metrics
-from mtl.train.callbacks import TrainingRun
 from mtl.train.evaluate import evaluate_tasks
 from mtl.train.lr_schedules import LrSchedule
 from mtl.train.sharding import gathered
+from mtl.train.training_run import TrainingRun
 
 
 def end_epoch(run: TrainingRun, lr_schedule: LrSchedule, task: str) -> dict[str, Any]:

@@ -33,10 +33,11 @@ from mtl.models.heads import MultitaskModel
 from mtl.runtime.distributed import Distributed
 from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vocab import Vocabulary
-from mtl.train.callbacks import Callback, TrainingRun
+from mtl.train.callbacks import Callback
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.sharding import whole_state
+from mtl.train.training_run import TrainingRun
 
 SEED_OFFSET = 15_485_863  # the subsample's draw: apart from the run's other generators
 

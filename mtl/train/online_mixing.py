@@ -45,10 +45,11 @@ from mtl.formats import checkpoint
 from mtl.runs import RunFolder
 from mtl.runtime.distributed import local_batches
 from mtl.train.affinity import Affinity, held_draws
-from mtl.train.callbacks import Callback, TrainingRun
+from mtl.train.callbacks import Callback
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.setup import Setup, TaskNetwork, build_model
+from mtl.train.training_run import TrainingRun
 
 # The authors' step sizes: Aioli's README example (0.1-0.5 recommended), DoReMi's reweight_eta.
 DEFAULT_ETA = {"aioli": 0.2, "doremi": 1.0, "transfer": 0.2}

@@ -23,6 +23,7 @@ from mtl.published import published_for_command
 from mtl.runs import RunFolder, RunStatus
 from mtl.runtime.device import resolve_device
 from mtl.runtime.distributed import Distributed
+from mtl.train.callbacks import Callback
 from mtl.train.command_line import (
     already_finished,
     check_resume_overrides,
@@ -44,21 +45,30 @@ def start(
     command: Sequence[str] = (),
     progress: bool = True,
     dist: Distributed | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> tuple[Path, dict[str, Any]]:
-    """Train `config` in a new run folder (under torchrun, on every rank; rank 0 writes the folder)."""
+    """Train `config` in a new run folder (under torchrun, on every rank; rank 0 writes the folder);
+    `callbacks`: this process's own callback objects, after the run's (not recorded)."""
     dist = dist or Distributed.from_environment()
     with contextlib.ExitStack() as held:  # rank 0 holds the folder's lock until training ends
         run_dir = dist.main_first(lambda: new_run_folder(config, held), others_too=False)
-        return train_new(config, run_dir, command, progress, dist)
+        return train_new(config, run_dir, command, progress, dist, callbacks)
 
 
 def train_new(
-    config: TrainConfig, run_dir: Path, command: Sequence[str], progress: bool, dist: Distributed
+    config: TrainConfig,
+    run_dir: Path,
+    command: Sequence[str],
+    progress: bool,
+    dist: Distributed,
+    callbacks: Sequence[Callback] = (),
 ) -> tuple[Path, dict[str, Any]]:
     """Train `config` from step 0 in `run_dir`, a folder this job holds and has emptied."""
     config = dist.main_first(lambda: resolve_inputs(config))  # a download happens once, on rank 0
     command_line = shlex.join(["just", "train-multitask", *command])
-    trainer = Trainer(config, run_dir, progress=progress, dist=dist, command=command_line)
+    trainer = Trainer(
+        config, run_dir, progress=progress, dist=dist, command=command_line, callbacks=callbacks
+    )
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         record = {
@@ -106,8 +116,10 @@ def resume(
     progress: bool = True,
     overrides: Sequence[str] = (),
     dist: Distributed | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> tuple[Path, dict[str, Any]]:
-    """Continue `run_dir` with its recorded config and inputs, refusing inputs that changed since.
+    """Continue `run_dir` with its recorded config and inputs, refusing inputs that changed since;
+    `callbacks` as `start`'s.
 
     The number of processes may differ from the run's start: batches are global.
     """
@@ -119,14 +131,21 @@ def resume(
         config = with_overrides(recorded_config(record["config"], str(run_dir / "config.json")), overrides)
         if restart:
             config.run.out = str(run_dir)
-            return train_new(config, run_dir, shlex.split(record.get("command", ""))[2:], progress, dist)
-        return continue_run(config, run_dir, record, progress, dist)
+            command = shlex.split(record.get("command", ""))[2:]
+            return train_new(config, run_dir, command, progress, dist, callbacks)
+        return continue_run(config, run_dir, record, progress, dist, callbacks)
 
 
 def continue_run(
-    config: TrainConfig, run_dir: Path, record: dict[str, Any], progress: bool, dist: Distributed
+    config: TrainConfig,
+    run_dir: Path,
+    record: dict[str, Any],
+    progress: bool,
+    dist: Distributed,
+    callbacks: Sequence[Callback] = (),
 ) -> tuple[Path, dict[str, Any]]:
-    trainer = Trainer(config, run_dir, progress=progress, dist=dist, command=record.get("command", ""))
+    command = record.get("command", "")
+    trainer = Trainer(config, run_dir, progress=progress, dist=dist, command=command, callbacks=callbacks)
     if changed := changed_inputs(
         record.get("inputs", {}), trainer.data.fingerprints, trainer.data.input_titles()
     ):

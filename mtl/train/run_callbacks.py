@@ -9,9 +9,10 @@ from typing import Any
 
 from mtl.eval import contamination
 from mtl.train.affinity import AffinityMeasurements
-from mtl.train.callbacks import Callback, TrainingRun, named_callbacks
+from mtl.train.callbacks import Callback, named_callbacks
 from mtl.train.online_mixing import OnlineMixing
 from mtl.train.scheduler import adapts
+from mtl.train.training_run import TrainingRun
 
 
 class ContaminationLedger(Callback):

@@ -14,11 +14,12 @@ from mtl import metrics
 from mtl.config import comma_list, to_dict
 from mtl.console import progress_stream, say
 from mtl.tracking.tracker import Tracker
-from mtl.train.callbacks import Callback, TrainingRun
+from mtl.train.callbacks import Callback
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData
 from mtl.train.phases import COLUMNS
 from mtl.train.runlog import NullLog, RunLog
+from mtl.train.training_run import TrainingRun
 
 
 class MetricsLog(Callback):

@@ -3,14 +3,17 @@
 Under `torchrun` every rank runs this same loop over the same schedule; each step's global
 batch is split over the ranks and DistributedDataParallel averages their gradients, so a
 run's results do not depend on how many processes it has. What a run trains with is built
-in `setup`, one step in `step`, the work around the steps in callbacks (`callbacks`,
-`run_callbacks`, `run_logs`), evaluations and checkpoints in `evaluate_and_save`, how the run
-ends (finished, interrupted or failed) in `finish`; this file only orchestrates.
+in `setup`, one step in `step`; the run itself is one object (`training_run`) that the work
+around the steps shares: callbacks (`callbacks`, `run_callbacks`, `run_logs`; when to evaluate,
+checkpoint and stop among them, `cadence`), evaluations and checkpoints (`evaluation`), how the
+run ends (finished, interrupted or failed; `ending`). This file builds them and runs the loop,
+which reads the run's control after every event that may ask for something.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +22,15 @@ import torch
 
 from mtl import metrics
 from mtl.errors import UserError
-from mtl.runs import RunFolder
 from mtl.runtime.distributed import Distributed
-from mtl.train.callbacks import Callbacks, TrainingRun, callback_names
+from mtl.train.cadence import Cadence, StopRules, ranks_may_ask_differently
+from mtl.train.callbacks import Callback, Callbacks, callback_names
 from mtl.train.checkpointer import Checkpointer, encoder_metadata
 from mtl.train.config import TrainConfig
 from mtl.train.data import TrainingData, prepare
+from mtl.train.ending import Ending
 from mtl.train.epoch_end import end_epoch
-from mtl.train.evaluate import evaluate_tasks
-from mtl.train.evaluate_and_save import evaluate_and_checkpoint, save_latest
-from mtl.train.finish import close_failed, close_interrupted, finish
+from mtl.train.evaluation import Evaluation
 from mtl.train.interrupts import StopRequests
 from mtl.train.lr_schedules import build_lr_schedule
 from mtl.train.mixed import MixedStep
@@ -36,13 +38,12 @@ from mtl.train.prefetch import Prefetcher
 from mtl.train.resolve import resolve_settings
 from mtl.train.run_callbacks import run_callbacks
 from mtl.train.run_logs import open_run_logs
-from mtl.train.runlog import NullLog, RunLog
 from mtl.train.selection import selection_for
 from mtl.train.setup import build_setup
 from mtl.train.sharding import describe
 from mtl.train.state import StopReason, TrainState
 from mtl.train.step import Diverged, Step, TaskStep
-from mtl.train.stopping import stop_reason
+from mtl.train.training_run import TrainingRun
 
 
 class Trainer:
@@ -54,116 +55,134 @@ class Trainer:
         progress: bool = True,
         dist: Distributed | None = None,
         command: str = "",
+        callbacks: Sequence[Callback] = (),
     ):
-        self.run_dir, self.files = Path(run_dir), RunFolder(Path(run_dir))
-        self.dist = dist or Distributed()
+        """`callbacks`: callback objects of this process's own, after the run's (a program's, as
+        HF's `Trainer(callbacks=)`; not recorded: a resume names its own)."""
+        dist = dist or Distributed()
         callback_names(config.run.callbacks)  # an unknown one stops the run before any work
-        self.progress = progress and self.dist.is_main
-        self.device = self.dist.device(config.run.device)
+        progress = progress and dist.is_main
+        device = dist.device(config.run.device)
         torch.manual_seed(config.run.seed)
-        self.data = data or self.dist.main_first(lambda: prepare(config, progress=self.progress))
-        sizes = {task: len(self.data.examples[task]["train"]) for task in config.tasks}
-        self.config = config = resolve_settings(config, self.device, sizes)
-        self.setup = build_setup(config, self.data, self.dist, self.device)
-        self.model = self.setup.model
+        data = data or dist.main_first(lambda: prepare(config, progress=progress))
+        sizes = {task: len(data.examples[task]["train"]) for task in config.tasks}
+        config = resolve_settings(config, device, sizes)
+        setup = build_setup(config, data, dist, device)
         # the step's strategy: every task at once where the schedule mixes them, else one a step
-        strategy = MixedStep if self.setup.scheduler.mixed else TaskStep
-        self.step: Step = strategy(config, self.data, self.setup, self.dist, self.device)
+        strategy = MixedStep if setup.scheduler.mixed else TaskStep
+        self.step: Step = strategy(config, data, setup, dist, device)
         self.prefetcher = Prefetcher.for_run(
-            self.step.prepare, config.run.prefetch, self.device, self.setup.scheduler.mixed
+            self.step.prepare, config.run.prefetch, device, setup.scheduler.mixed
         )
+        checkpointer = Checkpointer(
+            run_dir, encoder_metadata(config, data), dist, config.run.wandb_checkpoints
+        )
+        lr_schedule = build_lr_schedule(config.optim, setup.optimizers, config.main_task)
+        self.run = run = TrainingRun(
+            config, run_dir, data, setup, dist, device, lr_schedule, checkpointer, progress
+        )
+        # affinity_every=, monitor=, contamination=, callbacks=, then the rhythm and the stop
+        # rules; the run log and bar join on rank 0 when the logs open
+        self.cadence = Cadence(config, setup.scheduler)
+        run.callbacks = Callbacks(*run_callbacks(run, progress), *callbacks, self.cadence, StopRules())
+        run.selection = selection_for(  # select=, over the dev metrics and the callbacks' added keys
+            config.run.select, data.tasks, config.main_task, run.callbacks.evaluation_keys()
+        )
+        run.state.wandb_id = dist.broadcast(run.state.wandb_id)
+        self.evaluation, self.ending = Evaluation(run), Ending(run)
         self.task_ids = {task: i for i, task in enumerate(config.tasks)}  # their place in tasks=
         self.train_sizes = {task: max(size, 1) for task, size in sizes.items()}
-        self.lr_schedule = build_lr_schedule(config.optim, self.setup.optimizers, config.main_task)
-        self.run = TrainingRun(self)  # what the callbacks see
-        # affinity_every=, monitor=, contamination=, callbacks=; the run log and bar join on rank 0
-        self.callbacks = Callbacks(*run_callbacks(self.run, self.progress))
-        self.selection = selection_for(  # select=, over the dev metrics and the callbacks' added keys
-            config.run.select, self.data.tasks, config.main_task, self.callbacks.evaluation_keys()
-        )
-        self.state = TrainState.for_tasks(config.training_tasks)
-        self.state.wandb_id = self.dist.broadcast(self.state.wandb_id)
-        self.checkpointer = Checkpointer(
-            self.run_dir, encoder_metadata(config, self.data), self.dist, config.run.wandb_checkpoints
-        )
-        self.log: RunLog | NullLog = NullLog()
-        self.evaluated_at: int | None = None  # the step of this process's last dev evaluation
+        self.every_rank = ranks_may_ask_differently(config)  # (else each step skips a collective)
         self.command = command  # the command line, as the W&B run's notes
         self.stop_requests = StopRequests()  # Ctrl-C or SIGTERM in this process
+        # what the run holds that never changes, by name (benchmarks and tests read them)
+        self.config, self.data, self.setup, self.dist, self.device = config, data, setup, dist, device
+        self.run_dir, self.files, self.checkpointer = run.run_dir, run.files, checkpointer
+        self.lr_schedule, self.callbacks, self.selection = lr_schedule, run.callbacks, run.selection
+
+    # Replaced during a run (a restored state; a sharded run's model gathered to export): the run's
+    @property
+    def model(self) -> Any:
+        return self.run.model
+
+    @property
+    def state(self) -> TrainState:
+        return self.run.state
 
     def _open_logs(self, resume: bool) -> None:
         """Rank 0's run log, W&B run and progress bar, joining the run's callbacks."""
-        self.run.resumed = resume
+        run = self.run
+        run.resumed = resume
         if self.dist.is_main:
             if self.setup.sharded:
                 print(describe(self.model, self.dist.world_size))
-            self.log, metrics_log, bar = open_run_logs(
-                self.run, self.checkpointer, self.command, self.progress
-            )
+            run.run_log, metrics_log, bar = open_run_logs(run, self.checkpointer, self.command, run.progress)
             self.callbacks.callbacks = [metrics_log, *self.callbacks.callbacks, bar]
-
-    def event(self, name: str, **values: Any) -> None:
-        """An event of the run (a block's start, a checkpoint, ...) to the callbacks: the run log, W&B."""
-        record = {metrics.GLOBAL_STEP: self.state.global_step, metrics.EVENT: name}
-        self.callbacks.on_event({**record, **{metrics.phase(k): v for k, v in values.items()}})
 
     # ---- the loop --------------------------------------------------------------------------
 
     def fit(self, resume: bool = False) -> dict[str, Any]:
         """Train until a `StopReason`; return the summary. An interrupt checkpoints, then raises KeyboardInterrupt."""
         self._open_logs(resume)
+        run = self.run
         try:  # (a callback's failing start closes the run's logs as a failing step does)
-            self.callbacks.on_train_begin(self.run)
+            self.callbacks.on_train_begin(run)
+            run.control.read(self.dist, self.every_rank)  # a stop before the first step
             with self.stop_requests:
                 reason = self._loop()
-        except Diverged as error:
-            close_failed(self, error)
-            raise UserError(str(error)) from None
         except BaseException as error:
-            close_failed(self, error)
+            self.prefetcher.close()  # batches being prepared are dropped
+            self.ending.failed(error)
+            if isinstance(error, Diverged):
+                raise UserError(str(error)) from None
             raise
         self.prefetcher.close()  # a batch prepared for a step that will not come is dropped
         if reason is StopReason.INTERRUPTED:
-            raise close_interrupted(self)
-        # the last step's dev evaluation and checkpoint, where the loop's rhythm did not just make them
+            raise self.ending.interrupted()
+        # the last step's dev evaluation and checkpoint, where the run's rhythm did not just make them
         step = self.state.global_step
-        if not (step > 0 and self._evaluation_due(step - 1) or self.evaluated_at == step):
-            evaluate_and_checkpoint(self)
-        return finish(self, reason)
+        if not (step > 0 and self.cadence.evaluation_due(step - 1) or self.evaluation.evaluated_at == step):
+            self.evaluation.evaluate_and_checkpoint()
+        return self.ending.finished(reason)
 
     def _loop(self) -> StopReason:
-        state, scheduler, block_clock = self.state, self.setup.scheduler, time.perf_counter()
+        run, control, scheduler, block_clock = (
+            self.run,
+            self.run.control,
+            self.setup.scheduler,
+            time.perf_counter(),
+        )
         while True:
             if self.dist.any(self.stop_requests.requested):  # every rank stops after the same step
-                save_latest(self)
+                self.evaluation.save_latest()
                 return StopReason.INTERRUPTED
-            if reason := stop_reason(self.config.optim, state, self.lr_schedule.lr(self.config.main_task)):
-                return reason
+            if control.reason is not None:  # asked before this step, every rank agreeing
+                return control.reason
+            state = run.state
             step = state.global_step
             tasks = scheduler.tasks_at(step)
             block_task = metrics.MIXED if scheduler.mixed else tasks[0]
             if step == state.block.start_step:
                 block_clock = time.perf_counter()
-                self.event("block_start", task=block_task, block=state.block.index)
+                run.event("block_start", task=block_task, block=state.block.index)
             drawn = {task: self.setup.streams[task].next() for task in tasks}
+            self.callbacks.on_step_begin(run, tasks)
             self.train_step({task: rows for task, (rows, _) in drawn.items()})
             for task, (rows, epoch_done) in drawn.items():
                 if epoch_done:
-                    self.event("epoch_end", **end_epoch(self.run, self.lr_schedule, task))
+                    run.event("epoch_end", **end_epoch(run, self.lr_schedule, task))
                 state.block.examples += len(rows)
-            self.callbacks.on_step_end(self.run, block_task)
+            self.callbacks.on_step_end(run, block_task)
             if scheduler.block_ends_after(step):
-                self.event("block_end", **state.end_block(block_task, time.perf_counter() - block_clock))
-            every_rank = bool(self.config.run.callbacks)
-            evaluate, stop = self.run.control.requests(self.dist, from_every_rank=every_rank)
-            if self._evaluation_due(step) or evaluate:
-                evaluate_and_checkpoint(self)
-                # a stop asked for in on_evaluate (early stopping) ends the run here, not a step later
-                stop = stop or self.run.control.stopping(self.dist, from_every_rank=every_rank)
-            elif (step + 1) % self.config.run.checkpoint_every == 0:
-                save_latest(self)
-            if stop:
-                return StopReason.CALLBACK
+                run.event("block_end", **state.end_block(block_task, time.perf_counter() - block_clock))
+            asked = control.read(self.dist, self.every_rank)
+            if asked.evaluate:
+                self.evaluation.evaluate_and_checkpoint()
+                # a stop asked for in on_evaluate (early stopping) or by the evaluation's verdict
+                # (patience) ends the run here, not a step later
+                control.read(self.dist, self.every_rank)
+            elif asked.checkpoint:
+                self.evaluation.save_latest()
 
     def train_step(self, batches: dict[str, np.ndarray]) -> dict[str, Any]:
         """One optimizer step on `batches` (each stepped task's training rows, its global batch: one
@@ -195,19 +214,13 @@ class Trainer:
             task = self.setup.scheduler.task_at(upcoming)
             self.prefetcher.schedule(task, self.setup.streams[task].peek())
 
-    def _evaluation_due(self, step: int) -> bool:
-        every = self.config.run.eval_every
-        return (step + 1) % every == 0 if every else self.setup.scheduler.is_cycle_end(step)
-
     def evaluate(self, split: str = "dev") -> dict[str, float]:
         """Each task's metric on `split`; each rank scores its share of the examples."""
-        return evaluate_tasks(
-            self.model, self.data, split, self.config.run, self.dist, self.device, progress=self.progress
-        )
+        return self.run.evaluate(split)
 
     def restore(self) -> None:
         """Continue from checkpoints/latest.pt (or the one before it, when it is damaged)."""
         saved = self.checkpointer.load_latest()
         self.setup.load_state_dict(saved)
-        self.state = TrainState.from_dict(saved["state"])
+        self.run.state = TrainState.from_dict(saved["state"])
         self.callbacks.load_state_dict(saved.get("callbacks") or {})
