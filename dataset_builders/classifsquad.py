@@ -38,7 +38,7 @@ from mtl.text.token_cache import cached_tokenize
 from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vectors import content_digest, load_vectors, resolve_vectors_path
 from mtl.tracking.tracker import Tracker
-from mtl.train.presets import build_preset_dir, preset_overrides
+from mtl.train.config.presets import build_preset_dir, preset_overrides
 
 DROP_REASONS = (
     "question_oov",

@@ -11,7 +11,7 @@
 Keys are the commands' own (`just train-multitask --help`): given as "key=value" strings, as
 keyword arguments (a double underscore for a dot: `nli__steps=200` is `nli.steps=200`; lists
 joined by commas; True/False as true/false), or both. Each function calls what its command
-calls (mtl.train.run.start, mtl.eval.transfer.suite.run, mtl.analysis.significance.run), so a
+calls (mtl.train.loop.run.start, mtl.eval.transfer.suite.run, mtl.analysis.significance.run), so a
 run made here is the same folder the CLI makes, and `just report` reads it.
 """
 
@@ -72,8 +72,8 @@ class TrainedRun:
 
 def train(*keys: str, progress: bool = True, **settings: Any) -> TrainedRun:
     """`just train-multitask ...`: a new run trained to its end; `resume=<folder>` continues one."""
-    from mtl.train.command_line import config_from_args, resumed_run
-    from mtl.train.run import resume, start
+    from mtl.train.config.command_line import config_from_args, resumed_run
+    from mtl.train.loop.run import resume, start
 
     args = _keys(keys, settings)
     resume_from, rest = resumed_run(args)

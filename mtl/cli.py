@@ -20,7 +20,7 @@ from mtl.config import apply_overrides, describe_keys, paths_and_keys, to_dict
 from mtl.console import printable_stdout, say
 from mtl.errors import UserError
 from mtl.runtime.ranks import LOST_A_PEER, rank_says
-from mtl.train.interrupts import PARENT_DIED
+from mtl.train.loop.interrupts import PARENT_DIED
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Command:
 
 def _task_keys() -> tuple[tuple[str, str, str], ...]:
     from mtl.tasks import DEFAULT_TASKS, KINDS  # the task kinds, imported when their help is asked
-    from mtl.train.config import legacy_keys
+    from mtl.train.config.train_config import legacy_keys
 
     old = ", ".join(f"{key}=" for key in legacy_keys() if "." not in key)
     return (
@@ -129,7 +129,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "train-multitask": Command(
         "mtl.jobs.train",
-        "mtl.train.config:TrainConfig",
+        "mtl.train.config.train_config:TrainConfig",
         "multitask training of a shared sentence encoder (SNLI and ClassifSQuAD by default; tasks=)",
         (*TRAIN_KEYS, LAUNCHER_KEY),
         task_keys=True,
@@ -148,12 +148,12 @@ COMMANDS: dict[str, Command] = {
         (("FOLDER", "none", "a study's folder or a run's, launched with launcher=slurm"),),
     ),
     "train-distributed": Command(
-        "mtl.train.launch",
-        "mtl.train.config:TrainConfig",
+        "mtl.train.loop.launch",
+        "mtl.train.config.train_config:TrainConfig",
         "train-multitask over N processes of this machine with torchrun (N first, then its keys)",
         (("N", "none", "the number of processes (one per GPU, or per share of the CPU cores)"), *TRAIN_KEYS),
         task_keys=True,
-        resolve="mtl.train.launch:config_to_print",
+        resolve="mtl.train.loop.launch:config_to_print",
     ),
     "sweep": Command(
         "mtl.jobs.sweep",
@@ -269,7 +269,7 @@ COMMANDS: dict[str, Command] = {
         "a run's encoder for sharing: only words of the public vectors file (vocabulary=public)",
     ),
     "ledger": Command(
-        "mtl.train.ledger",
+        "mtl.train.callbacks.ledger",
         "mtl.eval.configs:LedgerConfig",
         "a finished run's contamination ledger computed again (runs of contamination=false or before 2026-11-29)",
     ),
@@ -307,7 +307,7 @@ COMMANDS: dict[str, Command] = {
         "transfer each run of a sweep over objectives; a table and a page of score against time",
     ),
     "versus-single": Command(
-        "mtl.jobs.versus",
+        "mtl.studies.versus",
         "mtl.jobs.configs:VersusConfig",
         "each training task alone and the mixture at one budget, transferred, with paired-bootstrap verdicts",
         (
@@ -319,7 +319,7 @@ COMMANDS: dict[str, Command] = {
         ),
     ),
     "train-groups": Command(
-        "mtl.jobs.groups",
+        "mtl.studies.groups",
         "mtl.jobs.configs:TrainGroupsConfig",
         "a task grouping (TAG's selection from a run's affinity, or named) against all tasks in one network and each alone, with seeds and verdicts",
         (
@@ -331,7 +331,7 @@ COMMANDS: dict[str, Command] = {
         ),
     ),
     "affinity-check": Command(
-        "mtl.jobs.affinity_check",
+        "mtl.studies.affinity_check",
         "mtl.jobs.configs:AffinityCheckConfig",
         "the affinity toward watching tasks against leaving each training task out (Spearman with a seed-resampled interval)",
         (

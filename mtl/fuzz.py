@@ -62,7 +62,7 @@ from mtl.text import token_cache
 from mtl.text.vectors import load_vectors
 from mtl.text.vocab import PAD, UNK
 from mtl.tracking import wandb_file
-from mtl.train.config import TrainConfig
+from mtl.train.config.train_config import TrainConfig
 
 SENTENCES = ["a man plays a guitar .", "two dogs run in the park .", "", "unseen words zzyzx"]
 WORDS = "a man plays guitar . two dogs run in the park woman sings song children smile at camera".split()

@@ -18,12 +18,12 @@ import mtl
 from mtl.cli import run_as_process
 from mtl.jobs import parent_death
 from mtl.jobs.forkserver import READY, Lines, write_line
-from mtl.train.interrupts import PARENT_DIED
+from mtl.train.loop.interrupts import PARENT_DIED
 
 # What `train-multitask` imports before its first step (the rest is imported in the child), torch's
 # compiler among it (the optimizers' `add_param_group` imports torch._dynamo: 2 s). Not
 # scikit-learn: through pyarrow it starts a thread (jemalloc's), which a fork must not cut off.
-PRELOADED = ("mtl.jobs.train", "mtl.train.run", "mtl.train.trainer", "torch._dynamo")
+PRELOADED = ("mtl.jobs.train", "mtl.train.loop.run", "mtl.train.loop.trainer", "torch._dynamo")
 
 
 def serve(requests_fd: int, replies_fd: int) -> None:

@@ -21,8 +21,6 @@ registers one of each kind.
 """
 
 from mtl.eval.transfer.features import register_feature_recipe
-from mtl.eval.transfer.registry import SentEvalQuirks, register_transfer_protocol, register_transfer_task
-from mtl.eval.transfer.tasks import Split, TransferTask, read_task
 from mtl.jobs.launchers import Launcher, LauncherConfig, register_launcher
 from mtl.jobs.member import Member
 from mtl.metrics import register_direction
@@ -32,13 +30,15 @@ from mtl.models.encoders.config import register as register_encoder
 from mtl.tasks.base import Task
 from mtl.tasks.configs import TaskConfig
 from mtl.tasks.kinds import register as register_task
-from mtl.train.balancers import register_balancer
-from mtl.train.balancers.base import Balancer, Combined
-from mtl.train.callbacks import Callback, register_callback
-from mtl.train.lr_schedules import LrSchedule, register_lr_schedule
-from mtl.train.optimizer_registry import OptimizerDefaults, register_optimizer
-from mtl.train.scheduler import Scheduler, register_schedule
-from mtl.train.training_run import Control, TrainingRun
+from mtl.train.callbacks.base import Callback, register_callback
+from mtl.train.data.scheduler import Scheduler, register_schedule
+from mtl.train.loop.training_run import Control, TrainingRun
+from mtl.train.optim.balancers import register_balancer
+from mtl.train.optim.balancers.base import Balancer, Combined
+from mtl.train.optim.lr_schedules import LrSchedule, register_lr_schedule
+from mtl.train.optim.optimizer_registry import OptimizerDefaults, register_optimizer
+from mtl.transfer_tasks.registry import SentEvalQuirks, register_transfer_protocol, register_transfer_task
+from mtl.transfer_tasks.tasks import Split, TransferTask, read_task
 
 __all__ = [
     "Balancer",

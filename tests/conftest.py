@@ -88,7 +88,7 @@ class Killed(Exception):
 
 def start_run(tiny_data, out: Path, *extra: str, killed_after: int | None = None):
     """Train in `out` (run folder, summary); with `killed_after`, the process dies once that step is done."""
-    from mtl.train import run
+    from mtl.train.loop import run
 
     config = run.config_from_args(args_for(tiny_data, out, *extra))
     if killed_after is None:
@@ -101,7 +101,7 @@ def start_run(tiny_data, out: Path, *extra: str, killed_after: int | None = None
 def straight_and_resumed(tiny_data, root: Path, *extra: str) -> tuple[Path, dict, dict]:
     """The same run trained straight through (in root/straight) and killed after step 7 then
     resumed (root/cut): the straight run's folder, its summary, and the resumed run's summary."""
-    from mtl.train import run
+    from mtl.train.loop import run
 
     straight_dir, straight = start_run(tiny_data, root / "straight", *extra)
     cut_dir, _ = start_run(tiny_data, root / "cut", *extra, killed_after=7)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy import stats
 
-from mtl.train import run
+from mtl.train.loop import run
 from tests.conftest import FIXTURES, args_for, start_run
 from tests.test_training import exported_weights
 
@@ -23,8 +23,8 @@ WATCHED = (
 
 
 def target_affinity(tiny_data, tmp_path, *keys: str):
-    from mtl.train.affinity import Affinity
-    from mtl.train.trainer import Trainer
+    from mtl.train.callbacks.affinity import Affinity
+    from mtl.train.loop.trainer import Trainer
 
     config = run.config_from_args(
         args_for(tiny_data, tmp_path / "run", "max_steps=1", "precision=fp32", "optim=adam", "lr=1e-3", *keys)
@@ -58,7 +58,7 @@ def test_the_probe_is_scikit_learns_default_logistic_regression(tiny_data, tmp_p
     (C=1, L2), here by L-BFGS in float64 on the same features."""
     from sklearn.linear_model import LogisticRegression
 
-    from mtl.train.probe import SEED_OFFSET, probe_features
+    from mtl.train.data.probe import SEED_OFFSET, probe_features
 
     trainer, affinity = target_affinity(tiny_data, tmp_path, *WATCHED)
     weight, bias = affinity._fit_probe("squad")
@@ -160,7 +160,7 @@ def test_affinity_check_trains_all_and_each_left_out_and_compares_them(tiny_data
 
 
 def test_spearman_over_seeds_and_its_interval():
-    from mtl.jobs.affinity_check import firsts, spearman_over_seeds
+    from mtl.studies.affinity_check import firsts, spearman_over_seeds
 
     predictions = {s: np.array([[3.0], [2.0], [1.0]]) + 0.1 * s for s in (1, 2, 3)}
     effects = {s: np.array([[5.0], [1.0], [-2.0]]) * s for s in (1, 2, 3)}
@@ -181,7 +181,7 @@ def test_spearman_over_seeds_and_its_interval():
 def test_few_pairs_are_no_evidence_however_many_seeds_agree():
     """Three pairs have six orders: a perfect rho comes by chance one time in three (two-sided),
     so no seed count makes it a verdict; eight pairs in order, 2 / 8! of the time."""
-    from mtl.jobs.affinity_check import markdown, permutation_p, spearman_over_seeds
+    from mtl.studies.affinity_check import markdown, permutation_p, spearman_over_seeds
 
     assert permutation_p(np.array([1.0, 2, 3]), np.array([4.0, 5, 6])) == pytest.approx(1 / 3)
     assert permutation_p(np.arange(8.0), np.arange(8.0) ** 2) == pytest.approx(2 / 40_320)
@@ -215,7 +215,7 @@ SOURCE = WATCHED[1]
 )  # fmt: skip
 def test_bad_affinity_check_arguments_are_one_line(tiny_data, tmp_path, keys, message):
     from mtl.errors import UserError
-    from mtl.jobs import affinity_check
+    from mtl.studies import affinity_check
 
     train = [a for a in args_for(tiny_data, tmp_path / "out") if not a.startswith(("out=", "max_steps="))]
     with pytest.raises(UserError, match=message):

@@ -8,8 +8,8 @@ import pytest
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.jobs import balancer_bench
 from mtl.jobs.configs import BenchBalancersConfig
+from mtl.studies import balancer_bench
 
 from .browser import can_look, look_at
 from .conftest import args_for

@@ -45,8 +45,8 @@ def test_the_counter_counts_host_reads():
 
 @pytest.fixture
 def bilstm_trainer(tiny_data, tmp_path):
-    from mtl.train.run import config_from_args
-    from mtl.train.trainer import Trainer
+    from mtl.train.loop.run import config_from_args
+    from mtl.train.loop.trainer import Trainer
 
     config = config_from_args(
         args_for(tiny_data, tmp_path / "run", "optim=sgd", "head_layers=1", "precision=fp32", "device=cpu")

@@ -69,8 +69,8 @@ def test_train_report_names_the_gpu_and_shows_tenths_of_its_short_steps():
 
 
 def test_padding_fill_counts_real_tokens_within_each_call(tiny_data):
-    from mtl.train.data import prepare
-    from mtl.train.run import config_from_args
+    from mtl.train.data.training_data import prepare
+    from mtl.train.loop.run import config_from_args
 
     from .conftest import args_for
 
@@ -158,8 +158,8 @@ def test_bench_loop_measures_the_second_block_of_a_real_run_against_its_steps_al
 
 
 def test_bench_train_times_every_contender_on_the_same_batches(tiny_data, tmp_path):
-    from mtl.train.run import config_from_args
-    from mtl.train.trainer import Trainer
+    from mtl.train.loop.run import config_from_args
+    from mtl.train.loop.trainer import Trainer
 
     from .conftest import args_for
 
@@ -220,9 +220,9 @@ def test_gradcache_bench_measures_a_step_and_its_peak(tiny_data, tmp_path):
     import torch
 
     from mtl.bench import gradcache
-    from mtl.train.inputs import resolve_inputs
-    from mtl.train.run import config_from_args
-    from mtl.train.trainer import Trainer
+    from mtl.train.config.inputs import resolve_inputs
+    from mtl.train.loop.run import config_from_args
+    from mtl.train.loop.trainer import Trainer
 
     from .conftest import args_for
 

@@ -10,8 +10,8 @@ import torch
 
 from mtl.errors import UserError
 from mtl.runs import read_metrics
-from mtl.train.callbacks import CALLBACK_OPTIONS, CALLBACKS, Callback, register_callback
-from mtl.train.training_run import TrainingRun
+from mtl.train.callbacks.base import CALLBACK_OPTIONS, CALLBACKS, Callback, register_callback
+from mtl.train.loop.training_run import TrainingRun
 
 from .conftest import args_for, start_run, straight_and_resumed
 
@@ -117,8 +117,8 @@ def test_a_stop_asked_for_in_on_evaluate_ends_the_run_before_another_step(tiny_d
 
 def test_the_runs_control_stops_for_the_first_reason_of_its_order_whoever_asked_first():
     from mtl.runtime.distributed import Distributed
-    from mtl.train.state import StopReason
-    from mtl.train.training_run import Control
+    from mtl.train.loop.state import StopReason
+    from mtl.train.loop.training_run import Control
 
     for asked in ([StopReason.MAX_STEPS, StopReason.CALLBACK], [StopReason.CALLBACK, StopReason.MAX_STEPS]):
         control = Control()
@@ -242,8 +242,8 @@ def limited():
 def test_a_callback_owns_its_keys_flat_on_the_command_line_and_recorded_under_its_section(
     limited, tiny_data, tmp_path
 ):
-    from mtl.train.command_line import config_from_args
-    from mtl.train.config import recorded_config
+    from mtl.train.config.command_line import config_from_args
+    from mtl.train.config.train_config import recorded_config
 
     run_dir, summary = start_run(tiny_data, tmp_path / "run", "callbacks=norm_stop", "norm_limit=0.5")
     assert summary["stop_reason"] == "callback" and summary["global_step"] == 1

@@ -9,7 +9,7 @@ import torch
 from mtl.cli import main
 from mtl.errors import UserError
 from mtl.formats import checkpoint
-from mtl.train import run
+from mtl.train.loop import run
 
 from .conftest import (
     deterministic_summary,

@@ -463,7 +463,7 @@ def test_help_into_a_closed_pipe_is_no_traceback():
 def test_no_commands_help_imports_a_heavy_library():
     # `--help` imported each command's code with its config: 3-5 s on 2 cores for torch,
     # scikit-learn and transformers (transfer, report, sweep, the benches, ...). The configs live
-    # in torch-free modules now (train/config.py, <package>/configs.py); the builder's config
+    # in torch-free modules now (train/config/, <package>/configs.py); the builder's config
     # module is the builder itself, whose `datasets` (1.1-1.4 s) is imported where a build is written.
     probe = (
         "import sys, contextlib, io\n"
@@ -487,7 +487,7 @@ def test_no_commands_help_imports_a_heavy_library():
 def test_the_processes_that_only_launch_runs_start_without_torch():
     # A sweep's own process and a SLURM submission read keys and start other processes: with
     # torch, FSDP and the trainer imported they took 2.5 s of CPU each before starting anything.
-    probe = "import sys, mtl.jobs.sweep, mtl.jobs.train, mtl.train.launch; print('torch' in sys.modules)"
+    probe = "import sys, mtl.jobs.sweep, mtl.jobs.train, mtl.train.loop.launch; print('torch' in sys.modules)"
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT
     )

@@ -9,12 +9,12 @@ import torch
 from mtl.cli import COMMANDS, main
 from mtl.config import Range, apply_overrides, as_name, describe_keys, read_number, read_numbers, to_dict
 from mtl.errors import UserError
-from mtl.jobs.versus import budget_amount
 from mtl.models.encoders.config import HFOptions, TransformerOptions
+from mtl.studies.versus import budget_amount
 from mtl.tasks import config_classes
 from mtl.tasks.matryoshka import matryoshka_widths
-from mtl.train.config import TrainConfig
-from mtl.train.selection import parse_terms
+from mtl.train.config.train_config import TrainConfig
+from mtl.train.loop.selection import parse_terms
 
 from .conftest import (
     one_error_line,
@@ -115,8 +115,8 @@ def test_numbers_beyond_what_torch_and_numpy_hold_are_refused(arg, message):
 
 def test_a_gpu_run_checkpoints_and_logs_wandb_rows_at_longer_step_intervals():
 
-    from mtl.train.config import TrainConfig, with_overrides
-    from mtl.train.resolve import resolve_settings
+    from mtl.train.config.resolve import resolve_settings
+    from mtl.train.config.train_config import TrainConfig, with_overrides
 
     config = TrainConfig()
     sizes = dict.fromkeys(config.tasks, 1000)
@@ -184,7 +184,7 @@ def test_transfer_refuses_senseless_settings(capsys, args, message):
     ],
 )
 def test_a_broken_preset_names_its_file(tiny_data, tmp_path, capsys, monkeypatch, text, message):
-    from mtl.train import presets
+    from mtl.train.config import presets
 
     monkeypatch.setattr(presets, "preset_dir", lambda: tmp_path)
     (tmp_path / "broken.toml").write_text(text)
@@ -285,7 +285,7 @@ def test_a_number_is_read_as_its_key_needs():
     ],
 )
 def test_a_key_of_another_component_is_refused_by_its_declaration(args, message):
-    from mtl.train.config import with_overrides
+    from mtl.train.config.train_config import with_overrides
 
     with pytest.raises(UserError, match=re.escape(message)):
         with_overrides(TrainConfig(), args)
@@ -293,8 +293,8 @@ def test_a_key_of_another_component_is_refused_by_its_declaration(args, message)
 
 def test_a_components_own_keys_pass_and_a_plugin_brings_keys_of_its_own():
     from mtl.config import NoOptions
-    from mtl.train.balancers import BALANCER_OPTIONS, BALANCERS, register_balancer
-    from mtl.train.config import with_overrides
+    from mtl.train.config.train_config import with_overrides
+    from mtl.train.optim.balancers import BALANCER_OPTIONS, BALANCERS, register_balancer
 
     for args in (
         ["encoder=transformer", "transformer_heads=2", "hidden=8"],
@@ -341,7 +341,7 @@ def test_a_components_own_keys_pass_and_a_plugin_brings_keys_of_its_own():
 
 
 def test_a_run_recorded_before_balancers_had_keys_of_their_own_reads_as_it_ran():
-    from mtl.train.config import recorded_config, with_overrides
+    from mtl.train.config.train_config import recorded_config, with_overrides
 
     old = to_dict(TrainConfig())
     old["schedule"].pop("balancer_options")

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from mtl.eval import contamination
-from mtl.eval.transfer.tasks import read_task
 from mtl.models.card import CardFacts, card_text
+from mtl.transfer_tasks.tasks import read_task
 
 from .conftest import start_run
 

@@ -78,7 +78,7 @@ def test_a_run_trained_on_cuda_encodes_alike_on_the_cpu(tiny_data, tmp_path, pre
 
 @pytest.mark.parametrize(("first", "then"), [("cpu", "cuda"), ("cuda", "cpu")])
 def test_a_run_killed_on_one_device_resumes_on_the_other(tiny_data, tmp_path, first, then):
-    from mtl.train import run
+    from mtl.train.loop import run
 
     cut_dir, _ = start_run(tiny_data, tmp_path / "run", f"device={first}", "precision=fp32", killed_after=7)
     _, summary = run.resume(cut_dir, overrides=[f"device={then}"], progress=False)
@@ -94,9 +94,9 @@ def test_a_training_step_never_waits_for_the_gpu_before_its_metrics(tiny_data, t
     # the end is the step's one sync.
     import numpy as np
 
-    from mtl.train import run
-    from mtl.train.data import prepare
-    from mtl.train.trainer import Trainer
+    from mtl.train.data.training_data import prepare
+    from mtl.train.loop import run
+    from mtl.train.loop.trainer import Trainer
 
     from .conftest import args_for
 
@@ -133,7 +133,7 @@ def test_cached_steps_give_the_whole_batchs_gradients_on_cuda(tiny_data, tmp_pat
 def test_cached_steps_replay_cudnns_dropout_masks(tiny_data, tmp_path):
     # A stacked BiLSTM on CUDA is one cuDNN call whose dropout between layers draws from cuDNN's
     # own state, not from torch's generator: the replay must reach that state too.
-    from mtl.train import grad_cache
+    from mtl.train.step import grad_cache
 
     from .test_grad_cache import one_step
 

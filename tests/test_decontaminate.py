@@ -9,8 +9,8 @@ import pytest
 from mtl.cli import main
 from mtl.eval import contamination, decontaminate
 from mtl.eval.transfer.items import FEWEST_UNSEEN, seen_marks, without
-from mtl.eval.transfer.tasks import read_task
 from mtl.files import schemas
+from mtl.transfer_tasks.tasks import read_task
 
 from .conftest import start_run
 

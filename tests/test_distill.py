@@ -12,7 +12,8 @@ from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.runs import read_metrics
 from mtl.tasks import build_task, named_config
-from mtl.train import run, teacher
+from mtl.train.data import teacher
+from mtl.train.loop import run
 
 from .conftest import FIXTURES, exported_encoder, start_run, straight_and_resumed
 
@@ -202,9 +203,9 @@ def test_resuming_against_other_teacher_embeddings_is_refused(tiny_data, tmp_pat
 
 
 def test_another_tasks_sentences_are_distilled_as_that_task_splits_them(tiny_data, tmp_path, teacher_run):
-    from mtl.train.data import prepare
-    from mtl.train.inputs import resolve_inputs
-    from mtl.train.run import config_from_args
+    from mtl.train.config.inputs import resolve_inputs
+    from mtl.train.data.training_data import prepare
+    from mtl.train.loop.run import config_from_args
 
     from .conftest import args_for
 

@@ -15,7 +15,7 @@ import torch
 from mtl.cli import main
 from mtl.runs import read_metrics
 from mtl.tracking.wandb_file import run_files
-from mtl.train import run
+from mtl.train.loop import run
 
 from .conftest import FIXTURES, args_for, exported_weights
 
@@ -194,7 +194,7 @@ def test_train_distributed_says_a_bad_argument_once_before_any_rank_starts(args,
 
 
 def test_resuming_a_finished_run_is_refused_before_any_rank_starts(one_process, monkeypatch, capfd):
-    from mtl.train import launch
+    from mtl.train.loop import launch
 
     def started(*args):
         raise AssertionError("torchrun started its ranks")

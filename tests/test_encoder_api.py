@@ -11,7 +11,7 @@ from mtl.data.batches import longest_first_batches
 from mtl.errors import UserError
 from mtl.eval.loading import baseline_encoder
 from mtl.text.vectors import load_vectors
-from mtl.train import run
+from mtl.train.loop import run
 
 from .conftest import args_for
 

@@ -8,7 +8,7 @@ from mtl.models.encoders.base import build_encoder, frozen_embedding
 from mtl.models.encoders.config import GatedConvOptions, GRUOptions, TransformerOptions
 from mtl.models.heads import MultitaskModel, TaskHead
 from mtl.tasks import KINDS as TASKS
-from mtl.train.config import TrainConfig, with_overrides
+from mtl.train.config.train_config import TrainConfig, with_overrides
 
 SMALL = {
     "bilstm": EncoderConfig(encoder="bilstm", hidden=16),
@@ -128,7 +128,7 @@ TABLE_1 = {
 
 @pytest.mark.parametrize("preset", sorted(TABLE_1))
 def test_every_table_1_preset_has_its_parameter_count_at_300d(preset):
-    from mtl.train.run import config_from_args
+    from mtl.train.loop.run import config_from_args
 
     config = config_from_args([f"preset={preset}"])
     head = config.head

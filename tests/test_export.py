@@ -97,7 +97,7 @@ def test_an_encoder_sentence_transformers_cannot_express_says_why(tiny_data, tmp
     run_dir, summary = start_run(tiny_data, tmp_path / "run", f"encoder={encoder}")
     assert summary["sentence_transformers"] == f"sentence-transformers has no module for {kind}"
     assert not (run_dir / "encoder").exists()
-    from mtl.train.run import format_summary
+    from mtl.train.loop.run import format_summary
 
     assert f"(no sentence-transformers folder: sentence-transformers has no module for {kind})" in (
         format_summary(run_dir, summary)
@@ -132,7 +132,7 @@ def test_the_model_card_is_hub_ready(tiny_data, tmp_path):
     assert ("ClassifSQuAD", "validation", "accuracy") in results
     assert "github.com/)" not in card.text and "https://github.com/" not in card.content  # no placeholder
     assert f"| SNLI | dev | acc | {100 * summary['best/nli/dev/acc']:.2f} |" in card.text
-    from mtl.train.run import format_summary
+    from mtl.train.loop.run import format_summary
 
     assert "seeded samples" not in format_summary(run_dir, summary)
     # max_eval= samples dev (20 of SNLI's 100 pairs) and leaves test whole; sample_test=true samples both

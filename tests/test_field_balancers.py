@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torchjd.aggregation import AlignedMTL, UPGrad
 
-from mtl.train.balancers import BALANCERS, AlignedOptions, FAMOOptions
+from mtl.train.optim.balancers import BALANCERS, AlignedOptions, FAMOOptions
 
 
 class AuthorsFAMO:

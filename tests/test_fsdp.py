@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mtl.cli import main
-from mtl.train import run
+from mtl.train.loop import run
 
 from .conftest import FIXTURES, Killed, args_for, killed_after_step, start_run
 from .test_distributed import finished, one_thread, rank_pid, torchrun, train_distributed, wait_for_checkpoint

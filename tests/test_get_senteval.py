@@ -19,7 +19,7 @@ from dataset_builders import senteval
 from dataset_builders.senteval_text import cat_v, moses_line, treebank_line, without_quotes
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.eval.transfer.tasks import read_task
+from mtl.transfer_tasks.tasks import read_task
 
 from .conftest import one_error_line
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from mtl.train.grad_buffer import GradientBuffer
+from mtl.train.step.grad_buffer import GradientBuffer
 
 
 def two_models():

@@ -6,9 +6,9 @@ import torch
 
 from mtl.errors import UserError
 from mtl.models.precision import bf16_supported
-from mtl.train.inputs import resolve_inputs
-from mtl.train.run import config_from_args
-from mtl.train.trainer import Trainer
+from mtl.train.config.inputs import resolve_inputs
+from mtl.train.loop.run import config_from_args
+from mtl.train.loop.trainer import Trainer
 
 from .conftest import FIXTURES, args_for
 
@@ -87,8 +87,8 @@ def test_cached_steps_with_matryoshka_give_the_whole_batchs_gradients(tiny_data,
 def test_a_trainer_on_shared_prepared_data_caches_by_its_own_config(tiny_data, tmp_path, monkeypatch):
     """The benches prepare data once and build trainers of other keys on it: GradCache follows the
     trainer's `<task>.mini_batch=`, not the one the data was prepared with."""
-    from mtl.train import step
-    from mtl.train.data import prepare
+    from mtl.train.data.training_data import prepare
+    from mtl.train.step import strategy as step
 
     calls = []
     real = step.cached_backward
@@ -106,7 +106,7 @@ def test_a_trainer_on_shared_prepared_data_caches_by_its_own_config(tiny_data, t
 def test_dropout_draws_the_same_masks_in_both_passes(tiny_data, tmp_path, monkeypatch):
     """With dropout the second pass must replay the first's masks: else the cached gradients
     belong to other embeddings than the ones the loss saw (and training drifts)."""
-    from mtl.train import grad_cache
+    from mtl.train.step import grad_cache
 
     seen = []
     real = grad_cache.rows_of
@@ -171,7 +171,7 @@ def test_the_mixed_step_caches_an_in_batch_task_as_the_task_step_does(
 ):
     # uncertainty weighs each task's loss by a learned exp(-s): GradCache's backward starts from
     # that loss's gradient, and s gets its own from the whole batch's loss
-    from mtl.train import step  # the forward/backward both steps share
+    from mtl.train.step import strategy as step  # the forward/backward both steps share
 
     calls = []
     real = step.cached_backward

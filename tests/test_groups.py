@@ -8,7 +8,7 @@ import pytest
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.jobs import groups
+from mtl.studies import groups
 
 from .conftest import FIXTURES, args_for
 

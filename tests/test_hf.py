@@ -12,8 +12,8 @@ from mtl.eval.loading import load_encoder
 from mtl.models.encoders import hf
 from mtl.models.encoders.base import EncoderConfig
 from mtl.models.encoders.config import HFOptions
-from mtl.train.config import TrainConfig, with_overrides
-from mtl.train.lr_schedules import warmup_then_decay
+from mtl.train.config.train_config import TrainConfig, with_overrides
+from mtl.train.optim.lr_schedules import warmup_then_decay
 from tests.conftest import args_for, deterministic_summary, exported_weights, start_run, straight_and_resumed
 
 SENTENCES = ["A man plays a guitar.", "Two dogs run in the park near a small red house.", "A woman sleeps."]
@@ -65,7 +65,7 @@ def test_a_run_fine_tunes_and_exports_a_hugging_face_folder(tiny_data, tiny_bert
 
 
 def test_a_killed_hf_run_resumes_exactly(tiny_data, tiny_bert, tmp_path):
-    from mtl.train import run
+    from mtl.train.loop import run
 
     extra = (*hf_args(tiny_bert), "max_steps=12", "checkpoint_every=4", "hf_freeze_layers=1")
     straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
@@ -117,7 +117,7 @@ def test_each_step_schedule_is_the_one_transformers_maintains(name, theirs):
     optimizers follow one schedule), so it keeps its factors; they are transformers' to the step."""
     import transformers
 
-    from mtl.train.lr_schedules import LR_SCHEDULES
+    from mtl.train.optim.lr_schedules import LR_SCHEDULES
 
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     arguments = {"num_warmup_steps": 3} | ({} if name == "constant" else {"num_training_steps": 10})
@@ -157,8 +157,8 @@ def test_an_hf_encoder_ignores_padding(tiny_bert):
 
 
 def test_long_sentences_are_cut_and_counted(tiny_data, tiny_bert, tmp_path):
-    from mtl.train.data import prepare
-    from mtl.train.run import config_from_args
+    from mtl.train.data.training_data import prepare
+    from mtl.train.loop.run import config_from_args
 
     config = config_from_args(args_for(tiny_data, tmp_path / "run", *hf_args(tiny_bert, "max_seq_length=6")))
     data = prepare(config, progress=False)
@@ -254,7 +254,7 @@ def test_minilm_embeds_as_it_was_trained_and_fine_tunes(shared_data, tmp_path):
     unit = ours / np.linalg.norm(ours, axis=1, keepdims=True)
     assert unit[0] @ unit[1] > 0.8 > 0.2 > unit[0] @ unit[2]
 
-    from mtl.train import run
+    from mtl.train.loop import run
 
     config = run.config_from_args(
         [
@@ -278,8 +278,8 @@ def test_minilm_embeds_as_it_was_trained_and_fine_tunes(shared_data, tmp_path):
 
 
 def test_max_seq_length_beyond_the_models_positions_is_one_line(tiny_data, tiny_bert, tmp_path):
-    from mtl.train.data import prepare
-    from mtl.train.run import config_from_args
+    from mtl.train.data.training_data import prepare
+    from mtl.train.loop.run import config_from_args
 
     config = config_from_args(
         args_for(tiny_data, tmp_path / "run", *hf_args(tiny_bert, "max_seq_length=1000"))
@@ -351,8 +351,8 @@ def test_prompts_go_before_each_sentence_as_in_sentence_transformers(tiny_bert):
 
 
 def test_a_tasks_prompt_is_trained_on_and_exported_under_its_name(tiny_data, tiny_bert, tmp_path):
-    from mtl.train.data import prepare
-    from mtl.train.run import config_from_args
+    from mtl.train.data.training_data import prepare
+    from mtl.train.loop.run import config_from_args
 
     args = args_for(tiny_data, tmp_path / "run", *hf_args(tiny_bert, "nli.prompt=query: "))
     data = prepare(config_from_args(args), progress=False)
@@ -375,8 +375,8 @@ def test_a_tasks_prompt_is_trained_on_and_exported_under_its_name(tiny_data, tin
 
 
 def test_a_prompt_is_refused_for_an_encoder_of_word_vectors(tiny_data, tmp_path):
-    from mtl.train.data import prepare
-    from mtl.train.run import config_from_args
+    from mtl.train.data.training_data import prepare
+    from mtl.train.loop.run import config_from_args
 
     config = config_from_args(args_for(tiny_data, tmp_path / "run", "nli.prompt=query: "))
     with pytest.raises(UserError, match=r"nli.prompt='query: ' is for encoder=hf .* leave nli.prompt empty"):

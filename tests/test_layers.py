@@ -6,53 +6,37 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "mtl"
 
-# Lowest first; a module belongs to the layer of the longest prefix naming it (`=name`: that
-# module alone, not the modules under it).
+# Lowest first: the packages (and the top-level modules) of mtl, each whole in one layer; a module
+# belongs to the layer of the longest prefix naming it (`=mtl`: the package's __init__ alone).
 LAYERS = [
     ("base", ["mtl.errors", "mtl.console", "mtl.metrics", "mtl.config", "mtl.files", "mtl.plugins"]),
     ("runtime and text", ["mtl.runtime", "mtl.tracking", "mtl.text"]),
     ("data and models", ["mtl.data", "mtl.models"]),
-    (
-        "tasks and file formats",
-        [
-            "mtl.tasks",
-            "mtl.formats",
-            "mtl.eval.transfer.registry",
-            "mtl.eval.transfer.tasks",
-            "mtl.eval.transfer.probing_tasks",
-            "=mtl.eval.transfer",  # the package alone: its __init__ registers the tasks
-        ],
-    ),
+    ("tasks, transfer tasks and file formats", ["mtl.tasks", "mtl.transfer_tasks", "mtl.formats"]),
     ("run folders", ["mtl.runs", "mtl.published"]),
     ("evaluation", ["mtl.eval"]),
     ("training", ["mtl.train"]),
-    ("studies and where they run", ["mtl.jobs"]),
+    ("where runs train", ["mtl.jobs"]),
     # the studies that give verdicts read mtl.analysis's statistics: commands, above the job machinery
-    (
-        "commands",
-        [
-            "mtl.analysis",
-            "mtl.bench",
-            "mtl.fuzz",
-            "=mtl.jobs.versus",
-            "=mtl.jobs.mixture",
-            "=mtl.jobs.groups",
-            "=mtl.jobs.affinity_check",
-            "=mtl.jobs.balancer_bench",
-            "=mtl.jobs.mixing_bench",
-        ],
-    ),
+    ("commands", ["mtl.analysis", "mtl.studies", "mtl.bench", "mtl.fuzz"]),
     (
         "entry points",
-        ["mtl.registry", "mtl.cli", "mtl.__main__", "mtl.member_server", "=mtl", "=mtl.transfer", "=mtl.api"],
+        ["mtl.registry", "mtl.cli", "mtl.__main__", "mtl.member_server", "=mtl", "mtl.transfer", "mtl.api"],
     ),
 ]
 # Where an import inside a function is the design: the command table imports a command's module
 # when it runs; `mtl.load_encoder` keeps `import mtl` light; a run loads the watching tasks
-# (monitor=) only for a run that watches (mtl.train.run_callbacks): their scikit-learn and SciPy cost every run 1 s;
+# (monitor=) only for a run that watches (mtl.train.callbacks.run_callbacks): their scikit-learn and SciPy cost every run 1 s;
 # train-multitask and train-distributed import the trainer (torch) only in the process that trains
 # or prints a resolved config, not in one that submits a SLURM job or starts torchrun.
-LAZY = {"mtl.cli", "mtl", "mtl.api", "mtl.train.run_callbacks", "mtl.jobs.train", "mtl.train.launch"}
+LAZY = {
+    "mtl.cli",
+    "mtl",
+    "mtl.api",
+    "mtl.train.callbacks.run_callbacks",
+    "mtl.jobs.train",
+    "mtl.train.loop.launch",
+}
 
 
 def modules() -> dict[str, Path]:

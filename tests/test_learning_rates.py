@@ -3,9 +3,9 @@
 import pytest
 
 from mtl.errors import UserError
-from mtl.train.config import parse_lr
-from mtl.train.run import config_from_args
-from mtl.train.trainer import Trainer
+from mtl.train.config.train_config import parse_lr
+from mtl.train.loop.run import config_from_args
+from mtl.train.loop.trainer import Trainer
 
 from .conftest import args_for
 
@@ -88,7 +88,7 @@ def test_every_lr_schedule_keeps_the_ratios(tiny_data, tmp_path, schedule):
 def test_a_plugins_decaying_lr_schedule_gets_max_steps_as_linear_does(tiny_data, tmp_path, monkeypatch):
     # A schedule that decays over max_steps, given without max_steps=, trained at lr ~ 0 from
     # step 1 (a total of 1 step) when only the built-in names were known to decay.
-    from mtl.train import lr_schedules
+    from mtl.train.optim import lr_schedules
 
     class Halving(lr_schedules.ByStep):
         def factor(self, step: int, warmup: int, total: int) -> float:

@@ -12,7 +12,7 @@ import pytest
 from dataset_builders.classifsquad import BuildConfig, build
 from mtl.cli import main
 from mtl.files.locks import FolderInUse, FolderLock, lock_file_of
-from mtl.train.interrupts import PARENT_DIED, StopRequests
+from mtl.train.loop.interrupts import PARENT_DIED, StopRequests
 
 from .conftest import FIXTURES, args_for, long_sweep_args, one_error_line, start_run, wait_until_training
 

@@ -8,8 +8,8 @@ import torch
 from mtl import cli
 from mtl.eval.loading import load_encoder
 from mtl.eval.merge import EMBEDDING, MergeConfig, merge_encoders, merge_states, ties_vector
-from mtl.train.command_line import config_from_args
-from mtl.train.trainer import Trainer
+from mtl.train.config.command_line import config_from_args
+from mtl.train.loop.trainer import Trainer
 
 from .conftest import args_for, one_error_line, start_run
 

@@ -10,10 +10,10 @@ import torch
 
 from mtl.errors import UserError
 from mtl.runs import read_metrics
-from mtl.train import run
-from mtl.train.balancers import BALANCERS, GradNormOptions
-from mtl.train.balancers.base import pairwise_cosines
-from mtl.train.grad_buffer import GradientBuffer
+from mtl.train.loop import run
+from mtl.train.optim.balancers import BALANCERS, GradNormOptions
+from mtl.train.optim.balancers.base import pairwise_cosines
+from mtl.train.step.grad_buffer import GradientBuffer
 from tests.conftest import start_run
 from tests.test_training import deterministic_summary, exported_weights, without_timing
 
@@ -197,8 +197,8 @@ def test_measuring_affinity_leaves_training_bitwise_the_same(tiny_data, tmp_path
 
 def affinity_of(tiny_data, tmp_path, *keys: str, tasks=("nli", "squad")):
     """A fresh run's trainer (nothing trained) and its affinity measurement over `tasks`."""
-    from mtl.train.affinity import Affinity
-    from mtl.train.trainer import Trainer
+    from mtl.train.callbacks.affinity import Affinity
+    from mtl.train.loop.trainer import Trainer
     from tests.conftest import args_for
 
     config = run.config_from_args(
@@ -226,7 +226,7 @@ def test_a_step_on_a_task_lowers_its_own_held_loss(tiny_data, tmp_path, optim):
 def test_the_lookahead_takes_adams_own_step_with_its_state():
     """optimizer_step runs the optimizer's update rule on float64 copies: Adam's second step (its
     moments from the first) equals what torch's Adam does to the parameters themselves."""
-    from mtl.train.affinity import optimizer_step
+    from mtl.train.callbacks.affinity import optimizer_step
 
     torch.manual_seed(0)
     weight = torch.nn.Parameter(torch.randn(4, 3))
@@ -385,7 +385,7 @@ def test_a_plugin_schedule_that_trains_every_task_each_step_takes_the_mixed_step
 ):
     # "mixed" was decided by the schedule's name: a plugin's schedule of that kind was refused a
     # balancer and trained one task a step
-    from mtl.train import scheduler
+    from mtl.train.data import scheduler
 
     monkeypatch.setattr(scheduler, "EVERY_TASK_EACH_STEP", set())
     monkeypatch.setitem(scheduler.SCHEDULES, "together", lambda s, step: s.tasks[0])

@@ -9,8 +9,8 @@ import pytest
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.jobs import mixing_bench
-from mtl.train.online_mixing import aioli_update
+from mtl.studies import mixing_bench
+from mtl.train.callbacks.online_mixing import aioli_update
 
 from .browser import can_look, look_at
 from .conftest import FIXTURES, args_for

@@ -8,7 +8,7 @@ import pytest
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.jobs import mixture
+from mtl.studies import mixture
 
 from .browser import can_look, look_at
 from .conftest import FIXTURES, args_for

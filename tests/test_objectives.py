@@ -19,7 +19,7 @@ from mtl.runs import read_metrics
 from mtl.tasks import build_task, named_config
 from mtl.tasks.qt import neighbour_labels, neighbour_targets
 from mtl.tasks.ranking import snli_triples
-from mtl.train import run
+from mtl.train.loop import run
 
 from .conftest import FIXTURES, args_for, exported_encoder, start_run
 
@@ -254,8 +254,8 @@ def test_classification_matryoshka_trains_a_classifier_per_width():
     ids=["skipthought", "decomposable", "weights-alone", "skipthought-weights"],
 )
 def test_matryoshka_where_it_cannot_apply_is_one_line(tiny_data, tmp_path, keys, message):
-    from mtl.train.inputs import resolve_inputs
-    from mtl.train.trainer import Trainer
+    from mtl.train.config.inputs import resolve_inputs
+    from mtl.train.loop.trainer import Trainer
 
     with pytest.raises(UserError, match=message):
         config = resolve_inputs(run.config_from_args(args_for(tiny_data, tmp_path / "run", *keys)))
@@ -532,7 +532,7 @@ def test_two_processes_give_in_batch_tasks_the_loss_of_one(tiny_data, tmp_path):
 def test_max_minutes_stops_after_that_much_training_time(tiny_data, tmp_path, monkeypatch):
     import types
 
-    from mtl.train import step
+    from mtl.train.step import strategy as step
 
     clock = iter(float(t) for t in range(0, 10_000, 3))  # every step takes 3 "seconds"
     monkeypatch.setattr(step, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))

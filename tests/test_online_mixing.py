@@ -9,8 +9,8 @@ import torch
 from mtl import cli
 from mtl.errors import UserError
 from mtl.runs import read_metrics
-from mtl.train import run
-from mtl.train.online_mixing import aioli_update, doremi_update
+from mtl.train.callbacks.online_mixing import aioli_update, doremi_update
+from mtl.train.loop import run
 from tests.conftest import FIXTURES, args_for, start_run, straight_and_resumed
 from tests.test_training import deterministic_summary, exported_weights, without_timing
 

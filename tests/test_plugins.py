@@ -15,16 +15,16 @@ import torch
 
 from mtl import cli, plugins
 from mtl.errors import UserError
-from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.jobs.launchers import LAUNCHER_OPTIONS, LAUNCHERS
 from mtl.models.encoders.base import ENCODERS, TRAITS
 from mtl.runs import read_metrics
 from mtl.tasks import KINDS
-from mtl.train import run
-from mtl.train.balancers import BALANCER_OPTIONS, BALANCERS
-from mtl.train.callbacks import CALLBACK_OPTIONS, CALLBACKS
-from mtl.train.optimizer_registry import DEFAULTS as OPTIMIZER_DEFAULTS
-from mtl.train.optimizer_registry import OPTIMIZERS
+from mtl.train.callbacks.base import CALLBACK_OPTIONS, CALLBACKS
+from mtl.train.loop import run
+from mtl.train.optim.balancers import BALANCER_OPTIONS, BALANCERS
+from mtl.train.optim.optimizer_registry import DEFAULTS as OPTIMIZER_DEFAULTS
+from mtl.train.optim.optimizer_registry import OPTIMIZERS
+from mtl.transfer_tasks.registry import TRANSFER_TASKS
 
 from .conftest import FIXTURES, args_for, deterministic_summary, exported_weights, one_error_line, start_run
 

@@ -8,7 +8,7 @@ import torch
 
 from mtl import load_encoder
 from mtl.runs import read_metrics
-from mtl.train import run
+from mtl.train.loop import run
 
 from .conftest import exported_weights, start_run
 

@@ -9,8 +9,8 @@ import pytest
 from mtl.cli import main
 from mtl.errors import UserError
 from mtl.eval.transfer import fitting, protocols, senteval_classifier, suite
-from mtl.eval.transfer.probing_tasks import LENGTH_BINS, generate, read_probing
-from mtl.eval.transfer.tasks import read_task
+from mtl.transfer_tasks.probing_tasks import LENGTH_BINS, generate, read_probing
+from mtl.transfer_tasks.tasks import read_task
 
 from .conftest import start_run
 

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from mtl import load_encoder
 from mtl.analysis.report import _results_table
 from mtl.runs import Run
-from mtl.train import run
+from mtl.train.loop import run
 
 from .conftest import FIXTURES, exported_weights
 

@@ -2,7 +2,7 @@ from collections import Counter
 
 import pytest
 
-from mtl.train.scheduler import Scheduler
+from mtl.train.data.scheduler import Scheduler
 
 
 def order(scheduler, steps):

@@ -1,4 +1,4 @@
-"""Checkpoint selection (mtl.train.selection): the first task's dev metric, or select= a weighted
+"""Checkpoint selection (mtl.train.loop.selection): the first task's dev metric, or select= a weighted
 mean of dev metrics, each turned so that larger is better."""
 
 import json
@@ -7,8 +7,8 @@ import pytest
 
 from mtl.errors import UserError
 from mtl.runs import read_metrics
-from mtl.train import run
-from mtl.train.selection import Selection, parse_terms
+from mtl.train.loop import run
+from mtl.train.loop.selection import Selection, parse_terms
 
 from .conftest import args_for, start_run
 

@@ -105,8 +105,8 @@ def test_a_deeply_nested_snli_jsonl_line_is_one_line(tiny_data, tmp_path, capsys
 
 def test_a_local_copy_with_only_a_training_slice_trains_on_it_and_says_so(tiny_data, tmp_path, capsys):
     # ../shared/data's SNLI holds dev, test and train_small: the README's commands run on it as written
-    from mtl.train import run
-    from mtl.train.inputs import resolve_inputs
+    from mtl.train.config.inputs import resolve_inputs
+    from mtl.train.loop import run
 
     from .conftest import FIXTURES, args_for
 

@@ -15,8 +15,8 @@ from mtl.tasks.pairs import PairsConfig
 from mtl.tasks.qt import QTConfig
 from mtl.tasks.skipthought import SkipThoughtConfig
 from mtl.tasks.sts import STSConfig
-from mtl.train.data import changed_inputs, texts_digest
-from mtl.train.run import resume
+from mtl.train.data.training_data import changed_inputs, texts_digest
+from mtl.train.loop.run import resume
 
 from .conftest import FIXTURES, one_error_line, start_run
 
@@ -298,8 +298,8 @@ def test_a_saved_dataset_and_parquet_and_arrow_files_are_task_sources(tmp_path):
 def test_the_qqp_task_file_trains_on_glues_tsv_layout(tiny_data, tmp_path, monkeypatch):
     """experiments/tasks/qqp.toml, pointed at a hand-written 50-pair copy of GLUE's QQP files as
     its comment says; its Hub default names GLUE's qqp configuration."""
-    from mtl.train import run
-    from mtl.train.presets import preset_dir
+    from mtl.train.config.presets import preset_dir
+    from mtl.train.loop import run
     from tests.conftest import args_for
 
     qqp = preset_dir() / "tasks" / "qqp.toml"

@@ -16,7 +16,7 @@ from mtl.models.heads import HeadRecipe
 from mtl.runs import read_metrics
 from mtl.tasks import KINDS, TaskConfig, register
 from mtl.tasks.base import Task
-from mtl.train import run
+from mtl.train.loop import run
 
 from .conftest import FIXTURES, args_for
 
@@ -152,9 +152,9 @@ def test_shuffle_labels_plants_a_noise_task_with_its_training_labels_permuted(ti
     run's seed), dev and test untouched, so the task trains on no signal."""
     import numpy as np
 
-    from mtl.train.data import prepare
-    from mtl.train.inputs import resolve_inputs
-    from mtl.train.run import config_from_args
+    from mtl.train.config.inputs import resolve_inputs
+    from mtl.train.data.training_data import prepare
+    from mtl.train.loop.run import config_from_args
 
     def examples(*keys: str):
         config = resolve_inputs(config_from_args(args_for(tiny_data, tmp_path / "run", *keys)))

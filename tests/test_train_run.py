@@ -1,4 +1,4 @@
-"""Starting and resuming runs (mtl.train.run): resume refuses changed inputs, restarts a run that never checkpointed."""
+"""Starting and resuming runs (mtl.train.loop.run): resume refuses changed inputs, restarts a run that never checkpointed."""
 
 import json
 import re
@@ -10,7 +10,7 @@ import pytest
 from dataset_builders.classifsquad import BuildConfig, build
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.train import run
+from mtl.train.loop import run
 
 from .conftest import (
     FIXTURES,

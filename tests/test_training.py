@@ -16,8 +16,8 @@ from mtl.errors import UserError
 from mtl.formats import checkpoint
 from mtl.runs import read_metrics
 from mtl.tracking.wandb_file import by_kind, run_files
-from mtl.train import run
-from mtl.train.presets import preset_names, preset_overrides
+from mtl.train.config.presets import preset_names, preset_overrides
+from mtl.train.loop import run
 
 from .conftest import (
     FIXTURES,
@@ -137,7 +137,7 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_data, tmp_path)
 
 
 def test_prefetching_changes_no_batch_even_across_a_resume(tiny_data, tmp_path, monkeypatch):
-    from mtl.train.prefetch import Prefetcher
+    from mtl.train.step.prefetch import Prefetcher
 
     taken = []
     real_take = Prefetcher.take
@@ -337,8 +337,8 @@ def test_training_tokenizes_as_a_paper_build_when_asked(tiny_data, tmp_path):
 
 
 def test_a_20000_word_sentence_is_cut_to_max_tokens_at_read_time(tiny_data, tmp_path):
-    from mtl.train.data import prepare
-    from mtl.train.inputs import resolve_inputs
+    from mtl.train.config.inputs import resolve_inputs
+    from mtl.train.data.training_data import prepare
 
     snli = tmp_path / "snli"
     shutil.copytree(FIXTURES / "snli_tiny", snli)
@@ -378,9 +378,9 @@ def test_adam_stops_at_its_second_evaluation_not_above_the_best(tiny_data, tmp_p
 
 
 def test_sgd_divides_the_lr_when_an_epochs_dev_accuracy_is_not_above_the_best():
-    from mtl.train.config import OptimConfig
-    from mtl.train.lr_schedules import build_lr_schedule
-    from mtl.train.state import TrainState
+    from mtl.train.config.train_config import OptimConfig
+    from mtl.train.loop.state import TrainState
+    from mtl.train.optim.lr_schedules import build_lr_schedule
 
     optimizers = {"nli": torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)}
     schedule = build_lr_schedule(OptimConfig(optim="sgd", lr_schedule="infersent"), optimizers, "nli")

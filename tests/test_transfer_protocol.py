@@ -209,7 +209,7 @@ def test_splits_are_fitted_in_senteval_order_and_items_come_back_in_file_order()
     """SentEval sorts each split by the sentences' whitespace tokens, then the label (stable), and
     draws its folds in that order; mtl fits in that order and reports items in the file's."""
     from mtl.eval.transfer.suite import in_file_order, reordered, senteval_order
-    from mtl.eval.transfer.tasks import Split
+    from mtl.transfer_tasks.tasks import Split
 
     split = Split([["a b c", "a", "a b", "z", "a b"], ["x", "y y", "x", "x", "x"]], [1, 0, 2, 0, 1])
     order = senteval_order(split)
@@ -358,8 +358,8 @@ def test_a_task_entry_names_a_feature_recipe_a_plugin_registers(monkeypatch):
     from mtl.errors import UserError
     from mtl.eval.transfer import features, fitting
     from mtl.eval.transfer.protocols import scored
-    from mtl.eval.transfer.tasks import Split, TransferTask
     from mtl.registry import SentEvalQuirks, register_feature_recipe
+    from mtl.transfer_tasks.tasks import Split, TransferTask
 
     monkeypatch.setitem(features.FEATURE_RECIPES, "difference", None)  # taken out again afterwards
 

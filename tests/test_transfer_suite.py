@@ -108,8 +108,8 @@ def test_the_training_share_keeps_every_class():
 def test_snli_is_a_transfer_task_as_senteval_runs_it(tiny_data, senteval, tmp_path, capsys):
     """SentEval's SNLI (snli.py): SentEval's layout under the data root, [u, v, u*v, |u-v|], no
     penalty, pairs sorted by the second sentence first; asked for by name, not in tasks=all."""
-    from mtl.eval.transfer.registry import SentEvalQuirks, default_tasks
-    from mtl.eval.transfer.tasks import read_task
+    from mtl.transfer_tasks.registry import SentEvalQuirks, default_tasks
+    from mtl.transfer_tasks.tasks import read_task
 
     shutil.copytree(FIXTURES / "snli_tiny", senteval / "SNLI")
     task = read_task("SNLI", senteval)
@@ -137,10 +137,10 @@ def test_snli_pairs_are_classified_on_u_v_their_product_and_difference(monkeypat
 
     from mtl.eval.transfer import classifiers, fitting
     from mtl.eval.transfer.protocols import scored
-    from mtl.eval.transfer.registry import SentEvalQuirks
     from mtl.eval.transfer.senteval_classifier import SentEvalParams
     from mtl.eval.transfer.suite import senteval_order
-    from mtl.eval.transfer.tasks import SNLI_QUIRKS, Split, TransferTask
+    from mtl.transfer_tasks.registry import SentEvalQuirks
+    from mtl.transfer_tasks.tasks import SNLI_QUIRKS, Split, TransferTask
 
     split = Split([["a b", "c"], ["d", "e f g"]], [0, 1])
     assert senteval_order(split, (1, 0)).tolist() == [0, 1] and senteval_order(split).tolist() == [1, 0]
@@ -225,7 +225,6 @@ def test_a_plugin_protocol_scores_a_plugin_task_with_no_edit_of_the_suite(
     import numpy as np
 
     from mtl.eval.loading import baseline_encoder
-    from mtl.eval.transfer import registry
     from mtl.eval.transfer.protocols import TaskFeatures, TransferProtocol
     from mtl.registry import (
         Split,
@@ -234,6 +233,7 @@ def test_a_plugin_protocol_scores_a_plugin_task_with_no_edit_of_the_suite(
         register_transfer_protocol,
         register_transfer_task,
     )
+    from mtl.transfer_tasks import registry
 
     def nearest_centroid(train_x, train_y, test_x):
         unit = lambda m: m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)  # noqa: E731

@@ -1,9 +1,9 @@
 import pytest
 
 from mtl.errors import UserError
-from mtl.eval.transfer.probing_tasks import GENERATED, SENTEVAL_FILES
-from mtl.eval.transfer.registry import TRANSFER_TASKS
-from mtl.eval.transfer.tasks import read_task
+from mtl.transfer_tasks.probing_tasks import GENERATED, SENTEVAL_FILES
+from mtl.transfer_tasks.registry import TRANSFER_TASKS
+from mtl.transfer_tasks.tasks import read_task
 
 # ../shared/data/README.md
 COUNTS = {

@@ -11,8 +11,8 @@ import pytest
 from mtl import load_encoder
 from mtl.cli import main
 from mtl.errors import UserError, printable
-from mtl.eval.transfer.probing_tasks import generate
 from mtl.transfer import CallableEncoder
+from mtl.transfer_tasks.probing_tasks import generate
 
 from .conftest import FIXTURES
 

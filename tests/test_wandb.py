@@ -11,7 +11,7 @@ from mtl.cli import main
 from mtl.errors import UserError
 from mtl.tracking import wandb_file
 from mtl.tracking.wandb_file import by_kind, run_files
-from mtl.train import run
+from mtl.train.loop import run
 
 from .conftest import (
     FIXTURES,
@@ -286,7 +286,7 @@ def test_wandb_console_off_keeps_the_logs_tab_empty(tiny_data, tmp_path):
 def test_a_replayed_metrics_file_sends_only_steps_and_evaluations(tmp_path):
     # A resume whose W&B run holds nothing yet (its writer lost everything) replays the file:
     # parameter counts and block events stay out of the history, as they do when logged live.
-    from mtl.train.runlog import RunLog
+    from mtl.train.callbacks.runlog import RunLog
 
     class Recorder:
         def __init__(self):

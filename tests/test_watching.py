@@ -9,7 +9,7 @@ import torch
 from mtl.cli import main
 from mtl.errors import UserError
 from mtl.runs import read_metrics
-from mtl.train import run
+from mtl.train.loop import run
 from tests.conftest import FIXTURES, args_for, one_error_line, start_run
 
 STS = ("tasks=nli,sts,squad", f"sts.source={FIXTURES / 'sts_tiny'}", "sts.train=false", "squad.train=false")
@@ -81,7 +81,7 @@ def test_what_cannot_be_watched_says_so(tiny_data, tmp_path, args, message):
 def test_a_task_files_training_file_still_reads_from_train(tmp_path):
     """Before train= said whether a task trains, a pairs or sts task's training file was `train`."""
     from mtl.tasks import named_config
-    from mtl.train.config import TrainConfig, recorded_config, with_overrides
+    from mtl.train.config.train_config import TrainConfig, recorded_config, with_overrides
 
     task_file = tmp_path / "sick.toml"
     task_file.write_text('kind = "sts"\nsource = "x"\ntrain = "SICK_train.txt"\n')

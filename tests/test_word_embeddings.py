@@ -9,8 +9,8 @@ from mtl import load_encoder
 from mtl.errors import UserError
 from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding, word_embedding
 from mtl.text.vectors import load_vectors
-from mtl.train import run
-from mtl.train.optimizers import build_optimizer, learning_rates
+from mtl.train.loop import run
+from mtl.train.optim.optimizers import build_optimizer, learning_rates
 
 from .conftest import FIXTURES, args_for, exported_encoder, start_run
 
@@ -179,8 +179,8 @@ def test_quick_thoughts_g_trains_its_vectors_at_embedding_lr_without_decay(tiny_
 
 @pytest.mark.parametrize("embeddings", ["trainable", "both"])
 def test_the_monitors_scoring_copy_reads_the_trained_vectors(tiny_data, senteval, tmp_path, embeddings):
-    from mtl.train.monitor import Monitor
-    from mtl.train.trainer import Trainer
+    from mtl.train.callbacks.monitor import Monitor
+    from mtl.train.loop.trainer import Trainer
 
     keys = ("encoder=bow", f"embeddings={embeddings}", "monitor=MR", f"monitor_data={senteval}", "device=cpu")
     trainer = Trainer(

@@ -35,7 +35,6 @@ from torch import nn
 
 from mtl.config import AtLeast1, PositiveFloat
 from mtl.data.texts import LabelledTexts
-from mtl.eval.transfer.tasks import read_task
 from mtl.models.encoders.base import length_mask
 from mtl.registry import (
     Balancer,
@@ -56,6 +55,7 @@ from mtl.registry import (
 )
 from mtl.tasks.nli import NLI, NLIConfig
 from mtl.tasks.pairs import single_recipe
+from mtl.transfer_tasks.tasks import read_task
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""`just bench-balancers`: the benchmark (mtl/jobs/balancer_bench.py), then its page: each method's
+"""`just bench-balancers`: the benchmark (mtl/studies/balancer_bench.py), then its page: each method's
 difference from the tuned sum on every transfer task with its Holm interval, and what each
 method was given (its trials, space, seeds and seconds)."""
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from mtl.analysis.page import STYLE, forest
 from mtl.files import atomic
-from mtl.jobs.balancer_bench import bench, markdown
+from mtl.studies.balancer_bench import bench, markdown
 
 
 def page(result: dict) -> str:

@@ -22,13 +22,13 @@ from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.eval.loading import load_encoder
 from mtl.eval.transfer.protocols import protocol_of
-from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.eval.transfer.suite import TransferConfig, data_root
-from mtl.eval.transfer.tasks import CLASS_NAMES, read_task
 from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items
 from mtl.runs import wandb_group
 from mtl.text.vectors import vector_store
 from mtl.tracking.tracker import log_tables
+from mtl.transfer_tasks.registry import TRANSFER_TASKS
+from mtl.transfer_tasks.tasks import CLASS_NAMES, read_task
 
 LENGTH_BINS = ((0, 10), (11, 20), (21, 30), (31, None))  # tokens, inclusive
 OOV_BINS = ((0.0, 0.0), (0.0, 0.05), (0.05, 0.15), (0.15, 1.0))  # (low, high]: the first is exactly 0

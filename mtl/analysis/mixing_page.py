@@ -1,4 +1,4 @@
-"""`just bench-mixing`: the benchmark (mtl/jobs/mixing_bench.py), then its page: the planted noise
+"""`just bench-mixing`: the benchmark (mtl/studies/mixing_bench.py), then its page: the planted noise
 task's share over the run for every arm, each arm's difference from stratified on every transfer
 task with its Holm interval, and what each arm cost."""
 
@@ -11,7 +11,7 @@ import numpy as np
 
 from mtl.analysis.page import STYLE, forest, pyplot, svg_base64
 from mtl.files import atomic
-from mtl.jobs.mixing_bench import STATIC, bench, markdown
+from mtl.studies.mixing_bench import STATIC, bench, markdown
 
 
 def share_curves(result: dict) -> dict[str, tuple[list[int], list[float]]]:

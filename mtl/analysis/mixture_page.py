@@ -1,4 +1,4 @@
-"""`just mixture-search`: the search (mtl/jobs/mixture.py), then its page: the proxies' held-out
+"""`just mixture-search`: the search (mtl/studies/mixture.py), then its page: the proxies' held-out
 predictions against their scores, the mixtures' weights, and the verdicts at the target budget."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 
 from mtl.analysis.page import STYLE, pyplot, svg_base64
 from mtl.files import atomic
-from mtl.jobs.mixture import markdown, search
+from mtl.studies.mixture import markdown, search
 
 
 def page(result: dict, observed: np.ndarray, loo: np.ndarray) -> str:

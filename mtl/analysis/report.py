@@ -36,10 +36,10 @@ from mtl.config import apply_overrides, flattened, paths_and_keys
 from mtl.console import say
 from mtl.errors import UserError
 from mtl.eval.contamination import seen_test_sets
-from mtl.eval.transfer.registry import ordered
 from mtl.files import atomic
 from mtl.formats.transfer_report import ITEMS_SUFFIX, short_note
 from mtl.runs import NOT_COMPARED, Run, differing_keys, find_runs, is_baseline_folder
+from mtl.transfer_tasks.registry import ordered
 
 
 def build(every: list[Run]) -> str:

@@ -53,13 +53,13 @@ from mtl.eval.transfer.items import (  # noqa: F401  (pearson: its home before)
     short_subsets,
     without,
 )
-from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.files import atomic, jsonfile
 from mtl.formats.comparison import METHOD
 from mtl.formats.merge_record import merge_record
 from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items, read_report
 from mtl.runs import Run, RunFolder, beside, differing_keys, find_runs, stale, wandb_group
 from mtl.tracking.tracker import log_tables
+from mtl.transfer_tasks.registry import TRANSFER_TASKS
 
 
 @dataclass

@@ -24,9 +24,9 @@ from mtl.errors import UserError
 from mtl.eval.transfer.features import relatedness_features
 from mtl.eval.transfer.protocols import protocol_of
 from mtl.eval.transfer.suite import TransferConfig, data_root, make_encoder
-from mtl.eval.transfer.tasks import CLASS_NAMES, TransferTask, read_task
 from mtl.files import atomic
 from mtl.runs import recorded_transfer_data
+from mtl.transfer_tasks.tasks import CLASS_NAMES, TransferTask, read_task
 
 
 def drawn(task: TransferTask, limit: int, seed: int) -> tuple[list[list[str]], np.ndarray]:

@@ -28,10 +28,10 @@ from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.runs import RunFolder, read_affinity
-from mtl.train.affinity import Affinity
-from mtl.train.command_line import config_from_args
-from mtl.train.inputs import resolve_inputs
-from mtl.train.trainer import Trainer
+from mtl.train.callbacks.affinity import Affinity
+from mtl.train.config.command_line import config_from_args
+from mtl.train.config.inputs import resolve_inputs
+from mtl.train.loop.trainer import Trainer
 
 SHUFFLED = "sickshuf"
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from mtl.data.batches import TaskStream
 from mtl.tasks import seed_indices
-from mtl.train.trainer import Trainer
+from mtl.train.loop.trainer import Trainer
 
 
 def task_batches(trainer: Trainer, task: str, window: int, count: int) -> list[np.ndarray]:

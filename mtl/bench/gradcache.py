@@ -3,7 +3,7 @@ plain step, over batch sizes.
 
 The task alone on the objectives' BiGRU-max (bench/objectives.py), the same batches for both
 contenders (each step's peak measured alone, the median reported): `plain`, the whole batch in one forward and backward; `cached`, `<task>.mini_batch=`
-examples at a time (mtl/train/grad_cache.py). Peak memory is the GPU's peak allocation on CUDA;
+examples at a time (mtl/train/step/grad_cache.py). Peak memory is the GPU's peak allocation on CUDA;
 on the CPU, the peak resident set of the process during the timed steps above its size before
 them (Linux: freed memory handed back with glibc's malloc_trim, then the peak reset through
 /proc/self/clear_refs).
@@ -23,8 +23,8 @@ import torch
 
 from mtl.bench.objectives import objective_config
 from mtl.runtime.device import resolve_device
-from mtl.train.data import prepare
-from mtl.train.trainer import Trainer
+from mtl.train.data.training_data import prepare
+from mtl.train.loop.trainer import Trainer
 
 
 def run(bench) -> list[dict]:

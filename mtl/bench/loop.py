@@ -31,10 +31,10 @@ from mtl.bench.configs import BenchLoopConfig as BenchLoopConfig
 from mtl.bench.train import with_300d_inputs
 from mtl.config import apply_overrides
 from mtl.runtime.device import resolve_device
-from mtl.train.config import TrainConfig, with_overrides
-from mtl.train.data import prepare
-from mtl.train.inputs import resolve_inputs
-from mtl.train.trainer import Trainer
+from mtl.train.config.inputs import resolve_inputs
+from mtl.train.config.train_config import TrainConfig, with_overrides
+from mtl.train.data.training_data import prepare
+from mtl.train.loop.trainer import Trainer
 
 
 def run(bench: BenchLoopConfig) -> dict:

@@ -30,10 +30,10 @@ from mtl.bench.ops import count_host_work
 from mtl.config import apply_overrides
 from mtl.data.batches import TaskStream
 from mtl.tasks import seed_indices
-from mtl.train.affinity import Affinity
-from mtl.train.config import TrainConfig
-from mtl.train.data import TrainingData
-from mtl.train.trainer import Trainer
+from mtl.train.callbacks.affinity import Affinity
+from mtl.train.config.train_config import TrainConfig
+from mtl.train.data.training_data import TrainingData
+from mtl.train.loop.trainer import Trainer
 
 AFFINITY_EVERY = 100
 BALANCERS = ("sum", "uncertainty", "gradnorm", "pcgrad", "famo", "upgrad", "aligned")

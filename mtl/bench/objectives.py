@@ -20,10 +20,10 @@ from mtl.config import comma_list
 from mtl.data.batches import TaskStream
 from mtl.runtime.device import resolve_device
 from mtl.tasks import seed_indices
-from mtl.train.config import TrainConfig, with_overrides
-from mtl.train.data import prepare
-from mtl.train.inputs import resolve_inputs
-from mtl.train.trainer import Trainer
+from mtl.train.config.inputs import resolve_inputs
+from mtl.train.config.train_config import TrainConfig, with_overrides
+from mtl.train.data.training_data import prepare
+from mtl.train.loop.trainer import Trainer
 
 TASK_KEYS = {
     "qt": ["tasks=qt"],

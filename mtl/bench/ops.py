@@ -30,9 +30,9 @@ from torch.profiler import ProfilerActivity, profile
 
 from mtl.config import apply_overrides
 from mtl.models.encoders.bilstm import BiLSTMEncoder
-from mtl.train.config import TrainConfig
-from mtl.train.data import TrainingData
-from mtl.train.trainer import Trainer
+from mtl.train.config.train_config import TrainConfig
+from mtl.train.data.training_data import TrainingData
+from mtl.train.loop.trainer import Trainer
 
 RECURRENT_OPS = ("aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu")
 BACKWARD = "autograd::engine::evaluate_function"

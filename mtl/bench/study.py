@@ -26,7 +26,7 @@ from mtl.errors import UserError
 from mtl.jobs import local
 from mtl.jobs.member import Member
 from mtl.runs import RunFolder, read_summary
-from mtl.train.command_line import config_from_args
+from mtl.train.config.command_line import config_from_args
 
 MODES = ("forked", "fresh")
 

@@ -51,12 +51,12 @@ from mtl.models.heads import HeadRecipe, mlp
 from mtl.models.precision import bf16_supported, grad_scaler
 from mtl.runtime.device import resolve_device, to_device
 from mtl.tasks import seed_indices
-from mtl.train.command_line import config_from_args
-from mtl.train.config import TrainConfig, with_overrides
-from mtl.train.data import TrainingData, prepare
-from mtl.train.inputs import resolve_inputs
-from mtl.train.setup import BUCKET_WINDOW
-from mtl.train.trainer import Trainer
+from mtl.train.config.command_line import config_from_args
+from mtl.train.config.inputs import resolve_inputs
+from mtl.train.config.train_config import TrainConfig, with_overrides
+from mtl.train.data.training_data import TrainingData, prepare
+from mtl.train.loop.setup import BUCKET_WINDOW
+from mtl.train.loop.trainer import Trainer
 
 INPUT_DIM = 300  # glove.840B.300d, the paper's vectors
 

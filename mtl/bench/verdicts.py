@@ -33,11 +33,11 @@ from mtl.bench.configs import BenchVerdictsConfig as BenchVerdictsConfig
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.eval.transfer import suite
-from mtl.eval.transfer.registry import TRANSFER_TASKS
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import FolderLock
 from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items, read_report
 from mtl.jobs.sweep import Sweep, train_members
+from mtl.transfer_tasks.registry import TRANSFER_TASKS
 
 
 def train(config: BenchVerdictsConfig, out: Path) -> tuple[list[Path], list[Path]]:

@@ -10,9 +10,9 @@ from typing import Annotated, Literal
 
 from mtl.config import AtLeast0, AtLeast1, Range, comma_list
 from mtl.errors import UserError
-from mtl.eval.transfer.probing_tasks import GENERATED
-from mtl.eval.transfer.registry import CLASSIFIED, default_tasks, spec
 from mtl.models.card import DEFAULT_LICENSE
+from mtl.transfer_tasks.probing_tasks import GENERATED
+from mtl.transfer_tasks.registry import CLASSIFIED, default_tasks, spec
 
 
 @dataclass

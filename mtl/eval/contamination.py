@@ -32,10 +32,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from mtl.errors import UserError
-from mtl.eval.transfer import registry
-from mtl.eval.transfer.tasks import read_task
 from mtl.files.atomic import atomic_path
 from mtl.files.paths import cache_dir, data_dir
+from mtl.transfer_tasks import registry
+from mtl.transfer_tasks.tasks import read_task
 
 PERMUTATIONS, BANDS, SHINGLE, NEAR = 64, 16, 3, 0.8
 _FORMAT = 1  # of the cached test set hashes: raised when normalisation or hashing changes

@@ -22,11 +22,11 @@ import numpy as np
 from mtl.eval.contamination import exact_keys, sentence_key
 from mtl.eval.transfer.items import Items, everything, item_counts, scores, seen_marks, short_subsets, without
 from mtl.eval.transfer.protocols import protocol_of
-from mtl.eval.transfer.registry import TRANSFER_TASKS
-from mtl.eval.transfer.tasks import TransferTask
 from mtl.files import schemas
 from mtl.formats.merge_record import merge_record
 from mtl.runs import RunFolder, read_summary
+from mtl.transfer_tasks.registry import TRANSFER_TASKS
+from mtl.transfer_tasks.tasks import TransferTask
 
 Seen = dict[str, frozenset[str]]  # test set -> keys of its sentences the run trained on
 

@@ -1,7 +1,7 @@
 """`just export-encoder`: a run's encoder written for sharing, with a vocabulary of public words.
 
 An encoder file names its vocabulary word by word. A run's own export keeps the words of the
-training examples it trained on (`mtl.train.shared_words`), which for private training text
+training examples it trained on (`mtl.train.data.shared_words`), which for private training text
 are private words. `vocabulary=public` keeps only the words of the public vectors file (and
 padding and the unknown word): every other word then maps to the unknown vector, and nothing
 of the private text is left in the files. The weights are the run's, unchanged.

@@ -42,7 +42,6 @@ from mtl.eval.configs import MergeConfig as MergeConfig
 from mtl.eval.encoder import PretrainedSentenceEncoder, SentenceEncoder
 from mtl.eval.loading import encoder_file, encoder_of, own_config, read_encoder_file
 from mtl.eval.transfer.suite import TransferConfig, data_root
-from mtl.eval.transfer.tasks import read_task
 from mtl.files import atomic
 from mtl.files.digest import file_sha256
 from mtl.formats import encoder_file as exported
@@ -51,6 +50,7 @@ from mtl.models.encoders.concat import ConcatEncoder
 from mtl.runs import RunFolder
 from mtl.text.vectors import lookup
 from mtl.text.vocab import Vocabulary
+from mtl.transfer_tasks.tasks import read_task
 
 EMBEDDING = "embedding.weight"
 # lam= auto: each method's candidates. Task arithmetic: Ilharco et al. search [0, 1] on held-out

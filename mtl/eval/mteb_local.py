@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from mtl.errors import UserError
-from mtl.eval.transfer.tasks import read_task
 from mtl.files.paths import data_dir
+from mtl.transfer_tasks.tasks import read_task
 
 
 @dataclass(frozen=True)

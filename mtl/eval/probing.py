@@ -23,11 +23,11 @@ from mtl.errors import UserError
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.eval.configs import ProbingConfig as ProbingConfig
 from mtl.eval.transfer import suite
-from mtl.eval.transfer.probing_tasks import GENERATED, SENTEVAL_FILES, generate, probing_file
 from mtl.files.atomic import write_text
 from mtl.files.paths import data_dir
 from mtl.runs import RunFolder
 from mtl.text.unicode import decode_utf8, text_lines
+from mtl.transfer_tasks.probing_tasks import GENERATED, SENTEVAL_FILES, generate, probing_file
 
 
 def corpus_sentences(config: ProbingConfig) -> list[str]:

@@ -24,11 +24,11 @@ from mtl.eval.configs import PushConfig as PushConfig
 from mtl.eval.export_encoder import run_card
 from mtl.eval.loading import encoder_file, load_encoder, read_encoder_file
 from mtl.eval.transfer.classifiers import Protocol
-from mtl.eval.transfer.registry import headline_metrics, ordered
 from mtl.files.hub import looks_like_hub_id
 from mtl.formats.transfer_report import read_report, report_paths
 from mtl.models.card import card_text
 from mtl.runs import RunFolder, read_summary
+from mtl.transfer_tasks.registry import headline_metrics, ordered
 
 
 def push_encoder(config: PushConfig) -> str:

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from mtl.eval.transfer.registry import headline_metrics, ordered
 from mtl.files import atomic, jsonfile, schemas
 from mtl.formats.senteval_format import micro_macro, senteval_results
+from mtl.transfer_tasks.registry import headline_metrics, ordered
 
 ITEMS_SUFFIX = ".items.npz"  # beside <report>.json: each task's predictions and gold values per test item
 

@@ -14,11 +14,11 @@ from mtl.config import Range, apply_overrides, paths_and_keys, read_number
 from mtl.errors import UserError
 from mtl.eval.transfer.suite import TransferConfig, report_name
 from mtl.eval.transfer.suite import run as transfer
-from mtl.eval.transfer.tasks import TransferDataError
 from mtl.files.atomic import check_output_dir
 from mtl.formats.transfer_report import read_report
 from mtl.jobs.member import Member
 from mtl.runs import RunFolder, read_summary, stale
+from mtl.transfer_tasks.tasks import TransferDataError
 
 
 def check_transfer_keys(tasks: str, mode: str) -> None:

@@ -8,7 +8,7 @@ import ctypes.util
 import os
 from collections.abc import Callable
 
-from mtl.train.interrupts import PARENT_DIED
+from mtl.train.loop.interrupts import PARENT_DIED
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 

@@ -39,8 +39,8 @@ from mtl.files.schemas import SlurmJob, read_json
 from mtl.jobs.member import Member, member_progress
 from mtl.runs import RunFolder
 from mtl.runtime.ranks import LOST_A_PEER
-from mtl.train.command_line import config_from_args
-from mtl.train.inputs import resolve_inputs
+from mtl.train.config.command_line import config_from_args
+from mtl.train.config.inputs import resolve_inputs
 
 JOBS_FILE = "slurm-jobs.json"  # in the study folder: member -> job id, logs, run folder
 RUN_FILE = "slurm.json"  # in a run folder: the job that trains it

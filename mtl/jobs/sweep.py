@@ -35,8 +35,8 @@ from mtl.jobs.local import LocalLauncher
 from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
 from mtl.runs import RunFolder, read_summary
-from mtl.train.command_line import config_from_args, config_from_command
-from mtl.train.presets import preset_dir, preset_name
+from mtl.train.config.command_line import config_from_args, config_from_command
+from mtl.train.config.presets import preset_dir, preset_name
 
 SHELL_KEYS = ("slurm.setup", "slurm.extra")  # text a SLURM job runs, or passes to sbatch, as is
 SWEEP_KEYS = (

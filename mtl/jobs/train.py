@@ -15,12 +15,12 @@ from mtl.jobs.local import LocalLauncher
 from mtl.jobs.member import Member
 from mtl.jobs.slurm import INTERRUPTED
 from mtl.runs import RunFolder, read_summary
-from mtl.train.command_line import config_from_command, format_summary, resumed_run
-from mtl.train.config import TrainConfig
+from mtl.train.config.command_line import config_from_command, format_summary, resumed_run
+from mtl.train.config.train_config import TrainConfig
 
 
 def config_to_print(args: Sequence[str]) -> TrainConfig:
-    from mtl.train import run  # torch: only to print the config resolved for this machine
+    from mtl.train.loop import run  # torch: only to print the config resolved for this machine
 
     return run.config_to_print(split_launcher_keys(args)[1])
 
@@ -29,7 +29,9 @@ def command(args: Sequence[str]) -> None:
     launcher_args, rest = split_launcher_keys(args)
     launcher = launcher_from(launcher_args)
     if isinstance(launcher, LocalLauncher):
-        from mtl.train import run  # torch and the trainer: where this process trains, not where it submits
+        from mtl.train.loop import (
+            run,  # torch and the trainer: where this process trains, not where it submits
+        )
 
         run.command(rest)
         return

@@ -196,5 +196,5 @@ class Task:
 
 def at_least_fp32(values: torch.Tensor) -> torch.Tensor:
     """`values` in float32 for a loss (autocast's bf16 or fp16 widened), float64 kept: the affinity
-    lookahead scores losses in float64 (mtl/train/affinity.py)."""
+    lookahead scores losses in float64 (mtl/train/callbacks/affinity.py)."""
     return values if values.dtype == torch.float64 else values.float()

@@ -9,7 +9,7 @@ each anchor's softmax over the batch's candidates that of the teacher (in-batch:
 of every process, as mnrl's).
 
 The teacher (any encoder mtl loads: a run, an exported encoder, a Hugging Face model) embeds the
-task's distinct sentences once, before training (mtl/train/teacher.py, cached on disk); each
+task's distinct sentences once, before training (mtl/train/data/teacher.py, cached on disk); each
 example's label is its row in the table of the teacher's embeddings.
 """
 

@@ -1,4 +1,6 @@
-"""Training: the run's loop, its steps, schedules, balancers and files.
+"""Training, in rooms: `loop` (the run and its loop), `step` (one optimizer step), `callbacks`
+(work around the loop), `optim` (optimizers, lr schedules, balancers), `config` (a run's keys,
+without torch) and `data` (what a run reads and scores).
 
 `mtl.train` is also the Python entry point to training (`mtl.train("preset=cpu-small",
 max_steps=300)`, mtl/api.py): this package's module object is callable, since once any of its

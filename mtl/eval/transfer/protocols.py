@@ -22,10 +22,10 @@ from mtl.eval.transfer import fitting
 from mtl.eval.transfer.classifiers import LogisticRegressionFamily, Protocol, WithTexts
 from mtl.eval.transfer.features import FEATURE_RECIPES, recipe_name
 from mtl.eval.transfer.fitting import ClassifierFamily
-from mtl.eval.transfer.registry import TRANSFER_PROTOCOLS, headline_metrics, register_transfer_protocol
 from mtl.eval.transfer.senteval_classifier import SentEvalFamily
-from mtl.eval.transfer.tasks import TransferTask
 from mtl.eval.transfer.threads import one_thread_scoring
+from mtl.transfer_tasks.registry import TRANSFER_PROTOCOLS, headline_metrics, register_transfer_protocol
+from mtl.transfer_tasks.tasks import TransferTask
 
 
 @dataclass

@@ -28,7 +28,6 @@ from mtl.eval.transfer.classifiers import Protocol
 from mtl.eval.transfer.progress import reporting, stage
 from mtl.eval.transfer.protocols import protocol_of, scored
 from mtl.eval.transfer.provenance import evaluated, weights_digest
-from mtl.eval.transfer.tasks import Split, TransferTask, read_task
 from mtl.eval.transfer.threads import one_thread_scoring
 from mtl.eval.weighted_bow import SIF_A, WEIGHTED_BASELINES, WeightedBagOfWords
 from mtl.files.atomic import check_output_dir
@@ -42,6 +41,7 @@ from mtl.runs import beside, encoder_artifact, run_folder_of, wandb_group
 from mtl.text.tokenizer import make_tokenizer
 from mtl.text.vectors import resolve_vectors_path
 from mtl.tracking.tracker import Tracker
+from mtl.transfer_tasks.tasks import Split, TransferTask, read_task
 
 
 def baseline_name(config: TransferConfig) -> str:

@@ -1,0 +1,320 @@
+"""`just bench-balancers`: does a gradient balancer beat a tuned weighted sum, each given the same
+tuning budget?
+
+    just bench-balancers preset=cpu-small budget=steps:300 trials=4 seeds=3 transfer_tasks=MR,CR,TREC,STS14
+
+Kurin et al. (2022, "In Defense of the Unitary Scalarization for Deep Multi-Task Learning") and
+Xin et al. (2022, "Do Current Multi-Task Optimization Methods in Deep Learning Even Help?") found
+that most balancers stop beating the weighted sum once the sum is tuned as carefully: here every
+method gets the same budget.
+
+- **Trials.** Each method of `methods=` (mtl's balancers by default) gets `trials=` configurations
+  of its own space: the learning rate (`lr_factors=`, multiples of the configuration's lr) crossed
+  with its own hyperparameters: for `sum` each training task's loss weight after the first
+  (`weights=`), `gradnorm_alpha`, `famo_w_lr` x `famo_gamma`, `aligned_scale`; `uncertainty`,
+  `pcgrad` and `upgrad` have the lr alone. The first trial is the method's defaults (the sum: equal
+  weights), the others a seeded draw without repetition. Every trial trains `budget=` steps under
+  schedule=mixed (every task every step: the same examples and forwards per step for every method)
+  with the first seed, and is scored on dev by `score=` (its select= value by default).
+- **Seeds.** Each method's best trial trains again with every other seed (the first seed's run is
+  the trial itself), so every method has the same seeds and the same steps.
+- **Verdicts.** Every run is transferred; each method is compared with the tuned sum by `just
+  compare`'s studentized intervals (seeds, then test items), Holm over every method x transfer
+  task: `beats the tuned sum`, `below the tuned sum`, or `no evidence`.
+- **Parity.** Per method: the trials it had (fewer when its space is smaller: said), its seeds,
+  and the seconds its runs trained (summary.json's train_seconds), tuning and seeds apart.
+
+The runs are a resumable study (`just sweep`'s machinery, `launcher=slurm` too): run the same
+command again to continue. Results: out/bench-balancers.md, .json, W&B tables, and the page
+(mtl/analysis/balancers_page.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mtl.analysis.power import warn_below
+from mtl.config import apply_overrides, comma_list
+from mtl.errors import UserError
+from mtl.files import atomic, jsonfile
+from mtl.jobs.arms import (
+    budget_amount,
+    check_transfer_keys,
+    closing_lines,
+    equal_compute,
+    refuse_run_keys,
+    study_arguments,
+    study_folder,
+    summary_seconds,
+    transfer_and_compare,
+    wandb_mode,
+)
+from mtl.jobs.configs import BenchBalancersConfig
+from mtl.jobs.launchers import launcher_from, split_launcher_keys
+from mtl.jobs.member import Member
+from mtl.jobs.seeds import seed_list
+from mtl.jobs.sweep import train_study
+from mtl.studies.mixture import arm_of, budget_keys, proxy_score, verdicts_against
+from mtl.tracking.tracker import log_tables
+from mtl.train.config.command_line import config_from_args
+from mtl.train.config.resolve import resolve_settings
+from mtl.train.optim.balancers import BALANCERS
+
+BASELINE = "sum"
+# Each method's own hyperparameters, around its authors' defaults (the first value of each).
+OWN_SPACES: dict[str, dict[str, tuple]] = {
+    "gradnorm": {"gradnorm_alpha": (1.5, 0.5, 1.0, 2.0, 3.0)},
+    "famo": {"famo_w_lr": (0.025, 0.0125, 0.05), "famo_gamma": (0.01, 0.001)},
+    "aligned": {"aligned_scale": ("min", "median", "rmse")},
+}
+
+
+def parse(args: Sequence[str]) -> tuple[BenchBalancersConfig, list[str]]:
+    own, train = study_arguments(
+        list(args), "bench-balancers", tuple(BenchBalancersConfig.__dataclass_fields__)
+    )
+    refuse_run_keys(train, "bench-balancers", "run")
+    if taken := [
+        a for a in train if a.partition("=")[0] in ("balancer", "schedule.balancer", "lr", "optim.lr")
+    ]:
+        raise UserError(
+            f"{taken[0]}: bench-balancers sets it for each trial; choose methods= and lr_factors="
+        )
+    config = apply_overrides(BenchBalancersConfig(), own)
+    check_transfer_keys(config.transfer_tasks, config.transfer_mode)
+    budget_amount(config.budget)
+    methods_of(config.methods)
+    numbers(config.lr_factors, "lr_factors")
+    numbers(config.weights, "weights")
+    return config, [*train, "schedule=mixed"]
+
+
+def methods_of(text: str) -> list[str]:
+    """The methods methods= names, `sum` (the baseline) first; one line for an unknown one."""
+    methods = comma_list(text)
+    if unknown := [m for m in methods if m not in BALANCERS]:
+        raise UserError(f"methods={text}: {unknown[0]} is no balancer; choose among {', '.join(BALANCERS)}")
+    if BASELINE not in methods or len(set(methods)) < 2:
+        raise UserError(f"methods={text}: give sum (the tuned baseline) and at least one balancer to judge")
+    return [BASELINE, *dict.fromkeys(m for m in methods if m != BASELINE)]
+
+
+def numbers(text: str, key: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(not np.isfinite(v) or v <= 0 for v in values):
+        raise UserError(f"{key}={text}: give positive numbers separated by commas (e.g. {key}=0.5,1,2)")
+    return list(dict.fromkeys(values))
+
+
+def space(method: str, tasks: list[str], config: BenchBalancersConfig, lr: float) -> list[dict[str, object]]:
+    """Every configuration of `method` the tuning may try, its defaults first: the lr crossed with
+    its own hyperparameters (the sum's: each task's weight after the first)."""
+    factors = numbers(config.lr_factors, "lr_factors")
+    factors = sorted(factors, key=lambda f: (f != 1.0, factors.index(f)))  # x1 (the default) first
+    if method == BASELINE:
+        weights = numbers(config.weights, "weights")
+        weights = sorted(weights, key=lambda w: (w != 1.0, weights.index(w)))
+        own = [
+            {f"{task}.weight": w for task, w in zip(tasks[1:], chosen, strict=True)}
+            for chosen in itertools.product(weights, repeat=len(tasks) - 1)
+        ]
+    else:
+        grid = OWN_SPACES.get(method, {})
+        own = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())] or [{}]
+    return [{"lr": _rounded(lr * f), **keys} for f in factors for keys in own]
+
+
+def _rounded(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
+def drawn(candidates: list[dict], trials: int, seed: int, method: str) -> list[dict]:
+    """The defaults, then trials - 1 more drawn without repetition (seeded by the method's name, so
+    adding a method to methods= changes no other method's trials)."""
+    rng = np.random.default_rng([seed, *method.encode()])
+    rest = rng.permutation(len(candidates) - 1)[: max(trials - 1, 0)] + 1
+    return [candidates[0], *(candidates[i] for i in rest)]
+
+
+def base_of(train: list[str]) -> tuple[list[str], float]:
+    """The training tasks every run balances and the configuration's lr (what lr_factors multiply)."""
+    base = config_from_args(train)
+    tasks = base.training_tasks
+    if len(tasks) < 2:
+        raise UserError(
+            f"bench-balancers balances tasks: {tasks[0]} trains alone; give tasks= with two or more"
+        )
+    return tasks, resolve_settings(base, torch.device("cpu"), None).optim.lr
+
+
+def trial_members(
+    train: list[str],
+    methods: list[str],
+    config: BenchBalancersConfig,
+    seed: int,
+    out: Path,
+    tasks: list[str],
+    lr: float,
+) -> dict[str, list[tuple[dict, Member]]]:
+    """Each method's trials at the budget with the first seed: {method: [(trial keys, member)]}."""
+    found: dict[str, list[tuple[dict, Member]]] = {}
+    for method in methods:
+        chosen = drawn(space(method, tasks, config, lr), config.trials, config.search_seed, method)
+        for index, keys in enumerate(chosen, 1):
+            name = f"{method}-trial{index}"
+            member_keys = [*train, f"balancer={method}", *(f"{k}={v}" for k, v in keys.items())]
+            member_keys += [*budget_keys(config.budget), f"seed={seed}", f"name={name}", f"group={out.name}"]
+            member_keys.append(f"out={out / 'trials' / name}")
+            config_from_args(member_keys)  # a key that does not fit a trial stops everything before work
+            found.setdefault(method, []).append((keys, Member(name, member_keys, out / "trials" / name)))
+    return found
+
+
+def seed_members(best: dict[str, tuple[dict, Member]], seeds: list[int], out: Path) -> list[Member]:
+    """Each method's best trial with every seed: the first seed's run is the trial itself."""
+    found = []
+    for method, (_, trial) in best.items():
+        found.append(Member(f"{method}-seed{seeds[0]}", trial.overrides, trial.run_dir))
+        for seed in seeds[1:]:
+            name = f"{method}-seed{seed}"
+            keys = [k for k in trial.overrides if not k.startswith(("seed=", "name=", "out="))]
+            keys += [f"seed={seed}", f"name={name}", f"out={out / 'arms' / name}"]
+            found.append(Member(name, keys, out / "arms" / name))
+    return found
+
+
+def markdown(result: dict) -> str:
+    lines = [
+        f"Balancers at equal tuning budget over {', '.join(result['tasks'])} (schedule=mixed, {result['budget']} "
+        f"each, stop=max_steps): {result['trials']} trials per method on the first seed, scored on dev by "
+        f"{result['score']}; each method's best trial then with seeds {', '.join(map(str, result['seeds']))}.",
+        "",
+        "| method | trials | space | best trial | dev score | seeds | tuning s | seeds s |",
+        "|---|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for method, row in result["parity"].items():
+        keys = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in row["best"].items())
+        lines.append(
+            f"| {method} | {row['trials']} | {row['space']} | {keys} | {row['best_score']:.4f} | {row['seeds']} | "
+            f"{row['tuning_seconds']:.1f} | {row['seed_seconds']:.1f} |"
+        )
+    if short := [m for m, row in result["parity"].items() if row["trials"] < result["trials"]]:
+        lines += ["", f"Unequal budget: {', '.join(short)} had fewer trials than trials={result['trials']}: "
+                      "the space holds no more (give more lr_factors= to widen it)."]  # fmt: skip
+    if result["verdicts"]:
+        family = max(r["family"] for r in result["verdicts"])
+        lines += [
+            "",
+            "Each method against the tuned sum: studentized intervals (seeds, then test items), Holm over all "
+            f"{family} comparisons (methods x transfer tasks); points: accuracy in %, Pearson r x 100. "
+            "No evidence is not evidence of no effect.",
+            "",
+            "| transfer task | method | method - tuned sum | 95% interval (Holm) | verdict |",
+            "|---|---|---:|---:|---|",
+            *(
+                f"| {r['task']} | {r['method']} | {r['difference']:+.2f} | [{r['low']:+.2f}, {r['high']:+.2f}] | "
+                f"{r['verdict']} |"
+                for r in result["verdicts"]
+            ),
+        ]
+    lines += closing_lines(result)
+    return "\n".join(lines) + "\n"
+
+
+def bench(args: Sequence[str]) -> tuple[Path, dict]:
+    """The whole benchmark (resumed where it stopped): its folder and its result."""
+    launcher_args, args = split_launcher_keys(args)
+    launcher = launcher_from(launcher_args)
+    config, train = parse(args)
+    methods = methods_of(config.methods)
+    seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
+    below_plan = warn_below(config.plan, len(seeds))
+    if below_plan:
+        print(below_plan, file=sys.stderr, flush=True)
+    out = study_folder(config.out, "balancers")
+    tasks, lr = base_of(train)
+    trials = trial_members(train, methods, config, seeds[0], out, tasks, lr)
+    fixed = [*train, f"budget={config.budget}", f"search_seed={config.search_seed}"]
+    every_trial = [member for found in trials.values() for _, member in found]
+    train_study(every_trial, fixed, out / "trials", launcher, "bench-balancers")
+    best: dict[str, tuple[dict, Member]] = {}
+    scores: dict[str, float] = {}
+    for method, found in trials.items():
+        scored = [(proxy_score(member, config.score), keys, member) for keys, member in found]
+        scored = [s for s in scored if s[0] is not None and equal_compute([s[2]], config.budget)[0]]
+        if not scored:
+            raise UserError(f"{method}: no trial finished the budget with a {config.score} score")
+        score, keys, member = max(scored, key=lambda s: s[0])  # the first of equals: the defaults
+        best[method], scores[method] = (keys, member), score
+    final = seed_members(best, seeds, out)
+    train_study(
+        [m for m in final if m.run_dir.parent.name == "arms"],
+        fixed,
+        out / "arms",
+        launcher,
+        "bench-balancers",
+    )
+    compared_runs, short = equal_compute(final, config.budget)
+    compared, names, _ = transfer_and_compare(
+        compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out, arm_of
+    )
+    parity = {
+        method: {
+            "trials": len(trials[method]),
+            "space": len(space(method, tasks, config, lr)),
+            "tried": [keys for keys, _ in trials[method]],
+            "best": best[method][0],
+            "best_score": scores[method],
+            "seeds": len([m for m in final if arm_of(m) == method]),
+            "tuning_seconds": sum(summary_seconds(member) for _, member in trials[method]),
+            "seed_seconds": sum(summary_seconds(m) for m in final if arm_of(m) == method),
+        }
+        for method in methods
+    }
+    result = {
+        "tasks": tasks,
+        "methods": methods,
+        "budget": config.budget,
+        "trials": config.trials,
+        "score": config.score,
+        "seeds": seeds,
+        "base_lr": lr,
+        "parity": parity,
+        "runs": {m.name: str(m.run_dir) for m in final},
+        "left_out": short,
+        "equal_compute": "every run trained the whole budget with stop=max_steps under schedule=mixed",
+        "verdicts": verdicts_against(
+            compared, names, BASELINE, methods[1:], "beats the tuned sum", "below the tuned sum", "method"
+        ),
+        "below_plan": below_plan,
+    }
+    atomic.write_text(out / "bench-balancers.md", markdown(result), "balancer benchmark")
+    atomic.write_text(
+        out / "bench-balancers.json", jsonfile.dumps(result, indent=2) + "\n", "balancer benchmark"
+    )
+    log_tables(
+        job_type="bench-balancers",
+        name=out.name,
+        config={k: result[k] for k in ("tasks", "methods", "budget", "trials", "score", "seeds")},
+        tables={
+            "parity": (["method", "trials", "space", "best_score", "seeds", "tuning_seconds", "seed_seconds"],
+                       [[m, p["trials"], p["space"], p["best_score"], p["seeds"], p["tuning_seconds"],
+                         p["seed_seconds"]] for m, p in parity.items()]),
+            "verdicts": (["task", "method", "difference", "low", "high", "verdict"],
+                         [[r["task"], r["method"], r["difference"], r["low"], r["high"], r["verdict"]]
+                          for r in result["verdicts"]]),
+        },
+        directory=out,
+        mode=wandb_mode(final),
+        group=out.name,
+    )  # fmt: skip
+    return out, result

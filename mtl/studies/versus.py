@@ -1,0 +1,486 @@
+"""`just versus-single`: does the mixture beat each of its tasks alone at the same compute?
+
+    just versus-single preset=cpu-small seeds=3 budget=steps:600 transfer_tasks=MR,CR,TREC,STS14
+
+Trains every training task of the configuration alone and the configuration itself (its
+mixture), each at the same budget (`steps:N` optimizer steps; `examples:N` training examples,
+turned into each run's steps by its examples per step; `minutes:N` of training steps) with each
+of the seeds (`seeds=K` or `seed=1,2,3`), the same encoder and vectors, and the configuration's
+watching tasks (train=false) and select= in every run. Equal compute is enforced: every run
+trains with stop=max_steps (no early stopping), and a run that ended short of the budget is
+said and left out, never compared. The runs are a sweep (`just sweep`'s machinery: finished
+runs are kept, interrupted ones resumed), then each is transferred (`just transfer`), then
+`just compare` gives the studentized interval (seeds, then test items) of every
+difference; the mixture's comparisons with every single-task arm on every transfer task are one
+family, Holm-corrected together. Per transfer task, a verdict: helps (above every single arm),
+hurts (below one), no evidence. The best single arm is never picked on the test items and then
+compared on them: "helps" must beat each. With one seed an arm's seed variance is unknown: the verdict says "(1 seed)".
+
+`merge=average,task_arithmetic,ties` adds merge arms at the same total compute: each training
+task alone at budget/n (`<task>-part`, from the seed's initialisation, so one seed's parts share
+their start), merged per seed by `just merge-encoders` (its lam chosen on STS-B and SICK-R dev
+pairs, never on test) into `merge-<method>`; each merge is compared with the mixture on every
+transfer task, in the same Holm family as the mixture's comparisons with the single arms.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from mtl.analysis.power import warn_below
+from mtl.analysis.significance import correct_study
+from mtl.config import comma_list, paths_and_keys
+from mtl.errors import UserError
+from mtl.eval.merge import MergeConfig, merge_encoders
+from mtl.files import atomic, jsonfile
+from mtl.formats.comparison import method_of
+from mtl.jobs.arms import (
+    budget_amount,
+    check_transfer_keys,
+    equal_compute,
+    left_out_line,
+    refuse_run_keys,
+    study_folder,
+    transfer_and_compare,
+)
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.jobs.configs import VersusConfig as VersusConfig
+from mtl.jobs.launchers import launcher_from, split_launcher_keys
+from mtl.jobs.member import Member
+from mtl.jobs.seeds import seed_list
+from mtl.jobs.sweep import train_study
+from mtl.runs import RunFolder, read_summary
+from mtl.tasks import named_config
+from mtl.train.config.command_line import config_from_args
+from mtl.train.config.train_config import TrainConfig, legacy_keys
+from mtl.train.data.scheduler import trains_every_task
+
+VERSUS_KEYS = (
+    "budget",
+    "transfer_tasks",
+    "transfer_mode",
+    "transfer_data",
+    "out",
+    "seeds",
+    "seed",
+    "plan",
+    "merge",
+)
+MIXTURE = "mixture"
+PART = "-part"  # a merge's ingredient: one task alone at budget / n, so the merge's total is the budget
+MERGE = "merge-"  # a merge arm: merge-average, merge-task_arithmetic, merge-ties
+MERGE_METHODS = ("average", "task_arithmetic", "ties")
+
+
+def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
+    named, keys = paths_and_keys(list(args))
+    if named:
+        raise UserError(
+            f"{named[0]}: versus-single takes key=value arguments only (preset=NAME for a preset)"
+        )
+    own = {k: v for k, _, v in (a.partition("=") for a in keys) if k in VERSUS_KEYS}
+    train = [a for a in keys if a.partition("=")[0] not in VERSUS_KEYS]
+    refuse_run_keys(train, "versus-single", "arm")
+    config = VersusConfig(**own)
+    seed_list(own.get("seeds"), own.get("seed"))
+    # the transfer keys, checked before any training
+    check_transfer_keys(config.transfer_tasks, config.transfer_mode)
+    if len([a for a in keys if a.partition("=")[0] in VERSUS_KEYS]) > len(own):
+        raise UserError("a versus-single key is given twice: give it once")
+    budget_amount(config.budget)
+    merge_methods(config.merge)
+    return config, train
+
+
+def merge_methods(text: str) -> list[str]:
+    """The merge arms merge= asks for, checked before any training."""
+    methods = comma_list(text)
+    if unknown := [m for m in methods if m not in MERGE_METHODS]:
+        raise UserError(
+            f"merge={text}: {unknown[0]} is no merge method; choose among {', '.join(MERGE_METHODS)}"
+        )
+    return list(dict.fromkeys(methods))
+
+
+def budget_share(budget: str, parts: int) -> str:
+    """One of `parts` equal shares of `budget` (steps and examples rounded down: the parts' total
+    is at most the budget)."""
+    kind, amount = budget_amount(budget)
+    share = amount / parts if kind == "minutes" else math.floor(amount / parts)
+    if share <= 0:
+        raise UserError(f"budget={budget} cannot be shared by {parts} merge parts: give a larger budget")
+    return f"{kind}:{share:g}"
+
+
+def examples_per_step(config: TrainConfig) -> float:
+    """The training examples one optimizer step of `config` takes, on average over its schedule."""
+    training = {name: config.tasks[name] for name in config.training_tasks}
+    kind = config.schedule.schedule
+    if trains_every_task(kind):
+        return float(sum(task.batch for task in training.values()))
+    if kind == "blocks" or len(training) == 1:
+        return sum(t.steps * t.batch for t in training.values()) / sum(t.steps for t in training.values())
+    if kind == "round_robin":
+        return sum(t.batch for t in training.values()) / len(training)
+    raise UserError(
+        f"budget=examples with schedule={kind}: its tasks are drawn by data size, so its examples per step "
+        "are not fixed ahead; give budget=steps:N or minutes:N"
+    )
+
+
+def members(
+    train: list[str], budget: str, out: Path, seeds: Sequence[int] = (1,), merge: bool = False
+) -> list[Member]:
+    """Each training task alone, then the mixture, each with every seed; every run with the budget
+    made concrete and no early stopping; with `merge`, each task alone at budget / n too (the
+    merges' parts). One seed: the members are named by their arm alone (as before seeds were an
+    axis, so such folders still resume); several: `<arm>-seed<N>`."""
+    training = config_from_args(train).training_tasks
+    if len(training) < 2:
+        raise UserError(
+            f"versus-single compares a mixture with its tasks alone: {training[0]} trains alone already"
+        )
+    arms = {task: [task] for task in training} | {MIXTURE: training}
+    found = subset_members(train, arms, budget, out, seeds)
+    if merge:
+        parts = {f"{task}{PART}": [task] for task in training}
+        found += subset_members(train, parts, budget_share(budget, len(training)), out, seeds)
+    return found
+
+
+def merged_arms(parts: list[Member], methods: list[str], out: Path, data: str | None) -> list[Member]:
+    """Per seed, its parts merged by each method (`just merge-encoders`, lam on dev): encoder
+    folders, named as the runs of an arm are. A merge already written is kept."""
+    by_seed: dict[str, list[Member]] = {}
+    for part in parts:
+        by_seed.setdefault(part.name.rpartition("-seed")[2] if "-seed" in part.name else "", []).append(part)
+    found = []
+    for seed, members_of_seed in by_seed.items():
+        for method in methods:
+            name = f"{MERGE}{method}" + (f"-seed{seed}" if seed else "")
+            folder = out / name
+            if not (folder / "encoder.json").is_file():
+                print(f"merge {', '.join(m.name for m in members_of_seed)} ({method})", flush=True)
+                config = MergeConfig(out=str(folder), method=method, data=data)  # type: ignore[arg-type]
+                merge_encoders(config, [str(m.run_dir) for m in members_of_seed])
+            found.append(Member(name, [], folder))
+    return found
+
+
+def subset_members(
+    train: list[str], arms: dict[str, list[str]], budget: str, out: Path, seeds: Sequence[int]
+) -> list[Member]:
+    """A run of each arm's training tasks (the configuration's others left out, its watching
+    tasks and their keys kept), each with every seed, at the budget made concrete, stop=max_steps."""
+    config = config_from_args(train)
+    training = config.training_tasks
+    watching = [name for name in config.tasks if name not in training]
+    entries = _task_entries(train)
+    legacy = legacy_keys()
+    kind, amount = budget_amount(budget)
+    found = []
+    for arm, chosen in arms.items():
+        left_out = set(training) - set(chosen)
+        keys = [
+            a
+            for a in train
+            if _task_of(a.partition("=")[0], legacy) not in left_out and not a.startswith("tasks=")
+        ]
+        names = [n for n in config.tasks if n in chosen or n in watching]
+        keys.append("tasks=" + ",".join(entries.get(n, n) for n in names))
+        if kind == "minutes":
+            keys.append(f"max_minutes={amount}")
+        elif kind == "steps":
+            keys.append(f"max_steps={amount}")
+        else:
+            keys.append(f"max_steps={math.ceil(amount / examples_per_step(config_from_args(keys)))}")
+        keys.append("stop=max_steps")  # equal compute: no arm stops early (patience, min_lr)
+        for seed in seeds:
+            name = arm if len(seeds) == 1 else f"{arm}-seed{seed}"
+            run_dir = out / name
+            member_keys = [*keys, f"seed={seed}", f"name={name}", f"group={out.name}", f"out={run_dir}"]
+            config_from_args(member_keys)  # a key that does not fit a member stops everything before work
+            found.append(Member(name, member_keys, run_dir))
+    return found
+
+
+def arm_of(member: Member) -> str:
+    return member.name.rsplit("-seed", 1)[0] if "-seed" in member.name else member.name
+
+
+def _task_entries(train: list[str]) -> dict[str, str]:
+    """task name -> how tasks= named it (a task file's path), from the arguments' tasks=."""
+    given = [a.partition("=")[2] for a in train if a.startswith("tasks=")]
+    entries = {}
+    for text in given:
+        for entry in filter(None, (e.strip() for e in text.replace("+", ",").split(","))):
+            entries[named_config(entry)[0]] = entry
+    return entries
+
+
+def _task_of(key: str, legacy: dict[str, tuple[str, str]]) -> str | None:
+    """The task a key belongs to (`squad.weight`, `steps_squad`: squad), or None."""
+    if key in legacy:
+        return legacy[key][0]
+    return key.split(".", 1)[0] if "." in key else None
+
+
+def _starved(member: Member) -> list[str]:
+    """The training tasks a finished run saw no example of."""
+    summary = read_summary(RunFolder(member.run_dir).summary)
+    if not isinstance(summary, dict):
+        return []
+    steps = [key.removeprefix("steps/") for key in summary if key.startswith("steps/")]
+    return [task for task in steps if not summary.get(f"examples/{task}")]
+
+
+def verdicts(
+    compared: dict,
+    scores: dict[str, dict[str, float]],
+    singles: list[str],
+    spreads: dict | None = None,
+    merges: Sequence[str] = (),
+) -> list[dict]:
+    """Per transfer task: each arm's score (mean over its seeds; `spreads`: each seed's), and the
+    mixture against every single-task arm, Holm-corrected over all those comparisons of every task
+    (the study's whole family). The mixture helps when it beats every single arm (an
+    intersection-union test: no arm is picked on the test items it is then compared on), hurts
+    when some single arm beats it; the row shows the comparison that decides (helps: the closest
+    single arm; hurts: the one furthest ahead; no evidence: the best single arm it does not
+    separate from). Each of `merges` against the mixture joins the family; its rows follow, one
+    per merge arm and task ("task" "against": the mixture)."""
+    pairs: dict[str, dict[str, dict]] = {}
+    for c in compared["comparisons"]:
+        if MIXTURE in (c["first"], c["second"]) and c["task"] in scores:
+            other = c["second"] if c["first"] == MIXTURE else c["first"]
+            if other in singles or other in merges:
+                pairs.setdefault(c["task"], {})[other] = dict(c)
+    family = [pair for by_arm in pairs.values() for pair in by_arm.values()]
+    restudied = correct_study(family)
+    rows = []
+    for task, by_run in scores.items():
+        present = [s for s in singles if s in by_run]
+        if MIXTURE not in by_run or not present or any(s not in pairs.get(task, {}) for s in present):
+            continue
+        oriented = {single: _oriented(pairs[task][single]) for single in present}
+        helps = all(o["decided"] and o["difference"] > 0 for o in oriented.values())
+        behind = [s for s, o in oriented.items() if o["decided"] and o["difference"] < 0]
+        if helps:
+            against, verdict = min(present, key=lambda s: oriented[s]["low"]), "helps"
+        elif behind:
+            against, verdict = min(behind, key=lambda s: oriented[s]["high"]), "hurts"
+        else:
+            open_ = [s for s, o in oriented.items() if not o["decided"]] or present
+            against, verdict = max(open_, key=lambda s: by_run[s]), "no evidence"
+        decisive = oriented[against]
+        if verdict != "no evidence" and decisive["seeds"] < 2:
+            verdict += " (1 seed)"
+        rows.append(
+            {
+                "task": task,
+                "scores": by_run,
+                "seed_scores": {arm: (spreads or {}).get(arm, {}).get(task) for arm in by_run},
+                "best_single": max(present, key=lambda s: by_run[s]),
+                "against": against,
+                "difference": decisive["difference"],
+                "low": decisive["low"],
+                "high": decisive["high"],
+                "holm_p": decisive["holm_p"],
+                "family": len(family) if restudied else decisive["family"],
+                "seeds": decisive["seeds"],
+                "verdict": verdict,
+                "method": method_of(pairs[task][against]),  # older studies: the bootstrap's verdicts
+            }  # fmt: skip
+        )
+    for merge in merges:
+        rows += [
+            merge_row(task, merge, pairs[task][merge], by_run, len(family) if restudied else None)
+            for task, by_run in scores.items()
+            if merge in pairs.get(task, {}) and merge in by_run
+        ]
+    return rows
+
+
+def merge_row(task: str, merge: str, pair: dict, by_run: dict[str, float], family: int | None) -> dict:
+    """A merge arm against the mixture on one task, oriented merge - mixture."""
+    oriented = _oriented(pair)  # mixture - merge
+    decided, seeds = oriented["decided"], oriented["seeds"]
+    ahead = merge if -oriented["difference"] > 0 else MIXTURE
+    verdict = f"{ahead} better" if decided else "no evidence"
+    return {
+        "task": task,
+        "merge": merge,
+        "scores": by_run,
+        "against": MIXTURE,
+        "difference": -oriented["difference"] + 0.0,
+        "low": -oriented["high"] + 0.0,
+        "high": -oriented["low"] + 0.0,
+        "holm_p": oriented["holm_p"],
+        "family": family or oriented["family"],
+        "seeds": seeds,
+        "verdict": verdict + (" (1 seed)" if decided and seeds < 2 else ""),
+        "method": method_of(pair),
+    }
+
+
+def _oriented(pair: dict) -> dict:
+    """A recorded comparison as mixture - single: its difference, interval, p and decision."""
+    sign = 1 if pair["first"] == MIXTURE else -1
+    low, high = sorted((sign * pair["low"] + 0.0, sign * pair["high"] + 0.0))  # (+ 0.0: no -0.00)
+    if pair.get("holm_p") is None:  # a comparison of before the correction: its interval decides
+        decided = low > 0 or high < 0
+    else:
+        decided = pair["holm_p"] <= 1 - pair.get("confidence", 0.95)
+    return {
+        "difference": sign * (pair["first_score"] - pair["second_score"]) + 0.0,
+        "low": low,
+        "high": high,
+        "holm_p": pair.get("holm_p"),
+        "family": pair.get("family", 1),
+        "decided": decided,
+        "seeds": min(pair.get("first_seeds", 1), pair.get("second_seeds", 1)),
+    }
+
+
+def _cell(row: dict, arm: str) -> str:
+    values = row.get("seed_scores", {}).get(arm) or []
+    mean = row["scores"].get(arm, float("nan"))
+    if len(values) > 1:
+        return f"{mean:.2f} ± {statistics.stdev(values):.2f}"
+    return f"{mean:.2f}"
+
+
+def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, seeds: int = 1) -> str:
+    family = max((row.get("family") or 1 for row in rows), default=1)
+    head = [
+        "transfer task",
+        *runs,
+        "best alone",
+        "against",
+        "mixture - against",
+        f"{100 * confidence:g}% interval (Holm)",
+        "verdict",
+    ]
+    spread = " (mean ± sd over seeds)" if seeds > 1 else ""
+    lines = [
+        f"Equal compute ({budget}, every run the whole budget): each training task alone and the mixture, "
+        f"{seeds} seed{'s' * (seeds > 1)} each{spread}; points: accuracy in %, Pearson r x 100 (STS: mean over "
+        "subsets). The mixture is compared with every single-task arm: studentized intervals (seeds, then "
+        f"test items), Holm-corrected over all {family} comparisons. helps: it beats every single arm; hurts: "
+        "a single arm beats it; 'against' is the arm that decides (helps: the closest; hurts: the one "
+        "furthest ahead; no evidence: the best arm it does not separate from). No evidence is not evidence "
+        "of no effect.",
+        "",
+        f"| {' | '.join(head)} |",
+        "|---|" + "---:|" * len(runs) + "---|---|---:|---:|---|",
+    ]
+    if seeds < 2:
+        lines[0] += (
+            " One seed per arm: the variance between training seeds is unknown, so a verdict says "
+            "'(1 seed)' and speaks of these runs, not of the configurations: give seeds=3."
+        )
+    for row in rows:
+        if "merge" in row:
+            continue
+        cells = [_cell(row, r) for r in runs]
+        interval = f"[{row['low']:+.2f}, {row['high']:+.2f}]"
+        against = row.get("against", row["best_single"])
+        lines.append(
+            f"| {row['task']} | {' | '.join(cells)} | {row['best_single']} | {against} | "
+            f"{row['difference']:+.2f} | {interval} | {row['verdict']} |"
+        )
+    if merged := [row for row in rows if "merge" in row]:
+        lines += [
+            "",
+            "Mix or merge, at the same total compute: each merge arm merges its seed's single-task parts "
+            "(each task alone at budget / n, from one initialisation; lam chosen on dev pairs), compared "
+            f"with the mixture in the same Holm family of {family}.",
+            "",
+            f"| transfer task | merge arm | merge | mixture | merge - mixture | {100 * confidence:g}% interval (Holm) | verdict |",
+            "|---|---|---:|---:|---:|---:|---|",
+        ]
+        lines += [
+            f"| {row['task']} | {row['merge']} | {_cell(row, row['merge'])} | {_cell(row, MIXTURE)} | "
+            f"{row['difference']:+.2f} | [{row['low']:+.2f}, {row['high']:+.2f}] | {row['verdict']} |"
+            for row in merged
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def command(args: Sequence[str]) -> None:
+    launcher_args, args = split_launcher_keys(args)
+    launcher = launcher_from(launcher_args)
+    config, train = parse(args)
+    seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
+    below_plan = warn_below(config.plan, len(seeds))
+    if below_plan:
+        print(below_plan, file=sys.stderr, flush=True)
+    out = study_folder(config.out, "versus")
+    methods = merge_methods(config.merge)
+    found = members(train, config.budget, out, seeds, merge=bool(methods))
+    # The budget is a fixed key of every run: a folder trained with another budget is refused,
+    # not resumed under its old one.
+    train_study(found, [*train, f"budget={config.budget}"], out, launcher, "versus")
+    parts = [m for m in found if arm_of(m).endswith(PART)]
+    found = [m for m in found if m not in parts]
+    kept, short = equal_compute(found, config.budget)
+    if parts:
+        share = budget_share(config.budget, len(parts) // len(seeds))
+        kept_parts, short_parts = equal_compute(parts, share)
+        if short_parts:  # a merge of fewer parts, or of a part short of its share, is not the arm
+            raise UserError(f"merge parts short of their share ({share}): {left_out_line(short_parts)}")
+        merges = merged_arms(kept_parts, methods, out, config.transfer_data)
+        kept, found = kept + merges, found + merges
+    arms = list(dict.fromkeys(arm_of(m) for m in found))
+    if missing := [arm for arm in arms if not any(arm_of(m) == arm for m in kept)]:
+        raise UserError(
+            f"no run of {', '.join(missing)} used the whole budget: see the lines above, then resume its "
+            "runs or choose another budget"
+        )
+    compared, names, report = transfer_and_compare(
+        kept, config.transfer_tasks, config.transfer_mode, config.transfer_data, out, arm_of
+    )
+    compared_path = out / "compare.md"
+    for c in compared["comparisons"]:
+        c["first"], c["second"] = names[c["first"]], names[c["second"]]
+    spreads = {names[e]: by_task for e, by_task in compared.get("seed_scores", {}).items()}
+    scores: dict[str, dict[str, float]] = {}
+    for c in compared["comparisons"]:
+        scores.setdefault(c["task"], {}).update(
+            {c["first"]: c["first_score"], c["second"]: c["second_score"]}
+        )
+    singles = [arm for arm in arms if arm != MIXTURE and not arm.startswith(MERGE)]
+    rows = verdicts(compared, scores, singles, spreads, [arm for arm in arms if arm.startswith(MERGE)])
+    confidence = compared["config"]["confidence"]
+    text = markdown(rows, arms, config.budget, confidence, len(seeds))
+    mixtures = [m for m in kept if arm_of(m) == MIXTURE]
+    starved = sorted({task for m in mixtures for task in _starved(m)})
+    if starved:
+        text += (
+            f"\nThe mixture saw no {', '.join(starved)} example within {config.budget}: it is not a mixture "
+            "(blocks longer than the budget?); give a larger budget or shorter <task>.steps.\n"
+        )
+    if below_plan:
+        said = below_plan.removeprefix("warning: ")
+        text += f"\n{said[:1].upper()}{said[1:]}.\n"
+    if short:
+        text += "\n" + left_out_line(short) + "\n"
+    atomic.write_text(out / "versus.md", text, "verdict")
+    record = {
+        "budget": config.budget,
+        "equal_compute": "every compared run trained the whole budget with stop=max_steps",
+        "seeds": seeds,
+        "report": report,
+        "runs": {m.name: str(m.run_dir) for m in found},
+        "merge_parts": {m.name: str(m.run_dir) for m in parts},  # each task alone at budget / n
+        "left_out": short,  # runs that ended short of the budget: not compared
+        "verdicts": rows,
+        "starved": starved,  # the training tasks the mixture saw no example of
+    }
+    atomic.write_text(out / "versus.json", jsonfile.dumps(record, indent=2) + "\n", "verdict")
+    print(text + f"\nwritten to {out / 'versus.md'} (every pair: {compared_path})")

@@ -1,0 +1,391 @@
+"""Online inter-task affinity (Fifty, Amid, Zhao, Yu, Anil and Finn 2021, "Efficiently
+Identifying Task Groupings in Multi-Task Networks"), measured during training as TAG's code
+(google-research/tag) measures it.
+
+For every ordered pair of training tasks (i, j): how much task i's update would lower task j's
+loss, per unit of learning rate,
+
+    Z(i -> j) = (1 - L_j(theta_s') / L_j(theta_s)) / lr_i
+
+with theta_s' the shared encoder's parameters after the step task i's optimizer would take now:
+its own update rule with its state (Adam's moments and step count, SGD's momentum), its lr and
+gradient clipping, applied to copies (the heads stay as they are, as in the paper). Dividing by
+the lr (TAG's code does) makes measurements at different lrs comparable. L_i and L_j are
+measured on held batches of each task's training data (a seeded draw of `<task>.batch` examples,
+the same at every measurement, so values compare over time; TAG takes the step's own batch) and
+in float64: at Adam's learning rates the change is far below float32's resolution of a loss.
+
+The noise floor: the measurement is repeated on `affinity_batches=` held batches, and each line
+keeps every batch's matrix. The batches are drawn once and reused, so one batch's values over
+time are one unit, not many (consecutive measurements correlate 0.45-0.87): `just report` takes
+each batch's mean over the run as a unit, its standard error over the B batches with B - 1
+degrees of freedom, and shows an entry whose t interval holds 0 as ~0, never as help or harm. Everything is computed functionally, without touching the
+model's weights or gradients, the optimizer or the data streams, in training mode (cuDNN's LSTM
+has no backward in eval mode) with dropout masks from a fixed seed inside a forked random state:
+a run trains to the same bits with or without it.
+
+Toward targets: a watching task (`<task>.train=false`: a transfer task's copy such as
+experiments/tasks/stsb.toml, a probing task, another build's ClassifSQuAD) is a column of its own,
+Z(i -> target), measured on held batches of the target's dev split (it never trains, and its
+test split stays unseen). A target scored without a trained head (a cosine: `sts`) takes its own
+loss; a classification target's untrained head means nothing, so at each measurement a linear
+probe (multinomial logistic regression, L2 as scikit-learn's default C=1) is fitted on the frozen
+features of the probe's draw of its training examples (`<task>.probe_train`, as evaluation's
+probe) and held fixed through the lookahead, as the heads are.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.func import functional_call
+
+from mtl.files import atomic, jsonfile
+from mtl.models.heads import MultitaskModel
+from mtl.runs import read_affinity
+from mtl.runtime.distributed import local_batches
+from mtl.train.callbacks.base import Callback
+from mtl.train.config.train_config import TrainConfig
+from mtl.train.data.probe import SEED_OFFSET as PROBE_SEED_OFFSET
+from mtl.train.data.probe import probe_features
+from mtl.train.data.training_data import TrainingData
+from mtl.train.loop.setup import Setup, TaskNetwork
+from mtl.train.loop.training_run import TrainingRun
+
+SEED_OFFSET = 7_919  # the held batches' draw: apart from every other generator seeded by the run's seed
+
+
+@dataclass
+class Measurement:
+    """One measurement: (T, T) matrices over the tasks, row i the stepped task, column j the helped."""
+
+    per_batch: np.ndarray  # (B, T, T): Z(i -> j) / lr on each held batch
+    toward: np.ndarray | None = None  # (B, T, K): Z(i -> target k) / lr on each of the targets' held batches
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.per_batch.mean(axis=0)
+
+    @property
+    def stderr(self) -> np.ndarray:
+        """The standard error of the mean over the held batches (0 with one batch: unknown)."""
+        count = len(self.per_batch)
+        if count < 2:
+            return np.zeros(self.per_batch.shape[1:])
+        return self.per_batch.std(axis=0, ddof=1) / np.sqrt(count)
+
+
+def held_draws(data: TrainingData, task: str, seed: int, batches: int, split: str = "train") -> list:
+    """`batches` fixed draws of `<task>.batch` examples of the task's `split` (apart from each other
+    when it has enough), the same at every measurement of a run."""
+    examples = data.examples[task][split]
+    count = min(len(examples), data.tasks[task].config.batch)
+    rng = np.random.default_rng([seed, SEED_OFFSET, *task.encode()])
+    order = rng.permutation(len(examples))
+    held = []
+    for number in range(batches):
+        if data.tasks[task].in_batch:  # its candidates are its batch: a contiguous run
+            start = int(rng.integers(0, len(examples) - count + 1))
+            rows = np.arange(start, start + count)
+        else:
+            rows = np.sort(np.roll(order, -number * count)[:count])
+        held.append(examples.subset(rows))
+    return held
+
+
+class Affinity:
+    def __init__(
+        self,
+        data: TrainingData,
+        setup: Setup,
+        tasks: list[str],
+        seed: int,
+        device: torch.device,
+        batches: int = 3,
+        max_grad_norm: float | None = None,
+        scored_on: str = "train",
+        targets: list[str] | None = None,
+    ):
+        """`scored_on="dev"`: the losses before and after a lookahead are measured on held batches
+        of each task's dev split, not on the batch the lookahead stepped on (the online mixing's
+        evidence: a step that only memorizes its batch, as on shuffled labels, earns nothing);
+        `targets`: the watching tasks that are columns (None: every one of the run)."""
+        self.data, self.tasks, self.device, self.max_grad_norm = data, list(tasks), device, max_grad_norm
+        self.optimizers = setup.optimizers
+        self.networks = {task: TaskNetwork(setup.model, task) for task in self.tasks}
+        self.shared = {
+            f"encoder.{name}": p for name, p in setup.model.encoder.named_parameters() if p.requires_grad
+        }
+        self.held = {task: held_draws(data, task, seed, batches) for task in self.tasks}
+        self.scored = dict(self.held)
+        if scored_on == "dev":
+            self.scored = {task: held_draws(data, task, seed, batches, "dev") for task in self.tasks}
+        # the watching tasks: columns of their own, on their dev split
+        watching = [name for name, task in data.tasks.items() if not task.config.train]
+        self.targets = watching if targets is None else [t for t in watching if t in targets]
+        self.held |= {target: held_draws(data, target, seed, batches, "dev") for target in self.targets}
+        self.scored |= {target: self.held[target] for target in self.targets}
+        self.probed = [t for t in self.targets if data.tasks[t].untrained == "probe"]
+        # a probed target's network is made at each measurement, around the probe fitted then
+        self.networks |= {t: TaskNetwork(setup.model, t) for t in self.targets if t not in self.probed}
+        self.model, self.seed, self.probe_batch = setup.model, seed, 256
+
+    def measure(self) -> Measurement:
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), local_batches():
+            # each classification target's probe, fitted on the encoder as it is now
+            for target in self.probed:
+                self.networks[target] = ProbedNetwork(self.model, target, *self._fit_probe(target))
+            # float64 copies of each task's network, made once per measurement for every held batch;
+            # the shared encoder's copied once for them all (47-62M parameters at paper size)
+            encoder = {f"encoder.{name}": t for name, t in _float64(self.model.encoder).items()}
+            weights = {task: _float64(self.networks[task], encoder) for task in [*self.tasks, *self.targets]}
+            measured = [self._on_batch(number, weights) for number in range(len(self.held[self.tasks[0]]))]
+        per_batch = np.stack([among for among, _ in measured])
+        return Measurement(per_batch, np.stack([toward for _, toward in measured]) if self.targets else None)
+
+    def _on_batch(
+        self, number: int, weights: dict[str, dict[str, torch.Tensor]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """On held batch `number`: (T, T) among the training tasks and (T, K) toward the targets."""
+        helped = [*self.tasks, *self.targets]
+        base = {task: self._loss(task, number, weights[task], on=self.scored).item() for task in helped}
+        result = np.zeros((len(self.tasks), len(helped)))
+        for i, source in enumerate(self.tasks):
+            stepped, lr = self._lookahead(source, number, weights[source])
+            for j, target in enumerate(helped):
+                after = self._loss(target, number, {**weights[target], **stepped}, on=self.scored).item()
+                result[i, j] = (1.0 - after / base[target]) / lr if base[target] and lr else 0.0
+        return result[:, : len(self.tasks)], result[:, len(self.tasks) :]
+
+    def _fit_probe(self, target: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """A multinomial logistic regression on the frozen features of `target`'s probe draw of
+        training examples (the evaluation probe's draw), fitted in float64 by L-BFGS with
+        scikit-learn's default penalty (C=1: mean loss + ||W||^2 / 2N)."""
+        task, train = self.data.tasks[target], self.data.examples[target]["train"]
+        count = min(len(train), task.config.probe_train)
+        rows = np.sort(np.random.default_rng([self.seed, PROBE_SEED_OFFSET]).permutation(len(train))[:count])
+        head = self.model.heads[target]
+        features = torch.from_numpy(
+            probe_features(
+                self.model, head, train.subset(rows), self.data.table, self.probe_batch, self.device
+            )
+        ).to(self.device, torch.float64)
+        labels = torch.from_numpy(train.labels[rows]).to(self.device).long()
+        scale = features.std(dim=0).clamp_min(1e-12)  # L-BFGS converges on standardized inputs
+        # Two classes: one logit against a fixed 0, as scikit-learn's binary fit (a weight row per
+        # class would halve the penalty on their difference); more: one row per class, multinomial.
+        classes = head.recipe.outputs
+        free = 1 if classes == 2 else classes
+        weight = torch.zeros(
+            free, features.shape[1], dtype=torch.float64, device=self.device, requires_grad=True
+        )
+        bias = torch.zeros(free, dtype=torch.float64, device=self.device, requires_grad=True)
+        solver = torch.optim.LBFGS(
+            [weight, bias], lr=1, max_iter=500, tolerance_grad=1e-10, tolerance_change=1e-14,
+            line_search_fn="strong_wolfe",
+        )  # fmt: skip
+
+        def logits_of(inputs: torch.Tensor) -> torch.Tensor:
+            logits = inputs @ weight.T + bias
+            return torch.cat([torch.zeros_like(logits), logits], dim=1) if free == 1 else logits
+
+        def objective() -> torch.Tensor:
+            solver.zero_grad()
+            loss = torch.nn.functional.cross_entropy(logits_of(features / scale), labels)
+            loss = loss + (weight / scale).square().sum() / (2 * len(labels))  # the intercept unpenalized
+            loss.backward()
+            return loss
+
+        with torch.enable_grad():
+            solver.step(objective)
+        weight, bias = (weight / scale).detach(), bias.detach()
+        if free == 1:
+            weight, bias = (
+                torch.cat([torch.zeros_like(weight), weight]),
+                torch.cat([torch.zeros_like(bias), bias]),
+            )
+        return weight, bias
+
+    def _lookahead(
+        self, task: str, number: int, weights: dict[str, torch.Tensor]
+    ) -> tuple[dict[str, torch.Tensor], float]:
+        """The shared parameters (float64) after the step `task`'s optimizer would take on its held
+        batch `number`, and that step's lr on the shared encoder."""
+        names = [name for name in self.shared if name in weights]
+        leaves = {name: weights[name].clone().requires_grad_() for name in names}
+        loss = self._loss(task, number, {**weights, **leaves}, grad=True)
+        found = torch.autograd.grad(loss, [leaves[n] for n in names], allow_unused=True)
+        gradients = {n: g for n, g in zip(names, found, strict=True) if g is not None}
+        if self.max_grad_norm:  # the training step clips before it steps
+            norm = torch.linalg.vector_norm(
+                torch.stack([torch.linalg.vector_norm(g) for g in gradients.values()])
+            )
+            factor = min(1.0, self.max_grad_norm / (float(norm) + 1e-6))
+            gradients = {n: g * factor for n, g in gradients.items()}
+        return optimizer_step(self.optimizers[task], self.shared, weights, gradients)
+
+    def _loss(
+        self,
+        task: str,
+        number: int,
+        weights: dict[str, torch.Tensor],
+        grad: bool = False,
+        on: dict[str, list] | None = None,
+    ) -> torch.Tensor:
+        """`task`'s mean loss (float64) on its held batch `number` (of `on`: the batches scored, or by
+        default those stepped on), the network run with `weights`."""
+        examples, definition = (on or self.held)[task][number], self.data.tasks[task]
+        sentences = self.data.table.batch_columns(examples.sentences, self.device)
+        labels = torch.from_numpy(examples.labels).to(self.device)
+        # a task's same dropout masks before and after the lookahead
+        torch.manual_seed(SEED_OFFSET + 1_000 * number + [*self.tasks, *self.targets].index(task))
+        with torch.set_grad_enabled(grad):
+            outputs = functional_call(self.networks[task], weights, (sentences,))
+            return definition.losses(outputs, labels).double().mean()
+
+
+class ProbedNetwork(torch.nn.Module):
+    """A classification target's path for the lookahead: the shared encoder, its head's features
+    ([u; v; |u - v|; u * v] for a pair) and a fitted linear probe in place of its untrained MLP."""
+
+    def __init__(self, model: MultitaskModel, task: str, weight: torch.Tensor, bias: torch.Tensor):
+        super().__init__()
+        self.encoder, self.head = model.encoder, model.heads[task]
+        self.register_buffer("probe_weight", weight)
+        self.register_buffer("probe_bias", bias)
+
+    def forward(self, sentences: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        features = self.head.recipe.features(*self.head.embeddings(self.encoder, sentences))
+        return features.double() @ self.probe_weight.T + self.probe_bias
+
+
+def _float64(
+    network: torch.nn.Module, copied: dict[str, torch.Tensor] | None = None
+) -> dict[str, torch.Tensor]:
+    """The network's floating-point parameters and buffers as float64 copies; those in `copied`
+    (by name) taken from it, not copied again."""
+    copied = copied or {}
+    named = itertools.chain(network.named_parameters(), network.named_buffers())
+    return {
+        name: copied[name] if name in copied else t.detach().double()
+        for name, t in named
+        if t.is_floating_point()
+    }
+
+
+def optimizer_step(
+    optimizer: torch.optim.Optimizer,
+    shared: dict[str, torch.nn.Parameter],
+    weights: dict[str, torch.Tensor],
+    gradients: dict[str, torch.Tensor],
+) -> tuple[dict[str, torch.Tensor], float]:
+    """What `optimizer`'s own update rule, with its state and hyperparameters, would make of the
+    shared parameters (float64 `weights`) given `gradients`: run on float64 copies by an optimizer
+    of its class, so any torch optimizer (or a plugin's) steps as in training. Also the lr of the
+    group that holds the shared parameters."""
+    copies = {name: weights[name].clone() for name in gradients}
+    of_parameter = {id(shared[name]): name for name in gradients}
+    groups, lr = [], 0.0
+    for group in optimizer.param_groups:
+        mine = [of_parameter[id(p)] for p in group["params"] if id(p) in of_parameter]
+        if not mine:
+            continue
+        lr = lr or float(group["lr"])
+        settings = {k: v for k, v in group.items() if k != "params"}
+        settings.update({k: False for k in ("fused", "foreach", "capturable") if k in settings})
+        groups.append({**settings, "params": [copies[name] for name in mine]})
+    if not groups:
+        return {}, 0.0
+    shadow = type(optimizer)(groups)
+    for name, copy in copies.items():
+        copy.grad = gradients[name]
+        state = optimizer.state.get(shared[name], {})
+        shadow.state[copy] = {
+            k: (
+                v.detach().to(torch.float64 if v.is_floating_point() and v.dim() else v.dtype, copy=True)
+                if torch.is_tensor(v)
+                else v
+            )
+            for k, v in state.items()
+        }
+    shadow.step()
+    return {name: copy.detach() for name, copy in copies.items()}, lr
+
+
+class AffinityLog:
+    """affinity.jsonl: a line per measurement, appended; a resumed run first drops the lines
+    after its checkpoint (they are measured again)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def cut_to(self, step: int) -> None:
+        if not self.path.is_file():
+            return
+        kept = [row for row in read_affinity(self.path) if row["step"] <= step]
+        atomic.write_text(self.path, "".join(jsonfile.dumps(row) + "\n" for row in kept))
+
+    def append(self, row: dict[str, Any]) -> None:
+        with open(self.path, "a", encoding="utf-8") as out:
+            out.write(jsonfile.dumps(row) + "\n")
+            out.flush()
+
+
+class AffinityMeasurements(Callback):
+    """affinity_every=N: every pair's lookahead affinity after every N-th step, into
+    affinity.jsonl and the run log. Every rank measures (each holds its share of a sharded model)."""
+
+    every_rank = True
+
+    def __init__(
+        self, config: TrainConfig, data: TrainingData, setup: Setup, device: torch.device, path: Path
+    ):
+        self.every, self.tasks, keys = config.run.affinity_every, setup.scheduler.tasks, config.run
+        self.affinity = Affinity(
+            data, setup, self.tasks, keys.seed, device, keys.affinity_batches, config.optim.max_grad_norm
+        )
+        self.log = AffinityLog(path)
+
+    def on_train_begin(self, run: TrainingRun) -> None:
+        if run.resumed and run.dist.is_main:
+            self.log.cut_to(run.state.global_step)
+
+    def on_step_end(self, run: TrainingRun, task: str) -> None:
+        step = run.state.global_step
+        if step % self.every:
+            return
+        measured = self.affinity.measure()
+        if not run.dist.is_main:
+            return
+        matrix, tasks, targets = measured.mean, self.tasks, self.affinity.targets
+        row = {
+            "step": step,
+            "block": run.state.block.index,
+            "task": task,
+            "tasks": tasks,
+            "matrix": matrix.tolist(),
+            "stderr": measured.stderr.tolist(),  # over the held batches: this measurement's spread
+            "batches": len(measured.per_batch),
+            "unit": "per_lr",  # (1 - L_after / L_before) / lr
+            "per_batch": measured.per_batch.tolist(),  # the floor's units (multitask.summarize)
+        }
+        if measured.toward is not None:  # the watching tasks, rows the training tasks again
+            toward = measured.toward.mean(axis=0)
+            row |= {
+                "targets": targets,
+                "toward": toward.tolist(),
+                "toward_per_batch": measured.toward.tolist(),
+            }
+        self.log.append(row)
+        values = {f"affinity/{a}>{b}": matrix[i, j] for i, a in enumerate(tasks) for j, b in enumerate(tasks)}
+        if measured.toward is not None:
+            values |= {
+                f"affinity/{a}>{b}": toward[i, k] for i, a in enumerate(tasks) for k, b in enumerate(targets)
+            }
+        run.log("affinity", values)

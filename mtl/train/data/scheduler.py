@@ -1,0 +1,248 @@
+"""Which task trains at each global step: a pure function of the step, so resuming is exact.
+
+`blocks` (Liu et al. 2018, Section 4): `steps_nli` NLI steps, then `steps_squad` SQuAD
+steps, repeated. `round_robin` alternates every step. `proportional` and `temperature`
+draw each step's task with probability proportional to dataset size, or to size**(1/T)
+(as in T5 and jiant), from a generator seeded by (seed, step); a size counts at most `cap`
+examples (T5's examples-proportional mixing), `<task>.prob=` fixes a task's share outright,
+and T may move linearly to `temperature_end` over the run (MT-DNN, jiant). `mixed` trains
+every task at every step (`tasks_at`), its losses combined by a balancer.
+
+The online schedules (`aioli`, `doremi`, `transfer`: mtl/train/callbacks/online_mixing.py) draw each step's
+task from shares that change during the run. The draw is still a pure function of the step and of
+the shares in force, and the shares are part of the scheduler's checkpointed state
+(`state_dict`), so a resumed run draws the same tasks as one never stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mtl.plugins import adds_to
+
+# A schedule's rule: the task (of `scheduler.tasks`) that trains at global step `step`; a pure
+# function of the step (and the scheduler's seed), so a resumed run draws the same tasks.
+ScheduleRule = Callable[["Scheduler", int], str]
+SCHEDULES: dict[str, ScheduleRule] = {}
+# The schedules whose every step trains every task at once (one update from all their gradients:
+# the mixed step, its balancers, one shared optimizer) rather than one task a step.
+EVERY_TASK_EACH_STEP: set[str] = set()
+# The schedules whose shares move during the run (`Scheduler.live`, set by the online mixing).
+ADAPTIVE: set[str] = set()
+
+
+def register_schedule(
+    name: str, every_task_each_step: bool = False, adaptive: bool = False
+) -> Callable[[ScheduleRule], ScheduleRule]:
+    """Make a rule available to schedule=NAME (a decorator); `every_task_each_step`: its steps
+    train every task together (schedule=mixed's kind), its rule naming the task a step counts for;
+    `adaptive`: it draws from `Scheduler.live`, shares that a callback moves during the run."""
+    if every_task_each_step:
+        EVERY_TASK_EACH_STEP.add(name)
+    if adaptive:
+        ADAPTIVE.add(name)
+    return adds_to(SCHEDULES, name)
+
+
+def trains_every_task(schedule: str) -> bool:
+    """Whether `schedule`'s steps train every task at once (see EVERY_TASK_EACH_STEP)."""
+    return schedule in EVERY_TASK_EACH_STEP
+
+
+def adapts(schedule: str) -> bool:
+    """Whether `schedule`'s shares move during the run (see ADAPTIVE)."""
+    return schedule in ADAPTIVE
+
+
+class Scheduler:
+    def __init__(
+        self,
+        steps: dict[str, int],
+        kind: str = "blocks",
+        sizes: dict[str, int] | None = None,
+        temperature: float = 1.0,
+        seed: int = 0,
+        cap: int | None = None,
+        shares: dict[str, float] | None = None,
+        temperature_end: float | None = None,
+        total_steps: int | None = None,
+    ):
+        """`cap`: a size counts at most this; `shares`: fixed probabilities (`<task>.prob=`) of
+        some tasks, the others sharing the rest by size; `temperature_end`, `total_steps`: T
+        moves linearly from `temperature` to it over `total_steps` steps."""
+        if kind not in SCHEDULES:
+            raise ValueError(f"unknown schedule {kind!r}: choose one of {', '.join(SCHEDULES)}")
+        self.kind, self.seed, self.temperature = kind, seed, temperature
+        self.tasks = [task for task, count in steps.items() if count > 0]
+        self.steps = {task: steps[task] for task in self.tasks}
+        self.sizes = {task: min(size, cap) if cap else size for task, size in (sizes or {}).items()}
+        self.shares = {task: p for task, p in (shares or {}).items() if task in self.tasks}
+        self.temperature_end, self.total_steps = temperature_end, total_steps
+        self.cycle = sum(self.steps.values())
+        self._probabilities: dict[float, np.ndarray] = {}
+        # An online schedule's shares in force (the `<task>.prob=` given, else equal: stratified,
+        # as Aioli and DoReMi start), and the log-weights its updates accumulate.
+        self.live: np.ndarray | None = None
+        self.log_weights: np.ndarray | None = None
+        self.evidence_seconds = 0.0  # spent measuring the evidence of its updates, this run in all
+        if adapts(kind):
+            left = max(0.0, 1.0 - sum(self.shares.values()))
+            free = [task for task in self.tasks if task not in self.shares]
+            start = np.array(
+                [self.shares.get(task, left / len(free) if free else 0.0) for task in self.tasks]
+            )
+            self.live = start / start.sum()
+            self.log_weights = np.log(np.maximum(self.live, 1e-300))
+
+    @property
+    def mixed(self) -> bool:
+        """Whether every task trains at every step (schedule=mixed)."""
+        return trains_every_task(self.kind)
+
+    def task_at(self, step: int) -> str:
+        """The task that trains at `step` (under schedule=mixed: the first, which trains at every step)."""
+        if len(self.tasks) == 1:
+            return self.tasks[0]
+        return SCHEDULES[self.kind](self, step)
+
+    def tasks_at(self, step: int) -> list[str]:
+        """Every task that trains at `step`: one, or under schedule=mixed all of them."""
+        return list(self.tasks) if self.mixed else [self.task_at(step)]
+
+    def temperature_at(self, step: int) -> float:
+        """T at `step`: `temperature`, or moving linearly to `temperature_end` over the run."""
+        if self.temperature_end is None or not self.total_steps:
+            return self.temperature
+        progress = min(1.0, step / max(1, self.total_steps - 1))
+        return self.temperature + (self.temperature_end - self.temperature) * progress
+
+    def probabilities(self, power: float) -> np.ndarray:
+        """Each task's share when drawn by size**power; a task with a `prob=` has that share,
+        the others share what is left in proportion to size**power."""
+        if power not in self._probabilities:
+            # size**power in log space: a small temperature would overflow the powers themselves.
+            logs = power * np.log([float(self.sizes[task]) for task in self.tasks])
+            weights = np.exp(logs - logs.max())
+            probabilities = weights / weights.sum()
+            if self.shares:
+                free = np.array([task not in self.shares for task in self.tasks])
+                left = 1.0 - sum(self.shares.values()) if free.any() else 0.0
+                by_size = probabilities * free
+                shares = by_size / by_size.sum() * left if free.any() else np.zeros(len(self.tasks))
+                shares += [self.shares.get(task, 0.0) for task in self.tasks]
+                probabilities = shares / shares.sum()
+            if self.temperature_end is not None:  # one power per step: not worth keeping
+                return probabilities
+            self._probabilities[power] = probabilities
+        return self._probabilities[power]
+
+    def drawn(self, step: int, power: float) -> str:
+        """A task drawn for `step` with probability proportional to its size**power, from a
+        generator seeded by (seed, step)."""
+        return self.drawn_from(step, self.probabilities(power))
+
+    def drawn_from(self, step: int, probabilities: np.ndarray) -> str:
+        """A task drawn for `step` with `probabilities` (one per task), from a generator seeded by
+        (seed, step)."""
+        draw = np.random.default_rng([self.seed, step]).random()
+        cumulative = np.cumsum(probabilities)
+        # (a draw above a last cumulative share rounded under 1 is the last task's)
+        return self.tasks[min(int(np.searchsorted(cumulative, draw, side="right")), len(self.tasks) - 1)]
+
+    def block_ends_after(self, step: int) -> bool:
+        """Whether `step` is the last of a block: a run of steps of one task.
+
+        A single task's run is cut into blocks of its configured length, so phase records
+        still come at a steady rhythm.
+        """
+        if self.mixed:  # no task switches: a block is a cycle of the steps
+            return self.is_cycle_end(step)
+        if self.kind == "blocks" or len(self.tasks) == 1:
+            offset = step % self.cycle + 1
+            return offset in np.cumsum([self.steps[task] for task in self.tasks])
+        return self.task_at(step + 1) != self.task_at(step)
+
+    def is_cycle_end(self, step: int) -> bool:
+        return (step + 1) % self.cycle == 0
+
+    def move_to(self, shares: np.ndarray, log_weights: np.ndarray) -> None:
+        """An online schedule's new shares (one per task, adding up to 1), in force from the next
+        draw, and the log-weights they came from."""
+        self.live = np.asarray(shares, dtype=np.float64)
+        self.log_weights = np.asarray(log_weights, dtype=np.float64)
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """What a checkpoint must hold for an exact resume: an online schedule's shares (floats,
+        which a checkpoint keeps bit for bit); None for a schedule that is a function of the step."""
+        if self.live is None or self.log_weights is None:
+            return None
+        return {
+            "shares": self.live.tolist(),
+            "log_weights": self.log_weights.tolist(),
+            "evidence_seconds": self.evidence_seconds,
+        }
+
+    def load_state_dict(self, saved: dict[str, Any] | None) -> None:
+        if saved is not None and self.live is not None:
+            self.move_to(np.array(saved["shares"]), np.array(saved["log_weights"]))
+            self.evidence_seconds = float(saved.get("evidence_seconds", 0.0))
+
+
+@register_schedule("blocks")
+def blocks(scheduler: Scheduler, step: int) -> str:
+    """`<task>.steps` of each task in turn, the cycle repeated (Liu et al. 2018, Section 4)."""
+    offset = step % scheduler.cycle
+    for task in scheduler.tasks:
+        if offset < scheduler.steps[task]:
+            return task
+        offset -= scheduler.steps[task]
+    raise AssertionError("an offset within the cycle falls in one of its blocks")
+
+
+@register_schedule("round_robin")
+def round_robin(scheduler: Scheduler, step: int) -> str:
+    return scheduler.tasks[step % len(scheduler.tasks)]
+
+
+@register_schedule("proportional")
+def proportional(scheduler: Scheduler, step: int) -> str:
+    return scheduler.drawn(step, 1.0)
+
+
+@register_schedule("temperature")
+def temperature(scheduler: Scheduler, step: int) -> str:
+    """size**(1/T), as in T5 and jiant; T annealed when temperature_end= is given."""
+    return scheduler.drawn(step, 1.0 / scheduler.temperature_at(step))
+
+
+@register_schedule("mixed", every_task_each_step=True)
+def mixed(scheduler: Scheduler, step: int) -> str:
+    """Every task at every step (`tasks_at`); the first is the one that step counts for."""
+    return scheduler.tasks[0]
+
+
+def _live(scheduler: Scheduler, step: int) -> str:
+    assert scheduler.live is not None, "an online schedule starts with shares"
+    return scheduler.drawn_from(step, scheduler.live)
+
+
+@register_schedule("aioli", adaptive=True)
+def aioli(scheduler: Scheduler, step: int) -> str:
+    """Drawn from shares that a linear mixing law, fitted online to lookahead losses, moves
+    (Aioli: Chen et al. 2025); mtl/train/callbacks/online_mixing.py updates them."""
+    return _live(scheduler, step)
+
+
+@register_schedule("doremi", adaptive=True)
+def doremi(scheduler: Scheduler, step: int) -> str:
+    """Drawn from shares that the excess loss over a reference run moves (DoReMi: Xie et al. 2023)."""
+    return _live(scheduler, step)
+
+
+@register_schedule("transfer", adaptive=True)
+def transfer(scheduler: Scheduler, step: int) -> str:
+    """Drawn from shares that each task's lookahead affinity toward watched tasks moves."""
+    return _live(scheduler, step)

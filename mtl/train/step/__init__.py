@@ -1,0 +1,3 @@
+"""One optimizer step: the two strategies (`strategy`: one task a step; `mixed`: every task at
+once), what a step hands the run (`outcome`), and what makes it fast or fit (`grad_buffer`,
+`grad_cache`, `prefetch`, `sharding`)."""
