@@ -135,7 +135,7 @@ def test_a_gpu_run_checkpoints_and_logs_wandb_rows_at_longer_step_intervals():
     [
         ("max_grad_norm=-1", r"max_grad_norm=-1.0 must be 0 or more \(or none\)"),
         ("lr=nan", "lr=nan must be a finite number"),
-        ("temperature=nan", "temperature=nan must be a finite number"),
+        ("schedule=temperature temperature=nan", "temperature=nan must be a finite number"),
         ("lr=inf", "lr=inf must be a finite number"),
         ("seed=-1", "seed=-1 must be 0 or more"),
         ("eval_batch=0", "eval_batch=0 must be 1 or more"),
@@ -145,7 +145,7 @@ def test_a_gpu_run_checkpoints_and_logs_wandb_rows_at_longer_step_intervals():
     ],
 )
 def test_senseless_training_settings_are_refused(tiny_data, tmp_path, capsys, arg, message):
-    assert train_cli(tiny_data, tmp_path / "run", arg) == 2
+    assert train_cli(tiny_data, tmp_path / "run", *arg.split()) == 2
     assert re.fullmatch(f"error: {message}", one_error_line(capsys))
     assert not (tmp_path / "run").exists()
 

@@ -161,7 +161,8 @@ def test_a_loss_weight_scales_a_tasks_loss_in_mixed_and_single_task_steps(tiny_d
         (("balancer=pcgard", "schedule=mixed"), "did you mean pcgrad"),
         (("nli.prob=0.5",), "give schedule=proportional"),
         (("schedule=proportional", "nli.prob=1"), "leaving nothing for squad"),
-        (("cap=100",), "cap=100 limits the sizes"),
+        (("cap=100",), r"cap=100: unknown key for schedule=blocks \(cap configures schedule=proportional or"),
+        (("temperature_end=1",), "temperature_end configures schedule=temperature"),
         (("schedule=temperature", "temperature_end=1", "max_steps=none"), "give max_steps="),
     ],
 )

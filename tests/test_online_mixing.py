@@ -92,8 +92,16 @@ def test_the_online_keys_say_which_schedule_they_belong_to(tiny_data, tmp_path):
             run.config_from_args(args_for(tiny_data, tmp_path, *keys))
         return str(error.value)
 
-    assert "give schedule=aioli, doremi or transfer" in refused("mix_every=5")
-    assert "give schedule=doremi" in refused("schedule=aioli", "mix_reference=runs/x")
+    assert "mix_every configures schedule=aioli or schedule=doremi or schedule=transfer" in refused(
+        "mix_every=5"
+    )
+    said = refused("schedule=aioli", "mix_reference=runs/x")
+    assert (
+        said.startswith("mix_reference=runs/x: unknown key for schedule=aioli") and "schedule=doremi" in said
+    )
+    assert "schedule=aioli or schedule=transfer" in refused("schedule=doremi", "mix_normalize=abs")
+    # given at its default, a key of another schedule is still refused: it was meant to do something
+    assert "unknown key for schedule=proportional" in refused("schedule=proportional", "mix_batches=2")
     assert "mix_reference=<run folder>" in refused("schedule=doremi")
     error = start_error(tiny_data, tmp_path, "schedule=doremi", f"mix_reference={tmp_path / 'nothing'}")
     assert "no " in error and "best checkpoint" in error

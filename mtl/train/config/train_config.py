@@ -41,7 +41,7 @@ from mtl.models.encoders.config import ENCODERS, MAX_POSITIONS, EncoderConfig, H
 from mtl.runs import upgraded
 from mtl.tasks import TaskConfig
 from mtl.train.callbacks.base import CALLBACKS, ChosenCallbackOptions, callback_key_owners
-from mtl.train.data.scheduler import SCHEDULES, adapts, trains_every_task
+from mtl.train.data.scheduler import SCHEDULES, adapts, schedule_key_owners, trains_every_task
 from mtl.train.loop.selection import parse_terms
 from mtl.train.optim.balancers import BALANCER_OPTIONS, BALANCERS, balancer_key_owners
 from mtl.train.optim.lr_schedules import LR_SCHEDULES, lr_schedule_key_owners
@@ -352,54 +352,21 @@ class TrainConfig:
                 f"<task>.prob= adds up to {sum(shares.values()):g}, leaving nothing for "
                 f"{', '.join(t for t in self.training_tasks if t not in shares)}: give shares that add up to under 1"
             )
-        self._check_online_mixing()
-        if schedule.cap is not None and schedule.schedule not in ("proportional", "temperature"):
-            raise UserError(
-                f"cap={schedule.cap} limits the sizes of schedule=proportional or temperature only"
-            )
-        if schedule.temperature_end is not None:
-            if schedule.schedule != "temperature":
-                raise UserError("temperature_end= anneals schedule=temperature: give schedule=temperature")
-            if self.optim.max_steps is None:
-                raise UserError("temperature_end= anneals T over max_steps=: give max_steps=")
-        if schedule.balancer != "sum" and not trains_every_task(schedule.schedule):
-            raise UserError(
-                f"balancer={schedule.balancer} combines the tasks of one step: give schedule=mixed"
-            )
-
-    def _check_online_mixing(self) -> None:
-        """The online schedules' keys with another schedule, and what each needs, say so."""
-        schedule, defaults = self.schedule, ScheduleConfig()
-        kind = schedule.schedule
-        given = [
-            key
-            for key in (
-                "mix_every",
-                "mix_eta",
-                "mix_batches",
-                "mix_smoothing",
-                "mix_reference",
-                "mix_target",
-                "mix_normalize",
-            )
-            if getattr(schedule, key) != getattr(defaults, key)
-        ]
-        if given and not adapts(kind):
-            raise UserError(
-                f"{given[0]}= moves an online schedule's shares: give schedule=aioli, doremi or transfer, "
-                f"not schedule={kind}"
-            )
-        own = {"mix_reference": ("doremi",), "mix_smoothing": ("doremi",), "mix_target": ("transfer",),
-               "mix_normalize": ("aioli", "transfer")}  # fmt: skip
-        for key in given:
-            if key in own and kind not in own[key]:
-                raise UserError(
-                    f"{key}= is schedule={' or '.join(own[key])}'s: give schedule={own[key][0]}, not schedule={kind}"
-                )
-        if kind == "doremi" and not schedule.mix_reference:
+        # (a schedule's own keys given with another: _check_component_keys)
+        if (
+            schedule.schedule == "temperature"
+            and schedule.temperature_end is not None
+            and self.optim.max_steps is None
+        ):
+            raise UserError("temperature_end= anneals T over max_steps=: give max_steps=")
+        if schedule.schedule == "doremi" and not schedule.mix_reference:
             raise UserError(
                 "schedule=doremi weighs tasks by their excess loss over a reference run: give "
                 "mix_reference=<run folder> (a run of the same tasks, e.g. with schedule=proportional)"
+            )
+        if schedule.balancer != "sum" and not trains_every_task(schedule.schedule):
+            raise UserError(
+                f"balancer={schedule.balancer} combines the tasks of one step: give schedule=mixed"
             )
 
     @property
@@ -461,11 +428,11 @@ def with_overrides(config: TrainConfig, args: Sequence[str]) -> TrainConfig:
 
 
 def _check_component_keys(given: Sequence[str], config: TrainConfig) -> None:
-    """A key that configures one encoder, balancer, optimizer or lr schedule, given with another,
-    is refused rather than silently unused or unknown (`encoder=bilstm transformer_heads=2`,
-    `optim=sgd weight_decay=0.1`). Which component takes a key is declared with it
-    (EncoderTraits.options, register_balancer's options, an optimizer's SBERT parameter groups,
-    LrSchedule.keys): a plugin's says so too. An `auto` optimizer or schedule is judged as it
+    """A key that configures one encoder, schedule, balancer, optimizer or lr schedule, given with
+    another, is refused rather than silently unused or unknown (`encoder=bilstm transformer_heads=2`,
+    `optim=sgd weight_decay=0.1`, `cap=100` with schedule=blocks). Which component takes a key is
+    declared with it (EncoderTraits.options, register_schedule's keys, register_balancer's options,
+    an optimizer's SBERT parameter groups, LrSchedule.keys): a plugin's says so too. An `auto` optimizer or schedule is judged as it
     will resolve. Only keys given here are checked: a recorded run's config holds every key, and
     resumes as it is."""
     encoder = given_value(given, "encoder", "model.") or config.model.encoder
@@ -482,6 +449,12 @@ def _check_component_keys(given: Sequence[str], config: TrainConfig) -> None:
         (component, name, owners)
         for component, name, owners, known in (
             ("encoder", encoder, key_owners(), ENCODERS),
+            (
+                "schedule",
+                given_value(given, "schedule", "schedule.") or config.schedule.schedule,
+                schedule_key_owners(),
+                SCHEDULES,
+            ),
             (
                 "balancer",
                 given_value(given, "balancer", "schedule.") or config.schedule.balancer,

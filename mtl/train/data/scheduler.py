@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from mtl.config import owners_of_keys
 from mtl.plugins import adds_to
 
 # A schedule's rule: the task (of `scheduler.tasks`) that trains at global step `step`; a pure
@@ -32,19 +33,31 @@ SCHEDULES: dict[str, ScheduleRule] = {}
 EVERY_TASK_EACH_STEP: set[str] = set()
 # The schedules whose shares move during the run (`Scheduler.live`, set by the online mixing).
 ADAPTIVE: set[str] = set()
+# The ScheduleConfig keys each schedule reads: one given with another schedule is refused, not
+# silently unused (a plugin's schedule declares its own).
+SCHEDULE_KEYS: dict[str, tuple[str, ...]] = {}
+# What every online schedule reads, then each its own
+ONLINE_KEYS = ("mix_every", "mix_eta", "mix_batches")
 
 
 def register_schedule(
-    name: str, every_task_each_step: bool = False, adaptive: bool = False
+    name: str, every_task_each_step: bool = False, adaptive: bool = False, keys: tuple[str, ...] = ()
 ) -> Callable[[ScheduleRule], ScheduleRule]:
     """Make a rule available to schedule=NAME (a decorator); `every_task_each_step`: its steps
     train every task together (schedule=mixed's kind), its rule naming the task a step counts for;
-    `adaptive`: it draws from `Scheduler.live`, shares that a callback moves during the run."""
+    `adaptive`: it draws from `Scheduler.live`, shares that a callback moves during the run;
+    `keys`: the ScheduleConfig keys it reads (`temperature`, `cap`, ...)."""
     if every_task_each_step:
         EVERY_TASK_EACH_STEP.add(name)
     if adaptive:
         ADAPTIVE.add(name)
+    SCHEDULE_KEYS[name] = tuple(keys)
     return adds_to(SCHEDULES, name)
+
+
+def schedule_key_owners() -> dict[str, list[str]]:
+    """Each key a schedule declares -> the schedules that read it."""
+    return owners_of_keys(SCHEDULE_KEYS)
 
 
 def trains_every_task(schedule: str) -> bool:
@@ -207,12 +220,12 @@ def round_robin(scheduler: Scheduler, step: int) -> str:
     return scheduler.tasks[step % len(scheduler.tasks)]
 
 
-@register_schedule("proportional")
+@register_schedule("proportional", keys=("cap",))
 def proportional(scheduler: Scheduler, step: int) -> str:
     return scheduler.drawn(step, 1.0)
 
 
-@register_schedule("temperature")
+@register_schedule("temperature", keys=("temperature", "temperature_end", "cap"))
 def temperature(scheduler: Scheduler, step: int) -> str:
     """size**(1/T), as in T5 and jiant; T annealed when temperature_end= is given."""
     return scheduler.drawn(step, 1.0 / scheduler.temperature_at(step))
@@ -229,20 +242,20 @@ def _live(scheduler: Scheduler, step: int) -> str:
     return scheduler.drawn_from(step, scheduler.live)
 
 
-@register_schedule("aioli", adaptive=True)
+@register_schedule("aioli", adaptive=True, keys=(*ONLINE_KEYS, "mix_normalize"))
 def aioli(scheduler: Scheduler, step: int) -> str:
     """Drawn from shares that a linear mixing law, fitted online to lookahead losses, moves
     (Aioli: Chen et al. 2025); mtl/train/callbacks/online_mixing.py updates them."""
     return _live(scheduler, step)
 
 
-@register_schedule("doremi", adaptive=True)
+@register_schedule("doremi", adaptive=True, keys=(*ONLINE_KEYS, "mix_smoothing", "mix_reference"))
 def doremi(scheduler: Scheduler, step: int) -> str:
     """Drawn from shares that the excess loss over a reference run moves (DoReMi: Xie et al. 2023)."""
     return _live(scheduler, step)
 
 
-@register_schedule("transfer", adaptive=True)
+@register_schedule("transfer", adaptive=True, keys=(*ONLINE_KEYS, "mix_normalize", "mix_target"))
 def transfer(scheduler: Scheduler, step: int) -> str:
     """Drawn from shares that each task's lookahead affinity toward watched tasks moves."""
     return _live(scheduler, step)
