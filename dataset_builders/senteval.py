@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError, model_validator
 from tqdm.auto import tqdm
 
 from dataset_builders.senteval_text import (
@@ -54,7 +55,32 @@ from mtl.files.archives import Archive, Damaged, UnsafeArchive
 from mtl.files.digest import file_sha256
 from mtl.files.locks import FolderLock
 from mtl.files.paths import data_dir
-from mtl.files.schemas import SentEvalManifest, read_json
+from mtl.files.schemas import RELATIVE_PATH, SHA256, Count, Record, described, read_json
+
+
+class FetchedFile(Record):
+    size: Count
+    sha256: SHA256
+    verified: bool | None = None
+
+
+class FetchedTask(Record):
+    files: dict[RELATIVE_PATH, FetchedFile]
+
+
+class SentEvalManifest(Record):
+    """<out>/get-senteval.json: task -> the files written for it, their sizes and SHA-256."""
+
+    @model_validator(mode="after")
+    def _tasks(self) -> SentEvalManifest:
+        for task, entry in (self.model_extra or {}).items():
+            try:
+                FetchedTask.model_validate(entry)
+            except ValidationError as error:
+                where = "." if error.errors()[0]["loc"] else ": "
+                raise ValueError(f"{task}{where}{described(error)}") from None
+        return self
+
 
 RECORDED_FILE = Path(__file__).with_name("senteval_files.json")
 MANIFEST = "get-senteval.json"

@@ -726,6 +726,26 @@ def _read_plan(folder: Path) -> None:
     warn_below(str(folder / "plan.json"), 3)
 
 
+# Every format mtl writes and reads back, with the reader that checks it: `just fuzz` has a
+# target for each (tests/test_fuzz.py fails for a format added here without one).
+READ_BACK = {
+    "config.json": "runs.Run.read, train.config.record.read_run_record (formats.run_files: RunRecord, RunConfig)",
+    "summary.json": "runs.Run.read, runs.read_summary (formats.run_files.Summary)",
+    "metrics.jsonl": "formats.run_files.read_metrics (MetricsRow)",
+    "affinity.jsonl": "formats.run_files.read_affinity (AffinityRow)",
+    "transfer report": "formats.transfer_report.read_report (TransferReport)",
+    "published figures": "analysis.reproduce.recorded_figures (a run's copy of its paper's figures)",
+    "encoder file": "eval.loading.load_encoder",
+    "W&B run file": "tracking.wandb_file.records",
+    "contamination cache": "eval.contamination.read_cached",
+    "token cache": "text.token_cache.read_entry",
+    "slurm.json": "jobs.status.job_of (jobs.slurm.SlurmJob)",
+    "get-senteval manifest": "dataset_builders.senteval.read_manifest (its SentEvalManifest)",
+    "transfer items": "formats.transfer_report.read_items",
+    "seed plan": "analysis.power.read_plan (its SeedPlan)",
+}
+
+
 @dataclass(frozen=True)
 class Target:
     """A reader under fuzzing: make a valid input in a folder, damage a copy, read it."""
@@ -733,7 +753,7 @@ class Target:
     make: Callable[[Path], None]
     damage: Callable[[Path, np.random.Generator], None]
     read: Callable[[Path], None]
-    formats: tuple[str, ...]  # the file formats (schemas.READ_BACK) whose readers it reaches
+    formats: tuple[str, ...]  # the file formats (READ_BACK) whose readers it reaches
 
 
 READERS: dict[str, Target] = {

@@ -32,6 +32,8 @@ from mtl.errors import UserError
 from mtl.files import schemas
 from mtl.files.digest import file_sha256
 from mtl.files.locks import FolderLock
+from mtl.formats import run_files
+from mtl.formats.run_files import read_affinity, read_metrics
 from mtl.formats.transfer_report import headline, read_report, report_paths
 from mtl.tasks import KINDS, config_classes, task_title
 
@@ -172,25 +174,6 @@ def recorded_transfer_data(path: str | Path) -> str | None:
     return next((c for c in candidates if isinstance(c, str) and Path(c).is_dir()), None)
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """A run's metrics.jsonl: one record per step and event (a last line a kill cut short left out)."""
-    return schemas.read_json_lines(path, schemas.MetricsRow, schemas.RESTORE)
-
-
-def read_affinity(path: Path) -> list[dict[str, Any]]:
-    """A run's affinity.jsonl (affinity_every=): its measurements, each {step, block, task, tasks,
-    matrix; with watching tasks, targets and toward), all over the same tasks and targets; none
-    when the run measured none."""
-    rows = schemas.read_json_lines(path, schemas.AffinityRow, schemas.RESTORE)
-    for number, row in enumerate(rows[1:], start=2):
-        if row["tasks"] != rows[0]["tasks"] or row.get("targets") != rows[0].get("targets"):
-            raise schemas.DamagedFile(
-                f"{path}: measurement {number} is over tasks {row['tasks']} (targets {row.get('targets')}), "
-                f"the first over {rows[0]['tasks']} (targets {rows[0].get('targets')}): {schemas.RESTORE}"
-            )
-    return rows
-
-
 def read_json(path: Path) -> Any:
     """A JSON file, or None when missing or damaged."""
     try:
@@ -203,7 +186,7 @@ def read_summary(path: Path) -> dict[str, Any] | None:
     """A run's summary.json, checked; None when there is none yet or it is damaged (for what only
     decorates its output with the scores: `checked_summary` where the scores are the answer)."""
     try:
-        return schemas.read_json(path, schemas.Summary, schemas.RESTORE)
+        return schemas.read_json(path, run_files.Summary, schemas.RESTORE)
     except schemas.DamagedFile:
         return None
 
@@ -211,7 +194,7 @@ def read_summary(path: Path) -> dict[str, Any] | None:
 def read_record(path: Path) -> dict[str, Any] | None:
     """A run's config.json, checked; None when missing or damaged."""
     try:
-        return schemas.read_json(path, schemas.RunRecord, schemas.RESTORE)
+        return schemas.read_json(path, run_files.RunRecord, schemas.RESTORE)
     except schemas.DamagedFile:
         return None
 
@@ -330,7 +313,7 @@ class Run:
             raise UserError(
                 f"{folder} is not a run folder (no config.json and metrics.jsonl): pass runs/<run>"
             )
-        record = schemas.read_json(record_path, schemas.RunRecord, schemas.RESTORE)
+        record = schemas.read_json(record_path, run_files.RunRecord, schemas.RESTORE)
         try:
             config = upgrade(record["config"])
         except (KeyError, TypeError, AttributeError) as error:
@@ -338,14 +321,14 @@ class Run:
                 f"{record_path}, config: not a run's config ({type(error).__name__}: {error}): {schemas.RESTORE}"
             ) from None
         try:
-            schemas.RunConfig.model_validate(config)
+            run_files.RunConfig.model_validate(config)
         except schemas.ValidationError as error:
             raise schemas.DamagedFile(
                 f"{record_path}, config.{schemas.described(error)}: {schemas.RESTORE}"
             ) from None
         recorded = record.get("metrics") or {}
         records = read_metrics(run.metrics)
-        summary = schemas.read_json(run.summary, schemas.Summary, schemas.RESTORE) or {}
+        summary = schemas.read_json(run.summary, run_files.Summary, schemas.RESTORE) or {}
         damaged: list[str] = []
         try:
             affinity = read_affinity(run.affinity)

@@ -10,6 +10,7 @@ from mtl.cli import main
 from mtl.eval import contamination, decontaminate
 from mtl.eval.transfer.items import FEWEST_UNSEEN, seen_marks, without
 from mtl.files import schemas
+from mtl.formats import run_files
 from mtl.transfer_tasks.tasks import read_task
 
 from .conftest import start_run
@@ -46,9 +47,9 @@ def test_the_ledger_lists_the_seen_test_sentences_by_key(senteval_root):
     near = " ".join([*long.split()[:-1], "zzzq"])
     counts = contamination.ledger([mr[0].upper(), mr[1], near], senteval_root)["test_sets"]["MR"]
     assert counts["seen"] == keys_of([mr[0], mr[1], long])  # the near one by its test sentence's key
-    schemas.checked(schemas.Ledger, {"test_sets": {"MR": counts}}, "ledger", "")
+    schemas.checked(run_files.Ledger, {"test_sets": {"MR": counts}}, "ledger", "")
     with pytest.raises(schemas.DamagedFile, match="3 keys for 4 seen sentences"):
-        schemas.checked(schemas.Ledger, {"test_sets": {"MR": {**counts, "near": 2}}}, "ledger", "")
+        schemas.checked(run_files.Ledger, {"test_sets": {"MR": {**counts, "near": 2}}}, "ledger", "")
 
 
 def test_test_sentences_that_normalise_alike_repeat_a_key():
@@ -57,7 +58,9 @@ def test_test_sentences_that_normalise_alike_repeat_a_key():
     a, b = contamination.exact_keys(["A dog runs.", "a dog runs"])
     assert a == b
     entry = {"sentences": 2, "exact": 2, "near": 0, "seen": [contamination.sentence_key(a)] * 2}
-    assert schemas.checked(schemas.Ledger, {"test_sets": {"SNLI": entry}}, "ledger", "")["test_sets"]["SNLI"]
+    assert schemas.checked(run_files.Ledger, {"test_sets": {"SNLI": entry}}, "ledger", "")["test_sets"][
+        "SNLI"
+    ]
 
 
 def test_an_item_is_seen_when_one_of_its_sentences_is(senteval_root):

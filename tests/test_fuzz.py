@@ -7,7 +7,6 @@ import pytest
 
 from mtl import fuzz
 from mtl.errors import UserError
-from mtl.files import schemas
 
 CASES = {
     "encoder": 200,
@@ -37,7 +36,7 @@ def test_damaged_inputs_are_read_or_refused_in_one_line(reader):
 
 def test_every_format_mtl_reads_back_has_a_fuzz_target():
     covered = {name for target in fuzz.READERS.values() for name in target.formats}
-    assert set(schemas.READ_BACK) <= covered, f"no fuzz target for {set(schemas.READ_BACK) - covered}"
+    assert set(fuzz.READ_BACK) <= covered, f"no fuzz target for {set(fuzz.READ_BACK) - covered}"
 
 
 def test_a_reader_that_crashes_on_damage_is_found(monkeypatch):

@@ -28,12 +28,23 @@ from pathlib import Path
 from typing import Annotated
 
 import numpy as np
+from pydantic import Field
 
 from mtl.analysis import significance
 from mtl.config import AtLeast0, Range, apply_overrides, paths_and_keys
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile, schemas
+from mtl.files.schemas import Record
 from mtl.runs import Run, beside, differing_keys, find_runs
+
+
+class SeedPlan(Record):
+    """plan-seeds-<time>.json (`just plan-seeds`): the seeds per arm each transfer task needs
+    (None: more than `most`), read back by a study's plan= to warn when it has fewer."""
+
+    seeds: dict[str, Annotated[int, Field(ge=2)] | None] = Field(min_length=1)
+    most: Annotated[int, Field(ge=2)]
+
 
 UPPER_BOUND = 0.8  # the one-sided confidence of the seed variance's upper bound
 
@@ -243,7 +254,7 @@ def read_plan(path: str) -> dict:
     """A plan-seeds .json, checked: {seeds: {task: K or None}, most: N}."""
     where = Path(path).expanduser()
     try:
-        record = schemas.read_json(where, schemas.SeedPlan, "run `just plan-seeds` on the pilot again")
+        record = schemas.read_json(where, SeedPlan, "run `just plan-seeds` on the pilot again")
     except schemas.DamagedFile as error:
         raise UserError(f"plan={path}: {error}") from None
     if record is None:

@@ -24,6 +24,7 @@ from mtl import metrics
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.files import schemas
+from mtl.formats import run_files
 from mtl.formats.transfer_report import read_report
 from mtl.published import comparability, figures_file, published_for_command, row_model
 from mtl.runs import RunFolder, upgrade
@@ -37,11 +38,11 @@ class ReproduceConfig:
 
 
 def read_record(folder: Path) -> dict[str, Any]:
-    record = schemas.read_json(RunFolder(folder).record, schemas.RunRecord, schemas.RESTORE)
+    record = schemas.read_json(RunFolder(folder).record, run_files.RunRecord, schemas.RESTORE)
     if record is None:
         raise UserError(f"{folder} is not a run folder (no config.json): pass runs/<run>")
     try:
-        schemas.RunConfig.model_validate(upgrade(record["config"]))
+        run_files.RunConfig.model_validate(upgrade(record["config"]))
     except (schemas.ValidationError, KeyError, TypeError, AttributeError) as error:
         why = schemas.described(error) if isinstance(error, schemas.ValidationError) else type(error).__name__
         raise schemas.DamagedFile(f"{RunFolder(folder).record}, config: {why}: {schemas.RESTORE}") from None
@@ -174,7 +175,7 @@ def rows(folder: Path) -> tuple[dict[str, Any], list[list[str]], list[str]]:
             f"{folder} is not a run of a preset with published figures: train one of "
             f"{', '.join(sorted(_presets()))} (just train-multitask preset=NAME)"
         )
-    summary = schemas.read_json(RunFolder(folder).summary, schemas.Summary, schemas.RESTORE)
+    summary = schemas.read_json(RunFolder(folder).summary, run_files.Summary, schemas.RESTORE)
     source = f"{figures.get('report', 'transfer')}.json"  # the standard protocol's: the papers' tables
     report = read_report(folder / source) or {}
     transfer, aggregate = report.get("results", {}), report.get("aggregate") or {}

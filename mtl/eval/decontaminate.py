@@ -23,6 +23,7 @@ from mtl.eval.contamination import exact_keys, sentence_key
 from mtl.eval.transfer.items import Items, everything, item_counts, scores, seen_marks, short_subsets, without
 from mtl.eval.transfer.protocols import protocol_of
 from mtl.files import schemas
+from mtl.formats import run_files
 from mtl.formats.merge_record import merge_record
 from mtl.runs import RunFolder, read_summary
 from mtl.transfer_tasks.registry import TRANSFER_TASKS
@@ -55,7 +56,7 @@ def ledger_of(folder: Path, visited: frozenset[Path] = frozenset()) -> tuple[See
     if entry is None:
         return None, f"{folder.name} kept no contamination ledger (contamination=false)"
     try:
-        ledger = schemas.checked(schemas.Ledger, entry, where, schemas.RESTORE)
+        ledger = schemas.checked(run_files.Ledger, entry, where, schemas.RESTORE)
     except schemas.DamagedFile as damage:
         return None, str(damage)
     if ledger.get("test_sets") is None:

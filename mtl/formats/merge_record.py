@@ -7,14 +7,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from mtl.files import schemas
+from mtl.files.schemas import Record
+
+
+class MergeParent(Record):
+    path: str
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class MergeRecord(Record):
+    """encoder.json's `merged` (just merge-encoders): its method and parents; the rest kept as written."""
+
+    method: str
+    parents: list[MergeParent]
 
 
 def merge_record(folder: Path) -> dict[str, Any] | None:
     """The `merged` record of the encoder.json in `folder` (just merge-encoders), checked
-    (schemas.MergeRecord); None when the folder holds no merge, or a damaged one."""
+    (MergeRecord); None when the folder holds no merge, or a damaged one."""
     try:
         record = json.loads((Path(folder) / "encoder.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
@@ -23,6 +38,6 @@ def merge_record(folder: Path) -> dict[str, Any] | None:
     if merged is None:
         return None
     try:
-        return schemas.checked(schemas.MergeRecord, merged, f"{folder}/encoder.json: merged", "merge again")
+        return schemas.checked(MergeRecord, merged, f"{folder}/encoder.json: merged", "merge again")
     except schemas.DamagedFile:
         return None

@@ -19,10 +19,66 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import field_validator
 
 from mtl.files import atomic, jsonfile, schemas
+from mtl.files.schemas import Count, Number, Record, is_number
 from mtl.formats.senteval_format import micro_macro, senteval_results
 from mtl.transfer_tasks.registry import headline_metrics, ordered
+
+# The entries of a task's result that readers take as numbers (headlines, averages, compare).
+NUMERIC_RESULTS = (
+    "acc",
+    "dev_acc",
+    "ndev",
+    "ntest",
+    "seconds",
+    "pearson",
+    "spearman",
+    "f1",
+    "mse",
+    "main_score",
+)
+
+
+class Aggregate(Record):
+    micro: Number = None
+    macro: Number = None
+    tasks: list[str] = []
+
+
+class Decontaminated(Record):
+    """A task's score on all its test items and on those holding no sentence the run trained on."""
+
+    items: Count
+    seen: Count
+    score: Number = None
+    unseen_score: Number = None
+    subsets_left_out: list[str] | None = None  # STS subsets with too few unseen items to score
+
+
+class TransferReport(Record):
+    """<run>/transfer*.json: the suite's results, task -> metric -> value."""
+
+    results: dict[str, dict[str, Any]]
+    dim: Count | None = None
+    encoder: str = ""
+    mode: str = ""
+    pooling: str | None = None
+    seconds: Number = None
+    aggregate: Aggregate | None = None
+    evaluated: list[dict[str, Any]] | None = None
+    decontaminated: dict[str, Decontaminated] | None = None
+
+    @field_validator("results")
+    @classmethod
+    def _metrics_are_numbers(cls, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for task, result in results.items():
+            for key, value in result.items():
+                if (key in NUMERIC_RESULTS or key.startswith("all/")) and not is_number(value):
+                    raise ValueError(f"{task}.{key} is {value!r:.40}, not a number")
+        return results
+
 
 ITEMS_SUFFIX = ".items.npz"  # beside <report>.json: each task's predictions and gold values per test item
 
@@ -54,10 +110,10 @@ def report_paths(folder: Path) -> list[Path]:
 
 
 def read_report(path: Path, damaged_is_missing: bool = False) -> dict[str, Any] | None:
-    """A report's record, checked (schemas.TransferReport); None when there is none. A damaged one
+    """A report's record, checked (TransferReport); None when there is none. A damaged one
     is a one-line error, or with `damaged_is_missing` (what will be evaluated again anyway) None."""
     try:
-        return schemas.read_json(path, schemas.TransferReport, "run just transfer again, or remove it")
+        return schemas.read_json(path, TransferReport, "run just transfer again, or remove it")
     except schemas.DamagedFile:
         if damaged_is_missing:
             return None

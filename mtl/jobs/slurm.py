@@ -27,20 +27,36 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
+from pydantic import Field
 from tqdm.auto import tqdm
 
 from mtl.config import AtLeast0, AtLeast1, as_name
 from mtl.errors import UserError, printable
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import this_cluster
-from mtl.files.schemas import SlurmJob, read_json
+from mtl.files.schemas import Record, read_json
 from mtl.jobs.member import Member, member_progress
 from mtl.runs import RunFolder
 from mtl.runtime.ranks import LOST_A_PEER
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.inputs import resolve_inputs
+
+
+class SlurmJob(Record):
+    """<run>/slurm.json: the SLURM job that trains the run, and how to know it again. `cluster` and
+    `comment` (since jobs are checked before they are acted on; absent in older records) tell this
+    job from another that got the same id: another cluster's, or one after ids were reused."""
+
+    job_id: Annotated[str, Field(pattern=r"^[0-9]+(_[0-9]+)?$")]
+    stdout: str = ""
+    stderr: str = ""
+    run: str = ""
+    submitted: str = ""
+    cluster: str | None = None
+    comment: str | None = None
+
 
 JOBS_FILE = "slurm-jobs.json"  # in the study folder: member -> job id, logs, run folder
 RUN_FILE = "slurm.json"  # in a run folder: the job that trains it

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from mtl.config import comma_list, key_owners_of
 from mtl.errors import UserError
-from mtl.files.schemas import SUMMARY_NUMBERS
+from mtl.formats.run_files import SUMMARY_NUMBERS
 from mtl.plugins import adds_to
 
 if TYPE_CHECKING:  # (the run imports this module)

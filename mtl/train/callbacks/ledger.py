@@ -21,6 +21,7 @@ from mtl.eval import contamination
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.eval.configs import LedgerConfig as LedgerConfig
 from mtl.files import atomic, jsonfile, schemas
+from mtl.formats import run_files
 from mtl.runs import RunFolder
 from mtl.train.config.record import read_run_record
 from mtl.train.config.train_config import recorded_config
@@ -34,7 +35,7 @@ def relist(config: LedgerConfig) -> dict:
     folder = RunFolder(Path(config.run).expanduser())
     record = read_run_record(folder.path)
     with folder.lock("run"):  # a run still training holds it: its own ledger comes at its end
-        summary = schemas.read_json(folder.summary, schemas.Summary, schemas.RESTORE)
+        summary = schemas.read_json(folder.summary, run_files.Summary, schemas.RESTORE)
         if summary is None:
             raise UserError(f"{folder.path} has no summary.json: the run has not finished (resume it first)")
         train = recorded_config(record["config"], str(folder.record))

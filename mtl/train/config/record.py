@@ -8,13 +8,14 @@ from typing import Any
 from mtl import plugins
 from mtl.errors import UserError
 from mtl.files import schemas
+from mtl.formats import run_files
 from mtl.runs import RunFolder
 
 
 def read_run_record(run_dir: Path) -> dict[str, Any]:
     """The run's config.json: its config, the command that started it, its inputs' fingerprints."""
     path = RunFolder(run_dir).record
-    record = schemas.read_json(path, schemas.RunRecord, "restore it, or start a new run")
+    record = schemas.read_json(path, run_files.RunRecord, "restore it, or start a new run")
     if record is None:
         raise UserError(f"{run_dir} is not a run folder (no config.json): pass resume=runs/<run>")
     plugins.require(record.get("plugins"), f"run {run_dir}")  # before its config names what they register

@@ -1,0 +1,239 @@
+"""The files of a run folder that mtl writes and reads back, each with its schema: config.json
+(`RunRecord`, the readers' part of its config `RunConfig`), summary.json (`Summary`, its
+`scored_on` and contamination `Ledger`), metrics.jsonl (`MetricsRow`, `read_metrics`) and
+affinity.jsonl (`AffinityRow`, `read_affinity`). The lines of the two logs are written by the
+run's callbacks (`mtl.train.callbacks.runlog`, `affinity`), summary.json by its ending; the
+folder's paths, status and the lenient readers are `mtl.runs`'s."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from mtl.files.schemas import RESTORE, Count, DamagedFile, Number, Record, is_number, read_json_lines
+
+
+class TaskMetric(Record):
+    metric: str
+    higher_is_better: bool
+
+
+class RunRecord(Record):
+    """config.json: the resolved config, the command that started the run, its inputs."""
+
+    config: dict[str, Any]
+    command: str = ""
+    metrics: dict[str, TaskMetric] | None = None
+    plugins: list[Any] | None = None
+
+    @field_validator("command")
+    @classmethod
+    def _splits_as_shell_words(cls, command: str) -> str:
+        try:
+            shlex.split(command)
+        except ValueError as error:  # an unclosed quote
+            raise ValueError(f"not a command line ({error})") from None
+        return command
+
+
+class TaskEntry(Record):
+    kind: str | None = None
+    steps: Count | None = None
+    train_split: str | None = None
+    max_train: Count | None = None
+
+
+class HFShape(Record):
+    hf_model: str | None = None
+
+
+class ModelShape(Record):
+    encoder: str
+    hidden: Count | None = None
+    options: HFShape | None = (
+        None  # the encoder's own keys: what readers use of them is encoder=hf's hf_model
+    )
+
+
+class DataShape(Record):
+    vectors: str | None = None
+    max_eval: Count | None = None
+
+
+class OptimShape(Record):
+    optim: str | None = None
+    stop: str | None = None
+    max_steps: Count | None = None
+
+
+class RunShape(Record):
+    name: str | None = None
+    group: str | None = None
+
+
+class ScheduleShape(Record):
+    schedule: str | None = None
+
+
+class RunConfig(Record):
+    """The keys of a recorded config (after `runs.upgrade`) that the readers of finished runs use;
+    training reads the whole config back through its own dataclasses (`config.from_dict`)."""
+
+    tasks: dict[str, TaskEntry]
+    model: ModelShape
+    optim: OptimShape = OptimShape()
+    data: DataShape = DataShape()
+    run: RunShape = RunShape()
+    schedule: ScheduleShape = ScheduleShape()
+
+
+SUMMARY_NUMBERS = ("best/", "steps/", "examples/", "params/", "recovery/")  # keys whose values are numbers
+
+
+class ScoredOn(Record):
+    """summary.json's `scored_on` of one task's dev or test split: what its scores were measured on."""
+
+    examples: Count
+    of: Count | None = None  # the whole split's size; None: a corpus read only as far as the part
+    sampled: bool  # a part of the split (max_eval=), not the whole
+
+
+class Summary(Record):
+    """summary.json, written last: the stop reason, step counts and the best checkpoint's scores."""
+
+    stop_reason: str | None = None
+    global_step: Count | None = None
+    train_seconds: Number = None
+    scored_on: dict[str, ScoredOn] | None = None  # "task/split" -> ScoredOn (from 2026-11-29)
+
+    @model_validator(mode="after")
+    def _scores_are_numbers(self) -> Summary:
+        for key, value in (self.model_extra or {}).items():
+            if key.startswith(SUMMARY_NUMBERS) and not is_number(value):
+                raise ValueError(f"{key} is {value!r:.40}, not a number")
+        return self
+
+
+class LedgerEntry(Record):
+    """One test set of a contamination ledger: its distinct sentences, those the run trained on
+    (exactly, or as near duplicates) and, from 2026-11-29, the seen ones' keys."""
+
+    sentences: Count
+    exact: Count
+    near: Count
+    seen: list[Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]] | None = None
+
+    @model_validator(mode="after")
+    def _keys_are_the_seen(self) -> LedgerEntry:
+        # one key per seen sentence: two sentences differing only in case or punctuation share one
+        if self.seen is not None and len(self.seen) != self.exact + self.near:
+            raise ValueError(f"{len(self.seen)} keys for {self.exact + self.near} seen sentences")
+        return self
+
+
+class Ledger(Record):
+    """summary.json's `contamination`: which test sentences of the transfer tasks the run trained
+    on (mtl.eval.contamination), or why it was not kept (`skipped`)."""
+
+    test_sets: dict[str, LedgerEntry] | None = None
+    skipped: str | None = None
+
+
+class MetricsRow(Record):
+    """A line of metrics.jsonl: the step, then metric -> number (null: not finite); only an event's
+    own values (`phase/...`: its name, task, reason) may be text."""
+
+    global_step: Count
+
+    @model_validator(mode="after")
+    def _values_are_numbers(self) -> MetricsRow:
+        for key, value in (self.model_extra or {}).items():
+            text_allowed = key.startswith("phase/")
+            if not (is_number(value) or isinstance(value, bool) or (text_allowed and isinstance(value, str))):
+                raise ValueError(f"{key} is {value!r:.40}, not a number")
+        return self
+
+
+class AffinityRow(Record):
+    """A line of affinity.jsonl (affinity_every=): at `step`, in `block` of `task`, entry (i, j) of
+    `matrix` is what a step on tasks[i] did to tasks[j]'s loss."""
+
+    step: Count
+    block: Count = 0
+    task: str = ""
+    tasks: list[str] = Field(min_length=1)
+    matrix: list[list[Number]]
+    # Since the noise floor (absent in older logs): the standard error of each entry over `batches`
+    # held batches, and the unit: "per_lr" ((1 - L_after / L_before) / lr); older: not divided.
+    stderr: list[list[Number]] | None = None
+    batches: Count | None = None
+    unit: Literal["per_lr", "ratio"] = "ratio"
+    # Since 2026-11-28: the matrix on each held batch (the floor's independent units: the same
+    # batches at every measurement, so a batch's values over time are one unit, not many).
+    per_batch: list[list[list[Number]]] | None = None
+    # Since 2026-11-29, with watching tasks (`<task>.train=false`): entry (i, k) of `toward` is what
+    # a step on tasks[i] did to targets[k]'s loss on its dev split, and on each held batch.
+    targets: list[str] | None = None
+    toward: list[list[Number]] | None = None
+    toward_per_batch: list[list[list[Number]]] | None = None
+
+    @model_validator(mode="after")
+    def _toward_the_targets(self) -> AffinityRow:
+        if (self.targets is None) != (self.toward is None):
+            raise ValueError("targets and toward come together (a watching task's column each)")
+        if self.targets is None:
+            return self
+        if (
+            not self.targets
+            or len(set(self.targets)) != len(self.targets)
+            or set(self.targets) & set(self.tasks)
+        ):
+            raise ValueError(f"targets {self.targets}: distinct watching tasks, none of them a training task")
+        columns = len(self.targets)
+        matrices = [("toward", self.toward or [])]
+        matrices += [(f"toward_per_batch[{b}]", m) for b, m in enumerate(self.toward_per_batch or [])]
+        for name, matrix in matrices:
+            if len(matrix) != len(self.tasks) or any(len(row) != columns for row in matrix):
+                raise ValueError(f"{name}: {len(self.tasks)} training tasks x {columns} targets needed")
+        batches = (self.toward_per_batch, self.per_batch)
+        if None not in batches and len(self.toward_per_batch or []) != len(self.per_batch or []):
+            raise ValueError("toward_per_batch and per_batch hold different numbers of batches")
+        return self
+
+    @model_validator(mode="after")
+    def _square_over_tasks(self) -> AffinityRow:
+        size = len(self.tasks)
+        if len(set(self.tasks)) != size:
+            raise ValueError(f"tasks {self.tasks} names a task twice")
+        square = [[0] * size] * size
+        matrices = [("matrix", self.matrix), ("stderr", self.stderr or square)]
+        matrices += [(f"per_batch[{b}]", m) for b, m in enumerate(self.per_batch or [])]
+        for name, matrix in matrices:
+            if len(matrix) != size or any(len(row) != size for row in matrix):
+                shape = f"{len(matrix)} rows of {sorted({len(row) for row in matrix})} entries"
+                raise ValueError(f"{name}: {size} tasks need {size} rows of {size}, found {shape}")
+        if self.per_batch is not None and self.batches is not None and len(self.per_batch) != self.batches:
+            raise ValueError(f"per_batch holds {len(self.per_batch)} batches, batches says {self.batches}")
+        return self
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """A run's metrics.jsonl: one record per step and event (a last line a kill cut short left out)."""
+    return read_json_lines(path, MetricsRow, RESTORE)
+
+
+def read_affinity(path: Path) -> list[dict[str, Any]]:
+    """A run's affinity.jsonl (affinity_every=): its measurements, each {step, block, task, tasks,
+    matrix; with watching tasks, targets and toward), all over the same tasks and targets; none
+    when the run measured none."""
+    rows = read_json_lines(path, AffinityRow, RESTORE)
+    for number, row in enumerate(rows[1:], start=2):
+        if row["tasks"] != rows[0]["tasks"] or row.get("targets") != rows[0].get("targets"):
+            raise DamagedFile(
+                f"{path}: measurement {number} is over tasks {row['tasks']} (targets {row.get('targets')}), "
+                f"the first over {rows[0]['tasks']} (targets {rows[0].get('targets')}): {RESTORE}"
+            )
+    return rows
