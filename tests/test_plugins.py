@@ -20,6 +20,7 @@ from mtl.models.encoders.base import ENCODERS, TRAITS
 from mtl.runs import read_metrics
 from mtl.tasks import KINDS
 from mtl.train.callbacks.base import CALLBACK_OPTIONS, CALLBACKS
+from mtl.train.data.scheduler import SCHEDULE_KEYS, SCHEDULE_OPTIONS, SCHEDULES
 from mtl.train.loop import run
 from mtl.train.optim.balancers import BALANCER_OPTIONS, BALANCERS
 from mtl.train.optim.optimizer_registry import DEFAULTS as OPTIMIZER_DEFAULTS
@@ -65,6 +66,9 @@ def loaded_plugin(path: Path):
         "balancer_options": dict(BALANCER_OPTIONS),
         "optimizers": dict(OPTIMIZERS),
         "optimizer_defaults": dict(OPTIMIZER_DEFAULTS),
+        "schedules": dict(SCHEDULES),
+        "schedule_keys": dict(SCHEDULE_KEYS),
+        "schedule_options": dict(SCHEDULE_OPTIONS),
     }
     plugins.load(str(path))
     try:
@@ -83,6 +87,9 @@ def loaded_plugin(path: Path):
             (BALANCER_OPTIONS, before["balancer_options"]),
             (OPTIMIZERS, before["optimizers"]),
             (OPTIMIZER_DEFAULTS, before["optimizer_defaults"]),
+            (SCHEDULES, before["schedules"]),
+            (SCHEDULE_KEYS, before["schedule_keys"]),
+            (SCHEDULE_OPTIONS, before["schedule_options"]),
         ):
             registry.clear()
             registry.update(saved)
@@ -177,6 +184,31 @@ def test_a_plugins_encoder_and_balancer_bring_keys_of_their_own(
     assert cli.main(["train-multitask", f"plugins={EXAMPLE}", "--help"]) == 0
     text = capsys.readouterr().out
     assert "dwa_temperature" in text and "bow_activation" in text and "tanh | relu | identity" in text
+
+
+def test_a_plugins_schedule_brings_a_key_of_its_own(example, tiny_data, tmp_path, capsys, monkeypatch):
+    """register_schedule(options=) from the example plugin: `main_first_steps=` exists once
+    schedule=main_first is chosen, is recorded, reaches the rule, resumes exactly, and given with
+    another schedule is one line naming the schedule that takes it."""
+    monkeypatch.setenv(plugins.ENVIRONMENT, "")
+    keys = ("schedule=main_first", "main_first_steps=3", "max_steps=7")
+    run_dir, straight = start_run(tiny_data, tmp_path / "run", *keys)
+    record = json.loads((run_dir / "config.json").read_text())["config"]
+    assert record["schedule"]["schedule_options"] == {"main_first_steps": 3}
+    steps = [
+        r for r in read_metrics(run_dir / "metrics.jsonl") if "phase/event" not in r and "global_step" in r
+    ]
+    stepped = [task for r in steps for task in ("nli", "squad") if f"{task}/train/loss" in r]
+    assert stepped == ["nli", "nli", "nli", "nli", "squad", "nli", "squad"]
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *keys, killed_after=4)
+    _, resumed = run.resume(cut_dir, progress=False)
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
+    assert cli.main(["train-multitask", f"plugins={EXAMPLE}", "main_first_steps=3", "--print-config"]) == 2
+    said = one_error_line(capsys)
+    assert (
+        "main_first_steps=3: unknown key for schedule=blocks (main_first_steps configures schedule=main_first)"
+        in said
+    )
 
 
 def test_a_plugins_optimizer_brings_its_defaults_and_resumes_exactly(example, tiny_data, tmp_path):

@@ -14,6 +14,8 @@
   how slowly its loss falls, with its own key `dwa_temperature=` (the paper's T, 2);
 - an optimizer, `nesterov`: SGD with Nesterov momentum 0.9, with InferSent's SGD defaults (lr 0.1,
   clipping at 5, the infersent lr schedule, stop at min_lr);
+- a schedule, `main_first`: the first task alone for its own key's `main_first_steps=` steps
+  (a warm start on the main task), then every task in turn;
 - a transfer task, `SUBJ-1K`: SUBJ's first 500 subjective and 500 objective sentences, a quick
   check of an encoder under 10-fold cross-validation;
 - a callback, `loss_watch`: each task's mean training loss per block, written to
@@ -44,12 +46,14 @@ from mtl.registry import (
     EncoderConfig,
     EncoderTraits,
     OptimizerDefaults,
+    Scheduler,
     Split,
     TransferTask,
     register_balancer,
     register_callback,
     register_encoder,
     register_optimizer,
+    register_schedule,
     register_task,
     register_transfer_task,
 )
@@ -117,6 +121,21 @@ def build(embedding: nn.Embedding, config: EncoderConfig) -> BowProjection:
 @dataclass
 class DWAOptions:
     dwa_temperature: PositiveFloat = 2.0  # balancer=dwa: softmax temperature T (Liu et al. 2019: 2)
+
+
+@dataclass
+class MainFirstOptions:
+    main_first_steps: AtLeast1 = (
+        100  # schedule=main_first: steps of the first task alone before the others join
+    )
+
+
+@register_schedule("main_first", options=MainFirstOptions)
+def main_first(scheduler: Scheduler, step: int) -> str:
+    """The first task alone for main_first_steps= steps, then every task in turn, one step each: a
+    pure function of the step, so a resumed run draws the same tasks."""
+    alone = scheduler.options.main_first_steps
+    return scheduler.tasks[0] if step < alone else scheduler.tasks[(step - alone) % len(scheduler.tasks)]
 
 
 @register_balancer("dwa", options=DWAOptions)

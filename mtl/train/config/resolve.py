@@ -86,4 +86,5 @@ def task_scheduler(config: TrainConfig, train_sizes: dict[str, int]) -> Schedule
         },
         temperature_end=schedule.temperature_end,
         total_steps=config.optim.max_steps,
+        options=schedule.schedule_options,
     )

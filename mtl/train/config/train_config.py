@@ -41,7 +41,13 @@ from mtl.models.encoders.config import ENCODERS, MAX_POSITIONS, EncoderConfig, H
 from mtl.runs import upgraded
 from mtl.tasks import TaskConfig
 from mtl.train.callbacks.base import CALLBACKS, ChosenCallbackOptions, callback_key_owners
-from mtl.train.data.scheduler import SCHEDULES, adapts, schedule_key_owners, trains_every_task
+from mtl.train.data.scheduler import (
+    SCHEDULE_OPTIONS,
+    SCHEDULES,
+    adapts,
+    schedule_key_owners,
+    trains_every_task,
+)
 from mtl.train.loop.selection import parse_terms
 from mtl.train.optim.balancers import BALANCER_OPTIONS, BALANCERS, balancer_key_owners
 from mtl.train.optim.lr_schedules import LR_SCHEDULES, lr_schedule_key_owners
@@ -116,6 +122,8 @@ class ScheduleConfig:
     no_duplicates: bool = True  # in-batch tasks (mnrl, qt, distill kl): no sentence twice in a batch
     # The chosen balancer's own keys (gradnorm: gradnorm_alpha=; a plugin's, register_balancer(options=))
     balancer_options: Any = options_field("balancer", lambda: BALANCER_OPTIONS)
+    # A plugin schedule's own keys (register_schedule(options=)), flat on the command line
+    schedule_options: Any = options_field("schedule", lambda: SCHEDULE_OPTIONS)
 
     def __post_init__(self) -> None:
         settle_options(self)

@@ -16,12 +16,13 @@ the shares in force, and the shares are part of the scheduler's checkpointed sta
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from mtl.config import owners_of_keys
+from mtl.config import key_owners_of, owners_of_keys
 from mtl.plugins import adds_to
 
 # A schedule's rule: the task (of `scheduler.tasks`) that trains at global step `step`; a pure
@@ -36,17 +37,30 @@ ADAPTIVE: set[str] = set()
 # The ScheduleConfig keys each schedule reads: one given with another schedule is refused, not
 # silently unused (a plugin's schedule declares its own).
 SCHEDULE_KEYS: dict[str, tuple[str, ...]] = {}
+# A plugin schedule's own keys (register_schedule(options=)): name -> the dataclass of them
+SCHEDULE_OPTIONS: dict[str, type] = {}
 # What every online schedule reads, then each its own
 ONLINE_KEYS = ("mix_every", "mix_eta", "mix_batches")
 
 
 def register_schedule(
-    name: str, every_task_each_step: bool = False, adaptive: bool = False, keys: tuple[str, ...] = ()
+    name: str,
+    every_task_each_step: bool = False,
+    adaptive: bool = False,
+    keys: tuple[str, ...] = (),
+    options: type | None = None,
 ) -> Callable[[ScheduleRule], ScheduleRule]:
     """Make a rule available to schedule=NAME (a decorator); `every_task_each_step`: its steps
     train every task together (schedule=mixed's kind), its rule naming the task a step counts for;
     `adaptive`: it draws from `Scheduler.live`, shares that a callback moves during the run;
-    `keys`: the ScheduleConfig keys it reads (`temperature`, `cap`, ...)."""
+    `keys`: the ScheduleConfig keys it reads (`temperature`, `cap`, ...); `options`: a dataclass of
+    keys of its own (`warmup_steps: AtLeast1 = 100`, each with its comment), flat on the command
+    line once the schedule is chosen, recorded as schedule.schedule_options, read by the rule as
+    `scheduler.options.warmup_steps`."""
+    if options is not None:
+        if not dataclasses.is_dataclass(options):
+            raise TypeError(f"schedule {name!r}: register_schedule(options=) takes a dataclass of its keys")
+        SCHEDULE_OPTIONS[name] = options
     if every_task_each_step:
         EVERY_TASK_EACH_STEP.add(name)
     if adaptive:
@@ -56,8 +70,11 @@ def register_schedule(
 
 
 def schedule_key_owners() -> dict[str, list[str]]:
-    """Each key a schedule declares -> the schedules that read it."""
-    return owners_of_keys(SCHEDULE_KEYS)
+    """Each key a schedule declares or brings (its options) -> the schedules that read it."""
+    owners = owners_of_keys(SCHEDULE_KEYS)
+    for key, names in key_owners_of(SCHEDULE_OPTIONS).items():
+        owners.setdefault(key, []).extend(names)
+    return owners
 
 
 def trains_every_task(schedule: str) -> bool:
@@ -82,10 +99,12 @@ class Scheduler:
         shares: dict[str, float] | None = None,
         temperature_end: float | None = None,
         total_steps: int | None = None,
+        options: Any = None,
     ):
         """`cap`: a size counts at most this; `shares`: fixed probabilities (`<task>.prob=`) of
         some tasks, the others sharing the rest by size; `temperature_end`, `total_steps`: T
-        moves linearly from `temperature` to it over `total_steps` steps."""
+        moves linearly from `temperature` to it over `total_steps` steps; `options`: the schedule's
+        own keys (register_schedule(options=))."""
         if kind not in SCHEDULES:
             raise ValueError(f"unknown schedule {kind!r}: choose one of {', '.join(SCHEDULES)}")
         self.kind, self.seed, self.temperature = kind, seed, temperature
@@ -94,6 +113,7 @@ class Scheduler:
         self.sizes = {task: min(size, cap) if cap else size for task, size in (sizes or {}).items()}
         self.shares = {task: p for task, p in (shares or {}).items() if task in self.tasks}
         self.temperature_end, self.total_steps = temperature_end, total_steps
+        self.options = options
         self.cycle = sum(self.steps.values())
         self._probabilities: dict[float, np.ndarray] = {}
         # An online schedule's shares in force (the `<task>.prob=` given, else equal: stratified,

@@ -146,12 +146,8 @@ class Trainer:
         return self.ending.finished(reason)
 
     def _loop(self) -> StopReason:
-        run, control, scheduler, block_clock = (
-            self.run,
-            self.run.control,
-            self.setup.scheduler,
-            time.perf_counter(),
-        )
+        run, control, scheduler = self.run, self.run.control, self.setup.scheduler
+        block_clock = time.perf_counter()
         while True:
             if self.dist.any(self.stop_requests.requested):  # every rank stops after the same step
                 self.evaluation.save_latest()
