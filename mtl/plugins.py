@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from mtl.config import comma_list
 from mtl.console import say
 from mtl.errors import UserError
 
@@ -115,7 +116,7 @@ def _sha256(path: str | None) -> str:
 def load(specs: str | Sequence[str]) -> list[str]:
     """Import each plugin of `specs` (a comma list or names); its registrations take effect."""
     names = []
-    for spec in [s.strip() for s in (specs.split(",") if isinstance(specs, str) else specs) if s.strip()]:
+    for spec in comma_list(specs) if isinstance(specs, str) else [s.strip() for s in specs if s.strip()]:
         source = str(Path(spec).expanduser().resolve()) if spec.endswith(".py") else spec
         if source not in _loaded:
             _loaded[source] = _import(spec, name_of(spec), source)
@@ -231,7 +232,7 @@ def load_for_command(args: Sequence[str]) -> list[str]:
     ranks, a sweep's runs inherit `MTL_PLUGINS`) and the installed ones; return the other arguments.
     What was named is passed on to the processes this one starts."""
     given = [a.partition("=")[2] for a in args if a.startswith(f"{KEY}=")]
-    specs = [s.strip() for v in [os.environ.get(ENVIRONMENT, ""), *given] for s in v.split(",") if s.strip()]
+    specs = [spec for value in [os.environ.get(ENVIRONMENT, ""), *given] for spec in comma_list(value)]
     load(specs)
     load_installed()
     if specs:

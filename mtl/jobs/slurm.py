@@ -32,7 +32,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import Field
 from tqdm.auto import tqdm
 
-from mtl.config import AtLeast0, AtLeast1, as_name
+from mtl.config import AtLeast0, AtLeast1, as_name, comma_list
 from mtl.errors import UserError, printable
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import this_cluster
@@ -96,7 +96,7 @@ class SlurmConfig:
     def __post_init__(self) -> None:
         if self.extra.strip():
             _sbatch_options(self.extra)  # refused now, before anything is submitted
-        if bad := [kind for kind in self.mail_type.split(",") if kind.strip().upper() not in MAIL_TYPES]:
+        if bad := [kind for kind in comma_list(self.mail_type) if kind.upper() not in MAIL_TYPES]:
             raise UserError(
                 f"slurm.mail_type={self.mail_type}: {bad[0]!r} is not one of sbatch's --mail-type values "
                 f"({', '.join(sorted(MAIL_TYPES))})"
@@ -121,7 +121,7 @@ class SlurmConfig:
                 parameters[key] = value
         if self.mail_user:
             parameters["mail_user"] = self.mail_user
-            parameters["mail_type"] = ",".join(kind.strip().upper() for kind in self.mail_type.split(","))
+            parameters["mail_type"] = ",".join(kind.upper() for kind in comma_list(self.mail_type))
         if self.setup.strip():
             parameters["setup"] = [line.strip() for line in self.setup.split(";") if line.strip()]
         if self.extra.strip():

@@ -107,7 +107,7 @@ def methods_of(text: str) -> list[str]:
 
 def numbers(text: str, key: str) -> list[float]:
     try:
-        values = [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in comma_list(text)]
     except ValueError:
         values = []
     if not values or any(not np.isfinite(v) or v <= 0 for v in values):

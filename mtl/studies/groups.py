@@ -34,7 +34,7 @@ import numpy as np
 
 from mtl.analysis.multitask import summarize, tag_selection
 from mtl.analysis.significance import SignificanceConfig, correct, from_scores
-from mtl.config import apply_overrides
+from mtl.config import apply_overrides, comma_list
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.schemas import DamagedFile
@@ -104,7 +104,7 @@ def grouping(config: TrainGroupsConfig, training: list[str]) -> Grouping:
             )
         chosen, served, _ = tag_selection(summary, min(config.networks, len(training)))
         return Grouping(chosen, served, f"TAG's selection with {config.networks} networks from {folder}")
-    groups = [[t for t in part.split("+") if t] for part in config.groups.split(",") if part.strip()]
+    groups = [[t for t in part.split("+") if t] for part in comma_list(config.groups)]
     named = {t for group in groups for t in group}
     if unknown := sorted(named - set(training)):
         raise UserError(

@@ -218,7 +218,7 @@ def _task_entries(train: list[str]) -> dict[str, str]:
     given = [a.partition("=")[2] for a in train if a.startswith("tasks=")]
     entries = {}
     for text in given:
-        for entry in filter(None, (e.strip() for e in text.replace("+", ",").split(","))):
+        for entry in comma_list(text.replace("+", ",")):
             entries[named_config(entry)[0]] = entry
     return entries
 
