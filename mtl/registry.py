@@ -17,19 +17,28 @@
 
 Load the plugin with `plugins=my_module` (or `plugins=./my_plugin.py`) on the command line, or
 install it with an entry point in the group `mtl.plugins`; `experiments/plugins/example.py`
-registers one of each kind.
+registers one of each kind and imports nothing of mtl but this module.
+
+What a plugin builds on is here too: the base classes above, the key types of its options
+(`AtLeast0`, `AtLeast1`, `PositiveFloat`, `Range`, `OneOf`), a task's texts and head recipe
+(`LabelledTexts`, `single_recipe`), SNLI's task to extend (`NLI`, `NLIConfig`), an encoder's
+padding mask (`length_mask`) and a transfer protocol's parts (`TransferProtocol`, `TaskFeatures`).
 """
 
+from mtl.config import AtLeast0, AtLeast1, OneOf, PositiveFloat, Range
+from mtl.data.texts import LabelledTexts
 from mtl.eval.transfer.features import register_feature_recipe
 from mtl.jobs.launchers import Launcher, LauncherConfig, register_launcher
 from mtl.jobs.member import Member
 from mtl.metrics import register_direction
-from mtl.models.encoders.base import Encoder
+from mtl.models.encoders.base import Encoder, length_mask
 from mtl.models.encoders.config import EncoderConfig, EncoderTraits
 from mtl.models.encoders.config import register as register_encoder
 from mtl.tasks.base import Task
 from mtl.tasks.configs import TaskConfig
 from mtl.tasks.kinds import register as register_task
+from mtl.tasks.nli import NLI, NLIConfig
+from mtl.tasks.pairs import single_recipe
 from mtl.train.callbacks.base import Callback, register_callback
 from mtl.train.data.scheduler import Scheduler, register_schedule
 from mtl.train.loop.training_run import Control, TrainingRun
@@ -41,6 +50,9 @@ from mtl.transfer_tasks.registry import SentEvalQuirks, register_transfer_protoc
 from mtl.transfer_tasks.tasks import Split, TransferTask, read_task
 
 __all__ = [
+    "NLI",
+    "AtLeast0",
+    "AtLeast1",
     "Balancer",
     "Callback",
     "Combined",
@@ -49,17 +61,25 @@ __all__ = [
     "EncoderConfig",
     "EncoderTraits",
     "Launcher",
+    "LabelledTexts",
     "LauncherConfig",
     "LrSchedule",
     "Member",
+    "NLIConfig",
+    "OneOf",
     "OptimizerDefaults",
+    "PositiveFloat",
+    "Range",
     "Scheduler",
     "SentEvalQuirks",
     "Split",
     "Task",
     "TaskConfig",
+    "TaskFeatures",  # noqa: F822  (module __getattr__, below)
     "TrainingRun",
+    "TransferProtocol",  # noqa: F822  (module __getattr__, below)
     "TransferTask",
+    "length_mask",
     "read_task",
     "register_balancer",
     "register_callback",
@@ -73,4 +93,15 @@ __all__ = [
     "register_task",
     "register_transfer_protocol",
     "register_transfer_task",
+    "single_recipe",
 ]
+
+
+def __getattr__(name: str) -> type:
+    """TransferProtocol and TaskFeatures, imported when a plugin asks for them: they bring
+    scikit-learn and SciPy (2 s), which every other plugin's process would pay for nothing."""
+    if name in ("TransferProtocol", "TaskFeatures"):
+        from mtl.eval.transfer import protocols
+
+        return getattr(protocols, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

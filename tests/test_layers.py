@@ -30,6 +30,7 @@ LAYERS = [
 # train-multitask and train-distributed import the trainer (torch) only in the process that trains
 # or prints a resolved config, not in one that submits a SLURM job or starts torchrun.
 LAZY = {
+    "mtl.registry",  # a transfer protocol's parts (scikit-learn) only for the plugin that asks
     "mtl.cli",
     "mtl",
     "mtl.api",

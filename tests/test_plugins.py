@@ -2,6 +2,7 @@
 callback from outside the package; a run with all four trains, resumes exactly, transfers and
 reports, and a run folder never imports its plugin by itself."""
 
+import ast
 import contextlib
 import hashlib
 import importlib
@@ -184,6 +185,21 @@ def test_a_plugins_encoder_and_balancer_bring_keys_of_their_own(
     assert cli.main(["train-multitask", f"plugins={EXAMPLE}", "--help"]) == 0
     text = capsys.readouterr().out
     assert "dwa_temperature" in text and "bow_activation" in text and "tanh | relu | identity" in text
+
+
+def test_the_example_plugin_needs_nothing_of_mtl_but_its_registry():
+    """One of each extension (a task, an encoder, a balancer and a schedule with keys, an
+    optimizer, a transfer task, a callback with a key) written against `mtl.registry` alone, and
+    the registry's parts a protocol plugin needs there too."""
+    tree = ast.parse(EXAMPLE.read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    assert {name for name in imported if name.split(".")[0] == "mtl"} == {"mtl.registry"}
+    import mtl.registry
+
+    assert all(getattr(mtl.registry, name) for name in mtl.registry.__all__)
 
 
 def test_a_plugins_schedule_brings_a_key_of_its_own(example, tiny_data, tmp_path, capsys, monkeypatch):

@@ -35,20 +35,24 @@ from typing import ClassVar, Literal
 import torch
 from torch import nn
 
-from mtl.config import AtLeast1, PositiveFloat
-from mtl.data.texts import LabelledTexts
-from mtl.models.encoders.base import length_mask
 from mtl.registry import (
+    NLI,
+    AtLeast1,
     Balancer,
     Callback,
     Combined,
     Encoder,
     EncoderConfig,
     EncoderTraits,
+    LabelledTexts,
+    NLIConfig,
     OptimizerDefaults,
+    PositiveFloat,
     Scheduler,
     Split,
     TransferTask,
+    length_mask,
+    read_task,
     register_balancer,
     register_callback,
     register_encoder,
@@ -56,10 +60,8 @@ from mtl.registry import (
     register_schedule,
     register_task,
     register_transfer_task,
+    single_recipe,
 )
-from mtl.tasks.nli import NLI, NLIConfig
-from mtl.tasks.pairs import single_recipe
-from mtl.transfer_tasks.tasks import read_task
 
 
 @dataclass
