@@ -14,6 +14,9 @@ the lr (TAG's code does) makes measurements at different lrs comparable. L_i and
 measured on held batches of each task's training data (a seeded draw of `<task>.batch` examples,
 the same at every measurement, so values compare over time; TAG takes the step's own batch) and
 in float64: at Adam's learning rates the change is far below float32's resolution of a loss.
+The lookahead's gradient is the training step's own, in the model's float32 (its backward is the
+measurement's costliest part, and half the price in float32 on a CPU); the step it makes and the
+losses before and after it are float64.
 
 The noise floor: the measurement is repeated on `affinity_batches=` held batches, and each line
 keeps every batch's matrix. The batches are drawn once and reused, so one batch's values over
@@ -145,19 +148,26 @@ class Affinity:
             # the shared encoder's copied once for them all (47-62M parameters at paper size)
             encoder = {f"encoder.{name}": t for name, t in _float64(self.model.encoder).items()}
             weights = {task: _float64(self.networks[task], encoder) for task in [*self.tasks, *self.targets]}
-            measured = [self._on_batch(number, weights) for number in range(len(self.held[self.tasks[0]]))]
+            # the lookahead's gradient on the weights as they train (no copy)
+            trained = {task: _as_trained(self.networks[task]) for task in self.tasks}
+            measured = [
+                self._on_batch(number, weights, trained) for number in range(len(self.held[self.tasks[0]]))
+            ]
         per_batch = np.stack([among for among, _ in measured])
         return Measurement(per_batch, np.stack([toward for _, toward in measured]) if self.targets else None)
 
     def _on_batch(
-        self, number: int, weights: dict[str, dict[str, torch.Tensor]]
+        self,
+        number: int,
+        weights: dict[str, dict[str, torch.Tensor]],
+        trained: dict[str, dict[str, torch.Tensor]],
     ) -> tuple[np.ndarray, np.ndarray]:
         """On held batch `number`: (T, T) among the training tasks and (T, K) toward the targets."""
         helped = [*self.tasks, *self.targets]
         base = {task: self._loss(task, number, weights[task], on=self.scored).item() for task in helped}
         result = np.zeros((len(self.tasks), len(helped)))
         for i, source in enumerate(self.tasks):
-            stepped, lr = self._lookahead(source, number, weights[source])
+            stepped, lr = self._lookahead(source, number, weights[source], trained[source])
             for j, target in enumerate(helped):
                 after = self._loss(target, number, {**weights[target], **stepped}, on=self.scored).item()
                 result[i, j] = (1.0 - after / base[target]) / lr if base[target] and lr else 0.0
@@ -213,15 +223,16 @@ class Affinity:
         return weight, bias
 
     def _lookahead(
-        self, task: str, number: int, weights: dict[str, torch.Tensor]
+        self, task: str, number: int, weights: dict[str, torch.Tensor], trained: dict[str, torch.Tensor]
     ) -> tuple[dict[str, torch.Tensor], float]:
-        """The shared parameters (float64) after the step `task`'s optimizer would take on its held
-        batch `number`, and that step's lr on the shared encoder."""
-        names = [name for name in self.shared if name in weights]
-        leaves = {name: weights[name].clone().requires_grad_() for name in names}
-        loss = self._loss(task, number, {**weights, **leaves}, grad=True)
+        """The shared parameters (float64 `weights`) after the step `task`'s optimizer would take on
+        its held batch `number`, and that step's lr on the shared encoder. The gradient is taken on
+        the network as it trains (`trained`: its own weights, float32), as the training step takes it."""
+        names = [name for name in self.shared if name in trained]
+        leaves = {name: trained[name].detach().requires_grad_() for name in names}
+        loss = self._loss(task, number, {**trained, **leaves}, grad=True)
         found = torch.autograd.grad(loss, [leaves[n] for n in names], allow_unused=True)
-        gradients = {n: g for n, g in zip(names, found, strict=True) if g is not None}
+        gradients = {n: g.double() for n, g in zip(names, found, strict=True) if g is not None}
         if self.max_grad_norm:  # the training step clips before it steps
             norm = torch.linalg.vector_norm(
                 torch.stack([torch.linalg.vector_norm(g) for g in gradients.values()])
@@ -277,6 +288,12 @@ def _float64(
         for name, t in named
         if t.is_floating_point()
     }
+
+
+def _as_trained(network: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The network's floating-point parameters and buffers as it trains them, detached (no copy)."""
+    named = itertools.chain(network.named_parameters(), network.named_buffers())
+    return {name: t.detach() for name, t in named if t.is_floating_point()}
 
 
 def optimizer_step(
