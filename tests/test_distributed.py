@@ -361,6 +361,19 @@ def test_a_budget_one_rank_runs_out_of_stops_every_rank_for_that_reason(tiny_dat
     assert "stop_why" not in summary
 
 
+def test_a_stop_asked_for_on_one_rank_as_a_checkpoint_is_written_stops_every_rank(tiny_data, tmp_path):
+    """A request made after the loop read the step's (on_checkpoint, rank 0 alone) is read again
+    before the next step: no rank acts on a stop the others have not seen."""
+    plugin = Path(__file__).parent / "fixtures" / "plugins" / "rank_requests.py"
+    out = tmp_path / "checkpointed"
+    keys = (f"plugins={plugin}", "callbacks=stop_at_first_checkpoint", "max_steps=50")
+    code, output = finished(torchrun(2, *args_for(tiny_data, out, *SETTINGS, *keys)))
+    assert code == 0, output[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["stop_reason"], summary["global_step"]) == ("callback", 10)  # checkpoint_every=10
+    assert summary["stop_why"] == "checkpoint at step 10 on rank 0"
+
+
 def test_two_processes_move_an_online_schedules_shares_like_one(tiny_data, tmp_path):
     """schedule=aioli: every rank measures the lookahead on the whole held batches and rank 0's
     shares are sent to all, so two processes draw the same tasks with the same shares as one."""

@@ -127,7 +127,7 @@ class Trainer:
         run = self.run
         try:  # (a callback's failing start closes the run's logs as a failing step does)
             self.callbacks.on_train_begin(run)
-            run.control.read(self.dist, self.every_rank)  # a stop before the first step
+            self._act_on_requests()  # what the start asked (a stop before the first step)
             with self.stop_requests:
                 reason = self._loop()
         except BaseException as error:
@@ -171,14 +171,20 @@ class Trainer:
             self.callbacks.on_step_end(run, block_task)
             if scheduler.block_ends_after(step):
                 run.event("block_end", **state.end_block(block_task, time.perf_counter() - block_clock))
-            asked = control.read(self.dist, self.every_rank)
-            if asked.evaluate:
-                self.evaluation.evaluate_and_checkpoint()
-                # a stop asked for in on_evaluate (early stopping) or by the evaluation's verdict
-                # (patience) ends the run here, not a step later
-                control.read(self.dist, self.every_rank)
-            elif asked.checkpoint:
-                self.evaluation.save_latest()
+            self._act_on_requests()
+
+    def _act_on_requests(self) -> None:
+        """Evaluate or checkpoint where the run's parts asked; a stop asked for meanwhile (early
+        stopping in on_evaluate, patience's verdict, a callback's on_checkpoint) is read again
+        after it, so the loop stops before the next step, every rank alike."""
+        asked = self.run.control.read(self.dist, self.every_rank)
+        if asked.evaluate:
+            self.evaluation.evaluate_and_checkpoint()
+        elif asked.checkpoint:
+            self.evaluation.save_latest()
+        else:
+            return
+        self.run.control.read(self.dist, self.every_rank)
 
     def train_step(self, batches: dict[str, np.ndarray]) -> dict[str, Any]:
         """One optimizer step on `batches` (each stepped task's training rows, its global batch: one

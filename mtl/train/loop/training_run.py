@@ -58,7 +58,8 @@ class Control:
     checkpoint_every= rhythm). Every rank's requests count: one rank asking is enough."""
 
     stop_why: str | None = None
-    reason: StopReason | None = None  # the stop asked for, agreed by every rank once read
+    asked: StopReason | None = None  # the stop this process's parts asked for, not yet read
+    reason: StopReason | None = None  # the stop every rank agreed on when the loop last read
     evaluate: bool = False
     checkpoint: bool = False
 
@@ -67,8 +68,8 @@ class Control:
         of `STOPS`: whatever the order the parts asked in, every rank gives the same one)."""
         if reason not in STOPS:
             raise ValueError(f"run.control.stop: {reason.value} is not a reason a part of the run gives")
-        if self.reason is None or STOPS.index(reason) < STOPS.index(self.reason):
-            self.stop_why, self.reason = why, reason
+        if self.asked is None or STOPS.index(reason) < STOPS.index(self.asked):
+            self.stop_why, self.asked = why, reason
 
     def evaluate_now(self) -> None:
         self.evaluate = True
@@ -79,15 +80,18 @@ class Control:
     def read(self, dist: Distributed, from_every_rank: bool) -> Requests:
         """What was asked since the last read: any rank's where `from_every_rank` (a collective, so
         paid only where ranks may ask differently: callbacks=, a clock's budget); the requests to
-        evaluate and checkpoint are cleared, a stop stays (as the reason every rank agreed on)."""
+        evaluate and checkpoint are cleared, a stop stays (as `reason`, which every rank agreed on:
+        the loop acts on that one, never on a request only this process has seen)."""
         asked = [float(self.evaluate), float(self.checkpoint)]
-        asked += [float(self.reason is reason) for reason in STOPS]
+        asked += [float(self.asked is reason) for reason in STOPS]
         if from_every_rank:
             asked = dist.sum(asked)
         self.evaluate = self.checkpoint = False
         stops = [reason for reason, count in zip(STOPS, asked[2:], strict=True) if count > 0]
-        if stops and self.reason is not stops[0]:  # another rank's stop, or a reason chosen over ours
-            self.stop_why, self.reason = None, stops[0]
+        if stops:
+            if self.asked is not stops[0]:  # another rank's stop, or a reason chosen over ours
+                self.stop_why = None
+            self.asked = self.reason = stops[0]
         return Requests(asked[0] > 0, asked[1] > 0, self.reason)
 
 
