@@ -282,12 +282,7 @@ def _float64(
     """The network's floating-point parameters and buffers as float64 copies; those in `copied`
     (by name) taken from it, not copied again."""
     copied = copied or {}
-    named = itertools.chain(network.named_parameters(), network.named_buffers())
-    return {
-        name: copied[name] if name in copied else t.detach().double()
-        for name, t in named
-        if t.is_floating_point()
-    }
+    return {name: copied[name] if name in copied else t.double() for name, t in _as_trained(network).items()}
 
 
 def _as_trained(network: torch.nn.Module) -> dict[str, torch.Tensor]:
