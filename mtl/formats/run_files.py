@@ -1,9 +1,10 @@
 """The files of a run folder that mtl writes and reads back, each with its schema: config.json
 (`RunRecord`, the readers' part of its config `RunConfig`), summary.json (`Summary`, its
 `scored_on` and contamination `Ledger`), metrics.jsonl (`MetricsRow`, `read_metrics`) and
-affinity.jsonl (`AffinityRow`, `read_affinity`). The lines of the two logs are written by the
-run's callbacks (`mtl.train.callbacks.runlog`, `affinity`), summary.json by its ending; the
-folder's paths, status and the lenient readers are `mtl.runs`'s."""
+affinity.jsonl (`AffinityRow`, `read_affinity`); and how each is written: `write_config`,
+`write_summary` (whole, atomically: a reader never sees half a file) and `log_line` (a line of
+either log, appended by the run's callbacks as it goes: a kill cuts at most the last line, which
+the readers leave out). The folder's paths, status and the lenient readers are `mtl.runs`'s."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from mtl.files import atomic, jsonfile
 from mtl.files.schemas import RESTORE, Count, DamagedFile, Number, Record, is_number, read_json_lines
 
 
@@ -237,3 +239,18 @@ def read_affinity(path: Path) -> list[dict[str, Any]]:
                 f"the first over {rows[0]['tasks']} (targets {rows[0].get('targets')}): {RESTORE}"
             )
     return rows
+
+
+def write_config(path: Path, record: dict[str, Any]) -> None:
+    """A run's config.json (`RunRecord`)."""
+    atomic.write_text(path, jsonfile.dumps(record, indent=2) + "\n", "run config")
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    """A run's summary.json (`Summary`)."""
+    atomic.write_text(path, jsonfile.dumps(summary, indent=2) + "\n", "summary")
+
+
+def log_line(record: dict[str, Any]) -> str:
+    """One line of metrics.jsonl (`MetricsRow`) or affinity.jsonl (`AffinityRow`)."""
+    return jsonfile.dumps(record) + "\n"

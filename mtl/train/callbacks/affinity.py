@@ -48,7 +48,8 @@ import numpy as np
 import torch
 from torch.func import functional_call
 
-from mtl.files import atomic, jsonfile
+from mtl.files import atomic
+from mtl.formats.run_files import log_line
 from mtl.models.heads import MultitaskModel
 from mtl.runs import read_affinity
 from mtl.runtime.distributed import local_batches
@@ -341,11 +342,11 @@ class AffinityLog:
         if not self.path.is_file():
             return
         kept = [row for row in read_affinity(self.path) if row["step"] <= step]
-        atomic.write_text(self.path, "".join(jsonfile.dumps(row) + "\n" for row in kept))
+        atomic.write_text(self.path, "".join(log_line(row) for row in kept))
 
     def append(self, row: dict[str, Any]) -> None:
         with open(self.path, "a", encoding="utf-8") as out:
-            out.write(jsonfile.dumps(row) + "\n")
+            out.write(log_line(row))
             out.flush()
 
 

@@ -20,8 +20,9 @@ from mtl.eval import contamination
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.eval.configs import LedgerConfig as LedgerConfig
-from mtl.files import atomic, jsonfile, schemas
+from mtl.files import schemas
 from mtl.formats import run_files
+from mtl.formats.run_files import write_summary
 from mtl.runs import RunFolder
 from mtl.train.config.record import read_run_record
 from mtl.train.config.train_config import recorded_config
@@ -49,9 +50,7 @@ def relist(config: LedgerConfig) -> dict:
         if root is not None and not root.is_dir():
             raise UserError(f"data={config.data} is not a folder: give SentEval's downstream folder")
         ledger = contamination.ledger(data.training_sentences(), root, progress=True)
-        atomic.write_text(
-            folder.summary, jsonfile.dumps({**summary, "contamination": ledger}, indent=2) + "\n", "summary"
-        )
+        write_summary(folder.summary, {**summary, "contamination": ledger})
     return ledger
 
 

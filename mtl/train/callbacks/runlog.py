@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mtl import metrics
-from mtl.files import jsonfile
+from mtl.formats.run_files import log_line
 from mtl.runs import read_metrics
 from mtl.tracking.tracker import Tracker
 
@@ -49,7 +49,7 @@ class RunLog:
     def log(self, record: dict[str, Any]) -> None:
         """Append `record` (which has a `global_step`) to the file; a step's or an evaluation's
         numbers to W&B."""
-        self._file.write(jsonfile.dumps(record) + "\n")
+        self._file.write(log_line(record))
         self._file.flush()
         self._to_history(record)
 

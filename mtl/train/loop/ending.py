@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mtl import metrics
-from mtl.files import atomic, jsonfile
+from mtl.formats.run_files import write_summary
 from mtl.train.loop.checkpointer import export_final_encoder
 from mtl.train.loop.setup import build_model
 from mtl.train.loop.state import StopReason
@@ -55,7 +55,7 @@ class Ending:
         callbacks.on_event({metrics.GLOBAL_STEP: state.global_step, metrics.EVENT: "finished", **results})
         callbacks.on_finish(summary, state.phases.rows)
         if run.dist.is_main:
-            atomic.write_text(run.files.summary, jsonfile.dumps(summary, indent=2) + "\n")
+            write_summary(run.files.summary, summary)
         callbacks.close(exit_code=0)
         return summary
 

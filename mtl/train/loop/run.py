@@ -17,8 +17,8 @@ from mtl import metrics, plugins
 from mtl.config import to_dict
 from mtl.console import say
 from mtl.errors import UserError
-from mtl.files import atomic, jsonfile
 from mtl.files.atomic import check_output_dir
+from mtl.formats.run_files import write_config
 from mtl.published import published_for_command
 from mtl.runs import RunFolder, RunStatus
 from mtl.runtime.device import resolve_device
@@ -86,7 +86,7 @@ def train_new(
         }
         if figures := published_for_command(command):  # what its paper reports (`just reproduce`)
             record["published"] = figures
-        atomic.write_text(run_dir / "config.json", jsonfile.dumps(record, indent=2) + "\n", "run config")
+        write_config(run_dir / "config.json", record)
     return run_dir, trainer.fit()
 
 
