@@ -90,3 +90,22 @@ def test_bad_benchmark_arguments_are_one_line(tiny_data, tmp_path, args, message
     train = [a for a in args_for(tiny_data, tmp_path / "b") if not a.startswith(("out=", "max_steps="))]
     with pytest.raises(UserError, match=re.escape(message)):
         mixing_bench.bench([*train, f"out={tmp_path / 'b'}", "budget=steps:2", "noise=false", *args])
+
+
+def test_every_study_opens_alike(tiny_data, tmp_path, capsys):
+    """open_study: the launcher's keys apart, the study's parse, its seeds, and the seed plan's
+    warning (said and kept for the study's .md); a study with no plan= key has no plan."""
+    from mtl.studies import groups
+    from mtl.studies.opening import open_study
+
+    plan = tmp_path / "planned.json"
+    plan.write_text(json.dumps({"seeds": {"MR": 5, "CR": 2}, "most": 100}))
+    train = [a for a in args_for(tiny_data, tmp_path / "b") if not a.startswith(("out=", "max_steps="))]
+    opened = open_study([*train, "launcher=local", "seeds=3", f"plan={plan}"], mixing_bench.parse)
+    assert opened.seeds == [1, 2, 3] and opened.config.arms.startswith("stratified")
+    assert opened.below_plan is not None and opened.below_plan.startswith(
+        "warning: 3 seeds per arm is below the plan (MR 5 per arm"
+    )
+    assert opened.below_plan in capsys.readouterr().err and "launcher=local" not in opened.train
+    opened = open_study([*train, "seed=4", "seeds=2", "groups=nli+squad", "budget=steps:2"], groups.parse)
+    assert opened.seeds == [4, 5] and opened.below_plan is None

@@ -4,6 +4,8 @@ between seeds is often larger than the effect a study looks for (Reimers & Gurev
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from mtl.config import Range, comma_list, read_number
 from mtl.errors import UserError
 
@@ -27,3 +29,13 @@ def seed_list(seeds: str | None, seed: str | None) -> list[int]:
     if first + count - 1 >= 2**63:
         raise UserError(f"seed={seed} with seeds={seeds}: the last seed must fit in 64 bits (below 2**63)")
     return list(range(first, first + count))
+
+
+class SeededStudy(Protocol):
+    seeds: int | None  # seeds seed..seed+K-1
+    seed: str  # the first seed, or a list (1,2,3)
+
+
+def study_seeds(config: SeededStudy) -> list[int]:
+    """The seeds of a study's configuration (its `seeds=` and `seed=`)."""
+    return seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)

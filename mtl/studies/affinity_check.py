@@ -46,12 +46,12 @@ from mtl.jobs.arms import (
     study_folder,
 )
 from mtl.jobs.configs import AffinityCheckConfig as AffinityCheckConfig
-from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
-from mtl.jobs.seeds import seed_list
+from mtl.jobs.seeds import study_seeds
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_affinity, read_summary
 from mtl.studies.groups import seed_scores, test_metric
+from mtl.studies.opening import open_study
 from mtl.studies.versus import arm_of, subset_members
 from mtl.train.config.command_line import config_from_args
 
@@ -65,7 +65,7 @@ def parse(args: Sequence[str]) -> tuple[AffinityCheckConfig, list[str]]:
     refuse_run_keys(train, "affinity-check", "arm")
     config = apply_overrides(AffinityCheckConfig(), own)
     budget_amount(config.budget)
-    seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
+    study_seeds(config)  # a bad seeds= or seed= stops the study before any work
     return config, train
 
 
@@ -291,10 +291,7 @@ def check(kept: list[Member], training: list[str], targets: list[str], resamples
 
 
 def command(args: Sequence[str]) -> None:
-    launcher_args, args = split_launcher_keys(args)
-    launcher = launcher_from(launcher_args)
-    config, train = parse(args)
-    seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
+    launcher, config, train, seeds, _ = open_study(args, parse)
     run_config = config_from_args(train)
     training = run_config.training_tasks
     targets = [name for name in run_config.tasks if name not in training]

@@ -32,14 +32,12 @@ command again to continue. Results: out/bench-balancers.md, .json, W&B tables, a
 from __future__ import annotations
 
 import itertools
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from mtl.analysis.power import warn_below
 from mtl.config import apply_overrides, comma_list
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
@@ -56,11 +54,10 @@ from mtl.jobs.arms import (
     wandb_mode,
 )
 from mtl.jobs.configs import BenchBalancersConfig
-from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
-from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import train_study
 from mtl.studies.mixture import arm_of, budget_keys, proxy_score, verdicts_against
+from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.resolve import resolve_settings
@@ -232,14 +229,8 @@ def markdown(result: dict) -> str:
 
 def bench(args: Sequence[str]) -> tuple[Path, dict]:
     """The whole benchmark (resumed where it stopped): its folder and its result."""
-    launcher_args, args = split_launcher_keys(args)
-    launcher = launcher_from(launcher_args)
-    config, train = parse(args)
+    launcher, config, train, seeds, below_plan = open_study(args, parse)
     methods = methods_of(config.methods)
-    seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
-    below_plan = warn_below(config.plan, len(seeds))
-    if below_plan:
-        print(below_plan, file=sys.stderr, flush=True)
     out = study_folder(config.out, "balancers")
     tasks, lr = base_of(train)
     trials = trial_members(train, methods, config, seeds[0], out, tasks, lr)

@@ -47,11 +47,11 @@ from mtl.jobs.arms import (
     study_folder,
 )
 from mtl.jobs.configs import TrainGroupsConfig as TrainGroupsConfig
-from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
-from mtl.jobs.seeds import seed_list
+from mtl.jobs.seeds import study_seeds
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_affinity, read_summary
+from mtl.studies.opening import open_study
 from mtl.studies.versus import subset_members
 from mtl.train.config.command_line import config_from_args
 
@@ -68,7 +68,7 @@ def parse(args: Sequence[str]) -> tuple[TrainGroupsConfig, list[str]]:
     refuse_run_keys(train, "train-groups", "network")
     config = apply_overrides(TrainGroupsConfig(), own)
     budget_amount(config.budget)
-    seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
+    study_seeds(config)  # a bad seeds= or seed= stops the study before any work
     if not config.groups:
         raise UserError(
             "groups= is missing: give groups=from:runs/<run> (TAG's selection) or groups=nli+sick,sickshuf"
@@ -242,10 +242,7 @@ def markdown(result: dict) -> str:
 
 
 def command(args: Sequence[str]) -> None:
-    launcher_args, args = split_launcher_keys(args)
-    launcher = launcher_from(launcher_args)
-    config, train = parse(args)
-    seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
+    launcher, config, train, seeds, _ = open_study(args, parse)
     training = config_from_args(train).training_tasks
     if len(training) < 2:
         raise UserError(f"train-groups groups training tasks: {training[0]} trains alone already")

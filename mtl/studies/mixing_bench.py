@@ -26,14 +26,12 @@ Results: out/bench-mixing.md, .json, W&B tables, and the page (mtl/analysis/mixi
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mtl.analysis.power import warn_below
 from mtl.config import apply_overrides, comma_list
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
@@ -50,12 +48,11 @@ from mtl.jobs.arms import (
     wandb_mode,
 )
 from mtl.jobs.configs import BenchMixingConfig
-from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
-from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_metrics, read_summary
 from mtl.studies.mixture import arm_of, budget_keys, by_size, mixture_keys, training_sizes, verdicts_against
+from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
 from mtl.train.config.command_line import config_from_args
 
@@ -277,14 +274,8 @@ NOTES = {
 
 def bench(args: Sequence[str]) -> tuple[Path, dict]:
     """The whole benchmark (resumed where it stopped): its folder and its result."""
-    launcher_args, args = split_launcher_keys(args)
-    launcher = launcher_from(launcher_args)
-    config, train = parse(args)
+    launcher, config, train, seeds, below_plan = open_study(args, parse)
     arms = arms_of(config)
-    seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
-    below_plan = warn_below(config.plan, len(seeds))
-    if below_plan:
-        print(below_plan, file=sys.stderr, flush=True)
     out = study_folder(config.out, "mixing")
     train, tasks = tasks_of(train, noise_task(out) if config.noise else None)
     found = members(train, arms, tasks, config, seeds, out)

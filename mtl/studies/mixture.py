@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +50,6 @@ from typing import Any
 
 import numpy as np
 
-from mtl.analysis.power import warn_below
 from mtl.analysis.significance import correct_study
 from mtl.config import apply_overrides
 from mtl.errors import UserError
@@ -72,11 +70,12 @@ from mtl.jobs.arms import (
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.jobs.configs import MixtureSearchConfig as MixtureSearchConfig
-from mtl.jobs.launchers import check_outcomes, launcher_from, split_launcher_keys
+from mtl.jobs.launchers import check_outcomes
 from mtl.jobs.member import Member
-from mtl.jobs.seeds import seed_list
+from mtl.jobs.seeds import study_seeds
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
 from mtl.runs import RunFolder, read_summary
+from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.inputs import resolve_inputs
@@ -108,7 +107,7 @@ def parse(args: Sequence[str]) -> tuple[MixtureSearchConfig, list[str]]:
     budget_amount(config.budget)
     if budget_amount(config.proxy_budget)[0] == "examples" or budget_amount(config.budget)[0] == "examples":
         raise UserError("mixture-search samples tasks by probability: give steps:N or minutes:N budgets")
-    seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
+    study_seeds(config)  # a bad seeds= or seed= stops the study before any work
     return config, train
 
 
@@ -487,14 +486,8 @@ def legacy_proxies(out: Path) -> bool:
 def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
     """The whole search (resumed where it stopped): its folder, its result, and the proxies'
     observed scores with their held-out predictions (for the page)."""
-    launcher_args, args = split_launcher_keys(args)
-    launcher = launcher_from(launcher_args)
-    config, train = parse(args)
+    launcher, config, train, seeds, below_plan = open_study(args, parse)
     tasks = training_tasks(train)
-    seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
-    below_plan = warn_below(config.plan, len(seeds))
-    if below_plan:
-        print(below_plan, file=sys.stderr, flush=True)
     out = study_folder(config.out, "mixture")
     sizes = training_sizes(train, tasks)
     legacy = legacy_proxies(out)

@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mtl.analysis.power import warn_below
 from mtl.analysis.significance import correct_study
 from mtl.config import comma_list, paths_and_keys
 from mtl.errors import UserError
@@ -50,11 +48,11 @@ from mtl.jobs.arms import (
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.jobs.configs import VersusConfig as VersusConfig
-from mtl.jobs.launchers import launcher_from, split_launcher_keys
 from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_summary
+from mtl.studies.opening import open_study
 from mtl.tasks import named_config
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.train_config import TrainConfig, legacy_keys
@@ -413,13 +411,7 @@ def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, 
 
 
 def command(args: Sequence[str]) -> None:
-    launcher_args, args = split_launcher_keys(args)
-    launcher = launcher_from(launcher_args)
-    config, train = parse(args)
-    seeds = seed_list(str(config.seeds) if config.seeds is not None else None, config.seed)
-    below_plan = warn_below(config.plan, len(seeds))
-    if below_plan:
-        print(below_plan, file=sys.stderr, flush=True)
+    launcher, config, train, seeds, below_plan = open_study(args, parse)
     out = study_folder(config.out, "versus")
     methods = merge_methods(config.merge)
     found = members(train, config.budget, out, seeds, merge=bool(methods))
