@@ -224,6 +224,32 @@ def test_a_step_on_a_task_lowers_its_own_held_loss(tiny_data, tmp_path, optim):
     assert np.array_equal(measured.per_batch, affinity.measure().per_batch)  # fixed held batches
 
 
+def test_aiolis_evidence_is_each_losss_drop_in_its_own_units(tiny_data, tmp_path):
+    """Measurement.lowered, L before - L after (Aioli's previous_loss - new_loss), made from the
+    relative change per lr: under SGD it grows with the lr (ten times the lr, ten times the drop,
+    to first order), the loss before is the task's own on its held batch, and a step lowers its
+    own task's loss."""
+    from mtl.train.loop.setup import TaskNetwork
+
+    drops = []
+    for lr in (1e-4, 1e-3):
+        trainer, affinity = affinity_of(tiny_data, tmp_path / f"{lr}", "optim=sgd", f"lr={lr}")
+        measured = affinity.measure()
+        assert measured.base is not None and measured.lrs is not None
+        assert measured.base.shape == (3, 2) and np.allclose(measured.lrs, lr)
+        for number, held in enumerate(zip(affinity.held["nli"], affinity.held["squad"], strict=True)):
+            for column, (task, examples) in enumerate(zip(("nli", "squad"), held, strict=True)):
+                with torch.no_grad():  # the task's loss on its held batch, plainly (no dropout here)
+                    outputs = TaskNetwork(trainer.model, task)(
+                        trainer.data.table.batch_columns(examples.sentences, trainer.device)
+                    )
+                    loss = trainer.data.tasks[task].losses(outputs, torch.from_numpy(examples.labels))
+                assert measured.base[number, column] == pytest.approx(float(loss.mean()), rel=1e-5)
+        assert (measured.lowered.diagonal() > 0).all()
+        drops.append(measured.lowered)
+    np.testing.assert_allclose(drops[1], 10 * drops[0], rtol=0.05)
+
+
 def test_the_lookahead_takes_adams_own_step_with_its_state():
     """optimizer_step runs the optimizer's update rule on float64 copies: Adam's second step (its
     moments from the first) equals what torch's Adam does to the parameters themselves."""

@@ -75,12 +75,26 @@ def test_a_benchmark_plants_noise_judges_every_arm_and_resumes_without_retrainin
     assert {p: p.stat().st_mtime_ns for p in out.glob("*/*/summary.json")} == stamps
 
 
+def test_aioli_target_answers_to_every_loss_but_the_planted_noise_tasks(tiny_data, tmp_path):
+    out = tmp_path / "bench"
+    train, tasks = mixing_bench.tasks_of(
+        [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))],
+        mixing_bench.noise_task(out),
+    )
+    config = mixing_bench.BenchMixingConfig(arms="stratified,aioli-target")
+    (_, judged) = mixing_bench.members(train, ["stratified", "aioli-target"], tasks, config, [1], out)
+    assert tasks == ["nli", "squad", "noise"]
+    assert "schedule=aioli" in judged.overrides and "mix_target=nli,squad" in judged.overrides
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["arms=aioli,doremi"], "give stratified (the baseline)"),
         (["arms=stratified,aoili"], "aoili is no arm"),
         (["arms=stratified,searched"], "give mixture=<a just mixture-search folder>"),
+        (["arms=stratified,aioli-target"], "aioli-target judges the tasks by every loss but the planted"),
+        (["mix_target=nli"], "mix_target=nli: bench-mixing sets each arm's schedule"),
         (["schedule=aioli"], "schedule=aioli: bench-mixing sets each arm's schedule"),
         (["nli.prob=0.5"], "nli.prob=0.5: bench-mixing sets each arm's schedule"),
         (["max_steps=5"], "max_steps=5: bench-mixing sets it for each run"),

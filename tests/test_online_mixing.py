@@ -1,6 +1,7 @@
 """Online mixing (schedule=aioli|doremi|transfer): the update rules equal their authors' code,
-every decision is logged and checkpointed, a killed run resumes to the same bits, and a planted
-noise task is starved."""
+every decision is logged and checkpointed, a killed run resumes to the same bits, and aioli's law
+answers to the losses mix_target= names. (Whether a planted noise task is starved is measured at
+CPU scale by `just bench-mixing`, RESULTS.md: a tiny run's shares say nothing about it.)"""
 
 import numpy as np
 import pytest
@@ -106,6 +107,17 @@ def test_the_online_keys_say_which_schedule_they_belong_to(tiny_data, tmp_path):
     error = start_error(tiny_data, tmp_path, "schedule=doremi", f"mix_reference={tmp_path / 'nothing'}")
     assert "no " in error and "best checkpoint" in error
     assert "add a watching task" in start_error(tiny_data, tmp_path, "schedule=transfer")
+
+
+def test_aioli_lowers_the_losses_mix_target_names(tiny_data, tmp_path):
+    """mix_target= keeps the law's rows of the tasks named: the mixture answers to their losses
+    alone; a name that is not a training task is one line."""
+    folder, _ = start_run(tiny_data, tmp_path / "judged", "schedule=aioli", "mix_target=nli", *ONLINE)
+    updates = [r for r in read_metrics(folder / "metrics.jsonl") if r.get("phase/event") == "mixing"]
+    laws = {key for r in updates[1:] for key in r if key.startswith("mixing/law/")}
+    assert laws == {"mixing/law/nli>nli", "mixing/law/squad>nli"}
+    error = start_error(tiny_data, tmp_path, "schedule=aioli", "mix_target=nli,sts")
+    assert error.startswith("mix_target=nli,sts: sts is not a training task of this run (nli, squad)")
 
 
 def start_error(tiny_data, tmp_path, *keys) -> str:

@@ -6,14 +6,18 @@ compute and with seeds?
 - **Arms** (`arms=`): the static mixtures, `stratified` (every task an equal share, as Aioli's and
   DoReMi's baseline), `proportional` (by size) and `temperature` (size**(1/T), `temperature=`),
   `searched` (the best static mixture of a `just mixture-search` folder, `mixture=`), and the
-  online schedules (mtl/train/callbacks/online_mixing.py): `aioli` (the authors' normalization), `aioli-abs`
-  (mix_normalize=abs), `doremi` (its reference: the stratified arm's run of the same seed) and
-  `transfer` (it needs a watching task among tasks=). The online arms share `mix_every=` and
-  `mix_batches=`; each its authors' step size.
+  online schedules (mtl/train/callbacks/online_mixing.py): `aioli` (the authors' normalization),
+  `aioli-abs` (mix_normalize=abs), `aioli-target` (the law's rows every task's dev loss but the
+  planted noise task's, `mix_target=`: a user judges a task they doubt by what it does to the
+  tasks they chose; Aioli's own objective counts every task's loss, and a noise task's steps lower
+  its own: they pull its head back to the label marginal), `doremi` (its reference: the
+  stratified arm's run of the same seed) and `transfer` (it needs a watching task among tasks=).
+  The online arms share `mix_every=` and `mix_batches=`; each its authors' step size.
 - **A planted noise task** (`noise=true`): a copy of SICK-E whose training labels are shuffled
-  (`shuffle_labels`; its dev and test keep theirs) joins every arm's tasks. Nothing can be learned
-  from it, so a good mixture starves it: the benchmark records each arm's noise share at mid-run
-  (the shares in force at half the budget) and the fraction of steps it trained on noise.
+  (`shuffle_labels`; its dev and test keep theirs) joins every arm's tasks. Nothing but its label
+  marginal can be learned from it, so a good mixture starves it: the benchmark records each arm's
+  noise share at mid-run (the shares in force at half the budget) and the fraction of steps it
+  trained on noise.
 - **Equal compute.** Every run trains the whole budget (`stop=max_steps`): the same steps, each
   of one task. The online arms spend evidence measurements besides (their seconds are recorded,
   and doremi's reference run is the stratified arm's, said in the arms' table).
@@ -61,11 +65,15 @@ STATIC = ("stratified", "proportional", "temperature", "searched")
 ONLINE = {  # arm -> its schedule keys
     "aioli": ["schedule=aioli"],
     "aioli-abs": ["schedule=aioli", "mix_normalize=abs"],
+    "aioli-target": ["schedule=aioli"],  # and mix_target= every task but the noise (members)
     "doremi": ["schedule=doremi"],
     "transfer": ["schedule=transfer"],
 }
 NOISE = "noise"  # the planted task's name: a copy of SICK-E with shuffled training labels
-SCHEDULE_KEYS = ("schedule", "schedule.schedule", "temperature", "mix_every", "mix_eta", "mix_reference")
+SCHEDULE_KEYS = (
+    "schedule", "schedule.schedule", "temperature", "mix_every", "mix_eta", "mix_reference", "mix_normalize",
+    "mix_target",
+)  # fmt: skip
 
 
 def parse(args: Sequence[str]) -> tuple[BenchMixingConfig, list[str]]:
@@ -89,6 +97,11 @@ def arms_of(config: BenchMixingConfig) -> list[str]:
         )
     if BASELINE not in arms or len(set(arms)) < 2:
         raise UserError(f"arms={config.arms}: give stratified (the baseline) and at least one arm to judge")
+    if "aioli-target" in arms and not config.noise:
+        raise UserError(
+            f"arms={config.arms}: aioli-target judges the tasks by every loss but the planted noise "
+            "task's: give noise=true (or leave the arm out)"
+        )
     if "searched" in arms and not config.mixture:
         raise UserError("arms= has searched: give mixture=<a just mixture-search folder> (its best mixture)")
     if config.mixture and "searched" not in arms:
@@ -182,6 +195,8 @@ def members(
             keys = list(static[arm]) if arm in static else [*ONLINE[arm], f"mix_every={config.mix_every}"]
             if arm == "doremi":  # each seed's reference: the stratified run of that seed ({seed})
                 keys.append(f"mix_reference={out / 'arms' / BASELINE}-seed{{seed}}")
+            if arm == "aioli-target":  # the losses a user judges by: the tasks they chose
+                keys.append(f"mix_target={','.join(t for t in tasks if t != NOISE)}")
             keys = [
                 *train,
                 *keys,
@@ -267,6 +282,7 @@ NOTES = {
     "searched": "the mixture-search's best mixture",
     "aioli": "lookahead mixing law, the authors' normalization",
     "aioli-abs": "lookahead mixing law, mix_normalize=abs",
+    "aioli-target": "lookahead mixing law, the noise task's own loss not among its rows (mix_target=)",
     "doremi": "excess loss over the stratified run of its seed (that run's compute not counted)",
     "transfer": "lookahead toward the watching tasks",
 }

@@ -70,6 +70,17 @@ class Measurement:
 
     per_batch: np.ndarray  # (B, T, T): Z(i -> j) / lr on each held batch
     toward: np.ndarray | None = None  # (B, T, K): Z(i -> target k) / lr on each of the targets' held batches
+    # what Z was made from: each scored loss before the lookaheads (B, T + K), each stepped task's lr (B, T)
+    base: np.ndarray | None = None
+    lrs: np.ndarray | None = None
+
+    @property
+    def lowered(self) -> np.ndarray:
+        """(T, T + K): how much task i's lookahead step lowered each loss, in the loss's own units
+        (L before - L after = Z * lr * L before: Aioli's evidence), the mean over the held batches."""
+        assert self.base is not None and self.lrs is not None
+        relative = self.per_batch if self.toward is None else np.concatenate([self.per_batch, self.toward], 2)
+        return (relative * self.lrs[:, :, None] * self.base[:, None, :]).mean(axis=0)
 
     @property
     def mean(self) -> np.ndarray:
@@ -154,25 +165,31 @@ class Affinity:
             measured = [
                 self._on_batch(number, weights, trained) for number in range(len(self.held[self.tasks[0]]))
             ]
-        per_batch = np.stack([among for among, _ in measured])
-        return Measurement(per_batch, np.stack([toward for _, toward in measured]) if self.targets else None)
+        return Measurement(
+            np.stack([among for among, *_ in measured]),
+            np.stack([toward for _, toward, *_ in measured]) if self.targets else None,
+            np.stack([base for *_, base, _ in measured]),
+            np.stack([lrs for *_, lrs in measured]),
+        )
 
     def _on_batch(
         self,
         number: int,
         weights: dict[str, dict[str, torch.Tensor]],
         trained: dict[str, dict[str, torch.Tensor]],
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """On held batch `number`: (T, T) among the training tasks and (T, K) toward the targets."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """On held batch `number`: (T, T) among the training tasks, (T, K) toward the targets, the
+        losses before the lookaheads (T + K) and each lookahead's lr (T)."""
         helped = [*self.tasks, *self.targets]
         base = {task: self._loss(task, number, weights[task], on=self.scored).item() for task in helped}
-        result = np.zeros((len(self.tasks), len(helped)))
+        result, lrs = np.zeros((len(self.tasks), len(helped))), np.zeros(len(self.tasks))
         for i, source in enumerate(self.tasks):
-            stepped, lr = self._lookahead(source, number, weights[source], trained[source])
+            stepped, lrs[i] = self._lookahead(source, number, weights[source], trained[source])
             for j, target in enumerate(helped):
                 after = self._loss(target, number, {**weights[target], **stepped}, on=self.scored).item()
-                result[i, j] = (1.0 - after / base[target]) / lr if base[target] and lr else 0.0
-        return result[:, : len(self.tasks)], result[:, len(self.tasks) :]
+                result[i, j] = (1.0 - after / base[target]) / lrs[i] if base[target] and lrs[i] else 0.0
+        before = np.array([base[task] for task in helped])
+        return result[:, : len(self.tasks)], result[:, len(self.tasks) :], before, lrs
 
     def _fit_probe(self, target: str) -> tuple[torch.Tensor, torch.Tensor]:
         """A multinomial logistic regression on the frozen features of `target`'s probe draw of

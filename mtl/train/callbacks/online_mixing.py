@@ -7,17 +7,23 @@ measured on the model as it trains, every `mix_every=` steps.
   gradient: A shifted to a minimum of 0 when it has a negative entry and divided by its sum (the
   authors' `aioli_normalize_A`, "always set"), then log w_j += eta * sum_i A[i, j]. Aioli fits A by
   training a few steps on each task in turn (LearnParams); mtl has that evidence without spending
-  training steps: the lookahead affinity (mtl/train/callbacks/affinity.py) steps a float64 copy with each
-  task's own optimizer and measures every task's loss before and after, here on held batches of
-  each task's dev split, so a step that only memorizes its own batch (shuffled labels) earns
-  nothing. eta=0.2, the authors' example (their README: try 0.1, 0.2, 0.5).
+  training steps: the lookahead affinity (mtl/train/callbacks/affinity.py) steps a float64 copy
+  with each task's own optimizer and measures every task's loss before and after, here on held
+  batches of each task's dev split, so a step that only memorizes its own batch earns nothing. A is the
+  losses' drop in their own units, as the authors' `previous_loss - new_loss` (not the affinity's
+  relative change per lr, which would weigh a task by how low its loss already is). eta=0.2, the
+  authors' example (their README: try 0.1, 0.2, 0.5). A's rows are every training task's dev
+  loss, Aioli's objective (the average loss over all groups); `mix_target=` keeps the rows of the
+  tasks named, for a user who judges a doubtful task by what it does to the others: a task's own
+  dev loss credits it when nothing else lowers it (a planted noise task's head, pulled back to its
+  label marginal by its own steps after every other task's step moved the encoder: RESULTS.md,
+  2026-11-30).
 - **doremi** (Xie et al. 2023, "DoReMi: Optimizing Data Mixtures Speeds Up Language Model
   Pretraining"; sangmichaelxie/doremi, doremi/trainer.py `update_domain_weights`): each task's
   excess loss over a reference run (`mix_reference=`, its best checkpoint; `{seed}` in it is the
-  run's seed, so each seed of a study has its own reference and the seeds share one config), per example clipped at
-
-  0 and averaged, on held dev batches; log w += eta * excess, normalized, then mixed with equal
-  shares by `mix_smoothing=` (c = 1e-3, the paper's), eta=1 as the authors'. DoReMi reweights a
+  run's seed, so each seed of a study has its own reference and the seeds share one config), per
+  example clipped at 0 and averaged, on held dev batches; log w += eta * excess, normalized, then
+  mixed with equal shares by `mix_smoothing=` (c = 1e-3, the paper's), eta=1 as the authors'. DoReMi reweights a
   proxy's loss and trains the final model on the averaged weights; here, as Aioli's online
   DoReMi does, the shares in force sample each step's task.
 - **transfer**: Aioli's rule with the watched tasks' losses as the rows of A: A[k, j] = how much
@@ -112,6 +118,8 @@ class OnlineMixing(Callback):
                 data, setup, self.tasks, seed, device, batches, config.optim.max_grad_norm,
                 scored_on="dev", targets=watched(config, data) if self.kind == "transfer" else [],
             )  # fmt: skip
+            # the law's rows: the losses the mixture lowers
+            self.rows = self.affinity.targets if self.kind == "transfer" else judged(config, self.tasks)
         if self.kind == "doremi":
             self.data, self.device, self.model = data, device, setup.model
             self.held = {task: held_draws(data, task, seed, batches, "dev") for task in self.tasks}
@@ -137,9 +145,10 @@ class OnlineMixing(Callback):
         None for doremi) from the model as it is now."""
         assert self.scheduler.live is not None and self.scheduler.log_weights is not None
         if self.affinity is not None:
-            measured = self.affinity.measure()
             # mtl's rows are the stepped task; Aioli's A has a row per loss, a column per task trained
-            law = (measured.toward.mean(axis=0) if self.kind == "transfer" else measured.mean).T
+            lowered = self.affinity.measure().lowered.T
+            helped = [*self.tasks, *self.affinity.targets]
+            law = lowered[[helped.index(task) for task in self.rows]]
             shares, log_weights = aioli_update(self.scheduler.log_weights, law, self.eta, self.normalize)
             return normalized(law, self.normalize).sum(axis=0), shares, log_weights, law
         excess = self.excess_losses()
@@ -180,11 +189,10 @@ class OnlineMixing(Callback):
             f"mixing/evidence/{t}": float(e) if np.isfinite(e) else None
             for t, e in zip(self.tasks, evidence, strict=True)
         }
-        if law is not None and self.affinity is not None:  # how much training on j lowered i's loss
-            rows = self.affinity.targets if self.kind == "transfer" else self.tasks
+        if law is not None:  # how much training on j lowered i's loss
             values |= {
                 f"mixing/law/{j}>{i}": float(law[a, b])
-                for a, i in enumerate(rows)
+                for a, i in enumerate(self.rows)
                 for b, j in enumerate(self.tasks)
             }
         return values
@@ -195,6 +203,18 @@ class OnlineMixing(Callback):
             "mixing_shares": {t: float(p) for t, p in zip(self.tasks, self.scheduler.live, strict=True)},
             "mixing_seconds": self.scheduler.evidence_seconds,  # the updates' measurements, besides train_seconds
         }
+
+
+def judged(config: TrainConfig, tasks: list[str]) -> list[str]:
+    """The training tasks whose dev losses are schedule=aioli's rows: mix_target='s (in the run's
+    order), or every one."""
+    named = comma_list(config.schedule.mix_target)
+    if unknown := [t for t in named if t not in tasks]:
+        raise UserError(
+            f"mix_target={config.schedule.mix_target}: {unknown[0]} is not a training task of this run "
+            f"({', '.join(tasks)}): name the tasks whose dev losses the mixture should lower"
+        )
+    return [t for t in tasks if t in named] or list(tasks)
 
 
 def watched(config: TrainConfig, data: TrainingData) -> list[str]:

@@ -108,8 +108,10 @@ class ScheduleConfig:
     mix_normalize: Literal["shift", "abs"] = (
         "shift"  # schedule=aioli/transfer: shift (the authors') or abs (signs kept)
     )
+    # The losses the online mixture lowers: aioli's training tasks (empty: every one, the authors'
+    # average over all groups), transfer's watching tasks (empty: every one)
     mix_target: str = (
-        ""  # schedule=transfer: watching tasks (comma-separated) that steer the shares; empty: every one
+        ""  # schedule=aioli/transfer: the tasks (comma-separated) whose dev losses steer the shares
     )
     balancer: Annotated[str, OneOf(BALANCERS)] = (
         "sum"  # schedule=mixed: how the tasks' gradients combine (sum, uncertainty, gradnorm, pcgrad)

@@ -262,7 +262,7 @@ def _live(scheduler: Scheduler, step: int) -> str:
     return scheduler.drawn_from(step, scheduler.live)
 
 
-@register_schedule("aioli", adaptive=True, keys=(*ONLINE_KEYS, "mix_normalize"))
+@register_schedule("aioli", adaptive=True, keys=(*ONLINE_KEYS, "mix_normalize", "mix_target"))
 def aioli(scheduler: Scheduler, step: int) -> str:
     """Drawn from shares that a linear mixing law, fitted online to lookahead losses, moves
     (Aioli: Chen et al. 2025); mtl/train/callbacks/online_mixing.py updates them."""
