@@ -314,8 +314,24 @@ def test_a_job_id_that_now_names_another_job_is_said_and_never_cancelled(slurm, 
         subprocess.run(["scancel", theirs, ours], check=False)
 
 
+# The run the two stopped-and-requeued tests below compare with, trained once: 1,000 steps of a
+# small encoder, no checkpoint but the ones the stops make (`checkpoint_every=` past the end), the
+# precision pinned (the numbers are compared with the uninterrupted run's, on any CPU). A stop
+# comes within about 100 steps of being asked for (a step takes about 10 ms here): the tests ask
+# 150-300 steps in, which leaves 700 to spare, more on a slow machine. (The preemption test ran
+# 4,000 steps, twice, for 100 s of the suite.)
+STOPPED_KEYS = ("max_steps=1000", "stop=max_steps", "checkpoint_every=100000", "eval_every=100000", "hidden=64",
+                "precision=fp32")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_data, tmp_path_factory) -> Path:
+    straight, _ = start_run(tiny_data, tmp_path_factory.mktemp("uninterrupted") / "straight", *STOPPED_KEYS)
+    return straight
+
+
 def test_a_run_signalled_near_its_time_limit_then_requeued_resumes_exactly_each_time(
-    slurm, tiny_data, tmp_path, capsys
+    slurm, tiny_data, uninterrupted, tmp_path, capsys
 ):
     """One job stopped mid-run twice, as SLURM stops jobs, and trained as the uninterrupted run:
 
@@ -327,11 +343,7 @@ def test_a_run_signalled_near_its_time_limit_then_requeued_resumes_exactly_each_
     2. `scontrol requeue` (as a preemption), 100 steps into that attempt: SLURM's SIGTERM, taken
        the same way, and a third attempt resumes from that checkpoint.
     """
-    # Signalled 200 steps in, requeued about 300 in: 500 steps to spare, more on a slow machine.
-    # precision pinned: the numbers are compared with the uninterrupted run's, on any CPU
-    keys = ("max_steps=800", "stop=max_steps", "checkpoint_every=100000", "eval_every=100000", "hidden=64",
-            "precision=fp32")  # fmt: skip
-    straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
+    straight, keys = uninterrupted, STOPPED_KEYS  # signalled 200 steps in, requeued about 300 in
     out = tmp_path / "limited"
     job = submitted(tiny_data, out, keys, "slurm.time=30", "slurm.signal_s=300")
     wait_while_running(job, lambda: len(training_rows_so_far(out)) >= 200)
@@ -344,7 +356,7 @@ def test_a_run_signalled_near_its_time_limit_then_requeued_resumes_exactly_each_
     (signalled,) = resumes(out)
     wait_while_running(job, lambda: len(training_rows_so_far(out)) >= signalled + 100)
     assert main(["status", str(out)]) == 0
-    assert re.search(rf"^limited +\d+/800 +~\d+ (s|min) +{job_id} +running$", capsys.readouterr().out, re.M)
+    assert re.search(rf"^limited +\d+/1000 +~\d+ (s|min) +{job_id} +running$", capsys.readouterr().out, re.M)
     subprocess.run(["scontrol", "requeue", job_id], check=True)
     _start_now(job_id)  # SLURM holds a requeued job back for two minutes: the test does not wait them out
     output = job.communicate(timeout=300)[0]
@@ -359,15 +371,13 @@ def test_a_run_signalled_near_its_time_limit_then_requeued_resumes_exactly_each_
 
 
 def test_a_run_preempted_by_a_higher_priority_job_checkpoints_in_its_grace_and_resumes_exactly(
-    slurm, tiny_data, tmp_path
+    slurm, tiny_data, uninterrupted, tmp_path
 ):
     """A job of the urgent partition (a higher PriorityTier, PreemptMode=REQUEUE) needs the node: SLURM
     sends the run's job SIGTERM, gives it GraceTime, requeues it; the run checkpoints after its
     step within the grace (no other checkpoint exists: the resume step proves it was written) and
     the requeued job resumes it to the uninterrupted run's numbers."""
-    keys = ("max_steps=4000", "stop=max_steps", "checkpoint_every=100000", "eval_every=100000", "hidden=64",
-            "precision=fp32")  # fmt: skip
-    straight, _ = start_run(tiny_data, tmp_path / "straight", *keys)
+    straight, keys = uninterrupted, STOPPED_KEYS
     out = tmp_path / "preempted"
     job = submitted(tiny_data, out, keys)
     wait_while_running(job, lambda: len(training_rows_so_far(out)) >= 150)
