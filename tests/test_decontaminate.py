@@ -108,7 +108,8 @@ def test_a_planted_leak_is_scored_without_its_items_in_report_compare_and_page(
     cr = read_task("CR", senteval_root).splits["all"]
     leaked = [s for i, s in enumerate(cr.sentences[0]) if i % 2 == 0]  # half of CR's sentences
     # ... and every item whose sentence normalises to one of them (CR repeats some sentences)
-    marked = sum(key in set(keys_of(leaked)) for key in map(key_of, cr.sentences[0]))
+    leaked_keys = set(keys_of(leaked))  # once: rebuilt for each of CR's 3,775 sentences it was 40 s of CI
+    marked = sum(key in leaked_keys for key in map(key_of, cr.sentences[0]))
     runs = []
     for name, extra in (("leak", "hidden=8"), ("clean", "hidden=12")):
         run_dir, _ = start_run(tiny_data, tmp_path / name, "max_steps=2", extra)
