@@ -74,7 +74,9 @@ def shared_data() -> Path:
     value = os.environ.get("MTL_DATA_DIR")
     if not value:
         pytest.skip("MTL_DATA_DIR is not set: point it at ../shared/data to run tests on the real datasets")
-    return Path(value)
+    # resolved: README's `MTL_DATA_DIR=../shared/data just test` is relative to the clone, and a
+    # test that moves into its own folder (monkeypatch.chdir) must still find the data
+    return Path(value).resolve()
 
 
 @pytest.fixture
