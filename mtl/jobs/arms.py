@@ -1,13 +1,10 @@
 """The arms of a study (versus-single, mixture-search), once trained: each run held to the whole
-budget, transferred with one protocol, and compared by `just compare` with its seeds grouped."""
+budget and transferred with one protocol (`mtl.studies.compared` then compares them, with `just
+compare`'s statistics, a layer above)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from mtl.config import Range, apply_overrides, paths_and_keys, read_number
@@ -142,11 +139,9 @@ def wandb_mode(members: list[Member]) -> str:
     return given[-1] if given else "auto"
 
 
-def transfer_and_compare(
-    members: list[Member], tasks: str, mode: str, data: str | None, out: Path, arm_of: Callable[[Member], str]
-) -> tuple[dict, dict[str, str], str]:
-    """Transfer each run (`transfer_tasks=`, `transfer_mode=`, `transfer_data=`), then `just
-    compare` them into out/compare.md and .json: (its record, encoder name -> arm, the report)."""
+def transfer_members(members: list[Member], tasks: str, mode: str, data: str | None) -> str:
+    """Transfer each run (`transfer_tasks=`, `transfer_mode=`, `transfer_data=`) that has no
+    report of its final encoder on those tasks yet; the report's name (transfer-fast, ...)."""
     keys = [f"tasks={tasks}", f"mode={mode}", f"data={data or ''}"]
     report = report_name(apply_overrides(TransferConfig(), keys))
     keys.append(f"wandb={wandb_mode(members)}")  # the study's wandb= reaches its transfers too
@@ -165,26 +160,4 @@ def transfer_and_compare(
             transfer(apply_overrides(TransferConfig(), [*keys, f"run={member.run_dir}"]))
         except TransferDataError as error:  # said with the key the study takes
             raise error.naming("transfer_data") from None
-    compared_path = out / "compare.md"
-    runs = [str(m.run_dir) for m in members]
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mtl",
-            "compare",
-            *runs,
-            f"report={report}",
-            f"out={compared_path}",
-            "wandb=disabled",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        said = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode
-        raise UserError(f"just compare failed: {said}")
-    compared = json.loads(compared_path.with_suffix(".json").read_text(encoding="utf-8"))
-    # compare names an encoder (its seeds) by the keys its runs differ in (tasks=nli): here, by arm
-    arm_at = {str(m.run_dir): arm_of(m) for m in members}
-    return compared, {encoder: arm_at[paths[0]] for encoder, paths in compared["encoders"].items()}, report
+    return report

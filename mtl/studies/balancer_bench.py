@@ -50,12 +50,12 @@ from mtl.jobs.arms import (
     study_arguments,
     study_folder,
     summary_seconds,
-    transfer_and_compare,
     wandb_mode,
 )
 from mtl.jobs.configs import BenchBalancersConfig
 from mtl.jobs.member import Member
 from mtl.jobs.sweep import train_study
+from mtl.studies.compared import transfer_and_compare
 from mtl.studies.mixture import arm_of, budget_keys, proxy_score, verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables

@@ -48,13 +48,13 @@ from mtl.jobs.arms import (
     study_arguments,
     study_folder,
     summary_seconds,
-    transfer_and_compare,
     wandb_mode,
 )
 from mtl.jobs.configs import BenchMixingConfig
 from mtl.jobs.member import Member
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_metrics, read_summary
+from mtl.studies.compared import transfer_and_compare
 from mtl.studies.mixture import arm_of, budget_keys, by_size, mixture_keys, training_sizes, verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables

@@ -64,7 +64,6 @@ from mtl.jobs.arms import (
     short_of_budget,
     study_arguments,
     study_folder,
-    transfer_and_compare,
     wandb_mode,
 )
 
@@ -75,6 +74,7 @@ from mtl.jobs.member import Member
 from mtl.jobs.seeds import study_seeds
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
 from mtl.runs import RunFolder, read_summary
+from mtl.studies.compared import transfer_and_compare
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
 from mtl.train.config.command_line import config_from_args

@@ -43,7 +43,6 @@ from mtl.jobs.arms import (
     left_out_line,
     refuse_run_keys,
     study_folder,
-    transfer_and_compare,
 )
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
@@ -52,6 +51,7 @@ from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_summary
+from mtl.studies.compared import transfer_and_compare
 from mtl.studies.opening import open_study
 from mtl.tasks import named_config
 from mtl.train.config.command_line import config_from_args
