@@ -20,10 +20,10 @@ from mtl.jobs import parent_death
 from mtl.jobs.forkserver import READY, Lines, write_line
 from mtl.train.loop.interrupts import PARENT_DIED
 
-# What `train-multitask` imports before its first step (the rest is imported in the child), torch's
-# compiler among it (the optimizers' `add_param_group` imports torch._dynamo: 2 s). Not
+# What `train-multitask` imports before its first step (the rest is imported in the child); not
+# torch's compiler, which mtl's optimizers no longer import (mtl/runtime/no_dynamo.py). Not
 # scikit-learn: through pyarrow it starts a thread (jemalloc's), which a fork must not cut off.
-PRELOADED = ("mtl.jobs.train", "mtl.train.loop.run", "mtl.train.loop.trainer", "torch._dynamo")
+PRELOADED = ("mtl.jobs.train", "mtl.train.loop.run", "mtl.train.loop.trainer")
 
 
 def serve(requests_fd: int, replies_fd: int) -> None:

@@ -165,7 +165,9 @@ def relatedness(
     target = torch.from_numpy(score_distribution(y_train, low, high)).float()
     torch.manual_seed(protocol.seed)
     model = torch.nn.Linear(x_train.shape[1], target.shape[1])
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    from mtl.runtime.no_dynamo import without_dynamo  # torch's with it, above
+
+    optimizer = without_dynamo(torch.optim.Adam)(model.parameters(), lr=1e-3)
     values = torch.arange(target.shape[1], dtype=torch.float32) + low
     xs = {
         name: torch.from_numpy(np.asarray(x, dtype=np.float32))

@@ -25,6 +25,7 @@ from mtl.eval.transfer.classifiers import Protocol
 from mtl.eval.transfer.fitting import ClassifierFamily
 from mtl.eval.transfer.protocols import TaskFeatures, protocol_of
 from mtl.models.encoders.base import SelfAttentivePooling, length_mask
+from mtl.runtime.no_dynamo import without_dynamo
 
 BATCH = 64
 LEARNING_RATE = 1e-3
@@ -101,7 +102,7 @@ class AttentionFit:
             )
             kept, held = np.sort(kept), np.sort(held)
             validation, rows, y = (rows[held], y[held]), rows[kept], y[kept]
-        optimizer = torch.optim.Adam(self.model.parameters(), lr=LEARNING_RATE)
+        optimizer = without_dynamo(torch.optim.Adam)(self.model.parameters(), lr=LEARNING_RATE)
         targets = torch.from_numpy(y)
         best, best_state, patience = -1.0, None, self.protocol.tenacity
         for _ in range(MAX_EPOCHS):

@@ -24,12 +24,13 @@ from sklearn.model_selection import StratifiedKFold
 from mtl.eval.configs import OPTIMIZER_NAMES, SentEvalParams
 from mtl.eval.transfer import fitting, linear_step
 from mtl.eval.transfer.fitting import ClassifierFamily, in_points
+from mtl.runtime.no_dynamo import without_dynamo
 
 OPTIMIZERS = dict(
     zip(
         OPTIMIZER_NAMES,
-        (torch.optim.Adam, torch.optim.RMSprop, torch.optim.SGD, torch.optim.Adagrad, torch.optim.Adadelta,
-         torch.optim.Adamax),
+        map(without_dynamo, (torch.optim.Adam, torch.optim.RMSprop, torch.optim.SGD, torch.optim.Adagrad,
+                             torch.optim.Adadelta, torch.optim.Adamax)),
         strict=True,
     )
 )  # fmt: skip

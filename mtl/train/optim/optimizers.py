@@ -9,6 +9,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from mtl.runtime.no_dynamo import without_dynamo
 from mtl.train.config.train_config import OptimConfig, parse_lr
 from mtl.train.optim.optimizer_registry import DEFAULTS, OPTIMIZERS, register_optimizer
 
@@ -64,17 +65,17 @@ def build_optimizer(
 
 @register_optimizer("sgd", DEFAULTS["sgd"])
 def sgd(groups: list[dict], config: OptimConfig) -> torch.optim.Optimizer:
-    return torch.optim.SGD(groups, lr=config.lr, **update_kernel(groups))
+    return without_dynamo(torch.optim.SGD)(groups, lr=config.lr, **update_kernel(groups))
 
 
 @register_optimizer("adam", DEFAULTS["adam"])
 def adam(groups: list[dict], config: OptimConfig) -> torch.optim.Optimizer:
-    return torch.optim.Adam(groups, lr=config.lr, **update_kernel(groups))
+    return without_dynamo(torch.optim.Adam)(groups, lr=config.lr, **update_kernel(groups))
 
 
 @register_optimizer("adamw", DEFAULTS["adamw"])
 def adamw(groups: list[dict], config: OptimConfig) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(groups, **update_kernel(groups))
+    return without_dynamo(torch.optim.AdamW)(groups, **update_kernel(groups))
 
 
 def update_kernel(groups: list[dict]) -> dict[str, bool]:
