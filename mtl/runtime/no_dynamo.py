@@ -19,11 +19,12 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import torch
+if TYPE_CHECKING:  # torch itself is not imported here: scikit-learn's fitting processes import
+    import torch  # the transfer classifiers' module, which imports this one, and need no torch
 
-Optimizer = TypeVar("Optimizer", bound=torch.optim.Optimizer)
+Optimizer = TypeVar("Optimizer", bound="torch.optim.Optimizer")
 
 
 def dynamo_imported() -> bool:
@@ -62,6 +63,8 @@ def without_dynamo(optimizer_class: type[Optimizer]) -> type[Optimizer]:
             unguarded = inspect.unwrap(guarded)
             if dynamo_imported() or unguarded is guarded:
                 return guarded(closure)
+            import torch  # imported already: this is one of its optimizers
+
             # what torch's step guard does but its graph breaks: the grad mode of `differentiable=`
             with torch.set_grad_enabled(self.defaults["differentiable"]):
                 return unguarded(self, closure)

@@ -25,6 +25,7 @@ from mtl.eval.configs import SentEvalParams
 from mtl.eval.transfer.fitting import ClassifierFamily, best_of
 from mtl.eval.transfer.progress import stage
 from mtl.eval.transfer.skipthought_features import with_nb
+from mtl.runtime.no_dynamo import without_dynamo
 
 
 @dataclass(frozen=True)
@@ -165,8 +166,6 @@ def relatedness(
     target = torch.from_numpy(score_distribution(y_train, low, high)).float()
     torch.manual_seed(protocol.seed)
     model = torch.nn.Linear(x_train.shape[1], target.shape[1])
-    from mtl.runtime.no_dynamo import without_dynamo  # torch's with it, above
-
     optimizer = without_dynamo(torch.optim.Adam)(model.parameters(), lr=1e-3)
     values = torch.arange(target.shape[1], dtype=torch.float32) + low
     xs = {
