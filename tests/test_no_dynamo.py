@@ -64,6 +64,8 @@ def test_a_training_killed_and_resumed_and_a_fit_never_import_torchs_compiler(ti
         (torch.optim.SGD, {"momentum": 0.9}),
         (torch.optim.RMSprop, {}),
         (torch.optim.Adagrad, {}),
+        (torch.optim.Adadelta, {}),
+        (torch.optim.Adamax, {}),
     ],
 )
 @pytest.mark.parametrize("dynamo", [False, True], ids=["unguarded", "dynamo-imported"])

@@ -3,9 +3,10 @@
 torch.optim guards its optimizers against the compiler: `add_param_group`, `zero_grad`,
 `state_dict` and `load_state_dict` are wrapped in `torch._disable_dynamo`, and `step` in a guard
 that sets the grad mode and calls `torch._dynamo.graph_break()`. Each guard imports torch._dynamo
-(and SymPy) the first time it runs: 1.4 of a small training process's 4.8 CPU-s here, paid again
-by every process a test, a study or torchrun starts, and by every transfer that fits a torch
-classifier.
+the first time it runs (1.3-2.0 CPU-s after torch here), in every process a test, a study or
+torchrun starts, and in every transfer that fits a torch classifier. Without it a tiny training
+process took 3.99 CPU-s against 4.42 (medians of three, RESULTS.md 2026-11-30): less than the
+import, as autograd still imports SymPy, a part of it, for the step's seeded backward.
 
 The guards act only while dynamo traces, and nothing can trace before torch._dynamo is imported.
 So an optimizer made by `without_dynamo(cls)` calls the functions the guards wrap (setting the
