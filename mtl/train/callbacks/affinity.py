@@ -52,6 +52,7 @@ from mtl.files import atomic
 from mtl.formats.run_files import log_line
 from mtl.models.heads import MultitaskModel
 from mtl.runs import read_affinity
+from mtl.runtime.device import seed_step
 from mtl.runtime.distributed import local_batches
 from mtl.train.callbacks.base import Callback
 from mtl.train.config.train_config import TrainConfig
@@ -273,7 +274,7 @@ class Affinity:
         sentences = self.data.table.batch_columns(examples.sentences, self.device)
         labels = torch.from_numpy(examples.labels).to(self.device)
         # a task's same dropout masks before and after the lookahead
-        torch.manual_seed(SEED_OFFSET + 1_000 * number + [*self.tasks, *self.targets].index(task))
+        seed_step(SEED_OFFSET + 1_000 * number + [*self.tasks, *self.targets].index(task), self.device)
         with torch.set_grad_enabled(grad):
             outputs = functional_call(self.networks[task], weights, (sentences,))
             return definition.losses(outputs, labels).double().mean()

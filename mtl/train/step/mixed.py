@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from mtl.runtime.device import seed_step
 from mtl.runtime.distributed import Distributed
 from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.training_data import TrainingData
@@ -50,7 +51,7 @@ class MixedStep(Step):
     def train(self, batches: dict[str, np.ndarray], parts: dict[str, list], global_step: int,
               while_running: Callable[[], None]) -> StepOutcome:  # fmt: skip
         setup, scaler = self.setup, self.setup.scaler
-        torch.manual_seed(step_seed(self.config.run.seed, global_step, self.dist.rank))  # dropout masks
+        seed_step(step_seed(self.config.run.seed, global_step, self.dist.rank), self.device)  # dropout masks
         setup.model.train()
         setup.model.zero_grad(set_to_none=True)
         self.balancer.zero_grad(set_to_none=True)
@@ -136,7 +137,7 @@ class MixedStep(Step):
     def _losses_after(self, parts: dict[str, list], global_step: int, sizes: torch.Tensor) -> torch.Tensor:
         """Each task's mean loss on this step's batches after the update, summed over ranks: the
         step's forwards again, without gradients, from the step's dropout seed."""
-        torch.manual_seed(step_seed(self.config.run.seed, global_step, self.dist.rank))
+        seed_step(step_seed(self.config.run.seed, global_step, self.dist.rank), self.device)
         sums = torch.stack(
             [
                 task_loss_sum(

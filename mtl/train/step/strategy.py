@@ -18,7 +18,7 @@ import torch
 
 from mtl.errors import UserError
 from mtl.models.precision import autocast
-from mtl.runtime.device import to_device
+from mtl.runtime.device import seed_step, to_device
 from mtl.runtime.distributed import Distributed, rows_are_padding, scoring_as_the_step
 from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.training_data import TrainingData
@@ -204,7 +204,7 @@ class TaskStep(Step):
         setup, definition = self.setup, self.data.tasks[task]
         # Dropout masks from (seed, step, rank), as fairseq does: resuming needs no RNG state and
         # works with any number of ranks.
-        torch.manual_seed(step_seed(self.config.run.seed, global_step, self.dist.rank))
+        seed_step(step_seed(self.config.run.seed, global_step, self.dist.rank), self.device)
         parts = parts if parts is not None else self.prepare(task, rows).micro_batches
         network, trained = setup.networks[task], setup.parameters[task]
         setup.model.train()
