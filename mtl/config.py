@@ -164,7 +164,7 @@ def check_fields(config: Any, prefix: str = "", path: str = "", typed: dict[str,
     names a table entry's keys (`nli.`). A key is named in an error as `typed` says the user
     typed it (its dotted `path` -> the key given), else by its short name (dotted in a config
     whose keys are always dotted: `slurm.`)."""
-    hints = typing.get_type_hints(type(config), include_extras=True)
+    hints = type_hints(type(config), extras=True)
     typed = typed or {}
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
@@ -453,7 +453,15 @@ def _unknown_key_message(key: str, valid: list[str]) -> str:
 
 
 def _field_type(cls: type, name: str) -> Any:
-    return typing.get_type_hints(cls)[name]  # Annotated stripped: bounds are checked after parsing
+    return type_hints(cls)[name]  # Annotated stripped: bounds are checked after parsing
+
+
+@functools.cache
+def type_hints(cls: type, extras: bool = False) -> dict[str, Any]:
+    """`typing.get_type_hints` of a config class (`extras`: Annotated kept), once per class: it
+    evaluates every annotation's text again on each call (`from __future__ import annotations`),
+    and a parse checks and rebuilds every nested config. Read only."""
+    return typing.get_type_hints(cls, include_extras=extras)
 
 
 def parse_value(key: str, raw: str, annotation: Any) -> Any:
@@ -511,7 +519,7 @@ def from_dict(cls: type, values: Any, source: str = "config") -> Any:
 def _from_dict(cls: type, values: Any, prefix: str) -> Any:
     if not isinstance(values, dict):
         raise UserError(f"{prefix.rstrip('.') or 'the config'} must be a table of keys, found {values!r:.40}")
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
     if unknown := [key for key in values if key not in fields]:
         raise UserError(_unknown_key_message(f"{prefix}{unknown[0]}", [f"{prefix}{name}" for name in fields]))
@@ -636,7 +644,7 @@ def _described(owner: type, field: dataclasses.Field, value: Any) -> tuple[str, 
     """A key's value as typed on the command line, and its help with its choices."""
     shown = "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
     text = field_help(owner).get(field.name, "")
-    annotation = typing.get_type_hints(owner, include_extras=True)[field.name]
+    annotation = type_hints(owner, extras=True)[field.name]
     if choices := _choices(annotation):
         text = f"{text} [{' | '.join(choices)}]".strip()
     return shown, text
