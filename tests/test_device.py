@@ -4,6 +4,7 @@
 import re
 
 import pytest
+import torch
 
 from mtl.errors import UserError
 from mtl.runtime.device import resolve_device, seed_step
@@ -23,8 +24,6 @@ def test_devices_mtl_cannot_train_on_are_refused(name, message):
 
 
 def test_a_steps_seed_leaves_the_cpu_generator_as_torch_manual_seed_does():
-    import torch
-
     torch.manual_seed(1234)
     theirs = torch.get_rng_state(), torch.nn.functional.dropout(torch.ones(64), 0.5)
     torch.manual_seed(99)  # (another state between)
@@ -33,10 +32,8 @@ def test_a_steps_seed_leaves_the_cpu_generator_as_torch_manual_seed_does():
     assert torch.equal(ours[0], theirs[0]) and torch.equal(ours[1], theirs[1])
 
 
-@pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="no CUDA device here")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
 def test_a_steps_seed_on_a_gpu_seeds_every_gpu_as_torch_manual_seed_does():
-    import torch
-
     torch.manual_seed(1234)
     theirs = torch.cuda.get_rng_state_all()
     torch.manual_seed(99)
