@@ -27,48 +27,45 @@ if TYPE_CHECKING:  # torch itself is not imported here: scikit-learn's fitting p
 
 Optimizer = TypeVar("Optimizer", bound="torch.optim.Optimizer")
 
+GUARDED = ("add_param_group", "zero_grad", "state_dict", "load_state_dict")  # and step
+
 
 def dynamo_imported() -> bool:
     return "torch._dynamo" in sys.modules
 
 
-def _call(guarded, self, *args: Any) -> Any:
-    """torch's guarded method (bound to `self`) once dynamo is imported, else what its guard wraps
-    (the guard itself where it wraps nothing: a torch without it)."""
-    unguarded = inspect.unwrap(guarded)
-    if dynamo_imported() or unguarded is guarded:
-        return guarded(*args)
-    return unguarded(self, *args)
-
-
 @functools.cache
 def without_dynamo(optimizer_class: type[Optimizer]) -> type[Optimizer]:
     """`optimizer_class` (torch.optim.Adam, ...) with its guards skipped until dynamo is imported:
-    a subclass of the same name (profiler labels and `isinstance` read as before)."""
+    a subclass of the same name (profiler labels and `isinstance` read as before). The functions
+    the guards wrap are found once, here, not on every step."""
+    guarded = {name: getattr(optimizer_class, name) for name in (*GUARDED, "step")}
+    inner = {name: inspect.unwrap(method) for name, method in guarded.items()}  # itself where unguarded
+
+    def call(name: str, self, *args: Any) -> Any:
+        return (guarded if dynamo_imported() else inner)[name](self, *args)
 
     class Unguarded(optimizer_class):
         def add_param_group(self, param_group: dict[str, Any]) -> None:
-            return _call(super().add_param_group, self, param_group)
+            return call("add_param_group", self, param_group)
 
         def zero_grad(self, set_to_none: bool = True) -> None:
-            return _call(super().zero_grad, self, set_to_none)
+            return call("zero_grad", self, set_to_none)
 
         def state_dict(self) -> dict[str, Any]:
-            return _call(super().state_dict, self)
+            return call("state_dict", self)
 
         def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-            return _call(super().load_state_dict, self, state_dict)
+            return call("load_state_dict", self, state_dict)
 
         def step(self, closure=None):
-            guarded = super().step
-            unguarded = inspect.unwrap(guarded)
-            if dynamo_imported() or unguarded is guarded:
-                return guarded(closure)
+            if dynamo_imported():
+                return guarded["step"](self, closure)
             import torch  # imported already: this is one of its optimizers
 
             # what torch's step guard does but its graph breaks: the grad mode of `differentiable=`
             with torch.set_grad_enabled(self.defaults["differentiable"]):
-                return unguarded(self, closure)
+                return inner["step"](self, closure)
 
     Unguarded.__name__, Unguarded.__qualname__ = optimizer_class.__name__, optimizer_class.__qualname__
     return Unguarded

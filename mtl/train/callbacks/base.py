@@ -25,12 +25,11 @@ import dataclasses
 import functools
 import json
 import math
-import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from mtl.config import comma_list, key_owners_of
+from mtl.config import comma_list, key_owners_of, type_hints
 from mtl.errors import UserError
 from mtl.formats.run_files import SUMMARY_NUMBERS
 from mtl.plugins import adds_to
@@ -137,7 +136,7 @@ class ChosenCallbackOptions:
 def _combined(names: tuple[str, ...]) -> type:
     fields, owner = [], {}
     for name in names:
-        hints = typing.get_type_hints(CALLBACK_OPTIONS[name], include_extras=True)
+        hints = type_hints(CALLBACK_OPTIONS[name], extras=True)
         for field in dataclasses.fields(CALLBACK_OPTIONS[name]):
             if field.name in owner:
                 raise UserError(

@@ -22,7 +22,6 @@ from mtl.eval import contamination
 from mtl.eval.configs import LedgerConfig as LedgerConfig
 from mtl.files import schemas
 from mtl.formats import run_files
-from mtl.formats.run_files import write_summary
 from mtl.runs import RunFolder
 from mtl.train.config.record import read_run_record
 from mtl.train.config.train_config import recorded_config
@@ -50,7 +49,7 @@ def relist(config: LedgerConfig) -> dict:
         if root is not None and not root.is_dir():
             raise UserError(f"data={config.data} is not a folder: give SentEval's downstream folder")
         ledger = contamination.ledger(data.training_sentences(), root, progress=True)
-        write_summary(folder.summary, {**summary, "contamination": ledger})
+        run_files.write_summary(folder.summary, {**summary, "contamination": ledger})
     return ledger
 
 
