@@ -85,6 +85,23 @@ def test_aioli_target_answers_to_every_loss_but_the_planted_noise_tasks(tiny_dat
     (_, judged) = mixing_bench.members(train, ["stratified", "aioli-target"], tasks, config, [1], out)
     assert tasks == ["nli", "squad", "noise"]
     assert "schedule=aioli" in judged.overrides and "mix_target=nli,squad" in judged.overrides
+    assert not [key for key in judged.overrides if key.startswith("mix_eta=")]  # the authors' step size
+
+
+def test_a_step_size_given_reaches_the_online_arms_only(tiny_data, tmp_path):
+    out = tmp_path / "bench"
+    config, train = mixing_bench.parse(
+        [*[a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))],
+         "arms=stratified,temperature,aioli,doremi", "mix_eta=1.5"]
+    )  # fmt: skip
+    train, tasks = mixing_bench.tasks_of(train, mixing_bench.noise_task(out))
+    found = mixing_bench.members(train, mixing_bench.arms_of(config), tasks, config, [1], out)
+    etas = {m.name: [k for k in m.overrides if k.startswith("mix_eta=")] for m in found}
+    assert etas == {"stratified-seed1": [], "temperature-seed1": [], "aioli-seed1": ["mix_eta=1.5"],
+                    "doremi-seed1": ["mix_eta=1.5"]}  # fmt: skip
+    result = {"tasks": tasks, "budget": "steps:4", "mix_every": 10, "mix_eta": 1.5, "seeds": [1],
+              "noise": "noise", "arms": {}, "verdicts": []}  # fmt: skip
+    assert "update every 10 steps with step size mix_eta=1.5." in mixing_bench.markdown(result)
 
 
 @pytest.mark.parametrize(

@@ -113,6 +113,9 @@ class BenchMixingConfig(LauncherConfig):
     budget: str = "steps:1000"  # what every run trains (steps:N, examples:N or minutes:N)
     noise: bool = True  # plant a noise task (SICK-E with shuffled training labels) among every arm's tasks
     mix_every: AtLeast1 = 10  # the online arms' steps between updates of the shares
+    mix_eta: PositiveFloat | None = (
+        None  # the online arms' step size; None: each its authors' (aioli 0.2, doremi 1)
+    )
     temperature: PositiveFloat = 2.0  # the temperature arm's T: shares by size**(1/T)
     mixture: str | None = None  # a just mixture-search folder: its best mixture becomes the searched arm
     seeds: int | None = 3  # seeds of every arm

@@ -12,7 +12,8 @@ compute and with seeds?
   tasks they chose; Aioli's own objective counts every task's loss, and a noise task's steps lower
   its own: they pull its head back to the label marginal), `doremi` (its reference: the
   stratified arm's run of the same seed) and `transfer` (it needs a watching task among tasks=).
-  The online arms share `mix_every=` and `mix_batches=`; each its authors' step size.
+  The online arms share `mix_every=` and `mix_batches=`; each its authors' step size unless
+  `mix_eta=` gives them one (a sensitivity check: the shares' swings grow with it).
 - **A planted noise task** (`noise=true`): a copy of SICK-E whose training labels are shuffled
   (`shuffle_labels`; its dev and test keep theirs) joins every arm's tasks. Nothing but its label
   marginal can be learned from it, so a good mixture starves it: the benchmark records each arm's
@@ -193,6 +194,8 @@ def members(
         for seed in seeds:
             name = f"{arm}-seed{seed}"
             keys = list(static[arm]) if arm in static else [*ONLINE[arm], f"mix_every={config.mix_every}"]
+            if arm not in static and config.mix_eta is not None:
+                keys.append(f"mix_eta={config.mix_eta}")
             if arm == "doremi":  # each seed's reference: the stratified run of that seed ({seed})
                 keys.append(f"mix_reference={out / 'arms' / BASELINE}-seed{{seed}}")
             if arm == "aioli-target":  # the losses a user judges by: the tasks they chose
@@ -243,7 +246,9 @@ def markdown(result: dict) -> str:
     lines = [
         f"Mixing schedules at equal compute over {', '.join(result['tasks'])} ({result['budget']} each, "
         f"stop=max_steps), seeds {', '.join(map(str, result['seeds']))}; online arms update every "
-        f"{result['mix_every']} steps."
+        f"{result['mix_every']} steps"
+        + (f" with step size mix_eta={result['mix_eta']:g}." if result.get("mix_eta") is not None
+           else ", each with its authors' step size.")
         + (f" {noise} is a planted noise task (SICK-E with shuffled training labels): a good mixture starves it."
            if noise else ""),
         "",
@@ -330,6 +335,7 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
         "noise": noise,
         "budget": config.budget,
         "mix_every": config.mix_every,
+        "mix_eta": config.mix_eta,
         "seeds": seeds,
         "runs": {m.name: str(m.run_dir) for m in found},
         "left_out": short,
@@ -344,7 +350,7 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
     log_tables(
         job_type="bench-mixing",
         name=out.name,
-        config={k: result[k] for k in ("tasks", "budget", "mix_every", "seeds", "noise")},
+        config={k: result[k] for k in ("tasks", "budget", "mix_every", "mix_eta", "seeds", "noise")},
         tables={
             "arms": (["arm", "seeds", "noise_mid_run", "noise_steps", "train_seconds", "evidence_seconds"],
                      [[a, r["seeds"], r["noise_mid_run"], r["noise_steps"], r["train_seconds"], r["evidence_seconds"]]
