@@ -30,8 +30,13 @@ bench-build *args:
 # the test suite (pytest arguments pass through): two to four worker processes, a file's tests
 # on one worker, each torch at one thread (the tests wait on processes they start; two workers
 # at one thread each keep two cores busy where one at two threads left them idle), the longest
-# files first (tests/conftest.py's LONGEST_FIRST; xdist's own order put the longest last)
+# files first (tests/conftest.py's LONGEST_FIRST; xdist's own order put the longest last).
+# mtl's modules are compiled first: where PYTHONDONTWRITEBYTECODE is set (this machine; many
+# containers) no import writes their bytecode, and each of the ~200 Python processes the suite
+# starts would compile mtl from source again (0.36 of the 3.0 CPU-s a training process spends
+# importing, here).
 test *args:
+    {{python}} -m compileall -q mtl
     OMP_NUM_THREADS=1 {{python}} -m pytest --numprocesses=auto --maxprocesses=4 --dist=loadfile --no-loadscope-reorder "$@"
 
 # ruff lint and format check
