@@ -275,12 +275,13 @@ def test_an_error_every_rank_meets_is_said_once(tiny_data, tmp_path):
     assert not list(temporary.iterdir())
 
 
-@pytest.mark.parametrize("balancer", ["pcgrad", "famo"])
+@pytest.mark.parametrize("balancer", ["pcgrad", "famo", "nash"])
 def test_two_processes_train_a_mixed_schedule_with_in_batch_distillation_like_one(
     tiny_data, tmp_path, monkeypatch, balancer
 ):
     """The gradients a balancer combines (pcgrad's projections; famo's weights, from the losses
-    measured again after the update; every balancer resumes exactly in test_mixed) are
+    measured again after the update; nash's, from a solver that starts where the last step's
+    ended; every balancer resumes exactly in test_mixed) are
     all-reduced first: every rank decides alike, as one process. And
     kl distillation scores each anchor against the whole batch's candidates: the teacher's rows
     are gathered from the ranks as the student's are."""

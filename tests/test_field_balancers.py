@@ -1,13 +1,14 @@
 """The balancers from the field, each against its reference on synthetic losses and gradients:
-FAMO against the authors' own class, UPGrad and Aligned-MTL against TorchJD's aggregators (the
-whole runs, with exact resume after a kill, are tests/test_mixed.py's)."""
+FAMO against the authors' own class, UPGrad, Aligned-MTL and Nash-MTL against TorchJD's
+aggregators (the whole runs, with exact resume after a kill, are tests/test_mixed.py's)."""
 
 import pytest
 import torch
 import torch.nn.functional as F
-from torchjd.aggregation import AlignedMTL, UPGrad
+from torchjd.aggregation import AlignedMTL, NashMTL, UPGrad
 
-from mtl.train.optim.balancers import BALANCERS, AlignedOptions, FAMOOptions
+from mtl.errors import UserError
+from mtl.train.optim.balancers import BALANCERS, AlignedOptions, FAMOOptions, NashOptions
 
 
 class AuthorsFAMO:
@@ -100,3 +101,39 @@ def test_aligned_mtl_is_torchjds_aggregation(scale):
         ["a", "b", "c"], [1.0] * 3, options=AlignedOptions(aligned_scale=scale)
     ).combine(gradients, torch.ones(3), 0)
     assert torch.allclose(combined.shared, AlignedMTL(scale_mode=scale)(gradients), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("every", [1, 2])
+def test_nash_mtl_is_torchjds_over_a_run_and_continues_exactly_from_its_saved_state(every):
+    options = NashOptions(nash_update_every=every)
+    ours = BALANCERS["nash"](["a", "b", "c"], [1.0] * 3, options=options)
+    theirs = NashMTL(n_tasks=3, max_norm=1.0, update_weights_every=every, optim_niter=20)
+    decided = []
+    for step in range(6):  # the state (the last alpha, the count) carries from step to step
+        gradients = conflicting_gradients(10 + step)
+        combined = ours.combine(gradients, torch.ones(3), step)
+        assert torch.allclose(combined.shared, theirs(gradients), atol=1e-6, rtol=0)
+        assert torch.equal(combined.head_scales, torch.ones(3))
+        decided.append(combined.shared)
+    assert ours.state_dict()["nash_calls"].item() == 6
+    # A balancer built afresh (a resumed run) from the state after step 3 decides steps 4-6 alike
+    replay = BALANCERS["nash"](["a", "b", "c"], [1.0] * 3, options=options)
+    for step in range(3):
+        replay.combine(conflicting_gradients(10 + step), torch.ones(3), step)
+    again = BALANCERS["nash"](["a", "b", "c"], [1.0] * 3, options=options)
+    again.load_state_dict(replay.state_dict())
+    for step in range(3, 6):
+        assert torch.equal(
+            again.combine(conflicting_gradients(10 + step), torch.ones(3), step).shared, decided[step]
+        )
+
+
+def test_nash_mtl_without_its_solver_is_one_line(monkeypatch):
+    import torchjd._mixins
+
+    real = torchjd._mixins.find_spec
+    monkeypatch.setattr(torchjd._mixins, "find_spec", lambda name: None if name == "ecos" else real(name))
+    with pytest.raises(
+        UserError, match=r"balancer=nash needs cvxpy and ECOS: pip install 'torchjd\[nash-mtl\]'"
+    ):
+        BALANCERS["nash"](["a", "b"], [1.0, 1.0])

@@ -101,7 +101,9 @@ def test_pairwise_cosines_of_task_gradients():
 MIXED = ("schedule=mixed", "max_steps=8", "checkpoint_every=3", "dropout=0.2")
 
 
-@pytest.mark.parametrize("name", ["sum", "uncertainty", "gradnorm", "pcgrad", "famo", "upgrad", "aligned"])
+@pytest.mark.parametrize(
+    "name", ["sum", "uncertainty", "gradnorm", "pcgrad", "famo", "upgrad", "aligned", "nash"]
+)
 def test_a_mixed_run_trains_every_task_at_every_step_and_resumes_exactly(tiny_data, tmp_path, name):
     extra = (*MIXED, f"balancer={name}")
     straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
@@ -125,6 +127,11 @@ def test_a_mixed_run_trains_every_task_at_every_step_and_resumes_exactly(tiny_da
     if name == "famo":  # the task logits learn from the losses after each step and are checkpointed
         saved = torch.load(straight_dir / "checkpoints/latest.pt", weights_only=True)
         assert saved["balancer"]["updates"].item() == 8 and saved["balancer"]["logits"].abs().sum() > 0
+    if name == "nash":  # the solver's last alpha and its count of calls are checkpointed
+        saved = torch.load(straight_dir / "checkpoints/latest.pt", weights_only=True)
+        assert saved["balancer"]["nash_calls"].item() == 8 and not torch.equal(
+            saved["balancer"]["nash_alpha"], torch.ones(2, dtype=torch.float64)
+        )
     cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=7)
     _, resumed = run.resume(cut_dir, progress=False)
     assert deterministic_summary(resumed) == deterministic_summary(straight)

@@ -132,9 +132,7 @@ class BenchBalancersConfig(LauncherConfig):
     """bench-balancers' own keys (for --help); every other key goes to train-multitask (each trial
     and run under schedule=mixed)."""
 
-    methods: str = (
-        "sum,uncertainty,gradnorm,pcgrad,famo,upgrad,aligned"  # the balancers judged; sum is the baseline
-    )
+    methods: str = "sum,uncertainty,gradnorm,pcgrad,famo,upgrad,aligned,nash"  # the balancers judged; sum is the baseline
     budget: str = "steps:1000"  # what every trial and run trains (steps:N, examples:N or minutes:N)
     trials: AtLeast1 = 4  # configurations tried per method on the first seed (its defaults first)
     lr_factors: str = "0.25,0.5,1,2,4"  # the lr each method may take: multiples of the configuration's lr

@@ -11,7 +11,7 @@ method gets the same budget.
 - **Trials.** Each method of `methods=` (mtl's balancers by default) gets `trials=` configurations
   of its own space: the learning rate (`lr_factors=`, multiples of the configuration's lr) crossed
   with its own hyperparameters: for `sum` each training task's loss weight after the first
-  (`weights=`), `gradnorm_alpha`, `famo_w_lr` x `famo_gamma`, `aligned_scale`; `uncertainty`,
+  (`weights=`), `gradnorm_alpha`, `famo_w_lr` x `famo_gamma`, `aligned_scale`, `nash_max_norm`; `uncertainty`,
   `pcgrad` and `upgrad` have the lr alone. The first trial is the method's defaults (the sum: equal
   weights), the others a seeded draw without repetition. Every trial trains `budget=` steps under
   schedule=mixed (every task every step: the same examples and forwards per step for every method)
@@ -69,6 +69,7 @@ OWN_SPACES: dict[str, dict[str, tuple]] = {
     "gradnorm": {"gradnorm_alpha": (1.5, 0.5, 1.0, 2.0, 3.0)},
     "famo": {"famo_w_lr": (0.025, 0.0125, 0.05), "famo_gamma": (0.01, 0.001)},
     "aligned": {"aligned_scale": ("min", "median", "rmse")},
+    "nash": {"nash_max_norm": (1.0, 0.5, 2.0)},
 }
 
 

@@ -114,7 +114,7 @@ class ScheduleConfig:
         ""  # schedule=aioli/transfer: the tasks (comma-separated) whose dev losses steer the shares
     )
     balancer: Annotated[str, OneOf(BALANCERS)] = (
-        "sum"  # schedule=mixed: how the tasks' gradients combine (sum, uncertainty, gradnorm, pcgrad)
+        "sum"  # schedule=mixed: how the tasks' gradients combine (sum, uncertainty, gradnorm, pcgrad, famo, upgrad, aligned, nash)
     )
     bucket: bool = (
         True  # batches of similar lengths (sorted windows of 50 batches, shuffled); false: plain shuffle

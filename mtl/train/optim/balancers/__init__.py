@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from mtl.config import NonNegativeFloat, PositiveFloat, key_owners_of
+from mtl.config import AtLeast1, NonNegativeFloat, PositiveFloat, key_owners_of
 from mtl.plugins import Registry, adds_to
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ BALANCERS: Registry[type[Balancer]] = Registry(
         "famo": "mtl.train.optim.balancers.famo",
         "upgrad": "mtl.train.optim.balancers.jacobian",
         "aligned": "mtl.train.optim.balancers.jacobian",
+        "nash": "mtl.train.optim.balancers.jacobian",
     }
 )
 
@@ -55,6 +56,17 @@ class AlignedOptions:
     )
 
 
+@dataclass
+class NashOptions:
+    nash_max_norm: NonNegativeFloat = (
+        1.0  # balancer=nash: the combined gradient's norm cap (the authors'; 0: none)
+    )
+    nash_update_every: AtLeast1 = (
+        1  # balancer=nash: steps between solves; the weights are kept between (the authors': 1)
+    )
+    nash_optim_niter: AtLeast1 = 20  # balancer=nash: the solver's iterations per solve (the authors')
+
+
 # name -> the dataclass of the keys that configure that balancer alone (given flat on the command
 # line, `gradnorm_alpha=2`; recorded as schedule.balancer_options): one given with another
 # balancer is refused, and the balancer is built with `options=` an instance of it.
@@ -62,6 +74,7 @@ BALANCER_OPTIONS: dict[str, type] = {
     "gradnorm": GradNormOptions,
     "famo": FAMOOptions,
     "aligned": AlignedOptions,
+    "nash": NashOptions,
 }
 
 
@@ -87,6 +100,7 @@ __all__ = [
     "AlignedOptions",
     "FAMOOptions",
     "GradNormOptions",
+    "NashOptions",
     "balancer_key_owners",
     "register_balancer",
 ]

@@ -1,4 +1,4 @@
-"""balancer=upgrad and balancer=aligned: aggregators of the tasks' gradients from TorchJD
+"""balancer=upgrad, balancer=aligned and balancer=nash: aggregators of the tasks' gradients from TorchJD
 (Quinton and Rey-Torres's `torchjd`, a maintained library of Jacobian-descent aggregators), used
 as TorchJD's own `mtl_backward` uses them: the Jacobian is the tasks' gradients on the shared
 encoder (mtl's `gradients`, one row per task), the aggregator's weights combine its rows, and
@@ -13,19 +13,32 @@ each task's head keeps its own gradient unscaled.
   Alignment for Multi-Task Learning", Algorithm 1): the gradients' matrix made orthogonal with
   equal singular values (the condition number 1), scaled by the smallest singular value
   (`aligned_scale=min`; `median`, or `rmse` as the authors' released code had it), averaged.
+- `nash` (Navon, Shamsian, Achituve, Maron, Kawaguchi, Chechik and Fetaya, ICML 2022, "Multi-Task
+  Learning as a Bargaining Game", Algorithm 1): the weights alpha solving G^T G alpha = 1/alpha
+  (the Nash bargaining solution), found by `nash_optim_niter=20` convex-concave iterations of
+  cvxpy's ECOS on the normalized Gramian, warm-started from the last step's alpha, every
+  `nash_update_every=1` steps; the combination capped at norm `nash_max_norm=1` (the authors'
+  defaults, as TorchJD ports them).
 
-Neither keeps state between steps, so resume is exact by construction; every rank sees the same
-all-reduced gradients, so every rank computes the same weights.
+upgrad and aligned keep no state between steps, so resume is exact by construction. nash keeps
+its last alpha and its count of calls (TorchJD holds them as NumPy attributes): they are this
+balancer's buffers, saved in checkpoints and handed back to TorchJD before every call, so a
+resumed run solves from the same start. Every rank sees the same all-reduced gradients, so every
+rank computes the same weights.
 """
 
 from __future__ import annotations
 
+import warnings
+
+import numpy as np
 import torch
 from torchjd.aggregation import AlignedMTL as TorchJDAlignedMTL
 from torchjd.aggregation import GramianWeightedAggregator
 from torchjd.aggregation import UPGrad as TorchJDUPGrad
 
-from mtl.train.optim.balancers import AlignedOptions, register_balancer
+from mtl.errors import UserError
+from mtl.train.optim.balancers import AlignedOptions, NashOptions, register_balancer
 from mtl.train.optim.balancers.base import Balancer, Combined
 
 
@@ -54,3 +67,48 @@ class AlignedMTL(Aggregated):
     ):
         super().__init__(tasks, weights, seed)
         self.aggregator = TorchJDAlignedMTL(scale_mode=(options or AlignedOptions()).aligned_scale)
+
+
+@register_balancer("nash", options=NashOptions)
+class NashMTL(Balancer):
+    """TorchJD's Nash-MTL weighting (ported from the authors' code) with its state in buffers."""
+
+    def __init__(
+        self, tasks: list[str], weights: list[float], seed: int = 0, options: NashOptions | None = None
+    ):
+        super().__init__(tasks, weights, seed)
+        options = options or NashOptions()
+        try:
+            from torchjd.aggregation import NashMTL as TorchJDNashMTL
+
+            self.weighting = TorchJDNashMTL(
+                len(tasks), options.nash_max_norm, options.nash_update_every, options.nash_optim_niter
+            ).weighting
+        except ImportError:
+            raise UserError(
+                "balancer=nash needs cvxpy and ECOS: pip install 'torchjd[nash-mtl]' (or pip install 'mtl[nash]')"
+            ) from None
+        # TorchJD's state, kept here so that checkpoints carry it: the alpha the next solve starts
+        # from (float64, as cvxpy returns it) and how many times the weighting has been called.
+        self.register_buffer("nash_alpha", torch.ones(len(tasks), dtype=torch.float64))
+        self.register_buffer("nash_calls", torch.zeros((), dtype=torch.int64))
+        self._problem_built = False
+
+    def combine(self, gradients: torch.Tensor, losses: torch.Tensor, step: int) -> Combined:
+        weighting = self.weighting
+        weighting.prvs_alpha = self.nash_alpha.cpu().numpy().copy()
+        weighting.step = float(self.nash_calls.item())
+        if weighting.step > 0 and not self._problem_built:
+            # TorchJD builds its cvxpy problem on its first call only; a resumed run builds it here,
+            # the same problem (every parameter is set again before each solve).
+            weighting._init_optim_problem()
+        self._problem_built = True
+        with warnings.catch_warnings():  # cvxpy's note that the authors' problem is not DPP, every solve
+            warnings.filterwarnings(
+                "ignore", message="You are solving a parameterized problem that is not DPP"
+            )
+            weights = weighting(gradients).to(gradients.device, gradients.dtype)
+        self.nash_alpha.copy_(torch.from_numpy(np.asarray(weighting.prvs_alpha, dtype=np.float64)))
+        self.nash_calls.fill_(int(weighting.step))
+        ones = torch.ones(len(self.tasks), device=gradients.device)
+        return Combined(weights @ gradients, ones, weights * self.loss_weights.to(gradients.device))
