@@ -134,6 +134,7 @@ def test_nash_mtl_without_its_solver_is_one_line(monkeypatch):
     real = torchjd._mixins.find_spec
     monkeypatch.setattr(torchjd._mixins, "find_spec", lambda name: None if name == "ecos" else real(name))
     with pytest.raises(
-        UserError, match=r"balancer=nash needs cvxpy and ECOS: pip install 'torchjd\[nash-mtl\]'"
+        UserError,
+        match=r"balancer=nash needs cvxpy and ECOS, which mtl's install brings: pip install 'torchjd\[nash-mtl\]'",
     ):
         BALANCERS["nash"](["a", "b"], [1.0, 1.0])

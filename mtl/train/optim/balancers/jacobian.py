@@ -86,7 +86,7 @@ class NashMTL(Balancer):
             ).weighting
         except ImportError:
             raise UserError(
-                "balancer=nash needs cvxpy and ECOS: pip install 'torchjd[nash-mtl]' (or pip install 'mtl[nash]')"
+                "balancer=nash needs cvxpy and ECOS, which mtl's install brings: pip install 'torchjd[nash-mtl]'"
             ) from None
         # TorchJD's state, kept here so that checkpoints carry it: the alpha the next solve starts
         # from (float64, as cvxpy returns it) and how many times the weighting has been called.
