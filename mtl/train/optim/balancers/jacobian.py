@@ -34,8 +34,8 @@ import warnings
 import numpy as np
 import torch
 from torchjd.aggregation import AlignedMTL as TorchJDAlignedMTL
-from torchjd.aggregation import GramianWeightedAggregator
 from torchjd.aggregation import UPGrad as TorchJDUPGrad
+from torchjd.aggregation import WeightedAggregator
 
 from mtl.errors import UserError
 from mtl.train.optim.balancers import AlignedOptions, NashOptions, register_balancer
@@ -45,10 +45,14 @@ from mtl.train.optim.balancers.base import Balancer, Combined
 class Aggregated(Balancer):
     """A TorchJD aggregator's weights on the shared encoder's rows; heads unscaled."""
 
-    aggregator: GramianWeightedAggregator  # set by each subclass; holds no state
+    aggregator: WeightedAggregator  # set by each subclass (upgrad, aligned: no state; nash: its own)
+
+    def weights(self, gradients: torch.Tensor) -> torch.Tensor:
+        """(T,) the weighting of the tasks' gradient rows."""
+        return self.aggregator.weighting(gradients)
 
     def combine(self, gradients: torch.Tensor, losses: torch.Tensor, step: int) -> Combined:
-        weights = self.aggregator.weighting(gradients).to(gradients.device, gradients.dtype)
+        weights = self.weights(gradients).to(gradients.device, gradients.dtype)
         ones = torch.ones(len(self.tasks), device=gradients.device)
         return Combined(weights @ gradients, ones, weights * self.loss_weights.to(gradients.device))
 
@@ -70,7 +74,7 @@ class AlignedMTL(Aggregated):
 
 
 @register_balancer("nash", options=NashOptions)
-class NashMTL(Balancer):
+class NashMTL(Aggregated):
     """TorchJD's Nash-MTL weighting (ported from the authors' code) with its state in buffers."""
 
     def __init__(
@@ -81,9 +85,9 @@ class NashMTL(Balancer):
         try:
             from torchjd.aggregation import NashMTL as TorchJDNashMTL
 
-            self.weighting = TorchJDNashMTL(
+            self.aggregator = TorchJDNashMTL(
                 len(tasks), options.nash_max_norm, options.nash_update_every, options.nash_optim_niter
-            ).weighting
+            )
         except ImportError:
             raise UserError(
                 "balancer=nash needs cvxpy and ECOS, which mtl's install brings: pip install 'torchjd[nash-mtl]'"
@@ -92,23 +96,20 @@ class NashMTL(Balancer):
         # from (float64, as cvxpy returns it) and how many times the weighting has been called.
         self.register_buffer("nash_alpha", torch.ones(len(tasks), dtype=torch.float64))
         self.register_buffer("nash_calls", torch.zeros((), dtype=torch.int64))
-        self._problem_built = False
 
-    def combine(self, gradients: torch.Tensor, losses: torch.Tensor, step: int) -> Combined:
-        weighting = self.weighting
+    def weights(self, gradients: torch.Tensor) -> torch.Tensor:
+        weighting = self.aggregator.weighting
         weighting.prvs_alpha = self.nash_alpha.cpu().numpy().copy()
         weighting.step = float(self.nash_calls.item())
-        if weighting.step > 0 and not self._problem_built:
+        if weighting.step > 0 and not hasattr(weighting, "prob"):
             # TorchJD builds its cvxpy problem on its first call only; a resumed run builds it here,
             # the same problem (every parameter is set again before each solve).
             weighting._init_optim_problem()
-        self._problem_built = True
         with warnings.catch_warnings():  # cvxpy's note that the authors' problem is not DPP, every solve
             warnings.filterwarnings(
                 "ignore", message="You are solving a parameterized problem that is not DPP"
             )
-            weights = weighting(gradients).to(gradients.device, gradients.dtype)
+            weights = weighting(gradients)
         self.nash_alpha.copy_(torch.from_numpy(np.asarray(weighting.prvs_alpha, dtype=np.float64)))
         self.nash_calls.fill_(int(weighting.step))
-        ones = torch.ones(len(self.tasks), device=gradients.device)
-        return Combined(weights @ gradients, ones, weights * self.loss_weights.to(gradients.device))
+        return weights
