@@ -9,9 +9,10 @@ is the variance of the groups' difference over paired bootstrap resamples of the
 (the same resampled items score every encoder, so what the test set happens to hold cancels
 out), less what of it each seed's own item noise adds, which the seeds' variance already holds.
 The difference over its standard error is referred to Student's t with Satterthwaite's degrees
-of freedom: with 2 or 3 seeds the seed variance is known to within a factor of several, and the
-t quantile widens the interval by what that costs (a bootstrap over 2 seeds cannot see it, and
-called 9-18% of identical configurations different where seeds dominate). Each replicate scores
+of freedom, guarded where the arms have different seed counts (`guarded_df`): with 2 or 3 seeds
+the seed variance is known to within a factor of several, and the t quantile widens the interval
+by what that costs (a bootstrap over 2 seeds cannot see it, and called 9-18% of identical
+configurations different where seeds dominate). Each replicate scores
 the task's own metric: accuracy, Pearson r of the predicted relatedness, or the mean over STS
 subsets of Pearson r of the cosine (each subset resampled on its own).
 
@@ -29,6 +30,7 @@ before 2026-11-28 (a two-level bootstrap) say so in their `method`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 import re
@@ -54,7 +56,7 @@ from mtl.eval.transfer.items import (  # noqa: F401  (pearson: its home before)
     without,
 )
 from mtl.files import atomic, jsonfile
-from mtl.formats.comparison import METHOD
+from mtl.formats.comparison import METHOD, STUDENTIZED
 from mtl.formats.merge_record import merge_record
 from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items, read_report
 from mtl.runs import Run, RunFolder, beside, differing_keys, find_runs, stale, wandb_group
@@ -102,7 +104,7 @@ class Comparison:
     confidence: float = 0.95
     differences: np.ndarray | None = field(default=None, repr=False)  # the replicates of first - second
     se: float | None = None  # the difference's standard error (seeds and items), points
-    df: float = math.inf  # its degrees of freedom (Satterthwaite; infinite: items alone)
+    df: float = math.inf  # its degrees of freedom (guarded Satterthwaite; infinite: items alone)
     method: str = METHOD
 
     @property
@@ -186,12 +188,14 @@ def from_scores(
     first: tuple[str, np.ndarray, list[float]],
     second: tuple[str, np.ndarray, list[float]],
     config: SignificanceConfig,
+    guard: float | None = None,
 ) -> Comparison:
     """The comparison of two groups given each seed's scores on shared item resamples ((K, B))
-    and on all the items (K values)."""
+    and on all the items (K values). `guard`: GUARD unless given (None); 0: plain Welch's df, which
+    `just bench-verdicts` sets beside it."""
     (first_name, first_scores, first_full), (second_name, second_scores, second_full) = first, second
     difference = float(np.mean(first_full) - np.mean(second_full))
-    se, df = standard_error(first_scores, first_full, second_scores, second_full)
+    se, df = standard_error(first_scores, first_full, second_scores, second_full, guard)
     p = t_p_value(difference, se, df)
     low, high = t_interval(difference, se, df, 1 - config.confidence)
     return Comparison(
@@ -212,13 +216,17 @@ def from_scores(
 
 
 def standard_error(
-    first_scores: np.ndarray, first_full: list[float], second_scores: np.ndarray, second_full: list[float]
+    first_scores: np.ndarray,
+    first_full: list[float],
+    second_scores: np.ndarray,
+    second_full: list[float],
+    guard: float | None = None,
 ) -> tuple[float, float]:
-    """(standard error, Satterthwaite degrees of freedom) of the difference of the groups' mean
-    scores. Seeds: each group's variance between its seeds' whole-test-set scores over its seed
-    count (a group of one seed has none to give). Items: the variance over the paired item
-    resamples of the groups' mean difference, less each group's own item noise (the variance of
-    its seeds' departures from their mean, over K - 1), which the seed part already counts."""
+    """(standard error, guarded degrees of freedom) of the difference of the groups' mean scores.
+    Seeds: each group's variance between its seeds' whole-test-set scores over its seed count (a
+    group of one seed has none to give). Items: the variance over the paired item resamples of the
+    groups' mean difference, less each group's own item noise (the variance of its seeds'
+    departures from their mean, over K - 1), which the seed part already counts."""
     item_part = float(np.var(first_scores.mean(axis=0) - second_scores.mean(axis=0), ddof=1))
     seed_parts = []
     for scores_, full in ((first_scores, first_full), (second_scores, second_full)):
@@ -229,9 +237,44 @@ def standard_error(
         item_part -= float(departures.var(axis=1, ddof=1).mean()) / (count - 1)
         seed_parts.append((float(np.var(full, ddof=1)) / count, count - 1))
     variance = max(item_part, 0.0) + sum(part for part, _ in seed_parts)
-    denominator = sum(part**2 / freedom for part, freedom in seed_parts)
-    df = variance**2 / denominator if denominator > 0 else math.inf
-    return math.sqrt(variance), df
+    return math.sqrt(variance), guarded_df(max(item_part, 0.0), seed_parts, GUARD if guard is None else guard)
+
+
+GUARD = 0.95  # the one-sided confidence of each arm's seed-variance bound in `guarded_df`
+
+
+def guarded_df(item_part: float, seed_parts: list[tuple[float, int]], guard: float = GUARD) -> float:
+    """Satterthwaite's degrees of freedom, each arm's seed variance (its part, its df) weighed
+    at its one-sided GUARD upper confidence bound relative to the best-known arm's.
+
+    Welch-Satterthwaite's df are estimated from the variances themselves: with 2 seeds against 8,
+    whenever the 2 seeds happen to land close, the df jump toward the 8-seed arm's 7 exactly when
+    the standard error is too small, and identical configurations are called different in 12-25%
+    of families of three tasks (issue 100; plain SciPy's Welch: 9-11% a test). Hsu's df (fewest
+    seeds - 1) hold the level but halve the power at 3 v 3. Weighing each seed part by
+    (K - 1) / chi2_{1 - GUARD}(K - 1), over the smallest such factor of the two arms, leans the df
+    toward the arm whose variance is least known, by how little it is known: at equal seed counts
+    the factors are equal and cancel, so the df, and so the power, are Welch's exactly; at 2 v 8
+    the 2 seeds' part counts 79 times, and the df go to about 1 unless those seeds are far
+    quieter than the rest. The standard error is the estimate's, unchanged. Measured in
+    `just bench-verdicts` (RESULTS.md): family-wise 0.5-5.8% at 2 v 5-8 and 3 v 5-8 with equal,
+    4:1 either way, collapsing and heavy-tailed seeds. `guard` 0: plain Satterthwaite."""
+    if not seed_parts:
+        return math.inf
+    factors = [freedom / _chi2_lower(freedom, guard) if guard else 1.0 for _, freedom in seed_parts]
+    least = min(factors)
+    guarded = [part * factor / least for (part, _), factor in zip(seed_parts, factors, strict=True)]
+    denominator = sum(part**2 / freedom for part, (_, freedom) in zip(guarded, seed_parts, strict=True))
+    if denominator <= 0:
+        return math.inf
+    return (item_part + sum(guarded)) ** 2 / denominator
+
+
+@functools.cache
+def _chi2_lower(freedom: int, guard: float) -> float:
+    from scipy import stats  # as in t_p_value
+
+    return float(stats.chi2.ppf(1 - guard, freedom))
 
 
 def t_p_value(difference: float, se: float, df: float) -> float:
@@ -307,7 +350,7 @@ def correct_study(records: list[dict]) -> bool:
     them: a study's arms against each baseline, over every transfer task), in place: its holm_p,
     family and interval replaced as `correct` sets them. False, untouched, when a record predates
     the studentized method (its bootstrap replicates are not kept: its own pair's correction stands)."""
-    if not records or any(r.get("se") is None or r.get("method") != METHOD for r in records):
+    if not records or any(r.get("se") is None or r.get("method") not in STUDENTIZED for r in records):
         return False
     known = {f.name for f in dataclasses.fields(Comparison)}
     family = [
@@ -661,8 +704,9 @@ def holm_note(comparisons: list[Comparison]) -> str:
 def explanation(comparisons: list[Comparison], config: SignificanceConfig) -> str:
     """What the table's intervals hold and what its verdicts can say, above the table."""
     lines = [
-        f"Studentized (report {config.report}): the variance between each encoder's seeds (Welch, "
-        f"Satterthwaite's degrees of freedom) plus the test items' ({config.resamples} paired resamples), "
+        f"Studentized (report {config.report}): the variance between each encoder's seeds (Welch; "
+        f"degrees of freedom guarded toward the arm with fewer seeds) plus the test items' "
+        f"({config.resamples} paired resamples), "
         "an interval from Student's t. Points: accuracy in %, Pearson r x 100 (STS: mean over subsets)."
     ]
     if max((c.family for c in comparisons), default=1) > 1:

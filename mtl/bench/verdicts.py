@@ -8,6 +8,9 @@
    tasks); the share of task comparisons that say "no evidence" should be at least 95%. Beside
    it, the same draws judged as before seeds were an axis (one seed per encoder, an interval over
    the test items only, no correction): what a one-seed verdict costs.
+   The synthetic part adds arms a study often has (2 v 8, 2 v 6 with one arm 4x noisier, 2 v 5
+   with collapsing seeds, 3 v 8, heavy-tailed seeds) with their power against a planted 2-sd
+   difference, the guarded degrees of freedom beside plain Welch's (mtl/bench/calibration.py).
 2. Power: `group` runs of the same configuration trained on shuffled labels (`nli.shuffle_labels=
    true`: a degraded encoder, planted) against `group` normal ones; the share of tasks called
    "hurts" for the planted arm.
@@ -178,6 +181,7 @@ def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
     tasks = 3
     cells = calibration.grid(families=config.synthetic_families, tasks=tasks)
     powered = calibration.power_check(trials=config.synthetic_families // 2)
+    arms = calibration.arms_grid(families=config.synthetic_families, tasks=tasks)
     return {
         "tasks": tasks,
         "families": config.synthetic_families,
@@ -195,7 +199,19 @@ def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
             }
             for c in powered
         ],  # fmt: skip
-        "table": calibration.markdown(cells, tasks) + "\n" + calibration.power_markdown(powered),
+        "arms": [
+            {
+                "design": c.design.label,
+                "size": {test: c.size(test) for test in calibration.TESTS},
+                "power": {test: c.power(test) for test in calibration.TESTS},
+            }
+            for c in arms
+        ],
+        "table": calibration.markdown(cells, tasks)
+        + "\n"
+        + calibration.arms_markdown(arms)
+        + "\n"
+        + calibration.power_markdown(powered),
     }
 
 
