@@ -417,3 +417,48 @@ def test_arms_of_unequal_seeds_hold_the_level_where_plain_welch_does_not():
         and equal.detected["guarded"] == equal.detected["welch"]
     )
     assert three_eight.power("guarded") >= equal.power("guarded")  # more seeds for B never cost power here
+
+
+def test_two_seeds_against_more_say_which_seeds_to_add():
+    from mtl.analysis.significance import Comparison, explanation
+
+    two_eight = Comparison("MR", "new", "baseline", 71.0, 70.0, -3.0, 5.0, 2, 8)
+    text = explanation([two_eight, Comparison("CR", "new", "baseline", 71.0, 70.0, -3.0, 5.0, 2, 8)], CONFIG)
+    assert text.count("new has 2 seeds against baseline's 8") == 1 and "train 1 more seed of it" in text
+    assert "2 seeds against" not in explanation(
+        [Comparison("MR", "a", "b", 71.0, 70.0, -3.0, 5.0, 2, 2)], CONFIG
+    )
+
+
+def test_the_verdict_across_tasks_holds_its_level_with_seeds_shared_by_the_tasks():
+    """A/A pairs of 3 seeds on 6 and 16 tasks, each seed's shift correlated 0.6 between tasks
+    (mtl/bench/calibration.py; `just bench-verdicts` runs 400 pairs a cell at 6, 10 and 16 tasks):
+    the mean over tasks is called different near 5% of the time (150 pairs: a binomial sd of 1.8)."""
+    from mtl.bench import calibration
+
+    cells = calibration.across_grid(task_counts=(6, 16), seeds=(3,), families=150, items=200, resamples=100)
+    assert all(cell.false / cell.families <= 0.09 for cell in cells), cells
+
+
+def test_the_verdict_across_tasks_is_the_mean_of_the_seeds_task_means():
+    """Two encoders of 3 seeds, A 5 points better on three tasks: the row across tasks holds the
+    mean difference, calls it, and A is ahead on 3 of 3 with a share interval inside [0, 1]."""
+    from mtl.analysis.significance import Encoder, across_markdown, compare_with_means
+
+    rng = np.random.default_rng(11)
+    gold = {task: rng.integers(0, 2, 500) for task in ("MR", "CR", "SUBJ")}
+    encoders = [
+        Encoder(
+            name,
+            [Path(f"{name}{k}") for k in range(3)],
+            {t: seeds_of(acc, 0.01, g, 3, rng) for t, g in gold.items()},
+        )
+        for name, acc in (("a", 0.80), ("b", 0.75))
+    ]
+    comparisons, means = compare_with_means(encoders, SignificanceConfig(resamples=300))
+    (mean,) = means
+    assert mean.tasks == ["MR", "CR", "SUBJ"] and mean.ahead == 3
+    assert mean.comparison.difference == pytest.approx(np.mean([c.difference for c in comparisons]))
+    assert mean.comparison.verdict == "a better" and 0 <= mean.share_low <= mean.share_high <= 1
+    assert mean.comparison.se < min(c.se for c in comparisons)  # three tasks' items average out
+    assert "| a | b | 3 | +" in across_markdown(encoders, means, SignificanceConfig())

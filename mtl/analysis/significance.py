@@ -154,6 +154,16 @@ def compare_task(
 ) -> Comparison:
     """`first` and `second`: a name and the task's items of each of its seeds. The interval at
     `config.confidence`, uncorrected (`correct` sets the family's)."""
+    return scored_comparison(task, first, second, config)[0]
+
+
+def scored_comparison(
+    task: str,
+    first: tuple[str, list[Items]],
+    second: tuple[str, list[Items]],
+    config: SignificanceConfig,
+) -> tuple[Comparison, tuple[np.ndarray, list[float]]]:
+    """`compare_task`, with the scores it was computed from (`task_scores`: both groups' seeds)."""
     (first_name, first_seeds), (second_name, second_seeds) = first, second
     counts = item_counts(first_seeds[0])
     for items in first_seeds + second_seeds:
@@ -162,15 +172,22 @@ def compare_task(
                 f"{task}: the runs were scored on different test items: evaluate them with the same "
                 "transfer data and protocol (report=)"
             )
-    rng = np.random.default_rng([config.seed, *task.encode()])
-    per_seed = item_resampled_scores(first_seeds + second_seeds, config.resamples, rng)
-    full = everything(counts)
-    return from_scores(
+    per_seed, full = task_scores(task, first_seeds + second_seeds, config)
+    comparison = from_scores(
         task,
-        (first_name, per_seed[: len(first_seeds)], [float(scores(i, full)) for i in first_seeds]),
-        (second_name, per_seed[len(first_seeds) :], [float(scores(i, full)) for i in second_seeds]),
+        (first_name, per_seed[: len(first_seeds)], full[: len(first_seeds)]),
+        (second_name, per_seed[len(first_seeds) :], full[len(first_seeds) :]),
         config,
     )
+    return comparison, (per_seed, full)
+
+
+def task_scores(task: str, seeds: list[Items], config: SignificanceConfig) -> tuple[np.ndarray, list[float]]:
+    """Each seed's score on the task's shared item resamples ((K, B), drawn from the task's own
+    generator: the same replicates for every pair) and on all its items (K values)."""
+    rng = np.random.default_rng([config.seed, *task.encode()])
+    full = everything(item_counts(seeds[0]))
+    return item_resampled_scores(seeds, config.resamples, rng), [float(scores(i, full)) for i in seeds]
 
 
 def item_resampled_scores(seeds: list[Items], resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -609,34 +626,118 @@ def compare(
 ) -> list[Comparison]:
     """Every pair of encoders (or each against the first: a page's short form) on every task both
     have, for every seed of each."""
+    return compare_with_means(encoders, config, against_first)[0]
+
+
+def compare_with_means(
+    encoders: list[Encoder], config: SignificanceConfig, against_first: bool = False
+) -> tuple[list[Comparison], list[AcrossTasks]]:
+    """`compare`, and for each pair its verdict across the tasks (`across_tasks`)."""
     if len(encoders) < 2:
         raise UserError("just compare needs two encoders at least: pass two runs (or groups of seeds)")
-    comparisons = []
+    comparisons, means = [], []
     pairs = [(encoders[0], e) for e in encoders[1:]] if against_first else itertools.combinations(encoders, 2)
     for first, second in pairs:
-        family = [
-            dataclasses.replace(
-                compare_task(
-                    task, (first.name, first.items[task]), (second.name, second.items[task]), config
-                ),
-                first_deterministic=first.deterministic,
-                second_deterministic=second.deterministic,
+        family, scored = [], {}
+        for task in compared_tasks():
+            if not (
+                task in first.items
+                and task in second.items
+                and len(first.items[task]) == len(first.runs)
+                and len(second.items[task]) == len(second.runs)
+            ):
+                continue
+            comparison, scores_ = scored_comparison(
+                task, (first.name, first.items[task]), (second.name, second.items[task]), config
             )
-            for task in compared_tasks()
-            if task in first.items
-            and task in second.items
-            and len(first.items[task]) == len(first.runs)
-            and len(second.items[task]) == len(second.runs)
-        ]
+            family.append(
+                dataclasses.replace(
+                    comparison,
+                    first_deterministic=first.deterministic,
+                    second_deterministic=second.deterministic,
+                )
+            )
+            if not task.endswith(UNSEEN):
+                scored[task] = scores_
         correct(family)
         comparisons += family
+        if mean := across_tasks((first.name, second.name), len(first.runs), scored, family, config):
+            mean.comparison.first_deterministic = first.deterministic
+            mean.comparison.second_deterministic = second.deterministic
+            means.append(mean)
     if config.family == "all":  # the study's every comparison one family (each pair's p kept)
         correct(comparisons)
     if not comparisons:
         raise UserError(
             "the runs share no transfer task with per-item results: transfer them with one protocol"
         )
-    return comparisons
+    return comparisons, means
+
+
+@dataclass
+class AcrossTasks:
+    """A pair's verdict across its tasks: the mean difference over them (`comparison`, task
+    "mean over N tasks") and the share of tasks on which the first is ahead."""
+
+    comparison: Comparison
+    tasks: list[str]
+    ahead: int  # tasks whose difference is above 0
+    share_low: float  # the interval of the share of tasks the first is truly ahead on
+    share_high: float
+
+    def record(self) -> dict:
+        return {
+            **self.comparison.record(),
+            "tasks": self.tasks,
+            "ahead": self.ahead,
+            "share_low": self.share_low,
+            "share_high": self.share_high,
+        }
+
+
+def across_tasks(
+    names: tuple[str, str],
+    first_seeds: int,
+    scored: dict[str, tuple[np.ndarray, list[float]]],
+    family: list[Comparison],
+    config: SignificanceConfig,
+) -> AcrossTasks | None:
+    """ "Is A better than B on these tasks?" as one test: each seed's mean score over the tasks
+    (every seed has every task), its item replicates the mean of the tasks' own (independent
+    resamples per task, so the item part is the tasks' over T^2), through the same studentized
+    test as a task. The seed part is the spread of the seeds' task means, so a seed that lifts
+    every task counts once, not T times as independent tasks would. The tasks are the ones
+    compared, fixed: the question is about this suite, not tasks at large. The share of tasks on
+    which A is truly ahead: each task's difference drawn from its own t interval (independently
+    across tasks, `resamples` draws), the share's central interval at `confidence`. None with
+    fewer than 2 tasks. `scored`: per task, both groups' seeds (the first's `first_seeds`, then
+    the second's) as `task_scores` gives them; `family`: the pair's comparisons on them."""
+    if len(scored) < 2:
+        return None
+    tasks = list(scored)
+    count = first_seeds
+    per_seed = np.mean([scored[t][0] for t in tasks], axis=0)  # (K_A + K_B, B)
+    full = [float(x) for x in np.mean([scored[t][1] for t in tasks], axis=0)]
+    mean = from_scores(
+        f"mean over {len(tasks)} tasks",
+        (names[0], per_seed[:count], full[:count]),
+        (names[1], per_seed[count:], full[count:]),
+        config,
+    )
+    on_tasks = [c for c in family if c.task in scored]
+    rng = np.random.default_rng([config.seed, 0xACE])
+    drawn = np.stack(
+        [c.difference + (c.se or 0.0) * _t_draws(rng, c.df, config.resamples) for c in on_tasks]
+    )  # (T, draws)
+    shares = (drawn > 0).mean(axis=0)
+    alpha = 1 - config.confidence
+    low, high = np.quantile(shares, [alpha / 2, 1 - alpha / 2])
+    ahead = sum(c.difference > 0 for c in on_tasks)
+    return AcrossTasks(mean, tasks, ahead, float(low), float(high))
+
+
+def _t_draws(rng: np.random.Generator, df: float, count: int) -> np.ndarray:
+    return rng.standard_normal(count) if math.isinf(df) else rng.standard_t(df, count)
 
 
 def per_seed(encoder: Encoder, task: str) -> list[float]:
@@ -716,6 +817,7 @@ def explanation(comparisons: list[Comparison], config: SignificanceConfig) -> st
             + " (Holm): better "
             "means the corrected interval excludes 0; no evidence is not evidence of no difference."
         )
+    lines += few_seeds_notes(comparisons)
     if any(not c.seed_variance_known for c in comparisons):
         lines.append(
             "An encoder of 1 seed: its interval holds the test items' variance only; the variance "
@@ -723,6 +825,26 @@ def explanation(comparisons: list[Comparison], config: SignificanceConfig) -> st
             "configurations: train seeds=3 for a verdict on the configuration."
         )
     return "\n".join(lines)
+
+
+def few_seeds_notes(comparisons: list[Comparison]) -> list[str]:
+    """A line for each encoder of 2 seeds set against one of more: no test of a moderate
+    difference at 2 seeds holds its level whatever the seeds' spreads (`guarded_df`), so its
+    "no evidence" says little; the line names the seeds to add."""
+    notes = {}
+    for c in comparisons:
+        for name, count, other, other_count, deterministic in (
+            (c.first, c.first_seeds, c.second, c.second_seeds, c.second_deterministic),
+            (c.second, c.second_seeds, c.first, c.first_seeds, c.first_deterministic),
+        ):
+            if count == 2 and (other_count > 2 or deterministic) and name not in notes:
+                notes[name] = (
+                    f"{name} has 2 seeds against {other}'s {'fixed score' if deterministic else other_count}: "
+                    "the spread of 2 seeds rests on 1 degree of freedom, so its degrees of freedom lean "
+                    "toward 1 and only a large difference can be called; train 1 more seed of it (3 at least) "
+                    "for a test of a smaller one."
+                )
+    return list(notes.values())
 
 
 LONGEST_LABEL = 24  # characters of an encoder's name in a table row; longer names go by number
@@ -771,11 +893,37 @@ def markdown(encoders: list[Encoder], comparisons: list[Comparison], config: Sig
     return "\n".join(lines) + "\n"
 
 
+def across_markdown(encoders: list[Encoder], means: list[AcrossTasks], config: SignificanceConfig) -> str:
+    """The verdicts across tasks: a table below the per-task one (nothing when no pair has two tasks)."""
+    if not means:
+        return ""
+    label = table_labels(encoders)
+    level = f"{100 * config.confidence:g}%"
+    lines = [
+        f"Across tasks: the mean of A - B over the pair's tasks (each seed's mean over them; seeds and "
+        f"items as above, one test at {level}, the tasks fixed), and the share of tasks on which A is "
+        f"ahead (its {level} interval: each task's difference drawn from its own interval).",
+        "",
+        f"| encoder A | encoder B | tasks | A - B (mean) | {level} interval | verdict | A ahead on | share |",
+        "|---|---|---:|---:|---:|---|---:|---:|",
+    ]
+    for mean in means:
+        c = mean.comparison
+        lines.append(
+            f"| {label[c.first]} | {label[c.second]} | {len(mean.tasks)} | {c.difference:+.2f} | "
+            f"[{c.low:+.2f}, {c.high:+.2f}] | {c.says('A', 'B')} | {mean.ahead} of {len(mean.tasks)} | "
+            f"[{mean.share_low:.2f}, {mean.share_high:.2f}] |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
     encoders = group_runs(find_runs(paths, None), config.report)
     unseen = add_unseen(encoders)
-    comparisons = compare(encoders, config)
+    comparisons, means = compare_with_means(encoders, config)
     text = markdown(encoders, comparisons, config)
+    if means:
+        text += "\n" + across_markdown(encoders, means, config)
     if unseen:
         text += "\n" + "\n".join(f"Without seen items: {line}" for line in unseen) + "\n"
     if warnings := stale_reports(encoders, config.report):
@@ -793,6 +941,7 @@ def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
         "config": config.__dict__,
         "encoders": {e.name: [str(r) for r in e.runs] for e in encoders},
         "comparisons": [c.record() for c in comparisons],
+        "across_tasks": [mean.record() for mean in means],
         "seed_scores": {e.name: {task: per_seed(e, task) for task in e.items} for e in encoders},
     }
     atomic.write_text(out.with_suffix(".json"), jsonfile.dumps(record, indent=2) + "\n", "comparison")

@@ -182,6 +182,7 @@ def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
     cells = calibration.grid(families=config.synthetic_families, tasks=tasks)
     powered = calibration.power_check(trials=config.synthetic_families // 2)
     arms = calibration.arms_grid(families=config.synthetic_families, tasks=tasks)
+    across = calibration.across_grid(families=config.synthetic_families)
     return {
         "tasks": tasks,
         "families": config.synthetic_families,
@@ -207,9 +208,15 @@ def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
             }
             for c in arms
         ],
+        "across_tasks": [
+            {"tasks": c.tasks, "seeds": c.seeds, "correlation": c.correlation, "rate": c.false / c.families}
+            for c in across
+        ],
         "table": calibration.markdown(cells, tasks)
         + "\n"
         + calibration.arms_markdown(arms)
+        + "\n"
+        + calibration.across_markdown(across)
         + "\n"
         + calibration.power_markdown(powered),
     }
