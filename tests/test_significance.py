@@ -268,7 +268,7 @@ def test_the_power_of_a_plan_follows_the_t_test():
 
     # items alone (no seed variance): a z test; 2.8 se gives 80% at 5%
     assert power(2.8, 0.0, 1.0, 3, 0.05) == pytest.approx(0.80, abs=0.01)
-    assert power(0.0, 4.0, 0.0, 5, 0.05) == pytest.approx(0.05, abs=0.001)  # no difference: the level
+    assert power(0.0, 4.0, 0.0, 5, 0.05) == pytest.approx(0.05, abs=0.008)  # no difference: the level
     needed = seeds_needed(4.0, 4.0, 0.0, 0.05, 0.8, 100)
     assert power(4.0, 4.0, 0.0, needed, 0.05) >= 0.8 > power(4.0, 4.0, 0.0, needed - 1, 0.05)
     assert seeds_needed(0.01, 4.0, 0.0, 0.05, 0.8, 10) is None
@@ -462,3 +462,15 @@ def test_the_verdict_across_tasks_is_the_mean_of_the_seeds_task_means():
     assert mean.comparison.verdict == "a better" and 0 <= mean.share_low <= mean.share_high <= 1
     assert mean.comparison.se < min(c.se for c in comparisons)  # three tasks' items average out
     assert "| a | b | 3 | +" in across_markdown(encoders, means, SignificanceConfig())
+
+
+def test_plan_seeds_prints_the_power_compare_then_has():
+    """The power plan-seeds prints is a simulation of compare's own test (guarded df included):
+    on synthetic studies with a planted 2-sd difference the share compare calls is within a few
+    points of it at 3 and 8 seeds (400 studies: a binomial sd of 2.4 points at 40%; `just
+    bench-verdicts` runs 2,000 at 3, 5 and 8). The noncentral t it used before printed 46% at 3
+    seeds where the test has about 37%."""
+    from mtl.bench import calibration
+
+    for cell in calibration.plan_check(counts=(3, 8), trials=400, ratio=1.0):
+        assert abs(cell.printed - cell.measured) <= 0.07, cell

@@ -7,10 +7,10 @@ configuration, or of several. Per transfer task it measures what the verdicts' v
 of (mtl/analysis/significance.py): the variance between seeds of one configuration (pooled over
 the pilot's configurations, each with its seeds' degrees of freedom) and, where the pilot has two
 configurations or more, the paired test items' variance of a difference that no seed count
-removes. Then, for two arms of K seeds each, the difference's standard error and Satterthwaite's
-degrees of freedom are what `just compare` will compute, and the power of its two-sided t test
-at `confidence`, Bonferroni over `family` comparisons (Holm's first step: a floor on its power),
-comes from the noncentral t. The plan is the smallest K with at least `power`.
+removes. Then, for two arms of K seeds each (or K against `baseline_seeds`), the power of `just
+compare`'s two-sided test at `confidence`, Bonferroni over `family` comparisons (Holm's first step:
+a floor on its power), is simulated with the test itself: its standard error and its guarded
+degrees of freedom. The plan is the smallest K with at least `power`; 90% beside it.
 
 A pilot of 3 seeds knows its seed variance to within a factor of several, so the plan gives two
 numbers: K at the pilot's estimate, and K if the seed variance is at its one-sided 80% upper
@@ -60,6 +60,9 @@ class PlanSeedsConfig:
     report: str = "transfer"  # which transfer report of each run (transfer-fast, ...)
     resamples: Annotated[int, Range(100)] = 1000  # paired item resamples (the items' variance)
     most: Annotated[int, Range(2, 1000)] = 100  # the most seeds per arm tried
+    baseline_seeds: AtLeast0 = (
+        0  # seeds the other arm already has (a well-run baseline: 8); 0: as many as the new arm
+    )
     seed: AtLeast0 = 0  # of the resampling
     out: str | None = None  # a .md file (and .json beside it); None: plan-seeds-<time>.md beside the runs
 
@@ -74,33 +77,79 @@ class TaskPlan:
     seeds: int | None  # per arm, at the estimate; None: more than `most`
     seeds_if_upper: int | None  # per arm, the seed variance at its 80% upper bound
     compared_pairs: int  # the pilot's pairs of configurations the item variance is from (0: assumed 0)
+    seeds_at_90: int | None = None  # per arm at 90% power (at the estimate)
 
 
-def power(difference: float, seed_variance: float, item_variance: float, seeds: int, alpha: float) -> float:
-    """The chance that `just compare`'s two-sided studentized test at level `alpha` calls a
-    real `difference` between two arms of `seeds` seeds each."""
+DRAWS = 20_000  # simulated studies per power: a Monte Carlo sd of 0.3 points at 80%
+
+
+def power(
+    difference: float,
+    seed_variance: float,
+    item_variance: float,
+    seeds: int,
+    alpha: float,
+    other_seeds: int | None = None,
+) -> float:
+    """The chance that `just compare`'s two-sided test at level `alpha` calls a real `difference`
+    between an arm of `seeds` seeds and one of `other_seeds` (None: as many), simulated: the test
+    itself (its standard error and guarded degrees of freedom, significance.guarded_df) on
+    DRAWS studies whose seeds' means and variances are drawn as normal seeds give them (mean
+    N(mu, v / K), variance v chi2(K - 1) / (K - 1)), the items' part known (its thousands of
+    resamples). The noncentral t at Welch's largest df, used before, put 3 seeds at 46% where the
+    test has 36% (issue 100). The draws are the same for every call (common random numbers), so
+    power rises smoothly with the seeds."""
     from scipy import stats
 
-    seed_part = seed_variance / seeds  # each arm's
-    variance = 2 * seed_part + item_variance
-    if variance <= 0:
-        return 1.0 if difference else 0.0
-    df = variance**2 / (2 * seed_part**2 / (seeds - 1)) if seed_part > 0 else math.inf
-    critical = stats.t.ppf(1 - alpha / 2, df)
-    shift = abs(difference) / math.sqrt(variance)
-    if math.isinf(df):
+    counts = (seeds, seeds if other_seeds is None else other_seeds)
+    if seed_variance <= 0:  # items alone: a z test
+        if item_variance <= 0:
+            return 1.0 if difference else 0.0
+        critical, shift = stats.norm.ppf(1 - alpha / 2), abs(difference) / math.sqrt(item_variance)
         return float(stats.norm.sf(critical - shift) + stats.norm.cdf(-critical - shift))
-    return float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
+    rng = np.random.default_rng(0x5EED)
+    observed = difference + math.sqrt(item_variance) * rng.standard_normal(DRAWS)
+    parts = []
+    for count in counts:
+        observed = observed + (1 if not parts else -1) * math.sqrt(
+            seed_variance / count
+        ) * rng.standard_normal(DRAWS)
+        variance = seed_variance * rng.chisquare(count - 1, DRAWS) / (count - 1)
+        parts.append((variance / count, count - 1))
+    se = np.sqrt(item_variance + parts[0][0] + parts[1][0])
+    df = significance.guarded_df(item_variance, parts)
+    p = 2 * stats.t.sf(np.abs(observed) / se, df)
+    return float(np.mean(p <= alpha))
 
 
 def seeds_needed(
-    difference: float, seed_variance: float, item_variance: float, alpha: float, wanted: float, most: int
+    difference: float,
+    seed_variance: float,
+    item_variance: float,
+    alpha: float,
+    wanted: float,
+    most: int,
+    other_seeds: int | None = None,
 ) -> int | None:
-    """The fewest seeds per arm (2 at least: one seed has no seed variance) with `wanted` power."""
-    for seeds in range(2, most + 1):
-        if power(difference, seed_variance, item_variance, seeds, alpha) >= wanted:
-            return seeds
-    return None
+    """The fewest seeds (2 at least: one seed has no seed variance) with `wanted` power, for both
+    arms, or for one against `other_seeds`: doubling, then halving the gap (power rises with the
+    seeds), so a plan of 100 asks for 14 simulations, not 99."""
+
+    def enough(seeds: int) -> bool:
+        return power(difference, seed_variance, item_variance, seeds, alpha, other_seeds) >= wanted
+
+    if enough(2):
+        return 2
+    low, high = 2, 4  # low: not enough
+    while not enough(min(high, most)):
+        if high >= most:
+            return None
+        low, high = high, 2 * high
+    high = min(high, most)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle, high)
+    return high
 
 
 def upper_variance(variance: float, freedom: int) -> float:
@@ -177,6 +226,11 @@ def plan(encoders: list[significance.Encoder], config: PlanSeedsConfig) -> list[
     if not amount > 0 or not math.isfinite(amount):
         raise UserError(f"difference={config.difference}: give a difference above 0 (2, or 2sd)")
     plans = []
+    against = config.baseline_seeds or None
+    if against == 1:
+        raise UserError(
+            "baseline_seeds=1: one seed has no seed variance to test with; give 2 or more (0: as many)"
+        )
     for task in tasks:
         variance, freedom, item, pairs = task_variances(encoders, task, config)
         if not freedom:
@@ -189,11 +243,18 @@ def plan(encoders: list[significance.Encoder], config: PlanSeedsConfig) -> list[
                 freedom,
                 item,
                 difference,
-                seeds_needed(difference, variance, item, alpha, config.power, config.most),
+                seeds_needed(difference, variance, item, alpha, config.power, config.most, against),
                 seeds_needed(
-                    difference, upper_variance(variance, freedom), item, alpha, config.power, config.most
+                    difference,
+                    upper_variance(variance, freedom),
+                    item,
+                    alpha,
+                    config.power,
+                    config.most,
+                    against,
                 ),
                 pairs,
+                seeds_needed(difference, variance, item, alpha, 0.9, config.most, against),
             )
         )
     if not plans:
@@ -212,28 +273,36 @@ def markdown(plans: list[TaskPlan], config: PlanSeedsConfig, encoders: list[sign
     pilot = ", ".join(f"{e.name} ({len(e.runs)} seed{'s' * (len(e.runs) > 1)})" for e in encoders)
     wanted = config.difference.strip().lower()
     said = f"{wanted.removesuffix('sd')} seed sds" if wanted.endswith("sd") else f"{wanted} points"
+    arms = (
+        f"seeds of the new arm against a baseline of {config.baseline_seeds}"
+        if config.baseline_seeds
+        else "seeds per arm"
+    )
+    level = f"{100 * config.power:g}%"
     lines = [
-        f"Seeds per arm to detect a difference of {said} with "
-        f"{100 * config.power:g}% power at {100 * config.confidence:g}% confidence, Bonferroni over {family} "
-        f"comparisons (report {config.report}; pilot: {pilot}). Points: accuracy in %, Pearson r x 100.",
+        f"{arms[0].upper() + arms[1:]} to detect a difference of {said} at {100 * config.confidence:g}% "
+        f"confidence, Bonferroni over {family} comparisons (report {config.report}; pilot: {pilot}); the power "
+        "of just compare's own test, simulated (its guarded degrees of freedom included). Points: accuracy "
+        "in %, Pearson r x 100.",
         "",
-        "| transfer task | seed sd | item sd of a difference | difference | seeds per arm | "
-        f"if the seed sd is at its {100 * UPPER_BOUND:g}% upper bound |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"| transfer task | seed sd | item sd of a difference | difference | {level} power | 90% power | "
+        f"{level}, the seed sd at its {100 * UPPER_BOUND:g}% upper bound |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for p in plans:
         item = f"{math.sqrt(p.item_variance):.2f}" if p.compared_pairs else "0 (assumed)"
         lines.append(
             f"| {p.task} | {math.sqrt(p.seed_variance):.2f} ({p.freedom} df) | {item} | {p.difference:.2f} | "
-            f"{_seeds(p.seeds, config.most)} | {_seeds(p.seeds_if_upper, config.most)} |"
+            f"{_seeds(p.seeds, config.most)} | {_seeds(p.seeds_at_90, config.most)} | "
+            f"{_seeds(p.seeds_if_upper, config.most)} |"
         )
     needed = [p.seeds for p in plans]
     most = max((n for n in needed if n is not None), default=None)
     lines += [
         "",
         "The plan: "
-        + (f"over {config.most} seeds for some task" if None in needed else f"{most} seeds per arm")
-        + " (the most any task needs); a study with fewer warns (plan=<this .json>).",
+        + (f"over {config.most} seeds for some task" if None in needed else f"{most} {arms}")
+        + f" at {level} power (the most any task needs); a study with fewer warns (plan=<this .json>).",
     ]
     if not any(p.compared_pairs for p in plans):
         lines.append(
@@ -243,9 +312,8 @@ def markdown(plans: list[TaskPlan], config: PlanSeedsConfig, encoders: list[sign
         )
     lines.append(
         f"A pilot's seed variance is itself uncertain ({min(p.freedom for p in plans)} df): the last column "
-        "is the count if the truth is at its upper bound. On synthetic seeds (RESULTS.md, `just bench-verdicts "
-        "synthetic_only=true`) plans from a 3-seed pilot's estimate reached 69-75% power, from its upper bound "
-        "90.5-95.5%: choose the upper bound's count when a missed effect is costly."
+        "is the count if the truth is at its upper bound; choose it when a missed effect is costly "
+        "(RESULTS.md, `just bench-verdicts synthetic_only=true`, measures what plans from a 3-seed pilot reach)."
     )
     return "\n".join(lines) + "\n"
 

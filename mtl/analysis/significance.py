@@ -282,6 +282,10 @@ def guarded_df(item_part: float, seed_parts: list[tuple[float, int]], guard: flo
     least = min(factors)
     guarded = [part * factor / least for (part, _), factor in zip(seed_parts, factors, strict=True)]
     denominator = sum(part**2 / freedom for part, (_, freedom) in zip(guarded, seed_parts, strict=True))
+    if np.ndim(denominator):  # arrays of parts (plan-seeds' simulation): elementwise
+        with np.errstate(divide="ignore", invalid="ignore"):
+            df = (item_part + sum(guarded)) ** 2 / denominator
+        return np.where(denominator > 0, df, np.inf)
     if denominator <= 0:
         return math.inf
     return (item_part + sum(guarded)) ** 2 / denominator

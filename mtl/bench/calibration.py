@@ -464,3 +464,74 @@ def across_markdown(cells: list[AcrossCell]) -> str:
         row = sorted((c for c in cells if c.seeds == count), key=lambda c: c.tasks)
         lines.append(f"| {count} | " + " | ".join(f"{100 * c.false / c.families:.1f}%" for c in row) + " |")
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class PlanCell:
+    seeds: int
+    difference: float  # points planted
+    printed: float  # the power plan-seeds prints for these seeds
+    trials: int
+    detected: int  # studies just compare called the planted difference in
+
+    @property
+    def measured(self) -> float:
+        return self.detected / self.trials
+
+
+def plan_check(
+    counts: tuple[int, ...] = (3, 5, 8),
+    ratio: float = 2.5,
+    sds: float = 2.0,
+    trials: int = 1000,
+    items: int = 500,
+    resamples: int = 200,
+    seed: int = 0,
+) -> list[PlanCell]:
+    """Does the power `just plan-seeds` prints match what `just compare` then does? Per seed count,
+    the printed power (mtl/analysis/power.py, at the true seed variance and the studies' own item
+    variance) beside the share of `trials` synthetic studies (item-level seeds, `sds` true seed sds
+    planted in one arm) that compare's test calls, one task at 5%."""
+    config = significance.SignificanceConfig(resamples=max(100, resamples))
+    rng = np.random.default_rng([seed, 0x91A7])
+    shift = seed_shift_sd(ratio, items)
+    spread = math.sqrt(2 + shift**2)
+    # The arms sit symmetrically about 50% accuracy, where the probit bends alike on both sides:
+    # at 75% the better arm's seeds would spread less, and the test would beat any plan made from
+    # one variance.
+    _, pool = _seeds_of(rng, rng.standard_normal(items), 400, shift, THRESHOLD, 1)
+    difference = sds * math.sqrt(float(np.var(pool, ddof=1)))
+    half = spread * float(stats.norm.ppf(0.5 + difference / 200))
+    arms = (THRESHOLD - half, THRESHOLD + half)
+    pools = [_seeds_of(rng, rng.standard_normal(items), 2000, shift, arm, 1)[1] for arm in arms]
+    truth = float(np.mean([np.var(arm_pool, ddof=1) for arm_pool in pools]))
+    cells = []
+    for count in counts:
+        detected, item_parts = 0, []
+        for _ in range(trials):
+            planted = np.repeat(arms, count)
+            per_seed, full = _seeds_of(rng, rng.standard_normal(items), 2 * count, shift, planted, resamples)
+            compared = significance.from_scores(
+                "T",
+                ("A", per_seed[:count], list(full[:count])),
+                ("B", per_seed[count:], list(full[count:])),
+                config,
+            )
+            detected += compared.p <= 0.05 and compared.difference < 0  # B's the better arm
+            seed_part = (np.var(full[:count], ddof=1) + np.var(full[count:], ddof=1)) / count
+            item_parts.append(max(0.0, (compared.se or 0.0) ** 2 - float(seed_part)))
+        printed = power.power(difference, truth, float(np.median(item_parts)), count, 0.05)
+        cells.append(PlanCell(count, difference, printed, trials, detected))
+    return cells
+
+
+def plan_markdown(cells: list[PlanCell]) -> str:
+    lines = [
+        f"The power `just plan-seeds` prints against the share of {cells[0].trials} synthetic studies "
+        f"`just compare` calls (a difference of {cells[0].difference:.2f} points planted, one task, 5%).",
+        "",
+        "| seeds per arm | printed | measured |",
+        "|---:|---:|---:|",
+        *(f"| {c.seeds} | {100 * c.printed:.1f}% | {100 * c.measured:.1f}% |" for c in cells),
+    ]
+    return "\n".join(lines) + "\n"

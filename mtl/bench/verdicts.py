@@ -183,6 +183,7 @@ def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
     powered = calibration.power_check(trials=config.synthetic_families // 2)
     arms = calibration.arms_grid(families=config.synthetic_families, tasks=tasks)
     across = calibration.across_grid(families=config.synthetic_families)
+    plans = calibration.plan_check(trials=5 * config.synthetic_families)
     return {
         "tasks": tasks,
         "families": config.synthetic_families,
@@ -208,6 +209,10 @@ def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
             }
             for c in arms
         ],
+        "plan_check": [
+            {"seeds": c.seeds, "difference": c.difference, "printed": c.printed, "measured": c.measured}
+            for c in plans
+        ],
         "across_tasks": [
             {"tasks": c.tasks, "seeds": c.seeds, "correlation": c.correlation, "rate": c.false / c.families}
             for c in across
@@ -218,7 +223,9 @@ def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
         + "\n"
         + calibration.across_markdown(across)
         + "\n"
-        + calibration.power_markdown(powered),
+        + calibration.power_markdown(powered)
+        + "\n"
+        + calibration.plan_markdown(plans),
     }
 
 
