@@ -92,3 +92,36 @@ def test_bad_train_groups_arguments_are_one_line(tiny_data, tmp_path, keys, mess
     with pytest.raises(UserError, match=message):
         config, rest = groups.parse([*train, *keys])
         groups.grouping(config, ["nli", "squad", "noise"])
+
+
+def _members_with_scores(tmp_path, scores: dict[str, list[float]]) -> list:
+    """Finished-looking members of each arm, one per seed, with `nli`'s test accuracy."""
+    from mtl.jobs.member import Member
+
+    members = []
+    for arm, accuracies in scores.items():
+        for seed, accuracy in enumerate(accuracies, start=1):
+            folder = tmp_path / f"{arm}-seed{seed}"
+            folder.mkdir(parents=True)
+            (folder / "summary.json").write_text(json.dumps({"best/nli/test/acc": accuracy}))
+            members.append(Member(f"{arm}-seed{seed}", [], folder))
+    return members
+
+
+def test_one_seed_a_side_is_no_test_not_a_zero_width_interval(tmp_path):
+    """train-groups keeps no per-item test outputs of its training tasks: with one seed a side
+    nothing varies, so the row says "no test" (it once read `+1.56 [+1.56, +1.56] helps`); with
+    seeds, the same test as just compare's, Holm over what was tested."""
+    one = _members_with_scores(tmp_path / "one", {"nli+squad": [0.3281], "all": [0.3125], "nli": [0.30]})
+    rows = groups.verdicts(one, {"nli": "nli+squad"}, ["nli"])
+    assert [r["verdict"] for r in rows] == ["no test (1 seed: train seeds=2 or more)"] * 2
+    assert rows[0]["difference"] == pytest.approx(1.56) and "low" not in rows[0]
+    text = groups.markdown({"groups": [["nli", "squad"]], "tasks": ["nli"], "source": "groups=", "budget": "steps:3",
+                            "seeds": [1], "family": 0, "verdicts": rows})  # fmt: skip
+    assert "| +1.56 | - | no test (1 seed" in text
+    three = _members_with_scores(
+        tmp_path / "three",
+        {"nli+squad": [0.331, 0.322, 0.335], "all": [0.312, 0.318, 0.309], "nli": [0.31, 0.33, 0.30]},
+    )
+    rows = groups.verdicts(three, {"nli": "nli+squad"}, ["nli"])
+    assert {r["family"] for r in rows} == {2} and all(r["low"] < r["difference"] < r["high"] for r in rows)

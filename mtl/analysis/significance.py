@@ -232,6 +232,28 @@ def from_scores(
     )
 
 
+def from_seed_scores(
+    task: str, first: tuple[str, list[float]], second: tuple[str, list[float]], config: SignificanceConfig
+) -> Comparison | None:
+    """The comparison of two groups known only by each seed's score (no per-item outputs: a
+    training task's test score from its summary), by the same test with no item part, so its
+    verdicts speak of this test set; None, no test, when a group has one seed: with neither
+    items nor seeds to vary, no interval can be honest (before, such scores were tiled into
+    identical "items", a variance of 0 that called every difference)."""
+    if len(first[1]) < 2 or len(second[1]) < 2:
+        return None
+    constant = [np.tile(np.asarray(scores_, dtype=float)[:, None], (1, 2)) for _, scores_ in (first, second)]
+    return from_scores(
+        task,
+        (first[0], constant[0], list(first[1])),
+        (second[0], constant[1], list(second[1])),
+        config,
+    )
+
+
+NO_TEST = "no test"  # a comparison with no variance to test with (`from_seed_scores`)
+
+
 def standard_error(
     first_scores: np.ndarray,
     first_full: list[float],

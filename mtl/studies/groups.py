@@ -14,9 +14,10 @@ the network that serves it: in the grouping, the group TAG's selection serves it
 given by name: the group with its best dev score, mean over seeds, never its test score; a task
 with no test split, ClassifSQuAD's, is scored on dev and said so); alone,
 its own network; all-in-one, the one network. Per task the grouping's test score is compared with
-all-in-one's and with the task alone's: a studentized test over seeds (Welch, Satterthwaite's
-degrees of freedom; the training tasks' test predictions are not kept per item, so their
-variance is the seeds': the verdicts speak of this test set), Holm over every comparison.
+all-in-one's and with the task alone's: just compare's studentized test over seeds
+(significance.from_seed_scores; the training tasks' test predictions are not kept per item, so
+their variance is the seeds': the verdicts speak of this test set), Holm over every comparison;
+with one seed a side nothing varies, and the row says "no test" rather than a verdict.
 
 Compute: every network trains the budget, so the grouping costs as many budgets as it has
 groups, all-in-one one, the singles one per task: the table says so beside the verdicts.
@@ -30,10 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from mtl.analysis.multitask import summarize, tag_selection
-from mtl.analysis.significance import SignificanceConfig, correct, from_scores
+from mtl.analysis.significance import NO_TEST, SignificanceConfig, correct, from_seed_scores
 from mtl.config import apply_overrides, comma_list
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
@@ -180,22 +179,27 @@ def verdicts(kept: list[Member], serving: dict[str, str], training: list[str]) -
             theirs = seed_scores(kept, other, task, split)
             if len(ours) < 1 or len(theirs) < 1:
                 continue
-            first = (serving[task], np.tile(np.array(ours)[:, None], (1, 2)), ours)
-            second = (other, np.tile(np.array(theirs)[:, None], (1, 2)), theirs)
-            comparison = from_scores(task, first, second, settings)
-            compared.append(comparison)
+            comparison = from_seed_scores(task, (serving[task], ours), (other, theirs), settings)
+            if comparison is not None:
+                compared.append(comparison)
             rows.append({"task": task, "grouping": serving[task], "against": other, "same": False,
                          "comparison": comparison, "scores": (ours, theirs), "split": split})  # fmt: skip
-    correct(compared)
+    if compared:
+        correct(compared)
     for row in rows:
         comparison = row.pop("comparison", None)
-        if comparison is None:
+        if row["same"]:
             row["verdict"] = "the same network"
+            continue
+        if comparison is None:  # one seed a side, no per-item scores: nothing varies to test with
+            ours, theirs = row["scores"]
+            row.update(
+                difference=statistics.fmean(ours) - statistics.fmean(theirs),
+                verdict=f"{NO_TEST} (1 seed: train seeds=2 or more)",
+            )
             continue
         decided = comparison.holm_p <= 1 - comparison.confidence
         verdict = ("helps" if comparison.difference > 0 else "hurts") if decided else "no evidence"
-        if decided and not comparison.seed_variance_known:
-            verdict += " (1 seed)"
         row.update(
             difference=comparison.difference + 0.0, low=comparison.low + 0.0, high=comparison.high + 0.0,
             holm_p=comparison.holm_p, family=comparison.family, df=comparison.df, verdict=verdict,
@@ -232,6 +236,12 @@ def markdown(result: dict) -> str:
             continue
         ours, theirs = row["scores"]
         task = row["task"] + (" (dev: no test split)" if row.get("split") == "dev" else "")
+        if "low" not in row:  # no test: the difference alone, no interval
+            lines.append(
+                f"| {task} | {row['grouping']} | {_mean_sd(ours)} | {row['against']} | {_mean_sd(theirs)} | "
+                f"{row['difference']:+.2f} | - | {row['verdict']} |"
+            )
+            continue
         lines.append(
             f"| {task} | {row['grouping']} | {_mean_sd(ours)} | {row['against']} | {_mean_sd(theirs)} | "
             f"{row['difference']:+.2f} | [{row['low']:+.2f}, {row['high']:+.2f}] | {row['verdict']} |"
@@ -267,7 +277,8 @@ def command(args: Sequence[str]) -> None:
         "runs": {m.name: str(m.run_dir) for m in found},
         "left_out": short,
         "family": max((r.get("family", 0) for r in rows), default=0),
-        "method": "Welch over seeds (Satterthwaite), Holm over the study's comparisons; test items not kept per item",
+        "method": "studentized over seeds (Welch, guarded degrees of freedom), Holm over the study's "
+        "comparisons; test items not kept per item; one seed a side: no test",
         "verdicts": rows,
     }
     text = markdown(result)
