@@ -2,6 +2,7 @@
 FAMO against the authors' own class, UPGrad, Aligned-MTL and Nash-MTL against TorchJD's
 aggregators (the whole runs, with exact resume after a kill, are tests/test_mixed.py's)."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -113,7 +114,10 @@ def test_nash_mtl_is_torchjds_over_a_run_and_continues_exactly_from_its_saved_st
         gradients = conflicting_gradients(10 + step)
         combined = ours.combine(gradients, torch.ones(3), step)
         assert torch.allclose(combined.shared, theirs(gradients), atol=1e-6, rtol=0)
-        assert torch.equal(combined.head_scales, torch.ones(3))
+        # the authors backpropagate sum_i alpha_i loss_i: each head's gradient times its alpha as solved
+        alpha = torch.from_numpy(np.asarray(theirs.weighting.prvs_alpha, dtype=np.float64)).float()
+        assert torch.allclose(combined.head_scales, alpha, atol=1e-6, rtol=0)
+        assert not torch.allclose(combined.head_scales, torch.ones(3))
         decided.append(combined.shared)
     assert ours.state_dict()["nash_calls"].item() == 6
     # A balancer built afresh (a resumed run) from the state after step 3 decides steps 4-6 alike

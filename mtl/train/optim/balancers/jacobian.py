@@ -2,7 +2,8 @@
 (Quinton and Rey-Torres's `torchjd`, a maintained library of Jacobian-descent aggregators), used
 as TorchJD's own `mtl_backward` uses them: the Jacobian is the tasks' gradients on the shared
 encoder (mtl's `gradients`, one row per task), the aggregator's weights combine its rows, and
-each task's head keeps its own gradient unscaled.
+each task's head keeps its own gradient unscaled (nash: scaled by the task's alpha, as the
+authors' weighted loss scales it).
 
 - `upgrad` (Quinton and Rey-Torres 2024, "Jacobian Descent for Multi-Objective Optimization"):
   each task's gradient projected onto the dual cone of all of them (no task's loss increases to
@@ -113,3 +114,12 @@ class NashMTL(Aggregated):
         self.nash_alpha.copy_(torch.from_numpy(np.asarray(weighting.prvs_alpha, dtype=np.float64)))
         self.nash_calls.fill_(int(weighting.step))
         return weights
+
+    def combine(self, gradients: torch.Tensor, losses: torch.Tensor, step: int) -> Combined:
+        """The authors backpropagate sum_i alpha_i loss_i (their `NashMTL.get_weighted_loss`), so
+        each task's head gradient is scaled by its alpha, the bargaining solution as solved (TorchJD's
+        cap on the shared combination's norm, in place of the authors' clipping of the shared
+        parameters, leaves the heads alone). With SGD this matters; Adam largely undoes a scale."""
+        combined = super().combine(gradients, losses, step)
+        alpha = self.nash_alpha.to(gradients.device, gradients.dtype)
+        return Combined(combined.shared, alpha, combined.weights)
