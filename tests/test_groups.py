@@ -125,3 +125,43 @@ def test_one_seed_a_side_is_no_test_not_a_zero_width_interval(tmp_path):
     )
     rows = groups.verdicts(three, {"nli": "nli+squad"}, ["nli"])
     assert {r["family"] for r in rows} == {2} and all(r["low"] < r["difference"] < r["high"] for r in rows)
+
+
+# The Taskonomy affinities of TAG's released notebook (google-research/tag,
+# network_selection/TAG_network_selection.ipynb, "TAG average inter-task affinities"), in its
+# layout: ONTO[t][u] is what task u's step does to task t's loss (the notebook adds ONTO[t][u] to
+# t's score in a group holding u), so mtl's matrix (row: the task stepped) is its transpose.
+ONTO = {
+    "ss_l": {"ss_l": 11.999321423965947, "norm_l": 0.04891036220837213, "depth_l": 0.11537429894122785,
+             "key_l": 0.00454724706606927, "edge2d_l": 0.008776140044461892},
+    "depth_l": {"ss_l": 0.41355850961858076, "norm_l": 0.2914147606289435, "depth_l": 7.3276368896443556,
+                "key_l": 0.01353652075974951, "edge2d_l": 0.07395688217092156},
+    "norm_l": {"ss_l": 0.13982367687578146, "norm_l": 1.070989344832557, "depth_l": 0.22096194178241185,
+               "key_l": 0.010493772045577332, "edge2d_l": 0.07645966827511533},
+    "key_l": {"ss_l": 0.021098526716001414, "norm_l": 0.010729013557423, "depth_l": 0.013365983131803236,
+              "key_l": 0.7338844180545812, "edge2d_l": 0.6897358940641894},
+    "edge2d_l": {"ss_l": 0.056692022190245474, "norm_l": 0.03600666458561003, "depth_l": 0.03668338077695892,
+                 "key_l": 0.30372134710544996, "edge2d_l": 5.9661909882444615},
+}  # fmt: skip
+
+
+def test_tags_released_selection_reproduces_the_notebooks_taskonomy_groups():
+    """The notebook's own selection on its own matrix (its groups, in its order): 2 networks
+    {ss, depth, normal} + {keypoint, edge2d}; 3: {ss, depth} + {depth, normal} + {keypoint,
+    edge2d}. mtl's self-affinity variant scores a task alone by its own lookahead, which the
+    diagonal dominates: it serves ss alone, so it is labelled apart (selection=self)."""
+    from mtl.analysis.multitask import AffinityMean, released_tag_selection, tag_selection
+
+    tasks = list(ONTO)
+    stepped = np.array([[ONTO[onto][task] for onto in tasks] for task in tasks])  # (stepped, onto)
+    summary = AffinityMean(tasks, stepped, None, False)
+    chosen, served, _ = released_tag_selection(summary, 2)
+    assert chosen == [["ss_l", "depth_l", "norm_l"], ["key_l", "edge2d_l"]]
+    assert served["ss_l"] == ["ss_l", "depth_l", "norm_l"] and served["edge2d_l"] == ["key_l", "edge2d_l"]
+    chosen, _, _ = released_tag_selection(summary, 3)
+    assert chosen == [["ss_l", "depth_l"], ["depth_l", "norm_l"], ["key_l", "edge2d_l"]]
+    assert released_tag_selection(summary, 1)[0] == [tasks]  # one network: every task in it
+    variant, _, _ = tag_selection(summary, 2)
+    assert ["ss_l"] in variant  # the self-affinity variant serves ss alone
+    config = groups.TrainGroupsConfig(groups="from:x", budget="steps:3")
+    assert config.selection == "released"

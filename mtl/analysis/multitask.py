@@ -156,6 +156,63 @@ def tag_selection(
     return [[tasks[i] for i in g] for g in chosen], served, float(best_total)
 
 
+ALONE = -1e6  # the released notebook's score of a task in a group of its own: never chosen alone
+
+
+def released_tag_selection(
+    summary: AffinityMean, networks: int
+) -> tuple[list[list[str]], dict[str, list[str]], float]:
+    """TAG's network selection as the authors released it (google-research/tag,
+    network_selection/TAG_network_selection.ipynb): a group scores each of its tasks by the mean
+    affinity onto it from the group's other members, and a task alone at ALONE, so a task is
+    served alone only where no grouping covers it; up to `networks` groups, which may overlap,
+    maximise the mean over tasks of each task's best score. Groups are enumerated, and ties
+    broken (the first found), in the notebook's own order. (groups, each task's serving group,
+    the mean score.) `tag_selection` is mtl's variant, which scores a task alone by its own
+    lookahead instead."""
+    tasks, matrix = summary.tasks, _acted_on(summary)
+    count = len(tasks)
+    groups = list(_notebook_groups(count))
+    scores = np.full((len(groups), count), ALONE)  # a task outside a group never counts there
+    for row, group in enumerate(groups):
+        for task in group:
+            others = [i for i in group if i != task]
+            if others:
+                scores[row, task] = float(np.mean([matrix[i, task] for i in others]))
+    best: list[float | tuple[int, ...]] = [-np.inf, ()]
+
+    def extend(start: int, chosen: tuple[int, ...]) -> None:  # the notebook's select_groups
+        if chosen and len({t for row in chosen for t in groups[row]}) == count:
+            value = float(np.mean(scores[list(chosen)].max(axis=0)))
+            if value > best[0]:  # type: ignore[operator]
+                best[0], best[1] = value, chosen
+        if len(chosen) == networks:
+            return
+        for row in range(start, len(groups)):
+            extend(row + 1, (*chosen, row))
+
+    extend(0, ())
+    chosen_rows = list(best[1])  # type: ignore[arg-type]
+    served = {
+        tasks[t]: [tasks[i] for i in groups[max(chosen_rows, key=lambda row: scores[row, t])]]
+        for t in range(count)
+    }
+    return [[tasks[i] for i in groups[row]] for row in chosen_rows], served, float(best[0])  # type: ignore[arg-type]
+
+
+def _notebook_groups(count: int, start: int = 0, path: tuple[int, ...] = ()) -> Iterator[tuple[int, ...]]:
+    """Every non-empty group of `count` tasks in the order the notebook's gen_task_combinations
+    inserts them: depth first, a group of two or more before its extensions, a task alone after
+    every group it starts."""
+    for task in range(start, count):
+        group = (*path, task)
+        if path:
+            yield group
+        yield from _notebook_groups(count, task + 1, group)
+        if not path:
+            yield group
+
+
 def _partitions(items: list[int]) -> Iterator[list[list[int]]]:
     if not items:
         yield []
@@ -199,21 +256,34 @@ def affinity_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
         f'<div class="wide"><table><tr><th>stepped</th>{head}</tr>{body}</table></div>',
     ]
     if 2 < len(tasks) <= MOST_SELECTED:
-        lines = []
-        for networks in range(1, min(3, len(tasks)) + 1):
-            chosen, served, total = tag_selection(summary, networks)
-            serving = "; ".join(f"{t} by {'+'.join(g)}" for t, g in served.items())
-            lines.append(
-                f"{networks} network{'s' * (networks > 1)}: {' | '.join(' + '.join(g) for g in chosen)} "
-                f"(total {_signed(total)}; {serving})"
+        for select, said, value in (
+            (
+                released_tag_selection,
+                "TAG's network selection as released (google-research/tag's notebook): a task alone scores "
+                "-1e6, so it is grouped wherever a group covers it",
+                "mean",
+            ),
+            (
+                tag_selection,
+                "mtl's self-affinity variant (train-groups selection=self): a task alone scored by its own "
+                "lookahead on itself, so a task that helps itself most is served alone",
+                "total",
+            ),
+        ):
+            lines = []
+            for networks in range(1, min(3, len(tasks)) + 1):
+                chosen, served, total = select(summary, networks)
+                serving = "; ".join(f"{t} by {'+'.join(g)}" for t, g in served.items())
+                lines.append(
+                    f"{networks} network{'s' * (networks > 1)}: {' | '.join(' + '.join(g) for g in chosen)} "
+                    f"({value} {_signed(total)}; {serving})"
+                )
+            parts.append(
+                f"<p>{said}. Groups may overlap; each task is served by the chosen group that scores it best "
+                "(the mean affinity onto it from the group's others), entries inside the floor as 0:</p><ul>"
+                + "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+                + "</ul>"
             )
-        parts.append(
-            "<p>TAG's network selection (google-research/tag): groups may overlap; each task is served by "
-            "the chosen group that scores it best (the mean affinity onto it from the group's others; alone, "
-            "its own lookahead on itself), entries inside the floor as 0:</p><ul>"
-            + "".join(f"<li>{html.escape(line)}</li>" for line in lines)
-            + "</ul>"
-        )
     if 2 < len(tasks) <= MOST_GROUPED:
         lines = [
             f"{k} group{'s' * (k > 1)}: {' | '.join(' + '.join(g) for g in groups)} (total {_signed(score)})"

@@ -87,6 +87,9 @@ class TrainGroupsConfig(LauncherConfig):
 
     groups: str = ""  # from:<run> (TAG's selection from its affinity), or named: nli+sick,sickshuf
     networks: AtLeast1 = 2  # groups=from:<run>: how many networks TAG's selection may use
+    selection: Literal["released", "self"] = (
+        "released"  # groups=from:<run>: TAG's as released (a task never alone), or self (alone: its own lookahead)
+    )
     budget: str = ""  # steps:N, examples:N or minutes:N: what every network gets
     seeds: int | None = 3  # each network trained with seeds seed..seed+K-1
     seed: str = "1"  # the first seed, or a list (1,2,3)

@@ -4,7 +4,9 @@
         seeds=3 budget=steps:600
 
 Closes the loop of TAG (Fifty et al. 2021): `groups=from:<run>` takes the grouping TAG's network
-selection makes from that run's affinity (`affinity_every=`; mtl/analysis/multitask.py, with
+selection makes from that run's affinity (`selection=released`: the authors' notebook, where a
+task alone scores -1e6 and so is served alone only when nothing covers it; `selection=self`:
+mtl's variant, a task alone scored by its own lookahead, which can prefer a task alone) (`affinity_every=`; mtl/analysis/multitask.py, with
 `networks=` groups, overlapping where that serves tasks better), or `groups=` names it
 (`nli+sick,sickshuf`: groups split by commas, a group's tasks joined by +). Each group trains as a
 network of its own, beside all the tasks in one network and each task alone, every network at
@@ -31,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mtl.analysis.multitask import summarize, tag_selection
+from mtl.analysis.multitask import released_tag_selection, summarize, tag_selection
 from mtl.analysis.significance import NO_TEST, SignificanceConfig, correct, from_seed_scores
 from mtl.config import apply_overrides, comma_list
 from mtl.errors import UserError
@@ -55,6 +57,11 @@ from mtl.studies.versus import subset_members
 from mtl.train.config.command_line import config_from_args
 
 ALL = "all"
+# selection=: TAG's network selection as the authors released it, or mtl's self-affinity variant
+SELECTIONS = {
+    "released": (released_tag_selection, "TAG's selection as released (a task never alone)"),
+    "self": (tag_selection, "TAG's selection, self-affinity variant (a task alone: its own lookahead)"),
+}
 PREFERRED_METRICS = ("acc", "pearson", "spearman", "f1")
 
 
@@ -101,8 +108,9 @@ def grouping(config: TrainGroupsConfig, training: list[str]) -> Grouping:
                 f"groups={config.groups}: its affinity is over {', '.join(summary.tasks)}, this configuration "
                 f"trains {', '.join(training)}: give the same tasks="
             )
-        chosen, served, _ = tag_selection(summary, min(config.networks, len(training)))
-        return Grouping(chosen, served, f"TAG's selection with {config.networks} networks from {folder}")
+        select, named = SELECTIONS[config.selection]
+        chosen, served, _ = select(summary, min(config.networks, len(training)))
+        return Grouping(chosen, served, f"{named} with {config.networks} networks from {folder}")
     groups = [[t for t in part.split("+") if t] for part in comma_list(config.groups)]
     named = {t for group in groups for t in group}
     if unknown := sorted(named - set(training)):
