@@ -91,9 +91,9 @@ def test_a_search_trains_proxies_fits_and_gives_verdicts_and_resumes_without_ret
         for a in args_for(tiny_data, out, f"tasks=nli,squad,{noise}")
         if not a.startswith(("out=", "max_steps="))
     ]
-    # trials=4: the fewest proxies a regression takes (each is a training process of its own)
+    # trials=5: the fewest proxies the skill gate takes (each is a training process of its own)
     command = [
-        "mixture-search", *train, "trials=4", "proxy_budget=steps:4", "budget=steps:4", "seeds=2",
+        "mixture-search", *train, "trials=5", "skill_permutations=19", "proxy_budget=steps:4", "budget=steps:4", "seeds=2",
         "candidates=2000", "transfer_tasks=MR,CR", f"transfer_data={senteval}", f"out={out}",
     ]  # fmt: skip
     # scored by a number every proxy shares, the proxies rank nothing: no skill, no arm trained
@@ -108,7 +108,8 @@ def test_a_search_trains_proxies_fits_and_gives_verdicts_and_resumes_without_ret
     command.append("train_without_skill=true")
     assert main(command) == 0, capsys.readouterr().err
     result = json.loads((out / "mixture-search.json").read_text())
-    assert result["tasks"] == ["nli", "squad", "noise"] and len(result["proxies"]) == 4
+    assert result["tasks"] == ["nli", "squad", "noise"] and len(result["proxies"]) == 5
+    assert result["skill"]["permutations"] == 19 and 0.05 <= result["skill"]["permutation_p"] <= 1
     assert result["fit"]["kind"] in ("linear", "quadratic") and result["fit"]["loo_mae"] >= 0
     assert set(result["mixtures"]) == {"predicted", "best-proxy", "proportional", "temperature"}
     assert sum(result["mixtures"]["predicted"]) == pytest.approx(1, abs=1e-3)
@@ -152,6 +153,7 @@ def test_a_search_trains_proxies_fits_and_gives_verdicts_and_resumes_without_ret
         (["nli.prob=0.5"], "mixture-search sets it for each run"),
         (["budget=examples:100"], "give steps:N or minutes:N budgets"),
         (["trials=0"], "trials"),
+        (["trials=4"], "the skill gate needs 5 proxies at least"),
     ],
 )
 def test_bad_mixture_search_arguments_are_one_line(tiny_data, tmp_path, args, message):
@@ -170,3 +172,18 @@ def test_a_search_begun_before_regmix_proxies_resumes_as_it_began(tmp_path):
     record.write_text(json.dumps({"fixed": ["tasks=nli,squad", "alpha=1", "proxies=uniform"]}))
     assert not mixture.legacy_proxies(tmp_path)
     assert not mixture.legacy_proxies(tmp_path / "nothing")
+
+
+def test_the_skill_gate_is_a_permutation_test_of_its_own_procedure():
+    """Scores of pure noise pass the gate about 5% of the time whatever the number of proxies
+    (the fit choosing linear or quadratic is inside what is shuffled; `just bench-verdicts`
+    measures 200 searches at 8 and 16 proxies); scores a mixture explains pass it."""
+    from mtl.bench.calibration import gate_check
+
+    (eight,) = gate_check(proxies=(8,), searches=12, permutations=19)
+    assert eight.passed_now <= 3, eight  # 12 searches at 5%: 3 or more has odds under 2%
+    rng = np.random.default_rng(3)
+    mixtures = rng.dirichlet(np.ones(3), 10)
+    scores = mixtures @ np.array([1.0, 0.2, -0.5]) + rng.normal(0, 0.02, 10)
+    gate = mixture.gated_skill(mixtures, scores, mixture.fit(mixtures, scores), 39, 0)
+    assert gate.enough(0.3) and gate.permutation_p == pytest.approx(1 / 40) and "permutation p" in gate.said()

@@ -90,6 +90,9 @@ class BenchVerdictsConfig:
     out: str = "runs/bench-verdicts"  # the runs and the result (verdicts.json, verdicts.md)
     synthetic_families: AtLeast0 = 400  # A/A families per cell of the synthetic calibration grid (0: none)
     synthetic_only: bool = False  # the synthetic grid alone: no training, no transfer
+    gate_searches: AtLeast0 = (
+        200  # pure-noise mixture searches at 8 and 16 proxies for the skill gate (0: none)
+    )
 
 
 @dataclass

@@ -184,6 +184,7 @@ def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
     arms = calibration.arms_grid(families=config.synthetic_families, tasks=tasks)
     across = calibration.across_grid(families=config.synthetic_families)
     plans = calibration.plan_check(trials=5 * config.synthetic_families)
+    gates = calibration.gate_check(searches=config.gate_searches) if config.gate_searches else []
     return {
         "tasks": tasks,
         "families": config.synthetic_families,
@@ -209,6 +210,15 @@ def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
             }
             for c in arms
         ],
+        "skill_gate": [
+            {
+                "proxies": c.proxies,
+                "searches": c.searches,
+                "passed_before": c.passed_before,
+                "passed_now": c.passed_now,
+            }
+            for c in gates
+        ],
         "plan_check": [
             {"seeds": c.seeds, "difference": c.difference, "printed": c.printed, "measured": c.measured}
             for c in plans
@@ -225,7 +235,8 @@ def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
         + "\n"
         + calibration.power_markdown(powered)
         + "\n"
-        + calibration.plan_markdown(plans),
+        + calibration.plan_markdown(plans)
+        + ("\n" + calibration.gate_markdown(gates) if gates else ""),
     }
 
 

@@ -66,6 +66,7 @@ class MixtureSearchConfig(LauncherConfig):
     top_k: AtLeast1 = 128  # the optimum: the mean of the top_k best-predicted candidates (RegMix: 128)
     bootstrap: AtLeast0 = 200  # resamples of the proxies refitted for the optimum's uncertainty (0: none)
     min_spearman: Annotated[float, Range(-1, 1)] = 0.3  # skill gate: held-out rank correlation the fit needs
+    skill_permutations: Annotated[int, Range(19)] = 199  # skill gate: shuffles of the scores its p is from
     train_without_skill: bool = False  # true: train the predicted arm even when the gate says no skill
     # Each task's training set cut to the share proxy_budget / budget of it (max_train), so a task
     # repeats as many epochs in a proxy as at the target budget (steps budgets only).
