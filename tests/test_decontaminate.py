@@ -138,7 +138,8 @@ def test_a_planted_leak_is_scored_without_its_items_in_report_compare_and_page(
     assert "| CR unseen |" in text and "| STS16 unseen |" not in text
     assert f"CR unseen: its {len(cr.labels) - marked:,} of {len(cr.labels):,} test items" in text
     record = json.loads(out.with_suffix(".json").read_text())
-    assert {c["task"] for c in record["comparisons"]} == {"CR", "CR unseen", "STS16"}
+    assert {c["task"] for c in record["comparisons"]} == {"CR", "CR unseen", "CR seen", "STS16"}
+    assert "| CR seen |" in text and f"CR seen: its {marked:,} test items" in text
 
     page = tmp_path / "page.html"
     assert main(["report", *map(str, runs), f"out={page}"]) == 0

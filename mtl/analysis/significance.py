@@ -594,9 +594,18 @@ def _all_tasks() -> dict[str, None]:
 UNSEEN = " unseen"  # `<task> unseen`: the task's test items no compared run trained on, a row of its own
 
 
+SEEN = " seen"  # `<task> seen`: the items some compared run trained on (a leak against its control: memory)
+
+
 def compared_tasks() -> list[str]:
-    """The tasks in the registry's order, each followed by its row without the seen items."""
-    return [name for task in TRANSFER_TASKS for name in (task, task + UNSEEN)]
+    """The tasks in the registry's order, each followed by its rows without and with only the
+    seen items."""
+    return [name for task in TRANSFER_TASKS for name in (task, task + UNSEEN, task + SEEN)]
+
+
+def is_part(task: str) -> bool:
+    """A row of part of a task's items (`<task> unseen`, `<task> seen`), not the task itself."""
+    return task.endswith((UNSEEN, SEEN))
 
 
 def add_unseen(encoders: list[Encoder]) -> list[str]:
@@ -635,6 +644,22 @@ def add_unseen(encoders: list[Encoder]) -> list[str]:
             continue
         for encoder in having:
             encoder.items[task + UNSEEN] = restricted[encoder.name]  # type: ignore[assignment]
+        # The seen items alone: a run that trained on them against a control that trained on as
+        # much of the task's domain but none of its test items (a leak against its control)
+        # differs there by what it memorised, where on the unseen items it differs by the domain.
+        seen_only = {prefix: ~mark for prefix, mark in dropped.items()}
+        kept_seen = {
+            encoder.name: [without(items, seen_only) for items in encoder.items[task]] for encoder in having
+        }
+        if all(kept is not None for kept_seeds in kept_seen.values() for kept in kept_seeds):
+            for encoder in having:
+                encoder.items[task + SEEN] = kept_seen[encoder.name]  # type: ignore[assignment]
+            notes.append(
+                f"{task}{SEEN}: its {sum(int(d.sum()) for d in dropped.values()):,} test items that hold a sentence some compared run trained "
+                "on; against a control that trained on as much of the task's domain but none of its test "
+                f"items, a run that trained on them differs here by what it memorised, and on {task}{UNSEEN} "
+                "by the domain"
+            )
         short = short_subsets(having[0].items[task][0], dropped)
         kept = [prefix for prefix in dropped if prefix not in short]
         total = sum(len(d) for d in dropped.values())
@@ -683,7 +708,7 @@ def compare_with_means(
                     second_deterministic=second.deterministic,
                 )
             )
-            if not task.endswith(UNSEEN):
+            if not is_part(task):
                 scored[task] = scores_
         correct(family)
         comparisons += family
