@@ -174,6 +174,12 @@ def test_a_merged_encoder_carries_its_parents_ledgers(tiny_data, tmp_path, sente
     assert main(["merge-encoders", *(f"run={p}" for p in parents), f"out={tmp_path / 'merged'}"]) == 0
     seen, why = decontaminate.runs_seen([str(tmp_path / "merged")])
     assert why == "" and seen["CR"] == frozenset(keys_of(cr[:5]))
+    # a parent replaced since (another run at its path): the merge's ledger is not that run's
+    (weights,) = parents[1].glob("*.safetensors")
+    other, _ = start_run(tiny_data, tmp_path / "other", "max_steps=3", "tasks=nli")
+    weights.write_bytes(next(other.glob("*.safetensors")).read_bytes())
+    seen, why = decontaminate.runs_seen([str(tmp_path / "merged")])
+    assert seen is None and "has changed since the merge" in why
 
 
 def test_just_ledger_lists_an_old_runs_seen_sentences_and_keeps_the_rest(

@@ -24,6 +24,7 @@ from mtl.eval.transfer.items import Items, everything, item_counts, scores, seen
 from mtl.eval.transfer.protocols import protocol_of
 from mtl.files import schemas
 from mtl.formats import run_files
+from mtl.files.digest import file_sha256
 from mtl.formats.merge_record import merge_record
 from mtl.runs import RunFolder, read_summary
 from mtl.transfer_tasks.registry import TRANSFER_TASKS
@@ -50,6 +51,8 @@ def ledger_of(folder: Path, visited: frozenset[Path] = frozenset()) -> tuple[See
         here = visited | {folder.resolve()}
         if any(parent.resolve() in here for parent in merged):  # a file naming itself a parent
             return None, f"{folder.name}'s encoder.json names itself among its parents"
+        if changed := changed_parent(folder):
+            return None, changed
         return union([ledger_of(parent, here) for parent in merged], folder.name)
     where = f"{RunFolder(folder).summary}: its contamination ledger"
     entry = summary.get("contamination")
@@ -77,6 +80,27 @@ def merged_parents(folder: Path) -> list[Path] | None:
     """The run folders of a merged encoder's parents, or None when `folder` holds no merge."""
     merged = merge_record(folder)
     return None if merged is None else [Path(parent["path"]).parent for parent in merged["parents"]]
+
+
+def changed_parent(folder: Path) -> str | None:
+    """Why a merge's parents are not the encoders it merged, or None: each parent's weights must
+    still hash to the SHA-256 the merge recorded. Without it a parent folder since replaced by
+    another run (the same path) would lend the merge that run's ledger: its "unseen" items would
+    be another training's (a merge of parents that saw 2 SNLI test sentences read "0 seen")."""
+    merged = merge_record(folder) or {"parents": []}
+    for parent in merged["parents"]:
+        recorded = Path(parent["path"])  # its encoder.json: the weights beside it were hashed
+        weights = recorded.with_suffix(".safetensors") if recorded.suffix == ".json" else recorded
+        try:
+            found = file_sha256(weights)
+        except OSError:
+            return f"{folder.name}'s parent {weights} is gone: its ledger cannot be the merge's"
+        if found != parent["sha256"]:
+            return (
+                f"{folder.name}'s parent {weights} has changed since the merge (its SHA-256 is not the one "
+                "recorded): what it trained on is not the merge's; merge again from the parents as they are"
+            )
+    return None
 
 
 def union(ledgers: Sequence[tuple[Seen | None, str]], name: str) -> tuple[Seen | None, str]:

@@ -31,6 +31,11 @@ from mtl.errors import UserError
 # JSON numbers as mtl writes them: finite, or null where a value was not finite (jsonfile.dumps).
 Number = float | None
 Count = Annotated[int, Field(ge=0)]
+# A measured value that must be one: finite (NaN, the infinities and null refused: a null read
+# back as NaN would turn a mean, and every choice made from it, silently), and within LARGEST
+# of 0, so that sums and means of a file's values cannot overflow either.
+LARGEST = 1e15
+Finite = Annotated[float, Field(allow_inf_nan=False, ge=-LARGEST, le=LARGEST)]
 
 
 class DamagedFile(UserError):

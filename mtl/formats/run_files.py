@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from mtl.files import atomic, jsonfile
-from mtl.files.schemas import RESTORE, Count, DamagedFile, Number, Record, is_number, read_json_lines
+from mtl.files.schemas import RESTORE, Count, DamagedFile, Finite, Number, Record, is_number, read_json_lines
 
 
 class TaskMetric(Record):
@@ -161,26 +161,28 @@ class MetricsRow(Record):
 
 class AffinityRow(Record):
     """A line of affinity.jsonl (affinity_every=): at `step`, in `block` of `task`, entry (i, j) of
-    `matrix` is what a step on tasks[i] did to tasks[j]'s loss."""
+    `matrix` is what a step on tasks[i] did to tasks[j]'s loss. Every value finite (`Finite`): TAG's
+    groups and affinity-check's ranks are chosen from them, and a null once changed the groups
+    with no word."""
 
     step: Count
     block: Count = 0
     task: str = ""
     tasks: list[str] = Field(min_length=1)
-    matrix: list[list[Number]]
+    matrix: list[list[Finite]]
     # Since the noise floor (absent in older logs): the standard error of each entry over `batches`
     # held batches, and the unit: "per_lr" ((1 - L_after / L_before) / lr); older: not divided.
-    stderr: list[list[Number]] | None = None
+    stderr: list[list[Finite]] | None = None
     batches: Count | None = None
     unit: Literal["per_lr", "ratio"] = "ratio"
     # Since 2026-11-28: the matrix on each held batch (the floor's independent units: the same
     # batches at every measurement, so a batch's values over time are one unit, not many).
-    per_batch: list[list[list[Number]]] | None = None
+    per_batch: list[list[list[Finite]]] | None = None
     # Since 2026-11-29, with watching tasks (`<task>.train=false`): entry (i, k) of `toward` is what
     # a step on tasks[i] did to targets[k]'s loss on its dev split, and on each held batch.
     targets: list[str] | None = None
-    toward: list[list[Number]] | None = None
-    toward_per_batch: list[list[list[Number]]] | None = None
+    toward: list[list[Finite]] | None = None
+    toward_per_batch: list[list[list[Finite]]] | None = None
 
     @model_validator(mode="after")
     def _toward_the_targets(self) -> AffinityRow:

@@ -48,6 +48,7 @@ import numpy as np
 import torch
 from torch.func import functional_call
 
+from mtl.console import say
 from mtl.files import atomic
 from mtl.formats.run_files import log_line
 from mtl.models.heads import MultitaskModel
@@ -413,6 +414,12 @@ class AffinityMeasurements(Callback):
                 "toward": toward.tolist(),
                 "toward_per_batch": measured.toward.tolist(),
             }
+        if not all(np.isfinite(measured.per_batch).ravel()) or (
+            measured.toward is not None and not np.isfinite(measured.toward).all()
+        ):
+            # a diverging loss: no measurement to keep (affinity.jsonl holds finite values only)
+            say(f"step {step}: the affinity measurement is not finite (a loss diverged?): not written")
+            return
         self.log.append(row)
         values = {f"affinity/{a}>{b}": matrix[i, j] for i, a in enumerate(tasks) for j, b in enumerate(tasks)}
         if measured.toward is not None:
