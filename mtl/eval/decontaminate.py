@@ -23,8 +23,8 @@ from mtl.eval.contamination import exact_keys, sentence_key
 from mtl.eval.transfer.items import Items, everything, item_counts, scores, seen_marks, short_subsets, without
 from mtl.eval.transfer.protocols import protocol_of
 from mtl.files import schemas
-from mtl.formats import run_files
 from mtl.files.digest import file_sha256
+from mtl.formats import run_files
 from mtl.formats.merge_record import merge_record
 from mtl.runs import RunFolder, read_summary
 from mtl.transfer_tasks.registry import TRANSFER_TASKS
