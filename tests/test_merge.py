@@ -180,8 +180,31 @@ def test_encoders_of_other_architectures_or_seeds_are_refused(tiny_data, singles
     for other, method, says in [
         (wider, "average", "differ in architecture"),
         (reseeded, "ties", "their seeds differ"),
+        (
+            reseeded,
+            "average",
+            "(seed 7) were trained from different initialisations: their average is no soup",
+        ),
     ]:
-        args = [f"run={nli}", f"run={other}", f"method={method}", "lam=1", f"out={tmp_path / 'm'}"]
-        assert cli.main(["merge-encoders", *args]) != 0
+        args = [f"run={nli}", f"run={other}", f"method={method}", f"out={tmp_path / 'm'}"]
+        assert cli.main(["merge-encoders", *args, *(["lam=1"] if method != "average" else [])]) != 0
         assert says in one_error_line(capsys)
     assert not (tmp_path / "m" / "encoder.json").exists()
+    args = [f"run={nli}", f"run={reseeded}", "different_seeds=true", f"out={tmp_path / 'm'}"]
+    assert cli.main(["merge-encoders", *args]) == 0  # asked for: averaged all the same
+
+
+def test_a_merge_that_overflows_writes_nothing_and_huge_weights_normalise(singles, tmp_path, capsys):
+    """task_arithmetic at lam=1e308 overflows every weight it moves: one line, nothing written.
+    weights=1e308,1e308 once summed to inf and made every weight 0 (a zero encoder): an equal average."""
+    args = [f"run={s}" for s in singles]
+    assert (
+        cli.main(["merge-encoders", *args, "method=task_arithmetic", "lam=1e308", f"out={tmp_path / 'm'}"])
+        != 0
+    )
+    assert "weights that are not finite" in one_error_line(capsys) and not (tmp_path / "m").exists()
+    huge = merged(singles, tmp_path / "huge", weights="1e308,1e308")
+    assert huge["merged"]["weights"] == [0.5, 0.5]
+    equal = load_encoder(str(tmp_path / "huge"))
+    plain = load_encoder(str(merged(singles, tmp_path / "plain") and tmp_path / "plain"))
+    assert_same_encoder(equal, plain)

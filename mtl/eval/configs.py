@@ -123,6 +123,9 @@ class MergeConfig:
         None  # SentEval's downstream folder for select=; None: $MTL_DATA_DIR/senteval/downstream
     )
     overwrite: bool = False  # replace a merged encoder already in out=
+    different_seeds: bool = (
+        False  # average: true merges encoders trained from different seeds (no soup: said)
+    )
 
 
 @dataclass

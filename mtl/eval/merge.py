@@ -228,6 +228,30 @@ def check_compatible(parents: Sequence[Parent]) -> None:
             )
 
 
+def check_one_initialisation(parents: Sequence[Parent]) -> None:
+    """A weight average is a soup of fine-tunings of one starting point (Wortsman et al. 2022);
+    encoders of different seeds started from different random weights, whose average is no model
+    of either (the hidden units of two initialisations are not aligned). Refused unless asked."""
+    seeds = {parent.seed for parent in parents}
+    if len(seeds - {None}) > 1:
+        shown = ", ".join(f"{p.source} (seed {p.seed})" for p in parents)
+        raise UserError(
+            f"{shown} were trained from different initialisations: their average is no soup; average runs "
+            "of one seed= (or one run's checkpoints), or set different_seeds=true to average them all the same"
+        )
+
+
+def check_finite(state: dict[str, torch.Tensor], config: MergeConfig, lam: float | None) -> None:
+    """The merged weights, before anything is written: every one finite."""
+    broken = sum(int((~torch.isfinite(value)).sum()) for value in state.values() if value.is_floating_point())
+    if broken:
+        at = f" at lam {lam:g}" if lam is not None else ""
+        raise UserError(
+            f"the {config.method} merge{at} has {broken:,} weights that are not finite (they overflow the "
+            "weights' precision): nothing was written; give a smaller lam="
+        )
+
+
 def trained_entries(state: dict[str, torch.Tensor], word_embeddings: str) -> dict[str, torch.Tensor]:
     """Per weight, the entries training moves: all but the frozen word vectors (embeddings=both:
     the trained half of each row)."""
@@ -340,11 +364,13 @@ def average_weights(config: MergeConfig, count: int) -> list[float] | None:
         weights = [float(text) for text in config.weights.split(",")]
     except ValueError:
         weights = []
-    if len(weights) != count or not all(np.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
+    if len(weights) != count or not all(np.isfinite(w) and w >= 0 for w in weights) or max(weights) <= 0:
         raise UserError(
             f"weights={config.weights}: give {count} non-negative numbers, one per encoder in the order given"
         )
-    return [w / sum(weights) for w in weights]
+    # over the largest first: 1e308 + 1e308 overflows, and every weight over inf was 0 (a zero encoder)
+    scaled = [w / max(weights) for w in weights]
+    return [w / sum(scaled) for w in scaled]
 
 
 @dataclass
@@ -382,6 +408,8 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
     lams = candidates(config, len(sources))
     parents = [Parent.read(source, "encoder") for source in sources]
     check_compatible(parents)
+    if config.method == "average" and not config.different_seeds:
+        check_one_initialisation(parents)
     words = joined_words(parents)
     base_parent = None
     if config.method != "average" and config.base != "init":
@@ -421,6 +449,7 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
             if (mean := float(np.mean(list(scores.values())))) > best:  # an equal score keeps the earlier
                 best, chosen = mean, lam
     state = merged_at(chosen)
+    check_finite(state, config, chosen)
     metadata = {
         "config": parents[0].saved.get("config"),  # the first parent's run, for the card
         "encoder_config": to_dict(own),
