@@ -78,10 +78,38 @@ def adds_to(registry: MutableMapping[str, Registered], name: str) -> Callable[[R
     `register_*` of mtl.registry is made."""
 
     def add(entry: Registered) -> Registered:
+        owner, origin = taken_by(registry, name), _origin(entry)
+        # a built-in's own module registering it, or the same definition again (a plugin loaded
+        # twice), may; anything else may not replace what the name holds
+        if owner is not None and owner not in (origin, origin[0]) and not _importing(owner):
+            held = ".".join(owner) if isinstance(owner, tuple) else owner
+            raise UserError(
+                f"{name!r} is taken (by {held}): {'.'.join(origin)} cannot replace it; "
+                "register it under a name of its own"
+            )
         registry[name] = entry
         return entry
 
     return add
+
+
+def _importing(module: object) -> bool:
+    """Whether `module` (a built-in entry's registering module) is being imported now."""
+    spec = getattr(sys.modules.get(module), "__spec__", None) if isinstance(module, str) else None
+    return bool(getattr(spec, "_initializing", False))
+
+
+def _origin(entry: object) -> tuple[str, str]:
+    """Where an entry was defined: its module and qualified name (a plugin loaded again, the same)."""
+    return (str(getattr(entry, "__module__", "")), str(getattr(entry, "__qualname__", repr(entry))))
+
+
+def taken_by(registry: MutableMapping, name: str) -> str | tuple[str, str] | None:
+    """Who holds `name` in `registry`: a built-in's registering module, an entry's origin, or None."""
+    if isinstance(registry, Registry) and name in registry._modules:
+        return registry._modules[name]
+    entries = registry._entries if isinstance(registry, Registry) else registry
+    return _origin(entries[name]) if name in entries else None
 
 
 @dataclass(frozen=True)

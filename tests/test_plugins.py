@@ -384,3 +384,37 @@ def test_a_launcher_from_a_plugin_trains_a_study_with_its_own_key(tiny_data, tmp
             "error: in_order_reversed=true: a key of launcher=in_order, not of launcher=local"
         )
     assert "in_order" not in LAUNCHERS
+
+
+def test_a_registry_refuses_a_name_already_taken():
+    """register_launcher("local") from a plugin once silently replaced mtl's own launcher (every
+    register_* overwrote by name): now one line; the same definition entered again is no clash."""
+    from mtl.errors import UserError
+    from mtl.jobs.launchers import LAUNCHERS
+    from mtl.registry import register_launcher, register_schedule
+
+    def local(config):  # a plugin's launcher under mtl's name
+        return None
+
+    with pytest.raises(
+        UserError, match=r"'local' is taken \(by mtl\.jobs\.launchers.*register it under a name of its own"
+    ):
+        register_launcher("local")(local)
+    assert LAUNCHERS["local"] is not local
+
+    def mine(config):
+        return None
+
+    try:
+        assert register_launcher("mine-once")(mine) is mine
+        assert register_launcher("mine-once")(mine) is mine  # the same definition again
+
+        def other(config):
+            return None
+
+        with pytest.raises(UserError, match="'mine-once' is taken"):
+            register_launcher("mine-once")(other)
+    finally:
+        del LAUNCHERS["mine-once"]
+    with pytest.raises(UserError, match="'blocks' is taken"):
+        register_schedule("blocks")(type("Blocks", (), {}))

@@ -10,7 +10,7 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from mtl.errors import UserError
-from mtl.plugins import Registry
+from mtl.plugins import Registry, adds_to
 from mtl.tasks.configs import (
     DistillConfig,
     NLIConfig,
@@ -43,8 +43,7 @@ KINDS: Registry[type[Task]] = Registry({kind: module for kind, (module, _) in BU
 
 def register(cls: type[Task]) -> type[Task]:
     """Make a task kind available to `tasks=` under `cls.kind` (a test or a plugin may add its own)."""
-    KINDS[cls.kind] = cls
-    return cls
+    return adds_to(KINDS, cls.kind)(cls)  # a name taken by another kind is refused
 
 
 def kind_of(name: str) -> type[Task]:

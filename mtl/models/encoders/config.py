@@ -24,7 +24,7 @@ from mtl.config import (
     settle_options,
 )
 from mtl.errors import UserError
-from mtl.plugins import Registry
+from mtl.plugins import Registry, adds_to
 
 MAX_POSITIONS = 1024  # encoder=transformer's sinusoidal positions: the longest sentence it reads
 
@@ -209,7 +209,7 @@ def register(
         _check_options(name, declared.options)
 
     def add(builder: Callable[..., Any]) -> Callable[..., Any]:
-        ENCODERS[name] = builder
+        adds_to(ENCODERS, name)(builder)  # a name taken by another encoder is refused
         TRAITS[name] = declared if declared is not None else TRAITS.get(name, EncoderTraits())
         return builder
 
