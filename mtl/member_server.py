@@ -16,6 +16,7 @@ from pathlib import Path
 
 import mtl
 from mtl.cli import run_as_process
+from mtl.errors import printable
 from mtl.jobs import parent_death
 from mtl.jobs.forkserver import READY, Lines, write_line
 from mtl.train.loop.interrupts import PARENT_DIED
@@ -94,7 +95,7 @@ def become_member(args: list[str], log: str | None, protocol: tuple[int, int]) -
         code = 0
     except SystemExit as exiting:
         if isinstance(exiting.code, str):
-            print(exiting.code, file=sys.stderr)
+            print(printable(exiting.code), file=sys.stderr)
         code = exiting.code if isinstance(exiting.code, int) else (0 if exiting.code is None else 1)
     except BaseException:  # a crash says what a fresh process would have said
         traceback.print_exc()

@@ -474,3 +474,23 @@ def test_plan_seeds_prints_the_power_compare_then_has():
 
     for cell in calibration.plan_check(counts=(3, 8), trials=400, ratio=1.0):
         assert abs(cell.printed - cell.measured) <= 0.07, cell
+
+
+def test_a_shared_plan_file_cannot_block_or_write_to_the_terminal(tmp_path, capsys):
+    """plan= is a file users share: a FIFO in its place once blocked the study forever, and a task
+    name holding escape sequences reached stderr raw."""
+    import os
+
+    from mtl.analysis.power import read_plan, warn_below
+    from mtl.console import say
+    from mtl.errors import UserError
+
+    fifo = tmp_path / "plan.json"
+    os.mkfifo(fifo)
+    with pytest.raises(UserError, match="is not a regular file"):
+        read_plan(str(fifo))
+    plan = tmp_path / "shared.json"
+    plan.write_text(json.dumps({"seeds": {"\x1b[2J\x1b[31mMR": 9}, "most": 100}))
+    say(warn_below(str(plan), 3))
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\\x1b[2J" in err

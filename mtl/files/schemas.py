@@ -102,9 +102,17 @@ def _json(text: str, where: str, fix: str) -> Any:
     return value
 
 
+def regular_file(path: Path, fix: str) -> None:
+    """A path to read must be a regular file (or nothing): a FIFO would block the reader forever,
+    a device would feed it without end."""
+    if path.exists() and not path.is_file():
+        raise DamagedFile(f"{path} is not a regular file: {fix}")
+
+
 def read_json(path: Path, model: type[Record], fix: str) -> dict[str, Any] | None:
     """The file at `path` checked against `model`; None when there is none. `fix` ends the error."""
     path = Path(path)
+    regular_file(path, fix)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -122,6 +130,7 @@ def read_json_lines(path: Path, model: type[Record], fix: str) -> list[dict[str,
     """Every line of the JSON Lines file at `path`, each checked against `model`; none when there is
     no file. Only the last line may be cut short (a kill mid-write): it is left out."""
     path = Path(path)
+    regular_file(path, fix)
     try:
         data = path.read_bytes()
     except FileNotFoundError:

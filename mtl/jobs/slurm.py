@@ -194,7 +194,7 @@ class MemberJob:
             )
             # on a line of its own (the killed process may have left its progress bar's open): the
             # line the follower and `just status` show
-            print(f"\nerror: {why}", file=sys.stderr, flush=True)
+            print(f"\nerror: {printable(why)}", file=sys.stderr, flush=True)
             raise RuntimeError(why)
         if done.returncode == INTERRUPTED_EXIT and self.member.status() == "interrupted":
             if _being_preempted():

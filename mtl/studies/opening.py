@@ -5,11 +5,11 @@ plan-seeds` record, for the studies that take one) asks for more seeds per arm t
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from typing import Generic, NamedTuple, TypeVar
 
 from mtl.analysis.power import warn_below
+from mtl.console import say
 from mtl.jobs.launchers import Launcher, launcher_from, split_launcher_keys
 from mtl.jobs.seeds import SeededStudy, study_seeds
 
@@ -33,5 +33,5 @@ def open_study(
     seeds = study_seeds(config)
     below_plan = warn_below(getattr(config, "plan", None), len(seeds))  # no plan= key: no plan
     if below_plan:
-        print(below_plan, file=sys.stderr, flush=True)
+        say(below_plan)  # escaped: a shared plan= file's task names are its author's text
     return Opening(launcher, config, train, seeds, below_plan)

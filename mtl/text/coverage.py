@@ -6,10 +6,11 @@ would silently train on random vectors; a low share is a warning.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from mtl.console import say
 
 LOW_TOKEN_SHARE = 0.5  # GloVe covers ~99% of SNLI and SQuAD tokens; under half means the wrong file
 
@@ -51,4 +52,4 @@ class Coverage:
     def report(self) -> None:
         print(self.line())
         if warning := self.warning():
-            print(warning, file=sys.stderr)
+            say(warning)  # escaped: it quotes a file's name
