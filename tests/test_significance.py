@@ -494,3 +494,12 @@ def test_a_shared_plan_file_cannot_block_or_write_to_the_terminal(tmp_path, caps
     say(warn_below(str(plan), 3))
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\\x1b[2J" in err
+
+
+def test_default_output_names_never_collide(tmp_path):
+    """Two compares in the same second once wrote one compare-<time>.md: each name is claimed."""
+    from mtl.files.atomic import fresh_path
+
+    first, second = fresh_path(tmp_path, "compare", ".md"), fresh_path(tmp_path, "compare", ".md")
+    assert first != second and first.is_file() and second.is_file()
+    assert second.name.removesuffix(".md").endswith("-2") or second.name[:-3] > first.name[:-3]

@@ -21,7 +21,6 @@ confidence bound (chi-square). A study warns when its seeds are fewer than the e
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -359,7 +358,7 @@ def command(args: Sequence[str]) -> None:
     out = (
         Path(config.out).expanduser()
         if config.out
-        else beside(folders) / f"plan-seeds-{time.strftime('%Y%m%d-%H%M%S')}.md"
+        else atomic.fresh_path(beside(folders), "plan-seeds", ".md")
     )
     record = {
         "config": config.__dict__,

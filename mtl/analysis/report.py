@@ -858,7 +858,7 @@ def run(paths: list[str], config: ReportConfig) -> Path:
     elif len(paths) == 1 and (Path(paths[0]) / "sweep.json").is_file():
         out = Path(paths[0]) / "report.html"
     else:
-        out = Path("runs") / f"report-{time.strftime('%Y%m%d-%H%M%S')}.html"
+        out = atomic.fresh_path(Path("runs"), "report", ".html")
     atomic.write_text(out, build(runs), "report")
     return out
 

@@ -35,7 +35,6 @@ import itertools
 import math
 import re
 import statistics
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -983,9 +982,7 @@ def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
         text += "\n" + "\n".join(f"Left out: {line}" for line in left_out) + "\n"
     compared = [run for encoder in encoders for run in encoder.runs]
     out = (
-        Path(config.out).expanduser()
-        if config.out
-        else beside(compared) / f"compare-{time.strftime('%Y%m%d-%H%M%S')}.md"
+        Path(config.out).expanduser() if config.out else atomic.fresh_path(beside(compared), "compare", ".md")
     )
     atomic.write_text(out, text, "comparison")
     record = {

@@ -153,3 +153,24 @@ def check_output_dir(path: Path, key: str) -> Path:
     if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
         raise UserError(f"{key}={path} cannot be written ({probe} is read-only): choose another {key}=")
     return path
+
+
+def fresh_path(folder: Path, stem: str, suffix: str) -> Path:
+    """A default output name, `<stem>-<date>-<time><suffix>` in `folder` (-2, -3, ... when taken),
+    claimed at once (created empty, exclusively), so two commands started in the same second
+    never write one file: compare's and plan-seeds' records were overwritten so. The writer
+    replaces the empty file whole; its .json sibling is checked too."""
+    import time
+
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for number in range(1, 10_000):  # a bound a person can see: 10,000 commands in one second
+        path = folder / f"{stem}-{stamp}{'' if number == 1 else f'-{number}'}{suffix}"
+        if path.with_suffix(".json").exists():
+            continue
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            continue
+        return path
+    raise UserError(f"{folder}: 10,000 outputs named {stem}-{stamp}: give out= a name of your own")
