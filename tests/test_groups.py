@@ -165,3 +165,19 @@ def test_tags_released_selection_reproduces_the_notebooks_taskonomy_groups():
     assert ["ss_l"] in variant  # the self-affinity variant serves ss alone
     config = groups.TrainGroupsConfig(groups="from:x", budget="steps:3")
     assert config.selection == "released"
+
+
+def test_tags_selection_is_bounded_and_says_its_size(tmp_path):
+    """8 tasks at networks=8 once searched for minutes with nothing said: refused in one line
+    naming the networks= that fits; within the bound it runs."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    tasks = [f"t{i}" for i in range(8)]
+    matrix = np.random.default_rng(1).normal(0, 1, (8, 8)).tolist()
+    row = {"step": 2, "block": 0, "task": "t0", "tasks": tasks, "matrix": matrix, "unit": "per_lr"}
+    (folder / "affinity.jsonl").write_text(json.dumps(row) + "\n")
+    config = groups.TrainGroupsConfig(groups=f"from:{folder}", networks=8, budget="steps:3")
+    with pytest.raises(UserError, match=r"would try 410,032,402,903,456 sets of groups .* networks=3 tries"):
+        groups.grouping(config, tasks)
+    config = groups.TrainGroupsConfig(groups=f"from:{folder}", networks=2, budget="steps:3")
+    assert len(groups.grouping(config, tasks).groups) <= 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import itertools
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from scipy import stats
 
 from mtl import metrics
 from mtl.analysis.page import pyplot, smoothed, svg_base64
+from mtl.errors import UserError
 from mtl.runs import Run
 
 MOST_BLOCKS = 6  # heatmaps per run besides its mean: the first, the last and evenly between
@@ -154,6 +156,28 @@ def tag_selection(
         for t in range(count)
     }
     return [[tasks[i] for i in g] for g in chosen], served, float(best_total)
+
+
+MOST_SETS = 3_000_000  # sets of groups TAG's selection may try: about 20 s at ~150,000 a second here
+
+
+def selection_sets(tasks: int, networks: int) -> int:
+    """How many sets of groups TAG's selection tries: up to `networks` of the 2^T - 1 groups."""
+    return sum(math.comb(2**tasks - 1, k) for k in range(1, min(networks, 2**tasks - 1) + 1))
+
+
+def check_selection_size(tasks: int, networks: int, key: str) -> int:
+    """The search's size, refused above MOST_SETS with what would fit (8 tasks at networks=8 searched
+    for minutes with nothing said)."""
+    sets = selection_sets(tasks, networks)
+    if sets > MOST_SETS:
+        fits = max((n for n in range(1, networks) if selection_sets(tasks, n) <= MOST_SETS), default=0)
+        advice = f"networks={fits} tries {selection_sets(tasks, fits):,}" if fits else "name the groups"
+        raise UserError(
+            f"{key}: TAG's selection over {tasks} tasks with networks={networks} would try {sets:,} sets of "
+            f"groups (the bound is {MOST_SETS:,}, about 20 s): {advice}, or name the groups (groups=a+b,c)"
+        )
+    return sets
 
 
 ALONE = -1e6  # the released notebook's score of a task in a group of its own: never chosen alone

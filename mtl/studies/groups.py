@@ -33,9 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mtl.analysis.multitask import released_tag_selection, summarize, tag_selection
+from mtl.analysis.multitask import check_selection_size, released_tag_selection, summarize, tag_selection
 from mtl.analysis.significance import NO_TEST, SignificanceConfig, correct, from_seed_scores
 from mtl.config import apply_overrides, comma_list
+from mtl.console import say
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.schemas import DamagedFile
@@ -109,7 +110,13 @@ def grouping(config: TrainGroupsConfig, training: list[str]) -> Grouping:
                 f"trains {', '.join(training)}: give the same tasks="
             )
         select, named = SELECTIONS[config.selection]
-        chosen, served, _ = select(summary, min(config.networks, len(training)))
+        networks = min(config.networks, len(training))
+        sets = check_selection_size(
+            len(training), networks, f"groups={config.groups} networks={config.networks}"
+        )
+        if sets > 100_000:
+            say(f"TAG's selection: {sets:,} sets of groups to try (about {sets / 150_000:.0f} s)")
+        chosen, served, _ = select(summary, networks)
         return Grouping(chosen, served, f"{named} with {config.networks} networks from {folder}")
     groups = [[t for t in part.split("+") if t] for part in comma_list(config.groups)]
     named = {t for group in groups for t in group}
