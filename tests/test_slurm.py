@@ -171,6 +171,18 @@ def test_a_refused_submission_is_one_line_naming_the_key(slurm, tiny_data, tmp_p
     assert err.startswith("error: slurm.partition=nope: SLURM refused the job (") and "\n" not in err
 
 
+def test_a_request_the_partition_can_never_grant_is_refused_before_submission(
+    slurm, tiny_data, tmp_path, capsys
+):
+    """slurm.nodes=2 on a one-node partition once pended forever as "pending"; SLURM's limits
+    (sinfo) refuse it before anything is submitted, naming the limit."""
+    args = args_for(tiny_data, tmp_path / "run")
+    assert main(["train-multitask", *args, "launcher=slurm", "slurm.nodes=2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "slurm.nodes=2: partition " in err and "has 1 node (sinfo)" in err and "\n" not in err
+    assert not (tmp_path / "run" / "slurm.json").exists()
+
+
 def test_a_study_without_its_inputs_is_refused_before_anything_is_submitted(
     slurm, tiny_data, tmp_path, capsys
 ):
@@ -427,10 +439,12 @@ def test_the_follower_shows_each_running_runs_step_and_each_other_jobs_state(tmp
     members = {name: Member(name, [], tmp_path / name) for name in ("a", "b", "c")}
     queued = {
         "a": QueuedJob("RUNNING", True),
-        "b": QueuedJob("PENDING", True),
+        "b": QueuedJob("PENDING", True, "None"),
         "c": QueuedJob("RUNNING", True),
     }
     assert following_line(queued, members) == "a step 7; b pending; c starting"
+    queued["b"] = QueuedJob("PENDING", True, "PartitionNodeLimit")  # SLURM's reason while it waits
+    assert following_line(queued, members) == "a step 7; b pending (PartitionNodeLimit); c starting"
 
 
 def test_a_job_mails_its_state_changes_where_asked_and_a_wrong_mail_type_is_one_line():

@@ -334,6 +334,7 @@ def submit(members: list[Member], config: SlurmConfig, out: Path) -> list[Any]:
         raise UserError(
             "launcher=slurm needs submitit: pip install 'mtl[cluster]' (or pip install submitit)"
         ) from None
+    check_partition(config)
     logs = out / "slurm"
     executor = submitit.SlurmExecutor(folder=logs)
     # A job id alone is no identity (ids restart after a SLURM reinstall, another cluster has
@@ -367,6 +368,59 @@ def submit(members: list[Member], config: SlurmConfig, out: Path) -> list[Any]:
         out / JOBS_FILE, jsonfile.dumps({**earlier, **records}, indent=2) + "\n", "SLURM job record"
     )
     return jobs
+
+
+def partition_limits(partition: str) -> tuple[str, int, int | None] | None:
+    """(name, nodes, time limit in minutes; None: unlimited) of `partition` (empty: the default)
+    as sinfo reports them; None when sinfo cannot say (sbatch's refusal then speaks)."""
+    try:
+        done = subprocess.run(
+            ["sinfo", "-h", "-a", "-o", "%P|%D|%l"], capture_output=True, text=True, check=False, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    nodes: dict[str, int] = {}
+    limits: dict[str, int | None] = {}
+    default = None
+    for line in done.stdout.splitlines():
+        name, count, limit = ([*line.strip().split("|"), "", ""])[:3]
+        if name.endswith("*"):
+            name = default = name[:-1]
+        if not count.isdigit():
+            continue
+        nodes[name] = nodes.get(name, 0) + int(count)  # a partition's lines per node state
+        limits[name] = minutes_of(limit)
+    name = partition or default
+    return (name, nodes[name], limits[name]) if name in nodes else None
+
+
+def minutes_of(limit: str) -> int | None:
+    """sinfo's time limit ([days-]hours:minutes:seconds, minutes:seconds, infinite) in whole minutes."""
+    days, _, clock = limit.rpartition("-") if "-" in limit else ("0", "", limit)
+    parts = clock.split(":")
+    if not days.isdigit() or not all(part.isdigit() for part in parts) or not 1 <= len(parts) <= 3:
+        return None  # infinite, UNLIMITED, n/a
+    hours, minutes, seconds = [0] * (3 - len(parts)) + [int(part) for part in parts]
+    return int(days) * 1440 + hours * 60 + minutes + (seconds > 0)
+
+
+def check_partition(config: SlurmConfig) -> None:
+    """A request the partition can never grant is refused before it is submitted: SLURM would
+    queue it, and it would pend forever (slurm.nodes=2 on a one-node partition said only "pending")."""
+    found = partition_limits(config.partition)
+    if found is None:
+        return
+    name, nodes, limit = found
+    if config.nodes > nodes:
+        raise UserError(
+            f"slurm.nodes={config.nodes}: partition {name} has {nodes} node{'s' * (nodes != 1)} (sinfo), so the "
+            f"job would pend forever (PartitionNodeLimit): ask for {nodes} at most, or another slurm.partition="
+        )
+    if limit is not None and config.time > limit:
+        raise UserError(
+            f"slurm.time={config.time}: partition {name}'s time limit is {limit} minutes (sinfo), so the job "
+            f"would pend forever (PartitionTimeLimit): ask for {limit} at most; runs checkpoint and requeue"
+        )
 
 
 @contextlib.contextmanager
@@ -447,10 +501,20 @@ def _read_jobs(out: Path) -> dict[str, Any]:
 @dataclass(frozen=True)
 class QueuedJob:
     """A job of `squeue`'s answer, as it was asked about: its state, and whether it is the job the
-    record names (None: the record predates identities and cannot be checked)."""
+    record names (None: the record predates identities and cannot be checked); a pending job's
+    reason as SLURM gives it (Priority, Resources, PartitionNodeLimit, ...)."""
 
     state: str
     ours: bool | None
+    reason: str = ""
+
+    @property
+    def shown(self) -> str:
+        """The state in a word, with SLURM's reason while it waits (`pending (PartitionNodeLimit)`)."""
+        word = self.state.lower()
+        return (
+            f"{word} ({self.reason})" if self.state == "PENDING" and self.reason not in ("", "None") else word
+        )
 
 
 class NoSlurmHere(UserError):
@@ -461,7 +525,7 @@ def following_line(queued: dict[str, QueuedJob], members: dict[str, Member]) -> 
     """What the follower's bar shows after its count: each running run's step (`just status`'s),
     each other queued job's state."""
     return "; ".join(
-        member_progress(members[name]) if job.state == "RUNNING" else f"{name} {job.state.lower()}"
+        member_progress(members[name]) if job.state == "RUNNING" else f"{name} {job.shown}"
         for name, job in sorted(queued.items())
     )
 
@@ -506,7 +570,7 @@ def queue_states(records: dict[str, dict[str, Any]]) -> dict[str, QueuedJob]:
     if asked:
         try:  # -r: each array task on its own line (a pending array otherwise shows as 12_[0-3])
             done = subprocess.run(
-                ["squeue", "-h", "-r", "-o", "%i|%T|%k", "-j", ",".join(asked)],
+                ["squeue", "-h", "-r", "-o", "%i|%T|%r|%k", "-j", ",".join(asked)],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -515,17 +579,16 @@ def queue_states(records: dict[str, dict[str, Any]]) -> dict[str, QueuedJob]:
         except (OSError, subprocess.TimeoutExpired) as error:
             raise NoSlurmHere(f"SLURM's squeue cannot be asked here ({error})") from None
         for line in done.stdout.splitlines():
-            job, _, rest = line.strip().partition("|")
-            state, _, comment = rest.partition("|")
-            found[job] = (state, comment)
+            job, state, reason, comment = ([*line.strip().split("|", 3), "", "", ""])[:4]
+            found[job] = (state, reason, comment)
     queued = {}
     for key, record in records.items():
         if elsewhere(record):
             queued[key] = QueuedJob(f"a job of cluster {record['cluster']}", False)
         elif record["job_id"] in found:
-            state, comment = found[record["job_id"]]
+            state, reason, comment = found[record["job_id"]]
             recorded = record.get("comment")
-            queued[key] = QueuedJob(state, None if recorded is None else comment == recorded)
+            queued[key] = QueuedJob(state, None if recorded is None else comment == recorded, reason)
     return queued
 
 

@@ -93,6 +93,8 @@ def state_of(run_dir: Path, job: dict[str, Any] | None, in_queue: QueuedJob | No
         return f"job {job['job_id'] if job else '?'} is now another job ({in_queue.state.lower()}): not this run's"
     if in_queue is not None:
         word = QUEUE_WORDS.get(in_queue.state, in_queue.state.lower())
+        if in_queue.shown != in_queue.state.lower():  # pending, and SLURM says why
+            word = f"{word} ({in_queue.reason})"
         return word if in_queue.ours else f"{word} (a job with its id; recorded before jobs were checked)"
     if job is None and _running_here(run_dir):
         return "running (here)"
