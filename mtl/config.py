@@ -243,8 +243,12 @@ def parse_int(text: str, given: str, noun: str = "a whole number") -> int:
         raise UserError(f"{given} is not {noun}") from None
     if not exact.is_finite():
         raise UserError(f"{given} must be a finite number")
-    if abs(exact.adjusted()) > 40:  # 1e999999999: an integer of a billion digits, never a count
+    if exact.is_zero():
+        return 0  # 0e-50 too
+    if exact.adjusted() > 40:  # 1e999999999: an integer of a billion digits, never a count
         raise UserError(f"{given} is too large: it must fit in 64 bits (below 2**63)")
+    if exact.adjusted() < 0:  # 1e-50 and 0.3: below one (once called "too large"), never a count
+        raise UserError(f"{given} is not {noun}")
     if exact != exact.to_integral_value():
         raise UserError(f"{given} is not {noun}")
     return int(exact)

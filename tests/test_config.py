@@ -106,6 +106,7 @@ def test_a_key_given_twice_is_refused_naming_both(args):
             "steps_squad=100000000000000000000 is too large: it must fit in 64 bits",
         ),
         ("lr=1e308", "lr=1e\\+308 is too large: it must fit in float32"),
+        ("steps_squad=1e-50", "steps_squad=1e-50 is not a whole number"),  # once "too large"
     ],
 )
 def test_numbers_beyond_what_torch_and_numpy_hold_are_refused(arg, message):
