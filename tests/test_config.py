@@ -106,7 +106,6 @@ def test_a_key_given_twice_is_refused_naming_both(args):
             "steps_squad=100000000000000000000 is too large: it must fit in 64 bits",
         ),
         ("lr=1e308", "lr=1e\\+308 is too large: it must fit in float32"),
-        ("steps_squad=1e-50", "steps_squad=1e-50 is not a whole number"),  # once "too large"
     ],
 )
 def test_numbers_beyond_what_torch_and_numpy_hold_are_refused(arg, message):
@@ -374,3 +373,11 @@ def test_a_run_recorded_before_balancers_had_keys_of_their_own_reads_as_it_ran()
     # a recorded config holds every key: applying other keys to it checks only those given
     recorded = with_overrides(TrainConfig(), ["encoder=transformer", "transformer_heads=2", "hidden=8"])
     assert with_overrides(recorded, ["max_steps=5"]).model.options.transformer_heads == 2
+
+
+def test_a_whole_number_below_one_is_not_called_too_large():
+    from mtl.config import parse_int
+
+    with pytest.raises(UserError, match="^k=1e-50 is not a whole number$"):  # once "too large"
+        parse_int("1e-50", "k=1e-50")
+    assert parse_int("0e-50", "k") == 0 and parse_int("6e2", "k") == 600
