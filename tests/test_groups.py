@@ -181,3 +181,15 @@ def test_tags_selection_is_bounded_and_says_its_size(tmp_path):
         groups.grouping(config, tasks)
     config = groups.TrainGroupsConfig(groups=f"from:{folder}", networks=2, budget="steps:3")
     assert len(groups.grouping(config, tasks).groups) <= 2
+
+
+def test_a_study_is_not_written_into_a_runs_folder(tmp_path):
+    """train-groups out=<a finished run> once wrote sweep.json into it, and just report of the
+    run then said "no runs to report"."""
+    from mtl.jobs.arms import study_folder
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text("{}")
+    with pytest.raises(UserError, match="is a run's folder .* give the study a folder of its own"):
+        study_folder(str(tmp_path / "run"), "groups")
+    assert study_folder(str(tmp_path / "new"), "groups") == tmp_path / "new"

@@ -117,6 +117,10 @@ def summary_seconds(member: Member, key: str = "train_seconds") -> float:
 def study_folder(out: str | None, kind: str) -> Path:
     """Where a study's runs and results go: `out=`, else runs/<kind>-<time>; checked as out=."""
     chosen = Path(out).expanduser() if out else Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if RunFolder(chosen).record.is_file():  # a run's own folder: its sweep.json would hide the run
+        raise UserError(
+            f"out={out}: {chosen} is a run's folder (its config.json); give the study a folder of its own"
+        )
     return check_output_dir(chosen, "out")
 
 
