@@ -195,7 +195,7 @@ def test_just_ledger_lists_an_old_runs_seen_sentences_and_keeps_the_rest(
     assert all(isinstance(entry["seen"], list) for entry in after["contamination"]["test_sets"].values())
     assert "written to" in capsys.readouterr().out
     assert main(["ledger", f"run={tmp_path}"]) == 2
-    assert "is not a run folder" in capsys.readouterr().err
+    assert "is not a run folder (no config.json): pass run=runs/<run>" in capsys.readouterr().err
 
 
 def test_a_baseline_keeps_no_ledger_and_is_scored_on_the_runs_unseen_items(

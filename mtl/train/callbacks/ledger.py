@@ -33,7 +33,7 @@ def relist(config: LedgerConfig) -> dict:
     if not config.run:
         raise UserError("just ledger needs run=runs/<run> (a finished run folder)")
     folder = RunFolder(Path(config.run).expanduser())
-    record = read_run_record(folder.path)
+    record = read_run_record(folder.path, "run")  # just ledger's key, not resume=
     with folder.lock("run"):  # a run still training holds it: its own ledger comes at its end
         summary = schemas.read_json(folder.summary, run_files.Summary, schemas.RESTORE)
         if summary is None:
