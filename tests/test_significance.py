@@ -503,3 +503,14 @@ def test_default_output_names_never_collide(tmp_path):
     first, second = fresh_path(tmp_path, "compare", ".md"), fresh_path(tmp_path, "compare", ".md")
     assert first != second and first.is_file() and second.is_file()
     assert second.name.removesuffix(".md").endswith("-2") or second.name[:-3] > first.name[:-3]
+
+
+def test_a_nan_encoders_scores_are_refused_not_compared():
+    """A NaN encoder (a merge that overflowed) once made just compare crash: one line instead."""
+    from mtl.errors import UserError
+
+    gold = np.random.default_rng(0).uniform(0, 5, 50)
+    broken = {"predicted": np.full(50, np.nan), "gold": gold}
+    fine = {"predicted": gold + 0.1, "gold": gold}
+    with pytest.raises(UserError, match="SICK-R: a compared run's score is not finite"):
+        compare_task("SICK-R", ("a", [broken]), ("b", [fine]), CONFIG)

@@ -186,7 +186,13 @@ def task_scores(task: str, seeds: list[Items], config: SignificanceConfig) -> tu
     generator: the same replicates for every pair) and on all its items (K values)."""
     rng = np.random.default_rng([config.seed, *task.encode()])
     full = everything(item_counts(seeds[0]))
-    return item_resampled_scores(seeds, config.resamples, rng), [float(scores(i, full)) for i in seeds]
+    whole = [float(scores(i, full)) for i in seeds]
+    if not all(math.isfinite(score) for score in whole):  # a NaN encoder's predictions: no verdict
+        raise UserError(
+            f"{task}: a compared run's score is not finite (its predictions hold NaN or inf): check its "
+            "encoder (a merge that overflowed, a diverged run) and transfer it again"
+        )
+    return item_resampled_scores(seeds, config.resamples, rng), whole
 
 
 def item_resampled_scores(seeds: list[Items], resamples: int, rng: np.random.Generator) -> np.ndarray:
