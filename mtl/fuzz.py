@@ -52,7 +52,7 @@ from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items
 from mtl.jobs.slurm import job_record, log_tail
 from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
 from mtl.published import published
-from mtl.runs import Run
+from mtl.runs import Run, read_affinity
 from mtl.tasks import build_task
 from mtl.tasks.pairs import PairsConfig
 from mtl.tasks.qt import QTConfig
@@ -717,6 +717,105 @@ def _read_senteval(folder: Path) -> None:
                 archive.read(member)
 
 
+def _make_affinity(folder: Path) -> None:
+    """affinity.jsonl of three training tasks and a watched one: what TAG's selections and
+    affinity-check read."""
+    rng = np.random.default_rng(5)
+    tasks = ["nli", "squad", "sick"]
+    rows = []
+    for step in (10, 20, 30, 40):
+        per_batch = rng.normal(0, 0.1, (4, 3, 3))
+        toward = rng.normal(0, 0.1, (4, 3, 1))
+        rows.append({"step": step, "block": step // 20, "task": "nli", "tasks": tasks,
+                     "matrix": per_batch.mean(axis=0).tolist(), "unit": "per_lr", "batches": 4,
+                     "per_batch": per_batch.tolist(), "targets": ["stsb"], "toward": toward.mean(axis=0).tolist(),
+                     "toward_per_batch": toward.tolist()})  # fmt: skip
+    (folder / "affinity.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def _damage_lines(folder: Path, rng: np.random.Generator) -> None:
+    """One file's bytes, or one value of one of its JSON records (a hand edit: NaN, null, 1e308, a
+    list where a number was): the damage a shared file may carry."""
+    path = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))[0]
+    if rng.random() < 0.3:
+        path.write_bytes(damaged_bytes(path.read_bytes(), rng))
+        return
+    lines = path.read_text(encoding="utf-8").splitlines()
+    at = int(rng.integers(len(lines)))
+    record = json.loads(lines[at])
+    lines[at] = json.dumps(_damaged_leaf(record, rng))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _damaged_leaf(value: object, rng: np.random.Generator) -> object:
+    """`value` with one leaf, lists included (a matrix entry), replaced by an odd value."""
+    odd = [None, float("nan"), float("inf"), -float("inf"), 1e308, -1e308, 0, -1, "x", [], {}, True, 1e-300]
+    if isinstance(value, dict) and value and rng.random() < 0.9:
+        key = sorted(value)[int(rng.integers(len(value)))]
+        return {**value, key: _damaged_leaf(value[key], rng)}
+    if isinstance(value, list) and value and rng.random() < 0.9:
+        at = int(rng.integers(len(value)))
+        return [*value[:at], _damaged_leaf(value[at], rng), *value[at + 1 :]]
+    return odd[int(rng.integers(len(odd)))]
+
+
+def _read_affinity(folder: Path) -> None:
+    from mtl.analysis.multitask import (
+        first_toward,
+        released_tag_selection,
+        summarize,
+        tag_selection,
+        toward_targets,
+    )
+
+    rows = read_affinity(folder / "affinity.jsonl")
+    if not rows:
+        return
+    summary = summarize(rows)
+    _finite(summary.mean, "the mean affinity")
+    if summary.half_width is not None:
+        _finite(summary.half_width, "the noise floor")
+    for select in (tag_selection, released_tag_selection):
+        _finite(select(summary, 2)[2], "TAG's selection score")
+    if (toward := toward_targets(rows)) is not None:
+        _finite(toward[0].mean, "the affinity toward the targets")
+        first_toward(*toward)
+
+
+def _make_merge(folder: Path) -> None:
+    """A merged encoder's encoder.json (its `merged` record) beside a parent run whose weights
+    hash to the recorded SHA-256, with its ledger."""
+    parent = folder / "parent"
+    parent.mkdir()
+    (parent / "encoder.safetensors").write_bytes(b"weights")
+    (parent / "encoder.json").write_text("{}", encoding="utf-8")
+    (parent / "summary.json").write_text(
+        json.dumps({"contamination": {"test_sets": {"CR": {"sentences": 10, "exact": 1, "near": 0,
+                                                             "seen": ["0123456789abcdef"]}}}}),
+        encoding="utf-8",
+    )  # fmt: skip
+    record = {"merged": {"method": "average", "lam": None,
+                         "parents": [{"path": "parent/encoder.json", "sha256": file_sha256(parent / "encoder.safetensors")}]}}  # fmt: skip
+    (folder / "encoder.json").write_text(json.dumps(record), encoding="utf-8")
+
+
+def _damage_merge(folder: Path, rng: np.random.Generator) -> None:
+    if rng.random() < 0.2:  # the parent replaced by another run's weights since the merge
+        (folder / "parent" / "encoder.safetensors").write_bytes(b"other weights")
+        return
+    _damage_lines(folder, rng)
+
+
+def _read_merge(folder: Path) -> None:
+    merge_record(folder)  # None when damaged, never an error
+    seen, why = decontaminate.ledger_of(folder)
+    recorded = folder / "parent" / "encoder.safetensors"
+    if seen is not None and recorded.read_bytes() != b"weights":
+        raise NotFinite("a merge's ledger read from a parent that changed since the merge")
+    if seen is None and not why:
+        raise NotFinite("no ledger and no reason")
+
+
 def _make_plan(folder: Path) -> None:
     record = {"config": {"difference": "2"}, "seeds": {"MR": 4, "STS14": None}, "most": 100}
     (folder / "plan.json").write_text(json.dumps(record), encoding="utf-8")
@@ -743,6 +842,7 @@ READ_BACK = {
     "get-senteval manifest": "dataset_builders.senteval.read_manifest (its SentEvalManifest)",
     "transfer items": "formats.transfer_report.read_items",
     "seed plan": "analysis.power.read_plan (its SeedPlan)",
+    "merge record": "formats.merge_record.merge_record, eval.decontaminate.ledger_of (a merge's parents)",
 }
 
 
@@ -773,7 +873,9 @@ READERS: dict[str, Target] = {
     "items": Target(_make_items, _damage_items, _read_items, ("transfer items",)),
     "jobs": Target(_make_jobs, _damage_each_file, _read_jobs, ("slurm.json",)),
     "senteval": Target(_make_senteval, _damage_each_file, _read_senteval, ("get-senteval manifest", "archives")),
-    "plan": Target(_make_plan, _damage_each_file, _read_plan, ("seed plan",)),
+    "plan": Target(_make_plan, _damage_lines, _read_plan, ("seed plan",)),
+    "affinity": Target(_make_affinity, _damage_lines, _read_affinity, ("affinity.jsonl",)),
+    "merge": Target(_make_merge, _damage_merge, _read_merge, ("merge record",)),
 }  # fmt: skip
 
 

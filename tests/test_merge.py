@@ -1,6 +1,7 @@
 """just merge-encoders: averaging, task arithmetic and TIES over encoders of one initialisation."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -75,7 +76,11 @@ def test_lam_0_and_1_return_either_parent(singles, tmp_path, lam, which):
 def test_a_merge_records_its_parents_and_mixes_them(singles, tmp_path):
     record = merged(singles, tmp_path / "m", method="ties", lam="1")
     parents = record["merged"]["parents"]
-    assert [p["path"] for p in parents] == [str(s / "encoder.json") for s in singles]
+    # relative to the merge's folder: a study copied whole reads its own parents
+    assert [(tmp_path / "m" / p["path"]).resolve() for p in parents] == [
+        (s / "encoder.json").resolve() for s in singles
+    ]
+    assert not any(Path(p["path"]).is_absolute() for p in parents)
     assert all(len(p["sha256"]) == 64 for p in parents)
     assert record["merged"]["base"] == {"rebuilt": "init (seed 1234)"} and record["merged"]["density"] == 0.2
     assert (
@@ -84,7 +89,14 @@ def test_a_merge_records_its_parents_and_mixes_them(singles, tmp_path):
         )
         == 0
     )
-    assert json.loads((tmp_path / "shared" / "encoder.json").read_text())["merged"] == record["merged"]
+    shared = json.loads((tmp_path / "shared" / "encoder.json").read_text())["merged"]
+    assert {k: v for k, v in shared.items() if k != "parents"} == {
+        k: v for k, v in record["merged"].items() if k != "parents"
+    }
+    # the parents' paths, relative to the merge's folder, made relative to the export's
+    assert [(tmp_path / "shared" / p["path"]).resolve() for p in shared["parents"]] == [
+        (s / "encoder.json").resolve() for s in singles
+    ]
     card = (tmp_path / "shared" / "encoder" / "README.md").read_text()
     assert "merged by `just merge-encoders` (ties, lam 1) from 2 encoders (nli, squad)" in card
     datasets = card.split("datasets:")[1].split("\n---")[0].split(":")[0]  # the front matter's list

@@ -235,7 +235,9 @@ def plan(encoders: list[significance.Encoder], config: PlanSeedsConfig) -> list[
         if not freedom:
             continue
         if not (math.isfinite(variance) and math.isfinite(item)):  # a plan from NaN is no plan
-            raise UserError(f"{task}: the pilot's seed variance is not finite: check its runs' transfer scores")
+            raise UserError(
+                f"{task}: the pilot's seed variance is not finite: check its runs' transfer scores"
+            )
         difference = amount * math.sqrt(variance) if in_sds else amount
         plans.append(
             TaskPlan(

@@ -25,7 +25,7 @@ from mtl.eval.transfer.protocols import protocol_of
 from mtl.files import schemas
 from mtl.files.digest import file_sha256
 from mtl.formats import run_files
-from mtl.formats.merge_record import merge_record
+from mtl.formats.merge_record import merge_record, parent_file
 from mtl.runs import RunFolder, read_summary
 from mtl.transfer_tasks.registry import TRANSFER_TASKS
 from mtl.transfer_tasks.tasks import TransferTask
@@ -79,7 +79,9 @@ def ledger_of(folder: Path, visited: frozenset[Path] = frozenset()) -> tuple[See
 def merged_parents(folder: Path) -> list[Path] | None:
     """The run folders of a merged encoder's parents, or None when `folder` holds no merge."""
     merged = merge_record(folder)
-    return None if merged is None else [Path(parent["path"]).parent for parent in merged["parents"]]
+    if merged is None:
+        return None
+    return [parent_file(folder, parent["path"]).parent for parent in merged["parents"]]
 
 
 def changed_parent(folder: Path) -> str | None:
@@ -89,7 +91,7 @@ def changed_parent(folder: Path) -> str | None:
     be another training's (a merge of parents that saw 2 SNLI test sentences read "0 seen")."""
     merged = merge_record(folder) or {"parents": []}
     for parent in merged["parents"]:
-        recorded = Path(parent["path"])  # its encoder.json: the weights beside it were hashed
+        recorded = parent_file(folder, parent["path"])  # its encoder.json: the weights beside it were hashed
         weights = recorded.with_suffix(".safetensors") if recorded.suffix == ".json" else recorded
         try:
             found = file_sha256(weights)
@@ -105,6 +107,8 @@ def changed_parent(folder: Path) -> str | None:
 
 def union(ledgers: Sequence[tuple[Seen | None, str]], name: str) -> tuple[Seen | None, str]:
     """Several encoders' training at once (a merge's parents, an ensemble's members)."""
+    if not ledgers:
+        return None, f"{name}: no encoders to take a ledger from"
     if missing := [why for seen, why in ledgers if seen is None]:
         return None, f"{name}: {missing[0]}"
     tasks = set.intersection(*(set(seen) for seen, _ in ledgers if seen is not None))

@@ -9,6 +9,7 @@ of the private text is left in the files. The weights are the run's, unchanged.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from mtl.eval.loading import encoder_file, encoder_of, own_config, read_encoder_
 from mtl.files import atomic
 from mtl.formats import encoder_file as exported
 from mtl.formats.encoder_file import pruned_state
+from mtl.formats.merge_record import parent_file
 from mtl.models.card import CardFacts, facts_of
 from mtl.models.encoders.concat import ConcatEncoder
 from mtl.models.encoders.embedding import part_state
@@ -98,7 +100,7 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
         "embedding_parts": paths,
     }
     if isinstance(saved.get("merged"), dict):  # a merge's parents and method travel with it
-        metadata["merged"] = saved["merged"]
+        metadata["merged"] = moved_merge(saved["merged"], file.parent, out)
     expansion = None
     if loaded.expansion is not None:  # encode() of the export maps new words as the run's did
         metadata["vocab_expansion"] = {"words": loaded.expansion.words, "remapped": loaded.expansion_remapped}
@@ -133,6 +135,18 @@ def export_encoder(config: ExportConfig) -> tuple[Path, int, int]:
     return out, len(kept), len(words) - len(kept)
 
 
+def moved_merge(merged: dict, source: Path, out: Path) -> dict:
+    """A merge record as the folder `out` reads it: its parents' relative paths (from the merge's
+    own folder, `source`) made relative to `out`."""
+    parents = [
+        {**parent, "path": os.path.relpath(parent_file(source, str(parent["path"])).resolve(), out.resolve())}
+        if isinstance(parent, dict) and isinstance(parent.get("path"), str)
+        else parent
+        for parent in merged.get("parents") or []
+    ]
+    return {**merged, "parents": parents}
+
+
 def run_card(name: str, saved: dict, file: Path) -> CardFacts:
     """The card of an exported encoder: its run's config, and its run's best scores when the
     encoder file sits in the run folder beside summary.json."""
@@ -151,7 +165,11 @@ def run_card(name: str, saved: dict, file: Path) -> CardFacts:
     if isinstance(merged := saved.get("merged"), dict):  # say what it is before its first parent's settings
         facts.settings.insert(0, merge_line(merged))
         for parent in merged.get("parents") or []:  # trained on every parent's data, not the first's only
-            written = read_json(Path(str(parent.get("path")))) if isinstance(parent, dict) else None
+            written = (
+                read_json(parent_file(file.parent, str(parent.get("path"))))
+                if isinstance(parent, dict)
+                else None
+            )
             if isinstance(written, dict):
                 other = run_card(name, {"config": written.get("config")}, file)
                 facts.datasets += [d for d in other.datasets if d not in facts.datasets]

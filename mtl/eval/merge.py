@@ -24,6 +24,7 @@ density 1, lam 1) returns it bitwise, and a weight of 0 leaves a parent out exac
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -463,7 +464,11 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
             "weights": weights,
             "density": config.density if config.method == "ties" else None,
             "base": base_record,
-            "parents": [{"path": str(p.file.resolve()), "sha256": p.sha256} for p in parents],
+            # relative to the merge's folder: a study copied whole reads its own parents
+            "parents": [
+                {"path": os.path.relpath(p.file.resolve(), out.resolve()), "sha256": p.sha256}
+                for p in parents
+            ],
             "select": config.select if dev else None,
             "dev_spearman": dev or None,
         },

@@ -24,7 +24,7 @@ class MergeRecord(Record):
     """encoder.json's `merged` (just merge-encoders): its method and parents; the rest kept as written."""
 
     method: str
-    parents: list[MergeParent]
+    parents: list[MergeParent] = Field(min_length=1)  # a merge of nothing is damage
 
 
 def merge_record(folder: Path) -> dict[str, Any] | None:
@@ -41,3 +41,11 @@ def merge_record(folder: Path) -> dict[str, Any] | None:
         return schemas.checked(MergeRecord, merged, f"{folder}/encoder.json: merged", "merge again")
     except schemas.DamagedFile:
         return None
+
+
+def parent_file(folder: Path, recorded: str) -> Path:
+    """A parent's encoder file as the merge in `folder` recorded it: relative to the merge's
+    folder (merges since 2026-12-02, so a study copied whole reads its own parents), or absolute
+    (earlier merges)."""
+    path = Path(recorded)
+    return path if path.is_absolute() else Path(folder) / path
