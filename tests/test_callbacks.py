@@ -264,3 +264,12 @@ def test_a_callback_owns_its_keys_flat_on_the_command_line_and_recorded_under_it
         config_from_args(args_for(tiny_data, tmp_path / "y", "norm_limit=3"))
     with pytest.raises(UserError, match=r"norm_limit='many' is not a number"):
         config_from_args(args_for(tiny_data, tmp_path / "z", "callbacks=norm_stop", "norm_limit=many"))
+
+
+def test_the_bar_shows_each_tasks_loss_of_a_mixed_step_and_labels_the_balanced_objective():
+    """A balanced sum of 94.7 once read 'mixed loss 94.700' beside tasks at 1.1 and 0.69."""
+    from mtl.train.callbacks.run_logs import ProgressBar
+
+    record = {"nli/train/loss": 1.1, "squad/train/loss": 0.69, "mixed/train/loss": 94.7, "nli/train/acc": 0.5}
+    assert ProgressBar.losses("mixed", record) == "loss nli 1.100, squad 0.690 (balanced objective 94.700)"
+    assert ProgressBar.losses("nli", {"nli/train/loss": 1.1}) == "nli loss 1.100"

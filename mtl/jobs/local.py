@@ -99,8 +99,8 @@ def fork_server(env: dict[str, str]) -> ForkServer | None:
     """The study's fork server, or None (said) where it cannot serve: each member then starts fresh."""
     try:
         return ForkServer(env)
-    except OSError as error:
-        print(f"note: {error}; each run starts as a process of its own", flush=True)
+    except OSError:
+        # an internal matter (the runs train the same, each paying its imports): not the user's
         return None
 
 

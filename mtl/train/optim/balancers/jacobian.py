@@ -38,6 +38,7 @@ from torchjd.aggregation import AlignedMTL as TorchJDAlignedMTL
 from torchjd.aggregation import UPGrad as TorchJDUPGrad
 from torchjd.aggregation import WeightedAggregator
 
+from mtl.console import say
 from mtl.errors import UserError
 from mtl.train.optim.balancers import AlignedOptions, NashOptions, register_balancer
 from mtl.train.optim.balancers.base import Balancer, Combined
@@ -95,6 +96,7 @@ class NashMTL(Aggregated):
             ) from None
         # TorchJD's state, kept here so that checkpoints carry it: the alpha the next solve starts
         # from (float64, as cvxpy returns it) and how many times the weighting has been called.
+        self._said: set[str] = set()  # the solver's warnings already said
         self.register_buffer("nash_alpha", torch.ones(len(tasks), dtype=torch.float64))
         self.register_buffer("nash_calls", torch.zeros((), dtype=torch.int64))
 
@@ -106,11 +108,15 @@ class NashMTL(Aggregated):
             # TorchJD builds its cvxpy problem on its first call only; a resumed run builds it here,
             # the same problem (every parameter is set again before each solve).
             weighting._init_optim_problem()
-        with warnings.catch_warnings():  # cvxpy's note that the authors' problem is not DPP, every solve
-            warnings.filterwarnings(
-                "ignore", message="You are solving a parameterized problem that is not DPP"
-            )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             weights = weighting(gradients)
+        for warning in caught:  # cvxpy's, once each, above the bar (they were written onto it)
+            message = str(warning.message).splitlines()[0] if str(warning.message) else ""
+            # its note that the authors' problem is not DPP comes with every solve: not news
+            if message and "not DPP" not in message and message not in self._said:
+                self._said.add(message)
+                say(f"balancer=nash: {type(warning.message).__name__} from its solver: {message[:200]}")
         self.nash_alpha.copy_(torch.from_numpy(np.asarray(weighting.prvs_alpha, dtype=np.float64)))
         self.nash_calls.fill_(int(weighting.step))
         return weights
