@@ -56,6 +56,15 @@ def test_every_task_alone_and_the_mixture_train_at_the_budget_with_each_seed_the
         assert row["verdict"] == (
             ("helps" if row["difference"] > 0 else "hurts") if decided else "no evidence"
         )
+    # the verdict across MR and CR, each pair of arms, named by arm (compare's computation)
+    across = {(r["first"], r["second"]): r for r in record["across_tasks"]}
+    assert {frozenset(pair) for pair in across} == {
+        frozenset(p) for p in (("nli", "squad"), ("nli", "mixture"), ("squad", "mixture"))
+    }
+    assert all(
+        r["tasks"] == ["MR", "CR"] and r["low"] <= r["difference"] <= r["high"] for r in across.values()
+    )
+    assert "Across the transfer tasks" in (out / "versus.md").read_text()
     printed = capsys.readouterr().out
     assert "| MR |" in printed and "± " in printed and "(Holm)" in printed
     assert all(row["method"].startswith("studentized") for row in record["verdicts"])
@@ -174,8 +183,8 @@ def test_merge_arms_merge_each_seeds_parts_at_the_same_total_and_meet_the_mixtur
             assert summary["global_step"] == 2
         for method in ("average", "ties"):
             merged = json.loads((out / f"merge-{method}-seed{seed}" / "encoder.json").read_text())["merged"]
-            parents = [p["path"] for p in merged["parents"]]
-            assert parents == [str(out / f"{t}-part-seed{seed}" / "encoder.json") for t in ("nli", "squad")]
+            parents = [p["path"] for p in merged["parents"]]  # relative to the merge: the study moves whole
+            assert parents == [f"../{t}-part-seed{seed}/encoder.json" for t in ("nli", "squad")]
             assert (merged["dev_spearman"] is None) == (method == "average")  # ties: lam chosen on dev
     record = json.loads((out / "versus.json").read_text())
     merges = [row for row in record["verdicts"] if "merge" in row]

@@ -55,7 +55,7 @@ from mtl.jobs.arms import (
 from mtl.jobs.configs import BenchBalancersConfig
 from mtl.jobs.member import Member
 from mtl.jobs.sweep import train_study
-from mtl.studies.compared import transfer_and_compare
+from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
 from mtl.studies.mixture import arm_of, budget_keys, proxy_score, verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
@@ -225,7 +225,7 @@ def markdown(result: dict) -> str:
             ),
         ]
     lines += closing_lines(result)
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + across_section(result.get("across_tasks") or [])
 
 
 def bench(args: Sequence[str]) -> tuple[Path, dict]:
@@ -273,6 +273,7 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
         for method in methods
     }
     result = {
+        "across_tasks": across_by_arm(compared, names),
         "tasks": tasks,
         "methods": methods,
         "budget": config.budget,

@@ -34,3 +34,50 @@ def transfer_and_compare(
     # compare names an encoder (its seeds) by the keys its runs differ in (tasks=nli): here, by arm
     arm_at = {str(m.run_dir): arm_of(m) for m in members}
     return compared, {encoder: arm_at[paths[0]] for encoder, paths in compared["encoders"].items()}, report
+
+
+def across_by_arm(compared: dict, names: dict[str, str]) -> list[dict]:
+    """compare.json's verdicts across tasks (`significance.across_tasks`), each encoder named by
+    its arm: what every study's page shows below its per-task verdicts."""
+    rows = []
+    for record in compared.get("across_tasks") or []:
+        first = names.get(record["first"], record["first"])
+        second = names.get(record["second"], record["second"])
+        decided = record["low"] > 0 or record["high"] < 0
+        verdict = (
+            (f"{first} better" if record["difference"] > 0 else f"{second} better")
+            if decided
+            else "no evidence"
+        )
+        known = all(
+            record.get(f"{side}_seeds", 1) > 1 or record.get(f"{side}_deterministic")
+            for side in ("first", "second")
+        )
+        rows.append({
+            "first": first, "second": second, "tasks": record["tasks"], "difference": record["difference"],
+            "low": record["low"], "high": record["high"], "ahead": record["ahead"],
+            "share_low": record["share_low"], "share_high": record["share_high"],
+            "verdict": verdict if known or not decided else f"{verdict} (1 seed)",
+        })  # fmt: skip
+    return rows
+
+
+def across_section(rows: list[dict]) -> str:
+    """The verdicts across tasks as a table (nothing when no pair had two tasks)."""
+    if not rows:
+        return ""
+    lines = [
+        "",
+        "Across the transfer tasks: the mean of A - B over each pair's tasks (each seed's mean over them, "
+        "one studentized test at 95%) and the share of the tasks on which A is ahead, with its interval.",
+        "",
+        "| A | B | tasks | A - B (mean) | 95% interval | verdict | A ahead on | share |",
+        "|---|---|---:|---:|---:|---|---:|---:|",
+        *(
+            f"| {r['first']} | {r['second']} | {len(r['tasks'])} | {r['difference']:+.2f} | "
+            f"[{r['low']:+.2f}, {r['high']:+.2f}] | {r['verdict']} | {r['ahead']} of {len(r['tasks'])} | "
+            f"[{r['share_low']:.2f}, {r['share_high']:.2f}] |"
+            for r in rows
+        ),
+    ]
+    return "\n".join(lines) + "\n"

@@ -55,7 +55,7 @@ from mtl.jobs.configs import BenchMixingConfig
 from mtl.jobs.member import Member
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_metrics, read_summary
-from mtl.studies.compared import transfer_and_compare
+from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
 from mtl.studies.mixture import arm_of, budget_keys, by_size, mixture_keys, training_sizes, verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
@@ -277,7 +277,7 @@ def markdown(result: dict) -> str:
             ),
         ]
     lines += closing_lines(result)
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + across_section(result.get("across_tasks") or [])
 
 
 NOTES = {
@@ -330,6 +330,7 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
             "note": NOTES[arm],
         }
     result = {
+        "across_tasks": across_by_arm(compared, names),
         "tasks": tasks,
         "arms": per_arm,
         "noise": noise,

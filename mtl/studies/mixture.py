@@ -77,7 +77,7 @@ from mtl.jobs.member import Member
 from mtl.jobs.seeds import study_seeds
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
 from mtl.runs import RunFolder, read_summary
-from mtl.studies.compared import transfer_and_compare
+from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
 from mtl.train.config.command_line import config_from_args
@@ -497,7 +497,7 @@ def markdown(result: dict) -> str:
             ),
         ]
     lines += closing_lines(result)
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + across_section(result.get("across_tasks") or [])
 
 
 def training_sizes(train: list[str], tasks: list[str]) -> np.ndarray:
@@ -625,6 +625,7 @@ def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
         )
     baselines = ["best-proxy", "proportional", "temperature"]
     result = {
+        "across_tasks": across_by_arm(compared, names),
         "tasks": tasks,
         "proxy_budget": config.proxy_budget,
         "budget": config.budget,

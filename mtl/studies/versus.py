@@ -51,7 +51,7 @@ from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_summary
-from mtl.studies.compared import transfer_and_compare
+from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
 from mtl.studies.opening import open_study
 from mtl.tasks import named_config
 from mtl.train.config.command_line import config_from_args
@@ -450,6 +450,8 @@ def command(args: Sequence[str]) -> None:
     rows = verdicts(compared, scores, singles, spreads, [arm for arm in arms if arm.startswith(MERGE)])
     confidence = compared["config"]["confidence"]
     text = markdown(rows, arms, config.budget, confidence, len(seeds))
+    across = across_by_arm(compared, names)
+    text += across_section(across)
     mixtures = [m for m in kept if arm_of(m) == MIXTURE]
     starved = sorted({task for m in mixtures for task in _starved(m)})
     if starved:
@@ -472,6 +474,7 @@ def command(args: Sequence[str]) -> None:
         "merge_parts": {m.name: str(m.run_dir) for m in parts},  # each task alone at budget / n
         "left_out": short,  # runs that ended short of the budget: not compared
         "verdicts": rows,
+        "across_tasks": across,
         "starved": starved,  # the training tasks the mixture saw no example of
     }
     atomic.write_text(out / "versus.json", jsonfile.dumps(record, indent=2) + "\n", "verdict")
