@@ -652,6 +652,15 @@ def add_unseen(encoders: list[Encoder]) -> list[str]:
         # The seen items alone: a run that trained on them against a control that trained on as
         # much of the task's domain but none of its test items (a leak against its control)
         # differs there by what it memorised, where on the unseen items it differs by the domain.
+        short = short_subsets(having[0].items[task][0], dropped)
+        kept = [prefix for prefix in dropped if prefix not in short]
+        total = sum(len(d) for d in dropped.values())
+        left = sum(int((~dropped[prefix]).sum()) for prefix in kept)
+        without_short = f"; subsets left out, too few unseen items: {', '.join(short)}" if short else ""
+        notes.append(
+            f"{task}{UNSEEN}: its {left:,} of {total:,} test items that hold no sentence any compared run "
+            f"trained on (their contamination ledgers){without_short}"
+        )
         seen_only = {prefix: ~mark for prefix, mark in dropped.items()}
         kept_seen = {
             encoder.name: [without(items, seen_only) for items in encoder.items[task]] for encoder in having
@@ -665,15 +674,6 @@ def add_unseen(encoders: list[Encoder]) -> list[str]:
                 f"items, a run that trained on them differs here by what it memorised, and on {task}{UNSEEN} "
                 "by the domain"
             )
-        short = short_subsets(having[0].items[task][0], dropped)
-        kept = [prefix for prefix in dropped if prefix not in short]
-        total = sum(len(d) for d in dropped.values())
-        left = sum(int((~dropped[prefix]).sum()) for prefix in kept)
-        without_short = f"; subsets left out, too few unseen items: {', '.join(short)}" if short else ""
-        notes.append(
-            f"{task}{UNSEEN}: its {left:,} of {total:,} test items that hold no sentence any compared run "
-            f"trained on (their contamination ledgers){without_short}"
-        )
     return notes
 
 
@@ -981,7 +981,7 @@ def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
     if means:
         text += "\n" + across_markdown(encoders, means, config)
     if unseen:
-        text += "\n" + "\n".join(f"Without seen items: {line}" for line in unseen) + "\n"
+        text += "\n" + "\n".join(f"Seen and unseen items: {line}" for line in unseen) + "\n"
     if warnings := stale_reports(encoders, config.report):
         text += "\n" + "\n".join(f"Not the final encoder: {warning}" for warning in warnings) + "\n"
     if left_out := missing_tasks(encoders):
