@@ -7,8 +7,9 @@ Training on half of CR's reviews raised the other half's score too (RESULTS.md, 
 CR's sentences in thirds by line (each of custrev.pos and custrev.neg apart):
 
 - A, the leak: trained on (a task file, `crA.toml`), and left in the test set;
-- B, the control: as much in-domain data (`crB.toml`), taken out of the test set, so a run
-  trained on it saw the domain but none of the test items;
+- B, the control: as much in-domain data (`crB.toml`), taken out of the test set (and without
+  the few sentences CR repeats in A or C), so a run trained on it saw the domain but none of the
+  test items;
 - C: seen by no run.
 
 The SentEval downstream folder written beside them holds CR as A and C only (every other task
@@ -61,6 +62,13 @@ def build(source: Path, out: Path) -> dict[str, int]:
             (downstream / task).symlink_to((source / task).resolve())
     rows: dict[str, list[tuple[str, int]]] = {"A": [], "B": []}
     counts = dict.fromkeys("ABC", 0)
+    # CR repeats some sentences: the control trains on none that stays a test item
+    tested = {
+        line.strip()
+        for name, _ in FILES
+        for j, line in enumerate((source / "CR" / name).read_text(encoding="latin-1").splitlines())
+        if j % 3 != 1
+    }
     for name, label in FILES:
         lines = (source / "CR" / name).read_text(encoding="latin-1").splitlines()
         parts = thirds(lines)
@@ -68,8 +76,10 @@ def build(source: Path, out: Path) -> dict[str, int]:
         atomic.write_text(downstream / "CR" / name, "\n".join(kept) + "\n", "CR file")
         for part in "ABC":  # test items: every line, blank ones too, as SentEval reads them
             counts[part] += len(parts[part])
-        for part in "AB":
-            rows[part] += [(line.strip(), label) for line in parts[part] if line.strip()]
+        rows["A"] += [(line.strip(), label) for line in parts["A"] if line.strip()]
+        rows["B"] += [
+            (line.strip(), label) for line in parts["B"] if line.strip() and line.strip() not in tested
+        ]
     for part, found in rows.items():
         folder = out / f"cr{part}"
         folder.mkdir(exist_ok=True)
