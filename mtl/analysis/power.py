@@ -294,6 +294,8 @@ def markdown(plans: list[TaskPlan], config: PlanSeedsConfig, encoders: list[sign
     ]
     for p in plans:
         item = f"{math.sqrt(p.item_variance):.2f}" if p.compared_pairs else "0 (assumed)"
+        if p.compared_pairs and p.item_variance == 0:
+            item = "0.00 (within the seeds')"
         lines.append(
             f"| {p.task} | {math.sqrt(p.seed_variance):.2f} ({p.freedom} df) | {item} | {p.difference:.2f} | "
             f"{_seeds(p.seeds, config.most)} | {_seeds(p.seeds_at_90, config.most)} | "
@@ -307,6 +309,12 @@ def markdown(plans: list[TaskPlan], config: PlanSeedsConfig, encoders: list[sign
         + (f"over {config.most} seeds for some task" if None in needed else f"{most} {arms}")
         + f" at {level} power (the most any task needs); a study with fewer warns (plan=<this .json>).",
     ]
+    if any(p.compared_pairs and p.item_variance == 0 for p in plans):
+        lines.append(
+            "An item sd of 0.00 (within the seeds'): the paired items' variance of a difference came out no "
+            "larger than what each seed's own item noise already adds to the seeds' spread, so nothing is "
+            "left to count apart from the seeds; the plan rests on the seed variance alone."
+        )
     if not any(p.compared_pairs for p in plans):
         lines.append(
             "The pilot has one configuration: the paired items' variance of a difference between two "
