@@ -439,6 +439,22 @@ def _command_hint(given: str) -> str:
     return f"did you mean {names[close[0]]}?" if close else "the commands are listed above"
 
 
+POSITIONAL = ("PATH", "FOLDER")  # arguments that are not keys: folders, runs
+
+
+def refuse_unknown_keys(name: str, args: Sequence[str]) -> None:
+    """A command's keys checked against its config before its module is imported (a typo in `just
+    transfer` was refused after 3.8 CPU-s of torch and scikit-learn): the check the command makes
+    first anyway, on the same arguments, only sooner. Studies and training pass keys on to their
+    runs, which are checked there."""
+    command = COMMANDS[name]
+    if command.passes_training_keys or command.task_keys:
+        return
+    if any(key not in POSITIONAL for key, _, _ in command.extra_keys):
+        return  # keys of its own beyond its config (merge-encoders' run=, a preset=)
+    apply_overrides(command.config_class()(), paths_and_keys(args)[1])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] and argv[0] in HELP:
@@ -462,6 +478,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if PRINT_CONFIG in argv[1:]:
         return print_config(argv[0], [a for a in argv[1:] if a != PRINT_CONFIG])
+    try:
+        refuse_unknown_keys(argv[0], argv[1:])
+    except UserError as error:
+        say(f"error: {error}")
+        return 2
     previous, stopped_by = _stop_on_signals()
     # A log handler that cannot write (W&B's debug log on a full disk) must not print a traceback
     # per record: the write that matters fails too, and says so in one line.

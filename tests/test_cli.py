@@ -561,3 +561,13 @@ def test_a_stop_that_lands_in_a_finalizer_is_asked_for_again(monkeypatch):
     finally:
         for signum, before in previous.items():
             signal.signal(signum, before)
+
+
+def test_a_typo_is_refused_before_the_commands_heavy_imports():
+    """just transfer's typo once waited for torch and scikit-learn (3.8 CPU-s) to be refused."""
+    import subprocess
+    import sys
+
+    code = "import sys; from mtl.cli import main; r = main(['transfer', 'tsks=MR']); print('torch' in sys.modules, r)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "2"] and "did you mean 'tasks'" in done.stderr
