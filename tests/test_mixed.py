@@ -447,3 +447,31 @@ def test_the_mixed_step_over_the_gradient_buffer_trains_as_it_does_parameter_by_
     assert buffered.keys() == per_parameter.keys()
     for key in buffered:
         torch.testing.assert_close(buffered[key], per_parameter[key], rtol=1e-5, atol=1e-6, msg=key)
+
+
+def test_pcgrad_through_torchjd_equals_the_papers_projections():
+    """balancer=pcgrad is TorchJD's PCGrad: on the same gradients and the same orders, the
+    paper's Algorithm 1 as mtl wrote it by hand before (two tasks: one order; three: TorchJD's
+    orders replayed), to float precision; its draws leave torch's generator where it was."""
+    torch.manual_seed(0)
+    for count in (2, 3):
+        gradients = torch.randn(count, 50, dtype=torch.float64)
+        gradients[1] = -gradients[0] + 0.3 * gradients[1]  # a conflict
+        pc = BALANCERS["pcgrad"]([str(i) for i in range(count)], [1.0] * count, seed=5)
+        before = torch.random.get_rng_state()
+        combined = pc.combine(gradients, torch.ones(count), step=3)
+        assert torch.equal(torch.random.get_rng_state(), before)
+        # the orders TorchJD drew: replayed from the same seed
+        seed = int(np.random.SeedSequence([5, 3]).generate_state(1)[0])
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            orders = [torch.randperm(count).tolist() for _ in range(count)]
+        projected = gradients.clone()
+        for i in range(count):
+            for j in orders[i]:
+                if j != i and projected[i] @ gradients[j] < 0:
+                    projected[i] = (
+                        projected[i]
+                        - (projected[i] @ gradients[j]) / (gradients[j] @ gradients[j]) * gradients[j]
+                    )
+        assert torch.allclose(combined.shared, projected.sum(dim=0), atol=1e-10, rtol=0)
