@@ -44,10 +44,10 @@ def test_treebank_tokenizer_follows_the_authors_conventions():
 def test_worker_processes_give_the_same_tokens_in_the_same_order(monkeypatch, name):
     from mtl.text import tokenizer as module
 
-    monkeypatch.setattr(module, "PARALLEL_TEXTS", 10)  # the workers' path for a few texts
     texts = [f"Sentence {i}: the U.S. isn't {'big' * (i % 3)}!" for i in range(40)]
     texts += ["", "  ", "a\x1fb c", "x\x1ey", "Sentence 3: the U.S. isn't !"]  # the separators stay here
     tokenizer = module.make_tokenizer(name)
+    monkeypatch.setattr(tokenizer, "parallel_texts", 10)  # the workers' path for a few texts
     assert tokenizer.tokenize(texts, processes=2) == tokenizer.tokenize(texts)
 
 

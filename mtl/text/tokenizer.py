@@ -15,12 +15,15 @@ from collections.abc import Iterable, Sequence
 
 from mtl.errors import UserError
 
+PARALLEL_TEXTS = 20_000  # the default of `parallel_texts` (the treebank tokenizer's: 4,000 texts a second)
+
 
 class _Tokenizer:
     """Tokenizes a batch of texts, identical texts once; subclasses tokenize the distinct ones."""
 
     name: str  # its key in TOKENIZERS
     lowercase: bool
+    parallel_texts: int = PARALLEL_TEXTS  # distinct texts from which worker processes pay for their start
 
     def __call__(self, text: str) -> list[str]:
         return self.tokenize([text])[0]
@@ -29,7 +32,7 @@ class _Tokenizer:
         """Each text's tokens; `processes` > 1 splits many texts over that many worker processes
         (the same tokens, in the same order)."""
         unique = list(dict.fromkeys(texts))
-        if processes > 1 and len(unique) >= PARALLEL_TEXTS:
+        if processes > 1 and len(unique) >= self.parallel_texts:
             tokenized = _in_processes(self.name, self.lowercase, unique, processes)
         else:
             tokenized = self._tokenize_unique(unique)
@@ -46,6 +49,13 @@ class Tokenizer(_Tokenizer):
     Lowercasing is applied to the tokens, after tokenization, so spaCy's case-sensitive
     exceptions (e.g. "U.S.") still split the way they do on the original text.
     """
+
+    # spaCy tokenizes ~13,000 texts a second: starting the workers (a process each, spaCy imported
+    # in each) cost 4-5 s of wall time, more in CPU. In-process was faster at 20,000 texts (1.7 s
+    # against 6.3 s) and at 80,000 (7.7 against 9.4), and tied at 160,000 (12.7 against 12.9;
+    # 2026-12-02, 2 cores, the machine loaded): a build of 80,000 questions (~155,000 texts) stays
+    # in one process, and its CPU grows with the questions without a step at 20,000.
+    parallel_texts = 250_000
 
     def __init__(self, lowercase: bool = True, batch_size: int = 2000):
         self.lowercase = lowercase
@@ -167,8 +177,6 @@ class WhitespaceTokenizer(_Tokenizer):
 TOKENIZERS = {"spacy": Tokenizer, "treebank": TreebankTokenizer, "whitespace": WhitespaceTokenizer}
 for _name, _class in TOKENIZERS.items():
     _class.name = _name
-
-PARALLEL_TEXTS = 20_000  # fewer are tokenized in the caller: starting the workers costs a second or two
 
 
 def _in_processes(name: str, lowercase: bool, texts: list[str], processes: int) -> list[list[str]]:
