@@ -164,6 +164,19 @@ def test_lam_is_chosen_on_dev_and_every_candidate_recorded(singles, tmp_path, sh
     assert list(dev) == ["0.2", "0.6", "1"] and all(set(scores) == {"STS-B"} for scores in dev.values())
     best = max(dev, key=lambda lam: dev[lam]["STS-B"])
     assert record["merged"]["lam"] == float(best) and record["merged"]["select"] == "STS-B"
+    # a lam at its grid's end is said, with the values to try next
+    edge = record["merged"]["edge"]
+    assert (edge is None) == (best == "0.6") and (edge is None or "try lam=" in edge)
+
+
+def test_a_grids_edge_names_the_next_values():
+    from mtl.eval.merge import GRIDS, edge_note
+
+    assert edge_note(list(GRIDS["ties"]), 2.0) == (
+        "lam 2 is the largest value tried, so the best may lie beyond it: try lam=2.1,2.2,2.3,2.4"
+    )
+    assert edge_note([0.2, 0.6, 1.0], 0.2).endswith("try lam=0.15,0.1,0.05")
+    assert edge_note([0.2, 0.6, 1.0], 0.6) is None and edge_note([0.5, 1.0], 1.0) is None
 
 
 @pytest.mark.parametrize(

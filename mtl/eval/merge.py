@@ -380,6 +380,26 @@ class Merged:
     chosen: float | None
     dev: dict[str, dict[str, float]]  # lam -> task -> dev Spearman
     words: int
+    edge: str | None = None  # the chosen lam at its grid's end: what to try next
+
+
+def edge_note(lams: Sequence[float | None], chosen: float | None) -> str | None:
+    """Where the dev-chosen lam is an end of its grid (3 values at least), a line naming the next
+    values to try: the best may lie beyond (TIES chose lam 2, the last value, dev still rising)."""
+    values = sorted(lam for lam in lams if lam is not None)
+    if chosen is None or len(values) < 3 or chosen not in (values[0], values[-1]):
+        return None
+    step = float(np.median(np.diff(values)))
+    if chosen == values[-1]:
+        beyond = [chosen + step * k for k in range(1, 5)]
+        side = "largest"
+    else:
+        if chosen <= 0:
+            return None  # 0 is no edge to go past
+        beyond = [chosen * f for f in (0.75, 0.5, 0.25)]
+        side = "smallest"
+    shown = ",".join(f"{value:.4g}" for value in beyond)
+    return f"lam {chosen:g} is the {side} value tried, so the best may lie beyond it: try lam={shown}"
 
 
 def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
@@ -471,11 +491,12 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
             ],
             "select": config.select if dev else None,
             "dev_spearman": dev or None,
+            "edge": edge_note(lams, chosen) if dev else None,
         },
     }
     out.mkdir(parents=True, exist_ok=True)
     exported.write(target, metadata, state, {})
-    return Merged(out, chosen, dev, len(words))
+    return Merged(out, chosen, dev, len(words), edge_note(lams, chosen) if dev else None)
 
 
 WRITTEN = ("encoder.json", "encoder.safetensors")
@@ -504,3 +525,5 @@ def command(args: Sequence[str]) -> None:
     print(
         f"{config.method} of {len(sources)} encoders{setting} written to {merged.out} ({merged.words:,} words)"
     )
+    if merged.edge:
+        print(f"note: {merged.edge}")
