@@ -33,6 +33,7 @@ from mtl.files import schemas
 from mtl.files.digest import file_sha256
 from mtl.files.locks import FolderLock
 from mtl.formats import run_files
+from mtl.formats.merge_record import merge_record
 from mtl.formats.run_files import read_affinity, read_metrics
 from mtl.formats.transfer_report import headline, read_report, report_paths
 from mtl.tasks import KINDS, config_classes, task_title
@@ -310,6 +311,11 @@ class Run:
         run = RunFolder(folder)
         record_path = run.record
         if not record_path.is_file() or not run.metrics.is_file():
+            if merge_record(Path(folder)) is not None:  # a merge is read by its transfer reports
+                raise UserError(
+                    f"{folder} is a merged encoder (just merge-encoders) with no transfer report yet: run "
+                    f"`just transfer run={folder}` first, then compare or report it"
+                )
             raise UserError(
                 f"{folder} is not a run folder (no config.json and metrics.jsonl): pass runs/<run>"
             )

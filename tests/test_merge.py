@@ -233,3 +233,10 @@ def test_a_merge_that_overflows_writes_nothing_and_huge_weights_normalise(single
     equal = load_encoder(str(tmp_path / "huge"))
     plain = load_encoder(str(merged(singles, tmp_path / "plain") and tmp_path / "plain"))
     assert_same_encoder(equal, plain)
+
+
+def test_a_merge_without_a_report_is_named_a_merge_not_a_non_run(singles, tmp_path, capsys):
+    merged(singles, tmp_path / "m")
+    assert cli.main(["compare", str(tmp_path / "m"), str(singles[0]), "report=transfer-fast"]) == 2
+    said = one_error_line(capsys)
+    assert "is a merged encoder (just merge-encoders) with no transfer report yet" in said
