@@ -25,7 +25,15 @@ from typing import Any
 
 
 def _keys(keys: Sequence[str], settings: dict[str, Any]) -> list[str]:
-    """`keys` ("key=value") and `settings` (key=value keywords) as the command line's arguments."""
+    """`keys` ("key=value") and `settings` (key=value keywords) as the command line's arguments,
+    after the command line's preamble: each key text, and the plugins it names (`plugins=`, or
+    the environment's, or installed ones) loaded, as `mtl.cli.main` does before any command."""
+    from mtl import plugins
+    from mtl.errors import UserError
+
+    for key in keys:
+        if not isinstance(key, str):
+            raise UserError(f"{key!r} is not a key=value text: give keys as 'key=value' strings or keywords")
     found = list(keys)
     for key, value in settings.items():
         if isinstance(value, bool):
@@ -35,7 +43,7 @@ def _keys(keys: Sequence[str], settings: dict[str, Any]) -> list[str]:
         else:
             text = str(value)
         found.append(f"{key.replace('__', '.')}={text}")
-    return found
+    return plugins.load_for_command(found)
 
 
 @dataclass(frozen=True)

@@ -43,3 +43,13 @@ def test_keywords_become_the_commands_keys():
     assert _keys(["preset=cpu-small"], {"nli__steps": 200, "wandb": False, "tasks": ["nli", "squad"]}) == [
         "preset=cpu-small", "nli.steps=200", "wandb=false", "tasks=nli,squad",
     ]  # fmt: skip
+
+
+def test_the_python_api_runs_the_command_lines_preamble():
+    """A non-text key was a traceback and plugins= an unknown key: as on the command line now."""
+    from mtl.api import _keys
+    from mtl.errors import UserError
+
+    with pytest.raises(UserError, match="3 is not a key=value text"):
+        _keys([3], {})
+    assert _keys(["plugins=", "max_steps=3"], {"nli__steps": 2}) == ["max_steps=3", "nli.steps=2"]
