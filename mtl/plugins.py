@@ -119,7 +119,8 @@ class Plugin:
 
     name: str  # a module's dotted name, a .py file's stem
     source: str  # the module's dotted name, or the .py file's resolved path
-    sha256: str  # of the module's file ("" for a namespace package, which has none)
+    sha256: str  # of the module's file, a package's every .py file ("" for a namespace package)
+    init_sha256: str = ""  # a package's __init__.py alone: what runs before 2026-12-02 recorded of it
 
     def record(self) -> dict[str, str]:
         return {"name": self.name, "source": self.source, "sha256": self.sha256}
@@ -178,7 +179,27 @@ def _import(spec: str, name: str, source: str) -> Plugin:
             f"plugins={spec}: no module {error.name!r} is importable: install its package, or give the "
             "path of a .py file"
         ) from None
-    return Plugin(name, source, _sha256(getattr(module, "__file__", None)))
+    file = getattr(module, "__file__", None)
+    package = file is not None and Path(file).name == "__init__.py"
+    if package:
+        return Plugin(name, source, _package_sha256(Path(file).parent), _sha256(file))
+    return Plugin(name, source, _sha256(file))
+
+
+MOST_PACKAGE_FILES = 5_000  # a plugin package's .py files hashed: beyond, a package is no plugin
+
+
+def _package_sha256(folder: Path) -> str:
+    """A package's identity: every .py file below it, its path and its bytes (its `__init__.py`
+    alone named a package whose modules could change under the same hash)."""
+    files = sorted(p for p in folder.rglob("*.py") if p.is_file())
+    if len(files) > MOST_PACKAGE_FILES:
+        raise UserError(f"plugin package {folder} holds over {MOST_PACKAGE_FILES:,} .py files: give its module")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 def load_installed() -> list[str]:
@@ -252,7 +273,10 @@ def _as_plugin(entry: object) -> Plugin | None:
 def _has(wanted: Plugin) -> bool:
     if not wanted.sha256:
         return any(plugin.name == wanted.name for plugin in _loaded.values())
-    return any(plugin.name == wanted.name and plugin.sha256 == wanted.sha256 for plugin in _loaded.values())
+    return any(
+        plugin.name == wanted.name and wanted.sha256 in (plugin.sha256, plugin.init_sha256)
+        for plugin in _loaded.values()
+    )
 
 
 def load_for_command(args: Sequence[str]) -> list[str]:

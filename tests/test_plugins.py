@@ -418,3 +418,23 @@ def test_a_registry_refuses_a_name_already_taken():
         del LAUNCHERS["mine-once"]
     with pytest.raises(UserError, match="'blocks' is taken"):
         register_schedule("blocks")(type("Blocks", (), {}))
+
+
+def test_a_plugin_package_is_identified_by_all_its_modules(tmp_path, monkeypatch):
+    """A package was identified by its __init__.py alone: a changed module kept its hash."""
+    package = tmp_path / "pkgplugin"
+    package.mkdir()
+    (package / "__init__.py").write_text("from . import part\n")
+    (package / "part.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = plugins._package_sha256(package)
+    (package / "part.py").write_text("X = 2\n")
+    assert plugins._package_sha256(package) != first
+    monkeypatch.setattr(plugins, "_loaded", {})
+    monkeypatch.delitem(sys.modules, "pkgplugin", raising=False)
+    monkeypatch.delitem(sys.modules, "pkgplugin.part", raising=False)
+    loaded = plugins._import("pkgplugin", "pkgplugin", "pkgplugin")
+    assert loaded.sha256 == plugins._package_sha256(package)
+    plugins._loaded["pkgplugin"] = loaded  # a run of before 2026-12-02 recorded __init__.py's hash
+    old = {"name": "pkgplugin", "source": "pkgplugin", "sha256": loaded.init_sha256}
+    plugins.require([old], "an older run")  # still readable
