@@ -283,7 +283,7 @@ def test_every_fit_and_score_runs_on_one_thread_here_and_in_the_workers(monkeypa
 
 
 def test_small_features_fit_in_the_callers_process_with_the_workers_results(monkeypatch):
-    """Features of fewer than fitting.POOLED_FROM numbers skip the worker processes (starting them
+    """Folds costing less than fitting.WORKERS_FROM to fit skip the worker processes (starting them
     costs more than they share); every fit seeds itself, so the workers give the same items."""
     from mtl.eval.transfer import fitting
     from mtl.eval.transfer.classifiers import LogisticRegressionFamily
@@ -292,9 +292,10 @@ def test_small_features_fit_in_the_callers_process_with_the_workers_results(monk
     y = rng.integers(0, 2, 300)
     x = rng.normal(size=(300, 8)) + 0.6 * y[:, None]  # overlapping classes: an accuracy under 1
     family = LogisticRegressionFamily(dataclasses.replace(FAST, jobs=2))
-    assert family.processes(x) == 1 and family.processes(np.zeros((1000, 1000))) == 2
+    assert family.processes(x) == 1 and family.processes(np.zeros((3775, 4096))) == 1  # CR at 4,096
+    assert family.processes(np.broadcast_to(np.float32(0), (70_000, 4096))) == 2  # SST2-sized
     alone = fitting.cross_validated(family, x, y)
-    monkeypatch.setattr(fitting, "POOLED_FROM", 0)
+    monkeypatch.setattr(fitting, "WORKERS_FROM", 0)
     assert family.processes(x) == 2
     pooled = fitting.cross_validated(family, x, y)
     assert 0.6 < alone["acc"] < 0.95
@@ -309,7 +310,7 @@ def test_fits_in_worker_processes_say_nothing_of_read_only_arrays(capfd, monkeyp
     # mode=senteval...` on MR printed it twice). The workers write to the terminal's stderr.
     from mtl.eval.transfer import fitting
 
-    monkeypatch.setattr(fitting, "POOLED_FROM", 0)  # 1.5 MB of features would fit in this process
+    monkeypatch.setattr(fitting, "WORKERS_FROM", 0)  # 1.5 MB of features would fit in this process
     params = SentEvalParams.prototyping(kfold=2, jobs=2, max_epoch=1)
     x, y = separable(2500)
     x = np.hstack([x, np.zeros((len(x), 150 - x.shape[1]), dtype=np.float32)])  # 1.5 MB

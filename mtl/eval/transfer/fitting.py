@@ -45,13 +45,16 @@ class Classifier(Protocol):
     def score(self, x: Any, y: np.ndarray) -> float: ...
 
 
-# Features of fewer numbers than this (items x dimensions) are fitted in the caller's process,
-# whatever `jobs` says, by the families that use `processes` (scikit-learn's; SentEval's classifier,
-# many epochs a fit, keeps its workers): starting them (each imports scikit-learn, 2 s here) costs
-# more than they share. CR-sized, 3,775 items: at 64 dimensions 0.4 s in the process against 2.3 s
-# with two workers, at 512 dimensions 1.1 s against 3.1 s (RESULTS.md, "Transfer fits in the
-# caller's process"). Every fit seeds itself, so where it runs changes no result.
-POOLED_FROM = 1_000_000
+# What a task's folds cost to fit, in items x dimensions x outer folds x penalties tried (the fits
+# scale with each). Below WORKERS_FROM they are fitted in the caller's process, whatever `jobs`
+# says, by the families that use `processes` (scikit-learn's; SentEval's classifier, many epochs a
+# fit, keeps its workers): two workers cost ~8 CPU-s to start (each imports torch and scikit-learn)
+# and fit 17-45% slower than the caller (issue 105: CR 4.14 against 3.53 CPU-s, SUBJ 8.36 against
+# 7.11), so they never save CPU, and save wall time only where the fits take well over their start.
+# CR at 4,096 dimensions under mode=fast is 0.23e9 and fits in ~3.5 s; from 1e9 (~15 s in one
+# process: MR, SUBJ or MPQA under the standard protocol, SST2 at 4,096 dimensions) two workers
+# halve that wall time for their start. Every fit seeds itself, so where it runs changes no result.
+WORKERS_FROM = 1_000_000_000
 
 
 class ClassifierFamily:
@@ -88,9 +91,13 @@ class ClassifierFamily:
         """A validation accuracy as the family reports it (SentEval's: in rounded points)."""
         return accuracy
 
+    def fit_cost(self, x: np.ndarray) -> int:
+        """What fitting the folds of `x` costs, in WORKERS_FROM's unit."""
+        return x.size * self.folds * max(len(self.penalties), 1)
+
     def processes(self, x: Any) -> int:
-        """The processes that fit the folds of `x`: `jobs`, but one for small features (`POOLED_FROM`)."""
-        return 1 if isinstance(x, np.ndarray) and x.size < POOLED_FROM else self.jobs
+        """The processes that fit the folds of `x`: `jobs` where they pay back, else one (`WORKERS_FROM`)."""
+        return 1 if isinstance(x, np.ndarray) and self.fit_cost(x) < WORKERS_FROM else self.jobs
 
     def fitted_folds(self, x: Any, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]]):
         """Each outer fold's tested items and validation accuracy, in fold order, as they finish."""
