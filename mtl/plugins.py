@@ -194,7 +194,9 @@ def _package_sha256(folder: Path) -> str:
     alone named a package whose modules could change under the same hash)."""
     files = sorted(p for p in folder.rglob("*.py") if p.is_file())
     if len(files) > MOST_PACKAGE_FILES:
-        raise UserError(f"plugin package {folder} holds over {MOST_PACKAGE_FILES:,} .py files: give its module")
+        raise UserError(
+            f"plugin package {folder} holds over {MOST_PACKAGE_FILES:,} .py files: give its module"
+        )
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.relative_to(folder).as_posix().encode() + b"\0")

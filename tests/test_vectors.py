@@ -313,3 +313,26 @@ def test_a_word2vec_or_fasttext_header_line_is_read_past(tmp_path, glove_txt):
     other.write_text("7 5\na 1 2 3\nb 4 5 6\n", encoding="utf-8")
     with pytest.raises(UserError, match=r"malformed line 1 in vectors file .*other.vec: 1 numbers"):
         load_vectors(other)
+
+
+def test_a_value_beyond_float32_is_named_with_its_word_and_line(tmp_path):
+    """1e39 overflows float32 to inf: it was called "not finite" without the word."""
+    path = tmp_path / "big.txt"
+    path.write_text("a 1 2 3\nb 1 1e39 3\n")
+    with pytest.raises(
+        UserError,
+        match=r"malformed line 2 in vectors file .*big.txt: 'b''s vector holds 1e\+39, beyond float32's range",
+    ):
+        load_vectors(path, ["b"])
+
+
+def test_a_one_dimensional_files_numeric_first_word_is_no_header(tmp_path):
+    """`.vec` files start `<words> <dim>`: a 1-d file's first line `7 1` is a header only where the
+    file then holds 7 vectors; otherwise it is the word "7" (it was dropped)."""
+    from mtl.text.vectors import _read
+
+    path = tmp_path / "one.txt"
+    path.write_text("7 1\nthe 0.5\ncat 0.25\n")
+    assert _read(path, None).words == ["7", "the", "cat"]
+    path.write_text("2 1\nthe 0.5\ncat 0.25\n")  # a header that counts its vectors
+    assert _read(path, None).words == ["the", "cat"]

@@ -34,6 +34,7 @@ from mtl.errors import UserError
 from mtl.files.digest import file_sha256
 from mtl.files.paths import cache_dir, data_dir
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # a vector beyond it would read back as inf
 GLOVE_840B_URL = "https://nlp.stanford.edu/data/glove.840B.300d.zip"
 GLOVE_840B_HUB = ("stanfordnlp/glove", "glove.840B.300d.zip")  # the same file, on Stanford NLP's Hub page
 _DIM_PROBE_LINES = 100
@@ -234,14 +235,16 @@ def _read(path: Path, wanted: set[str] | None) -> WordVectors:
         # word2vec's and fastText's `.vec` files begin with `<words> <dim>`: not a vector
         counted = len(head) > 1 and _is_count_line(head[0])
         dim = _infer_dim(path, head[1:] if counted else head)
-        start = 1
+        start, header = 1, None
         if counted and int(head[0].split()[1]) == dim:
-            head, start = head[1:], 2
+            header, head, start = head[0], head[1:], 2
         numbered = enumerate(_chain(head, lines), start=start)
+        vector_lines = 0
         for number, raw in tqdm(numbered, desc=f"read {path.name}", unit=" lines", mininterval=1):
             line = raw.rstrip()
             if not line:
                 continue
+            vector_lines += 1
             spaces = line.count(b" ")
             if spaces == dim:
                 word = line[: line.index(b" ")]
@@ -255,13 +258,27 @@ def _read(path: Path, wanted: set[str] | None) -> WordVectors:
                 continue
             seen.add(word)
             try:
-                row = np.array(line.rsplit(b" ", dim)[1:], dtype=np.float32)
+                wide = np.array(line.rsplit(b" ", dim)[1:], dtype=np.float64)
                 words.append(word.decode("utf-8"))
             except (ValueError, UnicodeDecodeError) as error:
                 raise _malformed(path, number, str(error)) from None
-            if not np.isfinite(row).all():
-                raise _malformed(path, number, "the vector holds a value that is not finite (nan or inf)")
-            rows.append(row)
+            if not np.isfinite(wide).all():
+                raise _malformed(
+                    path, number, f"{words[-1]!r}'s vector holds a value that is not finite (nan or inf)"
+                )
+            if (np.abs(wide) > FLOAT32_MAX).any():
+                raise _malformed(
+                    path,
+                    number,
+                    f"{words[-1]!r}'s vector holds {wide[np.abs(wide) > FLOAT32_MAX][0]:g}, beyond float32's range",
+                )
+            rows.append(wide.astype(np.float32))
+        if header is not None and dim == 1 and int(header.split()[0]) != vector_lines:
+            # not a `.vec` header after all: a 1-d file's first word is a number ("2 1": "2", [1.0])
+            word = header.split()[0]
+            if (wanted_bytes is None or word in wanted_bytes) and word not in seen:
+                words.insert(0, word.decode("utf-8"))
+                rows.insert(0, np.array(header.split()[1:], dtype=np.float32))
     if not words and wanted is None:
         raise UserError(f"vectors file {path} holds no vectors: is it a GloVe text file?")
     matrix = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
