@@ -265,7 +265,7 @@ class Skill:
     p: float  # its two-sided p (no rank correlation; the textbook reference, not the gate's)
     fit_mae: float  # the fit's leave-one-out mean absolute error
     constant_mae: float  # the same for predicting each proxy by the mean of the others
-    permutation_p: float | None = None  # the gate's: the same fit on shuffled scores (`permutation_p`)
+    permutation_p: float | None = None  # the gate's: the same fit on shuffled scores (`gated_skill`)
     permutations: int = 0
 
     def enough(self, min_spearman: float) -> bool:
