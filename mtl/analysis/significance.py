@@ -301,7 +301,7 @@ def guarded_df(item_part: float, seed_parts: list[tuple[float, int]], guard: flo
     the factors are equal and cancel, so the df, and so the power, are Welch's exactly; at 2 v 8
     the 2 seeds' part counts 79 times, and the df go to about 1 unless those seeds are far
     quieter than the rest. The standard error is the estimate's, unchanged. Measured in
-    `just bench-verdicts` (RESULTS.md): family-wise 0.5-5.8% at 2 v 5-8 and 3 v 5-8 with equal,
+    `just bench-verdicts` (RESULTS.md): family-wise 0.5-4.8% at 2 v 5-8 and 3 v 8 with equal,
     4:1 either way, collapsing and heavy-tailed seeds. `guard` 0: plain Satterthwaite."""
     if not seed_parts:
         return math.inf
