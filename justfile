@@ -107,7 +107,7 @@ bench-hf *args:
 transfer *args:
     {{python}} -m mtl transfer "$@"
 
-# transfer results of runs side by side with paired bootstrap intervals (e.g. just compare runs/a runs/b report=transfer-fast)
+# transfer results of runs compared per task and across tasks, with intervals over seeds and items (e.g. just compare runs/a runs/b report=transfer-fast)
 compare *args:
     {{python}} -m mtl compare "$@"
 

@@ -224,7 +224,7 @@ COMMANDS: dict[str, Command] = {
     "compare": Command(
         "mtl.analysis.significance",
         "mtl.analysis.significance:SignificanceConfig",
-        "transfer results of encoders, task by task, with paired bootstrap intervals and a verdict",
+        "transfer results of encoders: per task and across tasks, an interval over seeds and items and a verdict",
         (("PATH", "none", "run folders or a sweep folder; runs that differ only in seed= form one encoder"),),
     ),
     "plan-seeds": Command(
