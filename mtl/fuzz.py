@@ -33,6 +33,13 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from mtl.analysis import report, reproduce
+from mtl.analysis.multitask import (
+    first_toward,
+    released_tag_selection,
+    summarize,
+    tag_selection,
+    toward_targets,
+)
 from mtl.analysis.power import warn_below
 from mtl.analysis.significance import everything, item_counts
 from mtl.analysis.significance import scores as significance_scores
@@ -760,14 +767,6 @@ def _damaged_leaf(value: object, rng: np.random.Generator) -> object:
 
 
 def _read_affinity(folder: Path) -> None:
-    from mtl.analysis.multitask import (
-        first_toward,
-        released_tag_selection,
-        summarize,
-        tag_selection,
-        toward_targets,
-    )
-
     rows = read_affinity(folder / "affinity.jsonl")
     if not rows:
         return

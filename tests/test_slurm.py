@@ -314,7 +314,7 @@ def test_a_job_id_that_now_names_another_job_is_said_and_never_cancelled(slurm, 
         assert f"job {theirs} is now another job" in rows["reused"]
         assert "a job of cluster another-cluster" in rows["elsewhere"]
         assert "recorded before jobs were checked" in rows["old"]
-        assert rows["ours"].split()[-1] in ("pending", "running")
+        assert re.search(r"(pending|running)( \(\w+\))?$", rows["ours"])  # pending: with SLURM's reason
         assert main(["cancel", str(folder)]) == 0
         captured = capsys.readouterr()
         assert f"job {theirs} is not this study's now" in captured.err

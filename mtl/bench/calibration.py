@@ -23,6 +23,7 @@ from scipy import stats
 
 from mtl.analysis import power, significance
 from mtl.formats.comparison import EARLIER_METHOD
+from mtl.studies import mixture
 
 ACCURACY = 0.75
 THRESHOLD = -math.sqrt(2) * stats.norm.ppf(ACCURACY)  # P(d + e > c) = ACCURACY with d, e ~ N(0, 1)
@@ -555,8 +556,6 @@ def gate_check(
 ) -> list[GateCell]:
     """How often mixture-search's skill gate passes proxies whose scores are pure noise: mixtures
     drawn from a Dirichlet, scores independent of them, the gate as it was and as it is."""
-    from mtl.studies import mixture  # scikit-learn: imported when the check runs
-
     cells = []
     for count in proxies:
         rng = np.random.default_rng([seed, 0x6A7E, count])
