@@ -175,6 +175,10 @@ def test_spearman_over_seeds_and_its_interval():
     )  # one seed: no interval
     tied = {s: np.ones((3, 1)) for s in (1, 2)}
     assert spearman_over_seeds(tied, effects, 500)["rho"] is None
+    # the seeds' mean flat, one seed's not: no rho, and no interval (it read [1, 1])
+    flat_mean = {1: np.array([[3.0], [2.0], [1.0]]), 2: np.array([[-3.0], [-2.0], [-1.0]])}
+    no_rho = spearman_over_seeds(flat_mean, effects, 500)
+    assert no_rho["rho"] is None and no_rho["low"] is None and no_rho["high"] is None
     assert firsts(effects, ["a", "b", "c"], ["t"]) == {"t": {"a": 3, "b": 0, "c": 0}}
 
 

@@ -159,7 +159,7 @@ def spearman_over_seeds(
 
     everything = rho(np.arange(len(seeds)))
     low = high = None
-    if len(seeds) > 1:
+    if len(seeds) > 1 and not np.isnan(everything):  # no rho, no interval of it (it read [1, 1])
         draws = np.random.default_rng(seed).integers(0, len(seeds), size=(resamples, len(seeds)))
         values = np.array([rho(rows) for rows in draws])
         values = values[~np.isnan(values)]
