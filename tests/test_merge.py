@@ -240,3 +240,13 @@ def test_a_merge_without_a_report_is_named_a_merge_not_a_non_run(singles, tmp_pa
     assert cli.main(["compare", str(tmp_path / "m"), str(singles[0]), "report=transfer-fast"]) == 2
     said = one_error_line(capsys)
     assert "is a merged encoder (just merge-encoders) with no transfer report yet" in said
+
+
+def test_a_merged_folder_has_a_sentence_transformers_folder_and_card_like_an_export(singles, tmp_path):
+    """An exported run has encoder/ (sentence-transformers) with its card; a merge had none."""
+    merged(singles, tmp_path / "m")
+    card = (tmp_path / "m" / "encoder" / "README.md").read_text()
+    assert "merged by `just merge-encoders` (average) from 2 encoders (nli, squad)" in card
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".m-st-")]  # the staging folder gone
+    again = merge_encoders(MergeConfig(out=str(tmp_path / "m"), overwrite=True), [str(s) for s in singles])
+    assert again.out == tmp_path / "m" and (tmp_path / "m" / "encoder" / "README.md").is_file()

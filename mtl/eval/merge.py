@@ -25,6 +25,8 @@ density 1, lam 1) returns it bitwise, and a weight of 0 leaves a parent out exac
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,7 @@ from mtl.errors import UserError
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.eval.configs import MergeConfig as MergeConfig
 from mtl.eval.encoder import PretrainedSentenceEncoder, SentenceEncoder
+from mtl.eval.export_encoder import ExportConfig, export_encoder
 from mtl.eval.loading import encoder_file, encoder_of, own_config, read_encoder_file
 from mtl.eval.transfer.suite import TransferConfig, data_root
 from mtl.files import atomic
@@ -496,10 +499,29 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
     }
     out.mkdir(parents=True, exist_ok=True)
     exported.write(target, metadata, state, {})
+    sentence_transformers_folder(out)
     return Merged(out, chosen, dev, len(words), edge_note(lams, chosen) if dev else None)
 
 
-WRITTEN = ("encoder.json", "encoder.safetensors")
+WRITTEN = ("encoder.json", "encoder.safetensors", "encoder")
+
+
+def sentence_transformers_folder(out: Path) -> None:
+    """The merged encoder as sentence-transformers loads it (`encoder/`, with its model card), as an
+    exported run has one: built by the export's own code from the merged encoder.json in a staging
+    folder beside `out`, then moved in whole (an encoder the format cannot hold gets none, as in
+    an export)."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-st-", dir=out.parent))
+    try:
+        export_encoder(ExportConfig(run=str(out), out=str(staging / "export"), vocabulary="trained"))
+        built = RunFolder(staging / "export").pretrained_encoder
+        if built.is_dir():
+            target = RunFolder(out).pretrained_encoder
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(built, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def split_sources(args: Sequence[str]) -> tuple[list[str], list[str]]:
