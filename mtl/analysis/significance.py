@@ -400,11 +400,7 @@ def correct_study(records: list[dict]) -> bool:
     the studentized method (its bootstrap replicates are not kept: its own pair's correction stands)."""
     if not records or any(r.get("se") is None or r.get("method") not in STUDENTIZED for r in records):
         return False
-    known = {f.name for f in dataclasses.fields(Comparison)}
-    family = [
-        Comparison(**{k: v for k, v in r.items() if k in known and k != "df"}, df=_df(r.get("df")))
-        for r in records
-    ]
+    family = [comparison_of(r) for r in records]
     correct(family)
     for record, comparison in zip(records, family, strict=True):
         record.update(
@@ -415,6 +411,13 @@ def correct_study(records: list[dict]) -> bool:
             verdict=comparison.verdict,
         )
     return True
+
+
+def comparison_of(record: dict) -> Comparison:
+    """A studentized comparison as compare.json keeps it, back as the Comparison that made it."""
+    known = {f.name for f in dataclasses.fields(Comparison)}
+    kept = {k: v for k, v in record.items() if k in known and k not in ("df", "differences")}
+    return Comparison(**kept, df=_df(record.get("df")))
 
 
 def _df(recorded: object) -> float:

@@ -474,6 +474,7 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
                 best, chosen = mean, lam
     state = merged_at(chosen)
     check_finite(state, config, chosen)
+    edge = edge_note(lams, chosen) if dev else None
     metadata = {
         "config": parents[0].saved.get("config"),  # the first parent's run, for the card
         "encoder_config": to_dict(own),
@@ -494,13 +495,13 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
             ],
             "select": config.select if dev else None,
             "dev_spearman": dev or None,
-            "edge": edge_note(lams, chosen) if dev else None,
+            "edge": edge,
         },
     }
     out.mkdir(parents=True, exist_ok=True)
     exported.write(target, metadata, state, {})
     sentence_transformers_folder(out)
-    return Merged(out, chosen, dev, len(words), edge_note(lams, chosen) if dev else None)
+    return Merged(out, chosen, dev, len(words), edge)
 
 
 WRITTEN = ("encoder.json", "encoder.safetensors", "encoder")

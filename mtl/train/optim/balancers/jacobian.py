@@ -49,12 +49,12 @@ class Aggregated(Balancer):
 
     aggregator: WeightedAggregator  # set by each subclass (upgrad, aligned: no state; nash: its own)
 
-    def weights(self, gradients: torch.Tensor) -> torch.Tensor:
-        """(T,) the weighting of the tasks' gradient rows."""
+    def weights(self, gradients: torch.Tensor, step: int) -> torch.Tensor:
+        """(T,) the weighting of the tasks' gradient rows at `step` (pcgrad seeds its orders by it)."""
         return self.aggregator.weighting(gradients)
 
     def combine(self, gradients: torch.Tensor, losses: torch.Tensor, step: int) -> Combined:
-        weights = self.weights(gradients).to(gradients.device, gradients.dtype)
+        weights = self.weights(gradients, step).to(gradients.device, gradients.dtype)
         ones = torch.ones(len(self.tasks), device=gradients.device)
         return Combined(weights @ gradients, ones, weights * self.loss_weights.to(gradients.device))
 
@@ -100,7 +100,7 @@ class NashMTL(Aggregated):
         self.register_buffer("nash_alpha", torch.ones(len(tasks), dtype=torch.float64))
         self.register_buffer("nash_calls", torch.zeros((), dtype=torch.int64))
 
-    def weights(self, gradients: torch.Tensor) -> torch.Tensor:
+    def weights(self, gradients: torch.Tensor, step: int) -> torch.Tensor:
         weighting = self.aggregator.weighting
         weighting.prvs_alpha = self.nash_alpha.cpu().numpy().copy()
         weighting.step = float(self.nash_calls.item())

@@ -17,7 +17,6 @@ import torch
 from torchjd.aggregation import PCGrad as TorchJDPCGrad
 
 from mtl.train.optim.balancers import register_balancer
-from mtl.train.optim.balancers.base import Combined
 from mtl.train.optim.balancers.jacobian import Aggregated
 
 
@@ -29,14 +28,9 @@ class PCGrad(Aggregated):
     def __init__(self, tasks: list[str], weights: list[float], seed: int = 0):
         super().__init__(tasks, weights, seed)
         self.aggregator = TorchJDPCGrad()
-        self._step = 0
 
-    def combine(self, gradients: torch.Tensor, losses: torch.Tensor, step: int) -> Combined:
-        self._step = step  # the orders' seed: `weights` takes the gradients alone
-        return super().combine(gradients, losses, step)
-
-    def weights(self, gradients: torch.Tensor) -> torch.Tensor:
-        seed = int(np.random.SeedSequence([self.seed, self._step]).generate_state(1)[0])
+    def weights(self, gradients: torch.Tensor, step: int) -> torch.Tensor:
+        seed = int(np.random.SeedSequence([self.seed, step]).generate_state(1)[0])
         with torch.random.fork_rng(devices=[]):  # the CPU generator only, restored after
             torch.manual_seed(seed)
             return self.aggregator.weighting(gradients)
