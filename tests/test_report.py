@@ -160,7 +160,7 @@ def test_no_bold_where_just_compare_tells_no_run_apart(sweep_dir, tmp_path):
         Comparison("MR", "a", "b", 70.0, 75.0, low=-9.0, high=1.0, first_seeds=3, second_seeds=3),
         Comparison("CR", "a", "b", 70.0, 80.0, low=-14.0, high=-6.0, first_seeds=3, second_seeds=3),
     ]
-    undecided = _undecided((SignificanceConfig(report="transfer"), [], comparisons))
+    undecided = _undecided((SignificanceConfig(report="transfer"), [], comparisons, []))
     assert undecided == {("transfer", "MR")}
     table = _results_table(runs, undecided)
     assert "<strong>75.00</strong>" not in table and "<td>75.00</td>" in table  # MR: not told apart

@@ -514,3 +514,24 @@ def test_a_nan_encoders_scores_are_refused_not_compared():
     fine = {"predicted": gold + 0.1, "gold": gold}
     with pytest.raises(UserError, match="SICK-R: a compared run's score is not finite"):
         compare_task("SICK-R", ("a", [broken]), ("b", [fine]), CONFIG)
+
+
+def test_the_report_page_shows_the_verdict_across_tasks_as_compare_does():
+    from mtl.analysis.report import _across
+    from mtl.analysis.significance import Encoder, across_table, compare_with_means
+
+    rng = np.random.default_rng(12)
+    gold = {task: rng.integers(0, 2, 400) for task in ("MR", "CR")}
+    encoders = [
+        Encoder(
+            name,
+            [Path(f"{name}{k}") for k in range(2)],
+            {t: seeds_of(acc, 0.01, g, 2, rng) for t, g in gold.items()},
+        )
+        for name, acc in (("a", 0.80), ("b", 0.70))
+    ]
+    config = SignificanceConfig(resamples=200)
+    _, means = compare_with_means(encoders, config)
+    intro, head, rows = across_table(encoders, means, config)
+    page = "".join(_across(encoders, means, config))
+    assert all(f"<td>{cell}</td>" in page for cell in rows[0]) and intro[:20] in page

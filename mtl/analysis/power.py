@@ -294,7 +294,7 @@ def markdown(plans: list[TaskPlan], config: PlanSeedsConfig, encoders: list[sign
     ]
     for p in plans:
         item = f"{math.sqrt(p.item_variance):.2f}" if p.compared_pairs else "0 (assumed)"
-        if p.compared_pairs and p.item_variance == 0:
+        if p.compared_pairs and math.sqrt(p.item_variance) < 0.005:  # what 0.00 would show
             item = "0.00 (within the seeds')"
         lines.append(
             f"| {p.task} | {math.sqrt(p.seed_variance):.2f} ({p.freedom} df) | {item} | {p.difference:.2f} | "
@@ -309,7 +309,7 @@ def markdown(plans: list[TaskPlan], config: PlanSeedsConfig, encoders: list[sign
         + (f"over {config.most} seeds for some task" if None in needed else f"{most} {arms}")
         + f" at {level} power (the most any task needs); a study with fewer warns (plan=<this .json>).",
     ]
-    if any(p.compared_pairs and p.item_variance == 0 for p in plans):
+    if any(p.compared_pairs and math.sqrt(p.item_variance) < 0.005 for p in plans):
         lines.append(
             "An item sd of 0.00 (within the seeds'): the paired items' variance of a difference came out no "
             "larger than what each seed's own item noise already adds to the seeds' spread, so nothing is "

@@ -601,7 +601,8 @@ def _figure2(runs: list[Run], swept: str) -> str:
     return svg_base64(figure)
 
 
-Compared = tuple[significance.SignificanceConfig, list, list[significance.Comparison]]
+# compare's config, encoders, comparisons and its verdicts across tasks
+Compared = tuple[significance.SignificanceConfig, list, list[significance.Comparison], list]
 
 
 def _comparisons(runs: list[Run]) -> Compared | None:
@@ -622,7 +623,7 @@ def _comparisons(runs: list[Run]) -> Compared | None:
     try:
         encoders = significance.group_runs([run.folder for run in runs], config.report)
         significance.add_unseen(encoders)  # a row without the test items a run trained on, where any did
-        return config, encoders, significance.compare(encoders, config, against_first=True)
+        return config, encoders, *significance.compare_with_means(encoders, config, against_first=True)
     except UserError:
         return None  # a single encoder (seeds only), or no task in common: nothing to test
 
@@ -631,7 +632,7 @@ def _undecided(compared: Compared | None) -> set[tuple[str, str]]:
     """(report, task) of each task where no comparison found a difference."""
     if compared is None:
         return set()
-    config, _, comparisons = compared
+    config, _, comparisons, _ = compared
     tasks = {c.task for c in comparisons}
     decided = {c.task for c in comparisons if c.verdict != "no evidence"}
     return {(config.report, task) for task in tasks - decided}
@@ -641,7 +642,7 @@ def _significance(compared: Compared | None) -> list[str]:
     """`just compare`'s table for the runs; nothing when there was nothing to compare."""
     if compared is None:
         return []
-    config, encoders, comparisons = compared
+    config, encoders, comparisons, means = compared
     head, rows = significance.table(encoders, comparisons, config)
     table = "".join(f"<th>{html.escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
@@ -655,6 +656,21 @@ def _significance(compared: Compared | None) -> list[str]:
         "<p>Each encoder against the first; points: accuracy in %, Pearson r x 100 (STS: mean over "
         "subsets); runs that differ only in seed= are one encoder. Every pair: <code>just compare</code> "
         f"(the same {config.resamples:,} replicates, so the same intervals).</p>",
+        *_across(encoders, means, config),
+    ]
+
+
+def _across(encoders: list, means: list, config: significance.SignificanceConfig) -> list[str]:
+    """compare's verdicts across tasks, below its per-task table."""
+    if not means:
+        return []
+    intro, head, rows = significance.across_table(encoders, means, config)
+    cells = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return [
+        f"<p>{html.escape(intro)}</p>",
+        '<div class="wide"><table><tr>'
+        + "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        + f"</tr>{cells}</table></div>",
     ]
 
 

@@ -952,28 +952,51 @@ def markdown(encoders: list[Encoder], comparisons: list[Comparison], config: Sig
     return "\n".join(lines) + "\n"
 
 
+def across_table(
+    encoders: list[Encoder], means: list[AcrossTasks], config: SignificanceConfig
+) -> tuple[str, list[str], list[list[str]]]:
+    """The verdicts across tasks as a sentence, a header and rows of text (compare.md and the
+    report's page show them)."""
+    label = table_labels(encoders)
+    level = f"{100 * config.confidence:g}%"
+    intro = (
+        f"Across tasks: the mean of A - B over the pair's tasks (each seed's mean over them; seeds and "
+        f"items as above, one test at {level}, the tasks fixed), and the share of tasks on which A is "
+        f"ahead (its {level} interval: each task's difference drawn from its own interval)."
+    )
+    head = [
+        "encoder A",
+        "encoder B",
+        "tasks",
+        "A - B (mean)",
+        f"{level} interval",
+        "verdict",
+        "A ahead on",
+        "share",
+    ]
+    rows = [
+        [
+            label[m.comparison.first],
+            label[m.comparison.second],
+            str(len(m.tasks)),
+            f"{m.comparison.difference:+.2f}",
+            f"[{m.comparison.low:+.2f}, {m.comparison.high:+.2f}]",
+            m.comparison.says("A", "B"),
+            f"{m.ahead} of {len(m.tasks)}",
+            f"[{m.share_low:.2f}, {m.share_high:.2f}]",
+        ]  # fmt: skip
+        for m in means
+    ]
+    return intro, head, rows
+
+
 def across_markdown(encoders: list[Encoder], means: list[AcrossTasks], config: SignificanceConfig) -> str:
     """The verdicts across tasks: a table below the per-task one (nothing when no pair has two tasks)."""
     if not means:
         return ""
-    label = table_labels(encoders)
-    level = f"{100 * config.confidence:g}%"
-    lines = [
-        f"Across tasks: the mean of A - B over the pair's tasks (each seed's mean over them; seeds and "
-        f"items as above, one test at {level}, the tasks fixed), and the share of tasks on which A is "
-        f"ahead (its {level} interval: each task's difference drawn from its own interval).",
-        "",
-        f"| encoder A | encoder B | tasks | A - B (mean) | {level} interval | verdict | A ahead on | share |",
-        "|---|---|---:|---:|---:|---|---:|---:|",
-    ]
-    for mean in means:
-        c = mean.comparison
-        lines.append(
-            f"| {label[c.first]} | {label[c.second]} | {len(mean.tasks)} | {c.difference:+.2f} | "
-            f"[{c.low:+.2f}, {c.high:+.2f}] | {c.says('A', 'B')} | {mean.ahead} of {len(mean.tasks)} | "
-            f"[{mean.share_low:.2f}, {mean.share_high:.2f}] |"
-        )
-    return "\n".join(lines) + "\n"
+    intro, head, rows = across_table(encoders, means, config)
+    lines = [intro, "", f"| {' | '.join(head)} |", "|---|---|---:|---:|---:|---|---:|---:|"]
+    return "\n".join([*lines, *(f"| {' | '.join(row)} |" for row in rows)]) + "\n"
 
 
 def run(paths: list[str], config: SignificanceConfig) -> tuple[Path, str]:
