@@ -414,9 +414,10 @@ def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) ->
 
 def sweep_members(record: Path) -> dict[str, Path]:
     """Every run a study's record (sweep.json) lists, by member name. Members are recorded relative
-    to the study folder; an older record's absolute path is taken as the member of this study's
-    folder of the same name when there is one, so a moved or copied study never reads another
-    study's runs."""
+    to the study folder; an older record's absolute path is resolved inside this study's folder
+    first (the longest tail of the path found there: `<old place>/<study>/proxies/<member>` is
+    `proxies/<member>` here, whatever the copy is called), so a moved, copied or renamed study never
+    reads another study's runs. Only a path none of whose tails is inside stays where it was."""
     try:
         members = json.loads(record.read_text(encoding="utf-8"))["members"]
         listed = {str(name): Path(path) for name, path in members.items()}
@@ -429,12 +430,21 @@ def sweep_members(record: Path) -> dict[str, Path]:
     for name, path in listed.items():
         if not path.is_absolute():
             found[name] = study / path
-        elif study.name in path.parts[:-1]:  # <old place>/<study>/proxies/<member>
-            inside = len(path.parts) - path.parts[::-1].index(study.name)
-            found[name] = study.joinpath(*path.parts[inside:])
-        else:  # outside any folder of the study's name: where it was trained
+        elif (inside := inside_study(study, path)) is not None:
+            found[name] = inside
+        elif study.name in path.parts[:-1]:  # <old place>/<study>/proxies/<member>, not trained yet
+            inside_at = len(path.parts) - path.parts[::-1].index(study.name)
+            found[name] = study.joinpath(*path.parts[inside_at:])
+        else:  # nothing of it inside the study: where it was trained
             found[name] = path
     return found
+
+
+def inside_study(study: Path, path: Path) -> Path | None:
+    """The folder inside `study` that an absolute member path names: its longest tail that is a
+    folder there (the study's own name left out of the tails); None when no tail is."""
+    tails = [Path(*path.parts[start:]) for start in range(1, len(path.parts))]
+    return next((study / tail for tail in tails if (study / tail).is_dir()), None)
 
 
 def _sweep_members(record: Path) -> list[Path]:

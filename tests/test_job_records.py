@@ -98,6 +98,12 @@ def test_a_copied_study_reads_its_own_members(tmp_path):
     old = {"members": {"a": str(original / "a"), "p": str(original / "proxies" / "p")}}
     (copy / "sweep.json").write_text(json.dumps(old))
     assert sweep_members(copy / "sweep.json") == {"a": copy / "a", "p": copy / "proxies" / "p"}
+    # copied under another name: the tails of the recorded paths are found inside the copy
+    renamed = tmp_path / "three" / "renamed"
+    (original / "proxies" / "p").mkdir(parents=True)
+    shutil.copytree(original, renamed)
+    (renamed / "sweep.json").write_text(json.dumps(old))
+    assert sweep_members(renamed / "sweep.json") == {"a": renamed / "a", "p": renamed / "proxies" / "p"}
 
 
 @pytest.mark.parametrize("key", ["slurm.setup", "slurm.extra"])

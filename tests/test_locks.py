@@ -232,3 +232,23 @@ def test_a_repeated_parent_death_signal_still_stops_after_the_step():
     with StopRequests(), pytest.raises(KeyboardInterrupt):
         signal.raise_signal(signal.SIGTERM)
         signal.raise_signal(signal.SIGTERM)  # a person's second SIGTERM still stops at once
+
+
+def test_accounting_confirms_an_ended_job_only_when_it_ended_after_the_lock():
+    """sacct's rows (State|End, one per attempt) are the evidence for a job squeue has forgotten:
+    every attempt ended, the last after the lock was taken (an id reused since is another job);
+    no rows, a running attempt or an unknown end are no evidence."""
+    import time
+
+    from mtl.files.locks import accounting_says_ended
+
+    taken = time.mktime(time.strptime("2026-12-02 04:00:00", "%Y-%m-%d %H:%M:%S"))
+    assert accounting_says_ended("COMPLETED|2026-12-02T05:00:00\n", taken)
+    assert accounting_says_ended("NODE_FAIL|2026-12-02T04:10:00\nCANCELLED by 0|2026-12-02T04:30:00\n", taken)
+    assert accounting_says_ended("FAILED|2026-12-02T05:00:00\n", None)
+    assert not accounting_says_ended("COMPLETED|2026-12-01T05:00:00\n", taken)  # ended before the lock
+    assert not accounting_says_ended("RUNNING|Unknown\n", taken)
+    assert not accounting_says_ended("COMPLETED|Unknown\n", taken)
+    assert not accounting_says_ended("NODE_FAIL|2026-12-02T04:10:00\nRUNNING|Unknown\n", taken)  # requeued
+    assert not accounting_says_ended("", taken)
+    assert not accounting_says_ended("garbage\n", taken)

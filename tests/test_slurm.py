@@ -180,6 +180,11 @@ def test_a_request_the_partition_can_never_grant_is_refused_before_submission(
     assert main(["train-multitask", *args, "launcher=slurm", "slurm.nodes=2"]) == 2
     err = capsys.readouterr().err.strip()
     assert "slurm.nodes=2: partition " in err and "has 1 node (sinfo)" in err and "\n" not in err
+    assert main(["train-multitask", *args, "launcher=slurm", f"slurm.gpus_per_node={GPUS + 1}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        f"slurm.gpus_per_node={GPUS + 1}: partition " in err and f"has at most {GPUS} GPUs on a node" in err
+    )
     assert not (tmp_path / "run" / "slurm.json").exists()
 
 
@@ -245,24 +250,42 @@ def sleeping_job(tmp_path: Path, *options: str) -> str:
     ).stdout.strip()
 
 
-def test_a_lock_left_by_a_job_slurm_says_is_gone_is_stale(slurm, tmp_path):
+def test_a_lock_left_by_a_job_slurm_says_has_ended_is_stale(slurm, tmp_path):
     """A holder on another node (a dead node keeps its lock on a shared file system) whose job
-    SLURM no longer knows: the lock is taken over. One whose job still runs: refused."""
+    SLURM shows ended: the lock is taken over. One whose job still runs, or whose job SLURM does
+    not know (purged, or an id from before a reinstall: no evidence it ended), is refused, and the
+    refusal says how to free it by hand."""
     from mtl.files.locks import FolderInUse, FolderLock, lock_file_of
 
     folder = tmp_path / "run"
     folder.mkdir()
     hold = (
         "import fcntl, os, sys, time; d = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
-        "fcntl.flock(d, fcntl.LOCK_EX); os.pwrite(d, sys.argv[2].encode(), 0); print('held', flush=True); "
+        "fcntl.flock(d, fcntl.LOCK_EX); os.ftruncate(d, 0); os.pwrite(d, sys.argv[2].encode(), 0); print('held', flush=True); "
         "time.sleep(60)"
     )
     running = sleeping_job(tmp_path)
-    # a live job: held; a job this cluster's SLURM does not know: stale, taken; the same id on
-    # another cluster (or on one the holder did not name) is never taken for gone
+    ended = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--wait",
+            f"--partition={PARTITION}",
+            "--output=/dev/null",
+            "--wrap",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    # a live job: held; an ended one (SLURM still shows it: MinJobAge): stale, taken; a job this
+    # cluster's SLURM does not know, with no accounting to ask: held; the same id on another
+    # cluster (or on one the holder did not name) is never taken for gone
     for job, cluster, taken in (
         (running, "mtl-test", False),
-        ("999999", "mtl-test", True),
+        (ended, "mtl-test", True),
+        ("999999", "mtl-test", False),
         ("999999", "other-cluster", False),
         ("999999", None, False),
     ):
@@ -283,8 +306,9 @@ def test_a_lock_left_by_a_job_slurm_says_is_gone_is_stale(slurm, tmp_path):
             if taken:
                 FolderLock(folder, "run folder", "out").acquire().release()
             else:
-                with pytest.raises(FolderInUse, match=f"SLURM job {job}"):
+                with pytest.raises(FolderInUse, match=f"SLURM job {job}") as refused:
                     FolderLock(folder, "run folder", "out").acquire()
+                assert f"if SLURM job {job} has ended and its node is down, remove " in str(refused.value)
         finally:
             holder.kill()
             holder.wait()
@@ -301,6 +325,7 @@ def test_a_job_id_that_now_names_another_job_is_said_and_never_cancelled(slurm, 
         "reused": {"job_id": theirs, "comment": "mtl:study:0123456789ab", "cluster": "mtl-test"},
         "elsewhere": {"job_id": theirs, "comment": "mtl:study:0123456789ab", "cluster": "another-cluster"},
         "old": {"job_id": theirs},
+        "older": {"job_id": theirs, "submitted": "2020-01-02 03:04:05"},  # no comment; submitted then
         "ours": {"job_id": ours, "comment": "mtl:study:ba9876543210", "cluster": "mtl-test"},
     }
     folder = tmp_path / "study"
@@ -314,6 +339,7 @@ def test_a_job_id_that_now_names_another_job_is_said_and_never_cancelled(slurm, 
         assert f"job {theirs} is now another job" in rows["reused"]
         assert "a job of cluster another-cluster" in rows["elsewhere"]
         assert "recorded before jobs were checked" in rows["old"]
+        assert f"job {theirs} is now another job" in rows["older"]  # SLURM's submit time is not the record's
         assert re.search(r"(pending|running)( \(\w+\))?$", rows["ours"])  # pending: with SLURM's reason
         assert main(["cancel", str(folder)]) == 0
         captured = capsys.readouterr()

@@ -8,8 +8,9 @@ its folder locked and "restart a dead run" is only ever done with the lock in ha
 holds the holder's pid, host, SLURM job and command, which a second process is told.
 
 On a cluster's shared file system a node that dies keeps its lock on the file server until
-its lease runs out. A lock whose holder names a SLURM job that SLURM says is gone (not queued,
-not running) is stale: the lock file is replaced and taken, so a requeued job resumes its run.
+its lease runs out. A lock whose holder names a SLURM job that SLURM confirms has ended (squeue
+shows an ended state, or sacct, once the controller forgot the job) is stale: the lock file is
+replaced and taken, so a requeued job resumes its run. A job SLURM does not know is no evidence.
 Only a job of this very cluster is ever judged so: the holder names its cluster, and a job of
 another cluster (or of an unnamed one: a lock written before clusters were recorded) is never
 taken for gone, as this cluster's `squeue` cannot know it.
@@ -81,7 +82,7 @@ class FolderLock:
                 return self.acquire()
             raise FolderInUse(
                 f"{self.what} {self.folder} is in use by {holder}: wait for it to end or stop it, "
-                f"or choose another {self.key}="
+                f"or choose another {self.key}=" + _by_hand(holder, self.path)
             ) from None
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, describe_this_process().encode(), 0)
@@ -115,9 +116,12 @@ _HOLDER = re.compile(r"process (\d+) on (\S+?), SLURM job (\d+) of cluster (\S+?
 
 
 def stale_holder(holder: str) -> bool:
-    """Whether the lock's holder ran in a SLURM job of this cluster that its SLURM says is gone (and
-    is no process of this host that still runs). A job of another cluster, or of a cluster the
-    holder did not name, is never stale: this cluster's `squeue` does not know it."""
+    """Whether the lock's holder ran in a SLURM job of this cluster that SLURM confirms has ended
+    (and is no process of this host that still runs). A job of another cluster, or of a cluster the
+    holder did not name, is never stale: this cluster's `squeue` does not know it. Nor is a job this
+    cluster does not know (purged from the controller's memory, or an id from before a reinstall)
+    unless its accounting (`sacct`) shows it ended after the lock was taken: a live holder on
+    another node must never lose its lock to a guess. Such a lock is freed by its lease, or by hand."""
     found = _HOLDER.match(holder)
     if found is None:
         return False
@@ -128,13 +132,63 @@ def stale_holder(holder: str) -> bool:
         return False
     try:
         done = subprocess.run(
-            ["squeue", "-h", "-o", "%T", "-j", job], capture_output=True, text=True, timeout=30, check=False
+            ["squeue", "-h", "-t", "all", "-o", "%T", "-j", job],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return False  # no SLURM to ask here: never taken for stale
-    if done.returncode == 0:
-        return not done.stdout.strip()
-    return "Invalid job id" in done.stderr  # purged from SLURM's memory: long gone
+    states = done.stdout.split()
+    if done.returncode == 0 and states:
+        return all(state in ENDED for state in states)  # still in the controller's memory
+    return ended_in_accounting(job, _since(holder))
+
+
+# A job's states once it has left for good (squeue shows them for MinJobAge, sacct afterwards)
+ENDED = frozenset({
+    "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+    "REVOKED", "TIMEOUT",
+})  # fmt: skip
+
+
+def ended_in_accounting(job: str, since: float | None) -> bool:
+    """Whether SLURM's accounting shows job `job` ended, and ended after `since` (the lock's time:
+    an id reused since is another job). False where sacct cannot answer (no accounting)."""
+    try:
+        done = subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-j", job, "-o", "State,End"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and accounting_says_ended(done.stdout, since)
+
+
+def accounting_says_ended(rows: str, since: float | None) -> bool:
+    """sacct's `State|End` rows (one per attempt of the job): every attempt ended, the last after
+    `since` where it is known. No rows: no evidence."""
+    rows_read = [line.split("|") for line in rows.splitlines() if line.strip()]
+    if not rows_read or any(len(row) != 2 for row in rows_read):
+        return False
+    ends = []
+    for state, end in rows_read:
+        if state.split()[0] not in ENDED:  # "CANCELLED by 0"
+            return False
+        try:
+            ends.append(time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%S")))
+        except ValueError:
+            return False  # Unknown: not ended as far as sacct knows
+    return since is None or max(ends) >= since
+
+
+def _since(holder: str) -> float | None:
+    found = re.search(r"\(since (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", holder)
+    return time.mktime(time.strptime(found[1], "%Y-%m-%d %H:%M:%S")) if found else None
 
 
 def this_cluster() -> str | None:
@@ -164,6 +218,14 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _by_hand(holder: str, path: Path) -> str:
+    """For a holder on another node: how to free its lock once its job is known to have ended."""
+    found = re.match(r"process \d+ on (\S+?), SLURM job (\d+)", holder)
+    if found is None or found[1] == socket.gethostname():
+        return ""
+    return f" (if SLURM job {found[2]} has ended and its node is down, remove {printable(str(path))})"
 
 
 def _read(descriptor: int) -> str:

@@ -16,6 +16,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import secrets
 import shlex
 import signal
@@ -27,7 +28,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, NamedTuple
 
 from pydantic import Field
 from tqdm.auto import tqdm
@@ -370,28 +371,51 @@ def submit(members: list[Member], config: SlurmConfig, out: Path) -> list[Any]:
     return jobs
 
 
-def partition_limits(partition: str) -> tuple[str, int, int | None] | None:
-    """(name, nodes, time limit in minutes; None: unlimited) of `partition` (empty: the default)
-    as sinfo reports them; None when sinfo cannot say (sbatch's refusal then speaks)."""
+class PartitionLimits(NamedTuple):
+    """What a partition can grant at most, as sinfo reports it."""
+
+    name: str
+    nodes: int
+    minutes: int | None  # its time limit; None: unlimited
+    gpus_per_node: int | None  # the most GPUs one of its nodes has (GRES); None: sinfo shows none
+
+
+def partition_limits(partition: str) -> PartitionLimits | None:
+    """The limits of `partition` (empty: the default) as sinfo reports them; None when sinfo
+    cannot say (sbatch's refusal then speaks)."""
     try:
         done = subprocess.run(
-            ["sinfo", "-h", "-a", "-o", "%P|%D|%l"], capture_output=True, text=True, check=False, timeout=60
+            ["sinfo", "-h", "-a", "-o", "%P|%D|%l|%G"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
     nodes: dict[str, int] = {}
     limits: dict[str, int | None] = {}
+    gpus: dict[str, int | None] = {}
     default = None
     for line in done.stdout.splitlines():
-        name, count, limit = ([*line.strip().split("|"), "", ""])[:3]
+        name, count, limit, gres = ([*line.strip().split("|"), "", "", ""])[:4]
         if name.endswith("*"):
             name = default = name[:-1]
         if not count.isdigit():
             continue
         nodes[name] = nodes.get(name, 0) + int(count)  # a partition's lines per node state
         limits[name] = minutes_of(limit)
+        most = gpus_of(gres)
+        gpus[name] = most if gpus.get(name) is None else max(gpus[name] or 0, most or 0)
     name = partition or default
-    return (name, nodes[name], limits[name]) if name in nodes else None
+    return PartitionLimits(name, nodes[name], limits[name], gpus[name]) if name in nodes else None
+
+
+def gpus_of(gres: str) -> int | None:
+    """The GPUs in sinfo's GRES column (`gpu:2`, `gpu:a100:4(S:0-1)`, `gpu:2,shard:8`, `(null)`);
+    None where it names none."""
+    counts = [int(found[1]) for found in re.finditer(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)", gres)]
+    return sum(counts) if counts else None
 
 
 def minutes_of(limit: str) -> int | None:
@@ -410,7 +434,7 @@ def check_partition(config: SlurmConfig) -> None:
     found = partition_limits(config.partition)
     if found is None:
         return
-    name, nodes, limit = found
+    name, nodes, limit, gpus = found
     if config.nodes > nodes:
         raise UserError(
             f"slurm.nodes={config.nodes}: partition {name} has {nodes} node{'s' * (nodes != 1)} (sinfo), so the "
@@ -420,6 +444,12 @@ def check_partition(config: SlurmConfig) -> None:
         raise UserError(
             f"slurm.time={config.time}: partition {name}'s time limit is {limit} minutes (sinfo), so the job "
             f"would pend forever (PartitionTimeLimit): ask for {limit} at most; runs checkpoint and requeue"
+        )
+    if config.gpus_per_node and config.gpus_per_node > (gpus or 0):
+        has = f"at most {gpus} GPUs on a node" if gpus else "no GPUs (no gpu GRES)"
+        raise UserError(
+            f"slurm.gpus_per_node={config.gpus_per_node}: partition {name} has {has} (sinfo), so no node "
+            f"can run the job: ask for {gpus or 0} at most, or another slurm.partition="
         )
 
 
@@ -556,8 +586,8 @@ def last_error(record: dict[str, Any]) -> str | None:
 def queue_states(records: dict[str, dict[str, Any]]) -> dict[str, QueuedJob]:
     """For each recorded job (by any key: a member's name -> its slurm.json record) that SLURM
     still has queued or running under its id, a QueuedJob under the same key. A job whose id SLURM
-    now gives another job (its comment differs), or that belongs to another cluster, is said so
-    (`ours=False`); it is never acted on."""
+    now gives another job (its comment differs; in a record older than comments, its time of
+    submission), or that belongs to another cluster, is said so (`ours=False`); it is never acted on."""
     if not records:
         return {}
     here = this_cluster()
@@ -570,7 +600,7 @@ def queue_states(records: dict[str, dict[str, Any]]) -> dict[str, QueuedJob]:
     if asked:
         try:  # -r: each array task on its own line (a pending array otherwise shows as 12_[0-3])
             done = subprocess.run(
-                ["squeue", "-h", "-r", "-o", "%i|%T|%r|%k", "-j", ",".join(asked)],
+                ["squeue", "-h", "-r", "-o", "%i|%T|%r|%V|%k", "-j", ",".join(asked)],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -579,17 +609,34 @@ def queue_states(records: dict[str, dict[str, Any]]) -> dict[str, QueuedJob]:
         except (OSError, subprocess.TimeoutExpired) as error:
             raise NoSlurmHere(f"SLURM's squeue cannot be asked here ({error})") from None
         for line in done.stdout.splitlines():
-            job, state, reason, comment = ([*line.strip().split("|", 3), "", "", ""])[:4]
-            found[job] = (state, reason, comment)
+            job, state, reason, submitted, comment = ([*line.strip().split("|", 4), "", "", "", ""])[:5]
+            found[job] = (state, reason, submitted, comment)
     queued = {}
     for key, record in records.items():
         if elsewhere(record):
             queued[key] = QueuedJob(f"a job of cluster {record['cluster']}", False)
         elif record["job_id"] in found:
-            state, reason, comment = found[record["job_id"]]
-            recorded = record.get("comment")
-            queued[key] = QueuedJob(state, None if recorded is None else comment == recorded, reason)
+            state, reason, submitted, comment = found[record["job_id"]]
+            if record.get("comment") is not None:
+                ours = comment == record["comment"]
+            else:  # an older record: its time of submission, where it has one, tells a reused id
+                ours = None if same_submission(record.get("submitted") or "", submitted) else False
+            queued[key] = QueuedJob(state, ours, reason)
     return queued
+
+
+SUBMISSION_SLACK_S = 300  # mtl records a job's time after sbatch answers, by the login node's clock
+
+
+def same_submission(recorded: str, submitted: str) -> bool:
+    """Whether SLURM's submit time of a job (squeue's %V, 2026-12-02T04:12:00) can be the one a
+    record wrote (2026-12-02 04:12:01); True where either is missing or unreadable (no evidence)."""
+    try:
+        ours = time.mktime(time.strptime(recorded, "%Y-%m-%d %H:%M:%S"))
+        theirs = time.mktime(time.strptime(submitted, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return True
+    return abs(ours - theirs) <= SUBMISSION_SLACK_S
 
 
 def wait(jobs: dict[str, Any], members: list[Member], label: str) -> dict[str, str]:
