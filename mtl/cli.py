@@ -35,11 +35,26 @@ class Command:
     resolve: str = ""  # "module:function" making its config from its arguments (--print-config)
 
     def run(self, args: Sequence[str]) -> None:
-        importlib.import_module(self.module).command(args)
+        self.imported(self.module).command(args)
+
+    @staticmethod
+    def imported(module: str) -> Any:
+        """The command's module; the developer tools (tools/) run from a checkout of mtl, and are
+        not installed with it."""
+        try:
+            return importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            top = module.split(".")[0]
+            if error.name not in (top, module) or top == "mtl":
+                raise
+            raise UserError(
+                f"{module} is not importable here: the developer tools (tools/) run from a checkout of "
+                "mtl: cd into the checkout and run the command there"
+            ) from None
 
     def config_class(self) -> Any:
         module, _, name = self.config.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return getattr(self.imported(module), name)
 
     def resolved_config(self, args: Sequence[str]) -> Any:
         """The config the command would run with: presets, then its keys, with the `auto`s its
@@ -118,13 +133,13 @@ COMMANDS: dict[str, Command] = {
         "SentEval's transfer and probing data, fetched, processed and checked",
     ),
     "gpu-check": Command(
-        "mtl.bench.gpu_check",
-        "mtl.bench.gpu_check:GpuCheckConfig",
+        "tools.gpu_check",
+        "tools.gpu_check:GpuCheckConfig",
         "every CUDA path and GPU benchmark in one go, into one results file (for a lent GPU)",
     ),
     "bench-build": Command(
-        "mtl.bench.build",
-        "mtl.bench.build:BenchBuildConfig",
+        "tools.build",
+        "tools.build:BenchBuildConfig",
         "wall time of a full build, caches (vectors, tokens) cold and warm",
     ),
     "train-multitask": Command(
@@ -177,43 +192,43 @@ COMMANDS: dict[str, Command] = {
         "a saved W&B workspace with mtl's panels (online), or its JSON with spec=PATH",
     ),
     "bench-train": Command(
-        "mtl.bench.train",
-        "mtl.bench.configs:BenchTrainConfig",
+        "tools.train",
+        "tools.configs:BenchTrainConfig",
         "a training step of mtl next to the 2018 code's and a bare-LSTM floor, at 300-d",
     ),
     "bench-encode": Command(
-        "mtl.bench.encode",
-        "mtl.bench.configs:BenchEncodeConfig",
+        "tools.encode",
+        "tools.configs:BenchEncodeConfig",
         "sentences/s of encode() next to an InferSent-style encoder, with encode()'s time by stage",
     ),
     "bench-loop": Command(
-        "mtl.bench.loop",
-        "mtl.bench.configs:BenchLoopConfig",
+        "tools.loop",
+        "tools.configs:BenchLoopConfig",
         "a whole training run's examples/s next to the same steps timed alone",
     ),
     "bench-ranks": Command(
-        "mtl.bench.ranks",
-        "mtl.bench.ranks:BenchRanksConfig",
+        "tools.ranks",
+        "tools.ranks:BenchRanksConfig",
         "training throughput with 1, 2, ... torchrun processes, side by side",
     ),
     "bench-slurm": Command(
-        "mtl.bench.slurm",
-        "mtl.bench.slurm:BenchSlurmConfig",
+        "tools.slurm",
+        "tools.slurm:BenchSlurmConfig",
         "start-up through SLURM against here, and a requeued run's lost work (needs SLURM_CONF)",
     ),
     "bench-verdicts": Command(
-        "mtl.bench.verdicts",
-        "mtl.bench.configs:BenchVerdictsConfig",
+        "tools.verdicts",
+        "tools.configs:BenchVerdictsConfig",
         "how often just compare's verdicts are wrong: seeds of one config against each other, and a planted effect",
     ),
     "bench-affinity": Command(
-        "mtl.bench.affinity_floor",
-        "mtl.bench.configs:BenchAffinityConfig",
+        "tools.affinity_floor",
+        "tools.configs:BenchAffinityConfig",
         "affinity's noise floor checked: a shuffled-label task inside it, and its coverage of fresh held batches",
     ),
     "bench-hf": Command(
-        "mtl.bench.hf",
-        "mtl.bench.configs:BenchHFConfig",
+        "tools.hf",
+        "tools.configs:BenchHFConfig",
         "training steps per second of a pretrained transformer (encoder=hf), fp32 and bf16",
     ),
     "transfer": Command(
@@ -297,8 +312,8 @@ COMMANDS: dict[str, Command] = {
         "upload a run's sentence-transformers folder and model card to the Hugging Face Hub",
     ),
     "fuzz": Command(
-        "mtl.fuzz",
-        "mtl.bench.configs:FuzzConfig",
+        "tools.fuzz",
+        "tools.configs:FuzzConfig",
         "every reader of user files fed damaged copies: each must read or refuse in one line",
     ),
     "compare-objectives": Command(
@@ -379,13 +394,13 @@ COMMANDS: dict[str, Command] = {
         ),
     ),
     "bench-study": Command(
-        "mtl.bench.study",
-        "mtl.bench.configs:BenchStudyConfig",
+        "tools.study",
+        "tools.configs:BenchStudyConfig",
         "a small study's wall time against its members' training steps, members forked or each a fresh python",
         (("KEY", "none", "any train-multitask key (preset=, tasks=, ...): the members' configuration"),),
     ),
     "bench-transfer": Command(
-        "mtl.bench.transfer", "mtl.bench.configs:BenchTransferConfig", "wall time of the transfer suite"
+        "tools.transfer", "tools.configs:BenchTransferConfig", "wall time of the transfer suite"
     ),
 }
 
@@ -455,12 +470,20 @@ def refuse_unknown_keys(name: str, args: Sequence[str]) -> None:
     apply_overrides(command.config_class()(), paths_and_keys(args)[1])
 
 
+def print_help(name: str) -> int:
+    try:
+        print(command_help(name))
+    except UserError as error:  # a tool's module absent from an installed copy
+        say(f"error: {error}")
+        return 2
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] and argv[0] in HELP:
         if argv[1:2] and argv[1] in COMMANDS:
-            print(command_help(argv[1]))
-            return 0
+            return print_help(argv[1])
         print(usage())
         return 0
     if not argv or argv[0] not in COMMANDS:
@@ -474,8 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"error: {error}")
         return 2
     if any(arg in HELP for arg in argv[1:]):
-        print(command_help(argv[0]))
-        return 0
+        return print_help(argv[0])
     if PRINT_CONFIG in argv[1:]:
         return print_config(argv[0], [a for a in argv[1:] if a != PRINT_CONFIG])
     try:

@@ -4,9 +4,9 @@ import zipfile
 
 import pytest
 
-from mtl.bench import build
 from mtl.data.squad import load_squad
 from mtl.errors import UserError
+from tools import build
 
 from .conftest import FIXTURES, write_glove
 

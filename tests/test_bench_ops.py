@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from mtl.bench import ops
+from tools import ops
 
 from .conftest import args_for
 
@@ -72,14 +72,14 @@ def test_the_report_has_a_line_per_encoder():
 
 
 def test_busy_time_counts_overlapping_intervals_once():
-    from mtl.bench.step_profile import union_us
+    from tools.step_profile import union_us
 
     assert union_us([(0, 10), (5, 12), (12, 13), (20, 25), (21, 22)]) == 18
     assert union_us([]) == 0
 
 
 def test_the_profile_times_the_step_and_names_its_host_ops(bilstm_trainer):
-    from mtl.bench import step_profile
+    from tools import step_profile
 
     profiled = step_profile.profile_task(bilstm_trainer, "nli", steps=2, warmup=1)
     assert set(profiled) == {"mtl fp32", "packed floor"}
@@ -93,7 +93,7 @@ def test_the_profile_times_the_step_and_names_its_host_ops(bilstm_trainer):
 
 
 def test_the_mixed_bench_says_affinitys_share_and_the_rhythm_that_keeps_it_at_5_percent():
-    from mtl.bench.mixed import BALANCERS, report
+    from tools.mixed import BALANCERS, report
 
     names = ["single steps", *(f"mixed {name}" for name in BALANCERS), "affinity"]
     ms = {name: (11.0, 10.0, 12.0) for name in names} | {"single steps": (10.0, 9.0, 11.0)}

@@ -1,7 +1,7 @@
 import pytest
 
-from mtl.bench import train
 from mtl.errors import UserError
+from tools import train
 
 from .conftest import FIXTURES
 
@@ -85,11 +85,11 @@ def test_bench_encode_times_the_same_work_for_both_contenders(capsys):
     import numpy as np
     import torch
 
-    from mtl.bench import encode as bench
     from mtl.eval.encoder import SentenceEncoder
     from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
     from mtl.text.tokenizer import Tokenizer
     from mtl.text.vocab import Vocabulary
+    from tools import encode as bench
 
     config = bench.BenchEncodeConfig(snli=str(FIXTURES / "snli_tiny"), hidden=6, runs=1, limit=40)
     sentences = bench.distinct_sentences(config)
@@ -135,7 +135,7 @@ def test_bench_encode_times_the_same_work_for_both_contenders(capsys):
 def test_bench_loop_measures_the_second_block_of_a_real_run_against_its_steps_alone(
     tiny_data, tmp_path, recwarn
 ):
-    from mtl.bench import loop
+    from tools import loop
 
     bench = loop.BenchLoopConfig(
         snli=str(FIXTURES / "snli_tiny"),
@@ -187,7 +187,7 @@ def test_train_report_gives_the_packed_floor_and_gpu_memory():
 
 
 def test_bench_transfer_prints_each_tasks_seconds_and_its_fits_share():
-    from mtl.bench import transfer
+    from tools import transfer
 
     row = {
         "encoder": "glove-bow", "mode": "senteval-prototyping", "seconds": 64.0, "dim": 50,
@@ -205,7 +205,7 @@ def test_bench_transfer_prints_each_tasks_seconds_and_its_fits_share():
 
 
 def test_gradcache_report_sets_the_cached_step_beside_the_plain_one():
-    from mtl.bench import gradcache
+    from tools import gradcache
 
     rows = [
         {"batch": 1024, "contender": "plain", "mini_batch": None, "ms": 1000.0, "peak_mb": 600.0},
@@ -219,10 +219,10 @@ def test_gradcache_report_sets_the_cached_step_beside_the_plain_one():
 def test_gradcache_bench_measures_a_step_and_its_peak(tiny_data, tmp_path):
     import torch
 
-    from mtl.bench import gradcache
     from mtl.train.config.inputs import resolve_inputs
     from mtl.train.loop.run import config_from_args
     from mtl.train.loop.trainer import Trainer
+    from tools import gradcache
 
     from .conftest import args_for
 
@@ -235,7 +235,7 @@ def test_gradcache_bench_measures_a_step_and_its_peak(tiny_data, tmp_path):
 
 
 def test_checkpointing_report_sets_the_checkpointed_step_beside_the_plain_one():
-    from mtl.bench import hf
+    from tools import hf
 
     rows = [
         {"batch": 64, "contender": "plain", "ms": 2000.0, "peak_mb": 600.0},

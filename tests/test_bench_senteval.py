@@ -11,9 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-from mtl.bench import transfer
-from mtl.bench.senteval_itself import bag_of_vectors
 from mtl.errors import UserError
+from tools import transfer
+from tools.senteval_itself import bag_of_vectors
 
 
 def test_the_batcher_given_to_senteval_embeds_as_mtls_glove_bow_with_senteval_tokens(shared_data):
@@ -31,7 +31,7 @@ def test_the_batcher_given_to_senteval_embeds_as_mtls_glove_bow_with_senteval_to
 
 def test_senteval_cuda_calls_stay_on_the_cpu_in_its_own_process_only():
     code = (
-        "import torch; from mtl.bench.senteval_itself import _cuda_as_no_op; _cuda_as_no_op(); "
+        "import torch; from tools.senteval_itself import _cuda_as_no_op; _cuda_as_no_op(); "
         "assert torch.zeros(2).cuda().device.type == ('cuda' if torch.cuda.is_available() else 'cpu'); "
         "assert next(torch.nn.Linear(2, 2).cuda().parameters()).device.type in ('cpu', 'cuda'); print('ok')"
     )
@@ -86,7 +86,7 @@ def test_senteval_comparison_is_refused_in_one_line_where_it_cannot_compare(tmp_
 def test_the_busy_machine_bench_compares_medians_and_checks_the_results_agree():
     """`just bench-transfer hog=N`: the default threads against one thread, medians of the pairs;
     a task scored differently by the two is named; the busy processes end with the suite."""
-    from mtl.bench import busy_machine
+    from tools import busy_machine
 
     def timed(wall, cpu, acc):
         result = {"acc": acc, "seconds": wall, "embed_seconds": 1.0}

@@ -3,10 +3,10 @@ each timed against its members' training seconds."""
 
 import pytest
 
-from mtl.bench import study
-from mtl.bench.configs import BenchStudyConfig
 from mtl.cli import main
 from tests.conftest import args_for
+from tools import study
+from tools.configs import BenchStudyConfig
 
 
 def test_a_bench_study_times_both_kinds_of_study_against_their_training_steps(tiny_data, tmp_path, capsys):

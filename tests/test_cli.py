@@ -571,3 +571,15 @@ def test_a_typo_is_refused_before_the_commands_heavy_imports():
     code = "import sys; from mtl.cli import main; r = main(['transfer', 'tsks=MR']); print('torch' in sys.modules, r)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "2"] and "did you mean 'tasks'" in done.stderr
+
+
+def test_a_developer_tool_outside_a_checkout_is_one_line(tmp_path):
+    """tools/ is not installed with mtl: run elsewhere, a benchmark says where it runs."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mtl", "bench-train", "--help"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == (
+        "error: tools.configs is not importable here: the developer tools (tools/) run from a checkout of "
+        "mtl: cd into the checkout and run the command there"
+    )

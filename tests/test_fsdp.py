@@ -131,8 +131,8 @@ def test_what_fsdp_cannot_shard_is_refused_in_one_line(
 
 
 def test_bench_ranks_times_each_process_count_under_each_strategy_and_one_process_once():
-    from mtl.bench.ranks import BenchRanksConfig, jobs
     from mtl.errors import UserError
+    from tools.ranks import BenchRanksConfig, jobs
 
     config = BenchRanksConfig(processes="1,2,4", strategies="ddp,fsdp")
     assert jobs(config) == [(1, "ddp"), (2, "ddp"), (2, "fsdp"), (4, "ddp"), (4, "fsdp")]

@@ -5,8 +5,8 @@ import dataclasses
 
 import pytest
 
-from mtl import fuzz
 from mtl.errors import UserError
+from tools import fuzz
 
 CASES = {
     "encoder": 200,

@@ -3,8 +3,8 @@ kept after every step (a lent GPU's session may end mid-way)."""
 
 import re
 
-from mtl.bench import gpu_check
 from mtl.cli import main
+from tools import gpu_check
 
 
 def test_each_step_is_recorded_with_its_exit_code_time_and_output(tmp_path, monkeypatch, capsys):

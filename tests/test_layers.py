@@ -18,7 +18,7 @@ LAYERS = [
     ("training", ["mtl.train"]),
     ("where runs train", ["mtl.jobs"]),
     # the studies that give verdicts read mtl.analysis's statistics: commands, above the job machinery
-    ("commands", ["mtl.analysis", "mtl.studies", "mtl.bench", "mtl.fuzz"]),
+    ("commands", ["mtl.analysis", "mtl.studies"]),
     (
         "entry points",
         ["mtl.registry", "mtl.cli", "mtl.__main__", "mtl.member_server", "=mtl", "mtl.transfer", "mtl.api"],
@@ -59,8 +59,9 @@ def layer_of(module: str) -> int:
     return max(matches)[1]
 
 
-def imports(path: Path, known: dict[str, Path]) -> list[tuple[str, bool]]:
-    """(imported mtl module, inside a function) for each import of `path`; TYPE_CHECKING ones left out."""
+def imports(path: Path, known: dict[str, Path], within: tuple[str, ...] = ("mtl",)) -> list[tuple[str, bool]]:
+    """(imported module of the packages `within`, inside a function) for each import of `path`;
+    TYPE_CHECKING ones left out."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     checking = {
         id(node)
@@ -86,7 +87,7 @@ def imports(path: Path, known: dict[str, Path]) -> list[tuple[str, bool]]:
                 f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
                 for a in node.names
             ]
-        found += [(name, id(node) in in_function) for name in names if name.split(".")[0] == "mtl"]
+        found += [(name, id(node) in in_function) for name in names if name.split(".")[0] in within]
     return found
 
 
@@ -99,6 +100,20 @@ def test_no_module_imports_a_layer_above_its_own():
         if layer_of(target) > layer_of(module)
     ]
     assert not upward, "\n".join(upward)
+
+
+def test_the_package_never_imports_the_developer_tools():
+    """The benchmarks, the fuzzer and the GPU check (tools/, run from a checkout) use mtl; mtl
+    never imports them, not even inside a function (the command table names their modules, as it
+    names the dataset builders')."""
+    known = modules()
+    reaching = [
+        f"{module} imports {target}"
+        for module, path in known.items()
+        for target, _ in imports(path, known, within=("tools",))
+    ]
+    assert not reaching, "\n".join(reaching)
+    assert not (PACKAGE / "bench").exists() and not (PACKAGE / "fuzz.py").exists()
 
 
 def test_the_commands_that_read_finished_runs_never_import_training():

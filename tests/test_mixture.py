@@ -178,7 +178,7 @@ def test_the_skill_gate_is_a_permutation_test_of_its_own_procedure():
     """Scores of pure noise pass the gate about 5% of the time whatever the number of proxies
     (the fit choosing linear or quadratic is inside what is shuffled; `just bench-verdicts`
     measures 200 searches at 8 and 16 proxies); scores a mixture explains pass it."""
-    from mtl.bench.calibration import gate_check
+    from tools.calibration import gate_check
 
     (eight,) = gate_check(proxies=(8,), searches=12, permutations=19)
     assert eight.passed_now <= 3, eight  # 12 searches at 5%: 3 or more has odds under 2%

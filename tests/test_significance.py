@@ -253,10 +253,10 @@ def plan_from_the_pilot(runs, tmp_path, capsys):
 
 
 def test_plan_seeds_powers_the_studies_it_plans():
-    """On synthetic seeds (mtl/bench/calibration.py): with the true seed variance the planned seeds
+    """On synthetic seeds (tools/calibration.py): with the true seed variance the planned seeds
     call a planted 2-sd difference in >= 80% of studies; from a 3-seed pilot's 80% upper bound
     too (`just bench-verdicts` measures 200 trials a cell, 4 variance ratios)."""
-    from mtl.bench import calibration
+    from tools import calibration
 
     for cell in calibration.power_check(ratios=(0.5, 5.0), trials=60, resamples=150):
         assert cell.power("true") >= 0.75 and cell.power("upper") >= 0.75, cell
@@ -331,11 +331,11 @@ def test_compare_rows_stay_short_with_real_run_names():
 
 
 def test_verdicts_hold_their_rate_where_seeds_dominate_and_where_items_do():
-    """Synthetic A/A families (3 tasks, Holm; mtl/bench/calibration.py): with 2 and 5 seeds a
+    """Synthetic A/A families (3 tasks, Holm; tools/calibration.py): with 2 and 5 seeds a
     group, the seeds' spread half and ten times the items' standard error, the share of families
     called different stays near 5% (150 families a cell: a binomial sd of 1.8 points, so the band
     is wide; `just bench-verdicts` measures 400 a cell over the whole grid)."""
-    from mtl.bench import calibration
+    from tools import calibration
 
     cells = calibration.grid(seeds=(2, 5), ratios=(0.5, 10.0), families=150, resamples=200, earlier=False)
     rates = {(c.seeds, c.ratio): c.rate for c in cells}
@@ -401,11 +401,11 @@ def test_the_degrees_of_freedom_are_welchs_at_equal_seeds_and_lean_toward_the_ar
 
 
 def test_arms_of_unequal_seeds_hold_the_level_where_plain_welch_does_not():
-    """The fast version of `just bench-verdicts`' arms grid (mtl/bench/calibration.py: 150 A/A
+    """The fast version of `just bench-verdicts`' arms grid (tools/calibration.py: 150 A/A
     families of 3 tasks a design, seeds dominating): 2 v 6 with the 2 seeds 4x noisier and 3 v 8
     stay near 5% family-wise (a binomial sd of 1.8 points at 150) where plain Welch's df call
     about a quarter of the 2 v 6 families different; at 3 v 3 both are one test."""
-    from mtl.bench import calibration
+    from tools import calibration
 
     designs = (calibration.Design(2, 6, 4.0, 1.0), calibration.Design(3, 8), calibration.Design(3, 3))
     cells = calibration.arms_grid(designs=designs, families=150, resamples=100)
@@ -432,9 +432,9 @@ def test_two_seeds_against_more_say_which_seeds_to_add():
 
 def test_the_verdict_across_tasks_holds_its_level_with_seeds_shared_by_the_tasks():
     """A/A pairs of 3 seeds on 6 and 16 tasks, each seed's shift correlated 0.6 between tasks
-    (mtl/bench/calibration.py; `just bench-verdicts` runs 400 pairs a cell at 6, 10 and 16 tasks):
+    (tools/calibration.py; `just bench-verdicts` runs 400 pairs a cell at 6, 10 and 16 tasks):
     the mean over tasks is called different near 5% of the time (150 pairs: a binomial sd of 1.8)."""
-    from mtl.bench import calibration
+    from tools import calibration
 
     cells = calibration.across_grid(task_counts=(6, 16), seeds=(3,), families=150, items=200, resamples=100)
     assert all(cell.false / cell.families <= 0.09 for cell in cells), cells
@@ -470,7 +470,7 @@ def test_plan_seeds_prints_the_power_compare_then_has():
     points of it at 3 and 8 seeds (400 studies: a binomial sd of 2.4 points at 40%; `just
     bench-verdicts` runs 2,000 at 3, 5 and 8). The noncentral t it used before printed 46% at 3
     seeds where the test has about 37%."""
-    from mtl.bench import calibration
+    from tools import calibration
 
     for cell in calibration.plan_check(counts=(3, 8), trials=400, ratio=1.0):
         assert abs(cell.printed - cell.measured) <= 0.07, cell

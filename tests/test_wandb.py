@@ -195,7 +195,7 @@ def test_a_resumed_run_holds_every_step_once_as_an_uninterrupted_one(tiny_data, 
 def test_a_run_file_damaged_mid_way_is_read_on_past_the_damage_as_wandb_uploads_it(tmp_path):
     """W&B's reader (the one `wandb sync` uploads with) skips a damaged block and reads on: a resume
     must not log again the steps W&B holds after it (mtl's own parser once stopped at the damage)."""
-    from mtl import fuzz
+    from tools import fuzz
 
     fuzz._make_wandb(tmp_path)  # 12 history rows over three 32 KiB blocks (step 7's row spans them)
     path = tmp_path / "run-fuzz.wandb"

@@ -6,7 +6,7 @@ field), and the field types they share.
 A run folder travels (a colleague's `runs/`, a copied sweep), is cut by a kill, or edited by
 hand: what mtl wrote is input like any other. Each format's schema lives with its writer and
 reader (`mtl.formats.run_files`, `mtl.formats.transfer_report`, `mtl.formats.merge_record`,
-`mtl.jobs.slurm`, `mtl.analysis.power`, `dataset_builders.senteval`); `mtl.fuzz.READ_BACK` lists
+`mtl.jobs.slurm`, `mtl.analysis.power`, `dataset_builders.senteval`); `tools.fuzz.READ_BACK` lists
 them all, and `just fuzz` has a target for each:
 
     runs/a/affinity.jsonl line 3, matrix: 3 tasks but 2 rows: restore the file, or remove it

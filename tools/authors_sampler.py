@@ -13,7 +13,7 @@ text is one sentence (as mtl tokenizes them). And with `engine=re` NLTK's word t
 its patterns with Python's `re` (as NLTK did through 3.10.3, and mtl does), not with the timed
 `regex` engine NLTK 3.10.4 brought.
 
-Run as its own process: python -m mtl.bench.authors_sampler SAMPLER SQUAD VECTORS OUT ENGINE
+Run as its own process: python -m tools.authors_sampler SAMPLER SQUAD VECTORS OUT ENGINE
 """
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from mtl.bench import authors_sampler
 from mtl.config import AtLeast1, apply_overrides
 from mtl.data.squad import SPLITS, resolve_squad_source
 from mtl.errors import UserError
 from mtl.text.vectors import open_lines, resolve_vectors_path
+from tools import authors_sampler
 
 TARGET_WARM_SECONDS = 30.0
 
@@ -109,7 +109,7 @@ def _authors_once(
 ) -> tuple[float, dict[str, object]]:
     """Seconds the authors' sampler took, and what it said (punkt used, lines written per split)."""
     with tempfile.TemporaryDirectory(prefix="mtl-bench-authors-") as out:
-        args = [sys.executable, "-m", "mtl.bench.authors_sampler", config.authors, str(squad), str(vectors)]
+        args = [sys.executable, "-m", "tools.authors_sampler", config.authors, str(squad), str(vectors)]
         started = time.perf_counter()
         result = subprocess.run([*args, out, engine], capture_output=True, text=True)
         seconds = time.perf_counter() - started

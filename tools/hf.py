@@ -18,16 +18,16 @@ from pathlib import Path
 
 import torch
 
-from mtl.bench import gradcache
-
-# Its command's config lives in configs.py (for --help without torch); importable from here too.
-from mtl.bench.configs import BenchHFConfig as BenchHFConfig
 from mtl.config import apply_overrides
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.inputs import resolve_inputs
 from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.training_data import prepare
 from mtl.train.loop.trainer import Trainer
+from tools import gradcache
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from tools.configs import BenchHFConfig as BenchHFConfig
 
 PRECISIONS = ("fp32", "bf16")
 

@@ -26,15 +26,16 @@ from pathlib import Path
 
 import torch
 
-# Its command's config lives in configs.py (for --help without torch); importable from here too.
-from mtl.bench.configs import BenchLoopConfig as BenchLoopConfig
-from mtl.bench.train import with_300d_inputs
 from mtl.config import apply_overrides
 from mtl.runtime.device import resolve_device
 from mtl.train.config.inputs import resolve_inputs
 from mtl.train.config.train_config import TrainConfig, with_overrides
 from mtl.train.data.training_data import prepare
 from mtl.train.loop.trainer import Trainer
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from tools.configs import BenchLoopConfig as BenchLoopConfig
+from tools.train import with_300d_inputs
 
 
 def run(bench: BenchLoopConfig) -> dict:

@@ -43,9 +43,6 @@ from mtl.analysis.multitask import (
 from mtl.analysis.power import warn_below
 from mtl.analysis.significance import everything, item_counts
 from mtl.analysis.significance import scores as significance_scores
-
-# Its command's config lives in configs.py (for --help without torch); importable from here too.
-from mtl.bench.configs import FuzzConfig as FuzzConfig
 from mtl.config import apply_overrides, comma_list, to_dict
 from mtl.data.snli import load_snli
 from mtl.errors import UserError
@@ -70,6 +67,9 @@ from mtl.text.vectors import load_vectors
 from mtl.text.vocab import PAD, UNK
 from mtl.tracking import wandb_file
 from mtl.train.config.train_config import TrainConfig
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from tools.configs import FuzzConfig as FuzzConfig
 
 SENTENCES = ["a man plays a guitar .", "two dogs run in the park .", "", "unseen words zzyzx"]
 WORDS = "a man plays guitar . two dogs run in the park woman sings song children smile at camera".split()

@@ -39,11 +39,6 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from mtl.bench import gradcache, mixed, objectives, ops, step_profile
-from mtl.bench.batches import task_batches
-
-# Its command's config lives in configs.py (for --help without torch); importable from here too.
-from mtl.bench.configs import BenchTrainConfig as BenchTrainConfig
 from mtl.config import apply_overrides
 from mtl.data.batches import TaskStream
 from mtl.errors import UserError
@@ -57,6 +52,11 @@ from mtl.train.config.train_config import TrainConfig, with_overrides
 from mtl.train.data.training_data import TrainingData, prepare
 from mtl.train.loop.setup import BUCKET_WINDOW
 from mtl.train.loop.trainer import Trainer
+from tools import gradcache, mixed, objectives, ops, step_profile
+from tools.batches import task_batches
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from tools.configs import BenchTrainConfig as BenchTrainConfig
 
 INPUT_DIM = 300  # glove.840B.300d, the paper's vectors
 

@@ -10,7 +10,7 @@
    the test items only, no correction): what a one-seed verdict costs.
    The synthetic part adds arms a study often has (2 v 8, 2 v 6 with one arm 4x noisier, 2 v 5
    with collapsing seeds, 3 v 8, heavy-tailed seeds) with their power against a planted 2-sd
-   difference, the guarded degrees of freedom beside plain Welch's (mtl/bench/calibration.py).
+   difference, the guarded degrees of freedom beside plain Welch's (tools/calibration.py).
 2. Power: `group` runs of the same configuration trained on shuffled labels (`nli.shuffle_labels=
    true`: a degraded encoder, planted) against `group` normal ones; the share of tasks called
    "hurts" for the planted arm.
@@ -29,10 +29,6 @@ from pathlib import Path
 import numpy as np
 
 from mtl.analysis import significance
-from mtl.bench import calibration
-
-# Its command's config lives in configs.py (for --help without torch); importable from here too.
-from mtl.bench.configs import BenchVerdictsConfig as BenchVerdictsConfig
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.eval.transfer import suite
@@ -41,6 +37,10 @@ from mtl.files.locks import FolderLock
 from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items, read_report
 from mtl.jobs.sweep import Sweep, train_members
 from mtl.transfer_tasks.registry import TRANSFER_TASKS
+from tools import calibration
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from tools.configs import BenchVerdictsConfig as BenchVerdictsConfig
 
 
 def train(config: BenchVerdictsConfig, out: Path) -> tuple[list[Path], list[Path]]:
@@ -174,7 +174,7 @@ def run(config: BenchVerdictsConfig) -> dict:
 
 
 def synthetic_part(config: BenchVerdictsConfig) -> dict | None:
-    """The synthetic calibration grid (mtl/bench/calibration.py): family-wise rates by seeds per
+    """The synthetic calibration grid (tools/calibration.py): family-wise rates by seeds per
     group and seed-to-item variance ratio, for the studentized verdicts and the earlier ones."""
     if not config.synthetic_families:
         return None

@@ -23,8 +23,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from mtl.bench.configs import BenchTransferConfig
 from mtl.errors import UserError
+from tools.configs import BenchTransferConfig
 
 ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 BUSY_LOOP = "while True: pass"

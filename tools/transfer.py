@@ -16,13 +16,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-# Its command's config lives in configs.py (for --help without torch); importable from here too.
-from mtl.bench import busy_machine
-from mtl.bench.configs import BenchTransferConfig as BenchTransferConfig
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.eval.transfer import suite
 from mtl.text.vectors import resolve_vectors_path
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from tools import busy_machine
+from tools.configs import BenchTransferConfig as BenchTransferConfig
 
 TARGET_FAST_1024_SECONDS = 600.0
 
@@ -77,7 +78,7 @@ def senteval_itself(bench: BenchTransferConfig, mode: str) -> dict:
     vectors = resolve_vectors_path(bench.vectors)
     data = suite.data_root(suite.TransferConfig(baseline="glove-bow")).parent  # SentEval's task_path
     command = [
-        sys.executable, "-m", "mtl.bench.senteval_itself",
+        sys.executable, "-m", "tools.senteval_itself",
         "--checkout", str(Path(bench.senteval).expanduser()), "--data", str(data),
         "--vectors", str(vectors), "--mode", mode, "--tasks", bench.tasks,
     ]  # fmt: skip

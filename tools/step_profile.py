@@ -31,13 +31,13 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from mtl.bench.batches import task_batches
-from mtl.bench.ops import packed_lstm_floor
 from mtl.config import apply_overrides
 from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.training_data import TrainingData
 from mtl.train.loop.setup import BUCKET_WINDOW
 from mtl.train.loop.trainer import Trainer
+from tools.batches import task_batches
+from tools.ops import packed_lstm_floor
 
 TOP = 8  # host ops and kernels listed per contender
 

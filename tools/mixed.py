@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mtl.bench.ops import count_host_work
 from mtl.config import apply_overrides
 from mtl.data.batches import TaskStream
 from mtl.errors import UserError
@@ -36,6 +35,7 @@ from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.training_data import TrainingData
 from mtl.train.loop.trainer import Trainer
 from mtl.train.optim.balancers import BALANCERS
+from tools.ops import count_host_work
 
 AFFINITY_EVERY = 100
 

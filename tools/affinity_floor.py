@@ -23,7 +23,6 @@ import numpy as np
 from scipy import stats
 
 from mtl.analysis.multitask import summarize
-from mtl.bench.configs import BenchAffinityConfig
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
@@ -32,13 +31,14 @@ from mtl.train.callbacks.affinity import Affinity
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.inputs import resolve_inputs
 from mtl.train.loop.trainer import Trainer
+from tools.configs import BenchAffinityConfig
 
 SHUFFLED = "sickshuf"
 
 
 def task_files(out: Path) -> list[str]:
     """SICK-E's task file, and its shuffled-label copy `sickshuf` beside the runs."""
-    sick = Path(__file__).resolve().parents[2] / "experiments" / "tasks" / "sick.toml"
+    sick = Path(__file__).resolve().parents[1] / "experiments" / "tasks" / "sick.toml"
     if not sick.is_file():
         raise UserError(f"{sick} is missing: bench-affinity trains SICK-E from it")
     out.mkdir(parents=True, exist_ok=True)

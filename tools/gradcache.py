@@ -21,10 +21,10 @@ from pathlib import Path
 
 import torch
 
-from mtl.bench.objectives import objective_config
 from mtl.runtime.device import resolve_device
 from mtl.train.data.training_data import prepare
 from mtl.train.loop.trainer import Trainer
+from tools.objectives import objective_config
 
 
 def run(bench) -> list[dict]:

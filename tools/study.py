@@ -20,13 +20,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from mtl.bench.configs import BenchStudyConfig
 from mtl.config import apply_overrides, paths_and_keys
 from mtl.errors import UserError
 from mtl.jobs import local
 from mtl.jobs.member import Member
 from mtl.runs import RunFolder, read_summary
 from mtl.train.config.command_line import config_from_args
+from tools.configs import BenchStudyConfig
 
 MODES = ("forked", "fresh")
 

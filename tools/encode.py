@@ -33,8 +33,6 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-# Its command's config lives in configs.py (for --help without torch); importable from here too.
-from mtl.bench.configs import BenchEncodeConfig as BenchEncodeConfig
 from mtl.config import apply_overrides
 from mtl.data.batches import longest_first_batches
 from mtl.data.snli import snli_sentences
@@ -44,6 +42,9 @@ from mtl.models.precision import bf16_supported
 from mtl.runtime.device import resolve_device, to_device
 from mtl.text.tokenizer import Tokenizer
 from mtl.text.vocab import Vocabulary
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from tools.configs import BenchEncodeConfig as BenchEncodeConfig
 
 INPUT_DIM = 300  # glove.840B.300d, the paper's vectors
 

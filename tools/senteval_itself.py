@@ -2,7 +2,7 @@
 the same bag of GloVe vectors mtl's `baseline=glove-bow tokenizer=whitespace` computes: its
 `senteval`/`senteval-prototyping` configurations timed task by task beside mtl's.
 
-It runs in a process of its own (`python -m mtl.bench.senteval_itself ...`, one JSON line out):
+It runs in a process of its own (`python -m tools.senteval_itself ...`, one JSON line out):
 SentEval's code moves every tensor and model with `.cuda()`, which on a machine without a GPU
 is made a no-op here, in that process only, so that mtl's own process keeps torch as it is.
 The batcher is SentEval's bag-of-words example's (examples/bow.py) with the vectors loaded once

@@ -1,1 +1,0 @@
-"""Benchmarks behind `just bench-*`: timings printed as medians of repeated runs."""
