@@ -317,7 +317,7 @@ COMMANDS: dict[str, Command] = {
         "every reader of user files fed damaged copies: each must read or refuse in one line",
     ),
     "compare-objectives": Command(
-        "mtl.analysis.objectives",
+        "mtl.studies.objectives",
         "mtl.analysis.configs:CompareConfig",
         "transfer each run of a sweep over objectives; a table and a page of score against time",
     ),
@@ -358,7 +358,7 @@ COMMANDS: dict[str, Command] = {
         ),
     ),
     "mixture-search": Command(
-        "mtl.analysis.mixture_page",
+        "mtl.studies.mixture_page",
         "mtl.jobs.configs:MixtureSearchConfig",
         "proxy runs of sampled task mixtures, a regression to the best one, then it against the usual mixtures with seeds and verdicts (RegMix)",
         (
@@ -369,8 +369,8 @@ COMMANDS: dict[str, Command] = {
             ),
         ),
     ),
-    "bench-balancers": Command(
-        "mtl.analysis.balancers_page",
+    "compare-balancers": Command(
+        "mtl.studies.balancers_page",
         "mtl.jobs.configs:BenchBalancersConfig",
         "every balancer and the tuned weighted sum at the same tuning budget and seeds, judged on transfer with verdicts",
         (
@@ -381,11 +381,24 @@ COMMANDS: dict[str, Command] = {
             ),
         ),
     ),
-    "bench-mixing": Command(
-        "mtl.analysis.mixing_page",
+    "compare-mixing": Command(
+        "mtl.studies.mixing_page",
         "mtl.jobs.configs:BenchMixingConfig",
         "online mixing schedules against static mixtures at equal compute, with a planted noise task, seeds and verdicts",
         (
+            (
+                "KEY",
+                "none",
+                "any train-multitask key (preset=, tasks=, select=, ...): the runs' configuration",
+            ),
+        ),
+    ),
+    "study": Command(
+        "mtl.studies.study",
+        "mtl.studies.study:StudyConfig",
+        "a registered study (a plugin's, in one file: docs/extending.md): its arms with seeds at equal compute, judged against its baseline with verdicts",
+        (
+            ("NAME", "none", "the study, as registered (register_study); load a plugin's with plugins="),
             (
                 "KEY",
                 "none",
@@ -403,6 +416,9 @@ COMMANDS: dict[str, Command] = {
         "tools.transfer", "tools.configs:BenchTransferConfig", "wall time of the transfer suite"
     ),
 }
+
+# Earlier names of commands, still taken: the two studies once named like the timing benchmarks
+ALIASES = {"bench-balancers": "compare-balancers", "bench-mixing": "compare-mixing"}
 
 HELP = ("--help", "-h", "help")
 PRINT_CONFIG = "--print-config"
@@ -481,6 +497,9 @@ def print_help(name: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    named = 1 if argv[:1] and argv[0] in HELP else 0  # the command's place: `help <command>`
+    if len(argv) > named and argv[named] in ALIASES:
+        argv[named] = ALIASES[argv[named]]
     if argv[:1] and argv[0] in HELP:
         if argv[1:2] and argv[1] in COMMANDS:
             return print_help(argv[1])

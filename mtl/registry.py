@@ -14,6 +14,7 @@
     register_optimizer     an optimizer with its defaults (lr, clipping, schedule, stop): optim=NAME
     register_direction     which way a new metric is better (a loss, an error rate: lower)
     register_launcher      where a study's runs train (a `Launcher` of `Member`s): launcher=NAME
+    register_study         a study: its arms, judged against its baseline (a `Study`): just study NAME
 
 Load the plugin with `plugins=my_module` (or `plugins=./my_plugin.py`) on the command line, or
 install it with an entry point in the group `mtl.plugins`; `experiments/plugins/example.py`
@@ -34,6 +35,7 @@ from mtl.metrics import register_direction
 from mtl.models.encoders.base import Encoder, length_mask
 from mtl.models.encoders.config import EncoderConfig, EncoderTraits
 from mtl.models.encoders.config import register as register_encoder
+from mtl.studies.study import Study, StudyConfig, register_study
 from mtl.tasks.base import Task
 from mtl.tasks.configs import TaskConfig
 from mtl.tasks.kinds import register as register_task
@@ -73,6 +75,8 @@ __all__ = [
     "Scheduler",
     "SentEvalQuirks",
     "Split",
+    "Study",
+    "StudyConfig",
     "Task",
     "TaskConfig",
     "TaskFeatures",  # noqa: F822  (module __getattr__, below)
@@ -90,6 +94,7 @@ __all__ = [
     "register_lr_schedule",
     "register_optimizer",
     "register_schedule",
+    "register_study",
     "register_task",
     "register_transfer_protocol",
     "register_transfer_task",

@@ -1,4 +1,4 @@
-"""`just bench-balancers`: every method tuned with the same number of trials, its best with every
+"""`just compare-balancers`: every method tuned with the same number of trials, its best with every
 seed, judged against the tuned sum on transfer; resumable."""
 
 import json
@@ -36,7 +36,7 @@ def test_a_benchmark_tunes_seeds_judges_and_resumes_without_retraining(tiny_data
     out = tmp_path / "bench"
     train = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
     command = [
-        "bench-balancers", *train, "methods=sum,famo", "trials=2", "budget=steps:3", "seeds=2",
+        "compare-balancers", *train, "methods=sum,famo", "trials=2", "budget=steps:3", "seeds=2",
         "score=best/nli/dev/acc", "transfer_tasks=MR", f"transfer_data={senteval}", f"out={out}",
     ]  # fmt: skip
     assert main(command) == 0, capsys.readouterr().err
@@ -59,7 +59,7 @@ def test_a_benchmark_tunes_seeds_judges_and_resumes_without_retraining(tiny_data
     page = (out / "bench-balancers.html").read_text()
     assert "What each method was given" in page and "<td>MR</td><td>famo</td>" in page
     if can_look():  # in a browser, as tests/test_pages.py looks at the other pages
-        assert not (problems := look_at(out / "bench-balancers.html", "bench-balancers")), problems
+        assert not (problems := look_at(out / "bench-balancers.html", "compare-balancers")), problems
     # again: nothing trains again
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("*/*/summary.json")}
     assert main(command) == 0
@@ -72,8 +72,8 @@ def test_a_benchmark_tunes_seeds_judges_and_resumes_without_retraining(tiny_data
         (["methods=famo,upgrad"], "give sum (the tuned baseline)"),
         (["methods=sum,pcgard"], "pcgard is no balancer"),
         (["lr_factors=0,1"], "lr_factors=0,1: give positive numbers"),
-        (["balancer=pcgrad"], "balancer=pcgrad: bench-balancers sets it for each trial"),
-        (["max_steps=5"], "max_steps=5: bench-balancers sets it for each run"),
+        (["balancer=pcgrad"], "balancer=pcgrad: compare-balancers sets it for each trial"),
+        (["max_steps=5"], "max_steps=5: compare-balancers sets it for each run"),
         (["tasks=nli"], "nli trains alone"),
     ],
 )

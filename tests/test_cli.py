@@ -248,7 +248,7 @@ def test_print_config_shows_presets_keys_and_a_resumed_runs_record(tmp_path, cap
 
 
 @pytest.mark.parametrize(
-    "study", ["versus-single", "mixture-search", "train-groups", "affinity-check", "bench-balancers"]
+    "study", ["versus-single", "mixture-search", "train-groups", "affinity-check", "compare-balancers"]
 )
 def test_a_studys_print_config_shows_its_own_keys_and_its_runs_training_configuration(study, capsys):
     args = [

@@ -104,7 +104,7 @@ def _members_with_scores(tmp_path, scores: dict[str, list[float]]) -> list:
             folder = tmp_path / f"{arm}-seed{seed}"
             folder.mkdir(parents=True)
             (folder / "summary.json").write_text(json.dumps({"best/nli/test/acc": accuracy}))
-            members.append(Member(f"{arm}-seed{seed}", [], folder))
+            members.append(Member(f"{arm}-seed{seed}", [], folder, arm, seed))
     return members
 
 
@@ -186,7 +186,7 @@ def test_tags_selection_is_bounded_and_says_its_size(tmp_path):
 def test_a_study_is_not_written_into_a_runs_folder(tmp_path):
     """train-groups out=<a finished run> once wrote sweep.json into it, and just report of the
     run then said "no runs to report"."""
-    from mtl.jobs.arms import study_folder
+    from mtl.studies.arms import study_folder
 
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.json").write_text("{}")

@@ -17,8 +17,10 @@ LAYERS = [
     ("evaluation", ["mtl.eval"]),
     ("training", ["mtl.train"]),
     ("where runs train", ["mtl.jobs"]),
-    # the studies that give verdicts read mtl.analysis's statistics: commands, above the job machinery
-    ("commands", ["mtl.analysis", "mtl.studies"]),
+    # the commands that read finished runs (and the statistics of every verdict)
+    ("analysis", ["mtl.analysis"]),
+    # the studies train, transfer and compare with mtl.analysis's statistics: above it
+    ("studies", ["mtl.studies"]),
     (
         "entry points",
         ["mtl.registry", "mtl.cli", "mtl.__main__", "mtl.member_server", "=mtl", "mtl.transfer", "mtl.api"],

@@ -1,4 +1,4 @@
-"""`just bench-mixing`: every arm with every seed at equal compute, a planted noise task, doremi
+"""`just compare-mixing`: every arm with every seed at equal compute, a planted noise task, doremi
 against the stratified run of its seed, verdicts against stratified; resumable."""
 
 import json
@@ -49,7 +49,7 @@ def test_a_benchmark_plants_noise_judges_every_arm_and_resumes_without_retrainin
     out = tmp_path / "bench"
     train = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
     command = [
-        "bench-mixing", *train, "arms=stratified,doremi", "budget=steps:4", "seeds=2", "mix_every=2",
+        "compare-mixing", *train, "arms=stratified,doremi", "budget=steps:4", "seeds=2", "mix_every=2",
         "transfer_tasks=MR", f"transfer_data={senteval}", f"out={out}",
     ]  # fmt: skip
     assert main(command) == 0, capsys.readouterr().err
@@ -69,7 +69,7 @@ def test_a_benchmark_plants_noise_judges_every_arm_and_resumes_without_retrainin
     page = (out / "bench-mixing.html").read_text()
     assert "noise's share in force" in page and "<td>MR</td><td>doremi</td>" in page
     if can_look():
-        assert not (problems := look_at(out / "bench-mixing.html", "bench-mixing")), problems
+        assert not (problems := look_at(out / "bench-mixing.html", "compare-mixing")), problems
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("*/*/summary.json")}
     assert main(command) == 0
     assert {p: p.stat().st_mtime_ns for p in out.glob("*/*/summary.json")} == stamps
@@ -111,10 +111,10 @@ def test_a_step_size_given_reaches_the_online_arms_only(tiny_data, tmp_path):
         (["arms=stratified,aoili"], "aoili is no arm"),
         (["arms=stratified,searched"], "give mixture=<a just mixture-search folder>"),
         (["arms=stratified,aioli-target"], "aioli-target judges the tasks by every loss but the planted"),
-        (["mix_target=nli"], "mix_target=nli: bench-mixing sets each arm's schedule"),
-        (["schedule=aioli"], "schedule=aioli: bench-mixing sets each arm's schedule"),
-        (["nli.prob=0.5"], "nli.prob=0.5: bench-mixing sets each arm's schedule"),
-        (["max_steps=5"], "max_steps=5: bench-mixing sets it for each run"),
+        (["mix_target=nli"], "mix_target=nli: compare-mixing sets each arm's schedule"),
+        (["schedule=aioli"], "schedule=aioli: compare-mixing sets each arm's schedule"),
+        (["nli.prob=0.5"], "nli.prob=0.5: compare-mixing sets each arm's schedule"),
+        (["max_steps=5"], "max_steps=5: compare-mixing sets it for each run"),
     ],
 )
 def test_bad_benchmark_arguments_are_one_line(tiny_data, tmp_path, args, message):

@@ -545,7 +545,7 @@ def test_max_minutes_stops_after_that_much_training_time(tiny_data, tmp_path, mo
 def test_compare_objectives_transfers_each_member_and_writes_a_table_and_a_page(
     tiny_data, senteval, tmp_path
 ):
-    from mtl.analysis.objectives import CompareConfig, compare
+    from mtl.studies.objectives import CompareConfig, compare
 
     out = tmp_path / "sweep"
     for seed in (1, 2):  # `just sweep objectives seeds=2`: an objective's seeds are one row
@@ -588,7 +588,7 @@ def test_a_skipthought_run_encodes_with_its_encoder_and_transfers(tiny_data, sen
 
 def test_a_member_whose_objective_got_no_examples_is_marked_and_ranked_last(tiny_data, senteval, tmp_path):
     """Seen: an "nli + qt" member ranked first although its budget ended before any qt step."""
-    from mtl.analysis.objectives import CompareConfig, compare
+    from mtl.studies.objectives import CompareConfig, compare
 
     out = tmp_path / "sweep"
     start_run(tiny_data, out / "tasksnli", "tasks=nli", "max_steps=4")

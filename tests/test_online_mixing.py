@@ -1,7 +1,7 @@
 """Online mixing (schedule=aioli|doremi|transfer): the update rules equal their authors' code,
 every decision is logged and checkpointed, a killed run resumes to the same bits, and aioli's law
 answers to the losses mix_target= names. (Whether a planted noise task is starved is measured at
-CPU scale by `just bench-mixing`, RESULTS.md: a tiny run's shares say nothing about it.)"""
+CPU scale by `just compare-mixing`, RESULTS.md: a tiny run's shares say nothing about it.)"""
 
 import numpy as np
 import pytest

@@ -438,3 +438,50 @@ def test_a_plugin_package_is_identified_by_all_its_modules(tmp_path, monkeypatch
     plugins._loaded["pkgplugin"] = loaded  # a run of before 2026-12-02 recorded __init__.py's hash
     old = {"name": "pkgplugin", "source": "pkgplugin", "sha256": loaded.init_sha256}
     plugins.require([old], "an older run")  # still readable
+
+
+STUDY_PLUGIN = Path(__file__).parent / "fixtures" / "plugins" / "study_depth.py"
+
+
+def test_a_study_from_one_plugin_file_trains_its_arms_and_judges_them(tiny_data, senteval, tmp_path, capsys):
+    """A new study is one file that imports only mtl.registry (register_study): `just study depth`
+    trains both arms with every seed at equal compute (each member carries its arm and seed),
+    judges the other arm against the baseline with compare's verdicts, writes its record, and
+    resumes without retraining; a key its arms set is refused in one line."""
+    from mtl.studies.study import STUDIES
+
+    imported = {
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(ast.parse(STUDY_PLUGIN.read_text()))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert {name for name in imported if name.startswith("mtl")} == {"mtl.registry"}
+    out = tmp_path / "depth"
+    train = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps=", "hidden="))]
+    command = [
+        "study", "depth", f"plugins={STUDY_PLUGIN}", *train, "budget=steps:3", "seeds=2", "depth_hidden=6",
+        "transfer_tasks=MR", f"transfer_data={senteval}", f"out={out}",
+    ]  # fmt: skip
+    try:
+        assert cli.main(command) == 0, capsys.readouterr().err
+        result = json.loads((out / "depth.json").read_text())
+        assert result["baseline"] == "one" and {a: r["seeds"] for a, r in result["arms"].items()} == {
+            "one": 2,
+            "two": 2,
+        }
+        assert sorted(result["runs"]) == ["one-seed1", "one-seed2", "two-seed1", "two-seed2"]
+        config = json.loads((out / "arms" / "two-seed2" / "config.json").read_text())["config"]
+        assert config["model"]["encoder"] == "bilstm2" and config["model"]["hidden"] == 6
+        assert config["run"]["seed"] == 2 and config["optim"]["max_steps"] == 3
+        assert [(r["task"], r["arm"]) for r in result["verdicts"]] == [("MR", "two")]
+        assert result["verdicts"][0]["verdict"] in ("beats one", "below one", "no evidence")
+        assert "| MR | two |" in (out / "depth.md").read_text()
+        trained = (out / "arms" / "one-seed1" / "summary.json").stat().st_mtime_ns
+        capsys.readouterr()
+        assert cli.main(command) == 0  # again: every run is finished, none trains again
+        assert (out / "arms" / "one-seed1" / "summary.json").stat().st_mtime_ns == trained
+        assert cli.main([*command[:-1], f"out={tmp_path / 'other'}", "hidden=4"]) == 2
+        assert one_error_line(capsys) == "error: hidden=4: study depth sets it for each arm"
+    finally:
+        STUDIES.pop("depth", None)

@@ -7,8 +7,8 @@ import pytest
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.jobs.arms import short_of_budget
 from mtl.studies import versus
+from mtl.studies.arms import short_of_budget
 from tests.conftest import args_for
 
 

@@ -111,7 +111,7 @@ class AffinityCheckConfig(LauncherConfig):
 
 @dataclass
 class BenchMixingConfig(LauncherConfig):
-    """bench-mixing's own keys (for --help); every other key goes to train-multitask (each arm's run)."""
+    """compare-mixing's own keys (for --help); every other key goes to train-multitask (each arm's run)."""
 
     arms: str = "stratified,proportional,temperature,aioli,aioli-abs,doremi"  # the mixtures judged; stratified is the baseline
     budget: str = "steps:1000"  # what every run trains (steps:N, examples:N or minutes:N)
@@ -133,7 +133,7 @@ class BenchMixingConfig(LauncherConfig):
 
 @dataclass
 class BenchBalancersConfig(LauncherConfig):
-    """bench-balancers' own keys (for --help); every other key goes to train-multitask (each trial
+    """compare-balancers' own keys (for --help); every other key goes to train-multitask (each trial
     and run under schedule=mixed)."""
 
     methods: str = "sum,uncertainty,gradnorm,pcgrad,famo,upgrad,aligned,nash"  # the balancers judged; sum is the baseline

@@ -18,6 +18,11 @@ class Member:
     name: str
     overrides: list[str]  # key=value for train-multitask
     run_dir: Path
+    arm: str = ""  # the study's arm it is a seed of (a study names it; never parsed from the name)
+    seed: int | None = None  # its seed in the study
+
+    def __post_init__(self) -> None:
+        self.arm = self.arm or self.name  # outside a study (a sweep's member): its own arm
 
     def status(self) -> str:
         """`finished`, `interrupted` (resumed when launched again), or `new`."""

@@ -37,7 +37,12 @@ from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.schemas import DamagedFile
-from mtl.jobs.arms import (
+from mtl.jobs.configs import AffinityCheckConfig as AffinityCheckConfig
+from mtl.jobs.member import Member
+from mtl.jobs.seeds import study_seeds
+from mtl.jobs.sweep import train_study
+from mtl.runs import RunFolder, read_affinity, read_summary
+from mtl.studies.arms import (
     budget_amount,
     equal_compute,
     left_out_line,
@@ -45,14 +50,9 @@ from mtl.jobs.arms import (
     study_arguments,
     study_folder,
 )
-from mtl.jobs.configs import AffinityCheckConfig as AffinityCheckConfig
-from mtl.jobs.member import Member
-from mtl.jobs.seeds import study_seeds
-from mtl.jobs.sweep import train_study
-from mtl.runs import RunFolder, read_affinity, read_summary
 from mtl.studies.groups import seed_scores, test_metric
 from mtl.studies.opening import open_study
-from mtl.studies.versus import arm_of, subset_members
+from mtl.studies.versus import subset_members
 from mtl.train.config.command_line import config_from_args
 
 ALL = "all"
@@ -81,7 +81,7 @@ def members_of(
     arms = {ALL: training} | {without(k): [t for t in training if t != k] for k in training}
     found = subset_members(train, arms, budget, out, seeds)
     for member in found:
-        if arm_of(member) != ALL:
+        if member.arm != ALL:
             member.overrides = [a for a in member.overrides if a.partition("=")[0] not in AFFINITY_KEYS]
     return found
 
@@ -90,7 +90,7 @@ def predicted(kept: list[Member], training: list[str], targets: list[str]) -> di
     """Per seed of the `all` arm: (training tasks x targets) mean affinity over its measurements."""
     found = {}
     for member in kept:
-        if arm_of(member) != ALL:
+        if member.arm != ALL:
             continue
         try:
             rows = read_affinity(RunFolder(member.run_dir).affinity)
@@ -101,7 +101,7 @@ def predicted(kept: list[Member], training: list[str], targets: list[str]) -> di
             continue
         summary, their_targets = toward
         order = [summary.tasks.index(t) for t in training]
-        found[_seed_of(member)] = summary.mean[np.ix_(order, [their_targets.index(t) for t in targets])]
+        found[member.seed] = summary.mean[np.ix_(order, [their_targets.index(t) for t in targets])]
     return found
 
 
@@ -112,8 +112,8 @@ def measured(
     in points, and the split each target was scored on."""
     by_seed: dict[int, dict[str, Member]] = {}
     for member in kept:
-        by_seed.setdefault(_seed_of(member), {})[arm_of(member)] = member
-    first = next((m for m in kept if arm_of(m) == ALL), None)
+        by_seed.setdefault(member.seed, {})[member.arm] = member
+    first = next((m for m in kept if m.arm == ALL), None)
     summary = (read_summary(RunFolder(first.run_dir).summary) if first else None) or {}
     splits = {target: "test" if test_metric(summary, target, "test") else "dev" for target in targets}
     found = {}
@@ -130,11 +130,6 @@ def measured(
         if not np.isnan(effect).any():
             found[seed] = effect
     return found, splits
-
-
-def _seed_of(member: Member) -> int:
-    """The seed subset_members gave the run (its last seed= key)."""
-    return int(next(a for a in reversed(member.overrides) if a.startswith("seed=")).partition("=")[2])
 
 
 def spearman_over_seeds(

@@ -1,7 +1,7 @@
-"""`just bench-balancers`: does a gradient balancer beat a tuned weighted sum, each given the same
+"""`just compare-balancers`: does a gradient balancer beat a tuned weighted sum, each given the same
 tuning budget?
 
-    just bench-balancers preset=cpu-small budget=steps:300 trials=4 seeds=3 transfer_tasks=MR,CR,TREC,STS14
+    just compare-balancers preset=cpu-small budget=steps:300 trials=4 seeds=3 transfer_tasks=MR,CR,TREC,STS14
 
 Kurin et al. (2022, "In Defense of the Unitary Scalarization for Deep Multi-Task Learning") and
 Xin et al. (2022, "Do Current Multi-Task Optimization Methods in Deep Learning Even Help?") found
@@ -26,7 +26,7 @@ method gets the same budget.
 
 The runs are a resumable study (`just sweep`'s machinery, `launcher=slurm` too): run the same
 command again to continue. Results: out/bench-balancers.md, .json, W&B tables, and the page
-(mtl/analysis/balancers_page.py).
+(mtl/studies/balancers_page.py).
 """
 
 from __future__ import annotations
@@ -41,7 +41,10 @@ import torch
 from mtl.config import apply_overrides, comma_list
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
-from mtl.jobs.arms import (
+from mtl.jobs.configs import BenchBalancersConfig
+from mtl.jobs.member import Member
+from mtl.jobs.sweep import train_study
+from mtl.studies.arms import (
     budget_amount,
     check_transfer_keys,
     closing_lines,
@@ -52,11 +55,8 @@ from mtl.jobs.arms import (
     summary_seconds,
     wandb_mode,
 )
-from mtl.jobs.configs import BenchBalancersConfig
-from mtl.jobs.member import Member
-from mtl.jobs.sweep import train_study
 from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
-from mtl.studies.mixture import arm_of, budget_keys, proxy_score, verdicts_against
+from mtl.studies.mixture import budget_keys, proxy_score, verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
 from mtl.train.config.command_line import config_from_args
@@ -75,14 +75,14 @@ OWN_SPACES: dict[str, dict[str, tuple]] = {
 
 def parse(args: Sequence[str]) -> tuple[BenchBalancersConfig, list[str]]:
     own, train = study_arguments(
-        list(args), "bench-balancers", tuple(BenchBalancersConfig.__dataclass_fields__)
+        list(args), "compare-balancers", tuple(BenchBalancersConfig.__dataclass_fields__)
     )
-    refuse_run_keys(train, "bench-balancers", "run")
+    refuse_run_keys(train, "compare-balancers", "run")
     if taken := [
         a for a in train if a.partition("=")[0] in ("balancer", "schedule.balancer", "lr", "optim.lr")
     ]:
         raise UserError(
-            f"{taken[0]}: bench-balancers sets it for each trial; choose methods= and lr_factors="
+            f"{taken[0]}: compare-balancers sets it for each trial; choose methods= and lr_factors="
         )
     config = apply_overrides(BenchBalancersConfig(), own)
     check_transfer_keys(config.transfer_tasks, config.transfer_mode)
@@ -149,7 +149,7 @@ def base_of(train: list[str]) -> tuple[list[str], float]:
     tasks = base.training_tasks
     if len(tasks) < 2:
         raise UserError(
-            f"bench-balancers balances tasks: {tasks[0]} trains alone; give tasks= with two or more"
+            f"compare-balancers balances tasks: {tasks[0]} trains alone; give tasks= with two or more"
         )
     return tasks, resolve_settings(base, torch.device("cpu"), None).optim.lr
 
@@ -173,7 +173,9 @@ def trial_members(
             member_keys += [*budget_keys(config.budget), f"seed={seed}", f"name={name}", f"group={out.name}"]
             member_keys.append(f"out={out / 'trials' / name}")
             config_from_args(member_keys)  # a key that does not fit a trial stops everything before work
-            found.setdefault(method, []).append((keys, Member(name, member_keys, out / "trials" / name)))
+            found.setdefault(method, []).append(
+                (keys, Member(name, member_keys, out / "trials" / name, arm=name, seed=seed))
+            )
     return found
 
 
@@ -181,12 +183,12 @@ def seed_members(best: dict[str, tuple[dict, Member]], seeds: list[int], out: Pa
     """Each method's best trial with every seed: the first seed's run is the trial itself."""
     found = []
     for method, (_, trial) in best.items():
-        found.append(Member(f"{method}-seed{seeds[0]}", trial.overrides, trial.run_dir))
+        found.append(Member(f"{method}-seed{seeds[0]}", trial.overrides, trial.run_dir, method, seeds[0]))
         for seed in seeds[1:]:
             name = f"{method}-seed{seed}"
             keys = [k for k in trial.overrides if not k.startswith(("seed=", "name=", "out="))]
             keys += [f"seed={seed}", f"name={name}", f"out={out / 'arms' / name}"]
-            found.append(Member(name, keys, out / "arms" / name))
+            found.append(Member(name, keys, out / "arms" / name, method, seed))
     return found
 
 
@@ -253,11 +255,11 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
         fixed,
         out / "arms",
         launcher,
-        "bench-balancers",
+        "compare-balancers",
     )
     compared_runs, short = equal_compute(final, config.budget)
     compared, names, _ = transfer_and_compare(
-        compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out, arm_of
+        compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out
     )
     parity = {
         method: {
@@ -266,9 +268,9 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
             "tried": [keys for keys, _ in trials[method]],
             "best": best[method][0],
             "best_score": scores[method],
-            "seeds": len([m for m in final if arm_of(m) == method]),
+            "seeds": len([m for m in final if m.arm == method]),
             "tuning_seconds": sum(summary_seconds(member) for _, member in trials[method]),
-            "seed_seconds": sum(summary_seconds(m) for m in final if arm_of(m) == method),
+            "seed_seconds": sum(summary_seconds(m) for m in final if m.arm == method),
         }
         for method in methods
     }

@@ -5,18 +5,17 @@ imports a study)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 from mtl.analysis import significance
 from mtl.config import apply_overrides
 from mtl.errors import UserError
-from mtl.jobs.arms import transfer_members
 from mtl.jobs.member import Member
+from mtl.studies.arms import transfer_members
 
 
 def transfer_and_compare(
-    members: list[Member], tasks: str, mode: str, data: str | None, out: Path, arm_of: Callable[[Member], str]
+    members: list[Member], tasks: str, mode: str, data: str | None, out: Path
 ) -> tuple[dict, dict[str, str], str]:
     """Transfer each run (`transfer_tasks=`, `transfer_mode=`, `transfer_data=`), then compare them
     as `just compare` does into out/compare.md and .json: (its record, encoder name -> arm, the
@@ -32,7 +31,7 @@ def transfer_and_compare(
         raise UserError(f"just compare failed: {error}") from None
     compared = json.loads(compared_path.with_suffix(".json").read_text(encoding="utf-8"))
     # compare names an encoder (its seeds) by the keys its runs differ in (tasks=nli): here, by arm
-    arm_at = {str(m.run_dir): arm_of(m) for m in members}
+    arm_at = {str(m.run_dir): m.arm for m in members}
     return compared, {encoder: arm_at[paths[0]] for encoder, paths in compared["encoders"].items()}, report
 
 

@@ -40,7 +40,12 @@ from mtl.console import say
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.schemas import DamagedFile
-from mtl.jobs.arms import (
+from mtl.jobs.configs import TrainGroupsConfig as TrainGroupsConfig
+from mtl.jobs.member import Member
+from mtl.jobs.seeds import study_seeds
+from mtl.jobs.sweep import train_study
+from mtl.runs import RunFolder, read_affinity, read_summary
+from mtl.studies.arms import (
     budget_amount,
     equal_compute,
     left_out_line,
@@ -48,11 +53,6 @@ from mtl.jobs.arms import (
     study_arguments,
     study_folder,
 )
-from mtl.jobs.configs import TrainGroupsConfig as TrainGroupsConfig
-from mtl.jobs.member import Member
-from mtl.jobs.seeds import study_seeds
-from mtl.jobs.sweep import train_study
-from mtl.runs import RunFolder, read_affinity, read_summary
 from mtl.studies.opening import open_study
 from mtl.studies.versus import subset_members
 from mtl.train.config.command_line import config_from_args
@@ -150,17 +150,13 @@ def seed_scores(members: list[Member], arm: str, task: str, split: str = "test")
     """Each seed's score of `task` on `split` from the arm's runs, in points (accuracy %, r x 100)."""
     found = []
     for member in members:
-        if arm_of(member) != arm:
+        if member.arm != arm:
             continue
         summary = read_summary(RunFolder(member.run_dir).summary) or {}
         key = test_metric(summary, task, split)
         if key is not None and isinstance(summary.get(key), int | float):
             found.append(100 * float(summary[key]))
     return found
-
-
-def arm_of(member: Member) -> str:
-    return member.name.rsplit("-seed", 1)[0] if "-seed" in member.name else member.name
 
 
 def serving_groups(chosen: Grouping, kept: list[Member], training: list[str]) -> dict[str, str]:

@@ -1,7 +1,7 @@
-"""`just bench-mixing`: do mixtures that adapt during training beat the static ones, at equal
+"""`just compare-mixing`: do mixtures that adapt during training beat the static ones, at equal
 compute and with seeds?
 
-    just bench-mixing preset=cpu-small hidden=128 budget=steps:300 seeds=3 transfer_tasks=MR,CR,TREC,STS14
+    just compare-mixing preset=cpu-small hidden=128 budget=steps:300 seeds=3 transfer_tasks=MR,CR,TREC,STS14
 
 - **Arms** (`arms=`): the static mixtures, `stratified` (every task an equal share, as Aioli's and
   DoReMi's baseline), `proportional` (by size) and `temperature` (size**(1/T), `temperature=`),
@@ -26,7 +26,7 @@ compute and with seeds?
   compare`'s studentized intervals (seeds, then test items), Holm over every arm x transfer task.
 
 The runs are a resumable study (`launcher=slurm` too): run the same command again to continue.
-Results: out/bench-mixing.md, .json, W&B tables, and the page (mtl/analysis/mixing_page.py).
+Results: out/bench-mixing.md, .json, W&B tables, and the page (mtl/studies/mixing_page.py).
 """
 
 from __future__ import annotations
@@ -40,7 +40,11 @@ import numpy as np
 from mtl.config import apply_overrides, comma_list
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
-from mtl.jobs.arms import (
+from mtl.jobs.configs import BenchMixingConfig
+from mtl.jobs.member import Member
+from mtl.jobs.sweep import train_study
+from mtl.runs import RunFolder, read_metrics, read_summary
+from mtl.studies.arms import (
     budget_amount,
     check_transfer_keys,
     closing_lines,
@@ -51,12 +55,8 @@ from mtl.jobs.arms import (
     summary_seconds,
     wandb_mode,
 )
-from mtl.jobs.configs import BenchMixingConfig
-from mtl.jobs.member import Member
-from mtl.jobs.sweep import train_study
-from mtl.runs import RunFolder, read_metrics, read_summary
 from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
-from mtl.studies.mixture import arm_of, budget_keys, by_size, mixture_keys, training_sizes, verdicts_against
+from mtl.studies.mixture import budget_keys, by_size, mixture_keys, training_sizes, verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
 from mtl.train.config.command_line import config_from_args
@@ -78,10 +78,10 @@ SCHEDULE_KEYS = (
 
 
 def parse(args: Sequence[str]) -> tuple[BenchMixingConfig, list[str]]:
-    own, train = study_arguments(list(args), "bench-mixing", tuple(BenchMixingConfig.__dataclass_fields__))
-    refuse_run_keys(train, "bench-mixing", "run")
+    own, train = study_arguments(list(args), "compare-mixing", tuple(BenchMixingConfig.__dataclass_fields__))
+    refuse_run_keys(train, "compare-mixing", "run")
     if taken := [a for a in train if a.partition("=")[0] in SCHEDULE_KEYS or ".prob=" in a]:
-        raise UserError(f"{taken[0]}: bench-mixing sets each arm's schedule; choose arms= (and mix_every=)")
+        raise UserError(f"{taken[0]}: compare-mixing sets each arm's schedule; choose arms= (and mix_every=)")
     config = apply_overrides(BenchMixingConfig(), own)
     check_transfer_keys(config.transfer_tasks, config.transfer_mode)
     budget_amount(config.budget)
@@ -115,7 +115,7 @@ def noise_task(out: Path) -> str:
     sick = Path(__file__).resolve().parents[2] / "experiments" / "tasks" / "sick.toml"
     if not sick.is_file():
         raise UserError(
-            f"{sick} is missing: bench-mixing plants its noise task from it (or give noise=false)"
+            f"{sick} is missing: compare-mixing plants its noise task from it (or give noise=false)"
         )
     out.mkdir(parents=True, exist_ok=True)
     planted = out / f"{NOISE}.toml"
@@ -134,7 +134,7 @@ def tasks_of(train: list[str], noise: str | None) -> tuple[list[str], list[str]]
         train = [a for a in train if a not in given] + [f"tasks={listed},{noise}"]
     tasks = config_from_args(train).training_tasks
     if len(tasks) < 2:
-        raise UserError(f"bench-mixing mixes tasks: {tasks[0]} trains alone; give tasks= with two or more")
+        raise UserError(f"compare-mixing mixes tasks: {tasks[0]} trains alone; give tasks= with two or more")
     return train, tasks
 
 
@@ -210,7 +210,7 @@ def members(
             ]
             keys.append(f"out={out / 'arms' / name}")
             config_from_args(keys)  # a key that does not fit an arm stops everything before work
-            found.append(Member(name, keys, out / "arms" / name))
+            found.append(Member(name, keys, out / "arms" / name, arm, seed))
     return found
 
 
@@ -301,18 +301,18 @@ def bench(args: Sequence[str]) -> tuple[Path, dict]:
     train, tasks = tasks_of(train, noise_task(out) if config.noise else None)
     found = members(train, arms, tasks, config, seeds, out)
     fixed = [*train, f"budget={config.budget}", f"mix_every={config.mix_every}"]
-    static = [m for m in found if arm_of(m) in STATIC]  # first: doremi's references are among them
+    static = [m for m in found if m.arm in STATIC]  # first: doremi's references are among them
     train_study(static, fixed, out / "arms", launcher, "bench-mixing")
     train_study([m for m in found if m not in static], fixed, out / "arms", launcher, "bench-mixing")
     compared_runs, short = equal_compute(found, config.budget)
     compared, names, _ = transfer_and_compare(
-        compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out, arm_of
+        compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out
     )
     noise = NOISE if config.noise else None
     static_shares = mixtures(train, tasks, arms, config) if noise else {}
     per_arm = {}
     for arm in arms:
-        runs = [m for m in compared_runs if arm_of(m) == arm]
+        runs = [m for m in compared_runs if m.arm == arm]
         share = float(static_shares[arm][tasks.index(noise)]) if noise and arm in static_shares else None
         measured = [noise_shares(m, noise, config.budget, share) for m in runs] if noise else []
 

@@ -37,7 +37,7 @@ uniform Dirichlet proxies and the fit's argmax; `proxies=uniform` starts such a 
 
 Everything trains as a sweep: an interrupted search resumes, a finished proxy or arm is never
 trained again. It writes mixture-search.md and .json, logs its tables to W&B in the search's
-group, and `just mixture-search` adds a page (mtl/analysis/mixture_page.py: predicted against
+group, and `just mixture-search` adds a page (mtl/studies/mixture_page.py: predicted against
 observed, the mixtures' weights, the verdicts).
 """
 
@@ -59,7 +59,15 @@ from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.files.locks import FolderLock
 from mtl.formats.comparison import method_of
-from mtl.jobs.arms import (
+
+# Its command's config lives in configs.py (for --help without torch); importable from here too.
+from mtl.jobs.configs import MixtureSearchConfig as MixtureSearchConfig
+from mtl.jobs.launchers import check_outcomes
+from mtl.jobs.member import Member
+from mtl.jobs.seeds import study_seeds
+from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
+from mtl.runs import RunFolder, read_summary
+from mtl.studies.arms import (
     budget_amount,
     check_transfer_keys,
     closing_lines,
@@ -69,14 +77,6 @@ from mtl.jobs.arms import (
     study_folder,
     wandb_mode,
 )
-
-# Its command's config lives in configs.py (for --help without torch); importable from here too.
-from mtl.jobs.configs import MixtureSearchConfig as MixtureSearchConfig
-from mtl.jobs.launchers import check_outcomes
-from mtl.jobs.member import Member
-from mtl.jobs.seeds import study_seeds
-from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
-from mtl.runs import RunFolder, read_summary
 from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
@@ -198,7 +198,7 @@ def proxies(
         name = f"proxy{number:02d}"
         keys = [*train, *matched, *mixture_keys(tasks, mixture), *budget_keys(budget), "seed=1"]
         keys += [f"name={name}", f"group={out.name}", f"out={out / 'proxies' / name}"]
-        found.append(Member(name, keys, out / "proxies" / name))
+        found.append(Member(name, keys, out / "proxies" / name, seed=1))
     return found
 
 
@@ -368,12 +368,8 @@ def arms(
             name = f"{arm}-seed{seed}"
             member_keys = [*train, *keys, *budget_keys(config.budget), f"seed={seed}"]
             member_keys += [f"name={name}", f"group={out.name}", f"out={out / 'arms' / name}"]
-            found.append(Member(name, member_keys, out / "arms" / name))
+            found.append(Member(name, member_keys, out / "arms" / name, arm, seed))
     return found
-
-
-def arm_of(member: Member) -> str:
-    return member.name.rsplit("-seed", 1)[0]
 
 
 def _train(sweep: Sweep, members: list[Member]) -> None:
@@ -621,7 +617,7 @@ def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
         _train(Sweep(out.name, {}, [*fixed, f"budget={config.budget}"], out / "arms", launcher), final)
         compared_runs, short = equal_compute(final, config.budget)
         compared, names, _ = transfer_and_compare(
-            compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out, arm_of
+            compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out
         )
     baselines = ["best-proxy", "proportional", "temperature"]
     result = {

@@ -36,14 +36,6 @@ from mtl.errors import UserError
 from mtl.eval.merge import MergeConfig, merge_encoders
 from mtl.files import atomic, jsonfile
 from mtl.formats.comparison import method_of
-from mtl.jobs.arms import (
-    budget_amount,
-    check_transfer_keys,
-    equal_compute,
-    left_out_line,
-    refuse_run_keys,
-    study_folder,
-)
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.jobs.configs import VersusConfig as VersusConfig
@@ -51,6 +43,14 @@ from mtl.jobs.member import Member
 from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_summary
+from mtl.studies.arms import (
+    budget_amount,
+    check_transfer_keys,
+    equal_compute,
+    left_out_line,
+    refuse_run_keys,
+    study_folder,
+)
 from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
 from mtl.studies.opening import open_study
 from mtl.tasks import named_config
@@ -154,19 +154,20 @@ def members(
 def merged_arms(parts: list[Member], methods: list[str], out: Path, data: str | None) -> list[Member]:
     """Per seed, its parts merged by each method (`just merge-encoders`, lam on dev): encoder
     folders, named as the runs of an arm are. A merge already written is kept."""
-    by_seed: dict[str, list[Member]] = {}
+    by_seed: dict[int | None, list[Member]] = {}
     for part in parts:
-        by_seed.setdefault(part.name.rpartition("-seed")[2] if "-seed" in part.name else "", []).append(part)
+        by_seed.setdefault(part.seed, []).append(part)
     found = []
     for seed, members_of_seed in by_seed.items():
+        seeded = members_of_seed[0].name != members_of_seed[0].arm  # several seeds: runs named -seed<k>
         for method in methods:
-            name = f"{MERGE}{method}" + (f"-seed{seed}" if seed else "")
+            name = f"{MERGE}{method}" + (f"-seed{seed}" if seeded else "")
             folder = out / name
             if not (folder / "encoder.json").is_file():
                 print(f"merge {', '.join(m.name for m in members_of_seed)} ({method})", flush=True)
                 config = MergeConfig(out=str(folder), method=method, data=data)  # type: ignore[arg-type]
                 merge_encoders(config, [str(m.run_dir) for m in members_of_seed])
-            found.append(Member(name, [], folder))
+            found.append(Member(name, [], folder, f"{MERGE}{method}", seed))
     return found
 
 
@@ -203,12 +204,8 @@ def subset_members(
             run_dir = out / name
             member_keys = [*keys, f"seed={seed}", f"name={name}", f"group={out.name}", f"out={run_dir}"]
             config_from_args(member_keys)  # a key that does not fit a member stops everything before work
-            found.append(Member(name, member_keys, run_dir))
+            found.append(Member(name, member_keys, run_dir, arm, seed))
     return found
-
-
-def arm_of(member: Member) -> str:
-    return member.name.rsplit("-seed", 1)[0] if "-seed" in member.name else member.name
 
 
 def _task_entries(train: list[str]) -> dict[str, str]:
@@ -418,7 +415,7 @@ def command(args: Sequence[str]) -> None:
     # The budget is a fixed key of every run: a folder trained with another budget is refused,
     # not resumed under its old one.
     train_study(found, [*train, f"budget={config.budget}"], out, launcher, "versus")
-    parts = [m for m in found if arm_of(m).endswith(PART)]
+    parts = [m for m in found if m.arm.endswith(PART)]
     found = [m for m in found if m not in parts]
     kept, short = equal_compute(found, config.budget)
     if parts:
@@ -428,14 +425,14 @@ def command(args: Sequence[str]) -> None:
             raise UserError(f"merge parts short of their share ({share}): {left_out_line(short_parts)}")
         merges = merged_arms(kept_parts, methods, out, config.transfer_data)
         kept, found = kept + merges, found + merges
-    arms = list(dict.fromkeys(arm_of(m) for m in found))
-    if missing := [arm for arm in arms if not any(arm_of(m) == arm for m in kept)]:
+    arms = list(dict.fromkeys(m.arm for m in found))
+    if missing := [arm for arm in arms if not any(m.arm == arm for m in kept)]:
         raise UserError(
             f"no run of {', '.join(missing)} used the whole budget: see the lines above, then resume its "
             "runs or choose another budget"
         )
     compared, names, report = transfer_and_compare(
-        kept, config.transfer_tasks, config.transfer_mode, config.transfer_data, out, arm_of
+        kept, config.transfer_tasks, config.transfer_mode, config.transfer_data, out
     )
     compared_path = out / "compare.md"
     for c in compared["comparisons"]:
@@ -452,7 +449,7 @@ def command(args: Sequence[str]) -> None:
     text = markdown(rows, arms, config.budget, confidence, len(seeds))
     across = across_by_arm(compared, names)
     text += across_section(across)
-    mixtures = [m for m in kept if arm_of(m) == MIXTURE]
+    mixtures = [m for m in kept if m.arm == MIXTURE]
     starved = sorted({task for m in mixtures for task in _starved(m)})
     if starved:
         text += (

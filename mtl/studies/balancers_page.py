@@ -1,4 +1,4 @@
-"""`just bench-balancers`: the benchmark (mtl/studies/balancer_bench.py), then its page: each method's
+"""`just compare-balancers`: the benchmark (mtl/studies/balancer_bench.py), then its page: each method's
 difference from the tuned sum on every transfer task with its Holm interval, and what each
 method was given (its trials, space, seeds and seconds)."""
 

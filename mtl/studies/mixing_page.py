@@ -1,4 +1,4 @@
-"""`just bench-mixing`: the benchmark (mtl/studies/mixing_bench.py), then its page: the planted noise
+"""`just compare-mixing`: the benchmark (mtl/studies/mixing_bench.py), then its page: the planted noise
 task's share over the run for every arm, each arm's difference from stratified on every transfer
 task with its Holm interval, and what each arm cost."""
 
