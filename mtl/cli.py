@@ -395,7 +395,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "study": Command(
         "mtl.studies.study",
-        "mtl.studies.study:StudyConfig",
+        "mtl.jobs.configs:StudyConfig",
         "a registered study (a plugin's, in one file: docs/extending.md): its arms with seeds at equal compute, judged against its baseline with verdicts",
         (
             ("NAME", "none", "the study, as registered (register_study); load a plugin's with plugins="),

@@ -43,11 +43,11 @@ from mtl.tasks.nli import NLI, NLIConfig
 from mtl.tasks.pairs import single_recipe
 from mtl.train.callbacks.base import Callback, register_callback
 from mtl.train.data.scheduler import Scheduler, register_schedule
-from mtl.train.loop.training_run import Control, TrainingRun
 from mtl.train.optim.balancers import register_balancer
 from mtl.train.optim.balancers.base import Balancer, Combined
 from mtl.train.optim.lr_schedules import LrSchedule, register_lr_schedule
 from mtl.train.optim.optimizer_registry import OptimizerDefaults, register_optimizer
+from mtl.train.run.training_run import Control, TrainingRun
 from mtl.transfer_tasks.registry import SentEvalQuirks, register_transfer_protocol, register_transfer_task
 from mtl.transfer_tasks.tasks import Split, TransferTask, read_task
 

@@ -11,7 +11,7 @@ import torch
 from mtl.errors import UserError
 from mtl.runs import read_metrics
 from mtl.train.callbacks.base import CALLBACK_OPTIONS, CALLBACKS, Callback, register_callback
-from mtl.train.loop.training_run import TrainingRun
+from mtl.train.run.training_run import TrainingRun
 
 from .conftest import args_for, start_run, straight_and_resumed
 
@@ -117,8 +117,8 @@ def test_a_stop_asked_for_in_on_evaluate_ends_the_run_before_another_step(tiny_d
 
 def test_the_runs_control_stops_for_the_first_reason_of_its_order_whoever_asked_first():
     from mtl.runtime.distributed import Distributed
-    from mtl.train.loop.state import StopReason
-    from mtl.train.loop.training_run import Control
+    from mtl.train.run.state import StopReason
+    from mtl.train.run.training_run import Control
 
     for asked in ([StopReason.MAX_STEPS, StopReason.CALLBACK], [StopReason.CALLBACK, StopReason.MAX_STEPS]):
         control = Control()

@@ -104,6 +104,55 @@ def test_no_module_imports_a_layer_above_its_own():
     assert not upward, "\n".join(upward)
 
 
+# mtl.train's floors, lowest first: a module belongs to the floor of the longest prefix naming it.
+# The catalogue is every component kind's registry (what the config parses keys against), each
+# beside its code; the run is a folder of its own (mtl/train/run).
+TRAIN_FLOORS = [
+    (
+        "catalogue",
+        [
+            "mtl.train.data.scheduler",
+            "mtl.train.optim.balancers",
+            "mtl.train.optim.lr_schedules",
+            "mtl.train.optim.optimizer_registry",
+            "mtl.train.callbacks.base",
+            "mtl.train.loop.selection",
+        ],
+    ),
+    ("config", ["mtl.train.config"]),
+    ("data and optim", ["mtl.train.data", "mtl.train.optim"]),
+    ("run", ["mtl.train.run"]),
+    ("step and callbacks", ["mtl.train.step", "mtl.train.callbacks"]),
+    ("loop", ["mtl.train.loop", "=mtl.train"]),
+]
+
+
+def floor_of(module: str) -> int | None:
+    matches = [
+        (len(prefix), index)
+        for index, (_, prefixes) in enumerate(TRAIN_FLOORS)
+        for prefix in prefixes
+        if module == prefix.lstrip("=") or (not prefix.startswith("=") and module.startswith(prefix + "."))
+    ]
+    return max(matches)[1] if matches else None
+
+
+def test_no_module_of_train_imports_a_floor_above_its_own():
+    """train/'s rooms were one import circle (the config imported the callbacks, data and optim,
+    which imported it back; the step imported the loop's setup, the callbacks the run object):
+    as floors, none imports one above it, not even inside a function."""
+    known = modules()
+    train = {module: path for module, path in known.items() if module.startswith("mtl.train")}
+    assert all(floor_of(module) is not None for module in train), [m for m in train if floor_of(m) is None]
+    upward = [
+        f"{module} ({TRAIN_FLOORS[floor_of(module)][0]}) imports {target} ({TRAIN_FLOORS[floor_of(target)][0]})"
+        for module, path in train.items()
+        for target, _ in imports(path, known)
+        if target.startswith("mtl.train") and floor_of(target) > floor_of(module)
+    ]
+    assert not upward, "\n".join(upward)
+
+
 def test_the_package_never_imports_the_developer_tools():
     """The benchmarks, the fuzzer and the GPU check (tools/, run from a checkout) use mtl; mtl
     never imports them, not even inside a function (the command table names their modules, as it

@@ -236,7 +236,7 @@ def test_aiolis_evidence_is_each_losss_drop_in_its_own_units(tiny_data, tmp_path
     relative change per lr: under SGD it grows with the lr (ten times the lr, ten times the drop,
     to first order), the loss before is the task's own on its held batch, and a step lowers its
     own task's loss."""
-    from mtl.train.loop.setup import TaskNetwork
+    from mtl.train.run.setup import TaskNetwork
 
     drops = []
     for lr in (1e-4, 1e-3):

@@ -379,8 +379,8 @@ def test_adam_stops_at_its_second_evaluation_not_above_the_best(tiny_data, tmp_p
 
 def test_sgd_divides_the_lr_when_an_epochs_dev_accuracy_is_not_above_the_best():
     from mtl.train.config.train_config import OptimConfig
-    from mtl.train.loop.state import TrainState
     from mtl.train.optim.lr_schedules import build_lr_schedule
+    from mtl.train.run.state import TrainState
 
     optimizers = {"nli": torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)}
     schedule = build_lr_schedule(OptimConfig(optim="sgd", lr_schedule="infersent"), optimizers, "nli")

@@ -286,7 +286,7 @@ def test_wandb_console_off_keeps_the_logs_tab_empty(tiny_data, tmp_path):
 def test_a_replayed_metrics_file_sends_only_steps_and_evaluations(tmp_path):
     # A resume whose W&B run holds nothing yet (its writer lost everything) replays the file:
     # parameter counts and block events stay out of the history, as they do when logged live.
-    from mtl.train.callbacks.runlog import RunLog
+    from mtl.train.run.log import RunLog
 
     class Recorder:
         def __init__(self):

@@ -34,8 +34,8 @@ from torch.profiler import ProfilerActivity, profile
 from mtl.config import apply_overrides
 from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.training_data import TrainingData
-from mtl.train.loop.setup import BUCKET_WINDOW
 from mtl.train.loop.trainer import Trainer
+from mtl.train.run.setup import BUCKET_WINDOW
 from tools.batches import task_batches
 from tools.ops import packed_lstm_floor
 

@@ -50,8 +50,8 @@ from mtl.train.config.command_line import config_from_args
 from mtl.train.config.inputs import resolve_inputs
 from mtl.train.config.train_config import TrainConfig, with_overrides
 from mtl.train.data.training_data import TrainingData, prepare
-from mtl.train.loop.setup import BUCKET_WINDOW
 from mtl.train.loop.trainer import Trainer
+from mtl.train.run.setup import BUCKET_WINDOW
 from tools import gradcache, mixed, objectives, ops, step_profile
 from tools.batches import task_batches
 

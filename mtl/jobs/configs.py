@@ -150,3 +150,17 @@ class BenchBalancersConfig(LauncherConfig):
     out: str | None = None  # where the runs and the result go; None: runs/balancers-<time>
     search_seed: AtLeast0 = 0  # of the trials' draws
     plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
+
+
+@dataclass
+class StudyConfig(LauncherConfig):
+    """The keys every study takes; a study's own config subclasses it with its keys."""
+
+    budget: str = "steps:1000"  # what every run trains (steps:N, examples:N or minutes:N)
+    seeds: int | None = 3  # seeds of every arm
+    seed: str = "1"  # the first seed, or a list (1,2,3)
+    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every run
+    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
+    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
+    out: str | None = None  # where the runs and the result go; None: runs/<study>-<time>
+    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs

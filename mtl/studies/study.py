@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
-from mtl.jobs.launchers import LauncherConfig
+from mtl.jobs.configs import StudyConfig as StudyConfig  # its keys' module imports no torch (--help)
 from mtl.jobs.member import Member
 from mtl.jobs.sweep import train_study
 from mtl.studies.arms import (
@@ -53,20 +52,6 @@ from mtl.studies.mixture import budget_keys, verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
 from mtl.train.config.command_line import config_from_args
-
-
-@dataclass
-class StudyConfig(LauncherConfig):
-    """The keys every study takes; a study's own config subclasses it with its keys."""
-
-    budget: str = "steps:1000"  # what every run trains (steps:N, examples:N or minutes:N)
-    seeds: int | None = 3  # seeds of every arm
-    seed: str = "1"  # the first seed, or a list (1,2,3)
-    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every run
-    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
-    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    out: str | None = None  # where the runs and the result go; None: runs/<study>-<time>
-    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
 
 
 class Study:

@@ -60,8 +60,8 @@ from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.probe import SEED_OFFSET as PROBE_SEED_OFFSET
 from mtl.train.data.probe import probe_features
 from mtl.train.data.training_data import TrainingData
-from mtl.train.loop.setup import Setup, TaskNetwork
-from mtl.train.loop.training_run import TrainingRun
+from mtl.train.run.setup import Setup, TaskNetwork
+from mtl.train.run.training_run import TrainingRun
 
 SEED_OFFSET = 7_919  # the held batches' draw: apart from every other generator seeded by the run's seed
 

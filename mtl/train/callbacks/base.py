@@ -36,7 +36,7 @@ from mtl.plugins import adds_to
 
 if TYPE_CHECKING:  # (the run imports this module)
     from mtl.train.config.train_config import TrainConfig
-    from mtl.train.loop.training_run import TrainingRun
+    from mtl.train.run.training_run import TrainingRun
 
 
 class Callback:

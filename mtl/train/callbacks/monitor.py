@@ -34,8 +34,8 @@ from mtl.text.vocab import Vocabulary
 from mtl.train.callbacks.base import Callback
 from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.training_data import TrainingData
-from mtl.train.loop.training_run import TrainingRun
-from mtl.train.step.sharding import whole_state
+from mtl.train.run.sharding import whole_state
+from mtl.train.run.training_run import TrainingRun
 from mtl.transfer_tasks.registry import headline_metrics, spec
 from mtl.transfer_tasks.tasks import Split, TransferDataError, TransferTask, read_task
 

@@ -54,8 +54,8 @@ from mtl.train.callbacks.affinity import Affinity, held_draws
 from mtl.train.callbacks.base import Callback
 from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.training_data import TrainingData
-from mtl.train.loop.setup import Setup, TaskNetwork, build_model
-from mtl.train.loop.training_run import TrainingRun
+from mtl.train.run.setup import Setup, TaskNetwork, build_model
+from mtl.train.run.training_run import TrainingRun
 
 # The authors' step sizes: Aioli's README example (0.1-0.5 recommended), DoReMi's reweight_eta.
 DEFAULT_ETA = {"aioli": 0.2, "doremi": 1.0, "transfer": 0.2}

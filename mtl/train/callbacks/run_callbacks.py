@@ -12,7 +12,7 @@ from mtl.train.callbacks.affinity import AffinityMeasurements
 from mtl.train.callbacks.base import Callback, named_callbacks
 from mtl.train.callbacks.online_mixing import OnlineMixing
 from mtl.train.data.scheduler import adapts
-from mtl.train.loop.training_run import TrainingRun
+from mtl.train.run.training_run import TrainingRun
 
 
 class ContaminationLedger(Callback):

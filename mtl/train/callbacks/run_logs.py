@@ -15,11 +15,11 @@ from mtl.config import comma_list, to_dict
 from mtl.console import progress_stream, say
 from mtl.tracking.tracker import Tracker
 from mtl.train.callbacks.base import Callback
-from mtl.train.callbacks.runlog import NullLog, RunLog
 from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.training_data import TrainingData
-from mtl.train.loop.phases import COLUMNS
-from mtl.train.loop.training_run import TrainingRun
+from mtl.train.run.log import NullLog, RunLog
+from mtl.train.run.phases import COLUMNS
+from mtl.train.run.training_run import TrainingRun
 
 
 class MetricsLog(Callback):
@@ -221,7 +221,7 @@ def git_commit() -> str | None:
 
 def open_run_logs(
     run: TrainingRun,
-    checkpointer: Any,  # mtl.train.loop.checkpointer.Checkpointer
+    checkpointer: Any,  # mtl.train.run.checkpointer.Checkpointer
     command: str,
     progress: bool,
 ) -> tuple[RunLog, MetricsLog, ProgressBar]:

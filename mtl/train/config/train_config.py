@@ -287,7 +287,7 @@ class TrainConfig:
             )
 
     def _check_strategy(self) -> None:
-        """What strategy=fsdp cannot shard is refused before any work (mtl/train/step/sharding.py)."""
+        """What strategy=fsdp cannot shard is refused before any work (mtl/train/run/sharding.py)."""
         if self.run.strategy != "fsdp":
             return
         if self.model.encoder != "hf":

@@ -1,4 +1,4 @@
-"""The loop: one run as an object (`training_run`), the loop over its steps (`trainer`), when it
-evaluates, checkpoints and stops (`cadence`), its evaluations and checkpoints (`evaluation`,
-`checkpointer`, `selection`), how it ends (`ending`), where it stands (`state`, `phases`), what
-it trains with (`setup`), and starting or resuming one (`run`, `launch` for torchrun)."""
+"""The loop, the top floor of `mtl.train`: the loop over a run's steps (`trainer`), when it
+evaluates, checkpoints and stops (`cadence`), its evaluations (`evaluation`), which checkpoint is
+best (`selection`, a registry the config reads), how it ends (`ending`), and starting or resuming
+one (`run`, `launch` for torchrun). The run it drives is the floor below (`mtl.train.run`)."""

@@ -15,13 +15,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mtl.train.callbacks.base import Callback
-from mtl.train.loop.state import StopReason
+from mtl.train.run.state import StopReason
 
 if TYPE_CHECKING:
     from mtl.train.config.train_config import OptimConfig, TrainConfig
     from mtl.train.data.scheduler import Scheduler
-    from mtl.train.loop.state import TrainState
-    from mtl.train.loop.training_run import TrainingRun
+    from mtl.train.run.state import TrainState
+    from mtl.train.run.training_run import TrainingRun
 
 
 class Cadence(Callback):

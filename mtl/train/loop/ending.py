@@ -10,10 +10,10 @@ from typing import Any
 
 from mtl import metrics
 from mtl.formats.run_files import write_summary
-from mtl.train.loop.checkpointer import export_final_encoder
-from mtl.train.loop.setup import build_model
-from mtl.train.loop.state import StopReason
-from mtl.train.loop.training_run import TrainingRun
+from mtl.train.run.checkpointer import export_final_encoder
+from mtl.train.run.setup import build_model
+from mtl.train.run.state import StopReason
+from mtl.train.run.training_run import TrainingRun
 from mtl.train.step.strategy import Diverged
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from mtl import metrics
 from mtl.train.data.evaluate import evaluate_tasks
-from mtl.train.loop.training_run import TrainingRun
 from mtl.train.optim.lr_schedules import LrSchedule
-from mtl.train.step.sharding import gathered
+from mtl.train.run.sharding import gathered
+from mtl.train.run.training_run import TrainingRun
 
 
 def end_epoch(run: TrainingRun, lr_schedule: LrSchedule, task: str) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 
 from mtl import metrics
-from mtl.train.loop.training_run import TrainingRun
-from mtl.train.step.sharding import gathered
+from mtl.train.run.sharding import gathered
+from mtl.train.run.training_run import TrainingRun
 
 
 class Evaluation:

@@ -30,19 +30,19 @@ from mtl.train.config.resolve import resolve_settings
 from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.training_data import TrainingData, prepare
 from mtl.train.loop.cadence import Cadence, StopRules, ranks_may_ask_differently
-from mtl.train.loop.checkpointer import Checkpointer, encoder_metadata
 from mtl.train.loop.ending import Ending
 from mtl.train.loop.epoch_end import end_epoch
 from mtl.train.loop.evaluation import Evaluation
 from mtl.train.loop.interrupts import StopRequests
 from mtl.train.loop.selection import selection_for
-from mtl.train.loop.setup import build_setup
-from mtl.train.loop.state import StopReason, TrainState
-from mtl.train.loop.training_run import TrainingRun
 from mtl.train.optim.lr_schedules import build_lr_schedule
+from mtl.train.run.checkpointer import Checkpointer, encoder_metadata
+from mtl.train.run.setup import build_setup
+from mtl.train.run.sharding import describe
+from mtl.train.run.state import StopReason, TrainState
+from mtl.train.run.training_run import TrainingRun
 from mtl.train.step.mixed import MixedStep
 from mtl.train.step.prefetch import Prefetcher
-from mtl.train.step.sharding import describe
 from mtl.train.step.strategy import Diverged, Step, TaskStep
 
 

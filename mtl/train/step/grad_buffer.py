@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from mtl.train.step.sharding import TENSOR, is_instance
+from mtl.train.run.sharding import TENSOR, is_instance
 
 
 class GradientBuffer:

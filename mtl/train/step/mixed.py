@@ -9,7 +9,6 @@ backward: the balancer then decides on the same global gradients on every rank.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -19,8 +18,8 @@ from mtl.runtime.device import seed_step
 from mtl.runtime.distributed import Distributed
 from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.training_data import TrainingData
-from mtl.train.loop.setup import Setup, TaskNetwork
 from mtl.train.optim.balancers.base import Balancer, pairwise_cosines
+from mtl.train.run.setup import Setup, TaskNetwork
 from mtl.train.step.outcome import StepOutcome, TaskResult
 from mtl.train.step.strategy import Step, step_seed, task_backward, task_loss_sum
 
@@ -83,12 +82,7 @@ class MixedStep(Step):
         buffer.set_gradient(self.shared, combined.shared * scale)
         for index, task in enumerate(self.tasks):
             buffer.scale_gradient(self.heads[task], combined.head_scales[index])
-        optimizer = setup.shared_optimizer
-        scaler.unscale_(optimizer)
-        max_norm = self.config.optim.max_grad_norm or math.inf
-        grad_norm = buffer.clip(self.trained, max_norm)
-        scaler.step(optimizer)
-        scaler.update()
+        grad_norm = self.update(setup.shared_optimizer, self.trained)
         self.balancer.after_step()
         if self.balancer.measures_after_step:
             self.balancer.observe(self._losses_after(parts, global_step, sizes))

@@ -22,15 +22,15 @@ from mtl.runtime.device import seed_step, to_device
 from mtl.runtime.distributed import Distributed, rows_are_padding, scoring_as_the_step
 from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.training_data import TrainingData
-from mtl.train.loop.setup import Setup
-from mtl.train.loop.state import TrainState
+from mtl.train.run.setup import Setup
+from mtl.train.run.state import TrainState
 from mtl.train.step.grad_buffer import GradientBuffer
 from mtl.train.step.grad_cache import cached_backward
 from mtl.train.step.outcome import StepOutcome, TaskResult
 
 if TYPE_CHECKING:
     from mtl.tasks.base import Task
-    from mtl.train.loop.checkpointer import Checkpointer
+    from mtl.train.run.checkpointer import Checkpointer
 
 
 @dataclass
@@ -150,6 +150,17 @@ class Step:
         its outcome's `seconds` are the caller's to fill in."""
         raise NotImplementedError
 
+    def update(self, optimizer: torch.optim.Optimizer, parameters: list[torch.Tensor]) -> torch.Tensor:
+        """The update tail of either strategy, once: unscale (fp16's scaler; a no-op otherwise), clip
+        the gradient norm over `parameters` (`max_grad_norm`, none when 0), step, update the scale.
+        Returns the norm before clipping, on the device (read with the step's other numbers)."""
+        scaler = self.setup.scaler
+        scaler.unscale_(optimizer)
+        grad_norm = self.gradients.clip(parameters, self.config.optim.max_grad_norm or math.inf)
+        scaler.step(optimizer)
+        scaler.update()
+        return grad_norm
+
     def prepare(self, task: str, rows: np.ndarray) -> PreparedBatch:
         """This rank's share of `rows` as device tensors, in micro-batches: the step's host work,
         which the prefetcher runs on its thread during the step before."""
@@ -223,11 +234,7 @@ class TaskStep(Step):
             return contextlib.nullcontext() if last or not self.dist.active else network.no_sync()
 
         sums = task_backward(network, definition, parts, seed, self.config, self.device, syncing)
-        optimizer = setup.optimizers[task]
-        setup.scaler.unscale_(optimizer)
-        grad_norm = self.gradients.clip(trained, self.config.optim.max_grad_norm or math.inf)
-        setup.scaler.step(optimizer)
-        setup.scaler.update()
+        grad_norm = self.update(setup.optimizers[task], trained)
         totals = torch.stack([*sums, grad_norm])  # (promoted to the widest dtype)
         if len(parts) > 1:  # (loss, metric) of each micro-batch, then the norm: summed per kind
             totals = torch.cat([totals[:-1].view(-1, 2).sum(dim=0), totals[-1:]])

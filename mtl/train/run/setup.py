@@ -27,7 +27,7 @@ from mtl.train.data.training_data import TrainingData
 from mtl.train.optim.balancers import BALANCERS
 from mtl.train.optim.balancers.base import Balancer
 from mtl.train.optim.optimizers import build_optimizers, learning_rates
-from mtl.train.step.sharding import (
+from mtl.train.run.sharding import (
     ShardedTaskNetwork,
     is_sharded,
     load_whole_optimizer_state,

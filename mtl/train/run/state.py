@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mtl import metrics
-from mtl.train.loop.phases import Phases
+from mtl.train.run.phases import Phases
 
 if TYPE_CHECKING:
     from mtl.train.loop.selection import Selection

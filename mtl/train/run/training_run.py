@@ -17,18 +17,18 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from mtl import metrics
 from mtl.runs import RunFolder
 from mtl.train.callbacks.base import Callbacks, checked_values
-from mtl.train.callbacks.runlog import NullLog, RunLog
 from mtl.train.data.evaluate import evaluate_tasks
-from mtl.train.loop.state import StopReason, TrainState
+from mtl.train.run.log import NullLog, RunLog
+from mtl.train.run.state import StopReason, TrainState
 
 if TYPE_CHECKING:
     from mtl.runtime.distributed import Distributed
     from mtl.train.config.train_config import TrainConfig
     from mtl.train.data.training_data import TrainingData
-    from mtl.train.loop.checkpointer import Checkpointer
     from mtl.train.loop.selection import Selection
-    from mtl.train.loop.setup import Setup
     from mtl.train.optim.lr_schedules import LrSchedule
+    from mtl.train.run.checkpointer import Checkpointer
+    from mtl.train.run.setup import Setup
 
 # The reasons a part may give for a stop, in the order one is chosen when several are asked at once
 # (a callback's first: it came with a why)
