@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from mtl import load_encoder
+from mtl.analysis.decompose import wilson_interval
 from mtl.analysis.neighbours import nearest
 from mtl.cli import main
 from mtl.errors import UserError
@@ -103,9 +104,12 @@ def test_decompose_reads_a_transfer_report_and_its_task(tiny_data, senteval, tmp
     out = capsys.readouterr().out
     assert "### MR" in out and "### CR" in out and "tiny.8d.txt" in out
     rows = [line.split("|") for line in out.splitlines() if line.startswith("| length |")]
-    assert sum(int(row[3].replace(",", "")) for row in rows[:4]) == 60  # every MR item in one length bin
+    items = [int(row[3].rsplit("(", 1)[1].split(")")[0].replace(",", "")) for row in rows[:4]]
+    assert sum(items) == 60  # every MR item in one length bin
     report = json.loads((run_dir / "transfer-fast.json").read_text())
-    assert f"| all | all | 60 | {100 * report['results']['MR']['acc']:.2f} |" in out
+    accuracy = 100 * report["results"]["MR"]["acc"]
+    low, high = wilson_interval(accuracy, 60)  # (SciPy's Wilson interval, checked in test_report)
+    assert f"| all | all | {accuracy:.2f} [{low:.1f}, {high:.1f}] (60) |" in out
     assert "| label | negative |" in out and "| label | positive |" in out  # MR's classes by name
     (run_file,) = run_files(run_dir / "transfer")  # the tables as a W&B run beside the transfer runs
     records = by_kind(run_file)

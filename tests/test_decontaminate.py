@@ -144,7 +144,7 @@ def test_a_planted_leak_is_scored_without_its_items_in_report_compare_and_page(
     page = tmp_path / "page.html"
     assert main(["report", *map(str, runs), f"out={page}"]) == 0
     shown = page.read_text(encoding="utf-8")
-    assert f"(unseen {entry['unseen_score']:.2f})" in shown
+    assert f"(unseen\u00a0{entry['unseen_score']:.2f})" in shown
     for task in ("CR", "CR unseen"):  # the page's intervals are compare's: one pair, one interval
         row = next(line for line in text.splitlines() if line.startswith(f"| {task} |"))
         assert f"<td>{task}</td>" in shown and f"<td>{row.split('|')[7].strip()}</td>" in shown

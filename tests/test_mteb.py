@@ -247,4 +247,6 @@ def test_an_mteb_score_of_a_task_named_as_senteval_s_is_its_main_score():
     from mtl.formats.transfer_report import headline
 
     assert headline("STS14", {"main_score": 0.5256, "metric": "cosine_spearman"}) == "52.56"
-    assert headline("STS14", {"all/pearson": 0.6, "all/spearman": 0.58}) == ".60/.58"  # SentEval's own
+    assert (
+        headline("STS14", {"all/pearson": 0.6, "all/spearman": 0.58}) == "60.00/58.00"
+    )  # SentEval's own, in points

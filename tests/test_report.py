@@ -254,12 +254,14 @@ def test_results_come_before_the_keys_and_paths_show_their_file_name(sweep_dir, 
     page_path = tmp_path / "report.html"
     assert main(["report", str(out / "steps_nli2"), str(other), f"out={page_path}"]) == 0
     text = page_path.read_text(encoding="utf-8")
-    header = text[text.index("<tr><th>run</th>") :].split("</tr>", 1)[0]
-    columns = [cell.split("</th>")[0] for cell in header.split("<th>")[1:]]
-    assert columns[:5] == ["run", "SNLI dev", "SNLI test", "ClassifSQuAD dev", "MR"], columns
-    assert columns.index("encoder") > columns.index("MR"), columns
+    headers = [part.split("</tr>", 1)[0] for part in text.split("<tr><th>run</th>")[1:]]
+    tables = [["run", *(cell.split("</th>")[0] for cell in header.split("<th>")[1:])] for header in headers]
+    # the results' tables (training tasks, then each kind of transfer task), then how each run was trained
+    assert tables[0] == ["run", "SNLI dev", "SNLI test", "ClassifSQuAD dev"], tables
+    assert tables[1] == ["run", "MR"], tables
+    assert "encoder" in tables[2] and "<h3>Transfer: classification (accuracy, %)</h3>" in text
     # the keys before the paper's verdict (a sentence, the widest cell: it pushed them out of view)
-    assert columns[-2:] == ["data.vectors", "vs paper"], columns
+    assert tables[2][-2:] == ["data.vectors", "vs paper"], tables
     assert '<td title="/home/someone/embeddings/glove.840B.300d.txt">glove.840B.300d.txt</td>' in text
     assert ">/home/someone/" not in text  # no machine path shown in a cell
 
@@ -318,11 +320,13 @@ def test_the_seeds_of_one_configuration_are_one_row_with_mean_and_sd(tiny_data, 
     runs = [str(tmp_path / f"lr-seed{seed}") for seed in (1, 2, 3)]
     assert main(["report", *runs, str(other), f"out={page_path}"]) == 0
     page = page_path.read_text()
-    rows = [row.split("</tr>", 1)[0] for row in page.split("<tr><td")[1:]]
+    results, how = page.split('<table class="results">')[1], page.split("How each run was trained")[1]
+    rows = [row.split("</tr>", 1)[0] for row in results.split("</table>")[0].split("<tr><td")[1:]]
     assert len(rows) == 2 and rows[0].startswith(">lr (3 seeds)</td>")
     dev = [100 * s["best/nli/dev/acc"] for s in seeds]
-    assert f"{np.mean(dev):.2f} ± {np.std(dev, ddof=1):.2f}" in rows[0]
-    assert "1, 2, 3" in rows[0]  # the seed column lists them
+    assert f"{np.mean(dev):.2f} ±\u00a0{np.std(dev, ddof=1):.2f}" in rows[0]
+    trained = [row.split("</tr>", 1)[0] for row in how.split("</table>")[0].split("<tr><td")[1:]]
+    assert len(trained) == 2 and "1, 2, 3" in trained[0]  # the seed column lists them
     assert "mean ± sample standard deviation over its seeds" in page
     page_parser = Page()
     page_parser.feed(page)
@@ -350,9 +354,24 @@ def test_a_baselines_folder_is_a_row_beside_the_runs(tiny_data, senteval, tmp_pa
     page_path = tmp_path / "report.html"
     assert main(["report", str(run_dir), str(baseline), f"out={page_path}"]) == 0
     page = page_path.read_text()
-    rows = {row.split("</td>", 1)[0]: row.split("</tr>", 1)[0] for row in page.split("<tr><td")[1:]}
+    rows: dict[str, str] = {}  # a run's rows of every table (results, then how it was trained), joined
+    for row in page.split("<tr><td")[1:]:
+        name = row.split("</td>", 1)[0]
+        rows[name] = rows.get(name, "") + row.split("</tr>", 1)[0]
     mr = json.loads((baseline / "transfer-fast.json").read_text())["results"]["MR"]["acc"]
     assert f"{100 * mr:.2f}</" in rows[">baseline-glove-bow"]  # its MR accuracy, in its column
     assert "baseline (just transfer)" in rows[">baseline-glove-bow"]
     assert "1 run(s) and 1 baseline(s)" in page
     assert "Is the difference real? (transfer-fast" in page
+
+
+def test_a_decomposition_cell_carries_its_wilson_interval_and_items():
+    """`100.00 (1)` once stood without an interval: each part's accuracy now has SciPy's 95%
+    Wilson interval, which at one item spans 20.7-100 (the normal one collapses to a point)."""
+    from mtl.analysis.decompose import accuracy_cell, wilson_interval
+
+    assert accuracy_cell(100.0, 1) == "100.00 [20.7, 100.0] (1)"
+    assert accuracy_cell(62.5, 8) == "62.50 [30.6, 86.3] (8)"  # 5 of 8 (by hand: Wilson 1927)
+    assert accuracy_cell(None, 0) == "– (0)"
+    low, high = wilson_interval(84.0, 10_000)
+    assert 83.2 < low < 84.0 < high < 84.8

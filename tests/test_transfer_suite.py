@@ -90,7 +90,10 @@ def test_a_multiclass_task_read_back_from_its_report_keeps_its_headline():
     # TREC has no F1 (six classes); an older report's null F1 must not hide its accuracy.
     assert headline("TREC", {"acc": 0.702, "f1": None, "dev_acc": 0.62}) == "70.20"
     assert headline("MRPC", {"acc": 0.7, "f1": None}) == "n/a"
-    assert headline("STS14", {"all/pearson": 0.63, "all/spearman": 0.61, "images/pearson": None}) == ".63/.61"
+    assert (
+        headline("STS14", {"all/pearson": 0.63, "all/spearman": 0.61, "images/pearson": None})
+        == "63.00/61.00"
+    )
 
 
 def test_the_training_share_keeps_every_class():

@@ -126,13 +126,31 @@ def decomposition(config: DecomposeConfig) -> tuple[str, list[list]]:
     return f"{folder.name}, {config.report}: test accuracy (%) by part of the test set; {oov}", rows
 
 
+def wilson_interval(accuracy: float, items: int) -> tuple[float, float]:
+    """The 95% Wilson score interval (SciPy's) of an accuracy (in %) measured on `items` items, in
+    %: honest at a handful of items and at 0 or 100%, where the normal one collapses to a point (a
+    part of one item read `100.00` with nothing to say it could as well be 21%)."""
+    from scipy.stats import binomtest  # only when a decomposition is shown
+
+    interval = binomtest(round(accuracy * items / 100), items).proportion_ci(method="wilson")
+    return 100 * float(interval.low), 100 * float(interval.high)
+
+
+def accuracy_cell(accuracy: float | None, items: int) -> str:
+    """A part's accuracy with its 95% interval and its items: `62.50 [30.6, 86.3] (8)`."""
+    if accuracy is None:
+        return f"– ({items:,})"
+    low, high = wilson_interval(accuracy, items)
+    return f"{accuracy:.2f} [{low:.1f}, {high:.1f}] ({items:,})"
+
+
 def run(config: DecomposeConfig) -> str:
     header, rows = decomposition(config)
-    lines = [header]
+    lines = [header + "; each accuracy with its 95% Wilson interval and its items"]
     for task in dict.fromkeys(row[0] for row in rows):
-        lines += ["", f"### {task}", "", "| by | part | items | accuracy |", "|---|---|---:|---:|"]
+        lines += ["", f"### {task}", "", "| by | part | accuracy [95% interval] (items) |", "|---|---|---:|"]
         lines += [
-            f"| {by} | {label} | {count:,} | {'–' if accuracy is None else f'{accuracy:.2f}'} |"
+            f"| {by} | {label} | {accuracy_cell(accuracy, count)} |"
             for name, by, label, count, accuracy in rows
             if name == task
         ]

@@ -10,11 +10,15 @@ from typing import Any
 from mtl import metrics
 
 STYLE = (
-    "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}"
+    # tables and charts take a wide window's width; prose keeps a readable measure
+    "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1800px;padding:0 1em;color:#222}"
+    "p,ul,ol,h1,h2,h3,pre,.note{max-width:1100px}"
     "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
     "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}img{max-width:100%}"
     ".note{background:#fff8e1;border-left:4px solid #f0b400;padding:6px 10px}"
     ".wide{overflow-x:auto}td{white-space:nowrap}"  # many transfer columns: the table scrolls, cells stay whole
+    # a result wraps between its parts (mean, sd, marks) rather than widen its table past the window
+    ".results td:not(:first-child){white-space:normal;min-width:4.5em}"
     # and the run's name stays in view while it does
     ".wide td:first-child,.wide th:first-child{position:sticky;left:0;background:#fff;z-index:1}"
     ".wide th:first-child{background:#f3f3f3}"

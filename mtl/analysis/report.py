@@ -30,7 +30,7 @@ from mtl.analysis import multitask, reproduce, significance
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.analysis.configs import ReportConfig as ReportConfig
-from mtl.analysis.decompose import DecomposeConfig, decomposition
+from mtl.analysis.decompose import DecomposeConfig, accuracy_cell, decomposition
 from mtl.analysis.page import STYLE, integer_ticks, pyplot, smoothed, svg_base64
 from mtl.config import apply_overrides, flattened, paths_and_keys
 from mtl.console import say
@@ -39,7 +39,7 @@ from mtl.eval.contamination import seen_test_sets
 from mtl.files import atomic
 from mtl.formats.transfer_report import ITEMS_SUFFIX, short_note
 from mtl.runs import NOT_COMPARED, Run, differing_keys, find_runs, is_baseline_folder
-from mtl.transfer_tasks.registry import ordered
+from mtl.transfer_tasks.registry import TRANSFER_TASKS, ordered
 
 
 def build(every: list[Run]) -> str:
@@ -190,10 +190,31 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
         # a column where every run scores the same has no best run to point at
         if len({row[column] for row in rows}) > 1 and allowed
     }
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(_cell(value, bold=best.get(i) == value) for i, value in enumerate(row)) + "</tr>"
-        for row in rows
+    # Tables narrow enough to read whole on a laptop (one table of everything once ran past the
+    # window's edge): the training tasks' results, the transfer tasks' by kind (classification;
+    # relatedness and similarity, as SentEval's papers split them), then how each run was trained.
+    first = 1 + len(results)
+    kinds = [_transfer_kind(report, task) for report, task in transfer]
+    groups = [("Training tasks", list(range(1, 1 + len(evaluations))))] + [
+        (title, [1 + len(evaluations) + i for i, kind in enumerate(kinds) if kind == title])
+        for title in dict.fromkeys(kinds)
+    ]
+    tables = [
+        (title, part)
+        for title, indices in groups
+        for part in (indices[at : at + TABLE_COLUMNS] for at in range(0, len(indices), TABLE_COLUMNS))
+        if part
+    ]
+    results_html = "".join(
+        (f"<h3>{html.escape(title)}</h3>" if len(tables) > 1 else "")
+        + _html_table([columns[0], *(columns[i] for i in indices)],
+                      [[(row[0], False), *((row[i], best.get(i) == row[i]) for i in indices)] for row in rows])
+        for title, indices in tables
+    )  # fmt: skip
+    how = _html_table(
+        [columns[0], *columns[first:]],
+        [[(value, False) for value in [row[0], *row[first:]]] for row in rows],
+        results=False,
     )
     legend = (
         "<p>Bold: the best run of a column (the lowest perplexity or loss, the highest other score); "
@@ -244,7 +265,31 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
             + "; ".join(stale)
             + ". Run <code>just transfer run=&lt;run&gt;</code> again for the final encoder's result.</p>"
         )
-    return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>{legend}'
+    return f"{results_html}{legend}<h3>How each run was trained</h3>{how}"
+
+
+TABLE_COLUMNS = 9  # result columns in one table: nine of the widest cells (82.00/80.00) fit 1280 px
+
+
+def _html_table(columns: list[str], rows: list[list[tuple[str, bool]]], results: bool = True) -> str:
+    """A table in a box that scrolls should it ever be wider than the window; each row's cells
+    (value, bold), the first the run's name. A table of results (class `results`) lets a cell
+    wrap between its parts (`43.52 ±` / `1.36 ‡`): a wide table then fits rather than scrolls."""
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(_cell(value, bold) for value, bold in row) + "</tr>" for row in rows)
+    kind = ' class="results"' if results else ""
+    return f'<div class="wide"><table{kind}><tr>{head}</tr>{body}</table></div>'
+
+
+def _transfer_kind(report: str, task: str) -> str:
+    """The table a transfer column goes to, per transfer report: classification (accuracy) or
+    relatedness and similarity (correlations, the task's registered headline)."""
+    suffix = "" if report == "transfer" else f" ({report})"
+    headline = TRANSFER_TASKS[task].metrics if task in TRANSFER_TASKS else ("acc",)
+    correlated = headline[0] in ("pearson", "spearman", "all/pearson", "all/spearman")
+    return f"Transfer{suffix}: " + (
+        "relatedness and similarity (correlations x 100)" if correlated else "classification (accuracy, %)"
+    )
 
 
 STALE_MARK = "†"
@@ -298,7 +343,7 @@ def _seeds_row(rows: list[list[str]], results: int) -> list[str]:
         numbers = [_first_number(cell) for cell in cells]
         if column <= results and all(n is not None for n in numbers):
             marks = "".join(f" {mark}" for mark in MARKS if any(mark in cell for cell in cells))
-            merged.append(f"{np.mean(numbers):.2f} ± {np.std(numbers, ddof=1):.2f}{marks}")
+            merged.append(f"{np.mean(numbers):.2f} ±\u00a0{np.std(numbers, ddof=1):.2f}{marks}")
         else:
             merged.append(", ".join(dict.fromkeys(cells)))
     return merged
@@ -319,7 +364,7 @@ def _transfer_cell(run: Run, report: str, task: str) -> str:
         value = f"{value} {SEEN_MARK}"
         entry = run.decontaminated.get(report, {}).get(task)
         if entry and entry["seen"] and entry["unseen_score"] is not None:
-            value = f"{value} (unseen {entry['unseen_score']:.2f}{short_note(entry)})"
+            value = f"{value} (unseen\u00a0{entry['unseen_score']:.2f}{short_note(entry)})"
     return f"{value} {STALE_MARK}" if report in run.stale and value != "–" else value
 
 
@@ -697,7 +742,7 @@ def _decomposition(runs: list[Run]) -> list[str]:
     body = "".join(
         f"<tr><td>{html.escape(by)}</td><td>{html.escape(label)}</td>"
         + "".join(
-            f"<td>{'' if (value := cell.get((task, by, label))) is None or value[1] is None else f'{value[1]:.2f} ({value[0]:,})'}</td>"
+            f"<td>{'' if (value := cell.get((task, by, label))) is None or value[1] is None else accuracy_cell(value[1], value[0])}</td>"
             for task in tasks
         )
         + "</tr>"
@@ -705,7 +750,7 @@ def _decomposition(runs: list[Run]) -> list[str]:
     )
     return [
         "<h2>Where the accuracy comes from (just decompose)</h2>",
-        f"<p>{html.escape(header)}; each cell: accuracy (items).</p>",
+        f"<p>{html.escape(header)}; each cell: accuracy [its 95% Wilson interval] (items).</p>",
         f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>',
     ]
 

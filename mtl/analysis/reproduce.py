@@ -285,7 +285,8 @@ def _row(
 
 
 def _number(value: float) -> str:
-    return f"{value:.4f}" if abs(value) < 1 else f"{value:.2f}"
+    """In points, as every page shows it: a correlation (a fraction: the paper's .885) x 100."""
+    return f"{100 * value:.2f}" if abs(value) <= 1 else f"{value:.2f}"
 
 
 def _presets() -> list[str]:

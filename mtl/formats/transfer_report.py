@@ -120,19 +120,21 @@ def read_report(path: Path, damaged_is_missing: bool = False) -> dict[str, Any] 
         raise
 
 
+# Every headline number in points, the scale `just compare`, the report's pages and MTEB's
+# leaderboard use: accuracy in %, a correlation x 100 (Table 2 prints STS as .65 and SICK-R as
+# .885; one page then showed one metric in two scales)
+POINTS = ("acc", "f1", "main_score", "pearson", "spearman")
+
+
 def _formatted(metric: str, value: float) -> str:
-    if metric.startswith("all/"):  # STS: the mean over subsets, as Table 2 prints it (.65)
-        return f"{value:.2f}".replace("0.", ".")
-    if metric in ("pearson", "spearman"):
-        return f"{value:.4f}"
-    if metric in ("acc", "f1", "main_score"):  # main_score: an MTEB task's, x 100 as its leaderboard
+    if metric.startswith("all/") or metric in POINTS:  # all/: STS, the mean over subsets
         return f"{100 * value:.2f}"
     return f"{value:.4g}"
 
 
 def headline(task: str, result: dict[str, float]) -> str:
-    """The number Table 2 shows: accuracy in %, Pearson for relatedness, Pearson/Spearman for STS
-    (the task's registered metrics, joined by /)."""
+    """The numbers Table 2 shows, in points: accuracy in %, Pearson x 100 for relatedness,
+    Pearson/Spearman x 100 for STS (the task's registered metrics, joined by /)."""
     keys = headline_metrics(task, result)
     if any(result.get(key) is None for key in keys):
         return "n/a"  # a score that was not finite (e.g. a constant prediction's correlation)
@@ -149,8 +151,8 @@ def markdown(report: dict) -> str:
             f"| {report['encoder']} | {dim} | {' | '.join(headline(t, report['results'][t]) for t in tasks)} |",
             "",
             f"mode {report['mode']}, pooling {report['pooling'] or 'as trained'}, {report['seconds']:.0f} s. "
-            "Accuracy (%) for classification (MRPC: accuracy/F1), Pearson for SICK-R and STS-B, "
-            "Pearson/Spearman (mean over subsets) for STS12-16."
+            "Every number in points: accuracy (%) for classification (MRPC: accuracy/F1), Pearson x 100 "
+            "for SICK-R and STS-B, Pearson/Spearman x 100 (mean over subsets) for STS12-16."
             + (
                 f" Dev accuracy over {', '.join(aggregate['tasks'])}: micro {aggregate['micro']:.2f}, "
                 f"macro {aggregate['macro']:.2f} (InferSent, Table 3)."
