@@ -240,6 +240,11 @@ bench-study *args:
 bench-transfer *args:
     {{python}} -m mtl bench-transfer "$@"
 
+# README's first screen from a real run: the commands' last lines and a thumbnail of its report (e.g. run=runs/<a cpu-small run>)
+[group('tools for developers')]
+readme-picture *args:
+    {{python}} -m mtl readme-picture "$@"
+
 # the two studies' earlier names
 alias bench-balancers := compare-balancers
 alias bench-mixing := compare-mixing

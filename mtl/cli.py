@@ -412,6 +412,11 @@ COMMANDS: dict[str, Command] = {
         "a small study's wall time against its members' training steps, members forked or each a fresh python",
         (("KEY", "none", "any train-multitask key (preset=, tasks=, ...): the members' configuration"),),
     ),
+    "readme-picture": Command(
+        "tools.readme_picture",
+        "tools.readme_picture:ReadmePictureConfig",
+        "README's first screen from a real run: the commands' last lines and a thumbnail of its report page",
+    ),
     "bench-transfer": Command(
         "tools.transfer", "tools.configs:BenchTransferConfig", "wall time of the transfer suite"
     ),

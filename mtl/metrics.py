@@ -152,6 +152,13 @@ def is_fraction(key: str) -> bool:
     return higher_is_better(key)
 
 
+def shown(key: str, value: float) -> str:
+    """A metric's value as every command prints it: a fraction in points (`nli/dev/acc 69.01`, the
+    scale of the pages, `just compare` and the transfer report), any other value as it is
+    (`nli/dev/loss 0.7323`)."""
+    return f"{100 * value:.2f}" if is_fraction(key) else f"{value:.4f}"
+
+
 SCORED_ON = "scored_on"  # summary.json: "task/split" -> what each dev and test score was measured on
 
 

@@ -41,7 +41,7 @@ def screen(monkeypatch):
 
 def test_say_clears_the_bar_before_its_line(screen):
     err, _, bar = screen()
-    console.say("step 20: nli/dev/acc 0.5000")
+    console.say("step 20: nli/dev/acc 50.00")
     assert start_of_line_before(err.getvalue(), "step 20") == ""
 
 

@@ -127,3 +127,20 @@ def test_the_browser_check_finds_what_it_looks_for(tmp_path):
                      "the page scrolls sideways"):  # fmt: skip
         assert expected in problems, expected
     assert "chart 1 draws nothing" not in problems
+
+
+def test_readme_picture_quotes_the_commands_and_draws_the_report(pages, tiny_data, tmp_path):
+    """`just readme-picture` (what README's first screen shows) on a finished run: the transfer's
+    last lines as it printed them, and a thumbnail of the report's first screen."""
+    from PIL import Image
+
+    run_dir = pages["report-one-run"].parent / "run"
+    senteval = pages["report-one-run"].parent / "downstream"
+    out = tmp_path / "images"
+    assert main(["readme-picture", f"run={run_dir}", f"out={out}", "tasks=MR,CR", f"data={senteval}"]) == 0
+    text = (out / "first-run.txt").read_text()
+    assert text.startswith(f"$ just transfer run={run_dir} mode=fast tasks=MR,CR\n") and "MR" in text
+    assert "\r" not in text and "\x1b" not in text
+    with Image.open(out / "report.png") as image:
+        assert image.size == (640, 450)
+    assert not (out / "report.html").exists()

@@ -299,12 +299,16 @@ def test_a_score_on_a_sample_of_its_split_is_marked_so(tiny_data, tmp_path):
     page_path = tmp_path / "report.html"
     assert main(["report", str(run_dir), str(whole_dir), f"out={page_path}"]) == 0
     page = page_path.read_text()
-    rows = {row.split("</td>", 1)[0]: row.split("</tr>", 1)[0] for row in page.split("<tr><td")[1:]}
+    results = page.split("How each run was trained")[0]  # the results' tables
+    rows = {row.split("</td>", 1)[0]: row.split("</tr>", 1)[0] for row in results.split("<tr><td")[1:]}
     sampled = next(row for name, row in rows.items() if "sampled" in name)
     whole = next(row for name, row in rows.items() if "whole" in name)
     assert sampled.count(" §</") == 2 and "§" not in whole  # SNLI dev, ClassifSQuAD dev; test whole
     assert "<strong>" in page  # a marked score is still compared (the best of a column in bold)
     assert "SNLI dev: a seeded sample of 20 of 100 (sampled)" in page
+    assert (
+        '<h3>How each run was trained</h3><div class="wide"><table>' in page
+    )  # (a sampled split once hid it)
 
 
 def test_the_seeds_of_one_configuration_are_one_row_with_mean_and_sd(tiny_data, tmp_path):

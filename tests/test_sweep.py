@@ -151,7 +151,7 @@ def test_the_sweeps_closing_lines_mark_a_score_measured_on_part_of_its_split(tmp
             )
         )
     assert summary(sweep, {}).splitlines()[1:] == [
-        "  lr0.1: not run; nli/dev/acc 0.5000 §",
-        "  lr0.2: not run; nli/dev/acc 0.5000",
+        "  lr0.1: not run; nli/dev/acc 50.00 §",
+        "  lr0.2: not run; nli/dev/acc 50.00",
         "  § scored on a part of the split (max_eval=): nli/dev on a seeded sample of 64 of 9,842",
     ]

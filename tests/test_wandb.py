@@ -259,7 +259,7 @@ def test_the_run_says_where_its_wandb_run_is_and_keeps_its_console(tiny_data, tm
     said = f"W&B offline run in {folder}: upload it with `wandb sync {folder}`"
     assert err.count(said) == 1  # once, at the end
     evaluations = re.findall(
-        r"step (\d+): nli/dev/acc 0\.\d{4}, nli/dev/loss \d\.\d{4}, squad/dev/acc 0\.\d{4}, squad/dev/loss \d\.\d{4}\n",
+        r"step (\d+): nli/dev/acc \d+\.\d{2}, nli/dev/loss \d\.\d{4}, squad/dev/acc \d+\.\d{2}, squad/dev/loss \d\.\d{4}\n",
         err,
     )
     assert evaluations == ["5", "10"]  # one line per evaluation (every cycle of 3 + 2 steps)

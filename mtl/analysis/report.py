@@ -211,7 +211,7 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
                       [[(row[0], False), *((row[i], best.get(i) == row[i]) for i in indices)] for row in rows])
         for title, indices in tables
     )  # fmt: skip
-    how = _html_table(
+    trained_table = _html_table(
         [columns[0], *columns[first:]],
         [[(value, False) for value in [row[0], *row[first:]]] for row in rows],
         results=False,
@@ -265,7 +265,7 @@ def _results_table(runs: list[Run], undecided: set[tuple[str, str]] = frozenset(
             + "; ".join(stale)
             + ". Run <code>just transfer run=&lt;run&gt;</code> again for the final encoder's result.</p>"
         )
-    return f"{results_html}{legend}<h3>How each run was trained</h3>{how}"
+    return f"{results_html}{legend}<h3>How each run was trained</h3>{trained_table}"
 
 
 TABLE_COLUMNS = 9  # result columns in one table: nine of the widest cells (82.00/80.00) fit 1280 px

@@ -248,7 +248,7 @@ def summary(sweep: Sweep, outcomes: dict[str, str]) -> str:
             for key, value in values.items():
                 if metrics.is_best_evaluation(key) and "/dev/" in key and value is not None:
                     name, how = metrics.without_prefix(key), metrics.sample_of(scored, key)
-                    shown.append(f"{name} {value:.4f}" + (" §" if how else ""))
+                    shown.append(f"{name} {metrics.shown(key, value)}" + (" §" if how else ""))
                     if how:
                         parts.add(f"{name.rsplit('/', 1)[0]} on {how}")
             results = ", ".join(shown)

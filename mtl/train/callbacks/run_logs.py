@@ -140,7 +140,9 @@ class ProgressBar(Callback):
         if record.get(metrics.EVENT) != "evaluation" or self.bar.disable:
             return
         values = ", ".join(
-            f"{key} {value:.4f}" for key, value in record.items() if metrics.is_evaluation(key)
+            f"{key} {metrics.shown(key, value)}"
+            for key, value in record.items()
+            if metrics.is_evaluation(key)
         )
         say(f"step {record[metrics.GLOBAL_STEP]}: {values}")  # above the bar, which is cleared first
 

@@ -74,7 +74,9 @@ def resumed_config(run_dir: str | Path, overrides: Sequence[str]) -> TrainConfig
 def format_summary(run_dir: Path, summary: dict) -> str:
     """What `just train-multitask` prints when a run finishes."""
     results = ", ".join(
-        f"{metrics.without_prefix(k)} {v:.4f}" for k, v in summary.items() if metrics.is_best_evaluation(k)
+        f"{metrics.without_prefix(k)} {metrics.shown(k, v)}"
+        for k, v in summary.items()
+        if metrics.is_best_evaluation(k)
     )
     steps = ", ".join(
         f"{metrics.without_prefix(k)} {v}" for k, v in summary.items() if k.startswith(metrics.steps(""))
