@@ -327,7 +327,7 @@ class Run:
                 f"{record_path}, config: not a run's config ({type(error).__name__}: {error}): {schemas.RESTORE}"
             ) from None
         try:
-            run_files.RunConfig.model_validate(config)
+            run_files.RecordedConfig.model_validate(config)
         except schemas.ValidationError as error:
             raise schemas.DamagedFile(
                 f"{record_path}, config.{schemas.described(error)}: {schemas.RESTORE}"

@@ -42,7 +42,7 @@ def read_record(folder: Path) -> dict[str, Any]:
     if record is None:
         raise UserError(f"{folder} is not a run folder (no config.json): pass runs/<run>")
     try:
-        run_files.RunConfig.model_validate(upgrade(record["config"]))
+        run_files.RecordedConfig.model_validate(upgrade(record["config"]))
     except (schemas.ValidationError, KeyError, TypeError, AttributeError) as error:
         why = schemas.described(error) if isinstance(error, schemas.ValidationError) else type(error).__name__
         raise schemas.DamagedFile(f"{RunFolder(folder).record}, config: {why}: {schemas.RESTORE}") from None

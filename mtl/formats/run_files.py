@@ -1,5 +1,5 @@
 """The files of a run folder that mtl writes and reads back, each with its schema: config.json
-(`RunRecord`, the readers' part of its config `RunConfig`), summary.json (`Summary`, its
+(`RunRecord`, the readers' part of its config `RecordedConfig`), summary.json (`Summary`, its
 `scored_on` and contamination `Ledger`), metrics.jsonl (`MetricsRow`, `read_metrics`) and
 affinity.jsonl (`AffinityRow`, `read_affinity`); and how each is written: `write_config`,
 `write_summary` (whole, atomically: a reader never sees half a file) and `log_line` (a line of
@@ -80,7 +80,7 @@ class ScheduleShape(Record):
     schedule: str | None = None
 
 
-class RunConfig(Record):
+class RecordedConfig(Record):
     """The keys of a recorded config (after `runs.upgrade`) that the readers of finished runs use;
     training reads the whole config back through its own dataclasses (`config.from_dict`)."""
 

@@ -166,6 +166,10 @@ class EncoderTraits:
     pretrained: bool = False  # a pretrained backbone: SBERT's AdamW recipe, and exported in HF format
     default_pooling: Pooling = "max"  # what pooling=auto means
     own_pooling: str = ""  # the architecture pools its own way (inner attention, per-layer max): no pooling=
+    shardable: bool = (
+        False  # strategy=fsdp can shard its layers over the processes (a pretrained transformer)
+    )
+    max_positions: int | None = None  # the longest sentence (tokens) it reads: max_tokens= at most this
     # A dataclass of keys of its own (a plugin's encoder: `cnn_kernel: AtLeast1 = 3`): given flat
     # on the command line, checked like any key, recorded in config.json, `config.options` to its builder.
     options: type | None = None
@@ -182,7 +186,9 @@ BUILTIN: dict[str, tuple[str, EncoderTraits]] = {
     "hconvnet": ("mtl.models.encoders.hconvnet", EncoderTraits(own_pooling="max over each layer")),
     "hf": (
         "mtl.models.encoders.hf",
-        EncoderTraits(subwords=True, pretrained=True, default_pooling="mean", options=HFOptions),
+        EncoderTraits(
+            subwords=True, pretrained=True, default_pooling="mean", shardable=True, options=HFOptions
+        ),
     ),
     "innerattention": (
         "mtl.models.encoders.innerattention",
@@ -191,7 +197,7 @@ BUILTIN: dict[str, tuple[str, EncoderTraits]] = {
     "lstm": ("mtl.models.encoders.lstm", EncoderTraits(recurrent=True)),
     "transformer": (
         "mtl.models.encoders.transformer",
-        EncoderTraits(options=TransformerOptions),
+        EncoderTraits(max_positions=MAX_POSITIONS, options=TransformerOptions),
     ),
 }
 
@@ -235,6 +241,11 @@ def _check_options(name: str, options_class: type) -> None:
         raise TypeError(
             f"encoder {name!r}: its option {clash[0]!r} is a key of every encoder: name it otherwise"
         )
+
+
+def shardable_encoders() -> list[str]:
+    """The encoders strategy=fsdp can shard (declared so: `EncoderTraits(shardable=True)`)."""
+    return [name for name in ENCODERS if TRAITS.get(name, EncoderTraits()).shardable]
 
 
 def traits(name: str) -> EncoderTraits:

@@ -37,7 +37,14 @@ from mtl.config import (
 )
 from mtl.data.config import DataConfig
 from mtl.errors import UserError
-from mtl.models.encoders.config import ENCODERS, MAX_POSITIONS, EncoderConfig, HFOptions, key_owners, traits
+from mtl.models.encoders.config import (
+    ENCODERS,
+    EncoderConfig,
+    HFOptions,
+    key_owners,
+    shardable_encoders,
+    traits,
+)
 from mtl.runs import upgraded
 from mtl.tasks import TaskConfig
 from mtl.train.callbacks.base import CALLBACKS, ChosenCallbackOptions, callback_key_owners
@@ -45,11 +52,13 @@ from mtl.train.data.scheduler import (
     SCHEDULE_OPTIONS,
     SCHEDULES,
     adapts,
+    check_schedule,
+    draws_from_shares,
     schedule_key_owners,
     trains_every_task,
 )
 from mtl.train.loop.selection import parse_terms
-from mtl.train.optim.balancers import BALANCER_OPTIONS, BALANCERS, balancer_key_owners
+from mtl.train.optim.balancers import BALANCER_OPTIONS, BALANCERS, balancer_key_owners, combines_a_steps_tasks
 from mtl.train.optim.lr_schedules import LR_SCHEDULES, lr_schedule_key_owners
 from mtl.train.optim.optimizer_registry import DEFAULTS, OPTIMIZERS, auto_optimizer, optimizer_key_owners
 from mtl.transfer_tasks.registry import spec as transfer_spec
@@ -280,20 +289,22 @@ class TrainConfig:
         self._check_schedule()
         self._check_learning_rates()
         self._check_strategy()
-        if self.model.encoder == "transformer" and self.data.max_tokens > MAX_POSITIONS:
+        limit = traits(self.model.encoder).max_positions
+        if limit is not None and self.data.max_tokens > limit:
             raise UserError(
-                f"max_tokens={self.data.max_tokens} is more than encoder=transformer's {MAX_POSITIONS} "
-                f"positions: give max_tokens={MAX_POSITIONS} or less"
+                f"max_tokens={self.data.max_tokens} is more than encoder={self.model.encoder}'s {limit} "
+                f"positions: give max_tokens={limit} or less"
             )
 
     def _check_strategy(self) -> None:
         """What strategy=fsdp cannot shard is refused before any work (mtl/train/run/sharding.py)."""
         if self.run.strategy != "fsdp":
             return
-        if self.model.encoder != "hf":
+        if not traits(self.model.encoder).shardable:
             raise UserError(
                 f"strategy=fsdp shards a pretrained transformer's layers over the processes: it is for "
-                f"encoder=hf, not encoder={self.model.encoder} (which fits each process: leave strategy= out)"
+                f"encoder={'/'.join(shardable_encoders())}, not encoder={self.model.encoder} (which fits "
+                "each process: leave strategy= out)"
             )
         refused = [  # (key, whether given, why it does not combine with sharded parameters)
             (
@@ -341,7 +352,7 @@ class TrainConfig:
     def _check_schedule(self) -> None:
         """Keys of one schedule given with another say so, rather than doing nothing."""
         schedule = self.schedule
-        sampling = schedule.schedule in ("proportional", "temperature") or adapts(schedule.schedule)
+        sampling = draws_from_shares(schedule.schedule) or adapts(schedule.schedule)
         shares = {
             name: task.prob for name, task in self.tasks.items() if task.prob is not None and task.train
         }
@@ -362,19 +373,10 @@ class TrainConfig:
                 f"<task>.prob= adds up to {sum(shares.values()):g}, leaving nothing for "
                 f"{', '.join(t for t in self.training_tasks if t not in shares)}: give shares that add up to under 1"
             )
-        # (a schedule's own keys given with another: _check_component_keys)
-        if (
-            schedule.schedule == "temperature"
-            and schedule.temperature_end is not None
-            and self.optim.max_steps is None
-        ):
-            raise UserError("temperature_end= anneals T over max_steps=: give max_steps=")
-        if schedule.schedule == "doremi" and not schedule.mix_reference:
-            raise UserError(
-                "schedule=doremi weighs tasks by their excess loss over a reference run: give "
-                "mix_reference=<run folder> (a run of the same tasks, e.g. with schedule=proportional)"
-            )
-        if schedule.balancer != "sum" and not trains_every_task(schedule.schedule):
+        # (a schedule's own keys given with another: _check_component_keys; what a schedule needs
+        # of the rest of the config, its own check, declared where it is registered)
+        check_schedule(schedule.schedule, self)
+        if combines_a_steps_tasks(schedule.balancer) and not trains_every_task(schedule.schedule):
             raise UserError(
                 f"balancer={schedule.balancer} combines the tasks of one step: give schedule=mixed"
             )

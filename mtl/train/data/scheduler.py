@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from mtl.config import key_owners_of, owners_of_keys
+from mtl.errors import UserError
 from mtl.plugins import adds_to
 
 # A schedule's rule: the task (of `scheduler.tasks`) that trains at global step `step`; a pure
@@ -34,6 +35,10 @@ SCHEDULES: dict[str, ScheduleRule] = {}
 EVERY_TASK_EACH_STEP: set[str] = set()
 # The schedules whose shares move during the run (`Scheduler.live`, set by the online mixing).
 ADAPTIVE: set[str] = set()
+# The schedules drawing each step's task from fixed shares (<task>.prob= sets some)
+DRAWS: set[str] = set()
+# What a schedule needs of the rest of the config: name -> its check (config -> None or UserError)
+SCHEDULE_CHECKS: dict[str, Callable[[Any], None]] = {}
 # The ScheduleConfig keys each schedule reads: one given with another schedule is refused, not
 # silently unused (a plugin's schedule declares its own).
 SCHEDULE_KEYS: dict[str, tuple[str, ...]] = {}
@@ -49,10 +54,14 @@ def register_schedule(
     adaptive: bool = False,
     keys: tuple[str, ...] = (),
     options: type | None = None,
+    draws: bool = False,
+    check: Callable[[Any], None] | None = None,
 ) -> Callable[[ScheduleRule], ScheduleRule]:
     """Make a rule available to schedule=NAME (a decorator); `every_task_each_step`: its steps
     train every task together (schedule=mixed's kind), its rule naming the task a step counts for;
     `adaptive`: it draws from `Scheduler.live`, shares that a callback moves during the run;
+    `draws`: it draws each step's task from fixed shares (`<task>.prob=` sets them); `check`: what
+    it needs of the rest of the run's config, called with it (a one-line UserError when missing);
     `keys`: the ScheduleConfig keys it reads (`temperature`, `cap`, ...); `options`: a dataclass of
     keys of its own (`warmup_steps: AtLeast1 = 100`, each with its comment), flat on the command
     line once the schedule is chosen, recorded as schedule.schedule_options, read by the rule as
@@ -65,8 +74,23 @@ def register_schedule(
         EVERY_TASK_EACH_STEP.add(name)
     if adaptive:
         ADAPTIVE.add(name)
+    if draws:
+        DRAWS.add(name)
+    if check is not None:
+        SCHEDULE_CHECKS[name] = check
     SCHEDULE_KEYS[name] = tuple(keys)
     return adds_to(SCHEDULES, name)
+
+
+def draws_from_shares(schedule: str) -> bool:
+    """Whether `schedule` draws each step's task from fixed shares (see DRAWS)."""
+    return schedule in DRAWS
+
+
+def check_schedule(schedule: str, config: Any) -> None:
+    """What `schedule` needs of the run's `config` (its registered check), refused in one line."""
+    if (check := SCHEDULE_CHECKS.get(schedule)) is not None:
+        check(config)
 
 
 def schedule_key_owners() -> dict[str, list[str]]:
@@ -240,12 +264,27 @@ def round_robin(scheduler: Scheduler, step: int) -> str:
     return scheduler.tasks[step % len(scheduler.tasks)]
 
 
-@register_schedule("proportional", keys=("cap",))
+@register_schedule("proportional", keys=("cap",), draws=True)
 def proportional(scheduler: Scheduler, step: int) -> str:
     return scheduler.drawn(step, 1.0)
 
 
-@register_schedule("temperature", keys=("temperature", "temperature_end", "cap"))
+def _annealed_over_max_steps(config: Any) -> None:
+    if config.schedule.temperature_end is not None and config.optim.max_steps is None:
+        raise UserError("temperature_end= anneals T over max_steps=: give max_steps=")
+
+
+def _has_a_reference(config: Any) -> None:
+    if not config.schedule.mix_reference:
+        raise UserError(
+            "schedule=doremi weighs tasks by their excess loss over a reference run: give "
+            "mix_reference=<run folder> (a run of the same tasks, e.g. with schedule=proportional)"
+        )
+
+
+@register_schedule(
+    "temperature", keys=("temperature", "temperature_end", "cap"), draws=True, check=_annealed_over_max_steps
+)
 def temperature(scheduler: Scheduler, step: int) -> str:
     """size**(1/T), as in T5 and jiant; T annealed when temperature_end= is given."""
     return scheduler.drawn(step, 1.0 / scheduler.temperature_at(step))
@@ -269,7 +308,9 @@ def aioli(scheduler: Scheduler, step: int) -> str:
     return _live(scheduler, step)
 
 
-@register_schedule("doremi", adaptive=True, keys=(*ONLINE_KEYS, "mix_smoothing", "mix_reference"))
+@register_schedule(
+    "doremi", adaptive=True, keys=(*ONLINE_KEYS, "mix_smoothing", "mix_reference"), check=_has_a_reference
+)
 def doremi(scheduler: Scheduler, step: int) -> str:
     """Drawn from shares that the excess loss over a reference run moves (DoReMi: Xie et al. 2023)."""
     return _live(scheduler, step)

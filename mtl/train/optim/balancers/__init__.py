@@ -34,6 +34,16 @@ BALANCERS: Registry[type[Balancer]] = Registry(
 )
 
 
+# The balancers that add the tasks' losses, as a schedule of one task a step does: any schedule
+# takes them; every other one combines the tasks of one step and needs schedule=mixed
+ADDS_LOSSES = {"sum"}
+
+
+def combines_a_steps_tasks(balancer: str) -> bool:
+    """Whether `balancer` combines the gradients of the tasks one step trains (schedule=mixed's)."""
+    return balancer not in ADDS_LOSSES
+
+
 @dataclass
 class GradNormOptions:
     gradnorm_alpha: NonNegativeFloat = (
@@ -102,5 +112,6 @@ __all__ = [
     "GradNormOptions",
     "NashOptions",
     "balancer_key_owners",
+    "combines_a_steps_tasks",
     "register_balancer",
 ]
