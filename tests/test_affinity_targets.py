@@ -31,7 +31,7 @@ def target_affinity(tiny_data, tmp_path, *keys: str):
     )
     trainer = Trainer(config, tmp_path / "run", progress=False)
     return trainer, Affinity(
-        trainer.data, trainer.setup, trainer.setup.scheduler.tasks, 0, trainer.device, 3, 5.0
+        trainer.run.data, trainer.run.setup, trainer.run.setup.scheduler.tasks, 0, trainer.run.device, 3, 5.0
     )
 
 
@@ -39,16 +39,16 @@ def test_watching_tasks_are_targets_measured_on_their_dev_split(tiny_data, tmp_p
     trainer, affinity = target_affinity(tiny_data, tmp_path, *WATCHED)
     assert affinity.tasks == ["nli"] and affinity.targets == ["sts", "squad"]
     for target in affinity.targets:  # the dev split's pairs, never the training split's
-        dev = {tuple(row) for row in trainer.data.examples[target]["dev"].sentences}
-        train = {tuple(row) for row in trainer.data.examples[target]["train"].sentences}
+        dev = {tuple(row) for row in trainer.run.data.examples[target]["dev"].sentences}
+        train = {tuple(row) for row in trainer.run.data.examples[target]["train"].sentences}
         held = {tuple(row) for batch in affinity.held[target] for row in batch.sentences}
         assert held <= dev and not held & (train - dev)
-    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    before = {k: v.clone() for k, v in trainer.run.model.state_dict().items()}
     measured = affinity.measure()
     assert measured.per_batch.shape == (3, 1, 1) and measured.toward.shape == (3, 1, 2)
     assert np.isfinite(measured.toward).all() and (measured.toward != 0).all()
-    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
-    assert all(p.grad is None for p in trainer.model.parameters())
+    assert all(torch.equal(before[k], v) for k, v in trainer.run.model.state_dict().items())
+    assert all(p.grad is None for p in trainer.run.model.parameters())
     again = affinity.measure()  # the same batches, probe and dropout masks: the same bits
     assert np.array_equal(measured.toward, again.toward)
 
@@ -62,16 +62,16 @@ def test_the_probe_is_scikit_learns_default_logistic_regression(tiny_data, tmp_p
 
     trainer, affinity = target_affinity(tiny_data, tmp_path, *WATCHED)
     weight, bias = affinity._fit_probe("squad")
-    train = trainer.data.examples["squad"]["train"]
-    count = min(len(train), trainer.data.tasks["squad"].config.probe_train)
+    train = trainer.run.data.examples["squad"]["train"]
+    count = min(len(train), trainer.run.data.tasks["squad"].config.probe_train)
     rows = np.sort(np.random.default_rng([0, SEED_OFFSET]).permutation(len(train))[:count])
     features = probe_features(
-        trainer.model,
-        trainer.model.heads["squad"],
+        trainer.run.model,
+        trainer.run.model.heads["squad"],
         train.subset(rows),
-        trainer.data.table,
+        trainer.run.data.table,
         64,
-        trainer.device,
+        trainer.run.device,
     ).astype(np.float64)
     reference = LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(features, train.labels[rows])
     ours = features @ weight.numpy().T + bias.numpy()

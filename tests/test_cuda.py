@@ -103,13 +103,13 @@ def test_a_training_step_never_waits_for_the_gpu_before_its_metrics(tiny_data, t
     config = run.config_from_args(args_for(tiny_data, tmp_path / "run", "device=cuda", f"encoder={encoder}"))
     trainer = Trainer(config, tmp_path / "run", data=prepare(config, progress=False), progress=False)
     for task in config.tasks:
-        examples = trainer.data.examples[task]["train"]
+        examples = trainer.run.data.examples[task]["train"]
         rows = np.arange(min(8, len(examples)))
         trainer.train_step({task: rows})  # cuDNN's first call picks its algorithms
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
-            totals = trainer.step.queue(task, rows, trainer.state.global_step)
+            totals = trainer.step.queue(task, rows, trainer.run.state.global_step)
         finally:
             torch.cuda.set_sync_debug_mode("default")
         loss, correct, grad_norm = totals.tolist()
@@ -139,13 +139,13 @@ def test_cached_steps_replay_cudnns_dropout_masks(tiny_data, tmp_path):
 
     keys = ("device=cuda", "encoder_dropout=0.5", "encoder=bilstm2", "mnrl.mini_batch=4")
     _, _, trainer = one_step(tiny_data, tmp_path / "run", "mnrl", *keys)
-    encoder, head = trainer.model.encoder, trainer.model.heads["mnrl"]
+    encoder, head = trainer.run.model.encoder, trainer.run.model.heads["mnrl"]
     assert encoder.skips_padding(torch.zeros(1, device="cuda"))  # the packed cuDNN call
-    sentences = trainer.step.prepare("mnrl", trainer.setup.streams["mnrl"].next()[0]).micro_batches[0][0]
-    trainer.model.train()
+    sentences = trainer.step.prepare("mnrl", trainer.run.setup.streams["mnrl"].next()[0]).micro_batches[0][0]
+    trainer.run.model.train()
     chunk = grad_cache.rows_of(sentences, slice(0, 4))
     for _ in range(2):  # a pass before, so cuDNN's state has moved on from its first seeding
-        state = grad_cache.RandomState(trainer.device)
+        state = grad_cache.RandomState(trainer.run.device)
         first = head.embed(encoder, chunk)
         state.restore()
         again = head.embed(encoder, chunk)

@@ -34,11 +34,11 @@ def one_step(tiny_data, out, task: str, *keys: str) -> tuple[float, dict[str, to
         )
     )
     trainer = Trainer(config, out, progress=False)
-    rows = trainer.setup.streams[task].next()[0]
+    rows = trainer.run.setup.streams[task].next()[0]
     result = trainer.step({task: rows}, 0)
     gradients = {
         name: p.grad.clone()
-        for name, p in trainer.model.named_parameters()
+        for name, p in trainer.run.model.named_parameters()
         if p.grad is not None and name.split(".")[0] in ("encoder", "heads")
     }
     return result.loss, gradients, trainer
@@ -99,7 +99,7 @@ def test_a_trainer_on_shared_prepared_data_caches_by_its_own_config(tiny_data, t
         config_from_args(args_for(tiny_data, tmp_path / "cached", *TASKS["mnrl"], "mnrl.mini_batch=5"))
     )
     trainer = Trainer(cached, tmp_path / "cached", data=data, progress=False)
-    trainer.train_step({"mnrl": trainer.setup.streams["mnrl"].next()[0]})
+    trainer.train_step({"mnrl": trainer.run.setup.streams["mnrl"].next()[0]})
     assert calls == [5]
 
 
@@ -118,11 +118,11 @@ def test_dropout_draws_the_same_masks_in_both_passes(tiny_data, tmp_path, monkey
     monkeypatch.setattr(grad_cache, "rows_of", recording)
     keys = ("encoder_dropout=0.5", "encoder=bilstm2", "mnrl.mini_batch=4")
     _, _, trainer = one_step(tiny_data, tmp_path / "run", "mnrl", *keys)
-    encoder, head = trainer.model.encoder, trainer.model.heads["mnrl"]
-    rows = trainer.setup.streams["mnrl"].next()[0]
+    encoder, head = trainer.run.model.encoder, trainer.run.model.heads["mnrl"]
+    rows = trainer.run.setup.streams["mnrl"].next()[0]
     sentences = trainer.step.prepare("mnrl", rows).micro_batches[0][0]
-    trainer.model.train()
-    state = grad_cache.RandomState(trainer.device)
+    trainer.run.model.train()
+    state = grad_cache.RandomState(trainer.run.device)
     first = head.embed(encoder, grad_cache.rows_of(sentences, slice(0, 4)))
     state.restore()
     again = head.embed(encoder, grad_cache.rows_of(sentences, slice(0, 4)))
@@ -158,9 +158,12 @@ def one_mixed_step(
         )
     )
     trainer = Trainer(config, out, progress=False)
-    batches = {task: trainer.setup.streams[task].next()[0] for task in ("nli", "mnrl")}
+    batches = {task: trainer.run.setup.streams[task].next()[0] for task in ("nli", "mnrl")}
     result = trainer.step(batches, 0)
-    parameters = [*trainer.model.named_parameters(), *trainer.setup.balancer.named_parameters("balancer")]
+    parameters = [
+        *trainer.run.model.named_parameters(),
+        *trainer.run.setup.balancer.named_parameters("balancer"),
+    ]
     gradients = {name: p.grad.clone() for name, p in parameters if p.grad is not None}
     return {task: r.loss for task, r in result.tasks.items()}, gradients
 

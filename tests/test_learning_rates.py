@@ -32,13 +32,14 @@ def test_a_bad_learning_rate_is_one_line_naming_its_key(tiny_data, tmp_path, tex
 def groups(trainer: Trainer, task: str) -> list[tuple[float, int]]:
     """(lr, parameter count) of each group of `task`'s optimizer."""
     return [
-        (g["lr"], sum(p.numel() for p in g["params"])) for g in trainer.setup.optimizers[task].param_groups
+        (g["lr"], sum(p.numel() for p in g["params"]))
+        for g in trainer.run.setup.optimizers[task].param_groups
     ]
 
 
 def sizes(trainer: Trainer, task: str) -> tuple[int, int]:
-    encoder = sum(p.numel() for p in trainer.model.encoder.parameters() if p.requires_grad)
-    head = sum(p.numel() for p in trainer.model.heads[task].parameters() if p.requires_grad)
+    encoder = sum(p.numel() for p in trainer.run.model.encoder.parameters() if p.requires_grad)
+    head = sum(p.numel() for p in trainer.run.model.heads[task].parameters() if p.requires_grad)
     return encoder, head
 
 
@@ -78,10 +79,10 @@ def test_a_shared_optimizer_gives_each_head_its_tasks_rate(tiny_data, tmp_path):
 def test_every_lr_schedule_keeps_the_ratios(tiny_data, tmp_path, schedule):
     keys = ["nli.lr=x0.5", "encoder_lr=x0.1", f"lr_schedule={schedule}"]
     trainer = trainer_with(tiny_data, tmp_path, *keys, *(["warmup_steps=4"] if schedule == "linear" else []))
-    trainer.lr_schedule.before_step(2)
-    trainer.lr_schedule.after_epoch("nli")
-    trainer.lr_schedule.after_epoch_dev("nli", improved=False)
-    encoder, head = (g["lr"] for g in trainer.setup.optimizers["nli"].param_groups)
+    trainer.run.lr_schedule.before_step(2)
+    trainer.run.lr_schedule.after_epoch("nli")
+    trainer.run.lr_schedule.after_epoch_dev("nli", improved=False)
+    encoder, head = (g["lr"] for g in trainer.run.setup.optimizers["nli"].param_groups)
     assert head == pytest.approx(5 * encoder) and encoder < 0.01
 
 
@@ -97,7 +98,7 @@ def test_a_plugins_decaying_lr_schedule_gets_max_steps_as_linear_does(tiny_data,
     monkeypatch.setitem(lr_schedules.LR_SCHEDULES, "halving", Halving)
     linear = trainer_with(tiny_data, tmp_path / "linear", "lr_schedule=linear", "max_steps=none")
     halving = trainer_with(tiny_data, tmp_path / "halving", "lr_schedule=halving", "max_steps=none")
-    assert halving.config.optim.max_steps == linear.config.optim.max_steps > 1  # one epoch of nli
-    halving.lr_schedule.before_step(1)
-    assert halving.lr_schedule.lr("nli") > 0.09  # warm-up done or not, far from 0
+    assert halving.run.config.optim.max_steps == linear.run.config.optim.max_steps > 1  # one epoch of nli
+    halving.run.lr_schedule.before_step(1)
+    assert halving.run.lr_schedule.lr("nli") > 0.09  # warm-up done or not, far from 0
     assert lr_schedules.LR_SCHEDULES["constant"].needs_max_steps is False

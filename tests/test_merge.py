@@ -118,7 +118,7 @@ def test_base_init_is_the_trainers_initial_encoder(singles, tiny_data, tmp_path)
         tmp_path / "fresh",
         progress=False,
     )
-    initial = {k: v for k, v in start.model.encoder.state_dict().items() if k != EMBEDDING}
+    initial = {k: v for k, v in start.run.model.encoder.state_dict().items() if k != EMBEDDING}
     base = network(load_encoder(tmp_path / "base", device="cpu"))
     assert initial.keys() == base.keys()
     assert all(torch.equal(initial[k], base[k]) for k in initial)

@@ -213,7 +213,7 @@ def affinity_of(tiny_data, tmp_path, *keys: str, tasks=("nli", "squad")):
         args_for(tiny_data, tmp_path / "run", "max_steps=1", "precision=fp32", *keys)
     )
     trainer = Trainer(config, tmp_path / "run", progress=False)
-    return trainer, Affinity(trainer.data, trainer.setup, list(tasks), 0, trainer.device, 3, 5.0)
+    return trainer, Affinity(trainer.run.data, trainer.run.setup, list(tasks), 0, trainer.run.device, 3, 5.0)
 
 
 @pytest.mark.parametrize("optim", ["sgd", "adam"])
@@ -221,13 +221,13 @@ def test_a_step_on_a_task_lowers_its_own_held_loss(tiny_data, tmp_path, optim):
     """Z(i -> i) > 0 for a small lr: the optimizer's step on a batch lowers the loss on that
     batch; measuring touches no weight, gradient or optimizer state, and repeats to the bit."""
     trainer, affinity = affinity_of(tiny_data, tmp_path, f"optim={optim}", "lr=1e-3")
-    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    optimizer_state = str(trainer.setup.optimizers["nli"].state_dict())
+    before = {k: v.clone() for k, v in trainer.run.model.state_dict().items()}
+    optimizer_state = str(trainer.run.setup.optimizers["nli"].state_dict())
     measured = affinity.measure()
     assert measured.per_batch.shape == (3, 2, 2) and (measured.per_batch[:, [0, 1], [0, 1]] > 0).all()
-    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
-    assert all(p.grad is None for p in trainer.model.parameters())
-    assert str(trainer.setup.optimizers["nli"].state_dict()) == optimizer_state
+    assert all(torch.equal(before[k], v) for k, v in trainer.run.model.state_dict().items())
+    assert all(p.grad is None for p in trainer.run.model.parameters())
+    assert str(trainer.run.setup.optimizers["nli"].state_dict()) == optimizer_state
     assert np.array_equal(measured.per_batch, affinity.measure().per_batch)  # fixed held batches
 
 
@@ -247,10 +247,10 @@ def test_aiolis_evidence_is_each_losss_drop_in_its_own_units(tiny_data, tmp_path
         for number, held in enumerate(zip(affinity.held["nli"], affinity.held["squad"], strict=True)):
             for column, (task, examples) in enumerate(zip(("nli", "squad"), held, strict=True)):
                 with torch.no_grad():  # the task's loss on its held batch, plainly (no dropout here)
-                    outputs = TaskNetwork(trainer.model, task)(
-                        trainer.data.table.batch_columns(examples.sentences, trainer.device)
+                    outputs = TaskNetwork(trainer.run.model, task)(
+                        trainer.run.data.table.batch_columns(examples.sentences, trainer.run.device)
                     )
-                    loss = trainer.data.tasks[task].losses(outputs, torch.from_numpy(examples.labels))
+                    loss = trainer.run.data.tasks[task].losses(outputs, torch.from_numpy(examples.labels))
                 assert measured.base[number, column] == pytest.approx(float(loss.mean()), rel=1e-5)
         assert (measured.lowered.diagonal() > 0).all()
         drops.append(measured.lowered)

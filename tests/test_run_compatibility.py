@@ -99,14 +99,18 @@ def test_a_run_written_before_the_read_layer_reports_identically(tmp_path):
     assert by_column(table) == by_column((READ_LAYER / "results_table.html").read_text(encoding="utf-8"))
 
 
-def by_column(table: str) -> dict[str, str]:
-    """A one-run results table as header -> cell."""
+def by_column(tables: str) -> dict[str, str]:
+    """A one-run page's results tables (one, or since 2026-12-02 one per kind of result and one of
+    how the run was trained) as header -> cell."""
     import re
 
-    header, row = re.findall(r"<tr>(.*?)</tr>", table)
-    return dict(
-        zip(re.findall(r"<th>(.*?)</th>", header), re.findall(r"<td[^>]*>(.*?)</td>", row), strict=True)
-    )
+    found: dict[str, str] = {}
+    for table in re.findall(r"<table[^>]*>(.*?)</table>", tables):
+        header, row = re.findall(r"<tr>(.*?)</tr>", table)
+        found |= dict(
+            zip(re.findall(r"<th>(.*?)</th>", header), re.findall(r"<td[^>]*>(.*?)</td>", row), strict=True)
+        )
+    return found
 
 
 def test_a_run_recorded_before_sample_test_resumes_scoring_test_on_its_sample(tiny_data, tmp_path):

@@ -186,11 +186,11 @@ def test_the_monitors_scoring_copy_reads_the_trained_vectors(tiny_data, senteval
     trainer = Trainer(
         run.config_from_args(args_for(tiny_data, tmp_path / "run", *keys)), tmp_path / "run", progress=False
     )
-    live = trainer.model.encoder.embedding
-    (monitor,) = [callback for callback in trainer.callbacks.callbacks if isinstance(callback, Monitor)]
+    live = trainer.run.model.encoder.embedding
+    (monitor,) = [callback for callback in trainer.run.callbacks.callbacks if isinstance(callback, Monitor)]
     for step in range(2):  # as training moves the vectors between two evaluations
         with torch.no_grad():
             for vectors in (p for p in live.parameters() if p.requires_grad):
                 vectors[2:].add_(1.0 + step)
-        copy = monitor._refreshed(trainer.model.encoder.state_dict()).encoder.embedding.weight
+        copy = monitor._refreshed(trainer.run.model.encoder.state_dict()).encoder.embedding.weight
         assert torch.equal(copy[: len(live.weight)], live.weight)

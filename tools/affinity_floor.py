@@ -71,20 +71,20 @@ def inside_share(rows: list[dict]) -> tuple[int, int]:
 
 def coverage(trainer, config: BenchAffinityConfig) -> np.ndarray:  # noqa: ANN001
     """(T, T): the share of fresh held-batch draws whose 95% t interval covers the mean of all."""
-    tasks = trainer.setup.scheduler.tasks
-    batches = trainer.config.run.affinity_batches
+    tasks = trainer.run.setup.scheduler.tasks
+    batches = trainer.run.config.run.affinity_batches
     from tqdm import tqdm
 
     draws = []
     for draw in tqdm(range(config.draws), desc="fresh held batches", unit="draw"):
         affinity = Affinity(
-            trainer.data,
-            trainer.setup,
+            trainer.run.data,
+            trainer.run.setup,
             tasks,
             10_000 + draw,
-            trainer.device,
+            trainer.run.device,
             batches,
-            trainer.config.optim.max_grad_norm,
+            trainer.run.config.optim.max_grad_norm,
         )
         draws.append(affinity.measure().per_batch)
     per_batch = np.stack(draws)  # (draws, B, T, T)
@@ -106,7 +106,7 @@ def run(config: BenchAffinityConfig) -> dict:
         entries = total
         if seed == 1:
             covered = coverage(trainer, config)
-            tasks = list(trainer.setup.scheduler.tasks)
+            tasks = list(trainer.run.setup.scheduler.tasks)
         del trainer
     assert covered is not None
     result = {

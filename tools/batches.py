@@ -13,10 +13,10 @@ def task_batches(trainer: Trainer, task: str, window: int, count: int) -> list[n
     """The first `count` training batches of `task` as the run would draw them, `window`
     batches per sorted window (1: random batches; BUCKET_WINDOW: bucketed)."""
     stream = TaskStream(
-        trainer.data.examples[task]["train"],
-        trainer.data.bucket_keys(task, "train"),
-        trainer.config.tasks[task].batch,
-        seed=[trainer.config.run.seed, seed_indices(trainer.config.tasks)[task]],
+        trainer.run.data.examples[task]["train"],
+        trainer.run.data.bucket_keys(task, "train"),
+        trainer.run.config.tasks[task].batch,
+        seed=[trainer.run.config.run.seed, seed_indices(trainer.run.config.tasks)[task]],
         window=window,
     )
     return [stream.next()[0] for _ in range(count)]

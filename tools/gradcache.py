@@ -54,7 +54,7 @@ def run(bench) -> list[dict]:
 
 
 def measured(trainer: Trainer, task: str, warmup: int, steps: int, device: torch.device) -> dict:
-    stream = trainer.setup.streams[task]
+    stream = trainer.run.setup.streams[task]
     batches = [stream.next()[0] for _ in range(warmup + steps)]
     for rows in batches[:warmup]:
         trainer.train_step({task: rows})

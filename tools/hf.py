@@ -47,10 +47,10 @@ def run(config: BenchHFConfig) -> dict[str, dict[str, list[float]]]:
         for task in seconds:
             for step in range(config.steps + 1):
                 for precision, trainer in trainers.items():
-                    rows, _ = trainer.setup.streams[task].next()
+                    rows, _ = trainer.run.setup.streams[task].next()
                     started = time.perf_counter()
                     trainer.train_step({task: rows})
-                    if trainer.device.type == "cuda":
+                    if trainer.run.device.type == "cuda":
                         torch.cuda.synchronize()
                     if step > 0:  # the first step of each warms up
                         seconds[task][precision].append(time.perf_counter() - started)
@@ -87,7 +87,7 @@ def checkpointing_rows(config: BenchHFConfig) -> list[dict]:
             data = data or prepare(train, progress=True)  # the same data for every contender
             with tempfile.TemporaryDirectory(prefix="mtl-bench-hf-") as scratch:
                 trainer = Trainer(train, Path(scratch) / "run", data=data, progress=False)
-                row = gradcache.measured(trainer, "nli", config.warmup, config.steps, trainer.device)
+                row = gradcache.measured(trainer, "nli", config.warmup, config.steps, trainer.run.device)
             if contender == "(untimed)":
                 continue
             row.update(batch=batch, contender=contender)

@@ -108,7 +108,7 @@ def whole_run(config: TrainConfig, data, folder: Path) -> dict:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         trainer = Trainer(config, folder, data=data, progress=True)
         trainer.fit()
-    measured, settings = trainer.state.phases.rows[1], trainer.config.run
+    measured, settings = trainer.run.state.phases.rows[1], trainer.run.config.run
     return {
         "examples": measured["examples"],
         "seconds": measured["seconds"],
@@ -121,7 +121,7 @@ def steps_alone(config: TrainConfig, data, folder: Path, steps: int, device: tor
     """The same block's batches, stepped by a fresh trainer with nothing around the steps."""
     trainer = Trainer(config, folder, data=data, progress=False)
     task = config.main_task  # the first block's task: the batches the whole run began with
-    stream = trainer.setup.streams[task]
+    stream = trainer.run.setup.streams[task]
     for _ in range(steps):  # the warm-up block's batches, stepped too (as in the run)
         trainer.train_step({task: stream.next()[0]})
     finish = torch.cuda.synchronize if device.type == "cuda" else lambda: None

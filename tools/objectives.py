@@ -85,7 +85,7 @@ def run(bench) -> list[dict]:
         row = {
             "task": task,
             "batch": config.tasks[name].batch,
-            "params": trainer.model.trainable_parameters(),
+            "params": trainer.run.model.trainable_parameters(),
             "ms": 1000 * median,
             "steps_per_s": 1 / median,
             "examples_per_s": config.tasks[name].batch / median,

@@ -77,15 +77,17 @@ def run(base: TrainConfig, data: TrainingData, only: str, task: str) -> list[Cou
 def count_step(trainer: Trainer, task: str) -> tuple[HostWork, HostWork]:
     """One step of `task` as the trainer takes it (after `WARMUP` steps), and the packed-LSTM floor
     over the same batch."""
-    stream = trainer.setup.streams[task]
+    stream = trainer.run.setup.streams[task]
     for _ in range(WARMUP):
         trainer.train_step({task: stream.next()[0]})
     rows = stream.next()[0]
     step = count_host_work(lambda: trainer.train_step({task: rows}))
-    embedding = trainer.model.encoder.embedding
-    lstm = nn.LSTM(embedding.embedding_dim, HIDDEN, bidirectional=True, batch_first=True).to(trainer.device)
-    sentences = trainer.data.examples[task]["train"].sentences[rows]
-    columns = trainer.data.table.batch_columns(sentences, trainer.device)
+    embedding = trainer.run.model.encoder.embedding
+    lstm = nn.LSTM(embedding.embedding_dim, HIDDEN, bidirectional=True, batch_first=True).to(
+        trainer.run.device
+    )
+    sentences = trainer.run.data.examples[task]["train"].sentences[rows]
+    columns = trainer.run.data.table.batch_columns(sentences, trainer.run.device)
     return step, count_host_work(packed_lstm_floor(lstm, embedding, columns))
 
 

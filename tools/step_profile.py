@@ -79,15 +79,15 @@ def run(
 
 def profile_task(trainer: Trainer, task: str, steps: int, warmup: int) -> dict[str, Profiled]:
     """mtl's step and the packed floor over the same bucketed batches of `task`."""
-    examples = trainer.data.examples[task]["train"]
+    examples = trainer.run.data.examples[task]["train"]
     batches = task_batches(trainer, task, BUCKET_WINDOW, warmup + steps)
-    encoder, device = trainer.model.encoder, trainer.device
+    encoder, device = trainer.run.model.encoder, trainer.run.device
     floor_lstm = nn.LSTM(
         encoder.input_size, encoder.hidden, num_layers=encoder.layers, bidirectional=True, batch_first=True
     ).to(device)
 
     def floor(rows: np.ndarray) -> None:
-        columns = trainer.data.table.batch_columns(examples.sentences[rows], device)
+        columns = trainer.run.data.table.batch_columns(examples.sentences[rows], device)
         packed_lstm_floor(floor_lstm, encoder.embedding, columns)()
 
     contenders: dict[str, Callable[[np.ndarray], None]] = {

@@ -141,7 +141,7 @@ def run(bench: BenchTrainConfig) -> dict:
             for task in [t.strip() for t in bench.tasks.split(",") if t.strip() in config.tasks]:
                 for mode, window in MODES.items():
                     row = time_contenders(trainer, task, mode, window, precisions, bench)
-                    row.update(setting=label, params=trainer.model.trainable_parameters(task))
+                    row.update(setting=label, params=trainer.run.model.trainable_parameters(task))
                     results["rows"].append(row)
                     print(format_row(row), flush=True)
     return results
@@ -224,15 +224,15 @@ def with_300d_inputs(data: TrainingData) -> str:
 def time_contenders(
     trainer: Trainer, task: str, mode: str, window: int, precisions: list[str], bench
 ) -> dict:
-    examples = trainer.data.examples[task]["train"]
+    examples = trainer.run.data.examples[task]["train"]
     batches = task_batches(trainer, task, window, bench.warmup + bench.steps)
-    encoder, device = trainer.model.encoder, trainer.device
+    encoder, device = trainer.run.model.encoder, trainer.run.device
     reference = ReferenceModel(
         encoder.embedding,
         encoder.hidden,
         encoder.layers,
-        trainer.data.tasks[task].recipe,
-        trainer.config.head.head_hidden,
+        trainer.run.data.tasks[task].recipe,
+        trainer.run.config.head.head_hidden,
     ).to(device)
     reference_optimizer = torch.optim.SGD([p for p in reference.parameters() if p.requires_grad], lr=0.1)
     floor = nn.LSTM(
@@ -242,7 +242,7 @@ def time_contenders(
     def reference_step(rows: np.ndarray) -> None:
         # InferSent's train_nli.py reads the batch's accuracy and loss after the forward pass and
         # the gradient norm before the update: on a GPU each read waits for the kernels before it.
-        sentences = trainer.data.table.batch_columns(examples.sentences[rows], device)
+        sentences = trainer.run.data.table.batch_columns(examples.sentences[rows], device)
         labels = to_device(torch.from_numpy(examples.labels[rows]), device)
         logits = reference(sentences)
         (logits.argmax(dim=1) == labels).sum().item()
@@ -255,17 +255,17 @@ def time_contenders(
 
     def floor_step(rows: np.ndarray) -> None:
         total = 0
-        for tokens, _ in trainer.data.table.batch_columns(examples.sentences[rows], device):
+        for tokens, _ in trainer.run.data.table.batch_columns(examples.sentences[rows], device):
             total = total + floor(encoder.embedding(tokens))[0].sum()
         total.backward()
 
     def packed_floor_step(rows: np.ndarray) -> None:
-        columns = trainer.data.table.batch_columns(examples.sentences[rows], device)
+        columns = trainer.run.data.table.batch_columns(examples.sentences[rows], device)
         ops.packed_lstm_floor(floor, encoder.embedding, columns)()
 
     def mtl_step(precision: str):
         def step(rows: np.ndarray) -> None:
-            trainer.config.run.precision, trainer.setup.scaler = precision, scalers[precision]
+            trainer.run.config.run.precision, trainer.run.setup.scaler = precision, scalers[precision]
             trainer.train_step({task: rows})
 
         return step
@@ -294,7 +294,7 @@ def time_contenders(
                 times[name].append(1000 * (time.perf_counter() - started))
                 if device.type == "cuda":
                     memory[name].append(torch.cuda.max_memory_allocated(device) / 2**20)
-    padded = [trainer.data.table.lengths[examples.sentences[rows]].max(axis=0).sum() for rows in batches]
+    padded = [trainer.run.data.table.lengths[examples.sentences[rows]].max(axis=0).sum() for rows in batches]
     return {
         "task": task,
         "mode": mode,

@@ -72,16 +72,16 @@ def train_new(
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         record = {
-            "config": to_dict(trainer.config),  # every auto and None setting made concrete
+            "config": to_dict(trainer.run.config),  # every auto and None setting made concrete
             "command": command_line,
-            "inputs": trainer.data.fingerprints,
+            "inputs": trainer.run.data.fingerprints,
             "world_size": dist.world_size,
             "python": sys.version.split()[0],
             "plugins": plugins.records(),  # resuming needs them given again (or installed)
             # each task's metric and its direction, so a reader of the folder needs no task's code
             "metrics": {
                 name: {"metric": task.metric, "higher_is_better": metrics.higher_is_better(task.metric)}
-                for name, task in trainer.data.tasks.items()
+                for name, task in trainer.run.data.tasks.items()
             },
         }
         if figures := published_for_command(command):  # what its paper reports (`just reproduce`)
@@ -147,7 +147,7 @@ def continue_run(
     command = record.get("command", "")
     trainer = Trainer(config, run_dir, progress=progress, dist=dist, command=command, callbacks=callbacks)
     if changed := changed_inputs(
-        record.get("inputs", {}), trainer.data.fingerprints, trainer.data.input_titles()
+        record.get("inputs", {}), trainer.run.data.fingerprints, trainer.run.data.input_titles()
     ):
         raise UserError(
             f"cannot resume {run_dir}: {' and '.join(changed)} changed since the run started; restore "
@@ -155,7 +155,7 @@ def continue_run(
         )
     trainer.restore()
     if dist.is_main:
-        print(f"resuming {run_dir} at step {trainer.state.global_step}")
+        print(f"resuming {run_dir} at step {trainer.run.state.global_step}")
     return run_dir, trainer.fit(resume=True)
 
 

@@ -95,29 +95,18 @@ class Trainer:
         self.every_rank = ranks_may_ask_differently(config)  # (else each step skips a collective)
         self.command = command  # the command line, as the W&B run's notes
         self.stop_requests = StopRequests()  # Ctrl-C or SIGTERM in this process
-        # what the run holds that never changes, by name (benchmarks and tests read them)
-        self.config, self.data, self.setup, self.dist, self.device = config, data, setup, dist, device
-        self.run_dir, self.files, self.checkpointer = run.run_dir, run.files, checkpointer
-        self.lr_schedule, self.callbacks, self.selection = lr_schedule, run.callbacks, run.selection
-
-    # Replaced during a run (a restored state; a sharded run's model gathered to export): the run's
-    @property
-    def model(self) -> Any:
-        return self.run.model
-
-    @property
-    def state(self) -> TrainState:
-        return self.run.state
 
     def _open_logs(self, resume: bool) -> None:
         """Rank 0's run log, W&B run and progress bar, joining the run's callbacks."""
         run = self.run
         run.resumed = resume
-        if self.dist.is_main:
-            if self.setup.sharded:
-                print(describe(self.model, self.dist.world_size))
-            run.run_log, metrics_log, bar = open_run_logs(run, self.checkpointer, self.command, run.progress)
-            self.callbacks.callbacks = [metrics_log, *self.callbacks.callbacks, bar]
+        if self.run.dist.is_main:
+            if self.run.setup.sharded:
+                print(describe(self.run.model, self.run.dist.world_size))
+            run.run_log, metrics_log, bar = open_run_logs(
+                run, self.run.checkpointer, self.command, run.progress
+            )
+            self.run.callbacks.callbacks = [metrics_log, *self.run.callbacks.callbacks, bar]
 
     # ---- the loop --------------------------------------------------------------------------
 
@@ -126,7 +115,7 @@ class Trainer:
         self._open_logs(resume)
         run = self.run
         try:  # (a callback's failing start closes the run's logs as a failing step does)
-            self.callbacks.on_train_begin(run)
+            self.run.callbacks.on_train_begin(run)
             self._act_on_requests()  # what the start asked (a stop before the first step)
             with self.stop_requests:
                 reason = self._loop()
@@ -140,16 +129,16 @@ class Trainer:
         if reason is StopReason.INTERRUPTED:
             raise self.ending.interrupted()
         # the last step's dev evaluation and checkpoint, where the run's rhythm did not just make them
-        step = self.state.global_step
+        step = self.run.state.global_step
         if not (step > 0 and self.cadence.evaluation_due(step - 1) or self.evaluation.evaluated_at == step):
             self.evaluation.evaluate_and_checkpoint()
         return self.ending.finished(reason)
 
     def _loop(self) -> StopReason:
-        run, control, scheduler = self.run, self.run.control, self.setup.scheduler
+        run, control, scheduler = self.run, self.run.control, self.run.setup.scheduler
         block_clock = time.perf_counter()
         while True:
-            if self.dist.any(self.stop_requests.requested):  # every rank stops after the same step
+            if self.run.dist.any(self.stop_requests.requested):  # every rank stops after the same step
                 self.evaluation.save_latest()
                 return StopReason.INTERRUPTED
             if control.reason is not None:  # asked before this step, every rank agreeing
@@ -161,14 +150,14 @@ class Trainer:
             if step == state.block.start_step:
                 block_clock = time.perf_counter()
                 run.event("block_start", task=block_task, block=state.block.index)
-            drawn = {task: self.setup.streams[task].next() for task in tasks}
-            self.callbacks.on_step_begin(run, tasks)
+            drawn = {task: self.run.setup.streams[task].next() for task in tasks}
+            self.run.callbacks.on_step_begin(run, tasks)
             self.train_step({task: rows for task, (rows, _) in drawn.items()})
             for task, (rows, epoch_done) in drawn.items():
                 if epoch_done:
-                    run.event("epoch_end", **end_epoch(run, self.lr_schedule, task))
+                    run.event("epoch_end", **end_epoch(run, self.run.lr_schedule, task))
                 state.block.examples += len(rows)
-            self.callbacks.on_step_end(run, block_task)
+            self.run.callbacks.on_step_end(run, block_task)
             if scheduler.block_ends_after(step):
                 run.event("block_end", **state.end_block(block_task, time.perf_counter() - block_clock))
             self._act_on_requests()
@@ -177,44 +166,46 @@ class Trainer:
         """Evaluate or checkpoint where the run's parts asked; a stop asked for meanwhile (early
         stopping in on_evaluate, patience's verdict, a callback's on_checkpoint) is read again
         after it, so the loop stops before the next step, every rank alike."""
-        asked = self.run.control.read(self.dist, self.every_rank)
+        asked = self.run.control.read(self.run.dist, self.every_rank)
         if asked.evaluate:
             self.evaluation.evaluate_and_checkpoint()
         elif asked.checkpoint:
             self.evaluation.save_latest()
         else:
             return
-        self.run.control.read(self.dist, self.every_rank)
+        self.run.control.read(self.run.dist, self.every_rank)
 
     def train_step(self, batches: dict[str, np.ndarray]) -> dict[str, Any]:
         """One optimizer step on `batches` (each stepped task's training rows, its global batch: one
         task, or every task under schedule=mixed); returns its record."""
-        state = self.state
-        self.lr_schedule.before_step(state.global_step)
+        state = self.run.state
+        self.run.lr_schedule.before_step(state.global_step)
         prepared = (
             {task: self.prefetcher.take(task, rows) for task, rows in batches.items()}
             if self.prefetcher.enabled
             else None
         )
         outcome = self.step(batches, state.global_step, prepared, self._prefetch_next)
-        Diverged.check({task: done.loss for task, done in outcome.tasks.items()}, state, self.checkpointer)
+        Diverged.check(
+            {task: done.loss for task, done in outcome.tasks.items()}, state, self.run.checkpointer
+        )
         record = state.after_step(
             outcome,
-            {task: self.data.tasks[task].metric for task in batches},
-            {task: self.lr_schedule.lr(task) for task in batches},
+            {task: self.run.data.tasks[task].metric for task in batches},
+            {task: self.run.lr_schedule.lr(task) for task in batches},
             self.train_sizes,
             self.task_ids,
         )
-        self.callbacks.on_step(metrics.MIXED if outcome.balanced else next(iter(batches)), record)
+        self.run.callbacks.on_step(metrics.MIXED if outcome.balanced else next(iter(batches)), record)
         return record
 
     def _prefetch_next(self) -> None:
         """Start preparing the batch the step after this one will draw: the scheduler's next task,
         its stream peeked (a stream the current step has already advanced)."""
         if self.prefetcher.enabled:
-            upcoming = self.state.global_step + 1
-            task = self.setup.scheduler.task_at(upcoming)
-            self.prefetcher.schedule(task, self.setup.streams[task].peek())
+            upcoming = self.run.state.global_step + 1
+            task = self.run.setup.scheduler.task_at(upcoming)
+            self.prefetcher.schedule(task, self.run.setup.streams[task].peek())
 
     def evaluate(self, split: str = "dev") -> dict[str, float]:
         """Each task's metric on `split`; each rank scores its share of the examples."""
@@ -222,7 +213,7 @@ class Trainer:
 
     def restore(self) -> None:
         """Continue from checkpoints/latest.pt (or the one before it, when it is damaged)."""
-        saved = self.checkpointer.load_latest()
-        self.setup.load_state_dict(saved)
+        saved = self.run.checkpointer.load_latest()
+        self.run.setup.load_state_dict(saved)
         self.run.state = TrainState.from_dict(saved["state"])
-        self.callbacks.load_state_dict(saved.get("callbacks") or {})
+        self.run.callbacks.load_state_dict(saved.get("callbacks") or {})
