@@ -165,3 +165,24 @@ def transfer_members(members: list[Member], tasks: str, mode: str, data: str | N
         except TransferDataError as error:  # said with the key the study takes
             raise error.naming("transfer_data") from None
     return report
+
+
+def budget_keys(budget: str) -> list[str]:
+    """The keys that hold a run to the study's budget, with no early stop (equal compute)."""
+    kind, amount = budget_amount(budget)
+    return [f"max_minutes={amount}" if kind == "minutes" else f"max_steps={amount}", "stop=max_steps"]
+
+
+def arm_members(
+    arms: dict[str, list[str]], train: list[str], budget: str, seeds: list[int], out: Path
+) -> list[Member]:
+    """Every arm (its name -> the training keys that make it) with every seed at the budget,
+    named `<arm>-seed<N>` under out/arms, each member carrying its arm and seed."""
+    found = []
+    for arm, keys in arms.items():
+        for seed in seeds:
+            name = f"{arm}-seed{seed}"
+            member_keys = [*train, *keys, *budget_keys(budget), f"seed={seed}"]
+            member_keys += [f"name={name}", f"group={out.name}", f"out={out / 'arms' / name}"]
+            found.append(Member(name, member_keys, out / "arms" / name, arm, seed))
+    return found

@@ -46,6 +46,7 @@ from mtl.jobs.member import Member
 from mtl.jobs.sweep import train_study
 from mtl.studies.arms import (
     budget_amount,
+    budget_keys,
     check_transfer_keys,
     closing_lines,
     equal_compute,
@@ -56,7 +57,7 @@ from mtl.studies.arms import (
     wandb_mode,
 )
 from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
-from mtl.studies.mixture import budget_keys, proxy_score, verdicts_against
+from mtl.studies.mixture import proxy_score, verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
 from mtl.train.config.command_line import config_from_args

@@ -68,7 +68,9 @@ from mtl.jobs.seeds import study_seeds
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
 from mtl.runs import RunFolder, read_summary
 from mtl.studies.arms import (
+    arm_members,
     budget_amount,
+    budget_keys,
     check_transfer_keys,
     closing_lines,
     equal_compute,
@@ -161,11 +163,6 @@ def draw_mixtures(count: int, tasks: int, alpha: float, seed: int) -> np.ndarray
     drawn = np.maximum(rng.dirichlet(np.full(tasks, alpha), size=count), 0.005)
     drawn = np.round(drawn / drawn.sum(axis=1, keepdims=True), 4)
     return drawn / drawn.sum(axis=1, keepdims=True)
-
-
-def budget_keys(budget: str) -> list[str]:
-    kind, amount = budget_amount(budget)
-    return [f"max_minutes={amount}" if kind == "minutes" else f"max_steps={amount}", "stop=max_steps"]
 
 
 def mixture_keys(tasks: list[str], mixture: np.ndarray) -> list[str]:
@@ -362,14 +359,7 @@ def arms(
         "proportional": ["schedule=proportional"],
         "temperature": ["schedule=temperature", f"temperature={config.temperature:g}"],
     }
-    found = []
-    for arm, keys in schedules.items():
-        for seed in seeds:
-            name = f"{arm}-seed{seed}"
-            member_keys = [*train, *keys, *budget_keys(config.budget), f"seed={seed}"]
-            member_keys += [f"name={name}", f"group={out.name}", f"out={out / 'arms' / name}"]
-            found.append(Member(name, member_keys, out / "arms" / name, arm, seed))
-    return found
+    return arm_members(schedules, train, config.budget, seeds, out)
 
 
 def _train(sweep: Sweep, members: list[Member]) -> None:

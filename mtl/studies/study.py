@@ -37,6 +37,7 @@ from mtl.jobs.configs import StudyConfig as StudyConfig  # its keys' module impo
 from mtl.jobs.member import Member
 from mtl.jobs.sweep import train_study
 from mtl.studies.arms import (
+    arm_members,
     budget_amount,
     check_transfer_keys,
     closing_lines,
@@ -48,7 +49,7 @@ from mtl.studies.arms import (
     wandb_mode,
 )
 from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
-from mtl.studies.mixture import budget_keys, verdicts_against
+from mtl.studies.mixture import verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
 from mtl.train.config.command_line import config_from_args
@@ -108,14 +109,9 @@ def members(study: Study, config: StudyConfig, train: list[str], seeds: list[int
             f"study {study.name}: its arms ({', '.join(arms) or 'none'}) must hold its baseline "
             f"{study.baseline!r} and another arm to judge"
         )
-    found = []
-    for arm, keys in arms.items():
-        for seed in seeds:
-            name = f"{arm}-seed{seed}"
-            member_keys = [*train, *keys, *budget_keys(config.budget), f"seed={seed}"]
-            member_keys += [f"name={name}", f"group={out.name}", f"out={out / 'arms' / name}"]
-            config_from_args(member_keys)  # a key that does not fit an arm stops everything before work
-            found.append(Member(name, member_keys, out / "arms" / name, arm, seed))
+    found = arm_members(arms, train, config.budget, seeds, out)
+    for member in found:
+        config_from_args(member.overrides)  # a key that does not fit an arm stops everything before work
     return found
 
 
