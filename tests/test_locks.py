@@ -252,3 +252,4 @@ def test_accounting_confirms_an_ended_job_only_when_it_ended_after_the_lock():
     assert not accounting_says_ended("NODE_FAIL|2026-12-02T04:10:00\nRUNNING|Unknown\n", taken)  # requeued
     assert not accounting_says_ended("", taken)
     assert not accounting_says_ended("garbage\n", taken)
+    assert not accounting_says_ended("|2026-12-02T05:00:00\n", taken)  # no state

@@ -177,7 +177,7 @@ def accounting_says_ended(rows: str, since: float | None) -> bool:
         return False
     ends = []
     for state, end in rows_read:
-        if state.split()[0] not in ENDED:  # "CANCELLED by 0"
+        if (state.split() or [""])[0] not in ENDED:  # "CANCELLED by 0"; an empty state is none
             return False
         try:
             ends.append(time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%S")))
