@@ -485,3 +485,14 @@ def test_a_study_from_one_plugin_file_trains_its_arms_and_judges_them(tiny_data,
         assert one_error_line(capsys) == "error: hidden=4: study depth sets it for each arm"
     finally:
         STUDIES.pop("depth", None)
+
+
+def test_a_study_must_name_itself_as_a_file_can_be_named():
+    """A study's name names its record files (<out>/<name>.md): a path in it is refused."""
+    from mtl.registry import Study, register_study
+
+    class Escaping(Study):
+        name, summary, baseline = "../../escape", "a study whose name is a path", "a"
+
+    with pytest.raises(UserError, match=r"name='../../escape' must be lowercase letters, digits"):
+        register_study(Escaping)

@@ -26,6 +26,7 @@ and `just study depth plugins=./depth.py preset=cpu-small budget=steps:300 seeds
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -82,6 +83,10 @@ def register_study(study: type[Study]) -> type[Study]:
     for attribute in ("name", "summary", "baseline"):
         if not isinstance(getattr(study, attribute, None), str) or not getattr(study, attribute):
             raise UserError(f"study {study.__name__}: give it a {attribute} (a text)")
+    if not re.fullmatch(r"[a-z][a-z0-9_-]{0,63}", study.name):  # it names the study's record files
+        raise UserError(
+            f"study {study.__name__}: name={study.name!r} must be lowercase letters, digits, - and _ (a file name)"
+        )
     if not dataclasses.is_dataclass(study.config) or not issubclass(study.config, StudyConfig):
         raise UserError(f"study {study.name}: its config must be a dataclass subclassing StudyConfig")
     taken = STUDIES.get(study.name)
@@ -215,6 +220,7 @@ def markdown(result: dict) -> str:
 def command(args: Sequence[str]) -> None:
     """`just study NAME key=value ...`."""
     if not args or "=" in args[0]:
-        raise UserError(f"name the study first: just study NAME key=value ... ({', '.join(sorted(STUDIES))})")
+        known = ", ".join(sorted(STUDIES)) or "none registered: load one with plugins="
+        raise UserError(f"name the study first: just study NAME key=value ... ({known})")
     out, result = run(args[0], args[1:])
     print(markdown(result) + f"\nwritten to {out / (args[0] + '.md')} and .json")
