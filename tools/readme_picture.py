@@ -15,12 +15,15 @@ import contextlib
 import io
 import os
 import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from mtl.config import apply_overrides
 from mtl.errors import UserError
+from mtl.files import atomic
+from mtl.files.atomic import atomic_path
 
 WIDTH, HEIGHT = 1280, 900  # the page's first screen at a laptop's width
 THUMBNAIL_WIDTH = 640
@@ -58,11 +61,12 @@ def command(args: Sequence[str]) -> None:
         ]
     )
     shown += [f"$ just transfer run={run} {' '.join(transfer)}", *printed[-config.lines :]]
-    page = out / "report.html"
-    _printed(["report", str(run), f"out={page}"])
-    (out / "first-run.txt").write_text("\n".join(shown) + "\n", encoding="utf-8")
-    thumbnail(page, out / "report.png")
-    page.unlink()
+    with tempfile.TemporaryDirectory() as scratch:
+        page = Path(scratch) / "report.html"
+        _printed(["report", str(run), f"out={page}"])
+        with atomic_path(out / "report.png", "thumbnail") as png:  # whole, or not there
+            thumbnail(page, png)
+    atomic.write_text(out / "first-run.txt", "\n".join(shown) + "\n", "README's output")
     print(f"wrote {out / 'first-run.txt'} and {out / 'report.png'}")
 
 
@@ -105,6 +109,6 @@ def thumbnail(page: Path, png: Path) -> None:
             scale = THUMBNAIL_WIDTH / WIDTH
             tab = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT}, device_scale_factor=scale)
             tab.goto(page.resolve().as_uri(), wait_until="load")
-            tab.screenshot(path=str(png))
+            tab.screenshot(path=str(png), type="png")  # (written under a temporary name)
         finally:
             browser.close()
