@@ -56,7 +56,7 @@ from mtl.studies.arms import (
     summary_seconds,
     wandb_mode,
 )
-from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
+from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare, verdict_lines
 from mtl.studies.mixture import proxy_score, verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
@@ -211,22 +211,7 @@ def markdown(result: dict) -> str:
     if short := [m for m, row in result["parity"].items() if row["trials"] < result["trials"]]:
         lines += ["", f"Unequal budget: {', '.join(short)} had fewer trials than trials={result['trials']}: "
                       "the space holds no more (give more lr_factors= to widen it)."]  # fmt: skip
-    if result["verdicts"]:
-        family = max(r["family"] for r in result["verdicts"])
-        lines += [
-            "",
-            "Each method against the tuned sum: studentized intervals (seeds, then test items), Holm over all "
-            f"{family} comparisons (methods x transfer tasks); points: accuracy in %, Pearson r x 100. "
-            "No evidence is not evidence of no effect.",
-            "",
-            "| transfer task | method | method - tuned sum | 95% interval (Holm) | verdict |",
-            "|---|---|---:|---:|---|",
-            *(
-                f"| {r['task']} | {r['method']} | {r['difference']:+.2f} | [{r['low']:+.2f}, {r['high']:+.2f}] | "
-                f"{r['verdict']} |"
-                for r in result["verdicts"]
-            ),
-        ]
+    lines += verdict_lines(result["verdicts"], "method", "the tuned sum")
     lines += closing_lines(result)
     return "\n".join(lines) + "\n" + across_section(result.get("across_tasks") or [])
 

@@ -61,6 +61,28 @@ def across_by_arm(compared: dict, names: dict[str, str]) -> list[dict]:
     return rows
 
 
+def verdict_lines(verdicts: list[dict], noun: str, baseline: str) -> list[str]:
+    """A study's verdicts against its baseline as markdown (nothing when there are none): each
+    `noun` (arm, method) minus `baseline`, its interval and verdict, Holm over the whole family."""
+    if not verdicts:
+        return []
+    family = max(r["family"] for r in verdicts)
+    return [
+        "",
+        f"Each {noun} against {baseline}: studentized intervals (seeds, then test items), Holm over all "
+        f"{family} comparisons ({noun}s x transfer tasks); points: accuracy in %, Pearson r x 100. "
+        "No evidence is not evidence of no effect.",
+        "",
+        f"| transfer task | {noun} | {noun} - {baseline} | 95% interval (Holm) | verdict |",
+        "|---|---|---:|---:|---|",
+        *(
+            f"| {r['task']} | {r[noun]} | {r['difference']:+.2f} | [{r['low']:+.2f}, {r['high']:+.2f}] | "
+            f"{r['verdict']} |"
+            for r in verdicts
+        ),
+    ]
+
+
 def across_section(rows: list[dict]) -> str:
     """The verdicts across tasks as a table (nothing when no pair had two tasks)."""
     if not rows:

@@ -56,7 +56,7 @@ from mtl.studies.arms import (
     summary_seconds,
     wandb_mode,
 )
-from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
+from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare, verdict_lines
 from mtl.studies.mixture import by_size, mixture_keys, training_sizes, verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
@@ -261,22 +261,7 @@ def markdown(result: dict) -> str:
             f"| {arm} | {row['seeds']} | {_share(row['noise_mid_run'])} | {_share(row['noise_steps'])} | "
             f"{row['train_seconds']:.1f} | {row['evidence_seconds']:.1f} | {row['note']} |"
         )
-    if result["verdicts"]:
-        family = max(r["family"] for r in result["verdicts"])
-        lines += [
-            "",
-            "Each arm against stratified: studentized intervals (seeds, then test items), Holm over all "
-            f"{family} comparisons (arms x transfer tasks); points: accuracy in %, Pearson r x 100. "
-            "No evidence is not evidence of no effect.",
-            "",
-            "| transfer task | arm | arm - stratified | 95% interval (Holm) | verdict |",
-            "|---|---|---:|---:|---|",
-            *(
-                f"| {r['task']} | {r['arm']} | {r['difference']:+.2f} | [{r['low']:+.2f}, {r['high']:+.2f}] | "
-                f"{r['verdict']} |"
-                for r in result["verdicts"]
-            ),
-        ]
+    lines += verdict_lines(result["verdicts"], "arm", "stratified")
     lines += closing_lines(result)
     return "\n".join(lines) + "\n" + across_section(result.get("across_tasks") or [])
 

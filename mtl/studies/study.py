@@ -49,7 +49,7 @@ from mtl.studies.arms import (
     summary_seconds,
     wandb_mode,
 )
-from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
+from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare, verdict_lines
 from mtl.studies.mixture import verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
@@ -204,14 +204,7 @@ def markdown(result: dict) -> str:
         "| arm | seeds compared | training seconds (all seeds) |",
         "|---|---:|---:|",
         *(f"| {arm} | {r['seeds']} | {r['train_seconds']:.0f} |" for arm, r in result["arms"].items()),
-        "",
-        f"| transfer task | arm | arm - {baseline} | 95% interval (Holm) | verdict |",
-        "|---|---|---:|---:|---|",
-        *(
-            f"| {r['task']} | {r['arm']} | {r['difference']:+.2f} | [{r['low']:+.2f}, {r['high']:+.2f}] | "
-            f"{r['verdict']} |"
-            for r in result["verdicts"]
-        ),
+        *verdict_lines(result["verdicts"], "arm", baseline),
     ]
     lines += closing_lines(result)
     return "\n".join(lines) + "\n" + across_section(result.get("across_tasks") or [])
