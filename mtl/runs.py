@@ -530,6 +530,18 @@ OWN_KEYS_BEFORE = {
 }
 
 
+# The keys of one schedule each, which every run recorded in `schedule` before they became that
+# schedule's own (register_schedule(options=), recorded in schedule.schedule_options).
+_ONLINE_BEFORE = ("mix_every", "mix_eta", "mix_batches")
+SCHEDULE_KEYS_BEFORE = {
+    "proportional": ("cap",),
+    "temperature": ("temperature", "temperature_end", "cap"),
+    "aioli": (*_ONLINE_BEFORE, "mix_normalize", "mix_target"),
+    "transfer": (*_ONLINE_BEFORE, "mix_normalize", "mix_target"),
+    "doremi": (*_ONLINE_BEFORE, "mix_smoothing", "mix_reference"),
+}
+
+
 def upgraded(values: Any, source: str) -> dict[str, Any]:
     """`upgrade(values)`, or a one-line error naming `source` where `values` is not a config mtl wrote."""
     if not isinstance(values, dict):
@@ -592,6 +604,13 @@ def upgrade(values: dict[str, Any]) -> dict[str, Any]:
         alpha = schedule.pop("gradnorm_alpha")  # every run recorded it; only gradnorm read it
         if schedule.get("balancer") == "gradnorm":
             schedule["balancer_options"] = {"gradnorm_alpha": alpha}
+    if isinstance(schedule, dict):  # before schedules had keys of their own
+        every = {key for keys in SCHEDULE_KEYS_BEFORE.values() for key in keys}
+        moved = {key: schedule.pop(key) for key in sorted(every) if key in schedule}
+        mine = SCHEDULE_KEYS_BEFORE.get(schedule.get("schedule"), ())  # the others' did nothing
+        if moved and isinstance(schedule.setdefault("schedule_options", {}), dict):
+            kept = {key: value for key, value in moved.items() if key in mine}
+            schedule["schedule_options"] = kept | schedule["schedule_options"]
     if optim.get("optim") in implied and "lr_schedule" not in optim:
         optim["lr_schedule"], optim["stop"] = implied[optim["optim"]]
         optim["warmup_steps"] = optim.get("warmup_steps") or 0

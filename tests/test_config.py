@@ -381,3 +381,36 @@ def test_a_whole_number_below_one_is_not_called_too_large():
     with pytest.raises(UserError, match="^k=1e-50 is not a whole number$"):  # once "too large"
         parse_int("1e-50", "k=1e-50")
     assert parse_int("0e-50", "k") == 0 and parse_int("6e2", "k") == 600
+
+
+def test_a_run_recorded_before_schedules_had_keys_of_their_own_reads_as_it_ran():
+    """Before schedules declared options every run recorded ten flat schedule keys; the chosen
+    schedule's move into schedule.schedule_options, the others' (which did nothing) are dropped."""
+    from mtl.train.config.train_config import recorded_config
+
+    flat = {
+        "temperature": 3.0, "temperature_end": None, "cap": 500, "mix_every": 7, "mix_eta": None,
+        "mix_batches": 2, "mix_smoothing": 0.01, "mix_reference": "runs/ref", "mix_normalize": "abs",
+        "mix_target": "",
+    }  # fmt: skip
+    old = to_dict(TrainConfig())
+    old["schedule"].pop("schedule_options")
+    old["schedule"] |= {"schedule": "temperature", **flat}
+    own = recorded_config(old, "config.json").schedule.schedule_options
+    assert (own.temperature, own.cap, own.temperature_end) == (3.0, 500, None)
+    old["schedule"] |= {"schedule": "doremi"}
+    own = recorded_config(old, "config.json").schedule.schedule_options
+    assert (own.mix_every, own.mix_smoothing, own.mix_reference) == (7, 0.01, "runs/ref")
+    old["schedule"] |= {"schedule": "blocks"}
+    assert to_dict(recorded_config(old, "config.json"))["schedule"]["schedule_options"] == {}
+
+
+def test_a_schedules_keys_are_typed_flat_and_refused_with_another_schedule():
+    from mtl.train.config.train_config import with_overrides
+
+    config = with_overrides(TrainConfig(), ["schedule=temperature", "temperature=3", "cap=100"])
+    assert (config.schedule.schedule_options.temperature, config.schedule.schedule_options.cap) == (3.0, 100)
+    with pytest.raises(UserError, match=r"cap=100: unknown key for schedule=blocks \(cap configures"):
+        with_overrides(TrainConfig(), ["cap=100"])
+    with pytest.raises(UserError, match="mix_every=5: unknown key for schedule=temperature"):
+        with_overrides(TrainConfig(), ["schedule=temperature", "mix_every=5"])

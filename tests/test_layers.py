@@ -2,6 +2,7 @@
 that read finished runs never import training, and there is no import circle."""
 
 import ast
+import dataclasses
 from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "mtl"
@@ -214,3 +215,55 @@ def test_there_is_no_import_circle():
     for module in sorted(graph):
         visit(module, [])
     assert not circles, "\n".join(circles)
+
+
+# The fields that choose a component from a registry (encoder=, schedule=, ...): a check that
+# compares one with a name ("decomposable", "slurm") breaks when a plugin's component of the same
+# kind comes; what a check needs of a component is declared where it is registered (its traits).
+CHOOSERS = {"encoder", "schedule", "balancer", "optim", "lr_schedule", "launcher", "kind"}
+CONFIG_CHECKS = (
+    "mtl/train/config/train_config.py",
+    "mtl/train/config/resolve.py",
+    "mtl/models/encoders/config.py",
+    "mtl/data/config.py",
+    "mtl/jobs/configs.py",
+    "mtl/jobs/launchers.py",
+)
+
+
+def _names_a_chooser(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr in CHOOSERS) or (
+        isinstance(node, ast.Name) and node.id in CHOOSERS
+    )
+
+
+def _component_names(node: ast.AST) -> list[str]:
+    values = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+    return [
+        v.value
+        for v in values
+        if isinstance(v, ast.Constant) and isinstance(v.value, str) and v.value != "auto"
+    ]
+
+
+def test_no_config_check_names_a_component_in_a_string():
+    found = []
+    for path in CONFIG_CHECKS:
+        for node in ast.walk(ast.parse((PACKAGE.parent / path).read_text())):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                if any(map(_names_a_chooser, sides)) and (
+                    named := [n for s in sides for n in _component_names(s)]
+                ):
+                    found.append(f"{path}:{node.lineno} compares with {named}")
+    assert not found, "\n".join(found)
+
+
+def test_the_schedule_section_holds_no_schedules_own_keys():
+    """A schedule's keys (temperature=, cap=, mix_every=) are its options, as a balancer's are."""
+    from mtl.train.config.train_config import ScheduleConfig
+    from mtl.train.data.scheduler import schedule_key_owners
+
+    fields = {field.name for field in dataclasses.fields(ScheduleConfig)}
+    assert not fields & set(schedule_key_owners())
+    assert {"temperature", "cap", "mix_every", "mix_reference"} <= set(schedule_key_owners())

@@ -21,7 +21,7 @@ from mtl.models.encoders.base import ENCODERS, TRAITS
 from mtl.runs import read_metrics
 from mtl.tasks import KINDS
 from mtl.train.callbacks.base import CALLBACK_OPTIONS, CALLBACKS
-from mtl.train.data.scheduler import SCHEDULE_KEYS, SCHEDULE_OPTIONS, SCHEDULES
+from mtl.train.data.scheduler import SCHEDULE_OPTIONS, SCHEDULES
 from mtl.train.loop import run
 from mtl.train.optim.balancers import BALANCER_OPTIONS, BALANCERS
 from mtl.train.optim.optimizer_registry import DEFAULTS as OPTIMIZER_DEFAULTS
@@ -68,7 +68,6 @@ def loaded_plugin(path: Path):
         "optimizers": dict(OPTIMIZERS),
         "optimizer_defaults": dict(OPTIMIZER_DEFAULTS),
         "schedules": dict(SCHEDULES),
-        "schedule_keys": dict(SCHEDULE_KEYS),
         "schedule_options": dict(SCHEDULE_OPTIONS),
     }
     plugins.load(str(path))
@@ -89,7 +88,6 @@ def loaded_plugin(path: Path):
             (OPTIMIZERS, before["optimizers"]),
             (OPTIMIZER_DEFAULTS, before["optimizer_defaults"]),
             (SCHEDULES, before["schedules"]),
-            (SCHEDULE_KEYS, before["schedule_keys"]),
             (SCHEDULE_OPTIONS, before["schedule_options"]),
         ):
             registry.clear()

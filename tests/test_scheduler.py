@@ -2,7 +2,7 @@ from collections import Counter
 
 import pytest
 
-from mtl.train.data.scheduler import Scheduler
+from mtl.train.data.scheduler import ProportionalOptions, Scheduler, TemperatureOptions, temperature_at
 
 
 def order(scheduler, steps):
@@ -32,22 +32,23 @@ def test_round_robin_alternates_every_step():
 @pytest.mark.parametrize(("kind", "expected_nli"), [("proportional", 0.8), ("temperature", 2 / 3)])
 def test_sampling_follows_sizes_and_is_a_pure_function_of_step(kind, expected_nli):
     sizes = {"nli": 400, "squad": 100}  # temperature 2: sqrt(400) : sqrt(100) = 2 : 1
-    scheduler = Scheduler({"nli": 1, "squad": 1}, kind=kind, sizes=sizes, temperature=2.0, seed=3)
+    scheduler = Scheduler({"nli": 1, "squad": 1}, kind=kind, sizes=sizes, seed=3)  # T: 2, the default
     tasks = [scheduler.task_at(step) for step in range(20_000)]
     assert Counter(tasks)["nli"] / len(tasks) == pytest.approx(expected_nli, abs=0.01)
     assert [scheduler.task_at(step) for step in (19_999, 5, 17)] == [tasks[19_999], tasks[5], tasks[17]]
-    again = Scheduler({"nli": 1, "squad": 1}, kind=kind, sizes=sizes, temperature=2.0, seed=3)
+    again = Scheduler({"nli": 1, "squad": 1}, kind=kind, sizes=sizes, seed=3)
     assert order(again, 200) == order(scheduler, 200)
-    assert order(
-        Scheduler({"nli": 1, "squad": 1}, kind=kind, sizes=sizes, temperature=2.0, seed=4), 200
-    ) != order(scheduler, 200)
+    assert order(Scheduler({"nli": 1, "squad": 1}, kind=kind, sizes=sizes, seed=4), 200) != order(
+        scheduler, 200
+    )
     ends = [s for s in range(200) if scheduler.block_ends_after(s)]
     assert all(tasks[s] != tasks[s + 1] for s in ends)
 
 
 def test_a_tiny_temperature_picks_the_largest_task_instead_of_overflowing():
-    scheduler = Scheduler({"nli": 1, "squad": 1}, "temperature", {"nli": 550_000, "squad": 1_000_000}, 1e-300)
-    assert scheduler.probabilities(1 / scheduler.temperature).tolist() == [0.0, 1.0]
+    sizes = {"nli": 550_000, "squad": 1_000_000}
+    scheduler = Scheduler({"nli": 1, "squad": 1}, "temperature", sizes, options=TemperatureOptions(1e-300))
+    assert scheduler.probabilities(1 / temperature_at(scheduler, 0)).tolist() == [0.0, 1.0]
 
 
 def test_explicit_shares_are_exact_and_the_other_tasks_split_the_rest_by_size():
@@ -66,7 +67,9 @@ def test_explicit_shares_are_exact_and_the_other_tasks_split_the_rest_by_size():
 
 def test_a_cap_limits_how_much_a_large_task_counts():
     sizes = {"nli": 550_000, "squad": 100_000}
-    capped = Scheduler({"nli": 1, "squad": 1}, "proportional", sizes, cap=200_000)
+    capped = Scheduler(
+        {"nli": 1, "squad": 1}, "proportional", sizes, options=ProportionalOptions(cap=200_000)
+    )
     assert capped.probabilities(1.0).tolist() == pytest.approx([2 / 3, 1 / 3])
     assert Scheduler({"nli": 1, "squad": 1}, "proportional", sizes).probabilities(1.0)[0] == pytest.approx(
         5.5 / 6.5
@@ -75,16 +78,15 @@ def test_a_cap_limits_how_much_a_large_task_counts():
 
 def test_an_annealed_temperature_moves_linearly_from_start_to_end():
     sizes = {"nli": 100, "squad": 10_000}
-    scheduler = Scheduler(
-        {"nli": 1, "squad": 1}, "temperature", sizes, temperature=1.0, temperature_end=11.0, total_steps=2001
-    )
-    assert [scheduler.temperature_at(s) for s in (0, 1000, 2000, 5000)] == pytest.approx(
+    annealed = TemperatureOptions(temperature=1.0, temperature_end=11.0)
+    scheduler = Scheduler({"nli": 1, "squad": 1}, "temperature", sizes, total_steps=2001, options=annealed)
+    assert [temperature_at(scheduler, s) for s in (0, 1000, 2000, 5000)] == pytest.approx(
         [1.0, 6.0, 11.0, 11.0]
     )
     early = Counter(scheduler.task_at(s) for s in range(0, 200))["nli"]  # T from 1 to 2: 1% to 9%
     late = Counter(scheduler.task_at(s) for s in range(1800, 2000))["nli"]  # T near 11: 40%
     assert early < 20 and late > 60
-    fixed = Scheduler({"nli": 1, "squad": 1}, "temperature", sizes, temperature=11.0)
+    fixed = Scheduler({"nli": 1, "squad": 1}, "temperature", sizes, options=TemperatureOptions(11.0))
     assert fixed.probabilities(1 / 11)[0] == pytest.approx(
         100 ** (1 / 11) / (100 ** (1 / 11) + 10_000 ** (1 / 11))
     )

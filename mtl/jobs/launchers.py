@@ -36,18 +36,31 @@ class Launcher(Protocol):
 
 # name -> what makes the launcher from the study's launcher keys (a LauncherConfig)
 LAUNCHERS: dict[str, Callable[[LauncherConfig], Launcher]] = {}
-LAUNCHER_OPTIONS: dict[str, type] = {}  # name -> the dataclass of a plugin launcher's own keys
+LAUNCHER_OPTIONS: dict[str, type] = {}  # name -> the dataclass of a launcher's own keys
+# name -> the section of LauncherConfig whose dotted keys (`slurm.time=`) are that launcher's alone
+LAUNCHER_SECTIONS: dict[str, str] = {}
 
 
-def register_launcher(name: str, options: type | None = None) -> Callable[[Callable], Callable]:
+def register_launcher(
+    name: str, options: type | None = None, section: str = ""
+) -> Callable[[Callable], Callable]:
     """Make a launcher available to launcher=NAME: a decorator on a function (or class) taking the
     study's launcher keys (`config.launcher_options.<key>`: `options`' fields, flat on the command
-    line once launcher=NAME is chosen) and returning a `Launcher`."""
+    line once launcher=NAME is chosen) and returning a `Launcher`. `section`: a field of
+    LauncherConfig holding keys typed dotted (`slurm.`), for keys whose short names a study's own
+    would shadow (time=, nodes=, setup=)."""
     if options is not None:
         if not dataclasses.is_dataclass(options):
             raise TypeError(f"launcher {name!r}: register_launcher(options=) takes a dataclass of its keys")
         LAUNCHER_OPTIONS[name] = options
+    if section:
+        LAUNCHER_SECTIONS[name] = section
     return adds_to(LAUNCHERS, name)
+
+
+@dataclass
+class LocalOptions:
+    parallel: AtLeast1 = 1  # launcher=local: runs at once (each then gets cores/parallel threads)
 
 
 @dataclass
@@ -55,9 +68,9 @@ class LauncherConfig:
     launcher: Annotated[str, OneOf(LAUNCHERS)] = (
         "local"  # where the runs train: local (this machine), slurm, or a plugin's
     )
-    parallel: AtLeast1 = 1  # launcher=local: runs at once (each then gets cores/parallel threads)
-    slurm: SlurmConfig = field(default_factory=SlurmConfig)
-    # A plugin launcher's own keys (register_launcher(options=)), flat on the command line
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)  # launcher=slurm's keys, typed slurm.<key>=
+    # The chosen launcher's own keys (local: parallel=; a plugin's, register_launcher(options=)),
+    # flat on the command line
     launcher_options: Any = options_field("launcher", lambda: LAUNCHER_OPTIONS)
 
     def __post_init__(self) -> None:
@@ -66,7 +79,9 @@ class LauncherConfig:
 
 def is_launcher_key(arg: str) -> bool:
     key = arg.partition("=")[0]
-    return key in ("launcher", "parallel", *key_owners_of(LAUNCHER_OPTIONS)) or key.startswith("slurm.")
+    return key in ("launcher", *key_owners_of(LAUNCHER_OPTIONS)) or key.split(".", 1)[0] in (
+        LAUNCHER_SECTIONS.values()
+    )
 
 
 def split_launcher_keys(args: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -82,16 +97,14 @@ def launcher_from(args: Sequence[str]) -> Launcher:
         if takers and chosen not in takers:
             raise UserError(f"{arg}: a key of launcher={' or '.join(takers)}, not of launcher={chosen}")
     config = apply_overrides(LauncherConfig(), list(args))
-    if config.launcher != "slurm" and (dotted := [a for a in args if a.startswith("slurm.")]):
-        raise UserError(f"{dotted[0]} needs launcher=slurm")
-    if config.launcher != "local" and config.parallel != 1:
-        where = "slurm.array_parallelism=" if config.launcher == "slurm" else "its own keys"
-        raise UserError(f"parallel= is launcher=local's: under launcher={config.launcher} give {where}")
+    for name, section in LAUNCHER_SECTIONS.items():
+        if config.launcher != name and (dotted := [a for a in args if a.startswith(f"{section}.")]):
+            raise UserError(f"{dotted[0]} needs launcher={name}")
     return LAUNCHERS[config.launcher](config)
 
 
-register_launcher("local")(lambda config: LocalLauncher(config.parallel))
-register_launcher("slurm")(lambda config: SlurmLauncher(config.slurm))
+register_launcher("local", options=LocalOptions)(lambda config: LocalLauncher(config.launcher_options.parallel))
+register_launcher("slurm", section="slurm")(lambda config: SlurmLauncher(config.slurm))
 
 
 def check_outcomes(outcomes: dict[str, str]) -> None:

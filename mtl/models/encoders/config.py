@@ -84,12 +84,12 @@ class EncoderConfig:
                 f"pooling={self.pooling} is not exported to encoder=hf's sentence-transformers folder: "
                 "use mean, max, max+mean or cls"
             )
-        if self.bottleneck and (self.encoder == "decomposable" or traits(self.encoder).pretrained):
+        if self.bottleneck and (traits(self.encoder).compares_tokens or traits(self.encoder).pretrained):
             raise UserError(
                 f"bottleneck={self.bottleneck} needs a Siamese word-vector encoder: encoder={self.encoder} "
                 + (
                     "compares token states, so the bottleneck would never be trained"
-                    if self.encoder == "decomposable"
+                    if traits(self.encoder).compares_tokens
                     else "exports its backbone without it"
                 )
             )
@@ -170,6 +170,9 @@ class EncoderTraits:
         False  # strategy=fsdp can shard its layers over the processes (a pretrained transformer)
     )
     max_positions: int | None = None  # the longest sentence (tokens) it reads: max_tokens= at most this
+    # Compares the two sentences' tokens with each other (decomposable attention): a pair's label is
+    # read from the comparison, so a single-sentence vector (bottleneck=) would never be trained
+    compares_tokens: bool = False
     # A dataclass of keys of its own (a plugin's encoder: `cnn_kernel: AtLeast1 = 3`): given flat
     # on the command line, checked like any key, recorded in config.json, `config.options` to its builder.
     options: type | None = None
@@ -180,7 +183,7 @@ BUILTIN: dict[str, tuple[str, EncoderTraits]] = {
     "bilstm": ("mtl.models.encoders.bilstm", EncoderTraits(recurrent=True)),
     "bilstm2": ("mtl.models.encoders.bilstm2", EncoderTraits(recurrent=True)),
     "bow": ("mtl.models.encoders.bow", EncoderTraits(default_pooling="mean")),
-    "decomposable": ("mtl.models.encoders.decomposable", EncoderTraits()),
+    "decomposable": ("mtl.models.encoders.decomposable", EncoderTraits(compares_tokens=True)),
     "gatedconv": ("mtl.models.encoders.gatedconv", EncoderTraits(options=GatedConvOptions)),
     "gru": ("mtl.models.encoders.gru", EncoderTraits(recurrent=True, options=GRUOptions)),
     "hconvnet": ("mtl.models.encoders.hconvnet", EncoderTraits(own_pooling="max over each layer")),

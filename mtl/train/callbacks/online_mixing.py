@@ -106,12 +106,12 @@ class OnlineMixing(Callback):
     every_rank = True
 
     def __init__(self, config: TrainConfig, data: TrainingData, setup: Setup, device: torch.device):
-        schedule = config.schedule
-        self.kind, self.every, self.scheduler = schedule.schedule, schedule.mix_every, setup.scheduler
-        self.eta = schedule.mix_eta if schedule.mix_eta is not None else DEFAULT_ETA[self.kind]
-        self.smoothing, self.tasks = schedule.mix_smoothing, list(setup.scheduler.tasks)
-        self.normalize = schedule.mix_normalize
-        seed, batches = config.run.seed, schedule.mix_batches
+        own = config.schedule.schedule_options  # OnlineOptions, and each schedule's own
+        self.kind, self.every, self.scheduler = config.schedule.schedule, own.mix_every, setup.scheduler
+        self.eta = own.mix_eta if own.mix_eta is not None else DEFAULT_ETA[self.kind]
+        self.options = own
+        self.tasks = list(setup.scheduler.tasks)
+        seed, batches = config.run.seed, own.mix_batches
         self.affinity: Affinity | None = None
         if self.kind in ("aioli", "transfer"):
             self.affinity = Affinity(
@@ -123,7 +123,7 @@ class OnlineMixing(Callback):
         if self.kind == "doremi":
             self.data, self.device, self.model = data, device, setup.model
             self.held = {task: held_draws(data, task, seed, batches, "dev") for task in self.tasks}
-            folder = schedule.mix_reference.replace("{seed}", str(config.run.seed))
+            folder = own.mix_reference.replace("{seed}", str(config.run.seed))
             self.reference = reference_model(config, data, device, folder)
 
     def on_train_begin(self, run: TrainingRun) -> None:
@@ -149,10 +149,16 @@ class OnlineMixing(Callback):
             lowered = self.affinity.measure().lowered.T
             helped = [*self.tasks, *self.affinity.targets]
             law = lowered[[helped.index(task) for task in self.rows]]
-            shares, log_weights = aioli_update(self.scheduler.log_weights, law, self.eta, self.normalize)
-            return normalized(law, self.normalize).sum(axis=0), shares, log_weights, law
+            shares, log_weights = aioli_update(
+                self.scheduler.log_weights, law, self.eta, self.options.mix_normalize
+            )
+            return normalized(law, self.options.mix_normalize).sum(axis=0), shares, log_weights, law
         excess = self.excess_losses()
-        return (excess, *doremi_update(self.scheduler.live, excess, self.eta, self.smoothing), None)
+        return (
+            excess,
+            *doremi_update(self.scheduler.live, excess, self.eta, self.options.mix_smoothing),
+            None,
+        )
 
     def excess_losses(self) -> np.ndarray:
         """Each task's mean over its held dev examples of max(loss - the reference's loss, 0), both
@@ -208,10 +214,11 @@ class OnlineMixing(Callback):
 def judged(config: TrainConfig, tasks: list[str]) -> list[str]:
     """The training tasks whose dev losses are schedule=aioli's rows: mix_target='s (in the run's
     order), or every one."""
-    named = comma_list(config.schedule.mix_target)
+    target = config.schedule.schedule_options.mix_target
+    named = comma_list(target)
     if unknown := [t for t in named if t not in tasks]:
         raise UserError(
-            f"mix_target={config.schedule.mix_target}: {unknown[0]} is not a training task of this run "
+            f"mix_target={target}: {unknown[0]} is not a training task of this run "
             f"({', '.join(tasks)}): name the tasks whose dev losses the mixture should lower"
         )
     return [t for t in tasks if t in named] or list(tasks)
@@ -220,10 +227,11 @@ def judged(config: TrainConfig, tasks: list[str]) -> list[str]:
 def watched(config: TrainConfig, data: TrainingData) -> list[str]:
     """The watching tasks schedule=transfer steers toward: mix_target='s, or every one of the run."""
     watching = [name for name, task in data.tasks.items() if not task.config.train]
-    named = comma_list(config.schedule.mix_target)
+    target = config.schedule.schedule_options.mix_target
+    named = comma_list(target)
     if unknown := [t for t in named if t not in watching]:
         raise UserError(
-            f"mix_target={config.schedule.mix_target}: {unknown[0]} is not a watching task of this run "
+            f"mix_target={target}: {unknown[0]} is not a watching task of this run "
             f"({', '.join(watching) or 'it has none'}): name one given with <task>.train=false"
         )
     if not (named or watching):

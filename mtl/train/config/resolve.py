@@ -78,13 +78,10 @@ def task_scheduler(config: TrainConfig, train_sizes: dict[str, int]) -> Schedule
         {name: task.steps for name, task in config.tasks.items() if task.train},  # train=false: never
         schedule.schedule,
         train_sizes,
-        schedule.temperature,
         config.run.seed,
-        cap=schedule.cap,
         shares={
             name: task.prob for name, task in config.tasks.items() if task.prob is not None and task.train
         },
-        temperature_end=schedule.temperature_end,
         total_steps=config.optim.max_steps,
         options=schedule.schedule_options,
     )

@@ -92,36 +92,6 @@ class ScheduleConfig:
     schedule: Annotated[str, OneOf(SCHEDULES)] = (
         "blocks"  # which task each step trains; blocks: <task>.steps of each task in turn
     )
-    temperature: PositiveFloat = 2.0  # schedule=temperature: sample tasks by size**(1/T)
-    temperature_end: PositiveFloat | None = (
-        None  # schedule=temperature: T moves linearly from temperature= to this over max_steps (MT-DNN, jiant)
-    )
-    cap: AtLeast1 | None = None  # schedule=proportional/temperature: a task's size counts at most this (T5)
-    # The online schedules (aioli, doremi, transfer: mtl/train/callbacks/online_mixing.py) move the tasks'
-    # shares every mix_every= steps from evidence measured on held dev batches of every task.
-    mix_every: AtLeast1 = 100  # schedule=aioli/doremi/transfer: steps between updates of the shares
-    mix_eta: PositiveFloat | None = (
-        None  # schedule=aioli/doremi/transfer: the update's step size; None: the authors' (aioli 0.2, doremi 1, transfer 0.2)
-    )
-    mix_batches: AtLeast1 = (
-        2  # schedule=aioli/doremi/transfer: held dev batches per task the evidence is measured on
-    )
-    mix_smoothing: Annotated[float, Range(0, 1, high_open=True)] = (
-        1e-3  # schedule=doremi: each update's shares mixed with equal ones by this much (DoReMi's c)
-    )
-    mix_reference: str = (
-        ""  # schedule=doremi: the reference run folder (same tasks and vocabulary; {seed}: this run's seed)
-    )
-    # Aioli's normalization of the mixing law: shift (the authors': its minimum moved to 0, then
-    # divided by its sum) or abs (divided by the sum of absolute values: a harmful task keeps its sign)
-    mix_normalize: Literal["shift", "abs"] = (
-        "shift"  # schedule=aioli/transfer: shift (the authors') or abs (signs kept)
-    )
-    # The losses the online mixture lowers: aioli's training tasks (empty: every one, the authors'
-    # average over all groups), transfer's watching tasks (empty: every one)
-    mix_target: str = (
-        ""  # schedule=aioli/transfer: the tasks (comma-separated) whose dev losses steer the shares
-    )
     balancer: Annotated[str, OneOf(BALANCERS)] = (
         "sum"  # schedule=mixed: how the tasks' gradients combine (sum, uncertainty, gradnorm, pcgrad, famo, upgrad, aligned, nash)
     )
@@ -133,7 +103,8 @@ class ScheduleConfig:
     no_duplicates: bool = True  # in-batch tasks (mnrl, qt, distill kl): no sentence twice in a batch
     # The chosen balancer's own keys (gradnorm: gradnorm_alpha=; a plugin's, register_balancer(options=))
     balancer_options: Any = options_field("balancer", lambda: BALANCER_OPTIONS)
-    # A plugin schedule's own keys (register_schedule(options=)), flat on the command line
+    # The chosen schedule's own keys (temperature: temperature=, cap=; aioli: mix_every=, ...; a
+    # plugin's, register_schedule(options=)), flat on the command line
     schedule_options: Any = options_field("schedule", lambda: SCHEDULE_OPTIONS)
 
     def __post_init__(self) -> None:

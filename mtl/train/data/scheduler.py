@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
-from mtl.config import key_owners_of, owners_of_keys
+from mtl.config import AtLeast1, PositiveFloat, Range, key_owners_of
 from mtl.errors import UserError
 from mtl.plugins import adds_to
 
@@ -39,20 +40,66 @@ ADAPTIVE: set[str] = set()
 DRAWS: set[str] = set()
 # What a schedule needs of the rest of the config: name -> its check (config -> None or UserError)
 SCHEDULE_CHECKS: dict[str, Callable[[Any], None]] = {}
-# The ScheduleConfig keys each schedule reads: one given with another schedule is refused, not
-# silently unused (a plugin's schedule declares its own).
-SCHEDULE_KEYS: dict[str, tuple[str, ...]] = {}
-# A plugin schedule's own keys (register_schedule(options=)): name -> the dataclass of them
+# A schedule's own keys (register_schedule(options=)): name -> the dataclass of them. One given
+# with another schedule is refused, not silently unused.
 SCHEDULE_OPTIONS: dict[str, type] = {}
-# What every online schedule reads, then each its own
-ONLINE_KEYS = ("mix_every", "mix_eta", "mix_batches")
+
+
+@dataclass
+class ProportionalOptions:
+    cap: AtLeast1 | None = None  # schedule=proportional/temperature: a task's size counts at most this (T5)
+
+
+@dataclass
+class TemperatureOptions:
+    temperature: PositiveFloat = 2.0  # schedule=temperature: sample tasks by size**(1/T)
+    temperature_end: PositiveFloat | None = (
+        None  # schedule=temperature: T moves linearly from temperature= to this over max_steps (MT-DNN, jiant)
+    )
+    cap: AtLeast1 | None = None  # schedule=proportional/temperature: a task's size counts at most this (T5)
+
+
+# The online schedules (aioli, doremi, transfer: mtl/train/callbacks/online_mixing.py) move the tasks'
+# shares every mix_every= steps from evidence measured on held dev batches of every task.
+@dataclass
+class OnlineOptions:
+    mix_every: AtLeast1 = 100  # schedule=aioli/doremi/transfer: steps between updates of the shares
+    mix_eta: PositiveFloat | None = (
+        None  # schedule=aioli/doremi/transfer: the update's step size; None: the authors' (aioli 0.2, doremi 1, transfer 0.2)
+    )
+    mix_batches: AtLeast1 = (
+        2  # schedule=aioli/doremi/transfer: held dev batches per task the evidence is measured on
+    )
+
+
+@dataclass
+class LookaheadMixingOptions(OnlineOptions):
+    # Aioli's normalization of the mixing law: shift (the authors': its minimum moved to 0, then
+    # divided by its sum) or abs (divided by the sum of absolute values: a harmful task keeps its sign)
+    mix_normalize: Literal["shift", "abs"] = (
+        "shift"  # schedule=aioli/transfer: shift (the authors') or abs (signs kept)
+    )
+    # The losses the online mixture lowers: aioli's training tasks (empty: every one, the authors'
+    # average over all groups), transfer's watching tasks (empty: every one)
+    mix_target: str = (
+        ""  # schedule=aioli/transfer: the tasks (comma-separated) whose dev losses steer the shares
+    )
+
+
+@dataclass
+class DoReMiOptions(OnlineOptions):
+    mix_smoothing: Annotated[float, Range(0, 1, high_open=True)] = (
+        1e-3  # schedule=doremi: each update's shares mixed with equal ones by this much (DoReMi's c)
+    )
+    mix_reference: str = (
+        ""  # schedule=doremi: the reference run folder (same tasks and vocabulary; {seed}: this run's seed)
+    )
 
 
 def register_schedule(
     name: str,
     every_task_each_step: bool = False,
     adaptive: bool = False,
-    keys: tuple[str, ...] = (),
     options: type | None = None,
     draws: bool = False,
     check: Callable[[Any], None] | None = None,
@@ -62,8 +109,7 @@ def register_schedule(
     `adaptive`: it draws from `Scheduler.live`, shares that a callback moves during the run;
     `draws`: it draws each step's task from fixed shares (`<task>.prob=` sets them); `check`: what
     it needs of the rest of the run's config, called with it (a one-line UserError when missing);
-    `keys`: the ScheduleConfig keys it reads (`temperature`, `cap`, ...); `options`: a dataclass of
-    keys of its own (`warmup_steps: AtLeast1 = 100`, each with its comment), flat on the command
+    `options`: a dataclass of keys of its own (`warmup_steps: AtLeast1 = 100`, each with its comment), flat on the command
     line once the schedule is chosen, recorded as schedule.schedule_options, read by the rule as
     `scheduler.options.warmup_steps`."""
     if options is not None:
@@ -78,7 +124,6 @@ def register_schedule(
         DRAWS.add(name)
     if check is not None:
         SCHEDULE_CHECKS[name] = check
-    SCHEDULE_KEYS[name] = tuple(keys)
     return adds_to(SCHEDULES, name)
 
 
@@ -94,11 +139,8 @@ def check_schedule(schedule: str, config: Any) -> None:
 
 
 def schedule_key_owners() -> dict[str, list[str]]:
-    """Each key a schedule declares or brings (its options) -> the schedules that read it."""
-    owners = owners_of_keys(SCHEDULE_KEYS)
-    for key, names in key_owners_of(SCHEDULE_OPTIONS).items():
-        owners.setdefault(key, []).extend(names)
-    return owners
+    """Each key of a schedule's own (its options) -> the schedules that read it."""
+    return key_owners_of(SCHEDULE_OPTIONS)
 
 
 def trains_every_task(schedule: str) -> bool:
@@ -117,27 +159,25 @@ class Scheduler:
         steps: dict[str, int],
         kind: str = "blocks",
         sizes: dict[str, int] | None = None,
-        temperature: float = 1.0,
         seed: int = 0,
-        cap: int | None = None,
         shares: dict[str, float] | None = None,
-        temperature_end: float | None = None,
         total_steps: int | None = None,
         options: Any = None,
     ):
-        """`cap`: a size counts at most this; `shares`: fixed probabilities (`<task>.prob=`) of
-        some tasks, the others sharing the rest by size; `temperature_end`, `total_steps`: T
-        moves linearly from `temperature` to it over `total_steps` steps; `options`: the schedule's
-        own keys (register_schedule(options=))."""
+        """`shares`: fixed probabilities (`<task>.prob=`) of some tasks, the others sharing the
+        rest by size; `total_steps`: the run's length, over which temperature= moves to
+        temperature_end=; `options`: the schedule's own keys (its register_schedule(options=)
+        dataclass; None: its defaults), read by its rule as `scheduler.options`."""
         if kind not in SCHEDULES:
             raise ValueError(f"unknown schedule {kind!r}: choose one of {', '.join(SCHEDULES)}")
-        self.kind, self.seed, self.temperature = kind, seed, temperature
+        if options is None and kind in SCHEDULE_OPTIONS:
+            options = SCHEDULE_OPTIONS[kind]()
+        self.kind, self.seed, self.options, self.total_steps = kind, seed, options, total_steps
         self.tasks = [task for task, count in steps.items() if count > 0]
         self.steps = {task: steps[task] for task in self.tasks}
+        cap = getattr(options, "cap", None)  # the sampling schedules' (ProportionalOptions)
         self.sizes = {task: min(size, cap) if cap else size for task, size in (sizes or {}).items()}
         self.shares = {task: p for task, p in (shares or {}).items() if task in self.tasks}
-        self.temperature_end, self.total_steps = temperature_end, total_steps
-        self.options = options
         self.cycle = sum(self.steps.values())
         self._probabilities: dict[float, np.ndarray] = {}
         # An online schedule's shares in force (the `<task>.prob=` given, else equal: stratified,
@@ -169,13 +209,6 @@ class Scheduler:
         """Every task that trains at `step`: one, or under schedule=mixed all of them."""
         return list(self.tasks) if self.mixed else [self.task_at(step)]
 
-    def temperature_at(self, step: int) -> float:
-        """T at `step`: `temperature`, or moving linearly to `temperature_end` over the run."""
-        if self.temperature_end is None or not self.total_steps:
-            return self.temperature
-        progress = min(1.0, step / max(1, self.total_steps - 1))
-        return self.temperature + (self.temperature_end - self.temperature) * progress
-
     def probabilities(self, power: float) -> np.ndarray:
         """Each task's share when drawn by size**power; a task with a `prob=` has that share,
         the others share what is left in proportion to size**power."""
@@ -191,8 +224,8 @@ class Scheduler:
                 shares = by_size / by_size.sum() * left if free.any() else np.zeros(len(self.tasks))
                 shares += [self.shares.get(task, 0.0) for task in self.tasks]
                 probabilities = shares / shares.sum()
-            if self.temperature_end is not None:  # one power per step: not worth keeping
-                return probabilities
+            if getattr(self.options, "temperature_end", None) is not None:  # one power a step:
+                return probabilities  # not worth keeping
             self._probabilities[power] = probabilities
         return self._probabilities[power]
 
@@ -264,30 +297,38 @@ def round_robin(scheduler: Scheduler, step: int) -> str:
     return scheduler.tasks[step % len(scheduler.tasks)]
 
 
-@register_schedule("proportional", keys=("cap",), draws=True)
+@register_schedule("proportional", options=ProportionalOptions, draws=True)
 def proportional(scheduler: Scheduler, step: int) -> str:
     return scheduler.drawn(step, 1.0)
 
 
 def _annealed_over_max_steps(config: Any) -> None:
-    if config.schedule.temperature_end is not None and config.optim.max_steps is None:
+    if config.schedule.schedule_options.temperature_end is not None and config.optim.max_steps is None:
         raise UserError("temperature_end= anneals T over max_steps=: give max_steps=")
 
 
 def _has_a_reference(config: Any) -> None:
-    if not config.schedule.mix_reference:
+    if not config.schedule.schedule_options.mix_reference:
         raise UserError(
             "schedule=doremi weighs tasks by their excess loss over a reference run: give "
             "mix_reference=<run folder> (a run of the same tasks, e.g. with schedule=proportional)"
         )
 
 
-@register_schedule(
-    "temperature", keys=("temperature", "temperature_end", "cap"), draws=True, check=_annealed_over_max_steps
-)
+def temperature_at(scheduler: Scheduler, step: int) -> float:
+    """schedule=temperature's T at `step`: temperature=, or moving linearly to temperature_end=
+    over the run."""
+    start, end = scheduler.options.temperature, scheduler.options.temperature_end
+    if end is None or not scheduler.total_steps:
+        return start
+    progress = min(1.0, step / max(1, scheduler.total_steps - 1))
+    return start + (end - start) * progress
+
+
+@register_schedule("temperature", options=TemperatureOptions, draws=True, check=_annealed_over_max_steps)
 def temperature(scheduler: Scheduler, step: int) -> str:
     """size**(1/T), as in T5 and jiant; T annealed when temperature_end= is given."""
-    return scheduler.drawn(step, 1.0 / scheduler.temperature_at(step))
+    return scheduler.drawn(step, 1.0 / temperature_at(scheduler, step))
 
 
 @register_schedule("mixed", every_task_each_step=True)
@@ -301,22 +342,20 @@ def _live(scheduler: Scheduler, step: int) -> str:
     return scheduler.drawn_from(step, scheduler.live)
 
 
-@register_schedule("aioli", adaptive=True, keys=(*ONLINE_KEYS, "mix_normalize", "mix_target"))
+@register_schedule("aioli", adaptive=True, options=LookaheadMixingOptions)
 def aioli(scheduler: Scheduler, step: int) -> str:
     """Drawn from shares that a linear mixing law, fitted online to lookahead losses, moves
     (Aioli: Chen et al. 2025); mtl/train/callbacks/online_mixing.py updates them."""
     return _live(scheduler, step)
 
 
-@register_schedule(
-    "doremi", adaptive=True, keys=(*ONLINE_KEYS, "mix_smoothing", "mix_reference"), check=_has_a_reference
-)
+@register_schedule("doremi", adaptive=True, options=DoReMiOptions, check=_has_a_reference)
 def doremi(scheduler: Scheduler, step: int) -> str:
     """Drawn from shares that the excess loss over a reference run moves (DoReMi: Xie et al. 2023)."""
     return _live(scheduler, step)
 
 
-@register_schedule("transfer", adaptive=True, keys=(*ONLINE_KEYS, "mix_normalize", "mix_target"))
+@register_schedule("transfer", adaptive=True, options=LookaheadMixingOptions)
 def transfer(scheduler: Scheduler, step: int) -> str:
     """Drawn from shares that each task's lookahead affinity toward watched tasks moves."""
     return _live(scheduler, step)
