@@ -60,7 +60,10 @@ def test_a_benchmark_plants_noise_judges_every_arm_and_resumes_without_retrainin
     assert all(row["seeds"] == 2 and row["noise_steps"] is not None for row in result["arms"].values())
     assert result["arms"]["doremi"]["evidence_seconds"] > 0
     config = json.loads((out / "arms" / "doremi-seed2" / "config.json").read_text())["config"]
-    assert config["schedule"]["schedule_options"]["mix_reference"] == f"{out / 'arms' / 'stratified'}-seed{{seed}}"
+    assert (
+        config["schedule"]["schedule_options"]["mix_reference"]
+        == f"{out / 'arms' / 'stratified'}-seed{{seed}}"
+    )
     assert config["tasks"]["noise"]["shuffle_labels"] is True
     # doremi's two seeds are one arm (their reference follows the seed), so one comparison each
     assert [(r["task"], r["arm"]) for r in result["verdicts"]] == [("MR", "doremi")]

@@ -103,7 +103,9 @@ def launcher_from(args: Sequence[str]) -> Launcher:
     return LAUNCHERS[config.launcher](config)
 
 
-register_launcher("local", options=LocalOptions)(lambda config: LocalLauncher(config.launcher_options.parallel))
+register_launcher("local", options=LocalOptions)(
+    lambda config: LocalLauncher(config.launcher_options.parallel)
+)
 register_launcher("slurm", section="slurm")(lambda config: SlurmLauncher(config.slurm))
 
 
