@@ -224,3 +224,86 @@ def test_bad_affinity_check_arguments_are_one_line(tiny_data, tmp_path, keys, me
     train = [a for a in args_for(tiny_data, tmp_path / "out") if not a.startswith(("out=", "max_steps="))]
     with pytest.raises(UserError, match=message):
         affinity_check.command([*train, *keys, f"out={tmp_path / 'out'}"])
+
+
+# ---- the other estimators toward the targets (affinity_estimators=) ---------------------------
+
+
+def estimators_affinity(tiny_data, tmp_path, steps_ahead: int):
+    from mtl.train.callbacks.affinity import Affinity
+
+    trainer, _ = target_affinity(tiny_data, tmp_path, *WATCHED)
+    run_ = trainer.run
+    return trainer, Affinity(
+        run_.data, run_.setup, run_.setup.scheduler.tasks, 0, run_.device, 3, 5.0,
+        estimators=("scale_free", "lookahead_k", "alignment"), steps_ahead=steps_ahead,
+    )  # fmt: skip
+
+
+def test_each_estimator_is_what_it_says_and_touches_nothing(tiny_data, tmp_path):
+    trainer, affinity = estimators_affinity(tiny_data, tmp_path, steps_ahead=1)
+    model, optimizer = trainer.run.model, trainer.run.setup.optimizers["nli"]
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    state = {
+        id(p): {k: v.clone() if torch.is_tensor(v) else v for k, v in s.items()}
+        for p, s in optimizer.state.items()
+    }
+    measured = affinity.measure()
+    assert set(measured.estimates) == {"scale_free", "lookahead_k", "alignment"}
+    assert all(
+        values.shape == (3, 1, 2) and np.isfinite(values).all() for values in measured.estimates.values()
+    )
+    assert set(measured.seconds) == set(measured.estimates) and all(s >= 0 for s in measured.seconds.values())
+    # one step ahead is the lookahead itself
+    np.testing.assert_allclose(measured.estimates["lookahead_k"], measured.toward, rtol=1e-9, atol=1e-12)
+    # the probed target (squad) is scale-free already: its loss's drop; the score target's is its r's
+    np.testing.assert_array_equal(measured.estimates["scale_free"][:, :, 1], measured.toward[:, :, 1])
+    assert not np.allclose(measured.estimates["scale_free"][:, :, 0], measured.toward[:, :, 0])
+    # the alignment: the cosine of the two gradients over the shared encoder, computed here anew
+    assert (np.abs(measured.estimates["alignment"]) <= 1 + 1e-9).all()
+    gradients = {
+        task: affinity._gradient(
+            task, 0, affinity._trained(task), on=affinity.scored if task == "sts" else None
+        )
+        for task in ("nli", "sts")
+    }
+    flat = [torch.cat([g.flatten() for _, g in sorted(gradients[t].items())]) for t in ("nli", "sts")]
+    expected = float(flat[0] @ flat[1] / (flat[0].norm() * flat[1].norm()))
+    assert measured.estimates["alignment"][0, 0, 0] == pytest.approx(expected, rel=1e-9)
+    # nothing of the run moved: weights, gradients, the optimizer's state
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
+    assert all(
+        all(
+            torch.equal(v, state[id(p)][k]) if torch.is_tensor(v) else v == state[id(p)][k]
+            for k, v in s.items()
+        )
+        for p, s in optimizer.state.items()
+    )
+    again = affinity.measure()
+    assert all(np.array_equal(measured.estimates[n], again.estimates[n]) for n in measured.estimates)
+
+
+def test_more_steps_ahead_look_further(tiny_data, tmp_path):
+    _, one = estimators_affinity(tiny_data, tmp_path / "one", steps_ahead=1)
+    _, three = estimators_affinity(tiny_data, tmp_path / "three", steps_ahead=3)
+    first, further = one.measure(), three.measure()
+    np.testing.assert_array_equal(first.toward, further.toward)  # the one-step lookahead is the same
+    assert not np.allclose(first.estimates["lookahead_k"], further.estimates["lookahead_k"])
+
+
+def test_a_run_logs_each_estimator_and_its_cost(tiny_data, tmp_path):
+    from mtl.runs import read_affinity
+
+    start_run(tiny_data, tmp_path / "on", *WATCHED, "max_steps=2", "affinity_every=2", "affinity_batches=2",
+              "affinity_estimators=scale_free,alignment")  # fmt: skip
+    (row,) = read_affinity(tmp_path / "on/affinity.jsonl")
+    assert set(row["estimators"]) == set(row["estimator_seconds"]) == {"scale_free", "alignment"}
+    assert np.shape(row["estimators"]["alignment"]) == np.shape(row["toward_per_batch"]) == (2, 1, 2)
+
+
+def test_an_unknown_estimator_is_one_line(tiny_data, tmp_path):
+    from mtl.errors import UserError
+
+    with pytest.raises(UserError, match="affinity_estimators=influence: 'influence' is not one"):
+        run.config_from_args(args_for(tiny_data, tmp_path / "run", "affinity_estimators=influence"))

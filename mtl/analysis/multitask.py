@@ -70,11 +70,27 @@ def summarize(rows: list[dict[str, Any]]) -> AffinityMean:
     return AffinityMean(tasks, mean, None, per_lr)
 
 
-def toward_targets(rows: list[dict[str, Any]]) -> tuple[AffinityMean, list[str]] | None:
+def toward_targets(
+    rows: list[dict[str, Any]], estimator: str = "lookahead"
+) -> tuple[AffinityMean, list[str]] | None:
     """The affinity toward the watching tasks (training tasks x targets), with the same noise
-    floor over the same held batches; None when the run watched none."""
+    floor over the same held batches, by `estimator` (the lookahead, or one of the run's
+    affinity_estimators=); None when the run watched none or did not measure it."""
     if not rows or not rows[0].get("targets"):
         return None
+    if estimator != "lookahead":
+        if not all(estimator in (r.get("estimators") or {}) for r in rows):
+            return None
+        columns = [
+            {
+                "tasks": r["tasks"],
+                "matrix": np.mean(r["estimators"][estimator], axis=0).tolist(),
+                "per_batch": r["estimators"][estimator],
+                "unit": r.get("unit"),
+            }
+            for r in rows
+        ]
+        return summarize(columns), list(rows[0]["targets"])
     columns = [
         {
             "tasks": r["tasks"],

@@ -183,6 +183,11 @@ class AffinityRow(Record):
     targets: list[str] | None = None
     toward: list[list[Finite]] | None = None
     toward_per_batch: list[list[list[Finite]]] | None = None
+    # Since 2026-12-02, with affinity_estimators=: each other estimator's values toward the targets
+    # on each held batch (shaped as toward_per_batch), and the CPU seconds it added to the measurement.
+    estimators: dict[str, list[list[list[Finite]]]] | None = None
+    estimator_seconds: dict[str, Finite] | None = None
+    seconds: Finite | None = None  # since 2026-12-02: the whole measurement's CPU seconds
 
     @model_validator(mode="after")
     def _toward_the_targets(self) -> AffinityRow:
@@ -205,6 +210,16 @@ class AffinityRow(Record):
         batches = (self.toward_per_batch, self.per_batch)
         if None not in batches and len(self.toward_per_batch or []) != len(self.per_batch or []):
             raise ValueError("toward_per_batch and per_batch hold different numbers of batches")
+        for name, values in (self.estimators or {}).items():
+            if len(values) != len(self.toward_per_batch or []):
+                raise ValueError(f"estimators.{name}: one matrix per held batch, as toward_per_batch")
+            for matrix in values:
+                if len(matrix) != len(self.tasks) or any(len(row) != columns for row in matrix):
+                    raise ValueError(
+                        f"estimators.{name}: {len(self.tasks)} training tasks x {columns} targets needed"
+                    )
+        if set(self.estimator_seconds or {}) != set(self.estimators or {}):
+            raise ValueError("estimators and estimator_seconds name the same estimators")
         return self
 
     @model_validator(mode="after")

@@ -208,9 +208,18 @@ def check_same_fixed_keys(sweep: Sweep, members: list[Member]) -> None:
         )
 
 
+# Keys that never change what a run trains: where it runs and logs (as resume), and what the affinity
+# measures beside it (a run trains the same bits with or without it: tests/test_affinity_targets.py)
+NOT_RESULT_KEYS = tuple(
+    f"{section}{key}="
+    for key in ("device", "wandb", "affinity_estimators", "affinity_k")
+    for section in ("", "run.")
+)
+
+
 def _result_keys(fixed: list[str]) -> set[str]:
-    """The fixed keys that can change a run's results: not where it runs or logs (as resume)."""
-    return {arg for arg in fixed if not arg.startswith(("device=", "wandb=", "run.device=", "run.wandb="))}
+    """The fixed keys that can change a run's results."""
+    return {arg for arg in fixed if not arg.startswith(NOT_RESULT_KEYS)}
 
 
 def train_members(sweep: Sweep, members: list[Member]) -> dict[str, str]:

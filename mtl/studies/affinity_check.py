@@ -20,14 +20,22 @@ orders, so p is never below 1/3), and per target, in how many seeds each trainin
 first. A verdict needs both: p at most 5% and a seeds' interval off 0. What it cannot tell: a
 lookahead is one step's local effect, leaving a task out changes the mixture of the whole run;
 the two need not agree, and a rho near 0 says so.
+
+Every estimator the `all` runs measured (`affinity_estimators=`, all three unless given: the
+lookahead on the target's loss, its scale-free form on the target's r, a k-step lookahead, the
+gradients' alignment) is scored the same way, with its noise floor (the share of pairs whose
+95% t interval over the held batches holds 0) and its cost (CPU seconds per measurement: the
+lookahead's is the measurement's whole less the others', which reuse its gradients and losses).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -54,10 +62,16 @@ from mtl.studies.groups import seed_scores, test_metric
 from mtl.studies.opening import open_study
 from mtl.studies.versus import subset_members
 from mtl.train.config.command_line import config_from_args
+from mtl.train.config.train_config import AFFINITY_ESTIMATORS
 
 ALL = "all"
 CHECK_KEYS = ("budget", "seeds", "seed", "out", "resamples")
-AFFINITY_KEYS = ("affinity_every", "run.affinity_every", "affinity_batches", "run.affinity_batches")
+AFFINITY_KEYS = (
+    "affinity_every", "run.affinity_every", "affinity_batches", "run.affinity_batches",
+    "affinity_estimators", "run.affinity_estimators", "affinity_k", "run.affinity_k",
+)  # fmt: skip
+# Unless affinity_estimators= is given, the check measures every one of them
+EVERY_ESTIMATOR = ("lookahead", *AFFINITY_ESTIMATORS)
 
 
 def parse(args: Sequence[str]) -> tuple[AffinityCheckConfig, list[str]]:
@@ -86,23 +100,63 @@ def members_of(
     return found
 
 
-def predicted(kept: list[Member], training: list[str], targets: list[str]) -> dict[int, np.ndarray]:
-    """Per seed of the `all` arm: (training tasks x targets) mean affinity over its measurements."""
+def predicted(
+    kept: list[Member], training: list[str], targets: list[str], estimator: str = "lookahead"
+) -> dict[int, np.ndarray]:
+    """Per seed of the `all` arm: (training tasks x targets) mean of `estimator` over its measurements."""
+    return {seed: summary.mean for seed, summary in _summaries(kept, training, targets, estimator).items()}
+
+
+def _summaries(kept: list[Member], training: list[str], targets: list[str], estimator: str) -> dict[int, Any]:
+    """Per seed of the `all` arm: `estimator`'s AffinityMean over (training tasks x targets)."""
     found = {}
     for member in kept:
         if member.arm != ALL:
             continue
-        try:
-            rows = read_affinity(RunFolder(member.run_dir).affinity)
-        except DamagedFile as error:
-            raise UserError(f"{member.name}: {error}") from None
-        toward = toward_targets(rows)
+        toward = toward_targets(_rows(member), estimator)
         if toward is None:
             continue
         summary, their_targets = toward
         order = [summary.tasks.index(t) for t in training]
-        found[member.seed] = summary.mean[np.ix_(order, [their_targets.index(t) for t in targets])]
+        columns = [their_targets.index(t) for t in targets]
+        half = summary.half_width[np.ix_(order, columns)] if summary.half_width is not None else None
+        found[member.seed] = dataclasses.replace(
+            summary, tasks=training, mean=summary.mean[np.ix_(order, columns)], half_width=half
+        )
     return found
+
+
+def _rows(member: Member) -> list[dict]:
+    try:
+        return read_affinity(RunFolder(member.run_dir).affinity)
+    except DamagedFile as error:
+        raise UserError(f"{member.name}: {error}") from None
+
+
+def measured_estimators(kept: list[Member]) -> list[str]:
+    """The estimators every `all` run measured, in EVERY_ESTIMATOR's order."""
+    runs = [_rows(m) for m in kept if m.arm == ALL]
+    return [
+        name
+        for name in EVERY_ESTIMATOR
+        if runs
+        and all(rows and (name == "lookahead" or name in (rows[0].get("estimators") or {})) for rows in runs)
+    ]
+
+
+def cost(kept: list[Member], estimator: str) -> float | None:
+    """`estimator`'s mean CPU seconds per measurement over the `all` runs (None: not recorded)."""
+    values = []
+    for member in kept:
+        if member.arm != ALL:
+            continue
+        for row in _rows(member):
+            spent = row.get("estimator_seconds") or {}
+            if estimator != "lookahead":
+                values += [spent[estimator]] if estimator in spent else []
+            elif row.get("seconds") is not None:
+                values.append(row["seconds"] - sum(spent.values()))
+    return statistics.fmean(values) if values else None
 
 
 def measured(
@@ -201,6 +255,49 @@ def firsts(
     return counts
 
 
+def verdict_of(check: dict) -> str:
+    """What one estimator's Spearman against the effects says."""
+    if check["rho"] is None:
+        return "no test: every prediction or every effect is the same (ties), or no seed has every arm"
+    p = check["permutation_p"]
+    if p > 0.05:
+        return f"no evidence: over {check['pairs']} pairs an order this close comes by chance"
+    if check["low"] is None:
+        return "no test of the seeds (one seed)"
+    if check["low"] > 0:
+        return "predicts the order of the effects"
+    if check["high"] < 0:
+        return "predicts the opposite order"
+    return "no evidence either way: the seeds' interval holds 0"
+
+
+ESTIMATOR_TITLES = {
+    "lookahead": "one-step lookahead, target's loss",
+    "scale_free": "one-step lookahead, target's r (scale-free)",
+    "lookahead_k": "k-step lookahead, target's loss",
+    "alignment": "gradient alignment (cosine)",
+}
+
+
+def estimator_table(result: dict) -> list[str]:
+    """One row per estimator: its Spearman against the effects, p, interval, floor and cost."""
+    lines = [
+        "| estimator | Spearman's rho | seeds' 95% interval | permutation p | pairs inside the floor | CPU s per measurement | verdict |",
+        "|---|---:|---|---:|---:|---:|---|",
+    ]
+    for name, row in result["estimators"].items():
+        check = row["spearman"]
+        rho = "-" if check["rho"] is None else f"{check['rho']:+.2f}"
+        interval = "-" if check["low"] is None else f"[{check['low']:+.2f}, {check['high']:+.2f}]"
+        p = "-" if check["permutation_p"] is None else f"{check['permutation_p']:.3g}"
+        inside = "-" if row["inside_floor"] is None else f"{100 * row['inside_floor']:.0f}%"
+        spent = "-" if row["cost_seconds"] is None else f"{row['cost_seconds']:.2f}"
+        lines.append(
+            f"| {ESTIMATOR_TITLES.get(name, name)} | {rho} | {interval} | {p} | {inside} | {spent} | {verdict_of(check)} |"
+        )
+    return lines
+
+
 def markdown(result: dict) -> str:
     check = result["spearman"]
     if check["rho"] is None:
@@ -227,6 +324,7 @@ def markdown(result: dict) -> str:
             f"Spearman's rho {check['rho']:+.2f}{interval}, permutation p {p:.2g} over {check['pairs']} "
             f"pairs: {verdict}"
         )
+    estimators = estimator_table(result) + [""] if result.get("estimators") else []
     lines = [
         f"Leave-one-task-out check of the affinity toward {', '.join(result['targets'])}: every run "
         f"{result['budget']}, seeds {', '.join(map(str, result['seeds']))}. Predicted: mean Z(task → target) / lr "
@@ -238,6 +336,7 @@ def markdown(result: dict) -> str:
         "",
         said + ".",
         "",
+        *estimators,
         "| training task | target | predicted (mean ± sd) | measured, points (mean ± sd) | first by affinity | first by effect |",
         "|---|---|---:|---:|---:|---:|",
     ]
@@ -261,8 +360,20 @@ def _mean_sd(values: list[float], spec: str) -> str:
 
 
 def check(kept: list[Member], training: list[str], targets: list[str], resamples: int) -> dict:
-    predictions = predicted(kept, training, targets)
     effects, splits = measured(kept, training, targets)
+    scored = {}
+    for estimator in measured_estimators(kept) or ["lookahead"]:
+        summaries = _summaries(kept, training, targets, estimator)
+        predictions = {seed: summary.mean for seed, summary in summaries.items()}
+        inside = [summary.within_noise() for summary in summaries.values() if summary.half_width is not None]
+        scored[estimator] = {
+            "spearman": spearman_over_seeds(predictions, effects, resamples),
+            "cost_seconds": cost(kept, estimator),
+            "inside_floor": float(np.mean(inside)) if inside else None,
+            "predictions": predictions,
+        }
+    lookahead = scored.get("lookahead") or next(iter(scored.values()))
+    predictions = lookahead["predictions"]
     seeds = sorted(set(predictions) & set(effects))
     by_affinity = firsts({s: predictions[s] for s in seeds}, training, targets)
     by_effect = firsts({s: effects[s] for s in seeds}, training, targets)
@@ -274,13 +385,21 @@ def check(kept: list[Member], training: list[str], targets: list[str], resamples
             "measured": [float(effects[s][k, t]) for s in seeds],
             "first_by_affinity": by_affinity[target][task],
             "first_by_effect": by_effect[target][task],
+            "by_estimator": {
+                name: [float(row["predictions"][s][k, t]) for s in seeds if s in row["predictions"]]
+                for name, row in scored.items()
+            },
         }
         for t, target in enumerate(targets)
         for k, task in enumerate(training)
     ]
     return {
         "splits": splits,
-        "spearman": spearman_over_seeds(predictions, effects, resamples),
+        "spearman": lookahead["spearman"],
+        "estimators": {
+            name: {key: value for key, value in row.items() if key != "predictions"}
+            for name, row in scored.items()
+        },
         "pairs": pairs,
     }
 
@@ -301,6 +420,8 @@ def command(args: Sequence[str]) -> None:
             "affinity-check predicts from the affinity: give affinity_every=N (e.g. affinity_every=20)"
         )
     out = study_folder(config.out, "affinity-check")
+    if not any(arg.partition("=")[0] in ("affinity_estimators", "run.affinity_estimators") for arg in train):
+        train = [*train, f"affinity_estimators={','.join(AFFINITY_ESTIMATORS)}"]
     found = members_of(train, training, config.budget, out, seeds)
     train_study(found, [*train, f"budget={config.budget}"], out, launcher, "affinity-check")
     kept, short = equal_compute(found, config.budget)

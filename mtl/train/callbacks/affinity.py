@@ -35,12 +35,28 @@ loss; a classification target's untrained head means nothing, so at each measure
 probe (multinomial logistic regression, L2 as scikit-learn's default C=1) is fitted on the frozen
 features of the probe's draw of its training examples (`<task>.probe_train`, as evaluation's
 probe) and held fixed through the lookahead, as the heads are.
+
+Other estimators toward the targets (`affinity_estimators=`), each kept per held batch beside the
+lookahead, with the CPU seconds it added to the measurement (`just affinity-check` scores them
+all against leaving each task out):
+
+- `scale_free`: what the lookahead step does to a score target's Pearson r on its held batch,
+  (r_after - r_before) / lr. The target's loss (the cosine regression's squared error) rewards
+  calibrating cosine magnitudes, which r, the outcome judged, ignores. A target with a fitted
+  probe is already scale-free (the probe is refitted at each measurement): its loss is kept.
+- `lookahead_k`: the lookahead taken `affinity_k=` steps (the first on batch b, then on the
+  next held batches, the optimizer's state carried), (1 - L_after / L_before) / (k lr): a
+  longer look at the same local effect, k times the backward passes.
+- `alignment`: the cosine of the stepped task's gradient with the target's on the shared
+  encoder (Inf-DDS's and Grad-TAE's first-order influence), no step taken.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +64,16 @@ import numpy as np
 import torch
 from torch.func import functional_call
 
+from mtl.config import comma_list
 from mtl.console import say
 from mtl.files import atomic
 from mtl.formats.run_files import log_line
-from mtl.models.heads import MultitaskModel
+from mtl.models.heads import AtWidths, MultitaskModel
 from mtl.runs import read_affinity
 from mtl.runtime.device import seed_step
 from mtl.runtime.distributed import local_batches
 from mtl.train.callbacks.base import Callback
-from mtl.train.config.train_config import TrainConfig
+from mtl.train.config.train_config import AFFINITY_ESTIMATORS, TrainConfig
 from mtl.train.data.probe import SEED_OFFSET as PROBE_SEED_OFFSET
 from mtl.train.data.probe import probe_features
 from mtl.train.data.training_data import TrainingData
@@ -75,6 +92,9 @@ class Measurement:
     # what Z was made from: each scored loss before the lookaheads (B, T + K), each stepped task's lr (B, T)
     base: np.ndarray | None = None
     lrs: np.ndarray | None = None
+    # affinity_estimators=: name -> (B, T, K) toward the targets, and the CPU seconds each added
+    estimates: dict[str, np.ndarray] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def lowered(self) -> np.ndarray:
@@ -127,11 +147,14 @@ class Affinity:
         max_grad_norm: float | None = None,
         scored_on: str = "train",
         targets: list[str] | None = None,
+        estimators: Sequence[str] = (),
+        steps_ahead: int = 3,
     ):
         """`scored_on="dev"`: the losses before and after a lookahead are measured on held batches
         of each task's dev split, not on the batch the lookahead stepped on (the online mixing's
         evidence: a step that only memorizes its batch, as on shuffled labels, earns nothing);
-        `targets`: the watching tasks that are columns (None: every one of the run)."""
+        `targets`: the watching tasks that are columns (None: every one of the run); `estimators`:
+        of AFFINITY_ESTIMATORS, measured toward the targets too; `steps_ahead`: lookahead_k's k."""
         self.data, self.tasks, self.device, self.max_grad_norm = data, list(tasks), device, max_grad_norm
         self.optimizers = setup.optimizers
         self.networks = {task: TaskNetwork(setup.model, task) for task in self.tasks}
@@ -151,9 +174,14 @@ class Affinity:
         # a probed target's network is made at each measurement, around the probe fitted then
         self.networks |= {t: TaskNetwork(setup.model, t) for t in self.targets if t not in self.probed}
         self.model, self.seed, self.probe_batch = setup.model, seed, 256
+        self.estimators = [name for name in AFFINITY_ESTIMATORS if name in estimators] if self.targets else []
+        self.steps_ahead = steps_ahead
+        # the targets whose outcome is a correlation of scores (sts): scale_free takes their r
+        self.correlated = [t for t in self.targets if data.tasks[t].corpus_metric and t not in self.probed]
 
     def measure(self) -> Measurement:
         devices = [self.device] if self.device.type == "cuda" else []
+        self.seconds = dict.fromkeys(self.estimators, 0.0)
         with torch.random.fork_rng(devices=devices), local_batches():
             # each classification target's probe, fitted on the encoder as it is now
             for target in self.probed:
@@ -163,15 +191,17 @@ class Affinity:
             encoder = {f"encoder.{name}": t for name, t in _float64(self.model.encoder).items()}
             weights = {task: _float64(self.networks[task], encoder) for task in [*self.tasks, *self.targets]}
             # the lookahead's gradient on the weights as they train (no copy)
-            trained = {task: _as_trained(self.networks[task]) for task in self.tasks}
+            trained = {task: _as_trained(self.networks[task]) for task in [*self.tasks, *self.targets]}
             measured = [
                 self._on_batch(number, weights, trained) for number in range(len(self.held[self.tasks[0]]))
             ]
         return Measurement(
             np.stack([among for among, *_ in measured]),
             np.stack([toward for _, toward, *_ in measured]) if self.targets else None,
-            np.stack([base for *_, base, _ in measured]),
-            np.stack([lrs for *_, lrs in measured]),
+            np.stack([base for _, _, base, _, _ in measured]),
+            np.stack([lrs for _, _, _, lrs, _ in measured]),
+            {name: np.stack([extra[name] for *_, extra in measured]) for name in self.estimators},
+            dict(self.seconds),
         )
 
     def _on_batch(
@@ -179,19 +209,126 @@ class Affinity:
         number: int,
         weights: dict[str, dict[str, torch.Tensor]],
         trained: dict[str, dict[str, torch.Tensor]],
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """On held batch `number`: (T, T) among the training tasks, (T, K) toward the targets, the
-        losses before the lookaheads (T + K) and each lookahead's lr (T)."""
+        losses before the lookaheads (T + K), each lookahead's lr (T), and each other estimator's
+        (T, K) toward the targets."""
         helped = [*self.tasks, *self.targets]
-        base = {task: self._loss(task, number, weights[task], on=self.scored).item() for task in helped}
+        before = {task: self._forward(task, number, weights[task], on=self.scored) for task in helped}
+        base = {task: loss.item() for task, (_, loss) in before.items()}
         result, lrs = np.zeros((len(self.tasks), len(helped))), np.zeros(len(self.tasks))
+        extra = {name: np.zeros((len(self.tasks), len(self.targets))) for name in self.estimators}
+        toward_gradients = self._target_gradients(number, trained) if "alignment" in self.estimators else {}
         for i, source in enumerate(self.tasks):
-            stepped, lrs[i] = self._lookahead(source, number, weights[source], trained[source])
+            stepped, lrs[i], gradients = self._lookahead(source, number, weights[source], trained[source])
             for j, target in enumerate(helped):
-                after = self._loss(target, number, {**weights[target], **stepped}, on=self.scored).item()
-                result[i, j] = (1.0 - after / base[target]) / lrs[i] if base[target] and lrs[i] else 0.0
-        before = np.array([base[task] for task in helped])
-        return result[:, : len(self.tasks)], result[:, len(self.tasks) :], before, lrs
+                outputs, after = self._forward(target, number, {**weights[target], **stepped}, on=self.scored)
+                result[i, j] = _relative_drop(base[target], after.item(), lrs[i])
+                if "scale_free" in self.estimators and j >= len(self.tasks):
+                    started = time.process_time()
+                    extra["scale_free"][i, j - len(self.tasks)] = self._scale_free(
+                        target, number, before[target][0], outputs, base[target], after.item(), lrs[i]
+                    )
+                    self.seconds["scale_free"] += time.process_time() - started
+            if "lookahead_k" in self.estimators:
+                started = time.process_time()
+                extra["lookahead_k"][i] = self._lookahead_k(source, number, weights, gradients, base)
+                self.seconds["lookahead_k"] += time.process_time() - started
+            if "alignment" in self.estimators:
+                started = time.process_time()
+                extra["alignment"][i] = [_cosine(gradients, toward_gradients[t]) for t in self.targets]
+                self.seconds["alignment"] += time.process_time() - started
+        losses = np.array([base[task] for task in helped])
+        return result[:, : len(self.tasks)], result[:, len(self.tasks) :], losses, lrs, extra
+
+    def _scale_free(
+        self,
+        target: str,
+        number: int,
+        outputs_before: Any,
+        outputs_after: Any,
+        base: float,
+        after: float,
+        lr: float,
+    ) -> float:
+        """scale_free's value: the change of a score target's r on its held batch per unit lr; a
+        probed target's relative loss drop (its refitted probe already absorbs the scale)."""
+        if target not in self.correlated or not lr:
+            return _relative_drop(base, after, lr)
+        labels = self.scored[target][number].labels
+        return (_pearson(outputs_after, labels) - _pearson(outputs_before, labels)) / lr
+
+    def _trained(self, task: str) -> dict[str, torch.Tensor]:
+        """`task`'s network's weights as it trains them (no copy)."""
+        return _as_trained(self.networks[task])
+
+    def _target_gradients(
+        self, number: int, trained: dict[str, dict[str, torch.Tensor]]
+    ) -> dict[str, dict[str, torch.Tensor]]:
+        """Each target's gradient of its loss on its held batch `number` on the shared encoder."""
+        started = time.process_time()
+        found = {
+            target: self._gradient(target, number, trained[target], on=self.scored) for target in self.targets
+        }
+        self.seconds["alignment"] += time.process_time() - started
+        return found
+
+    def _gradient(
+        self, task: str, number: int, trained: dict[str, torch.Tensor], on: dict[str, list] | None = None
+    ) -> dict[str, torch.Tensor]:
+        """`task`'s gradient (float64) on the shared parameters, its network as it trains."""
+        names = [name for name in self.shared if name in trained]
+        leaves = {name: trained[name].detach().requires_grad_() for name in names}
+        _, loss = self._forward(task, number, {**trained, **leaves}, grad=True, on=on)
+        found = torch.autograd.grad(loss, [leaves[n] for n in names], allow_unused=True)
+        return {n: g.double() for n, g in zip(names, found, strict=True) if g is not None}
+
+    def _lookahead_k(
+        self,
+        source: str,
+        number: int,
+        weights: dict[str, dict[str, torch.Tensor]],
+        first: dict[str, torch.Tensor],
+        base: dict[str, float],
+    ) -> list[float]:
+        """lookahead_k's row: each target's relative loss drop per unit lr per step after `source`'s
+        optimizer takes `steps_ahead` steps, the first with the lookahead's gradient `first`, the
+        others on the next held batches at the stepped weights (float64), its state carried."""
+        batches = len(self.held[source])
+        shadow, copies, lr = shadow_optimizer(self.optimizers[source], self.shared, weights[source], first)
+        if shadow is None:
+            return [0.0] * len(self.targets)
+        for step in range(self.steps_ahead):
+            if step:
+                leaves = {n: c.detach().requires_grad_() for n, c in copies.items()}
+                _, loss = self._forward(
+                    source, (number + step) % batches, {**weights[source], **leaves}, grad=True
+                )
+                found = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
+                gradients = {n: g for n, g in zip(leaves, found, strict=True) if g is not None}
+            else:
+                gradients = first
+            clipped = self._clipped(gradients)
+            for name, copy in copies.items():
+                copy.grad = clipped.get(name)  # None: skipped, as training skips a parameter without one
+            shadow.step()
+        stepped = {name: copy.detach() for name, copy in copies.items()}
+        return [
+            _relative_drop(
+                base[t], self._forward(t, number, {**weights[t], **stepped}, on=self.scored)[1].item(),
+                lr * self.steps_ahead,
+            )
+            for t in self.targets
+        ]  # fmt: skip
+
+    def _clipped(self, gradients: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        if not self.max_grad_norm or not gradients:  # the training step clips before it steps
+            return gradients
+        norm = torch.linalg.vector_norm(
+            torch.stack([torch.linalg.vector_norm(g) for g in gradients.values()])
+        )
+        factor = min(1.0, self.max_grad_norm / (float(norm) + 1e-6))
+        return {n: g * factor for n, g in gradients.items()}
 
     def _fit_probe(self, target: str) -> tuple[torch.Tensor, torch.Tensor]:
         """A multinomial logistic regression on the frozen features of `target`'s probe draw of
@@ -244,33 +381,25 @@ class Affinity:
 
     def _lookahead(
         self, task: str, number: int, weights: dict[str, torch.Tensor], trained: dict[str, torch.Tensor]
-    ) -> tuple[dict[str, torch.Tensor], float]:
+    ) -> tuple[dict[str, torch.Tensor], float, dict[str, torch.Tensor]]:
         """The shared parameters (float64 `weights`) after the step `task`'s optimizer would take on
-        its held batch `number`, and that step's lr on the shared encoder. The gradient is taken on
-        the network as it trains (`trained`: its own weights, float32), as the training step takes it."""
-        names = [name for name in self.shared if name in trained]
-        leaves = {name: trained[name].detach().requires_grad_() for name in names}
-        loss = self._loss(task, number, {**trained, **leaves}, grad=True)
-        found = torch.autograd.grad(loss, [leaves[n] for n in names], allow_unused=True)
-        gradients = {n: g.double() for n, g in zip(names, found, strict=True) if g is not None}
-        if self.max_grad_norm:  # the training step clips before it steps
-            norm = torch.linalg.vector_norm(
-                torch.stack([torch.linalg.vector_norm(g) for g in gradients.values()])
-            )
-            factor = min(1.0, self.max_grad_norm / (float(norm) + 1e-6))
-            gradients = {n: g * factor for n, g in gradients.items()}
-        return optimizer_step(self.optimizers[task], self.shared, weights, gradients)
+        its held batch `number`, that step's lr on the shared encoder, and the gradient (before
+        clipping). The gradient is taken on the network as it trains (`trained`: its own weights,
+        float32), as the training step takes it."""
+        gradients = self._gradient(task, number, trained)
+        stepped, lr = optimizer_step(self.optimizers[task], self.shared, weights, self._clipped(gradients))
+        return stepped, lr, gradients
 
-    def _loss(
+    def _forward(
         self,
         task: str,
         number: int,
         weights: dict[str, torch.Tensor],
         grad: bool = False,
         on: dict[str, list] | None = None,
-    ) -> torch.Tensor:
-        """`task`'s mean loss (float64) on its held batch `number` (of `on`: the batches scored, or by
-        default those stepped on), the network run with `weights`."""
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`task`'s outputs and mean loss (float64) on its held batch `number` (of `on`: the batches
+        scored, or by default those stepped on), the network run with `weights`."""
         examples, definition = (on or self.held)[task][number], self.data.tasks[task]
         sentences = self.data.table.batch_columns(examples.sentences, self.device)
         labels = torch.from_numpy(examples.labels).to(self.device)
@@ -278,7 +407,33 @@ class Affinity:
         seed_step(SEED_OFFSET + 1_000 * number + [*self.tasks, *self.targets].index(task), self.device)
         with torch.set_grad_enabled(grad):
             outputs = functional_call(self.networks[task], weights, (sentences,))
-            return definition.losses(outputs, labels).double().mean()
+            return outputs, definition.losses(outputs, labels).double().mean()
+
+
+def _relative_drop(before: float, after: float, lr: float) -> float:
+    """(1 - L_after / L_before) / lr: the share of the loss a step removed, per unit lr."""
+    return (1.0 - after / before) / lr if before and lr else 0.0
+
+
+def _pearson(outputs: Any, labels: np.ndarray) -> float:
+    """Pearson's r (float64) of a score head's outputs on a batch with its gold scores."""
+    scores = (outputs.full if isinstance(outputs, AtWidths) else outputs).detach().double().cpu().numpy()
+    if np.ptp(scores) == 0 or np.ptp(labels) == 0:
+        return 0.0
+    return float(np.corrcoef(scores, labels.astype(np.float64))[0, 1])
+
+
+def _cosine(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]) -> float:
+    """The cosine of two gradients over the parameters both have."""
+    names = [name for name in first if name in second]
+    if not names:
+        return 0.0
+    dot = sum(float((first[n] * second[n]).sum()) for n in names)
+    norms = [
+        float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g[n]) for n in names])))
+        for g in (first, second)
+    ]
+    return dot / (norms[0] * norms[1]) if norms[0] and norms[1] else 0.0
 
 
 class ProbedNetwork(torch.nn.Module):
@@ -321,8 +476,26 @@ def optimizer_step(
     shared parameters (float64 `weights`) given `gradients`: run on float64 copies by an optimizer
     of its class, so any torch optimizer (or a plugin's) steps as in training. Also the lr of the
     group that holds the shared parameters."""
-    copies = {name: weights[name].clone() for name in gradients}
-    of_parameter = {id(shared[name]): name for name in gradients}
+    shadow, copies, lr = shadow_optimizer(optimizer, shared, weights, gradients)
+    if shadow is None:
+        return {}, 0.0
+    for name, copy in copies.items():
+        copy.grad = gradients[name]
+    shadow.step()
+    return {name: copy.detach() for name, copy in copies.items()}, lr
+
+
+def shadow_optimizer(
+    optimizer: torch.optim.Optimizer,
+    shared: dict[str, torch.nn.Parameter],
+    weights: dict[str, torch.Tensor],
+    names: Sequence[str],
+) -> tuple[torch.optim.Optimizer | None, dict[str, torch.Tensor], float]:
+    """An optimizer of `optimizer`'s class, hyperparameters and state over float64 copies of the
+    shared parameters `names` (from `weights`), those copies, and the lr of their group; it steps
+    them as `optimizer` would step the parameters, without touching them."""
+    copies = {name: weights[name].clone() for name in names}
+    of_parameter = {id(shared[name]): name for name in names}
     groups, lr = [], 0.0
     for group in optimizer.param_groups:
         mine = [of_parameter[id(p)] for p in group["params"] if id(p) in of_parameter]
@@ -333,10 +506,9 @@ def optimizer_step(
         settings.update({k: False for k in ("fused", "foreach", "capturable") if k in settings})
         groups.append({**settings, "params": [copies[name] for name in mine]})
     if not groups:
-        return {}, 0.0
+        return None, {}, 0.0
     shadow = type(optimizer)(groups)
     for name, copy in copies.items():
-        copy.grad = gradients[name]
         state = optimizer.state.get(shared[name], {})
         shadow.state[copy] = {
             k: (
@@ -346,8 +518,7 @@ def optimizer_step(
             )
             for k, v in state.items()
         }
-    shadow.step()
-    return {name: copy.detach() for name, copy in copies.items()}, lr
+    return shadow, copies, lr
 
 
 class AffinityLog:
@@ -380,8 +551,9 @@ class AffinityMeasurements(Callback):
     ):
         self.every, self.tasks, keys = config.run.affinity_every, setup.scheduler.tasks, config.run
         self.affinity = Affinity(
-            data, setup, self.tasks, keys.seed, device, keys.affinity_batches, config.optim.max_grad_norm
-        )
+            data, setup, self.tasks, keys.seed, device, keys.affinity_batches, config.optim.max_grad_norm,
+            estimators=comma_list(keys.affinity_estimators), steps_ahead=keys.affinity_k,
+        )  # fmt: skip
         self.log = AffinityLog(path)
 
     def on_train_begin(self, run: TrainingRun) -> None:
@@ -392,7 +564,9 @@ class AffinityMeasurements(Callback):
         step = run.state.global_step
         if step % self.every:
             return
+        started = time.process_time()
         measured = self.affinity.measure()
+        seconds = time.process_time() - started
         if not run.dist.is_main:
             return
         matrix, tasks, targets = measured.mean, self.tasks, self.affinity.targets
@@ -406,6 +580,7 @@ class AffinityMeasurements(Callback):
             "batches": len(measured.per_batch),
             "unit": "per_lr",  # (1 - L_after / L_before) / lr
             "per_batch": measured.per_batch.tolist(),  # the floor's units (multitask.summarize)
+            "seconds": seconds,  # the measurement's CPU seconds (this process, every thread)
         }
         if measured.toward is not None:  # the watching tasks, rows the training tasks again
             toward = measured.toward.mean(axis=0)
@@ -414,8 +589,13 @@ class AffinityMeasurements(Callback):
                 "toward": toward.tolist(),
                 "toward_per_batch": measured.toward.tolist(),
             }
-        if not all(np.isfinite(measured.per_batch).ravel()) or (
-            measured.toward is not None and not np.isfinite(measured.toward).all()
+            if measured.estimates:  # affinity_estimators=: each per held batch, and its cost
+                row["estimators"] = {name: values.tolist() for name, values in measured.estimates.items()}
+                row["estimator_seconds"] = measured.seconds
+        if not all(np.isfinite(measured.per_batch).ravel()) or any(
+            not np.isfinite(values).all()
+            for values in [measured.toward, *measured.estimates.values()]
+            if values is not None
         ):
             # a diverging loss: no measurement to keep (affinity.jsonl holds finite values only)
             say(f"step {step}: the affinity measurement is not finite (a loss diverged?): not written")

@@ -63,6 +63,10 @@ from mtl.train.optim.lr_schedules import LR_SCHEDULES, lr_schedule_key_owners
 from mtl.train.optim.optimizer_registry import DEFAULTS, OPTIMIZERS, auto_optimizer, optimizer_key_owners
 from mtl.transfer_tasks.registry import spec as transfer_spec
 
+# The estimators of affinity toward a watching task besides the one-step lookahead
+# (mtl/train/callbacks/affinity.py says what each measures)
+AFFINITY_ESTIMATORS = ("scale_free", "lookahead_k", "alignment")
+
 
 def parse_lr(text: str, lr: float, key: str) -> float | None:
     """A learning rate given as a value (`0.05`) or as a multiple of `lr` (`x0.5`, `0.5x`); None
@@ -177,6 +181,10 @@ class RunConfig:
     affinity_batches: AtLeast1 = (
         8  # held batches per task, the noise floor's units (t with B - 1 df: 8 gives 2.36, 3 gave 4.30)
     )
+    affinity_estimators: str = (
+        ""  # affinity_every= toward watching tasks, beside the lookahead: scale_free, lookahead_k, alignment
+    )
+    affinity_k: AtLeast1 = 3  # affinity_estimators=lookahead_k: the lookahead's steps
     monitor: str = (
         ""  # transfer tasks scored at every evaluation (STS14,SICK-R,TREC): monitor/<task>/<metric>
     )
@@ -256,6 +264,12 @@ class TrainConfig:
             if key.count("/") != 2:
                 raise UserError(
                     f"select={self.run.select}: {key} is not a dev metric: name one as {task}/dev/<metric>"
+                )
+        for name in comma_list(self.run.affinity_estimators):
+            if name not in AFFINITY_ESTIMATORS:
+                raise UserError(
+                    f"affinity_estimators={self.run.affinity_estimators}: {name!r} is not one; choose "
+                    f"among {', '.join(AFFINITY_ESTIMATORS)}"
                 )
         self._check_schedule()
         self._check_learning_rates()
