@@ -307,3 +307,25 @@ def test_an_unknown_estimator_is_one_line(tiny_data, tmp_path):
 
     with pytest.raises(UserError, match="affinity_estimators=influence: 'influence' is not one"):
         run.config_from_args(args_for(tiny_data, tmp_path / "run", "affinity_estimators=influence"))
+
+
+def test_a_measurement_leaves_a_tied_tensor_as_it_was(tiny_data, tmp_path):
+    """qt's output encoder shares the encoder's frozen vectors: torch's functional_call with
+    tie_weights swapped the shared tensor once per name and restored the last, so the model kept
+    the float64 copy and the next training step failed (Double and BFloat16)."""
+    from mtl.train.callbacks.affinity import Affinity
+    from tests.test_objectives import QT
+
+    trainer, _ = target_affinity(tiny_data, tmp_path, *QT[1:], "tasks=nli,qt,sts", *WATCHED[1:3])
+    run_ = trainer.run
+    assert run_.model.encoder.embedding.weight is run_.model.heads["qt"].output_encoder.embedding.weight
+    before = {
+        k: (v.dtype, v.data_ptr(), type(v)) for k, v in run_.model.named_parameters(remove_duplicate=False)
+    }
+    affinity = Affinity(run_.data, run_.setup, run_.setup.scheduler.tasks, 0, run_.device, 2, 5.0,
+                        estimators=("lookahead_k", "alignment"), steps_ahead=2)  # fmt: skip
+    assert np.isfinite(affinity.measure().toward).all()
+    after = {
+        k: (v.dtype, v.data_ptr(), type(v)) for k, v in run_.model.named_parameters(remove_duplicate=False)
+    }
+    assert after == before

@@ -2,6 +2,7 @@ from collections import Counter
 
 import pytest
 
+from mtl.errors import UserError
 from mtl.train.data.scheduler import ProportionalOptions, Scheduler, TemperatureOptions, temperature_at
 
 
@@ -96,3 +97,27 @@ def test_mixed_trains_every_task_at_every_step_in_cycles():
     scheduler = Scheduler({"nli": 3, "squad": 2}, "mixed")
     assert all(scheduler.tasks_at(s) == ["nli", "squad"] for s in range(10))
     assert [s for s in range(12) if scheduler.block_ends_after(s)] == [4, 9]
+
+
+def test_sequential_trains_each_task_once_for_its_share_of_the_run():
+    scheduler = Scheduler({"nli": 2, "squad": 1, "qt": 1}, "sequential", total_steps=10)
+    assert order(scheduler, 12) == "nnnnnsssqqqq"  # shares 2:1:1 of 10 steps (5, 3 rounded, 2), then qt on
+    assert [s for s in range(10) if scheduler.block_ends_after(s)] == [4, 7]
+
+
+def test_two_stage_trains_every_task_then_the_first_alone():
+    from mtl.train.data.scheduler import TwoStageOptions
+
+    scheduler = Scheduler({"nli": 2, "squad": 1}, "two_stage", total_steps=12, options=TwoStageOptions(0.5))
+    assert order(scheduler, 12) == "nnsnns" + "n" * 6
+
+
+def test_a_staged_schedule_needs_the_runs_length():
+    from mtl.train.config.train_config import TrainConfig, with_overrides
+
+    with pytest.raises(
+        UserError, match="schedule=sequential divides the run's steps between its stages: give max_steps="
+    ):
+        with_overrides(TrainConfig(), ["schedule=sequential"])
+    config = with_overrides(TrainConfig(), ["schedule=two_stage", "first_stage=0.25", "max_steps=8"])
+    assert config.schedule.schedule_options.first_stage == 0.25

@@ -201,4 +201,36 @@ def test_merge_arms_merge_each_seeds_parts_at_the_same_total_and_meet_the_mixtur
         )
         assert row["low"] <= row["difference"] <= row["high"]
     assert set(record["merge_parts"]) == {f"{t}-part-seed{s}" for t in ("nli", "squad") for s in (1, 2)}
-    assert "Mix or merge, at the same total compute" in (out / "versus.md").read_text()
+    assert (
+        "Mix, train in another order, or merge, at the same total compute" in (out / "versus.md").read_text()
+    )
+
+
+def test_regime_arms_train_the_mixtures_tasks_in_another_order_and_meet_the_mixture(
+    tiny_data, tmp_path, shared_data, capsys
+):
+    out = tmp_path / "versus"
+    train = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
+    data = shared_data / "senteval" / "downstream"
+    args = ["budget=steps:4", "transfer_tasks=STS16", f"transfer_data={data}", f"out={out}"]
+    assert main(["versus-single", *train, *args, "regimes=sequential,two_stage"]) == 0, (
+        capsys.readouterr().err
+    )
+    from mtl.runs import read_metrics
+
+    def order(arm: str) -> list[str]:
+        rows = [r for r in read_metrics(out / arm / "metrics.jsonl") if "phase/event" not in r]
+        return [k.split("/")[0] for r in rows for k in r if k.endswith("/train/loss")]
+
+    assert order("regime-sequential") == ["nli", "nli", "squad", "squad"]  # tiny: nli.steps = squad.steps
+    assert order("regime-two_stage")[2:] == ["nli", "nli"]  # the second half: the first task alone
+    config = json.loads((out / "regime-sequential" / "config.json").read_text())["config"]
+    assert config["schedule"]["schedule"] == "sequential" and config["optim"]["max_steps"] == 4
+    record = json.loads((out / "versus.json").read_text())
+    regimes = [row for row in record["verdicts"] if "merge" in row]
+    assert [row["merge"] for row in regimes] == ["regime-sequential", "regime-two_stage"]
+    assert all(row["family"] == 4 for row in record["verdicts"])  # 2 singles + 2 regimes, 1 task
+    assert "regime-sequential trains the tasks one after the other" in (out / "versus.md").read_text()
+    capsys.readouterr()
+    assert main(["versus-single", *train, *args, "regimes=curriculum"]) == 2
+    assert "regimes=curriculum: curriculum is no regime" in capsys.readouterr().err

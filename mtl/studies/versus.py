@@ -21,6 +21,11 @@ task alone at budget/n (`<task>-part`, from the seed's initialisation, so one se
 their start), merged per seed by `just merge-encoders` (its lam chosen on STS-B and SICK-R dev
 pairs, never on test) into `merge-<method>`; each merge is compared with the mixture on every
 transfer task, in the same Holm family as the mixture's comparisons with the single arms.
+
+`regimes=sequential,two_stage` adds training-regime arms (`regime-<schedule>`): the mixture's
+tasks and keys under `schedule=sequential` (task after task, each its share of the budget) or
+`schedule=two_stage` (every task, then the first alone), at the same budget, each compared with
+the mixture as the merge arms are.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from mtl.studies.opening import open_study
 from mtl.tasks import named_config
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.train_config import TrainConfig, legacy_keys
-from mtl.train.data.scheduler import trains_every_task
+from mtl.train.data.scheduler import schedule_key_owners, trains_every_task
 
 VERSUS_KEYS = (
     "budget",
@@ -68,11 +73,14 @@ VERSUS_KEYS = (
     "seed",
     "plan",
     "merge",
+    "regimes",
 )
 MIXTURE = "mixture"
 PART = "-part"  # a merge's ingredient: one task alone at budget / n, so the merge's total is the budget
 MERGE = "merge-"  # a merge arm: merge-average, merge-task_arithmetic, merge-ties
 MERGE_METHODS = ("average", "task_arithmetic", "ties")
+REGIME = "regime-"  # a training-regime arm: the mixture's tasks under another schedule
+REGIMES = ("sequential", "two_stage")
 
 
 def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
@@ -92,7 +100,20 @@ def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
         raise UserError("a versus-single key is given twice: give it once")
     budget_amount(config.budget)
     merge_methods(config.merge)
+    if regime_schedules(config.regimes) and budget_amount(config.budget)[0] == "minutes":
+        raise UserError(
+            f"regimes={config.regimes} divide the run's steps between stages: give budget=steps:N or examples:N, "
+            f"not {config.budget}"
+        )
     return config, train
+
+
+def regime_schedules(text: str) -> list[str]:
+    """The regime arms regimes= asks for, checked before any training."""
+    chosen = comma_list(text)
+    if unknown := [r for r in chosen if r not in REGIMES]:
+        raise UserError(f"regimes={text}: {unknown[0]} is no regime; choose among {', '.join(REGIMES)}")
+    return list(dict.fromkeys(chosen))
 
 
 def merge_methods(text: str) -> list[str]:
@@ -132,11 +153,16 @@ def examples_per_step(config: TrainConfig) -> float:
 
 
 def members(
-    train: list[str], budget: str, out: Path, seeds: Sequence[int] = (1,), merge: bool = False
+    train: list[str],
+    budget: str,
+    out: Path,
+    seeds: Sequence[int] = (1,),
+    merge: bool = False,
+    regimes: Sequence[str] = (),
 ) -> list[Member]:
     """Each training task alone, then the mixture, each with every seed; every run with the budget
     made concrete and no early stopping; with `merge`, each task alone at budget / n too (the
-    merges' parts). One seed: the members are named by their arm alone (as before seeds were an
+    merges' parts); each of `regimes`, the mixture under that schedule. One seed: the members are named by their arm alone (as before seeds were an
     axis, so such folders still resume); several: `<arm>-seed<N>`."""
     training = config_from_args(train).training_tasks
     if len(training) < 2:
@@ -148,6 +174,11 @@ def members(
     if merge:
         parts = {f"{task}{PART}": [task] for task in training}
         found += subset_members(train, parts, budget_share(budget, len(training)), out, seeds)
+    for regime in regimes:  # the mixture's keys, but its schedule's and the schedule's own
+        owned = set(schedule_key_owners())
+        keys = [a for a in train if a.partition("=")[0].removeprefix("schedule.") not in {"schedule", *owned}]
+        arm = {f"{REGIME}{regime}": training}
+        found += subset_members(keys, arm, budget, out, seeds, extra=[f"schedule={regime}"])
     return found
 
 
@@ -172,10 +203,16 @@ def merged_arms(parts: list[Member], methods: list[str], out: Path, data: str | 
 
 
 def subset_members(
-    train: list[str], arms: dict[str, list[str]], budget: str, out: Path, seeds: Sequence[int]
+    train: list[str],
+    arms: dict[str, list[str]],
+    budget: str,
+    out: Path,
+    seeds: Sequence[int],
+    extra: Sequence[str] = (),
 ) -> list[Member]:
     """A run of each arm's training tasks (the configuration's others left out, its watching
-    tasks and their keys kept), each with every seed, at the budget made concrete, stop=max_steps."""
+    tasks and their keys kept), each with every seed, at the budget made concrete, stop=max_steps;
+    `extra`: keys of every arm's runs, given after the budget (a schedule that needs max_steps)."""
     config = config_from_args(train)
     training = config.training_tasks
     watching = [name for name in config.tasks if name not in training]
@@ -199,6 +236,7 @@ def subset_members(
         else:
             keys.append(f"max_steps={math.ceil(amount / examples_per_step(config_from_args(keys)))}")
         keys.append("stop=max_steps")  # equal compute: no arm stops early (patience, min_lr)
+        keys += extra
         for seed in seeds:
             name = arm if len(seeds) == 1 else f"{arm}-seed{seed}"
             run_dir = out / name
@@ -392,11 +430,13 @@ def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, 
     if merged := [row for row in rows if "merge" in row]:
         lines += [
             "",
-            "Mix or merge, at the same total compute: each merge arm merges its seed's single-task parts "
-            "(each task alone at budget / n, from one initialisation; lam chosen on dev pairs), compared "
-            f"with the mixture in the same Holm family of {family}.",
+            "Mix, train in another order, or merge, at the same total compute, each arm compared with the "
+            f"mixture in the same Holm family of {family}: a merge arm merges its seed's single-task parts "
+            "(each task alone at budget / n, from one initialisation; lam chosen on dev pairs); "
+            "regime-sequential trains the tasks one after the other (each its blocks' share of the budget), "
+            "regime-two_stage every task for half the budget, then the first alone.",
             "",
-            f"| transfer task | merge arm | merge | mixture | merge - mixture | {100 * confidence:g}% interval (Holm) | verdict |",
+            f"| transfer task | arm | arm's score | mixture | arm - mixture | {100 * confidence:g}% interval (Holm) | verdict |",
             "|---|---|---:|---:|---:|---:|---|",
         ]
         lines += [
@@ -411,7 +451,9 @@ def command(args: Sequence[str]) -> None:
     launcher, config, train, seeds, below_plan = open_study(args, parse)
     out = study_folder(config.out, "versus")
     methods = merge_methods(config.merge)
-    found = members(train, config.budget, out, seeds, merge=bool(methods))
+    found = members(
+        train, config.budget, out, seeds, merge=bool(methods), regimes=regime_schedules(config.regimes)
+    )
     # The budget is a fixed key of every run: a folder trained with another budget is refused,
     # not resumed under its old one.
     train_study(found, [*train, f"budget={config.budget}"], out, launcher, "versus")
@@ -443,8 +485,9 @@ def command(args: Sequence[str]) -> None:
         scores.setdefault(c["task"], {}).update(
             {c["first"]: c["first_score"], c["second"]: c["second_score"]}
         )
-    singles = [arm for arm in arms if arm != MIXTURE and not arm.startswith(MERGE)]
-    rows = verdicts(compared, scores, singles, spreads, [arm for arm in arms if arm.startswith(MERGE)])
+    others = [arm for arm in arms if arm.startswith((MERGE, REGIME))]  # each against the mixture
+    singles = [arm for arm in arms if arm != MIXTURE and arm not in others]
+    rows = verdicts(compared, scores, singles, spreads, others)
     confidence = compared["config"]["confidence"]
     text = markdown(rows, arms, config.budget, confidence, len(seeds))
     across = across_by_arm(compared, names)

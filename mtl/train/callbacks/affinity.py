@@ -406,7 +406,11 @@ class Affinity:
         # a task's same dropout masks before and after the lookahead
         seed_step(SEED_OFFSET + 1_000 * number + [*self.tasks, *self.targets].index(task), self.device)
         with torch.set_grad_enabled(grad):
-            outputs = functional_call(self.networks[task], weights, (sentences,))
+            # `weights` names a tied tensor once (named_parameters drops its other names), and one
+            # swap of the module that holds it reaches every name: torch's tie_weights would swap it
+            # once per name and restore the last, leaving the run's model holding the float64 copy
+            # (a qt head's output encoder shares the encoder's frozen vectors: the next step crashed)
+            outputs = functional_call(self.networks[task], weights, (sentences,), tie_weights=False)
             return outputs, definition.losses(outputs, labels).double().mean()
 
 

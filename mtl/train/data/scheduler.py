@@ -6,7 +6,10 @@ draw each step's task with probability proportional to dataset size, or to size*
 (as in T5 and jiant), from a generator seeded by (seed, step); a size counts at most `cap`
 examples (T5's examples-proportional mixing), `<task>.prob=` fixes a task's share outright,
 and T may move linearly to `temperature_end` over the run (MT-DNN, jiant). `mixed` trains
-every task at every step (`tasks_at`), its losses combined by a balancer.
+every task at every step (`tasks_at`), its losses combined by a balancer. `sequential` trains
+one task after the other, each once, for its share of max_steps; `two_stage` trains the blocks
+of every task for `first_stage` of max_steps, then the first training task alone (the regimes
+BOOM compares with shuffled mixing for embedding models, 2026).
 
 The online schedules (`aioli`, `doremi`, `transfer`: mtl/train/callbacks/online_mixing.py) draw each step's
 task from shares that change during the run. The draw is still a pure function of the step and of
@@ -43,6 +46,13 @@ SCHEDULE_CHECKS: dict[str, Callable[[Any], None]] = {}
 # A schedule's own keys (register_schedule(options=)): name -> the dataclass of them. One given
 # with another schedule is refused, not silently unused.
 SCHEDULE_OPTIONS: dict[str, type] = {}
+
+
+@dataclass
+class TwoStageOptions:
+    first_stage: Annotated[float, Range(0, 1, low_open=True, high_open=True)] = (
+        0.5  # schedule=two_stage: the share of max_steps of the first stage (every task, as blocks)
+    )
 
 
 @dataclass
@@ -359,3 +369,35 @@ def doremi(scheduler: Scheduler, step: int) -> str:
 def transfer(scheduler: Scheduler, step: int) -> str:
     """Drawn from shares that each task's lookahead affinity toward watched tasks moves."""
     return _live(scheduler, step)
+
+
+def _over_max_steps(config: Any) -> None:
+    if config.optim.max_steps is None:
+        raise UserError(
+            f"schedule={config.schedule.schedule} divides the run's steps between its stages: give max_steps="
+        )
+
+
+def _stage_ends(scheduler: Scheduler) -> np.ndarray:
+    """sequential's stages: where each task's stretch ends, its share of the run as blocks gives
+    it (`<task>.steps` of the cycle), rounded so the stretches add up to the run."""
+    assert scheduler.total_steps, "a staged schedule knows the run's length (checked: max_steps=)"
+    shares = np.cumsum([scheduler.steps[task] for task in scheduler.tasks]) / scheduler.cycle
+    return np.round(shares * scheduler.total_steps).astype(int)
+
+
+@register_schedule("sequential", check=_over_max_steps)
+def sequential(scheduler: Scheduler, step: int) -> str:
+    """Each task once, in turn, for its share of max_steps: task after task (sequential training)."""
+    ends = _stage_ends(scheduler)
+    return scheduler.tasks[min(int(np.searchsorted(ends, step, side="right")), len(scheduler.tasks) - 1)]
+
+
+@register_schedule("two_stage", options=TwoStageOptions, check=_over_max_steps)
+def two_stage(scheduler: Scheduler, step: int) -> str:
+    """Every task's blocks for first_stage of max_steps, then the first training task alone (the
+    target: trained on everything, then specialised)."""
+    assert scheduler.total_steps, "a staged schedule knows the run's length (checked: max_steps=)"
+    if step < round(scheduler.options.first_stage * scheduler.total_steps):
+        return blocks(scheduler, step)
+    return scheduler.tasks[0]
