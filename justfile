@@ -163,12 +163,12 @@ compare-mixing *args:
 # mtl's modules are compiled first: where PYTHONDONTWRITEBYTECODE is set (this machine; many
 # containers) no import writes their bytecode, and each of the ~200 Python processes the suite
 # starts would compile mtl from source again (0.36 of the 3.0 CPU-s a training process spends
-# importing, here).
+# importing, here). The 20 slowest tests are listed at the end: where the suite's time goes.
 [doc('the test suite, on two to four worker processes (pytest arguments pass through)')]
 [group('tools for developers')]
 test *args:
     {{python}} -m compileall -q mtl
-    OMP_NUM_THREADS=1 {{python}} -m pytest --numprocesses=auto --maxprocesses=4 --dist=loadfile --no-loadscope-reorder "$@"
+    OMP_NUM_THREADS=1 {{python}} -m pytest --numprocesses=auto --maxprocesses=4 --dist=loadfile --no-loadscope-reorder --durations=20 "$@"
 
 # ruff lint and format check
 [group('tools for developers')]
