@@ -69,6 +69,19 @@ def is_xdist_worker(config) -> bool:
     return hasattr(config, "workerinput")
 
 
+@pytest.fixture(autouse=True)
+def plugins_named_by_a_command_stay_in_their_test(monkeypatch):
+    """`main([... plugins=X])` sets MTL_PLUGINS for the processes a command starts; left set, every
+    later test's subprocess would load X (a study plugin's torch broke the --help import checks
+    whenever tests/test_plugins.py ran before tests/test_cli.py on one worker)."""
+    from mtl import plugins
+
+    given = os.environ.get(plugins.ENVIRONMENT)
+    monkeypatch.setenv(plugins.ENVIRONMENT, given or "")  # recorded: restored (or unset) after the test
+    if given is None:
+        monkeypatch.delenv(plugins.ENVIRONMENT)
+
+
 @pytest.fixture
 def shared_data() -> Path:
     value = os.environ.get("MTL_DATA_DIR")
