@@ -150,3 +150,26 @@ def test_a_datasets_tokens_are_read_back_by_the_next_process(monkeypatch):
     assert first.tokens[0] == ["sentence", "number", "0", ",", "said", "the", "u.s.", "man", "."]
     with pytest.raises(AssertionError, match="tokenized again"):
         SentenceTable(texts[:10], Tokenizer(), max_tokens=64)
+
+
+def test_the_false_negative_share_counts_candidates_the_data_pairs_with_the_anchor():
+    """Rows (anchor, positive, negative): an in-batch candidate is a false negative for an anchor
+    when some row of the data has it as that anchor's positive; counted by hand on two batches."""
+    from mtl.data.batches import false_negative_share
+
+    rows = np.array(
+        [
+            [0, 10, 20],  # anchor 0's positives: 10 and 11 (its row below)
+            [1, 11, 21],  # 11: a positive of anchor 0 elsewhere -> a false negative for row 0
+            [2, 12, 10],  # its negative 10 is anchor 0's positive -> false for row 0
+            [0, 11, 22],
+        ]
+    )
+    # batch (0, 1, 2): row 0 sees 11, 21, 12, 10 -> 2 false; row 1 sees 10, 20, 12, 10 -> 0;
+    # row 2 sees 10, 20, 11, 21 -> 0 (anchor 2's positive is 12 alone): 2 of 12
+    assert false_negative_share(rows, [np.array([0, 1, 2])]) == pytest.approx(2 / 12)
+    # batch (1, 3): row 1 sees 11, 22 -> 1 (11 is anchor 1's own positive, written again);
+    # row 3 (anchor 0) sees 11, 21 -> 1: 2 of 4
+    assert false_negative_share(rows, [np.array([1, 3])]) == pytest.approx(2 / 4)
+    assert false_negative_share(rows, [np.array([0, 1, 2]), np.array([1, 3])]) == pytest.approx(4 / 16)
+    assert false_negative_share(rows[:, :1], [np.array([0, 1])]) == 0.0  # no positives: nothing to count

@@ -598,3 +598,20 @@ def test_a_member_whose_objective_got_no_examples_is_marked_and_ranked_last(tiny
     rows = [line for line in text.split("\n\n")[0].splitlines()[2:] if line]  # the table before the verdicts
     assert rows[-1].startswith("| nli + qt (no qt examples: not this mixture) |")
     assert rows[0].startswith("| nli |")
+
+
+def test_an_mnrl_run_logs_its_false_negative_share_at_its_start(tiny_data, tmp_path):
+    from mtl.data.batches import false_negative_share
+    from mtl.train.callbacks.base import Callback
+
+    class Streams(Callback):  # the run's own batches, as it draws them
+        def on_train_begin(self, run_) -> None:
+            self.stream = run_.setup.streams["mnrl"]
+
+    seen = Streams()
+    config = run.config_from_args(args_for(tiny_data, tmp_path / "run", *MNRL, "max_steps=2"))
+    run_dir, _ = run.start(config, progress=False, callbacks=[seen])
+    (first,) = [r for r in read_metrics(run_dir / "metrics.jsonl") if "false_negatives/mnrl" in r]
+    assert first["global_step"] == 0 and "false_negatives/nli" not in first
+    expected = false_negative_share(seen.stream.examples.sentences, seen.stream.epoch_batches(0))
+    assert first["false_negatives/mnrl"] == expected and 0 <= expected < 1

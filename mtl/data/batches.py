@@ -210,6 +210,11 @@ class TaskStream:
             windows.append(chunk[np.argsort(self.example_lengths[chunk], kind="stable")])
         return windows
 
+    def false_negative_share(self, epoch: int = 0) -> float:
+        """The share of the epoch's in-batch negatives (as batched) that are a positive of their
+        anchor elsewhere in the data (see `false_negative_share`)."""
+        return false_negative_share(self.examples.sentences, self.epoch_batches(epoch))
+
     def repeats_share(self, epoch: int = 0) -> float:
         """The share of the epoch's plain batches (`distinct` not applied) that held a sentence
         twice: the batches no-duplicate batching changed."""
@@ -218,6 +223,30 @@ class TaskStream:
         windows = self._windows(np.random.default_rng([*self.seed, epoch]))
         plain = [w[i : i + self.batch_size] for w in windows for i in range(0, len(w), self.batch_size)]
         return sum(holds_repeats(self.distinct[b]) for b in plain) / max(1, len(plain))
+
+
+def false_negative_share(sentences: np.ndarray, batches: Sequence[np.ndarray]) -> float:
+    """For rows (anchor, positive[, negatives...]) of sentence ids ((N, P) `sentences`) batched as
+    `batches`: the share of each anchor's in-batch negatives (the sentences of the batch's other
+    rows: their positives and negatives) that some row of the data pairs with that anchor as its
+    positive. Labelled pairs say so, with no model: on SNLI-derived triples, a hypothesis another
+    premise's annotator wrote that this premise's annotator also wrote as entailed ("A man is
+    outside."). A repeated sentence is counted each time it is a candidate."""
+    if sentences.shape[1] < 2 or not len(batches):
+        return 0.0
+    positives: dict[int, set[int]] = {}
+    for anchor, positive in sentences[:, :2].tolist():
+        positives.setdefault(anchor, set()).add(positive)
+    false = total = 0
+    for rows in batches:
+        block = sentences[rows]
+        candidates = block[:, 1:]
+        for i, anchor in enumerate(block[:, 0].tolist()):
+            mine = positives[anchor]
+            others = np.delete(candidates, i, axis=0).ravel().tolist()
+            false += sum(c in mine for c in others)
+            total += len(others)
+    return false / total if total else 0.0
 
 
 def holds_repeats(rows: np.ndarray) -> bool:

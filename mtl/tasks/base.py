@@ -45,6 +45,10 @@ class Task:
     # micro-batch, the ranks' rows are gathered (`gather_batch`), and evaluation scores whole
     # batches of the training size, so the metric means the same at any number of processes.
     in_batch: ClassVar[bool] = False
+    # Its examples are (anchor, positive[, negative]) rows whose other rows' sentences are each
+    # anchor's in-batch negatives (mnrl): a candidate that is its anchor's positive in another row
+    # of the data is a false negative, counted at the start of a run (false_negatives/<task>).
+    anchors_positives: ClassVar[bool] = False
     # The metric is of the whole split (a correlation), not a mean over examples: evaluation
     # gathers every example's output and calls `corpus_metrics`.
     corpus_metric: ClassVar[bool] = False

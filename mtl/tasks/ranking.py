@@ -129,6 +129,7 @@ class Ranking(Task):
     untrained = "direct"  # with train=false (see Task.untrained)
     display = "SNLI ranking"
     in_batch = True
+    anchors_positives = True
     metric = "recall_at_1"  # the anchor's own positive scores highest of the batch's candidates
     config: RankingConfig
 

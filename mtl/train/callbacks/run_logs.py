@@ -57,7 +57,18 @@ class MetricsLog(Callback):
                 f"{key.split('/', 1)[1]}: {100 * share:.0f}% of the first epoch's batches held a sentence "
                 "twice (a false negative for an in-batch loss); batched without repeats (no_duplicates=true)"
             )
-        self.log.log({metrics.GLOBAL_STEP: 0, **counts, **changed})
+        # anchor-positive tasks (mnrl): the in-batch negatives the data itself labels positives
+        false = {
+            f"false_negatives/{task}": stream.false_negative_share()
+            for task, stream in run.setup.streams.items()
+            if run.data.tasks[task].anchors_positives
+        }
+        for key, share in false.items():
+            print(
+                f"{key.split('/', 1)[1]}: {100 * share:.2f}% of the first epoch's in-batch negatives are a "
+                "positive of their anchor elsewhere in the data (false negatives)"
+            )
+        self.log.log({metrics.GLOBAL_STEP: 0, **counts, **changed, **false})
 
     def on_step(self, task: str, record: dict[str, Any]) -> None:
         self.log.log(record)
