@@ -450,3 +450,16 @@ def test_ctrl_c_with_piped_output_checkpoints_and_says_how_to_resume(tiny_data, 
     (run_file,) = run_files(tmp_path / "run")  # W&B shows the run preempted (resumable), not failed
     records = by_kind(run_file)
     assert "preempting" in records and records["exit"][0]["exit_code"] == 130
+
+
+@pytest.mark.parametrize("schedule", ["sequential", "two_stage"])
+def test_a_staged_schedule_resumes_exactly(tiny_data, tmp_path, schedule):
+    """The regimes' schedules are functions of the step and the run's length: a run killed in its
+    first stage and resumed crosses into the second as the straight run did."""
+    extra = (f"schedule={schedule}", "max_steps=12", "checkpoint_every=3")
+    straight_dir, straight = start_run(tiny_data, tmp_path / "straight", *extra)
+    cut_dir, _ = start_run(tiny_data, tmp_path / "cut", *extra, killed_after=4)
+    _, resumed = run.resume(cut_dir, progress=False)
+    assert deterministic_summary(resumed) == deterministic_summary(straight)
+    a, b = exported_weights(straight_dir), exported_weights(cut_dir)
+    assert all(torch.equal(a[k], b[k]) for k in a)
