@@ -162,8 +162,9 @@ def members(
 ) -> list[Member]:
     """Each training task alone, then the mixture, each with every seed; every run with the budget
     made concrete and no early stopping; with `merge`, each task alone at budget / n too (the
-    merges' parts); each of `regimes`, the mixture under that schedule. One seed: the members are named by their arm alone (as before seeds were an
-    axis, so such folders still resume); several: `<arm>-seed<N>`."""
+    merges' parts); each of `regimes`, the mixture under that schedule. One seed: the members are
+    named by their arm alone (as before seeds were an axis, so such folders still resume);
+    several: `<arm>-seed<N>`."""
     training = config_from_args(train).training_tasks
     if len(training) < 2:
         raise UserError(
@@ -285,8 +286,8 @@ def verdicts(
     intersection-union test: no arm is picked on the test items it is then compared on), hurts
     when some single arm beats it; the row shows the comparison that decides (helps: the closest
     single arm; hurts: the one furthest ahead; no evidence: the best single arm it does not
-    separate from). Each of `merges` against the mixture joins the family; its rows follow, one
-    per merge arm and task ("task" "against": the mixture)."""
+    separate from). Each of `merges` (the merge and regime arms) against the mixture joins the
+    family; its rows follow, one per arm and task (recorded under "merge", "against": the mixture)."""
     pairs: dict[str, dict[str, dict]] = {}
     for c in compared["comparisons"]:
         if MIXTURE in (c["first"], c["second"]) and c["task"] in scores:
