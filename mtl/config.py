@@ -629,7 +629,8 @@ def describe_keys(config: Any) -> list[tuple[str, str, str]]:
         own = []  # at the end of their section
         for component, options_class in sorted(field.metadata["registered"]().items()):
             for option in dataclasses.fields(options_class):
-                if option.name not in listed:
+                if option.name not in listed:  # a key several components share, listed once
+                    listed.add(option.name)
                     shown, text = _described(options_class, option, _default(option))
                     own.append((option.name, shown, text or f"{field.metadata['options_of']}={component}"))
         section = (holder, getattr(holder, field.name))  # by identity: two configs may be equal

@@ -414,3 +414,13 @@ def test_a_schedules_keys_are_typed_flat_and_refused_with_another_schedule():
         with_overrides(TrainConfig(), ["cap=100"])
     with pytest.raises(UserError, match="mix_every=5: unknown key for schedule=temperature"):
         with_overrides(TrainConfig(), ["schedule=temperature", "mix_every=5"])
+
+
+def test_a_key_several_components_share_is_listed_once():
+    """cap= is proportional's and temperature's, mix_every= each online schedule's: --help lists
+    each key once (it listed mix_every three times)."""
+    from mtl.train.config.train_config import TrainConfig as Config
+
+    names = [row[0] for row in describe_keys(Config())]
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})
+    assert {"cap", "mix_every", "temperature", "first_stage"} <= set(names)
