@@ -133,7 +133,10 @@ def test_mnrl_loss_is_cross_entropy_of_scaled_cosines_against_the_own_positive()
         assert losses[row].item() == pytest.approx(expected.item(), rel=1e-5)
     # sentence-transformers' own loss on the same embeddings: mtl keeps its few lines because its
     # tasks train any encoder (a GloVe BiLSTM too), where the library's losses need its model
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
+    try:  # its home since sentence-transformers 6 (the old path warns)
+        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    except ImportError:
+        from sentence_transformers.losses import MultipleNegativesRankingLoss
 
     theirs = MultipleNegativesRankingLoss(torch.nn.Identity(), scale=20.0)
     reference = theirs.compute_loss_from_embeddings([anchors, positives, negatives], None)
