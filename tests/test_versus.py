@@ -234,3 +234,21 @@ def test_regime_arms_train_the_mixtures_tasks_in_another_order_and_meet_the_mixt
     capsys.readouterr()
     assert main(["versus-single", *train, *args, "regimes=curriculum"]) == 2
     assert "regimes=curriculum: curriculum is no regime" in capsys.readouterr().err
+
+
+def test_regime_arms_of_a_mixed_step_mixture_leave_its_balancer_out(tiny_data, tmp_path):
+    """A regime trains one task a step: the mixture's schedule=mixed and its balancer's keys are
+    not the regime's (the staged schedules refused a balancer before any training)."""
+    from mtl.studies.versus import members
+
+    out = tmp_path / "versus"
+    train = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
+    mixed = [*train, "schedule=mixed", "balancer=gradnorm", "gradnorm_alpha=2"]
+    found = members(mixed, "steps:4", out, (1,), regimes=["sequential", "two_stage"])
+    regime = {m.arm: m.overrides for m in found if m.arm.startswith("regime-")}
+    assert set(regime) == {"regime-sequential", "regime-two_stage"}
+    for arm, keys in regime.items():
+        assert f"schedule={arm.removeprefix('regime-')}" in keys
+        assert not [k for k in keys if k.startswith(("balancer=", "gradnorm_alpha=", "schedule=mixed"))]
+    mixture = next(m.overrides for m in found if m.arm == "mixture")
+    assert "balancer=gradnorm" in mixture and "schedule=mixed" in mixture

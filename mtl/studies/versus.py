@@ -62,6 +62,7 @@ from mtl.tasks import named_config
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.train_config import TrainConfig, legacy_keys
 from mtl.train.data.scheduler import schedule_key_owners, trains_every_task
+from mtl.train.optim.balancers import balancer_key_owners
 
 VERSUS_KEYS = (
     "budget",
@@ -175,9 +176,11 @@ def members(
     if merge:
         parts = {f"{task}{PART}": [task] for task in training}
         found += subset_members(train, parts, budget_share(budget, len(training)), out, seeds)
-    for regime in regimes:  # the mixture's keys, but its schedule's and the schedule's own
-        owned = set(schedule_key_owners())
-        keys = [a for a in train if a.partition("=")[0].removeprefix("schedule.") not in {"schedule", *owned}]
+    # the mixture's keys but its schedule's, the schedule's own and a balancer's (a regime trains
+    # one task a step: nothing for a balancer to combine)
+    replaced = {"schedule", "balancer", *schedule_key_owners(), *balancer_key_owners()}
+    for regime in regimes:
+        keys = [a for a in train if a.partition("=")[0].removeprefix("schedule.") not in replaced]
         arm = {f"{REGIME}{regime}": training}
         found += subset_members(keys, arm, budget, out, seeds, extra=[f"schedule={regime}"])
     return found
