@@ -252,3 +252,27 @@ def test_regime_arms_of_a_mixed_step_mixture_leave_its_balancer_out(tiny_data, t
         assert not [k for k in keys if k.startswith(("balancer=", "gradnorm_alpha=", "schedule=mixed"))]
     mixture = next(m.overrides for m in found if m.arm == "mixture")
     assert "balancer=gradnorm" in mixture and "schedule=mixed" in mixture
+
+
+def test_a_merge_with_the_base_merges_each_seeds_mixture_with_its_start(
+    tiny_data, tmp_path, shared_data, capsys
+):
+    """merge=with_base (LM-Cocktail's merge): the mixture's task vector from its initialisation,
+    scaled by a lam in [0, 1] chosen on dev pairs; no single-task parts are trained for it."""
+    out = tmp_path / "versus"
+    train = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
+    data = shared_data / "senteval" / "downstream"
+    args = [
+        "budget=steps:4",
+        "transfer_tasks=STS16",
+        f"transfer_data={data}",
+        f"out={out}",
+        "merge=with_base",
+    ]
+    assert main(["versus-single", *train, *args]) == 0, capsys.readouterr().err
+    merged = json.loads((out / "merge-with_base" / "encoder.json").read_text())["merged"]
+    assert merged["method"] == "task_arithmetic"
+    assert [p["path"] for p in merged["parents"]] == ["../mixture/encoder.json"]
+    assert not any(p.name.endswith("-part") for p in out.iterdir())
+    record = json.loads((out / "versus.json").read_text())
+    assert [row["merge"] for row in record["verdicts"] if "merge" in row] == ["merge-with_base"]

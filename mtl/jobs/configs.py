@@ -36,7 +36,7 @@ class VersusConfig(LauncherConfig):
     )
     seed: str = "1"  # the seed, or comma-separated seeds (1,2,3) of every arm
     plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
-    merge: str = ""  # merge arms (average,task_arithmetic,ties): each task alone at budget/n per seed, merged (just merge-encoders)
+    merge: str = ""  # merge arms (average,task_arithmetic,ties: each task alone at budget/n per seed, merged; with_base: the mixture with its start)
     regimes: str = (
         ""  # regime arms (sequential,two_stage): the mixture's tasks under that schedule, the same budget
     )

@@ -79,7 +79,11 @@ VERSUS_KEYS = (
 MIXTURE = "mixture"
 PART = "-part"  # a merge's ingredient: one task alone at budget / n, so the merge's total is the budget
 MERGE = "merge-"  # a merge arm: merge-average, merge-task_arithmetic, merge-ties
-MERGE_METHODS = ("average", "task_arithmetic", "ties")
+# with_base: LM-Cocktail's merge (Xiao et al. 2023): the mixture with the encoder it started from,
+# base + lam (mixture - base), lam on dev pairs; the others merge the single-task parts
+WITH_BASE = "with_base"
+MERGE_METHODS = ("average", "task_arithmetic", "ties", WITH_BASE)
+WITH_BASE_LAMS = "0.2,0.4,0.6,0.8,1"  # a weight of the fine-tuned model in [0, 1], as LM-Cocktail's
 REGIME = "regime-"  # a training-regime arm: the mixture's tasks under another schedule
 REGIMES = ("sequential", "two_stage")
 
@@ -200,7 +204,12 @@ def merged_arms(parts: list[Member], methods: list[str], out: Path, data: str | 
             folder = out / name
             if not (folder / "encoder.json").is_file():
                 print(f"merge {', '.join(m.name for m in members_of_seed)} ({method})", flush=True)
-                config = MergeConfig(out=str(folder), method=method, data=data)  # type: ignore[arg-type]
+                if method == WITH_BASE:  # one parent: task arithmetic from its start is its merge with it
+                    config = MergeConfig(
+                        out=str(folder), method="task_arithmetic", lam=WITH_BASE_LAMS, data=data
+                    )
+                else:
+                    config = MergeConfig(out=str(folder), method=method, data=data)  # type: ignore[arg-type]
                 merge_encoders(config, [str(m.run_dir) for m in members_of_seed])
             found.append(Member(name, [], folder, f"{MERGE}{method}", seed))
     return found
@@ -436,7 +445,8 @@ def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, 
             "",
             "Mix, train in another order, or merge, at the same total compute, each arm compared with the "
             f"mixture in the same Holm family of {family}: a merge arm merges its seed's single-task parts "
-            "(each task alone at budget / n, from one initialisation; lam chosen on dev pairs); "
+            "(each task alone at budget / n, from one initialisation; lam chosen on dev pairs), "
+            "merge-with_base the mixture with the encoder it started from (LM-Cocktail's merge); "
             "regime-sequential trains the tasks one after the other (each its blocks' share of the budget), "
             "regime-two_stage every task for half the budget, then the first alone.",
             "",
@@ -455,8 +465,9 @@ def command(args: Sequence[str]) -> None:
     launcher, config, train, seeds, below_plan = open_study(args, parse)
     out = study_folder(config.out, "versus")
     methods = merge_methods(config.merge)
+    of_parts = [method for method in methods if method != WITH_BASE]
     found = members(
-        train, config.budget, out, seeds, merge=bool(methods), regimes=regime_schedules(config.regimes)
+        train, config.budget, out, seeds, merge=bool(of_parts), regimes=regime_schedules(config.regimes)
     )
     # The budget is a fixed key of every run: a folder trained with another budget is refused,
     # not resumed under its old one.
@@ -469,7 +480,11 @@ def command(args: Sequence[str]) -> None:
         kept_parts, short_parts = equal_compute(parts, share)
         if short_parts:  # a merge of fewer parts, or of a part short of its share, is not the arm
             raise UserError(f"merge parts short of their share ({share}): {left_out_line(short_parts)}")
-        merges = merged_arms(kept_parts, methods, out, config.transfer_data)
+        merges = merged_arms(kept_parts, of_parts, out, config.transfer_data)
+        kept, found = kept + merges, found + merges
+    if WITH_BASE in methods:
+        mixtures = [m for m in kept if m.arm == MIXTURE]
+        merges = merged_arms(mixtures, [WITH_BASE], out, config.transfer_data)
         kept, found = kept + merges, found + merges
     arms = list(dict.fromkeys(m.arm for m in found))
     if missing := [arm for arm in arms if not any(m.arm == arm for m in kept)]:
