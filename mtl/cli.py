@@ -19,7 +19,7 @@ from mtl import plugins
 from mtl.config import apply_overrides, describe_keys, paths_and_keys, to_dict
 from mtl.console import printable_stdout, say
 from mtl.errors import UserError
-from mtl.runtime.ranks import LOST_A_PEER, rank_says
+from mtl.runtime.ranks import LOST_A_PEER, LOST_CONTACT, rank_says
 from mtl.train.loop.interrupts import PARENT_DIED
 
 
@@ -555,9 +555,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         if isinstance(error, RuntimeError) and _lost_a_peer(error):
             rank = os.environ.get("RANK", "?")
-            rank_says(
-                f"error: rank {rank} lost contact with another process of the job ({_first_line(error)})"
-            )
+            rank_says(f"error: rank {rank} {LOST_CONTACT} ({_first_line(error)})")
             return LOST_A_PEER
         if stopped_by:
             return _interrupted_midway(stopped_by)

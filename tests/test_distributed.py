@@ -238,6 +238,27 @@ def test_the_launcher_names_the_rank_whose_failure_stopped_the_job(failures, cau
     assert root_cause(failures) == cause
 
 
+def test_a_ranks_error_is_said_though_torchrun_stopped_it_after_it_spoke(tmp_path):
+    """Rank 0 refuses a locked folder and says so; rank 1 follows its refusal without a word (exit
+    2); when rank 1 left first, torchrun stopped rank 0 with SIGTERM: its words were not read (exit
+    -15), and the launcher said "a rank failed without saying why" (one CI run in three)."""
+    import signal
+    from types import SimpleNamespace
+
+    from mtl.runtime.ranks import LOST_CONTACT, own_errors
+
+    (tmp_path / "rank0").write_text("error: run folder /r is in use by process 7 (since ...)\n")
+    failures = {0: SimpleNamespace(exitcode=-signal.SIGTERM), 1: SimpleNamespace(exitcode=2)}
+    assert own_errors(tmp_path, failures) == "run folder /r is in use by process 7 (since ...)"
+    # a rank that lost its peer, or was interrupted, is not the cause
+    (tmp_path / "rank1").write_text(f"error: rank 1 {LOST_CONTACT} (connection reset)")
+    (tmp_path / "rank2").write_text("interrupted")
+    failures[2] = SimpleNamespace(exitcode=130)
+    assert own_errors(tmp_path, failures) == "run folder /r is in use by process 7 (since ...)"
+    (tmp_path / "rank0").unlink()
+    assert own_errors(tmp_path, failures).startswith("a rank failed without saying why")
+
+
 def test_a_killed_rank_is_named_on_a_line_of_its_own_and_one_process_resumes_the_run_exactly(
     tiny_data, tmp_path, one_process
 ):

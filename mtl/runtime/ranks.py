@@ -15,6 +15,7 @@ INTERRUPTED = 130  # Ctrl-C or SIGTERM: every rank checkpointed, rank 0 printed 
 
 
 RANK_MESSAGES = "MTL_RANK_MESSAGES"  # a folder where each rank of the launcher's job leaves its message
+LOST_CONTACT = "lost contact with another process of the job"  # a collateral rank's words (mtl.cli)
 
 
 def rank_says(message: str) -> None:
@@ -33,15 +34,18 @@ def rank_says(message: str) -> None:
 
 
 def own_errors(folder: Path, failures: dict) -> str:
-    """The errors the ranks that failed on their own wrote (`rank_says`): one line, each said once,
-    by rank when they differ."""
+    """The errors the failed ranks wrote (`rank_says`): one line, each said once, by rank when they
+    differ. Every failed rank's words are read, whatever its exit code: a rank that said its error
+    and was then stopped by torchrun (SIGTERM, once another rank left first: a rank that only
+    follows rank 0's refusal exits 2 without a word) said why all the same. A rank that lost its
+    peer, or was interrupted, is collateral: its words are not the cause."""
     said: dict[str, list[int]] = {}
     for rank in sorted(failures):
-        if failures[rank].exitcode != PRINTED_ITS_ERROR:
-            continue
         try:
             text = (folder / f"rank{rank}").read_text(encoding="utf-8").strip()
         except OSError:
+            continue
+        if not text.startswith("error:") or LOST_CONTACT in text:
             continue
         said.setdefault(text.removeprefix("error: "), []).append(rank)
     if not said:
