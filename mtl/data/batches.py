@@ -234,18 +234,17 @@ def false_negative_share(sentences: np.ndarray, batches: Sequence[np.ndarray]) -
     outside."). A repeated sentence is counted each time it is a candidate."""
     if sentences.shape[1] < 2 or not len(batches):
         return 0.0
-    positives: dict[int, set[int]] = {}
-    for anchor, positive in sentences[:, :2].tolist():
-        positives.setdefault(anchor, set()).add(positive)
+    # every (anchor, positive) pair of the data as one integer, so a batch is checked at once
+    width = int(sentences.max()) + 1
+    pairs = np.unique(sentences[:, 0].astype(np.int64) * width + sentences[:, 1])
     false = total = 0
     for rows in batches:
-        block = sentences[rows]
-        candidates = block[:, 1:]
-        for i, anchor in enumerate(block[:, 0].tolist()):
-            mine = positives[anchor]
-            others = np.delete(candidates, i, axis=0).ravel().tolist()
-            false += sum(c in mine for c in others)
-            total += len(others)
+        block = sentences[rows].astype(np.int64)
+        candidates = block[:, 1:]  # (B, P - 1): each row's positive and negatives
+        asked = block[:, :1] * width + candidates.reshape(1, -1)  # anchor i x every candidate of the batch
+        others = ~np.repeat(np.eye(len(block), dtype=bool), candidates.shape[1], axis=1)  # not i's own
+        false += int(np.isin(asked[others], pairs, assume_unique=False).sum())
+        total += int(others.sum())
     return false / total if total else 0.0
 
 

@@ -35,7 +35,6 @@ import itertools
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -100,62 +99,57 @@ def members_of(
     return found
 
 
-def predicted(
-    kept: list[Member], training: list[str], targets: list[str], estimator: str = "lookahead"
-) -> dict[int, np.ndarray]:
-    """Per seed of the `all` arm: (training tasks x targets) mean of `estimator` over its measurements."""
-    return {seed: summary.mean for seed, summary in _summaries(kept, training, targets, estimator).items()}
-
-
-def _summaries(kept: list[Member], training: list[str], targets: list[str], estimator: str) -> dict[int, Any]:
-    """Per seed of the `all` arm: `estimator`'s AffinityMean over (training tasks x targets)."""
+def affinity_logs(kept: list[Member]) -> dict[int, list[dict]]:
+    """Per seed of the `all` arm, its affinity.jsonl's measurements (read once for every estimator)."""
     found = {}
     for member in kept:
-        if member.arm != ALL:
-            continue
-        toward = toward_targets(_rows(member), estimator)
+        if member.arm == ALL:
+            try:
+                found[member.seed] = read_affinity(RunFolder(member.run_dir).affinity)
+            except DamagedFile as error:
+                raise UserError(f"{member.name}: {error}") from None
+    return found
+
+
+def _summaries(logs: dict[int, list[dict]], training: list[str], targets: list[str], estimator: str) -> dict:
+    """Per seed of the `all` arm: `estimator`'s AffinityMean over (training tasks x targets)."""
+    found = {}
+    for seed, rows in logs.items():
+        toward = toward_targets(rows, estimator)
         if toward is None:
             continue
         summary, their_targets = toward
         order = [summary.tasks.index(t) for t in training]
         columns = [their_targets.index(t) for t in targets]
         half = summary.half_width[np.ix_(order, columns)] if summary.half_width is not None else None
-        found[member.seed] = dataclasses.replace(
+        found[seed] = dataclasses.replace(
             summary, tasks=training, mean=summary.mean[np.ix_(order, columns)], half_width=half
         )
     return found
 
 
-def _rows(member: Member) -> list[dict]:
-    try:
-        return read_affinity(RunFolder(member.run_dir).affinity)
-    except DamagedFile as error:
-        raise UserError(f"{member.name}: {error}") from None
-
-
-def measured_estimators(kept: list[Member]) -> list[str]:
+def measured_estimators(logs: dict[int, list[dict]]) -> list[str]:
     """The estimators every `all` run measured, in EVERY_ESTIMATOR's order."""
-    runs = [_rows(m) for m in kept if m.arm == ALL]
     return [
         name
         for name in EVERY_ESTIMATOR
-        if runs
-        and all(rows and (name == "lookahead" or name in (rows[0].get("estimators") or {})) for rows in runs)
+        if logs
+        and all(
+            rows and (name == "lookahead" or name in (rows[0].get("estimators") or {}))
+            for rows in logs.values()
+        )
     ]
 
 
-def cost(kept: list[Member], estimator: str) -> float | None:
+def cost(logs: dict[int, list[dict]], estimator: str) -> float | None:
     """`estimator`'s mean CPU seconds per measurement over the `all` runs (None: not recorded)."""
     values = []
-    for member in kept:
-        if member.arm != ALL:
-            continue
-        for row in _rows(member):
-            spent = row.get("estimator_seconds") or {}
-            if estimator != "lookahead":
-                values += [spent[estimator]] if estimator in spent else []
-            elif row.get("seconds") is not None:
-                values.append(row["seconds"] - sum(spent.values()))
+    for row in (row for rows in logs.values() for row in rows):
+        spent = row.get("estimator_seconds") or {}
+        if estimator != "lookahead":
+            values += [spent[estimator]] if estimator in spent else []
+        elif row.get("seconds") is not None:
+            values.append(row["seconds"] - sum(spent.values()))
     return statistics.fmean(values) if values else None
 
 
@@ -361,14 +355,14 @@ def _mean_sd(values: list[float], spec: str) -> str:
 
 def check(kept: list[Member], training: list[str], targets: list[str], resamples: int) -> dict:
     effects, splits = measured(kept, training, targets)
-    scored = {}
-    for estimator in measured_estimators(kept) or ["lookahead"]:
-        summaries = _summaries(kept, training, targets, estimator)
+    scored, logs = {}, affinity_logs(kept)
+    for estimator in measured_estimators(logs) or ["lookahead"]:
+        summaries = _summaries(logs, training, targets, estimator)
         predictions = {seed: summary.mean for seed, summary in summaries.items()}
         inside = [summary.within_noise() for summary in summaries.values() if summary.half_width is not None]
         scored[estimator] = {
             "spearman": spearman_over_seeds(predictions, effects, resamples),
-            "cost_seconds": cost(kept, estimator),
+            "cost_seconds": cost(logs, estimator),
             "inside_floor": float(np.mean(inside)) if inside else None,
             "predictions": predictions,
         }
