@@ -370,7 +370,7 @@ COMMANDS: dict[str, Command] = {
         ),
     ),
     "compare-balancers": Command(
-        "mtl.studies.balancers_page",
+        "mtl.studies.compare_balancers",
         "mtl.jobs.configs:BenchBalancersConfig",
         "every balancer and the tuned weighted sum at the same tuning budget and seeds, judged on transfer with verdicts",
         (
@@ -382,7 +382,7 @@ COMMANDS: dict[str, Command] = {
         ),
     ),
     "compare-mixing": Command(
-        "mtl.studies.mixing_page",
+        "mtl.studies.compare_mixing",
         "mtl.jobs.configs:BenchMixingConfig",
         "online mixing schedules against static mixtures at equal compute, with a planted noise task, seeds and verdicts",
         (

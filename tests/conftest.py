@@ -47,7 +47,7 @@ LONGEST_FIRST = (
     "test_classifsquad_real.py",
     "test_objectives.py",
     "test_mixture.py",
-    "test_mixing_bench.py",
+    "test_compare_mixing.py",
     "test_decontaminate.py",
     "test_fsdp.py",
     "test_locks.py",

@@ -28,6 +28,7 @@ from mtl.train.optim.optimizer_registry import DEFAULTS as OPTIMIZER_DEFAULTS
 from mtl.train.optim.optimizer_registry import OPTIMIZERS
 from mtl.transfer_tasks.registry import TRANSFER_TASKS
 
+from .browser import can_look, look_at
 from .conftest import FIXTURES, args_for, deterministic_summary, exported_weights, one_error_line, start_run
 
 EXAMPLE = Path(__file__).parents[1] / "experiments" / "plugins" / "example.py"
@@ -475,6 +476,10 @@ def test_a_study_from_one_plugin_file_trains_its_arms_and_judges_them(tiny_data,
         assert [(r["task"], r["arm"]) for r in result["verdicts"]] == [("MR", "two")]
         assert result["verdicts"][0]["verdict"] in ("beats one", "below one", "no evidence")
         assert "| MR | two |" in (out / "depth.md").read_text()
+        page = (out / "depth.html").read_text()  # the base's page: its forest, arms and verdicts
+        assert "<td>MR</td><td>two</td>" in page and "<td>one</td><td>2</td>" in page
+        if can_look():
+            assert not (problems := look_at(out / "depth.html", "study depth")), problems
         trained = (out / "arms" / "one-seed1" / "summary.json").stat().st_mtime_ns
         capsys.readouterr()
         assert cli.main(command) == 0  # again: every run is finished, none trains again

@@ -113,49 +113,6 @@ class AffinityCheckConfig(LauncherConfig):
 
 
 @dataclass
-class BenchMixingConfig(LauncherConfig):
-    """compare-mixing's own keys (for --help); every other key goes to train-multitask (each arm's run)."""
-
-    arms: str = "stratified,proportional,temperature,aioli,aioli-abs,doremi"  # the mixtures judged; stratified is the baseline
-    budget: str = "steps:1000"  # what every run trains (steps:N, examples:N or minutes:N)
-    noise: bool = True  # plant a noise task (SICK-E with shuffled training labels) among every arm's tasks
-    mix_every: AtLeast1 = 10  # the online arms' steps between updates of the shares
-    mix_eta: PositiveFloat | None = (
-        None  # the online arms' step size; None: each its authors' (aioli 0.2, doremi 1)
-    )
-    temperature: PositiveFloat = 2.0  # the temperature arm's T: shares by size**(1/T)
-    mixture: str | None = None  # a just mixture-search folder: its best mixture becomes the searched arm
-    seeds: int | None = 3  # seeds of every arm
-    seed: str = "1"  # the first seed, or a list (1,2,3)
-    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every run
-    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
-    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    out: str | None = None  # where the runs and the result go; None: runs/mixing-<time>
-    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
-
-
-@dataclass
-class BenchBalancersConfig(LauncherConfig):
-    """compare-balancers' own keys (for --help); every other key goes to train-multitask (each trial
-    and run under schedule=mixed)."""
-
-    methods: str = "sum,uncertainty,gradnorm,pcgrad,famo,upgrad,aligned,nash"  # the balancers judged; sum is the baseline
-    budget: str = "steps:1000"  # what every trial and run trains (steps:N, examples:N or minutes:N)
-    trials: AtLeast1 = 4  # configurations tried per method on the first seed (its defaults first)
-    lr_factors: str = "0.25,0.5,1,2,4"  # the lr each method may take: multiples of the configuration's lr
-    weights: str = "0.25,0.5,1,2,4"  # the sum's loss weight of each training task after the first
-    score: str = "select"  # a trial's score: select (its select= value) or a summary.json key
-    seeds: int | None = 3  # seeds of each method's best trial (the first seed's run is the trial)
-    seed: str = "1"  # the first seed, or a list (1,2,3)
-    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every run
-    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
-    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    out: str | None = None  # where the runs and the result go; None: runs/balancers-<time>
-    search_seed: AtLeast0 = 0  # of the trials' draws
-    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
-
-
-@dataclass
 class StudyConfig(LauncherConfig):
     """The keys every study takes; a study's own config subclasses it with its keys."""
 
@@ -167,3 +124,30 @@ class StudyConfig(LauncherConfig):
     transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
     out: str | None = None  # where the runs and the result go; None: runs/<study>-<time>
     plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
+
+
+@dataclass
+class BenchMixingConfig(StudyConfig):
+    """compare-mixing's own keys (for --help); every other key goes to train-multitask (each arm's run)."""
+
+    arms: str = "stratified,proportional,temperature,aioli,aioli-abs,doremi"  # the mixtures judged; stratified is the baseline
+    noise: bool = True  # plant a noise task (SICK-E with shuffled training labels) among every arm's tasks
+    mix_every: AtLeast1 = 10  # the online arms' steps between updates of the shares
+    mix_eta: PositiveFloat | None = (
+        None  # the online arms' step size; None: each its authors' (aioli 0.2, doremi 1)
+    )
+    temperature: PositiveFloat = 2.0  # the temperature arm's T: shares by size**(1/T)
+    mixture: str | None = None  # a just mixture-search folder: its best mixture becomes the searched arm
+
+
+@dataclass
+class BenchBalancersConfig(StudyConfig):
+    """compare-balancers' own keys (for --help); every other key goes to train-multitask (each trial
+    and run under schedule=mixed); budget= is what every trial and run trains."""
+
+    methods: str = "sum,uncertainty,gradnorm,pcgrad,famo,upgrad,aligned,nash"  # the balancers judged; sum is the baseline
+    trials: AtLeast1 = 4  # configurations tried per method on the first seed (its defaults first)
+    lr_factors: str = "0.25,0.5,1,2,4"  # the lr each method may take: multiples of the configuration's lr
+    weights: str = "0.25,0.5,1,2,4"  # the sum's loss weight of each training task after the first
+    score: str = "select"  # a trial's score: select (its select= value) or a summary.json key
+    search_seed: AtLeast0 = 0  # of the trials' draws

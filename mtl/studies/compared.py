@@ -4,10 +4,12 @@ imports a study)."""
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
 from mtl.analysis import significance
+from mtl.analysis.page import forest
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.jobs.member import Member
@@ -80,6 +82,34 @@ def verdict_lines(verdicts: list[dict], noun: str, baseline: str) -> list[str]:
             f"{r['verdict']} |"
             for r in verdicts
         ),
+    ]
+
+
+def verdicts_html(
+    verdicts: list[dict], arms: list[str], noun: str, baseline: str
+) -> tuple[list[str], list[str]]:
+    """A study page's verdicts against its baseline: the forest of differences with its caption
+    (nothing when there are none), then the table under its heading."""
+    family = max((r["family"] for r in verdicts), default=0)
+    rows = "".join(
+        f"<tr><td>{html.escape(r['task'])}</td><td>{html.escape(r[noun])}</td><td>{r['difference']:+.2f}</td>"
+        f"<td>[{r['low']:+.2f}, {r['high']:+.2f}]</td><td>{html.escape(r['verdict'])}</td></tr>"
+        for r in verdicts
+    )
+    drawn = []
+    if verdicts:
+        image = forest(verdicts, arms, noun, baseline)
+        drawn = [
+            f'<img src="data:image/svg+xml;base64,{image}" alt="each {noun} minus {html.escape(baseline)}, per '
+            'transfer task, with its Holm interval">',
+            f"<p>Each {noun} minus {html.escape(baseline)} (points: accuracy %, Pearson r x 100), its 95% interval "
+            f"over seeds then test items, Holm over all {family} comparisons: green beats {html.escape(baseline)}, "
+            "red is below it, grey is no evidence (which is not evidence of no difference).</p>",
+        ]
+    return drawn, [
+        "<h2>Verdicts</h2>",
+        f'<div class="wide"><table><tr><th>transfer task</th><th>{noun}</th><th>{noun} - {html.escape(baseline)}</th>'
+        f"<th>95% interval (Holm)</th><th>verdict</th></tr>{rows}</table></div>",
     ]
 
 

@@ -26,15 +26,20 @@ and `just study depth plugins=./depth.py preset=cpu-small budget=steps:300 seeds
 from __future__ import annotations
 
 import dataclasses
+import functools
+import html
+import importlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from mtl.analysis.page import STYLE
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.jobs.configs import StudyConfig as StudyConfig  # its keys' module imports no torch (--help)
+from mtl.jobs.launchers import Launcher
 from mtl.jobs.member import Member
 from mtl.jobs.sweep import train_study
 from mtl.studies.arms import (
@@ -49,7 +54,13 @@ from mtl.studies.arms import (
     summary_seconds,
     wandb_mode,
 )
-from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare, verdict_lines
+from mtl.studies.compared import (
+    across_by_arm,
+    across_section,
+    transfer_and_compare,
+    verdict_lines,
+    verdicts_html,
+)
 from mtl.studies.mixture import verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
@@ -57,7 +68,11 @@ from mtl.train.config.command_line import config_from_args
 
 
 class Study:
-    """One study: fill in `name`, `summary`, `baseline` and `arms` (and `config` for keys of its own)."""
+    """One study: fill in `name`, `summary`, `baseline` and `arms` (and `config` for keys of its own).
+
+    The steps below are the pipeline's, each a method a study may fill in where it does more
+    (tuning trials before its arms, a planted task, a table of its own); `run` calls them in order
+    and writes what they give."""
 
     name: ClassVar[str]  # the command: `just study <name>` (a built-in one also `just <name>`)
     summary: ClassVar[str]  # a line for --help and the command list
@@ -65,6 +80,10 @@ class Study:
     config: ClassVar[type[StudyConfig]] = StudyConfig
     above: ClassVar[str] = "beats {baseline}"  # the verdicts' words
     below: ClassVar[str] = "below {baseline}"
+    noun: ClassVar[str] = "arm"  # what the verdicts call an arm (compare-balancers: method)
+    record: ClassVar[str] = ""  # the record files' stem (<out>/<record>.md, .json); empty: the name
+    folder: ClassVar[str] = ""  # runs/<folder>-<time> when out= is not given; empty: the name
+    equal_compute: ClassVar[str] = "every run trained the whole budget with stop=max_steps"
 
     def arms(self, config: Any, train: list[str]) -> dict[str, list[str]]:
         """Each arm's name and the training keys that make it (beside the keys every run gets)."""
@@ -73,6 +92,88 @@ class Study:
     def arm_keys(self) -> tuple[str, ...]:
         """Keys the arms set, refused on the command line (the arms would override them unseen)."""
         return ()
+
+    def check(self, config: Any, train: list[str]) -> list[str]:
+        """The study's own checks of its keys, before any work: the training keys every run gets."""
+        return train
+
+    def prepare(self, config: Any, train: list[str], out: Path) -> list[str]:
+        """What the study writes before its runs (a planted task file): the training keys then."""
+        return train
+
+    def fixed(self, config: Any, train: list[str]) -> list[str]:
+        """The keys every run shares, which a folder trained before must share too (its budget)."""
+        return [*train, f"budget={config.budget}"]
+
+    def train(
+        self, config: Any, train: list[str], seeds: list[int], out: Path, launcher: Launcher
+    ) -> list[Member]:
+        """Every arm with every seed trained (resumed where it stopped): the runs to judge."""
+        found = members(self, config, train, seeds, out)
+        train_study(found, self.fixed(config, train), out / "arms", launcher, f"study {self.name}")
+        return found
+
+    def described(self, config: Any, train: list[str], found: list[Member], kept: list[Member]) -> dict:
+        """The study's own part of its record, beside the verdicts (`kept`: the runs compared)."""
+        arms = list(dict.fromkeys(m.arm for m in found))
+        return {
+            "arms": {
+                arm: {
+                    "seeds": len([m for m in kept if m.arm == arm]),
+                    "train_seconds": sum(summary_seconds(m) for m in kept if m.arm == arm),
+                }
+                for arm in arms
+            }
+        }
+
+    def markdown(self, result: dict) -> str:
+        """The record as the study's .md and what the command prints."""
+        baseline = result["baseline"]
+        lines = [
+            f"# Study {result['study']}: each arm against {baseline}",
+            "",
+            f"Budget {result['budget']} per run, seeds {', '.join(map(str, result['seeds']))}; "
+            f"{result['equal_compute']}.",
+            "",
+            "| arm | seeds compared | training seconds (all seeds) |",
+            "|---|---:|---:|",
+            *(f"| {arm} | {r['seeds']} | {r['train_seconds']:.0f} |" for arm, r in result["arms"].items()),
+            *verdict_lines(result["verdicts"], self.noun, baseline),
+        ]
+        lines += closing_lines(result)
+        return "\n".join(lines) + "\n" + across_section(result.get("across_tasks") or [])
+
+    def tables(self, result: dict) -> dict[str, tuple[list[str], list[list[Any]]]]:
+        """W&B tables of the study's own, beside the verdicts'."""
+        return {}
+
+    def wandb_config(self, result: dict) -> dict:
+        return {k: result[k] for k in ("study", "baseline", "budget", "seeds")}
+
+    def page(self, result: dict) -> str:
+        """The HTML page beside the .md (<out>/<record>.html): the verdicts' forest, each arm's
+        seeds and seconds, the verdicts."""
+        baseline = result["baseline"]
+        drawn, verdicts = verdicts_html(
+            result["verdicts"], [a for a in result["arms"] if a != baseline], self.noun, baseline
+        )
+        arms = "".join(
+            f"<tr><td>{html.escape(arm)}</td><td>{r['seeds']}</td><td>{r['train_seconds']:.0f}</td></tr>"
+            for arm, r in result["arms"].items()
+        )
+        intro = f"Budget {result['budget']} per run, seeds {', '.join(map(str, result['seeds']))}; {result['equal_compute']}."
+        return "\n".join([
+            "<!doctype html>", f'<html lang="en"><head><meta charset="utf-8"><title>mtl study {html.escape(self.name)}</title>',
+            f"<style>{STYLE}</style></head><body>",
+            f"<h1>Study {html.escape(self.name)}: each {self.noun} against {html.escape(baseline)}</h1>",
+            f"<p>{html.escape(intro)}</p>",
+            *drawn,
+            f"<h2>{self.noun.capitalize()}s</h2>",
+            f'<div class="wide"><table><tr><th>{self.noun}</th><th>seeds compared</th>'
+            f"<th>training seconds (all seeds)</th></tr>{arms}</table></div>",
+            *verdicts,
+            "</body></html>",
+        ]) + "\n"  # fmt: skip
 
 
 STUDIES: dict[str, type[Study]] = {}
@@ -98,8 +199,20 @@ def register_study(study: type[Study]) -> type[Study]:
     return study
 
 
+# The studies mtl ships as `Study`s (also commands of their own: `just compare-balancers`),
+# imported when a study is named: each imports this module.
+BUILT_IN = ("mtl.studies.compare_balancers", "mtl.studies.compare_mixing")
+
+
+def registered() -> dict[str, type[Study]]:
+    """Every study: the built-in ones and those a plugin registered."""
+    for module in BUILT_IN:
+        importlib.import_module(module)
+    return STUDIES
+
+
 def study_named(name: str) -> type[Study]:
-    if name not in STUDIES:
+    if name not in registered():
         known = ", ".join(sorted(STUDIES)) or "none registered"
         raise UserError(f"unknown study {name!r}: choose one of {known}, or load yours with plugins=")
     return STUDIES[name]
@@ -120,24 +233,27 @@ def members(study: Study, config: StudyConfig, train: list[str], seeds: list[int
     return found
 
 
+def parse(study: Study, given: Sequence[str]) -> tuple[StudyConfig, list[str]]:
+    """A study's arguments: its own keys (checked, with its own checks) and the training keys
+    every run gets; one line for a key a study sets itself."""
+    name = study.name
+    own, train = study_arguments(list(given), name, tuple(study.config.__dataclass_fields__))
+    refuse_run_keys(train, name, "run")
+    if taken := [a for a in train if a.partition("=")[0] in study.arm_keys()]:
+        raise UserError(f"{taken[0]}: study {name} sets it for each arm")
+    config = apply_overrides(study.config(), own)
+    check_transfer_keys(config.transfer_tasks, config.transfer_mode)
+    budget_amount(config.budget)
+    return config, study.check(config, train)
+
+
 def run(name: str, args: Sequence[str]) -> tuple[Path, dict]:
     """The whole study (resumed where it stopped): its folder and its result."""
     study = study_named(name)()
-
-    def parse(given: Sequence[str]) -> tuple[StudyConfig, list[str]]:
-        own, train = study_arguments(list(given), name, tuple(study.config.__dataclass_fields__))
-        refuse_run_keys(train, name, "run")
-        if taken := [a for a in train if a.partition("=")[0] in study.arm_keys()]:
-            raise UserError(f"{taken[0]}: study {name} sets it for each arm")
-        config = apply_overrides(study.config(), own)
-        check_transfer_keys(config.transfer_tasks, config.transfer_mode)
-        budget_amount(config.budget)
-        return config, train
-
-    launcher, config, train, seeds, below_plan = open_study(args, parse)
-    out = study_folder(config.out, name)
-    found = members(study, config, train, seeds, out)
-    train_study(found, [*train, f"budget={config.budget}"], out / "arms", launcher, f"study {name}")
+    launcher, config, train, seeds, below_plan = open_study(args, functools.partial(parse, study))
+    out = study_folder(config.out, study.folder or name)
+    train = study.prepare(config, train, out)
+    found = study.train(config, train, seeds, out, launcher)
     compared_runs, short = equal_compute(found, config.budget)
     compared, names, _ = transfer_and_compare(
         compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out
@@ -147,18 +263,12 @@ def run(name: str, args: Sequence[str]) -> tuple[Path, dict]:
     result = {
         "study": name,
         "baseline": study.baseline,
-        "arms": {
-            arm: {
-                "seeds": len([m for m in compared_runs if m.arm == arm]),
-                "train_seconds": sum(summary_seconds(m) for m in compared_runs if m.arm == arm),
-            }
-            for arm in arms
-        },
         "budget": config.budget,
         "seeds": seeds,
-        "runs": {m.name: str(m.run_dir.relative_to(out)) for m in found},
+        "runs": {m.name: relative(m.run_dir, out) for m in found},
         "left_out": short,
-        "equal_compute": "every run trained the whole budget with stop=max_steps",
+        "equal_compute": study.equal_compute,
+        **study.described(config, train, found, compared_runs),
         "verdicts": verdicts_against(
             compared,
             names,
@@ -166,26 +276,28 @@ def run(name: str, args: Sequence[str]) -> tuple[Path, dict]:
             others,
             study.above.format(baseline=study.baseline),
             study.below.format(baseline=study.baseline),
-            "arm",
+            study.noun,
         ),
         "across_tasks": across_by_arm(compared, names),
         "below_plan": below_plan,
     }
-    atomic.write_text(out / f"{name}.md", markdown(result), f"study {name}")
-    atomic.write_text(out / f"{name}.json", jsonfile.dumps(result, indent=2) + "\n", f"study {name}")
+    record = out / (study.record or name)
+    text = study.markdown(result)
+    atomic.write_text(record.with_suffix(".md"), text, f"study {name}")
+    atomic.write_text(record.with_suffix(".json"), jsonfile.dumps(result, indent=2) + "\n", f"study {name}")
+    atomic.write_text(record.with_suffix(".html"), study.page(result), f"study {name} page")
+    verdicts = (
+        ["task", study.noun, "difference", "low", "high", "verdict"],
+        [
+            [r["task"], r[study.noun], r["difference"], r["low"], r["high"], r["verdict"]]
+            for r in result["verdicts"]
+        ],
+    )
     log_tables(
-        job_type=f"study-{name}",
+        job_type=study.record or f"study-{name}",
         name=out.name,
-        config={k: result[k] for k in ("study", "baseline", "budget", "seeds")},
-        tables={
-            "verdicts": (
-                ["task", "arm", "difference", "low", "high", "verdict"],
-                [
-                    [r["task"], r["arm"], r["difference"], r["low"], r["high"], r["verdict"]]
-                    for r in result["verdicts"]
-                ],
-            )
-        },
+        config=study.wandb_config(result),
+        tables={**study.tables(result), "verdicts": verdicts},
         directory=out,
         mode=wandb_mode(found),
         group=out.name,
@@ -193,27 +305,17 @@ def run(name: str, args: Sequence[str]) -> tuple[Path, dict]:
     return out, result
 
 
-def markdown(result: dict) -> str:
-    baseline = result["baseline"]
-    lines = [
-        f"# Study {result['study']}: each arm against {baseline}",
-        "",
-        f"Budget {result['budget']} per run, seeds {', '.join(map(str, result['seeds']))}; "
-        f"{result['equal_compute']}.",
-        "",
-        "| arm | seeds compared | training seconds (all seeds) |",
-        "|---|---:|---:|",
-        *(f"| {arm} | {r['seeds']} | {r['train_seconds']:.0f} |" for arm, r in result["arms"].items()),
-        *verdict_lines(result["verdicts"], "arm", baseline),
-    ]
-    lines += closing_lines(result)
-    return "\n".join(lines) + "\n" + across_section(result.get("across_tasks") or [])
+def relative(path: Path, out: Path) -> str:
+    """A run's folder as the record keeps it: inside the study's folder (it moves with it)."""
+    return str(path.relative_to(out)) if path.is_relative_to(out) else str(path)
 
 
 def command(args: Sequence[str]) -> None:
     """`just study NAME key=value ...`."""
     if not args or "=" in args[0]:
-        known = ", ".join(sorted(STUDIES)) or "none registered: load one with plugins="
+        known = ", ".join(sorted(registered())) or "none registered: load one with plugins="
         raise UserError(f"name the study first: just study NAME key=value ... ({known})")
     out, result = run(args[0], args[1:])
-    print(markdown(result) + f"\nwritten to {out / (args[0] + '.md')} and .json")
+    study = study_named(args[0])
+    record = out / (study.record or args[0])
+    print(study().markdown(result) + f"\nwritten to {record}.md, .json and .html")

@@ -1,6 +1,7 @@
 """`just compare-mixing`: every arm with every seed at equal compute, a planted noise task, doremi
 against the stratified run of its seed, verdicts against stratified; resumable."""
 
+import functools
 import json
 import re
 
@@ -9,7 +10,7 @@ import pytest
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.studies import mixing_bench
+from mtl.studies import compare_mixing, study
 from mtl.train.callbacks.online_mixing import aioli_update
 
 from .browser import can_look, look_at
@@ -80,12 +81,12 @@ def test_a_benchmark_plants_noise_judges_every_arm_and_resumes_without_retrainin
 
 def test_aioli_target_answers_to_every_loss_but_the_planted_noise_tasks(tiny_data, tmp_path):
     out = tmp_path / "bench"
-    train, tasks = mixing_bench.tasks_of(
+    train, tasks = compare_mixing.tasks_of(
         [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))],
-        mixing_bench.noise_task(out),
+        compare_mixing.noise_task(out),
     )
-    config = mixing_bench.BenchMixingConfig(arms="stratified,aioli-target")
-    (_, judged) = mixing_bench.members(train, ["stratified", "aioli-target"], tasks, config, [1], out)
+    config = compare_mixing.BenchMixingConfig(arms="stratified,aioli-target")
+    (_, judged) = compare_mixing.members(train, ["stratified", "aioli-target"], tasks, config, [1], out)
     assert tasks == ["nli", "squad", "noise"]
     assert "schedule=aioli" in judged.overrides and "mix_target=nli,squad" in judged.overrides
     assert not [key for key in judged.overrides if key.startswith("mix_eta=")]  # the authors' step size
@@ -93,18 +94,18 @@ def test_aioli_target_answers_to_every_loss_but_the_planted_noise_tasks(tiny_dat
 
 def test_a_step_size_given_reaches_the_online_arms_only(tiny_data, tmp_path):
     out = tmp_path / "bench"
-    config, train = mixing_bench.parse(
+    config, train = study.parse(compare_mixing.CompareMixing(),
         [*[a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))],
          "arms=stratified,temperature,aioli,doremi", "mix_eta=1.5"]
     )  # fmt: skip
-    train, tasks = mixing_bench.tasks_of(train, mixing_bench.noise_task(out))
-    found = mixing_bench.members(train, mixing_bench.arms_of(config), tasks, config, [1], out)
+    train, tasks = compare_mixing.tasks_of(train, compare_mixing.noise_task(out))
+    found = compare_mixing.members(train, compare_mixing.arms_of(config), tasks, config, [1], out)
     etas = {m.name: [k for k in m.overrides if k.startswith("mix_eta=")] for m in found}
     assert etas == {"stratified-seed1": [], "temperature-seed1": [], "aioli-seed1": ["mix_eta=1.5"],
                     "doremi-seed1": ["mix_eta=1.5"]}  # fmt: skip
     result = {"tasks": tasks, "budget": "steps:4", "mix_every": 10, "mix_eta": 1.5, "seeds": [1],
               "noise": "noise", "arms": {}, "verdicts": []}  # fmt: skip
-    assert "update every 10 steps with step size mix_eta=1.5." in mixing_bench.markdown(result)
+    assert "update every 10 steps with step size mix_eta=1.5." in compare_mixing.markdown(result)
 
 
 @pytest.mark.parametrize(
@@ -123,7 +124,7 @@ def test_a_step_size_given_reaches_the_online_arms_only(tiny_data, tmp_path):
 def test_bad_benchmark_arguments_are_one_line(tiny_data, tmp_path, args, message):
     train = [a for a in args_for(tiny_data, tmp_path / "b") if not a.startswith(("out=", "max_steps="))]
     with pytest.raises(UserError, match=re.escape(message)):
-        mixing_bench.bench([*train, f"out={tmp_path / 'b'}", "budget=steps:2", "noise=false", *args])
+        study.run("compare-mixing", [*train, f"out={tmp_path / 'b'}", "budget=steps:2", "noise=false", *args])
 
 
 def test_every_study_opens_alike(tiny_data, tmp_path, capsys):
@@ -135,7 +136,10 @@ def test_every_study_opens_alike(tiny_data, tmp_path, capsys):
     plan = tmp_path / "planned.json"
     plan.write_text(json.dumps({"seeds": {"MR": 5, "CR": 2}, "most": 100}))
     train = [a for a in args_for(tiny_data, tmp_path / "b") if not a.startswith(("out=", "max_steps="))]
-    opened = open_study([*train, "launcher=local", "seeds=3", f"plan={plan}"], mixing_bench.parse)
+    opened = open_study(
+        [*train, "launcher=local", "seeds=3", f"plan={plan}"],
+        functools.partial(study.parse, compare_mixing.CompareMixing()),
+    )
     assert opened.seeds == [1, 2, 3] and opened.config.arms.startswith("stratified")
     assert opened.below_plan is not None and opened.below_plan.startswith(
         "warning: 3 seeds per arm is below the plan (MR 5 per arm"

@@ -26,40 +26,35 @@ compute and with seeds?
   compare`'s studentized intervals (seeds, then test items), Holm over every arm x transfer task.
 
 The runs are a resumable study (`launcher=slurm` too): run the same command again to continue.
-Results: out/bench-mixing.md, .json, W&B tables, and the page (mtl/studies/mixing_page.py).
+Results: out/bench-mixing.md, .json and .html (the noise task's share over the run for every
+arm, each arm's difference from stratified on every transfer task with its Holm interval, what each
+arm cost), and W&B tables. The record files keep the command's first name, so that a folder of
+before the rename resumes.
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mtl.config import apply_overrides, comma_list
+from mtl.analysis.page import STYLE, pyplot, svg_base64
+from mtl.config import comma_list
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
 from mtl.jobs.configs import BenchMixingConfig
+from mtl.jobs.launchers import Launcher
 from mtl.jobs.member import Member
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_metrics, read_summary
-from mtl.studies.arms import (
-    budget_amount,
-    budget_keys,
-    check_transfer_keys,
-    closing_lines,
-    equal_compute,
-    refuse_run_keys,
-    study_arguments,
-    study_folder,
-    summary_seconds,
-    wandb_mode,
-)
-from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare, verdict_lines
-from mtl.studies.mixture import by_size, mixture_keys, training_sizes, verdicts_against
-from mtl.studies.opening import open_study
-from mtl.tracking.tracker import log_tables
+from mtl.studies.arms import budget_amount, budget_keys, closing_lines, summary_seconds
+from mtl.studies.compared import across_section, verdict_lines, verdicts_html
+from mtl.studies.mixture import by_size, mixture_keys, training_sizes
+from mtl.studies.study import Study, register_study
+from mtl.studies.study import command as study_command
 from mtl.train.config.command_line import config_from_args
 
 BASELINE = "stratified"
@@ -76,18 +71,6 @@ SCHEDULE_KEYS = (
     "schedule", "schedule.schedule", "temperature", "mix_every", "mix_eta", "mix_reference", "mix_normalize",
     "mix_target",
 )  # fmt: skip
-
-
-def parse(args: Sequence[str]) -> tuple[BenchMixingConfig, list[str]]:
-    own, train = study_arguments(list(args), "compare-mixing", tuple(BenchMixingConfig.__dataclass_fields__))
-    refuse_run_keys(train, "compare-mixing", "run")
-    if taken := [a for a in train if a.partition("=")[0] in SCHEDULE_KEYS or ".prob=" in a]:
-        raise UserError(f"{taken[0]}: compare-mixing sets each arm's schedule; choose arms= (and mix_every=)")
-    config = apply_overrides(BenchMixingConfig(), own)
-    check_transfer_keys(config.transfer_tasks, config.transfer_mode)
-    budget_amount(config.budget)
-    arms_of(config)
-    return config, train
 
 
 def arms_of(config: BenchMixingConfig) -> list[str]:
@@ -279,81 +262,181 @@ NOTES = {
 }
 
 
-def bench(args: Sequence[str]) -> tuple[Path, dict]:
-    """The whole benchmark (resumed where it stopped): its folder and its result."""
-    launcher, config, train, seeds, below_plan = open_study(args, parse)
-    arms = arms_of(config)
-    out = study_folder(config.out, "mixing")
-    train, tasks = tasks_of(train, noise_task(out) if config.noise else None)
-    found = members(train, arms, tasks, config, seeds, out)
-    fixed = [*train, f"budget={config.budget}", f"mix_every={config.mix_every}"]
-    static = [m for m in found if m.arm in STATIC]  # first: doremi's references are among them
-    train_study(static, fixed, out / "arms", launcher, "bench-mixing")
-    train_study([m for m in found if m not in static], fixed, out / "arms", launcher, "bench-mixing")
-    compared_runs, short = equal_compute(found, config.budget)
-    compared, names, _ = transfer_and_compare(
-        compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out
-    )
-    noise = NOISE if config.noise else None
-    static_shares = mixtures(train, tasks, arms, config) if noise else {}
-    per_arm = {}
-    for arm in arms:
-        runs = [m for m in compared_runs if m.arm == arm]
-        share = float(static_shares[arm][tasks.index(noise)]) if noise and arm in static_shares else None
-        measured = [noise_shares(m, noise, config.budget, share) for m in runs] if noise else []
+@register_study
+class CompareMixing(Study):
+    name = "compare-mixing"
+    summary = "online mixing schedules against static mixtures at equal compute, with a planted noise task"
+    baseline = BASELINE
+    config = BenchMixingConfig
+    above, below = "beats stratified", "below stratified"
+    record = "bench-mixing"  # the command's first name: folders of before the rename resume
+    folder = "mixing"
+    equal_compute = "every run trained the whole budget with stop=max_steps, one task a step"
 
-        per_arm[arm] = {
-            "seeds": len(runs),
-            "noise_mid_run": _mean([m["mid_run"] for m in measured]),
-            "noise_steps": _mean([m["steps"] for m in measured]),
-            "noise_per_seed": measured,
-            "train_seconds": float(np.mean([summary_seconds(m, "train_seconds") for m in runs]))
-            if runs
-            else 0.0,
-            "evidence_seconds": float(np.mean([summary_seconds(m, "mixing_seconds") for m in runs]))
-            if runs
-            else 0.0,
-            "note": NOTES[arm],
+    def check(self, config: BenchMixingConfig, train: list[str]) -> list[str]:
+        if taken := [a for a in train if a.partition("=")[0] in SCHEDULE_KEYS or ".prob=" in a]:
+            raise UserError(
+                f"{taken[0]}: compare-mixing sets each arm's schedule; choose arms= (and mix_every=)"
+            )
+        arms_of(config)
+        return train
+
+    def prepare(self, config: BenchMixingConfig, train: list[str], out: Path) -> list[str]:
+        """The planted noise task's file written beside the runs and added to tasks=."""
+        train, self.tasks = tasks_of(train, noise_task(out) if config.noise else None)
+        return train
+
+    def fixed(self, config: BenchMixingConfig, train: list[str]) -> list[str]:
+        return [*train, f"budget={config.budget}", f"mix_every={config.mix_every}"]
+
+    def train(
+        self, config: BenchMixingConfig, train: list[str], seeds: list[int], out: Path, launcher: Launcher
+    ) -> list[Member]:
+        found = members(train, arms_of(config), self.tasks, config, seeds, out)
+        static = [m for m in found if m.arm in STATIC]  # first: doremi's references are among them
+        train_study(static, self.fixed(config, train), out / "arms", launcher, "bench-mixing")
+        rest = [m for m in found if m not in static]
+        train_study(rest, self.fixed(config, train), out / "arms", launcher, "bench-mixing")
+        return found
+
+    def described(
+        self, config: BenchMixingConfig, train: list[str], found: list[Member], kept: list[Member]
+    ) -> dict:
+        """Each arm's noise share at mid-run and its steps on noise, and its seconds."""
+        arms, tasks = arms_of(config), self.tasks
+        noise = NOISE if config.noise else None
+        static_shares = mixtures(train, tasks, arms, config) if noise else {}
+        per_arm = {}
+        for arm in arms:
+            runs = [m for m in kept if m.arm == arm]
+            share = float(static_shares[arm][tasks.index(noise)]) if noise and arm in static_shares else None
+            measured = [noise_shares(m, noise, config.budget, share) for m in runs] if noise else []
+            per_arm[arm] = {
+                "seeds": len(runs),
+                "noise_mid_run": _mean([m["mid_run"] for m in measured]),
+                "noise_steps": _mean([m["steps"] for m in measured]),
+                "noise_per_seed": measured,
+                "train_seconds": float(np.mean([summary_seconds(m, "train_seconds") for m in runs]))
+                if runs
+                else 0.0,
+                "evidence_seconds": float(np.mean([summary_seconds(m, "mixing_seconds") for m in runs]))
+                if runs
+                else 0.0,
+                "note": NOTES[arm],
+            }
+        return {
+            "tasks": tasks,
+            "arms": per_arm,
+            "noise": noise,
+            "mix_every": config.mix_every,
+            "mix_eta": config.mix_eta,
         }
-    result = {
-        "across_tasks": across_by_arm(compared, names),
-        "tasks": tasks,
-        "arms": per_arm,
-        "noise": noise,
-        "budget": config.budget,
-        "mix_every": config.mix_every,
-        "mix_eta": config.mix_eta,
-        "seeds": seeds,
-        "runs": {m.name: str(m.run_dir) for m in found},
-        "left_out": short,
-        "equal_compute": "every run trained the whole budget with stop=max_steps, one task a step",
-        "verdicts": verdicts_against(
-            compared, names, BASELINE, arms[1:], "beats stratified", "below stratified", "arm"
-        ),
-        "below_plan": below_plan,
-    }
-    atomic.write_text(out / "bench-mixing.md", markdown(result), "mixing benchmark")
-    atomic.write_text(out / "bench-mixing.json", jsonfile.dumps(result, indent=2) + "\n", "mixing benchmark")
-    log_tables(
-        job_type="bench-mixing",
-        name=out.name,
-        config={k: result[k] for k in ("tasks", "budget", "mix_every", "mix_eta", "seeds", "noise")},
-        tables={
-            "arms": (["arm", "seeds", "noise_mid_run", "noise_steps", "train_seconds", "evidence_seconds"],
-                     [[a, r["seeds"], r["noise_mid_run"], r["noise_steps"], r["train_seconds"], r["evidence_seconds"]]
-                      for a, r in per_arm.items()]),
 
-            "verdicts": (["task", "arm", "difference", "low", "high", "verdict"],
-                         [[r["task"], r["arm"], r["difference"], r["low"], r["high"], r["verdict"]]
-                          for r in result["verdicts"]]),
-        },
-        directory=out,
-        mode=wandb_mode(found),
-        group=out.name,
-    )  # fmt: skip
-    return out, result
+    def markdown(self, result: dict) -> str:
+        return markdown(result)
+
+    def tables(self, result: dict) -> dict[str, tuple[list[str], list[list[Any]]]]:
+        return {
+            "arms": (
+                ["arm", "seeds", "noise_mid_run", "noise_steps", "train_seconds", "evidence_seconds"],
+                [
+                    [
+                        a,
+                        r["seeds"],
+                        r["noise_mid_run"],
+                        r["noise_steps"],
+                        r["train_seconds"],
+                        r["evidence_seconds"],
+                    ]
+                    for a, r in result["arms"].items()
+                ],
+            )
+        }
+
+    def wandb_config(self, result: dict) -> dict:
+        return {k: result[k] for k in ("tasks", "budget", "mix_every", "mix_eta", "seeds", "noise")}
+
+    def page(self, result: dict) -> str:
+        return page(result)
+
+
+def command(args: Sequence[str]) -> None:
+    """`just compare-mixing key=value ...`: `just study compare-mixing ...`."""
+    study_command([CompareMixing.name, *args])
 
 
 def _mean(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return float(np.mean(known)) if known else None
+
+
+def share_curves(result: dict) -> dict[str, tuple[list[int], list[float]]]:
+    """Per online arm, the noise task's share in force at each update its seeds all logged, the
+    mean over them (the benchmark's `noise_per_seed` curves)."""
+    curves = {}
+    for arm, row in result["arms"].items():
+        logged = [dict(seed["curve"]) for seed in row["noise_per_seed"] if seed.get("curve")]
+        steps = sorted(set.intersection(*(set(found) for found in logged))) if logged else []
+        if steps:
+            curves[arm] = (steps, [float(np.mean([found[s] for found in logged])) for s in steps])
+    return curves
+
+
+def noise_plot(result: dict) -> str | None:
+    curves = share_curves(result)
+    if not result["noise"] or not curves:
+        return None
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(7.5, 3.6), layout="constrained")
+    last = max(steps[-1] for steps, _ in curves.values())
+    for arm, (steps, shares) in curves.items():
+        axis.plot(steps, [100 * s for s in shares], marker=".", label=arm)
+    for arm, row in result["arms"].items():
+        if arm in STATIC and row["noise_mid_run"] is not None:
+            axis.plot(
+                [0, last],
+                [100 * row["noise_mid_run"]] * 2,
+                linestyle="--",
+                linewidth=1,
+                label=f"{arm} (fixed)",
+            )
+    axis.axhline(5, color="black", linewidth=0.6, linestyle=":")
+    axis.axvline(last / 2, color="grey", linewidth=0.6)
+    axis.set_xlabel("step")
+    axis.set_ylabel(f"{result['noise']}'s share (%)")
+    axis.set_ylim(bottom=0)
+    axis.legend(fontsize=8, loc="upper right")
+    return svg_base64(figure)
+
+
+def page(result: dict) -> str:
+    def share(value: float | None) -> str:
+        return "n/a" if value is None else f"{100 * value:.1f}%"
+
+    costs = "".join(
+        f"<tr><td>{html.escape(arm)}</td><td>{row['seeds']}</td><td>{share(row['noise_mid_run'])}</td>"
+        f"<td>{share(row['noise_steps'])}</td><td>{row['train_seconds']:.1f}</td><td>{row['evidence_seconds']:.1f}</td></tr>"
+        for arm, row in result["arms"].items()
+    )
+    notes = "; ".join(
+        f"{html.escape(arm)}: {html.escape(row['note'])}" for arm, row in result["arms"].items()
+    )
+    drawn, verdicts = verdicts_html(result["verdicts"], list(result["arms"])[1:], "arm", "stratified")
+    intro = markdown(result).split("\n\n")[0]
+    plotted = noise_plot(result)
+    return "\n".join([
+        "<!doctype html>", '<html lang="en"><head><meta charset="utf-8"><title>mtl mixing benchmark</title>',
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>Mixing schedules at equal compute: {html.escape(', '.join(result['tasks']))}</h1>",
+        f"<p>{html.escape(intro)}</p>",
+        *([f'<img src="data:image/svg+xml;base64,{plotted}" alt="the noise task\'s share over the run, per arm">',
+           f"<p>{html.escape(result['noise'])}'s share in force at each update (online arms, the mean over seeds; "
+           "dashed: a static arm's fixed share). Dotted: 5%; the vertical line: mid-run.</p>"] if plotted else []),
+        *drawn,
+        "<h2>Arms</h2>",
+        '<div class="wide"><table><tr><th>arm</th><th>seeds</th><th>noise share at mid-run</th><th>steps on noise</th>'
+        f"<th>train s (mean)</th><th>evidence s (mean)</th></tr>{costs}</table></div>",
+        f"<p>{notes}.</p>",
+        *verdicts,
+        "</body></html>",
+    ]) + "\n"  # fmt: skip

@@ -9,7 +9,7 @@ import pytest
 from mtl.cli import main
 from mtl.errors import UserError
 from mtl.jobs.configs import BenchBalancersConfig
-from mtl.studies import balancer_bench
+from mtl.studies import compare_balancers, study
 
 from .browser import can_look, look_at
 from .conftest import args_for
@@ -17,19 +17,21 @@ from .conftest import args_for
 
 def test_each_method_draws_its_trials_from_its_own_space_defaults_first():
     config = BenchBalancersConfig(trials=4, lr_factors="0.5,1,2", weights="0.5,1,2")
-    summed = balancer_bench.space("sum", ["nli", "squad"], config, lr=0.1)
+    summed = compare_balancers.space("sum", ["nli", "squad"], config, lr=0.1)
     assert len(summed) == 9 and summed[0] == {"lr": 0.1, "squad.weight": 1.0}
-    famo = balancer_bench.space("famo", ["nli", "squad"], config, lr=0.1)
+    famo = compare_balancers.space("famo", ["nli", "squad"], config, lr=0.1)
     assert len(famo) == 3 * 6 and famo[0] == {"lr": 0.1, "famo_w_lr": 0.025, "famo_gamma": 0.01}
-    assert balancer_bench.space("pcgrad", ["nli", "squad", "qt"], config, lr=0.1) == [
+    assert compare_balancers.space("pcgrad", ["nli", "squad", "qt"], config, lr=0.1) == [
         {"lr": 0.1}, {"lr": 0.05}, {"lr": 0.2}
     ]  # fmt: skip
-    three = balancer_bench.space("sum", ["nli", "squad", "qt"], config, lr=0.1)
+    three = compare_balancers.space("sum", ["nli", "squad", "qt"], config, lr=0.1)
     assert len(three) == 3 * 9 and {"squad.weight", "qt.weight"} < three[0].keys()
-    chosen = balancer_bench.drawn(famo, 4, seed=0, method="famo")
+    chosen = compare_balancers.drawn(famo, 4, seed=0, method="famo")
     assert chosen[0] == famo[0] and len({json.dumps(c, sort_keys=True) for c in chosen}) == 4
-    assert chosen == balancer_bench.drawn(famo, 4, seed=0, method="famo")  # seeded
-    assert balancer_bench.drawn(summed[:2], 4, seed=0, method="sum") == summed[:2]  # a small space: all of it
+    assert chosen == compare_balancers.drawn(famo, 4, seed=0, method="famo")  # seeded
+    assert (
+        compare_balancers.drawn(summed[:2], 4, seed=0, method="sum") == summed[:2]
+    )  # a small space: all of it
 
 
 def test_a_benchmark_tunes_seeds_judges_and_resumes_without_retraining(tiny_data, senteval, tmp_path, capsys):
@@ -80,4 +82,4 @@ def test_a_benchmark_tunes_seeds_judges_and_resumes_without_retraining(tiny_data
 def test_bad_benchmark_arguments_are_one_line(tiny_data, tmp_path, args, message):
     train = [a for a in args_for(tiny_data, tmp_path / "b") if not a.startswith(("out=", "max_steps="))]
     with pytest.raises(UserError, match=re.escape(message)):
-        balancer_bench.bench([*train, f"out={tmp_path / 'b'}", "budget=steps:2", *args])
+        study.run("compare-balancers", [*train, f"out={tmp_path / 'b'}", "budget=steps:2", *args])

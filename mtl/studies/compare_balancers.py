@@ -25,41 +25,35 @@ method gets the same budget.
   and the seconds its runs trained (summary.json's train_seconds), tuning and seeds apart.
 
 The runs are a resumable study (`just sweep`'s machinery, `launcher=slurm` too): run the same
-command again to continue. Results: out/bench-balancers.md, .json, W&B tables, and the page
-(mtl/studies/balancers_page.py).
+command again to continue. Results: out/bench-balancers.md, .json and .html (each method's
+difference from the tuned sum on every transfer task with its Holm interval, and what each method
+was given), and W&B tables. The record files keep the command's first name, so that a folder of
+before the rename resumes.
 """
 
 from __future__ import annotations
 
+import html
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from mtl.config import apply_overrides, comma_list
+from mtl.analysis.page import STYLE
+from mtl.config import comma_list
 from mtl.errors import UserError
-from mtl.files import atomic, jsonfile
 from mtl.jobs.configs import BenchBalancersConfig
+from mtl.jobs.launchers import Launcher
 from mtl.jobs.member import Member
 from mtl.jobs.sweep import train_study
-from mtl.studies.arms import (
-    budget_amount,
-    budget_keys,
-    check_transfer_keys,
-    closing_lines,
-    equal_compute,
-    refuse_run_keys,
-    study_arguments,
-    study_folder,
-    summary_seconds,
-    wandb_mode,
-)
-from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare, verdict_lines
-from mtl.studies.mixture import proxy_score, verdicts_against
-from mtl.studies.opening import open_study
-from mtl.tracking.tracker import log_tables
+from mtl.studies.arms import budget_keys, closing_lines, equal_compute, summary_seconds
+from mtl.studies.compared import across_section, verdict_lines, verdicts_html
+from mtl.studies.mixture import proxy_score
+from mtl.studies.study import Study, register_study
+from mtl.studies.study import command as study_command
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.resolve import resolve_settings
 from mtl.train.optim.balancers import BALANCERS
@@ -72,26 +66,6 @@ OWN_SPACES: dict[str, dict[str, tuple]] = {
     "aligned": {"aligned_scale": ("min", "median", "rmse")},
     "nash": {"nash_max_norm": (1.0, 0.5, 2.0)},
 }
-
-
-def parse(args: Sequence[str]) -> tuple[BenchBalancersConfig, list[str]]:
-    own, train = study_arguments(
-        list(args), "compare-balancers", tuple(BenchBalancersConfig.__dataclass_fields__)
-    )
-    refuse_run_keys(train, "compare-balancers", "run")
-    if taken := [
-        a for a in train if a.partition("=")[0] in ("balancer", "schedule.balancer", "lr", "optim.lr")
-    ]:
-        raise UserError(
-            f"{taken[0]}: compare-balancers sets it for each trial; choose methods= and lr_factors="
-        )
-    config = apply_overrides(BenchBalancersConfig(), own)
-    check_transfer_keys(config.transfer_tasks, config.transfer_mode)
-    budget_amount(config.budget)
-    methods_of(config.methods)
-    numbers(config.lr_factors, "lr_factors")
-    numbers(config.weights, "weights")
-    return config, [*train, "schedule=mixed"]
 
 
 def methods_of(text: str) -> list[str]:
@@ -193,6 +167,113 @@ def seed_members(best: dict[str, tuple[dict, Member]], seeds: list[int], out: Pa
     return found
 
 
+@register_study
+class CompareBalancers(Study):
+    name = "compare-balancers"
+    summary = (
+        "every balancer and the tuned weighted sum at the same tuning budget and seeds, judged on transfer"
+    )
+    baseline = BASELINE
+    config = BenchBalancersConfig
+    above, below = "beats the tuned sum", "below the tuned sum"
+    noun = "method"
+    record = "bench-balancers"  # the command's first name: folders of before the rename resume
+    folder = "balancers"
+    equal_compute = "every run trained the whole budget with stop=max_steps under schedule=mixed"
+
+    def check(self, config: BenchBalancersConfig, train: list[str]) -> list[str]:
+        if taken := [
+            a for a in train if a.partition("=")[0] in ("balancer", "schedule.balancer", "lr", "optim.lr")
+        ]:
+            raise UserError(
+                f"{taken[0]}: compare-balancers sets it for each trial; choose methods= and lr_factors="
+            )
+        methods_of(config.methods)
+        numbers(config.lr_factors, "lr_factors")
+        numbers(config.weights, "weights")
+        return [*train, "schedule=mixed"]
+
+    def fixed(self, config: BenchBalancersConfig, train: list[str]) -> list[str]:
+        return [*train, f"budget={config.budget}", f"search_seed={config.search_seed}"]
+
+    def train(
+        self, config: BenchBalancersConfig, train: list[str], seeds: list[int], out: Path, launcher: Launcher
+    ) -> list[Member]:
+        """Each method's trials with the first seed, then its best trial with every other seed."""
+        methods = methods_of(config.methods)
+        self.tasks, self.lr = base_of(train)
+        self.trials = trial_members(train, methods, config, seeds[0], out, self.tasks, self.lr)
+        every_trial = [member for found in self.trials.values() for _, member in found]
+        train_study(every_trial, self.fixed(config, train), out / "trials", launcher, "bench-balancers")
+        self.best: dict[str, tuple[dict, Member]] = {}
+        self.scores: dict[str, float] = {}
+        for method, found in self.trials.items():
+            scored = [(proxy_score(member, config.score), keys, member) for keys, member in found]
+            scored = [s for s in scored if s[0] is not None and equal_compute([s[2]], config.budget)[0]]
+            if not scored:
+                raise UserError(f"{method}: no trial finished the budget with a {config.score} score")
+            score, keys, member = max(scored, key=lambda s: s[0])  # the first of equals: the defaults
+            self.best[method], self.scores[method] = (keys, member), score
+        final = seed_members(self.best, seeds, out)
+        arms = [m for m in final if m.run_dir.parent.name == "arms"]
+        train_study(arms, self.fixed(config, train), out / "arms", launcher, "compare-balancers")
+        return final
+
+    def described(
+        self, config: BenchBalancersConfig, train: list[str], found: list[Member], kept: list[Member]
+    ) -> dict:
+        methods = methods_of(config.methods)
+        parity = {
+            method: {
+                "trials": len(self.trials[method]),
+                "space": len(space(method, self.tasks, config, self.lr)),
+                "tried": [keys for keys, _ in self.trials[method]],
+                "best": self.best[method][0],
+                "best_score": self.scores[method],
+                "seeds": len([m for m in found if m.arm == method]),
+                "tuning_seconds": sum(summary_seconds(member) for _, member in self.trials[method]),
+                "seed_seconds": sum(summary_seconds(m) for m in found if m.arm == method),
+            }
+            for method in methods
+        }
+        return {
+            "tasks": self.tasks,
+            "methods": methods,
+            "trials": config.trials,
+            "score": config.score,
+            "base_lr": self.lr,
+            "parity": parity,
+        }
+
+    def markdown(self, result: dict) -> str:
+        return markdown(result)
+
+    def tables(self, result: dict) -> dict[str, tuple[list[str], list[list[Any]]]]:
+        return {
+            "parity": (
+                ["method", "trials", "space", "best_score", "seeds", "tuning_seconds", "seed_seconds"],
+                [
+                    [
+                        m,
+                        p["trials"],
+                        p["space"],
+                        p["best_score"],
+                        p["seeds"],
+                        p["tuning_seconds"],
+                        p["seed_seconds"],
+                    ]
+                    for m, p in result["parity"].items()
+                ],
+            )
+        }
+
+    def wandb_config(self, result: dict) -> dict:
+        return {k: result[k] for k in ("tasks", "methods", "budget", "trials", "score", "seeds")}
+
+    def page(self, result: dict) -> str:
+        return page(result)
+
+
 def markdown(result: dict) -> str:
     lines = [
         f"Balancers at equal tuning budget over {', '.join(result['tasks'])} (schedule=mixed, {result['budget']} "
@@ -216,86 +297,30 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n" + across_section(result.get("across_tasks") or [])
 
 
-def bench(args: Sequence[str]) -> tuple[Path, dict]:
-    """The whole benchmark (resumed where it stopped): its folder and its result."""
-    launcher, config, train, seeds, below_plan = open_study(args, parse)
-    methods = methods_of(config.methods)
-    out = study_folder(config.out, "balancers")
-    tasks, lr = base_of(train)
-    trials = trial_members(train, methods, config, seeds[0], out, tasks, lr)
-    fixed = [*train, f"budget={config.budget}", f"search_seed={config.search_seed}"]
-    every_trial = [member for found in trials.values() for _, member in found]
-    train_study(every_trial, fixed, out / "trials", launcher, "bench-balancers")
-    best: dict[str, tuple[dict, Member]] = {}
-    scores: dict[str, float] = {}
-    for method, found in trials.items():
-        scored = [(proxy_score(member, config.score), keys, member) for keys, member in found]
-        scored = [s for s in scored if s[0] is not None and equal_compute([s[2]], config.budget)[0]]
-        if not scored:
-            raise UserError(f"{method}: no trial finished the budget with a {config.score} score")
-        score, keys, member = max(scored, key=lambda s: s[0])  # the first of equals: the defaults
-        best[method], scores[method] = (keys, member), score
-    final = seed_members(best, seeds, out)
-    train_study(
-        [m for m in final if m.run_dir.parent.name == "arms"],
-        fixed,
-        out / "arms",
-        launcher,
-        "compare-balancers",
+def page(result: dict) -> str:
+    parity = "".join(
+        f"<tr><td>{html.escape(method)}</td><td>{row['trials']}</td><td>{row['space']}</td>"
+        f"<td>{html.escape(', '.join(f'{k}={v}' for k, v in row['best'].items()))}</td>"
+        f"<td>{row['best_score']:.4f}</td><td>{row['seeds']}</td><td>{row['tuning_seconds']:.1f}</td>"
+        f"<td>{row['seed_seconds']:.1f}</td></tr>"
+        for method, row in result["parity"].items()
     )
-    compared_runs, short = equal_compute(final, config.budget)
-    compared, names, _ = transfer_and_compare(
-        compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out
-    )
-    parity = {
-        method: {
-            "trials": len(trials[method]),
-            "space": len(space(method, tasks, config, lr)),
-            "tried": [keys for keys, _ in trials[method]],
-            "best": best[method][0],
-            "best_score": scores[method],
-            "seeds": len([m for m in final if m.arm == method]),
-            "tuning_seconds": sum(summary_seconds(member) for _, member in trials[method]),
-            "seed_seconds": sum(summary_seconds(m) for m in final if m.arm == method),
-        }
-        for method in methods
-    }
-    result = {
-        "across_tasks": across_by_arm(compared, names),
-        "tasks": tasks,
-        "methods": methods,
-        "budget": config.budget,
-        "trials": config.trials,
-        "score": config.score,
-        "seeds": seeds,
-        "base_lr": lr,
-        "parity": parity,
-        "runs": {m.name: str(m.run_dir) for m in final},
-        "left_out": short,
-        "equal_compute": "every run trained the whole budget with stop=max_steps under schedule=mixed",
-        "verdicts": verdicts_against(
-            compared, names, BASELINE, methods[1:], "beats the tuned sum", "below the tuned sum", "method"
-        ),
-        "below_plan": below_plan,
-    }
-    atomic.write_text(out / "bench-balancers.md", markdown(result), "balancer benchmark")
-    atomic.write_text(
-        out / "bench-balancers.json", jsonfile.dumps(result, indent=2) + "\n", "balancer benchmark"
-    )
-    log_tables(
-        job_type="bench-balancers",
-        name=out.name,
-        config={k: result[k] for k in ("tasks", "methods", "budget", "trials", "score", "seeds")},
-        tables={
-            "parity": (["method", "trials", "space", "best_score", "seeds", "tuning_seconds", "seed_seconds"],
-                       [[m, p["trials"], p["space"], p["best_score"], p["seeds"], p["tuning_seconds"],
-                         p["seed_seconds"]] for m, p in parity.items()]),
-            "verdicts": (["task", "method", "difference", "low", "high", "verdict"],
-                         [[r["task"], r["method"], r["difference"], r["low"], r["high"], r["verdict"]]
-                          for r in result["verdicts"]]),
-        },
-        directory=out,
-        mode=wandb_mode(final),
-        group=out.name,
-    )  # fmt: skip
-    return out, result
+    drawn, verdicts = verdicts_html(result["verdicts"], result["methods"][1:], "method", "the tuned sum")
+    intro = markdown(result).split("\n\n")[0]
+    return "\n".join([
+        "<!doctype html>", '<html lang="en"><head><meta charset="utf-8"><title>mtl balancer benchmark</title>',
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>Balancers against a tuned weighted sum: {html.escape(', '.join(result['tasks']))}</h1>",
+        f"<p>{html.escape(intro)}</p>",
+        *drawn,
+        "<h2>What each method was given</h2>",
+        '<div class="wide"><table><tr><th>method</th><th>trials</th><th>space</th><th>best trial</th>'
+        f"<th>dev score</th><th>seeds</th><th>tuning s</th><th>seeds s</th></tr>{parity}</table></div>",
+        *verdicts,
+        "</body></html>",
+    ]) + "\n"  # fmt: skip
+
+
+def command(args: Sequence[str]) -> None:
+    """`just compare-balancers key=value ...`: `just study compare-balancers ...`."""
+    study_command([CompareBalancers.name, *args])
