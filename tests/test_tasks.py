@@ -169,3 +169,44 @@ def test_shuffle_labels_plants_a_noise_task_with_its_training_labels_permuted(ti
     assert not np.array_equal(shuffled["train"].labels, other["train"].labels)
     for split in ("dev", "test"):
         assert np.array_equal(plain[split].labels, shuffled[split].labels)
+
+
+def test_a_subsample_trains_on_a_seeded_share_apart_from_the_runs_seed(tiny_data, tmp_path):
+    """`<task>.subsample=` (bagging): a seeded draw of that share of the training examples, in
+    their order, the same for the same subsample_seed whatever the run's seed (a bag's runs share
+    their data, the seed sets their initialisation), another for another; dev and test untouched."""
+    import numpy as np
+
+    from mtl.train.config.inputs import resolve_inputs
+    from mtl.train.data.training_data import prepare
+    from mtl.train.loop.run import config_from_args
+
+    def examples(*keys: str) -> dict[str, tuple[set[tuple], np.ndarray]]:
+        """Per split, its examples as their sentences' texts (the sentence table is the run's), and its labels."""
+        config = resolve_inputs(config_from_args(args_for(tiny_data, tmp_path / "run", *keys)))
+        prepared = prepare(config, progress=False)
+        texts = prepared.table.texts
+        return {
+            split: (
+                {
+                    tuple(texts[i] for i in row)
+                    for row in np.asarray(part.sentences).reshape(len(part.labels), -1).tolist()
+                },
+                np.asarray(part.labels),
+            )
+            for split, part in prepared.examples["nli"].items()
+        }
+
+    plain = examples()
+    bag = examples("nli.subsample=0.5", "nli.subsample_seed=1")
+    again, other = (
+        examples("nli.subsample=0.5", "nli.subsample_seed=1", "seed=9"),
+        examples("nli.subsample=0.5", "nli.subsample_seed=2"),
+    )
+    assert len(bag["train"][1]) == round(0.5 * len(plain["train"][1]))
+    assert bag["train"][0] <= plain["train"][0]
+    assert bag["train"][0] == again["train"][0] and bag["train"][0] != other["train"][0]
+    for split in ("dev", "test"):
+        assert np.array_equal(plain[split][1], bag[split][1]) and plain[split][0] == bag[split][0]
+    with pytest.raises(UserError, match="nli.subsample=0"):
+        config_from_args(args_for(tiny_data, tmp_path / "run", "nli.subsample=0"))

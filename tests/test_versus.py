@@ -276,3 +276,47 @@ def test_a_merge_with_the_base_merges_each_seeds_mixture_with_its_start(
     assert not any(p.name.endswith("-part") for p in out.iterdir())
     record = json.loads((out / "versus.json").read_text())
     assert [row["merge"] for row in record["verdicts"] if "merge" in row] == ["merge-with_base"]
+
+
+def test_a_bagging_merge_averages_each_seeds_bags_each_on_its_own_draw(
+    tiny_data, tmp_path, shared_data, capsys
+):
+    """merge=bagging: per seed, bags= mixtures from the seed's initialisation, each at budget / bags
+    on its own seeded 63.2% of every training set, averaged into merge-bagging and met with the
+    mixture; a bag's draw differs from the others' and does not follow the run's seed."""
+    out = tmp_path / "versus"
+    train = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
+    data = shared_data / "senteval" / "downstream"
+    args = [
+        "budget=steps:4",
+        "transfer_tasks=STS16",
+        f"transfer_data={data}",
+        f"out={out}",
+        "merge=bagging",
+        "bags=2",
+    ]
+    assert main(["versus-single", *train, *args]) == 0, capsys.readouterr().err
+    sizes = {}
+    for bag in (1, 2):
+        folder = out / f"mixture-bag{bag}"
+        assert json.loads((folder / "summary.json").read_text())["global_step"] == 2  # budget / bags
+        record = json.loads((folder / "config.json").read_text())
+        assert record["config"]["tasks"]["nli"]["subsample"] == 0.632
+        assert record["config"]["tasks"]["nli"]["subsample_seed"] == bag
+        sizes[bag] = record["inputs"]
+    full = json.loads((out / "mixture" / "config.json").read_text())["inputs"]
+    for data in ("snli", "classifsquad"):  # nli's and squad's inputs
+        whole = full[data]["sizes"]["train"]
+        drawn = [sizes[b][data] for b in (1, 2)]
+        assert [d["sizes"]["train"] for d in drawn] == [round(0.632 * whole)] * 2
+        assert drawn[0]["sha256"] != drawn[1]["sha256"]  # each bag its own draw
+    merged = json.loads((out / "merge-bagging" / "encoder.json").read_text())["merged"]
+    assert merged["method"] == "average"
+    assert [p["path"] for p in merged["parents"]] == [
+        "../mixture-bag1/encoder.json",
+        "../mixture-bag2/encoder.json",
+    ]
+    record = json.loads((out / "versus.json").read_text())
+    assert [row["merge"] for row in record["verdicts"] if "merge" in row] == ["merge-bagging"]
+    assert set(record["merge_parts"]) == {"mixture-bag1", "mixture-bag2"}
+    assert "merge-bagging the average of the seed's bags" in (out / "versus.md").read_text()

@@ -104,6 +104,10 @@ def not_comparable(
             reasons.append(f"{name} trained on the {task['train_split']} split, the paper on all of train")
         if task.get("max_train"):
             reasons.append(f"{name} trained on its first {task['max_train']:,} examples")
+        if isinstance(task.get("subsample"), int | float) and task["subsample"] < 1:
+            reasons.append(
+                f"{name} trained on a random {100 * task['subsample']:.1f}% of its examples (subsample=)"
+            )
     snli = inputs.get("snli")  # the SNLI data's fingerprint, with its splits' sizes since mtl records them
     sizes = snli.get("sizes") if isinstance(snli, dict) else None
     if isinstance(sizes, dict):

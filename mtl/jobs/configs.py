@@ -36,7 +36,10 @@ class VersusConfig(LauncherConfig):
     )
     seed: str = "1"  # the seed, or comma-separated seeds (1,2,3) of every arm
     plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
-    merge: str = ""  # merge arms (average,task_arithmetic,ties: each task alone at budget/n per seed, merged; with_base: the mixture with its start)
+    merge: str = ""  # merge arms (average,task_arithmetic,ties: each task alone at budget/n per seed, merged; with_base: the mixture with its start; bagging: bags= mixtures on subsets, averaged)
+    bags: AtLeast1 = (
+        3  # merge=bagging: mixture runs per seed, each budget/bags on its own 63.2% of every training set
+    )
     regimes: str = (
         ""  # regime arms (sequential,two_stage): the mixture's tasks under that schedule, the same budget
     )

@@ -22,6 +22,11 @@ their start), merged per seed by `just merge-encoders` (its lam chosen on STS-B 
 pairs, never on test) into `merge-<method>`; each merge is compared with the mixture on every
 transfer task, in the same Holm family as the mixture's comparisons with the single arms.
 
+`merge=bagging` (with `bags=K`, 3) adds a bagging merge at the same total compute: per seed, K
+mixtures (`mixture-bag<k>`) from the seed's initialisation, each at budget/K on its own seeded
+63.2% of every training set (`<task>.subsample=`, the distinct share of a bootstrap sample),
+averaged into `merge-bagging` and compared with the mixture as the other merges are.
+
 `regimes=sequential,two_stage` adds training-regime arms (`regime-<schedule>`): the mixture's
 tasks and keys under `schedule=sequential` (task after task, each its share of the budget) or
 `schedule=two_stage` (every task, then the first alone), at the same budget, each compared with
@@ -36,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mtl.analysis.significance import correct_study
-from mtl.config import comma_list, paths_and_keys
+from mtl.config import apply_overrides, comma_list, paths_and_keys
 from mtl.errors import UserError
 from mtl.eval.merge import MergeConfig, merge_encoders
 from mtl.files import atomic, jsonfile
@@ -74,6 +79,7 @@ VERSUS_KEYS = (
     "seed",
     "plan",
     "merge",
+    "bags",
     "regimes",
 )
 MIXTURE = "mixture"
@@ -82,7 +88,14 @@ MERGE = "merge-"  # a merge arm: merge-average, merge-task_arithmetic, merge-tie
 # with_base: LM-Cocktail's merge (Xiao et al. 2023): the mixture with the encoder it started from,
 # base + lam (mixture - base), lam on dev pairs; the others merge the single-task parts
 WITH_BASE = "with_base"
-MERGE_METHODS = ("average", "task_arithmetic", "ties", WITH_BASE)
+# bagging (Breiman 1996; BOOM, arXiv 2602.05787): per seed, bags= mixtures from the seed's
+# initialisation, each at budget / bags on its own draw of every training set, averaged
+BAGGING = "bagging"
+BAG = "-bag"  # a bagging merge's ingredient: mixture-bag<k>
+# A bag's share of each training set: what a bootstrap sample of n holds of distinct examples on
+# average (1 - 1/e); drawn without replacement, so no example counts twice in a bag
+BAG_SHARE = 0.632
+MERGE_METHODS = ("average", "task_arithmetic", "ties", WITH_BASE, BAGGING)
 WITH_BASE_LAMS = "0.2,0.4,0.6,0.8,1"  # a weight of the fine-tuned model in [0, 1], as LM-Cocktail's
 REGIME = "regime-"  # a training-regime arm: the mixture's tasks under another schedule
 REGIMES = ("sequential", "two_stage")
@@ -97,7 +110,7 @@ def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
     own = {k: v for k, _, v in (a.partition("=") for a in keys) if k in VERSUS_KEYS}
     train = [a for a in keys if a.partition("=")[0] not in VERSUS_KEYS]
     refuse_run_keys(train, "versus-single", "arm")
-    config = VersusConfig(**own)
+    config = apply_overrides(VersusConfig(), [f"{k}={v}" for k, v in own.items()])
     seed_list(own.get("seeds"), own.get("seed"))
     # the transfer keys, checked before any training
     check_transfer_keys(config.transfer_tasks, config.transfer_mode)
@@ -164,10 +177,12 @@ def members(
     seeds: Sequence[int] = (1,),
     merge: bool = False,
     regimes: Sequence[str] = (),
+    bags: int = 0,
 ) -> list[Member]:
     """Each training task alone, then the mixture, each with every seed; every run with the budget
     made concrete and no early stopping; with `merge`, each task alone at budget / n too (the
-    merges' parts); each of `regimes`, the mixture under that schedule. One seed: the members are
+    merges' parts); each of `regimes`, the mixture under that schedule; `bags` mixtures at budget /
+    bags, each on its own draw of every training set (a bagging merge's parts). One seed: the members are
     named by their arm alone (as before seeds were an axis, so such folders still resume);
     several: `<arm>-seed<N>`."""
     training = config_from_args(train).training_tasks
@@ -187,12 +202,23 @@ def members(
         keys = [a for a in train if a.partition("=")[0].removeprefix("schedule.") not in replaced]
         arm = {f"{REGIME}{regime}": training}
         found += subset_members(keys, arm, budget, out, seeds, extra=[f"schedule={regime}"])
+    for bag in range(1, bags + 1):
+        drawn = [
+            key
+            for task in training
+            for key in (f"{task}.subsample={BAG_SHARE}", f"{task}.subsample_seed={bag}")
+        ]
+        arm = {f"{MIXTURE}{BAG}{bag}": training}
+        found += subset_members(train, arm, budget_share(budget, bags), out, seeds, extra=drawn)
     return found
 
 
-def merged_arms(parts: list[Member], methods: list[str], out: Path, data: str | None) -> list[Member]:
+def merged_arms(
+    parts: list[Member], methods: list[str], out: Path, data: str | None, arm: str | None = None
+) -> list[Member]:
     """Per seed, its parts merged by each method (`just merge-encoders`, lam on dev): encoder
-    folders, named as the runs of an arm are. A merge already written is kept."""
+    folders, named as the runs of an arm are (`merge-<method>`, or `merge-<arm>`: bagging's
+    average). A merge already written is kept."""
     by_seed: dict[int | None, list[Member]] = {}
     for part in parts:
         by_seed.setdefault(part.seed, []).append(part)
@@ -200,7 +226,7 @@ def merged_arms(parts: list[Member], methods: list[str], out: Path, data: str | 
     for seed, members_of_seed in by_seed.items():
         seeded = members_of_seed[0].name != members_of_seed[0].arm  # several seeds: runs named -seed<k>
         for method in methods:
-            name = f"{MERGE}{method}" + (f"-seed{seed}" if seeded else "")
+            name = f"{MERGE}{arm or method}" + (f"-seed{seed}" if seeded else "")
             folder = out / name
             if not (folder / "encoder.json").is_file():
                 print(f"merge {', '.join(m.name for m in members_of_seed)} ({method})", flush=True)
@@ -211,7 +237,7 @@ def merged_arms(parts: list[Member], methods: list[str], out: Path, data: str | 
                 else:
                     config = MergeConfig(out=str(folder), method=method, data=data)  # type: ignore[arg-type]
                 merge_encoders(config, [str(m.run_dir) for m in members_of_seed])
-            found.append(Member(name, [], folder, f"{MERGE}{method}", seed))
+            found.append(Member(name, [], folder, f"{MERGE}{arm or method}", seed))
     return found
 
 
@@ -447,6 +473,8 @@ def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, 
             f"mixture in the same Holm family of {family}: a merge arm merges its seed's single-task parts "
             "(each task alone at budget / n, from one initialisation; lam chosen on dev pairs), "
             "merge-with_base the mixture with the encoder it started from (LM-Cocktail's merge); "
+            "merge-bagging the average of the seed's bags (mixtures at budget / bags, each on its own "
+            f"{100 * BAG_SHARE:.1f}% of every training set, from the seed's initialisation); "
             "regime-sequential trains the tasks one after the other (each its blocks' share of the budget), "
             "regime-two_stage every task for half the budget, then the first alone.",
             "",
@@ -465,15 +493,23 @@ def command(args: Sequence[str]) -> None:
     launcher, config, train, seeds, below_plan = open_study(args, parse)
     out = study_folder(config.out, "versus")
     methods = merge_methods(config.merge)
-    of_parts = [method for method in methods if method != WITH_BASE]
+    of_parts = [method for method in methods if method not in (WITH_BASE, BAGGING)]
+    bags = config.bags if BAGGING in methods else 0
     found = members(
-        train, config.budget, out, seeds, merge=bool(of_parts), regimes=regime_schedules(config.regimes)
+        train,
+        config.budget,
+        out,
+        seeds,
+        merge=bool(of_parts),
+        regimes=regime_schedules(config.regimes),
+        bags=bags,
     )
     # The budget is a fixed key of every run: a folder trained with another budget is refused,
     # not resumed under its old one.
     train_study(found, [*train, f"budget={config.budget}"], out, launcher, "versus")
     parts = [m for m in found if m.arm.endswith(PART)]
-    found = [m for m in found if m not in parts]
+    bagged = [m for m in found if m.arm.startswith(f"{MIXTURE}{BAG}")]
+    found = [m for m in found if m not in parts and m not in bagged]
     kept, short = equal_compute(found, config.budget)
     if parts:
         share = budget_share(config.budget, len(parts) // len(seeds))
@@ -481,6 +517,13 @@ def command(args: Sequence[str]) -> None:
         if short_parts:  # a merge of fewer parts, or of a part short of its share, is not the arm
             raise UserError(f"merge parts short of their share ({share}): {left_out_line(short_parts)}")
         merges = merged_arms(kept_parts, of_parts, out, config.transfer_data)
+        kept, found = kept + merges, found + merges
+    if bagged:
+        share = budget_share(config.budget, bags)
+        kept_bags, short_bags = equal_compute(bagged, share)
+        if short_bags:  # an average of fewer bags, or of a bag short of its share, is not the arm
+            raise UserError(f"bags short of their share ({share}): {left_out_line(short_bags)}")
+        merges = merged_arms(kept_bags, ["average"], out, config.transfer_data, arm=BAGGING)
         kept, found = kept + merges, found + merges
     if WITH_BASE in methods:
         mixtures = [m for m in kept if m.arm == MIXTURE]
@@ -530,7 +573,9 @@ def command(args: Sequence[str]) -> None:
         "seeds": seeds,
         "report": report,
         "runs": {m.name: str(m.run_dir) for m in found},
-        "merge_parts": {m.name: str(m.run_dir) for m in parts},  # each task alone at budget / n
+        "merge_parts": {
+            m.name: str(m.run_dir) for m in parts + bagged
+        },  # task parts at budget / n, bags at budget / bags
         "left_out": short,  # runs that ended short of the budget: not compared
         "verdicts": rows,
         "across_tasks": across,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from mtl.config import BOOLEAN_WORDS, AtLeast1, NonNegativeFloat, PositiveFloat, comma_list
+from mtl.config import BOOLEAN_WORDS, AtLeast0, AtLeast1, NonNegativeFloat, PositiveFloat, Range, comma_list
 
 SPLITS = ("train", "dev", "test")  # dev picks the best checkpoint; test is scored once, at the end
 
@@ -29,6 +29,14 @@ class TaskConfig:
     steps: AtLeast1 = 100  # steps per block of schedule=blocks (leave a task out with tasks=)
     batch: AtLeast1 = 64  # examples per step
     max_train: AtLeast1 | None = None  # first N training examples only (quick runs)
+    # Bagging (Breiman 1996; BOOM's bagged merges): each bag trains on its own seeded draw of the
+    # training set, drawn after max_train=; a bag's models are merged afterwards (versus-single merge=bagging).
+    subsample: Annotated[float, Range(0, 1, low_open=True)] = (
+        1.0  # a seeded random share of the training examples (1: all)
+    )
+    subsample_seed: AtLeast0 = (
+        0  # subsample=: the draw (each bag its own), apart from the run's seed= (its init)
+    )
     train: bool = (
         True  # false: evaluated at every evaluation, never trained (a probe scores a classification task)
     )

@@ -153,6 +153,8 @@ def _load_texts(
         if task.config.shuffle_labels:
             splits[name] = shuffled_labels(name, splits[name], config.run.seed)
         unprompted[name] = splits[name]
+        if task.config.subsample < 1:  # after what a borrowing task reads: each task draws its own
+            splits[name] = subsampled(name, splits[name], task.config.subsample, task.config.subsample_seed)
         fingerprints[task.input_name] = {
             "source": task.source,
             "sha256": texts_digest(splits[name]),
@@ -186,6 +188,25 @@ def shuffled_labels(task: str, splits: dict[str, LabelledTexts], seed: int) -> d
     order = rng.permutation(len(train))
     labels = [train.labels[i] for i in order]
     return {**splits, "train": LabelledTexts(train.columns, labels)}
+
+
+SUBSAMPLE_SEED = 7_919  # the subsample's draw, apart from the label permutation's and the run's
+
+
+def subsampled(
+    task: str, splits: dict[str, LabelledTexts], share: float, seed: int
+) -> dict[str, LabelledTexts]:
+    """`<task>.subsample=` (bagging): a seeded draw without replacement of that share of the
+    training examples, at least one, in their order; the same for the same seed and task, and
+    independent of the run's seed (a bag's runs share their initialisation, not their data)."""
+    train = splits["train"]
+    count = max(1, round(share * len(train)))
+    rng = np.random.default_rng([seed, SUBSAMPLE_SEED, *task.encode()])
+    chosen = np.sort(rng.choice(len(train), size=count, replace=False))
+    kept = LabelledTexts(
+        [[column[i] for i in chosen] for column in train.columns], [train.labels[i] for i in chosen]
+    )
+    return {**splits, "train": kept}
 
 
 def prompted(
