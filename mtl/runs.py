@@ -6,7 +6,7 @@ read runs only through it.
 
     <run>/config.json        the resolved config, the command and the inputs' fingerprints
     <run>/metrics.jsonl      one record per step and event, cut to the checkpoint on resume
-    <run>/checkpoints/       latest.pt (previous-latest.pt), best.pt
+    <run>/checkpoints/       latest.pt (previous-latest.pt), best.pt, evaluated-step-<N>.pt (keep_evaluated=)
     <run>/wandb/             the offline W&B run
     <run>/summary.json       written last: the run has finished
     <run>/encoder.json       the exported encoder, with encoder.safetensors (older runs: encoder.pt)
@@ -88,6 +88,19 @@ class RunFolder:
     @property
     def best(self) -> Path:
         return self.checkpoints / "best.pt"
+
+    def evaluated(self, step: int) -> Path:
+        """keep_evaluated=: the model as it was evaluated at `step` (a checkpoint soup's ingredient)."""
+        return self.checkpoints / f"evaluated-step-{step}.pt"
+
+    def evaluated_checkpoints(self) -> list[Path]:
+        """keep_evaluated='s checkpoints, by step."""
+        found = []
+        for path in self.checkpoints.glob("evaluated-step-*.pt") if self.checkpoints.is_dir() else ():
+            step = path.stem.removeprefix("evaluated-step-")
+            if step.isdigit():
+                found.append((int(step), path))
+        return [path for _, path in sorted(found)]
 
     @property
     def encoder(self) -> Path:

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from mtl import cli
+from mtl.errors import UserError
 from mtl.eval.loading import load_encoder
 from mtl.eval.merge import EMBEDDING, MergeConfig, merge_encoders, merge_states, ties_vector
 from mtl.train.config.command_line import config_from_args
@@ -167,6 +168,33 @@ def test_lam_is_chosen_on_dev_and_every_candidate_recorded(singles, tmp_path, sh
     # a lam at its grid's end is said, with the values to try next
     edge = record["merged"]["edge"]
     assert (edge is None) == (best == "0.6") and (edge is None or "try lam=" in edge)
+
+
+def test_a_greedy_soup_keeps_an_encoder_only_where_the_dev_score_does_not_fall(
+    singles, tmp_path, shared_data
+):
+    """greedy=true (Wortsman et al. 2022): the encoders by their own dev score, the best alone
+    first, each added where the average with it scores no lower; an encoder with itself stays
+    itself bitwise; one left out weighs exactly 0."""
+    data = str(shared_data / "senteval" / "downstream")
+    nli, squad = singles
+    itself = merged([nli, nli], tmp_path / "self", greedy=True, select="STS-B", data=data)["merged"]
+    assert itself["greedy"]["kept"] == [str(nli), str(nli)] and itself["weights"] == [0.5, 0.5]
+    assert_same_encoder(load_encoder(tmp_path / "self", device="cpu"), load_encoder(nli, device="cpu"))
+    record = merged(singles, tmp_path / "m", greedy=True, select="STS-B", data=data)["merged"]
+    greedy, own = record["greedy"], record["greedy"]["own_dev"]
+    assert greedy["order"] == sorted(own, key=lambda source: -own[source])
+    (tried,) = greedy["tried"]
+    assert tried["kept"] == (tried["soup_dev"] >= own[greedy["order"][0]])
+    assert record["weights"] == (
+        [0.5, 0.5] if tried["kept"] else [float(str(s) == greedy["order"][0]) for s in singles]
+    )
+    if not tried["kept"]:  # the one left out weighs exactly 0: the soup is its best ingredient
+        assert_same_encoder(
+            load_encoder(tmp_path / "m", device="cpu"), load_encoder(greedy["order"][0], device="cpu")
+        )
+    with pytest.raises(UserError, match="greedy=true chooses which encoders an average keeps"):
+        merged(singles, tmp_path / "t", greedy=True, method="ties")
 
 
 def test_a_grids_edge_names_the_next_values():

@@ -4,6 +4,7 @@ with the mixture's paired-bootstrap difference to the best single-task run per t
 import json
 
 import pytest
+import torch
 
 from mtl.cli import main
 from mtl.errors import UserError
@@ -320,3 +321,54 @@ def test_a_bagging_merge_averages_each_seeds_bags_each_on_its_own_draw(
     assert [row["merge"] for row in record["verdicts"] if "merge" in row] == ["merge-bagging"]
     assert set(record["merge_parts"]) == {"mixture-bag1", "mixture-bag2"}
     assert "merge-bagging the average of the seed's bags" in (out / "versus.md").read_text()
+
+
+def test_checkpoint_soups_average_the_mixtures_last_evaluations_uniformly_and_greedily(
+    tiny_data, tmp_path, shared_data, capsys
+):
+    """merge=soup: the mixture keeps its last soup_checkpoints= evaluated models (its training
+    unchanged: the same final weights as without), merged uniformly into merge-soup and greedily
+    (Wortsman et al.: each kept only where the soup's dev score does not fall) into
+    merge-greedy_soup; no other run trains for them."""
+    out = tmp_path / "versus"
+    train = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
+    data = shared_data / "senteval" / "downstream"
+    args = ["budget=steps:6", "transfer_tasks=STS16", f"transfer_data={data}", f"out={out}", "eval_every=1"]
+    assert main(["versus-single", *train, *args, "merge=soup", "soup_checkpoints=3"]) == 0, (
+        capsys.readouterr().err
+    )
+    kept = sorted(p.name for p in (out / "mixture" / "checkpoints").glob("evaluated-step-*.pt"))
+    assert kept == ["evaluated-step-4.pt", "evaluated-step-5.pt", "evaluated-step-6.pt"]  # the last 3 of 6
+    uniform = json.loads((out / "merge-soup" / "encoder.json").read_text())["merged"]
+    assert uniform["method"] == "average" and uniform["greedy"] is None
+    assert [p["path"] for p in uniform["parents"]] == [f"../mixture/checkpoints/{name}" for name in kept]
+    greedy = json.loads((out / "merge-greedy_soup" / "encoder.json").read_text())["merged"]["greedy"]
+    own = greedy["own_dev"]
+    assert greedy["order"] == sorted(own, key=lambda source: -own[source])  # best alone first
+    added = [greedy["order"][0], *(t["source"] for t in greedy["tried"] if t["kept"])]
+    assert sorted(greedy["kept"]) == sorted(added)
+    assert greedy["dev"] >= own[greedy["order"][0]]  # a greedy soup never scores below its best ingredient
+    record = json.loads((out / "versus.json").read_text())
+    assert [row["merge"] for row in record["verdicts"] if "merge" in row] == [
+        "merge-soup",
+        "merge-greedy_soup",
+    ]
+    assert not (out / "mixture-bag1").exists() and not any(p.name.endswith("-part") for p in out.iterdir())
+    # the mixture trained as it would have without keeping its evaluations
+    plain = tmp_path / "plain"
+    config = json.loads((out / "mixture" / "config.json").read_text())
+    assert config["config"]["run"]["keep_evaluated"] == 3
+    from mtl.formats import checkpoint
+
+    kept_last = checkpoint.load(out / "mixture" / "checkpoints" / "evaluated-step-6.pt", "cpu")["model"]
+    assert (
+        main(
+            [
+                "train-multitask",
+                *args_for(tiny_data, plain, "max_steps=6", "eval_every=1", "stop=max_steps", "seed=1"),
+            ]
+        )
+        == 0
+    )
+    final = checkpoint.load(plain / "checkpoints" / "latest.pt", "cpu")["model"]
+    assert all(torch.equal(kept_last[k], final[k]) for k in final)

@@ -126,6 +126,11 @@ class MergeConfig:
     different_seeds: bool = (
         False  # average: true merges encoders trained from different seeds (no soup: said)
     )
+    # Wortsman et al. (2022)'s greedy soup: the encoders in order of their own dev score, each added
+    # to the soup only where the average with it scores no lower on select='s dev pairs
+    greedy: bool = (
+        False  # average: a greedy soup (each encoder kept only where it does not lower the dev score)
+    )
 
 
 @dataclass

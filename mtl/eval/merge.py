@@ -429,6 +429,10 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
     weights = average_weights(config, len(sources))
     if weights is not None and (config.method != "average" or config.lam != "auto"):
         raise UserError("weights= sets an average's weights: give it without lam= and with method=average")
+    if config.greedy and (config.method != "average" or config.lam != "auto" or weights is not None):
+        raise UserError(
+            "greedy=true chooses which encoders an average keeps: give it with method=average alone"
+        )
     lams = candidates(config, len(sources))
     parents = [Parent.read(source, "encoder") for source in sources]
     check_compatible(parents)
@@ -461,6 +465,12 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
 
     dev: dict[str, dict[str, float]] = {}
     chosen = lams[0]
+    greedy = None
+    if config.greedy:
+        pairs = dev_pairs(comma_list(config.select), data_root(TransferConfig(data=config.data)))
+        weights, greedy = greedy_soup(
+            states, [p.source for p in parents], parents[0].encoder, own, words, pairs
+        )
     if len(lams) > 1:
         pairs = dev_pairs(
             comma_list(config.select),
@@ -493,7 +503,8 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
                 {"path": os.path.relpath(p.file.resolve(), out.resolve()), "sha256": p.sha256}
                 for p in parents
             ],
-            "select": config.select if dev else None,
+            "greedy": greedy,  # greedy=true: the order tried, each encoder's own dev score, what was kept
+            "select": config.select if dev or greedy else None,
             "dev_spearman": dev or None,
             "edge": edge,
         },
@@ -502,6 +513,44 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
     exported.write(target, metadata, state, {})
     sentence_transformers_folder(out)
     return Merged(out, chosen, dev, len(words), edge)
+
+
+def greedy_soup(
+    states: Sequence[dict[str, torch.Tensor]],
+    sources: Sequence[str],
+    template: SentenceEncoder,
+    own: Any,
+    words: Sequence[str],
+    pairs: dict,
+) -> tuple[list[float], dict[str, Any]]:
+    """Wortsman et al. (2022)'s greedy soup: the encoders in order of their own mean dev score
+    (the first of equals first), the best alone to start, then each added where the uniform
+    average with it scores no lower. The average's weights (0 for one left out, exactly) and the
+    record: the order, each one's own score and the soup's after each try."""
+
+    def score(weights: list[float]) -> float:
+        state = merge_states(states, "average", None, weights=weights)
+        return float(
+            np.mean(list(dev_scores(as_encoder(template, own, state, words, "soup"), pairs).values()))
+        )
+
+    alone = [score([float(i == j) for j in range(len(states))]) for i in range(len(states))]
+    order = sorted(range(len(states)), key=lambda i: -alone[i])
+    kept, best, tried = [order[0]], alone[order[0]], []
+    for i in tqdm(order[1:], desc="greedy soup", unit=" encoder"):
+        with_it = score([1 / (len(kept) + 1) if j in (*kept, i) else 0.0 for j in range(len(states))])
+        tried.append({"source": sources[i], "soup_dev": with_it, "kept": with_it >= best})
+        if with_it >= best:
+            kept, best = [*kept, i], with_it
+    weights = [1 / len(kept) if j in kept else 0.0 for j in range(len(states))]
+    record = {
+        "order": [sources[i] for i in order],
+        "own_dev": {sources[i]: alone[i] for i in range(len(states))},
+        "tried": tried,
+        "kept": [sources[i] for i in sorted(kept)],
+        "dev": best,
+    }
+    return weights, record
 
 
 WRITTEN = ("encoder.json", "encoder.safetensors", "encoder")

@@ -36,9 +36,12 @@ class VersusConfig(LauncherConfig):
     )
     seed: str = "1"  # the seed, or comma-separated seeds (1,2,3) of every arm
     plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
-    merge: str = ""  # merge arms (average,task_arithmetic,ties: each task alone at budget/n per seed, merged; with_base: the mixture with its start; bagging: bags= mixtures on subsets, averaged)
+    merge: str = ""  # merge arms (average,task_arithmetic,ties: each task alone at budget/n per seed, merged; with_base: the mixture with its start; bagging: bags= mixtures on subsets, averaged; soup: the mixture's checkpoints)
     bags: AtLeast1 = (
         3  # merge=bagging: mixture runs per seed, each budget/bags on its own 63.2% of every training set
+    )
+    soup_checkpoints: Annotated[int, Range(2)] = (
+        5  # merge=soup: the mixture's last N evaluated models, averaged (merge-soup) and greedily (merge-greedy_soup)
     )
     regimes: str = (
         ""  # regime arms (sequential,two_stage): the mixture's tasks under that schedule, the same budget

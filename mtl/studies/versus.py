@@ -27,6 +27,11 @@ mixtures (`mixture-bag<k>`) from the seed's initialisation, each at budget/K on 
 63.2% of every training set (`<task>.subsample=`, the distinct share of a bootstrap sample),
 averaged into `merge-bagging` and compared with the mixture as the other merges are.
 
+`merge=soup` (with `soup_checkpoints=N`, 5) adds checkpoint soups at no compute beyond the
+mixture's: the mixture keeps the models of its last N evaluations (`keep_evaluated=`), averaged
+uniformly into `merge-soup` and greedily (Wortsman et al. 2022: each kept only where the average
+does not lower the dev score on STS-B and SICK-R dev pairs) into `merge-greedy_soup`.
+
 `regimes=sequential,two_stage` adds training-regime arms (`regime-<schedule>`): the mixture's
 tasks and keys under `schedule=sequential` (task after task, each its share of the budget) or
 `schedule=two_stage` (every task, then the first alone), at the same budget, each compared with
@@ -80,6 +85,7 @@ VERSUS_KEYS = (
     "plan",
     "merge",
     "bags",
+    "soup_checkpoints",
     "regimes",
 )
 MIXTURE = "mixture"
@@ -95,7 +101,10 @@ BAG = "-bag"  # a bagging merge's ingredient: mixture-bag<k>
 # A bag's share of each training set: what a bootstrap sample of n holds of distinct examples on
 # average (1 - 1/e); drawn without replacement, so no example counts twice in a bag
 BAG_SHARE = 0.632
-MERGE_METHODS = ("average", "task_arithmetic", "ties", WITH_BASE, BAGGING)
+# soup: the mixture's last evaluated models (keep_evaluated=), averaged uniformly (merge-soup) and
+# greedily (merge-greedy_soup: Wortsman et al. 2022), no training besides the mixture's (KaLM-Embedding's averaged checkpoints)
+SOUP = "soup"
+MERGE_METHODS = ("average", "task_arithmetic", "ties", WITH_BASE, BAGGING, SOUP)
 WITH_BASE_LAMS = "0.2,0.4,0.6,0.8,1"  # a weight of the fine-tuned model in [0, 1], as LM-Cocktail's
 REGIME = "regime-"  # a training-regime arm: the mixture's tasks under another schedule
 REGIMES = ("sequential", "two_stage")
@@ -178,11 +187,13 @@ def members(
     merge: bool = False,
     regimes: Sequence[str] = (),
     bags: int = 0,
+    soup: int = 0,
 ) -> list[Member]:
     """Each training task alone, then the mixture, each with every seed; every run with the budget
     made concrete and no early stopping; with `merge`, each task alone at budget / n too (the
     merges' parts); each of `regimes`, the mixture under that schedule; `bags` mixtures at budget /
-    bags, each on its own draw of every training set (a bagging merge's parts). One seed: the members are
+    bags, each on its own draw of every training set (a bagging merge's parts); `soup`: the mixture
+    keeps the models of its last that many evaluations (a soup's ingredients). One seed: the members are
     named by their arm alone (as before seeds were an axis, so such folders still resume);
     several: `<arm>-seed<N>`."""
     training = config_from_args(train).training_tasks
@@ -190,8 +201,9 @@ def members(
         raise UserError(
             f"versus-single compares a mixture with its tasks alone: {training[0]} trains alone already"
         )
-    arms = {task: [task] for task in training} | {MIXTURE: training}
-    found = subset_members(train, arms, budget, out, seeds)
+    found = subset_members(train, {task: [task] for task in training}, budget, out, seeds)
+    kept = [f"keep_evaluated={soup}"] if soup else []  # its training unchanged: the bits are the same
+    found += subset_members(train, {MIXTURE: training}, budget, out, seeds, extra=kept)
     if merge:
         parts = {f"{task}{PART}": [task] for task in training}
         found += subset_members(train, parts, budget_share(budget, len(training)), out, seeds)
@@ -238,6 +250,29 @@ def merged_arms(
                     config = MergeConfig(out=str(folder), method=method, data=data)  # type: ignore[arg-type]
                 merge_encoders(config, [str(m.run_dir) for m in members_of_seed])
             found.append(Member(name, [], folder, f"{MERGE}{arm or method}", seed))
+    return found
+
+
+def soup_arms(mixtures: list[Member], out: Path, data: str | None) -> list[Member]:
+    """Per seed, its mixture's evaluated models (keep_evaluated=) averaged uniformly (merge-soup)
+    and greedily (merge-greedy_soup, on dev pairs), each an encoder folder. Kept once written."""
+    found = []
+    for mixture in mixtures:
+        ingredients = [str(path) for path in RunFolder(mixture.run_dir).evaluated_checkpoints()]
+        if len(ingredients) < 2:
+            raise UserError(
+                f"{mixture.name} kept {len(ingredients)} evaluated model(s): a soup needs two or more; give "
+                "eval_every= smaller than the budget (the mixture is evaluated there)"
+            )
+        seeded = mixture.name != mixture.arm
+        for arm, greedy in ((SOUP, False), (f"greedy_{SOUP}", True)):
+            name = f"{MERGE}{arm}" + (f"-seed{mixture.seed}" if seeded else "")
+            folder = out / name
+            if not (folder / "encoder.json").is_file():
+                print(f"merge {mixture.name}'s last {len(ingredients)} evaluations ({arm})", flush=True)
+                config = MergeConfig(out=str(folder), method="average", greedy=greedy, data=data)
+                merge_encoders(config, ingredients)
+            found.append(Member(name, [], folder, f"{MERGE}{arm}", mixture.seed))
     return found
 
 
@@ -475,6 +510,8 @@ def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, 
             "merge-with_base the mixture with the encoder it started from (LM-Cocktail's merge); "
             "merge-bagging the average of the seed's bags (mixtures at budget / bags, each on its own "
             f"{100 * BAG_SHARE:.1f}% of every training set, from the seed's initialisation); "
+            "merge-soup the average of the mixture's last evaluated models, merge-greedy_soup those of them "
+            "that do not lower the dev score (Wortsman et al.'s greedy soup); "
             "regime-sequential trains the tasks one after the other (each its blocks' share of the budget), "
             "regime-two_stage every task for half the budget, then the first alone.",
             "",
@@ -493,7 +530,7 @@ def command(args: Sequence[str]) -> None:
     launcher, config, train, seeds, below_plan = open_study(args, parse)
     out = study_folder(config.out, "versus")
     methods = merge_methods(config.merge)
-    of_parts = [method for method in methods if method not in (WITH_BASE, BAGGING)]
+    of_parts = [method for method in methods if method not in (WITH_BASE, BAGGING, SOUP)]
     bags = config.bags if BAGGING in methods else 0
     found = members(
         train,
@@ -503,6 +540,7 @@ def command(args: Sequence[str]) -> None:
         merge=bool(of_parts),
         regimes=regime_schedules(config.regimes),
         bags=bags,
+        soup=config.soup_checkpoints if SOUP in methods else 0,
     )
     # The budget is a fixed key of every run: a folder trained with another budget is refused,
     # not resumed under its old one.
@@ -524,6 +562,9 @@ def command(args: Sequence[str]) -> None:
         if short_bags:  # an average of fewer bags, or of a bag short of its share, is not the arm
             raise UserError(f"bags short of their share ({share}): {left_out_line(short_bags)}")
         merges = merged_arms(kept_bags, ["average"], out, config.transfer_data, arm=BAGGING)
+        kept, found = kept + merges, found + merges
+    if SOUP in methods:
+        merges = soup_arms([m for m in kept if m.arm == MIXTURE], out, config.transfer_data)
         kept, found = kept + merges, found + merges
     if WITH_BASE in methods:
         mixtures = [m for m in kept if m.arm == MIXTURE]

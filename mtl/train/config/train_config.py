@@ -175,6 +175,11 @@ class RunConfig:
         None  # steps between checkpoints (a kill loses at most this many); None: 500 on the CPU, 5000 on CUDA
     )
     eval_batch: AtLeast1 = 256  # sentences per batch when evaluating
+    # A checkpoint soup's ingredients (Wortsman et al. 2022; KaLM-Embedding's averaged checkpoints):
+    # the model at each of the last N evaluations, merged afterwards (`just merge-encoders greedy=`)
+    keep_evaluated: AtLeast0 = (
+        0  # keep the model of the last N dev evaluations: checkpoints/evaluated-step-<N>.pt
+    )
     affinity_every: AtLeast1 | None = (
         None  # steps between measurements of every pair's lookahead task affinity (Fifty et al. 2021): affinity.jsonl
     )

@@ -1,7 +1,8 @@
 """The dev evaluations and the checkpoints that punctuate a run. An evaluation scores each task on
 dev, with what the callbacks add (the watching tasks of monitor=), logs it, lets the selection
 decide whether the model is the best so far and the lr schedules react to it, then writes
-checkpoints/best.pt when it is and checkpoints/latest.pt always. When is asked through the run's
+checkpoints/best.pt when it is, checkpoints/latest.pt always (and the evaluated model,
+keep_evaluated=). When is asked through the run's
 control (eval_every=, checkpoint_every= and a callback's request; cadence.py), or by an
 interrupt and the run's end; this module does it."""
 
@@ -41,6 +42,8 @@ class Evaluation:
             run.event("checkpoint", best=True)
             run.checkpointer.save_best(run.setup.model_state(), state.best)
             run.callbacks.on_checkpoint(run, best=True)
+        if keep := run.config.run.keep_evaluated:
+            run.checkpointer.save_evaluated(run.setup.model_state(), state.global_step, results, keep)
         self.save_latest()
         self.evaluated_at = state.global_step
 

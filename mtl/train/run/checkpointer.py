@@ -70,6 +70,21 @@ class Checkpointer:
         checkpoint.save({"model": model_state, "best": best, **self.metadata}, self.files.best)
         self.log_best(best)
 
+    def save_evaluated(
+        self, model_state: dict[str, Any], step: int, dev: dict[str, float], keep: int
+    ) -> None:
+        """checkpoints/evaluated-step-<step>.pt (keep_evaluated=), and of those up to `step` only the
+        last `keep`; later ones (a resumed run's, written before its kill) are written again as it
+        comes to them, the same."""
+        if not self.dist.is_main:
+            return
+        checkpoint.save(
+            {"model": model_state, "step": step, "dev": dev, **self.metadata}, self.files.evaluated(step)
+        )
+        reached = [p for p in self.files.evaluated_checkpoints() if int(p.stem.rpartition("-")[2]) <= step]
+        for old in reached[:-keep]:
+            old.unlink(missing_ok=True)
+
     def log_best(self, best: dict[str, float]) -> None:
         """best.pt as a version of the model artifact (aliases `best`, `step-N`). Logged again after
         a resume, as a kill may have lost the upload: W&B keeps one version per content digest."""
