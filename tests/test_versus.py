@@ -372,3 +372,46 @@ def test_checkpoint_soups_average_the_mixtures_last_evaluations_uniformly_and_gr
     )
     final = checkpoint.load(plain / "checkpoints" / "latest.pt", "cpu")["model"]
     assert all(torch.equal(kept_last[k], final[k]) for k in final)
+
+
+def test_an_incremental_update_adds_the_last_task_from_the_others_mixture_and_merges_back(
+    tiny_data, tmp_path, shared_data, capsys
+):
+    """merge=incremental (BOOM): per seed, every training task but the last mixed for (n-1)/n of
+    the budget, then the last alone from it (start_from=) for 1/n, the two averaged with the added
+    one's share chosen on dev pairs; what the added task cost is recorded against retraining all."""
+    out = tmp_path / "versus"
+    train = [a for a in args_for(tiny_data, out) if not a.startswith(("out=", "max_steps="))]
+    data = shared_data / "senteval" / "downstream"
+    args = ["budget=steps:6", "seeds=2", "transfer_tasks=STS16", f"transfer_data={data}", f"out={out}"]
+    assert main(["versus-single", *train, *args, "merge=incremental"]) == 0, capsys.readouterr().err
+    for seed in (1, 2):
+        base = json.loads((out / f"incremental-base-seed{seed}" / "config.json").read_text())["config"]
+        added = json.loads((out / f"incremental-added-seed{seed}" / "config.json").read_text())["config"]
+        assert [t for t, c in base["tasks"].items() if c.get("train", True)] == ["nli"] and base["optim"][
+            "max_steps"
+        ] == 3
+        assert list(added["tasks"]) == ["squad"] and added["optim"]["max_steps"] == 3
+        assert added["run"]["start_from"] == str(out / f"incremental-base-seed{seed}")
+        merged = json.loads((out / f"merge-incremental-seed{seed}" / "encoder.json").read_text())["merged"]
+        assert [p["path"] for p in merged["parents"]] == [
+            f"../incremental-base-seed{seed}/encoder.json",
+            f"../incremental-added-seed{seed}/encoder.json",
+        ]
+        assert merged["method"] == "average" and set(merged["dev_spearman"]) == {"0.2", "0.4", "0.6", "0.8"}
+    record = json.loads((out / "versus.json").read_text())
+    assert [row["merge"] for row in record["verdicts"] if "merge" in row] == ["merge-incremental"]
+    assert (
+        record["incremental"]["added_task"] == "squad" and record["incremental"]["share_of_retraining"] == 0.5
+    )
+    assert (
+        "merge-incremental added squad to the others' mixture in steps:3: 50.0%"
+        in (out / "versus.md").read_text()
+    )
+    capsys.readouterr()
+    minutes = [a for a in args if not a.startswith(("budget=", "out="))] + [
+        "budget=minutes:1",
+        f"out={tmp_path / 'm'}",
+    ]
+    assert main(["versus-single", *train, *minutes, "merge=incremental"]) == 2
+    assert "incremental divides the budget's steps" in capsys.readouterr().err

@@ -32,6 +32,12 @@ mixture's: the mixture keeps the models of its last N evaluations (`keep_evaluat
 uniformly into `merge-soup` and greedily (Wortsman et al. 2022: each kept only where the average
 does not lower the dev score on STS-B and SICK-R dev pairs) into `merge-greedy_soup`.
 
+`merge=incremental` adds BOOM's incremental update at the same total compute: per seed, every
+training task but the last mixed (`incremental-base`, (n-1)/n of the budget), then the last alone
+starting from it (`incremental-added`, `start_from=`, 1/n), the two averaged into
+`merge-incremental` (the added one's share chosen on dev pairs); versus.json's `incremental` says
+what adding the task cost against retraining every task.
+
 `regimes=sequential,two_stage` adds training-regime arms (`regime-<schedule>`): the mixture's
 tasks and keys under `schedule=sequential` (task after task, each its share of the budget) or
 `schedule=two_stage` (every task, then the first alone), at the same budget, each compared with
@@ -65,6 +71,7 @@ from mtl.studies.arms import (
     left_out_line,
     refuse_run_keys,
     study_folder,
+    summary_seconds,
 )
 from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
 from mtl.studies.opening import open_study
@@ -104,7 +111,12 @@ BAG_SHARE = 0.632
 # soup: the mixture's last evaluated models (keep_evaluated=), averaged uniformly (merge-soup) and
 # greedily (merge-greedy_soup: Wortsman et al. 2022), no training besides the mixture's (KaLM-Embedding's averaged checkpoints)
 SOUP = "soup"
-MERGE_METHODS = ("average", "task_arithmetic", "ties", WITH_BASE, BAGGING, SOUP)
+# incremental (BOOM's incremental update): per seed, every training task but the last mixed
+# (incremental-base, (n-1)/n of the budget), then the last alone from it (incremental-added,
+# start_from=, 1/n), the two merged back (an average, the added one's share lam chosen on dev pairs)
+INCREMENTAL = "incremental"
+INCREMENTAL_LAMS = "0.2,0.4,0.6,0.8"
+MERGE_METHODS = ("average", "task_arithmetic", "ties", WITH_BASE, BAGGING, SOUP, INCREMENTAL)
 WITH_BASE_LAMS = "0.2,0.4,0.6,0.8,1"  # a weight of the fine-tuned model in [0, 1], as LM-Cocktail's
 REGIME = "regime-"  # a training-regime arm: the mixture's tasks under another schedule
 REGIMES = ("sequential", "two_stage")
@@ -127,6 +139,11 @@ def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
         raise UserError("a versus-single key is given twice: give it once")
     budget_amount(config.budget)
     merge_methods(config.merge)
+    if INCREMENTAL in merge_methods(config.merge) and budget_amount(config.budget)[0] == "minutes":
+        raise UserError(
+            f"merge={config.merge}: incremental divides the budget's steps between its two stages: give "
+            f"budget=steps:N or examples:N, not {config.budget}"
+        )
     if regime_schedules(config.regimes) and budget_amount(config.budget)[0] == "minutes":
         raise UserError(
             f"regimes={config.regimes} divide the run's steps between stages: give budget=steps:N or examples:N, "
@@ -188,12 +205,14 @@ def members(
     regimes: Sequence[str] = (),
     bags: int = 0,
     soup: int = 0,
+    incremental: bool = False,
 ) -> list[Member]:
     """Each training task alone, then the mixture, each with every seed; every run with the budget
     made concrete and no early stopping; with `merge`, each task alone at budget / n too (the
     merges' parts); each of `regimes`, the mixture under that schedule; `bags` mixtures at budget /
     bags, each on its own draw of every training set (a bagging merge's parts); `soup`: the mixture
-    keeps the models of its last that many evaluations (a soup's ingredients). One seed: the members are
+    keeps the models of its last that many evaluations (a soup's ingredients); `incremental`: every
+    task but the last mixed for (n-1)/n of the budget, then the last alone from it for 1/n. One seed: the members are
     named by their arm alone (as before seeds were an axis, so such folders still resume);
     several: `<arm>-seed<N>`."""
     training = config_from_args(train).training_tasks
@@ -214,6 +233,8 @@ def members(
         keys = [a for a in train if a.partition("=")[0].removeprefix("schedule.") not in replaced]
         arm = {f"{REGIME}{regime}": training}
         found += subset_members(keys, arm, budget, out, seeds, extra=[f"schedule={regime}"])
+    if incremental:
+        found += incremental_members(train, training, budget, out, seeds)
     for bag in range(1, bags + 1):
         drawn = [
             key
@@ -253,6 +274,62 @@ def merged_arms(
     return found
 
 
+def incremental_members(
+    train: list[str], training: list[str], budget: str, out: Path, seeds: Sequence[int]
+) -> list[Member]:
+    """incremental-base (every training task but the last, budget minus a share) and
+    incremental-added (the last alone, a share of budget / n, starting from its seed's base)."""
+    kind, amount = budget_amount(budget)
+    added = budget_share(budget, len(training))
+    base_budget = f"{kind}:{int(amount) - int(budget_amount(added)[1])}"
+    found = subset_members(train, {f"{INCREMENTAL}-base": training[:-1]}, base_budget, out, seeds)
+    for base in list(found):
+        start = [f"start_from={base.run_dir}"]
+        arm = {f"{INCREMENTAL}-added": training[-1:]}
+        found += subset_members(train, arm, added, out, [base.seed], extra=start, seeded=len(seeds) > 1)
+    return found
+
+
+def incremental_arms(
+    stages: list[Member], budget: str, tasks: int, out: Path, data: str | None
+) -> tuple[list[Member], dict]:
+    """Per seed, incremental-base and incremental-added (which started from it) merged back into
+    merge-incremental (an average, the added one's share chosen on dev pairs), and what the added
+    task cost: its steps against the whole budget's (retraining every task) and its seconds."""
+    bases = {m.seed: m for m in stages if m.arm.endswith("-base")}
+    added = {m.seed: m for m in stages if m.arm.endswith("-added")}
+    kind, amount = budget_amount(budget)
+    share = budget_share(budget, tasks)
+    base_budget = f"{kind}:{int(amount) - int(budget_amount(share)[1])}"
+    for stage, wanted in ((list(bases.values()), base_budget), (list(added.values()), share)):
+        if short := equal_compute(stage, wanted)[1]:  # a merge of a stage short of its share is not the arm
+            raise UserError(f"incremental stages short of their share ({wanted}): {left_out_line(short)}")
+    found = []
+    for seed, base in bases.items():
+        name = f"{MERGE}{INCREMENTAL}" + (f"-seed{seed}" if base.name != base.arm else "")
+        folder = out / name
+        if not (folder / "encoder.json").is_file():
+            print(f"merge {base.name} and {added[seed].name} ({INCREMENTAL})", flush=True)
+            config = MergeConfig(out=str(folder), method="average", lam=INCREMENTAL_LAMS, data=data)
+            merge_encoders(config, [str(base.run_dir), str(added[seed].run_dir)])
+        found.append(Member(name, [], folder, f"{MERGE}{INCREMENTAL}", seed))
+    seconds = [summary_seconds(m) for m in added.values()]
+    cost = {
+        "added_task": config_added_task(added),
+        "added_task_budget": share,
+        "budget": budget,
+        "share_of_retraining": budget_amount(share)[1] / amount,  # its steps over every task's
+        "added_train_seconds": statistics.mean(seconds) if seconds else None,
+    }
+    return found, cost
+
+
+def config_added_task(added: dict[int, Member]) -> str | None:
+    """The task incremental-added trained (the configuration's last training task)."""
+    first = next(iter(added.values()), None)
+    return config_from_args(first.overrides).training_tasks[0] if first else None
+
+
 def soup_arms(mixtures: list[Member], out: Path, data: str | None) -> list[Member]:
     """Per seed, its mixture's evaluated models (keep_evaluated=) averaged uniformly (merge-soup)
     and greedily (merge-greedy_soup, on dev pairs), each an encoder folder. Kept once written."""
@@ -283,10 +360,13 @@ def subset_members(
     out: Path,
     seeds: Sequence[int],
     extra: Sequence[str] = (),
+    seeded: bool | None = None,
 ) -> list[Member]:
     """A run of each arm's training tasks (the configuration's others left out, its watching
     tasks and their keys kept), each with every seed, at the budget made concrete, stop=max_steps;
-    `extra`: keys of every arm's runs, given after the budget (a schedule that needs max_steps)."""
+    `extra`: keys of every arm's runs, given after the budget (a schedule that needs max_steps);
+    `seeded`: whether names carry the seed (by default where there are several seeds)."""
+    seeded = len(seeds) > 1 if seeded is None else seeded
     config = config_from_args(train)
     training = config.training_tasks
     watching = [name for name in config.tasks if name not in training]
@@ -312,7 +392,7 @@ def subset_members(
         keys.append("stop=max_steps")  # equal compute: no arm stops early (patience, min_lr)
         keys += extra
         for seed in seeds:
-            name = arm if len(seeds) == 1 else f"{arm}-seed{seed}"
+            name = f"{arm}-seed{seed}" if seeded else arm
             run_dir = out / name
             member_keys = [*keys, f"seed={seed}", f"name={name}", f"group={out.name}", f"out={run_dir}"]
             config_from_args(member_keys)  # a key that does not fit a member stops everything before work
@@ -512,6 +592,8 @@ def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, 
             f"{100 * BAG_SHARE:.1f}% of every training set, from the seed's initialisation); "
             "merge-soup the average of the mixture's last evaluated models, merge-greedy_soup those of them "
             "that do not lower the dev score (Wortsman et al.'s greedy soup); "
+            "merge-incremental every task but the last mixed for (n-1)/n of the budget, the last alone from "
+            "it for 1/n, the two averaged (the added one's share on dev pairs); "
             "regime-sequential trains the tasks one after the other (each its blocks' share of the budget), "
             "regime-two_stage every task for half the budget, then the first alone.",
             "",
@@ -530,7 +612,7 @@ def command(args: Sequence[str]) -> None:
     launcher, config, train, seeds, below_plan = open_study(args, parse)
     out = study_folder(config.out, "versus")
     methods = merge_methods(config.merge)
-    of_parts = [method for method in methods if method not in (WITH_BASE, BAGGING, SOUP)]
+    of_parts = [method for method in methods if method not in (WITH_BASE, BAGGING, SOUP, INCREMENTAL)]
     bags = config.bags if BAGGING in methods else 0
     found = members(
         train,
@@ -541,13 +623,19 @@ def command(args: Sequence[str]) -> None:
         regimes=regime_schedules(config.regimes),
         bags=bags,
         soup=config.soup_checkpoints if SOUP in methods else 0,
+        incremental=INCREMENTAL in methods,
     )
     # The budget is a fixed key of every run: a folder trained with another budget is refused,
-    # not resumed under its old one.
-    train_study(found, [*train, f"budget={config.budget}"], out, launcher, "versus")
+    # not resumed under its old one. incremental-added starts from its base: trained after it.
+    fixed = [*train, f"budget={config.budget}"]
+    added = [m for m in found if m.arm == f"{INCREMENTAL}-added"]
+    train_study([m for m in found if m not in added], fixed, out, launcher, "versus")
+    if added:
+        train_study(added, fixed, out, launcher, "versus")
     parts = [m for m in found if m.arm.endswith(PART)]
     bagged = [m for m in found if m.arm.startswith(f"{MIXTURE}{BAG}")]
-    found = [m for m in found if m not in parts and m not in bagged]
+    stages = [m for m in found if m.arm.startswith(f"{INCREMENTAL}-")]
+    found = [m for m in found if m not in parts and m not in bagged and m not in stages]
     kept, short = equal_compute(found, config.budget)
     if parts:
         share = budget_share(config.budget, len(parts) // len(seeds))
@@ -562,6 +650,11 @@ def command(args: Sequence[str]) -> None:
         if short_bags:  # an average of fewer bags, or of a bag short of its share, is not the arm
             raise UserError(f"bags short of their share ({share}): {left_out_line(short_bags)}")
         merges = merged_arms(kept_bags, ["average"], out, config.transfer_data, arm=BAGGING)
+        kept, found = kept + merges, found + merges
+    incremental = None
+    if stages:
+        tasks = len(config_from_args(train).training_tasks)
+        merges, incremental = incremental_arms(stages, config.budget, tasks, out, config.transfer_data)
         kept, found = kept + merges, found + merges
     if SOUP in methods:
         merges = soup_arms([m for m in kept if m.arm == MIXTURE], out, config.transfer_data)
@@ -595,6 +688,12 @@ def command(args: Sequence[str]) -> None:
     text = markdown(rows, arms, config.budget, confidence, len(seeds))
     across = across_by_arm(compared, names)
     text += across_section(across)
+    if incremental:
+        text += (
+            f"\nmerge-incremental added {incremental['added_task']} to the others' mixture in "
+            f"{incremental['added_task_budget']}: {100 * incremental['share_of_retraining']:.1f}% of the compute of "
+            f"retraining every task ({config.budget}).\n"
+        )
     mixtures = [m for m in kept if m.arm == MIXTURE]
     starved = sorted({task for m in mixtures for task in _starved(m)})
     if starved:
@@ -614,9 +713,9 @@ def command(args: Sequence[str]) -> None:
         "seeds": seeds,
         "report": report,
         "runs": {m.name: str(m.run_dir) for m in found},
-        "merge_parts": {
-            m.name: str(m.run_dir) for m in parts + bagged
-        },  # task parts at budget / n, bags at budget / bags
+        # task parts at budget / n, bags at budget / bags, the incremental arm's two stages
+        "merge_parts": {m.name: str(m.run_dir) for m in parts + bagged + stages},
+        "incremental": incremental,  # the added task's share of the compute of retraining every task
         "left_out": short,  # runs that ended short of the budget: not compared
         "verdicts": rows,
         "across_tasks": across,

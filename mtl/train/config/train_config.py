@@ -166,6 +166,11 @@ class RunConfig:
     name: Name = "multitask"  # run name (a preset's name by default): letters, digits, -_.+
     out: str | None = None  # run folder; None: runs/<name>-<time>
     seed: AtLeast0 = 1234  # model initialization, data order, dropout
+    # Continued training (BOOM's incremental update): the shared encoder's network begins as
+    # another run's trained one; word vectors and task heads are this run's own
+    start_from: str | None = (
+        None  # a run folder, encoder.json or checkpoint whose encoder network this run starts from
+    )
     device: str = "auto"  # auto: cuda when available
     # At the end: count the transfer test sentences the run trained on, exactly and as near
     # duplicates (summary.json, model card, MTEB's training_datasets); needs $MTL_DATA_DIR's SentEval data.
@@ -279,6 +284,11 @@ class TrainConfig:
         self._check_schedule()
         self._check_learning_rates()
         self._check_strategy()
+        if self.run.start_from and traits(self.model.encoder).pretrained:
+            raise UserError(
+                f"start_from= copies a word-vector encoder's network: encoder={self.model.encoder} starts from "
+                "hf_model= already (give it the fine-tuned model's folder)"
+            )
         limit = traits(self.model.encoder).max_positions
         if limit is not None and self.data.max_tokens > limit:
             raise UserError(

@@ -39,6 +39,7 @@ from mtl.train.optim.lr_schedules import build_lr_schedule
 from mtl.train.run.checkpointer import Checkpointer, encoder_metadata
 from mtl.train.run.setup import build_setup
 from mtl.train.run.sharding import describe
+from mtl.train.run.start_from import start_encoder_from
 from mtl.train.run.state import StopReason, TrainState
 from mtl.train.run.training_run import TrainingRun
 from mtl.train.step.mixed import MixedStep
@@ -114,6 +115,9 @@ class Trainer:
         """Train until a `StopReason`; return the summary. An interrupt checkpoints, then raises KeyboardInterrupt."""
         self._open_logs(resume)
         run = self.run
+        if run.config.run.start_from and not resume:  # (a resumed run's checkpoint holds its weights)
+            started = start_encoder_from(run.model.encoder, run.config.run.start_from)
+            run.event("start_from", **started)
         try:  # (a callback's failing start closes the run's logs as a failing step does)
             self.run.callbacks.on_train_begin(run)
             self._act_on_requests()  # what the start asked (a stop before the first step)
