@@ -145,5 +145,8 @@ def test_every_study_opens_alike(tiny_data, tmp_path, capsys):
         "warning: 3 seeds per arm is below the plan (MR 5 per arm"
     )
     assert opened.below_plan in capsys.readouterr().err and "launcher=local" not in opened.train
-    opened = open_study([*train, "seed=4", "seeds=2", "groups=nli+squad", "budget=steps:2"], groups.parse)
+    opened = open_study(
+        [*train, "seed=4", "seeds=2", "groups=nli+squad", "budget=steps:2"],
+        functools.partial(study.parse, groups.TrainGroups()),
+    )
     assert opened.seeds == [4, 5] and opened.below_plan is None

@@ -8,7 +8,7 @@ import pytest
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.studies import groups
+from mtl.studies import groups, study
 
 from .conftest import FIXTURES, args_for
 
@@ -90,7 +90,7 @@ def test_tags_selection_from_a_runs_affinity_picks_the_groups(tmp_path):
 def test_bad_train_groups_arguments_are_one_line(tiny_data, tmp_path, keys, message):
     train = _train(tiny_data, tmp_path, tmp_path / "out")
     with pytest.raises(UserError, match=message):
-        config, rest = groups.parse([*train, *keys])
+        config, rest = study.parse(groups.TrainGroups(), [*train, *keys])
         groups.grouping(config, ["nli", "squad", "noise"])
 
 

@@ -92,44 +92,46 @@ class MixtureSearchConfig(LauncherConfig):
 
 
 @dataclass
-class TrainGroupsConfig(LauncherConfig):
+class StudyKeys(LauncherConfig):
+    """The keys every study takes; a study judged on its runs' own scores subclasses it."""
+
+    budget: str = "steps:1000"  # what every run trains (steps:N, examples:N or minutes:N)
+    seeds: int | None = 3  # seeds of every arm
+    seed: str = "1"  # the first seed, or a list (1,2,3)
+    out: str | None = None  # where the runs and the result go; None: runs/<study>-<time>
+
+
+@dataclass
+class StudyConfig(StudyKeys):
+    """A study judged on transfer: its runs scored by `just transfer`, then compared; a study's own
+    config subclasses it with its keys."""
+
+    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every run
+    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
+    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
+    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
+
+
+@dataclass
+class TrainGroupsConfig(StudyKeys):
     """train-groups' own keys (for --help); every other key goes to train-multitask."""
 
+    budget: str = ""  # steps:N, examples:N or minutes:N: what every network gets
     groups: str = ""  # from:<run> (TAG's selection from its affinity), or named: nli+sick,sickshuf
     networks: AtLeast1 = 2  # groups=from:<run>: how many networks TAG's selection may use
     selection: Literal["released", "self"] = (
         "released"  # groups=from:<run>: TAG's as released (a task never alone), or self (alone: its own lookahead)
     )
-    budget: str = ""  # steps:N, examples:N or minutes:N: what every network gets
-    seeds: int | None = 3  # each network trained with seeds seed..seed+K-1
-    seed: str = "1"  # the first seed, or a list (1,2,3)
-    out: str | None = None  # where the runs and the verdicts go; None: runs/groups-<time>
 
 
 @dataclass
-class AffinityCheckConfig(LauncherConfig):
+class AffinityCheckConfig(StudyKeys):
     """affinity-check's own keys (for --help); every other key goes to train-multitask (with
     affinity_every= and at least one watching task, `<task>.train=false`)."""
 
     budget: str = ""  # steps:N, examples:N or minutes:N: what every run gets
     seeds: int | None = 5  # each arm trained with seeds seed..seed+K-1
-    seed: str = "1"  # the first seed, or a list (1,2,3)
-    out: str | None = None  # where the runs and the check go; None: runs/affinity-check-<time>
     resamples: AtLeast1 = 4000  # seed resamples of the bootstrap interval of Spearman's rho
-
-
-@dataclass
-class StudyConfig(LauncherConfig):
-    """The keys every study takes; a study's own config subclasses it with its keys."""
-
-    budget: str = "steps:1000"  # what every run trains (steps:N, examples:N or minutes:N)
-    seeds: int | None = 3  # seeds of every arm
-    seed: str = "1"  # the first seed, or a list (1,2,3)
-    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every run
-    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
-    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    out: str | None = None  # where the runs and the result go; None: runs/<study>-<time>
-    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
 
 
 @dataclass

@@ -40,46 +40,28 @@ import numpy as np
 from scipy import stats
 
 from mtl.analysis.multitask import toward_targets
-from mtl.config import apply_overrides
 from mtl.errors import UserError
-from mtl.files import atomic, jsonfile
 from mtl.files.schemas import DamagedFile
 from mtl.jobs.configs import AffinityCheckConfig as AffinityCheckConfig
+from mtl.jobs.launchers import Launcher
 from mtl.jobs.member import Member
-from mtl.jobs.seeds import study_seeds
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_affinity, read_summary
-from mtl.studies.arms import (
-    budget_amount,
-    equal_compute,
-    left_out_line,
-    refuse_run_keys,
-    study_arguments,
-    study_folder,
-)
+from mtl.studies.arms import left_out_line
 from mtl.studies.groups import seed_scores, test_metric
-from mtl.studies.opening import open_study
+from mtl.studies.study import Study, register_study
+from mtl.studies.study import command as study_command
 from mtl.studies.versus import subset_members
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.train_config import AFFINITY_ESTIMATORS
 
 ALL = "all"
-CHECK_KEYS = ("budget", "seeds", "seed", "out", "resamples")
 AFFINITY_KEYS = (
     "affinity_every", "run.affinity_every", "affinity_batches", "run.affinity_batches",
     "affinity_estimators", "run.affinity_estimators", "affinity_k", "run.affinity_k",
 )  # fmt: skip
 # Unless affinity_estimators= is given, the check measures every one of them
 EVERY_ESTIMATOR = ("lookahead", *AFFINITY_ESTIMATORS)
-
-
-def parse(args: Sequence[str]) -> tuple[AffinityCheckConfig, list[str]]:
-    own, train = study_arguments(list(args), "affinity-check", CHECK_KEYS)
-    refuse_run_keys(train, "affinity-check", "arm")
-    config = apply_overrides(AffinityCheckConfig(), own)
-    budget_amount(config.budget)
-    study_seeds(config)  # a bad seeds= or seed= stops the study before any work
-    return config, train
 
 
 def without(task: str) -> str:
@@ -398,38 +380,66 @@ def check(kept: list[Member], training: list[str], targets: list[str], resamples
     }
 
 
+@register_study
+class AffinityCheck(Study):
+    name = "affinity-check"
+    summary = "the affinity toward watching tasks against leaving each training task out"
+    baseline = ALL
+    config = AffinityCheckConfig
+    runs = "arm"
+
+    def training_keys(self, config: AffinityCheckConfig, train: list[str]) -> list[str]:
+        """The configuration checked (a watching target, affinity_every=), every estimator asked for
+        unless affinity_estimators= names some."""
+        run_config = config_from_args(train)
+        training = run_config.training_tasks
+        if len(training) < 2:
+            raise UserError(
+                f"affinity-check leaves each training task out: {training[0]} trains alone already"
+            )
+        if not [name for name in run_config.tasks if name not in training]:
+            raise UserError(
+                "affinity-check needs a target: a watching task, e.g. tasks=...,experiments/tasks/stsb.toml stsb.train=false"
+            )
+        if not run_config.run.affinity_every:
+            raise UserError(
+                "affinity-check predicts from the affinity: give affinity_every=N (e.g. affinity_every=20)"
+            )
+        if not any(
+            arg.partition("=")[0] in ("affinity_estimators", "run.affinity_estimators") for arg in train
+        ):
+            train = [*train, f"affinity_estimators={','.join(AFFINITY_ESTIMATORS)}"]
+        return train
+
+    def train(
+        self, config: AffinityCheckConfig, train: list[str], seeds: list[int], out: Path, launcher: Launcher
+    ) -> list[Member]:
+        run_config = config_from_args(train)
+        self.training = run_config.training_tasks
+        self.targets = [name for name in run_config.tasks if name not in self.training]
+        found = members_of(train, self.training, config.budget, out, seeds)
+        train_study(found, self.fixed(config, train), out, launcher, "affinity-check")
+        return found
+
+    def described(
+        self, config: AffinityCheckConfig, train: list[str], found: list[Member], kept: list[Member]
+    ) -> dict:
+        return {"tasks": self.training, "targets": self.targets, "resamples": config.resamples}
+
+    def judge(self, config: AffinityCheckConfig, train: list[str], kept: list[Member], out: Path) -> dict:
+        """Every estimator's predicted effects against the measured ones (the runs' own test scores)."""
+        return check(kept, self.training, self.targets, config.resamples)
+
+    def markdown(self, result: dict) -> str:
+        return markdown(result)
+
+    def tables(self, result: dict) -> dict:
+        return {}  # (judged on the runs' own scores: no W&B run of its own)
+
+    def page(self, result: dict) -> None:
+        return None
+
+
 def command(args: Sequence[str]) -> None:
-    launcher, config, train, seeds, _ = open_study(args, parse)
-    run_config = config_from_args(train)
-    training = run_config.training_tasks
-    targets = [name for name in run_config.tasks if name not in training]
-    if len(training) < 2:
-        raise UserError(f"affinity-check leaves each training task out: {training[0]} trains alone already")
-    if not targets:
-        raise UserError(
-            "affinity-check needs a target: a watching task, e.g. tasks=...,experiments/tasks/stsb.toml stsb.train=false"
-        )
-    if not run_config.run.affinity_every:
-        raise UserError(
-            "affinity-check predicts from the affinity: give affinity_every=N (e.g. affinity_every=20)"
-        )
-    out = study_folder(config.out, "affinity-check")
-    if not any(arg.partition("=")[0] in ("affinity_estimators", "run.affinity_estimators") for arg in train):
-        train = [*train, f"affinity_estimators={','.join(AFFINITY_ESTIMATORS)}"]
-    found = members_of(train, training, config.budget, out, seeds)
-    train_study(found, [*train, f"budget={config.budget}"], out, launcher, "affinity-check")
-    kept, short = equal_compute(found, config.budget)
-    result = {
-        "tasks": training,
-        "targets": targets,
-        "budget": config.budget,
-        "seeds": seeds,
-        "resamples": config.resamples,
-        "runs": {m.name: str(m.run_dir) for m in found},
-        "left_out": short,
-        **check(kept, training, targets, config.resamples),
-    }
-    text = markdown(result)
-    atomic.write_text(out / "affinity-check.md", text, "check")
-    atomic.write_text(out / "affinity-check.json", jsonfile.dumps(result, indent=2) + "\n", "check")
-    print(text + f"\nwritten to {out / 'affinity-check.md'} and .json")
+    """`just affinity-check key=value ...`: `just study affinity-check ...`."""
+    study_command([AffinityCheck.name, *args])

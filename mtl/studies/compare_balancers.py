@@ -181,7 +181,7 @@ class CompareBalancers(Study):
     folder = "balancers"
     equal_compute = "every run trained the whole budget with stop=max_steps under schedule=mixed"
 
-    def check(self, config: BenchBalancersConfig, train: list[str]) -> list[str]:
+    def training_keys(self, config: BenchBalancersConfig, train: list[str]) -> list[str]:
         if taken := [
             a for a in train if a.partition("=")[0] in ("balancer", "schedule.balancer", "lr", "optim.lr")
         ]:
@@ -249,7 +249,7 @@ class CompareBalancers(Study):
         return markdown(result)
 
     def tables(self, result: dict) -> dict[str, tuple[list[str], list[list[Any]]]]:
-        return {
+        return super().tables(result) | {
             "parity": (
                 ["method", "trials", "space", "best_score", "seeds", "tuning_seconds", "seed_seconds"],
                 [

@@ -273,7 +273,7 @@ class CompareMixing(Study):
     folder = "mixing"
     equal_compute = "every run trained the whole budget with stop=max_steps, one task a step"
 
-    def check(self, config: BenchMixingConfig, train: list[str]) -> list[str]:
+    def training_keys(self, config: BenchMixingConfig, train: list[str]) -> list[str]:
         if taken := [a for a in train if a.partition("=")[0] in SCHEDULE_KEYS or ".prob=" in a]:
             raise UserError(
                 f"{taken[0]}: compare-mixing sets each arm's schedule; choose arms= (and mix_every=)"
@@ -336,7 +336,7 @@ class CompareMixing(Study):
         return markdown(result)
 
     def tables(self, result: dict) -> dict[str, tuple[list[str], list[list[Any]]]]:
-        return {
+        return super().tables(result) | {
             "arms": (
                 ["arm", "seeds", "noise_mid_run", "noise_steps", "train_seconds", "evidence_seconds"],
                 [

@@ -35,25 +35,18 @@ from pathlib import Path
 
 from mtl.analysis.multitask import check_selection_size, released_tag_selection, summarize, tag_selection
 from mtl.analysis.significance import NO_TEST, SignificanceConfig, correct, from_seed_scores
-from mtl.config import apply_overrides, comma_list
+from mtl.config import comma_list
 from mtl.console import say
 from mtl.errors import UserError
-from mtl.files import atomic, jsonfile
 from mtl.files.schemas import DamagedFile
 from mtl.jobs.configs import TrainGroupsConfig as TrainGroupsConfig
+from mtl.jobs.launchers import Launcher
 from mtl.jobs.member import Member
-from mtl.jobs.seeds import study_seeds
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_affinity, read_summary
-from mtl.studies.arms import (
-    budget_amount,
-    equal_compute,
-    left_out_line,
-    refuse_run_keys,
-    study_arguments,
-    study_folder,
-)
-from mtl.studies.opening import open_study
+from mtl.studies.arms import left_out_line
+from mtl.studies.study import Study, register_study
+from mtl.studies.study import command as study_command
 from mtl.studies.versus import subset_members
 from mtl.train.config.command_line import config_from_args
 
@@ -64,23 +57,6 @@ SELECTIONS = {
     "self": (tag_selection, "TAG's selection, self-affinity variant (a task alone: its own lookahead)"),
 }
 PREFERRED_METRICS = ("acc", "pearson", "spearman", "f1")
-
-
-# Its command's config lives in configs.py (for --help without torch); importable from here too.
-GROUPS_KEYS = ("groups", "networks", "budget", "seeds", "seed", "out")
-
-
-def parse(args: Sequence[str]) -> tuple[TrainGroupsConfig, list[str]]:
-    own, train = study_arguments(list(args), "train-groups", GROUPS_KEYS)
-    refuse_run_keys(train, "train-groups", "network")
-    config = apply_overrides(TrainGroupsConfig(), own)
-    budget_amount(config.budget)
-    study_seeds(config)  # a bad seeds= or seed= stops the study before any work
-    if not config.groups:
-        raise UserError(
-            "groups= is missing: give groups=from:runs/<run> (TAG's selection) or groups=nli+sick,sickshuf"
-        )
-    return config, train
 
 
 @dataclass
@@ -262,37 +238,71 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+@register_study
+class TrainGroups(Study):
+    name = "train-groups"
+    summary = "a task grouping against all tasks in one network and each alone, with seeds and verdicts"
+    baseline = ALL
+    config = TrainGroupsConfig
+    record = "groups"  # (groups.md and .json, as before it was a Study)
+    equal_compute = "every network trained the whole budget with stop=max_steps"
+    runs = "network"
+
+    def training_keys(self, config: TrainGroupsConfig, train: list[str]) -> list[str]:
+        if not config.groups:
+            raise UserError(
+                "groups= is missing: give groups=from:runs/<run> (TAG's selection) or groups=nli+sick,sickshuf"
+            )
+        return train
+
+    def train(
+        self, config: TrainGroupsConfig, train: list[str], seeds: list[int], out: Path, launcher: Launcher
+    ) -> list[Member]:
+        """Each group as a network, all tasks in one, each task alone: every one with every seed."""
+        self.training = config_from_args(train).training_tasks
+        if len(self.training) < 2:
+            raise UserError(f"train-groups groups training tasks: {self.training[0]} trains alone already")
+        self.chosen = grouping(config, self.training)
+        arms = {task: [task] for task in self.training}
+        arms |= {arm_name(g, self.training): g for g in self.chosen.groups if len(g) > 1}
+        arms[ALL] = self.training
+        found = subset_members(train, arms, config.budget, out, seeds)
+        train_study(found, self.fixed(config, train), out, launcher, "train-groups")
+        return found
+
+    def described(
+        self, config: TrainGroupsConfig, train: list[str], found: list[Member], kept: list[Member]
+    ) -> dict:
+        return {
+            "tasks": self.training,
+            "groups": self.chosen.groups,
+            "source": self.chosen.source,
+            "networks": {"grouping": len(self.chosen.groups), "all": 1, "alone": len(self.training)},
+        }
+
+    def judge(self, config: TrainGroupsConfig, train: list[str], kept: list[Member], out: Path) -> dict:
+        """Each task scored by the network that serves it, against all-in-one and alone (its test
+        scores over seeds: the runs' own, no transfer)."""
+        serving = serving_groups(self.chosen, kept, self.training)
+        rows = verdicts(kept, serving, self.training)
+        return {
+            "serving": serving,
+            "family": max((r.get("family", 0) for r in rows), default=0),
+            "method": "studentized over seeds (Welch, guarded degrees of freedom), Holm over the study's "
+            "comparisons; test items not kept per item; one seed a side: no test",
+            "verdicts": rows,
+        }
+
+    def markdown(self, result: dict) -> str:
+        return markdown(result)
+
+    def tables(self, result: dict) -> dict:
+        return {}  # (its verdicts are the runs' own test scores: no W&B run of its own)
+
+    def page(self, result: dict) -> None:
+        return None
+
+
 def command(args: Sequence[str]) -> None:
-    launcher, config, train, seeds, _ = open_study(args, parse)
-    training = config_from_args(train).training_tasks
-    if len(training) < 2:
-        raise UserError(f"train-groups groups training tasks: {training[0]} trains alone already")
-    chosen = grouping(config, training)
-    arms = {task: [task] for task in training}
-    arms |= {arm_name(g, training): g for g in chosen.groups if len(g) > 1}
-    arms[ALL] = training
-    out = study_folder(config.out, "groups")
-    found = subset_members(train, arms, config.budget, out, seeds)
-    train_study(found, [*train, f"budget={config.budget}"], out, launcher, "train-groups")
-    kept, short = equal_compute(found, config.budget)
-    serving = serving_groups(chosen, kept, training)
-    rows = verdicts(kept, serving, training)
-    result = {
-        "tasks": training,
-        "groups": chosen.groups,
-        "source": chosen.source,
-        "serving": serving,
-        "budget": config.budget,
-        "seeds": seeds,
-        "networks": {"grouping": len(chosen.groups), "all": 1, "alone": len(training)},
-        "runs": {m.name: str(m.run_dir) for m in found},
-        "left_out": short,
-        "family": max((r.get("family", 0) for r in rows), default=0),
-        "method": "studentized over seeds (Welch, guarded degrees of freedom), Holm over the study's "
-        "comparisons; test items not kept per item; one seed a side: no test",
-        "verdicts": rows,
-    }
-    text = markdown(result)
-    atomic.write_text(out / "groups.md", text, "verdicts")
-    atomic.write_text(out / "groups.json", jsonfile.dumps(result, indent=2) + "\n", "verdicts")
-    print(text + f"\nwritten to {out / 'groups.md'} and .json")
+    """`just train-groups key=value ...`: `just study train-groups ...`."""
+    study_command([TrainGroups.name, *args])

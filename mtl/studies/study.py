@@ -38,7 +38,10 @@ from mtl.analysis.page import STYLE
 from mtl.config import apply_overrides
 from mtl.errors import UserError
 from mtl.files import atomic, jsonfile
-from mtl.jobs.configs import StudyConfig as StudyConfig  # its keys' module imports no torch (--help)
+
+# Their keys' module imports no torch (--help)
+from mtl.jobs.configs import StudyConfig as StudyConfig
+from mtl.jobs.configs import StudyKeys as StudyKeys
 from mtl.jobs.launchers import Launcher
 from mtl.jobs.member import Member
 from mtl.jobs.sweep import train_study
@@ -84,6 +87,7 @@ class Study:
     record: ClassVar[str] = ""  # the record files' stem (<out>/<record>.md, .json); empty: the name
     folder: ClassVar[str] = ""  # runs/<folder>-<time> when out= is not given; empty: the name
     equal_compute: ClassVar[str] = "every run trained the whole budget with stop=max_steps"
+    runs: ClassVar[str] = "run"  # what a refusal of a run key calls one of its runs (train-groups: network)
 
     def arms(self, config: Any, train: list[str]) -> dict[str, list[str]]:
         """Each arm's name and the training keys that make it (beside the keys every run gets)."""
@@ -93,8 +97,8 @@ class Study:
         """Keys the arms set, refused on the command line (the arms would override them unseen)."""
         return ()
 
-    def check(self, config: Any, train: list[str]) -> list[str]:
-        """The study's own checks of its keys, before any work: the training keys every run gets."""
+    def training_keys(self, config: Any, train: list[str]) -> list[str]:
+        """The training keys every run gets, after the study's own checks of its keys (before any work)."""
         return train
 
     def prepare(self, config: Any, train: list[str], out: Path) -> list[str]:
@@ -112,6 +116,27 @@ class Study:
         found = members(self, config, train, seeds, out)
         train_study(found, self.fixed(config, train), out / "arms", launcher, f"study {self.name}")
         return found
+
+    def judge(self, config: Any, train: list[str], kept: list[Member], out: Path) -> dict:
+        """The verdicts, judged on transfer (a study whose config has no transfer keys judges its
+        runs' own scores): every run transferred, then compared with `just compare`'s statistics,
+        each arm against the baseline (Holm over arms x tasks) and across tasks."""
+        compared, names, _ = transfer_and_compare(
+            kept, config.transfer_tasks, config.transfer_mode, config.transfer_data, out
+        )
+        arms = list(dict.fromkeys(m.arm for m in kept))
+        return {
+            "verdicts": verdicts_against(
+                compared,
+                names,
+                self.baseline,
+                [arm for arm in arms if arm != self.baseline],
+                self.above.format(baseline=self.baseline),
+                self.below.format(baseline=self.baseline),
+                self.noun,
+            ),
+            "across_tasks": across_by_arm(compared, names),
+        }
 
     def described(self, config: Any, train: list[str], found: list[Member], kept: list[Member]) -> dict:
         """The study's own part of its record, beside the verdicts (`kept`: the runs compared)."""
@@ -144,15 +169,24 @@ class Study:
         return "\n".join(lines) + "\n" + across_section(result.get("across_tasks") or [])
 
     def tables(self, result: dict) -> dict[str, tuple[list[str], list[list[Any]]]]:
-        """W&B tables of the study's own, beside the verdicts'."""
-        return {}
+        """The W&B tables of its record (none: no W&B run): the verdicts'."""
+        noun = self.noun
+        return {
+            "verdicts": (
+                ["task", noun, "difference", "low", "high", "verdict"],
+                [
+                    [r["task"], r[noun], r["difference"], r["low"], r["high"], r["verdict"]]
+                    for r in result["verdicts"]
+                ],
+            )
+        }
 
     def wandb_config(self, result: dict) -> dict:
         return {k: result[k] for k in ("study", "baseline", "budget", "seeds")}
 
-    def page(self, result: dict) -> str:
-        """The HTML page beside the .md (<out>/<record>.html): the verdicts' forest, each arm's
-        seeds and seconds, the verdicts."""
+    def page(self, result: dict) -> str | None:
+        """The HTML page beside the .md (<out>/<record>.html; None: none): the verdicts' forest,
+        each arm's seeds and seconds, the verdicts."""
         baseline = result["baseline"]
         drawn, verdicts = verdicts_html(
             result["verdicts"], [a for a in result["arms"] if a != baseline], self.noun, baseline
@@ -188,7 +222,7 @@ def register_study(study: type[Study]) -> type[Study]:
         raise UserError(
             f"study {study.__name__}: name={study.name!r} must be lowercase letters, digits, - and _ (a file name)"
         )
-    if not dataclasses.is_dataclass(study.config) or not issubclass(study.config, StudyConfig):
+    if not dataclasses.is_dataclass(study.config) or not issubclass(study.config, StudyKeys):
         raise UserError(f"study {study.name}: its config must be a dataclass subclassing StudyConfig")
     taken = STUDIES.get(study.name)
     if taken is not None and taken.__qualname__ != study.__qualname__:
@@ -201,7 +235,12 @@ def register_study(study: type[Study]) -> type[Study]:
 
 # The studies mtl ships as `Study`s (also commands of their own: `just compare-balancers`),
 # imported when a study is named: each imports this module.
-BUILT_IN = ("mtl.studies.compare_balancers", "mtl.studies.compare_mixing")
+BUILT_IN = (
+    "mtl.studies.compare_balancers",
+    "mtl.studies.compare_mixing",
+    "mtl.studies.groups",
+    "mtl.studies.affinity_check",
+)
 
 
 def registered() -> dict[str, type[Study]]:
@@ -238,13 +277,14 @@ def parse(study: Study, given: Sequence[str]) -> tuple[StudyConfig, list[str]]:
     every run gets; one line for a key a study sets itself."""
     name = study.name
     own, train = study_arguments(list(given), name, tuple(study.config.__dataclass_fields__))
-    refuse_run_keys(train, name, "run")
+    refuse_run_keys(train, name, study.runs)
     if taken := [a for a in train if a.partition("=")[0] in study.arm_keys()]:
         raise UserError(f"{taken[0]}: study {name} sets it for each arm")
     config = apply_overrides(study.config(), own)
-    check_transfer_keys(config.transfer_tasks, config.transfer_mode)
+    if isinstance(config, StudyConfig):
+        check_transfer_keys(config.transfer_tasks, config.transfer_mode)
     budget_amount(config.budget)
-    return config, study.check(config, train)
+    return config, study.training_keys(config, train)
 
 
 def run(name: str, args: Sequence[str]) -> tuple[Path, dict]:
@@ -254,12 +294,7 @@ def run(name: str, args: Sequence[str]) -> tuple[Path, dict]:
     out = study_folder(config.out, study.folder or name)
     train = study.prepare(config, train, out)
     found = study.train(config, train, seeds, out, launcher)
-    compared_runs, short = equal_compute(found, config.budget)
-    compared, names, _ = transfer_and_compare(
-        compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out
-    )
-    arms = list(dict.fromkeys(m.arm for m in found))
-    others = [arm for arm in arms if arm != study.baseline]
+    kept, short = equal_compute(found, config.budget)
     result = {
         "study": name,
         "baseline": study.baseline,
@@ -268,40 +303,26 @@ def run(name: str, args: Sequence[str]) -> tuple[Path, dict]:
         "runs": {m.name: relative(m.run_dir, out) for m in found},
         "left_out": short,
         "equal_compute": study.equal_compute,
-        **study.described(config, train, found, compared_runs),
-        "verdicts": verdicts_against(
-            compared,
-            names,
-            study.baseline,
-            others,
-            study.above.format(baseline=study.baseline),
-            study.below.format(baseline=study.baseline),
-            study.noun,
-        ),
-        "across_tasks": across_by_arm(compared, names),
+        **study.described(config, train, found, kept),
+        **study.judge(config, train, kept, out),
         "below_plan": below_plan,
     }
     record = out / (study.record or name)
     text = study.markdown(result)
     atomic.write_text(record.with_suffix(".md"), text, f"study {name}")
     atomic.write_text(record.with_suffix(".json"), jsonfile.dumps(result, indent=2) + "\n", f"study {name}")
-    atomic.write_text(record.with_suffix(".html"), study.page(result), f"study {name} page")
-    verdicts = (
-        ["task", study.noun, "difference", "low", "high", "verdict"],
-        [
-            [r["task"], r[study.noun], r["difference"], r["low"], r["high"], r["verdict"]]
-            for r in result["verdicts"]
-        ],
-    )
-    log_tables(
-        job_type=study.record or f"study-{name}",
-        name=out.name,
-        config=study.wandb_config(result),
-        tables={**study.tables(result), "verdicts": verdicts},
-        directory=out,
-        mode=wandb_mode(found),
-        group=out.name,
-    )
+    if (page := study.page(result)) is not None:
+        atomic.write_text(record.with_suffix(".html"), page, f"study {name} page")
+    if tables := study.tables(result):
+        log_tables(
+            job_type=study.record or f"study-{name}",
+            name=out.name,
+            config=study.wandb_config(result),
+            tables=tables,
+            directory=out,
+            mode=wandb_mode(found),
+            group=out.name,
+        )
     return out, result
 
 
@@ -318,4 +339,5 @@ def command(args: Sequence[str]) -> None:
     out, result = run(args[0], args[1:])
     study = study_named(args[0])
     record = out / (study.record or args[0])
-    print(study().markdown(result) + f"\nwritten to {record}.md, .json and .html")
+    page = " and .html" if record.with_suffix(".html").is_file() else ""
+    print(study().markdown(result) + f"\nwritten to {record}.md, .json{page}")
