@@ -35,7 +35,7 @@ from mtl.metrics import register_direction
 from mtl.models.encoders.base import Encoder, length_mask
 from mtl.models.encoders.config import EncoderConfig, EncoderTraits
 from mtl.models.encoders.config import register as register_encoder
-from mtl.studies.study import Study, StudyConfig, register_study
+from mtl.studies.study import Study, StudyConfig, StudyKeys, register_study
 from mtl.tasks.base import Task
 from mtl.tasks.configs import TaskConfig
 from mtl.tasks.kinds import register as register_task
@@ -77,6 +77,7 @@ __all__ = [
     "Split",
     "Study",
     "StudyConfig",
+    "StudyKeys",
     "Task",
     "TaskConfig",
     "TaskFeatures",  # noqa: F822  (module __getattr__, below)
