@@ -358,7 +358,7 @@ COMMANDS: dict[str, Command] = {
         ),
     ),
     "mixture-search": Command(
-        "mtl.studies.mixture_page",
+        "mtl.studies.mixture",
         "mtl.jobs.configs:MixtureSearchConfig",
         "proxy runs of sampled task mixtures, a regression to the best one, then it against the usual mixtures with seeds and verdicts (RegMix)",
         (

@@ -8,7 +8,7 @@ import pytest
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.studies import mixture
+from mtl.studies import mixture, study
 
 from .browser import can_look, look_at
 from .conftest import FIXTURES, args_for
@@ -158,7 +158,7 @@ def test_a_search_trains_proxies_fits_and_gives_verdicts_and_resumes_without_ret
 )
 def test_bad_mixture_search_arguments_are_one_line(tiny_data, tmp_path, args, message):
     with pytest.raises(UserError, match=message):
-        config, train = mixture.parse([*args_for(tiny_data, tmp_path)[:3], *args])
+        config, train = study.parse(mixture.MixtureSearch(), [*args_for(tiny_data, tmp_path)[:3], *args])
         mixture.training_tasks(train)
 
 

@@ -49,14 +49,33 @@ class VersusConfig(LauncherConfig):
 
 
 @dataclass
-class MixtureSearchConfig(LauncherConfig):
+class StudyKeys(LauncherConfig):
+    """The keys every study takes; a study judged on its runs' own scores subclasses it."""
+
+    budget: str = "steps:1000"  # what every run trains (steps:N, examples:N or minutes:N)
+    seeds: int | None = 3  # seeds of every arm
+    seed: str = "1"  # the first seed, or a list (1,2,3)
+    out: str | None = None  # where the runs and the result go; None: runs/<study>-<time>
+
+
+@dataclass
+class StudyConfig(StudyKeys):
+    """A study judged on transfer: its runs scored by `just transfer`, then compared; a study's own
+    config subclasses it with its keys."""
+
+    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every run
+    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
+    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
+    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
+
+
+@dataclass
+class MixtureSearchConfig(StudyConfig):
     """mixture-search's own keys (for --help); every other key goes to train-multitask."""
 
     trials: AtLeast1 = 16  # proxy mixtures drawn and trained
     proxy_budget: str = "steps:200"  # each proxy's budget (steps:N, examples:N or minutes:N)
     budget: str = "steps:1000"  # the target budget of the predicted mixture and the baselines
-    seeds: int | None = 3  # seeds of each arm at the target budget
-    seed: str = "1"  # the first seed (or a list, 1,2,3) of each arm
     score: str = (
         "select"  # a proxy's score: select (its select= value) or a summary.json key (best/nli/dev/acc)
     )
@@ -83,33 +102,7 @@ class MixtureSearchConfig(LauncherConfig):
         True  # each task cut to proxy_budget/budget of its examples: epochs as at the target
     )
     temperature: PositiveFloat = 2.0  # the temperature-sampling baseline's T
-    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every arm
-    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
-    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    out: str | None = None  # where the runs and the result go; None: runs/mixture-<time>
     search_seed: AtLeast0 = 0  # of the Dirichlet draws
-    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
-
-
-@dataclass
-class StudyKeys(LauncherConfig):
-    """The keys every study takes; a study judged on its runs' own scores subclasses it."""
-
-    budget: str = "steps:1000"  # what every run trains (steps:N, examples:N or minutes:N)
-    seeds: int | None = 3  # seeds of every arm
-    seed: str = "1"  # the first seed, or a list (1,2,3)
-    out: str | None = None  # where the runs and the result go; None: runs/<study>-<time>
-
-
-@dataclass
-class StudyConfig(StudyKeys):
-    """A study judged on transfer: its runs scored by `just transfer`, then compared; a study's own
-    config subclasses it with its keys."""
-
-    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every run
-    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
-    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
 
 
 @dataclass

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from mtl.analysis import significance
 from mtl.analysis.page import forest
+from mtl.analysis.significance import correct_study
 from mtl.config import apply_overrides
 from mtl.errors import UserError
+from mtl.formats.comparison import method_of
 from mtl.jobs.member import Member
 from mtl.studies.arms import transfer_members
 
@@ -61,6 +63,46 @@ def across_by_arm(compared: dict, names: dict[str, str]) -> list[dict]:
             "verdict": verdict if known or not decided else f"{verdict} (1 seed)",
         })  # fmt: skip
     return rows
+
+
+def against(compared: dict, names: dict[str, str], arm: str, others: list[str]) -> list[dict]:
+    """Every comparison of `arm` with one of `others` on every transfer task, Holm-corrected
+    together (the study's whole family, so no comparison is spared the others' tests), each
+    oriented arm - other: task, other, difference, low, high, holm_p, family, decided, seeds, method."""
+    family = [
+        dict(c)
+        for c in compared["comparisons"]
+        if arm in (names[c["first"]], names[c["second"]])
+        and ({names[c["first"]], names[c["second"]]} - {arm}) & set(others)
+    ]
+    correct_study(family)
+    rows = []
+    for c in family:
+        first, second = names[c["first"]], names[c["second"]]
+        sign = 1 if first == arm else -1
+        low, high = sorted((sign * c["low"] + 0.0, sign * c["high"] + 0.0))
+        rows.append({"task": c["task"], "other": second if first == arm else first,
+                     "difference": sign * (c["first_score"] - c["second_score"]) + 0.0, "low": low, "high": high,
+                     "holm_p": c["holm_p"], "family": c.get("family", 1), "decided": c["holm_p"] <= 1 - c["confidence"],
+                     "seeds": min(c["first_seeds"], c["second_seeds"]), "method": method_of(c)})  # fmt: skip
+    return rows
+
+
+def verdicts_against(
+    compared: dict, names: dict[str, str], baseline: str, others: list[str], above: str, below: str, name: str
+) -> list[dict]:
+    """Per transfer task and arm of `others`: its difference from `baseline`, the interval and
+    verdict (`above`, `below` or no evidence), Holm over every arm x task; the arm under `name`."""
+    rows = []
+    for row in against(compared, names, baseline, others):  # oriented baseline - arm: turned round
+        difference, low, high = -row["difference"] + 0.0, -row["high"] + 0.0, -row["low"] + 0.0
+        verdict = "no evidence"
+        if row["decided"]:
+            verdict = (above if difference > 0 else below) + (" (1 seed)" if row["seeds"] < 2 else "")
+        rows.append({"task": row["task"], name: row["other"], "difference": difference, "low": low, "high": high,
+                     "holm_p": row["holm_p"], "family": row["family"], "verdict": verdict,
+                     "interval_method": row["method"]})  # fmt: skip
+    return sorted(rows, key=lambda r: (others.index(r[name]), r["task"]))
 
 
 def verdict_lines(verdicts: list[dict], noun: str, baseline: str) -> list[str]:

@@ -37,8 +37,9 @@ uniform Dirichlet proxies and the fit's argmax; `proxies=uniform` starts such a 
 
 Everything trains as a sweep: an interrupted search resumes, a finished proxy or arm is never
 trained again. It writes mixture-search.md and .json, logs its tables to W&B in the search's
-group, and `just mixture-search` adds a page (mtl/studies/mixture_page.py: predicted against
-observed, the mixtures' weights, the verdicts).
+group, and its page (mtl/studies/mixture_page.py: predicted against observed, the mixtures'
+weights, the verdicts). It is a `Study` (mtl/studies/study.py) whose proxies and fit come before its
+arms, and whose verdicts are the predicted mixture's against each usual one.
 """
 
 from __future__ import annotations
@@ -53,72 +54,31 @@ from typing import Any
 
 import numpy as np
 
-from mtl.analysis.significance import correct_study
-from mtl.config import apply_overrides
 from mtl.errors import UserError
-from mtl.files import atomic, jsonfile
 from mtl.files.locks import FolderLock
-from mtl.formats.comparison import method_of
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.jobs.configs import MixtureSearchConfig as MixtureSearchConfig
-from mtl.jobs.launchers import check_outcomes
+from mtl.jobs.launchers import Launcher, check_outcomes
 from mtl.jobs.member import Member
-from mtl.jobs.seeds import study_seeds
 from mtl.jobs.sweep import Sweep, check_same_fixed_keys, train_members
 from mtl.runs import RunFolder, read_summary
 from mtl.studies.arms import (
     arm_members,
     budget_amount,
     budget_keys,
-    check_transfer_keys,
     closing_lines,
-    equal_compute,
     short_of_budget,
-    study_arguments,
-    study_folder,
-    wandb_mode,
 )
-from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
-from mtl.studies.opening import open_study
-from mtl.tracking.tracker import log_tables
+from mtl.studies.compared import across_by_arm, across_section, against, transfer_and_compare
+from mtl.studies.mixture_page import page
+from mtl.studies.study import Study, register_study
+from mtl.studies.study import command as study_command
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.inputs import resolve_inputs
 from mtl.train.data.training_data import prepare
 
-SEARCH_KEYS = (
-    "trials", "proxy_budget", "budget", "seeds", "seed", "score", "alpha", "candidates", "temperature",
-    "transfer_tasks", "transfer_mode", "transfer_data", "out", "search_seed", "proxies", "prior_temperature",
-    "min_share", "top_k", "bootstrap", "min_spearman", "skill_permutations", "train_without_skill", "repetition_matched", "plan",
-)  # fmt: skip
 PREDICTED = "predicted"
-
-
-def parse(args: Sequence[str]) -> tuple[MixtureSearchConfig, list[str]]:
-    own, train = study_arguments(list(args), "mixture-search", SEARCH_KEYS)
-    if taken := [
-        a
-        for a in train
-        if a.partition("=")[0]
-        in ("max_steps", "max_minutes", "out", "name", "group", "resume", "schedule", "stop")
-        or a.partition("=")[0].endswith(".prob")
-    ]:
-        raise UserError(
-            f"{taken[0]}: mixture-search sets it for each run (give budgets with proxy_budget= and budget=)"
-        )
-    config = apply_overrides(MixtureSearchConfig(), own)
-    check_transfer_keys(config.transfer_tasks, config.transfer_mode)
-    budget_amount(config.proxy_budget)
-    budget_amount(config.budget)
-    if budget_amount(config.proxy_budget)[0] == "examples" or budget_amount(config.budget)[0] == "examples":
-        raise UserError("mixture-search samples tasks by probability: give steps:N or minutes:N budgets")
-    study_seeds(config)  # a bad seeds= or seed= stops the study before any work
-    if config.trials < FEWEST_PROXIES:
-        raise UserError(
-            f"trials={config.trials}: the skill gate needs {FEWEST_PROXIES} proxies at least (with fewer, no "
-            f"ordering of their scores reaches a permutation p of {GATE_LEVEL:g}); 16 or more give it power"
-        )
-    return config, train
 
 
 def training_tasks(train: list[str]) -> list[str]:
@@ -371,46 +331,6 @@ def _train(sweep: Sweep, members: list[Member]) -> None:
     check_outcomes(outcomes)
 
 
-def against(compared: dict, names: dict[str, str], arm: str, others: list[str]) -> list[dict]:
-    """Every comparison of `arm` with one of `others` on every transfer task, Holm-corrected
-    together (the study's whole family, so no comparison is spared the others' tests), each
-    oriented arm - other: task, other, difference, low, high, holm_p, family, decided, seeds, method."""
-    family = [
-        dict(c)
-        for c in compared["comparisons"]
-        if arm in (names[c["first"]], names[c["second"]])
-        and ({names[c["first"]], names[c["second"]]} - {arm}) & set(others)
-    ]
-    correct_study(family)
-    rows = []
-    for c in family:
-        first, second = names[c["first"]], names[c["second"]]
-        sign = 1 if first == arm else -1
-        low, high = sorted((sign * c["low"] + 0.0, sign * c["high"] + 0.0))
-        rows.append({"task": c["task"], "other": second if first == arm else first,
-                     "difference": sign * (c["first_score"] - c["second_score"]) + 0.0, "low": low, "high": high,
-                     "holm_p": c["holm_p"], "family": c.get("family", 1), "decided": c["holm_p"] <= 1 - c["confidence"],
-                     "seeds": min(c["first_seeds"], c["second_seeds"]), "method": method_of(c)})  # fmt: skip
-    return rows
-
-
-def verdicts_against(
-    compared: dict, names: dict[str, str], baseline: str, others: list[str], above: str, below: str, name: str
-) -> list[dict]:
-    """Per transfer task and arm of `others`: its difference from `baseline`, the interval and
-    verdict (`above`, `below` or no evidence), Holm over every arm x task; the arm under `name`."""
-    rows = []
-    for row in against(compared, names, baseline, others):  # oriented baseline - arm: turned round
-        difference, low, high = -row["difference"] + 0.0, -row["high"] + 0.0, -row["low"] + 0.0
-        verdict = "no evidence"
-        if row["decided"]:
-            verdict = (above if difference > 0 else below) + (" (1 seed)" if row["seeds"] < 2 else "")
-        rows.append({"task": row["task"], name: row["other"], "difference": difference, "low": low, "high": high,
-                     "holm_p": row["holm_p"], "family": row["family"], "verdict": verdict,
-                     "interval_method": row["method"]})  # fmt: skip
-    return sorted(rows, key=lambda r: (others.index(r[name]), r["task"]))
-
-
 def verdict_rows(compared: dict, names: dict[str, str], baselines: list[str]) -> list[dict]:
     """Per transfer task and baseline: the predicted mixture's difference, its interval and verdict,
     Holm-corrected over every one of these comparisons (baselines x transfer tasks: the search's
@@ -511,150 +431,208 @@ def legacy_proxies(out: Path) -> bool:
     return isinstance(fixed, list) and not any(str(k).startswith("proxies=") for k in fixed)
 
 
-def search(args: Sequence[str]) -> tuple[Path, dict, np.ndarray, np.ndarray]:
-    """The whole search (resumed where it stopped): its folder, its result, and the proxies'
-    observed scores with their held-out predictions (for the page)."""
-    launcher, config, train, seeds, below_plan = open_study(args, parse)
-    tasks = training_tasks(train)
-    out = study_folder(config.out, "mixture")
-    sizes = training_sizes(train, tasks)
-    legacy = legacy_proxies(out)
-    fixed = [*train, f"proxy_budget={config.proxy_budget}", f"search_seed={config.search_seed}"]
-    matched: list[str] = []
-    if legacy or config.proxies == "uniform":
-        # (a new uniform search says so: only a folder without proxies= is one begun before them)
-        fixed += [f"alpha={config.alpha:g}"] + ([] if legacy else ["proxies=uniform"])
-        mixtures = draw_mixtures(config.trials, len(tasks), config.alpha, config.search_seed)
-        candidates = np.random.default_rng([config.search_seed, 0xCA11]).dirichlet(
-            np.full(len(tasks), config.alpha), size=config.candidates
-        )
-        drawn = f"Dirichlet({config.alpha:g}), every share >= 0.005"
-    else:
-        prior = by_size(sizes, 1.0 / config.prior_temperature)
-        fixed += [
-            "proxies=regmix",
-            f"prior_temperature={config.prior_temperature:g}",
-            f"min_share={config.min_share:g}",
-        ]
-        mixtures = draw_regmix(config.trials, prior, config.min_share, config.search_seed, 0x5EA12C)
-        candidates = draw_regmix(config.candidates, prior, config.min_share, config.search_seed, 0xCA11)
-        drawn = (
-            f"RegMix: Dirichlet(prior x strength 0.1-5), prior size^(1/{config.prior_temperature:g}), "
-            f"shares under {config.min_share:g} set to 0"
-        )
-        both_steps = budget_amount(config.proxy_budget)[0] == budget_amount(config.budget)[0] == "steps"
-        if config.repetition_matched and both_steps:
-            matched = repetition_keys(tasks, sizes, config.proxy_budget, config.budget)
-            fixed.append("repetition_matched=true")
-        elif config.repetition_matched:
-            print(
-                "repetition_matched: minutes budgets give no steps ratio; the proxies use whole training sets"
+@register_study
+class MixtureSearch(Study):
+    name = "mixture-search"
+    summary = "proxy runs of sampled task mixtures, a regression to the best one, then it against the usual mixtures"
+    baseline = PREDICTED  # (its verdicts: the predicted mixture against each usual one, BASELINES)
+    config = MixtureSearchConfig
+    folder = "mixture"
+    equal_compute = "every compared arm trained the whole budget with stop=max_steps"
+
+    def training_keys(self, config: MixtureSearchConfig, train: list[str]) -> list[str]:
+        if taken := [
+            a
+            for a in train
+            if a.partition("=")[0] in ("schedule", "stop") or a.partition("=")[0].endswith(".prob")
+        ]:
+            raise UserError(
+                f"{taken[0]}: mixture-search sets it for each run (give budgets with proxy_budget= and budget=)"
             )
-    found = proxies(train, tasks, mixtures, config.proxy_budget, out, matched)
-    _train(Sweep(out.name, {}, fixed, out / "proxies", launcher), found)
-    scores = [proxy_score(member, config.score) for member in found]
-    kept = [
-        i
-        for i, s in enumerate(scores)
-        if s is not None and short_of_budget(found[i], config.proxy_budget) is None
-    ]
-    if len(kept) < FEWEST_PROXIES:
-        raise UserError(
-            f"{len(kept)} proxies finished with a {config.score} score: the skill gate needs "
-            f"{FEWEST_PROXIES} at least (fewer cannot pass a permutation test at {100 * GATE_LEVEL:g}%)"
-        )
-    observed = np.array([scores[i] for i in kept])
-    fitted = fit(mixtures[kept], observed)
-    if legacy:  # a search begun before 2026-11-28 resumes with the gate it had
-        gate = skill(fitted, observed)
-    else:
-        gate = gated_skill(mixtures[kept], observed, fitted, config.skill_permutations, config.search_seed)
-    enough = gate.enough(config.min_spearman)
-    if legacy:  # a search begun before 2026-11-28 resumes as it began: the argmax, no spread
-        predicted = candidates[int(np.argmax(fitted.predict(candidates)))]
-        predicted = np.round(np.maximum(predicted, 0.005) / np.maximum(predicted, 0.005).sum(), 4)  # as then
-        spread = None
-    else:
-        predicted = optimum(fitted.model, candidates, config.top_k)
-        spread = optimum_spread(
-            mixtures[kept],
-            observed,
-            fitted.kind,
-            candidates,
-            config.top_k,
-            config.bootstrap,
-            config.search_seed,
-        )
-        predicted = np.round(predicted, 4)
-        predicted = predicted / predicted.sum()
-    best_proxy = mixtures[kept[int(np.argmax(observed))]]
-    print(
-        f"regression ({fitted.kind} ridge): {gate.said()}; predicted best mixture "
-        + ", ".join(f"{t} {p:.3f}" for t, p in zip(tasks, predicted, strict=True)),
-        flush=True,
-    )
-    trains_predicted = enough or config.train_without_skill
-    if not enough:
+        budget_amount(config.proxy_budget)
+        if (
+            budget_amount(config.proxy_budget)[0] == "examples"
+            or budget_amount(config.budget)[0] == "examples"
+        ):
+            raise UserError("mixture-search samples tasks by probability: give steps:N or minutes:N budgets")
+        if config.trials < FEWEST_PROXIES:
+            raise UserError(
+                f"trials={config.trials}: the skill gate needs {FEWEST_PROXIES} proxies at least (with fewer, no "
+                f"ordering of their scores reaches a permutation p of {GATE_LEVEL:g}); 16 or more give it power"
+            )
+        return train
+
+    def train(
+        self, config: MixtureSearchConfig, train: list[str], seeds: list[int], out: Path, launcher: Launcher
+    ) -> list[Member]:
+        """The proxies trained and fitted, then (where the fit has skill, or train_without_skill=)
+        the predicted mixture and the usual ones at the target budget with every seed."""
+        tasks = training_tasks(train)
+        sizes = training_sizes(train, tasks)
+        legacy = legacy_proxies(out)
+        fixed = [*train, f"proxy_budget={config.proxy_budget}", f"search_seed={config.search_seed}"]
+        matched: list[str] = []
+        if legacy or config.proxies == "uniform":
+            # (a new uniform search says so: only a folder without proxies= is one begun before them)
+            fixed += [f"alpha={config.alpha:g}"] + ([] if legacy else ["proxies=uniform"])
+            mixtures = draw_mixtures(config.trials, len(tasks), config.alpha, config.search_seed)
+            candidates = np.random.default_rng([config.search_seed, 0xCA11]).dirichlet(
+                np.full(len(tasks), config.alpha), size=config.candidates
+            )
+            drawn = f"Dirichlet({config.alpha:g}), every share >= 0.005"
+        else:
+            prior = by_size(sizes, 1.0 / config.prior_temperature)
+            fixed += [
+                "proxies=regmix",
+                f"prior_temperature={config.prior_temperature:g}",
+                f"min_share={config.min_share:g}",
+            ]
+            mixtures = draw_regmix(config.trials, prior, config.min_share, config.search_seed, 0x5EA12C)
+            candidates = draw_regmix(config.candidates, prior, config.min_share, config.search_seed, 0xCA11)
+            drawn = (
+                f"RegMix: Dirichlet(prior x strength 0.1-5), prior size^(1/{config.prior_temperature:g}), "
+                f"shares under {config.min_share:g} set to 0"
+            )
+            both_steps = budget_amount(config.proxy_budget)[0] == budget_amount(config.budget)[0] == "steps"
+            if config.repetition_matched and both_steps:
+                matched = repetition_keys(tasks, sizes, config.proxy_budget, config.budget)
+                fixed.append("repetition_matched=true")
+            elif config.repetition_matched:
+                print(
+                    "repetition_matched: minutes budgets give no steps ratio; the proxies use whole training sets"
+                )
+        found = proxies(train, tasks, mixtures, config.proxy_budget, out, matched)
+        _train(Sweep(out.name, {}, fixed, out / "proxies", launcher), found)
+        scores = [proxy_score(member, config.score) for member in found]
+        kept = [
+            i
+            for i, s in enumerate(scores)
+            if s is not None and short_of_budget(found[i], config.proxy_budget) is None
+        ]
+        if len(kept) < FEWEST_PROXIES:
+            raise UserError(
+                f"{len(kept)} proxies finished with a {config.score} score: the skill gate needs "
+                f"{FEWEST_PROXIES} at least (fewer cannot pass a permutation test at {100 * GATE_LEVEL:g}%)"
+            )
+        observed = np.array([scores[i] for i in kept])
+        fitted = fit(mixtures[kept], observed)
+        if legacy:  # a search begun before 2026-11-28 resumes with the gate it had
+            gate = skill(fitted, observed)
+        else:
+            gate = gated_skill(
+                mixtures[kept], observed, fitted, config.skill_permutations, config.search_seed
+            )
+        enough = gate.enough(config.min_spearman)
+        if legacy:  # a search begun before 2026-11-28 resumes as it began: the argmax, no spread
+            predicted = candidates[int(np.argmax(fitted.predict(candidates)))]
+            predicted = np.round(
+                np.maximum(predicted, 0.005) / np.maximum(predicted, 0.005).sum(), 4
+            )  # as then
+            spread = None
+        else:
+            predicted = optimum(fitted.model, candidates, config.top_k)
+            spread = optimum_spread(
+                mixtures[kept],
+                observed,
+                fitted.kind,
+                candidates,
+                config.top_k,
+                config.bootstrap,
+                config.search_seed,
+            )
+            predicted = np.round(predicted, 4)
+            predicted = predicted / predicted.sum()
+        best_proxy = mixtures[kept[int(np.argmax(observed))]]
         print(
-            "no skill: the proxies cannot rank mixtures at this budget"
-            + ("; training the predicted mixture because train_without_skill=true" if trains_predicted else
-               ": no predicted mixture is trained (train_without_skill=true trains it anyway)"),
+            f"regression ({fitted.kind} ridge): {gate.said()}; predicted best mixture "
+            + ", ".join(f"{t} {p:.3f}" for t, p in zip(tasks, predicted, strict=True)),
             flush=True,
-        )  # fmt: skip
-    final, compared, names, short = [], {"comparisons": []}, {}, {}
-    if trains_predicted:
-        final = arms(train, tasks, predicted, best_proxy, config, seeds, out)
-        _train(Sweep(out.name, {}, [*fixed, f"budget={config.budget}"], out / "arms", launcher), final)
-        compared_runs, short = equal_compute(final, config.budget)
-        compared, names, _ = transfer_and_compare(
-            compared_runs, config.transfer_tasks, config.transfer_mode, config.transfer_data, out
         )
-    baselines = ["best-proxy", "proportional", "temperature"]
-    result = {
-        "across_tasks": across_by_arm(compared, names),
-        "tasks": tasks,
-        "proxy_budget": config.proxy_budget,
-        "budget": config.budget,
-        "score": config.score,
-        "seeds": seeds,
-        "proxies_drawn": drawn,
-        "repetition_matched": matched,
-        "proxies": {found[i].name: {"mixture": mixtures[i].tolist(), "score": scores[i]} for i in range(len(found))},
-        "fit": {"kind": fitted.kind, "loo_mae": fitted.loo_mae, "score_sd": float(np.std(observed, ddof=1)),
-                "loo_predicted": dict(zip([found[i].name for i in kept], fitted.loo_predicted.tolist(), strict=True))},
-        "skill": {"spearman": gate.spearman, "p": gate.p, "fit_mae": gate.fit_mae, "constant_mae": gate.constant_mae,
-                  "permutation_p": gate.permutation_p, "permutations": gate.permutations,
-                  "min_spearman": config.min_spearman, "enough": enough, "said": gate.said()},
-        "optimum": "argmax of the fit (before 2026-11-28)" if legacy else f"mean of the top {config.top_k} of {len(candidates)} candidates",
-        "optimum_spread": None if spread is None else {"resamples": config.bootstrap, "low": spread[0].tolist(), "high": spread[1].tolist()},
-        "mixtures": {
-            **({PREDICTED: predicted.tolist()} if trains_predicted else {}),
-            "best-proxy": best_proxy.tolist(),
-            "proportional": by_size(sizes, 1.0).tolist(),
-            "temperature": by_size(sizes, 1.0 / config.temperature).tolist(),
-        },
-        "fitted_optimum": predicted.tolist(),
-        "runs": {m.name: str(m.run_dir) for m in final},
-        "left_out": short,
-        "equal_compute": "every compared arm trained the whole budget with stop=max_steps",
-        "verdicts": verdict_rows(compared, names, baselines) if trains_predicted else [],
-        "below_plan": below_plan,
-    }  # fmt: skip
-    text = markdown(result)
-    atomic.write_text(out / "mixture-search.md", text, "mixture search")
-    atomic.write_text(out / "mixture-search.json", jsonfile.dumps(result, indent=2) + "\n", "mixture search")
-    log_tables(
-        job_type="mixture-search",
-        name=out.name,
-        config={k: v for k, v in result.items() if k in ("tasks", "proxy_budget", "budget", "score", "seeds")},
-        tables={
-            "proxies": (["proxy", *tasks, "score", "held-out prediction"],
-                        [[found[i].name, *mixtures[i].tolist(), scores[i], float(fitted.loo_predicted[n])] for n, i in enumerate(kept)]),
-            "verdicts": (["task", "baseline", "difference", "low", "high", "verdict"],
-                         [[r["task"], r["baseline"], r["difference"], r["low"], r["high"], r["verdict"]] for r in result["verdicts"]]),
-        },
-        directory=out,
-        mode=wandb_mode(found),
-        group=out.name,
-    )  # fmt: skip
-    return out, result, observed, fitted.loo_predicted
+        trains_predicted = enough or config.train_without_skill
+        if not enough:
+            print(
+                "no skill: the proxies cannot rank mixtures at this budget"
+                + ("; training the predicted mixture because train_without_skill=true" if trains_predicted else
+                   ": no predicted mixture is trained (train_without_skill=true trains it anyway)"),
+                flush=True,
+            )  # fmt: skip
+        final = []
+        if trains_predicted:
+            final = arms(train, tasks, predicted, best_proxy, config, seeds, out)
+            _train(Sweep(out.name, {}, [*fixed, f"budget={config.budget}"], out / "arms", launcher), final)
+        self.proxies, self.kept, self.observed, self.fitted = found, kept, observed, fitted
+        self.search = {
+            "tasks": tasks,
+            "proxy_budget": config.proxy_budget,
+            "score": config.score,
+            "proxies_drawn": drawn,
+            "repetition_matched": matched,
+            "proxies": {found[i].name: {"mixture": mixtures[i].tolist(), "score": scores[i]} for i in range(len(found))},
+            "fit": {"kind": fitted.kind, "loo_mae": fitted.loo_mae, "score_sd": float(np.std(observed, ddof=1)),
+                    "loo_predicted": dict(zip([found[i].name for i in kept], fitted.loo_predicted.tolist(), strict=True))},
+            "skill": {"spearman": gate.spearman, "p": gate.p, "fit_mae": gate.fit_mae, "constant_mae": gate.constant_mae,
+                      "permutation_p": gate.permutation_p, "permutations": gate.permutations,
+                      "min_spearman": config.min_spearman, "enough": enough, "said": gate.said()},
+            "optimum": "argmax of the fit (before 2026-11-28)" if legacy else f"mean of the top {config.top_k} of {len(candidates)} candidates",
+            "optimum_spread": None if spread is None else {"resamples": config.bootstrap, "low": spread[0].tolist(), "high": spread[1].tolist()},
+            "mixtures": {
+                **({PREDICTED: predicted.tolist()} if trains_predicted else {}),
+                "best-proxy": best_proxy.tolist(),
+                "proportional": by_size(sizes, 1.0).tolist(),
+                "temperature": by_size(sizes, 1.0 / config.temperature).tolist(),
+            },
+            "fitted_optimum": predicted.tolist(),
+        }  # fmt: skip
+        return final
+
+    def described(
+        self, config: MixtureSearchConfig, train: list[str], found: list[Member], kept: list[Member]
+    ) -> dict:
+        return self.search
+
+    def judge(self, config: MixtureSearchConfig, train: list[str], kept: list[Member], out: Path) -> dict:
+        """The predicted mixture against each usual one (none trained: no verdicts)."""
+        if not kept:
+            return {"verdicts": [], "across_tasks": []}
+        compared, names, _ = transfer_and_compare(
+            kept, config.transfer_tasks, config.transfer_mode, config.transfer_data, out
+        )
+        return {
+            "verdicts": verdict_rows(compared, names, BASELINES),
+            "across_tasks": across_by_arm(compared, names),
+        }
+
+    def markdown(self, result: dict) -> str:
+        return markdown(result)
+
+    def tables(self, result: dict) -> dict[str, tuple[list[str], list[list[Any]]]]:
+        tasks, found, kept = result["tasks"], self.proxies, self.kept
+        return {
+            "proxies": (
+                ["proxy", *tasks, "score", "held-out prediction"],
+                [
+                    [found[i].name, *result["proxies"][found[i].name]["mixture"], result["proxies"][found[i].name]["score"],
+                     float(self.fitted.loo_predicted[n])]
+                    for n, i in enumerate(kept)
+                ],
+            ),
+            "verdicts": (
+                ["task", "baseline", "difference", "low", "high", "verdict"],
+                [[r["task"], r["baseline"], r["difference"], r["low"], r["high"], r["verdict"]] for r in result["verdicts"]],
+            ),
+        }  # fmt: skip
+
+    def wandb_config(self, result: dict) -> dict:
+        return {k: v for k, v in result.items() if k in ("tasks", "proxy_budget", "budget", "score", "seeds")}
+
+    def page(self, result: dict) -> str:
+        intro = markdown(result).split("\n\n|")[0]
+        return page(result, self.observed, self.fitted.loo_predicted, intro)
+
+
+BASELINES = ["best-proxy", "proportional", "temperature"]
+
+
+def command(args: Sequence[str]) -> None:
+    """`just mixture-search key=value ...`: `just study mixture-search ...`."""
+    study_command([MixtureSearch.name, *args])

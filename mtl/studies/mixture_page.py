@@ -1,19 +1,17 @@
-"""`just mixture-search`: the search (mtl/studies/mixture.py), then its page: the proxies' held-out
-predictions against their scores, the mixtures' weights, and the verdicts at the target budget."""
+"""mixture-search's page (mtl/studies/mixture.py): the proxies' held-out predictions against their
+scores, the mixtures' weights, and the verdicts at the target budget."""
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
 
 import numpy as np
 
 from mtl.analysis.page import STYLE, pyplot, svg_base64
-from mtl.files import atomic
-from mtl.studies.mixture import markdown, search
 
 
-def page(result: dict, observed: np.ndarray, loo: np.ndarray) -> str:
+def page(result: dict, observed: np.ndarray, loo: np.ndarray, intro: str) -> str:
+    """`intro`: the search's own account of itself (its .md's opening lines)."""
     plt = pyplot()
     figure, (scatter, bars) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     scatter.scatter(loo, observed, color="tab:blue")
@@ -51,7 +49,7 @@ def page(result: dict, observed: np.ndarray, loo: np.ndarray) -> str:
     return "\n".join([
         "<!doctype html>", '<html lang="en"><head><meta charset="utf-8"><title>mtl mixture search</title>',
         f"<style>{STYLE}</style></head><body>", f"<h1>Mixture search: {html.escape(', '.join(tasks))}</h1>",
-        *(f"<p>{html.escape(line)}</p>" for line in markdown(result).split("\n\n|")[0].splitlines() if line),
+        *(f"<p>{html.escape(line)}</p>" for line in intro.splitlines() if line),
         f'<img src="data:image/svg+xml;base64,{image}" alt="proxies predicted against observed; the mixtures">',
         "<h2>Verdicts at the target budget</h2>",
         f'<div class="wide"><table>{head}{body}</table></div>' if result["verdicts"] else
@@ -60,9 +58,3 @@ def page(result: dict, observed: np.ndarray, loo: np.ndarray) -> str:
         "(seeds and test items resampled); no evidence is not evidence of no difference.</p>",
         "</body></html>",
     ]) + "\n"  # fmt: skip
-
-
-def command(args: Sequence[str]) -> None:
-    out, result, observed, held_out = search(args)
-    atomic.write_text(out / "mixture-search.html", page(result, observed, held_out), "mixture search page")
-    print(markdown(result) + f"\nwritten to {out / 'mixture-search.md'}, .json and .html")

@@ -62,9 +62,9 @@ from mtl.studies.compared import (
     across_section,
     transfer_and_compare,
     verdict_lines,
+    verdicts_against,
     verdicts_html,
 )
-from mtl.studies.mixture import verdicts_against
 from mtl.studies.opening import open_study
 from mtl.tracking.tracker import log_tables
 from mtl.train.config.command_line import config_from_args
@@ -240,6 +240,7 @@ BUILT_IN = (
     "mtl.studies.compare_mixing",
     "mtl.studies.groups",
     "mtl.studies.affinity_check",
+    "mtl.studies.mixture",
 )
 
 
