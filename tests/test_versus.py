@@ -8,7 +8,7 @@ import torch
 
 from mtl.cli import main
 from mtl.errors import UserError
-from mtl.studies import versus
+from mtl.studies import study, versus
 from mtl.studies.arms import short_of_budget
 from tests.conftest import args_for
 
@@ -117,7 +117,7 @@ def test_an_examples_budget_gives_each_run_its_own_steps(tiny_data, tmp_path):
 )
 def test_bad_versus_arguments_are_one_line(tiny_data, tmp_path, args, message):
     with pytest.raises(UserError, match=message):
-        config, train = versus.parse(args)
+        config, train = study.parse(versus.VersusSingle(), args)
         versus.members(train, config.budget, tmp_path)
 
 

@@ -23,32 +23,6 @@ class SweepConfig(LauncherConfig):
 
 
 @dataclass
-class VersusConfig(LauncherConfig):
-    """versus-single's own keys (for --help); every other key goes to train-multitask."""
-
-    budget: str = ""  # steps:N, examples:N or minutes:N: what every run gets
-    transfer_tasks: str = "MR,CR,SUBJ,MPQA,SST2,TREC,MRPC,SICK-E,SICK-R,STS14"  # scored on every run
-    transfer_mode: str = "fast"  # the transfer protocol (just transfer mode=)
-    transfer_data: str | None = None  # SentEval's downstream folder; None: $MTL_DATA_DIR/senteval/downstream
-    out: str | None = None  # where the runs and the verdict go; None: runs/versus-<time>
-    seeds: int | None = (
-        None  # each arm trained with seeds seed..seed+K-1 (3 for a verdict on the configurations)
-    )
-    seed: str = "1"  # the seed, or comma-separated seeds (1,2,3) of every arm
-    plan: str | None = None  # a `just plan-seeds` .json: warn when the seeds per arm are fewer than it needs
-    merge: str = ""  # merge arms (average,task_arithmetic,ties: each task alone at budget/n per seed, merged; with_base: the mixture with its start; bagging: bags= mixtures on subsets, averaged; soup: the mixture's checkpoints)
-    bags: AtLeast1 = (
-        3  # merge=bagging: mixture runs per seed, each budget/bags on its own 63.2% of every training set
-    )
-    soup_checkpoints: Annotated[int, Range(2)] = (
-        5  # merge=soup: the mixture's last N evaluated models, averaged (merge-soup) and greedily (merge-greedy_soup)
-    )
-    regimes: str = (
-        ""  # regime arms (sequential,two_stage): the mixture's tasks under that schedule, the same budget
-    )
-
-
-@dataclass
 class StudyKeys(LauncherConfig):
     """The keys every study takes; a study judged on its runs' own scores subclasses it."""
 
@@ -103,6 +77,26 @@ class MixtureSearchConfig(StudyConfig):
     )
     temperature: PositiveFloat = 2.0  # the temperature-sampling baseline's T
     search_seed: AtLeast0 = 0  # of the Dirichlet draws
+
+
+@dataclass
+class VersusConfig(StudyConfig):
+    """versus-single's own keys (for --help); every other key goes to train-multitask."""
+
+    budget: str = ""  # steps:N, examples:N or minutes:N: what every run gets
+    seeds: int | None = (
+        None  # each arm trained with seeds seed..seed+K-1 (3 for a verdict on the configurations)
+    )
+    merge: str = ""  # merge arms (average,task_arithmetic,ties: each task alone at budget/n per seed, merged; with_base: the mixture with its start; bagging: bags= mixtures on subsets, averaged; soup: the mixture's checkpoints)
+    bags: AtLeast1 = (
+        3  # merge=bagging: mixture runs per seed, each budget/bags on its own 63.2% of every training set
+    )
+    soup_checkpoints: Annotated[int, Range(2)] = (
+        5  # merge=soup: the mixture's last N evaluated models, averaged (merge-soup) and greedily (merge-greedy_soup)
+    )
+    regimes: str = (
+        ""  # regime arms (sequential,two_stage): the mixture's tasks under that schedule, the same budget
+    )
 
 
 @dataclass

@@ -44,6 +44,7 @@ from mtl.jobs.configs import StudyConfig as StudyConfig
 from mtl.jobs.configs import StudyKeys as StudyKeys
 from mtl.jobs.launchers import Launcher
 from mtl.jobs.member import Member
+from mtl.jobs.seeds import study_seeds
 from mtl.jobs.sweep import train_study
 from mtl.studies.arms import (
     arm_members,
@@ -116,6 +117,10 @@ class Study:
         found = members(self, config, train, seeds, out)
         train_study(found, self.fixed(config, train), out / "arms", launcher, f"study {self.name}")
         return found
+
+    def merged(self, config: Any, train: list[str], kept: list[Member], out: Path) -> list[Member]:
+        """Arms made from the trained runs without training (merged encoders), judged with them."""
+        return []
 
     def judge(self, config: Any, train: list[str], kept: list[Member], out: Path) -> dict:
         """The verdicts, judged on transfer (a study whose config has no transfer keys judges its
@@ -241,6 +246,7 @@ BUILT_IN = (
     "mtl.studies.groups",
     "mtl.studies.affinity_check",
     "mtl.studies.mixture",
+    "mtl.studies.versus",
 )
 
 
@@ -282,6 +288,7 @@ def parse(study: Study, given: Sequence[str]) -> tuple[StudyConfig, list[str]]:
     if taken := [a for a in train if a.partition("=")[0] in study.arm_keys()]:
         raise UserError(f"{taken[0]}: study {name} sets it for each arm")
     config = apply_overrides(study.config(), own)
+    study_seeds(config)  # a bad seeds= or seed= stops the study before any work
     if isinstance(config, StudyConfig):
         check_transfer_keys(config.transfer_tasks, config.transfer_mode)
     budget_amount(config.budget)
@@ -296,6 +303,8 @@ def run(name: str, args: Sequence[str]) -> tuple[Path, dict]:
     train = study.prepare(config, train, out)
     found = study.train(config, train, seeds, out, launcher)
     kept, short = equal_compute(found, config.budget)
+    made = study.merged(config, train, kept, out)
+    found, kept = found + made, kept + made
     result = {
         "study": name,
         "baseline": study.baseline,

@@ -52,49 +52,33 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mtl.analysis.significance import correct_study
-from mtl.config import apply_overrides, comma_list, paths_and_keys
+from mtl.config import comma_list
 from mtl.errors import UserError
 from mtl.eval.merge import MergeConfig, merge_encoders
-from mtl.files import atomic, jsonfile
 from mtl.formats.comparison import method_of
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from mtl.jobs.configs import VersusConfig as VersusConfig
+from mtl.jobs.launchers import Launcher
 from mtl.jobs.member import Member
-from mtl.jobs.seeds import seed_list
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_summary
 from mtl.studies.arms import (
     budget_amount,
-    check_transfer_keys,
+    closing_lines,
     equal_compute,
     left_out_line,
-    refuse_run_keys,
-    study_folder,
     summary_seconds,
 )
 from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
-from mtl.studies.opening import open_study
+from mtl.studies.study import Study, register_study
+from mtl.studies.study import command as study_command
 from mtl.tasks import named_config
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.train_config import TrainConfig, legacy_keys
 from mtl.train.data.scheduler import schedule_key_owners, trains_every_task
 from mtl.train.optim.balancers import balancer_key_owners
 
-VERSUS_KEYS = (
-    "budget",
-    "transfer_tasks",
-    "transfer_mode",
-    "transfer_data",
-    "out",
-    "seeds",
-    "seed",
-    "plan",
-    "merge",
-    "bags",
-    "soup_checkpoints",
-    "regimes",
-)
 MIXTURE = "mixture"
 PART = "-part"  # a merge's ingredient: one task alone at budget / n, so the merge's total is the budget
 MERGE = "merge-"  # a merge arm: merge-average, merge-task_arithmetic, merge-ties
@@ -120,36 +104,6 @@ MERGE_METHODS = ("average", "task_arithmetic", "ties", WITH_BASE, BAGGING, SOUP,
 WITH_BASE_LAMS = "0.2,0.4,0.6,0.8,1"  # a weight of the fine-tuned model in [0, 1], as LM-Cocktail's
 REGIME = "regime-"  # a training-regime arm: the mixture's tasks under another schedule
 REGIMES = ("sequential", "two_stage")
-
-
-def parse(args: Sequence[str]) -> tuple[VersusConfig, list[str]]:
-    named, keys = paths_and_keys(list(args))
-    if named:
-        raise UserError(
-            f"{named[0]}: versus-single takes key=value arguments only (preset=NAME for a preset)"
-        )
-    own = {k: v for k, _, v in (a.partition("=") for a in keys) if k in VERSUS_KEYS}
-    train = [a for a in keys if a.partition("=")[0] not in VERSUS_KEYS]
-    refuse_run_keys(train, "versus-single", "arm")
-    config = apply_overrides(VersusConfig(), [f"{k}={v}" for k, v in own.items()])
-    seed_list(own.get("seeds"), own.get("seed"))
-    # the transfer keys, checked before any training
-    check_transfer_keys(config.transfer_tasks, config.transfer_mode)
-    if len([a for a in keys if a.partition("=")[0] in VERSUS_KEYS]) > len(own):
-        raise UserError("a versus-single key is given twice: give it once")
-    budget_amount(config.budget)
-    merge_methods(config.merge)
-    if INCREMENTAL in merge_methods(config.merge) and budget_amount(config.budget)[0] == "minutes":
-        raise UserError(
-            f"merge={config.merge}: incremental divides the budget's steps between its two stages: give "
-            f"budget=steps:N or examples:N, not {config.budget}"
-        )
-    if regime_schedules(config.regimes) and budget_amount(config.budget)[0] == "minutes":
-        raise UserError(
-            f"regimes={config.regimes} divide the run's steps between stages: give budget=steps:N or examples:N, "
-            f"not {config.budget}"
-        )
-    return config, train
 
 
 def regime_schedules(text: str) -> list[str]:
@@ -608,118 +562,159 @@ def markdown(rows: list[dict], runs: list[str], budget: str, confidence: float, 
     return "\n".join(lines) + "\n"
 
 
-def command(args: Sequence[str]) -> None:
-    launcher, config, train, seeds, below_plan = open_study(args, parse)
-    out = study_folder(config.out, "versus")
-    methods = merge_methods(config.merge)
-    of_parts = [method for method in methods if method not in (WITH_BASE, BAGGING, SOUP, INCREMENTAL)]
-    bags = config.bags if BAGGING in methods else 0
-    found = members(
-        train,
-        config.budget,
-        out,
-        seeds,
-        merge=bool(of_parts),
-        regimes=regime_schedules(config.regimes),
-        bags=bags,
-        soup=config.soup_checkpoints if SOUP in methods else 0,
-        incremental=INCREMENTAL in methods,
-    )
-    # The budget is a fixed key of every run: a folder trained with another budget is refused,
-    # not resumed under its old one. incremental-added starts from its base: trained after it.
-    fixed = [*train, f"budget={config.budget}"]
-    added = [m for m in found if m.arm == f"{INCREMENTAL}-added"]
-    train_study([m for m in found if m not in added], fixed, out, launcher, "versus")
-    if added:
-        train_study(added, fixed, out, launcher, "versus")
-    parts = [m for m in found if m.arm.endswith(PART)]
-    bagged = [m for m in found if m.arm.startswith(f"{MIXTURE}{BAG}")]
-    stages = [m for m in found if m.arm.startswith(f"{INCREMENTAL}-")]
-    found = [m for m in found if m not in parts and m not in bagged and m not in stages]
-    kept, short = equal_compute(found, config.budget)
-    if parts:
-        share = budget_share(config.budget, len(parts) // len(seeds))
-        kept_parts, short_parts = equal_compute(parts, share)
-        if short_parts:  # a merge of fewer parts, or of a part short of its share, is not the arm
-            raise UserError(f"merge parts short of their share ({share}): {left_out_line(short_parts)}")
-        merges = merged_arms(kept_parts, of_parts, out, config.transfer_data)
-        kept, found = kept + merges, found + merges
-    if bagged:
-        share = budget_share(config.budget, bags)
-        kept_bags, short_bags = equal_compute(bagged, share)
-        if short_bags:  # an average of fewer bags, or of a bag short of its share, is not the arm
-            raise UserError(f"bags short of their share ({share}): {left_out_line(short_bags)}")
-        merges = merged_arms(kept_bags, ["average"], out, config.transfer_data, arm=BAGGING)
-        kept, found = kept + merges, found + merges
-    incremental = None
-    if stages:
-        tasks = len(config_from_args(train).training_tasks)
-        merges, incremental = incremental_arms(stages, config.budget, tasks, out, config.transfer_data)
-        kept, found = kept + merges, found + merges
-    if SOUP in methods:
-        merges = soup_arms([m for m in kept if m.arm == MIXTURE], out, config.transfer_data)
-        kept, found = kept + merges, found + merges
-    if WITH_BASE in methods:
+@register_study
+class VersusSingle(Study):
+    name = "versus-single"
+    summary = "each training task alone and the mixture at one budget, transferred, with verdicts"
+    baseline = MIXTURE  # (its verdicts: the mixture against every single arm, every other arm against it)
+    config = VersusConfig
+    record = folder = "versus"
+    runs = "arm"
+    equal_compute = "every compared run trained the whole budget with stop=max_steps"
+
+    def training_keys(self, config: VersusConfig, train: list[str]) -> list[str]:
+        methods = merge_methods(config.merge)
+        if INCREMENTAL in methods and budget_amount(config.budget)[0] == "minutes":
+            raise UserError(
+                f"merge={config.merge}: incremental divides the budget's steps between its two stages: give "
+                f"budget=steps:N or examples:N, not {config.budget}"
+            )
+        if regime_schedules(config.regimes) and budget_amount(config.budget)[0] == "minutes":
+            raise UserError(
+                f"regimes={config.regimes} divide the run's steps between stages: give budget=steps:N or "
+                f"examples:N, not {config.budget}"
+            )
+        return train
+
+    def train(
+        self, config: VersusConfig, train: list[str], seeds: list[int], out: Path, launcher: Launcher
+    ) -> list[Member]:
+        """Every arm with every seed, and the ingredients of the merges asked for (kept apart: each
+        holds a share of the budget); the arms are what is judged."""
+        methods = merge_methods(config.merge)
+        self.of_parts = [
+            method for method in methods if method not in (WITH_BASE, BAGGING, SOUP, INCREMENTAL)
+        ]
+        found = members(
+            train,
+            config.budget,
+            out,
+            seeds,
+            merge=bool(self.of_parts),
+            regimes=regime_schedules(config.regimes),
+            bags=config.bags if BAGGING in methods else 0,
+            soup=config.soup_checkpoints if SOUP in methods else 0,
+            incremental=INCREMENTAL in methods,
+        )
+        # The budget is a fixed key of every run: a folder trained with another budget is refused,
+        # not resumed under its old one. incremental-added starts from its base: trained after it.
+        added = [m for m in found if m.arm == f"{INCREMENTAL}-added"]
+        train_study([m for m in found if m not in added], self.fixed(config, train), out, launcher, "versus")
+        if added:
+            train_study(added, self.fixed(config, train), out, launcher, "versus")
+        self.parts = [m for m in found if m.arm.endswith(PART)]
+        self.bagged = [m for m in found if m.arm.startswith(f"{MIXTURE}{BAG}")]
+        self.stages = [m for m in found if m.arm.startswith(f"{INCREMENTAL}-")]
+        self.seeds = seeds
+        return [m for m in found if m not in self.parts + self.bagged + self.stages]
+
+    def merged(self, config: VersusConfig, train: list[str], kept: list[Member], out: Path) -> list[Member]:
+        """The merge arms: of the single-task parts, the bags, the incremental stages, the
+        mixture's evaluations (soups) and the mixture with its start."""
+        methods, data, made = merge_methods(config.merge), config.transfer_data, []
+        if self.parts:
+            share = budget_share(config.budget, len(self.parts) // len(self.seeds))
+            kept_parts, short_parts = equal_compute(self.parts, share)
+            if short_parts:  # a merge of fewer parts, or of a part short of its share, is not the arm
+                raise UserError(f"merge parts short of their share ({share}): {left_out_line(short_parts)}")
+            made += merged_arms(kept_parts, self.of_parts, out, data)
+        if self.bagged:
+            share = budget_share(config.budget, config.bags)
+            kept_bags, short_bags = equal_compute(self.bagged, share)
+            if short_bags:  # an average of fewer bags, or of a bag short of its share, is not the arm
+                raise UserError(f"bags short of their share ({share}): {left_out_line(short_bags)}")
+            made += merged_arms(kept_bags, ["average"], out, data, arm=BAGGING)
+        self.incremental = None
+        if self.stages:
+            tasks = len(config_from_args(train).training_tasks)
+            merges, self.incremental = incremental_arms(self.stages, config.budget, tasks, out, data)
+            made += merges
         mixtures = [m for m in kept if m.arm == MIXTURE]
-        merges = merged_arms(mixtures, [WITH_BASE], out, config.transfer_data)
-        kept, found = kept + merges, found + merges
-    arms = list(dict.fromkeys(m.arm for m in found))
-    if missing := [arm for arm in arms if not any(m.arm == arm for m in kept)]:
-        raise UserError(
-            f"no run of {', '.join(missing)} used the whole budget: see the lines above, then resume its "
-            "runs or choose another budget"
+        if SOUP in methods:
+            made += soup_arms(mixtures, out, data)
+        if WITH_BASE in methods:
+            made += merged_arms(mixtures, [WITH_BASE], out, data)
+        return made
+
+    def described(
+        self, config: VersusConfig, train: list[str], found: list[Member], kept: list[Member]
+    ) -> dict:
+        arms = list(dict.fromkeys(m.arm for m in found))
+        if missing := [arm for arm in arms if not any(m.arm == arm for m in kept)]:
+            raise UserError(
+                f"no run of {', '.join(missing)} used the whole budget: see the lines above, then resume its "
+                "runs or choose another budget"
+            )
+        mixtures = [m for m in kept if m.arm == MIXTURE]
+        return {
+            "arms": arms,
+            # task parts at budget / n, bags at budget / bags, the incremental arm's two stages
+            "merge_parts": {m.name: str(m.run_dir) for m in self.parts + self.bagged + self.stages},
+            "incremental": self.incremental,  # the added task's share of the compute of retraining every task
+            "starved": sorted(
+                {task for m in mixtures for task in _starved(m)}
+            ),  # tasks the mixture never saw
+        }
+
+    def judge(self, config: VersusConfig, train: list[str], kept: list[Member], out: Path) -> dict:
+        """The mixture against every single arm (helps only above each), every other arm against
+        the mixture, Holm over them all."""
+        compared, names, report = transfer_and_compare(
+            kept, config.transfer_tasks, config.transfer_mode, config.transfer_data, out
         )
-    compared, names, report = transfer_and_compare(
-        kept, config.transfer_tasks, config.transfer_mode, config.transfer_data, out
-    )
-    compared_path = out / "compare.md"
-    for c in compared["comparisons"]:
-        c["first"], c["second"] = names[c["first"]], names[c["second"]]
-    spreads = {names[e]: by_task for e, by_task in compared.get("seed_scores", {}).items()}
-    scores: dict[str, dict[str, float]] = {}
-    for c in compared["comparisons"]:
-        scores.setdefault(c["task"], {}).update(
-            {c["first"]: c["first_score"], c["second"]: c["second_score"]}
+        for c in compared["comparisons"]:
+            c["first"], c["second"] = names[c["first"]], names[c["second"]]
+        spreads = {names[e]: by_task for e, by_task in compared.get("seed_scores", {}).items()}
+        scores: dict[str, dict[str, float]] = {}
+        for c in compared["comparisons"]:
+            scores.setdefault(c["task"], {}).update(
+                {c["first"]: c["first_score"], c["second"]: c["second_score"]}
+            )
+        arms = list(dict.fromkeys(m.arm for m in kept))
+        others = [arm for arm in arms if arm.startswith((MERGE, REGIME))]  # each against the mixture
+        singles = [arm for arm in arms if arm != MIXTURE and arm not in others]
+        return {
+            "report": report,
+            "confidence": compared["config"]["confidence"],
+            "verdicts": verdicts(compared, scores, singles, spreads, others),
+            "across_tasks": across_by_arm(compared, names),
+        }
+
+    def markdown(self, result: dict) -> str:
+        text = markdown(
+            result["verdicts"], result["arms"], result["budget"], result["confidence"], len(result["seeds"])
         )
-    others = [arm for arm in arms if arm.startswith((MERGE, REGIME))]  # each against the mixture
-    singles = [arm for arm in arms if arm != MIXTURE and arm not in others]
-    rows = verdicts(compared, scores, singles, spreads, others)
-    confidence = compared["config"]["confidence"]
-    text = markdown(rows, arms, config.budget, confidence, len(seeds))
-    across = across_by_arm(compared, names)
-    text += across_section(across)
-    if incremental:
-        text += (
-            f"\nmerge-incremental added {incremental['added_task']} to the others' mixture in "
-            f"{incremental['added_task_budget']}: {100 * incremental['share_of_retraining']:.1f}% of the compute of "
-            f"retraining every task ({config.budget}).\n"
-        )
-    mixtures = [m for m in kept if m.arm == MIXTURE]
-    starved = sorted({task for m in mixtures for task in _starved(m)})
-    if starved:
-        text += (
-            f"\nThe mixture saw no {', '.join(starved)} example within {config.budget}: it is not a mixture "
-            "(blocks longer than the budget?); give a larger budget or shorter <task>.steps.\n"
-        )
-    if below_plan:
-        said = below_plan.removeprefix("warning: ")
-        text += f"\n{said[:1].upper()}{said[1:]}.\n"
-    if short:
-        text += "\n" + left_out_line(short) + "\n"
-    atomic.write_text(out / "versus.md", text, "verdict")
-    record = {
-        "budget": config.budget,
-        "equal_compute": "every compared run trained the whole budget with stop=max_steps",
-        "seeds": seeds,
-        "report": report,
-        "runs": {m.name: str(m.run_dir) for m in found},
-        # task parts at budget / n, bags at budget / bags, the incremental arm's two stages
-        "merge_parts": {m.name: str(m.run_dir) for m in parts + bagged + stages},
-        "incremental": incremental,  # the added task's share of the compute of retraining every task
-        "left_out": short,  # runs that ended short of the budget: not compared
-        "verdicts": rows,
-        "across_tasks": across,
-        "starved": starved,  # the training tasks the mixture saw no example of
-    }
-    atomic.write_text(out / "versus.json", jsonfile.dumps(record, indent=2) + "\n", "verdict")
-    print(text + f"\nwritten to {out / 'versus.md'} (every pair: {compared_path})")
+        text += across_section(result["across_tasks"])
+        if incremental := result.get("incremental"):
+            text += (
+                f"\nmerge-incremental added {incremental['added_task']} to the others' mixture in "
+                f"{incremental['added_task_budget']}: {100 * incremental['share_of_retraining']:.1f}% of the "
+                f"compute of retraining every task ({result['budget']}).\n"
+            )
+        if starved := result["starved"]:
+            text += (
+                f"\nThe mixture saw no {', '.join(starved)} example within {result['budget']}: it is not a mixture "
+                "(blocks longer than the budget?); give a larger budget or shorter <task>.steps.\n"
+            )
+        return text + "".join(f"{line}\n" for line in closing_lines(result))
+
+    def tables(self, result: dict) -> dict:
+        return {}  # (compare.json and its W&B tables hold every pair)
+
+    def page(self, result: dict) -> None:
+        return None
+
+
+def command(args: Sequence[str]) -> None:
+    """`just versus-single key=value ...`: `just study versus-single ...`."""
+    study_command([VersusSingle.name, *args])
