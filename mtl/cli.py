@@ -33,9 +33,10 @@ class Command:
     extra_keys: tuple[tuple[str, str, str], ...] = ()  # arguments that are not config keys
     task_keys: bool = False  # takes tasks= (its rows are built when help is asked: they import the tasks)
     resolve: str = ""  # "module:function" making its config from its arguments (--print-config)
+    study: str = ""  # a built-in study's name: the command is `just study <study> ...`
 
     def run(self, args: Sequence[str]) -> None:
-        self.imported(self.module).command(args)
+        self.imported(self.module).command([self.study, *args] if self.study else args)
 
     @staticmethod
     def imported(module: str) -> Any:
@@ -322,9 +323,9 @@ COMMANDS: dict[str, Command] = {
         "transfer each run of a sweep over objectives; a table and a page of score against time",
     ),
     "versus-single": Command(
-        "mtl.studies.versus",
+        "mtl.studies.study",
         "mtl.jobs.configs:VersusConfig",
-        "each training task alone and the mixture at one budget, transferred, with paired-bootstrap verdicts",
+        "each training task alone and the mixture at one budget, transferred, with verdicts (and merge and regime arms)",
         (
             (
                 "KEY",
@@ -332,9 +333,10 @@ COMMANDS: dict[str, Command] = {
                 "any train-multitask key (preset=, tasks=, schedule=, ...): the mixture's configuration",
             ),
         ),
+        study="versus-single",
     ),
     "train-groups": Command(
-        "mtl.studies.groups",
+        "mtl.studies.study",
         "mtl.jobs.configs:TrainGroupsConfig",
         "a task grouping (TAG's selection from a run's affinity, or named) against all tasks in one network and each alone, with seeds and verdicts",
         (
@@ -344,9 +346,10 @@ COMMANDS: dict[str, Command] = {
                 "any train-multitask key: tasks=, preset=, ... (the configuration whose training tasks are grouped)",
             ),
         ),
+        study="train-groups",
     ),
     "affinity-check": Command(
-        "mtl.studies.affinity_check",
+        "mtl.studies.study",
         "mtl.jobs.configs:AffinityCheckConfig",
         "the affinity toward watching tasks against leaving each training task out (Spearman with a seed-resampled interval)",
         (
@@ -356,9 +359,10 @@ COMMANDS: dict[str, Command] = {
                 "any train-multitask key: tasks= with a watching task (<task>.train=false), affinity_every=, preset=, ...",
             ),
         ),
+        study="affinity-check",
     ),
     "mixture-search": Command(
-        "mtl.studies.mixture",
+        "mtl.studies.study",
         "mtl.jobs.configs:MixtureSearchConfig",
         "proxy runs of sampled task mixtures, a regression to the best one, then it against the usual mixtures with seeds and verdicts (RegMix)",
         (
@@ -368,9 +372,10 @@ COMMANDS: dict[str, Command] = {
                 "any train-multitask key (preset=, tasks=, select=, ...): the runs' configuration",
             ),
         ),
+        study="mixture-search",
     ),
     "compare-balancers": Command(
-        "mtl.studies.compare_balancers",
+        "mtl.studies.study",
         "mtl.jobs.configs:BenchBalancersConfig",
         "every balancer and the tuned weighted sum at the same tuning budget and seeds, judged on transfer with verdicts",
         (
@@ -380,9 +385,10 @@ COMMANDS: dict[str, Command] = {
                 "any train-multitask key (preset=, tasks=, select=, ...): the runs' configuration (schedule=mixed)",
             ),
         ),
+        study="compare-balancers",
     ),
     "compare-mixing": Command(
-        "mtl.studies.compare_mixing",
+        "mtl.studies.study",
         "mtl.jobs.configs:BenchMixingConfig",
         "online mixing schedules against static mixtures at equal compute, with a planted noise task, seeds and verdicts",
         (
@@ -392,6 +398,7 @@ COMMANDS: dict[str, Command] = {
                 "any train-multitask key (preset=, tasks=, select=, ...): the runs' configuration",
             ),
         ),
+        study="compare-mixing",
     ),
     "study": Command(
         "mtl.studies.study",

@@ -219,11 +219,11 @@ SOURCE = WATCHED[1]
 )  # fmt: skip
 def test_bad_affinity_check_arguments_are_one_line(tiny_data, tmp_path, keys, message):
     from mtl.errors import UserError
-    from mtl.studies import affinity_check
+    from mtl.studies import study
 
     train = [a for a in args_for(tiny_data, tmp_path / "out") if not a.startswith(("out=", "max_steps="))]
     with pytest.raises(UserError, match=message):
-        affinity_check.command([*train, *keys, f"out={tmp_path / 'out'}"])
+        study.command(["affinity-check", *train, *keys, f"out={tmp_path / 'out'}"])
 
 
 # ---- the other estimators toward the targets (affinity_estimators=) ---------------------------

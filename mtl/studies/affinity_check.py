@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import statistics
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +49,6 @@ from mtl.runs import RunFolder, read_affinity, read_summary
 from mtl.studies.arms import left_out_line
 from mtl.studies.groups import seed_scores, test_metric
 from mtl.studies.study import Study, register_study
-from mtl.studies.study import command as study_command
 from mtl.studies.versus import subset_members
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.train_config import AFFINITY_ESTIMATORS
@@ -432,14 +430,3 @@ class AffinityCheck(Study):
 
     def markdown(self, result: dict) -> str:
         return markdown(result)
-
-    def tables(self, result: dict) -> dict:
-        return {}  # (judged on the runs' own scores: no W&B run of its own)
-
-    def page(self, result: dict) -> None:
-        return None
-
-
-def command(args: Sequence[str]) -> None:
-    """`just affinity-check key=value ...`: `just study affinity-check ...`."""
-    study_command([AffinityCheck.name, *args])

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import html
 import itertools
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +51,7 @@ from mtl.jobs.sweep import train_study
 from mtl.studies.arms import budget_keys, closing_lines, equal_compute, summary_seconds
 from mtl.studies.compared import across_section, verdict_lines, verdicts_html
 from mtl.studies.mixture import proxy_score
-from mtl.studies.study import Study, register_study
-from mtl.studies.study import command as study_command
+from mtl.studies.study import Study, register_study, table_of
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.resolve import resolve_settings
 from mtl.train.optim.balancers import BALANCERS
@@ -250,20 +248,10 @@ class CompareBalancers(Study):
 
     def tables(self, result: dict) -> dict[str, tuple[list[str], list[list[Any]]]]:
         return super().tables(result) | {
-            "parity": (
-                ["method", "trials", "space", "best_score", "seeds", "tuning_seconds", "seed_seconds"],
-                [
-                    [
-                        m,
-                        p["trials"],
-                        p["space"],
-                        p["best_score"],
-                        p["seeds"],
-                        p["tuning_seconds"],
-                        p["seed_seconds"],
-                    ]
-                    for m, p in result["parity"].items()
-                ],
+            "parity": table_of(
+                result["parity"],
+                "method",
+                ["trials", "space", "best_score", "seeds", "tuning_seconds", "seed_seconds"],
             )
         }
 
@@ -319,8 +307,3 @@ def page(result: dict) -> str:
         *verdicts,
         "</body></html>",
     ]) + "\n"  # fmt: skip
-
-
-def command(args: Sequence[str]) -> None:
-    """`just compare-balancers key=value ...`: `just study compare-balancers ...`."""
-    study_command([CompareBalancers.name, *args])

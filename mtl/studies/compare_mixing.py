@@ -35,7 +35,6 @@ before the rename resumes.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +52,7 @@ from mtl.runs import RunFolder, read_metrics, read_summary
 from mtl.studies.arms import budget_amount, budget_keys, closing_lines, summary_seconds
 from mtl.studies.compared import across_section, verdict_lines, verdicts_html
 from mtl.studies.mixture import by_size, mixture_keys, training_sizes
-from mtl.studies.study import Study, register_study
-from mtl.studies.study import command as study_command
+from mtl.studies.study import Study, register_study, table_of
 from mtl.train.config.command_line import config_from_args
 
 BASELINE = "stratified"
@@ -337,19 +335,10 @@ class CompareMixing(Study):
 
     def tables(self, result: dict) -> dict[str, tuple[list[str], list[list[Any]]]]:
         return super().tables(result) | {
-            "arms": (
-                ["arm", "seeds", "noise_mid_run", "noise_steps", "train_seconds", "evidence_seconds"],
-                [
-                    [
-                        a,
-                        r["seeds"],
-                        r["noise_mid_run"],
-                        r["noise_steps"],
-                        r["train_seconds"],
-                        r["evidence_seconds"],
-                    ]
-                    for a, r in result["arms"].items()
-                ],
+            "arms": table_of(
+                result["arms"],
+                "arm",
+                ["seeds", "noise_mid_run", "noise_steps", "train_seconds", "evidence_seconds"],
             )
         }
 
@@ -358,11 +347,6 @@ class CompareMixing(Study):
 
     def page(self, result: dict) -> str:
         return page(result)
-
-
-def command(args: Sequence[str]) -> None:
-    """`just compare-mixing key=value ...`: `just study compare-mixing ...`."""
-    study_command([CompareMixing.name, *args])
 
 
 def _mean(values: list[float | None]) -> float | None:

@@ -46,7 +46,6 @@ from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_affinity, read_summary
 from mtl.studies.arms import left_out_line
 from mtl.studies.study import Study, register_study
-from mtl.studies.study import command as study_command
 from mtl.studies.versus import subset_members
 from mtl.train.config.command_line import config_from_args
 
@@ -295,14 +294,3 @@ class TrainGroups(Study):
 
     def markdown(self, result: dict) -> str:
         return markdown(result)
-
-    def tables(self, result: dict) -> dict:
-        return {}  # (its verdicts are the runs' own test scores: no W&B run of its own)
-
-    def page(self, result: dict) -> None:
-        return None
-
-
-def command(args: Sequence[str]) -> None:
-    """`just train-groups key=value ...`: `just study train-groups ...`."""
-    study_command([TrainGroups.name, *args])

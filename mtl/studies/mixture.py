@@ -47,7 +47,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,7 +72,6 @@ from mtl.studies.arms import (
 from mtl.studies.compared import across_by_arm, across_section, against, transfer_and_compare
 from mtl.studies.mixture_page import page
 from mtl.studies.study import Study, register_study
-from mtl.studies.study import command as study_command
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.inputs import resolve_inputs
 from mtl.train.data.training_data import prepare
@@ -631,8 +629,3 @@ class MixtureSearch(Study):
 
 
 BASELINES = ["best-proxy", "proportional", "temperature"]
-
-
-def command(args: Sequence[str]) -> None:
-    """`just mixture-search key=value ...`: `just study mixture-search ...`."""
-    study_command([MixtureSearch.name, *args])

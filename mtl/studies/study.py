@@ -174,7 +174,10 @@ class Study:
         return "\n".join(lines) + "\n" + across_section(result.get("across_tasks") or [])
 
     def tables(self, result: dict) -> dict[str, tuple[list[str], list[list[Any]]]]:
-        """The W&B tables of its record (none: no W&B run): the verdicts'."""
+        """The W&B tables of its record (none: no W&B run): the verdicts' (a study judging in its
+        own way logs its own, or none)."""
+        if not self.judges_on_transfer():
+            return {}
         noun = self.noun
         return {
             "verdicts": (
@@ -186,12 +189,18 @@ class Study:
             )
         }
 
+    def judges_on_transfer(self) -> bool:
+        """Whether its verdicts are the default judge's (each arm against the baseline on transfer)."""
+        return type(self).judge is Study.judge
+
     def wandb_config(self, result: dict) -> dict:
         return {k: result[k] for k in ("study", "baseline", "budget", "seeds")}
 
     def page(self, result: dict) -> str | None:
         """The HTML page beside the .md (<out>/<record>.html; None: none): the verdicts' forest,
-        each arm's seeds and seconds, the verdicts."""
+        each arm's seeds and seconds, the verdicts (a study judging in its own way writes its own, or none)."""
+        if not self.judges_on_transfer():
+            return None
         baseline = result["baseline"]
         drawn, verdicts = verdicts_html(
             result["verdicts"], [a for a in result["arms"] if a != baseline], self.noun, baseline
@@ -334,6 +343,11 @@ def run(name: str, args: Sequence[str]) -> tuple[Path, dict]:
             group=out.name,
         )
     return out, result
+
+
+def table_of(rows: dict[str, dict], key: str, columns: Sequence[str]) -> tuple[list[str], list[list[Any]]]:
+    """A W&B table of a record's rows (each a name -> its values): the name under `key`, then `columns`."""
+    return [key, *columns], [[name, *(row[column] for column in columns)] for name, row in rows.items()]
 
 
 def relative(path: Path, out: Path) -> str:

@@ -72,7 +72,6 @@ from mtl.studies.arms import (
 )
 from mtl.studies.compared import across_by_arm, across_section, transfer_and_compare
 from mtl.studies.study import Study, register_study
-from mtl.studies.study import command as study_command
 from mtl.tasks import named_config
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.train_config import TrainConfig, legacy_keys
@@ -707,14 +706,3 @@ class VersusSingle(Study):
                 "(blocks longer than the budget?); give a larger budget or shorter <task>.steps.\n"
             )
         return text + "".join(f"{line}\n" for line in closing_lines(result))
-
-    def tables(self, result: dict) -> dict:
-        return {}  # (compare.json and its W&B tables hold every pair)
-
-    def page(self, result: dict) -> None:
-        return None
-
-
-def command(args: Sequence[str]) -> None:
-    """`just versus-single key=value ...`: `just study versus-single ...`."""
-    study_command([VersusSingle.name, *args])
