@@ -87,7 +87,7 @@ class VersusConfig(StudyConfig):
     seeds: int | None = (
         None  # each arm trained with seeds seed..seed+K-1 (3 for a verdict on the configurations)
     )
-    merge: str = ""  # merge arms (average,task_arithmetic,ties: each task alone at budget/n per seed, merged; with_base: the mixture with its start; bagging: bags= mixtures on subsets, averaged; soup: the mixture's checkpoints)
+    merge: str = ""  # merge arms (average,task_arithmetic,ties: each task alone at budget/n per seed, merged; with_base: the mixture with its start; bagging: bags= mixtures on subsets, averaged; soup: the mixture's checkpoints; incremental: the last task added from the others' mixture, merged back)
     bags: AtLeast1 = (
         3  # merge=bagging: mixture runs per seed, each budget/bags on its own 63.2% of every training set
     )
