@@ -10,6 +10,7 @@ import torch
 from scipy import stats
 
 from mtl import load_encoder
+from mtl.cli import main
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.encoders.base import EncoderConfig, build_encoder, frozen_embedding
@@ -141,6 +142,31 @@ def test_mnrl_loss_is_cross_entropy_of_scaled_cosines_against_the_own_positive()
     theirs = MultipleNegativesRankingLoss(torch.nn.Identity(), scale=20.0)
     reference = theirs.compute_loss_from_embeddings([anchors, positives, negatives], None)
     assert losses.mean().item() == pytest.approx(reference.item(), rel=1e-6)
+
+
+def test_mnrl_without_in_batch_negatives_ranks_each_positive_above_its_own_negative_alone():
+    """in_batch_negatives=false: the loss is the two-way softmax of the anchor's own positive
+    against its own provided negative; the batch's other sentences are no candidates (sentence-
+    transformers' MultipleNegativesRankingLoss on a batch of one, per anchor); without hard
+    negatives it is refused (nothing would be ranked)."""
+    mnrl = task("mnrl", "scale=20", "in_batch_negatives=false")
+    torch.manual_seed(0)
+    anchors, positives, negatives = torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4)
+    embeddings = iter([anchors, positives, negatives])
+
+    def encoder(tokens, lengths):
+        return next(embeddings)
+
+    encoder.pair_model, encoder.output_dim = False, 4
+    head = mnrl.head(encoder, 0, 0, 0.0)
+    losses = mnrl.losses(head(encoder, [(None, None)] * 3), torch.zeros(3, dtype=torch.long))
+    for row in range(3):
+        own = torch.stack([positives[row], negatives[row]])
+        cosines = torch.nn.functional.cosine_similarity(anchors[row][None], own)
+        expected = -torch.log_softmax(20 * cosines, dim=0)[0]
+        assert losses[row].item() == pytest.approx(expected.item(), rel=1e-5)
+    with pytest.raises(UserError, match="in_batch_negatives=false ranks each positive above its provided"):
+        task("mnrl", "in_batch_negatives=false", "hard_negatives=false").head(encoder, 0, 0, 0.0)
 
 
 def test_matryoshka_adds_the_weighted_loss_at_each_width():
@@ -618,3 +644,27 @@ def test_an_mnrl_run_logs_its_false_negative_share_at_its_start(tiny_data, tmp_p
     assert first["global_step"] == 0 and "false_negatives/nli" not in first
     expected = false_negative_share(seen.stream.examples.sentences, seen.stream.epoch_batches(0))
     assert first["false_negatives/mnrl"] == expected and 0 <= expected < 1
+
+
+def test_a_study_compares_in_batch_negatives_with_the_provided_ones_alone(
+    tiny_data, tmp_path, senteval, capsys
+):
+    """just study compare-negatives: the configuration's mnrl tasks with in-batch negatives (the
+    baseline) and with their provided negatives alone, each seed at equal compute, judged on transfer."""
+    out = tmp_path / "negatives"
+    train = [a for a in args_for(tiny_data, out, *MNRL) if not a.startswith(("out=", "max_steps="))]
+    command = ["study", "compare-negatives", *train, "budget=steps:3", "seeds=2", "transfer_tasks=MR",
+               f"transfer_data={senteval}", f"out={out}"]  # fmt: skip
+    assert main(command) == 0, capsys.readouterr().err
+    result = json.loads((out / "compare-negatives.json").read_text())
+    assert result["baseline"] == "in_batch" and {a: r["seeds"] for a, r in result["arms"].items()} == {
+        "in_batch": 2,
+        "provided": 2,
+    }
+    config = json.loads((out / "arms" / "provided-seed2" / "config.json").read_text())["config"]
+    assert config["tasks"]["mnrl"]["in_batch_negatives"] is False
+    assert [(r["task"], r["arm"]) for r in result["verdicts"]] == [("MR", "provided")]
+    capsys.readouterr()
+    nli_alone = [a for a in train if not a.startswith(("tasks=", "mnrl."))] + ["tasks=nli"]
+    assert main(["study", "compare-negatives", *nli_alone, "budget=steps:3", f"out={tmp_path / 'x'}"]) == 2
+    assert "give an mnrl task among tasks=" in capsys.readouterr().err

@@ -256,6 +256,7 @@ BUILT_IN = (
     "mtl.studies.affinity_check",
     "mtl.studies.mixture",
     "mtl.studies.versus",
+    "mtl.studies.negatives",
 )
 
 

@@ -170,6 +170,10 @@ class RankingConfig(TaskConfig):
     dev_split: str | None = None
     test_split: str | None = None  # empty: no test
     hard_negatives: bool = True  # the premise's contradicted hypothesis as a further candidate
+    # false: each anchor ranks its positive above its own provided negative(s) only, none of the
+    # batch's other sentences (no in-batch negatives, so no false ones among them: a ranking loss
+    # on the triples alone); dev and test still rank among the batch, so the metric compares
+    in_batch_negatives: bool = True  # false: an anchor's candidates are its own positive and negative(s) only
     # A file of training triples, anchor<TAB>positive<TAB>negative a line (`just mine-negatives`
     # writes one), in place of SNLI's train split; dev and test stay SNLI's.
     triples: str = ""

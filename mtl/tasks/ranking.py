@@ -3,7 +3,8 @@ al. 2017), by default over SNLI: each premise ranks its entailed hypothesis abov
 positive of the batch and every hard negative (the contradicted hypotheses).
 
 Examples are (anchor, positive, negative) triples, or (anchor, positive) pairs with
-`hard_negatives=false`; the loss is the cross-entropy of `scale` times the cosine similarity
+`hard_negatives=false`; `in_batch_negatives=false` ranks each positive above its own provided
+negative alone (no in-batch candidates, so none of them a false negative); the loss is the cross-entropy of `scale` times the cosine similarity
 of the anchor with the batch's positives then negatives, the target being its own positive,
 as in sentence-transformers. Ranks gather the candidates, so the loss is that of the whole
 batch at any number of processes.
@@ -185,19 +186,39 @@ class Ranking(Task):
         return triples
 
     def head(self, encoder: nn.Module, hidden: int, layers: int, dropout: float) -> nn.Module:
+        if not self.config.in_batch_negatives and not self.config.hard_negatives:
+            raise UserError(
+                f"{self.name}.in_batch_negatives=false ranks each positive above its provided negatives: "
+                f"with {self.name}.hard_negatives=false there are none (the loss would be 0)"
+            )
         if encoder.pair_model:
             raise UserError(f"{self.name}: ranking embeds sentences alone; encoder=decomposable cannot")
         return RankingHead(self.config.scale, matryoshka_widths(self.config, self.name, encoder.output_dim))
 
     def losses(self, outputs: InBatchScores, labels: torch.Tensor) -> torch.Tensor:
         """Training with matryoshka=: the weighted sum of the loss at each width (the full width
-        only where listed, as sentence-transformers' MatryoshkaLoss); else the full width's."""
+        only where listed, as sentence-transformers' MatryoshkaLoss); else the full width's. With
+        in_batch_negatives=false, every candidate but the anchor's own is left out."""
         own = self._own(outputs, labels)
+        kept = None if self.config.in_batch_negatives else self._own_candidates(outputs, labels)
         return over_widths(
-            lambda logits: nn.functional.cross_entropy(logits, own, reduction="none"),
+            lambda logits: nn.functional.cross_entropy(
+                logits if kept is None else logits.masked_fill(~kept, float("-inf")), own, reduction="none"
+            ),
             outputs.logits,
             outputs.truncated,
         )
+
+    def _own_candidates(self, outputs: InBatchScores, labels: torch.Tensor) -> torch.Tensor:
+        """(b, candidates) True at each anchor's own positive and its own negative(s): the
+        candidates are the batch's positives, then each negative column's, every block as long."""
+        blocks = 2 if self.config.hard_negatives else 1
+        block = outputs.logits.shape[1] // blocks
+        rows = torch.arange(len(labels), device=outputs.logits.device)
+        kept = torch.zeros_like(outputs.logits, dtype=torch.bool)
+        for number in range(blocks):
+            kept[rows, outputs.offset + rows + number * block] = True
+        return kept
 
     def scores(self, outputs: InBatchScores, labels: torch.Tensor) -> torch.Tensor:
         return (outputs.logits.argmax(dim=1) == self._own(outputs, labels)).float()
