@@ -237,7 +237,10 @@ def register_study(study: type[Study]) -> type[Study]:
             f"study {study.__name__}: name={study.name!r} must be lowercase letters, digits, - and _ (a file name)"
         )
     if not dataclasses.is_dataclass(study.config) or not issubclass(study.config, StudyKeys):
-        raise UserError(f"study {study.name}: its config must be a dataclass subclassing StudyConfig")
+        raise UserError(
+            f"study {study.name}: its config must be a dataclass subclassing StudyConfig (StudyKeys: judged "
+            "without transfer)"
+        )
     taken = STUDIES.get(study.name)
     if taken is not None and taken.__qualname__ != study.__qualname__:
         raise UserError(
