@@ -227,14 +227,20 @@ def merged_arms(
     return found
 
 
+def incremental_budgets(budget: str, tasks: int) -> tuple[str, str]:
+    """(incremental-base's budget, incremental-added's): a share of budget / tasks for the added
+    task, the rest for the others' mixture, their total the budget."""
+    kind, amount = budget_amount(budget)
+    added = budget_share(budget, tasks)
+    return f"{kind}:{int(amount) - int(budget_amount(added)[1])}", added
+
+
 def incremental_members(
     train: list[str], training: list[str], budget: str, out: Path, seeds: Sequence[int]
 ) -> list[Member]:
     """incremental-base (every training task but the last, budget minus a share) and
     incremental-added (the last alone, a share of budget / n, starting from its seed's base)."""
-    kind, amount = budget_amount(budget)
-    added = budget_share(budget, len(training))
-    base_budget = f"{kind}:{int(amount) - int(budget_amount(added)[1])}"
+    base_budget, added = incremental_budgets(budget, len(training))
     found = subset_members(train, {f"{INCREMENTAL}-base": training[:-1]}, base_budget, out, seeds)
     for base in list(found):
         start = [f"start_from={base.run_dir}"]
@@ -251,9 +257,7 @@ def incremental_arms(
     task cost: its steps against the whole budget's (retraining every task) and its seconds."""
     bases = {m.seed: m for m in stages if m.arm.endswith("-base")}
     added = {m.seed: m for m in stages if m.arm.endswith("-added")}
-    kind, amount = budget_amount(budget)
-    share = budget_share(budget, tasks)
-    base_budget = f"{kind}:{int(amount) - int(budget_amount(share)[1])}"
+    base_budget, share = incremental_budgets(budget, tasks)
     for stage, wanted in ((list(bases.values()), base_budget), (list(added.values()), share)):
         if short := equal_compute(stage, wanted)[1]:  # a merge of a stage short of its share is not the arm
             raise UserError(f"incremental stages short of their share ({wanted}): {left_out_line(short)}")
@@ -271,7 +275,8 @@ def incremental_arms(
         "added_task": config_added_task(added),
         "added_task_budget": share,
         "budget": budget,
-        "share_of_retraining": budget_amount(share)[1] / amount,  # its steps over every task's
+        "share_of_retraining": budget_amount(share)[1]
+        / budget_amount(budget)[1],  # its steps over every task's
         "added_train_seconds": statistics.mean(seconds) if seconds else None,
     }
     return found, cost
