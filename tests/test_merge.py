@@ -205,6 +205,9 @@ def test_a_grids_edge_names_the_next_values():
     )
     assert edge_note([0.2, 0.6, 1.0], 0.2).endswith("try lam=0.15,0.1,0.05")
     assert edge_note([0.2, 0.6, 1.0], 0.6) is None and edge_note([0.5, 1.0], 1.0) is None
+    # an average's lam is a share, at most 1: only what it takes is named
+    assert edge_note([0.2, 0.4, 0.6, 0.8], 0.8, most=1.0).endswith("try lam=1")
+    assert edge_note([0.2, 0.6, 1.0], 1.0, most=1.0) is None
 
 
 @pytest.mark.parametrize(

@@ -386,15 +386,19 @@ class Merged:
     edge: str | None = None  # the chosen lam at its grid's end: what to try next
 
 
-def edge_note(lams: Sequence[float | None], chosen: float | None) -> str | None:
+def edge_note(lams: Sequence[float | None], chosen: float | None, most: float | None = None) -> str | None:
     """Where the dev-chosen lam is an end of its grid (3 values at least), a line naming the next
-    values to try: the best may lie beyond (TIES chose lam 2, the last value, dev still rising)."""
+    values to try: the best may lie beyond (TIES chose lam 2, the last value, dev still rising);
+    `most`: the largest lam the method takes (an average's: 1), none beyond it named."""
     values = sorted(lam for lam in lams if lam is not None)
     if chosen is None or len(values) < 3 or chosen not in (values[0], values[-1]):
         return None
     step = float(np.median(np.diff(values)))
     if chosen == values[-1]:
         beyond = [chosen + step * k for k in range(1, 5)]
+        beyond = [value for value in beyond if most is None or value <= most + 1e-12]
+        if not beyond:
+            return None  # the method's end: no edge to go past
         side = "largest"
     else:
         if chosen <= 0:
@@ -484,7 +488,7 @@ def merge_encoders(config: MergeConfig, sources: Sequence[str]) -> Merged:
                 best, chosen = mean, lam
     state = merged_at(chosen)
     check_finite(state, config, chosen)
-    edge = edge_note(lams, chosen) if dev else None
+    edge = edge_note(lams, chosen, most=1.0 if config.method == "average" else None) if dev else None
     metadata = {
         "config": parents[0].saved.get("config"),  # the first parent's run, for the card
         "encoder_config": to_dict(own),

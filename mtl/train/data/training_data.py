@@ -190,7 +190,9 @@ def shuffled_labels(task: str, splits: dict[str, LabelledTexts], seed: int) -> d
     return {**splits, "train": LabelledTexts(train.columns, labels)}
 
 
-SUBSAMPLE_SEED = 15_485_863  # the subsample's draw: apart from the held batches' (7,919), the labels' and the run's
+SUBSAMPLE_SEED = (
+    15_485_863  # the subsample's draw: apart from the held batches' (7,919), the labels' and the run's
+)
 
 
 def subsampled(
