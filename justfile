@@ -156,6 +156,11 @@ compare-balancers *args:
 compare-mixing *args:
     {{python}} -m mtl compare-mixing "$@"
 
+# any registered study by name: the built-in ones, compare-negatives, or a plugin's (e.g. just study compare-negatives preset=cpu-small tasks=mnrl seeds=3, or just study depth plugins=./depth.py)
+[group('studies')]
+study *args:
+    {{python}} -m mtl study "$@"
+
 # the test suite (pytest arguments pass through): two to four worker processes, a file's tests
 # on one worker, each torch at one thread (the tests wait on processes they start; two workers
 # at one thread each keep two cores busy where one at two threads left them idle), the longest
