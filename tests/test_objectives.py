@@ -114,16 +114,22 @@ def test_qt_context_must_be_an_odd_window():
 # ---- in-batch ranking and STS -------------------------------------------------------------------
 
 
-def test_mnrl_loss_is_cross_entropy_of_scaled_cosines_against_the_own_positive():
-    mnrl = task("mnrl", "scale=20")
-    torch.manual_seed(0)
-    anchors, positives, negatives = torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4)
-    embeddings = iter([anchors, positives, negatives])
+def stub_encoder(*outputs: torch.Tensor):
+    """An encoder of 4 dimensions that returns `outputs` in turn (a head's columns' embeddings)."""
+    embeddings = iter(outputs)
 
     def encoder(tokens, lengths):
         return next(embeddings)
 
     encoder.pair_model, encoder.output_dim = False, 4
+    return encoder
+
+
+def test_mnrl_loss_is_cross_entropy_of_scaled_cosines_against_the_own_positive():
+    mnrl = task("mnrl", "scale=20")
+    torch.manual_seed(0)
+    anchors, positives, negatives = torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4)
+    encoder = stub_encoder(anchors, positives, negatives)
     head = mnrl.head(encoder, 0, 0, 0.0)
     out = head(encoder, [(None, None)] * 3)
     losses = mnrl.losses(out, torch.zeros(3, dtype=torch.long))
@@ -152,12 +158,7 @@ def test_mnrl_without_in_batch_negatives_ranks_each_positive_above_its_own_negat
     mnrl = task("mnrl", "scale=20", "in_batch_negatives=false")
     torch.manual_seed(0)
     anchors, positives, negatives = torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4)
-    embeddings = iter([anchors, positives, negatives])
-
-    def encoder(tokens, lengths):
-        return next(embeddings)
-
-    encoder.pair_model, encoder.output_dim = False, 4
+    encoder = stub_encoder(anchors, positives, negatives)
     head = mnrl.head(encoder, 0, 0, 0.0)
     losses = mnrl.losses(head(encoder, [(None, None)] * 3), torch.zeros(3, dtype=torch.long))
     for row in range(3):

@@ -310,6 +310,12 @@ def parse(study: Study, given: Sequence[str]) -> tuple[StudyConfig, list[str]]:
 
 def run(name: str, args: Sequence[str]) -> tuple[Path, dict]:
     """The whole study (resumed where it stopped): its folder and its result."""
+    out, result, _ = conduct(name, args)
+    return out, result
+
+
+def conduct(name: str, args: Sequence[str]) -> tuple[Path, dict, list[Path]]:
+    """The whole study: its folder, its result and the record files it wrote (.md first)."""
     study = study_named(name)()
     launcher, config, train, seeds, below_plan = open_study(args, functools.partial(parse, study))
     out = study_folder(config.out, study.folder or name)
@@ -331,11 +337,12 @@ def run(name: str, args: Sequence[str]) -> tuple[Path, dict]:
         "below_plan": below_plan,
     }
     record = out / (study.record or name)
-    text = study.markdown(result)
-    atomic.write_text(record.with_suffix(".md"), text, f"study {name}")
-    atomic.write_text(record.with_suffix(".json"), jsonfile.dumps(result, indent=2) + "\n", f"study {name}")
+    written = [record.with_suffix(".md"), record.with_suffix(".json")]
+    atomic.write_text(written[0], study.markdown(result), f"study {name}")
+    atomic.write_text(written[1], jsonfile.dumps(result, indent=2) + "\n", f"study {name}")
     if (page := study.page(result)) is not None:
-        atomic.write_text(record.with_suffix(".html"), page, f"study {name} page")
+        written.append(record.with_suffix(".html"))
+        atomic.write_text(written[2], page, f"study {name} page")
     if tables := study.tables(result):
         log_tables(
             job_type=study.record or f"study-{name}",
@@ -346,7 +353,7 @@ def run(name: str, args: Sequence[str]) -> tuple[Path, dict]:
             mode=wandb_mode(found),
             group=out.name,
         )
-    return out, result
+    return out, result, written
 
 
 def table_of(rows: dict[str, dict], key: str, columns: Sequence[str]) -> tuple[list[str], list[list[Any]]]:
@@ -364,8 +371,5 @@ def command(args: Sequence[str]) -> None:
     if not args or "=" in args[0]:
         known = ", ".join(sorted(registered())) or "none registered: load one with plugins="
         raise UserError(f"name the study first: just study NAME key=value ... ({known})")
-    out, result = run(args[0], args[1:])
-    study = study_named(args[0])
-    record = out / (study.record or args[0])
-    page = " and .html" if record.with_suffix(".html").is_file() else ""
-    print(study().markdown(result) + f"\nwritten to {record}.md, .json{page}")
+    _, _, written = conduct(args[0], args[1:])
+    print(written[0].read_text(encoding="utf-8") + f"\nwritten to {', '.join(map(str, written))}")
