@@ -156,7 +156,7 @@ compare-balancers *args:
 compare-mixing *args:
     {{python}} -m mtl compare-mixing "$@"
 
-# any registered study by name: the built-in ones, compare-negatives, or a plugin's (e.g. just study compare-negatives preset=cpu-small tasks=mnrl seeds=3, or just study depth plugins=./depth.py)
+# any registered study by name: the built-in ones, compare-negatives, compare-batches, or a plugin's (e.g. just study compare-negatives preset=cpu-small tasks=mnrl seeds=3, or just study depth plugins=./depth.py)
 [group('studies')]
 study *args:
     {{python}} -m mtl study "$@"

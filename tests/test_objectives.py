@@ -19,7 +19,7 @@ from mtl.models.heads import InBatchScores
 from mtl.runs import read_metrics
 from mtl.tasks import build_task, named_config
 from mtl.tasks.qt import neighbour_labels, neighbour_targets
-from mtl.tasks.ranking import snli_triples
+from mtl.tasks.ranking import classifsquad_triples, snli_triples
 from mtl.train.loop import run
 
 from .conftest import FIXTURES, args_for, exported_encoder, start_run
@@ -329,6 +329,33 @@ def test_snli_triples_pair_each_entailment_with_a_contradiction_of_its_premise()
     triples = snli_triples(pairs, hard_negatives=True)
     assert triples.columns == [["p", "p"], ["e1", "e2"], ["c1", "c1"]]  # q has no contradiction
     assert snli_triples(pairs, hard_negatives=False).columns == [["p", "p", "q"], ["e1", "e2", "e"]]
+
+
+def test_classifsquad_triples_rank_each_questions_correct_answer_above_its_first_wrong_one():
+    # label 1: answer1 is the correct answer; a question's pairs share its correct answer
+    pairs = LabelledTexts(
+        [["q1", "q1", "q1", "q2"], ["w1", "a1", "w2", "a2"], ["a1", "w3", "a1", "w4"]], [0, 1, 0, 1]
+    )
+    triples = classifsquad_triples(pairs, hard_negatives=True)
+    assert triples.columns == [["q1", "q2"], ["a1", "a2"], ["w1", "w4"]]  # one row a question
+    assert classifsquad_triples(pairs, hard_negatives=False).columns == [["q1", "q2"], ["a1", "a2"]]
+
+
+def test_squad_ranking_ranks_classifsquad_answers_and_scores_its_dev_alone(tiny_data, tmp_path):
+    from mtl.data.classifsquad import load_classifsquad
+
+    run_dir, summary = start_run(
+        tiny_data, tmp_path / "run", "tasks=nli,squad_ranking",
+        f"squad_ranking.source={tiny_data['classifsquad']}", "squad_ranking.batch=4", "squad_ranking.steps=2",
+    )  # fmt: skip
+    questions = set(load_classifsquad(tiny_data["classifsquad"], "train").columns[0])
+    assert summary["steps/squad_ranking"] > 0
+    assert "best/squad_ranking/dev/recall_at_1" in summary  # SQuAD's test is hidden: dev only
+    assert not [key for key in summary if key.startswith("best/squad_ranking/test/")]
+    record = json.loads((run_dir / "config.json").read_text())
+    assert record["inputs"]["squad_ranking"]["sizes"]["train"] == len(questions)
+    with pytest.raises(UserError, match=r"squad_ranking\.source="):
+        start_run(tiny_data, tmp_path / "x", "tasks=nli,squad_ranking", f"squad_ranking.source={tmp_path}")
 
 
 def test_sts_regresses_the_cosine_onto_the_scaled_score_and_reports_pearson_and_spearman():
@@ -669,3 +696,46 @@ def test_a_study_compares_in_batch_negatives_with_the_provided_ones_alone(
     nli_alone = [a for a in train if not a.startswith(("tasks=", "mnrl."))] + ["tasks=nli"]
     assert main(["study", "compare-negatives", *nli_alone, "budget=steps:3", f"out={tmp_path / 'x'}"]) == 2
     assert "give an mnrl task among tasks=" in capsys.readouterr().err
+
+
+def test_a_study_compares_homogeneous_batches_with_batches_mixing_the_ranking_sources(
+    tiny_data, tmp_path, senteval, capsys
+):
+    """just study compare-batches: each step's batch from one ranking task (drawn by size) against
+    one task training on their union, so that batches mix them; every run holds every task."""
+    out = tmp_path / "batches"
+    ranking = [*MNRL[1:], f"squad_ranking.source={tiny_data['classifsquad']}", "squad_ranking.batch=6"]
+    train = [a for a in args_for(tiny_data, out, "tasks=mnrl,squad_ranking", *ranking)
+             if not a.startswith(("out=", "max_steps="))]  # fmt: skip
+    command = ["study", "compare-batches", *train, "budget=steps:4", "seeds=2", "transfer_tasks=MR",
+               f"transfer_data={senteval}", f"out={out}"]  # fmt: skip
+    assert main(command) == 0, capsys.readouterr().err
+    result = json.loads((out / "compare-batches.json").read_text())
+    assert result["baseline"] == "homogeneous"
+    assert {arm: r["seeds"] for arm, r in result["arms"].items()} == {"homogeneous": 2, "mixed": 2}
+    triples = (out / "union-triples.tsv").read_text().splitlines()
+    sources = result["union"]["sources"]
+    assert len(triples) == sources["mnrl"] + sources["squad_ranking"] and min(sources.values()) > 0
+    for arm, trained in (("homogeneous", {"mnrl", "squad_ranking"}), ("mixed", {"union"})):
+        record = json.loads((out / "arms" / f"{arm}-seed1" / "config.json").read_text())["config"]
+        assert {name for name, task in record["tasks"].items() if task["train"]} == trained
+        assert set(record["tasks"]) == {"mnrl", "squad_ranking", "union"}
+        assert record["tasks"]["union"]["source"] == record["tasks"]["mnrl"]["source"]  # scored on its SNLI
+        assert record["schedule"]["schedule"] == "proportional" and record["schedule"]["bucket"] is False
+        summary = json.loads((out / "arms" / f"{arm}-seed1" / "summary.json").read_text())
+        assert sum(summary.get(f"steps/{name}", 0) for name in trained) == 4
+        assert set(result["false_negatives"][arm]) == trained
+    assert [(r["task"], r["arm"]) for r in result["verdicts"]] == [("MR", "mixed")]
+    assert "in-batch false negatives" in (out / "compare-batches.html").read_text()
+    before = (out / "union-triples.tsv").read_bytes()
+    assert main(command) == 0  # resumed: the same union, every run kept
+    assert (out / "union-triples.tsv").read_bytes() == before
+    capsys.readouterr()
+    alone = [a for a in train if not a.startswith(("tasks=", "squad_ranking."))] + ["tasks=nli,mnrl"]
+    unequal = [a.replace("squad_ranking.batch=6", "squad_ranking.batch=5") for a in train]
+    for given, said in (
+        (alone, "give two or more among tasks="),
+        (unequal, "a mixed batch is one loss, so give them one batch="),
+    ):
+        assert main(["study", "compare-batches", *given, "budget=steps:3", f"out={tmp_path / 'x'}"]) == 2
+        assert said in capsys.readouterr().err

@@ -106,16 +106,17 @@ def describe_folder(folder: Path) -> str:
     return f"it holds {shown}" if names else "it is empty"
 
 
-def check_build(folder: Path) -> None:
-    """A one-line error unless `folder` holds a ClassifSQuAD build (its dataset_dict.json)."""
+def check_build(folder: Path, key: str = "squad.source") -> None:
+    """A one-line error unless `folder` holds a ClassifSQuAD build (its dataset_dict.json), naming
+    the `key` that gave it."""
     if not folder.is_dir():
         raise UserError(
             f"ClassifSQuAD folder {folder} does not exist: build it with "
-            f"`just build-classifsquad out={folder}` or point squad.source= at a build"
+            f"`just build-classifsquad out={folder}` or point {key}= at a build"
         )
     if not (folder / "dataset_dict.json").is_file():
         raise UserError(
-            f"{folder} is not a ClassifSQuAD build ({describe_folder(folder)}): point squad.source= at the "
+            f"{folder} is not a ClassifSQuAD build ({describe_folder(folder)}): point {key}= at the "
             "output of `just build-classifsquad` (default data/classifsquad), not at SQuAD itself"
         )
 

@@ -19,7 +19,12 @@ from mtl.files.hub import looks_like_hub_id
 # SNLI and SQuAD, the data of the paper's encoders, are both CC BY-SA 4.0; a user training on
 # other data names the license at upload (`just push-encoder ... license=`).
 DEFAULT_LICENSE = "cc-by-sa-4.0"
-HUB_DATASETS = {"nli": "stanfordnlp/snli", "mnrl": "stanfordnlp/snli", "squad": "rajpurkar/squad"}
+HUB_DATASETS = {
+    "nli": "stanfordnlp/snli",
+    "mnrl": "stanfordnlp/snli",
+    "squad": "rajpurkar/squad",
+    "squad_ranking": "rajpurkar/squad",
+}
 
 
 @dataclass

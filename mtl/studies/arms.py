@@ -15,6 +15,7 @@ from mtl.files.atomic import check_output_dir
 from mtl.formats.transfer_report import read_report
 from mtl.jobs.member import Member
 from mtl.runs import RunFolder, read_summary, stale
+from mtl.train.config.command_line import config_from_args
 from mtl.transfer_tasks.tasks import TransferDataError
 
 
@@ -186,3 +187,11 @@ def arm_members(
             member_keys += [f"name={name}", f"group={out.name}", f"out={out / 'arms' / name}"]
             found.append(Member(name, member_keys, out / "arms" / name, arm, seed))
     return found
+
+
+def with_task(train: list[str], task: str) -> list[str]:
+    """The training keys with `task` (a task file) added to tasks= (the given list, or the
+    configuration's tasks where none is given)."""
+    given = [a for a in train if a.partition("=")[0] in ("tasks", "run.tasks")]
+    listed = given[-1].partition("=")[2] if given else ",".join(config_from_args(train).tasks)
+    return [a for a in train if a not in given] + [f"tasks={listed},{task}"]

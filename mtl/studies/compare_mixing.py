@@ -49,7 +49,7 @@ from mtl.jobs.launchers import Launcher
 from mtl.jobs.member import Member
 from mtl.jobs.sweep import train_study
 from mtl.runs import RunFolder, read_metrics, read_summary
-from mtl.studies.arms import budget_amount, budget_keys, closing_lines, summary_seconds
+from mtl.studies.arms import budget_amount, budget_keys, closing_lines, summary_seconds, with_task
 from mtl.studies.compared import across_section, verdict_lines, verdicts_html
 from mtl.studies.mixture import by_size, mixture_keys, training_sizes
 from mtl.studies.study import Study, register_study, table_of
@@ -110,10 +110,8 @@ def noise_task(out: Path) -> str:
 
 def tasks_of(train: list[str], noise: str | None) -> tuple[list[str], list[str]]:
     """(the training keys with the noise task added to tasks=, the training tasks in order)."""
-    given = [a for a in train if a.partition("=")[0] in ("tasks", "run.tasks")]
     if noise is not None:
-        listed = given[-1].partition("=")[2] if given else ",".join(config_from_args(train).tasks)
-        train = [a for a in train if a not in given] + [f"tasks={listed},{noise}"]
+        train = with_task(train, noise)
     tasks = config_from_args(train).training_tasks
     if len(tasks) < 2:
         raise UserError(f"compare-mixing mixes tasks: {tasks[0]} trains alone; give tasks= with two or more")

@@ -260,6 +260,7 @@ BUILT_IN = (
     "mtl.studies.mixture",
     "mtl.studies.versus",
     "mtl.studies.negatives",
+    "mtl.studies.batches",
 )
 
 

@@ -185,6 +185,18 @@ class RankingConfig(TaskConfig):
 
 
 @dataclass
+class SquadRankingConfig(TaskConfig):
+    kind: str = "squad_ranking"
+    steps: AtLeast1 = 500
+    batch: AtLeast1 = 64  # questions per step: each ranks its answer among the batch's answers
+    source: str = "data/classifsquad"  # the output of `just build-classifsquad` (as squad reads it)
+    hard_negatives: bool = True  # a wrong answer from the question's article as a further candidate
+    in_batch_negatives: bool = True  # false: a question's candidates are its own answers only (as mnrl)
+    scale: float = 20.0  # cosine similarities are multiplied by this (as mnrl)
+    mini_batch: AtLeast1 | None = None  # GradCache's chunk (as mnrl)
+
+
+@dataclass
 class DistillConfig(TaskConfig):
     kind: str = "distill"
     steps: AtLeast1 = 1000

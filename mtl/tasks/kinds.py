@@ -19,6 +19,7 @@ from mtl.tasks.configs import (
     RankingConfig,
     SkipThoughtConfig,
     SquadConfig,
+    SquadRankingConfig,
     STSConfig,
     TaskConfig,
 )
@@ -34,6 +35,7 @@ BUILTIN: dict[str, tuple[str, type[TaskConfig]]] = {
     "mnrl": ("mtl.tasks.ranking", RankingConfig),
     "skipthought": ("mtl.tasks.skipthought", SkipThoughtConfig),
     "squad": ("mtl.tasks.squad", SquadConfig),
+    "squad_ranking": ("mtl.tasks.ranking", SquadRankingConfig),
     "sts": ("mtl.tasks.sts", STSConfig),
     "distill": ("mtl.tasks.distill", DistillConfig),
 }

@@ -19,13 +19,15 @@ import numpy as np
 import torch
 from torch import nn
 
+from mtl.data.classifsquad import SPLIT_NAMES, check_build, load_classifsquad
 from mtl.data.snli import LABELS, load_snli, resolve_snli_source, training_split
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
+from mtl.files.paths import resolved
 from mtl.models.heads import InBatchScores, Widths
 from mtl.runtime.distributed import gather_batch
 from mtl.tasks.base import Task, at_least_fp32
-from mtl.tasks.configs import NLIConfig, RankingConfig, TaskConfig
+from mtl.tasks.configs import NLIConfig, RankingConfig, SquadRankingConfig, TaskConfig
 from mtl.tasks.kinds import register
 from mtl.tasks.matryoshka import matryoshka_widths, over_widths
 from mtl.text.unicode import decode_utf8, text_lines
@@ -55,6 +57,23 @@ def snli_triples(pairs: LabelledTexts, hard_negatives: bool) -> LabelledTexts:
             if hard_negatives:
                 columns[2].append(negatives[k % len(negatives)])
     return LabelledTexts(columns, [0] * len(columns[0]))
+
+
+def classifsquad_triples(pairs: LabelledTexts, hard_negatives: bool) -> LabelledTexts:
+    """(question, correct answer, wrong answer) for each question of ClassifSQuAD pairs, the wrong
+    answer its first pair's (the build's seeded order); without `hard_negatives`, (question,
+    correct answer). One row a question, as `snli_triples` keeps one a positive: a question in
+    several rows would be its own rows' false negatives."""
+    correct: dict[str, str] = {}
+    wrong: dict[str, str] = {}
+    for question, first, second, label in zip(*pairs.columns, pairs.labels, strict=True):
+        right, other = (first, second) if label == 1 else (second, first)
+        correct.setdefault(question, right)
+        wrong.setdefault(question, other)
+    columns: list[list[str]] = [list(correct), list(correct.values())]
+    if hard_negatives:
+        columns.append([wrong[question] for question in correct])
+    return LabelledTexts(columns, [0] * len(correct))
 
 
 def snli_split(config, split: str) -> str | None:
@@ -229,3 +248,37 @@ class Ranking(Task):
 
     def bucket_key(self, lengths: np.ndarray) -> np.ndarray:
         return lengths.max(axis=1)
+
+
+@register
+class SquadRanking(Ranking):
+    """`squad_ranking`: ClassifSQuAD's questions rank their correct answer above the batch's other
+    answers (and a wrong answer from the same article), as `mnrl` ranks SNLI's entailments: a
+    second in-batch source, another domain, for mixing with mnrl (`just study compare-batches`)."""
+
+    kind = "squad_ranking"
+    config_class = SquadRankingConfig  # type: ignore[assignment]
+    display = "ClassifSQuAD ranking"
+    config: SquadRankingConfig  # type: ignore[assignment]
+
+    def inherit(self, tasks: dict[str, TaskConfig]) -> SquadRankingConfig:  # type: ignore[override]
+        return self.config
+
+    @property
+    def source(self) -> str:
+        return str(self.config.source)
+
+    def input_artifact(self) -> Path:
+        return Path(self.config.source)
+
+    def resolve_inputs(self) -> SquadRankingConfig:  # type: ignore[override]
+        key = f"{self.name}.source"
+        source = resolved(self.config.source, key)
+        check_build(source, key)  # now, not at the first batch
+        return replace(self.config, source=str(source))
+
+    def load(self, split: str) -> LabelledTexts | None:
+        if split not in SPLIT_NAMES:  # SQuAD's test set is hidden: dev is the last word (as squad)
+            return None
+        pairs = load_classifsquad(self.config.source, SPLIT_NAMES[split])
+        return classifsquad_triples(pairs, self.config.hard_negatives)
