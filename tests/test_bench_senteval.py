@@ -5,6 +5,7 @@ the batcher it hands SentEval gives mtl's own `baseline=glove-bow tokenizer=whit
 embeddings, SentEval's `.cuda()` calls stay on the CPU in SentEval's process only, the comparison's
 arithmetic, and the one-line refusals."""
 
+import os
 import subprocess
 import sys
 
@@ -33,7 +34,9 @@ def test_senteval_cuda_calls_stay_on_the_cpu_in_its_own_process_only():
     code = (
         "import torch; from tools.senteval_itself import _cuda_as_no_op; _cuda_as_no_op(); "
         "assert torch.zeros(2).cuda().device.type == ('cuda' if torch.cuda.is_available() else 'cpu'); "
-        "assert next(torch.nn.Linear(2, 2).cuda().parameters()).device.type in ('cpu', 'cuda'); print('ok')"
+        "assert next(torch.nn.Linear(2, 2).cuda().parameters()).device.type in ('cpu', 'cuda'); "
+        "assert torch.cuda.is_available() or torch.zeros(2).to(torch.device('cuda'), dtype=torch.int64).dtype == torch.int64; "
+        "print('ok')"
     )
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert ran.returncode == 0 and ran.stdout.strip() == "ok", ran.stderr
@@ -76,8 +79,10 @@ def test_senteval_comparison_is_refused_in_one_line_where_it_cannot_compare(tmp_
     (tmp_path / "senteval" / "engine.py").write_text("")
     with pytest.raises(UserError, match=r"add modes=senteval-prototyping or modes=senteval"):
         transfer.BenchTransferConfig(senteval=str(tmp_path), tasks="MR")
-    with pytest.raises(UserError, match=r"compares on MR, CR, SUBJ, MPQA, TREC: give tasks= among them"):
-        transfer.BenchTransferConfig(senteval=str(tmp_path), modes="senteval", tasks="MR,STS14")
+    with pytest.raises(
+        UserError, match=r"compares on MR, CR, SUBJ, MPQA, TREC, SICK-E, STS14: give tasks= among"
+    ):
+        transfer.BenchTransferConfig(senteval=str(tmp_path), modes="senteval", tasks="MR,STS15")
     with pytest.raises(UserError, match=r"keep glove-bow in encoders="):
         transfer.BenchTransferConfig(senteval=str(tmp_path), modes="senteval", tasks="MR", encoders="1024")
     assert transfer.BenchTransferConfig(senteval=str(tmp_path), modes="senteval", tasks="MR,TREC").runs == 1
@@ -134,3 +139,35 @@ def children_command_lines() -> list[list[str]]:
         except (OSError, IndexError, ValueError):
             continue
     return found
+
+
+def test_senteval_sts_loader_gets_its_ragged_token_arrays_as_numpy_made_them_before():
+    import types
+
+    from tools.senteval_itself import _ragged_arrays_as_before
+
+    module = types.SimpleNamespace(np=np)
+    _ragged_arrays_as_before(module)
+    ragged = module.np.array([["a", "b"], ["c"]])
+    assert ragged.dtype == object and ragged[0] == ["a", "b"] and ragged[1] == ["c"]
+    assert module.np.array([[1, 2], [3, 4]]).shape == (2, 2) and module.np.mean is np.mean
+    assert np.array is not module.np.array  # numpy itself is left as it is
+
+
+def test_the_command_as_typed_is_counted_with_every_process_it_leaves_behind(tmp_path):
+    """A process tree's CPU: a worker the command starts and never waits for is counted too
+    (os.times would miss it), once it has ended; the wall time is the command's."""
+    from tools import as_typed
+
+    if as_typed.cgroup_root() is None:
+        pytest.skip("no cgroup can be made on this machine (not root, or none mounted writable)")
+    spent = tmp_path / "worker-cpu"
+    worker = (
+        "import time; x = 0\n"
+        "for i in range(3_000_000): x += i * i\n"
+        f"open({str(spent)!r}, 'w').write(str(time.process_time()))"
+    )
+    leaves = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {worker!r}])"
+    measured = as_typed.timed([sys.executable, "-c", leaves], dict(os.environ), "test")
+    assert spent.is_file()  # the bench waited for the worker to leave the group before counting
+    assert measured["cpu"] >= float(spent.read_text())

@@ -120,8 +120,8 @@ MODES = ("fast", "standard", "senteval", "senteval-prototyping")
 
 ENCODERS = ("glove-bow", "1024")
 
-# The tasks `senteval=` times SentEval itself on (its k-fold and TREC protocols)
-SENTEVAL_COMPARED = ("MR", "CR", "SUBJ", "MPQA", "TREC")
+# The tasks `senteval=` times SentEval itself on (its k-fold, TREC and SICK-E protocols; STS14 its cosine)
+SENTEVAL_COMPARED = ("MR", "CR", "SUBJ", "MPQA", "TREC", "SICK-E", "STS14")
 
 
 @dataclass
@@ -139,6 +139,9 @@ class BenchTransferConfig:
     runs: AtLeast1 = 1  # each suite this many times; the median time is reported
     # each suite then runs as `just transfer`, default threads and OMP_NUM_THREADS=1 in turn, timed
     hog: AtLeast0 = 0  # busy processes beside each suite (a machine shared with other work)
+    # with senteval=: the command a user types, cold, against SentEval's whole process on one
+    # thread, process trees' CPU and wall, alternated (tools/as_typed.py)
+    as_typed: bool = False
 
     def chosen_encoders(self) -> list[tuple[str, dict]]:
         """(label, the transfer keys that evaluate it) of each encoder of `encoders=`."""

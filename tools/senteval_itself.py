@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -40,11 +41,25 @@ def senteval_params(mode: str) -> dict:
 
 
 def _cuda_as_no_op() -> None:
-    """SentEval calls `.cuda()` on every tensor and model: without a GPU, stay on the CPU."""
+    """SentEval calls `.cuda()` on every tensor and model, and its split classifier (SICK-E) moves
+    its data `.to(torch.device('cuda'))`: without a GPU, stay on the CPU."""
     import torch
 
     if torch.cuda.is_available():
         return
+    moved = torch.Tensor.to
+
+    def on_the_cpu(device):
+        return "cpu" if str(device).startswith("cuda") else device
+
+    def to(self, *args, **kwargs):
+        if "device" in kwargs:
+            kwargs["device"] = on_the_cpu(kwargs["device"])
+        return moved(
+            self, *(on_the_cpu(a) if isinstance(a, torch.device | str) else a for a in args), **kwargs
+        )
+
+    torch.Tensor.to = to  # type: ignore[method-assign]
     torch.Tensor.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
     torch.nn.Module.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
     torch.cuda.manual_seed = lambda seed: None  # type: ignore[assignment]
@@ -66,21 +81,62 @@ def bag_of_vectors(vectors_file: str):
     return batcher
 
 
+SENTEVAL_NAMES = {"SICK-E": "SICKEntailment", "SICK-R": "SICKRelatedness", "STS-B": "STSBenchmark"}
+
+
+def _getargspec_as_before() -> None:
+    """SentEval's utils.get_optimizer reads `inspect.getargspec(...)[0]`, gone since Python 3.11:
+    its successor gives the same first field (the argument names)."""
+    import inspect
+
+    if not hasattr(inspect, "getargspec"):
+        inspect.getargspec = inspect.getfullargspec  # type: ignore[attr-defined]
+
+
+def _ragged_arrays_as_before(module) -> None:
+    """SentEval's STS loader makes arrays of token lists of unequal lengths, which NumPy >= 1.24
+    refuses (NumPy made them object arrays before, with a warning): in that module only, such an
+    array is made as before, an object array of the lists."""
+    real = module.np
+
+    def array(value, *args, **kwargs):
+        try:
+            return real.array(value, *args, **kwargs)
+        except ValueError:
+            made = real.empty(len(value), dtype=object)
+            for position, item in enumerate(value):
+                made[position] = item
+            return made
+
+    module.np = types.SimpleNamespace(
+        **{name: getattr(real, name) for name in dir(real) if not name.startswith("__") and name != "array"},
+        array=array,
+    )
+
+
 def run(checkout: Path, data: Path, vectors: str, mode: str, tasks: list[str]) -> dict:
+    """Each of mtl's task names scored by SentEval (under its own name): seconds, and the test
+    accuracy of a classification task or the Pearson r of an STS year (its datasets' mean, as
+    mtl's `all/pearson`)."""
     _cuda_as_no_op()
+    _getargspec_as_before()
     sys.path.insert(0, str(checkout))
     import senteval.engine  # the user's SentEval
+    import senteval.sts
+
+    _ragged_arrays_as_before(senteval.sts)
 
     params = {"task_path": str(data), **senteval_params(mode)}
     engine = senteval.engine.SE(params, bag_of_vectors(vectors))
     results = {}
     for task in tasks:
         started = time.perf_counter()
-        scores = engine.eval(task)  # the tasks compared keep SentEval's names
-        results[task] = {
-            "seconds": time.perf_counter() - started,
-            "acc": float(scores["acc"]) / 100,
-        }
+        scores = engine.eval(SENTEVAL_NAMES.get(task, task))
+        seconds = time.perf_counter() - started
+        if "acc" in scores:
+            results[task] = {"seconds": seconds, "acc": float(scores["acc"]) / 100}
+        else:  # STS12-16: no classifier, the cosine's correlation over each dataset
+            results[task] = {"seconds": seconds, "all/pearson": float(scores["all"]["pearson"]["mean"])}
     return results
 
 

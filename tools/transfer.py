@@ -22,7 +22,7 @@ from mtl.eval.transfer import suite
 from mtl.text.vectors import resolve_vectors_path
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
-from tools import busy_machine
+from tools import as_typed, busy_machine
 from tools.configs import BenchTransferConfig as BenchTransferConfig
 
 TARGET_FAST_1024_SECONDS = 600.0
@@ -94,7 +94,7 @@ def senteval_itself(bench: BenchTransferConfig, mode: str) -> dict:
         "seconds": time.perf_counter() - started,
         "dim": None,
         "tasks": {t: r["seconds"] for t, r in results.items()},  # embedding not timed apart in SentEval
-        "acc": {t: r["acc"] for t, r in results.items()},
+        "acc": {t: r["acc"] for t, r in results.items() if "acc" in r},
     }
 
 
@@ -159,6 +159,9 @@ def report(rows: list[dict]) -> str:
 def command(args: Sequence[str]) -> None:
     """The command line's `key=value` arguments onto BenchTransferConfig; run; print what it gives."""
     config = apply_overrides(BenchTransferConfig(), args)
+    if config.as_typed:
+        print(as_typed.report(as_typed.run(config), config))
+        return
     if config.hog:
         print(busy_machine.report(busy_machine.run(config)))
         return
