@@ -341,7 +341,7 @@ def test_the_seeds_of_one_configuration_are_one_row_with_mean_and_sd(tiny_data, 
     assert "seeds)" not in page_path.read_text().split("<h2>", 2)[1]
 
 
-def test_a_baselines_folder_is_a_row_beside_the_runs(tiny_data, senteval, tmp_path):
+def test_a_baselines_folder_is_a_row_beside_the_runs(tiny_data, senteval, tmp_path, capsys):
     """What `just compare` reads, `just report` shows: a `just transfer baseline=...` folder is a
     row (its transfer scores, no training) and an encoder of the significance table."""
     run_dir, _ = start_run(tiny_data, tmp_path / "run")
@@ -367,6 +367,11 @@ def test_a_baselines_folder_is_a_row_beside_the_runs(tiny_data, senteval, tmp_pa
     assert "baseline (just transfer)" in rows[">baseline-glove-bow"]
     assert "1 run(s) and 1 baseline(s)" in page
     assert "Is the difference real? (transfer-fast" in page
+    capsys.readouterr()
+    assert main(["compare", str(run_dir), str(baseline), "wandb=disabled"]) == 2  # report=transfer: none here
+    assert "holds transfer reports transfer-fast, not transfer.json: give report=transfer-fast" in (
+        capsys.readouterr().err
+    )
 
 
 def test_a_decomposition_cell_carries_its_wilson_interval_and_items():

@@ -57,7 +57,7 @@ from mtl.eval.transfer.items import (  # noqa: F401  (pearson: its home before)
 from mtl.files import atomic, jsonfile
 from mtl.formats.comparison import METHOD, STUDENTIZED
 from mtl.formats.merge_record import merge_record
-from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items, read_report
+from mtl.formats.transfer_report import ITEMS_SUFFIX, read_items, read_report, report_paths
 from mtl.runs import Run, RunFolder, beside, differing_keys, find_runs, stale, wandb_group
 from mtl.tracking.tracker import log_tables
 from mtl.transfer_tasks.registry import TRANSFER_TASKS
@@ -506,6 +506,12 @@ def group_runs(folders: list[Path], report: str) -> list[Encoder]:
     folders = [f for f in folders if not is_baseline_folder(f, report)]
     if not folders:
         return baselines
+    for folder in folders:  # reports of another protocol only (a baseline's transfer-fast): say which
+        if not RunFolder(folder).record.is_file() and (others := report_paths(folder)):
+            names = ", ".join(path.stem for path in others)
+            raise UserError(
+                f"{folder} holds transfer reports {names}, not {report}.json: give report={others[0].stem}"
+            )
     runs = [Run.read(folder) for folder in folders]
     configs = [flattened(run.config) for run in runs]
     apart = sorted(differing_keys(runs, ignored=("run.seed",)))
