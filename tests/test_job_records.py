@@ -43,6 +43,20 @@ def test_status_without_slurms_commands_reads_the_folders(tmp_path, capsys, no_s
     assert captured.out.count("not started") == 2 and "424242" in captured.out
 
 
+def test_status_reads_a_studys_parts_one_level_down(tmp_path, capsys, no_slurm_commands):
+    """`just study NAME` trains its arms in <out>/arms (a tuning's trials in <out>/trials): the
+    study's own folder, the one it prints, is what a user passes."""
+    out = tmp_path / "compare-batches"
+    study(out, "arms")
+    assert main(["status", str(out)]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]] == ["a", "b"]
+    study(out, "trials")
+    assert main(["status", str(out)]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]
+    assert names == ["arms/a", "arms/b", "trials/a", "trials/b"]
+    assert main(["status", str(tmp_path / "nothing")]) == 2
+
+
 def test_cancel_without_slurms_commands_is_one_line(tmp_path, capsys, no_slurm_commands):
     assert main(["cancel", str(study(tmp_path))]) == 2
     assert "cancel the study from the cluster's login node" in one_error_line(capsys)

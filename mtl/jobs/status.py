@@ -39,12 +39,19 @@ class MemberState:
 
 
 def members_of(folder: Path) -> dict[str, Path]:
-    """A study's runs by name (from its sweep.json), or the one run `folder` is."""
+    """A study's runs by name (from its sweep.json, or its parts' one level down: a `just study`'s
+    arms/, a tuning's trials/), or the one run `folder` is."""
     record = folder / "sweep.json"
     if record.is_file():
         return sweep_members(record)
     if RunFolder(folder).status() is not RunStatus.NOT_A_RUN or (folder / RUN_FILE).is_file():
         return {folder.name: folder}
+    if parts := sorted(folder.glob("*/sweep.json")):
+        return {
+            (f"{part.parent.name}/{name}" if len(parts) > 1 else name): run_dir
+            for part in parts
+            for name, run_dir in sweep_members(part).items()
+        }
     raise UserError(f"{folder} is neither a study (sweep.json) nor a run folder: pass runs/sweeps/<study>")
 
 
