@@ -406,8 +406,8 @@ def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) ->
     folders: list[Path] = []
     for text in paths:
         path = Path(text).expanduser()
-        if (path / "sweep.json").is_file():
-            folders += _sweep_members(path / "sweep.json")
+        if records := sweep_records(path):
+            folders += [run for record in records for run in _sweep_members(record)]
         elif path.is_dir():
             folders.append(path)
         else:
@@ -423,6 +423,16 @@ def find_runs(paths: list[str], group: str | None, root: Path = Path("runs")) ->
     if not folders:
         raise UserError("no runs to report: pass run folders, a sweep folder, or group=NAME")
     return list(dict.fromkeys(folders))
+
+
+def sweep_records(folder: Path) -> list[Path]:
+    """A study's records of its runs: its sweep.json, or, for a study that trains them one level
+    down (`just study`'s arms/, a tuning's trials/), theirs; none for a run folder or another."""
+    if (folder / "sweep.json").is_file():
+        return [folder / "sweep.json"]
+    if RunFolder(folder).record.is_file():
+        return []
+    return sorted(folder.glob("*/sweep.json"))
 
 
 def sweep_members(record: Path) -> dict[str, Path]:

@@ -727,6 +727,9 @@ def test_a_study_compares_homogeneous_batches_with_batches_mixing_the_ranking_so
         assert set(result["false_negatives"][arm]) == trained
     assert [(r["task"], r["arm"]) for r in result["verdicts"]] == [("MR", "mixed")]
     assert "in-batch false negatives" in (out / "compare-batches.html").read_text()
+    capsys.readouterr()
+    assert main(["compare", str(out), "report=transfer-fast", "wandb=disabled"]) == 0  # the study's folder
+    assert "homogeneous" in capsys.readouterr().out
     before = (out / "union-triples.tsv").read_bytes()
     assert main(command) == 0  # resumed: the same union, every run kept
     assert (out / "union-triples.tsv").read_bytes() == before

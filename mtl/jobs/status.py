@@ -19,7 +19,7 @@ from mtl.files.locks import FolderInUse, FolderLock
 from mtl.files.schemas import DamagedFile
 from mtl.jobs.member import progress
 from mtl.jobs.slurm import INTERRUPTED, RUN_FILE, NoSlurmHere, QueuedJob, job_record, last_error, queue_states
-from mtl.runs import RunFolder, RunStatus, sweep_members
+from mtl.runs import RunFolder, RunStatus, sweep_members, sweep_records
 
 QUEUE_WORDS = {"PENDING": "pending", "RUNNING": "running", "REQUEUED": "requeued", "REQUEUE_HOLD": "requeued"}
 
@@ -40,18 +40,15 @@ class MemberState:
 
 def members_of(folder: Path) -> dict[str, Path]:
     """A study's runs by name (from its sweep.json, or its parts' one level down: a `just study`'s
-    arms/, a tuning's trials/), or the one run `folder` is."""
-    record = folder / "sweep.json"
-    if record.is_file():
-        return sweep_members(record)
+    arms/, a tuning's trials/; named <part>/<run> when there are several), or the one run `folder` is."""
+    if records := sweep_records(folder):
+        return {
+            (f"{record.parent.name}/{name}" if len(records) > 1 else name): run_dir
+            for record in records
+            for name, run_dir in sweep_members(record).items()
+        }
     if RunFolder(folder).status() is not RunStatus.NOT_A_RUN or (folder / RUN_FILE).is_file():
         return {folder.name: folder}
-    if parts := sorted(folder.glob("*/sweep.json")):
-        return {
-            (f"{part.parent.name}/{name}" if len(parts) > 1 else name): run_dir
-            for part in parts
-            for name, run_dir in sweep_members(part).items()
-        }
     raise UserError(f"{folder} is neither a study (sweep.json) nor a run folder: pass runs/sweeps/<study>")
 
 
