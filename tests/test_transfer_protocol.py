@@ -304,13 +304,39 @@ def test_small_features_fit_in_the_callers_process_with_the_workers_results(monk
         np.testing.assert_array_equal(pooled["items"][key], values, err_msg=key)
 
 
+def test_senteval_fits_skip_the_workers_where_they_cannot_pay_back_with_the_same_results(monkeypatch):
+    """SentEval's classifier (many epochs a fit) weighs its fits by its configuration: GloVe's 50
+    dimensions on MR fit in the caller's process under the prototyping configuration, not under
+    the default one (~27x the epochs' work), nor at 4,096 dimensions; where they run changes no item."""
+    from mtl.eval.transfer import senteval_classifier
+    from mtl.eval.transfer.senteval_classifier import SentEvalFamily
+
+    mr = np.broadcast_to(np.float32(0), (10_662, 50))
+    prototyping, default = (
+        SentEvalFamily(SentEvalParams.prototyping()),
+        SentEvalFamily(SentEvalParams.default()),
+    )
+    assert prototyping.processes(mr) == 1 and default.processes(mr) == 2
+    assert default.fit_cost(mr) / prototyping.fit_cost(mr) == pytest.approx(26.7, abs=0.1)
+    assert prototyping.processes(np.broadcast_to(np.float32(0), (10_662, 4096))) == 2
+    params = SentEvalParams.prototyping(kfold=2, jobs=2, max_epoch=2)
+    x, y = separable(200)
+    alone = inner_kfold(x, y, params)
+    monkeypatch.setattr(senteval_classifier, "SENTEVAL_WORKERS_FROM", 0)
+    assert SentEvalFamily(params).processes(x) == 2
+    pooled = inner_kfold(x, y, params)
+    assert (pooled["acc"], pooled["dev_acc"]) == (alone["acc"], alone["dev_acc"])
+    for key, values in alone["items"].items():
+        np.testing.assert_array_equal(pooled["items"][key], values, err_msg=key)
+
+
 def test_fits_in_worker_processes_say_nothing_of_read_only_arrays(capfd, monkeypatch):
     # Over 1 MB, joblib hands its workers the features as a memory map; a read-only one made torch
     # warn "The given NumPy array is not writable" on each worker's first fit (`just transfer
     # mode=senteval...` on MR printed it twice). The workers write to the terminal's stderr.
-    from mtl.eval.transfer import fitting
+    from mtl.eval.transfer import senteval_classifier
 
-    monkeypatch.setattr(fitting, "WORKERS_FROM", 0)  # 1.5 MB of features would fit in this process
+    monkeypatch.setattr(senteval_classifier, "SENTEVAL_WORKERS_FROM", 0)  # these would fit in this process
     params = SentEvalParams.prototyping(kfold=2, jobs=2, max_epoch=1)
     x, y = separable(2500)
     x = np.hstack([x, np.zeros((len(x), 150 - x.shape[1]), dtype=np.float32)])  # 1.5 MB

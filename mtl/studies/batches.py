@@ -36,6 +36,7 @@ from mtl.studies.study import Study, StudyConfig, register_study
 from mtl.tasks import build_task
 from mtl.train.config.command_line import config_from_args
 from mtl.train.config.inputs import resolve_inputs
+from mtl.train.config.train_config import TrainConfig
 from mtl.train.data.training_data import subsampled
 
 RANKING = ("mnrl", "squad_ranking")  # kinds scored by one loss: rankings of (anchor, positive, negative)
@@ -81,10 +82,9 @@ def ranking_tasks(train: list[str]) -> list[str]:
     return ranked
 
 
-def union_of(train: list[str], ranked: list[str]) -> tuple[LabelledTexts, dict[str, int]]:
-    """Every ranking task's training triples as a run reads them (after max_train= and subsample=),
-    one after the other, and how many each gave."""
-    run = resolve_inputs(config_from_args(train))
+def union_of(run: TrainConfig, ranked: list[str]) -> tuple[LabelledTexts, dict[str, int]]:
+    """Every ranking task's training triples as a run of `run` (its inputs resolved) reads them
+    (after max_train= and subsample=), one after the other, and how many each gave."""
     columns: list[list[str]] = [[], [], []]
     counts = {}
     for name in ranked:
@@ -112,10 +112,9 @@ def triples_text(triples: LabelledTexts) -> str:
     return "\n".join(lines) + "\n"
 
 
-def union_task_file(train: list[str], ranked: list[str], triples: Path) -> str:
+def union_task_file(run: TrainConfig, ranked: list[str], triples: Path) -> str:
     """The union's task file: an mnrl task on `triples` with the sources' loss keys, scored on the
     SNLI the first mnrl source reads (its folder and splits; SNLI's own where none is mnrl)."""
-    run = resolve_inputs(config_from_args(train))
     lines = ['kind = "mnrl"', f"triples = {json.dumps(str(triples))}"]
     snli = next((run.tasks[name] for name in ranked if run.tasks[name].kind == "mnrl"), None)
     for key in ("source", "dev_split", "test_split") if snli is not None else ():  # its triples train
@@ -159,14 +158,13 @@ class CompareBatches(Study):
         """The union's triples and task file written to the study's folder (the same files on every
         resume: the runs record the triples' digest, so a changed source is refused, never trained
         on unseen), and the union added to every run's tasks (the homogeneous arm watches it)."""
-        union, self.sources = union_of(train, self.ranked)
+        run = resolve_inputs(config_from_args(train))
+        union, self.sources = union_of(run, self.ranked)
         triples = out / f"{UNION}-triples.tsv"
         out.mkdir(parents=True, exist_ok=True)
         atomic.write_text(triples, triples_text(union), "compare-batches triples")
         task_file = out / f"{UNION}.toml"
-        atomic.write_text(
-            task_file, union_task_file(train, self.ranked, triples), "compare-batches task file"
-        )
+        atomic.write_text(task_file, union_task_file(run, self.ranked, triples), "compare-batches task file")
         return with_task(train, str(task_file))
 
     def arms(self, config: StudyConfig, train: list[str]) -> dict[str, list[str]]:

@@ -168,7 +168,7 @@ class RankingConfig(TaskConfig):
     source: str | None = None  # SNLI folder or Hub id
     train_split: str | None = None  # SNLI split to train on (train_small: the shared slice)
     dev_split: str | None = None
-    test_split: str | None = None  # empty: no test
+    test_split: str | None = None  # unset or empty: as nli's (nli.test_split= empty: no test for either)
     hard_negatives: bool = True  # the premise's contradicted hypothesis as a further candidate
     # false: each anchor ranks its positive above its own provided negative(s) only, none of the
     # batch's other sentences (no in-batch negatives, so no false ones among them: a ranking loss
@@ -218,7 +218,7 @@ class DistillConfig(TaskConfig):
     source: str | None = None  # as mnrl: SNLI's folder or Hub id; unset: as the run's nli task
     train_split: str | None = None
     dev_split: str | None = None
-    test_split: str | None = None  # empty: no test
+    test_split: str | None = None  # unset or empty: as nli's (nli.test_split= empty: no test for either)
     scale: float = 20.0  # kl: cosine similarities times this before each softmax (mnrl's scale)
     teacher_max_seq_length: AtLeast1 = 128  # an hf teacher's subword tokens per sentence
 

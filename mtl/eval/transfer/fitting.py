@@ -48,7 +48,7 @@ class Classifier(Protocol):
 # What a task's folds cost to fit, in items x dimensions x outer folds x penalties tried (the fits
 # scale with each). Below WORKERS_FROM they are fitted in the caller's process, whatever `jobs`
 # says, by the families that use `processes` (scikit-learn's; SentEval's classifier, many epochs a
-# fit, keeps its workers): two workers cost ~8 CPU-s to start (each imports torch and scikit-learn)
+# fit, weighs its own: senteval_classifier.SENTEVAL_WORKERS_FROM): two workers cost ~8 CPU-s to start (each imports torch and scikit-learn)
 # and fit 17-45% slower than the caller (issue 105: CR 4.14 against 3.53 CPU-s, SUBJ 8.36 against
 # 7.11), so they never save CPU, and save wall time only where the fits take well over their start.
 # CR at 4,096 dimensions under mode=fast is 0.23e9 and fits in ~3.5 s; from 1e9 (~15 s in one

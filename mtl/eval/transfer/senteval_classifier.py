@@ -171,6 +171,18 @@ def _fit_and_test(
 SHARED_READ = "c"
 
 
+# What SentEval's folds cost to fit (`SentEvalFamily.fit_cost`: items x dimensions x outer folds
+# x penalties x the batches' worth of epochs each inner scan runs), from which two worker
+# processes fit them: below it they are fitted in the caller's process. Two workers cost ~6 CPU-s
+# to start (each imports torch and scikit-learn) and never save CPU; they save wall time only
+# where the fits take well over their start. Measured (issue 105, GloVe 50d, prototyping, 2
+# cores, cgroup CPU): CR (0.9e6) in the caller 4.9 s and 5.1 CPU-s against 7.1 s and 11.2 CPU-s
+# with workers; MR (2.5e6) 8.9 s either way, 9.2 against 14.2 CPU-s: ~2.3 s of fits per 1e6. From
+# 6.5e6 (~15 s in one process, as fitting.WORKERS_FROM's) the workers halve the fits' wall time for
+# their start: MR under the default configuration is 6.7e7 (~150 s in one process).
+SENTEVAL_WORKERS_FROM = 6_500_000
+
+
 class SentEvalFamily(ClassifierFamily):
     """SentEval's classifier (`params`): the penalty (weight decay) by k-fold validation scans,
     the final fit stopped on 5% of the training data; compared and reported in rounded points."""
@@ -190,8 +202,23 @@ class SentEvalFamily(ClassifierFamily):
     def reported(self, accuracy: float) -> float:
         return in_points(accuracy) / 100
 
+    def fit_cost(self, x) -> int:
+        """Items x dimensions x outer folds x penalties, times what each penalty's inner k-fold scan
+        runs: inner folds x the epochs a fit takes (epoch_size passes, until `tenacity` epochs
+        without gain) over the batch size (the per-batch cost dominates these small models):
+        SentEval's default configuration is ~27x its prototyping one, as SentEval's own times are
+        (MR 415 against 15.8 s, RESULTS)."""
+        p = self.params
+        return int(
+            x.size * self.folds * len(self.penalties) * p.kfold * p.epoch_size * p.tenacity / p.batch_size
+        )
+
+    def processes(self, x) -> int:
+        """`jobs` where SentEval's fits of `x` pay back the workers' start, else the caller's one."""
+        return 1 if self.fit_cost(x) < SENTEVAL_WORKERS_FROM else self.jobs
+
     def choose_penalty(self, x, y, penalties) -> tuple[float, float]:
-        scores = Parallel(n_jobs=self.jobs, mmap_mode=SHARED_READ)(
+        scores = Parallel(n_jobs=self.processes(x), mmap_mode=SHARED_READ)(
             delayed(_scan_penalty)(x, y, l2reg, self.params) for l2reg in penalties
         )
         return penalties[int(np.argmax(scores))], float(np.max(scores)) / 100
@@ -202,13 +229,14 @@ class SentEvalFamily(ClassifierFamily):
         2 processes leave one idle a third of the time); every fit seeds itself, so the order
         changes nothing."""
         penalties = self.params.penalties
-        scans = Parallel(n_jobs=self.jobs, mmap_mode=SHARED_READ)(
+        jobs = self.processes(x)
+        scans = Parallel(n_jobs=jobs, mmap_mode=SHARED_READ)(
             delayed(_scan_penalty)(x[train], y[train], l2reg, self.params)
             for train, _ in folds
             for l2reg in penalties
         )
         scores = np.reshape(scans, (len(folds), len(penalties)))
-        tests = Parallel(n_jobs=self.jobs, mmap_mode=SHARED_READ, return_as="generator")(
+        tests = Parallel(n_jobs=jobs, mmap_mode=SHARED_READ, return_as="generator")(
             delayed(_fit_and_test)(
                 x[train], y[train], x[test], y[test], penalties[int(np.argmax(row))], self.params
             )
