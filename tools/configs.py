@@ -139,9 +139,10 @@ class BenchTransferConfig:
     runs: AtLeast1 = 1  # each suite this many times; the median time is reported
     # each suite then runs as `just transfer`, default threads and OMP_NUM_THREADS=1 in turn, timed
     hog: AtLeast0 = 0  # busy processes beside each suite (a machine shared with other work)
-    # with senteval=: the command a user types, cold, against SentEval's whole process on one
-    # thread, process trees' CPU and wall, alternated (tools/as_typed.py)
-    as_typed: bool = False
+    # tools/as_typed.py: process trees' CPU (a cgroup each) and wall, the two alternated, medians
+    as_typed: bool = (
+        False  # with senteval=: the command as typed, cold, against SentEval's whole process on one thread
+    )
 
     def chosen_encoders(self) -> list[tuple[str, dict]]:
         """(label, the transfer keys that evaluate it) of each encoder of `encoders=`."""
