@@ -41,7 +41,8 @@ from mtl.train.data.training_data import subsampled
 
 RANKING = ("mnrl", "squad_ranking")  # kinds scored by one loss: rankings of (anchor, positive, negative)
 UNION = "union"  # the mixed arm's task: <out>/union.toml, training on <out>/union-triples.tsv
-# The ranking keys a batch's loss reads, copied into the union's task file (equal among the sources)
+# The ranking keys a batch's loss and step read, copied into the union's task file (they must be
+# equal among the sources: a mixed batch is one loss at one learning rate)
 LOSS_KEYS = (
     "batch",
     "scale",
@@ -49,6 +50,8 @@ LOSS_KEYS = (
     "matryoshka",
     "matryoshka_weights",
     "weight",
+    "lr",
+    "prompt",
     "mini_batch",
 )
 
@@ -64,7 +67,7 @@ def ranking_tasks(train: list[str]) -> list[str]:
         )
     if UNION in run.tasks:
         raise UserError(f"compare-batches adds a task named {UNION}: rename the run's task {UNION}")
-    for key in (*LOSS_KEYS, "hard_negatives", "prompt"):
+    for key in (*LOSS_KEYS, "hard_negatives"):
         values = {name: getattr(run.tasks[name], key) for name in ranked}
         if len(set(map(str, values.values()))) > 1:
             shown = ", ".join(f"{name}.{key}={value}" for name, value in values.items())
