@@ -498,9 +498,32 @@ def refuse_unknown_keys(name: str, args: Sequence[str]) -> None:
     apply_overrides(command.config_class()(), paths_and_keys(args)[1])
 
 
-def print_help(name: str) -> int:
+def study_help(name: str) -> str:
+    """`just study NAME --help`: a built-in study with a command of its own gives that command's
+    help; another (compare-negatives, a plugin's) its summary, its own keys, then the runs' keys."""
+    from mtl.studies.study import study_named  # the studies' registry (their modules import torch)
+
+    study = study_named(name)
+    if name in COMMANDS:
+        return command_help(name)
+    rows = [*describe_keys(study.config()), COMMANDS["study"].extra_keys[1]]
+    width = max(len(f"{key}={default}") for key, default, _ in rows)
+    lines = [
+        f"usage: just study {name} [key=value ...]",
+        f"{study.summary}; judged against {study.baseline}.",
+        "",
+    ]
+    lines += [
+        "keys (default, meaning):",
+        *(f"  {f'{key}={default}':<{width}}  {text}".rstrip() for key, default, text in rows),
+    ]
+    return "\n".join(lines)
+
+
+def print_help(name: str, args: Sequence[str] = ()) -> int:
     try:
-        print(command_help(name))
+        named = [a for a in args if a not in HELP and "=" not in a]
+        print(study_help(named[0]) if name == "study" and named else command_help(name))
     except UserError as error:  # a tool's module absent from an installed copy
         say(f"error: {error}")
         return 2
@@ -528,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"error: {error}")
         return 2
     if any(arg in HELP for arg in argv[1:]):
-        return print_help(argv[0])
+        return print_help(argv[0], argv[1:])
     if PRINT_CONFIG in argv[1:]:
         return print_config(argv[0], [a for a in argv[1:] if a != PRINT_CONFIG])
     try:

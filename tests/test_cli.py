@@ -131,6 +131,24 @@ def test_help_explains_the_keys(capsys):
     assert re.search(r"^  resume=none +continue runs/<run>", out, re.MULTILINE)
 
 
+def test_a_named_studys_help_is_its_own(capsys):
+    """`just study compare-batches --help` once gave the study command's generic help: a study
+    without a command of its own shows its summary, baseline and keys; one with a command, that
+    command's help; an unknown name is one line."""
+    assert main(["study", "compare-batches", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(
+        "usage: just study compare-batches [key=value ...]\nin-batch ranking over several sources"
+    )
+    assert "judged against homogeneous." in out
+    assert re.search(r"^  budget=steps:1000 +what every run trains", out, re.MULTILINE)
+    assert re.search(r"^  KEY=none +any train-multitask key", out, re.MULTILINE)
+    assert main(["study", "versus-single", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: just versus-single [key=value ...]")
+    assert main(["study", "nosuch", "--help"]) == 2
+    assert "unknown study 'nosuch'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_every_key_of_every_command_says_what_it_does(name, capsys):
     main([name, "--help"])
