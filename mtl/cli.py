@@ -467,8 +467,13 @@ def command_help(name: str) -> str:
         *(_task_keys() if command.task_keys else ()),
         *(row for row in describe_keys(command.config_class()()) if not row[0].endswith(".kind")),
     ]
+    return keys_help(f"just {name}", f"{command.summary}.", rows)
+
+
+def keys_help(usage: str, summary: str, rows: Sequence[tuple[str, str, str]]) -> str:
+    """A command's --help: its usage line, its summary, then each key, its default and meaning."""
     width = max(len(f"{key}={default}") for key, default, _ in rows)
-    lines = [f"usage: just {name} [key=value ...]", f"{command.summary}.", "", "keys (default, meaning):"]
+    lines = [f"usage: {usage} [key=value ...]", summary, "", "keys (default, meaning):"]
     lines += [
         f"  {f'{key}={default}' if key else '':<{width}}  {text}".rstrip() for key, default, text in rows
     ]
@@ -507,17 +512,7 @@ def study_help(name: str) -> str:
     if name in COMMANDS:
         return command_help(name)
     rows = [*describe_keys(study.config()), COMMANDS["study"].extra_keys[1]]
-    width = max(len(f"{key}={default}") for key, default, _ in rows)
-    lines = [
-        f"usage: just study {name} [key=value ...]",
-        f"{study.summary}; judged against {study.baseline}.",
-        "",
-    ]
-    lines += [
-        "keys (default, meaning):",
-        *(f"  {f'{key}={default}':<{width}}  {text}".rstrip() for key, default, text in rows),
-    ]
-    return "\n".join(lines)
+    return keys_help(f"just study {name}", f"{study.summary}; judged against {study.baseline}.", rows)
 
 
 def print_help(name: str, args: Sequence[str] = ()) -> int:

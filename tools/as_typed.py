@@ -30,6 +30,7 @@ from mtl.eval.transfer import suite
 from mtl.text.vectors import resolve_vectors_path
 from tools.busy_machine import ONE_THREAD, cpu_seconds_of_children
 from tools.configs import BenchTransferConfig
+from tools.senteval_itself import command_line, compared_score
 
 THREAD_KEYS = (*ONE_THREAD, "TORCH_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 CGROUP_ROOTS = (  # (folder holding new groups, the file of the CPU used, its unit in seconds)
@@ -132,17 +133,9 @@ def mtl_command(bench: BenchTransferConfig, tasks: str, out: str, vectors: str) 
     ]  # fmt: skip
 
 
-def senteval_command(bench: BenchTransferConfig, tasks: str, vectors: str) -> list[str]:
-    data = suite.data_root(suite.TransferConfig(baseline="glove-bow")).parent  # SentEval's task_path
-    return [
-        sys.executable, "-m", "tools.senteval_itself", "--checkout", str(Path(bench.senteval).expanduser()),
-        "--data", str(data), "--vectors", vectors, "--mode", bench.modes, "--tasks", tasks,
-    ]  # fmt: skip
-
-
 def scores_of_mtl(out: str) -> dict[str, float]:
     report = json.loads(next(Path(out).glob("transfer*.json")).read_text())
-    return {task: r.get("acc", r.get("all/pearson")) for task, r in report["results"].items()}
+    return {task: compared_score(result) for task, result in report["results"].items()}
 
 
 def one_round(bench: BenchTransferConfig, tasks: str, vectors: str, mtl_first: bool) -> dict:
@@ -156,9 +149,11 @@ def one_round(bench: BenchTransferConfig, tasks: str, vectors: str, mtl_first: b
                 result = timed(mtl_command(bench, tasks, out, vectors), as_typed, "mtl")
                 result["scores"] = scores_of_mtl(out)
         else:
-            result = timed(senteval_command(bench, tasks, vectors), one_thread, "senteval")
+            data = suite.data_root(suite.TransferConfig(baseline="glove-bow")).parent  # SentEval's task_path
+            command = command_line(bench.senteval, data, vectors, bench.modes, tasks)
+            result = timed(command, one_thread, "senteval")
             given = json.loads(result["stdout"].strip().splitlines()[-1])
-            result["scores"] = {task: r.get("acc", r.get("all/pearson")) for task, r in given.items()}
+            result["scores"] = {task: compared_score(r) for task, r in given.items()}
         del result["stdout"]
         measured[side] = result
     return measured

@@ -140,6 +140,20 @@ def run(checkout: Path, data: Path, vectors: str, mode: str, tasks: list[str]) -
     return results
 
 
+def command_line(checkout: str, data: Path, vectors: str, mode: str, tasks: str) -> list[str]:
+    """This module as a process of its own, on `tasks` (comma-separated): what the benches run."""
+    return [
+        sys.executable, "-m", "tools.senteval_itself", "--checkout", str(Path(checkout).expanduser()),
+        "--data", str(data), "--vectors", vectors, "--mode", mode, "--tasks", tasks,
+    ]  # fmt: skip
+
+
+def compared_score(result: dict) -> float:
+    """The score a task is compared by, in SentEval's results here or in mtl's report: its test
+    accuracy, or an STS year's Pearson r."""
+    return result["acc"] if "acc" in result else result["all/pearson"]
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkout", required=True, type=Path)

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from mtl.config import apply_overrides
 from mtl.errors import UserError
@@ -24,6 +22,7 @@ from mtl.text.vectors import resolve_vectors_path
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
 from tools import as_typed, busy_machine
 from tools.configs import BenchTransferConfig as BenchTransferConfig
+from tools.senteval_itself import command_line
 
 TARGET_FAST_1024_SECONDS = 600.0
 
@@ -77,11 +76,7 @@ def senteval_itself(bench: BenchTransferConfig, mode: str) -> dict:
     of its own (senteval_itself.py): its tasks' seconds and accuracies."""
     vectors = resolve_vectors_path(bench.vectors)
     data = suite.data_root(suite.TransferConfig(baseline="glove-bow")).parent  # SentEval's task_path
-    command = [
-        sys.executable, "-m", "tools.senteval_itself",
-        "--checkout", str(Path(bench.senteval).expanduser()), "--data", str(data),
-        "--vectors", str(vectors), "--mode", mode, "--tasks", bench.tasks,
-    ]  # fmt: skip
+    command = command_line(bench.senteval, data, str(vectors), mode, bench.tasks)
     started = time.perf_counter()
     finished = subprocess.run(command, capture_output=True, text=True)
     if finished.returncode != 0:

@@ -181,14 +181,14 @@ class CompareBatches(Study):
         self, config: StudyConfig, train: list[str], found: list[Member], kept: list[Member]
     ) -> dict:
         shares: dict[str, dict[str, list[float]]] = {}
+        examples: dict[str, list[int]] = {}
         for member in kept:
             for task, share in false_negatives(member).items():
                 shares.setdefault(member.arm, {}).setdefault(task, []).append(share)
-        examples: dict[str, list[int]] = {}
-        for member in kept:
             summary = read_summary(RunFolder(member.run_dir).summary) or {}
-            trained = sum(v for k, v in summary.items() if k.startswith("examples/"))
-            examples.setdefault(member.arm, []).append(trained)
+            examples.setdefault(member.arm, []).append(
+                sum(v for k, v in summary.items() if k.startswith("examples/"))
+            )
         return {
             **super().described(config, train, found, kept),
             # equal steps; a batch that no_duplicates= cut short holds fewer examples, most where one
