@@ -110,3 +110,20 @@ def test_the_mixed_bench_says_affinitys_share_and_the_rhythm_that_keeps_it_at_5_
     assert "one measurement (affinity_batches=8) 220 ms = 16.7% of the wall time" in text
     assert "5% from affinity_every=380" in text
     assert "mixed sum step = 1.10x the single-task steps" in text
+
+
+def test_the_mixed_bench_times_every_contender_on_a_real_run(tiny_data, tmp_path):
+    """`just bench-train schedule=mixed` end to end on the tiny data (its trainers once lost their
+    `config` to the run object and the bench stopped with an AttributeError no test saw)."""
+    from mtl.train.config.inputs import resolve_inputs
+    from mtl.train.data.training_data import prepare
+    from mtl.train.loop.run import config_from_args
+    from tools import mixed
+
+    base = resolve_inputs(config_from_args(args_for(tiny_data, tmp_path / "run", "device=cpu")))
+    data = prepare(base, progress=False)
+    results = mixed.run(base, data, steps=1, warmup=0, device=torch.device("cpu"))
+    assert set(results["ms"]) >= {"single steps", "mixed sum", "affinity"}
+    assert all(median > 0 for median, *_ in results["ms"].values())
+    assert results["affinity_batches"] == 8  # a run's default, not the class's
+    assert "one measurement (affinity_batches=8)" in mixed.report(results, "tiny")

@@ -58,9 +58,9 @@ def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: 
                     raise
                 print(f"not timed: {error}")
         # as a run measures it: its held batches (affinity_batches=) and its clipping
-        measured = mixed["sum"].config
+        measured = mixed["sum"].run.config
         affinity = Affinity(
-            data, mixed["sum"].setup, tasks, base.run.seed, device,
+            data, mixed["sum"].run.setup, tasks, base.run.seed, device,
             measured.run.affinity_batches, measured.optim.max_grad_norm,
         )  # fmt: skip
         streams = {
