@@ -10,7 +10,18 @@ PACKAGE = Path(__file__).parents[1] / "mtl"
 # Lowest first: the packages (and the top-level modules) of mtl, each whole in one layer; a module
 # belongs to the layer of the longest prefix naming it (`=mtl`: the package's __init__ alone).
 LAYERS = [
-    ("base", ["mtl.errors", "mtl.console", "mtl.metrics", "mtl.config", "mtl.files", "mtl.plugins"]),
+    (
+        "base",
+        [
+            "mtl.errors",
+            "mtl.console",
+            "mtl.metrics",
+            "mtl.correlation",
+            "mtl.config",
+            "mtl.files",
+            "mtl.plugins",
+        ],
+    ),
     ("runtime and text", ["mtl.runtime", "mtl.tracking", "mtl.text"]),
     ("data and models", ["mtl.data", "mtl.models"]),
     ("tasks, transfer tasks and file formats", ["mtl.tasks", "mtl.transfer_tasks", "mtl.formats"]),

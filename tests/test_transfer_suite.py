@@ -3,6 +3,8 @@
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -289,3 +291,21 @@ def test_a_plugin_protocol_scores_a_plugin_task_with_no_edit_of_the_suite(
         == 2
     )
     assert "protocol 'centroid' returned acc=56.8, outside its score_range [-1, 1]" in one_error_line(capsys)
+
+
+def test_scoring_sts_alone_imports_neither_scikit_learn_nor_scipy_stats(shared_data, tmp_path):
+    # They cost ~1 CPU-s to import, and an STS task fits nothing: the command on STS14 alone cost
+    # 1.19x SentEval's whole process (issue 105). Classifiers import scikit-learn where they fit.
+    probe = (
+        "import sys\n"
+        "from mtl.cli import main\n"
+        f"code = main(['transfer', 'baseline=glove-bow', 'tokenizer=whitespace', 'tasks=STS14', 'mode=fast',"
+        f" 'vectors={shared_data / 'glove' / 'glove.6B.50d.zip'}', 'out={tmp_path / 'out'}', 'wandb=disabled'])\n"
+        "print(code, sorted(m for m in ('sklearn', 'scipy.stats') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "0 []"
+    scores = json.loads((tmp_path / "out" / "transfer-fast.json").read_text())["results"]["STS14"]
+    # SentEval's own process on these vectors (RESULTS: the transfer command as typed against it)
+    assert (round(100 * scores["all/pearson"], 2), round(100 * scores["all/spearman"], 2)) == (47.05, 49.69)

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from mtl.correlation import correlation, correlation_p_value, rank_correlation, rank_correlation_p_value
+
 SENTEVAL_NAMES = {"SICK-E": "SICKEntailment", "SICK-R": "SICKRelatedness", "STS-B": "STSBenchmark"}
 
 
@@ -54,17 +56,14 @@ def _sts(result: dict, items: dict[str, np.ndarray]) -> dict[str, Any]:
     subsets = [
         key.removesuffix("/pearson") for key in result if key.endswith("/pearson") and key != "all/pearson"
     ]
-    # scipy.stats takes about a second to import: only writing a report needs it, never reading one
-    # (the run-folder read layer, and with it every command's --help, imports this module).
-    from scipy import stats
-
     entry: dict[str, Any] = {}
     for subset in subsets:
         predicted, gold = items.get(f"{subset}/predicted"), items.get(f"{subset}/gold")
         if predicted is not None and gold is not None:
+            r, rho = float(correlation(predicted, gold)), rank_correlation(predicted, gold)
             entry[subset] = {
-                "pearson": tuple(float(v) for v in stats.pearsonr(predicted, gold)),
-                "spearman": tuple(float(v) for v in stats.spearmanr(predicted, gold)),
+                "pearson": (r, correlation_p_value(r, len(gold))),
+                "spearman": (rho, rank_correlation_p_value(rho, len(gold))),
                 "nsamples": len(gold),
             }
         else:  # a report without per-item results (mode=senteval): no p-values to give

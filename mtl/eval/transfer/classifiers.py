@@ -6,6 +6,9 @@ dev set (SST, SICK-E); or SentEval's own PyTorch classifier (senteval_classifier
 Relatedness (SICK-R, STS-B): a softmax over the integer scores fitted to the Tai et al.
 (2015) target distribution, early-stopped on dev Pearson; MSE as Skip-Thought reports it.
 STS: cosine similarity against the gold scores.
+
+scikit-learn is imported where a classifier is made or folds are drawn: a command that only
+scores STS would otherwise pay 0.4 CPU-s to import it, more than the scoring (issue 105).
 """
 
 from __future__ import annotations
@@ -16,11 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import pearsonr, spearmanr
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold
 
+from mtl.correlation import correlation, rank_correlation
 from mtl.eval.configs import SentEvalParams
 from mtl.eval.transfer.fitting import ClassifierFamily, best_of
 from mtl.eval.transfer.progress import stage
@@ -86,9 +86,13 @@ class LogisticRegressionClassifier:
     """scikit-learn's logistic regression at one C (L-BFGS; on one thread: threads.py)."""
 
     def __init__(self, penalty: float, protocol: Protocol):
+        from sklearn.linear_model import LogisticRegression
+
         self.model = LogisticRegression(C=penalty, max_iter=protocol.max_iter, random_state=protocol.seed)
 
     def fit(self, x, y, validation=None) -> None:  # fitted to convergence: nothing stops it early
+        from sklearn.exceptions import ConvergenceWarning
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             self.model.fit(x, y)
@@ -125,6 +129,10 @@ class LogisticRegressionFamily(ClassifierFamily):
     def choose_penalty(self, x, y, penalties) -> tuple[float, float]:
         """The C of `penalties` with the best mean accuracy over inner folds (first of the best
         on ties), and that accuracy (SentEval's `devacc`)."""
+        from sklearn.exceptions import ConvergenceWarning
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.model_selection import StratifiedKFold
+
         folds = StratifiedKFold(self.protocol.inner_folds, shuffle=True, random_state=self.seed)
         scores = dict.fromkeys(penalties, 0.0)
         for fold, (train, test) in enumerate(folds.split(np.zeros(len(y)), y), start=1):
@@ -185,7 +193,7 @@ def relatedness(
             log_probs = model(xs["train"][batch]).log_softmax(dim=-1)
             torch.nn.functional.kl_div(log_probs, target[batch], reduction="batchmean").backward()
             optimizer.step()
-        dev = pearsonr(predict(xs["dev"]), y_dev).statistic
+        dev = float(correlation(predict(xs["dev"]), y_dev))
         if dev > best:
             best, best_state, patience = (
                 dev,
@@ -199,8 +207,8 @@ def relatedness(
     model.load_state_dict(best_state)
     predicted = predict(xs["test"])
     return {
-        "pearson": float(pearsonr(predicted, y_test).statistic),
-        "spearman": float(spearmanr(predicted, y_test).statistic),
+        "pearson": float(correlation(predicted, y_test)),
+        "spearman": rank_correlation(predicted, y_test),
         "mse": float(np.mean((predicted - np.asarray(y_test)) ** 2)),
         "dev_pearson": float(best),
         "items": {"predicted": predicted, "gold": np.asarray(y_test, dtype=np.float64)},
@@ -217,8 +225,8 @@ def sts_scores(subsets: dict[str, tuple[np.ndarray, np.ndarray, Sequence[float]]
     results, sizes, items = {}, {}, {}
     for name, (u, v, gold) in subsets.items():
         similarity = cosine(u, v)
-        results[f"{name}/pearson"] = float(pearsonr(similarity, gold).statistic)
-        results[f"{name}/spearman"] = float(spearmanr(similarity, gold).statistic)
+        results[f"{name}/pearson"] = float(correlation(similarity, gold))
+        results[f"{name}/spearman"] = rank_correlation(similarity, gold)
         sizes[name] = len(gold)
         items[f"{name}/predicted"], items[f"{name}/gold"] = similarity, np.asarray(gold, dtype=np.float64)
     total = sum(sizes.values())

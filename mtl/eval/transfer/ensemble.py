@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from sklearn.metrics import f1_score
 
 from mtl.errors import UserError
 from mtl.eval.encoder import SentenceEncoder
@@ -64,6 +63,8 @@ def evaluate(ensemble: Ensemble, score: Callable[[SentenceEncoder], dict]) -> di
 
 def combined(results: list[dict], names: list[str]) -> dict:
     """The members' `results` (each with `dev_acc` and `items`) combined into the ensemble's."""
+    from sklearn.metrics import f1_score  # here: classifiers.py's docstring says why
+
     if any("log_probs" not in result.get("items", {}) for result in results):
         raise UserError("ensemble=mean averages classifiers' log-probabilities: this task fits no classifier")
     gold = results[0]["items"]["gold"]

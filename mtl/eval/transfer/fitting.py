@@ -28,8 +28,6 @@ from typing import Any, Protocol
 
 import numpy as np
 from joblib import Parallel, delayed
-from sklearn.metrics import f1_score
-from sklearn.model_selection import StratifiedKFold
 
 from mtl.eval.transfer.items import across_folds
 from mtl.eval.transfer.progress import silenced, stage
@@ -150,6 +148,8 @@ def fold_tested(
 def cross_validated(family: ClassifierFamily, x: Any, y: np.ndarray) -> dict:
     """Mean test accuracy over the outer folds; `items`: every item's prediction, from the fold
     it was a test item of (for paired significance tests)."""
+    from sklearn.model_selection import StratifiedKFold  # here: classifiers.py's docstring says why
+
     y = np.asarray(y)
     folds = list(
         StratifiedKFold(family.folds, shuffle=True, random_state=family.seed).split(np.zeros(len(y)), y)
@@ -165,6 +165,8 @@ def cross_validated(family: ClassifierFamily, x: Any, y: np.ndarray) -> dict:
 
 def train_test(family: ClassifierFamily, x_train: Any, y_train, x_test: Any, y_test) -> dict:
     """The penalty chosen on train, then accuracy (and the F1 of class 1 for two classes) on test."""
+    from sklearn.metrics import f1_score  # here: classifiers.py's docstring says why
+
     y_train, y_test = np.asarray(y_train), np.asarray(y_test)
     penalty, validation = family.choose_penalty(x_train, y_train, family.train_test_penalties)
     stage("final fit" + (f" (C={penalty:g})" if len(family.train_test_penalties) > 1 else ""))

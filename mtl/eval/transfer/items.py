@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mtl.correlation import correlation
+
 Items = dict[str, np.ndarray]  # a task's arrays per test item: predicted, gold (STS: per subset)
 
 
@@ -45,10 +47,7 @@ def scores(items: Items, indices: dict[str, np.ndarray] | np.ndarray) -> np.ndar
 
 def pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Pearson r x 100 along the last axis."""
-    x = x - x.mean(axis=-1, keepdims=True)
-    y = y - y.mean(axis=-1, keepdims=True)
-    denominator = np.sqrt((x * x).sum(axis=-1) * (y * y).sum(axis=-1))
-    return 100 * (x * y).sum(axis=-1) / np.where(denominator > 0, denominator, np.inf)
+    return 100 * correlation(x, y)
 
 
 def item_counts(items: Items) -> dict[str, int] | int:

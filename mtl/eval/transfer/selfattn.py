@@ -19,7 +19,6 @@ import copy
 
 import numpy as np
 import torch
-from sklearn.model_selection import train_test_split
 
 from mtl.eval.transfer.classifiers import Protocol
 from mtl.eval.transfer.fitting import ClassifierFamily
@@ -95,6 +94,8 @@ class AttentionFit:
 
     def fit(self, rows: np.ndarray, y: np.ndarray, validation: tuple | None = None) -> float:
         """Train with Adam, keep the epoch best on the validation rows; returns its accuracy."""
+        from sklearn.model_selection import train_test_split  # here: classifiers.py's docstring says why
+
         y = np.asarray(y)
         if validation is None:
             kept, held = train_test_split(

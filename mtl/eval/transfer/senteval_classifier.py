@@ -19,7 +19,6 @@ import copy
 import numpy as np
 import torch
 from joblib import Parallel, delayed
-from sklearn.model_selection import StratifiedKFold
 
 from mtl.eval.configs import OPTIMIZER_NAMES, SentEvalParams
 from mtl.eval.transfer import fitting, linear_step
@@ -146,6 +145,8 @@ def one_thread():
 
 def _scan_penalty(x, y, l2reg: float, params: SentEvalParams) -> float:
     """SentEval's k-fold validation score of one penalty on (x, y), in its rounded points."""
+    from sklearn.model_selection import StratifiedKFold  # here: classifiers.py's docstring says why
+
     with one_thread():
         folds = StratifiedKFold(params.kfold, shuffle=True, random_state=params.seed)
         scores = []
