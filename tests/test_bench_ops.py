@@ -95,20 +95,28 @@ def test_the_profile_times_the_step_and_names_its_host_ops(bilstm_trainer):
 def test_the_mixed_bench_says_affinitys_share_and_the_rhythm_that_keeps_it_at_5_percent():
     from tools.mixed import BALANCERS, report
 
-    names = ["single steps", *(f"mixed {name}" for name in BALANCERS), "affinity"]
+    names = [
+        "single steps",
+        *(f"mixed {name}" for name in BALANCERS),
+        "affinity",
+        "affinity, every held batch",
+    ]
     ms = {name: (11.0, 10.0, 12.0) for name in names} | {"single steps": (10.0, 9.0, 11.0)}
-    ms["affinity"] = (220.0, 200.0, 230.0)
+    ms["affinity"], ms["affinity, every held batch"] = (55.0, 50.0, 60.0), (220.0, 200.0, 230.0)
     results = {
         "tasks": ["nli", "squad"],
         "batches": {"nli": 64, "squad": 128},
         "affinity_batches": 8,
+        "affinity_each": 2,
         "ms": ms,
         "ops": dict.fromkeys(names, 100),
     }
     text = report(results, "preset=x")
     # 220 / (220 + 100 * 11) of the wall time; 220 / (220 + 380 * 11) is 5.0%
-    assert "one measurement (affinity_batches=8) 220 ms = 16.7% of the wall time" in text
+    assert "one measurement (all 8) 220 ms = 16.7% of the wall time" in text
     assert "5% from affinity_every=380" in text
+    # 55 / (55 + 1100)
+    assert "one measurement (2 of affinity_batches=8) 55 ms = 4.8% of the wall time" in text
     assert "mixed sum step = 1.10x the single-task steps" in text
 
 
@@ -123,7 +131,9 @@ def test_the_mixed_bench_times_every_contender_on_a_real_run(tiny_data, tmp_path
     base = resolve_inputs(config_from_args(args_for(tiny_data, tmp_path / "run", "device=cpu")))
     data = prepare(base, progress=False)
     results = mixed.run(base, data, steps=1, warmup=0, device=torch.device("cpu"))
-    assert set(results["ms"]) >= {"single steps", "mixed sum", "affinity"}
+    assert set(results["ms"]) >= {"single steps", "mixed sum", "affinity", "affinity, every held batch"}
     assert all(median > 0 for median, *_ in results["ms"].values())
-    assert results["affinity_batches"] == 8  # a run's default, not the class's
-    assert "one measurement (affinity_batches=8)" in mixed.report(results, "tiny")
+    # a run's default held batches, not the class's; max_steps=10 at affinity_every=100 is one
+    # measurement, which takes them all
+    assert (results["affinity_batches"], results["affinity_each"]) == (8, 8)
+    assert "one measurement (8 of affinity_batches=8)" in mixed.report(results, "tiny")

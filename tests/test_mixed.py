@@ -193,7 +193,9 @@ def test_measuring_affinity_leaves_training_bitwise_the_same(tiny_data, tmp_path
     rows = [json.loads(line) for line in (tmp_path / "on/affinity.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [2, 4, 6, 8] and rows[0]["tasks"] == ["nli", "squad"]
     assert all(len(r["matrix"]) == 2 and len(r["matrix"][0]) == 2 for r in rows)
-    assert all(r["unit"] == "per_lr" and r["batches"] == 8 and len(r["stderr"]) == 2 for r in rows)
+    # 4 measurements by max_steps: 2 of the 8 held batches each, in turn, so that all 8 are measured
+    assert [r["held"] for r in rows] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert all(r["unit"] == "per_lr" and r["batches"] == 2 and len(r["stderr"]) == 2 for r in rows)
     assert all(np.allclose(np.mean(r["per_batch"], axis=0), r["matrix"]) for r in rows)
     logged = [r for r in read_metrics(tmp_path / "on/metrics.jsonl") if r.get("phase/event") == "affinity"]
     assert [r["affinity/squad>nli"] for r in logged] == [r["matrix"][1][0] for r in rows]
@@ -229,6 +231,8 @@ def test_a_step_on_a_task_lowers_its_own_held_loss(tiny_data, tmp_path, optim):
     assert all(p.grad is None for p in trainer.run.model.parameters())
     assert str(trainer.run.setup.optimizers["nli"].state_dict()) == optimizer_state
     assert np.array_equal(measured.per_batch, affinity.measure().per_batch)  # fixed held batches
+    # a batch's values are the same whichever others are measured with it (affinity_each=)
+    assert np.array_equal(affinity.measure([2, 0]).per_batch, measured.per_batch[[2, 0]])
 
 
 def test_aiolis_evidence_is_each_losss_drop_in_its_own_units(tiny_data, tmp_path):
@@ -398,6 +402,54 @@ def test_the_floor_counts_held_batches_not_measurements():
     bound = summarize([old] * 10)
     assert bound.floor == "bound" and np.allclose(bound.half_width, once.half_width)
     assert "an upper bound" in "".join(affinity_table("run", [old, old]))
+
+
+def test_held_batches_taken_in_turn_give_the_floor_of_all_of_them():
+    """affinity_each=1: each measurement takes one of the 8 held batches in turn (TAG's cost, a
+    lookahead on one batch), and the floor is still over all 8: each batch's mean over the
+    measurements that took it, as when every measurement took all 8."""
+    from mtl.analysis.multitask import summarize
+    from mtl.formats.run_files import AffinityRow
+    from mtl.train.callbacks.affinity import held_in_turn
+
+    assert [held_in_turn(m, 1, 8) for m in (1, 2, 8, 9)] == [[0], [1], [7], [0]]
+    assert [held_in_turn(m, 3, 8) for m in (1, 2, 3)] == [[0, 1, 2], [3, 4, 5], [6, 7, 0]]
+    assert held_in_turn(5, 8, 8) == held_in_turn(1, 9, 8) == list(range(8))
+    rng = np.random.default_rng(0)
+    per_batch = rng.normal(0.0, 0.1, size=(8, 2, 2))
+
+    def line(held: list[int]) -> dict:
+        values = per_batch[held]
+        return {"tasks": ["a", "b"], "matrix": values.mean(axis=0).tolist(), "per_batch": values.tolist(),
+                "batches": len(held), "held": held, "unit": "per_lr"}  # fmt: skip
+
+    every = summarize([line(list(range(8)))] * 2)
+    in_turn = summarize([line(held_in_turn(m, 1, 8)) for m in range(1, 17)])
+    assert in_turn.floor == "batches" and in_turn.units == 8
+    np.testing.assert_allclose(in_turn.half_width, every.half_width)
+    np.testing.assert_allclose(in_turn.mean, every.mean)
+    assert summarize([line([3])] * 4).half_width is None  # one batch, however often: no floor
+    AffinityRow.model_validate({"step": 2, **line([3, 5])})
+    for held in ([3], [3, 3]):  # one name per matrix of per_batch, each once
+        with pytest.raises(ValueError, match="held names each batch of per_batch once"):
+            AffinityRow.model_validate({"step": 2, **line([3, 5]), "held": held})
+
+
+@pytest.mark.parametrize(
+    "keys, each",
+    [
+        (("affinity_every=100", "max_steps=1800"), 1),  # 18 measurements reach all 8
+        (("affinity_every=100", "max_steps=300"), 3),  # 3 measurements: 3, 3 and 2 more
+        (("affinity_every=100", "max_steps=50"), 8),  # none by max_steps: a measurement takes them all
+        (("affinity_every=100", "max_steps=1800", "affinity_each=2"), 2),
+        (("affinity_every=100", "max_steps=1800", "affinity_each=20"), 8),
+    ],
+)
+def test_a_run_measures_the_fewest_held_batches_that_reach_them_all(keys, each):
+    from mtl.train.callbacks.affinity import held_each
+    from mtl.train.config.command_line import config_from_args
+
+    assert held_each(config_from_args(list(keys))) == each
 
 
 def test_tag_selection_serves_each_task_by_its_best_group_and_lets_groups_overlap():

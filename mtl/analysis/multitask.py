@@ -57,9 +57,7 @@ def summarize(rows: list[dict[str, Any]]) -> AffinityMean:
     spread), so that floor is kept, and said to be a bound."""
     tasks, mean = list(rows[0]["tasks"]), mean_matrix(rows)
     per_lr = all(r.get("unit") == "per_lr" for r in rows)
-    units = [np.array(r["per_batch"], dtype=float) for r in rows if r.get("per_batch") is not None]
-    if len(units) == len(rows) and len({u.shape for u in units}) == 1 and units[0].shape[0] > 1:
-        batches = np.mean(units, axis=0)  # (B, T, T): each held batch over the run
+    if (batches := held_batch_means(rows)) is not None and len(batches) > 1:  # (B, T, T)
         count = len(batches)
         half = stats.t.ppf(0.975, count - 1) * batches.std(axis=0, ddof=1) / np.sqrt(count)
         return AffinityMean(tasks, mean, half, per_lr, "batches", count)
@@ -68,6 +66,21 @@ def summarize(rows: list[dict[str, Any]]) -> AffinityMean:
         bound = np.mean([np.array(r["stderr"], dtype=float) for r in rows], axis=0)
         return AffinityMean(tasks, mean, stats.t.ppf(0.975, count - 1) * bound, per_lr, "bound", count)
     return AffinityMean(tasks, mean, None, per_lr)
+
+
+def held_batch_means(rows: list[dict[str, Any]]) -> np.ndarray | None:
+    """(B, ...) each held batch's mean over the measurements that took it: every batch at each
+    measurement, or some in turn (affinity_each=: `held` names them); None when a line kept none."""
+    values: dict[int, list[np.ndarray]] = {}
+    for row in rows:
+        if row.get("per_batch") is None:
+            return None
+        per_batch = np.array(row["per_batch"], dtype=float)
+        for number, matrix in zip(row.get("held") or range(len(per_batch)), per_batch, strict=True):
+            values.setdefault(int(number), []).append(matrix)
+    if not values or len({matrix.shape for taken in values.values() for matrix in taken}) != 1:
+        return None
+    return np.stack([np.mean(values[number], axis=0) for number in sorted(values)])
 
 
 def toward_targets(
@@ -86,6 +99,7 @@ def toward_targets(
                 "tasks": r["tasks"],
                 "matrix": np.mean(r["estimators"][estimator], axis=0).tolist(),
                 "per_batch": r["estimators"][estimator],
+                "held": r.get("held"),
                 "unit": r.get("unit"),
             }
             for r in rows
@@ -96,6 +110,7 @@ def toward_targets(
             "tasks": r["tasks"],
             "matrix": r["toward"],
             "per_batch": r.get("toward_per_batch"),
+            "held": r.get("held"),
             "unit": r.get("unit"),
         }
         for r in rows

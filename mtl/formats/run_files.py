@@ -188,6 +188,8 @@ class AffinityRow(Record):
     estimators: dict[str, list[list[list[Finite]]]] | None = None
     estimator_seconds: dict[str, Finite] | None = None
     seconds: Finite | None = None  # since 2026-12-02: the whole measurement's CPU seconds
+    # Since 2026-12-02 (affinity_each=): which held batches per_batch holds (absent: 0, 1, ..., all)
+    held: list[Count] | None = None
 
     @model_validator(mode="after")
     def _toward_the_targets(self) -> AffinityRow:
@@ -236,6 +238,12 @@ class AffinityRow(Record):
                 raise ValueError(f"{name}: {size} tasks need {size} rows of {size}, found {shape}")
         if self.per_batch is not None and self.batches is not None and len(self.per_batch) != self.batches:
             raise ValueError(f"per_batch holds {len(self.per_batch)} batches, batches says {self.batches}")
+        if self.held is not None and (
+            self.per_batch is None
+            or len(self.held) != len(self.per_batch)
+            or len(set(self.held)) != len(self.held)
+        ):
+            raise ValueError("held names each batch of per_batch once, in its order")
         return self
 
 

@@ -22,10 +22,15 @@ The noise floor: the measurement is repeated on `affinity_batches=` held batches
 keeps every batch's matrix. The batches are drawn once and reused, so one batch's values over
 time are one unit, not many (consecutive measurements correlate 0.45-0.87): `just report` takes
 each batch's mean over the run as a unit, its standard error over the B batches with B - 1
-degrees of freedom, and shows an entry whose t interval holds 0 as ~0, never as help or harm. Everything is computed functionally, without touching the
-model's weights or gradients, the optimizer or the data streams, in training mode (cuDNN's LSTM
-has no backward in eval mode) with dropout masks from a fixed seed inside a forked random state:
-a run trains to the same bits with or without it.
+degrees of freedom, and shows an entry whose t interval holds 0 as ~0, never as help or harm.
+A run's measurement takes `affinity_each=` of the held batches, in turn (`held_in_turn`): by
+default one from B measurements on, TAG's cost, with the floor still over all B batches (a
+batch's values do not depend on which others are measured with it).
+
+Everything is computed functionally, without touching the model's weights or gradients, the
+optimizer or the data streams, in training mode (cuDNN's LSTM has no backward in eval mode) with
+dropout masks from a fixed seed inside a forked random state: a run trains to the same bits with
+or without it.
 
 Toward targets: a watching task (`<task>.train=false`: a transfer task's copy such as
 experiments/tasks/stsb.toml, a probing task, another build's ClassifSQuAD) is a column of its own,
@@ -179,7 +184,10 @@ class Affinity:
         # the targets whose outcome is a correlation of scores (sts): scale_free takes their r
         self.correlated = [t for t in self.targets if data.tasks[t].corpus_metric and t not in self.probed]
 
-    def measure(self) -> Measurement:
+    def measure(self, numbers: Sequence[int] | None = None) -> Measurement:
+        """On the held batches `numbers` (None: all of them), each batch's values the same
+        whichever others are measured with it."""
+        numbers = range(len(self.held[self.tasks[0]])) if numbers is None else numbers
         devices = [self.device] if self.device.type == "cuda" else []
         self.seconds = dict.fromkeys(self.estimators, 0.0)
         with torch.random.fork_rng(devices=devices), local_batches():
@@ -192,9 +200,7 @@ class Affinity:
             weights = {task: _float64(self.networks[task], encoder) for task in [*self.tasks, *self.targets]}
             # the lookahead's gradient on the weights as they train (no copy)
             trained = {task: _as_trained(self.networks[task]) for task in [*self.tasks, *self.targets]}
-            measured = [
-                self._on_batch(number, weights, trained) for number in range(len(self.held[self.tasks[0]]))
-            ]
+            measured = [self._on_batch(number, weights, trained) for number in numbers]
         return Measurement(
             np.stack([among for among, *_ in measured]),
             np.stack([toward for _, toward, *_ in measured]) if self.targets else None,
@@ -544,6 +550,29 @@ class AffinityLog:
             out.flush()
 
 
+def held_each(config: TrainConfig) -> int:
+    """The held batches a run measures each time (`affinity_each=`): given, or the fewest with which
+    every one of `affinity_batches=` is measured by max_steps (1 from that many measurements on:
+    TAG's cost, a lookahead per task on one batch; all of them when max_steps is not set)."""
+    keys = config.run
+    if keys.affinity_each is not None:
+        return min(keys.affinity_each, keys.affinity_batches)
+    if config.optim.max_steps is None or not keys.affinity_every:
+        return keys.affinity_batches
+    measurements = max(config.optim.max_steps // keys.affinity_every, 1)
+    return min(-(-keys.affinity_batches // measurements), keys.affinity_batches)
+
+
+def held_in_turn(measurement: int, each: int, batches: int) -> list[int]:
+    """The held batches measurement number `measurement` (1, 2, ...) takes: `each` of the `batches`,
+    in turn, so that over a run each is measured as often as the others (within one), and a
+    resumed run measures at a step what the straight run measured there."""
+    if each >= batches:
+        return list(range(batches))
+    first = (measurement - 1) * each
+    return [(first + offset) % batches for offset in range(each)]
+
+
 class AffinityMeasurements(Callback):
     """affinity_every=N: every pair's lookahead affinity after every N-th step, into
     affinity.jsonl and the run log. Every rank measures (each holds its share of a sharded model)."""
@@ -558,6 +587,7 @@ class AffinityMeasurements(Callback):
             data, setup, self.tasks, keys.seed, device, keys.affinity_batches, config.optim.max_grad_norm,
             estimators=comma_list(keys.affinity_estimators), steps_ahead=keys.affinity_k,
         )  # fmt: skip
+        self.batches, self.each = keys.affinity_batches, held_each(config)
         self.log = AffinityLog(path)
 
     def on_train_begin(self, run: TrainingRun) -> None:
@@ -569,7 +599,8 @@ class AffinityMeasurements(Callback):
         if step % self.every:
             return
         started = time.process_time()
-        measured = self.affinity.measure()
+        numbers = held_in_turn(step // self.every, self.each, self.batches)
+        measured = self.affinity.measure(numbers)
         seconds = time.process_time() - started
         if not run.dist.is_main:
             return
@@ -582,6 +613,7 @@ class AffinityMeasurements(Callback):
             "matrix": matrix.tolist(),
             "stderr": measured.stderr.tolist(),  # over the held batches: this measurement's spread
             "batches": len(measured.per_batch),
+            "held": numbers,  # which of the affinity_batches= held batches per_batch holds, in order
             "unit": "per_lr",  # (1 - L_after / L_before) / lr
             "per_batch": measured.per_batch.tolist(),  # the floor's units (multitask.summarize)
             "seconds": seconds,  # the measurement's CPU seconds (this process, every thread)
