@@ -116,7 +116,7 @@ def test_the_mixed_bench_says_affinitys_share_and_the_rhythm_that_keeps_it_at_5_
     assert "one measurement (all 8) 220 ms = 16.7% of the wall time" in text
     assert "5% from affinity_every=380" in text
     # 55 / (55 + 1100)
-    assert "one measurement (2 of affinity_batches=8) 55 ms = 4.8% of the wall time" in text
+    assert "one measurement (2 of affinity_batches=8, in turn) 55 ms = 4.8% of the wall time" in text
     assert "mixed sum step = 1.10x the single-task steps" in text
 
 
@@ -136,4 +136,4 @@ def test_the_mixed_bench_times_every_contender_on_a_real_run(tiny_data, tmp_path
     # a run's default held batches, not the class's; max_steps=10 at affinity_every=100 is one
     # measurement, which takes them all
     assert (results["affinity_batches"], results["affinity_each"]) == (8, 8)
-    assert "one measurement (8 of affinity_batches=8)" in mixed.report(results, "tiny")
+    assert "one measurement (8 of affinity_batches=8, in turn)" in mixed.report(results, "tiny")

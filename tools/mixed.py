@@ -11,15 +11,15 @@ configuration (the paper multitask preset's encoder at its batch sizes by defaul
   update, UPGrad its quadratic programs and Nash-MTL its solver on the host);
 - `affinity`: one measurement of every pair's lookahead affinity (affinity_every=) as a run
   makes it at `affinity_every=100` (its clipping, and `affinity_each=` of its `affinity_batches=`
-  held batches, in turn from one measurement to the next), reported as its share of the wall time
-  of 100 steps of `mixed sum`; `affinity, every held batch`: the same measuring all of them, as
-  every measurement did before affinity_each=.
+  held batches, in turn from one measurement to the next), the mean over a cycle that takes each
+  held batch once (they differ in length), reported as its share of the wall time of 100 steps of
+  `mixed sum`; `affinity, every held batch`: one measurement of all of them, as every measurement
+  was before affinity_each=.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import statistics
 import tempfile
@@ -63,7 +63,14 @@ def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: 
         # as a run measures it: its held batches (affinity_batches=, affinity_each= in turn) and its clipping
         measured = apply_overrides(mixed["sum"].run.config, [f"affinity_every={AFFINITY_EVERY}"])
         each, held = held_each(measured), measured.run.affinity_batches
-        measurements = itertools.count(1)
+        # the batches differ in length: a cycle of measurements takes each once, and a run pays
+        # the cycle's mean per measurement
+        cycle = -(-held // each)
+
+        def measurements_in_turn(rows: dict) -> None:
+            for number in range(1, cycle + 1):
+                affinity.measure(held_in_turn(number, each, held))
+
         affinity = Affinity(
             data, mixed["sum"].run.setup, tasks, base.run.seed, device,
             measured.run.affinity_batches, measured.optim.max_grad_norm,
@@ -89,9 +96,10 @@ def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: 
                 f"mixed {name}": (lambda rows, t=trained: t.train_step(rows))
                 for name, trained in mixed.items()
             },
-            "affinity": lambda rows: affinity.measure(held_in_turn(next(measurements), each, held)),
+            "affinity": measurements_in_turn,
             "affinity, every held batch": lambda rows: affinity.measure(),
         }
+        per_call = {"affinity": cycle}  # a contender timed over this many measurements a call
         finish = torch.cuda.synchronize if device.type == "cuda" else lambda: None
         names = list(contenders)
         times: dict[str, list[float]] = {name: [] for name in names}
@@ -102,9 +110,13 @@ def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: 
                 contenders[name](rows)
                 finish()
                 if i >= warmup:
-                    times[name].append(1000 * (time.perf_counter() - started))
+                    times[name].append(1000 * (time.perf_counter() - started) / per_call.get(name, 1))
         # the host's work per step (ops dispatched, each a kernel launch on a GPU), on the last batch
-        ops = {name: count_host_work(functools.partial(contenders[name], batches[-1])).ops for name in names}
+        ops = {
+            name: count_host_work(functools.partial(contenders[name], batches[-1])).ops
+            // per_call.get(name, 1)
+            for name in names
+        }
     return {
         "tasks": tasks,
         "batches": {task: base.tasks[task].batch for task in tasks},
@@ -138,7 +150,10 @@ def report(results: dict, setting: str) -> str:
             f"{ms[name] / (ms[name] + AFFINITY_EVERY * ms['mixed sum']):.1%} of the wall time "
             f"(target <= 5%; 5% from affinity_every={math.ceil(19 * ms[name] / ms['mixed sum'])})"
             for name, held in (
-                ("affinity", f"{results['affinity_each']} of affinity_batches={results['affinity_batches']}"),
+                (
+                    "affinity",
+                    f"{results['affinity_each']} of affinity_batches={results['affinity_batches']}, in turn",
+                ),
                 ("affinity, every held batch", f"all {results['affinity_batches']}"),
             )
             if name in ms
