@@ -10,11 +10,10 @@ configuration (the paper multitask preset's encoder at its batch sizes by defaul
   of mtl's registered balancers: what each adds over `mixed sum` (FAMO its forwards after the
   update, UPGrad its quadratic programs and Nash-MTL its solver on the host);
 - `affinity`: one measurement of every pair's lookahead affinity (affinity_every=) as a run
-  makes it at `affinity_every=100` (its clipping, and `affinity_each=` of its `affinity_batches=`
-  held batches, in turn from one measurement to the next), the mean over a cycle that takes each
-  held batch once (they differ in length), reported as its share of the wall time of 100 steps of
-  `mixed sum`; `affinity, every held batch`: one measurement of all of them, as every measurement
-  was before affinity_each=.
+  makes it at `affinity_every=100` (its clipping, its `affinity_batches=` held batches, or
+  `affinity_each=` of them in turn: then the mean over a cycle that takes each once, since they
+  differ in length), reported as its share of the wall time of 100 steps of `mixed sum`;
+  `affinity, affinity_each=1`: the same taking one held batch in turn (a wider floor).
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import math
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -60,16 +60,20 @@ def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: 
                 if name == "sum":
                     raise
                 print(f"not timed: {error}")
-        # as a run measures it: its held batches (affinity_batches=, affinity_each= in turn) and its clipping
+        # as a run measures it: its held batches (affinity_batches=, affinity_each=) and its clipping
         measured = apply_overrides(mixed["sum"].run.config, [f"affinity_every={AFFINITY_EVERY}"])
         each, held = held_each(measured), measured.run.affinity_batches
-        # the batches differ in length: a cycle of measurements takes each once, and a run pays
-        # the cycle's mean per measurement
-        cycle = -(-held // each)
 
-        def measurements_in_turn(rows: dict) -> None:
-            for number in range(1, cycle + 1):
-                affinity.measure(held_in_turn(number, each, held))
+        def in_turn(each: int) -> tuple[Callable[[dict], None], int]:
+            """Measurements of `each` held batches in turn, a cycle that takes every one once (they
+            differ in length: a run pays the cycle's mean), and the cycle's length."""
+            cycle = -(-held // each)
+
+            def measure(rows: dict) -> None:
+                for number in range(1, cycle + 1):
+                    affinity.measure(held_in_turn(number, each, held))
+
+            return measure, cycle
 
         affinity = Affinity(
             data, mixed["sum"].run.setup, tasks, base.run.seed, device,
@@ -96,10 +100,11 @@ def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: 
                 f"mixed {name}": (lambda rows, t=trained: t.train_step(rows))
                 for name, trained in mixed.items()
             },
-            "affinity": measurements_in_turn,
-            "affinity, every held batch": lambda rows: affinity.measure(),
         }
-        per_call = {"affinity": cycle}  # a contender timed over this many measurements a call
+        per_call = {}  # a contender timed over this many measurements a call
+        contenders["affinity"], per_call["affinity"] = in_turn(each)
+        if each > 1:
+            contenders["affinity, affinity_each=1"], per_call["affinity, affinity_each=1"] = in_turn(1)
         finish = torch.cuda.synchronize if device.type == "cuda" else lambda: None
         names = list(contenders)
         times: dict[str, list[float]] = {name: [] for name in names}
@@ -127,6 +132,10 @@ def run(base: TrainConfig, data: TrainingData, steps: int, warmup: int, device: 
     }
 
 
+def taken(each: int, held: int) -> str:
+    return f"all {held} held batches" if each >= held else f"{each} of {held} held batches in turn"
+
+
 def report(results: dict, setting: str) -> str:
     ms = {name: values[0] for name, values in results["ms"].items()}
     batches = ", ".join(f"{task} {size}" for task, size in results["batches"].items())
@@ -152,9 +161,9 @@ def report(results: dict, setting: str) -> str:
             for name, held in (
                 (
                     "affinity",
-                    f"{results['affinity_each']} of affinity_batches={results['affinity_batches']}, in turn",
+                    f"as a run makes it: {taken(results['affinity_each'], results['affinity_batches'])}",
                 ),
-                ("affinity, every held batch", f"all {results['affinity_batches']}"),
+                ("affinity, affinity_each=1", f"{taken(1, results['affinity_batches'])}, a wider floor"),
             )
             if name in ms
         ),

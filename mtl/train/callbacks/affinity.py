@@ -23,9 +23,10 @@ keeps every batch's matrix. The batches are drawn once and reused, so one batch'
 time are one unit, not many (consecutive measurements correlate 0.45-0.87): `just report` takes
 each batch's mean over the run as a unit, its standard error over the B batches with B - 1
 degrees of freedom, and shows an entry whose t interval holds 0 as ~0, never as help or harm.
-A run's measurement takes `affinity_each=` of the held batches, in turn (`held_in_turn`): by
-default one from B measurements on, TAG's cost, with the floor still over all B batches (a
-batch's values do not depend on which others are measured with it).
+`affinity_each=k` takes k of the held batches at each measurement, in turn (`held_in_turn`): k/B
+of the cost, the floor still over the B batches (a batch's values do not depend on which others
+are measured with it), but wider: a batch's mean is then over some of the run's times, so how the
+affinity moves over training enters the spread between batches (docs/multitask.md).
 
 Everything is computed functionally, without touching the model's weights or gradients, the
 optimizer or the data streams, in training mode (cuDNN's LSTM has no backward in eval mode) with
@@ -551,16 +552,9 @@ class AffinityLog:
 
 
 def held_each(config: TrainConfig) -> int:
-    """The held batches a run measures each time (`affinity_each=`): given, or the fewest with which
-    every one of `affinity_batches=` is measured by max_steps (1 from that many measurements on:
-    TAG's cost, a lookahead per task on one batch; all of them when max_steps is not set)."""
+    """The held batches a run's measurement takes (`affinity_each=`; unset: all of them)."""
     keys = config.run
-    if keys.affinity_each is not None:
-        return min(keys.affinity_each, keys.affinity_batches)
-    if config.optim.max_steps is None or not keys.affinity_every:
-        return keys.affinity_batches
-    measurements = max(config.optim.max_steps // keys.affinity_every, 1)
-    return min(-(-keys.affinity_batches // measurements), keys.affinity_batches)
+    return min(keys.affinity_each or keys.affinity_batches, keys.affinity_batches)
 
 
 def held_in_turn(measurement: int, each: int, batches: int) -> list[int]:

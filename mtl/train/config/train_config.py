@@ -192,7 +192,7 @@ class RunConfig:
         8  # held batches per task, the noise floor's units (t with B - 1 df: 8 gives 2.36, 3 gave 4.30)
     )
     affinity_each: AtLeast1 | None = (
-        None  # held batches measured at each measurement, in turn; None: the fewest that reach all affinity_batches= by max_steps
+        None  # held batches taken at each measurement, in turn (k/B of the cost, a wider floor); None: all of them
     )
     affinity_estimators: str = (
         ""  # affinity_every= toward watching tasks, beside the lookahead: scale_free, lookahead_k, alignment
