@@ -513,6 +513,35 @@ def test_the_processes_that_only_launch_runs_start_without_torch():
     assert done.stdout.strip() == "False"
 
 
+def test_a_runs_inputs_are_checked_without_torch(tiny_data, tmp_path):
+    # A SLURM submission and a study check every member's tasks before any job exists; importing
+    # the task kinds' modules for it cost 1.0 s of torch, half of a SLURM run's extra start.
+    probe = (
+        "import sys\n"
+        "from mtl.errors import UserError\n"
+        "from mtl.train.config.command_line import config_from_args\n"
+        "from mtl.train.config.inputs import resolve_inputs\n"
+        f"base = ['snli={FIXTURES / 'snli_tiny'}', 'classifsquad={tiny_data['classifsquad']}',"
+        f" 'vectors={tiny_data['vectors']}']\n"
+        "config = resolve_inputs(config_from_args([*base, 'tasks=nli,squad,mnrl']), download=False)\n"
+        "print(sorted(config.tasks), config.tasks['mnrl'].source == config.tasks['nli'].source)\n"
+        "for bad in ('qt.context=4', 'classifsquad=/nowhere', 'mnrl.triples=/nowhere.tsv'):\n"
+        "    tasks = 'nli,qt' if bad.startswith('qt') else 'nli,squad,mnrl'\n"
+        "    try:\n"
+        "        resolve_inputs(config_from_args([*base, f'tasks={tasks}', bad]), download=False)\n"
+        "    except UserError as error:\n"
+        "        print('refused:', str(error).split(':')[0])\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "['mnrl', 'nli', 'squad'] True"
+    assert len([line for line in done.stdout.splitlines() if line.startswith("refused:")]) == 3
+    assert done.stdout.splitlines()[-1] == "False"
+
+
 def test_an_interrupt_after_the_command_ended_is_one_line(monkeypatch, capsys):
     # torchrun's SIGTERM to a surviving rank can land while main() restores the signal handlers.
     from mtl import cli

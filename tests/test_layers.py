@@ -49,6 +49,7 @@ LAZY = {
     "mtl",
     "mtl.api",
     "mtl.train.callbacks.run_callbacks",
+    "mtl.tasks.kinds",  # a task kind's input side (its data readers) only where a run's inputs are found
     "mtl.jobs.train",
     "mtl.train.loop.launch",
 }

@@ -19,19 +19,20 @@ from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import AtWidths, HeadRecipe, TaskHead
 from mtl.tasks.configs import SPLITS, TaskConfig
+from mtl.tasks.inputs import TaskInputs, asks_widths
 from mtl.tasks.kinds import title_of
-from mtl.tasks.matryoshka import asks_widths, matryoshka_widths, over_widths
+from mtl.tasks.matryoshka import matryoshka_widths, over_widths
 
 
-class Task:
-    """One task of a run, as named in `tasks=`: its data, head, loss and metrics.
+class Task(TaskInputs):
+    """One task of a run, as named in `tasks=`: its data, head, loss and metrics (its keys'
+    checks and its inputs: `TaskInputs`, inputs.py).
 
     The default is classification over a fixed number of sentences with a Siamese feature
     recipe (`recipe`): cross-entropy, and accuracy picking the best checkpoint. A task with
     another objective overrides `head`, `losses` and `scores`.
     """
 
-    kind: ClassVar[str]  # the name it is registered under
     config_class: ClassVar[type[TaskConfig]] = TaskConfig
     display: ClassVar[str] = ""  # the dataset's name in reports ("SNLI"); the task's name when empty
     fixed_index: ClassVar[int | None] = None  # seeds its data order; fixed for the built-in tasks
@@ -55,25 +56,6 @@ class Task:
     # Encoders in this task's head (their names in it) that the sentence embedding concatenates
     # after the shared one: Quick-Thoughts' output encoder g makes it [f(s); g(s)].
     embedding_parts: ClassVar[tuple[str, ...]] = ()
-    # How a `train=false` task is scored: "probe" (a linear probe on frozen features: a
-    # classification head means nothing untrained), "direct" (its metric needs no trained head:
-    # a cosine, in-batch recall), "never" (its head is a trained model of its own).
-    untrained: ClassVar[str] = "probe"
-    # The task's loss can be taken at several widths of the embeddings (matryoshka=).
-    trains_widths: ClassVar[bool] = True
-
-    def __init__(self, name: str, config: TaskConfig):
-        self.name, self.config = name, config
-        if not config.train and self.untrained == "never":
-            raise UserError(
-                f"{name}.train=false: a {self.kind} task's head is a model trained with it, so it cannot "
-                "watch a run untrained; train it, or watch a task scored without one (sts, mnrl, a classification)"
-            )
-        if asks_widths(config) and not self.trains_widths:
-            raise UserError(
-                f"{name}.matryoshka={config.matryoshka}: a {self.kind} task does not train at several widths "
-                "(mnrl, qt, sts and the classification tasks do)"
-            )
 
     def mini_batch(self, config: TaskConfig) -> int | None:
         """GradCache's chunk under a run's `config` of this task (grad_cache.py): an in-batch task
@@ -99,15 +81,6 @@ class Task:
     def input_artifact(self) -> Path | None:
         """A local dataset folder to record as a W&B input (by reference and digest), when there is one."""
         return None
-
-    def inherit(self, tasks: dict[str, TaskConfig]) -> TaskConfig:
-        """This task's config with the keys it left unset taken from the run's other tasks (`tasks`,
-        by name); called once, before `resolve_inputs`. Most tasks take nothing."""
-        return self.config
-
-    def resolve_inputs(self) -> TaskConfig:
-        """This task's config with its data sources made absolute (a run records them)."""
-        return self.config
 
     def splits(self, seed: int, max_eval: int | None) -> dict[str, LabelledTexts]:
         """train, dev (and test where the data has one), cut as the config asks."""

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 
-from mtl.data.corpus import Document, read_corpus, resolve_corpus
+from mtl.data.corpus import Document, read_corpus
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.tasks.configs import CorpusConfig
@@ -19,10 +18,6 @@ class CorpusTask:
 
     name: str
     config: CorpusConfig
-
-    def resolve_inputs(self) -> CorpusConfig:
-        dev = str(resolve_corpus(self.config.dev)) if self.config.dev else ""
-        return replace(self.config, corpus=resolve_corpus(self.config.corpus), dev=dev)
 
     @property
     def source(self) -> str:

@@ -15,21 +15,19 @@ example's label is its row in the table of the teacher's embeddings.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from pathlib import Path
-
 import numpy as np
 import torch
 from torch import nn
 
-from mtl.data.snli import load_snli, resolve_snli_source, training_split
+from mtl.data.snli import load_snli
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.runtime.distributed import gather_batch
 from mtl.tasks.base import Task, at_least_fp32
-from mtl.tasks.configs import SPLITS, DistillConfig, TaskConfig
+from mtl.tasks.configs import SPLITS, DistillConfig
+from mtl.tasks.inputs import DistillInputs
 from mtl.tasks.kinds import register
-from mtl.tasks.ranking import following_nli, snli_split, snli_triples
+from mtl.tasks.ranking import snli_split, snli_triples
 from mtl.text.unicode import decode_utf8, text_lines
 
 SENTENCES_NEEDED = {"mse": 1, "margin_mse": 3, "kl": 2}  # per example, at least
@@ -51,33 +49,14 @@ class DistillHead(nn.Module):
 
 
 @register
-class Distill(Task):
-    kind = "distill"
-    trains_widths = False  # mse maps the whole embedding onto the teacher's width
+class Distill(DistillInputs, Task):
     config_class = DistillConfig
     display = "distillation"
-    untrained = "never"  # mse's map onto the teacher's width is trained with the task
     metric = "mse"  # lower is better; loss=kl: "kl"
     config: DistillConfig
 
     def __init__(self, name: str, config: DistillConfig):
         super().__init__(name, config)
-        if not config.teacher:
-            raise UserError(
-                f"{name}.teacher= is empty: give the encoder to learn from, an mtl run folder or a Hugging Face "
-                "model folder or Hub id (sentence-transformers/all-MiniLM-L6-v2)"
-            )
-        if config.sentences_of and config.loss != "mse":
-            raise UserError(
-                f"{name}.sentences_of={config.sentences_of}: another task's sentences come without the "
-                f"candidates {name}.loss={config.loss} compares; use {name}.loss=mse, or a corpus= of "
-                "tab-separated examples"
-            )
-        if config.sentences_of and config.corpus:
-            raise UserError(
-                f"{name}.sentences_of={config.sentences_of} and {name}.corpus={config.corpus} both name the "
-                "sentences to distill: give one"
-            )
         self.in_batch = config.loss == "kl"  # every anchor against the whole batch's candidates
         self.metric = "kl" if config.loss == "kl" else "mse"
         self.teacher_texts: list[str] = []  # what the teacher embeds (set by bind)
@@ -95,44 +74,6 @@ class Distill(Task):
     @property
     def borrows(self) -> str | None:
         return self.config.sentences_of or None
-
-    def inherit(self, tasks: dict[str, TaskConfig]) -> DistillConfig:
-        donor = self.config.sentences_of
-        if donor:
-            others = [name for name in tasks if name != self.name and tasks[name].kind != "distill"]
-            if donor not in others:
-                raise UserError(
-                    f"{self.name}.sentences_of={donor}: the run has no such task to take sentences from"
-                    f" (its others: {', '.join(others) or 'none'}); add it to tasks=, with {donor}.train=false"
-                    " where it should not train itself"
-                )
-        return self.config if self.config.corpus or donor else following_nli(self.config, tasks)
-
-    def resolve_inputs(self) -> DistillConfig:
-        """Local paths made absolute (a resumed run finds them from anywhere); a Hub id stays one."""
-        teacher = Path(self.config.teacher).expanduser()
-        config = replace(
-            self.config, teacher=str(teacher.resolve()) if teacher.exists() else self.config.teacher
-        )
-        if config.corpus:
-            return replace(config, corpus=str(self._corpus_path().resolve()))
-        if config.sentences_of:
-            return config
-        source = resolve_snli_source(config.source, self.name)
-        split = (
-            training_split(source, config.train_split, self.name)
-            if config.train_split
-            else config.train_split
-        )
-        return replace(config, source=source, train_split=split)
-
-    def _corpus_path(self) -> Path:
-        path = Path(self.config.corpus).expanduser()
-        if not path.is_file():
-            raise UserError(
-                f"{self.name}.corpus={self.config.corpus}: no such file; give a text file, an example a line"
-            )
-        return path
 
     def splits(self, seed: int, max_eval: int | None) -> dict[str, LabelledTexts]:
         if not self.config.corpus:

@@ -26,21 +26,22 @@ from mtl.tasks.configs import (
 
 if TYPE_CHECKING:
     from mtl.tasks.base import Task
+    from mtl.tasks.inputs import TaskInputs
 
-# kind -> (the module whose import registers it, its config class)
-BUILTIN: dict[str, tuple[str, type[TaskConfig]]] = {
-    "nli": ("mtl.tasks.nli", NLIConfig),
-    "pairs": ("mtl.tasks.pairs", PairsConfig),
-    "qt": ("mtl.tasks.qt", QTConfig),
-    "mnrl": ("mtl.tasks.ranking", RankingConfig),
-    "skipthought": ("mtl.tasks.skipthought", SkipThoughtConfig),
-    "squad": ("mtl.tasks.squad", SquadConfig),
-    "squad_ranking": ("mtl.tasks.ranking", SquadRankingConfig),
-    "sts": ("mtl.tasks.sts", STSConfig),
-    "distill": ("mtl.tasks.distill", DistillConfig),
+# kind -> (the module whose import registers it, its config class, its input side in inputs.py)
+BUILTIN: dict[str, tuple[str, type[TaskConfig], str]] = {
+    "nli": ("mtl.tasks.nli", NLIConfig, "NLIInputs"),
+    "pairs": ("mtl.tasks.pairs", PairsConfig, "PairsInputs"),
+    "qt": ("mtl.tasks.qt", QTConfig, "QTInputs"),
+    "mnrl": ("mtl.tasks.ranking", RankingConfig, "RankingInputs"),
+    "skipthought": ("mtl.tasks.skipthought", SkipThoughtConfig, "SkipThoughtInputs"),
+    "squad": ("mtl.tasks.squad", SquadConfig, "SquadInputs"),
+    "squad_ranking": ("mtl.tasks.ranking", SquadRankingConfig, "SquadRankingInputs"),
+    "sts": ("mtl.tasks.sts", STSConfig, "STSInputs"),
+    "distill": ("mtl.tasks.distill", DistillConfig, "DistillInputs"),
 }
 
-KINDS: Registry[type[Task]] = Registry({kind: module for kind, (module, _) in BUILTIN.items()})
+KINDS: Registry[type[Task]] = Registry({kind: module for kind, (module, *_) in BUILTIN.items()})
 
 
 def register(cls: type[Task]) -> type[Task]:
@@ -62,6 +63,16 @@ def config_class_of(kind: str) -> type[TaskConfig]:
     if kind in BUILTIN and kind not in KINDS.loaded():
         return BUILTIN[kind][1]
     return kind_of(kind).config_class
+
+
+def inputs_of(kind: str) -> type[TaskInputs]:
+    """What checks task kind `kind`'s keys and finds its inputs: a built-in kind's without
+    importing its code (or torch); a plugin's kind is its `Task` class."""
+    if kind in BUILTIN:
+        from mtl.tasks import inputs  # its readers (pyarrow: 0.3 s) only where inputs are found
+
+        return getattr(inputs, BUILTIN[kind][2])
+    return kind_of(kind)
 
 
 def config_class_for(name: str, values: dict[str, Any]) -> type[TaskConfig]:

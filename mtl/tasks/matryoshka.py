@@ -17,11 +17,6 @@ from mtl.models.heads import Widths
 from mtl.tasks.configs import TaskConfig
 
 
-def asks_widths(config: TaskConfig) -> bool:
-    """Whether the task's config sets matryoshka= or its weights (either alone is checked later)."""
-    return bool(config.matryoshka.strip() or config.matryoshka_weights.strip())
-
-
 def matryoshka_widths(config: TaskConfig, name: str, dim: int) -> Widths:
     """(width, weight) of each width of `matryoshka=` (Kusupati et al. 2022; sentence-transformers'
     MatryoshkaLoss), checked against the encoder's `dim`."""

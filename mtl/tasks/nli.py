@@ -7,15 +7,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 
-from mtl.data.snli import load_snli, resolve_snli_source, training_split
+from mtl.data.snli import load_snli
 from mtl.data.texts import LabelledTexts
 from mtl.models.heads import HeadRecipe
 from mtl.tasks.base import Task
 from mtl.tasks.configs import NLIConfig
+from mtl.tasks.inputs import NLIInputs
 from mtl.tasks.kinds import register
 
 
@@ -36,8 +35,7 @@ def pair_recipe(classes: int) -> HeadRecipe:
 
 
 @register
-class NLI(Task):
-    kind = "nli"
+class NLI(NLIInputs, Task):
     config_class = NLIConfig
     display = "SNLI"
     fixed_index = 0
@@ -48,12 +46,6 @@ class NLI(Task):
     def input_name(self) -> str:
         """`snli` for the built-in task (as runs recorded it); another NLI task's own name."""
         return "snli" if self.name == self.kind else self.name
-
-    def resolve_inputs(self) -> NLIConfig:
-        source = resolve_snli_source(self.config.source, self.name)
-        return replace(
-            self.config, source=source, train_split=training_split(source, self.config.train_split, self.name)
-        )
 
     def load(self, split: str) -> LabelledTexts | None:
         names = {

@@ -11,48 +11,35 @@ another supervised task, Conneau et al. 2017, Table 4).
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import itertools
 import json
-import os
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from mtl.console import say
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 from mtl.models.heads import HeadRecipe
 from mtl.tasks.base import Task
 from mtl.tasks.configs import PairsConfig, STSConfig
+from mtl.tasks.inputs import SPLIT_ALIASES, PairsInputs, parquet_files
 from mtl.tasks.kinds import register
 from mtl.tasks.nli import pair_recipe
 from mtl.text.unicode import decode_utf8, invalid_unicode, text_lines
 
 
 @register
-class Pairs(Task):
-    kind = "pairs"
+class Pairs(PairsInputs, Task):
     config_class = PairsConfig
     config: PairsConfig
 
     def __init__(self, name: str, config: PairsConfig):
         super().__init__(name, config)
-        if len(self.config.class_names) < 2:
-            raise UserError(
-                f"{name}.labels={self.config.labels!r}: a pair task needs the values of its label column, "
-                "at least two, comma-separated in class order (e.g. labels=entailment,neutral,contradiction)"
-            )
         classes = len(self.config.class_names)
         self.recipe = pair_recipe(classes) if self.config.second else single_recipe(classes)
-
-    def resolve_inputs(self) -> PairsConfig:
-        config = replace(self.config, source=resolve_folder(self.name, self.config.source))
-        say_unscored_test(self.name, config.source, config.test)
-        return config
 
     def load(self, split: str) -> LabelledTexts | None:
         config = self.config
@@ -90,35 +77,6 @@ def single_recipe(classes: int) -> HeadRecipe:
 
 def alone(u: torch.Tensor) -> torch.Tensor:
     return u
-
-
-def resolve_folder(task: str, source: str) -> str:
-    """A task file's `source`: an absolute folder ($VARS and ~ expanded), or a Hub dataset id."""
-    expanded = os.path.expanduser(os.path.expandvars(source))
-    if Path(expanded).is_dir():
-        return str(Path(expanded).resolve())
-    if "$" in expanded or expanded.count("/") != 1 or expanded.startswith((".", "/", "~")):
-        raise UserError(
-            f"{task}.source={source}: no such folder ({expanded}); point it at the "
-            "folder of the task's files (or set the variable it names), or give a Hub dataset id"
-        )
-    return expanded
-
-
-def say_unscored_test(task: str, source: str, test: str) -> None:
-    """A note when `source` (a folder) holds a test split that `<task>.test=` leaves unscored:
-    a saved DatasetDict's, or Parquet files of one (test= is empty by default, a file name)."""
-    folder = Path(source)
-    if test or not folder.is_dir():
-        return
-    splits = []
-    if (folder / "dataset_dict.json").is_file():
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            splits = list(json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8"))["splits"])
-    if "test" in splits or parquet_files(folder, "test"):
-        say(
-            f"note: {task}: {source} holds a test split this run does not score: {task}.test=test scores it once, at the end"
-        )
 
 
 def read_rows(
@@ -210,7 +168,6 @@ def saved_dataset(folder: Path) -> bool:
 
 
 # A task file's default file names, and the split names `datasets` uses for them.
-SPLIT_ALIASES = {"dev": ("validation", "valid"), "validation": ("dev",)}
 
 
 def _saved_split(task: str, folder: Path, name: str, split: str, label_names: bool = False) -> list[dict]:
@@ -239,16 +196,6 @@ def _saved_split(task: str, folder: Path, name: str, split: str, label_names: bo
         f"{task}: {folder} (a saved dataset) has no split {name!r}: it has {', '.join(saved)}; "
         f"set {task}.train_file=, dev= or test= to one of them"
     )
-
-
-def parquet_files(folder: Path, stem: str) -> list[Path]:
-    """The Parquet files of split `stem` (dev also finds validation) in `folder` or its data/."""
-    for name in (stem, *SPLIT_ALIASES.get(stem, ())):
-        for place in (folder, folder / "data"):
-            found = sorted({*place.glob(f"{name}.parquet"), *place.glob(f"{name}-*.parquet")})
-            if found:
-                return found
-    return []
 
 
 def _class_names(rows: list[dict], metadata: dict[bytes, bytes]) -> list[dict]:

@@ -30,6 +30,7 @@ from mtl.runtime.distributed import gather_batch
 from mtl.tasks.base import Task, at_least_fp32
 from mtl.tasks.configs import QTConfig
 from mtl.tasks.context import CorpusTask
+from mtl.tasks.inputs import QTInputs
 from mtl.tasks.kinds import register
 from mtl.tasks.matryoshka import matryoshka_widths, over_widths
 
@@ -107,10 +108,8 @@ class QuickThoughtsHead(nn.Module):
 
 
 @register
-class QuickThoughts(CorpusTask, Task):
-    kind = "qt"
+class QuickThoughts(QTInputs, CorpusTask, Task):
     config_class = QTConfig
-    untrained = "never"  # with train=false (see Task.untrained)
     display = "Quick-Thoughts"
     batching = "contiguous"
     in_batch = True
@@ -123,11 +122,6 @@ class QuickThoughts(CorpusTask, Task):
 
     def __init__(self, name: str, config: QTConfig):
         super().__init__(name, config)
-        if config.context < 3 or config.context % 2 == 0:
-            raise UserError(
-                f"{name}.context={config.context}: the window holds the sentence and as many neighbours "
-                "on each side, an odd number from 3 (3: the previous and the next sentence)"
-            )
         self.radius = (config.context - 1) // 2
 
     def load(self, split: str, examples: int | None = None) -> LabelledTexts | None:

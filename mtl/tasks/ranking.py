@@ -12,22 +12,21 @@ batch at any number of processes.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from mtl.data.classifsquad import SPLIT_NAMES, check_build, load_classifsquad
-from mtl.data.snli import LABELS, load_snli, resolve_snli_source, training_split
+from mtl.data.classifsquad import SPLIT_NAMES, load_classifsquad
+from mtl.data.snli import LABELS, load_snli
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
-from mtl.files.paths import resolved
 from mtl.models.heads import InBatchScores, Widths
 from mtl.runtime.distributed import gather_batch
 from mtl.tasks.base import Task, at_least_fp32
-from mtl.tasks.configs import NLIConfig, RankingConfig, SquadRankingConfig, TaskConfig
+from mtl.tasks.configs import RankingConfig, SquadRankingConfig
+from mtl.tasks.inputs import RankingInputs, SquadRankingInputs
 from mtl.tasks.kinds import register
 from mtl.tasks.matryoshka import matryoshka_widths, over_widths
 from mtl.text.unicode import decode_utf8, text_lines
@@ -81,21 +80,6 @@ def snli_split(config, split: str) -> str | None:
     return {"train": config.train_split, "dev": config.dev_split, "test": config.test_split}[split]
 
 
-def following_nli(config, tasks: dict[str, TaskConfig]):
-    """`config` with SNLI's source and splits it left unset following the run's `nli` task
-    (nli.train_split=train_small then holds for both), else SNLI's own."""
-    nli = tasks.get("nli")
-    follow = nli if isinstance(nli, NLIConfig) and not nli.display else NLIConfig()
-    return replace(
-        config,
-        **{
-            key: getattr(follow, key)
-            for key in ("source", "train_split", "dev_split", "test_split")
-            if getattr(config, key) is None
-        },
-    )
-
-
 def read_triples(path: Path, task: str = "mnrl") -> LabelledTexts:
     """anchor<TAB>positive<TAB>negative lines (blank lines skipped) as three text columns."""
     columns: list[list[str]] = [[], [], []]
@@ -143,18 +127,13 @@ class RankingHead(nn.Module):
 
 
 @register
-class Ranking(Task):
-    kind = "mnrl"
+class Ranking(RankingInputs, Task):
     config_class = RankingConfig
-    untrained = "direct"  # with train=false (see Task.untrained)
     display = "SNLI ranking"
     in_batch = True
     anchors_positives = True
     metric = "recall_at_1"  # the anchor's own positive scores highest of the batch's candidates
     config: RankingConfig
-
-    def inherit(self, tasks: dict[str, TaskConfig]) -> RankingConfig:
-        return following_nli(self.config, tasks)
 
     def mini_batch(self, config: RankingConfig) -> int | None:  # type: ignore[override]
         return config.mini_batch  # <task>.mini_batch=
@@ -166,24 +145,6 @@ class Ranking(Task):
             if self.config.triples
             else super().source
         )
-
-    def resolve_inputs(self) -> RankingConfig:
-        source = resolve_snli_source(self.config.source, self.name)
-        config = replace(self.config, source=source)
-        if config.train_split is not None and not config.triples:
-            config = replace(config, train_split=training_split(source, config.train_split, self.name))
-        if config.triples:
-            config = replace(config, triples=str(self._triples_path().resolve()))
-        return config
-
-    def _triples_path(self) -> Path:
-        path = Path(self.config.triples).expanduser()
-        if not path.is_file():
-            raise UserError(
-                f"{self.name}.triples={self.config.triples}: no such file; give anchor<TAB>positive<TAB>negative "
-                "lines (`just mine-negatives` writes them)"
-            )
-        return path
 
     def load(self, split: str) -> LabelledTexts | None:
         if split == "train" and self.config.triples:
@@ -251,18 +212,14 @@ class Ranking(Task):
 
 
 @register
-class SquadRanking(Ranking):
+class SquadRanking(SquadRankingInputs, Ranking):
     """`squad_ranking`: ClassifSQuAD's questions rank their correct answer above the batch's other
     answers (and a wrong answer from the same article), as `mnrl` ranks SNLI's entailments: a
     second in-batch source, another domain, for mixing with mnrl (`just study compare-batches`)."""
 
-    kind = "squad_ranking"
     config_class = SquadRankingConfig  # type: ignore[assignment]
     display = "ClassifSQuAD ranking"
     config: SquadRankingConfig  # type: ignore[assignment]
-
-    def inherit(self, tasks: dict[str, TaskConfig]) -> SquadRankingConfig:  # type: ignore[override]
-        return self.config
 
     @property
     def source(self) -> str:
@@ -270,12 +227,6 @@ class SquadRanking(Ranking):
 
     def input_artifact(self) -> Path:
         return Path(self.config.source)
-
-    def resolve_inputs(self) -> SquadRankingConfig:  # type: ignore[override]
-        key = f"{self.name}.source"
-        source = resolved(self.config.source, key)
-        check_build(source, key)  # now, not at the first batch
-        return replace(self.config, source=str(source))
 
     def load(self, split: str) -> LabelledTexts | None:
         if split not in SPLIT_NAMES:  # SQuAD's test set is hidden: dev is the last word (as squad)

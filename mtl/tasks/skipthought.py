@@ -21,6 +21,7 @@ from mtl.errors import UserError
 from mtl.tasks.base import Task, at_least_fp32
 from mtl.tasks.configs import SkipThoughtConfig
 from mtl.tasks.context import CorpusTask
+from mtl.tasks.inputs import SkipThoughtInputs
 from mtl.tasks.kinds import register
 
 UNKNOWN_CLASS = 0  # the decoders' class for every word outside the `vocab` most frequent
@@ -71,11 +72,8 @@ class SkipThoughtHead(nn.Module):
 
 
 @register
-class SkipThought(CorpusTask, Task):
-    kind = "skipthought"
-    trains_widths = False  # its decoders start from the whole embedding
+class SkipThought(SkipThoughtInputs, CorpusTask, Task):
     config_class = SkipThoughtConfig
-    untrained = "never"  # with train=false (see Task.untrained)
     display = "Skip-Thought"
     metric = "ppl"  # per word, of both neighbours over the split
     corpus_metric = True

@@ -6,17 +6,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from mtl.data.classifsquad import SPLIT_NAMES, check_build, load_classifsquad
+from mtl.data.classifsquad import SPLIT_NAMES, load_classifsquad
 from mtl.data.texts import LabelledTexts
-from mtl.files.paths import resolved
 from mtl.models.heads import HeadRecipe
 from mtl.tasks.base import Task
 from mtl.tasks.configs import SquadConfig
+from mtl.tasks.inputs import SquadInputs
 from mtl.tasks.kinds import register
 
 
@@ -25,8 +24,7 @@ def triple_features(q: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor) -> torc
 
 
 @register
-class Squad(Task):
-    kind = "squad"
+class Squad(SquadInputs, Task):
     config_class = SquadConfig
     display = "ClassifSQuAD"
     fixed_index = 1
@@ -46,11 +44,6 @@ class Squad(Task):
 
     def input_artifact(self) -> Path:
         return Path(self.config.source)  # the exact build that was loaded, by its content digest
-
-    def resolve_inputs(self) -> SquadConfig:
-        source = resolved(self.config.source, "classifsquad")
-        check_build(source)  # now, not when the first batch is read (or on a cluster's node)
-        return replace(self.config, source=str(source))
 
     def load(self, split: str) -> LabelledTexts | None:
         return self.load_first(split, None)

@@ -9,7 +9,6 @@ Spearman's rho of the cosines against the gold scores, as SentEval reports STS.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import torch
@@ -21,9 +20,10 @@ from mtl.errors import UserError
 from mtl.models.heads import AtWidths, Widths
 from mtl.tasks.base import Task, at_least_fp32
 from mtl.tasks.configs import STSConfig
+from mtl.tasks.inputs import STSInputs
 from mtl.tasks.kinds import register
 from mtl.tasks.matryoshka import matryoshka_widths, over_widths
-from mtl.tasks.pairs import read_rows, resolve_folder, say_unscored_test, streamed_rows
+from mtl.tasks.pairs import read_rows, streamed_rows
 
 
 class CosineHead(nn.Module):
@@ -43,24 +43,12 @@ class CosineHead(nn.Module):
 
 
 @register
-class STS(Task):
-    kind = "sts"
+class STS(STSInputs, Task):
     config_class = STSConfig
-    untrained = "direct"  # with train=false (see Task.untrained)
     label_dtype = np.float32
     corpus_metric = True
     metric = "pearson"
     config: STSConfig
-
-    def __init__(self, name: str, config: STSConfig):
-        super().__init__(name, config)
-        if not config.high > config.low:
-            raise UserError(f"{name}.low={config.low} and high={config.high}: high must be above low")
-
-    def resolve_inputs(self) -> STSConfig:
-        config = replace(self.config, source=resolve_folder(self.name, self.config.source))
-        say_unscored_test(self.name, config.source, config.test)
-        return config
 
     def load(self, split: str) -> LabelledTexts | None:
         config = self.config

@@ -1,6 +1,7 @@
 """A run's inputs found once, before it trains: every task's data source absolute (or a Hub id),
-the vectors file or pretrained model found, each missing one a one-line error. No torch: a
-study checks its members' inputs here on the machine that submits them, before any job exists."""
+the vectors file or pretrained model found, each missing one a one-line error. No torch (a task
+kind's input side is mtl/tasks/inputs.py): a study or a SLURM submission checks its members'
+inputs here on the machine that submits them, before any job exists."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import copy
 from mtl.files.hub import resolve_model_source
 from mtl.files.paths import resolved
 from mtl.models.encoders import traits
-from mtl.tasks import build_task
+from mtl.tasks.kinds import inputs_of
 from mtl.text.vectors import resolve_vectors_path
 from mtl.train.config.train_config import TrainConfig
 
@@ -20,8 +21,8 @@ def resolve_inputs(config: TrainConfig, download: bool = True) -> TrainConfig:
     vectors that would be downloaded stay unset, for the run to fetch."""
     config = copy.deepcopy(config)
     tasks = config.tasks
-    tasks = {name: build_task(name, task).inherit(tasks) for name, task in tasks.items()}
-    config.tasks = {name: build_task(name, task).resolve_inputs() for name, task in tasks.items()}
+    tasks = {name: inputs_of(task.kind)(name, task).inherit(tasks) for name, task in tasks.items()}
+    config.tasks = {name: inputs_of(task.kind)(name, task).resolve_inputs() for name, task in tasks.items()}
     if traits(config.model.encoder).subwords:
         config.model.options.hf_model = resolve_model_source(config.model.options.hf_model)
     elif (found := resolve_vectors_path(config.data.vectors, download)) is not None:
