@@ -98,7 +98,18 @@ class SquadInputs(TaskInputs):
         return replace(self.config, source=str(source))
 
 
-class PairsInputs(TaskInputs):
+class FolderInputs(TaskInputs):
+    """A task read from the files of a folder (or a Hub dataset): a task file's pairs or scores."""
+
+    config: PairsConfig | STSConfig
+
+    def resolve_inputs(self) -> PairsConfig | STSConfig:
+        config = replace(self.config, source=resolve_folder(self.name, self.config.source))
+        say_unscored_test(self.name, config.source, config.test)
+        return config
+
+
+class PairsInputs(FolderInputs):
     kind = "pairs"
     config: PairsConfig
 
@@ -110,13 +121,8 @@ class PairsInputs(TaskInputs):
                 "at least two, comma-separated in class order (e.g. labels=entailment,neutral,contradiction)"
             )
 
-    def resolve_inputs(self) -> PairsConfig:
-        config = replace(self.config, source=resolve_folder(self.name, self.config.source))
-        say_unscored_test(self.name, config.source, config.test)
-        return config
 
-
-class STSInputs(TaskInputs):
+class STSInputs(FolderInputs):
     kind = "sts"
     untrained = "direct"  # with train=false (see TaskInputs.untrained)
     config: STSConfig
@@ -125,11 +131,6 @@ class STSInputs(TaskInputs):
         super().__init__(name, config)
         if not config.high > config.low:
             raise UserError(f"{name}.low={config.low} and high={config.high}: high must be above low")
-
-    def resolve_inputs(self) -> STSConfig:
-        config = replace(self.config, source=resolve_folder(self.name, self.config.source))
-        say_unscored_test(self.name, config.source, config.test)
-        return config
 
 
 class CorpusInputs(TaskInputs):
