@@ -11,13 +11,16 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
 from mtl.data.texts import LabelledTexts
 from mtl.errors import UserError
 
 if TYPE_CHECKING:
     import datasets
+    import pyarrow as pa
+
+# pyarrow is imported where a build is written or read: it starts a thread (jemalloc's), and a
+# process that only checks a build (a run's inputs, imported by every trainer) must stay free to
+# fork (a study's fork server, mtl/member_server.py).
 
 BUILD_FILES = ("dataset_dict.json", "stats.json", "README.md")  # besides one folder per split
 SENTENCES = ("question", "answer1", "answer2")  # an example's sentence positions, in order
@@ -29,6 +32,7 @@ SPLIT_NAMES = {"train": "train", "dev": "validation"}  # a run's split -> the bu
 def to_dataset_dict(splits: dict[str, dict[str, list]]) -> datasets.DatasetDict:
     """The build's splits (`{split: {column: values}}`, every column of COLUMNS) as saved to disk."""
     import datasets  # here, not above: its import takes about a second, and --help needs none of it
+    import pyarrow as pa
 
     features = datasets.Features(
         {
@@ -70,6 +74,8 @@ def saved_columns(split_folder: Path, names: list[str], first: int | None = None
 
     `first`: only the split's first rows, read until there are that many (`squad.max_train=2000`
     read all 985,236 training triples of a build to keep 2,000: 0.53 s of a run's start-up)."""
+    import pyarrow as pa  # here: the module's comment says why
+
     state = json.loads((split_folder / "state.json").read_text(encoding="utf-8"))
     columns: dict[str, list] = {name: [] for name in names}
     held = 0
