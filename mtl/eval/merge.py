@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
 from mtl.config import apply_overrides, comma_list, paths_and_keys, to_dict
+from mtl.correlation import rank_correlation
 from mtl.errors import UserError
 
 # Its command's config lives in configs.py (for --help without torch); importable from here too.
@@ -319,7 +319,7 @@ def dev_scores(encoder: SentenceEncoder, pairs: dict) -> dict[str, float]:
         a = encoder.encode(first, convert_to_tensor=True, normalize_embeddings=True)
         b = encoder.encode(second, convert_to_tensor=True, normalize_embeddings=True)
         similarity = (a * b).sum(dim=1).double().cpu().numpy()
-        scores[name] = float(100 * spearmanr(similarity, gold).statistic)
+        scores[name] = 100 * rank_correlation(similarity, gold)
     return scores
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from mtl.correlation import correlation, correlation_p_value, rank_correlation, rank_correlation_p_value
+from mtl.correlation import correlation_p_value, rank_correlation_p_value
 
 SENTEVAL_NAMES = {"SICK-E": "SICKEntailment", "SICK-R": "SICKRelatedness", "STS-B": "STSBenchmark"}
 
@@ -58,20 +58,15 @@ def _sts(result: dict, items: dict[str, np.ndarray]) -> dict[str, Any]:
     ]
     entry: dict[str, Any] = {}
     for subset in subsets:
-        predicted, gold = items.get(f"{subset}/predicted"), items.get(f"{subset}/gold")
-        if predicted is not None and gold is not None:
-            r, rho = float(correlation(predicted, gold)), rank_correlation(predicted, gold)
-            entry[subset] = {
-                "pearson": (r, correlation_p_value(r, len(gold))),
-                "spearman": (rho, rank_correlation_p_value(rho, len(gold))),
-                "nsamples": len(gold),
-            }
-        else:  # a report without per-item results (mode=senteval): no p-values to give
-            entry[subset] = {
-                "pearson": (result[f"{subset}/pearson"], None),
-                "spearman": (result[f"{subset}/spearman"], None),
-                "nsamples": None,
-            }
+        r, rho = result[f"{subset}/pearson"], result[f"{subset}/spearman"]
+        gold = items.get(f"{subset}/gold")
+        # a report without per-item results (mode=senteval) has no sizes: no p-values to give
+        count = len(gold) if gold is not None and f"{subset}/predicted" in items else None
+        entry[subset] = {
+            "pearson": (r, correlation_p_value(r, count) if count else None),
+            "spearman": (rho, rank_correlation_p_value(rho, count) if count else None),
+            "nsamples": count,
+        }
     entry["all"] = {
         metric: {"mean": result[f"all/{metric}"], "wmean": result.get(f"all/{metric}_weighted")}
         for metric in ("pearson", "spearman")
