@@ -189,6 +189,36 @@ def test_auto_kernel_on_cpu_packs_only_narrow_batches_that_are_mostly_padding(em
     assert calls == [1]  # wide LSTMs stay dense on the CPU
 
 
+@pytest.mark.parametrize("name", ["bilstm", "bilstm2"])
+def test_a_wide_batch_mostly_padding_is_encoded_in_length_sorted_chunks_as_packed(
+    embedding, name, monkeypatch
+):
+    """On the CPU a batch of 32 or more rows, under 60% real, runs as its rows sorted by length in
+    chunks (each dense once mostly real), not packed: the same outputs and gradients, in order."""
+    from mtl.models.encoders import bilstm
+
+    torch.manual_seed(3)
+    encoder = build_encoder(embedding, SMALL[name])
+    lengths = torch.tensor([12, 1, 2, 3, 1, 2, 11, 1] * 8)  # 64 rows, 34% real
+    tokens = torch.randint(1, 50, (64, 12)) * (torch.arange(12)[None, :] < lengths[:, None])
+    widths = []
+    real = bilstm.BiLSTMEncoder._by_length
+    monkeypatch.setattr(
+        bilstm.BiLSTMEncoder, "_by_length", lambda self, t, n, c: widths.append(c) or real(self, t, n, c)
+    )
+    results = {}
+    for kernel in ("auto", "packed"):
+        encoder.kernel = kernel
+        encoder.zero_grad()
+        output = encoder(tokens, lengths)
+        (output * torch.arange(output.shape[1])).sum().backward()
+        results[kernel] = (output.detach(), [p.grad.clone() for p in encoder.parameters() if p.requires_grad])
+    assert widths == [4]  # auto: 4 chunks of 16 rows; packed: as told
+    torch.testing.assert_close(results["auto"][0], results["packed"][0], rtol=1e-4, atol=1e-5)
+    for chunked, packed in zip(results["auto"][1], results["packed"][1], strict=True):
+        torch.testing.assert_close(chunked, packed, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("name", ["bilstm", "transformer"])
 def test_answers_encoded_in_one_call_score_as_encoded_apart(embedding, name):
     import dataclasses
