@@ -263,8 +263,8 @@ def test_each_estimator_is_what_it_says_and_touches_nothing(tiny_data, tmp_path)
     assert (np.abs(measured.estimates["alignment"]) <= 1 + 1e-9).all()
     gradients = {
         task: affinity._gradient(
-            task, 0, affinity._trained(task), on=affinity.scored if task == "sts" else None
-        )
+            task, 0, affinity._trained(task), torch.float64, on=affinity.scored if task == "sts" else None
+        )[0]
         for task in ("nli", "sts")
     }
     flat = [torch.cat([g.flatten() for _, g in sorted(gradients[t].items())]) for t in ("nli", "sts")]

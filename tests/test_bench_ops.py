@@ -99,24 +99,28 @@ def test_the_mixed_bench_says_affinitys_share_and_the_rhythm_that_keeps_it_at_5_
         "single steps",
         *(f"mixed {name}" for name in BALANCERS),
         "affinity",
-        "affinity, affinity_each=1",
+        "affinity, every held batch",
     ]
     ms = {name: (11.0, 10.0, 12.0) for name in names} | {"single steps": (10.0, 9.0, 11.0)}
-    ms["affinity"], ms["affinity, affinity_each=1"] = (220.0, 200.0, 230.0), (27.5, 25.0, 30.0)
+    ms["affinity"], ms["affinity, every held batch"] = (55.0, 50.0, 60.0), (220.0, 200.0, 230.0)
     results = {
         "tasks": ["nli", "squad"],
         "batches": {"nli": 64, "squad": 128},
         "affinity_batches": 8,
-        "affinity_each": 8,
+        "affinity_each": 2,
         "ms": ms,
         "ops": dict.fromkeys(names, 100),
     }
     text = report(results, "preset=x")
-    # 220 / (220 + 100 * 11) of the wall time; 220 / (220 + 380 * 11) is 5.0%
-    assert "one measurement (as a run makes it: all 8 held batches) 220 ms = 16.7% of the wall time" in text
+    # 55 / (55 + 100 * 11) of the wall time; 55 / (55 + 95 * 11) is 5.0%
+    assert (
+        "one measurement (as a run makes it: 2 of 8 held batches in turn) 55 ms = 4.8% of the wall time"
+        in text
+    )
+    assert "5% from affinity_every=95" in text
+    # 220 / (220 + 1100); 220 / (220 + 380 * 11) is 5.0%
+    assert "(all 8 held batches, the narrowest floor) 220 ms = 16.7% of the wall time" in text
     assert "5% from affinity_every=380" in text
-    # 27.5 / (27.5 + 1100)
-    assert "(1 of 8 held batches in turn, a wider floor) 28 ms = 2.4% of the wall time" in text
     assert "mixed sum step = 1.10x the single-task steps" in text
 
 
@@ -131,8 +135,8 @@ def test_the_mixed_bench_times_every_contender_on_a_real_run(tiny_data, tmp_path
     base = resolve_inputs(config_from_args(args_for(tiny_data, tmp_path / "run", "device=cpu")))
     data = prepare(base, progress=False)
     results = mixed.run(base, data, steps=1, warmup=0, device=torch.device("cpu"))
-    assert set(results["ms"]) >= {"single steps", "mixed sum", "affinity", "affinity, affinity_each=1"}
+    assert set(results["ms"]) >= {"single steps", "mixed sum", "affinity", "affinity, every held batch"}
     assert all(median > 0 for median, *_ in results["ms"].values())
-    # a run's default held batches, not the class's, all of them at each measurement
-    assert (results["affinity_batches"], results["affinity_each"]) == (8, 8)
-    assert "one measurement (as a run makes it: all 8 held batches)" in mixed.report(results, "tiny")
+    # a run's default held batches, not the class's: 2 of its 8 in turn at each measurement
+    assert (results["affinity_batches"], results["affinity_each"]) == (8, 2)
+    assert "one measurement (as a run makes it: 2 of 8 held batches in turn)" in mixed.report(results, "tiny")

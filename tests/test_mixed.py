@@ -187,7 +187,7 @@ def test_schedule_keys_given_without_their_schedule_say_so(tiny_data, tmp_path, 
 def test_measuring_affinity_leaves_training_bitwise_the_same(tiny_data, tmp_path, schedule):
     extra = (f"schedule={schedule}", "max_steps=8", "dropout=0.2")
     start_run(tiny_data, tmp_path / "off", *extra)
-    start_run(tiny_data, tmp_path / "on", *extra, "affinity_every=2")
+    start_run(tiny_data, tmp_path / "on", *extra, "affinity_every=2", "affinity_each=8")
     off, on = exported_weights(tmp_path / "off"), exported_weights(tmp_path / "on")
     assert all(torch.equal(off[k], on[k]) for k in off)
     rows = [json.loads(line) for line in (tmp_path / "on/affinity.jsonl").read_text().splitlines()]
@@ -202,15 +202,20 @@ def test_measuring_affinity_leaves_training_bitwise_the_same(tiny_data, tmp_path
     assert strip(read_metrics(tmp_path / "on/metrics.jsonl")) == strip(
         read_metrics(tmp_path / "off/metrics.jsonl")
     )
-    if schedule == "mixed":  # affinity_each=3: 3 of the 8 in turn, each value the one all 8 gave
-        start_run(tiny_data, tmp_path / "each", *extra, "affinity_every=2", "affinity_each=3")
-        taken = [json.loads(line) for line in (tmp_path / "each/affinity.jsonl").read_text().splitlines()]
-        assert [r["held"] for r in taken] == [[0, 1, 2], [3, 4, 5], [6, 7, 0], [1, 2, 3]]
-        for row, every in zip(taken, rows, strict=True):
-            assert row["per_batch"] == [every["per_batch"][number] for number in row["held"]]
+    if schedule == "mixed":  # 2 (the default) and 3 of the 8 in turn, each value the one all 8 gave
+        for keys, held in (
+            ((), [[0, 1], [2, 3], [4, 5], [6, 7]]),
+            (("affinity_each=3",), [[0, 1, 2], [3, 4, 5], [6, 7, 0], [1, 2, 3]]),
+        ):
+            folder = tmp_path / f"each{len(held[0])}"
+            start_run(tiny_data, folder, *extra, "affinity_every=2", *keys)
+            taken = [json.loads(line) for line in (folder / "affinity.jsonl").read_text().splitlines()]
+            assert [r["held"] for r in taken] == held
+            for row, every in zip(taken, rows, strict=True):
+                assert row["per_batch"] == [every["per_batch"][number] for number in row["held"]]
 
 
-def affinity_of(tiny_data, tmp_path, *keys: str, tasks=("nli", "squad")):
+def affinity_of(tiny_data, tmp_path, *keys: str, tasks=("nli", "squad"), precision="float64"):
     """A fresh run's trainer (nothing trained) and its affinity measurement over `tasks`."""
     from mtl.train.callbacks.affinity import Affinity
     from mtl.train.loop.trainer import Trainer
@@ -220,7 +225,9 @@ def affinity_of(tiny_data, tmp_path, *keys: str, tasks=("nli", "squad")):
         args_for(tiny_data, tmp_path / "run", "max_steps=1", "precision=fp32", *keys)
     )
     trainer = Trainer(config, tmp_path / "run", progress=False)
-    return trainer, Affinity(trainer.run.data, trainer.run.setup, list(tasks), 0, trainer.run.device, 3, 5.0)
+    return trainer, Affinity(
+        trainer.run.data, trainer.run.setup, list(tasks), 0, trainer.run.device, 3, 5.0, precision=precision
+    )
 
 
 @pytest.mark.parametrize("optim", ["sgd", "adam"])
@@ -286,14 +293,17 @@ def test_the_lookahead_takes_adams_own_step_with_its_state():
     torch.testing.assert_close(stepped["w"].float(), weight.detach(), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("precision", ["float64", "float32"])
 @pytest.mark.parametrize(("optim", "lrs"), [("sgd", (1e-5, 1e-3, 1e-1)), ("adam", (1e-5, 1e-4, 1e-3))])
-def test_affinity_per_lr_is_flat_across_learning_rates(tiny_data, tmp_path, optim, lrs):
+def test_affinity_per_lr_is_flat_across_learning_rates(tiny_data, tmp_path, optim, lrs, precision):
     """Divided by the lr (TAG's code) and in float64, the same state measured at lrs four orders
     apart gives the same affinity: with float32 losses a 1e-5 step changed nothing measurable.
     (Adam's step at lr 0.1, one tenth on every weight of this tiny model, leaves the linear regime.)"""
     means = []
     for lr in lrs:
-        _, affinity = affinity_of(tiny_data, tmp_path / f"{lr}", f"optim={optim}", f"lr={lr}")
+        _, affinity = affinity_of(
+            tiny_data, tmp_path / f"{lr}", f"optim={optim}", f"lr={lr}", precision=precision
+        )
         means.append(affinity.measure().mean)
     for mean in means[1:]:
         np.testing.assert_allclose(mean, means[0], rtol=0.1, atol=0.05 * np.abs(means[0]).max())
@@ -406,50 +416,111 @@ def test_the_floor_counts_held_batches_not_measurements():
     old = {k: v for k, v in row.items() if k != "per_batch"}
     bound = summarize([old] * 10)
     assert bound.floor == "bound" and np.allclose(bound.half_width, once.half_width)
-    assert "an upper bound" in "".join(affinity_table("run", [old, old]))
+    assert "an upper bound" in (text := "".join(affinity_table("run", [old, old])))
+    assert "predates the batches" in text
 
 
-def test_held_batches_taken_in_turn_give_the_floor_of_all_of_them():
-    """affinity_each=1: each measurement takes one of the 8 held batches in turn (TAG's cost, a
-    lookahead on one batch), and the floor is still over all 8 units: each batch's mean over the
-    measurements that took it. Here the values do not move over the run, so it is the floor of
-    every measurement taking all 8; in a run they move, and the floor is wider (RESULTS)."""
-    from mtl.analysis.multitask import summarize
-    from mtl.formats.run_files import AffinityRow
+def in_turn_line(values: np.ndarray, held: list[int]) -> dict:
+    """An affinity.jsonl line of one task measured on the held batches `held` (values: (k,))."""
+    per_batch = np.asarray(values, dtype=float).reshape(-1, 1, 1)
+    return {"tasks": ["a"], "matrix": per_batch.mean(axis=0).tolist(), "per_batch": per_batch.tolist(),
+            "batches": len(held), "held": held, "unit": "per_lr"}  # fmt: skip
+
+
+def test_held_batches_taken_in_turn_are_a_connected_design():
+    """affinity_each=k: k of the 8 held batches in turn; where k divides 8 each cycle starts one
+    further on, so batches meet different others and their offsets can be compared."""
     from mtl.train.callbacks.affinity import held_in_turn
 
     assert [held_in_turn(m, 1, 8) for m in (1, 2, 8, 9)] == [[0], [1], [7], [0]]
     assert [held_in_turn(m, 3, 8) for m in (1, 2, 3)] == [[0, 1, 2], [3, 4, 5], [6, 7, 0]]
+    assert [held_in_turn(m, 2, 8) for m in range(1, 10)] == [
+        [0, 1], [2, 3], [4, 5], [6, 7], [1, 2], [3, 4], [5, 6], [7, 0], [2, 3],
+    ]  # fmt: skip
     assert held_in_turn(5, 8, 8) == held_in_turn(1, 9, 8) == list(range(8))
+    for each in (1, 2, 4):  # a cycle takes every batch once
+        assert sorted(b for m in range(9, 9 + 8 // each) for b in held_in_turn(m, each, 8)) == list(range(8))
+
+
+def test_the_floor_of_batches_in_turn_ignores_how_the_affinity_moves_over_training():
+    """The affinity moves over training (a value common to every batch at a measurement): the
+    run's mean averages it, so it is not noise. Taking 2 of 8 batches in turn, the floor compares
+    batches within a measurement and is the same with or without the movement; taking 1, the
+    batch means carry the movement and the floor is an upper bound, said so. Every batch at every
+    measurement: the t interval of the batch means, as the two-way model gives it."""
+    from mtl.analysis.held_batches import batch_floor
+    from mtl.analysis.multitask import affinity_table, summarize
+    from mtl.train.callbacks.affinity import held_in_turn
+
     rng = np.random.default_rng(0)
-    per_batch = rng.normal(0.0, 0.1, size=(8, 2, 2))
+    offsets, cells = rng.normal(0, 1.0, 8), rng.normal(0, 0.5, (32, 8))
+    movement = np.linspace(0.0, 40.0, 32)  # the affinity growing over training
 
-    def line(held: list[int]) -> dict:
-        values = per_batch[held]
-        return {"tasks": ["a", "b"], "matrix": values.mean(axis=0).tolist(), "per_batch": values.tolist(),
-                "batches": len(held), "held": held, "unit": "per_lr"}  # fmt: skip
+    def lines(each: int, moving: bool) -> list[dict]:
+        taken = [held_in_turn(m, each, 8) for m in range(1, 33)]
+        values = offsets + cells + (movement[:, None] if moving else 0)
+        return [in_turn_line(values[m, held], held) for m, held in enumerate(taken)]
 
-    every = summarize([line(list(range(8)))] * 2)
-    in_turn = summarize([line(held_in_turn(m, 1, 8)) for m in range(1, 17)])
-    assert in_turn.floor == "batches" and in_turn.units == 8
-    np.testing.assert_allclose(in_turn.half_width, every.half_width)
-    np.testing.assert_allclose(in_turn.mean, every.mean)
-    assert summarize([line([3])] * 4).half_width is None  # one batch, however often: no floor
-    AffinityRow.model_validate({"step": 2, **line([3, 5])})
+    still, moving = summarize(lines(2, False)), summarize(lines(2, True))
+    assert still.floor == moving.floor == "design" and still.units == 8
+    np.testing.assert_allclose(moving.half_width, still.half_width)
+    np.testing.assert_allclose(moving.mean - still.mean, movement.mean())
+    one_still, one_moving = summarize(lines(1, False)), summarize(lines(1, True))
+    assert one_still.floor == one_moving.floor == "bound"
+    assert one_moving.half_width[0, 0] > 2 * one_still.half_width[0, 0]
+    assert "one batch per measurement (affinity_each=1)" in "".join(affinity_table("run", lines(1, True)))
+    assert "Satterthwaite" in "".join(affinity_table("run", lines(2, True)))
+    every = lines(8, True)
+    assert summarize(every).floor == "batches"
+    from mtl.analysis.held_batches import _in_turn, held_values
+
+    measured = held_values(every)
+    assert measured is not None
+    design = _in_turn(measured, list(range(8)))
+    textbook = batch_floor(every)
+    assert design is not None and textbook is not None
+    np.testing.assert_allclose(design.half_width, textbook.half_width)
+
+
+def test_the_floor_of_two_batches_in_turn_covers_95_percent():
+    """Simulated from one real cpu-small run's variances (16 measurements x 8 batches: the
+    affinity's movement over training, each batch's offset and the residual, RESULTS): the
+    interval of 2 of 8 batches in turn holds the run's true mean about 95% of the time."""
+    from mtl.analysis.multitask import summarize
+    from mtl.train.callbacks.affinity import held_in_turn
+
+    rng = np.random.default_rng(0)
+    movement = np.resize([37.0, 12.0, -30.0, -15.0, 3.0, 8.0, 10.0, -9.0, 2.0, 5.0, -11.0, 9.0], 16)
+    held = [held_in_turn(m, 2, 8) for m in range(1, 17)]
+    covered = []
+    for _ in range(400):
+        values = movement[:, None] + rng.normal(0, 7.0, 8) + rng.normal(0, 7.0, (16, 8))
+        summary = summarize([in_turn_line(values[m, taken], taken) for m, taken in enumerate(held)])
+        covered.append(abs(summary.mean[0, 0] - movement.mean()) <= summary.half_width[0, 0])
+    assert 0.92 <= np.mean(covered) <= 0.99
+
+
+def test_a_batch_in_turn_is_the_same_line_whatever_else_is_measured():
+    from mtl.analysis.multitask import summarize
+    from mtl.formats.run_files import AffinityRow
+
+    line = in_turn_line(np.array([0.1, 0.2]), [3, 5])
+    assert summarize([in_turn_line(np.array([0.3]), [3])] * 4).half_width is None  # one batch: no floor
+    AffinityRow.model_validate({"step": 2, **line})
     for held in ([3], [3, 3]):  # one name per matrix of per_batch, each once
         with pytest.raises(ValueError, match="held names each batch of per_batch once"):
-            AffinityRow.model_validate({"step": 2, **line([3, 5]), "held": held})
+            AffinityRow.model_validate({"step": 2, **line, "held": held})
 
 
 @pytest.mark.parametrize(
     "keys, each",
     [
-        (("affinity_every=100",), 8),  # all of them, unless told
-        (("affinity_every=100", "affinity_each=2"), 2),
+        (("affinity_every=100",), 2),  # 2 of them in turn, unless told
+        (("affinity_every=100", "affinity_each=8"), 8),
         (("affinity_every=100", "affinity_each=20"), 8),
     ],
 )
-def test_a_run_measures_every_held_batch_unless_told_fewer(keys, each):
+def test_a_run_measures_two_held_batches_in_turn_unless_told(keys, each):
     from mtl.train.callbacks.affinity import held_each
     from mtl.train.config.command_line import config_from_args
 
@@ -539,3 +610,25 @@ def test_pcgrad_through_torchjd_equals_the_papers_projections():
                         - (projected[i] @ gradients[j]) / (gradients[j] @ gradients[j]) * gradients[j]
                     )
         assert torch.allclose(combined.shared, projected.sum(dim=0), atol=1e-10, rtol=0)
+
+
+def test_float32_measures_what_float64_does_and_hands_it_steps_too_small_to_resolve(
+    tiny_data, tmp_path, monkeypatch
+):
+    """affinity_precision=float32 (the default): the tiny model's steps change its losses by far
+    less than float32 resolves (1e-3 of a loss), so every held batch is measured again in float64
+    and the values are float64's to the bit; told to keep float32 anyway, they are float64's to
+    float32's rounding, and a stepped task's loss before its step is its gradient's own forward."""
+    from mtl.train.callbacks import affinity as affinity_module
+
+    _, precise = affinity_of(tiny_data, tmp_path / "64", "optim=sgd", "lr=0.1")
+    _, coarse = affinity_of(tiny_data, tmp_path / "32", "optim=sgd", "lr=0.1", precision="float32")
+    exact, handed = precise.measure(), coarse.measure()
+    assert exact.precisions == ["float64"] * 3 and handed.precisions == ["float64"] * 3
+    assert np.array_equal(exact.per_batch, handed.per_batch)
+    monkeypatch.setattr(affinity_module, "COARSEST_DROP", 0.0)
+    kept = coarse.measure()
+    assert kept.precisions == ["float32"] * 3
+    changes = np.abs(exact.per_batch).max() * 0.1
+    np.testing.assert_allclose(kept.per_batch, exact.per_batch, atol=1e-6 / 0.1 + 1e-3 * changes / 0.1)
+    np.testing.assert_allclose(kept.base, exact.base, rtol=1e-5)

@@ -16,6 +16,7 @@ import numpy as np
 from scipy import stats
 
 from mtl import metrics
+from mtl.analysis.held_batches import batch_floor
 from mtl.analysis.page import pyplot, smoothed, svg_base64
 from mtl.errors import UserError
 from mtl.runs import Run
@@ -36,7 +37,9 @@ class AffinityMean:
     mean: np.ndarray  # (T, T)
     half_width: np.ndarray | None  # (T, T); None: a log from before the noise floor
     per_lr: bool  # divided by the lr (TAG's code); older logs: the plain loss ratio
-    floor: str = "batches"  # batches: over the held batches as units; bound: an upper bound (older logs)
+    # batches: every held batch at each measurement; design: some in turn (affinity_each=, the
+    # two-way model); bound: an upper bound (affinity_each=1, older logs)
+    floor: str = "batches"
     units: int = 0  # the held batches the floor is over
 
     def within_noise(self) -> np.ndarray:
@@ -47,40 +50,21 @@ class AffinityMean:
 
 
 def summarize(rows: list[dict[str, Any]]) -> AffinityMean:
-    """The mean over measurements, and its noise floor over independent units. The held batches
-    are drawn once and measured again and again, so a batch's values over the run are one unit:
-    each batch's mean over the measurements, their standard error over the B batches, the t
-    quantile of B - 1 degrees of freedom (pooling the measurements as independent shrank the floor
-    by the square root of their count, though at unchanged weights they repeat one value). A log
-    from before the batches' values were kept has each measurement's standard error only: their
-    mean bounds the batch-unit one from above (the spread of a mean over time is at most the mean
+    """The mean over measurements, and its noise floor over independent units: the held batches
+    (mtl/analysis/held_batches.py; pooling the measurements as independent shrank the floor by the
+    square root of their count, though at unchanged weights they repeat one value). A log from
+    before the batches' values were kept has each measurement's standard error only: their mean
+    bounds the batch-unit one from above (the spread of a mean over time is at most the mean
     spread), so that floor is kept, and said to be a bound."""
     tasks, mean = list(rows[0]["tasks"]), mean_matrix(rows)
     per_lr = all(r.get("unit") == "per_lr" for r in rows)
-    if (batches := held_batch_means(rows)) is not None and len(batches) > 1:  # (B, T, T)
-        count = len(batches)
-        half = stats.t.ppf(0.975, count - 1) * batches.std(axis=0, ddof=1) / np.sqrt(count)
-        return AffinityMean(tasks, mean, half, per_lr, "batches", count)
+    if (floor := batch_floor(rows)) is not None:
+        return AffinityMean(tasks, mean, floor.half_width, per_lr, floor.kind, floor.units)
     if all(r.get("stderr") is not None and (r.get("batches") or 0) > 1 for r in rows):
         count = min(int(r["batches"]) for r in rows)
         bound = np.mean([np.array(r["stderr"], dtype=float) for r in rows], axis=0)
         return AffinityMean(tasks, mean, stats.t.ppf(0.975, count - 1) * bound, per_lr, "bound", count)
     return AffinityMean(tasks, mean, None, per_lr)
-
-
-def held_batch_means(rows: list[dict[str, Any]]) -> np.ndarray | None:
-    """(B, ...) each held batch's mean over the measurements that took it: every batch at each
-    measurement, or some in turn (affinity_each=: `held` names them); None when a line kept none."""
-    values: dict[int, list[np.ndarray]] = {}
-    for row in rows:
-        if row.get("per_batch") is None:
-            return None
-        per_batch = np.array(row["per_batch"], dtype=float)
-        for number, matrix in zip(row.get("held") or range(len(per_batch)), per_batch, strict=True):
-            values.setdefault(int(number), []).append(matrix)
-    if not values or len({matrix.shape for taken in values.values() for matrix in taken}) != 1:
-        return None
-    return np.stack([np.mean(values[number], axis=0) for number in sorted(values)])
 
 
 def toward_targets(
@@ -294,16 +278,20 @@ def affinity_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
             "no noise floor: the log is from before mtl repeated each measurement; read small values as noise"
         )
     else:
-        floor = (
-            f"± the 95% t interval over the {summary.units} held batches (affinity_batches=), each batch's mean "
-            "over the run one unit (B - 1 degrees of freedom)"
+        units = f"the {summary.units} held batches (affinity_batches=)"
+        floor = {
+            "batches": f"± the 95% t interval over {units}, each batch's mean over the run one unit "
+            "(B - 1 degrees of freedom)",
+            "design": f"± the 95% t interval over {units}, some taken in turn (affinity_each=): their "
+            "offsets compared within measurements, Satterthwaite's degrees of freedom",
+            "bound": f"± an upper bound on the 95% t interval over {units}: "
             + (
-                "; an upper bound: the log predates the batches' own values"
-                if summary.floor == "bound"
-                else ""
-            )
-            + "; ~0: the interval holds 0, so the sign is noise, never help or harm"
-        )
+                "one batch per measurement (affinity_each=1) cannot tell a batch's offset from how "
+                "the affinity moves over training"
+                if all(r.get("per_batch") is not None for r in rows)
+                else "the log predates the batches' own values"
+            ),
+        }[summary.floor] + "; ~0: the interval holds 0, so the sign is noise, never help or harm"
     parts = [
         f"<h2>Task affinity of {html.escape(name)}: mean of {len(rows)} measurements ({unit})</h2>",
         f"<p>Row: the task stepped; column: the task whose loss it changed (the diagonal: a task's "

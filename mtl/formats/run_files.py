@@ -190,6 +190,9 @@ class AffinityRow(Record):
     seconds: Finite | None = None  # since 2026-12-02: the whole measurement's CPU seconds
     # Since 2026-12-02 (affinity_each=): which held batches per_batch holds (absent: 0, 1, ..., all)
     held: list[Count] | None = None
+    # Since 2026-12-02 (affinity_precision=): the lookahead's step and losses' precision (absent:
+    # float64); mixed: some batches' steps too small for float32, measured in float64
+    precision: Literal["float32", "float64", "mixed"] = "float64"
 
     @model_validator(mode="after")
     def _toward_the_targets(self) -> AffinityRow:

@@ -56,7 +56,7 @@ from mtl.train.config.train_config import AFFINITY_ESTIMATORS
 ALL = "all"
 AFFINITY_KEYS = (
     "affinity_every", "run.affinity_every", "affinity_batches", "run.affinity_batches",
-    "affinity_each", "run.affinity_each",
+    "affinity_each", "run.affinity_each", "affinity_precision", "run.affinity_precision",
     "affinity_estimators", "run.affinity_estimators", "affinity_k", "run.affinity_k",
 )  # fmt: skip
 # Unless affinity_estimators= is given, the check measures every one of them

@@ -12,21 +12,24 @@ its own update rule with its state (Adam's moments and step count, SGD's momentu
 gradient clipping, applied to copies (the heads stay as they are, as in the paper). Dividing by
 the lr (TAG's code does) makes measurements at different lrs comparable. L_i and L_j are
 measured on held batches of each task's training data (a seeded draw of `<task>.batch` examples,
-the same at every measurement, so values compare over time; TAG takes the step's own batch) and
-in float64: at Adam's learning rates the change is far below float32's resolution of a loss.
+the same at every measurement, so values compare over time; TAG takes the step's own batch).
 The lookahead's gradient is the training step's own, in the model's float32 (its backward is the
-measurement's costliest part, and half the price in float32 on a CPU); the step it makes and the
-losses before and after it are float64.
+measurement's costliest part); the step it makes and the losses before and after it are float32
+(`affinity_precision=`, float64 on request): each loss is a mean over the batch accumulated in
+float64, and against float64 throughout the values differ by at most 2.7e-5 per unit lr at
+cpu-small's lr 1e-3 (values 0.05-66; the floors 0.6 and up: RESULTS), the error growing as 1/lr:
+a held batch whose steps change every loss by less than COARSEST_DROP of itself is measured again
+in float64 (`_too_fine`). In float32 a stepped task's loss before its step is its gradient's own
+forward.
 
-The noise floor: the measurement is repeated on `affinity_batches=` held batches, and each line
-keeps every batch's matrix. The batches are drawn once and reused, so one batch's values over
-time are one unit, not many (consecutive measurements correlate 0.45-0.87): `just report` takes
-each batch's mean over the run as a unit, its standard error over the B batches with B - 1
-degrees of freedom, and shows an entry whose t interval holds 0 as ~0, never as help or harm.
-`affinity_each=k` takes k of the held batches at each measurement, in turn (`held_in_turn`): k/B
-of the cost, the floor still over the B batches (a batch's values do not depend on which others
-are measured with it), but wider: a batch's mean is then over some of the run's times, so how the
-affinity moves over training enters the spread between batches (docs/multitask.md).
+The noise floor: the measurement is repeated on `affinity_batches=` (8) held batches, and each
+line keeps every batch's matrix. The batches are drawn once and reused, so one batch's values
+over time are one unit, not many (consecutive measurements correlate 0.45-0.87): `just report`
+gives the run's mean a t interval over the B batches (mtl/analysis/held_batches.py) and shows an
+entry whose interval holds 0 as ~0, never as help or harm. A measurement takes `affinity_each=`
+(2) of the held batches, in turn (`held_in_turn`): a quarter of the cost of all 8, the floor
+still over the B batches (a batch's values do not depend on which others are measured with it),
+their offsets compared within measurements, and wider (docs/multitask.md).
 
 Everything is computed functionally, without touching the model's weights or gradients, the
 optimizer or the data streams, in training mode (cuDNN's LSTM has no backward in eval mode) with
@@ -101,6 +104,7 @@ class Measurement:
     # affinity_estimators=: name -> (B, T, K) toward the targets, and the CPU seconds each added
     estimates: dict[str, np.ndarray] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    precisions: list[str] = field(default_factory=list)  # each held batch's: float32, or float64
 
     @property
     def lowered(self) -> np.ndarray:
@@ -155,12 +159,16 @@ class Affinity:
         targets: list[str] | None = None,
         estimators: Sequence[str] = (),
         steps_ahead: int = 3,
+        precision: str = "float64",
     ):
         """`scored_on="dev"`: the losses before and after a lookahead are measured on held batches
         of each task's dev split, not on the batch the lookahead stepped on (the online mixing's
         evidence: a step that only memorizes its batch, as on shuffled labels, earns nothing);
         `targets`: the watching tasks that are columns (None: every one of the run); `estimators`:
-        of AFFINITY_ESTIMATORS, measured toward the targets too; `steps_ahead`: lookahead_k's k."""
+        of AFFINITY_ESTIMATORS, measured toward the targets too; `steps_ahead`: lookahead_k's k;
+        `precision`: the lookahead's step and the losses around it, float64 or float32."""
+        self.precision = precision
+        self.dtype = torch.float64 if precision == "float64" else torch.float32
         self.data, self.tasks, self.device, self.max_grad_norm = data, list(tasks), device, max_grad_norm
         self.optimizers = setup.optimizers
         self.networks = {task: TaskNetwork(setup.model, task) for task in self.tasks}
@@ -195,13 +203,19 @@ class Affinity:
             # each classification target's probe, fitted on the encoder as it is now
             for target in self.probed:
                 self.networks[target] = ProbedNetwork(self.model, target, *self._fit_probe(target))
-            # float64 copies of each task's network, made once per measurement for every held batch;
-            # the shared encoder's copied once for them all (47-62M parameters at paper size)
-            encoder = {f"encoder.{name}": t for name, t in _float64(self.model.encoder).items()}
-            weights = {task: _float64(self.networks[task], encoder) for task in [*self.tasks, *self.targets]}
             # the lookahead's gradient on the weights as they train (no copy)
             trained = {task: _as_trained(self.networks[task]) for task in [*self.tasks, *self.targets]}
-            measured = [self._on_batch(number, weights, trained) for number in numbers]
+            weights = self._copies(self.dtype)
+            precise: dict[str, dict[str, torch.Tensor]] = {}
+            measured, precisions = [], []
+            for number in numbers:
+                values, precision = self._on_batch(number, weights, trained), self.precision
+                if self.dtype != torch.float64 and _too_fine(values[0], values[1], values[3]):
+                    # a step too small for float32 to resolve its losses' change: this batch in float64
+                    precise = precise or self._copies(torch.float64)
+                    values, precision = self._on_batch(number, precise, trained), "float64"
+                measured.append(values)
+                precisions.append(precision)
         return Measurement(
             np.stack([among for among, *_ in measured]),
             np.stack([toward for _, toward, *_ in measured]) if self.targets else None,
@@ -209,7 +223,14 @@ class Affinity:
             np.stack([lrs for _, _, _, lrs, _ in measured]),
             {name: np.stack([extra[name] for *_, extra in measured]) for name in self.estimators},
             dict(self.seconds),
+            precisions,
         )
+
+    def _copies(self, dtype: torch.dtype) -> dict[str, dict[str, torch.Tensor]]:
+        """Copies in `dtype` of each task's network, made once per measurement for every held batch;
+        the shared encoder's copied once for them all (47-62M parameters at paper size)."""
+        encoder = {f"encoder.{name}": t for name, t in _copied(self.model.encoder, dtype).items()}
+        return {task: _copied(self.networks[task], dtype, encoder) for task in [*self.tasks, *self.targets]}
 
     def _on_batch(
         self,
@@ -221,32 +242,62 @@ class Affinity:
         losses before the lookaheads (T + K), each lookahead's lr (T), and each other estimator's
         (T, K) toward the targets."""
         helped = [*self.tasks, *self.targets]
-        before = {task: self._forward(task, number, weights[task], on=self.scored) for task in helped}
-        base = {task: loss.item() for task, (_, loss) in before.items()}
         result, lrs = np.zeros((len(self.tasks), len(helped))), np.zeros(len(self.tasks))
         extra = {name: np.zeros((len(self.tasks), len(self.targets))) for name in self.estimators}
-        toward_gradients = self._target_gradients(number, trained) if "alignment" in self.estimators else {}
+        dtype = next(iter(weights[self.tasks[0]].values())).dtype  # the measurement's precision
+        toward_gradients = (
+            self._target_gradients(number, trained, dtype) if "alignment" in self.estimators else {}
+        )
+        # each loss before the lookaheads; a stepped task's is its gradient's own forward where that
+        # is the same computation (float32 on its held batch), one forward of the batch saved
+        reused = [task for task in self.tasks if self._same_forward(task, trained[task], dtype)]
+        before = {
+            task: self._forward(task, number, weights[task], on=self.scored)
+            for task in helped
+            if task not in reused
+        }
+        after = np.zeros((len(self.tasks), len(helped)))
         for i, source in enumerate(self.tasks):
-            stepped, lrs[i], gradients = self._lookahead(source, number, weights[source], trained[source])
+            stepped, lrs[i], gradients, loss = self._lookahead(
+                source, number, weights[source], trained[source]
+            )
+            if source in reused:
+                before[source] = (None, loss)
             for j, target in enumerate(helped):
-                outputs, after = self._forward(target, number, {**weights[target], **stepped}, on=self.scored)
-                result[i, j] = _relative_drop(base[target], after.item(), lrs[i])
+                outputs, lowered = self._forward(
+                    target, number, {**weights[target], **stepped}, on=self.scored
+                )
+                after[i, j] = lowered.item()
                 if "scale_free" in self.estimators and j >= len(self.tasks):
                     started = time.process_time()
                     extra["scale_free"][i, j - len(self.tasks)] = self._scale_free(
-                        target, number, before[target][0], outputs, base[target], after.item(), lrs[i]
+                        target,
+                        number,
+                        before[target][0],
+                        outputs,
+                        before[target][1].item(),
+                        after[i, j],
+                        lrs[i],
                     )
                     self.seconds["scale_free"] += time.process_time() - started
             if "lookahead_k" in self.estimators:
                 started = time.process_time()
+                base = {target: before[target][1].item() for target in self.targets}
                 extra["lookahead_k"][i] = self._lookahead_k(source, number, weights, gradients, base)
                 self.seconds["lookahead_k"] += time.process_time() - started
             if "alignment" in self.estimators:
                 started = time.process_time()
                 extra["alignment"][i] = [_cosine(gradients, toward_gradients[t]) for t in self.targets]
                 self.seconds["alignment"] += time.process_time() - started
-        losses = np.array([base[task] for task in helped])
+        losses = np.array([before[task][1].item() for task in helped])
+        for i, j in np.ndindex(*result.shape):
+            result[i, j] = _relative_drop(losses[j], after[i, j], lrs[i])
         return result[:, : len(self.tasks)], result[:, len(self.tasks) :], losses, lrs, extra
+
+    def _same_forward(self, task: str, trained: dict[str, torch.Tensor], dtype: torch.dtype) -> bool:
+        """Whether `task`'s gradient forward computes its loss before the lookahead: it scores the
+        batch it steps on, and trains its weights in the measurement's precision."""
+        return self.scored[task] is self.held[task] and all(t.dtype == dtype for t in trained.values())
 
     def _scale_free(
         self,
@@ -270,25 +321,32 @@ class Affinity:
         return _as_trained(self.networks[task])
 
     def _target_gradients(
-        self, number: int, trained: dict[str, dict[str, torch.Tensor]]
+        self, number: int, trained: dict[str, dict[str, torch.Tensor]], dtype: torch.dtype
     ) -> dict[str, dict[str, torch.Tensor]]:
         """Each target's gradient of its loss on its held batch `number` on the shared encoder."""
         started = time.process_time()
         found = {
-            target: self._gradient(target, number, trained[target], on=self.scored) for target in self.targets
+            target: self._gradient(target, number, trained[target], dtype, on=self.scored)[0]
+            for target in self.targets
         }
         self.seconds["alignment"] += time.process_time() - started
         return found
 
     def _gradient(
-        self, task: str, number: int, trained: dict[str, torch.Tensor], on: dict[str, list] | None = None
-    ) -> dict[str, torch.Tensor]:
-        """`task`'s gradient (float64) on the shared parameters, its network as it trains."""
+        self,
+        task: str,
+        number: int,
+        trained: dict[str, torch.Tensor],
+        dtype: torch.dtype,
+        on: dict[str, list] | None = None,
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """`task`'s gradient (in `dtype`, the measurement's precision) on the shared parameters, its
+        network as it trains, and the loss it is the gradient of."""
         names = [name for name in self.shared if name in trained]
         leaves = {name: trained[name].detach().requires_grad_() for name in names}
         _, loss = self._forward(task, number, {**trained, **leaves}, grad=True, on=on)
         found = torch.autograd.grad(loss, [leaves[n] for n in names], allow_unused=True)
-        return {n: g.double() for n, g in zip(names, found, strict=True) if g is not None}
+        return {n: g.to(dtype) for n, g in zip(names, found, strict=True) if g is not None}, loss.detach()
 
     def _lookahead_k(
         self,
@@ -388,14 +446,15 @@ class Affinity:
 
     def _lookahead(
         self, task: str, number: int, weights: dict[str, torch.Tensor], trained: dict[str, torch.Tensor]
-    ) -> tuple[dict[str, torch.Tensor], float, dict[str, torch.Tensor]]:
-        """The shared parameters (float64 `weights`) after the step `task`'s optimizer would take on
-        its held batch `number`, that step's lr on the shared encoder, and the gradient (before
-        clipping). The gradient is taken on the network as it trains (`trained`: its own weights,
-        float32), as the training step takes it."""
-        gradients = self._gradient(task, number, trained)
+    ) -> tuple[dict[str, torch.Tensor], float, dict[str, torch.Tensor], torch.Tensor]:
+        """The shared parameters (`weights`, the measurement's copies) after the step `task`'s
+        optimizer would take on its held batch `number`, that step's lr on the shared encoder, the
+        gradient (before clipping) and the loss it is the gradient of. The gradient is taken on the
+        network as it trains (`trained`: its own weights), as the training step takes it."""
+        dtype = next(iter(weights.values())).dtype
+        gradients, loss = self._gradient(task, number, trained, dtype)
         stepped, lr = optimizer_step(self.optimizers[task], self.shared, weights, self._clipped(gradients))
-        return stepped, lr, gradients
+        return stepped, lr, gradients, loss
 
     def _forward(
         self,
@@ -419,6 +478,18 @@ class Affinity:
             # (a qt head's output encoder shares the encoder's frozen vectors: the next step crashed)
             outputs = functional_call(self.networks[task], weights, (sentences,), tie_weights=False)
             return outputs, definition.losses(outputs, labels).double().mean()
+
+
+COARSEST_DROP = 1e-3  # float32 keeps a batch whose largest loss change is at least this share
+
+
+def _too_fine(among: np.ndarray, toward: np.ndarray, lrs: np.ndarray) -> bool:
+    """Whether a held batch's lookaheads changed every loss by less than COARSEST_DROP of itself:
+    float32 resolves a loss to about 1e-7 of it, so at a step that small its rounding is over 1e-4
+    of the largest value (a tiny model at SGD's lr 1e-5 changes its losses by 1e-8: noise). Such a
+    batch is measured again in float64."""
+    changes = np.abs(np.concatenate([among, toward], axis=1)) * lrs[:, None]
+    return bool(changes.max(initial=0.0) < COARSEST_DROP)
 
 
 def _relative_drop(before: float, after: float, lr: float) -> float:
@@ -459,16 +530,19 @@ class ProbedNetwork(torch.nn.Module):
 
     def forward(self, sentences: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
         features = self.head.recipe.features(*self.head.embeddings(self.encoder, sentences))
-        return features.double() @ self.probe_weight.T + self.probe_bias
+        return features.to(self.probe_weight.dtype) @ self.probe_weight.T + self.probe_bias
 
 
-def _float64(
-    network: torch.nn.Module, copied: dict[str, torch.Tensor] | None = None
+def _copied(
+    network: torch.nn.Module, dtype: torch.dtype, copied: dict[str, torch.Tensor] | None = None
 ) -> dict[str, torch.Tensor]:
-    """The network's floating-point parameters and buffers as float64 copies; those in `copied`
+    """The network's floating-point parameters and buffers as copies in `dtype`; those in `copied`
     (by name) taken from it, not copied again."""
     copied = copied or {}
-    return {name: copied[name] if name in copied else t.double() for name, t in _as_trained(network).items()}
+    return {
+        name: copied[name] if name in copied else t.to(dtype, copy=True)
+        for name, t in _as_trained(network).items()
+    }
 
 
 def _as_trained(network: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -523,7 +597,7 @@ def shadow_optimizer(
         state = optimizer.state.get(shared[name], {})
         shadow.state[copy] = {
             k: (
-                v.detach().to(torch.float64 if v.is_floating_point() and v.dim() else v.dtype, copy=True)
+                v.detach().to(copy.dtype if v.is_floating_point() and v.dim() else v.dtype, copy=True)
                 if torch.is_tensor(v)
                 else v
             )
@@ -552,18 +626,22 @@ class AffinityLog:
 
 
 def held_each(config: TrainConfig) -> int:
-    """The held batches a run's measurement takes (`affinity_each=`; unset: all of them)."""
+    """The held batches a run's measurement takes (`affinity_each=`, 2 unless told; none: all)."""
     keys = config.run
     return min(keys.affinity_each or keys.affinity_batches, keys.affinity_batches)
 
 
 def held_in_turn(measurement: int, each: int, batches: int) -> list[int]:
     """The held batches measurement number `measurement` (1, 2, ...) takes: `each` of the `batches`,
-    in turn, so that over a run each is measured as often as the others (within one), and a
-    resumed run measures at a step what the straight run measured there."""
+    next in turn, so that over a run each is measured about as often as the others, and a resumed
+    run measures at a step what the straight run measured there. Where `each` (2 or more) divides `batches`,
+    every cycle through them starts one further on, so that batches are measured with different
+    others (a connected design: the floor tells their offsets from the run's times by comparing
+    batches within a measurement, mtl/analysis/held_batches.py)."""
     if each >= batches:
         return list(range(batches))
-    first = (measurement - 1) * each
+    taken = (measurement - 1) * each  # held batches the measurements before this one took
+    first = taken + (taken // batches if each > 1 and batches % each == 0 else 0)
     return [(first + offset) % batches for offset in range(each)]
 
 
@@ -580,6 +658,7 @@ class AffinityMeasurements(Callback):
         self.affinity = Affinity(
             data, setup, self.tasks, keys.seed, device, keys.affinity_batches, config.optim.max_grad_norm,
             estimators=comma_list(keys.affinity_estimators), steps_ahead=keys.affinity_k,
+            precision=keys.affinity_precision,
         )  # fmt: skip
         self.batches, self.each = keys.affinity_batches, held_each(config)
         self.log = AffinityLog(path)
@@ -609,6 +688,8 @@ class AffinityMeasurements(Callback):
             "batches": len(measured.per_batch),
             "held": numbers,  # which of the affinity_batches= held batches per_batch holds, in order
             "unit": "per_lr",  # (1 - L_after / L_before) / lr
+            # float32, float64, or mixed: the batches float32 could not resolve measured in float64
+            "precision": measured.precisions[0] if len(set(measured.precisions)) == 1 else "mixed",
             "per_batch": measured.per_batch.tolist(),  # the floor's units (multitask.summarize)
             "seconds": seconds,  # the measurement's CPU seconds (this process, every thread)
         }

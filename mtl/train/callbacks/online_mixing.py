@@ -7,7 +7,7 @@ measured on the model as it trains, every `mix_every=` steps.
   gradient: A shifted to a minimum of 0 when it has a negative entry and divided by its sum (the
   authors' `aioli_normalize_A`, "always set"), then log w_j += eta * sum_i A[i, j]. Aioli fits A by
   training a few steps on each task in turn (LearnParams); mtl has that evidence without spending
-  training steps: the lookahead affinity (mtl/train/callbacks/affinity.py) steps a float64 copy
+  training steps: the lookahead affinity (mtl/train/callbacks/affinity.py) steps a copy
   with each task's own optimizer and measures every task's loss before and after, here on held
   batches of each task's dev split, so a step that only memorizes its own batch earns nothing. A is the
   losses' drop in their own units, as the authors' `previous_loss - new_loss` (not the affinity's
@@ -117,6 +117,7 @@ class OnlineMixing(Callback):
             self.affinity = Affinity(
                 data, setup, self.tasks, seed, device, batches, config.optim.max_grad_norm,
                 scored_on="dev", targets=watched(config, data) if self.kind == "transfer" else [],
+                precision=config.run.affinity_precision,
             )  # fmt: skip
             # the law's rows: the losses the mixture lowers
             self.rows = self.affinity.targets if self.kind == "transfer" else judged(config, self.tasks)
