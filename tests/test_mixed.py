@@ -468,7 +468,8 @@ def test_the_floor_of_batches_in_turn_ignores_how_the_affinity_moves_over_traini
     one_still, one_moving = summarize(lines(1, False)), summarize(lines(1, True))
     assert one_still.floor == one_moving.floor == "bound"
     assert one_moving.half_width[0, 0] > 2 * one_still.half_width[0, 0]
-    assert "one batch per measurement (affinity_each=1)" in "".join(affinity_table("run", lines(1, True)))
+    assert "one per measurement, affinity_each=1" in "".join(affinity_table("run", lines(1, True)))
+    assert summarize(lines(2, True)[:4]).floor == "bound"  # a cycle's 4 measurements meet no batch twice
     assert "Satterthwaite" in "".join(affinity_table("run", lines(2, True)))
     every = lines(8, True)
     assert summarize(every).floor == "batches"

@@ -286,8 +286,8 @@ def affinity_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
             "offsets compared within measurements, Satterthwaite's degrees of freedom",
             "bound": f"± an upper bound on the 95% t interval over {units}: "
             + (
-                "one batch per measurement (affinity_each=1) cannot tell a batch's offset from how "
-                "the affinity moves over training"
+                "its batches were not measured together enough to tell a batch's offset from how the "
+                "affinity moves over training (one per measurement, affinity_each=1, or too few measurements)"
                 if all(r.get("per_batch") is not None for r in rows)
                 else "the log predates the batches' own values"
             ),
