@@ -487,18 +487,11 @@ def test_the_floor_of_two_batches_in_turn_covers_95_percent():
     """Simulated from one real cpu-small run's variances (16 measurements x 8 batches: the
     affinity's movement over training, each batch's offset and the residual, RESULTS): the
     interval of 2 of 8 batches in turn holds the run's true mean about 95% of the time."""
-    from mtl.analysis.multitask import summarize
-    from mtl.train.callbacks.affinity import held_in_turn
+    from tools.floor_coverage import coverage
 
-    rng = np.random.default_rng(0)
-    movement = np.resize([37.0, 12.0, -30.0, -15.0, 3.0, 8.0, 10.0, -9.0, 2.0, 5.0, -11.0, 9.0], 16)
-    held = [held_in_turn(m, 2, 8) for m in range(1, 17)]
-    covered = []
-    for _ in range(400):
-        values = movement[:, None] + rng.normal(0, 7.0, 8) + rng.normal(0, 7.0, (16, 8))
-        summary = summarize([in_turn_line(values[m, taken], taken) for m, taken in enumerate(held)])
-        covered.append(abs(summary.mean[0, 0] - movement.mean()) <= summary.half_width[0, 0])
-    assert 0.92 <= np.mean(covered) <= 0.99
+    movement = np.array([37.0, 12.0, -30.0, -15.0, 3.0, 8.0, 10.0, -9.0, 2.0, 5.0, -11.0, 9.0])
+    share, _, kind = coverage(movement, offset=49.0, noise=49.0, each=2, times=16, sims=400, seed=0)
+    assert kind == "design" and 0.92 <= share <= 0.99
 
 
 def test_a_batch_in_turn_is_the_same_line_whatever_else_is_measured():

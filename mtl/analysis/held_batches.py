@@ -63,8 +63,8 @@ def batch_floor(rows: list[dict[str, Any]]) -> Floor | None:
     if len(numbers) < 2:
         return None
     if all(sorted(held) == numbers for held, _ in measured):
-        return _every_batch(measured, numbers)
-    return _in_turn(measured, numbers) or _bound(measured, numbers)
+        return _over_batch_means(measured, numbers, "batches")
+    return _in_turn(measured, numbers) or _over_batch_means(measured, numbers, "bound")
 
 
 def _batch_means(measured: list[tuple[list[int], np.ndarray]], numbers: list[int]) -> np.ndarray:
@@ -81,12 +81,9 @@ def _t_interval(means: np.ndarray) -> np.ndarray:
     return stats.t.ppf(0.975, count - 1) * means.std(axis=0, ddof=1) / np.sqrt(count)
 
 
-def _every_batch(measured: list[tuple[list[int], np.ndarray]], numbers: list[int]) -> Floor:
-    return Floor(_t_interval(_batch_means(measured, numbers)), "batches", len(numbers))
-
-
-def _bound(measured: list[tuple[list[int], np.ndarray]], numbers: list[int]) -> Floor:
-    return Floor(_t_interval(_batch_means(measured, numbers)), "bound", len(numbers))
+def _over_batch_means(measured: list[tuple[list[int], np.ndarray]], numbers: list[int], kind: str) -> Floor:
+    """The t interval of the batch means: exact with every batch each time, else a bound."""
+    return Floor(_t_interval(_batch_means(measured, numbers)), kind, len(numbers))
 
 
 def _in_turn(measured: list[tuple[list[int], np.ndarray]], numbers: list[int]) -> Floor | None:

@@ -94,12 +94,13 @@ class BiLSTMEncoder(Encoder):
         return states
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        packs = self._packs(tokens, lengths)
         chunks = (
             min(MOST_CHUNKS, len(tokens) // CHUNK_ROWS) if self.pooling != "none" else 1
         )  # none: (B, T, 2H)
-        if chunks > 1 and not self.skips_padding(tokens) and self._packs(tokens, lengths):
+        if packs and chunks > 1 and not self.skips_padding(tokens):  # the CPU would pack it
             return self._by_length(tokens, lengths, chunks)
-        if self.pooling == "max" and self._packs(tokens, lengths):
+        if self.pooling == "max" and packs:
             # Unpacked with -inf at padded positions, the max over time needs no mask: a dozen
             # host ops less per call, forward and backward (what bounds a GPU step).
             states = run_packed(self.embedding(tokens), lengths, self.lstm, padding_value=float("-inf"))

@@ -259,7 +259,7 @@ class Affinity:
         after = np.zeros((len(self.tasks), len(helped)))
         for i, source in enumerate(self.tasks):
             stepped, lrs[i], gradients, loss = self._lookahead(
-                source, number, weights[source], trained[source]
+                source, number, weights[source], trained[source], dtype
             )
             if source in reused:
                 before[source] = (None, loss)
@@ -445,13 +445,17 @@ class Affinity:
         return weight, bias
 
     def _lookahead(
-        self, task: str, number: int, weights: dict[str, torch.Tensor], trained: dict[str, torch.Tensor]
+        self,
+        task: str,
+        number: int,
+        weights: dict[str, torch.Tensor],
+        trained: dict[str, torch.Tensor],
+        dtype: torch.dtype,
     ) -> tuple[dict[str, torch.Tensor], float, dict[str, torch.Tensor], torch.Tensor]:
         """The shared parameters (`weights`, the measurement's copies) after the step `task`'s
         optimizer would take on its held batch `number`, that step's lr on the shared encoder, the
         gradient (before clipping) and the loss it is the gradient of. The gradient is taken on the
-        network as it trains (`trained`: its own weights), as the training step takes it."""
-        dtype = next(iter(weights.values())).dtype
+        network as it trains (`trained`: its own weights), as the training step takes it, in `dtype`."""
         gradients, loss = self._gradient(task, number, trained, dtype)
         stepped, lr = optimizer_step(self.optimizers[task], self.shared, weights, self._clipped(gradients))
         return stepped, lr, gradients, loss
